@@ -1,0 +1,387 @@
+//! Packet buffers: a fixed pool of DMA-able buffers, small `Copy` handles, and batches.
+//!
+//! The pool is carved out of one physically contiguous region handed over by the
+//! platform at initialization. Every buffer is `BUF_SIZE` bytes; a frame starts at
+//! `HEADROOM` when it arrives, so a driver can put its own header (virtio-net's 12
+//! bytes) in front of it without copying.
+//!
+//! Ownership: every buffer is owned by exactly one of the pool (free), a NIC ring,
+//! a [`Batch`] or a hand-off ring. Handles are plain indices and carry no lifetime,
+//! so the pool checks what it can: freeing a buffer that is already free is refused
+//! and counted ([`PoolError::DoubleFree`]), and [`Pool::in_use`] lets tests prove that
+//! nothing leaked.
+//!
+//! DMA: a buffer posted to a device is not read or written by the CPU until the
+//! device hands it back (the driver observes the descriptor's done bit, then an
+//! `Acquire` fence), so the device's writes never race with a Rust reference.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Bytes in one packet buffer.
+pub const BUF_SIZE: usize = 2048;
+/// Bytes reserved in front of a received frame for driver headers and encapsulation.
+pub const HEADROOM: usize = 64;
+/// Largest frame a buffer holds after the headroom.
+pub const MAX_FRAME: usize = BUF_SIZE - HEADROOM;
+/// Most buffers in one batch.
+pub const BATCH_SIZE: usize = 32;
+
+/// A handle to one packet buffer of a [`Pool`]: a small index, `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PacketBuf(u16);
+
+impl PacketBuf {
+    /// The buffer's index in its pool.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Why a pool operation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PoolError {
+    /// The memory region is smaller than `count * BUF_SIZE` bytes.
+    RegionTooSmall,
+    /// More than `u16::MAX + 1` buffers, or zero buffers, were asked for.
+    BadCount,
+    /// The region's physical base is not aligned to `BUF_SIZE`.
+    Misaligned,
+    /// The handle does not name a buffer of this pool.
+    BadHandle,
+    /// The buffer is already free.
+    DoubleFree,
+    /// A frame's offset and length do not fit in the buffer.
+    BadLength,
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoolError::RegionTooSmall => "memory region smaller than the pool",
+            PoolError::BadCount => "buffer count must be 1..=65536",
+            PoolError::Misaligned => "region base not aligned to the buffer size",
+            PoolError::BadHandle => "handle outside the pool",
+            PoolError::DoubleFree => "buffer freed twice",
+            PoolError::BadLength => "frame does not fit in the buffer",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Meta {
+    off: u16,
+    len: u16,
+    free: bool,
+}
+
+/// A fixed pool of packet buffers over one DMA-able region.
+#[derive(Debug)]
+pub struct Pool<'m> {
+    mem: &'m mut [u8],
+    phys_base: u64,
+    meta: Vec<Meta>,
+    free: Vec<PacketBuf>,
+    double_frees: u64,
+}
+
+impl<'m> Pool<'m> {
+    /// Builds a pool of `count` buffers over `mem`, whose first byte is at physical
+    /// address `phys_base`. Allocates its bookkeeping (init time only).
+    pub fn try_new(mem: &'m mut [u8], phys_base: u64, count: usize) -> Result<Self, PoolError> {
+        if count == 0 || count > u16::MAX as usize + 1 {
+            return Err(PoolError::BadCount);
+        }
+        if mem.len() < count * BUF_SIZE {
+            return Err(PoolError::RegionTooSmall);
+        }
+        if phys_base % BUF_SIZE as u64 != 0 {
+            return Err(PoolError::Misaligned);
+        }
+        let meta = alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true }; count];
+        // Highest index on top: allocation hands out low indices first.
+        let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
+        Ok(Self { mem, phys_base, meta, free, double_frees: 0 })
+    }
+
+    /// Buffers in the pool, free or not.
+    pub fn capacity(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// Buffers currently free.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Buffers currently owned by rings, batches or hand-off rings.
+    pub fn in_use(&self) -> usize {
+        self.capacity() - self.available()
+    }
+
+    /// Frees that were refused because the buffer was already free.
+    pub fn double_frees(&self) -> u64 {
+        self.double_frees
+    }
+
+    /// Takes a free buffer, reset to an empty frame at `HEADROOM`.
+    #[inline]
+    pub fn alloc(&mut self) -> Option<PacketBuf> {
+        let b = self.free.pop()?;
+        if let Some(m) = self.meta.get_mut(b.index()) {
+            *m = Meta { off: HEADROOM as u16, len: 0, free: false };
+        }
+        Some(b)
+    }
+
+    /// Returns `b` to the pool.
+    #[inline]
+    pub fn free(&mut self, b: PacketBuf) -> Result<(), PoolError> {
+        let Some(m) = self.meta.get_mut(b.index()) else {
+            return Err(PoolError::BadHandle);
+        };
+        if m.free {
+            self.double_frees += 1;
+            return Err(PoolError::DoubleFree);
+        }
+        m.free = true;
+        // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
+        self.free.push(b);
+        Ok(())
+    }
+
+    /// Returns every buffer of `batch` to the pool and empties the batch.
+    pub fn free_batch(&mut self, batch: &mut Batch) {
+        while let Some(b) = batch.pop() {
+            // A refused free is already counted by the pool.
+            let _ = self.free(b);
+        }
+    }
+
+    /// Physical address of the first byte of `b`'s buffer (for descriptors).
+    #[inline]
+    pub fn phys(&self, b: PacketBuf) -> u64 {
+        self.phys_base + (b.index() * BUF_SIZE) as u64
+    }
+
+    /// Sets where `b`'s frame starts in its buffer and how long it is.
+    #[inline]
+    pub fn set_frame(&mut self, b: PacketBuf, off: usize, len: usize) -> Result<(), PoolError> {
+        if off.checked_add(len).is_none_or(|end| end > BUF_SIZE) {
+            return Err(PoolError::BadLength);
+        }
+        let m = self.meta.get_mut(b.index()).ok_or(PoolError::BadHandle)?;
+        m.off = off as u16;
+        m.len = len as u16;
+        Ok(())
+    }
+
+    /// Sets the length of `b`'s frame, keeping its start.
+    #[inline]
+    pub fn set_len(&mut self, b: PacketBuf, len: usize) -> Result<(), PoolError> {
+        let off = self.frame_offset(b);
+        self.set_frame(b, off, len)
+    }
+
+    /// Offset of `b`'s frame in its buffer.
+    #[inline]
+    pub fn frame_offset(&self, b: PacketBuf) -> usize {
+        self.meta.get(b.index()).map_or(HEADROOM, |m| m.off as usize)
+    }
+
+    /// Length of `b`'s frame.
+    #[inline]
+    pub fn len(&self, b: PacketBuf) -> usize {
+        self.meta.get(b.index()).map_or(0, |m| m.len as usize)
+    }
+
+    /// Whether `b`'s frame is empty.
+    #[inline]
+    pub fn is_empty(&self, b: PacketBuf) -> bool {
+        self.len(b) == 0
+    }
+
+    /// The frame in `b` (empty for a bad handle).
+    #[inline]
+    pub fn frame(&self, b: PacketBuf) -> &[u8] {
+        let (off, len) = self.meta.get(b.index()).map_or((0, 0), |m| (m.off as usize, m.len as usize));
+        let start = b.index() * BUF_SIZE + off;
+        self.mem.get(start..start + len).unwrap_or(&[])
+    }
+
+    /// The frame in `b`, writable (empty for a bad handle).
+    #[inline]
+    pub fn frame_mut(&mut self, b: PacketBuf) -> &mut [u8] {
+        let (off, len) = self.meta.get(b.index()).map_or((0, 0), |m| (m.off as usize, m.len as usize));
+        let start = b.index() * BUF_SIZE + off;
+        self.mem.get_mut(start..start + len).unwrap_or(&mut [])
+    }
+
+    /// The whole buffer of `b`, `BUF_SIZE` bytes (empty for a bad handle).
+    #[inline]
+    pub fn raw_mut(&mut self, b: PacketBuf) -> &mut [u8] {
+        let start = b.index() * BUF_SIZE;
+        self.mem.get_mut(start..start + BUF_SIZE).unwrap_or(&mut [])
+    }
+}
+
+/// Up to [`BATCH_SIZE`] buffer handles moving through the pipeline together.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    bufs: heapless::Vec<PacketBuf, BATCH_SIZE>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub const fn new() -> Self {
+        Self { bufs: heapless::Vec::new() }
+    }
+
+    /// Handles in the batch.
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Whether the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+
+    /// Whether the batch is full.
+    pub fn is_full(&self) -> bool {
+        self.bufs.is_full()
+    }
+
+    /// Room left.
+    pub fn room(&self) -> usize {
+        BATCH_SIZE - self.bufs.len()
+    }
+
+    /// Appends `b`; gives it back if the batch is full.
+    #[inline]
+    pub fn push(&mut self, b: PacketBuf) -> Result<(), PacketBuf> {
+        self.bufs.push(b)
+    }
+
+    /// Removes the last handle.
+    #[inline]
+    pub fn pop(&mut self) -> Option<PacketBuf> {
+        self.bufs.pop()
+    }
+
+    /// The handles, in arrival order.
+    pub fn as_slice(&self) -> &[PacketBuf] {
+        &self.bufs
+    }
+
+    /// Keeps the handles for which `f` is true, in order; hands the others to `drop`.
+    pub fn retain(&mut self, mut keep: impl FnMut(PacketBuf) -> bool, mut drop: impl FnMut(PacketBuf)) {
+        let mut out = heapless::Vec::<PacketBuf, BATCH_SIZE>::new();
+        for &b in self.bufs.iter() {
+            if keep(b) {
+                // Cannot fail: `out` is no longer than `self.bufs`.
+                let _ = out.push(b);
+            } else {
+                drop(b);
+            }
+        }
+        self.bufs = out;
+    }
+
+    /// Removes the first `n` handles (all of them if `n >= len`), keeping the rest in order.
+    pub fn drain_front(&mut self, n: usize) {
+        let n = n.min(self.bufs.len());
+        let rest = heapless::Vec::<PacketBuf, BATCH_SIZE>::from_slice(&self.bufs[n..]).unwrap_or_default();
+        self.bufs = rest;
+    }
+
+    /// Empties the batch without touching the buffers (the caller owns them now).
+    pub fn clear(&mut self) {
+        self.bufs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(mem: &mut [u8], n: usize) -> Pool<'_> {
+        Pool::try_new(mem, 0x10_0000, n).unwrap()
+    }
+
+    #[test]
+    fn rejects_bad_configuration() {
+        let mut mem = vec![0u8; 4 * BUF_SIZE];
+        assert_eq!(Pool::try_new(&mut mem, 0, 5).err(), Some(PoolError::RegionTooSmall));
+        assert_eq!(Pool::try_new(&mut mem, 0, 0).err(), Some(PoolError::BadCount));
+        assert_eq!(Pool::try_new(&mut mem, 100, 4).err(), Some(PoolError::Misaligned));
+    }
+
+    #[test]
+    fn alloc_until_empty_then_free_restores() {
+        let mut mem = vec![0u8; 4 * BUF_SIZE];
+        let mut p = pool(&mut mem, 4);
+        let bufs: Vec<_> = (0..4).map(|_| p.alloc().unwrap()).collect();
+        assert!(p.alloc().is_none());
+        assert_eq!(p.in_use(), 4);
+        assert_eq!(p.phys(bufs[1]), 0x10_0000 + BUF_SIZE as u64);
+        for b in bufs {
+            p.free(b).unwrap();
+        }
+        assert_eq!(p.in_use(), 0);
+    }
+
+    #[test]
+    fn double_free_is_refused_and_counted() {
+        let mut mem = vec![0u8; 2 * BUF_SIZE];
+        let mut p = pool(&mut mem, 2);
+        let b = p.alloc().unwrap();
+        p.free(b).unwrap();
+        assert_eq!(p.free(b), Err(PoolError::DoubleFree));
+        assert_eq!(p.double_frees(), 1);
+        assert_eq!(p.available(), 2);
+        assert_eq!(p.free(PacketBuf(9)), Err(PoolError::BadHandle));
+    }
+
+    #[test]
+    fn frames_are_isolated_per_buffer() {
+        let mut mem = vec![0u8; 2 * BUF_SIZE];
+        let mut p = pool(&mut mem, 2);
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        p.set_len(a, 3).unwrap();
+        p.set_len(b, 2).unwrap();
+        p.frame_mut(a).copy_from_slice(&[1, 2, 3]);
+        p.frame_mut(b).copy_from_slice(&[9, 9]);
+        assert_eq!(p.frame(a), &[1, 2, 3]);
+        assert_eq!(p.frame(b), &[9, 9]);
+        assert_eq!(p.set_frame(a, BUF_SIZE - 1, 2), Err(PoolError::BadLength));
+        assert_eq!(p.frame_offset(a), HEADROOM);
+    }
+
+    #[test]
+    fn batch_retain_keeps_order_and_hands_out_the_rest() {
+        let mut batch = Batch::new();
+        for i in 0..5 {
+            batch.push(PacketBuf(i)).unwrap();
+        }
+        let mut dropped = Vec::new();
+        batch.retain(|b| b.index() % 2 == 0, |b| dropped.push(b.index()));
+        assert_eq!(batch.as_slice(), &[PacketBuf(0), PacketBuf(2), PacketBuf(4)]);
+        assert_eq!(dropped, vec![1, 3]);
+        batch.drain_front(2);
+        assert_eq!(batch.as_slice(), &[PacketBuf(4)]);
+    }
+
+    #[test]
+    fn batch_refuses_overflow() {
+        let mut batch = Batch::new();
+        for i in 0..BATCH_SIZE as u16 {
+            batch.push(PacketBuf(i)).unwrap();
+        }
+        assert_eq!(batch.push(PacketBuf(99)), Err(PacketBuf(99)));
+        assert!(batch.is_full());
+    }
+}

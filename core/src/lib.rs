@@ -1,0 +1,26 @@
+//! Cadence's decision layer.
+//!
+//! Everything that decides lives here and runs unchanged on the host (unit tests,
+//! property tests, the simulator) and on bare metal (the firmware): packet buffers
+//! and batches ([`buf`]), header parsing ([`parse`]), checksums ([`checksum`]), the
+//! Toeplitz RSS hash ([`rss`]), time ([`time`]), the NIC queue contract ([`nic`]),
+//! the forwarding stage ([`forward`]) and the worker loop ([`worker`]).
+//!
+//! The crate never names a driver or a platform: those come in through the traits
+//! in [`nic`] and [`time`]. It has no `unsafe` code.
+//!
+//! Memory: the crate uses `alloc` only while building things at initialization
+//! (the pool's bookkeeping arrays); nothing on the per-packet path allocates.
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod buf;
+pub mod checksum;
+pub mod forward;
+pub mod nic;
+pub mod parse;
+pub mod rss;
+pub mod time;
+pub mod worker;

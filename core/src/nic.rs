@@ -1,0 +1,150 @@
+//! The NIC queue contract: what every driver promises and what every caller may rely on.
+//!
+//! A driver exposes its receive and transmit queues through [`RxQueue`] and
+//! [`TxQueue`], and its port-wide controls through [`Port`]. The pool is passed into
+//! each call rather than held by the queue, so one pool can serve several queues
+//! and the borrow checker sees who touches buffers when.
+//!
+//! Ownership rules (DESIGN.md §3, "buffers"):
+//! - A buffer the driver posts to its RX ring belongs to the ring until `rx_burst`
+//!   returns it in the batch; from then on it belongs to the caller.
+//! - A buffer handed to `tx_burst` and accepted (removed from the batch) belongs to the
+//!   TX ring until the device is done with it; the driver then returns it to the pool
+//!   itself, in a later `tx_burst` or `reclaim`.
+//! - A buffer `tx_burst` did not accept stays in the batch; the caller decides to
+//!   retry or drop it.
+//! - Nothing is ever lost: every buffer a driver took from the pool is in its ring,
+//!   or was handed to the caller, or was returned to the pool.
+
+use crate::buf::{Batch, Pool};
+
+/// A receive queue.
+pub trait RxQueue {
+    /// Moves up to `batch.room()` received frames into `batch`, in arrival order, and
+    /// returns how many it moved.
+    ///
+    /// Obligations:
+    /// - Never blocks and never panics; an empty ring returns 0.
+    /// - Each returned buffer holds exactly one complete frame ([`Pool::frame`]),
+    ///   starting at a frame offset chosen by the driver, without any device header.
+    /// - Frames the device flagged as errored, or longer than a buffer, are not
+    ///   returned: the driver recycles their buffers and counts them in
+    ///   [`RxStats::errors`].
+    /// - The driver refills its ring from `pool` for every buffer it hands out. If the
+    ///   pool is empty the ring runs short (counted in [`RxStats::no_buffer`]) and is
+    ///   topped up again on later calls.
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize;
+
+    /// Counters of this queue since it was created.
+    fn rx_stats(&self) -> RxStats;
+}
+
+/// A transmit queue.
+pub trait TxQueue {
+    /// Takes frames from the front of `batch` onto the TX ring, in order, and returns
+    /// how many it took. Those are removed from `batch`; what did not fit stays there,
+    /// in order, for the caller to retry or free.
+    ///
+    /// Obligations:
+    /// - Never blocks and never panics; a full ring takes 0.
+    /// - Buffers whose transmission completed are returned to `pool` first, so that a
+    ///   ring drained by the device makes room again.
+    /// - Frames with a length of 0 or over the device's maximum are not sent: the
+    ///   driver frees them to `pool`, counts them in [`TxStats::errors`], and counts
+    ///   them as taken.
+    /// - The doorbell is rung before returning whenever anything was taken.
+    fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize;
+
+    /// Returns buffers of completed transmissions to `pool`, and returns how many.
+    fn reclaim(&mut self, pool: &mut Pool<'_>) -> usize;
+
+    /// Frames on the ring not yet known to be done.
+    fn in_flight(&self) -> usize;
+
+    /// Counters of this queue since it was created.
+    fn tx_stats(&self) -> TxStats;
+}
+
+/// Port-wide controls and facts.
+pub trait Port {
+    /// The port's MAC address.
+    fn mac(&self) -> [u8; 6];
+
+    /// Number of receive queues in use.
+    fn rx_queues(&self) -> usize;
+
+    /// Number of transmit queues in use.
+    fn tx_queues(&self) -> usize;
+
+    /// Points the RSS indirection table at receive queues: entry `i` of `table`
+    /// steers hash bucket `i`. Only the entries that changed are written.
+    fn set_rss_table(&mut self, table: &[u16]) -> Result<(), RssError>;
+
+    /// Port counters (sums over its queues plus anything the device counts).
+    fn stats(&self) -> PortStats;
+}
+
+/// Why an RSS update was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RssError {
+    /// The device has no RSS, or only one queue.
+    Unsupported,
+    /// The table's length is not one the device takes.
+    BadLength,
+    /// An entry names a queue the port does not have.
+    BadQueue,
+    /// The device did not accept the change in time.
+    Device,
+}
+
+impl core::fmt::Display for RssError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            RssError::Unsupported => "RSS unsupported by this port",
+            RssError::BadLength => "indirection table length not supported",
+            RssError::BadQueue => "indirection entry names a missing queue",
+            RssError::Device => "device refused the RSS update",
+        })
+    }
+}
+
+/// Receive counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RxStats {
+    /// Frames handed to the caller.
+    pub packets: u64,
+    /// Bytes in those frames.
+    pub bytes: u64,
+    /// Frames the device flagged as bad, or that did not fit a buffer.
+    pub errors: u64,
+    /// Times a ring slot could not be refilled because the pool was empty.
+    pub no_buffer: u64,
+}
+
+/// Transmit counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TxStats {
+    /// Frames put on the ring.
+    pub packets: u64,
+    /// Bytes in those frames.
+    pub bytes: u64,
+    /// Frames refused because of their length.
+    pub errors: u64,
+    /// Frames offered but not taken because the ring was full.
+    pub ring_full: u64,
+}
+
+/// Port counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PortStats {
+    /// Sum over the receive queues.
+    pub rx: RxStats,
+    /// Sum over the transmit queues.
+    pub tx: TxStats,
+    /// Frames the device dropped before a queue saw them (missed, no descriptor).
+    pub device_drops: u64,
+}

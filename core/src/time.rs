@@ -1,0 +1,183 @@
+//! Time in clock ticks.
+//!
+//! An [`Instant`] and a [`Duration`] count ticks of one clock (the TSC on bare metal,
+//! virtual ticks in the simulator, a fake counter in tests); a [`TickRate`] converts
+//! between ticks and nanoseconds. Conversions saturate instead of overflowing, so no
+//! input can make them panic.
+
+use core::fmt;
+
+/// Ticks per second of a clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TickRate {
+    hz: u64,
+}
+
+impl TickRate {
+    /// A rate of `hz` ticks per second, or `None` for zero.
+    pub const fn try_new(hz: u64) -> Option<Self> {
+        if hz == 0 { None } else { Some(Self { hz }) }
+    }
+
+    /// Ticks per second.
+    pub const fn hz(self) -> u64 {
+        self.hz
+    }
+
+    /// Ticks in `ns` nanoseconds (saturating).
+    pub const fn ticks_from_ns(self, ns: u64) -> Duration {
+        let t = (ns as u128 * self.hz as u128) / 1_000_000_000;
+        Duration(if t > u64::MAX as u128 { u64::MAX } else { t as u64 })
+    }
+
+    /// Ticks in `us` microseconds (saturating).
+    pub const fn ticks_from_us(self, us: u64) -> Duration {
+        self.ticks_from_ns(us.saturating_mul(1_000))
+    }
+
+    /// Ticks in `ms` milliseconds (saturating).
+    pub const fn ticks_from_ms(self, ms: u64) -> Duration {
+        self.ticks_from_ns(ms.saturating_mul(1_000_000))
+    }
+
+    /// Nanoseconds in `d` (saturating).
+    pub const fn ns(self, d: Duration) -> u64 {
+        let n = (d.0 as u128 * 1_000_000_000) / self.hz as u128;
+        if n > u64::MAX as u128 { u64::MAX } else { n as u64 }
+    }
+}
+
+/// A point in time, in ticks since the clock's origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Instant(pub u64);
+
+/// A span of time, in ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Duration(pub u64);
+
+impl Instant {
+    /// Ticks since the origin.
+    pub const fn ticks(self) -> u64 {
+        self.0
+    }
+
+    /// Time from `earlier` to `self`, zero if `earlier` is later.
+    pub const fn saturating_since(self, earlier: Instant) -> Duration {
+        Duration(self.0.saturating_sub(earlier.0))
+    }
+
+    /// `self + d`, saturating at the end of time.
+    pub const fn saturating_add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(d.0))
+    }
+}
+
+impl Duration {
+    /// Zero ticks.
+    pub const ZERO: Duration = Duration(0);
+
+    /// Ticks in this span.
+    pub const fn ticks(self) -> u64 {
+        self.0
+    }
+}
+
+/// A monotonic clock.
+pub trait Clock {
+    /// The current time. Successive calls on one core never go backwards.
+    fn now(&self) -> Instant;
+    /// How fast this clock ticks.
+    fn rate(&self) -> TickRate;
+}
+
+/// A bounded wait ran out: the condition never became true before its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Timeout;
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("timed out")
+    }
+}
+
+/// Polls `cond` until it returns `true` or `timeout` has passed on `clock`.
+///
+/// This is the only way Cadence waits on hardware: every register or device wait
+/// names its deadline (the datasheet's maximum). The condition is checked once more
+/// after the deadline, so a condition that became true just in time is not missed.
+pub fn poll_until<C: Clock + ?Sized>(
+    clock: &C,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Result<(), Timeout> {
+    let deadline = clock.now().saturating_add(timeout);
+    loop {
+        if cond() {
+            return Ok(());
+        }
+        if clock.now() >= deadline {
+            return if cond() { Ok(()) } else { Err(Timeout) };
+        }
+        core::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::cell::Cell;
+
+    struct FakeClock {
+        t: Cell<u64>,
+        step: u64,
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            let t = self.t.get();
+            self.t.set(t + self.step);
+            Instant(t)
+        }
+        fn rate(&self) -> TickRate {
+            TickRate::try_new(1_000_000_000).unwrap()
+        }
+    }
+
+    #[test]
+    fn conversions_round_trip_and_saturate() {
+        let r = TickRate::try_new(2_600_000_000).unwrap();
+        assert_eq!(r.ticks_from_us(1), Duration(2_600));
+        assert_eq!(r.ns(Duration(2_600)), 1_000);
+        assert_eq!(r.ticks_from_ns(u64::MAX), Duration(u64::MAX));
+        assert!(TickRate::try_new(0).is_none());
+    }
+
+    #[test]
+    fn poll_until_succeeds_when_condition_turns_true() {
+        let c = FakeClock { t: Cell::new(0), step: 10 };
+        let mut n = 0;
+        assert_eq!(
+            poll_until(&c, Duration(1_000), || {
+                n += 1;
+                n == 5
+            }),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn poll_until_times_out() {
+        let c = FakeClock { t: Cell::new(0), step: 10 };
+        let mut calls = 0u32;
+        let r = poll_until(&c, Duration(100), || {
+            calls += 1;
+            false
+        });
+        assert_eq!(r, Err(Timeout));
+        assert!(calls >= 10, "polled {calls} times before giving up");
+    }
+}

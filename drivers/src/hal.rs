@@ -1,0 +1,144 @@
+//! What a driver needs from the machine, as traits.
+//!
+//! Offsets are in bytes from the start of a window. Accesses are volatile and are
+//! never merged, split or reordered with each other by the implementation (the
+//! hardware's own ordering rules, and the driver's fences, do the rest). An access
+//! outside a window is a driver bug: implementations ignore the write / read as 0
+//! and debug builds assert.
+
+use core::fmt;
+
+/// A window of device registers or device-visible memory, accessed with volatile
+/// loads and stores.
+pub trait Mmio {
+    /// Reads a byte at `off`.
+    fn read8(&self, off: usize) -> u8;
+    /// Reads a little-endian `u16` at `off` (2-byte aligned).
+    fn read16(&self, off: usize) -> u16;
+    /// Reads a little-endian `u32` at `off` (4-byte aligned).
+    fn read32(&self, off: usize) -> u32;
+    /// Writes a byte at `off`.
+    fn write8(&self, off: usize, val: u8);
+    /// Writes a little-endian `u16` at `off` (2-byte aligned).
+    fn write16(&self, off: usize, val: u16);
+    /// Writes a little-endian `u32` at `off` (4-byte aligned).
+    fn write32(&self, off: usize, val: u32);
+    /// Reads a `u64` at `off` as two `u32` accesses, low half first.
+    fn read64(&self, off: usize) -> u64 {
+        let lo = self.read32(off) as u64;
+        let hi = self.read32(off + 4) as u64;
+        lo | hi << 32
+    }
+    /// Writes a `u64` at `off` as two `u32` accesses, low half first.
+    fn write64(&self, off: usize, val: u64) {
+        self.write32(off, val as u32);
+        self.write32(off + 4, (val >> 32) as u32);
+    }
+    /// Bytes in the window.
+    fn len(&self) -> usize;
+    /// Whether the window is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A physically contiguous block of DMA memory: CPU access through [`Mmio`], device
+/// access at [`Dma::phys`].
+pub trait Dma: Mmio {
+    /// Physical (bus) address of the first byte.
+    fn phys(&self) -> u64;
+}
+
+/// Why DMA memory could not be had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DmaError {
+    /// Not enough memory left.
+    Exhausted,
+    /// The alignment is not a power of two.
+    BadAlignment,
+}
+
+impl fmt::Display for DmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DmaError::Exhausted => "DMA memory exhausted",
+            DmaError::BadAlignment => "DMA alignment not a power of two",
+        })
+    }
+}
+
+/// A source of zeroed, physically contiguous DMA memory.
+pub trait DmaAlloc {
+    /// The memory it hands out.
+    type Region: Dma;
+    /// `size` zeroed bytes aligned to `align` (a power of two). Memory is never
+    /// returned: drivers allocate their rings once, at initialization.
+    fn alloc(&mut self, size: usize, align: usize) -> Result<Self::Region, DmaError>;
+}
+
+/// Why a BAR could not be mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum BarError {
+    /// No such BAR, or it is unimplemented (reads as 0).
+    Absent,
+    /// The BAR is an I/O-port BAR, not memory.
+    NotMemory,
+    /// The requested range is outside the BAR.
+    OutOfRange,
+}
+
+impl fmt::Display for BarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BarError::Absent => "BAR absent",
+            BarError::NotMemory => "BAR is not a memory BAR",
+            BarError::OutOfRange => "range outside the BAR",
+        })
+    }
+}
+
+/// One PCI function, as a driver sees it.
+pub trait PciFunction {
+    /// A mapped part of a memory BAR.
+    type Window: Mmio;
+    /// Reads the 32-bit configuration register at `off` (4-byte aligned, < 256).
+    fn config_read32(&self, off: u8) -> u32;
+    /// Writes the 32-bit configuration register at `off` (4-byte aligned, < 256).
+    fn config_write32(&self, off: u8, val: u32);
+    /// Maps `len` bytes at `offset` into memory BAR `bar` (0..=5; a 64-bit BAR is
+    /// named by its low half).
+    fn map_bar(&self, bar: u8, offset: u64, len: u64) -> Result<Self::Window, BarError>;
+
+    /// Reads the 16-bit configuration register at `off` (2-byte aligned).
+    fn config_read16(&self, off: u8) -> u16 {
+        (self.config_read32(off & !3) >> ((off & 2) * 8)) as u16
+    }
+    /// Reads the configuration byte at `off`.
+    fn config_read8(&self, off: u8) -> u8 {
+        (self.config_read32(off & !3) >> ((off & 3) * 8)) as u8
+    }
+}
+
+/// PCI configuration-space offsets and bits every driver uses (PCI Local Bus 3.0 §6.1).
+pub mod pci {
+    /// Vendor ID (low half) and device ID (high half).
+    pub const ID: u8 = 0x00;
+    /// Command (low half) and status (high half).
+    pub const COMMAND: u8 = 0x04;
+    /// Command: respond to memory-space accesses.
+    pub const CMD_MEMORY: u32 = 1 << 1;
+    /// Command: the function may master the bus (DMA).
+    pub const CMD_BUS_MASTER: u32 = 1 << 2;
+    /// Command: INTx# disabled (polled drivers).
+    pub const CMD_INTX_DISABLE: u32 = 1 << 10;
+    /// Status: the function has a capabilities list.
+    pub const STATUS_CAP_LIST: u32 = 1 << (16 + 4);
+    /// Pointer to the first capability.
+    pub const CAP_PTR: u8 = 0x34;
+    /// Capability ID of a vendor-specific capability (virtio uses these).
+    pub const CAP_VENDOR: u8 = 0x09;
+    /// Capability ID of MSI-X.
+    pub const CAP_MSIX: u8 = 0x11;
+}

@@ -1,0 +1,2 @@
+//! (being written)
+#![cfg_attr(not(test), no_std)]
