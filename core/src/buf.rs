@@ -97,7 +97,7 @@ impl<'m> Pool<'m> {
         if mem.len() < count * BUF_SIZE {
             return Err(PoolError::RegionTooSmall);
         }
-        if phys_base % BUF_SIZE as u64 != 0 {
+        if !phys_base.is_multiple_of(BUF_SIZE as u64) {
             return Err(PoolError::Misaligned);
         }
         let meta = alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true }; count];

@@ -1,4 +1,17 @@
-//! (being written) The forwarding stage: verdicts and drop reasons.
+//! The forwarding stage: drop reasons, the [`Stage`] contract, and the two-port L2
+//! [`Forwarder`] with its control frames (docs/PROTOCOL.md, "Forwarding" and
+//! "Control frames").
+//!
+//! A [`Stage`] takes a batch received on one port and empties it: every frame either
+//! moves to the output batch of some port, or is returned to the pool and counted
+//! under one [`DropReason`] (or as a consumed control frame). Stages are the unit
+//! later NF chains compose: a chain is a `Stage` whose `process` runs its NFs in turn
+//! over the batch before handing survivors on. The worker loop ([`crate::worker`])
+//! only sees this trait.
+
+use crate::buf::{Batch, PacketBuf, Pool};
+use crate::parse::{self, EthernetFrame, ParseError};
+use core::fmt;
 
 /// Why a frame was dropped. Every drop on the per-packet path is counted under one of
 /// these; [`DropReason::as_str`] is the name used in stats lines and JSON.
@@ -10,11 +23,12 @@ pub enum DropReason {
     Runt = 0,
     /// Neither IPv4 nor IPv6 after the VLAN tags (ARP, random bytes, …).
     UnsupportedEthertype,
-    /// The IP header does not fit in the frame.
+    /// The IP header (or an IPv6 extension header) does not fit in the frame.
     TruncatedL3,
     /// The IP version field disagrees with the EtherType.
     BadIpVersion,
-    /// IPv4 IHL below 5 (20 bytes).
+    /// IPv4 IHL below 5 (20 bytes), or more IPv6 extension headers than the parser
+    /// skips ([`crate::parse::MAX_EXT_HEADERS`]).
     BadIpHeaderLen,
     /// The IP total/payload length is below the header or beyond the frame.
     BadIpTotalLen,
@@ -67,3 +81,266 @@ impl DropReason {
         }
     }
 }
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Ports of the L2 forwarder.
+pub const PORTS: usize = 2;
+
+/// EtherType of Cadence control frames (IEEE 802 local experimental 1).
+pub const CONTROL_ETHERTYPE: u16 = 0x88B5;
+/// The 8 bytes that open a control frame's payload.
+pub const CONTROL_MAGIC: [u8; 8] = *b"CADENCE!";
+
+/// A command carried by a control frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum Command {
+    /// Flush TX, print `@summary`, exit 33.
+    Stop = 1,
+    /// Print one `@stats` line now.
+    Stats = 2,
+}
+
+impl Command {
+    /// The command of a command byte, if it names one.
+    pub const fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Command::Stop),
+            2 => Some(Command::Stats),
+            _ => None,
+        }
+    }
+}
+
+/// The command in `frame` if it is a well-formed control frame: EtherType 0x88B5
+/// (after any VLAN tags), payload `CADENCE!` followed by a known command byte.
+pub fn parse_control(frame: &[u8]) -> Option<Command> {
+    let l2 = parse::parse_l2(frame).ok()?;
+    if l2.ethertype != CONTROL_ETHERTYPE {
+        return None;
+    }
+    let payload = frame.get(usize::from(l2.len)..)?;
+    let (magic, rest) = payload.split_at_checked(CONTROL_MAGIC.len())?;
+    if magic != CONTROL_MAGIC {
+        return None;
+    }
+    Command::from_byte(*rest.first()?)
+}
+
+/// The control commands seen while processing (reported up to the firmware).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Commands {
+    /// A STOP frame was seen.
+    pub stop: bool,
+    /// STATS frames seen (one `@stats` line each).
+    pub stats: u32,
+}
+
+impl Commands {
+    /// Notes one command.
+    pub fn record(&mut self, c: Command) {
+        match c {
+            Command::Stop => self.stop = true,
+            Command::Stats => self.stats = self.stats.saturating_add(1),
+        }
+    }
+
+    /// Adds the commands of `other`.
+    pub fn merge(&mut self, other: Commands) {
+        self.stop |= other.stop;
+        self.stats = self.stats.saturating_add(other.stats);
+    }
+
+    /// Whether no command was seen.
+    pub fn is_empty(&self) -> bool {
+        !self.stop && self.stats == 0
+    }
+}
+
+/// Counters every stage keeps: drops by reason and consumed control frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StageCounters {
+    /// Drops per reason, indexed by [`DropReason::index`].
+    pub drops: [u64; DropReason::COUNT],
+    /// Control frames consumed.
+    pub ctl: u64,
+}
+
+impl StageCounters {
+    /// Counts `n` drops for `reason`.
+    #[inline]
+    pub fn count_drop(&mut self, reason: DropReason, n: u64) {
+        if let Some(c) = self.drops.get_mut(reason.index()) {
+            *c = c.saturating_add(n);
+        }
+    }
+
+    /// Drops counted for `reason`.
+    pub fn drops_for(&self, reason: DropReason) -> u64 {
+        self.drops.get(reason.index()).copied().unwrap_or(0)
+    }
+
+    /// Drops over every reason.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().fold(0u64, |a, &d| a.saturating_add(d))
+    }
+}
+
+/// One step of the pipeline.
+///
+/// Contract:
+/// - `process` receives `input`, frames received on `port`, and leaves it empty.
+/// - Each frame ends in exactly one place: pushed onto `out[p]` (to be sent on port
+///   `p`, in the order of `input` for frames with the same `p`), or returned to
+///   `pool` and counted in `counters` (a drop under one reason, or a control frame).
+/// - When `out[p]` is full, or `p >= out.len()`, the frame is freed and counted as
+///   [`DropReason::TxFull`]: the caller should hand in output batches with room.
+/// - Never panics and never allocates.
+pub trait Stage {
+    /// Processes one batch received on `port`; returns the control commands seen.
+    fn process(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &mut Batch,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+    ) -> Commands;
+}
+
+/// Configuration of the [`Forwarder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct ForwardConfig {
+    /// The MAC of each port: the source MAC of frames sent on it.
+    pub own_mac: [[u8; 6]; PORTS],
+    /// The next hop behind each port: the destination MAC of frames sent on it.
+    pub peer_mac: [[u8; 6]; PORTS],
+    /// Whether control frames are consumed (`ctl=on`); when off they are dropped as
+    /// [`DropReason::UnsupportedEthertype`].
+    pub accept_control: bool,
+}
+
+impl ForwardConfig {
+    /// The default peers of docs/PROTOCOL.md (`peer0`, `peer1`).
+    pub const DEFAULT_PEERS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]];
+
+    /// A configuration with the ports' own MACs and their peers.
+    pub const fn new(own_mac: [[u8; 6]; PORTS], peer_mac: [[u8; 6]; PORTS], accept_control: bool) -> Self {
+        Self { own_mac, peer_mac, accept_control }
+    }
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        Self::new([[0; 6]; PORTS], Self::DEFAULT_PEERS, false)
+    }
+}
+
+/// What the forwarder decided for one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Verdict {
+    /// Send it on this port.
+    Forward(usize),
+    /// Consume it as this control command.
+    Control(Command),
+    /// Drop it.
+    Drop(DropReason),
+}
+
+/// The two-port L2 forwarder: a frame received on port `i` that parses leaves on
+/// port `1 - i` with destination MAC `peer_mac[1 - i]` and source MAC
+/// `own_mac[1 - i]`; nothing else changes.
+#[derive(Debug, Clone)]
+pub struct Forwarder {
+    cfg: ForwardConfig,
+}
+
+impl Forwarder {
+    /// A forwarder with `cfg`.
+    pub const fn new(cfg: ForwardConfig) -> Self {
+        Self { cfg }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ForwardConfig {
+        &self.cfg
+    }
+
+    /// Decides what happens to `frame`, received on `port`.
+    pub fn classify(&self, port: usize, frame: &[u8]) -> Verdict {
+        match parse::parse(frame) {
+            Ok(_) if port < PORTS => Verdict::Forward(PORTS - 1 - port),
+            // Nowhere to send it: the caller named a port this stage does not have.
+            Ok(_) => Verdict::Drop(DropReason::TxFull),
+            Err(ParseError::UnsupportedEthertype) if self.cfg.accept_control => match parse_control(frame) {
+                Some(c) => Verdict::Control(c),
+                None => Verdict::Drop(DropReason::UnsupportedEthertype),
+            },
+            Err(e) => Verdict::Drop(e.into()),
+        }
+    }
+
+    fn rewrite(&self, pool: &mut Pool<'_>, b: PacketBuf, to: usize) {
+        if let (Ok(mut eth), Some(&dst), Some(&src)) =
+            (EthernetFrame::try_new(pool.frame_mut(b)), self.cfg.peer_mac.get(to), self.cfg.own_mac.get(to))
+        {
+            eth.set_dst(dst);
+            eth.set_src(src);
+        }
+    }
+}
+
+/// Returns `b` to the pool (a refused free is counted by the pool itself).
+fn release(pool: &mut Pool<'_>, b: PacketBuf) {
+    let _ = pool.free(b);
+}
+
+impl Stage for Forwarder {
+    fn process(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &mut Batch,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+    ) -> Commands {
+        let mut cmds = Commands::default();
+        for &b in input.as_slice() {
+            match self.classify(port, pool.frame(b)) {
+                Verdict::Forward(to) => {
+                    self.rewrite(pool, b, to);
+                    let pushed = out.get_mut(to).map(|o| o.push(b));
+                    if !matches!(pushed, Some(Ok(()))) {
+                        release(pool, b);
+                        counters.count_drop(DropReason::TxFull, 1);
+                    }
+                }
+                Verdict::Control(c) => {
+                    release(pool, b);
+                    counters.ctl = counters.ctl.saturating_add(1);
+                    cmds.record(c);
+                }
+                Verdict::Drop(r) => {
+                    release(pool, b);
+                    counters.count_drop(r, 1);
+                }
+            }
+        }
+        input.clear();
+        cmds
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,484 @@
-//! (being written)
+//! Header parsing: Ethernet, up to two VLAN tags, IPv4/IPv6 (with IPv6 extension
+//! headers), TCP, UDP, ICMP and ICMPv6.
+//!
+//! [`parse`] validates a frame once and returns a small `Copy` summary, [`Parsed`]:
+//! the offsets of each layer, the protocols, and the [`FlowKey`] 5-tuple. It never
+//! panics, for any bytes (a property test feeds it arbitrary input), and every
+//! offset in an `Ok` result lies within the frame. Each rejection is a
+//! [`ParseError`], which maps 1:1 onto [`DropReason`].
+//!
+//! What is checked, in order (each check quotes the rule it implements):
+//! - Ethernet: 14 bytes; 802.1Q (0x8100) and 802.1ad (0x88A8) tags, at most two, each
+//!   4 bytes (`Runt` otherwise); then IPv4 (0x0800) or IPv6 (0x86DD), anything else
+//!   is `UnsupportedEthertype` (including a third tag).
+//! - IPv4 (RFC 791 §3.1, RFC 1122 §3.2.1): 20 bytes, version 4, IHL ≥ 5, the whole
+//!   header present, `IHL*4 <= total length <= bytes present` (trailing Ethernet
+//!   padding beyond the total length is allowed), the header checksum verifies.
+//! - IPv6 (RFC 8200 §3–4): 40 bytes, version 6, `payload length <= bytes present`;
+//!   Hop-by-Hop (0), Routing (43), Fragment (44) and Destination Options (60)
+//!   extension headers are skipped, at most [`MAX_EXT_HEADERS`] of them, each within
+//!   the payload length (`TruncatedL3` otherwise; too many is `BadIpHeaderLen`, as the
+//!   IP header chain then has no acceptable length).
+//! - Fragments (RFC 791, RFC 8200 §4.5): only a first fragment carries the L4 header;
+//!   a later fragment is forwarded without L4 parsing. Every fragment's flow key has
+//!   zero ports, so all fragments of one datagram hash alike.
+//! - TCP (RFC 9293 §3.1): 20 bytes, data offset ≥ 5 and within the segment.
+//! - UDP (RFC 768): 8 bytes, `8 <= length <= IP payload` (the upper bound is skipped
+//!   for a first fragment, whose length field covers the whole datagram).
+//! - ICMP: 8 bytes (RFC 792: every message has type, code, checksum and 4 more
+//!   bytes); ICMPv6: 4 bytes (RFC 4443 §2.1: type, code, checksum).
+//! - Other protocols (and ICMP/ICMPv6 over the other IP version) are forwarded without
+//!   L4 parsing.
+//!
+//! Checksums other than the IPv4 header's are not verified: a forwarder does not
+//! own them.
+
+mod headers;
+#[cfg(test)]
+mod tests;
+
+pub use headers::{EthernetFrame, IcmpHeader, Ipv4Header, Ipv6Header, TcpHeader, UdpHeader};
+
+use crate::forward::DropReason;
+use core::fmt;
+use headers::{be16, byte};
+
+/// EtherType of IPv4.
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86DD;
+/// TPID of an IEEE 802.1Q (C-)tag.
+pub const TPID_8021Q: u16 = 0x8100;
+/// TPID of an IEEE 802.1ad (S-)tag.
+pub const TPID_8021AD: u16 = 0x88A8;
+/// IP protocol number of ICMP.
+pub const PROTO_ICMP: u8 = 1;
+/// IP protocol number of TCP.
+pub const PROTO_TCP: u8 = 6;
+/// IP protocol number of UDP.
+pub const PROTO_UDP: u8 = 17;
+/// IP protocol number of ICMPv6.
+pub const PROTO_ICMPV6: u8 = 58;
+/// Most IPv6 extension headers skipped before giving up.
+pub const MAX_EXT_HEADERS: usize = 8;
+/// Most VLAN tags accepted in front of the EtherType.
+pub const MAX_VLAN_TAGS: usize = 2;
+
+const EXT_HOP_BY_HOP: u8 = 0;
+const EXT_ROUTING: u8 = 43;
+const EXT_FRAGMENT: u8 = 44;
+const EXT_DEST_OPTS: u8 = 60;
+
+/// Why a frame did not parse. Each variant is the [`DropReason`] of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ParseError {
+    /// Shorter than an Ethernet header, or a VLAN tag is cut short.
+    Runt,
+    /// Neither IPv4 nor IPv6 after at most two VLAN tags.
+    UnsupportedEthertype,
+    /// The IP header (or an IPv6 extension header) does not fit.
+    TruncatedL3,
+    /// The IP version field disagrees with the EtherType.
+    BadIpVersion,
+    /// IPv4 IHL below 5, or more than [`MAX_EXT_HEADERS`] IPv6 extension headers.
+    BadIpHeaderLen,
+    /// The IP total/payload length is below the header or beyond the frame.
+    BadIpTotalLen,
+    /// The IPv4 header checksum does not verify.
+    BadIpChecksum,
+    /// The TCP/UDP/ICMP header does not fit in the IP payload.
+    TruncatedL4,
+    /// TCP data offset below 5 or beyond the segment; UDP length below 8 or beyond
+    /// the IP payload.
+    BadL4Len,
+}
+
+impl From<ParseError> for DropReason {
+    fn from(e: ParseError) -> Self {
+        match e {
+            ParseError::Runt => DropReason::Runt,
+            ParseError::UnsupportedEthertype => DropReason::UnsupportedEthertype,
+            ParseError::TruncatedL3 => DropReason::TruncatedL3,
+            ParseError::BadIpVersion => DropReason::BadIpVersion,
+            ParseError::BadIpHeaderLen => DropReason::BadIpHeaderLen,
+            ParseError::BadIpTotalLen => DropReason::BadIpTotalLen,
+            ParseError::BadIpChecksum => DropReason::BadIpChecksum,
+            ParseError::TruncatedL4 => DropReason::TruncatedL4,
+            ParseError::BadL4Len => DropReason::BadL4Len,
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(DropReason::from(*self).as_str())
+    }
+}
+
+/// An IPv4 or IPv6 address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IpAddr {
+    /// IPv4.
+    V4([u8; 4]),
+    /// IPv6.
+    V6([u8; 16]),
+}
+
+impl IpAddr {
+    /// The address bytes, in network order.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(a) => a,
+        }
+    }
+}
+
+/// The 5-tuple of a packet. Ports are 0 for protocols without ports and for
+/// fragments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FlowKey {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// TCP/UDP source port.
+    pub src_port: u16,
+    /// TCP/UDP destination port.
+    pub dst_port: u16,
+    /// Upper-layer protocol (after IPv6 extension headers).
+    pub proto: u8,
+}
+
+impl FlowKey {
+    /// Whether the key carries ports (TCP or UDP, not fragmented).
+    pub fn has_ports(&self) -> bool {
+        matches!(self.proto, PROTO_TCP | PROTO_UDP) && (self.src_port | self.dst_port) != 0
+    }
+}
+
+/// One VLAN tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct VlanTag {
+    /// Tag protocol identifier (0x8100 or 0x88A8).
+    pub tpid: u16,
+    /// Tag control information: PCP (3 bits), DEI (1), VLAN ID (12).
+    pub tci: u16,
+}
+
+impl VlanTag {
+    /// The 12-bit VLAN identifier.
+    pub fn vid(&self) -> u16 {
+        self.tci & 0x0FFF
+    }
+}
+
+/// The link layer of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct L2 {
+    /// VLAN tags, outermost first; only the first `vlan_count` are meaningful.
+    pub vlans: [VlanTag; MAX_VLAN_TAGS],
+    /// Number of VLAN tags.
+    pub vlan_count: u8,
+    /// The EtherType after the tags.
+    pub ethertype: u16,
+    /// Bytes of Ethernet header and tags: the offset of the L3 header.
+    pub len: u16,
+}
+
+impl L2 {
+    /// The VLAN tags present, outermost first.
+    pub fn vlans(&self) -> &[VlanTag] {
+        self.vlans.get(..usize::from(self.vlan_count)).unwrap_or(&[])
+    }
+}
+
+/// The network layer protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum L3Kind {
+    /// IPv4.
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+}
+
+/// The transport header that was parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum L4Kind {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// ICMP (over IPv4).
+    Icmp,
+    /// ICMPv6 (over IPv6).
+    Icmpv6,
+    /// Not parsed: another protocol, or a non-first fragment.
+    Unparsed,
+}
+
+/// Where a packet stands in fragmentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Fragment {
+    /// A whole datagram (including IPv6 atomic fragments).
+    Whole,
+    /// The first fragment: offset 0, more to come; it carries the L4 header.
+    First,
+    /// A later fragment: no L4 header.
+    Later,
+}
+
+/// What [`parse`] learned about a frame. All offsets are from the start of the
+/// frame and lie within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Parsed {
+    /// The link layer.
+    pub l2: L2,
+    /// IPv4 or IPv6.
+    pub l3: L3Kind,
+    /// Offset of the IP header (equals `l2.len`).
+    pub l3_offset: u16,
+    /// Bytes of IP packet by its length field (header, extension headers, payload);
+    /// bytes beyond `l3_offset + l3_len` are link padding.
+    pub l3_len: u16,
+    /// Offset of the upper-layer header (after IPv4 options or IPv6 extension
+    /// headers), even when it was not parsed.
+    pub l4_offset: u16,
+    /// Upper-layer protocol number.
+    pub ip_proto: u8,
+    /// Fragmentation state.
+    pub fragment: Fragment,
+    /// Which transport header was parsed.
+    pub l4: L4Kind,
+    /// The 5-tuple.
+    pub flow: FlowKey,
+    /// Offset of the data after the transport header (`l4_offset` when unparsed).
+    pub payload_offset: u16,
+    /// Bytes of that data (by the UDP length for UDP, by the IP length otherwise).
+    pub payload_len: u16,
+}
+
+impl Parsed {
+    /// Bytes of link header (Ethernet and VLAN tags).
+    pub fn l2_len(&self) -> usize {
+        usize::from(self.l2.len)
+    }
+}
+
+/// Parses the Ethernet header and VLAN tags of `frame`.
+pub fn parse_l2(frame: &[u8]) -> Result<L2, ParseError> {
+    let eth = EthernetFrame::try_new(frame)?;
+    let mut l2 = L2 { vlans: [VlanTag::default(); MAX_VLAN_TAGS], vlan_count: 0, ethertype: eth.ethertype(), len: 14 };
+    let mut off = 14usize;
+    for slot in l2.vlans.iter_mut() {
+        if !matches!(l2.ethertype, TPID_8021Q | TPID_8021AD) {
+            break;
+        }
+        if frame.len() < off + 4 {
+            return Err(ParseError::Runt);
+        }
+        *slot = VlanTag { tpid: l2.ethertype, tci: be16(frame, off) };
+        l2.ethertype = be16(frame, off + 2);
+        l2.vlan_count += 1;
+        off += 4;
+    }
+    l2.len = off as u16;
+    Ok(l2)
+}
+
+/// Parses `frame` down to the transport header. Never panics.
+pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
+    // Offsets are u16: a frame is at most a buffer (2 KiB). Longer input is parsed as
+    // its first 64 KiB - 1, which no IP length field can reach past anyway.
+    let frame = frame.get(..usize::from(u16::MAX)).unwrap_or(frame);
+    let l2 = parse_l2(frame)?;
+    let l3_off = usize::from(l2.len);
+    let l3 = frame.get(l3_off..).unwrap_or(&[]);
+    let net = match l2.ethertype {
+        ETHERTYPE_IPV4 => net_v4(l3)?,
+        ETHERTYPE_IPV6 => net_v6(l3)?,
+        _ => return Err(ParseError::UnsupportedEthertype),
+    };
+    // The upper-layer bytes: from the L4 offset to the end of the IP packet.
+    let seg = l3.get(net.l4_rel..net.l3_len).unwrap_or(&[]);
+    let l4 = transport(&net, seg)?;
+    let base = l3_off as u16;
+    Ok(Parsed {
+        l2,
+        l3: net.kind,
+        l3_offset: base,
+        l3_len: net.l3_len as u16,
+        l4_offset: base + net.l4_rel as u16,
+        ip_proto: net.proto,
+        fragment: net.fragment,
+        l4: l4.kind,
+        flow: FlowKey { src: net.src, dst: net.dst, src_port: l4.ports.0, dst_port: l4.ports.1, proto: net.proto },
+        payload_offset: base + (net.l4_rel + l4.header_len) as u16,
+        payload_len: l4.payload_len as u16,
+    })
+}
+
+/// The network layer, offsets relative to the IP header.
+struct Net {
+    kind: L3Kind,
+    l3_len: usize,
+    l4_rel: usize,
+    proto: u8,
+    fragment: Fragment,
+    src: IpAddr,
+    dst: IpAddr,
+}
+
+fn net_v4(b: &[u8]) -> Result<Net, ParseError> {
+    // A short buffer is TruncatedL3 whatever its first byte says; 20 bytes with the
+    // wrong version are BadIpVersion before the IHL is judged.
+    if b.len() < Ipv4Header::<&[u8]>::MIN_LEN {
+        return Err(ParseError::TruncatedL3);
+    }
+    if byte(b, 0) >> 4 != 4 {
+        return Err(ParseError::BadIpVersion);
+    }
+    let ip = Ipv4Header::try_new(b)?;
+    let hlen = ip.header_len();
+    let total = usize::from(ip.total_len());
+    // RFC 791: "Total Length is the length of the datagram, measured in octets,
+    // including internet header and data."
+    if total < hlen || total > b.len() {
+        return Err(ParseError::BadIpTotalLen);
+    }
+    if !ip.verify_checksum() {
+        return Err(ParseError::BadIpChecksum);
+    }
+    let fragment = match (ip.frag_offset(), ip.more_frags()) {
+        (0, false) => Fragment::Whole,
+        (0, true) => Fragment::First,
+        _ => Fragment::Later,
+    };
+    Ok(Net {
+        kind: L3Kind::Ipv4,
+        l3_len: total,
+        l4_rel: hlen,
+        proto: ip.protocol(),
+        fragment,
+        src: IpAddr::V4(ip.src()),
+        dst: IpAddr::V4(ip.dst()),
+    })
+}
+
+fn net_v6(b: &[u8]) -> Result<Net, ParseError> {
+    let ip = Ipv6Header::try_new(b)?;
+    if ip.version() != 6 {
+        return Err(ParseError::BadIpVersion);
+    }
+    let end = 40 + usize::from(ip.payload_len());
+    if end > b.len() {
+        return Err(ParseError::BadIpTotalLen);
+    }
+    let mut next = ip.next_header();
+    let mut off = 40usize;
+    let mut fragment = Fragment::Whole;
+    let mut seen = 0usize;
+    // RFC 8200 §4: each extension header is identified by the Next Header value of
+    // the header before it; skip the four that a forwarder may see.
+    while matches!(next, EXT_HOP_BY_HOP | EXT_ROUTING | EXT_FRAGMENT | EXT_DEST_OPTS) {
+        if seen == MAX_EXT_HEADERS {
+            return Err(ParseError::BadIpHeaderLen);
+        }
+        seen += 1;
+        let len = if next == EXT_FRAGMENT {
+            // RFC 8200 §4.5: Fragment header is 8 bytes; offset in its upper 13 bits
+            // of bytes 2..4, M flag in the lowest bit.
+            8
+        } else {
+            // RFC 8200 §4.3: "Hdr Ext Len: Length of the header in 8-octet units, not
+            // including the first 8 octets."
+            (usize::from(byte(b, off + 1)) + 1) * 8
+        };
+        if off + len > end {
+            return Err(ParseError::TruncatedL3);
+        }
+        if next == EXT_FRAGMENT {
+            let field = be16(b, off + 2);
+            fragment = match (field >> 3, field & 1) {
+                (0, 0) => Fragment::Whole,
+                (0, _) => Fragment::First,
+                _ => Fragment::Later,
+            };
+        }
+        next = byte(b, off);
+        off += len;
+        if fragment == Fragment::Later {
+            break;
+        }
+    }
+    Ok(Net {
+        kind: L3Kind::Ipv6,
+        l3_len: end,
+        l4_rel: off,
+        proto: next,
+        fragment,
+        src: IpAddr::V6(ip.src()),
+        dst: IpAddr::V6(ip.dst()),
+    })
+}
+
+/// The transport layer: header length, payload length, ports.
+struct Transport {
+    kind: L4Kind,
+    header_len: usize,
+    payload_len: usize,
+    ports: (u16, u16),
+}
+
+fn transport(net: &Net, seg: &[u8]) -> Result<Transport, ParseError> {
+    let unparsed = Transport { kind: L4Kind::Unparsed, header_len: 0, payload_len: seg.len(), ports: (0, 0) };
+    if net.fragment == Fragment::Later {
+        return Ok(unparsed);
+    }
+    let whole = net.fragment == Fragment::Whole;
+    let ports = |p: (u16, u16)| if whole { p } else { (0, 0) };
+    Ok(match (net.kind, net.proto) {
+        (_, PROTO_TCP) => {
+            let tcp = TcpHeader::try_new(seg)?;
+            let h = tcp.header_len();
+            Transport {
+                kind: L4Kind::Tcp,
+                header_len: h,
+                payload_len: seg.len().saturating_sub(h),
+                ports: ports((tcp.src_port(), tcp.dst_port())),
+            }
+        }
+        (_, PROTO_UDP) => {
+            let udp = UdpHeader::try_new(seg)?;
+            let ulen = usize::from(udp.len());
+            // RFC 768: "Length is the length in octets of this user datagram including
+            // this header and the data. (This means the minimum value of the length
+            // is eight.)" A first fragment holds only part of the datagram.
+            if ulen < 8 || (whole && ulen > seg.len()) {
+                return Err(ParseError::BadL4Len);
+            }
+            let payload_len = if whole { ulen } else { seg.len() }.saturating_sub(8);
+            Transport { kind: L4Kind::Udp, header_len: 8, payload_len, ports: ports((udp.src_port(), udp.dst_port())) }
+        }
+        (L3Kind::Ipv4, PROTO_ICMP) => {
+            if seg.len() < 8 {
+                return Err(ParseError::TruncatedL4);
+            }
+            Transport { kind: L4Kind::Icmp, header_len: 8, payload_len: seg.len().saturating_sub(8), ports: (0, 0) }
+        }
+        (L3Kind::Ipv6, PROTO_ICMPV6) => {
+            IcmpHeader::try_new(seg)?;
+            Transport { kind: L4Kind::Icmpv6, header_len: 4, payload_len: seg.len().saturating_sub(4), ports: (0, 0) }
+        }
+        _ => unparsed,
+    })
+}

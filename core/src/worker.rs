@@ -1,1 +1,315 @@
-//! (being written)
+//! The busy-poll worker loop: RX burst on each port, the [`Stage`], TX burst on the
+//! destination port, counters.
+//!
+//! One [`Worker::poll_once`] call:
+//! 1. for each port `p`: `rx_burst` into a batch, count `p{p}_rx`/`p{p}_rx_bytes`,
+//!    hand the batch to the stage, which empties it into per-port output batches
+//!    (or frees and counts what it drops);
+//! 2. for each port `q` with output: `tx_burst`; what the ring did not take is
+//!    offered again, at most [`WorkerConfig::tx_retries`] more times within this
+//!    poll, then freed and counted as [`DropReason::TxFull`] (and `p{q}_tx_full`);
+//! 3. counts the poll (`polls`, and `busy_polls` when anything was received), and
+//!    reports what happened in a [`PollOutcome`], including control commands and
+//!    whether a periodic `@stats` line is due.
+//!
+//! After `poll_once` returns, the worker holds no buffers: every buffer is in a ring
+//! or in the pool. The loop never panics and never allocates.
+//!
+//! Counters the worker cannot see (the driver's `rx_err`, `no_buf`, and the pool's
+//! `pool_in_use`) are passed to [`WorkerStats::write_counters`] by the caller in a
+//! [`DriverCounters`], so one function writes every counter of docs/PROTOCOL.md in
+//! its documented order.
+
+use core::fmt;
+
+use crate::buf::{BATCH_SIZE, Batch, Pool};
+use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters};
+use crate::nic::{RxQueue, TxQueue};
+use crate::time::{Clock, Duration, Instant, Timeout, poll_until};
+
+/// Runtime knobs of a [`Worker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// Extra `tx_burst` attempts for frames a full TX ring did not take, within one
+    /// poll, before they are dropped as `TxFull`.
+    pub tx_retries: u32,
+    /// Period of [`PollOutcome::stats_due`]; zero turns it off.
+    pub stats_period: Duration,
+}
+
+impl WorkerConfig {
+    /// A configuration with `tx_retries` and `stats_period`.
+    pub const fn new(tx_retries: u32, stats_period: Duration) -> Self {
+        Self { tx_retries, stats_period }
+    }
+}
+
+impl Default for WorkerConfig {
+    /// Four retries, no periodic stats.
+    fn default() -> Self {
+        Self::new(4, Duration::ZERO)
+    }
+}
+
+/// Per-port counters kept by the worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx: u64,
+    /// Bytes in those frames.
+    pub rx_bytes: u64,
+    /// Frames taken by the TX ring.
+    pub tx: u64,
+    /// Bytes in those frames.
+    pub tx_bytes: u64,
+    /// Frames dropped because the TX ring stayed full.
+    pub tx_full: u64,
+}
+
+/// Every counter of a worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct WorkerStats {
+    /// Per-port counters.
+    pub ports: [PortCounters; PORTS],
+    /// Drops by reason (TX-full drops included) and control frames.
+    pub stage: StageCounters,
+    /// Calls to `poll_once`.
+    pub polls: u64,
+    /// Polls that received at least one frame.
+    pub busy_polls: u64,
+}
+
+/// Counters that the driver and pool keep, passed in for the stats line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DriverCounters {
+    /// Per port: frames the device flagged as bad ([`crate::nic::RxStats::errors`]).
+    pub rx_err: [u64; PORTS],
+    /// Per port: ring refills that found the pool empty
+    /// ([`crate::nic::RxStats::no_buffer`]).
+    pub no_buf: [u64; PORTS],
+    /// Buffers not in the pool ([`Pool::in_use`]).
+    pub pool_in_use: u64,
+}
+
+impl DriverCounters {
+    /// Reads the counters of one RX queue per port and of `pool`.
+    pub fn from_queues<R: RxQueue>(rx: &[R], pool: &Pool<'_>) -> Self {
+        let mut c = Self { pool_in_use: pool.in_use() as u64, ..Self::default() };
+        for (i, q) in rx.iter().take(PORTS).enumerate() {
+            let s = q.rx_stats();
+            c.rx_err[i] = s.errors;
+            c.no_buf[i] = s.no_buffer;
+        }
+        c
+    }
+}
+
+impl WorkerStats {
+    /// Drops over every reason.
+    pub fn drops_total(&self) -> u64 {
+        self.stage.drops_total()
+    }
+
+    /// Writes every counter of docs/PROTOCOL.md as space-separated `key=value` pairs,
+    /// in its order: `p{i}_rx p{i}_rx_bytes p{i}_tx p{i}_tx_bytes p{i}_rx_err
+    /// p{i}_no_buf p{i}_tx_full` per port, `drops`, `drop_<reason>` per
+    /// [`DropReason`], `ctl`, `pool_in_use`, `polls`, `busy_polls`. No leading space,
+    /// no newline: the caller writes `@stats t_ms=… ` before and `\n` after.
+    pub fn write_counters<W: fmt::Write + ?Sized>(&self, w: &mut W, drv: &DriverCounters) -> fmt::Result {
+        for (i, p) in self.ports.iter().enumerate() {
+            let rx_err = drv.rx_err.get(i).copied().unwrap_or(0);
+            let no_buf = drv.no_buf.get(i).copied().unwrap_or(0);
+            write!(
+                w,
+                "p{i}_rx={} p{i}_rx_bytes={} p{i}_tx={} p{i}_tx_bytes={} p{i}_rx_err={rx_err} \
+                 p{i}_no_buf={no_buf} p{i}_tx_full={} ",
+                p.rx, p.rx_bytes, p.tx, p.tx_bytes, p.tx_full
+            )?;
+        }
+        write!(w, "drops={}", self.drops_total())?;
+        for r in DropReason::ALL {
+            write!(w, " drop_{}={}", r.as_str(), self.stage.drops_for(r))?;
+        }
+        write!(
+            w,
+            " ctl={} pool_in_use={} polls={} busy_polls={}",
+            self.stage.ctl, drv.pool_in_use, self.polls, self.busy_polls
+        )
+    }
+}
+
+/// What one [`Worker::poll_once`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PollOutcome {
+    /// Frames received, all ports.
+    pub rx: usize,
+    /// Frames taken by TX rings, all ports.
+    pub tx: usize,
+    /// Frames dropped (any reason, TX-full included).
+    pub dropped: usize,
+    /// Control commands seen.
+    pub commands: Commands,
+    /// The clock's reading at the start of the poll.
+    pub now: Instant,
+    /// A `stats_period` has passed since the last time this was set.
+    pub stats_due: bool,
+}
+
+/// A busy-poll worker over one RX and one TX queue per port.
+#[derive(Debug)]
+pub struct Worker<S> {
+    stage: S,
+    cfg: WorkerConfig,
+    stats: WorkerStats,
+    rx_batch: Batch,
+    out: [Batch; PORTS],
+    next_stats: Option<Instant>,
+}
+
+impl<S: Stage> Worker<S> {
+    /// A worker running `stage`.
+    pub fn new(stage: S, cfg: WorkerConfig) -> Self {
+        Self {
+            stage,
+            cfg,
+            stats: WorkerStats::default(),
+            rx_batch: Batch::new(),
+            out: [const { Batch::new() }; PORTS],
+            next_stats: None,
+        }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> &WorkerStats {
+        &self.stats
+    }
+
+    /// The stage.
+    pub fn stage(&self) -> &S {
+        &self.stage
+    }
+
+    /// The stage, mutably (to reconfigure it between polls).
+    pub fn stage_mut(&mut self) -> &mut S {
+        &mut self.stage
+    }
+
+    /// One pass over every port: receive, process, transmit. `rx[p]` and `tx[p]` are
+    /// port `p`'s queues; ports beyond [`PORTS`] are ignored, and frames bound for a
+    /// port without a TX queue are dropped as `TxFull`.
+    pub fn poll_once<R, T, C>(&mut self, pool: &mut Pool<'_>, rx: &mut [R], tx: &mut [T], clock: &C) -> PollOutcome
+    where
+        R: RxQueue,
+        T: TxQueue,
+        C: Clock + ?Sized,
+    {
+        let now = clock.now();
+        let drops_before = self.stats.stage.drops_total();
+        let mut outcome = PollOutcome { now, ..PollOutcome::default() };
+
+        for (port, q) in rx.iter_mut().take(PORTS).enumerate() {
+            // Left empty by the stage; cleared anyway so a faulty stage cannot make
+            // the worker hand the same buffer out twice.
+            if !self.rx_batch.is_empty() {
+                pool.free_batch(&mut self.rx_batch);
+            }
+            let n = q.rx_burst(pool, &mut self.rx_batch);
+            if n == 0 {
+                continue;
+            }
+            outcome.rx += n;
+            if let Some(c) = self.stats.ports.get_mut(port) {
+                c.rx += n as u64;
+                c.rx_bytes += self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>();
+            }
+            let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage);
+            outcome.commands.merge(cmds);
+        }
+
+        for port in 0..PORTS {
+            outcome.tx += self.transmit(pool, port, tx.get_mut(port));
+        }
+
+        self.stats.polls += 1;
+        if outcome.rx > 0 {
+            self.stats.busy_polls += 1;
+        }
+        outcome.dropped = self.stats.stage.drops_total().saturating_sub(drops_before) as usize;
+        outcome.stats_due = self.stats_due(now);
+        outcome
+    }
+
+    /// Offers `out[port]` to `txq`, retrying, and drops what is left as `TxFull`.
+    fn transmit<T: TxQueue>(&mut self, pool: &mut Pool<'_>, port: usize, txq: Option<&mut T>) -> usize {
+        let (Some(out), Some(counters)) = (self.out.get_mut(port), self.stats.ports.get_mut(port)) else {
+            return 0;
+        };
+        let mut sent = 0;
+        if let Some(q) = txq {
+            for _ in 0..=self.cfg.tx_retries {
+                if out.is_empty() {
+                    break;
+                }
+                let mut lens = [0u64; BATCH_SIZE];
+                for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
+                    *l = pool.len(b) as u64;
+                }
+                let n = q.tx_burst(pool, out).min(BATCH_SIZE);
+                counters.tx += n as u64;
+                counters.tx_bytes += lens.iter().take(n).sum::<u64>();
+                sent += n;
+            }
+        }
+        let left = out.len() as u64;
+        if left > 0 {
+            counters.tx_full += left;
+            self.stats.stage.count_drop(DropReason::TxFull, left);
+            pool.free_batch(out);
+        }
+        sent
+    }
+
+    fn stats_due(&mut self, now: Instant) -> bool {
+        let period = self.cfg.stats_period;
+        if period == Duration::ZERO {
+            return false;
+        }
+        match self.next_stats {
+            None => {
+                self.next_stats = Some(now.saturating_add(period));
+                false
+            }
+            Some(due) if now >= due => {
+                self.next_stats = Some(now.saturating_add(period));
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// Waits until every TX ring has finished its frames (for STOP: "flush TX"),
+    /// reclaiming completed buffers, for at most `timeout`.
+    pub fn drain_tx<T: TxQueue, C: Clock + ?Sized>(
+        &mut self,
+        pool: &mut Pool<'_>,
+        tx: &mut [T],
+        clock: &C,
+        timeout: Duration,
+    ) -> Result<(), Timeout> {
+        poll_until(clock, timeout, || {
+            tx.iter_mut().fold(true, |idle, q| {
+                q.reclaim(pool);
+                idle && q.in_flight() == 0
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,406 @@
+use super::*;
+use crate::test_frames::*;
+use proptest::prelude::*;
+
+const PROTO_GRE: u8 = 47;
+
+fn ok(frame: &[u8]) -> Parsed {
+    match parse(frame) {
+        Ok(p) => {
+            check_bounds(frame, &p);
+            p
+        }
+        Err(e) => panic!("expected a parse, got {e:?}"),
+    }
+}
+
+fn err(frame: &[u8]) -> DropReason {
+    match parse(frame) {
+        Ok(p) => panic!("expected an error, got {p:?}"),
+        Err(e) => e.into(),
+    }
+}
+
+fn check_bounds(frame: &[u8], p: &Parsed) {
+    let (l3, l4, pay) = (usize::from(p.l3_offset), usize::from(p.l4_offset), usize::from(p.payload_offset));
+    assert_eq!(l3, p.l2_len());
+    assert!(l3 <= l4 && l4 <= pay, "{p:?}");
+    assert!(l3 + usize::from(p.l3_len) <= frame.len(), "{p:?}");
+    assert!(pay + usize::from(p.payload_len) <= l3 + usize::from(p.l3_len), "{p:?}");
+}
+
+#[test]
+fn ipv4_udp() {
+    let f = udp4(1234, 53, b"hello");
+    let p = ok(&f);
+    assert_eq!(p.l2.ethertype, ETHERTYPE_IPV4);
+    assert_eq!(p.l2.vlans(), &[]);
+    assert_eq!((p.l3, p.l3_offset, p.l3_len, p.l4_offset), (L3Kind::Ipv4, 14, 33, 34));
+    assert_eq!((p.l4, p.ip_proto, p.fragment), (L4Kind::Udp, PROTO_UDP, Fragment::Whole));
+    assert_eq!((p.payload_offset, p.payload_len), (42, 5));
+    assert_eq!(&f[42..47], b"hello");
+    assert_eq!(
+        p.flow,
+        FlowKey { src: IpAddr::V4(A4), dst: IpAddr::V4(B4), src_port: 1234, dst_port: 53, proto: PROTO_UDP }
+    );
+    assert!(p.flow.has_ports());
+}
+
+#[test]
+fn ipv4_tcp_with_options_on_both_layers() {
+    let mut t = tcp(80, 40000, b"xyz");
+    t[12] = 0x60; // data offset 6: 4 bytes of TCP options
+    t.splice(20..20, [1, 1, 1, 0]);
+    let f = eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_TCP, &[1, 1, 1, 0], 0, &t));
+    let p = ok(&f);
+    assert_eq!((p.l4, p.l4_offset, p.payload_offset, p.payload_len), (L4Kind::Tcp, 38, 62, 3));
+    assert_eq!((p.flow.src_port, p.flow.dst_port), (80, 40000));
+    let tcp = TcpHeader::try_new(&f[38..]).unwrap();
+    assert_eq!((tcp.seq(), tcp.flags(), tcp.header_len()), (1, 0x18, 24));
+}
+
+#[test]
+fn ipv4_icmp_and_other_protocols() {
+    let p = ok(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_ICMP, &icmp_echo(b"ping"))));
+    assert_eq!((p.l4, p.payload_len, p.flow.src_port), (L4Kind::Icmp, 4, 0));
+    assert!(!p.flow.has_ports());
+    // GRE: forwarded without L4; the payload is the whole IP payload.
+    let p = ok(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_GRE, &[0; 3])));
+    assert_eq!((p.l4, p.ip_proto, p.payload_offset, p.payload_len), (L4Kind::Unparsed, PROTO_GRE, 34, 3));
+    // ICMPv6's number over IPv4 is just another protocol.
+    let p = ok(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_ICMPV6, &[])));
+    assert_eq!(p.l4, L4Kind::Unparsed);
+}
+
+#[test]
+fn ethernet_padding_beyond_ip_total_length_is_fine() {
+    let mut f = udp4(1, 2, b"a");
+    f.resize(60, 0xEE);
+    let p = ok(&f);
+    assert_eq!((p.l3_len, p.payload_len), (29, 1));
+}
+
+#[test]
+fn udp_length_shorter_than_ip_payload_bounds_the_payload() {
+    let mut u = udp(1, 2, b"abcdef");
+    u[4..6].copy_from_slice(&10u16.to_be_bytes()); // 2 bytes of data by UDP length
+    let p = ok(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &u)));
+    assert_eq!(p.payload_len, 2);
+}
+
+#[test]
+fn ipv4_fragments() {
+    // First fragment: MF set, offset 0; the UDP length covers the whole datagram.
+    let mut u = udp(5000, 6000, &[0; 16]);
+    u[4..6].copy_from_slice(&1000u16.to_be_bytes());
+    let p = ok(&eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_UDP, &[], 0x2000, &u)));
+    assert_eq!((p.fragment, p.l4, p.payload_len), (Fragment::First, L4Kind::Udp, 16));
+    assert_eq!((p.flow.src_port, p.flow.dst_port), (0, 0), "fragments hash without ports");
+    // A later fragment: bytes that are not a header are not parsed.
+    let p = ok(&eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_TCP, &[], 185, &[0xFF; 5])));
+    assert_eq!((p.fragment, p.l4, p.payload_len), (Fragment::Later, L4Kind::Unparsed, 5));
+    // A tiny first fragment that cuts the TCP header is dropped.
+    let f = eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_TCP, &[], 0x2000, &[0; 8]));
+    assert_eq!(err(&f), DropReason::TruncatedL4);
+}
+
+#[test]
+fn vlan_tags() {
+    let f = eth(&[(TPID_8021Q, 0x2064)], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &udp(1, 2, &[])));
+    let p = ok(&f);
+    assert_eq!((p.l3_offset, p.l2.vlan_count), (18, 1));
+    assert_eq!(p.l2.vlans()[0], VlanTag { tpid: TPID_8021Q, tci: 0x2064 });
+    assert_eq!(p.l2.vlans()[0].vid(), 100);
+
+    let f = eth(&[(TPID_8021AD, 10), (TPID_8021Q, 20)], ETHERTYPE_IPV6, &ipv6(PROTO_TCP, &tcp(1, 2, &[])));
+    let p = ok(&f);
+    assert_eq!((p.l3_offset, p.l3, p.l4), (22, L3Kind::Ipv6, L4Kind::Tcp));
+    assert_eq!(p.l2.vlans().iter().map(|v| v.vid()).collect::<Vec<_>>(), [10, 20]);
+
+    // A third tag is not followed.
+    let f =
+        eth(&[(TPID_8021AD, 1), (TPID_8021Q, 2), (TPID_8021Q, 3)], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &udp(1, 2, &[])));
+    assert_eq!(err(&f), DropReason::UnsupportedEthertype);
+}
+
+#[test]
+fn ipv6_transports() {
+    let p = ok(&tcp6(443, 50000, b"data"));
+    assert_eq!((p.l3, p.l3_len, p.l4_offset, p.payload_offset, p.payload_len), (L3Kind::Ipv6, 64, 54, 74, 4));
+    assert_eq!(p.flow.src, IpAddr::V6(A6));
+    assert_eq!((p.flow.src_port, p.flow.dst_port, p.flow.proto), (443, 50000, PROTO_TCP));
+
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_UDP, &udp(7, 8, b"u"))));
+    assert_eq!((p.l4, p.payload_len), (L4Kind::Udp, 1));
+
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &[128, 0, 0, 0, 0, 1, 0, 1])));
+    assert_eq!((p.l4, p.payload_offset, p.payload_len), (L4Kind::Icmpv6, 58, 4));
+
+    // No Next Header (59), and ICMP's IPv4 number: forwarded without L4.
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(59, &[])));
+    assert_eq!((p.l4, p.ip_proto), (L4Kind::Unparsed, 59));
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMP, &[1])));
+    assert_eq!(p.l4, L4Kind::Unparsed);
+}
+
+#[test]
+fn ipv6_extension_headers_are_skipped() {
+    let mut pl = ext(EXT_DEST_OPTS, 0); // hop-by-hop, 8 bytes
+    pl.extend(ext(EXT_ROUTING, 1)); // destination options, 16 bytes
+    pl.extend(ext(PROTO_UDP, 0)); // routing, 8 bytes
+    pl.extend(udp(9, 10, b"ok"));
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_HOP_BY_HOP, &pl)));
+    assert_eq!((p.ip_proto, p.l4, p.l4_offset), (PROTO_UDP, L4Kind::Udp, 14 + 40 + 32));
+    assert_eq!((p.flow.proto, p.flow.src_port, p.payload_len), (PROTO_UDP, 9, 2));
+}
+
+#[test]
+fn ipv6_fragments() {
+    let mut pl = frag6(PROTO_TCP, 0, true);
+    pl.extend(tcp(1, 2, b"first"));
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_FRAGMENT, &pl)));
+    assert_eq!((p.fragment, p.l4, p.ip_proto, p.payload_len), (Fragment::First, L4Kind::Tcp, PROTO_TCP, 5));
+    assert_eq!(p.flow.src_port, 0);
+
+    let mut pl = frag6(PROTO_TCP, 100, false);
+    pl.extend([0xAB; 6]);
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_FRAGMENT, &pl)));
+    assert_eq!(
+        (p.fragment, p.l4, p.ip_proto, p.l4_offset, p.payload_len),
+        (Fragment::Later, L4Kind::Unparsed, PROTO_TCP, 62, 6)
+    );
+
+    // An atomic fragment (offset 0, no more) is a whole datagram.
+    let mut pl = frag6(PROTO_UDP, 0, false);
+    pl.extend(udp(3, 4, &[]));
+    let p = ok(&eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_FRAGMENT, &pl)));
+    assert_eq!((p.fragment, p.flow.src_port), (Fragment::Whole, 3));
+}
+
+#[test]
+fn ipv6_extension_header_cap() {
+    let chain = |n: usize| {
+        let mut pl = Vec::new();
+        for i in 0..n {
+            pl.extend(ext(if i + 1 == n { PROTO_UDP } else { EXT_DEST_OPTS }, 0));
+        }
+        pl.extend(udp(1, 2, &[]));
+        eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_DEST_OPTS, &pl))
+    };
+    assert_eq!(ok(&chain(MAX_EXT_HEADERS)).l4, L4Kind::Udp);
+    assert_eq!(err(&chain(MAX_EXT_HEADERS + 1)), DropReason::BadIpHeaderLen);
+}
+
+#[test]
+fn drop_runt() {
+    assert_eq!(err(&[]), DropReason::Runt);
+    assert_eq!(err(&udp4(1, 2, &[])[..13]), DropReason::Runt);
+    // A VLAN TPID with its tag cut short.
+    let f = eth(&[], TPID_8021Q, &[0x00]);
+    assert_eq!(err(&f), DropReason::Runt);
+    let f = eth(&[(TPID_8021Q, 1)], TPID_8021AD, &[0, 5]);
+    assert_eq!(err(&f), DropReason::Runt);
+}
+
+#[test]
+fn drop_unsupported_ethertype() {
+    assert_eq!(err(&eth(&[], 0x0806, &[0; 28])), DropReason::UnsupportedEthertype);
+    assert_eq!(err(&control(1)), DropReason::UnsupportedEthertype);
+    assert_eq!(err(&eth(&[(TPID_8021Q, 1)], 0x88CC, &[])), DropReason::UnsupportedEthertype);
+}
+
+#[test]
+fn drop_truncated_l3() {
+    let f = udp4(1, 2, &[]);
+    assert_eq!(err(&f[..14 + 19]), DropReason::TruncatedL3);
+    // IHL 15 (60 bytes) in a 28-byte packet.
+    let mut g = f.clone();
+    g[14] = 0x4F;
+    assert_eq!(err(&g), DropReason::TruncatedL3);
+    let f = tcp6(1, 2, &[]);
+    assert_eq!(err(&f[..14 + 39]), DropReason::TruncatedL3);
+    // An extension header that claims more than the payload holds.
+    let f = eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_HOP_BY_HOP, &[PROTO_UDP, 4, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(err(&f), DropReason::TruncatedL3);
+    let f = eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_FRAGMENT, &[PROTO_UDP, 0, 0, 0]));
+    assert_eq!(err(&f), DropReason::TruncatedL3);
+}
+
+#[test]
+fn drop_bad_ip_version() {
+    let mut f = udp4(1, 2, &[]);
+    f[14] = 0x65;
+    assert_eq!(err(&f), DropReason::BadIpVersion);
+    let v4_in_v6 = eth(&[], ETHERTYPE_IPV6, &ipv4(PROTO_UDP, &udp(1, 2, &[0; 20])));
+    assert_eq!(err(&v4_in_v6), DropReason::BadIpVersion);
+}
+
+#[test]
+fn drop_bad_ip_header_len() {
+    let mut f = udp4(1, 2, &[]);
+    f[14] = 0x44;
+    assert_eq!(err(&f), DropReason::BadIpHeaderLen);
+}
+
+#[test]
+fn drop_bad_ip_total_len() {
+    let f = udp4(1, 2, b"abc");
+    // Total length below the header (checksum fixed so only the length is wrong).
+    let mut g = f.clone();
+    set_v4_total(&mut g, 19);
+    assert_eq!(err(&g), DropReason::BadIpTotalLen);
+    // Total length beyond the frame.
+    let mut g = f.clone();
+    set_v4_total(&mut g, 200);
+    assert_eq!(err(&g), DropReason::BadIpTotalLen);
+    // The frame cut after the header.
+    assert_eq!(err(&f[..14 + 20]), DropReason::BadIpTotalLen);
+    // IPv6 payload length beyond the frame.
+    let mut g = tcp6(1, 2, &[]);
+    g[18..20].copy_from_slice(&100u16.to_be_bytes());
+    assert_eq!(err(&g), DropReason::BadIpTotalLen);
+}
+
+fn set_v4_total(f: &mut [u8], total: u16) {
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    Ipv4Header::try_new(&mut f[14..]).unwrap().fill_checksum();
+}
+
+#[test]
+fn drop_bad_ip_checksum() {
+    let mut f = udp4(1, 2, &[]);
+    f[14 + 8] = 1; // TTL changed, checksum not
+    assert_eq!(err(&f), DropReason::BadIpChecksum);
+    Ipv4Header::try_new(&mut f[14..]).unwrap().fill_checksum();
+    assert!(parse(&f).is_ok());
+}
+
+#[test]
+fn drop_truncated_l4() {
+    let cases = [
+        eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_TCP, &[0; 19])),
+        eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &[0; 7])),
+        eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_ICMP, &[8, 0, 0, 0, 0, 0, 0])),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &[128, 0, 0])),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_TCP, &[0; 10])),
+    ];
+    for f in cases {
+        assert_eq!(err(&f), DropReason::TruncatedL4);
+    }
+    // Bytes beyond the IP total length do not count as L4 bytes.
+    let mut f = eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &[0; 4]));
+    f.resize(60, 0);
+    assert_eq!(err(&f), DropReason::TruncatedL4);
+}
+
+#[test]
+fn drop_bad_l4_len() {
+    let mut t = tcp(1, 2, &[]);
+    t[12] = 0x40; // data offset 4
+    assert_eq!(err(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_TCP, &t))), DropReason::BadL4Len);
+    t[12] = 0xF0; // data offset 15: 60 bytes in a 20-byte segment
+    assert_eq!(err(&eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_TCP, &t))), DropReason::BadL4Len);
+    let mut u = udp(1, 2, b"abc");
+    u[4..6].copy_from_slice(&7u16.to_be_bytes());
+    assert_eq!(err(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &u))), DropReason::BadL4Len);
+    u[4..6].copy_from_slice(&12u16.to_be_bytes()); // 12 > 11 bytes of IP payload
+    assert_eq!(err(&eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &u))), DropReason::BadL4Len);
+}
+
+#[test]
+fn every_parse_error_maps_to_its_drop_reason() {
+    let all = [
+        ParseError::Runt,
+        ParseError::UnsupportedEthertype,
+        ParseError::TruncatedL3,
+        ParseError::BadIpVersion,
+        ParseError::BadIpHeaderLen,
+        ParseError::BadIpTotalLen,
+        ParseError::BadIpChecksum,
+        ParseError::TruncatedL4,
+        ParseError::BadL4Len,
+    ];
+    for (i, e) in all.iter().enumerate() {
+        let r = DropReason::from(*e);
+        assert_eq!(r, DropReason::ALL[i]);
+        assert_eq!(format!("{e}"), r.as_str());
+        assert_eq!(format!("{e:?}"), format!("{r:?}"));
+    }
+}
+
+#[test]
+fn header_setters() {
+    let mut f = udp4(1, 2, &[]);
+    {
+        let mut eth = EthernetFrame::try_new(&mut f[..]).unwrap();
+        eth.set_dst([1; 6]);
+        eth.set_src([2; 6]);
+        assert_eq!((eth.dst(), eth.src(), eth.ethertype()), ([1; 6], [2; 6], ETHERTYPE_IPV4));
+    }
+    {
+        let mut ip = Ipv4Header::try_new(&mut f[14..]).unwrap();
+        ip.set_ttl(3);
+        ip.set_dst([192, 0, 2, 1]);
+        ip.fill_checksum();
+        assert!(ip.verify_checksum());
+        assert_eq!((ip.ttl(), ip.dst(), ip.protocol(), ip.ident()), (3, [192, 0, 2, 1], PROTO_UDP, 0x1234));
+        assert!(ip.dont_frag() && !ip.more_frags());
+    }
+    {
+        let mut udp = UdpHeader::try_new(&mut f[34..]).unwrap();
+        udp.set_src_port(99);
+        udp.set_checksum(0xBEEF);
+        assert_eq!((udp.src_port(), udp.len(), udp.checksum()), (99, 8, 0xBEEF));
+    }
+    let p = ok(&f);
+    assert_eq!((p.flow.src_port, p.flow.dst), (99, IpAddr::V4([192, 0, 2, 1])));
+    let mut g = tcp6(1, 2, &[]);
+    let mut ip6 = Ipv6Header::try_new(&mut g[14..]).unwrap();
+    ip6.set_hop_limit(1);
+    ip6.set_src(B6);
+    assert_eq!((ip6.hop_limit(), ip6.src(), ip6.flow_label(), ip6.traffic_class()), (1, B6, 0, 0));
+    assert_eq!(EthernetFrame::try_new(&[0u8; 13][..]).err(), Some(ParseError::Runt));
+    assert_eq!(UdpHeader::try_new(&[0u8; 7][..]).err(), Some(ParseError::TruncatedL4));
+}
+
+/// Valid frames of every kind, for the mutation property.
+fn seeds() -> Vec<Vec<u8>> {
+    let mut v6ext = ext(EXT_FRAGMENT, 0);
+    v6ext.extend(frag6(PROTO_UDP, 0, true));
+    v6ext.extend(udp(1, 2, b"abc"));
+    vec![
+        udp4(1, 2, b"abc"),
+        tcp4(3, 4, b"defg"),
+        tcp6(5, 6, b"h"),
+        eth(&[(TPID_8021AD, 1), (TPID_8021Q, 2)], ETHERTYPE_IPV4, &ipv4(PROTO_ICMP, &icmp_echo(b"x"))),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_HOP_BY_HOP, &v6ext)),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &[1, 2, 3, 4, 5])),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(frame in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok(p) = parse(&frame) {
+            check_bounds(&frame, &p);
+        }
+    }
+
+    #[test]
+    fn mutated_frames_never_panic(
+        seed in 0usize..6,
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut f = seeds().swap_remove(seed);
+        for (at, v) in edits {
+            let i = at.index(f.len());
+            f[i] = v;
+        }
+        let len = cut.index(f.len() + 1);
+        let f = &f[..len.max(f.len() * 3 / 4)];
+        if let Ok(p) = parse(f) {
+            check_bounds(f, &p);
+        }
+    }
+}

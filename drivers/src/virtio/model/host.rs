@@ -1,0 +1,325 @@
+//! The host side of the model: memory at fake physical addresses, the PCI function's
+//! configuration space and BAR windows, the DMA allocator and a fake clock.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use cadence_core::time::{Clock, Instant, TickRate};
+
+use super::{
+    BAR, BAR_LEN, COMMON_LEN, COMMON_OFF, DEVICE_LEN, DEVICE_OFF, DMA_BASE, DMA_LEN, Device, ISR_OFF, NOTIFY_MULT,
+    NOTIFY_OFF, POOL_BASE,
+};
+use crate::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
+
+/// Host memory standing behind fake physical addresses.
+#[derive(Debug)]
+pub(crate) struct Mem {
+    pub(super) dma: RefCell<Vec<u8>>,
+    pub(super) pool: PoolMem,
+}
+
+/// Packet-pool memory: a leaked host allocation that the test's `Pool` and the model
+/// both reach, as CPU and device share memory on real hardware.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PoolMem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl PoolMem {
+    pub(super) fn new(len: usize) -> Self {
+        let ptr = Box::into_raw(vec![0u8; len].into_boxed_slice()) as *mut u8;
+        Self { ptr, len }
+    }
+
+    /// The memory as the slice a `Pool` is built over.
+    #[allow(unsafe_code)]
+    pub(crate) fn slice(self) -> &'static mut [u8] {
+        // SAFETY: `ptr` comes from a leaked `Box<[u8]>` of `len` bytes, so it is valid for
+        // 'static. The model also reads and writes it (like a DMA device); it does so
+        // only inside `Model::step`, and only in buffers the driver posted to a ring,
+        // which the driver and the pool leave alone until the device hands them back —
+        // the same discipline real DMA relies on. (Not a Miri-clean pattern: the slice
+        // nominally stays borrowed while the model writes.) Called once per harness.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Mem {
+    /// Copies `out.len()` bytes at physical `addr` into `out`; false if outside memory.
+    #[allow(unsafe_code)]
+    pub(super) fn read(&self, addr: u64, out: &mut [u8]) -> bool {
+        let n = out.len() as u64;
+        if addr >= DMA_BASE && addr + n <= DMA_BASE + DMA_LEN as u64 {
+            let o = (addr - DMA_BASE) as usize;
+            out.copy_from_slice(&self.dma.borrow()[o..o + out.len()]);
+            true
+        } else if addr >= POOL_BASE && addr + n <= POOL_BASE + self.pool.len as u64 {
+            let o = (addr - POOL_BASE) as usize;
+            // SAFETY: `o + n <= len` was just checked; see `PoolMem::slice` for aliasing.
+            unsafe { std::ptr::copy_nonoverlapping(self.pool.ptr.add(o), out.as_mut_ptr(), out.len()) };
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Copies `data` to physical `addr`; false if outside memory.
+    #[allow(unsafe_code)]
+    pub(super) fn write(&self, addr: u64, data: &[u8]) -> bool {
+        let n = data.len() as u64;
+        if addr >= DMA_BASE && addr + n <= DMA_BASE + DMA_LEN as u64 {
+            let o = (addr - DMA_BASE) as usize;
+            self.dma.borrow_mut()[o..o + data.len()].copy_from_slice(data);
+            true
+        } else if addr >= POOL_BASE && addr + n <= POOL_BASE + self.pool.len as u64 {
+            let o = (addr - POOL_BASE) as usize;
+            // SAFETY: `o + n <= len` was just checked; see `PoolMem::slice` for aliasing.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool.ptr.add(o), data.len()) };
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(super) fn r16(&self, a: u64) -> u16 {
+        let mut b = [0; 2];
+        self.read(a, &mut b);
+        u16::from_le_bytes(b)
+    }
+    pub(super) fn r32(&self, a: u64) -> u32 {
+        let mut b = [0; 4];
+        self.read(a, &mut b);
+        u32::from_le_bytes(b)
+    }
+    pub(super) fn r64(&self, a: u64) -> u64 {
+        let mut b = [0; 8];
+        self.read(a, &mut b);
+        u64::from_le_bytes(b)
+    }
+}
+
+/// Configuration space of the fake function.
+#[derive(Debug)]
+pub(crate) struct FakePci {
+    dev: Rc<RefCell<Device>>,
+    pub(crate) config: RefCell<[u8; 256]>,
+}
+
+impl FakePci {
+    pub(super) fn new(dev: Rc<RefCell<Device>>) -> Self {
+        let mut c = [0u8; 256];
+        c[0..4].copy_from_slice(&(0x1af4u32 | 0x1041 << 16).to_le_bytes());
+        c[6] = 0x10; // Status: capability list.
+        c[pci::CAP_PTR as usize] = 0x40;
+        // MSI-X capability first, to be skipped.
+        c[0x40] = pci::CAP_MSIX;
+        c[0x41] = 0x4C;
+        let mut at = 0x4C;
+        let caps: [(u8, u64, u64); 4] =
+            [(1, COMMON_OFF, COMMON_LEN), (2, NOTIFY_OFF, 0x1000), (3, ISR_OFF, 4), (4, DEVICE_OFF, DEVICE_LEN)];
+        for (i, (kind, off, len)) in caps.into_iter().enumerate() {
+            let size = if kind == 2 { 20 } else { 16 };
+            let next = if i + 1 == caps.len() { 0 } else { at + size };
+            c[at] = pci::CAP_VENDOR;
+            c[at + 1] = next as u8;
+            c[at + 2] = size as u8;
+            c[at + 3] = kind;
+            c[at + 4] = BAR;
+            c[at + 8..at + 12].copy_from_slice(&(off as u32).to_le_bytes());
+            c[at + 12..at + 16].copy_from_slice(&(len as u32).to_le_bytes());
+            if kind == 2 {
+                c[at + 16..at + 20].copy_from_slice(&(NOTIFY_MULT as u32).to_le_bytes());
+            }
+            at += size;
+        }
+        Self { dev, config: RefCell::new(c) }
+    }
+
+    /// Removes the capability of `cfg_type` `kind` from the chain (by making it reserved).
+    pub(crate) fn hide_cap(&self, kind: u8) {
+        let mut c = self.config.borrow_mut();
+        let mut p = c[pci::CAP_PTR as usize] as usize;
+        while p != 0 {
+            if c[p] == pci::CAP_VENDOR && c[p + 3] == kind {
+                c[p + 3] = 0x77;
+            }
+            p = c[p + 1] as usize;
+        }
+    }
+
+    /// The PCI command register.
+    pub(crate) fn command(&self) -> u16 {
+        let c = self.config.borrow();
+        u16::from_le_bytes([c[4], c[5]])
+    }
+}
+
+impl PciFunction for FakePci {
+    type Window = Window;
+
+    fn config_read32(&self, off: u8) -> u32 {
+        let c = self.config.borrow();
+        let o = off as usize & !3;
+        u32::from_le_bytes([c[o], c[o + 1], c[o + 2], c[o + 3]])
+    }
+
+    fn config_write32(&self, off: u8, val: u32) {
+        // Only the command register is writable here; status bits are RW1C (none set).
+        if off == pci::COMMAND {
+            self.config.borrow_mut()[4..6].copy_from_slice(&(val as u16).to_le_bytes());
+        }
+    }
+
+    fn map_bar(&self, bar: u8, offset: u64, len: u64) -> Result<Window, BarError> {
+        if bar != BAR {
+            return Err(BarError::Absent);
+        }
+        if offset + len > BAR_LEN {
+            return Err(BarError::OutOfRange);
+        }
+        Ok(Window { dev: Rc::clone(&self.dev), base: offset, len: len as usize })
+    }
+}
+
+/// A mapped piece of BAR 4.
+#[derive(Debug)]
+pub(crate) struct Window {
+    dev: Rc<RefCell<Device>>,
+    base: u64,
+    len: usize,
+}
+
+impl Window {
+    fn read(&self, off: usize, size: usize) -> u32 {
+        assert!(off + size <= self.len, "read outside window");
+        self.dev.borrow_mut().bar_read(self.base + off as u64, size)
+    }
+    fn write(&self, off: usize, size: usize, v: u64) {
+        assert!(off + size <= self.len, "write outside window");
+        self.dev.borrow_mut().bar_write(self.base + off as u64, v);
+    }
+}
+
+impl Mmio for Window {
+    fn read8(&self, off: usize) -> u8 {
+        self.read(off, 1) as u8
+    }
+    fn read16(&self, off: usize) -> u16 {
+        self.read(off, 2) as u16
+    }
+    fn read32(&self, off: usize) -> u32 {
+        self.read(off, 4)
+    }
+    fn write8(&self, off: usize, val: u8) {
+        self.write(off, 1, val as u64)
+    }
+    fn write16(&self, off: usize, val: u16) {
+        self.write(off, 2, val as u64)
+    }
+    fn write32(&self, off: usize, val: u32) {
+        self.write(off, 4, val as u64)
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Bump allocator over the model's DMA memory.
+#[derive(Debug)]
+pub(crate) struct FakeDma {
+    pub(super) mem: Rc<Mem>,
+    pub(super) next: usize,
+}
+
+impl DmaAlloc for FakeDma {
+    type Region = Region;
+
+    fn alloc(&mut self, size: usize, align: usize) -> Result<Region, DmaError> {
+        if !align.is_power_of_two() {
+            return Err(DmaError::BadAlignment);
+        }
+        let off = (self.next + align - 1) & !(align - 1);
+        if off + size > DMA_LEN {
+            return Err(DmaError::Exhausted);
+        }
+        self.next = off + size;
+        Ok(Region { mem: Rc::clone(&self.mem), off, len: size })
+    }
+}
+
+/// One DMA allocation.
+#[derive(Debug)]
+pub(crate) struct Region {
+    mem: Rc<Mem>,
+    off: usize,
+    len: usize,
+}
+
+impl Region {
+    fn read<const N: usize>(&self, off: usize) -> [u8; N] {
+        assert!(off.is_multiple_of(N) && off + N <= self.len, "bad DMA access at {off}");
+        let mut b = [0; N];
+        b.copy_from_slice(&self.mem.dma.borrow()[self.off + off..self.off + off + N]);
+        b
+    }
+    fn write(&self, off: usize, b: &[u8]) {
+        assert!(off.is_multiple_of(b.len()) && off + b.len() <= self.len, "bad DMA access at {off}");
+        self.mem.dma.borrow_mut()[self.off + off..self.off + off + b.len()].copy_from_slice(b);
+    }
+}
+
+impl Mmio for Region {
+    fn read8(&self, off: usize) -> u8 {
+        self.read::<1>(off)[0]
+    }
+    fn read16(&self, off: usize) -> u16 {
+        u16::from_le_bytes(self.read(off))
+    }
+    fn read32(&self, off: usize) -> u32 {
+        u32::from_le_bytes(self.read(off))
+    }
+    fn write8(&self, off: usize, val: u8) {
+        self.write(off, &[val])
+    }
+    fn write16(&self, off: usize, val: u16) {
+        self.write(off, &val.to_le_bytes())
+    }
+    fn write32(&self, off: usize, val: u32) {
+        self.write(off, &val.to_le_bytes())
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Dma for Region {
+    fn phys(&self) -> u64 {
+        DMA_BASE + self.off as u64
+    }
+}
+
+/// A clock that advances `step` ticks (1 GHz) on every read.
+#[derive(Debug)]
+pub(crate) struct FakeClock {
+    pub(crate) t: Cell<u64>,
+    pub(crate) step: u64,
+}
+
+impl FakeClock {
+    pub(crate) fn new() -> Self {
+        Self { t: Cell::new(0), step: 10_000 }
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Instant {
+        let t = self.t.get();
+        self.t.set(t + self.step);
+        Instant(t)
+    }
+    fn rate(&self) -> TickRate {
+        TickRate::try_new(1_000_000_000).expect("non-zero")
+    }
+}
