@@ -148,3 +148,36 @@ pub struct PortStats {
     /// Frames the device dropped before a queue saw them (missed, no descriptor).
     pub device_drops: u64,
 }
+
+/// A queue borrowed mutably is still a queue (lets a worker run over queues that
+/// stay owned by their device).
+impl<Q: RxQueue + ?Sized> RxQueue for &mut Q {
+    #[inline]
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        (**self).rx_burst(pool, batch)
+    }
+
+    fn rx_stats(&self) -> RxStats {
+        (**self).rx_stats()
+    }
+}
+
+/// A queue borrowed mutably is still a queue.
+impl<Q: TxQueue + ?Sized> TxQueue for &mut Q {
+    #[inline]
+    fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        (**self).tx_burst(pool, batch)
+    }
+
+    fn reclaim(&mut self, pool: &mut Pool<'_>) -> usize {
+        (**self).reclaim(pool)
+    }
+
+    fn in_flight(&self) -> usize {
+        (**self).in_flight()
+    }
+
+    fn tx_stats(&self) -> TxStats {
+        (**self).tx_stats()
+    }
+}

@@ -1,2 +1,80 @@
-//! (being written)
-#![no_std]
+//! Cadence's x86_64 platform layer: everything that touches the CPU and the machine.
+//!
+//! `core` decides, `drivers` talk to devices through the traits of
+//! [`cadence_drivers::hal`], and this crate owns the machine underneath them:
+//!
+//! | module | job |
+//! |---|---|
+//! | `boot` (+ `boot.s`) | PVH note and multiboot2 header, the one 32→64-bit trampoline, the Rust entry |
+//! | [`bootinfo`] | PVH `hvm_start_info` and multiboot2 tags → a copied [`bootinfo::BootInfo`] |
+//! | `gdt`, `idt` | 64-bit GDT with a double-fault stack, exception handlers that report on COM1 and exit 39, legacy PIC masked |
+//! | `paging` | the boot identity map (4 GiB, 2 MiB pages) and on-demand identity maps for BARs above it |
+//! | [`mem`], `dma`, `heap` | memory-map carving, the DMA allocator ([`cadence_drivers::hal::DmaAlloc`]), the init-time heap |
+//! | [`acpi`] | RSDP discovery, RSDT/XSDT walk, FADT (PM timer) and MADT (cores): pure parsers over bytes |
+//! | [`tsc`], `calibrate`, `clock` | TSC frequency from an ordered, cross-checked chain of sources; [`cadence_core::time::Clock`] and `DelayNs` over the TSC |
+//! | [`pci`] | configuration mechanism #1 behind one lock, enumeration, BAR sizing, [`cadence_drivers::hal::PciFunction`] |
+//! | `serial`, `logger` | 16550 text console on COM1 (`println!`), `defmt` frames on COM2 |
+//! | [`cpu`], [`exit`] | CPUID/MSR/TSC/brand string; isa-debug-exit |
+//!
+//! Parsing and arithmetic (boot info, ACPI tables, TSC source selection, BAR decoding,
+//! memory carving) compile on the host too and are unit-tested there with byte
+//! fixtures; the modules that execute privileged instructions compile only for
+//! `target_os = "none"`.
+//!
+//! # Using it from the firmware
+//!
+//! ```ignore
+//! cadence_platform::entry!(kmain);
+//!
+//! fn kmain(boot: &'static cadence_platform::bootinfo::BootInfo) -> ! {
+//!     let platform = match cadence_platform::init(boot) {
+//!         Ok(p) => p,
+//!         Err(e) => cadence_platform::fail(e),
+//!     };
+//!     cadence_platform::println!("tsc_hz={}", platform.tsc.hz);
+//!     cadence_platform::exit::exit(cadence_platform::exit::ExitCode::Success)
+//! }
+//! ```
+//!
+//! Before `kmain` runs, the entry code has zeroed `.bss`, switched to long mode with the
+//! boot identity map, loaded the GDT and IDT, masked the PIC, set up COM1/COM2 and copied
+//! the boot information out of the loader's memory.
+#![cfg_attr(not(test), no_std)]
+
+pub mod acpi;
+pub mod bootinfo;
+#[cfg(target_arch = "x86_64")]
+pub mod cpu;
+pub mod exit;
+pub mod mem;
+pub mod pci;
+pub mod physmem;
+pub mod tsc;
+
+#[cfg(target_os = "none")]
+mod boot;
+#[cfg(target_os = "none")]
+mod calibrate;
+#[cfg(target_os = "none")]
+pub mod clock;
+#[cfg(target_os = "none")]
+pub mod dma;
+#[cfg(target_os = "none")]
+mod gdt;
+#[cfg(target_os = "none")]
+pub mod heap;
+#[cfg(target_os = "none")]
+mod idt;
+#[cfg(target_os = "none")]
+mod init;
+#[cfg(target_os = "none")]
+mod logger;
+#[cfg(target_os = "none")]
+pub mod mmio;
+#[cfg(target_os = "none")]
+pub mod paging;
+#[cfg(target_os = "none")]
+pub mod serial;
+
+#[cfg(target_os = "none")]
+pub use init::{InitError, Platform, fail, init, panic_exit};

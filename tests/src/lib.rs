@@ -1,1 +1,85 @@
 //! Shared helpers for the host integration tests.
+//!
+//! The QEMU end-to-end tests (`tests/boot.rs`, `tests/forward_10k.rs`,
+//! `tests/malformed.rs`, `tests/bad_cmdline.rs`) build the image once per test binary
+//! with a nested cargo call and boot it through `xtask`'s rig. They never skip: without
+//! QEMU ≥ 8.0 they fail and say to run `cargo xtask test`, which installs it. Timeouts
+//! here are hang guards only; nothing asserts on time.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use xtask::image::{self, Profile};
+use xtask::protocol::{self, BootOptions};
+use xtask::qemu::Exit;
+use xtask::rig::{Rig, RigConfig};
+
+/// Hang guard for a boot that should end on its own.
+pub const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
+/// Hang guard for QEMU to exit after STOP.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Checks QEMU and builds the image (once per test binary); returns its path.
+pub fn image() -> Result<PathBuf> {
+    static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            xtask::provision::require_qemu().map_err(|e| format!("{e:#}"))?;
+            image::build(Profile::Release).map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// Artifacts of test `name`: `target/xtask/tests/<name>-<pid>/`.
+pub fn out_dir(name: &str) -> PathBuf {
+    image::target_dir().join("xtask").join("tests").join(format!("{name}-{}", std::process::id()))
+}
+
+/// In-guest hang guard (`max_s`): the firmware gives up (status 37) after this long.
+pub const MAX_S: u64 = 300;
+
+/// Starts the rig for test `name` with `flows` standard flows and extra boot options
+/// (on top of `max_s=`[`MAX_S`]).
+pub fn start(name: &str, flows: u16, boot: BootOptions) -> Result<Rig> {
+    let mut cfg = RigConfig::new(image()?, out_dir(name), flows);
+    let mut all = BootOptions::default().set("max_s", MAX_S);
+    for (k, v) in &boot.0 {
+        all = all.set(k, v);
+    }
+    cfg.boot = all;
+    Rig::start(&cfg)
+}
+
+/// Boots with `boot` and waits (hang guard [`BOOT_TIMEOUT`]) for QEMU to exit on its own.
+pub fn boot_to_exit(name: &str, boot: BootOptions) -> Result<(Exit, Rig)> {
+    let mut rig = start(name, 1, boot)?;
+    let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
+    rig.pump(Duration::from_millis(200));
+    if exit.timed_out {
+        bail!("QEMU did not exit within {BOOT_TIMEOUT:?}\n{}", rig.qemu.diagnostics());
+    }
+    Ok((exit, rig))
+}
+
+/// Fails unless QEMU exited with `want`, showing COM1 and stderr.
+pub fn expect_status(rig: &Rig, exit: Exit, want: i32) -> Result<()> {
+    if exit.status != Some(want) {
+        bail!(
+            "expected QEMU exit status {want} ({}), got {:?}\n{}",
+            protocol::describe_exit(Some(want)),
+            exit.status,
+            rig.qemu.diagnostics()
+        );
+    }
+    Ok(())
+}
+
+/// Sends STOP and checks the firmware exits 33 with a `@summary`; returns its counters.
+pub fn stop_ok(rig: &mut Rig) -> Result<protocol::Counters> {
+    let exit = rig.stop(STOP_TIMEOUT, &mut |_| {})?;
+    expect_status(rig, exit, protocol::EXIT_SUCCESS)?;
+    rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary line on COM1\n{}", rig.qemu.diagnostics()))
+}

@@ -1,1 +1,109 @@
-fn main() {}
+//! `cargo xtask build | run | test` (the alias lives in `.cargo/config.toml`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use xtask::image::{self, Profile};
+use xtask::run::{self, RunOptions};
+use xtask::traffic::Sizes;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "Cadence developer commands")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Build the image (release, DEFMT_LOG=info unless set) and print its path.
+    Build {
+        /// Debug profile instead of release.
+        #[arg(long)]
+        debug: bool,
+    },
+    /// Build the image, boot it in QEMU with two virtio-net NICs, push traffic through
+    /// it, check every frame that comes back, stop it, report.
+    Run {
+        /// Seconds of traffic.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Offered load in frames per second (token bucket).
+        #[arg(long, default_value_t = run::DEFAULT_RATE)]
+        rate: u64,
+        /// Number of flows (IPv4/UDP, IPv4/TCP, IPv6/UDP, IPv6/TCP in turn; flows 0-3
+        /// enter port 0, 4-7 port 1, and so on).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+        flows: u16,
+        /// Frame sizes: MIN-MAX (uniform) or imix (7:4:1 of 60/566/1514). Sizes are
+        /// Ethernet frames without the 4-byte FCS, 60..=1514: "64 B" on the wire is 60
+        /// here. Each flow's smallest frame is its headers plus an 18-byte tag (60 B
+        /// IPv4/UDP, 72 IPv4/TCP, 80 IPv6/UDP, 92 IPv6/TCP); smaller sizes are raised.
+        #[arg(long, default_value = "60-1514")]
+        sizes: Sizes,
+        /// Seed of the flow/size choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also write the machine-readable summary here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Use KVM (`-accel kvm -cpu EPYC`) when /dev/kvm is usable; TCG otherwise.
+        #[arg(long)]
+        kvm: bool,
+        /// Guest cores.
+        #[arg(long, default_value_t = 1)]
+        smp: u32,
+        /// More boot options (`key=value ...`) appended to the kernel command line.
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
+        extra_append: String,
+        /// Debug build of the image.
+        #[arg(long)]
+        debug: bool,
+    },
+    /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
+    /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
+    Test,
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode> {
+    match Cli::parse().cmd {
+        Cmd::Build { debug } => {
+            let p = image::build(if debug { Profile::Debug } else { Profile::Release })?;
+            println!("{}", p.display());
+        }
+        Cmd::Run { seconds, rate, flows, sizes, seed, json, kvm, smp, extra_append, debug } => {
+            let opts = RunOptions {
+                seconds,
+                rate,
+                flows,
+                sizes,
+                seed,
+                json,
+                kvm,
+                smp,
+                extra_append,
+                debug,
+                ..RunOptions::default()
+            };
+            let s = run::run(&opts)?;
+            print!("{}", run::render(&s));
+            if !s.ok {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Test => xtask::tasks::test()?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -168,6 +168,11 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
         self.status().contains(DeviceStatus::DEVICE_NEEDS_RESET)
     }
 
+    /// Entries per virtqueue, as negotiated with the device.
+    pub fn queue_size(&self) -> u16 {
+        self.rx.first().map_or(0, |q| q.size())
+    }
+
     /// Receive queue `i`.
     pub fn rx_queue(&mut self, i: usize) -> Option<&mut VirtioRx<W, R>> {
         self.rx.get_mut(i)

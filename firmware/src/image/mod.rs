@@ -1,0 +1,62 @@
+//! The bare-metal half of the image: entry, NIC bring-up, the forwarding loop.
+
+mod forward;
+mod nics;
+mod report;
+
+use cadence_firmware::config::{BootConfig, Mode};
+use cadence_platform::bootinfo::BootInfo;
+use cadence_platform::exit::{ExitCode, exit};
+use cadence_platform::println;
+
+cadence_platform::entry!(kmain);
+
+fn kmain(boot: &'static BootInfo) -> ! {
+    println!();
+    println!("Cadence {} ({:?} boot)", env!("CARGO_PKG_VERSION"), boot.protocol());
+    // The configuration is checked before anything else, so a bad command line fails
+    // fast and names the key.
+    let cfg = match BootConfig::parse(boot.cmdline()) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            println!("error: {e}");
+            exit(ExitCode::ConfigError)
+        }
+    };
+    let mut p = match cadence_platform::init(boot) {
+        Ok(p) => p,
+        Err(e) => cadence_platform::fail(e),
+    };
+    report::banner(&p, &cfg);
+    let mut pool = match p
+        .dma
+        .packet_memory(cfg.pool)
+        .map_err(nics::NicError::PacketMemory)
+        .and_then(|(mem, phys)| cadence_core::buf::Pool::try_new(mem, phys, cfg.pool).map_err(nics::NicError::Pool))
+    {
+        Ok(pool) => pool,
+        Err(e) => {
+            println!("error: {e}");
+            exit(ExitCode::RuntimeFailure)
+        }
+    };
+    let mut ports = match nics::probe(&mut p, &mut pool, &cfg) {
+        Ok(ports) => ports,
+        Err(e) => {
+            println!("error: {e}");
+            exit(ExitCode::RuntimeFailure)
+        }
+    };
+    match cfg.mode {
+        Mode::Boot => {
+            println!("boot: done ({} NICs up)", ports.len());
+            exit(ExitCode::Success)
+        }
+        Mode::Forward => forward::run(&p, &cfg, &mut pool, &mut ports),
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    cadence_platform::panic_exit(info)
+}

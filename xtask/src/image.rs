@@ -1,0 +1,82 @@
+//! Building the firmware image with a nested cargo call.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The bare-metal target.
+pub const TARGET: &str = "x86_64-unknown-none";
+/// The firmware package and its binary.
+pub const PACKAGE: &str = "cadence-firmware";
+/// The image's binary name.
+pub const BIN: &str = "cadence";
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+/// The cargo target directory: `CARGO_TARGET_DIR` or `<root>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => {
+            let d = PathBuf::from(d);
+            if d.is_absolute() { d } else { workspace_root().join(d) }
+        }
+        _ => workspace_root().join("target"),
+    }
+}
+
+/// Build profile of the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Release,
+    Debug,
+}
+
+impl Profile {
+    fn dir(self) -> &'static str {
+        match self {
+            Profile::Release => "release",
+            Profile::Debug => "debug",
+        }
+    }
+}
+
+/// Where the image of `profile` is.
+pub fn image_path(profile: Profile) -> PathBuf {
+    target_dir().join(TARGET).join(profile.dir()).join(BIN)
+}
+
+/// The `DEFMT_LOG` the image is built with: the user's, or `info`.
+pub fn defmt_log() -> String {
+    std::env::var("DEFMT_LOG").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "info".to_string())
+}
+
+/// The cargo to nest: `$CARGO` (set by cargo for `cargo run` and tests) or `cargo`.
+pub fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Builds the image and returns its path.
+pub fn build(profile: Profile) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root())
+        .args(["build", "-p", PACKAGE, "--bin", BIN, "--target", TARGET])
+        .env("DEFMT_LOG", defmt_log());
+    if profile == Profile::Release {
+        cmd.arg("--release");
+    }
+    eprintln!("xtask: DEFMT_LOG={} {cmd:?}", defmt_log());
+    let st = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !st.success() {
+        bail!("building the image failed ({st})");
+    }
+    let path = image_path(profile);
+    if !path.is_file() {
+        bail!("the build succeeded but {} is missing", path.display());
+    }
+    Ok(path)
+}

@@ -1,0 +1,14 @@
+//! Cadence's host side: building the image, provisioning and driving QEMU, the
+//! firmware ↔ host protocol (`docs/PROTOCOL.md`), traffic generation and checking, and
+//! defmt decoding. The `xtask` binary is the CLI over it; the `cadence-tests` crate's
+//! end-to-end tests use it directly.
+
+pub mod defmt;
+pub mod image;
+pub mod protocol;
+pub mod provision;
+pub mod qemu;
+pub mod rig;
+pub mod run;
+pub mod tasks;
+pub mod traffic;

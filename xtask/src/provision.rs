@@ -1,0 +1,259 @@
+//! QEMU provisioning, shared by `cargo xtask run` and `cargo xtask test`.
+//!
+//! Cadence needs `qemu-system-x86_64` ≥ 8.0 (DESIGN.md §4: 10.x from Debian
+//! bookworm-backports). When it is missing or older: as root on Debian bookworm with
+//! apt-get, add the bookworm-backports source (deb822) if absent and install
+//! `qemu-system-x86` from it; otherwise say exactly what to install and fail.
+
+use std::fmt;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The QEMU binary.
+pub const QEMU: &str = "qemu-system-x86_64";
+/// Oldest QEMU that works (igb needs 8.0; dgram netdevs 7.2).
+pub const MIN_VERSION: Version = Version(8, 0, 0);
+/// The deb822 source file that is written when bookworm-backports is missing.
+pub const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/bookworm-backports.sources";
+/// Its contents.
+pub const BACKPORTS_SOURCE: &str = "Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+";
+
+/// A QEMU version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// Parses the first line of `qemu-system-x86_64 --version`, e.g.
+/// `QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)`.
+pub fn parse_version(output: &str) -> Option<Version> {
+    let line = output.lines().find(|l| l.contains("version"))?;
+    let rest = &line[line.find("version")? + "version".len()..];
+    let word = rest.split_whitespace().next()?;
+    let mut nums = word.split(|c: char| !c.is_ascii_digit()).take(3).map(|n| n.parse::<u32>().ok());
+    let major = nums.next()??;
+    let minor = nums.next().flatten().unwrap_or(0);
+    let patch = nums.next().flatten().unwrap_or(0);
+    Some(Version(major, minor, patch))
+}
+
+/// What the machine looks like, for [`plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The installed QEMU's version (`None`: missing or unparseable).
+    pub qemu: Option<Version>,
+    pub is_root: bool,
+    pub has_apt: bool,
+    /// `VERSION_CODENAME` from /etc/os-release.
+    pub codename: Option<String>,
+    /// Whether an apt source for bookworm-backports already exists.
+    pub has_backports_source: bool,
+}
+
+/// What to do about QEMU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// QEMU is there and new enough.
+    Ready(Version),
+    /// Install from bookworm-backports; `add_source`: write [`BACKPORTS_FILE`] first.
+    Install { add_source: bool },
+    /// Cannot install here: the message says what to install.
+    Manual(String),
+}
+
+/// Decides what to do (pure; unit-tested).
+pub fn plan(h: &Host) -> Plan {
+    if let Some(v) = h.qemu.filter(|v| *v >= MIN_VERSION) {
+        return Plan::Ready(v);
+    }
+    let found = match h.qemu {
+        Some(v) => format!("{QEMU} {v} is older than {MIN_VERSION}"),
+        None => format!("{QEMU} was not found"),
+    };
+    if h.is_root && h.has_apt && h.codename.as_deref() == Some("bookworm") {
+        return Plan::Install { add_source: !h.has_backports_source };
+    }
+    let why = if !h.has_apt {
+        "apt-get is not available".to_string()
+    } else if !h.is_root {
+        "not running as root".to_string()
+    } else {
+        format!("this is not Debian bookworm ({})", h.codename.as_deref().unwrap_or("unknown release"))
+    };
+    Plan::Manual(format!(
+        "{found}, and it cannot be installed automatically ({why}).\n\
+         Install QEMU >= {MIN_VERSION} with x86_64 system emulation, e.g. on Debian 12 as root:\n\
+         \x20 printf '%s' '{src}' > {BACKPORTS_FILE}\n\
+         \x20 apt-get update && apt-get install -y -t bookworm-backports qemu-system-x86\n\
+         (other distributions: the package that provides {QEMU} >= {MIN_VERSION}), then run the command again.",
+        src = BACKPORTS_SOURCE.replace('\n', "\\n"),
+    ))
+}
+
+/// The installed QEMU's version.
+pub fn installed_version() -> Option<Version> {
+    let out = Command::new(QEMU).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn has_backports_source() -> bool {
+    let mut files = vec![std::path::PathBuf::from("/etc/apt/sources.list")];
+    if let Ok(rd) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        files.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()));
+    }
+    files.iter().any(|p| {
+        std::fs::read_to_string(p)
+            .map(|s| s.lines().any(|l| !l.trim_start().starts_with('#') && l.contains("bookworm-backports")))
+            .unwrap_or(false)
+    })
+}
+
+fn os_codename() -> Option<String> {
+    let s = std::fs::read_to_string("/etc/os-release").ok()?;
+    s.lines().find_map(|l| l.strip_prefix("VERSION_CODENAME=")).map(|v| v.trim_matches('"').to_string())
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// Looks at this machine.
+pub fn probe() -> Host {
+    Host {
+        qemu: installed_version(),
+        is_root: is_root(),
+        has_apt: Path::new("/usr/bin/apt-get").exists(),
+        codename: os_codename(),
+        has_backports_source: has_backports_source(),
+    }
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {cmd:?}");
+    let st = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !st.success() {
+        bail!("{cmd:?} failed ({st})");
+    }
+    Ok(())
+}
+
+/// Makes sure QEMU ≥ 8.0 is installed, installing it when possible; returns its version.
+pub fn ensure_qemu() -> Result<Version> {
+    match plan(&probe()) {
+        Plan::Ready(v) => Ok(v),
+        Plan::Manual(msg) => bail!("{msg}"),
+        Plan::Install { add_source } => {
+            eprintln!("xtask: installing QEMU from bookworm-backports");
+            if add_source {
+                std::fs::write(BACKPORTS_FILE, BACKPORTS_SOURCE)
+                    .with_context(|| format!("writing {BACKPORTS_FILE}"))?;
+            }
+            run(Command::new("apt-get").arg("update"))?;
+            run(Command::new("apt-get")
+                .args(["install", "-y", "-t", "bookworm-backports", "qemu-system-x86"])
+                .env("DEBIAN_FRONTEND", "noninteractive"))?;
+            match installed_version() {
+                Some(v) if v >= MIN_VERSION => Ok(v),
+                Some(v) => bail!("installed {QEMU} {v}, still older than {MIN_VERSION}"),
+                None => bail!("apt-get install finished but {QEMU} does not run"),
+            }
+        }
+    }
+}
+
+/// For the QEMU tests: QEMU must be there already (the tests never install); the error
+/// says how to get it.
+pub fn require_qemu() -> Result<Version> {
+    match installed_version() {
+        Some(v) if v >= MIN_VERSION => Ok(v),
+        other => bail!(
+            "{QEMU} >= {MIN_VERSION} is needed for the QEMU end-to-end tests (found: {}). \
+             Run `cargo xtask test`, which installs it (as root on Debian 12), or install it yourself.",
+            other.map_or("none".to_string(), |v| v.to_string())
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_versions() {
+        assert_eq!(
+            parse_version(
+                "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\nCopyright (c) 2003-2025"
+            ),
+            Some(Version(10, 0, 2))
+        );
+        assert_eq!(
+            parse_version("QEMU emulator version 7.2.15 (Debian 1:7.2+dfsg-7+deb12u7)"),
+            Some(Version(7, 2, 15))
+        );
+        assert_eq!(parse_version("QEMU emulator version 8.0.0"), Some(Version(8, 0, 0)));
+        assert_eq!(parse_version("QEMU emulator version 9.1.50 (v9.1.0-1234-gdeadbeef)"), Some(Version(9, 1, 50)));
+        assert_eq!(parse_version("QEMU emulator version 8.2"), Some(Version(8, 2, 0)));
+        assert_eq!(parse_version("garbage"), None);
+        assert_eq!(parse_version(""), None);
+        assert!(Version(7, 2, 15) < MIN_VERSION && Version(8, 0, 0) >= MIN_VERSION);
+        assert!(Version(10, 0, 2) > Version(9, 99, 99));
+    }
+
+    fn host(qemu: Option<Version>) -> Host {
+        Host { qemu, is_root: true, has_apt: true, codename: Some("bookworm".into()), has_backports_source: false }
+    }
+
+    #[test]
+    fn plans() {
+        assert_eq!(plan(&host(Some(Version(10, 0, 2)))), Plan::Ready(Version(10, 0, 2)));
+        assert_eq!(plan(&host(None)), Plan::Install { add_source: true });
+        assert_eq!(
+            plan(&Host { has_backports_source: true, ..host(Some(Version(7, 2, 15))) }),
+            Plan::Install { add_source: false }
+        );
+        for (h, why) in [
+            (Host { is_root: false, ..host(None) }, "not running as root"),
+            (Host { has_apt: false, ..host(None) }, "apt-get is not available"),
+            (Host { codename: Some("trixie".into()), ..host(None) }, "trixie"),
+        ] {
+            let p = plan(&h);
+            let Plan::Manual(m) = &p else {
+                unreachable!("expected Manual, got {p:?}");
+            };
+            assert!(m.contains(why), "{m}");
+            assert!(m.contains("apt-get install -y -t bookworm-backports qemu-system-x86"), "{m}");
+        }
+        // A new enough QEMU is fine anywhere.
+        assert!(matches!(
+            plan(&Host { is_root: false, has_apt: false, ..host(Some(Version(8, 1, 0))) }),
+            Plan::Ready(_)
+        ));
+    }
+
+    #[test]
+    fn backports_source_is_deb822() {
+        for l in [
+            "URIs: http://deb.debian.org/debian",
+            "Suites: bookworm-backports",
+            "Components: main",
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg",
+        ] {
+            assert!(BACKPORTS_SOURCE.lines().any(|x| x == l), "{l}");
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The QEMU launcher: command line, spawn, COM1 captured live through a pipe
+//! (`-serial stdio`), COM2 to a file, wait with a timeout, kill, exit status.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::protocol::{BootOptions, Mac};
+use crate::provision::QEMU;
+
+/// One NIC: a modern virtio-net device on a `dgram` netdev (one UDP datagram = one
+/// Ethernet frame without FCS, notes/drivers.md §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DgramNic {
+    pub mac: Mac,
+    /// 127.0.0.1 port QEMU binds (the host sends frames here).
+    pub qemu_port: u16,
+    /// 127.0.0.1 port of the host socket (QEMU sends the NIC's TX frames here).
+    pub host_port: u16,
+}
+
+/// Everything QEMU is started with.
+#[derive(Debug, Clone)]
+pub struct QemuConfig {
+    pub image: PathBuf,
+    pub append: BootOptions,
+    pub nics: Vec<DgramNic>,
+    /// File COM2 (defmt) is written to.
+    pub com2: PathBuf,
+    pub smp: u32,
+    /// `-accel kvm -cpu EPYC` instead of TCG with `-cpu max`.
+    pub kvm: bool,
+    /// More arguments, appended last.
+    pub extra_args: Vec<String>,
+}
+
+impl QemuConfig {
+    /// The arguments of `qemu-system-x86_64`.
+    pub fn args(&self) -> Vec<String> {
+        let mut a: Vec<String> = ["-machine", "q35"].map(String::from).to_vec();
+        if self.kvm {
+            a.extend(["-accel", "kvm", "-cpu", "EPYC"].map(String::from));
+        } else {
+            a.extend(["-cpu", "max"].map(String::from));
+        }
+        a.extend(
+            [
+                "-m",
+                "256M",
+                "-smp",
+                &self.smp.to_string(),
+                "-display",
+                "none",
+                "-monitor",
+                "none",
+                "-no-reboot",
+                "-device",
+                "isa-debug-exit,iobase=0xf4,iosize=0x04",
+                "-serial",
+                "stdio",
+                "-serial",
+                &format!("file:{}", self.com2.display()),
+            ]
+            .map(String::from),
+        );
+        for (i, n) in self.nics.iter().enumerate() {
+            a.push("-netdev".into());
+            a.push(format!(
+                "dgram,id=n{i},local.type=inet,local.host=127.0.0.1,local.port={},\
+                 remote.type=inet,remote.host=127.0.0.1,remote.port={}",
+                n.qemu_port, n.host_port
+            ));
+            a.push("-device".into());
+            a.push(format!("virtio-net-pci,disable-legacy=on,netdev=n{i},mac={}", n.mac));
+        }
+        a.push("-kernel".into());
+        a.push(self.image.display().to_string());
+        a.push("-append".into());
+        a.push(self.append.to_cmdline());
+        a.extend(self.extra_args.iter().cloned());
+        a
+    }
+
+    /// The command line as one shell-ish string (for logs).
+    pub fn display(&self) -> String {
+        let mut s = QEMU.to_string();
+        for a in self.args() {
+            if a.contains(' ') || a.contains('"') || a.is_empty() {
+                s.push_str(&format!(" '{a}'"));
+            } else {
+                s.push(' ');
+                s.push_str(&a);
+            }
+        }
+        s
+    }
+}
+
+/// A free UDP port on 127.0.0.1 (bound and released; QEMU binds it right after).
+pub fn free_udp_port() -> Result<u16> {
+    let s = UdpSocket::bind("127.0.0.1:0").context("binding a probe socket")?;
+    Ok(s.local_addr()?.port())
+}
+
+/// Whether `/dev/kvm` can be opened read-write.
+pub fn kvm_usable() -> bool {
+    std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
+}
+
+/// How QEMU ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// The exit status (`None`: killed by a signal, e.g. by us after a timeout).
+    pub status: Option<i32>,
+    /// We killed it because it ran past the timeout.
+    pub timed_out: bool,
+}
+
+/// A running QEMU.
+#[derive(Debug)]
+pub struct Qemu {
+    child: Child,
+    lines_rx: Receiver<String>,
+    com1: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
+    exit: Option<Exit>,
+}
+
+impl Qemu {
+    /// Starts QEMU. COM1 lines are kept in memory, handed out by
+    /// [`Qemu::next_line`], and appended to `com1_log` when given.
+    pub fn spawn(cfg: &QemuConfig, com1_log: Option<PathBuf>) -> Result<Qemu> {
+        let mut child = Command::new(QEMU)
+            .args(cfg.args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {QEMU} (is it installed? `cargo xtask test` installs it)"))?;
+        let stdout = child.stdout.take().context("QEMU stdout")?;
+        let mut stderr_pipe = child.stderr.take().context("QEMU stderr")?;
+        let (tx, lines_rx) = mpsc::channel();
+        let com1 = Arc::new(Mutex::new(Vec::new()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut log = match com1_log {
+            Some(p) => Some(std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?),
+            None => None,
+        };
+        let c1 = Arc::clone(&com1);
+        let out_reader = std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            // Lines are split on '\n'; bytes that are not UTF-8 are replaced.
+            while r.read_until(b'\n', &mut buf).map(|n| n > 0).unwrap_or(false) {
+                let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
+                buf.clear();
+                if let Some(f) = log.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
+                if let Ok(mut v) = c1.lock() {
+                    v.push(line.clone());
+                }
+                let _ = tx.send(line);
+            }
+        });
+        let e1 = Arc::clone(&stderr);
+        let err_reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr_pipe.read_to_string(&mut s);
+            if let Ok(mut e) = e1.lock() {
+                e.push_str(&s);
+            }
+        });
+        Ok(Qemu { child, lines_rx, com1, stderr, readers: vec![out_reader, err_reader], exit: None })
+    }
+
+    /// The next COM1 line, waiting at most `timeout`; `None` on timeout or when COM1
+    /// closed (QEMU exited and every line was handed out).
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.lines_rx.recv_timeout(timeout).ok()
+    }
+
+    /// Every COM1 line so far.
+    pub fn com1(&self) -> Vec<String> {
+        self.com1.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// QEMU's own stderr (complete once it exited).
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Whether QEMU has exited; the exit when it has.
+    pub fn try_exit(&mut self) -> Result<Option<Exit>> {
+        if let Some(e) = self.exit {
+            return Ok(Some(e));
+        }
+        if let Some(st) = self.child.try_wait()? {
+            let e = Exit { status: st.code(), timed_out: false };
+            self.finish(e);
+            return Ok(Some(e));
+        }
+        Ok(None)
+    }
+
+    fn finish(&mut self, e: Exit) {
+        self.exit = Some(e);
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+
+    /// Waits for QEMU to exit; kills it after `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Exit> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(e) = self.try_exit()? {
+                return Ok(e);
+            }
+            if Instant::now() >= deadline {
+                return self.kill();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills QEMU (if still running) and reaps it.
+    pub fn kill(&mut self) -> Result<Exit> {
+        if let Some(e) = self.try_exit()? {
+            return Ok(e);
+        }
+        let _ = self.child.kill();
+        let st = self.child.wait()?;
+        let e = Exit { status: st.code(), timed_out: true };
+        self.finish(e);
+        Ok(e)
+    }
+
+    /// A short description of how it ended plus the last COM1 lines and stderr, for
+    /// error messages.
+    pub fn diagnostics(&self) -> String {
+        let com1 = self.com1();
+        let tail = &com1[com1.len().saturating_sub(15)..];
+        let mut s = match self.exit {
+            Some(Exit { timed_out: true, .. }) => "QEMU ran past its timeout and was killed".to_string(),
+            Some(Exit { status, .. }) => format!(
+                "QEMU exited with status {} ({})",
+                status.map_or("none".to_string(), |c| c.to_string()),
+                crate::protocol::describe_exit(status)
+            ),
+            None => "QEMU is still running".to_string(),
+        };
+        s.push_str(&format!("\n--- last COM1 lines ({} in all) ---\n", com1.len()));
+        for l in tail {
+            s.push_str(l);
+            s.push('\n');
+        }
+        let err = self.stderr();
+        if !err.trim().is_empty() {
+            s.push_str("--- QEMU stderr ---\n");
+            s.push_str(err.trim_end());
+            s.push('\n');
+        }
+        s
+    }
+}
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        if self.exit.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Boots `image` with `append` and no NICs' traffic, waits for it to exit (at most
+/// `timeout`), and returns the exit and COM1. For boot-option tests.
+pub fn boot_and_wait(cfg: &QemuConfig, timeout: Duration) -> Result<(Exit, Vec<String>, String)> {
+    let mut q = Qemu::spawn(cfg, None)?;
+    let e = q.wait(timeout)?;
+    if e.timed_out {
+        bail!("{}", q.diagnostics());
+    }
+    Ok((e, q.com1(), q.stderr()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line() {
+        let cfg = QemuConfig {
+            image: "/x/cadence".into(),
+            append: BootOptions::default().set("mode", "boot").set("ctl", "on"),
+            nics: vec![
+                DgramNic { mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 0]), qemu_port: 4000, host_port: 4001 },
+                DgramNic { mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 1]), qemu_port: 4002, host_port: 4003 },
+            ],
+            com2: "/out/com2.defmt".into(),
+            smp: 1,
+            kvm: false,
+            extra_args: vec![],
+        };
+        let s = cfg.display();
+        for part in [
+            "-machine q35 -cpu max -m 256M -smp 1 -display none",
+            "-no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -serial stdio -serial file:/out/com2.defmt",
+            "-netdev dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=4000,remote.type=inet,remote.host=127.0.0.1,remote.port=4001",
+            "-device virtio-net-pci,disable-legacy=on,netdev=n0,mac=52:54:00:ca:de:00",
+            "-device virtio-net-pci,disable-legacy=on,netdev=n1,mac=52:54:00:ca:de:01",
+            "-kernel /x/cadence -append 'mode=boot ctl=on'",
+        ] {
+            assert!(s.contains(part), "missing {part:?} in {s}");
+        }
+        let kvm = QemuConfig { kvm: true, smp: 2, ..cfg }.display();
+        assert!(kvm.contains("-accel kvm -cpu EPYC") && !kvm.contains("-cpu max") && kvm.contains("-smp 2"));
+    }
+
+    #[test]
+    fn free_ports_are_distinct_enough() -> Result<()> {
+        let a = free_udp_port()?;
+        let b = free_udp_port()?;
+        assert!(a > 0 && b > 0);
+        Ok(())
+    }
+}

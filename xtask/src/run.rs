@@ -1,0 +1,368 @@
+//! `cargo xtask run`: boot the image in QEMU with two NICs, push generated traffic
+//! through it, check every frame that comes back, stop it, and report.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::image::{self, Profile};
+use crate::protocol::{self, Banner, BootOptions, Counters, Nic};
+use crate::qemu::kvm_usable;
+use crate::rig::{Rig, RigConfig};
+use crate::traffic::{Classes, LatencySummary, Pacer, Rng, Sizes};
+
+/// Default offered load, frames per second (see README: no loss under TCG on 2 cores).
+pub const DEFAULT_RATE: u64 = 2000;
+
+/// Options of `cargo xtask run`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOptions {
+    pub seconds: u64,
+    pub rate: u64,
+    pub flows: u16,
+    pub sizes: Sizes,
+    pub seed: u64,
+    pub json: Option<PathBuf>,
+    pub kvm: bool,
+    pub smp: u32,
+    pub extra_append: String,
+    pub debug: bool,
+    /// Print every decoded defmt line up to this many (the rest stay in the file).
+    pub defmt_print_max: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            seconds: 10,
+            rate: DEFAULT_RATE,
+            flows: 8,
+            sizes: Sizes::default(),
+            seed: 1,
+            json: None,
+            kvm: false,
+            smp: 1,
+            extra_append: String::new(),
+            debug: false,
+            defmt_print_max: 50,
+        }
+    }
+}
+
+/// The machine-readable result of a run (`--json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub ok: bool,
+    pub failures: Vec<String>,
+    pub options: RunOptions,
+    pub out_dir: PathBuf,
+    pub image: PathBuf,
+    pub qemu_cmdline: String,
+    pub accel: String,
+    pub exit_status: Option<i32>,
+    pub exit_meaning: String,
+    pub traffic_seconds: f64,
+    pub host: Classes,
+    pub throughput_mbps: f64,
+    pub throughput_pps: f64,
+    pub latency: LatencySummary,
+    pub banner: Option<Banner>,
+    pub nics: Vec<Nic>,
+    pub firmware: Option<Counters>,
+    pub firmware_drops: BTreeMap<String, u64>,
+    pub defmt_lines: usize,
+    pub defmt_malformed: usize,
+    pub defmt_log: Option<PathBuf>,
+    pub examples: Vec<String>,
+}
+
+/// `run-YYYYMMDD-HHMMSS` (UTC).
+pub fn timestamp_dir_name(t: SystemTime) -> String {
+    let s = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = ((s / 86_400) as i64, s % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("run-{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn echo_line(l: &str) {
+    match protocol::MachineLine::parse(l) {
+        Some(Ok(m)) if m.kind == "stats" => println!("  {}", m.counters().compact()),
+        Some(Ok(m)) if m.kind == "summary" => println!("  fw summary: {}", m.counters().compact()),
+        _ => println!("  com1| {l}"),
+    }
+}
+
+/// Runs it. Returns the summary (also when the run failed: see `ok`); `Err` only
+/// when the run could not be carried out at all.
+pub fn run(opts: &RunOptions) -> Result<RunSummary> {
+    crate::provision::ensure_qemu()?;
+    let profile = if opts.debug { Profile::Debug } else { Profile::Release };
+    let image = image::build(profile)?;
+    let out_dir = image::target_dir().join("xtask").join(timestamp_dir_name(SystemTime::now()));
+    let kvm = opts.kvm && kvm_usable();
+    if opts.kvm && !kvm {
+        println!("xtask: /dev/kvm is not usable, running under TCG");
+    }
+    let mut cfg = RigConfig::new(image.clone(), out_dir.clone(), opts.flows.max(1));
+    cfg.kvm = kvm;
+    cfg.smp = opts.smp.max(1);
+    cfg.boot =
+        BootOptions::default().set("stats_ms", 1000).set("max_s", opts.seconds + 60).extend_raw(&opts.extra_append);
+    let mut rig = Rig::start(&cfg)?;
+    println!("xtask: {}", rig.qemu_config.display());
+    println!("xtask: artifacts in {}", out_dir.display());
+    let mut echo = |l: &str| echo_line(l);
+    rig.wait_ready(cfg.boot_timeout, &mut echo)?;
+
+    // Traffic.
+    let mut rng = Rng::new(opts.seed);
+    let start = Instant::now();
+    let end = start + Duration::from_secs(opts.seconds);
+    let mut pacer = Pacer::new(opts.rate, start);
+    let mut next_tick = start + Duration::from_secs(1);
+    let mut last = (0u64, 0u64); // received, received bytes at the previous tick
+    let nflows = usize::from(opts.flows.max(1));
+    let mut died = false;
+    while Instant::now() < end {
+        for _ in 0..pacer.take(Instant::now()) {
+            let flow = rng.below(nflows) as u16;
+            let len = opts.sizes.draw(&mut rng);
+            rig.send_flow(flow, len)?;
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            let t = now.duration_since(start).as_secs();
+            let (k, lat) = {
+                let mut c = rig.checker();
+                (c.classes(), c.take_window().summary())
+            };
+            let dt = 1.0;
+            println!(
+                "[{t:>3}s] sent {} recv {} in-flight {} | {:.2} Mb/s {:.0} pps | latency p50 {:.0} us p99 {:.0} us{}",
+                k.sent,
+                k.received,
+                k.lost,
+                (k.received_bytes - last.1) as f64 * 8.0 / 1e6 / dt,
+                (k.received - last.0) as f64 / dt,
+                lat.p50_us,
+                lat.p99_us,
+                if k.failures().iter().any(|f| !f.starts_with("lost")) {
+                    format!(" | {}", k.failures().join(" "))
+                } else {
+                    String::new()
+                }
+            );
+            last = (k.received, k.received_bytes);
+            next_tick += Duration::from_secs(1);
+            if rig.qemu.try_exit()?.is_some() {
+                died = true;
+                break;
+            }
+        }
+        for (l, _) in rig.pump(pacer.wait().min(Duration::from_millis(2))) {
+            echo(&l);
+        }
+    }
+    let traffic_secs = start.elapsed().as_secs_f64();
+    if !died {
+        let left = rig.drain(Duration::from_secs(2), Duration::from_secs(10), &mut echo);
+        println!("xtask: drained, {left} frame(s) still in flight; sending STOP");
+    }
+    let exit = rig.stop(Duration::from_secs(30), &mut echo)?;
+    finish(opts, &mut rig, &image, exit.status, exit.timed_out, traffic_secs)
+}
+
+fn finish(
+    opts: &RunOptions,
+    rig: &mut Rig,
+    image: &Path,
+    status: Option<i32>,
+    timed_out: bool,
+    traffic_secs: f64,
+) -> Result<RunSummary> {
+    let (host, latency, examples) = {
+        let c = rig.checker();
+        (c.classes(), c.latency.summary(), c.examples.clone())
+    };
+    let mut failures = host.failures();
+    if timed_out {
+        failures.push("QEMU did not exit after STOP (killed)".into());
+    } else if status != Some(protocol::EXIT_SUCCESS) {
+        failures.push(format!("QEMU exit status {status:?} ({}), expected 33", protocol::describe_exit(status)));
+    }
+    let fw = rig.report.summary.clone();
+    if fw.is_none() {
+        failures.push("no @summary line on COM1".into());
+    }
+    if host.sent == 0 {
+        failures.push("nothing was sent".into());
+    }
+    // defmt
+    let com2 = rig.out_dir.join("com2.defmt");
+    let (mut defmt_lines, mut defmt_malformed, mut defmt_log) = (0, 0, None);
+    match crate::defmt::decode_file(image, &com2) {
+        Ok(d) => {
+            let p = rig.out_dir.join("defmt.log");
+            std::fs::write(&p, d.lines.join("\n") + "\n")?;
+            defmt_lines = d.lines.len();
+            defmt_malformed = d.malformed;
+            println!(
+                "xtask: defmt (COM2): {} line(s), {} malformed frame(s), saved to {}",
+                d.lines.len(),
+                d.malformed,
+                p.display()
+            );
+            for l in d.lines.iter().take(opts.defmt_print_max) {
+                println!("  defmt| {l}");
+            }
+            if d.lines.len() > opts.defmt_print_max {
+                println!("  defmt| … {} more in {}", d.lines.len() - opts.defmt_print_max, p.display());
+            }
+            defmt_log = Some(p);
+        }
+        Err(e) => println!("xtask: could not decode the defmt log: {e:#}"),
+    }
+    let secs = traffic_secs.max(1e-9);
+    let s = RunSummary {
+        ok: failures.is_empty(),
+        failures,
+        options: opts.clone(),
+        out_dir: rig.out_dir.clone(),
+        image: image.to_path_buf(),
+        qemu_cmdline: rig.qemu_config.display(),
+        accel: if rig.qemu_config.kvm { "kvm" } else { "tcg" }.into(),
+        exit_status: status,
+        exit_meaning: protocol::describe_exit(status).into(),
+        traffic_seconds: traffic_secs,
+        host,
+        throughput_mbps: host.received_bytes as f64 * 8.0 / 1e6 / secs,
+        throughput_pps: host.received as f64 / secs,
+        latency,
+        banner: rig.report.banner.clone(),
+        nics: rig.report.nics.clone(),
+        firmware_drops: fw.as_ref().map(Counters::drops_by_reason).unwrap_or_default(),
+        firmware: fw,
+        defmt_lines,
+        defmt_malformed,
+        defmt_log,
+        examples,
+    };
+    let json = serde_json::to_string_pretty(&s)?;
+    std::fs::write(rig.out_dir.join("summary.json"), &json)?;
+    if let Some(p) = &opts.json {
+        std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(s)
+}
+
+/// The final human summary.
+pub fn render(s: &RunSummary) -> String {
+    let h = &s.host;
+    let mut o = String::new();
+    let _ = writeln!(o, "==== cadence run summary ({}, {:.1} s of traffic) ====", s.accel, s.traffic_seconds);
+    let _ = writeln!(
+        o,
+        "host:     sent {} | received {} | lost {} | corrupted {} | misdirected {} | bad rewrite {} | duplicated {} | reordered {} | unexpected {}",
+        h.sent, h.received, h.lost, h.corrupted, h.misdirected, h.bad_rewrite, h.duplicated, h.reordered, h.unexpected
+    );
+    let _ = writeln!(
+        o,
+        "          throughput {:.2} Mb/s, {:.0} pps | latency p50 {:.0} us, p99 {:.0} us, max {:.0} us ({} samples)",
+        s.throughput_mbps, s.throughput_pps, s.latency.p50_us, s.latency.p99_us, s.latency.max_us, s.latency.samples
+    );
+    match &s.firmware {
+        Some(c) => {
+            let _ = writeln!(o, "firmware: {}", c.compact());
+            let drops: Vec<String> = s.firmware_drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(o, "          drops by reason: {}", drops.join(" "));
+        }
+        None => {
+            let _ = writeln!(o, "firmware: no @summary");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "qemu:     exit status {} ({})",
+        s.exit_status.map_or("none".into(), |c| c.to_string()),
+        s.exit_meaning
+    );
+    for e in &s.examples {
+        let _ = writeln!(o, "          e.g. {e}");
+    }
+    let _ = writeln!(o, "artifacts: {}", s.out_dir.display());
+    if s.ok {
+        let _ = writeln!(o, "RESULT: OK");
+    } else {
+        let _ = writeln!(o, "RESULT: FAILED: {}", s.failures.join("; "));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_renders_and_serializes() -> Result<()> {
+        let mut fw = Counters::default();
+        for (k, v) in [("p0_rx", 10), ("p1_rx", 5), ("drops", 1), ("drop_runt", 1), ("drop_tx_full", 0)] {
+            fw.0.insert(k.to_string(), v);
+        }
+        let s = RunSummary {
+            ok: false,
+            failures: vec!["lost=1".into()],
+            options: RunOptions::default(),
+            out_dir: "/o".into(),
+            image: "/i".into(),
+            qemu_cmdline: "qemu".into(),
+            accel: "tcg".into(),
+            exit_status: Some(33),
+            exit_meaning: "success".into(),
+            traffic_seconds: 1.0,
+            host: Classes { sent: 15, received: 14, lost: 1, ..Classes::default() },
+            throughput_mbps: 0.1,
+            throughput_pps: 14.0,
+            latency: LatencySummary::default(),
+            banner: None,
+            nics: vec![],
+            firmware_drops: fw.drops_by_reason(),
+            firmware: Some(fw),
+            defmt_lines: 0,
+            defmt_malformed: 0,
+            defmt_log: None,
+            examples: vec![],
+        };
+        let text = render(&s);
+        assert!(text.contains("sent 15 | received 14 | lost 1"), "{text}");
+        assert!(text.contains("drops by reason: runt=1 tx_full=0"), "{text}");
+        assert!(text.contains("RESULT: FAILED: lost=1"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&serde_json::to_string(&s)?)?;
+        assert_eq!(v["host"]["lost"], 1);
+        assert_eq!(v["firmware"]["p0_rx"], 10);
+        assert_eq!(v["firmware_drops"]["runt"], 1);
+        assert_eq!(v["options"]["rate"], DEFAULT_RATE);
+        Ok(())
+    }
+
+    #[test]
+    fn dir_names() {
+        assert_eq!(timestamp_dir_name(UNIX_EPOCH), "run-19700101-000000");
+        let t = UNIX_EPOCH + Duration::from_secs(1_732_960_245); // 2024-11-30 09:50:45 UTC
+        assert_eq!(timestamp_dir_name(t), "run-20241130-095045");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(timestamp_dir_name(leap), "run-20000229-000000");
+    }
+}

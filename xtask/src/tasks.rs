@@ -1,0 +1,80 @@
+//! `cargo xtask test`: every check, in order, stopping at the first failure.
+
+use anyhow::{Context, Result, bail};
+
+use crate::image::{self, Profile};
+
+/// One step of `cargo xtask test`.
+#[derive(Debug)]
+pub struct Step {
+    pub name: &'static str,
+    pub args: Vec<&'static str>,
+    pub defmt_log: bool,
+}
+
+/// The cargo steps, in order.
+pub fn steps() -> Vec<Step> {
+    vec![
+        Step { name: "format", args: vec!["fmt", "--all", "--", "--check"], defmt_log: false },
+        Step {
+            name: "clippy (host)",
+            args: vec!["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+            defmt_log: false,
+        },
+        Step {
+            name: "clippy (bare metal)",
+            args: vec![
+                "clippy",
+                "-p",
+                "cadence-firmware",
+                "-p",
+                "cadence-platform",
+                "--target",
+                image::TARGET,
+                "--",
+                "-D",
+                "warnings",
+            ],
+            defmt_log: true,
+        },
+        Step {
+            name: "tests (unit, integration and QEMU end-to-end)",
+            args: vec!["test", "--workspace"],
+            defmt_log: true,
+        },
+    ]
+}
+
+fn run_step(s: &Step) -> Result<()> {
+    let mut cmd = image::cargo();
+    cmd.current_dir(image::workspace_root()).args(&s.args);
+    if s.defmt_log {
+        cmd.env("DEFMT_LOG", image::defmt_log());
+    }
+    println!("\n==> xtask test: {} (cargo {})", s.name, s.args.join(" "));
+    let st = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !st.success() {
+        bail!("xtask test: step '{}' failed ({st}): cargo {}", s.name, s.args.join(" "));
+    }
+    Ok(())
+}
+
+/// Runs every step; stops at the first failure.
+pub fn test() -> Result<()> {
+    let all = steps();
+    let (before, after) = all.split_at(3);
+    for s in before {
+        run_step(s)?;
+    }
+    println!("\n==> xtask test: QEMU");
+    let v = crate::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
+    println!("{} {v}", crate::provision::QEMU);
+    println!("\n==> xtask test: build the image");
+    let img = image::build(Profile::Release).context("xtask test: step 'build the image' failed")?;
+    println!("{}", img.display());
+    for s in after {
+        run_step(s)?;
+    }
+    println!("\nxtask test: all steps passed");
+    Ok(())
+}

@@ -1,0 +1,357 @@
+//! The sink: classifies every frame that comes back out of the forwarder.
+//!
+//! Classes (each received frame lands in exactly one):
+//! - `received`: intact, right port, right rewrite, first copy (reordered ones too);
+//! - `duplicated`: a copy of a frame already seen;
+//! - `reordered`: first copy, but a later frame of its flow came first (also `received`);
+//! - `corrupted`: our tag, but the CRC or the byte-exact comparison fails;
+//! - `misdirected`: intact but out of the wrong port;
+//! - `bad_rewrite`: intact, right port, wrong MAC addresses;
+//! - `unexpected`: not ours (no tag, unknown flow, a sequence number never sent).
+//!
+//! `lost` = sent − frames identified at least once (intact tag and CRC), counted at the
+//! end; while running, that difference is "in flight".
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::frame::{self, Flow, TS_MASK};
+use super::stats::Latencies;
+use crate::protocol::Mac;
+
+/// The MACs of the two-port rig.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Macs {
+    /// MAC of NIC `i` inside the guest.
+    pub nic: [Mac; 2],
+    /// `peer{i}`: the host side of port `i`, destination of frames leaving port `i`.
+    pub peer: [Mac; 2],
+}
+
+impl Macs {
+    /// The MACs `cargo xtask run` and the tests assign.
+    pub const DEFAULT: Macs = Macs {
+        nic: [Mac([0x52, 0x54, 0x00, 0xca, 0xde, 0x00]), Mac([0x52, 0x54, 0x00, 0xca, 0xde, 0x01])],
+        peer: [Mac([0x02, 0x00, 0x00, 0xca, 0xde, 0x10]), Mac([0x02, 0x00, 0x00, 0xca, 0xde, 0x11])],
+    };
+}
+
+/// Counts per class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Classes {
+    pub sent: u64,
+    pub sent_bytes: u64,
+    pub received: u64,
+    pub received_bytes: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub misdirected: u64,
+    pub bad_rewrite: u64,
+    pub unexpected: u64,
+}
+
+impl Classes {
+    /// No frame lost, corrupted, misdirected, duplicated, reordered, badly rewritten or
+    /// unexpected.
+    pub fn clean(&self) -> bool {
+        self.lost == 0
+            && self.duplicated == 0
+            && self.reordered == 0
+            && self.corrupted == 0
+            && self.misdirected == 0
+            && self.bad_rewrite == 0
+            && self.unexpected == 0
+    }
+
+    /// Names of the non-zero failure classes.
+    pub fn failures(&self) -> Vec<String> {
+        [
+            ("lost", self.lost),
+            ("duplicated", self.duplicated),
+            ("reordered", self.reordered),
+            ("corrupted", self.corrupted),
+            ("misdirected", self.misdirected),
+            ("bad_rewrite", self.bad_rewrite),
+            ("unexpected", self.unexpected),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect()
+    }
+}
+
+/// What happened to one received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Received,
+    Reordered,
+    Duplicated,
+    Corrupted,
+    Misdirected,
+    BadRewrite,
+    Unexpected,
+}
+
+#[derive(Debug, Default)]
+struct FlowState {
+    sent: u32,
+    /// Bit per sequence number: identified at least once.
+    seen: Vec<u64>,
+    seen_count: u64,
+    /// Highest sequence number accepted so far, +1 (0 = none).
+    next_expected: u32,
+}
+
+impl FlowState {
+    fn mark(&mut self, seq: u32) -> bool {
+        let (w, b) = ((seq / 64) as usize, seq % 64);
+        if self.seen.len() <= w {
+            self.seen.resize(w + 1, 0);
+        }
+        let fresh = self.seen[w] & (1 << b) == 0;
+        self.seen[w] |= 1 << b;
+        if fresh {
+            self.seen_count += 1;
+        }
+        fresh
+    }
+}
+
+/// Registers sent frames and checks received ones.
+#[derive(Debug)]
+pub struct Checker {
+    flows: Vec<Flow>,
+    state: Vec<FlowState>,
+    macs: Macs,
+    epoch: Instant,
+    classes: Classes,
+    /// Latencies of `received` frames, whole run.
+    pub latency: Latencies,
+    /// Latencies since the last [`Checker::take_window`].
+    window: Latencies,
+    /// A few examples of failures, for the report.
+    pub examples: Vec<String>,
+}
+
+const MAX_EXAMPLES: usize = 20;
+
+impl Checker {
+    /// A checker for `flows` (flow ids must be their indices), timestamps relative to
+    /// `epoch`.
+    pub fn new(flows: Vec<Flow>, macs: Macs, epoch: Instant) -> Checker {
+        let state = flows.iter().map(|_| FlowState::default()).collect();
+        Checker {
+            flows,
+            state,
+            macs,
+            epoch,
+            classes: Classes::default(),
+            latency: Latencies::default(),
+            window: Latencies::default(),
+            examples: Vec::new(),
+        }
+    }
+
+    /// The flows.
+    pub fn flows(&self) -> &[Flow] {
+        &self.flows
+    }
+
+    /// The MACs.
+    pub fn macs(&self) -> Macs {
+        self.macs
+    }
+
+    /// ns since the epoch, for TX timestamps.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Builds the next frame of `flow` (length `len`, timestamped now), registers it as
+    /// sent, and returns (ingress port, frame).
+    pub fn next_frame(&mut self, flow: u16, len: usize) -> Option<(usize, Vec<u8>)> {
+        let ts = self.now_ns();
+        let f = self.flows.get(usize::from(flow))?;
+        let st = self.state.get_mut(usize::from(flow))?;
+        let p = f.ingress;
+        let frame = frame::build(f, st.sent, len, ts, self.macs.nic[p], self.macs.peer[p]);
+        st.sent += 1;
+        self.classes.sent += 1;
+        self.classes.sent_bytes += frame.len() as u64;
+        Some((p, frame))
+    }
+
+    /// Checks one frame that came out of `port`.
+    pub fn receive(&mut self, port: usize, f: &[u8]) -> Verdict {
+        let now = self.now_ns();
+        let v = self.classify(port, f, now);
+        let c = &mut self.classes;
+        match v {
+            Verdict::Received | Verdict::Reordered => {
+                c.received += 1;
+                c.received_bytes += f.len() as u64;
+                if v == Verdict::Reordered {
+                    c.reordered += 1;
+                }
+            }
+            Verdict::Duplicated => c.duplicated += 1,
+            Verdict::Corrupted => c.corrupted += 1,
+            Verdict::Misdirected => c.misdirected += 1,
+            Verdict::BadRewrite => c.bad_rewrite += 1,
+            Verdict::Unexpected => c.unexpected += 1,
+        }
+        if v != Verdict::Received && self.examples.len() < MAX_EXAMPLES {
+            let head: Vec<String> = f.iter().take(24).map(|b| format!("{b:02x}")).collect();
+            self.examples.push(format!("{v:?}: port {port}, {} B, starts {}", f.len(), head.join("")));
+        }
+        v
+    }
+
+    fn classify(&mut self, port: usize, f: &[u8], now: u64) -> Verdict {
+        let Some(tag) = frame::read_tag(f) else {
+            return Verdict::Unexpected;
+        };
+        let Some(flow) = self.flows.get(usize::from(tag.flow)) else {
+            return Verdict::Unexpected;
+        };
+        if frame::frame_crc(flow.kind, f) != Some(tag.crc) {
+            return Verdict::Corrupted;
+        }
+        let st = &mut self.state[usize::from(tag.flow)];
+        if tag.seq >= st.sent {
+            return Verdict::Unexpected;
+        }
+        let egress = flow.egress();
+        let expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, self.macs.peer[egress], self.macs.nic[egress]);
+        if expected[12..] != f[12..] {
+            return Verdict::Corrupted;
+        }
+        let fresh = st.mark(tag.seq);
+        if port != egress {
+            return Verdict::Misdirected;
+        }
+        if expected[..12] != f[..12] {
+            return Verdict::BadRewrite;
+        }
+        if !fresh {
+            return Verdict::Duplicated;
+        }
+        let lat = now.wrapping_sub(tag.ts_ns) & TS_MASK;
+        self.latency.push(lat);
+        self.window.push(lat);
+        if tag.seq + 1 < st.next_expected {
+            return Verdict::Reordered;
+        }
+        st.next_expected = tag.seq + 1;
+        Verdict::Received
+    }
+
+    /// Frames sent but not identified yet.
+    pub fn in_flight(&self) -> u64 {
+        self.state.iter().map(|s| u64::from(s.sent) - s.seen_count).sum()
+    }
+
+    /// The counts so far, with `lost` = what is still in flight.
+    pub fn classes(&self) -> Classes {
+        Classes { lost: self.in_flight(), ..self.classes }
+    }
+
+    /// Latencies since the previous call.
+    pub fn take_window(&mut self) -> Latencies {
+        std::mem::take(&mut self.window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PROTOCOL.md rewrite: out of port 1 - i, dst = peer, src = that NIC's MAC.
+    fn forward(macs: &Macs, port: usize, f: &[u8]) -> (usize, Vec<u8>) {
+        let out = 1 - port;
+        let mut g = f.to_vec();
+        g[0..6].copy_from_slice(&macs.peer[out].0);
+        g[6..12].copy_from_slice(&macs.nic[out].0);
+        (out, g)
+    }
+
+    fn checker() -> Checker {
+        Checker::new(Flow::standard_set(8), Macs::DEFAULT, Instant::now())
+    }
+
+    #[test]
+    fn clean_run_is_clean() {
+        let mut c = checker();
+        for i in 0..400u32 {
+            let (p, f) = c.next_frame((i % 8) as u16, 60 + (i as usize * 37) % 1455).expect("flow");
+            let (q, g) = forward(&Macs::DEFAULT, p, &f);
+            assert_eq!(c.receive(q, &g), Verdict::Received);
+        }
+        let k = c.classes();
+        assert!(k.clean(), "{k:?}");
+        assert_eq!((k.sent, k.received), (400, 400));
+        assert_eq!(c.latency.len(), 400);
+    }
+
+    #[test]
+    fn detects_every_failure() {
+        let m = Macs::DEFAULT;
+        let mut c = checker();
+        let mut frames: Vec<(usize, Vec<u8>)> = (0..6).map(|i| c.next_frame(0, 100 + i).expect("flow")).collect();
+        let (q0, g0) = forward(&m, frames[0].0, &frames[0].1);
+        assert_eq!(c.receive(q0, &g0), Verdict::Received);
+        assert_eq!(c.receive(q0, &g0), Verdict::Duplicated);
+        // frame 1 is lost; 3 arrives before 2
+        let (q3, g3) = forward(&m, frames[3].0, &frames[3].1);
+        assert_eq!(c.receive(q3, &g3), Verdict::Received);
+        let (q2, g2) = forward(&m, frames[2].0, &frames[2].1);
+        assert_eq!(c.receive(q2, &g2), Verdict::Reordered);
+        // corrupted payload byte
+        let (q4, mut g4) = forward(&m, frames[4].0, &frames[4].1);
+        g4[60] ^= 0x40;
+        assert_eq!(c.receive(q4, &g4), Verdict::Corrupted);
+        // a changed IP TTL is also caught (header byte covered by the CRC)
+        let (_, mut g4b) = forward(&m, frames[4].0, &frames[4].1);
+        g4b[22] -= 1;
+        assert_eq!(c.receive(q4, &g4b), Verdict::Corrupted);
+        // a changed L4 checksum (outside the CRC) is caught by the byte comparison
+        let cs = c.flows()[0].kind.l4_checksum_offset();
+        let (_, mut g4c) = forward(&m, frames[4].0, &frames[4].1);
+        g4c[cs] ^= 1;
+        assert_eq!(c.receive(q4, &g4c), Verdict::Corrupted);
+        // wrong port
+        let (q5, g5) = forward(&m, frames[5].0, &frames[5].1);
+        assert_eq!(c.receive(1 - q5, &g5), Verdict::Misdirected);
+        // not rewritten at all / wrong src MAC
+        let (p5, f5) = frames.pop().expect("frame");
+        assert_eq!(c.receive(1 - p5, &f5), Verdict::BadRewrite);
+        let mut g5b = g5.clone();
+        g5b[6..12].copy_from_slice(&m.nic[p5].0);
+        assert_eq!(c.receive(q5, &g5b), Verdict::BadRewrite);
+        // not ours
+        assert_eq!(c.receive(0, &[0u8; 60]), Verdict::Unexpected);
+        // ours but never sent
+        let mut other = checker();
+        let (_, fut) = (0..10).map(|_| other.next_frame(0, 100).expect("flow")).last().expect("last");
+        let (qf, gf) = forward(&m, 0, &fut);
+        assert_eq!(c.receive(qf, &gf), Verdict::Unexpected);
+
+        let k = c.classes();
+        assert_eq!(k.sent, 6);
+        assert_eq!(k.received, 3);
+        assert_eq!(k.duplicated, 1);
+        assert_eq!(k.reordered, 1);
+        assert_eq!(k.corrupted, 3);
+        assert_eq!(k.misdirected, 1);
+        assert_eq!(k.bad_rewrite, 2);
+        assert_eq!(k.unexpected, 2);
+        // 1 never arrived, 4 only arrived corrupted (5 was identified, though misdirected)
+        assert_eq!(k.lost, 2);
+        assert!(!k.clean());
+        assert_eq!(k.failures().len(), 7);
+    }
+}

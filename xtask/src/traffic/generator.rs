@@ -1,0 +1,163 @@
+//! The traffic generator: which flow and which size comes next, and when.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use super::frame::{MAX_FRAME, MIN_FRAME};
+
+/// Frame size distribution (Ethernet frame without FCS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Sizes {
+    /// Uniform in `min..=max`.
+    Range { min: usize, max: usize },
+    /// Simple IMIX 7:4:1 of 64/570/1518 B on the wire, i.e. 60/566/1514 here.
+    Imix,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes::Range { min: MIN_FRAME, max: MAX_FRAME }
+    }
+}
+
+impl FromStr for Sizes {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Sizes> {
+        if s.eq_ignore_ascii_case("imix") {
+            return Ok(Sizes::Imix);
+        }
+        let (a, b) = s.split_once('-').unwrap_or((s, s));
+        let (min, max): (usize, usize) = (a.trim().parse()?, b.trim().parse()?);
+        if min > max {
+            bail!("sizes '{s}': MIN is larger than MAX");
+        }
+        if !(MIN_FRAME..=MAX_FRAME).contains(&min) || !(MIN_FRAME..=MAX_FRAME).contains(&max) {
+            bail!("sizes '{s}': sizes are {MIN_FRAME}..={MAX_FRAME} bytes (frames without the 4-byte FCS)");
+        }
+        Ok(Sizes::Range { min, max })
+    }
+}
+
+impl Sizes {
+    /// Draws a size.
+    pub fn draw(&self, rng: &mut Rng) -> usize {
+        match *self {
+            Sizes::Range { min, max } => min + (rng.next_u64() % (max - min + 1) as u64) as usize,
+            Sizes::Imix => match rng.next_u64() % 12 {
+                0..=6 => 60,
+                7..=10 => 566,
+                _ => 1514,
+            },
+        }
+    }
+}
+
+/// xorshift64*: small, seeded, good enough for picking flows and sizes.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator (seed 0 is replaced by a constant).
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+/// Token-bucket pacer: `rate` frames per second, bursts of at most `burst`.
+#[derive(Debug)]
+pub struct Pacer {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Pacer {
+    /// A pacer that starts with one token.
+    pub fn new(rate_pps: u64, now: Instant) -> Pacer {
+        let rate = rate_pps.max(1) as f64;
+        Pacer {
+            rate,
+            // 2 ms worth of frames, at least 1: smooth at low rates, few wake-ups at high.
+            burst: (rate / 500.0).max(1.0),
+            tokens: 1.0,
+            last: now,
+        }
+    }
+
+    /// How many frames may go now.
+    pub fn take(&mut self, now: Instant) -> u64 {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+        let n = self.tokens.floor();
+        self.tokens -= n;
+        n as u64
+    }
+
+    /// How long until the next token.
+    pub fn wait(&self) -> Duration {
+        Duration::from_secs_f64(((1.0 - self.tokens) / self.rate).max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_draw() -> Result<()> {
+        assert_eq!("imix".parse::<Sizes>()?, Sizes::Imix);
+        assert_eq!("60-1514".parse::<Sizes>()?, Sizes::Range { min: 60, max: 1514 });
+        assert_eq!("128".parse::<Sizes>()?, Sizes::Range { min: 128, max: 128 });
+        for bad in ["59-100", "100-60", "60-1515", "x", "1-"] {
+            assert!(bad.parse::<Sizes>().is_err(), "{bad}");
+        }
+        let mut rng = Rng::new(1);
+        let s = Sizes::Range { min: 60, max: 70 };
+        let mut seen = [false; 11];
+        for _ in 0..1000 {
+            let n = s.draw(&mut rng);
+            assert!((60..=70).contains(&n));
+            seen[n - 60] = true;
+        }
+        assert!(seen.iter().all(|&b| b));
+        let imix: Vec<usize> = (0..1200).map(|_| Sizes::Imix.draw(&mut rng)).collect();
+        let small = imix.iter().filter(|&&n| n == 60).count();
+        assert!((500..900).contains(&small), "{small}");
+        Ok(())
+    }
+
+    #[test]
+    fn pacer_conserves_rate() {
+        // Virtual time: 1000 pps over 2 s in 1 ms steps gives ~2000 frames.
+        let t0 = Instant::now();
+        let mut p = Pacer::new(1000, t0);
+        let mut sent = 0;
+        for ms in 1..=2000 {
+            sent += p.take(t0 + Duration::from_millis(ms));
+        }
+        assert!((1999..=2001).contains(&sent), "{sent}");
+        // A long pause does not release more than a burst.
+        let mut p = Pacer::new(1000, t0);
+        assert_eq!(p.take(t0 + Duration::from_secs(10)), 2);
+    }
+}
