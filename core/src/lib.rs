@@ -4,7 +4,8 @@
 //! property tests, the simulator) and on bare metal (the firmware): packet buffers
 //! and batches ([`buf`]), header parsing ([`parse`]), checksums ([`checksum`]), the
 //! Toeplitz RSS hash ([`rss`]), time ([`time`]), the NIC queue contract ([`nic`]),
-//! the forwarding stage ([`forward`]) and the worker loop ([`worker`]).
+//! the forwarding stage ([`forward`]) and the worker loop ([`worker`]), plus software
+//! NIC queues for host tests and the simulator ([`softnic`]).
 //!
 //! The crate never names a driver or a platform: those come in through the traits
 //! in [`nic`] and [`time`]. It has no `unsafe` code.
@@ -19,8 +20,14 @@ extern crate alloc;
 pub mod buf;
 pub mod checksum;
 pub mod forward;
+pub mod metronome;
 pub mod nic;
 pub mod parse;
 pub mod rss;
+pub mod softnic;
+pub mod sync;
 pub mod time;
 pub mod worker;
+
+#[cfg(test)]
+mod test_frames;

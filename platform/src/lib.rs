@@ -23,7 +23,7 @@
 //!
 //! # Using it from the firmware
 //!
-//! ```ignore
+//! ```text
 //! cadence_platform::entry!(kmain);
 //!
 //! fn kmain(boot: &'static cadence_platform::bootinfo::BootInfo) -> ! {

@@ -12,7 +12,7 @@
 //!
 //! Firmware use:
 //!
-//! ```ignore
+//! ```text
 //! let mut nic = VirtioNet::try_new(&pci_fn, &mut dma, &tsc, &mut pool, &Config::default())?;
 //! let mac = nic.mac();                            // cadence_core::nic::Port
 //! let (rx, tx) = nic.queue_pair(0).expect("pair 0 always exists");

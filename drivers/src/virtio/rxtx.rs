@@ -20,8 +20,6 @@ use crate::hal::{Dma, Mmio};
 
 /// Bytes of `struct virtio_net_hdr` with `VIRTIO_F_VERSION_1` (§5.1.6).
 pub const NET_HDR_LEN: usize = 12;
-/// Shortest frame accepted on receive: an Ethernet header.
-const MIN_RX_FRAME: usize = 14;
 /// Where an RX buffer's descriptor starts: the header lands just before `HEADROOM`.
 const RX_DESC_OFFSET: usize = HEADROOM - NET_HDR_LEN;
 /// Bytes an RX descriptor offers the device: header plus the rest of the buffer.
@@ -127,7 +125,10 @@ impl<W: Mmio, R: Dma> RxQueue for VirtioRx<W, R> {
             };
             // §2.7.8: `len` is the number of bytes written into the buffer: header + frame.
             let used_len = used_len as usize;
-            if !(NET_HDR_LEN + MIN_RX_FRAME..=RX_DESC_LEN).contains(&used_len) {
+            // Only what cannot be a frame in this buffer is an error here: a write shorter
+            // than the header, or longer than the descriptor. A runt Ethernet frame is
+            // passed up, so the parser drops and counts it by reason like any bad frame.
+            if !(NET_HDR_LEN..=RX_DESC_LEN).contains(&used_len) {
                 self.recycle(pool, b);
                 continue;
             }

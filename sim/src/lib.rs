@@ -1,0 +1,17 @@
+//! Cadence's discrete-event simulator (host only).
+//!
+//! It runs the very controllers of `cadence-core` in virtual time, so a behaviour the
+//! simulator shows is the behaviour the firmware runs (DESIGN.md §2, §5 layer 4).
+//!
+//! - [`metronome`]: M workers sharing N receive queues through `cadence_core::metronome`.
+//! - [`sweep`]: the Metronome load sweep and its figures ([`run_metronome_sweep`], the entry
+//!   point of `cargo xtask sim metronome`).
+//! - [`plot`]: a tiny hand-written SVG line plot.
+//! - [`rng`]: seeded random streams.
+
+pub mod metronome;
+pub mod plot;
+pub mod rng;
+pub mod sweep;
+
+pub use sweep::{SweepSummary, run_metronome_sweep};
