@@ -62,6 +62,17 @@ enum Cmd {
         #[arg(long)]
         debug: bool,
     },
+    /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
+    /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
+    /// writing CSV and SVG files.
+    Sim {
+        /// The study to run.
+        #[arg(value_parser = ["metronome"])]
+        study: String,
+        /// Output directory (default: target/sim/<study>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
     /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
     Test,
@@ -101,6 +112,16 @@ fn real_main() -> Result<ExitCode> {
             print!("{}", run::render(&s));
             if !s.ok {
                 return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Sim { study, out } => {
+            let out = out.unwrap_or_else(|| image::target_dir().join("sim").join(&study));
+            let status = image::cargo()
+                .args(["run", "--release", "--quiet", "-p", "cadence-sim", "--", &study, "--out"])
+                .arg(&out)
+                .status()?;
+            if !status.success() {
+                anyhow::bail!("cadence-sim {study} failed: {status}");
             }
         }
         Cmd::Test => xtask::tasks::test()?,
