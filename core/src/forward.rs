@@ -192,6 +192,14 @@ impl StageCounters {
     pub fn drops_total(&self) -> u64 {
         self.drops.iter().fold(0u64, |a, &d| a.saturating_add(d))
     }
+
+    /// Adds `other`'s counters to these (summing cores).
+    pub fn merge(&mut self, other: &StageCounters) {
+        for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {
+            *a = a.saturating_add(*b);
+        }
+        self.ctl = self.ctl.saturating_add(other.ctl);
+    }
 }
 
 /// One step of the pipeline.

@@ -772,7 +772,13 @@ pub struct Session<'q> {
     vacation: Option<Duration>,
 }
 
-impl Session<'_> {
+impl<'q> Session<'q> {
+    /// The guard of the held queue's lock, to reach data bound to it
+    /// ([`crate::sync::Guarded::get_mut`]) for the length of the round.
+    pub fn guard_mut(&mut self) -> &mut TryLockGuard<'q> {
+        &mut self.guard
+    }
+
     /// Index of the held queue.
     pub fn queue(&self) -> usize {
         self.queue

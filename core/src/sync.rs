@@ -15,10 +15,14 @@
 //! its release time, the descriptors it consumed) is visible to the next holder. A failed
 //! exchange publishes nothing and needs nothing, hence `Relaxed`.
 //!
-//! This module needs no `unsafe`: the lock guards no data of its own (the "data" is the NIC
-//! queue and the controller state next to it, which is kept in atomics), so the guard is only a
-//! proof of ownership. Under `--cfg loom` the atomics come from `loom` so that the tests at the
+//! The lock itself needs no `unsafe`: it guards no data of its own, so the guard is only a
+//! proof of ownership. Data that a lock protects but that lives elsewhere (a lane's NIC
+//! queues and buffer pool) is bound to it with [`Guarded`], the one `unsafe` corner of `core`. Under `--cfg loom` the atomics come from `loom` so that the tests at the
 //! bottom explore every interleaving and every memory-model outcome.
+
+mod guarded;
+
+pub use guarded::Guarded;
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicU32, Ordering};

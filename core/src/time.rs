@@ -93,6 +93,34 @@ pub trait Clock {
     fn rate(&self) -> TickRate;
 }
 
+/// Idles the calling core until a deadline on its clock: the Metronome's sleep
+/// (SPEC §1 "Sleep").
+///
+/// On bare metal the platform halts the core until a LAPIC timer interrupt at the TSC
+/// deadline; in the simulator time jumps; in tests a fake advances a counter.
+///
+/// # Obligations of an implementation
+///
+/// - `sleep_until` reads the time on the same clock the deadline was computed from and
+///   returns it: the wake time, taken after the core woke up.
+/// - It returns at once when `deadline` has already passed (the returned instant is then
+///   `>= deadline`).
+/// - It never sleeps unboundedly past `deadline`: the timer it arms is the backstop. How
+///   late it may return is not part of the contract (timer and wake-up latency: a few µs
+///   on hardware, up to milliseconds under QEMU TCG).
+/// - It **may return before `deadline`**, on a wake-up event the implementation documents
+///   (a write to a monitored address, an interrupt it does not filter). The returned
+///   instant tells the caller which case it is in; a caller that needs the full sleep
+///   calls again with the same deadline.
+/// - It does not allocate, and it leaves the interrupt flag as it found it.
+///
+/// A sleeper belongs to one core: it programs that core's timer, so it is typically
+/// neither `Send` nor `Sync`.
+pub trait Sleeper {
+    /// Idles until `deadline` (or an earlier documented wake-up); returns the time at wake-up.
+    fn sleep_until(&mut self, deadline: Instant) -> Instant;
+}
+
 /// A bounded wait ran out: the condition never became true before its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

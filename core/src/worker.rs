@@ -110,6 +110,20 @@ impl DriverCounters {
 }
 
 impl WorkerStats {
+    /// Adds `other`'s counters to these (summing the workers of several cores).
+    pub fn merge(&mut self, other: &WorkerStats) {
+        for (a, b) in self.ports.iter_mut().zip(other.ports.iter()) {
+            a.rx = a.rx.saturating_add(b.rx);
+            a.rx_bytes = a.rx_bytes.saturating_add(b.rx_bytes);
+            a.tx = a.tx.saturating_add(b.tx);
+            a.tx_bytes = a.tx_bytes.saturating_add(b.tx_bytes);
+            a.tx_full = a.tx_full.saturating_add(b.tx_full);
+        }
+        self.stage.merge(&other.stage);
+        self.polls = self.polls.saturating_add(other.polls);
+        self.busy_polls = self.busy_polls.saturating_add(other.busy_polls);
+    }
+
     /// Drops over every reason.
     pub fn drops_total(&self) -> u64 {
         self.stage.drops_total()

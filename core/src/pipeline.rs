@@ -1,0 +1,213 @@
+//! The multi-core worker loop of SPEC §1: M workers share N lanes through Metronome's
+//! trylocks and either sleep between rounds (`metronome` mode) or never do (`poll` mode,
+//! the DPDK-like busy-polling baseline).
+//!
+//! A **lane** ([`Lane`]) is what one queue lock protects: receive queue `k` of every port,
+//! transmit queue `k` of every port, and the buffer pool those queues draw from and return
+//! to. Frames received on lane `k` leave on lane `k`, so a lane is self-contained and whoever
+//! holds its lock owns all of it. Lanes are bound to the controller's queue locks with
+//! [`Guarded`], so only the round's winner can reach one.
+//!
+//! One [`Pipeline::round`] per wake-up (SPEC §1 "Worker loop"):
+//! 1. one `try_lock` on the lane the worker is bound to ([`metronome::Worker::try_poll`]);
+//! 2. **lost**: the worker becomes a backup, picks a random lane for next time, and (in
+//!    `metronome` mode) sleeps `T_L`;
+//! 3. **won**: the vacation is recorded, the lane is drained — [`worker::Worker::poll_once`]
+//!    (RX burst on every port, the stage, TX burst on the destination port) until a poll
+//!    receives nothing — then ρ and `T_S` are updated, the lock is released, and (in
+//!    `metronome` mode) the worker sleeps `T_S`. TX needs no separate flush: `poll_once`
+//!    hands every frame to a TX ring (or drops it as `tx_full`) before it returns.
+//!
+//! Accounting per core ([`CoreStats`]): elapsed ticks since the first round, ticks halted
+//! in the sleeper (the rest is busy: polling, processing, losing races), tries, wins, busy
+//! tries, packets. Per lane, the controller's [`metronome::QueueSnapshot`] has ρ, `T_S`
+//! and the vacation statistics.
+
+use crate::buf::Pool;
+use crate::forward::{Commands, PORTS, Stage};
+use crate::metronome::{self, Metronome, Poll, QueueState};
+use crate::nic::{RxQueue, TxQueue};
+use crate::sync::Guarded;
+use crate::time::{Clock, Duration, Instant, Sleeper};
+use crate::worker::{self, WorkerConfig, WorkerStats};
+
+/// How workers spend the time between rounds, chosen at boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Mode {
+    /// Never sleep: try the next lane at once (busy polling, the DPDK-like baseline).
+    Poll,
+    /// Sleep `T_S` after a won round and `T_L` after a lost one (SPEC §1).
+    Metronome,
+}
+
+impl Mode {
+    /// The boot-option spelling: `poll` or `metronome`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Poll => "poll",
+            Mode::Metronome => "metronome",
+        }
+    }
+}
+
+/// What one queue lock protects: queue `k` of every port and their buffer pool.
+#[derive(Debug)]
+pub struct Lane<'m, R, T> {
+    /// Receive queue `k` of each port.
+    pub rx: [R; PORTS],
+    /// Transmit queue `k` of each port.
+    pub tx: [T; PORTS],
+    /// The buffers these queues use.
+    pub pool: Pool<'m>,
+}
+
+/// One core's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CoreStats {
+    /// Ticks since this core's first round.
+    pub elapsed_ticks: u64,
+    /// Ticks spent in the sleeper (halted, on bare metal).
+    pub halted_ticks: u64,
+    /// Lock attempts (rounds).
+    pub tries: u64,
+    /// Rounds won.
+    pub wins: u64,
+    /// Rounds lost to another core holding the lane.
+    pub busy_tries: u64,
+    /// Frames received in won rounds.
+    pub packets: u64,
+}
+
+impl CoreStats {
+    /// Ticks not halted: polling, processing, losing races.
+    pub fn busy_ticks(&self) -> u64 {
+        self.elapsed_ticks.saturating_sub(self.halted_ticks)
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Round {
+    /// The lane tried.
+    pub lane: usize,
+    /// Whether the lock was won.
+    pub won: bool,
+    /// Frames received.
+    pub packets: u64,
+    /// Control commands seen while draining.
+    pub commands: Commands,
+    /// The clock at the end of the round (after any sleep).
+    pub now: Instant,
+}
+
+/// One core's worker: the Metronome state machine plus the forwarding loop it drives.
+#[derive(Debug)]
+pub struct Pipeline<S> {
+    mode: Mode,
+    sched: metronome::Worker,
+    fwd: worker::Worker<S>,
+    first: Option<Instant>,
+    last: Instant,
+    halted: u64,
+}
+
+impl<S: Stage> Pipeline<S> {
+    /// A worker that first tries lane `first_lane`, seeding its random lane choice with
+    /// `seed` (e.g. the core index), running `stage`.
+    pub fn new(mode: Mode, first_lane: usize, seed: u64, stage: S, cfg: WorkerConfig) -> Self {
+        Self {
+            mode,
+            sched: metronome::Worker::new(first_lane, seed),
+            fwd: worker::Worker::new(stage, cfg),
+            first: None,
+            last: Instant(0),
+            halted: 0,
+        }
+    }
+
+    /// The mode chosen at boot.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// This core's scheduling counters.
+    pub fn stats(&self) -> CoreStats {
+        let s = self.sched.stats();
+        CoreStats {
+            elapsed_ticks: self.first.map_or(0, |f| self.last.saturating_since(f).ticks()),
+            halted_ticks: self.halted,
+            tries: s.tries,
+            wins: s.wins,
+            busy_tries: s.busy_tries,
+            packets: s.packets,
+        }
+    }
+
+    /// This core's forwarding counters (ports, drops, control frames).
+    pub fn forwarding(&self) -> &WorkerStats {
+        self.fwd.stats()
+    }
+
+    /// One wake-up: one lock attempt, a drained lane if won, then the mode's sleep.
+    ///
+    /// `lanes[k]` must be bound to `ctl.queues()[k].lock()`; a lane that is missing or
+    /// bound to another lock is treated as empty (the round still releases the lock).
+    pub fn round<Q, R, T, C, Z>(
+        &mut self,
+        ctl: &Metronome<Q>,
+        lanes: &[Guarded<Lane<'_, R, T>>],
+        clock: &C,
+        sleeper: &mut Z,
+    ) -> Round
+    where
+        Q: AsRef<[QueueState]>,
+        R: RxQueue,
+        T: TxQueue,
+        C: Clock + ?Sized,
+        Z: Sleeper + ?Sized,
+    {
+        let now = clock.now();
+        self.first.get_or_insert(now);
+        let mut round = Round { lane: self.sched.queue(), now, ..Round::default() };
+        let sleep = match self.sched.try_poll(ctl, now) {
+            Poll::Won(mut session) => {
+                round.won = true;
+                round.lane = session.queue();
+                if let Some(lane) = lanes.get(session.queue()).and_then(|l| l.get_mut(session.guard_mut())) {
+                    loop {
+                        let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
+                        round.packets += out.rx as u64;
+                        round.commands.merge(out.commands);
+                        if out.rx == 0 || round.commands.stop {
+                            break;
+                        }
+                    }
+                }
+                self.sched.finish(session, clock.now(), round.packets)
+            }
+            Poll::Lost { sleep } => sleep,
+        };
+        round.now = match self.mode {
+            Mode::Poll => clock.now(),
+            Mode::Metronome => self.sleep(clock, sleeper, sleep),
+        };
+        self.last = round.now;
+        round
+    }
+
+    /// Sleeps `d` and books the time as halted; returns the wake-up time.
+    fn sleep<C: Clock + ?Sized, Z: Sleeper + ?Sized>(&mut self, clock: &C, sleeper: &mut Z, d: Duration) -> Instant {
+        let before = clock.now();
+        let woke = sleeper.sleep_until(before.saturating_add(d));
+        let halted = woke.saturating_since(before);
+        self.halted = self.halted.saturating_add(halted.ticks());
+        self.sched.record_halted(halted);
+        woke
+    }
+}
+
+#[cfg(test)]
+mod tests;

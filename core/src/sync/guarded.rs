@@ -1,0 +1,132 @@
+//! Data that only the holder of a given [`TryLock`] may touch.
+//!
+//! Metronome's queue locks live in the controller ([`crate::metronome::QueueState`]); the
+//! things they protect (a lane's NIC queues and its buffer pool) live elsewhere and are
+//! owned by no single core. [`Guarded<T>`] binds such data to one lock: a mutable
+//! reference comes only from a live guard of exactly that lock, and lasts no longer than a
+//! mutable borrow of the guard.
+//!
+//! This is the one place in `core` that needs `unsafe` (an `UnsafeCell` shared between
+//! cores). The argument, in full:
+//! - a [`TryLock`] hands out at most one [`TryLockGuard`] at a time (its
+//!   `compare_exchange(0 → 1)`; loom-tested in `sync`), so at most one core at a time can
+//!   pass the identity check below for a given lock;
+//! - [`Guarded::get_mut`] borrows that guard mutably for as long as the returned `&mut T`
+//!   lives, so one guard cannot yield two live `&mut T` either;
+//! - the guard's `Release` store on drop happens after the last use of the `&mut T`, and the
+//!   next holder's `Acquire` exchange synchronizes with it, so the next holder sees every
+//!   write;
+//! - the lock is identified by address. If it were dropped and another lock built at the
+//!   same address, no guard of the old one could exist any more, and guards of the new one
+//!   are again exclusive: every access still goes through the one live lock at that
+//!   address.
+
+use core::cell::UnsafeCell;
+use core::fmt;
+
+use super::{TryLock, TryLockGuard};
+
+/// A `T` that only the holder of one particular [`TryLock`] can reach.
+pub struct Guarded<T> {
+    lock: *const TryLock,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: `T` is only ever reached through `get_mut`, which requires the unique guard of the
+// bound lock (see the module docs), so at most one core accesses it at a time and accesses are
+// ordered by the lock's Acquire/Release; moving that access between cores needs `T: Send`.
+// The raw pointer is used as an identity only, never dereferenced.
+unsafe impl<T: Send> Sync for Guarded<T> {}
+// SAFETY: as above; the pointer is an identity, not a reference to shared state.
+unsafe impl<T: Send> Send for Guarded<T> {}
+
+impl<T> Guarded<T> {
+    /// Binds `data` to `lock`.
+    pub fn new(lock: &TryLock, data: T) -> Self {
+        Self { lock: lock as *const TryLock, data: UnsafeCell::new(data) }
+    }
+
+    /// Whether `lock` is the lock this data is bound to.
+    pub fn is_bound_to(&self, lock: &TryLock) -> bool {
+        core::ptr::eq(self.lock, lock)
+    }
+
+    /// The data, for the holder of the bound lock; `None` for a guard of another lock.
+    #[inline]
+    pub fn get_mut<'a>(&'a self, guard: &'a mut TryLockGuard<'_>) -> Option<&'a mut T> {
+        if !self.is_bound_to(guard.lock()) {
+            return None;
+        }
+        // SAFETY: `guard` is a live guard of the bound lock, so no other core holds it and no
+        // other `&mut T` derived from it is live: this one borrows `guard` mutably for `'a`
+        // (module docs give the full argument).
+        Some(unsafe { &mut *self.data.get() })
+    }
+
+    /// The data, through exclusive access to the cell itself (set-up and teardown).
+    pub fn get_mut_exclusive(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
+    /// The data, consuming the cell.
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T> fmt::Debug for Guarded<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guarded").field("lock", &self.lock).finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn only_a_guard_of_the_bound_lock_opens_it() {
+        let a = TryLock::new();
+        let b = TryLock::new();
+        let cell = Guarded::new(&a, 5u32);
+        let mut gb = b.try_lock().unwrap();
+        assert!(cell.get_mut(&mut gb).is_none());
+        let mut ga = a.try_lock().unwrap();
+        *cell.get_mut(&mut ga).unwrap() += 1;
+        drop(ga);
+        assert_eq!(cell.into_inner(), 6);
+    }
+
+    #[test]
+    fn concurrent_holders_never_lose_an_update() {
+        // The lock lives at a stable address (as the controller's queue locks do, in a Vec
+        // built once) and the cell is bound to it there.
+        let lock = Arc::new(TryLock::new());
+        let cell = Arc::new(Guarded::new(&lock, 0u64));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (lock, cell) = (Arc::clone(&lock), Arc::clone(&cell));
+                std::thread::spawn(move || {
+                    let mut won = 0u64;
+                    for _ in 0..20_000 {
+                        if let Some(mut g) = lock.try_lock() {
+                            let v = cell.get_mut(&mut g).unwrap();
+                            // A read-modify-write in two steps: a second concurrent holder
+                            // would make updates disappear.
+                            let old = *v;
+                            std::hint::spin_loop();
+                            *v = old + 1;
+                            won += 1;
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        let wins: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        let mut g = lock.try_lock().unwrap();
+        assert_eq!(*cell.get_mut(&mut g).unwrap(), wins);
+        assert!(wins > 0);
+    }
+}
