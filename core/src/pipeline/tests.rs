@@ -110,7 +110,10 @@ fn a_lost_round_sleeps_t_l_and_moves_to_a_random_lane() {
     let mut m0 = vec![0u8; 256 * BUF_SIZE];
     let mut m1 = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(3, 2);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), lane(&mut m0, 256)), Guarded::new(ctl.queues()[1].lock(), lane(&mut m1, 256))];
+    let lanes = [
+        Guarded::new(ctl.queues()[0].lock(), lane(&mut m0, 256)),
+        Guarded::new(ctl.queues()[1].lock(), lane(&mut m1, 256)),
+    ];
     let time = VirtualTime { t: Cell::new(5_000) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut p = Pipeline::new(Mode::Metronome, 0, 7, forwarder(), WorkerConfig::default());
