@@ -1,7 +1,7 @@
 //! CPU identification (CPUID), the time-stamp counter, and model-specific registers.
 //!
 //! CPUID bits used (Intel SDM vol. 2A, CPUID; notes/platform.md §3): `1:EDX[4]` TSC,
-//! `1:ECX[21]` x2APIC, `1:ECX[24]` TSC-deadline, `1:ECX[31]` hypervisor present,
+//! `1:ECX[3]` MONITOR/MWAIT, `1:ECX[21]` x2APIC, `1:ECX[24]` TSC-deadline, `1:ECX[31]` hypervisor present,
 //! `0x80000001:EDX[26]` 1 GiB pages, `0x80000007:EDX[8]` invariant TSC,
 //! `0x80000008:EAX[7:0]` physical address bits, `0x80000002..4` brand string.
 //! CPUID and RDTSC are unprivileged and run on the host too; the MSR accessors are
@@ -62,6 +62,8 @@ pub struct Features {
     pub tsc_deadline: bool,
     /// x2APIC.
     pub x2apic: bool,
+    /// MONITOR/MWAIT (`1:ECX[3]`).
+    pub monitor: bool,
     /// 1 GiB pages.
     pub pdpe1gb: bool,
     /// Physical address width in bits (36 if not enumerated).
@@ -91,6 +93,7 @@ pub fn features() -> Features {
         invariant_tsc: ext(0x8000_0007).is_some_and(|r| r.edx & (1 << 8) != 0),
         tsc_deadline: l1.ecx & (1 << 24) != 0,
         x2apic: l1.ecx & (1 << 21) != 0,
+        monitor: l1.ecx & (1 << 3) != 0,
         pdpe1gb: ext(0x8000_0001).is_some_and(|r| r.edx & (1 << 26) != 0),
         phys_bits: ext(0x8000_0008).map_or(36, |r| (r.eax & 0xff) as u8).max(32),
     }

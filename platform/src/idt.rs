@@ -6,6 +6,12 @@
 //! where the CPU pushes none (Intel SDM vol. 3A §6.15 lists which vectors have one),
 //! push the vector, and call [`exception_report`] with a pointer to the frame. The
 //! report never returns, so nothing is restored.
+//!
+//! Three more gates serve the local APIC ([`crate::lapic`]): the timer and the wake-up
+//! IPI (naked stubs that save the nine caller-saved registers, call a Rust handler that
+//! counts and sends EOI, restore and `iretq`) and the spurious vector (`iretq` alone: no
+//! EOI for it, SDM vol. 3A §11.9). One table serves every core; each AP loads it with
+//! [`load`].
 
 use crate::exit::{ExitCode, exit};
 use core::fmt::Write;
@@ -132,6 +138,51 @@ stub!(ex29, 29, error_code);
 stub!(ex30, 30, error_code);
 stub!(ex31, 31);
 
+/// An interrupt stub: saves the caller-saved registers, calls `$handler` (a plain
+/// `extern "C" fn()`), restores them and returns from the interrupt. The CPU aligned
+/// RSP to 16 before pushing its 5-word frame; 9 pushes make it 16-aligned again for
+/// the call. The target has no red zone, so the interrupted code's stack is safe.
+macro_rules! irq_stub {
+    ($name:ident, $handler:path) => {
+        #[unsafe(naked)]
+        extern "C" fn $name() {
+            core::arch::naked_asm!(
+                "push rax",
+                "push rcx",
+                "push rdx",
+                "push rsi",
+                "push rdi",
+                "push r8",
+                "push r9",
+                "push r10",
+                "push r11",
+                "cld",
+                "call {h}",
+                "pop r11",
+                "pop r10",
+                "pop r9",
+                "pop r8",
+                "pop rdi",
+                "pop rsi",
+                "pop rdx",
+                "pop rcx",
+                "pop rax",
+                "iretq",
+                h = sym $handler,
+            )
+        }
+    };
+}
+
+irq_stub!(lapic_timer_stub, crate::sleep::on_timer_interrupt);
+irq_stub!(lapic_wake_stub, crate::sleep::on_wake_interrupt);
+
+/// The spurious vector: nothing to do, and no EOI (SDM vol. 3A §11.9).
+#[unsafe(naked)]
+extern "C" fn spurious_stub() {
+    core::arch::naked_asm!("iretq")
+}
+
 const STUBS: [extern "C" fn(); 32] = [
     ex0, ex1, ex2, ex3, ex4, ex5, ex6, ex7, ex8, ex9, ex10, ex11, ex12, ex13, ex14, ex15, ex16, ex17, ex18, ex19, ex20,
     ex21, ex22, ex23, ex24, ex25, ex26, ex27, ex28, ex29, ex30, ex31,
@@ -208,14 +259,29 @@ pub(crate) fn init() {
             let ist = if v == 8 { crate::gdt::DOUBLE_FAULT_IST as u8 + 1 } else { 0 };
             gates[v] = Gate::new(*stub as usize, cs, ist);
         }
+        gates[usize::from(crate::lapic::TIMER_VECTOR)] = Gate::new(lapic_timer_stub as *const () as usize, cs, 0);
+        gates[usize::from(crate::lapic::WAKE_VECTOR)] = Gate::new(lapic_wake_stub as *const () as usize, cs, 0);
+        gates[usize::from(crate::lapic::SPURIOUS_VECTOR)] = Gate::new(spurious_stub as *const () as usize, cs, 0);
         Idt(gates)
     });
+    lidt(idt);
+}
+
+/// Loads the (already built) IDT on the calling core: every AP, after its GDT.
+pub(crate) fn load() {
+    if let Some(idt) = IDT.get() {
+        lidt(idt);
+    }
+}
+
+fn lidt(idt: &'static Idt) {
     let ptr = DescriptorTablePointer {
         limit: (core::mem::size_of::<Idt>() - 1) as u16,
         base: VirtAddr::new(idt as *const Idt as u64),
     };
     // SAFETY: the table is 'static and never changes after construction; each present
-    // gate points at a naked stub of this module that reports and exits, and IST1 is
-    // set up by `gdt::init`, which ran first.
+    // gate points at a naked stub of this module (exceptions report and exit, the APIC
+    // stubs return with every register restored); IST1 is set up in this core's TSS
+    // (`gdt::init` on the BSP, `gdt::for_ap` on an AP), loaded before this.
     unsafe { x86_64::instructions::tables::lidt(&ptr) };
 }

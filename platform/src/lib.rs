@@ -15,6 +15,9 @@
 //! | [`pci`] | configuration mechanism #1 behind one lock, enumeration, BAR sizing, [`cadence_drivers::hal::PciFunction`] |
 //! | `serial`, `logger` | 16550 text console on COM1 (`println!`), `defmt` frames on COM2 |
 //! | [`cpu`], [`exit`] | CPUID/MSR/TSC/brand string; isa-debug-exit |
+//! | [`lapic`] | local APIC (x2APIC or xAPIC), EOI, IPIs, timer in TSC-deadline or calibrated one-shot mode |
+//! | [`smp`] | cores from the MADT, INIT-SIPI-SIPI through a real-mode trampoline at 0x8000, per-core context/stacks/GDT/TSS, parked APs and a job mailbox |
+//! | `sleep` | `HaltSleeper`: [`cadence_core::time::Sleeper`] that halts until a TSC deadline, per-core halted-cycle accounting, optional MONITOR/MWAIT |
 //!
 //! Parsing and arithmetic (boot info, ACPI tables, TSC source selection, BAR decoding,
 //! memory carving) compile on the host too and are unit-tested there with byte
@@ -41,14 +44,19 @@
 //! the boot information out of the loader's memory.
 #![cfg_attr(not(test), no_std)]
 
+#[cfg(target_os = "none")]
+extern crate alloc;
+
 pub mod acpi;
 pub mod bootinfo;
 #[cfg(target_arch = "x86_64")]
 pub mod cpu;
 pub mod exit;
+pub mod lapic;
 pub mod mem;
 pub mod pci;
 pub mod physmem;
+pub mod smp;
 pub mod tsc;
 
 #[cfg(target_os = "none")]
@@ -75,6 +83,8 @@ pub mod mmio;
 pub mod paging;
 #[cfg(target_os = "none")]
 pub mod serial;
+#[cfg(target_os = "none")]
+pub mod sleep;
 
 #[cfg(target_os = "none")]
 pub use init::{InitError, Platform, fail, init, panic_exit};

@@ -1,5 +1,6 @@
 //! The bare-metal half of the image: entry, NIC bring-up, the forwarding loop.
 
+mod cores;
 mod forward;
 mod nics;
 mod report;
@@ -49,6 +50,11 @@ fn kmain(boot: &'static BootInfo) -> ! {
     };
     match cfg.mode {
         Mode::Boot => {
+            // Every core up, each one's deadline sleeper fired: `@cpu` lines and `@smp`.
+            if let Err(e) = cores::check(&p) {
+                println!("error: smp: {e}");
+                exit(ExitCode::RuntimeFailure)
+            }
             println!("boot: done ({} NICs up)", ports.len());
             exit(ExitCode::Success)
         }

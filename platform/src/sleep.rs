@@ -1,0 +1,209 @@
+//! Halting until a TSC deadline: [`HaltSleeper`], the platform's
+//! [`cadence_core::time::Sleeper`] (SPEC §1 "Sleep"), and the Rust side of the LAPIC
+//! interrupt handlers.
+//!
+//! A sleep arms this core's LAPIC timer for the deadline (TSC-deadline mode, or a
+//! one-shot count computed from the calibrated timer rate; [`crate::lapic`]), then
+//! executes `sti; hlt` — `sti` takes effect after the next instruction, so an interrupt
+//! that became pending after the last check still ends the `hlt` instead of being lost
+//! (SDM vol. 2B, STI) — and on wake-up re-reads the TSC, re-arming and halting again
+//! until the deadline has passed. The timer handler only sends EOI and counts: the
+//! wake-up is the point. Halted TSC cycles are accounted per core
+//! ([`crate::smp::CoreStats`]), so busy vs halted cycles (CPU share) is observable.
+//!
+//! Beyond SPEC: with [`SleepConfig::mwait`] set and CPUID `1:ECX[3]` (MONITOR/MWAIT)
+//! present, [`HaltSleeper::sleep_until_written`] arms MONITOR on the address the core
+//! will poll next (an RX descriptor's write-back, a used-ring index) and waits in
+//! `sti; mwait`, so a device write ends the sleep early; the deadline timer stays the
+//! backstop. Off by default: QEMU TCG wakes from MWAIT slowly and KVM hides it
+//! (notes/platform.md §3).
+
+use crate::cpu::rdtsc;
+use crate::lapic::{self, TimerKind};
+use crate::smp::{self, CoreContext};
+use cadence_core::time::{Instant, Sleeper};
+use core::fmt;
+use core::marker::PhantomData;
+use x86_64::instructions::interrupts;
+
+/// Knobs of a [`HaltSleeper`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SleepConfig {
+    /// Wait with MONITOR/MWAIT in [`HaltSleeper::sleep_until_written`] (where the CPU
+    /// has it). Off: that call halts until the deadline like `sleep_until`.
+    pub mwait: bool,
+}
+
+/// Why no sleeper could be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, defmt::Format)]
+pub enum SleepError {
+    /// The calling core has no context or no timer yet: call `smp::start_aps` first.
+    NotReady,
+}
+
+impl fmt::Display for SleepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no per-core timer on this core (smp::start_aps not run)")
+    }
+}
+
+/// Halts the calling core until a TSC deadline. Bound to the core that made it (it
+/// programs that core's timer), so it is neither `Send` nor `Sync`.
+///
+/// [`Sleeper::sleep_until`] returns only once the TSC has reached the deadline: other
+/// interrupts (a wake-up IPI) end a `hlt` early, and the loop re-arms and halts again.
+/// [`HaltSleeper::sleep_until_written`] may return early (see there).
+#[derive(Debug)]
+pub struct HaltSleeper {
+    ctx: &'static CoreContext,
+    kind: TimerKind,
+    mwait: bool,
+    _this_core: PhantomData<*const ()>,
+}
+
+impl HaltSleeper {
+    /// A sleeper for the calling core.
+    pub fn new(cfg: SleepConfig) -> Result<Self, SleepError> {
+        let ctx = smp::current().ok_or(SleepError::NotReady)?;
+        let kind = lapic::timer_kind().ok_or(SleepError::NotReady)?;
+        let monitor = crate::cpu::features().monitor;
+        Ok(Self { ctx, kind, mwait: cfg.mwait && monitor, _this_core: PhantomData })
+    }
+
+    /// The timer mode that wakes it.
+    pub fn timer_kind(&self) -> TimerKind {
+        self.kind
+    }
+
+    /// Whether [`HaltSleeper::sleep_until_written`] uses MONITOR/MWAIT (asked for and
+    /// supported).
+    pub fn mwait(&self) -> bool {
+        self.mwait
+    }
+
+    /// The core it belongs to.
+    pub fn core(&self) -> &'static CoreContext {
+        self.ctx
+    }
+
+    /// Sleeps until `deadline` or until `watch` is written, whichever comes first.
+    ///
+    /// With MWAIT enabled: arms the timer, arms MONITOR on `watch`'s first byte, then
+    /// calls `still_idle`; if it says `false` (work arrived between the caller's last
+    /// check and the arming) it returns at once, else waits in `sti; mwait`. Any wake-up
+    /// — a write to the monitored line, the deadline, any other interrupt — returns:
+    /// the caller re-checks its queue and the clock (the `Sleeper` contract allows the
+    /// early return). Without MWAIT it is [`Sleeper::sleep_until`].
+    pub fn sleep_until_written<T: ?Sized>(
+        &mut self,
+        watch: &T,
+        still_idle: impl FnOnce() -> bool,
+        deadline: Instant,
+    ) -> Instant {
+        if !self.mwait {
+            return self.sleep_until(deadline);
+        }
+        let was_enabled = interrupts::are_enabled();
+        interrupts::disable();
+        self.ctx.account_sleep();
+        let now = rdtsc();
+        if now >= deadline.ticks() {
+            restore(was_enabled);
+            return Instant(now);
+        }
+        lapic::arm_timer(deadline, Instant(now));
+        // SAFETY: MONITOR only reads the address for its cache line (a reference, so
+        // mapped); RAX = address, ECX = EDX = 0 (no extensions or hints). CPUID `1:ECX[3]`
+        // was checked by `new`.
+        unsafe {
+            core::arch::asm!("monitor", in("rax") watch as *const T as *const u8, in("ecx") 0, in("edx") 0,
+                options(nostack, preserves_flags));
+        }
+        let woke = if still_idle() {
+            let t0 = rdtsc();
+            // SAFETY: `sti` takes effect after `mwait` starts, so a pending interrupt ends
+            // the wait instead of being taken before it; EAX = 0 (C1 hint), ECX = 0 (no
+            // extensions). The handlers that may run restore every register.
+            unsafe { core::arch::asm!("sti", "mwait", in("eax") 0, in("ecx") 0, options(nostack)) };
+            interrupts::disable();
+            let t1 = rdtsc();
+            self.ctx.account_halts(1, t1.saturating_sub(t0));
+            t1
+        } else {
+            rdtsc()
+        };
+        lapic::disarm_timer();
+        restore(was_enabled);
+        Instant(woke)
+    }
+}
+
+impl Sleeper for HaltSleeper {
+    fn sleep_until(&mut self, deadline: Instant) -> Instant {
+        self.ctx.account_sleep();
+        halt_until(Some(self.ctx), deadline)
+    }
+}
+
+fn restore(was_enabled: bool) {
+    if was_enabled {
+        interrupts::enable();
+    }
+}
+
+/// Halts the calling core (timer armed for `deadline`) until the TSC reaches
+/// `deadline`; returns the TSC at wake-up. Accounts the halts in `ctx`. Needs the
+/// timer set up on this core (`lapic::setup_timer` / `init_this_core`); leaves the
+/// interrupt flag as it found it.
+pub(crate) fn halt_until(ctx: Option<&CoreContext>, deadline: Instant) -> Instant {
+    let was_enabled = interrupts::are_enabled();
+    interrupts::disable();
+    let mut now = rdtsc();
+    let (mut halts, mut halted) = (0u64, 0u64);
+    while now < deadline.ticks() {
+        lapic::arm_timer(deadline, Instant(now));
+        let t0 = rdtsc();
+        sti_hlt();
+        interrupts::disable();
+        now = rdtsc();
+        halts += 1;
+        halted += now.saturating_sub(t0);
+    }
+    if halts > 0 {
+        // The timer fired, or is about to after an early wake-up that found the deadline
+        // passed: cancel it so it does not end a later, unrelated halt.
+        lapic::disarm_timer();
+        if let Some(c) = ctx {
+            c.account_halts(halts, halted);
+        }
+    }
+    restore(was_enabled);
+    Instant(now)
+}
+
+/// Enables interrupts and halts, atomically: an interrupt pending before `sti` is taken
+/// after `hlt` begins, so it wakes the core. Returns with interrupts enabled, after the
+/// handler of the interrupt that woke it ran.
+pub(crate) fn sti_hlt() {
+    // SAFETY: the only effect is to wait for an interrupt with IF set; every handler
+    // that may run returns with all registers restored. Not `nomem`: handlers write
+    // memory the compiler must reload afterwards.
+    unsafe { core::arch::asm!("sti", "hlt", options(nostack)) }
+}
+
+/// The LAPIC timer handler's Rust half (called by the stub in `idt`): EOI, count.
+pub(crate) extern "C" fn on_timer_interrupt() {
+    lapic::eoi();
+    if let Some(c) = smp::current() {
+        c.account_timer_irq();
+    }
+}
+
+/// The wake-up IPI handler's Rust half: EOI, count.
+pub(crate) extern "C" fn on_wake_interrupt() {
+    lapic::eoi();
+    if let Some(c) = smp::current() {
+        c.account_wake_irq();
+    }
+}
