@@ -10,5 +10,6 @@ pub mod provision;
 pub mod qemu;
 pub mod rig;
 pub mod run;
+pub mod tap;
 pub mod tasks;
 pub mod traffic;

@@ -16,7 +16,7 @@ use crate::protocol::{BootOptions, Mac};
 use crate::provision::QEMU;
 
 /// One NIC: a modern virtio-net device on a `dgram` netdev (one UDP datagram = one
-/// Ethernet frame without FCS, notes/drivers.md §3.4).
+/// Ethernet frame without FCS, notes/drivers.md §3.4). One queue pair only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DgramNic {
     pub mac: Mac,
@@ -26,12 +26,84 @@ pub struct DgramNic {
     pub host_port: u16,
 }
 
+/// One NIC: a modern virtio-net device on a `tap` netdev with `queues` queues
+/// (notes/drivers.md §3.1: only tap, vhost-user and vDPA give virtio-net more than one
+/// queue pair). QEMU creates the interface `ifname` itself (needs root / CAP_NET_ADMIN)
+/// and removes it when it exits; `vhost=off` keeps RSS in QEMU (software RSS, no eBPF).
+/// With more than one queue the device gets `mq=on,rss=on` and `2·queues + 2` MSI-X
+/// vectors (one per virtqueue, the control queue and configuration changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapNic {
+    pub mac: Mac,
+    /// Interface name (at most 15 bytes).
+    pub ifname: String,
+    /// Queue pairs the device offers (`max_virtqueue_pairs`), 1 or more.
+    pub queues: u16,
+}
+
+/// A NIC and its QEMU backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QemuNic {
+    Dgram(DgramNic),
+    Tap(TapNic),
+    /// An Intel 82576 (`-device igb`, QEMU >= 8.0) on a `dgram` netdev, at PCI slot
+    /// `4 + 2i`.
+    IgbDgram(DgramNic),
+}
+
+impl From<DgramNic> for QemuNic {
+    fn from(n: DgramNic) -> QemuNic {
+        QemuNic::Dgram(n)
+    }
+}
+
+impl From<TapNic> for QemuNic {
+    fn from(n: TapNic) -> QemuNic {
+        QemuNic::Tap(n)
+    }
+}
+
+impl QemuNic {
+    /// The `-netdev` and `-device` arguments of NIC `i` (netdev id `n<i>`).
+    pub fn args(&self, i: usize) -> [String; 4] {
+        let (netdev, device) = match self {
+            QemuNic::Dgram(n) => (
+                format!(
+                    "dgram,id=n{i},local.type=inet,local.host=127.0.0.1,local.port={},\
+                     remote.type=inet,remote.host=127.0.0.1,remote.port={}",
+                    n.qemu_port, n.host_port
+                ),
+                format!("virtio-net-pci,disable-legacy=on,netdev=n{i},mac={}", n.mac),
+            ),
+            QemuNic::IgbDgram(n) => (
+                format!(
+                    "dgram,id=n{i},local.type=inet,local.host=127.0.0.1,local.port={},\
+                     remote.type=inet,remote.host=127.0.0.1,remote.port={}",
+                    n.qemu_port, n.host_port
+                ),
+                // Each igb PF reserves the slots of its 8 VFs (devfn + 0x80, stride 2):
+                // PFs two slots apart (4, 6) keep the VF ranges from overlapping.
+                format!("igb,netdev=n{i},mac={},addr={:#x}", n.mac, 4 + 2 * i),
+            ),
+            QemuNic::Tap(t) => {
+                let q = t.queues.max(1);
+                let mq = if q > 1 { format!("mq=on,rss=on,vectors={},", 2 * u32::from(q) + 2) } else { String::new() };
+                (
+                    format!("tap,id=n{i},ifname={},script=no,downscript=no,queues={q},vhost=off", t.ifname),
+                    format!("virtio-net-pci,disable-legacy=on,netdev=n{i},{mq}mac={}", t.mac),
+                )
+            }
+        };
+        ["-netdev".into(), netdev, "-device".into(), device]
+    }
+}
+
 /// Everything QEMU is started with.
 #[derive(Debug, Clone)]
 pub struct QemuConfig {
     pub image: PathBuf,
     pub append: BootOptions,
-    pub nics: Vec<DgramNic>,
+    pub nics: Vec<QemuNic>,
     /// File COM2 (defmt) is written to.
     pub com2: PathBuf,
     pub smp: u32,
@@ -71,14 +143,7 @@ impl QemuConfig {
             .map(String::from),
         );
         for (i, n) in self.nics.iter().enumerate() {
-            a.push("-netdev".into());
-            a.push(format!(
-                "dgram,id=n{i},local.type=inet,local.host=127.0.0.1,local.port={},\
-                 remote.type=inet,remote.host=127.0.0.1,remote.port={}",
-                n.qemu_port, n.host_port
-            ));
-            a.push("-device".into());
-            a.push(format!("virtio-net-pci,disable-legacy=on,netdev=n{i},mac={}", n.mac));
+            a.extend(n.args(i));
         }
         a.push("-kernel".into());
         a.push(self.image.display().to_string());
@@ -303,8 +368,8 @@ mod tests {
             image: "/x/cadence".into(),
             append: BootOptions::default().set("mode", "boot").set("ctl", "on"),
             nics: vec![
-                DgramNic { mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 0]), qemu_port: 4000, host_port: 4001 },
-                DgramNic { mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 1]), qemu_port: 4002, host_port: 4003 },
+                DgramNic { mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 0]), qemu_port: 4000, host_port: 4001 }.into(),
+                DgramNic { mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 1]), qemu_port: 4002, host_port: 4003 }.into(),
             ],
             com2: "/out/com2.defmt".into(),
             smp: 1,
@@ -324,6 +389,23 @@ mod tests {
         }
         let kvm = QemuConfig { kvm: true, smp: 2, ..cfg }.display();
         assert!(kvm.contains("-accel kvm -cpu EPYC") && !kvm.contains("-cpu max") && kvm.contains("-smp 2"));
+    }
+
+    #[test]
+    fn tap_command_line() {
+        let mac = Mac([0x52, 0x54, 0, 0xca, 0xde, 0]);
+        let mq = QemuNic::from(TapNic { mac, ifname: "cad123_00".into(), queues: 4 }).args(0).join(" ");
+        assert_eq!(
+            mq,
+            "-netdev tap,id=n0,ifname=cad123_00,script=no,downscript=no,queues=4,vhost=off \
+             -device virtio-net-pci,disable-legacy=on,netdev=n0,mq=on,rss=on,vectors=10,mac=52:54:00:ca:de:00"
+        );
+        let one = QemuNic::from(TapNic { mac, ifname: "t".into(), queues: 1 }).args(3).join(" ");
+        assert_eq!(
+            one,
+            "-netdev tap,id=n3,ifname=t,script=no,downscript=no,queues=1,vhost=off \
+             -device virtio-net-pci,disable-legacy=on,netdev=n3,mac=52:54:00:ca:de:00"
+        );
     }
 
     #[test]

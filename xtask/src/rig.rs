@@ -1,11 +1,22 @@
-//! The two-port rig: the image in QEMU with two virtio-net NICs on `dgram` backends, two
-//! host UDP sockets (one per port), receiver threads feeding the [`Checker`], and the
-//! COM1 machine lines parsed into a [`Report`]. `cargo xtask run` and the end-to-end
-//! tests both drive the firmware through this.
+//! The two-port rig: the image in QEMU with two virtio-net NICs, one host endpoint per
+//! port, receiver threads feeding the [`Checker`], and the COM1 machine lines parsed into
+//! a [`Report`]. `cargo xtask run` and the end-to-end tests both drive the firmware
+//! through this.
+//!
+//! Backends ([`Backend`]):
+//! - `Dgram` (the default): `-netdev dgram` on loopback, a connected host UDP socket per
+//!   port. One queue pair per NIC; no privileges needed.
+//! - `Tap { queues }`: `-netdev tap,queues=N,vhost=off` with `mq=on,rss=on` on the
+//!   device, so virtio-net offers `MQ`/`RSS` with N queue pairs and QEMU steers received
+//!   frames by the guest's RSS configuration. Needs root: QEMU creates the interfaces
+//!   (unique names, [`tap::unique_ifname`]); the rig disables IPv6 on them, brings them
+//!   up and talks to each through an `AF_PACKET` socket. Frames the host kernel itself
+//!   sends (IPv6/ARP/LLDP noise, none expected with IPv6 off) are counted in
+//!   [`Rig::host_noise`] instead of reaching the checker. The interfaces vanish with QEMU.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,8 +24,28 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::protocol::{self, BootOptions, Control, MachineLine, Report};
-use crate::qemu::{DgramNic, Exit, Qemu, QemuConfig, free_udp_port};
+use crate::qemu::{DgramNic, Exit, Qemu, QemuConfig, QemuNic, TapNic, free_udp_port};
+use crate::tap::{self, PacketSocket};
 use crate::traffic::{Checker, Flow, Macs};
+
+/// How the rig connects the two NICs to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// `-netdev dgram` over loopback UDP: one queue pair per NIC.
+    #[default]
+    Dgram,
+    /// `-netdev tap` with `queues` queue pairs per NIC (`mq=on,rss=on` when more than
+    /// one). Needs root.
+    Tap {
+        /// Queue pairs each NIC offers.
+        queues: u16,
+    },
+}
+
+/// How long the rig waits for QEMU to create a tap interface.
+const TAP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Receive timeout of the host endpoints (how often receivers look for shutdown).
+const READ_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// How to start a rig.
 #[derive(Debug, Clone)]
@@ -30,6 +61,20 @@ pub struct RigConfig {
     pub kvm: bool,
     /// How long to wait for the `@nic` lines.
     pub boot_timeout: Duration,
+    /// How the NICs reach the host (default [`Backend::Dgram`]).
+    pub backend: Backend,
+    /// The NIC model on dgram backends (default [`NicModel::VirtioNet`]).
+    pub nic_model: NicModel,
+}
+
+/// Which device QEMU emulates for each NIC (dgram backends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NicModel {
+    /// Modern virtio-net (`virtio-net-pci,disable-legacy=on`).
+    #[default]
+    VirtioNet,
+    /// Intel 82576 (`igb`, QEMU >= 8.0), driven by `cadence_drivers::igb`.
+    Igb,
 }
 
 impl RigConfig {
@@ -44,6 +89,47 @@ impl RigConfig {
             smp: 1,
             kvm: false,
             boot_timeout: Duration::from_secs(60),
+            backend: Backend::Dgram,
+            nic_model: NicModel::VirtioNet,
+        }
+    }
+}
+
+/// The host end of one port.
+#[derive(Debug)]
+enum HostPort {
+    /// A UDP socket connected to QEMU's dgram netdev at `target`.
+    Udp { sock: UdpSocket, target: SocketAddr },
+    /// A packet socket on the tap interface `ifname`.
+    Tap { sock: PacketSocket, ifname: String },
+}
+
+impl HostPort {
+    fn try_clone(&self) -> std::io::Result<HostPort> {
+        Ok(match self {
+            HostPort::Udp { sock, target } => HostPort::Udp { sock: sock.try_clone()?, target: *target },
+            HostPort::Tap { sock, ifname } => HostPort::Tap { sock: sock.try_clone()?, ifname: ifname.clone() },
+        })
+    }
+
+    fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            HostPort::Udp { sock, .. } => sock.recv(buf),
+            HostPort::Tap { sock, .. } => sock.recv(buf),
+        }
+    }
+
+    fn send(&self, frame: &[u8]) -> std::io::Result<usize> {
+        match self {
+            HostPort::Udp { sock, .. } => sock.send(frame),
+            HostPort::Tap { sock, .. } => sock.send(frame),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            HostPort::Udp { target, .. } => target.to_string(),
+            HostPort::Tap { ifname, .. } => format!("tap {ifname}"),
         }
     }
 }
@@ -55,8 +141,8 @@ pub struct Rig {
     pub qemu_config: QemuConfig,
     pub report: Report,
     checker: Arc<Mutex<Checker>>,
-    socks: [UdpSocket; 2],
-    targets: [SocketAddr; 2],
+    ports: Vec<HostPort>,
+    host_noise: Arc<[AtomicU64; 2]>,
     stop: Arc<AtomicBool>,
     receivers: Vec<JoinHandle<()>>,
     pub out_dir: PathBuf,
@@ -80,20 +166,35 @@ impl Rig {
     /// [`Rig::wait_ready`]).
     pub fn start(cfg: &RigConfig) -> Result<Rig> {
         std::fs::create_dir_all(&cfg.out_dir).with_context(|| format!("creating {}", cfg.out_dir.display()))?;
-        let socks = [host_socket()?, host_socket()?];
-        let mut nics = Vec::new();
-        let mut targets = Vec::new();
-        for (i, s) in socks.iter().enumerate() {
-            let qemu_port = free_udp_port()?;
-            let host_port = s.local_addr()?.port();
-            nics.push(DgramNic { mac: cfg.macs.nic[i], qemu_port, host_port });
-            let t: SocketAddr = format!("127.0.0.1:{qemu_port}").parse()?;
-            // Connected: only QEMU's datagrams are accepted.
-            s.connect(t)?;
-            s.set_read_timeout(Some(Duration::from_millis(50)))?;
-            targets.push(t);
+        let mut ports = Vec::new();
+        let mut nics: Vec<QemuNic> = Vec::new();
+        let mut ifnames = Vec::new();
+        match cfg.backend {
+            Backend::Dgram => {
+                for i in 0..2 {
+                    let sock = host_socket()?;
+                    let qemu_port = free_udp_port()?;
+                    let host_port = sock.local_addr()?.port();
+                    let nic = DgramNic { mac: cfg.macs.nic[i], qemu_port, host_port };
+                    nics.push(match cfg.nic_model {
+                        NicModel::VirtioNet => nic.into(),
+                        NicModel::Igb => QemuNic::IgbDgram(nic),
+                    });
+                    let target: SocketAddr = format!("127.0.0.1:{qemu_port}").parse()?;
+                    // Connected: only QEMU's datagrams are accepted.
+                    sock.connect(target)?;
+                    sock.set_read_timeout(Some(READ_TIMEOUT))?;
+                    ports.push(HostPort::Udp { sock, target });
+                }
+            }
+            Backend::Tap { queues } => {
+                for i in 0..2 {
+                    let ifname = tap::unique_ifname(i);
+                    nics.push(TapNic { mac: cfg.macs.nic[i], ifname: ifname.clone(), queues: queues.max(1) }.into());
+                    ifnames.push(ifname);
+                }
+            }
         }
-        let targets: [SocketAddr; 2] = [targets[0], targets[1]];
         let boot =
             BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
         let mut boot_all = boot;
@@ -112,25 +213,62 @@ impl Rig {
         std::fs::write(cfg.out_dir.join("qemu.cmdline"), qemu_config.display() + "\n")?;
         let checker = Arc::new(Mutex::new(Checker::new(cfg.flows.clone(), cfg.macs, Instant::now())));
         let stop = Arc::new(AtomicBool::new(false));
+        let host_noise = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let mut receivers = Vec::new();
-        for (port, s) in socks.iter().enumerate() {
-            let s = s.try_clone()?;
-            let (c, st) = (Arc::clone(&checker), Arc::clone(&stop));
-            receivers.push(std::thread::spawn(move || receive_loop(port, &s, &c, &st)));
+        let spawn_receivers = |ports: &[HostPort], receivers: &mut Vec<JoinHandle<()>>| -> Result<()> {
+            for (port, p) in ports.iter().enumerate() {
+                let p = p.try_clone()?;
+                let (c, st, noise) = (Arc::clone(&checker), Arc::clone(&stop), Arc::clone(&host_noise));
+                receivers.push(std::thread::spawn(move || receive_loop(port, &p, &c, &st, &noise)));
+            }
+            Ok(())
+        };
+        // Dgram: the host sockets exist before QEMU sends anything.
+        spawn_receivers(&ports, &mut receivers)?;
+        let mut qemu = Qemu::spawn(&qemu_config, Some(cfg.out_dir.join("com1.log")))?;
+        // Tap: QEMU creates the interfaces; make them quiet, raise them, open them. The
+        // firmware transmits nothing before the host sends, so nothing is missed.
+        for ifname in ifnames {
+            let ready = tap::prepare(&ifname, TAP_TIMEOUT, &mut || matches!(qemu.try_exit(), Ok(None)));
+            if let Err(e) = ready {
+                let _ = qemu.kill();
+                bail!("{e:#}\n{}", qemu.diagnostics());
+            }
+            let sock = PacketSocket::bind(&ifname, READ_TIMEOUT)?;
+            ports.push(HostPort::Tap { sock, ifname });
         }
-        let qemu = Qemu::spawn(&qemu_config, Some(cfg.out_dir.join("com1.log")))?;
+        if matches!(cfg.backend, Backend::Tap { .. }) {
+            spawn_receivers(&ports, &mut receivers)?;
+        }
         Ok(Rig {
             qemu,
             qemu_config,
             report: Report::default(),
             checker,
-            socks,
-            targets,
+            ports,
+            host_noise,
             stop,
             receivers,
             out_dir: cfg.out_dir.clone(),
             sent_per_port: [0; 2],
         })
+    }
+
+    /// Frames per port that the host kernel put on a tap interface (and the firmware
+    /// forwarded back), kept away from the checker; always 0 with `Dgram`.
+    pub fn host_noise(&self) -> [u64; 2] {
+        [self.host_noise[0].load(Ordering::Relaxed), self.host_noise[1].load(Ordering::Relaxed)]
+    }
+
+    /// The tap interface names of the ports (empty with `Dgram`).
+    pub fn tap_ifnames(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .filter_map(|p| match p {
+                HostPort::Tap { ifname, .. } => Some(ifname.clone()),
+                HostPort::Udp { .. } => None,
+            })
+            .collect()
     }
 
     /// The checker (locked).
@@ -181,7 +319,7 @@ impl Rig {
 
     /// Sends a raw frame into `port`.
     pub fn send_raw(&mut self, port: usize, frame: &[u8]) -> Result<()> {
-        let s = self.socks.get(port).ok_or_else(|| anyhow!("no port {port}"))?;
+        let s = self.ports.get(port).ok_or_else(|| anyhow!("no port {port}"))?;
         let mut refused = 0;
         loop {
             match s.send(frame) {
@@ -189,10 +327,12 @@ impl Rig {
                 // A connected UDP socket reports an earlier ICMP port unreachable (QEMU
                 // not listening yet, or gone) on the next call, once: try again.
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && refused < 3 => refused += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // A full socket buffer (UDP), or a tap queue the kernel cannot take more
+                // into right now (ENOBUFS): wait a little and try again.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) => {
                     std::thread::sleep(Duration::from_micros(100));
                 }
-                Err(e) => return Err(e).with_context(|| format!("sending to {}", self.targets[port])),
+                Err(e) => return Err(e).with_context(|| format!("sending to {}", s.describe())),
             }
         }
         self.sent_per_port[port] += 1;
@@ -274,10 +414,14 @@ impl Drop for Rig {
     }
 }
 
-fn receive_loop(port: usize, s: &UdpSocket, checker: &Mutex<Checker>, stop: &AtomicBool) {
+fn receive_loop(port: usize, s: &HostPort, checker: &Mutex<Checker>, stop: &AtomicBool, noise: &[AtomicU64; 2]) {
     let mut buf = vec![0u8; 65536];
+    let tap = matches!(s, HostPort::Tap { .. });
     while !stop.load(Ordering::Relaxed) {
         match s.recv(&mut buf) {
+            Ok(n) if tap && tap::is_host_noise(&buf[..n]) => {
+                noise[port].fetch_add(1, Ordering::Relaxed);
+            }
             Ok(n) => {
                 let mut c = checker.lock().unwrap_or_else(|p| p.into_inner());
                 c.receive(port, &buf[..n]);

@@ -2,6 +2,7 @@
 
 use core::fmt;
 
+use super::ctrl::CtrlError;
 use super::pci::CapError;
 use crate::hal::{BarError, DmaError};
 
@@ -34,12 +35,14 @@ pub enum InitError {
     NoMac,
     /// §3.1.1 step 6: the device cleared `FEATURES_OK`: it refused the feature subset.
     FeaturesRefused,
-    /// `VIRTIO_NET_F_MAC` was negotiated but the device has no configuration capability
-    /// (or one too short to hold a MAC).
+    /// A field of the device configuration is needed (the MAC with `VIRTIO_NET_F_MAC`,
+    /// `max_virtqueue_pairs` with `MQ`/`RSS`, the RSS limits with `RSS`) but the device
+    /// has no configuration capability, or one too short to hold it.
     NoDeviceCfg,
     /// Mapping the device configuration window failed.
     MapDeviceCfg(BarError),
-    /// §2.5.1: the configuration generation kept changing while the MAC was read.
+    /// §2.5.1: the configuration generation kept changing while the device
+    /// configuration (MAC, queue pairs, RSS limits) was read.
     ConfigTimeout,
     /// §3.1.1 step 7: the device has fewer virtqueues than the queue pairs need.
     TooFewQueues {
@@ -56,6 +59,11 @@ pub enum InitError {
     NotifyOutOfRange(u16),
     /// Mapping a virtqueue's notification address failed.
     MapNotify(BarError),
+    /// The control virtqueue holds fewer than 2 entries, too few for a command chain.
+    CtrlQueueTooSmall(u16),
+    /// §5.1.6.5.5 / §5.1.6.5.7: the multiqueue command (`VQ_PAIRS_SET` or `RSS_CONFIG`)
+    /// at bring-up failed.
+    Multiqueue(CtrlError),
 }
 
 impl fmt::Display for InitError {
@@ -73,7 +81,7 @@ impl fmt::Display for InitError {
             }
             InitError::NoMac => f.write_str("virtio features: device offers no MAC and none is configured"),
             InitError::FeaturesRefused => f.write_str("virtio features: device refused FEATURES_OK"),
-            InitError::NoDeviceCfg => f.write_str("virtio-net: no device configuration capability for the MAC"),
+            InitError::NoDeviceCfg => f.write_str("virtio-net: device configuration missing or too short"),
             InitError::MapDeviceCfg(e) => write!(f, "mapping virtio-net device configuration: {e}"),
             InitError::ConfigTimeout => f.write_str("virtio-net: configuration generation never settled"),
             InitError::TooFewQueues { have, need } => {
@@ -83,6 +91,8 @@ impl fmt::Display for InitError {
             InitError::RingAlloc(e) => write!(f, "virtio queue rings: {e}"),
             InitError::NotifyOutOfRange(q) => write!(f, "virtio queue {q}: notify address outside its capability"),
             InitError::MapNotify(e) => write!(f, "mapping virtio notify address: {e}"),
+            InitError::CtrlQueueTooSmall(q) => write!(f, "virtio control queue {q}: fewer than 2 entries"),
+            InitError::Multiqueue(e) => write!(f, "virtio-net multiqueue setup: {e}"),
         }
     }
 }

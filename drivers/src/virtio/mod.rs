@@ -7,23 +7,30 @@
 //!   feature bits.
 //! - `queue`: the split virtqueue (descriptor table, available and used rings in one
 //!   DMA allocation) with free-descriptor tracking.
-//! - [`VirtioNet`]: bring-up (§3.1.1) and the port; [`VirtioRx`] / [`VirtioTx`]: the
-//!   `cadence_core::nic` queues.
+//! - `ctrl`: the control virtqueue (§5.1.6.5): one command at a time, with a deadline.
+//! - [`mq`]: the multiqueue commands (`VQ_PAIRS_SET`, `RSS_CONFIG`) and their encoding.
+//! - [`VirtioNet`]: bring-up (§3.1.1), queue pairs and RSS, and the port;
+//!   [`VirtioRx`] / [`VirtioTx`]: the `cadence_core::nic` queues.
 //!
 //! Firmware use:
 //!
 //! ```text
-//! let mut nic = VirtioNet::try_new(&pci_fn, &mut dma, &tsc, &mut pool, &Config::default())?;
-//! let mac = nic.mac();                            // cadence_core::nic::Port
+//! let cfg = Config::default().with_queue_pairs(4);   // min(4, device's max) pairs
+//! let mut nic = VirtioNet::try_new(&pci_fn, &mut dma, &tsc, &mut pool, &cfg)?;
+//! let mac = nic.mac();                               // cadence_core::nic::Port
+//! let pairs = nic.rx_queues();
 //! let (rx, tx) = nic.queue_pair(0).expect("pair 0 always exists");
 //! rx.rx_burst(&mut pool, &mut batch);
+//! nic.set_rss_table(&table)?;                        // table.len() == nic.rss_table().len()
 //! ```
 //!
 //! The driver never takes interrupts: `VIRTQ_AVAIL_F_NO_INTERRUPT` is set on every
 //! queue, MSI-X vectors are `NO_VECTOR` and INTx is disabled in the PCI command
 //! register. Every wait on the device has a deadline.
 
+mod ctrl;
 mod error;
+pub mod mq;
 mod net;
 pub mod pci;
 mod queue;
@@ -33,8 +40,14 @@ mod rxtx;
 #[cfg(test)]
 mod model;
 #[cfg(test)]
+mod mq_tests;
+#[cfg(test)]
 mod tests;
 
+pub use ctrl::CtrlError;
 pub use error::InitError;
-pub use net::{Config, DEVICE_ID, QueuePair, Queues, TRANSITIONAL_DEVICE_ID, VENDOR_ID, VirtioNet, negotiate};
+pub use mq::hash_type;
+pub use net::{
+    Config, DEVICE_ID, OwnedQueues, QueuePair, Queues, TRANSITIONAL_DEVICE_ID, VENDOR_ID, VirtioNet, negotiate,
+};
 pub use rxtx::{NET_HDR_LEN, VirtioRx, VirtioTx};

@@ -1,13 +1,18 @@
 //! The virtio-net device: PCI bring-up, feature negotiation and queue setup
 //! (virtio 1.2 §3.1.1, §4.1.5.1, §5.1.5).
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::fmt;
 
 use cadence_core::buf::Pool;
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, TxQueue};
+use cadence_core::rss::DEFAULT_KEY;
 use cadence_core::time::{Clock, Duration, poll_until};
 
+use super::ctrl::{CtrlError, CtrlQueue};
 use super::error::InitError;
+use super::mq::{self, RssConfig, hash_type};
 use super::pci::{CapRegion, VirtioCaps, find_caps};
 use super::queue::{MAX_SIZE, SplitQueue};
 use super::regs::{DeviceStatus, NO_VECTOR, common, feature, net_cfg};
@@ -35,14 +40,20 @@ pub struct Config {
     /// MAC to use when the device offers none (`VIRTIO_NET_F_MAC` absent). Default `None`:
     /// such a device is refused with [`InitError::NoMac`].
     pub mac: Option<[u8; 6]>,
-    /// Deadline of every wait on the device, in milliseconds. The spec names no maximum;
-    /// QEMU answers at once. Default 100.
+    /// Deadline of every wait on the device (reset, configuration reads, control
+    /// commands), in milliseconds. The spec names no maximum; QEMU answers at once.
+    /// Default 100.
     pub timeout_ms: u64,
+    /// Wanted queue pairs. More than 1 negotiates `VIRTIO_NET_F_CTRL_VQ` with
+    /// `VIRTIO_NET_F_MQ` and/or `VIRTIO_NET_F_RSS` when offered; the driver then uses
+    /// `min(queue_pairs, max_virtqueue_pairs)` pairs. 0 counts as 1. Default 1 (no
+    /// control queue, exactly the single-queue device).
+    pub queue_pairs: u16,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { queue_size: 256, mac: None, timeout_ms: 100 }
+        Self { queue_size: 256, mac: None, timeout_ms: 100, queue_pairs: 1 }
     }
 }
 
@@ -58,33 +69,126 @@ impl Config {
         self.queue_size = n;
         self
     }
+
+    /// This configuration with `n` wanted queue pairs.
+    pub fn with_queue_pairs(mut self, n: u16) -> Self {
+        self.queue_pairs = n;
+        self
+    }
 }
 
-/// The features this driver accepts out of `offered` (§3.1.1 step 4, §5.1.3).
+/// The features this driver accepts out of `offered` when it wants `queue_pairs`
+/// queue pairs (§3.1.1 step 4, §5.1.3).
 ///
 /// `VIRTIO_F_VERSION_1` is required. `VIRTIO_NET_F_MAC` is taken when offered.
 /// `VIRTIO_F_ACCESS_PLATFORM` is taken when offered, since the driver hands the device
-/// bus addresses. Nothing else: no `MRG_RXBUF` and no offloads, so the header stays
-/// 12 bytes and all zeros on transmit.
-pub fn negotiate(offered: u64) -> Result<u64, InitError> {
+/// bus addresses. With more than one pair wanted: `VIRTIO_NET_F_MQ` and
+/// `VIRTIO_NET_F_RSS` when offered together with `VIRTIO_NET_F_CTRL_VQ` (§5.1.3.1:
+/// "VIRTIO_NET_F_MQ Requires VIRTIO_NET_F_CTRL_VQ", likewise `RSS`), and `CTRL_VQ`
+/// only with one of them. Nothing else: no `MRG_RXBUF`, no `HASH_REPORT` and no
+/// offloads, so the header stays 12 bytes and all zeros on transmit.
+pub fn negotiate(offered: u64, queue_pairs: u16) -> Result<u64, InitError> {
     if offered & feature::VERSION_1 == 0 {
         return Err(InitError::NoVersion1);
     }
-    Ok(offered & (feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM))
+    let mut take = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM;
+    if queue_pairs > 1 && offered & feature::NET_CTRL_VQ != 0 {
+        take |= feature::NET_CTRL_VQ | feature::NET_MQ | feature::NET_RSS;
+    }
+    let mut features = offered & take;
+    if features & (feature::NET_MQ | feature::NET_RSS) == 0 {
+        features &= !feature::NET_CTRL_VQ;
+    }
+    Ok(features)
+}
+
+/// The RSS configuration the port keeps (and resends whole on every change).
+#[derive(Debug, Clone)]
+struct RssState {
+    /// `VIRTIO_NET_HASH_TYPE_*` bits sent: [`hash_type::WANTED`] ∩ supported.
+    hash_types: u32,
+    /// Bytes of [`DEFAULT_KEY`] sent: `min(40, rss_max_key_size)`.
+    key_len: usize,
+    /// The indirection table as the device has it.
+    table: Vec<u16>,
+}
+
+impl RssState {
+    fn config(&self, table: &[u16], pairs: u16) -> Result<([u8; mq::MAX_RSS_CONFIG_LEN], usize), CtrlError> {
+        let cfg = RssConfig {
+            hash_types: self.hash_types,
+            table,
+            // §5.1.6.5.7.1: packets that are not hashed go to receiveq1.
+            unclassified_queue: 0,
+            max_tx_vq: pairs,
+            key: DEFAULT_KEY.get(..self.key_len).unwrap_or(&DEFAULT_KEY),
+        };
+        let mut buf = [0u8; mq::MAX_RSS_CONFIG_LEN];
+        let n = cfg.encode(&mut buf).ok_or(CtrlError::TooLong)?;
+        Ok((buf, n))
+    }
+}
+
+/// The control virtqueue and what it needs to wait: a clock of the port's own.
+struct Control<W, R> {
+    queue: CtrlQueue<W, R>,
+    clock: Box<dyn Clock + Send + Sync>,
+    timeout: Duration,
+    rss: Option<RssState>,
+}
+
+impl<W: fmt::Debug, R: fmt::Debug> fmt::Debug for Control<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Control")
+            .field("queue", &self.queue)
+            .field("timeout", &self.timeout)
+            .field("rss", &self.rss)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Mmio, R: Dma> Control<W, R> {
+    /// Sends `RSS_CONFIG` with `table` (§5.1.6.5.7.1) and records it once accepted.
+    /// `None` without RSS.
+    fn send_rss(&mut self, table: &[u16], pairs: u16) -> Option<Result<(), CtrlError>> {
+        let Control { queue, clock, timeout, rss } = self;
+        let rss = rss.as_mut()?;
+        let sent = rss.config(table, pairs).and_then(|(buf, n)| {
+            let payload = buf.get(..n).unwrap_or(&[]);
+            queue.command(&**clock, *timeout, mq::CLASS_MQ, mq::MQ_RSS_CONFIG, payload)
+        });
+        if sent.is_ok() {
+            rss.table.clear();
+            rss.table.extend_from_slice(table);
+        }
+        Some(sent)
+    }
 }
 
 /// A virtio-net device over modern virtio-PCI, driven by polling.
 ///
-/// It owns its queue pairs; hand them to workers with [`VirtioNet::queue_pair`] or
-/// [`VirtioNet::queues_mut`]. Virtqueue layout (§5.1.2): receiveq`n` = `2n`,
-/// transmitq`n` = `2n + 1`. Only pair 0 exists until multi-queue support lands.
+/// It owns its queue pairs; hand them to workers with [`VirtioNet::queue_pair`],
+/// [`VirtioNet::queues_mut`] or [`VirtioNet::take_queues`]. Virtqueue layout (§5.1.2):
+/// receiveq`k+1` = `2k`, transmitq`k+1` = `2k + 1` for pair `k`, and the control queue
+/// `2N` where N is `max_virtqueue_pairs` when `MQ` or `RSS` is negotiated, else 1.
+///
+/// With more than one pair ([`Config::queue_pairs`]) and a device offering `RSS`,
+/// bring-up sends `RSS_CONFIG`: hash types IPv4/TCPv4/UDPv4/IPv6/TCPv6/UDPv6 (those
+/// supported), the `cadence_core::rss::DEFAULT_KEY` (cut to `rss_max_key_size`), an
+/// indirection table as long as the device allows (a power of two, at most 128)
+/// filled round-robin over the pairs, unclassified packets to pair 0. A device with
+/// `MQ` only gets `VQ_PAIRS_SET` and steers by itself. [`Port::set_rss_table`] resends
+/// `RSS_CONFIG` with a new table; it takes `&mut self`, so it never runs concurrently
+/// with itself.
 #[derive(Debug)]
 pub struct VirtioNet<W, R> {
     common: W,
     mac: [u8; 6],
     features: u64,
+    pairs: usize,
     rx: Vec<VirtioRx<W, R>>,
     tx: Vec<VirtioTx<W, R>>,
+    ctrl: Option<Control<W, R>>,
 }
 
 /// A receive queue and a transmit queue of one [`VirtioNet`], borrowed together.
@@ -92,6 +196,10 @@ pub type QueuePair<'a, W, R> = (&'a mut VirtioRx<W, R>, &'a mut VirtioTx<W, R>);
 
 /// Every receive and every transmit queue of one [`VirtioNet`], borrowed together.
 pub type Queues<'a, W, R> = (&'a mut [VirtioRx<W, R>], &'a mut [VirtioTx<W, R>]);
+
+/// Every receive and every transmit queue of one [`VirtioNet`], moved out of it
+/// ([`VirtioNet::take_queues`]).
+pub type OwnedQueues<W, R> = (Vec<VirtioRx<W, R>>, Vec<VirtioTx<W, R>>);
 
 /// The largest power of two `<= n` (`n >= 1`).
 const fn pow2_floor(n: u16) -> u16 {
@@ -101,7 +209,9 @@ const fn pow2_floor(n: u16) -> u16 {
 impl<W: Mmio, R: Dma> VirtioNet<W, R> {
     /// Brings up the virtio-net function `pci`: checks its IDs, enables memory decoding
     /// and bus mastering (INTx off), initializes the device (§3.1.1) with rings from
-    /// `dma`, waits against `clock`, and fills each receive queue from `pool`.
+    /// `dma`, waits against `clock`, sets up the queue pairs (and RSS) as
+    /// [`VirtioNet`] describes, and fills each receive queue from `pool`. The port
+    /// keeps a copy of `clock` for the deadlines of later control commands.
     ///
     /// On failure after the device was reached, its status gets `FAILED`.
     pub fn try_new<P, A, C>(
@@ -114,7 +224,7 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
     where
         P: PciFunction<Window = W>,
         A: DmaAlloc<Region = R>,
-        C: Clock + ?Sized,
+        C: Clock + Clone + Send + Sync + 'static,
     {
         check_ids(pci)?;
         // PCI 3.0 §6.2.2: memory space + bus master on, INTx off (polled). Only the
@@ -132,8 +242,10 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
         let timeout = clock.rate().ticks_from_ms(config.timeout_ms);
 
         match bring_up(pci, &common, &caps, dma, clock, timeout, config) {
-            Ok((mac, features, rx, tx)) => {
-                let mut dev = Self { common, mac, features, rx, tx };
+            Ok(up) => {
+                let ctrl = up.ctrl.map(|(queue, rss)| Control { queue, clock: Box::new(clock.clone()), timeout, rss });
+                let (mac, features, pairs, rx, tx) = (up.mac, up.features, up.rx.len(), up.rx, up.tx);
+                let mut dev = Self { common, mac, features, pairs, rx, tx, ctrl };
                 // §3.1.1: buffers are made available only after DRIVER_OK ("The driver MUST
                 // NOT send any buffer available notifications to the device before setting
                 // DRIVER_OK").
@@ -192,6 +304,34 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
     pub fn queues_mut(&mut self) -> Queues<'_, W, R> {
         (&mut self.rx, &mut self.tx)
     }
+
+    /// Moves every queue out of the port (receive queue `k` and transmit queue `k` at
+    /// index `k`), e.g. to give each worker core its own pair. The port keeps the
+    /// control queue, so [`Port::set_rss_table`] still works; [`Port::rx_queues`] still
+    /// counts the pairs, but [`Port::stats`] only sums the queues the port still holds
+    /// (none, after this).
+    pub fn take_queues(&mut self) -> OwnedQueues<W, R> {
+        (core::mem::take(&mut self.rx), core::mem::take(&mut self.tx))
+    }
+
+    /// The indirection table the device holds (receive queue per hash bucket), or
+    /// `None` without RSS. [`Port::set_rss_table`] takes tables of this length.
+    pub fn rss_table(&self) -> Option<&[u16]> {
+        self.ctrl.as_ref()?.rss.as_ref().map(|r| &r.table[..])
+    }
+
+    /// The Toeplitz key the device hashes with (a prefix of
+    /// `cadence_core::rss::DEFAULT_KEY`), or `None` without RSS.
+    pub fn rss_key(&self) -> Option<&'static [u8]> {
+        let rss = self.ctrl.as_ref()?.rss.as_ref()?;
+        DEFAULT_KEY.get(..rss.key_len)
+    }
+
+    /// The `VIRTIO_NET_HASH_TYPE_*` bits ([`super::hash_type`]) the device hashes by,
+    /// or `None` without RSS.
+    pub fn rss_hash_types(&self) -> Option<u32> {
+        Some(self.ctrl.as_ref()?.rss.as_ref()?.hash_types)
+    }
 }
 
 /// Checks the PCI IDs (§4.1.2).
@@ -203,8 +343,25 @@ fn check_ids<P: PciFunction>(pci: &P) -> Result<(), InitError> {
     if ok { Ok(()) } else { Err(InitError::NotVirtioNet { vendor, device }) }
 }
 
-/// What a successful bring-up yields: MAC, features, queues.
-type BringUp<W, R> = ([u8; 6], u64, Vec<VirtioRx<W, R>>, Vec<VirtioTx<W, R>>);
+/// What a successful bring-up yields.
+struct BringUp<W, R> {
+    mac: [u8; 6],
+    features: u64,
+    rx: Vec<VirtioRx<W, R>>,
+    tx: Vec<VirtioTx<W, R>>,
+    /// The control queue (and the RSS state it configured), when negotiated.
+    ctrl: Option<(CtrlQueue<W, R>, Option<RssState>)>,
+}
+
+/// The device configuration fields the driver uses (§5.1.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct NetCfg {
+    mac: [u8; 6],
+    max_pairs: u16,
+    rss_max_key_size: u8,
+    rss_max_table_len: u16,
+    supported_hash_types: u32,
+}
 
 /// §3.1.1 steps 1–8 on the common configuration window `c`.
 fn bring_up<P, A, C, W, R>(
@@ -239,7 +396,7 @@ where
     let lo = c.read32(common::DEVICE_FEATURE) as u64;
     c.write32(common::DEVICE_FEATURE_SELECT, 1);
     let hi = c.read32(common::DEVICE_FEATURE) as u64;
-    let features = negotiate(hi << 32 | lo)?;
+    let features = negotiate(hi << 32 | lo, config.queue_pairs)?;
     if features & feature::NET_MAC == 0 && config.mac.is_none() {
         return Err(InitError::NoMac);
     }
@@ -256,19 +413,30 @@ where
         return Err(InitError::FeaturesRefused);
     }
 
-    // Step 7: device-specific setup. The MAC (§5.1.5: "If the driver negotiates
-    // VIRTIO_NET_F_MAC, it SHOULD read mac from the configuration"), then the queues.
+    // Step 7: device-specific setup. The configuration (§5.1.5: "If the driver
+    // negotiates VIRTIO_NET_F_MAC, it SHOULD read mac from the configuration"; the
+    // pair count and RSS limits with MQ/RSS), then the queues.
+    let net = read_net_config(pci, c, caps.device, clock, timeout, features)?;
     let mac = match config.mac {
         Some(m) if features & feature::NET_MAC == 0 => m,
-        _ => read_mac(pci, c, caps.device, clock, timeout)?,
+        _ => net.mac,
     };
+    let multi = features & (feature::NET_MQ | feature::NET_RSS) != 0;
+    let has_ctrl = features & feature::NET_CTRL_VQ != 0;
+    // §5.1.4: "The device MUST set max_virtqueue_pairs to between 1 and 0x8000
+    // inclusive"; a device that does not is taken at the nearest legal value.
+    let max_pairs = if multi { net.max_pairs.clamp(1, 0x8000) } else { 1 };
+    let pairs = config.queue_pairs.clamp(1, max_pairs);
+    // §5.1.2: controlq is virtqueue 2N, "N=1 if neither VIRTIO_NET_F_MQ nor
+    // VIRTIO_NET_F_RSS are negotiated, otherwise N is set by max_virtqueue_pairs".
+    let ctrl_index = 2 * max_pairs;
 
     // Polled: no configuration-change interrupts (§4.1.4.3, NO_VECTOR).
     c.write16(common::CONFIG_MSIX_VECTOR, NO_VECTOR);
-    let pairs: u16 = 1;
     let have = c.read16(common::NUM_QUEUES);
-    if have < 2 * pairs {
-        return Err(InitError::TooFewQueues { have, need: 2 * pairs });
+    let need = if has_ctrl { ctrl_index + 1 } else { 2 * pairs };
+    if have < need {
+        return Err(InitError::TooFewQueues { have, need });
     }
     let mut rx = Vec::with_capacity(pairs as usize);
     let mut tx = Vec::with_capacity(pairs as usize);
@@ -278,43 +446,130 @@ where
         let (vq, bell) = setup_queue(pci, c, caps, dma, 2 * pair + 1, config.queue_size)?;
         tx.push(VirtioTx::new(vq, bell, 2 * pair + 1));
     }
+    let mut ctrl = if has_ctrl { Some(setup_ctrl_queue(pci, c, caps, dma, ctrl_index)?) } else { None };
 
     // Step 8: DRIVER_OK; the device is live.
     status |= DeviceStatus::DRIVER_OK;
     c.write8(common::DEVICE_STATUS, status);
-    Ok((mac, features, rx, tx))
+
+    // §5.1.6.5.5: "the driver MUST NOT use receive queues other than the first" before
+    // this command, and the device steers only to receiveq1 until then. RSS_CONFIG
+    // (§5.1.6.5.7.1) sets the pairs and the steering at once; without RSS,
+    // VQ_PAIRS_SET. Sent after DRIVER_OK (no notification before it, §3.1.1) and
+    // before any receive buffer is posted, so a refusal leaves nothing to take back.
+    let ctrl = match ctrl.take() {
+        Some(mut q) => {
+            let rss = if features & feature::NET_RSS != 0 {
+                let state = rss_state(&net, pairs);
+                let (buf, n) = state.config(&state.table, pairs).map_err(InitError::Multiqueue)?;
+                let payload = buf.get(..n).unwrap_or(&[]);
+                q.command(clock, timeout, mq::CLASS_MQ, mq::MQ_RSS_CONFIG, payload).map_err(InitError::Multiqueue)?;
+                Some(state)
+            } else {
+                let payload = mq::vq_pairs_set(pairs);
+                q.command(clock, timeout, mq::CLASS_MQ, mq::MQ_VQ_PAIRS_SET, &payload)
+                    .map_err(InitError::Multiqueue)?;
+                None
+            };
+            Some((q, rss))
+        }
+        None => None,
+    };
+    Ok(BringUp { mac, features, rx, tx, ctrl })
 }
 
-/// Reads the MAC from the device configuration, retrying while the configuration
-/// generation changes under the read (§2.5.1, bounded by `timeout`).
-fn read_mac<P, C, W>(
+/// The RSS configuration bring-up sends for `pairs` pairs on a device described by `net`.
+fn rss_state(net: &NetCfg, pairs: u16) -> RssState {
+    // §5.1.6.5.7.1: the table length is a power of two no longer than
+    // rss_max_indirection_table_length; this driver sends at most 128 entries.
+    let len = pow2_floor(net.rss_max_table_len.clamp(1, mq::MAX_TABLE_LEN));
+    RssState {
+        // "The driver MUST NOT set any VIRTIO_NET_HASH_TYPE_ flags that are not
+        // supported by the device."
+        hash_types: hash_type::WANTED & net.supported_hash_types,
+        // "The driver MUST NOT set hash_key_length greater than rss_max_key_size."
+        key_len: mq::MAX_KEY_LEN.min(net.rss_max_key_size as usize),
+        table: (0..len as usize).map(|i| mq::default_entry(i, pairs)).collect(),
+    }
+}
+
+/// Reads the device configuration fields `features` makes valid, retrying while the
+/// configuration generation changes under the read (§2.5.1, bounded by `timeout`).
+/// Reads nothing (and needs no configuration capability) when no field is needed.
+fn read_net_config<P, C, W>(
     pci: &P,
     c: &W,
     device: Option<CapRegion>,
     clock: &C,
     timeout: Duration,
-) -> Result<[u8; 6], InitError>
+    features: u64,
+) -> Result<NetCfg, InitError>
 where
     P: PciFunction<Window = W>,
     C: Clock + ?Sized,
     W: Mmio,
 {
-    let region =
-        device.filter(|d| d.length as usize >= net_cfg::MAC + net_cfg::MAC_LEN).ok_or(InitError::NoDeviceCfg)?;
+    let want_mac = features & feature::NET_MAC != 0;
+    let want_pairs = features & (feature::NET_MQ | feature::NET_RSS) != 0;
+    let want_rss = features & feature::NET_RSS != 0;
+    let need = if want_rss {
+        net_cfg::RSS_LEN
+    } else if want_pairs {
+        net_cfg::MAX_VIRTQUEUE_PAIRS + 2
+    } else if want_mac {
+        net_cfg::MAC + net_cfg::MAC_LEN
+    } else {
+        return Ok(NetCfg::default());
+    };
+    let region = device.filter(|d| d.length as usize >= need).ok_or(InitError::NoDeviceCfg)?;
     let cfg = pci.map_bar(region.bar, region.offset as u64, region.length as u64).map_err(InitError::MapDeviceCfg)?;
-    let mut mac = [0u8; 6];
+    let mut net = NetCfg::default();
     // §2.5.1: "drivers SHOULD read device configuration space fields like so: do { before =
     // get_config_generation(device); /* read */ after = get_config_generation(device); }
     // while (after != before);"
     poll_until(clock, timeout, || {
         let before = c.read8(common::CONFIG_GENERATION);
-        for (i, b) in mac.iter_mut().enumerate() {
-            *b = cfg.read8(net_cfg::MAC + i);
+        if want_mac {
+            for (i, b) in net.mac.iter_mut().enumerate() {
+                *b = cfg.read8(net_cfg::MAC + i);
+            }
+        }
+        if want_pairs {
+            net.max_pairs = cfg.read16(net_cfg::MAX_VIRTQUEUE_PAIRS);
+        }
+        if want_rss {
+            net.rss_max_key_size = cfg.read8(net_cfg::RSS_MAX_KEY_SIZE);
+            net.rss_max_table_len = cfg.read16(net_cfg::RSS_MAX_INDIRECTION_TABLE_LENGTH);
+            net.supported_hash_types = cfg.read32(net_cfg::SUPPORTED_HASH_TYPES);
         }
         c.read8(common::CONFIG_GENERATION) == before
     })
     .map_err(|_| InitError::ConfigTimeout)?;
-    Ok(mac)
+    Ok(net)
+}
+
+/// §4.1.5.1.3 for the control virtqueue `q`: a small ring (one command at a time).
+fn setup_ctrl_queue<P, A, W, R>(
+    pci: &P,
+    c: &W,
+    caps: &VirtioCaps,
+    dma: &mut A,
+    q: u16,
+) -> Result<CtrlQueue<W, R>, InitError>
+where
+    P: PciFunction<Window = W>,
+    A: DmaAlloc<Region = R>,
+    W: Mmio,
+    R: Dma,
+{
+    // One command (a chain of 2) in flight at a time: 4 entries are plenty.
+    let (size, bell) = select_queue(pci, c, caps, q, 4)?;
+    if size < 2 {
+        return Err(InitError::CtrlQueueTooSmall(q));
+    }
+    let cq = CtrlQueue::try_new(dma, size, bell, q).map_err(InitError::RingAlloc)?;
+    enable_queue(c, size, cq.desc_phys(), cq.driver_phys(), cq.device_phys());
+    Ok(cq)
 }
 
 /// §4.1.5.1.3: sets up virtqueue `q` and maps its doorbell.
@@ -332,6 +587,19 @@ where
     W: Mmio,
     R: Dma,
 {
+    let (size, bell) = select_queue(pci, c, caps, q, wanted)?;
+    let vq = SplitQueue::try_new(dma, size).map_err(InitError::RingAlloc)?;
+    enable_queue(c, size, vq.desc_phys(), vq.driver_phys(), vq.device_phys());
+    Ok((vq, bell))
+}
+
+/// §4.1.5.1.3 steps 1–2: selects virtqueue `q`, picks its size (the largest power of
+/// two not above `wanted` nor the device's maximum) and maps its doorbell.
+fn select_queue<P, W>(pci: &P, c: &W, caps: &VirtioCaps, q: u16, wanted: u16) -> Result<(u16, W), InitError>
+where
+    P: PciFunction<Window = W>,
+    W: Mmio,
+{
     // "1. Write the virtqueue index to queue_select. 2. Read the virtqueue size from
     // queue_size. [...] If the returned value is zero (0x0) the queue is not available."
     c.write16(common::QUEUE_SELECT, q);
@@ -341,7 +609,6 @@ where
     }
     // Split queues have power-of-two sizes (§2.7); never above the device's maximum.
     let size = pow2_floor(max.min(wanted).clamp(1, MAX_SIZE));
-    let vq = SplitQueue::try_new(dma, size).map_err(InitError::RingAlloc)?;
 
     // §4.1.4.4: the doorbell is at cap.offset + queue_notify_off * notify_off_multiplier;
     // "The device MUST ensure that [...] queue_notify_off * notify_off_multiplier + 2 <=
@@ -351,19 +618,23 @@ where
         return Err(InitError::NotifyOutOfRange(q));
     }
     let bell = pci.map_bar(caps.notify.bar, caps.notify.offset as u64 + notify_off, 2).map_err(InitError::MapNotify)?;
+    Ok((size, bell))
+}
 
+/// §4.1.5.1.3 steps 3–6 on the selected virtqueue: its size, no MSI-X vector, the
+/// ring addresses, then `queue_enable`.
+fn enable_queue<W: Mmio>(c: &W, size: u16, desc: u64, driver: u64, device: u64) {
     // "3. Optionally, select a smaller virtqueue size and write it to queue_size. [...]
     // 5. Write physical addresses of the virtqueue's Descriptor Area, Driver Area and
     // Device Area to queue_desc, queue_driver and queue_device."
     c.write16(common::QUEUE_SIZE, size);
     // Polled: no used-buffer interrupts.
     c.write16(common::QUEUE_MSIX_VECTOR, NO_VECTOR);
-    c.write64(common::QUEUE_DESC, vq.desc_phys());
-    c.write64(common::QUEUE_DRIVER, vq.driver_phys());
-    c.write64(common::QUEUE_DEVICE, vq.device_phys());
+    c.write64(common::QUEUE_DESC, desc);
+    c.write64(common::QUEUE_DRIVER, driver);
+    c.write64(common::QUEUE_DEVICE, device);
     // "6. Write 1 to queue_enable."
     c.write16(common::QUEUE_ENABLE, 1);
-    Ok((vq, bell))
 }
 
 impl<W: Mmio, R: Dma> Port for VirtioNet<W, R> {
@@ -372,16 +643,38 @@ impl<W: Mmio, R: Dma> Port for VirtioNet<W, R> {
     }
 
     fn rx_queues(&self) -> usize {
-        self.rx.len()
+        self.pairs
     }
 
     fn tx_queues(&self) -> usize {
-        self.tx.len()
+        self.pairs
     }
 
-    /// Not yet: RSS needs `VIRTIO_NET_F_RSS` and the control virtqueue.
-    fn set_rss_table(&mut self, _table: &[u16]) -> Result<(), RssError> {
-        Err(RssError::Unsupported)
+    /// Sends `RSS_CONFIG` with `table` (the whole configuration: virtio has no partial
+    /// update). `table` must be exactly as long as [`VirtioNet::rss_table`]
+    /// ([`RssError::BadLength`]) and name only pairs the port has
+    /// ([`RssError::BadQueue`]). [`RssError::Unsupported`] without `VIRTIO_NET_F_RSS`
+    /// or with one pair; [`RssError::Device`] when the device refuses or does not
+    /// answer in time (the device keeps its previous table then, unless it answered
+    /// late).
+    fn set_rss_table(&mut self, table: &[u16]) -> Result<(), RssError> {
+        let pairs = self.pairs;
+        let Some(ctrl) = self.ctrl.as_mut() else { return Err(RssError::Unsupported) };
+        let Some(rss) = ctrl.rss.as_ref() else { return Err(RssError::Unsupported) };
+        if pairs < 2 {
+            return Err(RssError::Unsupported);
+        }
+        if table.len() != rss.table.len() {
+            return Err(RssError::BadLength);
+        }
+        if table.iter().any(|&q| usize::from(q) >= pairs) {
+            return Err(RssError::BadQueue);
+        }
+        match ctrl.send_rss(table, pairs as u16) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(_)) => Err(RssError::Device),
+            None => Err(RssError::Unsupported),
+        }
     }
 
     fn stats(&self) -> PortStats {
@@ -410,10 +703,28 @@ mod tests {
 
     #[test]
     fn negotiation_requires_version_1_and_takes_only_mac_and_platform() {
-        assert_eq!(negotiate(feature::NET_MAC), Err(InitError::NoVersion1));
+        assert_eq!(negotiate(feature::NET_MAC, 1), Err(InitError::NoVersion1));
         let all = u64::MAX;
-        assert_eq!(negotiate(all), Ok(feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM));
-        assert_eq!(negotiate(feature::VERSION_1 | feature::NET_MRG_RXBUF | feature::NET_CSUM), Ok(feature::VERSION_1));
+        let base = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM;
+        assert_eq!(negotiate(all, 1), Ok(base));
+        assert_eq!(
+            negotiate(feature::VERSION_1 | feature::NET_MRG_RXBUF | feature::NET_CSUM, 1),
+            Ok(feature::VERSION_1)
+        );
+    }
+
+    #[test]
+    fn negotiation_takes_ctrl_vq_mq_rss_only_for_more_pairs() {
+        use feature::{NET_CTRL_VQ, NET_HASH_REPORT, NET_MQ, NET_RSS, VERSION_1};
+        let all = u64::MAX;
+        let base = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM;
+        assert_eq!(negotiate(all, 4), Ok(base | NET_CTRL_VQ | NET_MQ | NET_RSS));
+        assert_eq!(negotiate(all & !NET_HASH_REPORT, 2), Ok(base | NET_CTRL_VQ | NET_MQ | NET_RSS));
+        // MQ/RSS without CTRL_VQ are unusable; CTRL_VQ alone is pointless.
+        assert_eq!(negotiate(VERSION_1 | NET_MQ | NET_RSS, 4), Ok(VERSION_1));
+        assert_eq!(negotiate(VERSION_1 | NET_CTRL_VQ, 4), Ok(VERSION_1));
+        assert_eq!(negotiate(VERSION_1 | NET_CTRL_VQ | NET_MQ, 4), Ok(VERSION_1 | NET_CTRL_VQ | NET_MQ));
+        assert_eq!(negotiate(VERSION_1 | NET_CTRL_VQ | NET_RSS, 4), Ok(VERSION_1 | NET_CTRL_VQ | NET_RSS));
     }
 
     #[test]

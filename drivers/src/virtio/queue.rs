@@ -25,33 +25,35 @@ use cadence_core::buf::PacketBuf;
 use crate::hal::{Dma, DmaAlloc, DmaError};
 
 /// `struct virtq_desc` field offsets (§2.7.5): `le64 addr; le32 len; le16 flags; le16 next`.
-mod desc {
-    pub(super) const ADDR: usize = 0;
-    pub(super) const LEN: usize = 8;
-    pub(super) const FLAGS: usize = 12;
-    pub(super) const NEXT: usize = 14;
-    pub(super) const SIZE: usize = 16;
+pub(crate) mod desc {
+    pub(crate) const ADDR: usize = 0;
+    pub(crate) const LEN: usize = 8;
+    pub(crate) const FLAGS: usize = 12;
+    pub(crate) const NEXT: usize = 14;
+    pub(crate) const SIZE: usize = 16;
 }
 
 /// `struct virtq_avail` offsets (§2.7.6): `le16 flags; le16 idx; le16 ring[N]; le16 used_event`.
-mod avail {
-    pub(super) const FLAGS: usize = 0;
-    pub(super) const IDX: usize = 2;
-    pub(super) const RING: usize = 4;
-    pub(super) const ELEM: usize = 2;
+pub(crate) mod avail {
+    pub(crate) const FLAGS: usize = 0;
+    pub(crate) const IDX: usize = 2;
+    pub(crate) const RING: usize = 4;
+    pub(crate) const ELEM: usize = 2;
 }
 
 /// `struct virtq_used` offsets (§2.7.8): `le16 flags; le16 idx; struct virtq_used_elem
 /// ring[N]; le16 avail_event`, with `virtq_used_elem { le32 id; le32 len; }`.
-mod used {
-    pub(super) const FLAGS: usize = 0;
-    pub(super) const IDX: usize = 2;
-    pub(super) const RING: usize = 4;
-    pub(super) const ELEM: usize = 8;
-    pub(super) const ELEM_ID: usize = 0;
-    pub(super) const ELEM_LEN: usize = 4;
+pub(crate) mod used {
+    pub(crate) const FLAGS: usize = 0;
+    pub(crate) const IDX: usize = 2;
+    pub(crate) const RING: usize = 4;
+    pub(crate) const ELEM: usize = 8;
+    pub(crate) const ELEM_ID: usize = 0;
+    pub(crate) const ELEM_LEN: usize = 4;
 }
 
+/// `VIRTQ_DESC_F_NEXT` (§2.7.5): the chain continues in the `next` field.
+pub(crate) const DESC_F_NEXT: u16 = 1;
 /// `VIRTQ_DESC_F_WRITE` (§2.7.5): the buffer is device-writable (RX).
 pub(crate) const DESC_F_WRITE: u16 = 2;
 /// `VIRTQ_AVAIL_F_NO_INTERRUPT` (§2.7.7): the driver wants no used-buffer notifications.
@@ -64,7 +66,7 @@ pub(crate) const MAX_SIZE: u16 = 32768;
 
 /// Allocation alignment: the descriptor table's 16 bytes would do; a page keeps a
 /// queue off other allocations' cache lines.
-const ALLOC_ALIGN: usize = 4096;
+pub(crate) const ALLOC_ALIGN: usize = 4096;
 
 /// Byte offsets of the driver and device areas, and the total size, for `size` entries.
 pub(crate) const fn layout(size: u16) -> (usize, usize, usize) {

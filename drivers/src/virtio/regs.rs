@@ -116,20 +116,44 @@ pub(crate) struct NetConfig {
     max_virtqueue_pairs: RO<u16>,
     /// 0x0A, §5.1.4: the device's MTU; valid with `VIRTIO_NET_F_MTU`.
     mtu: RO<u16>,
+    /// 0x0C, §5.1.4: link speed in Mbit/s; valid with `VIRTIO_NET_F_SPEED_DUPLEX`.
+    speed: RO<u32>,
+    /// 0x10, §5.1.4: duplex; valid with `VIRTIO_NET_F_SPEED_DUPLEX`.
+    duplex: RO<u8>,
+    /// 0x11, §5.1.4: longest RSS key the device takes; valid with `VIRTIO_NET_F_RSS`
+    /// (or `HASH_REPORT`).
+    rss_max_key_size: RO<u8>,
+    /// 0x12, §5.1.4: longest RSS indirection table; valid with `VIRTIO_NET_F_RSS`.
+    rss_max_indirection_table_length: RO<u16>,
+    /// 0x14, §5.1.4: the `VIRTIO_NET_HASH_TYPE_*` bits the device can hash by; valid
+    /// with `VIRTIO_NET_F_RSS` (or `HASH_REPORT`).
+    supported_hash_types: RO<u32>,
 }
 
 const _: () = assert!(offset_of!(NetConfig, mac) == 0x00);
 const _: () = assert!(offset_of!(NetConfig, status) == 0x06);
 const _: () = assert!(offset_of!(NetConfig, max_virtqueue_pairs) == 0x08);
 const _: () = assert!(offset_of!(NetConfig, mtu) == 0x0A);
+const _: () = assert!(offset_of!(NetConfig, speed) == 0x0C);
+const _: () = assert!(offset_of!(NetConfig, duplex) == 0x10);
+const _: () = assert!(offset_of!(NetConfig, rss_max_key_size) == 0x11);
+const _: () = assert!(offset_of!(NetConfig, rss_max_indirection_table_length) == 0x12);
+const _: () = assert!(offset_of!(NetConfig, supported_hash_types) == 0x14);
+const _: () = assert!(core::mem::size_of::<NetConfig>() == 0x18);
 
 /// Offsets into the network device configuration window, derived from [`NetConfig`].
 pub(crate) mod net_cfg {
     use super::{NetConfig, offset_of};
 
     pub(crate) const MAC: usize = offset_of!(NetConfig, mac);
-    /// Bytes of the device configuration the driver reads (the MAC).
+    /// Bytes of the MAC.
     pub(crate) const MAC_LEN: usize = 6;
+    pub(crate) const MAX_VIRTQUEUE_PAIRS: usize = offset_of!(NetConfig, max_virtqueue_pairs);
+    pub(crate) const RSS_MAX_KEY_SIZE: usize = offset_of!(NetConfig, rss_max_key_size);
+    pub(crate) const RSS_MAX_INDIRECTION_TABLE_LENGTH: usize = offset_of!(NetConfig, rss_max_indirection_table_length);
+    pub(crate) const SUPPORTED_HASH_TYPES: usize = offset_of!(NetConfig, supported_hash_types);
+    /// Bytes of the device configuration the driver reads with RSS (all of [`NetConfig`]).
+    pub(crate) const RSS_LEN: usize = SUPPORTED_HASH_TYPES + 4;
 }
 
 /// The device status field (virtio 1.2 §2.1): a set of flag bits.
@@ -172,8 +196,13 @@ pub mod feature {
     pub const NET_STATUS: u64 = 1 << 16;
     /// §5.1.3 bit 17: a control virtqueue exists.
     pub const NET_CTRL_VQ: u64 = 1 << 17;
-    /// §5.1.3 bit 22: multiple queue pairs with automatic steering.
+    /// §5.1.3 bit 22: multiple queue pairs with automatic steering (requires `NET_CTRL_VQ`).
     pub const NET_MQ: u64 = 1 << 22;
+    /// §5.1.3 bit 57: the device reports the packet's hash in a longer header.
+    pub const NET_HASH_REPORT: u64 = 1 << 57;
+    /// §5.1.3 bit 60: receive-side scaling, steered by the driver's RSS configuration
+    /// (requires `NET_CTRL_VQ`).
+    pub const NET_RSS: u64 = 1 << 60;
     /// §6 bit 28: indirect descriptors.
     pub const RING_INDIRECT_DESC: u64 = 1 << 28;
     /// §6 bit 29: the `used_event`/`avail_event` fields.

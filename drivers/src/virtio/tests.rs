@@ -139,7 +139,7 @@ fn stuck_reset_times_out_at_the_deadline() {
     h.model.dev().stuck_reset = true;
     let config = Config { timeout_ms: 5, ..Config::default() };
     assert_eq!(h.try_init(&config).err(), Some(InitError::ResetTimeout));
-    let waited = h.clock.t.get();
+    let waited = h.clock.ticks();
     assert!((5_000_000..6_000_000).contains(&waited), "waited {waited} ticks for a 5 ms deadline");
     assert!(h.status().contains(DeviceStatus::FAILED));
 }

@@ -1,8 +1,10 @@
 //! The host side of the model: memory at fake physical addresses, the PCI function's
 //! configuration space and BAR windows, the DMA allocator and a fake clock.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cadence_core::time::{Clock, Instant, TickRate};
 
@@ -300,24 +302,28 @@ impl Dma for Region {
     }
 }
 
-/// A clock that advances `step` ticks (1 GHz) on every read.
-#[derive(Debug)]
+/// A clock that advances `step` ticks (1 GHz) on every read. Clones share the time
+/// (the port keeps a clone for its control commands).
+#[derive(Debug, Clone)]
 pub(crate) struct FakeClock {
-    pub(crate) t: Cell<u64>,
+    t: Arc<AtomicU64>,
     pub(crate) step: u64,
 }
 
 impl FakeClock {
     pub(crate) fn new() -> Self {
-        Self { t: Cell::new(0), step: 10_000 }
+        Self { t: Arc::new(AtomicU64::new(0)), step: 10_000 }
+    }
+
+    /// Ticks read so far.
+    pub(crate) fn ticks(&self) -> u64 {
+        self.t.load(Ordering::Relaxed)
     }
 }
 
 impl Clock for FakeClock {
     fn now(&self) -> Instant {
-        let t = self.t.get();
-        self.t.set(t + self.step);
-        Instant(t)
+        Instant(self.t.fetch_add(self.step, Ordering::Relaxed))
     }
     fn rate(&self) -> TickRate {
         TickRate::try_new(1_000_000_000).expect("non-zero")

@@ -8,11 +8,17 @@
 //!   is zero) and delivers injected RX frames (buffer first, then the used idx).
 //! - [`FakeDma`] (in `host`): DMA memory over host memory at fake physical addresses; the packet
 //!   pool's memory ([`PoolMem`]) is reachable by physical address too.
+//! - Multi-queue (in `ctrl`, turned on by [`Model::with_pairs`]): `CTRL_VQ`, `MQ` and `RSS`
+//!   offered, the configuration fields `max_virtqueue_pairs` and the RSS limits, the control
+//!   queue answered during the doorbell write (like QEMU) with every command's layout
+//!   checked, and injected frames steered to a receive queue at injection time by the
+//!   Toeplitz hash of the configured key and the indirection table.
 //!
 //! Protocol slips by the driver (a queue register written outside FEATURES_OK..DRIVER_OK,
 //! a notification before DRIVER_OK, a non-zero TX header, a descriptor the device did not
 //! expect, ...) are recorded in [`Device::violations`]; tests assert it stays empty.
 
+mod ctrl;
 mod host;
 
 use std::cell::RefCell;
@@ -22,6 +28,7 @@ use std::rc::Rc;
 use cadence_core::buf::{BUF_SIZE, HEADROOM};
 
 use super::regs::{DeviceStatus, NO_VECTOR, common, feature};
+pub(crate) use ctrl::{CtrlCommand, CtrlMode, RssConf};
 pub(crate) use host::{FakeClock, FakeDma, FakePci, Region, Window};
 use host::{Mem, PoolMem};
 
@@ -31,7 +38,8 @@ const COMMON_OFF: u64 = 0x0000;
 const COMMON_LEN: u64 = 0x40;
 const ISR_OFF: u64 = 0x1000;
 const DEVICE_OFF: u64 = 0x2000;
-const DEVICE_LEN: u64 = 0x10;
+/// All of `struct virtio_net_config` up to `supported_hash_types` (§5.1.4).
+const DEVICE_LEN: u64 = 0x18;
 const NOTIFY_OFF: u64 = 0x3000;
 /// Doorbell spacing (`notify_off_multiplier`); `queue_notify_off` of queue q is q.
 pub(crate) const NOTIFY_MULT: u64 = 4;
@@ -87,6 +95,16 @@ pub(crate) struct Device {
     pub(crate) mac: [u8; 6],
     /// TX descriptors [`Model::step`] consumes per call (`None`: all).
     pub(crate) tx_budget: Option<usize>,
+    /// `max_virtqueue_pairs` (valid with MQ/RSS).
+    pub(crate) max_pairs: u16,
+    /// `rss_max_key_size`.
+    pub(crate) rss_max_key: u8,
+    /// `rss_max_indirection_table_length`.
+    pub(crate) rss_max_table: u16,
+    /// `supported_hash_types`.
+    pub(crate) hash_types: u32,
+    /// How the control queue answers.
+    pub(crate) ctrl_mode: CtrlMode,
     // Registers.
     pub(crate) status: u8,
     dfselect: u32,
@@ -100,7 +118,14 @@ pub(crate) struct Device {
     pub(crate) log: Vec<Event>,
     pub(crate) violations: Vec<String>,
     pub(crate) tx_frames: Vec<Vec<u8>>,
-    rx_pending: VecDeque<RxFrame>,
+    /// Frames waiting for a buffer, per receive queue (pair).
+    rx_pending: Vec<VecDeque<RxFrame>>,
+    /// Control commands the device carried out or refused, in order.
+    pub(crate) ctrl_log: Vec<CtrlCommand>,
+    /// Queue pairs in use (1 until `VQ_PAIRS_SET` or `RSS_CONFIG`).
+    pub(crate) active_pairs: u16,
+    /// The RSS configuration in force.
+    pub(crate) rss: Option<RssConf>,
 }
 
 impl Device {
@@ -111,6 +136,9 @@ impl Device {
         self.select = 0;
         let max = self.queue_max;
         self.vqs = vec![Vq { size: max, ..Vq::default() }; self.num_queues as usize];
+        self.active_pairs = 1;
+        self.rss = None;
+        self.rx_pending.resize(self.max_pairs.max(1) as usize, VecDeque::new());
     }
 
     fn live_queue_config(&self) -> bool {
@@ -260,6 +288,9 @@ impl Device {
         if !self.vqs.get(q as usize).is_some_and(|vq| vq.enabled) {
             self.violations.push(format!("notify of disabled queue {q}"));
         }
+        if Some(q) == self.ctrl_queue() && self.ctrl_mode != CtrlMode::Silent {
+            self.ctrl_step();
+        }
     }
 
     fn bar_read(&mut self, off: u64, size: usize) -> u32 {
@@ -269,7 +300,8 @@ impl Device {
             if size < 4 { v & ((1u32 << (8 * size)) - 1) } else { v }
         } else if (DEVICE_OFF..DEVICE_OFF + DEVICE_LEN).contains(&off) {
             let o = (off - DEVICE_OFF) as usize;
-            self.mac.get(o).copied().unwrap_or(0) as u32
+            let cfg = self.config_image();
+            (0..size).fold(0, |v, i| v | (cfg.get(o + i).copied().unwrap_or(0) as u32) << (8 * i))
         } else {
             0
         }
@@ -338,7 +370,7 @@ impl Device {
         let (mut last, mut used) = (vq.last_avail, vq.used_idx);
         let mut n = 0;
         while last != avail_idx {
-            let Some(frame) = self.rx_pending.pop_front() else { break };
+            let Some(frame) = self.rx_pending.get_mut(q / 2).and_then(VecDeque::pop_front) else { break };
             let id = mem.r16(vq.driver + 4 + 2 * (last % vq.size) as u64);
             let d = vq.desc + 16 * id as u64;
             let (addr, len, flags) = (mem.r64(d), mem.r32(d + 8), mem.r16(d + 12));
@@ -398,6 +430,11 @@ impl Model {
             num_queues: 2,
             mac: [0x52, 0x54, 0x00, 0x12, 0x34, 0x56],
             tx_budget: None,
+            max_pairs: 1,
+            rss_max_key: 40,
+            rss_max_table: 128,
+            hash_types: ctrl::QEMU_HASH_TYPES,
+            ctrl_mode: CtrlMode::Answer,
             status: 0,
             dfselect: 0,
             gfselect: 0,
@@ -409,10 +446,27 @@ impl Model {
             log: Vec::new(),
             violations: Vec::new(),
             tx_frames: Vec::new(),
-            rx_pending: VecDeque::new(),
+            rx_pending: Vec::new(),
+            ctrl_log: Vec::new(),
+            active_pairs: 1,
+            rss: None,
         };
         let model = Self { dev: Rc::new(RefCell::new(dev)), mem };
         model.dev.borrow_mut().reset();
+        model
+    }
+
+    /// [`Model::new`] plus `CTRL_VQ`, `MQ` and `RSS` with `pairs` queue pairs (and the
+    /// control queue after them: `2 * pairs + 1` virtqueues).
+    pub(crate) fn with_pairs(pool_bytes: usize, pairs: u16) -> Self {
+        let model = Self::new(pool_bytes);
+        {
+            let mut d = model.dev();
+            d.offered |= feature::NET_CTRL_VQ | feature::NET_MQ | feature::NET_RSS;
+            d.max_pairs = pairs;
+            d.num_queues = 2 * pairs + 1;
+            d.reset();
+        }
         model
     }
 
@@ -436,19 +490,35 @@ impl Model {
         FakeDma { mem: Rc::clone(&self.mem), next: 0 }
     }
 
-    /// Queues a frame for reception.
-    pub(crate) fn inject(&self, bytes: &[u8]) {
-        self.dev().rx_pending.push_back(RxFrame { bytes: bytes.to_vec(), claimed: None });
+    /// Queues a frame for reception on the receive queue the device steers it to;
+    /// returns that queue (pair index).
+    pub(crate) fn inject(&self, bytes: &[u8]) -> usize {
+        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: None })
     }
 
     /// Queues a frame whose used entry reports `claimed` bytes (a lying device).
     pub(crate) fn inject_claiming(&self, bytes: &[u8], claimed: u32) {
-        self.dev().rx_pending.push_back(RxFrame { bytes: bytes.to_vec(), claimed: Some(claimed) });
+        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: Some(claimed) });
     }
 
-    /// Frames still waiting for RX buffers.
+    fn push_rx(&self, frame: RxFrame) -> usize {
+        let mut d = self.dev();
+        let q = d.steer(&frame.bytes);
+        if let Some(p) = d.rx_pending.get_mut(q) {
+            p.push_back(frame);
+        }
+        q
+    }
+
+    /// Frames still waiting for RX buffers, on all queues.
     pub(crate) fn rx_pending(&self) -> usize {
-        self.dev().rx_pending.len()
+        self.dev().rx_pending.iter().map(VecDeque::len).sum()
+    }
+
+    /// Answers the control queue now (a device that answers late, after
+    /// [`CtrlMode::Silent`]).
+    pub(crate) fn answer_ctrl(&self) {
+        self.dev().ctrl_step();
     }
 
     /// Runs the device: consumes TX queues, fills RX queues. Returns (tx, rx) counts.
@@ -462,6 +532,9 @@ impl Model {
             let avail_flags = self.mem.r16(d.vqs[q].driver);
             if avail_flags & super::queue::AVAIL_F_NO_INTERRUPT == 0 {
                 d.violations.push(format!("queue {q}: VIRTQ_AVAIL_F_NO_INTERRUPT not set"));
+            }
+            if Some(q as u16) == d.ctrl_queue() {
+                continue;
             }
             if q % 2 == 0 { rx += d.rx_step(q) } else { tx += d.tx_step(q) }
         }
