@@ -14,5 +14,11 @@
 extern crate alloc;
 
 pub mod hal;
+#[cfg(feature = "igb")]
+pub mod igb;
+#[cfg(any(feature = "ixgbe", feature = "igb"))]
+pub mod intel;
+#[cfg(feature = "ixgbe")]
+pub mod ixgbe;
 #[cfg(feature = "virtio")]
 pub mod virtio;

@@ -17,6 +17,16 @@ pub enum Mode {
     Boot,
 }
 
+/// How worker cores spend the time between polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(target_os = "none", derive(defmt::Format))]
+pub enum Sched {
+    /// Metronome: shared lanes, trylock, sleep `T_S`/`T_L` between rounds.
+    Metronome,
+    /// Busy polling, never sleeping (the DPDK-like baseline).
+    Poll,
+}
+
 /// Every knob, with its default. See docs/PROTOCOL.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -35,6 +45,22 @@ pub struct BootConfig {
     pub pool: usize,
     /// Virtqueue size.
     pub qsize: u16,
+    /// Worker cores (the boot core is worker 0).
+    pub workers: usize,
+    /// Queue pairs per NIC, one lane each.
+    pub lanes: usize,
+    /// Scheduling mode of the workers.
+    pub sched: Sched,
+    /// Metronome's target vacation V̄, µs.
+    pub vbar_us: u32,
+    /// Metronome's long timeout T_L, µs.
+    pub tl_us: u32,
+    /// Metronome's first short timeout T_S, µs.
+    pub ts0_us: u32,
+    /// Weight of the old ρ in the EWMA, in thousandths.
+    pub ewma_permille: u16,
+    /// Vacation feedback gain, in thousandths (0 = the paper's T_S rule alone).
+    pub feedback_permille: u16,
 }
 
 impl Default for BootConfig {
@@ -47,12 +73,23 @@ impl Default for BootConfig {
             peer: [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]],
             pool: 4096,
             qsize: 256,
+            workers: 1,
+            lanes: 1,
+            sched: Sched::Metronome,
+            vbar_us: 15,
+            tl_us: 500,
+            ts0_us: 20,
+            ewma_permille: 750,
+            feedback_permille: 30,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 8] = ["mode", "stats_ms", "max_s", "ctl", "peer0", "peer1", "pool", "qsize"];
+pub const KEYS: [&str; 16] = [
+    "mode", "stats_ms", "max_s", "ctl", "peer0", "peer1", "pool", "qsize", "workers", "lanes", "sched", "vbar_us",
+    "tl_us", "ts0_us", "ewma", "feedback",
+];
 
 /// Why the command line was refused. Borrowed from the command line itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +187,20 @@ impl BootConfig {
                         .filter(|q| q.is_power_of_two())
                         .ok_or(bad("one of 64, 128, 256, 512, 1024"))? as u16
                 }
+                "workers" => cfg.workers = int_in(value, 1, 64).ok_or(bad("an integer in 1..=64"))? as usize,
+                "lanes" => cfg.lanes = int_in(value, 1, 16).ok_or(bad("an integer in 1..=16"))? as usize,
+                "sched" => {
+                    cfg.sched = match value {
+                        "metronome" => Sched::Metronome,
+                        "poll" => Sched::Poll,
+                        _ => return Err(bad("one of metronome, poll")),
+                    }
+                }
+                "vbar_us" => cfg.vbar_us = int_in(value, 1, 10_000).ok_or(bad("an integer in 1..=10000"))?,
+                "tl_us" => cfg.tl_us = int_in(value, 1, 100_000).ok_or(bad("an integer in 1..=100000"))?,
+                "ts0_us" => cfg.ts0_us = int_in(value, 1, 10_000).ok_or(bad("an integer in 1..=10000"))?,
+                "ewma" => cfg.ewma_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.75)"))?,
+                "feedback" => cfg.feedback_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.03)"))?,
                 // Every key of KEYS is matched above.
                 _ => return Err(ConfigError::UnknownKey { key }),
             }
@@ -164,6 +215,25 @@ fn int_in(s: &str, lo: u32, hi: u32) -> Option<u32> {
         return None;
     }
     s.parse::<u32>().ok().filter(|v| (lo..=hi).contains(v))
+}
+
+/// A decimal fraction in `0..=1` with at most three decimals (`0.75`, `.5`, `1`), in
+/// thousandths.
+fn permille(s: &str) -> Option<u16> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.len() > 3 {
+        return None;
+    }
+    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u32 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let mut thousandths: u32 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    for _ in frac.len()..3 {
+        thousandths *= 10;
+    }
+    let v = whole.checked_mul(1000)?.checked_add(thousandths)?;
+    (v <= 1000).then_some(v as u16)
 }
 
 /// `xx:xx:xx:xx:xx:xx`, hex digits in either case.
@@ -214,6 +284,21 @@ mod tests {
         assert_eq!(c.peer[0], [0x52, 0x54, 0, 0xaa, 0xbb, 1]);
         assert_eq!(c.peer[1], [2, 0, 0, 0, 0, 9]);
         assert_eq!((c.pool, c.qsize), (1024, 512));
+        let c = BootConfig::parse("workers=3 lanes=2 sched=poll vbar_us=10 tl_us=400 ts0_us=25 ewma=0.5 feedback=.03")
+            .unwrap();
+        assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
+        assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
+        assert_eq!((c.ewma_permille, c.feedback_permille), (500, 30));
+    }
+
+    #[test]
+    fn fractions_parse_in_thousandths() {
+        for (s, v) in [("0", 0), ("1", 1000), ("0.75", 750), (".5", 500), ("1.000", 1000), ("0.003", 3)] {
+            assert_eq!(permille(s), Some(v), "{s}");
+        }
+        for s in ["", ".", "1.5", "2", "0.0001", "-0.5", "0,5", "1e-3", "0.7a"] {
+            assert_eq!(permille(s), None, "{s}");
+        }
     }
 
     #[test]
@@ -231,6 +316,10 @@ mod tests {
             ("pool=-1", "pool", "-1"),
             ("pool=", "pool", ""),
             ("max_s=1.5", "max_s", "1.5"),
+            ("workers=0", "workers", "0"),
+            ("lanes=17", "lanes", "17"),
+            ("sched=busy", "sched", "busy"),
+            ("ewma=1.5", "ewma", "1.5"),
             ("qsize=300", "qsize", "300"),
             ("pool=10", "pool", "10"),
             ("mode=fast", "mode", "fast"),

@@ -49,11 +49,15 @@ pub struct Config {
     /// `min(queue_pairs, max_virtqueue_pairs)` pairs. 0 counts as 1. Default 1 (no
     /// control queue, exactly the single-queue device).
     pub queue_pairs: u16,
+    /// Whether bring-up fills every receive ring from the pool it is given. `false`
+    /// leaves them empty for the caller to fill with [`VirtioRx::fill`], e.g. each queue
+    /// pair from the pool of the lane that owns it. Default `true`.
+    pub fill_rx: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { queue_size: 256, mac: None, timeout_ms: 100, queue_pairs: 1 }
+        Self { queue_size: 256, mac: None, timeout_ms: 100, queue_pairs: 1, fill_rx: true }
     }
 }
 
@@ -73,6 +77,13 @@ impl Config {
     /// This configuration with `n` wanted queue pairs.
     pub fn with_queue_pairs(mut self, n: u16) -> Self {
         self.queue_pairs = n;
+        self
+    }
+
+    /// This configuration with receive rings filled at bring-up (`true`) or left to the
+    /// caller (`false`).
+    pub fn with_fill_rx(mut self, fill: bool) -> Self {
+        self.fill_rx = fill;
         self
     }
 }
@@ -249,8 +260,10 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
                 // §3.1.1: buffers are made available only after DRIVER_OK ("The driver MUST
                 // NOT send any buffer available notifications to the device before setting
                 // DRIVER_OK").
-                for rx in &mut dev.rx {
-                    rx.fill(pool);
+                if config.fill_rx {
+                    for rx in &mut dev.rx {
+                        rx.fill(pool);
+                    }
                 }
                 Ok(dev)
             }

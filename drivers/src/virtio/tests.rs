@@ -281,6 +281,25 @@ fn error_frames_are_counted_and_recycled() {
 }
 
 #[test]
+fn rx_rings_can_be_left_for_the_caller_to_fill() {
+    let mut h = Harness::new();
+    let mut net = h.init(&Config::default().with_queue_size(8).with_fill_rx(false));
+    let rx = net.rx_queue(0).expect("rx0");
+    assert_eq!(rx.posted(), 0);
+    assert_eq!(h.pool.in_use(), 0);
+    h.model.inject(&frame_bytes(7, 60));
+    h.model.step();
+    assert_eq!(h.model.rx_pending(), 1, "no buffer posted, nothing delivered");
+    assert_eq!(rx.fill(&mut h.pool), 8);
+    assert_eq!(rx.posted(), 8);
+    h.model.step();
+    let mut batch = Batch::new();
+    assert_eq!(rx.rx_burst(&mut h.pool, &mut batch), 1);
+    assert_eq!(h.pool.frame(batch.as_slice()[0]), &frame_bytes(7, 60)[..]);
+    h.model.assert_clean();
+}
+
+#[test]
 fn rx_runs_short_when_the_pool_is_empty_and_recovers() {
     let mut h = Harness::new();
     let mut net = h.init(&Config::default().with_queue_size(8));

@@ -1,67 +1,352 @@
-//! The forwarding run: port 0 ↔ port 1 through the core worker until STOP or `max_s`.
+//! The forwarding run: `workers` cores share `lanes` lanes through the Metronome
+//! controller (`core::pipeline`), port 0 ↔ port 1, until a STOP control frame (exit 33)
+//! or `max_s` (exit 37).
+//!
+//! Lane `k` is queue pair `k` of both NICs plus its own buffer pool; it is bound to the
+//! controller's lock `k`. Worker 0 runs on the boot core and also keeps the clock: the
+//! periodic `@stats` line, `max_s`, and, once any worker has seen STOP, the wind-down —
+//! every other worker notices the shared stop flag after its current round (at most
+//! `T_L` later), publishes its counters and parks; worker 0 then drains the TX rings and
+//! prints `@summary`.
+//!
+//! Counters cross cores through one slot per worker, published with a non-blocking
+//! `try_lock` after rounds that moved packets (and every [`PUBLISH_EVERY`] rounds), so no
+//! worker ever waits for the reporter.
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use cadence_core::buf::Pool;
-use cadence_core::forward::{ForwardConfig, Forwarder};
-use cadence_core::nic::Port;
-use cadence_core::time::{Clock, Instant};
-use cadence_core::worker::{DriverCounters, Worker, WorkerConfig};
-use cadence_firmware::config::BootConfig;
+use cadence_core::forward::{ForwardConfig, Forwarder, PORTS};
+use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
+use cadence_core::nic::{Port, TxQueue};
+use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
+use cadence_core::sync::Guarded;
+use cadence_core::time::{Clock, Duration, Instant, poll_until};
+use cadence_core::worker::{DriverCounters, WorkerConfig, WorkerStats};
+use cadence_firmware::config::{BootConfig, Sched};
 use cadence_platform::Platform;
+use cadence_platform::clock::TscClock;
 use cadence_platform::exit::{ExitCode, exit};
 use cadence_platform::println;
+use cadence_platform::sleep::{HaltSleeper, SleepConfig};
+use cadence_platform::smp::{self, SmpConfig};
+use spin::Mutex;
 
-use super::nics::{MAX_PORTS, Nic};
-use super::report;
+use super::nics::{Nic, NicRx, NicTx};
 
 /// Extra `tx_burst` attempts for frames a full TX ring did not take, within one poll.
 const TX_RETRIES: u32 = 4;
-/// How long STOP waits for the TX rings to drain before the summary.
+/// How long the wind-down waits for the TX rings to drain.
 const DRAIN_MS: u64 = 100;
+/// Rounds between counter publications of a worker whose rounds move nothing.
+const PUBLISH_EVERY: u64 = 64;
+/// Hang guard for the other workers to park after STOP (they notice within `T_L`).
+const PARK_TIMEOUT_MS: u64 = 2_000;
 
-/// Forwards until a STOP control frame (exit 33) or `max_s` (exit 37).
-pub fn run(p: &Platform, cfg: &BootConfig, pool: &mut Pool<'static>, ports: &mut heapless::Vec<Nic, MAX_PORTS>) -> ! {
-    let [n0, n1] = ports.as_mut_slice() else {
-        println!("error: forwarding needs 2 virtio-net NICs, found {}", ports.len());
+type FwLane = Lane<'static, NicRx<'static>, NicTx<'static>>;
+
+/// One worker's published counters.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    fwd: WorkerStats,
+    core: CoreStats,
+}
+
+/// Everything the workers share, leaked at start-up (`'static`, never freed).
+struct Shared {
+    ctl: Metronome<Vec<QueueState>>,
+    lanes: Vec<Guarded<FwLane>>,
+    forward: ForwardConfig,
+    mode: Mode,
+    clock: TscClock,
+    slots: Vec<Mutex<Slot>>,
+    /// Set by whichever worker sees STOP, or by worker 0 at `max_s`.
+    stop: AtomicBool,
+    /// A STATS control frame asked for a `@stats` line.
+    stats_requested: AtomicBool,
+    /// Workers other than 0 that have parked.
+    parked: AtomicUsize,
+}
+
+/// Forwards until STOP (exit 33) or `max_s` (exit 37).
+pub fn run(p: &Platform, cfg: &BootConfig, pools: Vec<Pool<'static>>, ports: heapless::Vec<Nic, 2>) -> ! {
+    if ports.len() != PORTS {
+        println!("error: forwarding needs 2 NICs, found {}", ports.len());
         exit(ExitCode::RuntimeFailure)
-    };
-    let own = [n0.mac(), n1.mac()];
-    let (Some((rx0, tx0)), Some((rx1, tx1))) = (n0.queue_pair(0), n1.queue_pair(0)) else {
-        println!("error: a NIC has no queue pair 0");
+    }
+    let ports: &'static mut [Nic] = Box::leak(Box::new(ports)).as_mut_slice();
+    let own = [ports[0].mac(), ports[1].mac()];
+    let [n0, n1] = ports else { exit(ExitCode::RuntimeFailure) };
+    let (q0, q1) = (n0.split(), n1.split());
+    let lanes = q0.len().min(q1.len()).min(pools.len());
+    if lanes < cfg.lanes {
+        println!("warning: lanes={} asked, the NICs give {lanes} queue pairs", cfg.lanes);
+    }
+    if lanes == 0 {
+        println!("error: no queue pair to forward on");
         exit(ExitCode::RuntimeFailure)
-    };
-    let mut rx = [rx0, rx1];
-    let mut tx = [tx0, tx1];
+    }
 
-    let clock = &p.clock;
-    let rate = clock.rate();
-    let stage = Forwarder::new(ForwardConfig::new(own, cfg.peer, cfg.ctl));
-    let mut worker = Worker::new(stage, WorkerConfig::new(TX_RETRIES, rate.ticks_from_ms(u64::from(cfg.stats_ms))));
-    let start = clock.now();
-    let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
-    let t_ms = |now: Instant| rate.ns(now.saturating_since(start)) / 1_000_000;
-    println!("forward: port 0 <-> port 1, control frames {}", if cfg.ctl { "on" } else { "off" });
-    defmt::info!("forwarding started");
-
-    loop {
-        let out = worker.poll_once(pool, &mut rx, &mut tx, clock);
-        if out.stats_due || out.commands.stats > 0 {
-            report::counters("@stats", t_ms(out.now), worker.stats(), &DriverCounters::from_queues(&rx, pool));
+    let cores = match smp::start_aps(p, &SmpConfig::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("error: smp: {e}");
+            exit(ExitCode::RuntimeFailure)
         }
-        let code = if out.commands.stop {
-            println!("forward: STOP received");
-            ExitCode::Success
-        } else if deadline.is_some_and(|d| out.now >= d) {
+    };
+    if cores.online() < cfg.workers {
+        println!("error: workers={} but only {} cores are online", cfg.workers, cores.online());
+        exit(ExitCode::RuntimeFailure)
+    }
+
+    let mut mcfg = MetronomeConfig::default();
+    mcfg.target_vacation_ns = u64::from(cfg.vbar_us) * 1_000;
+    mcfg.long_timeout_ns = u64::from(cfg.tl_us) * 1_000;
+    mcfg.initial_short_timeout_ns = u64::from(cfg.ts0_us) * 1_000;
+    mcfg.ewma_weight = f64::from(cfg.ewma_permille) / 1000.0;
+    mcfg.vacation_feedback_gain = f64::from(cfg.feedback_permille) / 1000.0;
+    mcfg.ring_descriptors = u32::from(cfg.qsize);
+    let ctl = match Metronome::with_queues(&mcfg, p.clock.rate(), cfg.workers, lanes) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("error: metronome: {e}");
+            exit(ExitCode::ConfigError)
+        }
+    };
+    // The controller's queue locks live in its Vec's heap buffer: their addresses are
+    // fixed from here on, so the lanes can be bound to them.
+    let mut bound = Vec::with_capacity(lanes);
+    for (k, ((mut pool, (r0, t0)), (r1, t1))) in pools.into_iter().zip(q0).zip(q1).take(lanes).enumerate() {
+        let mut rx = [r0, r1];
+        for r in &mut rx {
+            r.fill(&mut pool);
+        }
+        bound.push(Guarded::new(ctl.queues()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
+    }
+    let mode = match cfg.sched {
+        Sched::Metronome => Mode::Metronome,
+        Sched::Poll => Mode::Poll,
+    };
+    let shared: &'static Shared = Box::leak(Box::new(Shared {
+        ctl,
+        lanes: bound,
+        forward: ForwardConfig::new(own, cfg.peer, cfg.ctl),
+        mode,
+        clock: p.clock,
+        slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),
+        stop: AtomicBool::new(false),
+        stats_requested: AtomicBool::new(false),
+        parked: AtomicUsize::new(0),
+    }));
+
+    println!(
+        "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
+        cfg.workers,
+        mode.as_str(),
+        if cfg.ctl { "on" } else { "off" }
+    );
+    defmt::info!("forwarding started: {=usize} workers, {=usize} lanes", cfg.workers, lanes);
+
+    // Workers 1.. on the next online cores; worker 0 is this (boot) core.
+    for (w, c) in (1..cfg.workers).zip(cores.iter().skip(1).filter(|c| c.is_online())) {
+        if let Err(e) = cores.run(c.id(), move |_ctx| ap_worker(shared, w)) {
+            println!("error: core {}: {e}", c.id());
+            exit(ExitCode::RuntimeFailure)
+        }
+    }
+    let code = boot_worker(shared, cfg);
+    wind_down(shared, cfg.workers, &cores, code)
+}
+
+/// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
+fn pipeline(sh: &Shared, w: usize) -> Pipeline<Forwarder> {
+    let stage = Forwarder::new(sh.forward);
+    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, WorkerConfig::new(TX_RETRIES, Duration::ZERO))
+}
+
+/// Copies `pl`'s counters into slot `w` unless the reporter is reading it right now.
+fn publish(sh: &Shared, w: usize, pl: &Pipeline<Forwarder>) {
+    if let Some(mut slot) = sh.slots.get(w).and_then(|s| s.try_lock()) {
+        *slot = Slot { fwd: *pl.forwarding(), core: pl.stats() };
+    }
+}
+
+/// One round plus the bookkeeping every worker does; returns whether to go on.
+fn step(sh: &Shared, w: usize, pl: &mut Pipeline<Forwarder>, sleeper: &mut HaltSleeper, rounds: &mut u64) -> bool {
+    let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
+    if r.commands.stop {
+        sh.stop.store(true, Ordering::Release);
+    }
+    if r.commands.stats > 0 {
+        sh.stats_requested.store(true, Ordering::Relaxed);
+    }
+    *rounds += 1;
+    let stopping = sh.stop.load(Ordering::Acquire);
+    if r.packets > 0 || (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+        publish(sh, w, pl);
+    }
+    !stopping
+}
+
+/// Worker `w` on an application core: runs rounds until the stop flag, then parks.
+fn ap_worker(sh: &'static Shared, w: usize) {
+    let mut sleeper = match HaltSleeper::new(SleepConfig::default()) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("error: worker {w}: sleeper: {e}");
+            sh.stop.store(true, Ordering::Release);
+            sh.parked.fetch_add(1, Ordering::Release);
+            return;
+        }
+    };
+    let mut pl = pipeline(sh, w);
+    let mut rounds = 0;
+    while step(sh, w, &mut pl, &mut sleeper, &mut rounds) {}
+    // Counters are final: write them even if the reporter holds the slot for a moment.
+    if let Some(slot) = sh.slots.get(w) {
+        *slot.lock() = Slot { fwd: *pl.forwarding(), core: pl.stats() };
+    }
+    sh.parked.fetch_add(1, Ordering::Release);
+}
+
+/// Worker 0 on the boot core, plus the clock: `@stats`, `max_s`. Returns the exit code.
+fn boot_worker(sh: &'static Shared, cfg: &BootConfig) -> ExitCode {
+    let mut sleeper = match HaltSleeper::new(SleepConfig::default()) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("error: worker 0: sleeper: {e}");
+            exit(ExitCode::RuntimeFailure)
+        }
+    };
+    let clock = sh.clock;
+    let rate = clock.rate();
+    let start = clock.now();
+    let period = rate.ticks_from_ms(u64::from(cfg.stats_ms));
+    let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
+    let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
+    let mut pl = pipeline(sh, 0);
+    let mut rounds = 0;
+    let mut code = ExitCode::Success;
+    while step(sh, 0, &mut pl, &mut sleeper, &mut rounds) {
+        let now = clock.now();
+        let asked = sh.stats_requested.swap(false, Ordering::Relaxed);
+        if asked || next_stats.is_some_and(|t| now >= t) {
+            report_line(sh, "@stats", start, now);
+            next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
+        }
+        if deadline.is_some_and(|d| now >= d) {
             println!("error: max_s={} reached without a STOP control frame", cfg.max_s);
-            ExitCode::RuntimeFailure
-        } else {
+            sh.stop.store(true, Ordering::Release);
+            code = ExitCode::RuntimeFailure;
+        }
+    }
+    if let Some(slot) = sh.slots.first() {
+        *slot.lock() = Slot { fwd: *pl.forwarding(), core: pl.stats() };
+    }
+    code
+}
+
+/// After STOP: waits for the other workers to park, drains TX, prints `@summary`, exits.
+fn wind_down(sh: &'static Shared, workers: usize, cores: &smp::Cores, code: ExitCode) -> ! {
+    println!("forward: stopping");
+    let clock = sh.clock;
+    let rate = clock.rate();
+    let start = clock.now();
+    if poll_until(&clock, rate.ticks_from_ms(PARK_TIMEOUT_MS), || sh.parked.load(Ordering::Acquire) + 1 >= workers)
+        .is_err()
+    {
+        println!("warning: {} of {} workers parked", sh.parked.load(Ordering::Acquire), workers - 1);
+    }
+    // Cores that ran a worker are idle again (their job returned).
+    for c in cores.iter().skip(1).take(workers.saturating_sub(1)) {
+        let _ = cores.wait_idle(c.id(), rate.ticks_from_ms(10));
+    }
+    for (k, lane) in sh.lanes.iter().enumerate() {
+        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else {
+            println!("warning: lane {k} still held; not drained");
             continue;
         };
-        if worker.drain_tx(pool, &mut tx, clock, rate.ticks_from_ms(DRAIN_MS)).is_err() {
-            println!("warning: TX rings not drained after {DRAIN_MS} ms");
+        if let Some(lane) = lane.get_mut(&mut guard) {
+            let ok = poll_until(&clock, rate.ticks_from_ms(DRAIN_MS), || {
+                lane.tx.iter_mut().fold(true, |idle, q| {
+                    q.reclaim(&mut lane.pool);
+                    idle && q.in_flight() == 0
+                })
+            });
+            if ok.is_err() {
+                println!("warning: lane {k}: TX not drained after {DRAIN_MS} ms");
+            }
         }
-        let now = clock.now();
-        report::counters("@summary", t_ms(now), worker.stats(), &DriverCounters::from_queues(&rx, pool));
-        defmt::info!("forwarding done: {=u64} drops", worker.stats().drops_total());
-        exit(code)
     }
+    report_line(sh, "@summary", start, clock.now());
+    defmt::info!("forwarding done");
+    exit(code)
+}
+
+/// Prints one `@stats`/`@summary` line: the forwarding counters summed over workers, the
+/// driver counters summed over lanes, then per-core and per-lane keys
+/// (docs/PROTOCOL.md).
+fn report_line(sh: &Shared, tag: &str, start: Instant, now: Instant) {
+    let rate = sh.clock.rate();
+    let mut total = WorkerStats::default();
+    let mut per_core: heapless::Vec<CoreStats, 64> = heapless::Vec::new();
+    for slot in &sh.slots {
+        let s = *slot.lock();
+        total.merge(&s.fwd);
+        let _ = per_core.push(s.core);
+    }
+    let mut drv = DriverCounters::default();
+    for (k, lane) in sh.lanes.iter().enumerate() {
+        // A lane held by a worker right now is skipped: the line is a snapshot, and
+        // waiting for the lock would stall the reporter behind a busy period.
+        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else { continue };
+        if let Some(lane) = lane.get_mut(&mut guard) {
+            let d = DriverCounters::from_queues(&lane.rx, &lane.pool);
+            for p in 0..PORTS {
+                drv.rx_err[p] += d.rx_err[p];
+                drv.no_buf[p] += d.no_buf[p];
+            }
+            drv.pool_in_use += d.pool_in_use;
+        }
+    }
+    let t_ms = rate.ns(now.saturating_since(start)) / 1_000_000;
+    cadence_platform::serial::console(|uart| {
+        use core::fmt::Write;
+        // Console writes cannot fail; a lost line is all a failure could cost.
+        let _ = write!(uart, "{tag} t_ms={t_ms} ");
+        let _ = total.write_counters(uart, &drv);
+        let _ = write!(uart, " workers={} lanes={}", per_core.len(), sh.lanes.len());
+        for (i, c) in per_core.iter().enumerate() {
+            let _ = write!(
+                uart,
+                " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
+                 core{i}_busy_tries={} core{i}_packets={}",
+                c.busy_ticks(),
+                c.halted_ticks,
+                c.tries,
+                c.wins,
+                c.busy_tries,
+                c.packets
+            );
+        }
+        for (k, q) in sh.ctl.queues().iter().enumerate() {
+            let s = q.snapshot();
+            let _ = write!(
+                uart,
+                " lane{k}_rho_permille={} lane{k}_ts_ns={} lane{k}_vac_mean_ns={} lane{k}_vac_p99_ns={} \
+                 lane{k}_wins={} lane{k}_busy_tries={}",
+                (s.rho * 1000.0) as u64,
+                rate.ns(s.short_timeout),
+                s.vacation_mean().map_or(0, |v| rate.ns(Duration(v as u64))),
+                s.vacation_p99().map_or(0, |v| rate.ns(Duration(v))),
+                s.wins,
+                s.busy_tries
+            );
+        }
+        let _ = uart.write_str("\n");
+    });
 }

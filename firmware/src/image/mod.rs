@@ -5,6 +5,11 @@ mod forward;
 mod nics;
 mod report;
 
+extern crate alloc;
+
+use alloc::vec::Vec;
+
+use cadence_core::buf::Pool;
 use cadence_firmware::config::{BootConfig, Mode};
 use cadence_platform::bootinfo::BootInfo;
 use cadence_platform::exit::{ExitCode, exit};
@@ -29,19 +34,25 @@ fn kmain(boot: &'static BootInfo) -> ! {
         Err(e) => cadence_platform::fail(e),
     };
     report::banner(&p, &cfg);
-    let mut pool = match p
-        .dma
-        .packet_memory(cfg.pool)
-        .map_err(nics::NicError::PacketMemory)
-        .and_then(|(mem, phys)| cadence_core::buf::Pool::try_new(mem, phys, cfg.pool).map_err(nics::NicError::Pool))
-    {
-        Ok(pool) => pool,
-        Err(e) => {
-            println!("error: {e}");
-            exit(ExitCode::RuntimeFailure)
+    // One pool per lane: a lane's queues draw from and return to its own buffers only.
+    let mut pools = Vec::with_capacity(cfg.lanes);
+    for _ in 0..cfg.lanes {
+        match p
+            .dma
+            .packet_memory(cfg.pool)
+            .map_err(nics::NicError::PacketMemory)
+            .and_then(|(mem, phys)| Pool::try_new(mem, phys, cfg.pool).map_err(nics::NicError::Pool))
+        {
+            Ok(pool) => pools.push(pool),
+            Err(e) => {
+                println!("error: lane {}: {e}", pools.len());
+                exit(ExitCode::RuntimeFailure)
+            }
         }
-    };
-    let mut ports = match nics::probe(&mut p, &mut pool, &cfg) {
+    }
+    // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
+    // the pool handed to the drivers only satisfies their signature.
+    let ports = match nics::probe(&mut p, &mut pools[0], &cfg) {
         Ok(ports) => ports,
         Err(e) => {
             println!("error: {e}");
@@ -58,7 +69,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
             println!("boot: done ({} NICs up)", ports.len());
             exit(ExitCode::Success)
         }
-        Mode::Forward => forward::run(&p, &cfg, &mut pool, &mut ports),
+        Mode::Forward => forward::run(&p, &cfg, pools, ports),
     }
 }
 

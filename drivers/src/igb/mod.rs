@@ -1,0 +1,428 @@
+//! The Intel 82576 ("igb") as QEMU (≥ 8.0, `-device igb`, PCI 8086:10c9) emulates it,
+//! polled, on the shared ring engine of [`crate::intel`] (82576 datasheet rev. 2.x,
+//! QEMU `hw/net/igb_core.c`).
+//!
+//! The 82576 is QEMU's closest stand-in for the 82599: the same advanced descriptors
+//! and RSS registers, with the e1000 register map for the rest — queue blocks at
+//! 0x0C000/0x0E000 + 0x40n (SRRCTL at +0x0C), global enables RCTL.EN and TCTL.EN,
+//! EIMC at 0x01528, reset by CTRL.RST. QEMU-specific facts this driver relies on:
+//! RSS is on only when MRQC.MRQE = 010b *and* RXCSUM.PCSD = 1; frames steered to a
+//! queue without RXDCTL.ENABLE are dropped; RSS runs inside the device model, so 16
+//! queues work over a single-queue netdev.
+//!
+//! Not done: the EEPROM auto-read wait (QEMU loads instantly; real 82576 silicon needs
+//! EECD.AUTO_RD polled), PHY setup beyond restarting auto-negotiation, VMDq/SR-IOV.
+
+pub mod regs;
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use cadence_core::buf::Pool;
+use cadence_core::nic::{Port, PortStats, RssError, RxQueue, TxQueue};
+use cadence_core::rss::DEFAULT_KEY;
+use cadence_core::time::{Clock, poll_until};
+
+use crate::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
+use crate::intel::field::{Field, Regs};
+use crate::intel::queue::{self, rxq, txq};
+use crate::intel::rss::{self, MRQC, RXCSUM, RXCSUM_PCSD, RetaShadow, mrqc_field};
+use crate::intel::{IntelRx, IntelTx, QueueMap, QueuePair, Queues, RX_BUF_KIB, valid_ring_size};
+use regs::*;
+
+/// Intel's PCI vendor ID.
+pub const VENDOR_ID: u16 = 0x8086;
+/// The 82576 (copper), what QEMU's `igb` presents.
+pub const DEVICE_ID: u16 = 0x10C9;
+/// Queues of each direction (82576 §7.1.1: 16).
+pub const MAX_QUEUES: u16 = 16;
+/// Redirection-table entries (82576 §7.1.1.7).
+pub const RETA_ENTRIES: usize = 128;
+
+/// §8.2.1: CTRL.RST settles within 1 ms; no register access before.
+const RESET_SETTLE_MS: u64 = 1;
+/// Bound on CTRL.RST self-clearing.
+const RESET_MS: u64 = 100;
+/// RXDCTL/TXDCTL.ENABLE read-back (Linux igb: 10 ms).
+const QUEUE_ENABLE_MS: u64 = 10;
+/// MDIC.READY after a PHY register write (Linux igb: 1920 × 50 µs ≈ 100 ms).
+const MDIC_MS: u64 = 100;
+/// Link-up wait after CTRL.SLU: QEMU completes its auto-negotiation on a timer; not
+/// an error when it runs out (the link may come up later, RX waits for it).
+const LINK_MS: u64 = 3000;
+
+/// Where the 82576 keeps its queue registers.
+#[derive(Debug, Clone, Copy)]
+pub struct IgbQueues;
+
+impl QueueMap for IgbQueues {
+    const QUEUES: u16 = MAX_QUEUES;
+    /// SRRCTL.DROP_EN is bit 31 on the 82576.
+    const SRRCTL_DROP_EN: Field = Field::bit(31);
+
+    /// RDBAL(n) at 0x0C000 + 0x40n (0x02800 + 0x100n is a legacy alias for n < 4).
+    fn rx_block(q: u16) -> usize {
+        0x0C000 + 0x40 * q as usize
+    }
+
+    /// TDBAL(n) at 0x0E000 + 0x40n.
+    fn tx_block(q: u16) -> usize {
+        0x0E000 + 0x40 * q as usize
+    }
+
+    /// SRRCTL(n) at 0x0C00C + 0x40n.
+    fn srrctl(q: u16) -> usize {
+        Self::rx_block(q) + rxq::DEV_0C
+    }
+}
+
+/// Bring-up knobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Config {
+    /// Receive queues, 1..=16. Default 1.
+    pub rx_queues: u16,
+    /// Transmit queues, 1..=16. Default 1.
+    pub tx_queues: u16,
+    /// Descriptors per ring (16..=8192, a multiple of 8). Default 256.
+    pub ring: u16,
+    /// The Toeplitz key. Default `cadence_core::rss::DEFAULT_KEY`.
+    pub rss_key: [u8; 40],
+    /// Fill the receive rings from the bring-up's pool. Default on; off when each
+    /// queue gets buffers from its own pool later ([`IntelRx::fill`]).
+    pub fill_rx: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { rx_queues: 1, tx_queues: 1, ring: 256, rss_key: DEFAULT_KEY, fill_rx: true }
+    }
+}
+
+impl Config {
+    /// This configuration with `rx` receive and `tx` transmit queues.
+    pub fn with_queues(mut self, rx: u16, tx: u16) -> Self {
+        self.rx_queues = rx;
+        self.tx_queues = tx;
+        self
+    }
+
+    /// This configuration with rings of `n` descriptors.
+    pub fn with_ring(mut self, n: u16) -> Self {
+        self.ring = n;
+        self
+    }
+
+    /// This configuration with the receive rings filled at bring-up or not.
+    pub fn with_fill_rx(mut self, fill: bool) -> Self {
+        self.fill_rx = fill;
+        self
+    }
+}
+
+/// Why bring-up failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InitError {
+    /// The function is not an 82576.
+    NotIgb {
+        /// Its vendor ID.
+        vendor: u16,
+        /// Its device ID.
+        device: u16,
+    },
+    /// Queue count or ring size out of range.
+    BadConfig,
+    /// BAR 0 could not be mapped.
+    MapBar(BarError),
+    /// CTRL.RST did not clear.
+    ResetTimeout,
+    /// The PHY did not accept the auto-negotiation restart (MDIC).
+    PhyTimeout,
+    /// Descriptor ring memory could not be had.
+    RingAlloc(DmaError),
+    /// RXDCTL(n).ENABLE did not read back set.
+    RxEnableTimeout(u16),
+    /// TXDCTL(n).ENABLE did not read back set.
+    TxEnableTimeout(u16),
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::NotIgb { vendor, device } => write!(f, "{vendor:04x}:{device:04x} is not an 82576"),
+            InitError::BadConfig => f.write_str("queue count or ring size out of range"),
+            InitError::MapBar(e) => write!(f, "BAR 0: {e}"),
+            InitError::ResetTimeout => f.write_str("CTRL.RST did not clear"),
+            InitError::PhyTimeout => f.write_str("PHY auto-negotiation restart failed (MDIC)"),
+            InitError::RingAlloc(e) => write!(f, "descriptor rings: {e}"),
+            InitError::RxEnableTimeout(q) => write!(f, "RXDCTL({q}).ENABLE did not read back"),
+            InitError::TxEnableTimeout(q) => write!(f, "TXDCTL({q}).ENABLE did not read back"),
+        }
+    }
+}
+
+/// An 82576 port driven by polling.
+#[derive(Debug)]
+pub struct Igb<W, R> {
+    bar: W,
+    mac: [u8; 6],
+    rx: Vec<IntelRx<W, R>>,
+    tx: Vec<IntelTx<W, R>>,
+    reta: RetaShadow,
+    drops: core::cell::Cell<u64>,
+}
+
+fn delay<C: Clock + ?Sized>(clock: &C, ms: u64) {
+    let _ = poll_until(clock, clock.rate().ticks_from_ms(ms), || false);
+}
+
+fn mask_interrupts<W: Mmio>(r: &Regs<'_, W>) {
+    r.write(IMC, u32::MAX);
+    r.write(EIMC, u32::MAX);
+}
+
+impl<W: Mmio, R: Dma> Igb<W, R> {
+    /// Brings up the 82576 function `pci` with rings from `dma`, waits against `clock`,
+    /// and fills each receive ring from `pool`. On failure after the rings were
+    /// filled, the device is reset and the buffers go back to `pool`.
+    pub fn try_new<P, A, C>(
+        pci: &P,
+        dma: &mut A,
+        clock: &C,
+        pool: &mut Pool<'_>,
+        cfg: &Config,
+    ) -> Result<Self, InitError>
+    where
+        P: PciFunction<Window = W>,
+        A: DmaAlloc<Region = R>,
+        C: Clock + ?Sized,
+    {
+        let id = pci.config_read32(pci::ID);
+        let (vendor, device) = (id as u16, (id >> 16) as u16);
+        if vendor != VENDOR_ID || device != DEVICE_ID {
+            return Err(InitError::NotIgb { vendor, device });
+        }
+        if !(1..=MAX_QUEUES).contains(&cfg.rx_queues)
+            || !(1..=MAX_QUEUES).contains(&cfg.tx_queues)
+            || !valid_ring_size(cfg.ring)
+        {
+            return Err(InitError::BadConfig);
+        }
+        let cmd = pci.config_read32(pci::COMMAND) & 0xFFFF;
+        pci.config_write32(pci::COMMAND, cmd | pci::CMD_MEMORY | pci::CMD_BUS_MASTER | pci::CMD_INTX_DISABLE);
+        let bar = pci.map_bar(0, 0, BAR_LEN).map_err(InitError::MapBar)?;
+        let r = Regs::new(&bar);
+        let ms = |n: u64| clock.rate().ticks_from_ms(n);
+
+        // §4.5.1: interrupts off, global reset, interrupts off again.
+        mask_interrupts(&r);
+        r.set_bits(CTRL, &[CTRL_RST]);
+        delay(clock, RESET_SETTLE_MS);
+        poll_until(clock, ms(RESET_MS), || !r.is_set(CTRL, CTRL_RST)).map_err(|_| InitError::ResetTimeout)?;
+        mask_interrupts(&r);
+        r.set_bits(CTRL, &[CTRL_SLU]);
+        // After a reset the link stays down until auto-negotiation runs (QEMU: a 500 ms
+        // timer started by a PHY BMCR write with ANRESTART), so restart it through MDIC.
+        let an = bmcr::AUTOEN.mask() | bmcr::ANRESTART.mask() | bmcr::SPEED1000.mask() | bmcr::FD.mask();
+        r.write(
+            MDIC,
+            mdic::DATA.val(an) | mdic::REGADD.val(bmcr::REG) | mdic::PHYADD.val(1) | mdic::OP.val(mdic::OP_WRITE),
+        );
+        poll_until(clock, ms(MDIC_MS), || r.is_set(MDIC, mdic::READY)).map_err(|_| InitError::PhyTimeout)?;
+        if r.is_set(MDIC, mdic::ERROR) {
+            return Err(InitError::PhyTimeout);
+        }
+        r.set_bits(CTRL_EXT, &[CTRL_EXT_DRV_LOAD]);
+        let (ral, rah) = (r.read(RAL0), r.read(RAH0));
+        let [m0, m1, m2, m3] = ral.to_le_bytes();
+        let [m4, m5] = (RAH_ADDR.get(rah) as u16).to_le_bytes();
+        let mac = [m0, m1, m2, m3, m4, m5];
+        let mut dev =
+            Self { bar, mac, rx: Vec::new(), tx: Vec::new(), reta: RetaShadow::round_robin(0, 1), drops: 0.into() };
+        let _ = dev.read_drops();
+
+        // §4.5.9 receive: RCTL.EN off while configuring; RSS (key, table, PCSD, MRQC).
+        let r = Regs::new(&dev.bar);
+        r.clear_bits(RCTL, &[rctl::EN]);
+        rss::write_key(&dev.bar, &cfg.rss_key);
+        dev.reta = RetaShadow::round_robin(RETA_ENTRIES, cfg.rx_queues);
+        dev.reta.write_all(&dev.bar, |i| rss::RETA + 4 * i);
+        r.set_bits(RXCSUM, &[RXCSUM_PCSD]);
+        r.modify(MRQC, |v| MRQC_MRQE.set(v, 0b010) | mrqc_field::ALL);
+
+        if let Err(e) = dev.init_queues(pci, dma, clock, pool, cfg) {
+            Regs::new(&dev.bar).set_bits(CTRL, &[CTRL_RST]);
+            delay(clock, RESET_SETTLE_MS);
+            for q in &mut dev.rx {
+                q.release(pool);
+            }
+            return Err(e);
+        }
+        // Link: not fatal when slow (RX starts when it comes up).
+        let _ = poll_until(clock, ms(LINK_MS), || dev.link_up());
+        Ok(dev)
+    }
+
+    fn init_queues<P, A, C>(
+        &mut self,
+        pci: &P,
+        dma: &mut A,
+        clock: &C,
+        pool: &mut Pool<'_>,
+        cfg: &Config,
+    ) -> Result<(), InitError>
+    where
+        P: PciFunction<Window = W>,
+        A: DmaAlloc<Region = R>,
+        C: Clock + ?Sized,
+    {
+        let bar = &self.bar;
+        let r = Regs::new(bar);
+        let timeout = clock.rate().ticks_from_ms(QUEUE_ENABLE_MS);
+        for q in 0..cfg.rx_queues {
+            let tail = pci.map_bar(0, (IgbQueues::rx_block(q) + rxq::RDT) as u64, 4).map_err(InitError::MapBar)?;
+            let mut ring = IntelRx::try_new(dma, cfg.ring, tail, q).map_err(InitError::RingAlloc)?;
+            queue::program_rx::<IgbQueues, W>(bar, q, ring.ring_phys(), ring.ring_bytes(), RX_BUF_KIB);
+            if cfg.fill_rx {
+                ring.refill(pool);
+            }
+            self.rx.push(ring);
+            queue::enable_rx::<IgbQueues, W, C>(bar, clock, q, timeout).map_err(|_| InitError::RxEnableTimeout(q))?;
+            // The tail only after ENABLE read back as 1 (as on the 82599).
+            if let Some(ring) = self.rx.last_mut() {
+                ring.publish();
+            }
+        }
+        // Receive on: promiscuous, broadcast, CRC stripped, legacy DTYP 00b (SRRCTL
+        // selects advanced descriptors), no long packets.
+        r.modify(RCTL, |v| {
+            let v = rctl::DTYP.set(v, 0) & !rctl::LPE.mask();
+            v | rctl::EN.mask() | rctl::UPE.mask() | rctl::MPE.mask() | rctl::BAM.mask() | rctl::SECRC.mask()
+        });
+        for q in 0..cfg.tx_queues {
+            let tail = pci.map_bar(0, (IgbQueues::tx_block(q) + txq::TDT) as u64, 4).map_err(InitError::MapBar)?;
+            let ring = IntelTx::try_new(dma, cfg.ring, tail, q).map_err(InitError::RingAlloc)?;
+            queue::program_tx::<IgbQueues, W>(bar, q, ring.ring_phys(), ring.ring_bytes(), 8, 1);
+            self.tx.push(ring);
+            queue::enable_tx::<IgbQueues, W, C>(bar, clock, q, timeout).map_err(|_| InitError::TxEnableTimeout(q))?;
+        }
+        r.set_bits(TCTL, &[tctl::EN, tctl::PSP]);
+        Ok(())
+    }
+
+    /// Reads and clears the drop counters (MPC, RQDPC), returning the running total.
+    fn read_drops(&self) -> u64 {
+        let r = Regs::new(&self.bar);
+        let now = r.read(MPC) as u64 + (0..self.rx.len() as u16).map(|q| r.read(rqdpc(q)) as u64).sum::<u64>();
+        let total = self.drops.get() + now;
+        self.drops.set(total);
+        total
+    }
+
+    /// Whether STATUS reports the link up.
+    pub fn link_up(&self) -> bool {
+        Regs::new(&self.bar).is_set(STATUS, STATUS_LU)
+    }
+
+    /// Receive queue `i`.
+    pub fn rx_queue(&mut self, i: usize) -> Option<&mut IntelRx<W, R>> {
+        self.rx.get_mut(i)
+    }
+
+    /// Transmit queue `i`.
+    pub fn tx_queue(&mut self, i: usize) -> Option<&mut IntelTx<W, R>> {
+        self.tx.get_mut(i)
+    }
+
+    /// Queue pair `i` (receive, transmit).
+    pub fn queue_pair(&mut self, i: usize) -> Option<QueuePair<'_, W, R>> {
+        Some((self.rx.get_mut(i)?, self.tx.get_mut(i)?))
+    }
+
+    /// All receive and transmit queues.
+    pub fn queues_mut(&mut self) -> Queues<'_, W, R> {
+        (&mut self.rx, &mut self.tx)
+    }
+
+    /// Descriptors per ring.
+    pub fn ring_size(&self) -> u16 {
+        self.rx.first().map_or(0, |q| q.size())
+    }
+
+    /// The redirection table as the device holds it.
+    pub fn rss_table(&self) -> &[u8] {
+        self.reta.entries()
+    }
+
+    /// Good packets received / transmitted by the device since the last call
+    /// (GPRC/GPTC clear on read; octet counters read low half first).
+    pub fn take_packet_counters(&self) -> (u64, u64, u64, u64) {
+        let r = Regs::new(&self.bar);
+        let gprc = r.read(GPRC) as u64;
+        let gptc = r.read(GPTC) as u64;
+        let gorc = r.read(GORCL) as u64 | (OCTETS_HIGH.get(r.read(GORCH)) as u64) << 32;
+        let gotc = r.read(GOTCL) as u64 | (OCTETS_HIGH.get(r.read(GOTCH)) as u64) << 32;
+        let _ = r.read(CRCERRS);
+        (gprc, gptc, gorc, gotc)
+    }
+}
+
+impl<W: Mmio, R: Dma> Port for Igb<W, R> {
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    fn rx_queues(&self) -> usize {
+        self.rx.len()
+    }
+
+    fn tx_queues(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Live update, as on the ixgbe: only changed RETA registers are written; drain
+    /// the old queue of a moved bucket before serving the new one if order matters.
+    fn set_rss_table(&mut self, table: &[u16]) -> Result<(), RssError> {
+        if self.rx.len() < 2 {
+            return Err(RssError::Unsupported);
+        }
+        self.reta.update(&self.bar, table, self.rx.len() as u16, |i| rss::RETA + 4 * i).map(|_| ())
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut s = PortStats::default();
+        for q in &self.rx {
+            let r = q.rx_stats();
+            s.rx.packets += r.packets;
+            s.rx.bytes += r.bytes;
+            s.rx.errors += r.errors;
+            s.rx.no_buffer += r.no_buffer;
+        }
+        for q in &self.tx {
+            let t = q.tx_stats();
+            s.tx.packets += t.packets;
+            s.tx.bytes += t.bytes;
+            s.tx.errors += t.errors;
+            s.tx.ring_full += t.ring_full;
+        }
+        s.device_drops = self.read_drops();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_blocks_follow_the_e1000_map() {
+        assert_eq!(IgbQueues::rx_block(0), 0x0C000);
+        assert_eq!(IgbQueues::srrctl(0), 0x0C00C);
+        assert_eq!(IgbQueues::rx_block(0) + rxq::RXDCTL, 0x0C028);
+        assert_eq!(IgbQueues::tx_block(0), 0x0E000);
+        assert_eq!(IgbQueues::tx_block(0) + txq::TXDCTL, 0x0E028);
+        assert_eq!(IgbQueues::rx_block(15), 0x0C3C0);
+    }
+}
