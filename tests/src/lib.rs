@@ -48,12 +48,19 @@ pub const MAX_S: u64 = 300;
 /// Starts the rig for test `name` with `flows` standard flows and extra boot options
 /// (on top of `max_s=`[`MAX_S`]).
 pub fn start(name: &str, flows: u16, boot: BootOptions) -> Result<Rig> {
+    start_with(name, flows, boot, |_| {})
+}
+
+/// [`start`], with `tweak` adjusting the rig's configuration (cores, backend, NIC model)
+/// before QEMU starts.
+pub fn start_with(name: &str, flows: u16, boot: BootOptions, tweak: impl FnOnce(&mut RigConfig)) -> Result<Rig> {
     let mut cfg = RigConfig::new(image()?, out_dir(name), flows);
     let mut all = BootOptions::default().set("max_s", MAX_S);
     for (k, v) in &boot.0 {
         all = all.set(k, v);
     }
     cfg.boot = all;
+    tweak(&mut cfg);
     Rig::start(&cfg)
 }
 
