@@ -61,6 +61,19 @@ enum Cmd {
         /// Debug build of the image.
         #[arg(long)]
         debug: bool,
+        /// Worker cores (the guest gets at least this many vCPUs).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        workers: u32,
+        /// Queue pairs per NIC, one lane each. Above 1 with virtio-net this uses tap
+        /// backends with multi-queue (needs root).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+        lanes: u16,
+        /// Worker scheduling: metronome (sleep between rounds) or poll (busy polling).
+        #[arg(long, default_value = "metronome", value_parser = ["metronome", "poll"])]
+        sched: String,
+        /// NIC model: virtio-net or igb (Intel 82576; RSS inside QEMU, no root needed).
+        #[arg(long, default_value = "virtio-net", value_parser = ["virtio-net", "igb"])]
+        nic: String,
     },
     /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
     /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
@@ -94,7 +107,22 @@ fn real_main() -> Result<ExitCode> {
             let p = image::build(if debug { Profile::Debug } else { Profile::Release })?;
             println!("{}", p.display());
         }
-        Cmd::Run { seconds, rate, flows, sizes, seed, json, kvm, smp, extra_append, debug } => {
+        Cmd::Run {
+            seconds,
+            rate,
+            flows,
+            sizes,
+            seed,
+            json,
+            kvm,
+            smp,
+            extra_append,
+            debug,
+            workers,
+            lanes,
+            sched,
+            nic,
+        } => {
             let opts = RunOptions {
                 seconds,
                 rate,
@@ -106,6 +134,10 @@ fn real_main() -> Result<ExitCode> {
                 smp,
                 extra_append,
                 debug,
+                workers,
+                lanes,
+                sched,
+                nic,
                 ..RunOptions::default()
             };
             let s = run::run(&opts)?;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::image::{self, Profile};
 use crate::protocol::{self, Banner, BootOptions, Counters, Nic};
 use crate::qemu::kvm_usable;
-use crate::rig::{Rig, RigConfig};
+use crate::rig::{Backend, NicModel, Rig, RigConfig};
 use crate::traffic::{Classes, LatencySummary, Pacer, Rng, Sizes};
 
 /// Default offered load, frames per second (see README: no loss under TCG on 2 cores).
@@ -31,6 +31,15 @@ pub struct RunOptions {
     pub smp: u32,
     pub extra_append: String,
     pub debug: bool,
+    /// Worker cores (`workers=`); the guest gets at least this many vCPUs.
+    pub workers: u32,
+    /// Queue pairs per NIC (`lanes=`); above 1 with virtio-net this needs the tap backend
+    /// (root), since only tap gives QEMU's virtio-net more than one queue pair.
+    pub lanes: u16,
+    /// `metronome` or `poll` (`sched=`).
+    pub sched: String,
+    /// `virtio-net` or `igb`.
+    pub nic: String,
     /// Print every decoded defmt line up to this many (the rest stay in the file).
     pub defmt_print_max: usize,
 }
@@ -48,6 +57,10 @@ impl Default for RunOptions {
             smp: 1,
             extra_append: String::new(),
             debug: false,
+            workers: 1,
+            lanes: 1,
+            sched: "metronome".to_string(),
+            nic: "virtio-net".to_string(),
             defmt_print_max: 50,
         }
     }
@@ -118,9 +131,20 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     }
     let mut cfg = RigConfig::new(image.clone(), out_dir.clone(), opts.flows.max(1));
     cfg.kvm = kvm;
-    cfg.smp = opts.smp.max(1);
-    cfg.boot =
-        BootOptions::default().set("stats_ms", 1000).set("max_s", opts.seconds + 60).extend_raw(&opts.extra_append);
+    cfg.smp = opts.smp.max(opts.workers).max(1);
+    match opts.nic.as_str() {
+        "virtio-net" if opts.lanes > 1 => cfg.backend = Backend::Tap { queues: opts.lanes },
+        "virtio-net" => {}
+        "igb" => cfg.nic_model = NicModel::Igb,
+        other => anyhow::bail!("--nic {other}: expected virtio-net or igb"),
+    }
+    cfg.boot = BootOptions::default()
+        .set("stats_ms", 1000)
+        .set("max_s", opts.seconds + 60)
+        .set("workers", opts.workers.max(1))
+        .set("lanes", opts.lanes.max(1))
+        .set("sched", &opts.sched)
+        .extend_raw(&opts.extra_append);
     let mut rig = Rig::start(&cfg)?;
     println!("xtask: {}", rig.qemu_config.display());
     println!("xtask: artifacts in {}", out_dir.display());
@@ -268,6 +292,39 @@ fn finish(
     Ok(s)
 }
 
+/// Per-core and per-lane scheduling lines from the `@summary` counters (docs/PROTOCOL.md).
+fn render_metronome(o: &mut String, c: &Counters) {
+    let get = |k: String| c.0.get(&k).copied();
+    for i in 0..c.0.get("workers").copied().unwrap_or(0) {
+        let (Some(busy), Some(halted)) = (get(format!("core{i}_busy_cycles")), get(format!("core{i}_halted_cycles")))
+        else {
+            continue;
+        };
+        let share = 100.0 * busy as f64 / (busy + halted).max(1) as f64;
+        let _ = writeln!(
+            o,
+            "core {i}:   busy {share:.1}% of cycles | rounds {} won {} lost {} | packets {}",
+            get(format!("core{i}_tries")).unwrap_or(0),
+            get(format!("core{i}_wins")).unwrap_or(0),
+            get(format!("core{i}_busy_tries")).unwrap_or(0),
+            get(format!("core{i}_packets")).unwrap_or(0),
+        );
+    }
+    for k in 0..c.0.get("lanes").copied().unwrap_or(0) {
+        let us = |key: &str| get(format!("lane{k}_{key}")).unwrap_or(0) as f64 / 1000.0;
+        let _ = writeln!(
+            o,
+            "lane {k}:   rho {:.3} | T_S {:.1} us | vacation mean {:.1} us, p99 {:.1} us | won {} lost {}",
+            us("rho_permille"),
+            us("ts_ns"),
+            us("vac_mean_ns"),
+            us("vac_p99_ns"),
+            get(format!("lane{k}_wins")).unwrap_or(0),
+            get(format!("lane{k}_busy_tries")).unwrap_or(0),
+        );
+    }
+}
+
 /// The final human summary.
 pub fn render(s: &RunSummary) -> String {
     let h = &s.host;
@@ -288,6 +345,7 @@ pub fn render(s: &RunSummary) -> String {
             let _ = writeln!(o, "firmware: {}", c.compact());
             let drops: Vec<String> = s.firmware_drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let _ = writeln!(o, "          drops by reason: {}", drops.join(" "));
+            render_metronome(&mut o, c);
         }
         None => {
             let _ = writeln!(o, "firmware: no @summary");
