@@ -21,6 +21,7 @@
 //! bottom explore every interleaving and every memory-model outcome.
 
 mod guarded;
+pub mod prefetch;
 
 pub use guarded::Guarded;
 

@@ -1,0 +1,405 @@
+//! Longest-prefix match for IPv4 and IPv6 routes (`SPEC.md` §3 "LPM tables", §4 L3 forwarder).
+//!
+//! One multibit trie serves both families. Addresses are left-aligned in a `u128` (IPv4 in the top
+//! 32 bits). The first level has `2^first_stride` entries (16 or 24 bits: DIR-24-8 with 24, which
+//! costs 64 MiB of first level; DIR-16-8-8 with 16, 256 KiB, one more memory access for routes
+//! longer than /24), then 256-entry groups of 8 bits each (IPv6 with 16: 16 + 14 × 8 = 128).
+//!
+//! An entry is a `u32`: `EXT | group` (go one level down), or `VALID | depth << 22 | next_hop`
+//! (the route that covers the entry, with its prefix length, as in DPDK's rte_lpm), or 0 (no
+//! route). Adding a route of length `l` paints the entries its prefix covers whose depth is ≤ `l`;
+//! deleting it repaints the entries of depth `l` with its parent route (the longest shorter route
+//! covering the prefix, from the control plane's route map). Groups come from a pool sized at
+//! creation; a group stays allocated when its routes go (no collapse), so a lookup never follows a
+//! reused group. A lookup is one load per level and cannot panic. Route changes take `&mut self`.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::fmt;
+
+const EXT: u32 = 1 << 31;
+const VALID: u32 = 1 << 30;
+const DEPTH_SHIFT: u32 = 22;
+const NH_MASK: u32 = (1 << DEPTH_SHIFT) - 1;
+/// Largest next-hop id an entry can hold.
+pub const MAX_NEXT_HOP: u32 = NH_MASK;
+const GROUP: usize = 256;
+
+/// Why a route change was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LpmError {
+    /// The prefix length exceeds the address width.
+    BadPrefixLength,
+    /// The next hop exceeds [`MAX_NEXT_HOP`].
+    NextHopTooLarge,
+    /// The group pool is exhausted (raise `max_groups`).
+    OutOfGroups,
+    /// No such route.
+    NotFound,
+}
+
+impl fmt::Display for LpmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LpmError::BadPrefixLength => "prefix length exceeds the address width",
+            LpmError::NextHopTooLarge => "next hop too large",
+            LpmError::OutOfGroups => "trie group pool exhausted",
+            LpmError::NotFound => "no such route",
+        })
+    }
+}
+
+#[inline]
+fn bits(addr: u128, start: u32, width: u32) -> usize {
+    if width == 0 || start >= 128 {
+        return 0;
+    }
+    ((addr << start) >> (128 - width)) as usize
+}
+
+#[inline]
+fn mask(addr: u128, len: u32) -> u128 {
+    if len == 0 { 0 } else { addr & (u128::MAX << (128 - len.min(128))) }
+}
+
+#[inline]
+fn depth(e: u32) -> u32 {
+    (e >> DEPTH_SHIFT) & 0xFF
+}
+
+/// The shared trie (addresses left-aligned in a `u128`).
+#[derive(Debug)]
+struct Trie {
+    addr_bits: u32,
+    first: u32,
+    root: Vec<u32>,
+    groups: Vec<u32>,
+    max_groups: usize,
+    routes: BTreeMap<(u32, u128), u32>,
+}
+
+impl Trie {
+    fn new(addr_bits: u32, first: u32, max_groups: usize) -> Self {
+        let first = first.clamp(8, 24).min(addr_bits);
+        Self {
+            addr_bits,
+            first,
+            root: alloc::vec![0; 1 << first],
+            groups: Vec::with_capacity(max_groups.saturating_mul(GROUP)),
+            max_groups,
+            routes: BTreeMap::new(),
+        }
+    }
+
+    fn lookup(&self, addr: u128) -> Option<u32> {
+        let mut e = *self.root.get(bits(addr, 0, self.first))?;
+        let mut start = self.first;
+        while e & EXT != 0 {
+            let g = (e & !EXT) as usize;
+            e = *self.groups.get(g * GROUP + bits(addr, start, 8))?;
+            start += 8;
+        }
+        (e & VALID != 0).then_some(e & NH_MASK)
+    }
+
+    /// Groups that painting `prefix/len` would have to create.
+    fn groups_needed(&self, prefix: u128, len: u32) -> usize {
+        let mut e = self.root.get(bits(prefix, 0, self.first)).copied().unwrap_or(0);
+        let mut end = self.first;
+        while len > end {
+            if e & EXT == 0 {
+                return (len - end).div_ceil(8) as usize;
+            }
+            let g = (e & !EXT) as usize;
+            e = self.groups.get(g * GROUP + bits(prefix, end, 8)).copied().unwrap_or(0);
+            end += 8;
+        }
+        0
+    }
+
+    /// Sets every entry covered by `prefix/len` for which `cond(old)` holds to `new`.
+    /// `table` is `None` for the root, `Some(g)` for group `g`; `start` is its first bit.
+    fn paint(
+        &mut self,
+        table: Option<usize>,
+        start: u32,
+        prefix: u128,
+        len: u32,
+        new: u32,
+        cond: &dyn Fn(u32) -> bool,
+    ) {
+        let (base, width) = match table {
+            None => (0, self.first),
+            Some(g) => (g * GROUP, 8),
+        };
+        let end = start + width;
+        if len <= end {
+            let (first, span) =
+                if len <= start { (0, 1usize << width) } else { (bits(prefix, start, width), 1usize << (end - len)) };
+            for i in first..first + span {
+                let e = self.entry(table, base + i);
+                if e & EXT != 0 {
+                    self.paint(Some((e & !EXT) as usize), end, prefix, len, new, cond);
+                } else if cond(e) {
+                    self.set(table, base + i, new);
+                }
+            }
+            return;
+        }
+        let i = base + bits(prefix, start, width);
+        let mut e = self.entry(table, i);
+        if e & EXT == 0 {
+            if self.groups.len() / GROUP >= self.max_groups {
+                debug_assert!(false, "groups_needed was checked first");
+                return;
+            }
+            let g = self.groups.len() / GROUP;
+            self.groups.extend(core::iter::repeat_n(e, GROUP));
+            e = EXT | g as u32;
+            self.set(table, i, e);
+        }
+        self.paint(Some((e & !EXT) as usize), end, prefix, len, new, cond);
+    }
+
+    fn entry(&self, table: Option<usize>, i: usize) -> u32 {
+        match table {
+            None => self.root.get(i).copied().unwrap_or(0),
+            Some(_) => self.groups.get(i).copied().unwrap_or(0),
+        }
+    }
+
+    fn set(&mut self, table: Option<usize>, i: usize, v: u32) {
+        let slot = match table {
+            None => self.root.get_mut(i),
+            Some(_) => self.groups.get_mut(i),
+        };
+        if let Some(s) = slot {
+            *s = v;
+        }
+    }
+
+    fn check(&self, len: u32, nh: u32) -> Result<(), LpmError> {
+        if len > self.addr_bits {
+            return Err(LpmError::BadPrefixLength);
+        }
+        if nh > MAX_NEXT_HOP {
+            return Err(LpmError::NextHopTooLarge);
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, prefix: u128, len: u32, nh: u32) -> Result<(), LpmError> {
+        self.check(len, nh)?;
+        let prefix = mask(prefix, len);
+        if self.groups.len() / GROUP + self.groups_needed(prefix, len) > self.max_groups {
+            return Err(LpmError::OutOfGroups);
+        }
+        self.routes.insert((len, prefix), nh);
+        let new = VALID | len << DEPTH_SHIFT | nh;
+        self.paint(None, 0, prefix, len, new, &|e| e & VALID == 0 || depth(e) <= len);
+        Ok(())
+    }
+
+    fn delete(&mut self, prefix: u128, len: u32) -> Result<(), LpmError> {
+        self.check(len, 0)?;
+        let prefix = mask(prefix, len);
+        self.routes.remove(&(len, prefix)).ok_or(LpmError::NotFound)?;
+        let parent = (0..len)
+            .rev()
+            .find_map(|l| self.routes.get(&(l, mask(prefix, l))).map(|nh| VALID | l << DEPTH_SHIFT | nh))
+            .unwrap_or(0);
+        self.paint(None, 0, prefix, len, parent, &|e| e & VALID != 0 && depth(e) == len);
+        Ok(())
+    }
+}
+
+/// Sizes of an LPM table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct LpmConfig {
+    /// Bits resolved by the first level (8..=24; IPv4 default 24 = DIR-24-8, IPv6 default 16).
+    pub first_stride: u8,
+    /// 256-entry groups for longer routes (allocated at creation: 1 KiB each).
+    pub max_groups: usize,
+}
+
+impl LpmConfig {
+    /// DIR-24-8 for IPv4 with `max_groups` groups.
+    pub const fn ipv4(max_groups: usize) -> Self {
+        Self { first_stride: 24, max_groups }
+    }
+    /// First stride 16 for IPv6 with `max_groups` groups.
+    pub const fn ipv6(max_groups: usize) -> Self {
+        Self { first_stride: 16, max_groups }
+    }
+}
+
+/// IPv4 routes: prefix → next-hop id.
+#[derive(Debug)]
+pub struct Lpm4(Trie);
+
+impl Lpm4 {
+    /// An empty table (allocates the first level and the group pool).
+    pub fn new(cfg: LpmConfig) -> Self {
+        Self(Trie::new(32, u32::from(cfg.first_stride), cfg.max_groups))
+    }
+    /// Adds (or replaces) the route `prefix/len → next_hop`.
+    pub fn add(&mut self, prefix: u32, len: u8, next_hop: u32) -> Result<(), LpmError> {
+        self.0.add(u128::from(prefix) << 96, u32::from(len), next_hop)
+    }
+    /// Deletes the route `prefix/len`.
+    pub fn delete(&mut self, prefix: u32, len: u8) -> Result<(), LpmError> {
+        self.0.delete(u128::from(prefix) << 96, u32::from(len))
+    }
+    /// The next hop of the longest route covering `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: u32) -> Option<u32> {
+        self.0.lookup(u128::from(addr) << 96)
+    }
+    /// Looks up each address into `out[i]`.
+    pub fn lookup_burst(&self, addrs: &[u32], out: &mut [Option<u32>]) {
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            *o = self.lookup(*a);
+        }
+    }
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.0.routes.len()
+    }
+    /// Whether there is no route.
+    pub fn is_empty(&self) -> bool {
+        self.0.routes.is_empty()
+    }
+}
+
+/// IPv6 routes: prefix → next-hop id.
+#[derive(Debug)]
+pub struct Lpm6(Trie);
+
+impl Lpm6 {
+    /// An empty table (allocates the first level and the group pool).
+    pub fn new(cfg: LpmConfig) -> Self {
+        Self(Trie::new(128, u32::from(cfg.first_stride), cfg.max_groups))
+    }
+    /// Adds (or replaces) the route `prefix/len → next_hop`.
+    pub fn add(&mut self, prefix: u128, len: u8, next_hop: u32) -> Result<(), LpmError> {
+        self.0.add(prefix, u32::from(len), next_hop)
+    }
+    /// Deletes the route `prefix/len`.
+    pub fn delete(&mut self, prefix: u128, len: u8) -> Result<(), LpmError> {
+        self.0.delete(prefix, u32::from(len))
+    }
+    /// The next hop of the longest route covering `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: u128) -> Option<u32> {
+        self.0.lookup(addr)
+    }
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.0.routes.len()
+    }
+    /// Whether there is no route.
+    pub fn is_empty(&self) -> bool {
+        self.0.routes.is_empty()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    /// The linear reference: longest matching prefix among the live routes.
+    fn linear(routes: &[(u128, u32, u32)], addr: u128) -> Option<u32> {
+        routes.iter().filter(|(p, l, _)| mask(addr, *l) == *p).max_by_key(|(_, l, _)| *l).map(|(_, _, nh)| *nh)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(u128, u32, u32),
+        Del(usize),
+    }
+
+    fn check(bits: u32, first: u8, base: u128, ops: &[Op], probes: &[u128]) -> Result<(), TestCaseError> {
+        let mut t = Trie::new(bits, u32::from(first), 4096);
+        let mut live: Vec<(u128, u32, u32)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Add(p, l, nh) => {
+                    let l = (*l).min(bits);
+                    let p = mask(base ^ (*p << (128 - bits)), l);
+                    prop_assert_eq!(t.add(p, l, *nh), Ok(()));
+                    live.retain(|(q, m, _)| !(*q == p && *m == l));
+                    live.push((p, l, *nh));
+                }
+                Op::Del(i) if !live.is_empty() => {
+                    let (p, l, _) = live.remove(i % live.len());
+                    prop_assert_eq!(t.delete(p, l), Ok(()));
+                    prop_assert_eq!(t.delete(p, l), Err(LpmError::NotFound));
+                }
+                Op::Del(_) => {}
+            }
+            for a in probes.iter().map(|a| base ^ (*a << (128 - bits))).chain(live.iter().map(|r| r.0)) {
+                prop_assert_eq!(t.lookup(a), linear(&live, a), "addr {:x}", a);
+            }
+        }
+        Ok(())
+    }
+
+    /// Prefixes drawn from a few clustered values so that routes nest and overlap.
+    fn ops(bits: u32) -> impl Strategy<Value = Vec<Op>> {
+        let lens = prop_oneof![0u32..=bits, (bits.saturating_sub(12))..=bits];
+        let p = prop_oneof![any::<u128>(), (0u128..16), (0u128..16).prop_map(move |x| x << (bits - 8))];
+        let op = prop_oneof![3 => (p, lens, 0u32..1000).prop_map(|(p, l, nh)| Op::Add(p, l, nh)), 1 => any::<usize>().prop_map(Op::Del)];
+        proptest::collection::vec(op, 1..40)
+    }
+
+    proptest! {
+        // DIR-24-8 zeroes a 64 MiB first level per case: a few cases only.
+        #![proptest_config(ProptestConfig::with_cases(6))]
+        #[test]
+        fn pna_lpm4_dir24_matches_linear(ops in ops(32), probes in proptest::collection::vec(prop_oneof![any::<u128>(), 0u128..64], 8)) {
+            check(32, 24, 0, &ops, &probes.iter().map(|p| p & 0xFFFF_FFFF).collect::<Vec<_>>())?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn pna_lpm4_matches_linear(ops in ops(32), probes in proptest::collection::vec(prop_oneof![any::<u128>(), 0u128..64], 8)) {
+            check(32, 16, 0, &ops, &probes.iter().map(|p| p & 0xFFFF_FFFF).collect::<Vec<_>>())?;
+        }
+
+        #[test]
+        fn pna_lpm6_matches_linear(ops in ops(128), probes in proptest::collection::vec(prop_oneof![any::<u128>(), 0u128..64], 8)) {
+            check(128, 16, 0x2001_0db8 << 96, &ops, &probes)?;
+        }
+    }
+
+    #[test]
+    fn pna_lpm4_api_and_errors() {
+        let mut t = Lpm4::new(LpmConfig { first_stride: 16, max_groups: 2 });
+        assert_eq!(t.add(0x0a00_0000, 8, 1), Ok(()));
+        assert_eq!(t.add(0x0a01_0200, 24, 2), Ok(()));
+        assert_eq!(t.add(0x0a01_0203, 32, 3), Ok(()));
+        assert_eq!(t.add(0x0b01_0203, 32, 3), Err(LpmError::OutOfGroups));
+        assert_eq!(t.add(0, 33, 3), Err(LpmError::BadPrefixLength));
+        assert_eq!(t.add(0, 0, MAX_NEXT_HOP + 1), Err(LpmError::NextHopTooLarge));
+        let mut out = [None; 4];
+        t.lookup_burst(&[0x0a01_0203, 0x0a01_0204, 0x0a02_0000, 0x0b00_0000], &mut out);
+        assert_eq!(out, [Some(3), Some(2), Some(1), None]);
+        assert_eq!(t.delete(0x0a01_0200, 24), Ok(()));
+        assert_eq!(t.lookup(0x0a01_0204), Some(1));
+        assert_eq!(t.lookup(0x0a01_0203), Some(3));
+        assert_eq!(t.len(), 2);
+        let mut t6 = Lpm6::new(LpmConfig::ipv6(64));
+        assert_eq!(t6.add(0x2001_0db8 << 96, 32, 7), Ok(()));
+        assert_eq!(t6.add((0x2001_0db8 << 96) | 1, 128, 8), Ok(()));
+        assert_eq!(t6.lookup((0x2001_0db8 << 96) | 1), Some(8));
+        assert_eq!(t6.lookup((0x2001_0db8 << 96) | 2), Some(7));
+        assert_eq!(t6.lookup(0), None);
+    }
+}

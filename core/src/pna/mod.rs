@@ -1,0 +1,180 @@
+//! P4 Portable NIC Architecture match-action tables (`SPEC.md` §3; PNA v0.7 §"add-on-miss",
+//! §"idle timeout"; `notes/dataplane.md` §4).
+//!
+//! - [`exact`]: the exact-match table that the data plane fills itself: `add_on_miss`, data-plane
+//!   updates of an entry's parameters, idle timeout (`NoTimeout`, `NotifyControl`, `AutoDelete`)
+//!   with expire-time profiles, control-plane insert/modify/delete/iteration, burst lookups.
+//!   Lookups take no lock; writers lock one bucket at a time (a seqlock), never the table.
+//! - [`p4`]: the P4-shaped face of an exact table for NFs: typed actions with parameters, a default
+//!   action, `add_entry` from the miss path, and entry handles for the hit path.
+//! - [`events`]: the bounded multi-producer ring that carries `NotifyControl` expiry reports.
+//! - [`lpm`]: longest-prefix match for IPv4 and IPv6 routes (a multibit trie, first stride 16 or
+//!   24 bits, then 8-bit strides), managed by the control plane.
+//! - [`ternary`]: a 5-tuple rule classifier (prefixes, port ranges, protocol, priority) by tuple
+//!   space search, with a linear reference.
+//!
+//! Time is always passed in ([`Instant`](crate::time::Instant)); nothing here reads a clock.
+//! Memory is allocated when a table is built; the per-packet paths never allocate and never
+//! panic (results are `Option`/`Result`/status enums, failures are counted by reason).
+
+#![forbid(unsafe_code)]
+
+use core::fmt;
+
+pub mod events;
+pub mod exact;
+pub mod lpm;
+pub mod p4;
+pub mod ternary;
+
+#[cfg(test)]
+mod tests;
+
+// Atomics: loom's under `--cfg loom` (so the model checker sees every access), core's otherwise.
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+
+/// A pause inside a bounded retry loop (loom needs a yield to explore the other thread).
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// PNA `ExpireTimeProfileId_t`: the control plane maps each id to a duration.
+pub type ExpireProfileId = u8;
+
+/// An action's identifier within its table (P4 action id, 0..=255).
+pub type ActionId = u8;
+
+/// PNA `pna_idle_timeout` table property.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IdleTimeout {
+    /// Entries never expire.
+    NoTimeout,
+    /// Expired entries stay matchable; a sweep reports them once on the event ring and the control
+    /// plane decides (usually deletes them).
+    NotifyControl,
+    /// Expired entries count as absent and their slots as free (lazy deletion); a sweep frees them.
+    AutoDelete,
+}
+
+/// Why `add_entry` (or a control-plane insert) did not add the entry (`ADD_ENTRY_NOT_DONE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum NotDone {
+    /// The table holds its capacity of entries.
+    TableFull,
+    /// Every slot of the key's bucket is taken by a live entry.
+    BucketFull,
+    /// The action is not one of the table's hit actions.
+    InvalidAction,
+    /// The key is already in the table (another core added it since the miss).
+    KeyExists,
+    /// The bucket stayed locked by another writer for the whole bounded wait.
+    Busy,
+    /// The table was declared without `add_on_miss`.
+    AddOnMissDisabled,
+}
+
+impl NotDone {
+    /// Number of reasons (the length of the per-reason counter array).
+    pub const COUNT: usize = 6;
+
+    /// Index into per-reason counters.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for NotDone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NotDone::TableFull => "table full",
+            NotDone::BucketFull => "bucket full",
+            NotDone::InvalidAction => "invalid action",
+            NotDone::KeyExists => "key exists",
+            NotDone::Busy => "bucket busy",
+            NotDone::AddOnMissDisabled => "add_on_miss disabled",
+        })
+    }
+}
+
+/// PNA `AddEntryErrorStatus_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AddStatus {
+    /// `ADD_ENTRY_SUCCESS`: the next lookup of the key hits.
+    Success,
+    /// `ADD_ENTRY_NOT_DONE`, with the reason (also counted).
+    NotDone(NotDone),
+}
+
+impl AddStatus {
+    /// Whether the entry was added.
+    pub const fn is_success(self) -> bool {
+        matches!(self, AddStatus::Success)
+    }
+}
+
+/// Why an operation on an existing entry failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum EntryError {
+    /// No such entry (never added, deleted, expired under `AutoDelete`, or its slot was reused).
+    NotFound,
+    /// The bucket stayed locked by another writer for the whole bounded wait.
+    Busy,
+    /// Expire-time operations need a table with an idle timeout.
+    NoIdleTimeout,
+    /// The action is not one of the table's hit actions.
+    InvalidAction,
+}
+
+impl fmt::Display for EntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EntryError::NotFound => "no such entry",
+            EntryError::Busy => "bucket busy",
+            EntryError::NoIdleTimeout => "table has no idle timeout",
+            EntryError::InvalidAction => "invalid action",
+        })
+    }
+}
+
+/// A set of action ids (256 bits): the actions a table accepts as hit actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ActionMask([u64; 4]);
+
+impl ActionMask {
+    /// No action.
+    pub const EMPTY: Self = Self([0; 4]);
+    /// Every action id.
+    pub const ALL: Self = Self([u64::MAX; 4]);
+
+    /// The set of the given ids.
+    pub const fn of(ids: &[ActionId]) -> Self {
+        let mut m = [0u64; 4];
+        let mut i = 0;
+        while i < ids.len() {
+            let id = ids[i] as usize;
+            m[id / 64] |= 1 << (id % 64);
+            i += 1;
+        }
+        Self(m)
+    }
+
+    /// Whether `id` is in the set.
+    #[inline]
+    pub const fn contains(self, id: ActionId) -> bool {
+        let id = id as usize;
+        self.0[id / 64] & (1 << (id % 64)) != 0
+    }
+}
