@@ -30,6 +30,7 @@ impl Stage for IoOnly {
         input: &mut Batch,
         out: &mut [Batch],
         _counters: &mut StageCounters,
+        _now: Instant,
     ) -> Commands {
         let dst = 1 - port;
         while let Some(b) = input.pop() {

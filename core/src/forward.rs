@@ -11,6 +11,7 @@
 
 use crate::buf::{Batch, PacketBuf, Pool};
 use crate::parse::{self, EthernetFrame, ParseError};
+use crate::time::Instant;
 use core::fmt;
 
 /// Why a frame was dropped. Every drop on the per-packet path is counted under one of
@@ -40,11 +41,29 @@ pub enum DropReason {
     BadL4Len,
     /// The TX ring stayed full: the frame could not be sent.
     TxFull,
+    /// An ACL rule denied the flow.
+    AclDeny,
+    /// No route (L3 forwarder) or no egress port for the frame.
+    NoRoute,
+    /// IPv4 TTL / IPv6 hop limit would reach 0.
+    TtlExpired,
+    /// NAT found no free port for a new mapping.
+    NatPortsExhausted,
+    /// NAT saw an inbound frame that matches no mapping.
+    NatNoMapping,
+    /// The URL filter blocked the connection.
+    UrlBlocked,
+    /// The load balancer has no live backend for the VIP.
+    LbNoBackend,
+    /// A per-flow table had no room for a new flow.
+    FlowTableFull,
+    /// The NF does not handle this kind of frame (e.g. NAT on a non-IPv4 frame).
+    NfUnsupported,
 }
 
 impl DropReason {
     /// Number of reasons (size of a per-reason counter array).
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 19;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -58,6 +77,15 @@ impl DropReason {
         DropReason::TruncatedL4,
         DropReason::BadL4Len,
         DropReason::TxFull,
+        DropReason::AclDeny,
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::NatPortsExhausted,
+        DropReason::NatNoMapping,
+        DropReason::UrlBlocked,
+        DropReason::LbNoBackend,
+        DropReason::FlowTableFull,
+        DropReason::NfUnsupported,
     ];
 
     /// Index into a per-reason counter array.
@@ -78,6 +106,15 @@ impl DropReason {
             DropReason::TruncatedL4 => "truncated_l4",
             DropReason::BadL4Len => "bad_l4_len",
             DropReason::TxFull => "tx_full",
+            DropReason::AclDeny => "acl_deny",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NatPortsExhausted => "nat_ports_exhausted",
+            DropReason::NatNoMapping => "nat_no_mapping",
+            DropReason::UrlBlocked => "url_blocked",
+            DropReason::LbNoBackend => "lb_no_backend",
+            DropReason::FlowTableFull => "flow_table_full",
+            DropReason::NfUnsupported => "nf_unsupported",
         }
     }
 }
@@ -213,7 +250,8 @@ impl StageCounters {
 ///   [`DropReason::TxFull`]: the caller should hand in output batches with room.
 /// - Never panics and never allocates.
 pub trait Stage {
-    /// Processes one batch received on `port`; returns the control commands seen.
+    /// Processes one batch received on `port` at time `now`; returns the control
+    /// commands seen.
     fn process(
         &mut self,
         port: usize,
@@ -221,6 +259,7 @@ pub trait Stage {
         input: &mut Batch,
         out: &mut [Batch],
         counters: &mut StageCounters,
+        now: Instant,
     ) -> Commands;
 }
 
@@ -322,6 +361,7 @@ impl Stage for Forwarder {
         input: &mut Batch,
         out: &mut [Batch],
         counters: &mut StageCounters,
+        _now: Instant,
     ) -> Commands {
         let mut cmds = Commands::default();
         for &b in input.as_slice() {

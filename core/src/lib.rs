@@ -23,6 +23,7 @@ pub mod buf;
 pub mod checksum;
 pub mod forward;
 pub mod metronome;
+pub mod nf;
 pub mod nic;
 pub mod parse;
 pub mod pipeline;

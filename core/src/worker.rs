@@ -242,7 +242,7 @@ impl<S: Stage> Worker<S> {
                 c.rx += n as u64;
                 c.rx_bytes += self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>();
             }
-            let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage);
+            let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage, now);
             outcome.commands.merge(cmds);
         }
 

@@ -2,6 +2,7 @@ use super::*;
 use crate::buf::BUF_SIZE;
 use crate::parse::{ETHERTYPE_IPV4, TPID_8021Q};
 use crate::test_frames::*;
+use crate::time::Instant;
 
 const OWN: [[u8; 6]; PORTS] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
 const PEER: [[u8; 6]; PORTS] = ForwardConfig::DEFAULT_PEERS;
@@ -55,7 +56,7 @@ fn forwards_both_ways_with_mac_rewrite_in_order() {
         let frames: Vec<_> = (0..5).map(|i| udp4(i, 7, &[i as u8; 3])).collect();
         let mut input = batch_of(&mut pool, &frames);
         let mut out = [Batch::new(), Batch::new()];
-        let cmds = fwd.process(port, &mut pool, &mut input, &mut out, &mut counters);
+        let cmds = fwd.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
         assert!(cmds.is_empty() && input.is_empty());
         let to = 1 - port;
         assert!(out[port].is_empty());
@@ -90,7 +91,7 @@ fn drops_are_freed_and_counted() {
     ];
     let mut input = batch_of(&mut pool, &frames);
     let mut out = [Batch::new(), Batch::new()];
-    let cmds = fwd.process(1, &mut pool, &mut input, &mut out, &mut counters);
+    let cmds = fwd.process(1, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     assert!(cmds.is_empty());
     assert_eq!(out[0].len(), 2);
     assert_eq!(counters.drops_for(DropReason::Runt), 1);
@@ -109,7 +110,7 @@ fn control_frames_are_consumed_when_enabled() {
     let frames = vec![control(2), udp4(1, 2, &[]), control(2), control(9), control(1)];
     let mut input = batch_of(&mut pool, &frames);
     let mut out = [Batch::new(), Batch::new()];
-    let cmds = fwd.process(0, &mut pool, &mut input, &mut out, &mut counters);
+    let cmds = fwd.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     assert_eq!(cmds, Commands { stop: true, stats: 2 });
     assert_eq!(counters.ctl, 3);
     assert_eq!(counters.drops_for(DropReason::UnsupportedEthertype), 1, "unknown command byte");
@@ -131,13 +132,13 @@ fn no_room_or_no_port_counts_tx_full() {
     }
     let frames: Vec<_> = (0..4).map(|_| udp4(1, 2, &[])).collect();
     let mut input = batch_of(&mut pool, &frames);
-    fwd.process(0, &mut pool, &mut input, &mut out, &mut counters);
+    fwd.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     assert_eq!(counters.drops_for(DropReason::TxFull), 2);
     // A port the forwarder does not have, and an output slice that is too short.
     let mut input = batch_of(&mut pool, &frames[..1]);
-    fwd.process(5, &mut pool, &mut input, &mut out, &mut counters);
+    fwd.process(5, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     let mut input = batch_of(&mut pool, &frames[..1]);
-    fwd.process(0, &mut pool, &mut input, &mut out[..1], &mut counters);
+    fwd.process(0, &mut pool, &mut input, &mut out[..1], &mut counters, Instant(0));
     assert_eq!(counters.drops_for(DropReason::TxFull), 4);
     pool.free_batch(&mut out[1]);
     assert_eq!(pool.in_use(), 0);

@@ -1,0 +1,274 @@
+//! Network functions and chains (SPEC §4).
+//!
+//! A [`Chain`] is a [`Stage`]: for each received batch it parses every frame once (a frame
+//! that does not parse is dropped and counted, a control frame is consumed, exactly as the
+//! L2 [`Forwarder`](crate::forward::Forwarder) does), hands the surviving packets to each
+//! [`Nf`] in order, and sends what is still alive out of the port its verdict names, with
+//! the egress MAC rewrite (destination = the port's peer unless an NF set one, source =
+//! the port's own MAC).
+//!
+//! An NF sees an [`NfBatch`]: up to 32 [`Pkt`]s, each with its buffer, the parse result
+//! and a [`Verdict`]. It works on the packets whose verdict is still `Forward`, may rewrite
+//! their frames in place (through the pool) and may set `Drop(reason)`; it never
+//! reorders, never removes a packet itself and never panics. Per-flow state lives in
+//! `core::pna` tables shared by every worker core (a flow is handled by one core at a
+//! time: RSS keeps it on one lane, and one worker holds a lane at a time); an NF instance
+//! is per worker and holds its core's `pna` lane handles.
+//!
+//! Chains can be cut at a position ([`Chain::split_off`]) so that a booster core runs the
+//! tail of a chain for a whale flow (NetBlaze, SPEC §2).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
+use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters, parse_control};
+use crate::parse::{self, EthernetFrame, ParseError, Parsed};
+use crate::time::Instant;
+
+/// What happens to a packet when the chain is done with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Verdict {
+    /// Send it on this port (still alive: later NFs see it).
+    Forward(u8),
+    /// Drop it, counted under this reason (later NFs skip it).
+    Drop(DropReason),
+}
+
+/// One packet in an [`NfBatch`].
+#[derive(Debug, Clone, Copy)]
+pub struct Pkt {
+    /// Its buffer.
+    pub buf: PacketBuf,
+    /// The parse result (offsets stay valid: NFs rewrite fields, never header lengths).
+    pub parsed: Parsed,
+    /// The port it arrived on.
+    pub ingress: u8,
+    /// What happens to it.
+    pub verdict: Verdict,
+    /// Destination MAC to write at egress instead of the port's peer (set by the L3
+    /// forwarder from its next hop).
+    pub dst_mac: Option<[u8; 6]>,
+}
+
+impl Pkt {
+    /// Whether the packet is still to be forwarded.
+    pub fn alive(&self) -> bool {
+        matches!(self.verdict, Verdict::Forward(_))
+    }
+}
+
+/// The packets of one received batch, in arrival order.
+#[derive(Debug, Default)]
+pub struct NfBatch {
+    pkts: heapless::Vec<Pkt, BATCH_SIZE>,
+}
+
+impl NfBatch {
+    /// An empty batch.
+    pub const fn new() -> Self {
+        Self { pkts: heapless::Vec::new() }
+    }
+
+    /// Appends a packet; gives it back if the batch is full.
+    pub fn push(&mut self, p: Pkt) -> Result<(), Pkt> {
+        self.pkts.push(p)
+    }
+
+    /// All packets, dead or alive, in order.
+    pub fn pkts(&self) -> &[Pkt] {
+        &self.pkts
+    }
+
+    /// All packets, to set verdicts.
+    pub fn pkts_mut(&mut self) -> &mut [Pkt] {
+        &mut self.pkts
+    }
+
+    /// The packets still alive, mutably, in order.
+    pub fn alive_mut(&mut self) -> impl Iterator<Item = &mut Pkt> {
+        self.pkts.iter_mut().filter(|p| p.alive())
+    }
+
+    /// Packets in the batch.
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    /// Empties the batch (the caller has taken the buffers).
+    pub fn clear(&mut self) {
+        self.pkts.clear();
+    }
+}
+
+/// What every NF call gets besides the packets.
+#[derive(Debug, Clone, Copy)]
+pub struct NfCtx {
+    /// The time of this batch (for expiry and timestamps).
+    pub now: Instant,
+}
+
+/// One network function.
+///
+/// Contract: `process` looks only at packets that are alive, may rewrite their frames
+/// through `pool` (keeping header lengths, so `parsed` stays valid) and may set their
+/// verdict (to drop, or to another egress port); it never panics, never allocates, and
+/// counts what it does in its own counters.
+pub trait Nf: Send {
+    /// A short name (`acl`, `lb`, …) for reports.
+    fn name(&self) -> &'static str;
+    /// Processes the alive packets of `batch`.
+    fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch);
+    /// Writes this NF's own counters as ` key=value` pairs (each with a leading space,
+    /// keys prefixed with the NF's name), for the stats lines.
+    fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        let _ = w;
+        Ok(())
+    }
+}
+
+/// Egress settings of a chain: per port, its own MAC and its default next hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Egress {
+    /// The MAC of each port (source MAC of frames sent on it).
+    pub own_mac: [[u8; 6]; PORTS],
+    /// The default next hop behind each port (destination MAC unless an NF set one).
+    pub peer_mac: [[u8; 6]; PORTS],
+    /// Whether control frames are consumed (`ctl=on`).
+    pub accept_control: bool,
+}
+
+/// NFs in order, run as one [`Stage`].
+pub struct Chain {
+    nfs: Vec<Box<dyn Nf>>,
+    egress: Egress,
+    batch: NfBatch,
+}
+
+impl core::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let names: heapless::Vec<&str, 16> = self.nfs.iter().map(|n| n.name()).take(16).collect();
+        f.debug_struct("Chain").field("nfs", &names).field("egress", &self.egress).finish_non_exhaustive()
+    }
+}
+
+impl Chain {
+    /// A chain of `nfs` with `egress` settings. With no NFs it forwards port `i` →
+    /// port `1 - i`, like the L2 forwarder.
+    pub fn new(nfs: Vec<Box<dyn Nf>>, egress: Egress) -> Self {
+        Self { nfs, egress, batch: NfBatch::new() }
+    }
+
+    /// The NFs, in order.
+    pub fn nfs(&self) -> &[Box<dyn Nf>] {
+        &self.nfs
+    }
+
+    /// Cuts the chain before NF `at`: `self` keeps NFs `..at`, the returned chain runs
+    /// `at..` (for a booster core, SPEC §2 "Whales"). `at` past the end gives an empty
+    /// tail.
+    pub fn split_off(&mut self, at: usize) -> Chain {
+        let at = at.min(self.nfs.len());
+        Chain { nfs: self.nfs.split_off(at), egress: self.egress, batch: NfBatch::new() }
+    }
+
+    /// Writes every NF's counters (see [`Nf::write_counters`]).
+    pub fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        for nf in &self.nfs {
+            nf.write_counters(w)?;
+        }
+        Ok(())
+    }
+
+    /// Frees `b` and counts the drop.
+    fn drop_frame(pool: &mut Pool<'_>, counters: &mut StageCounters, b: PacketBuf, reason: DropReason) {
+        let _ = pool.free(b);
+        counters.count_drop(reason, 1);
+    }
+}
+
+impl Stage for Chain {
+    fn process(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &mut Batch,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        now: Instant,
+    ) -> Commands {
+        let mut commands = Commands::default();
+        self.batch.clear();
+        // Parse once; malformed and control frames never reach the NFs.
+        for &b in input.as_slice() {
+            match parse::parse(pool.frame(b)) {
+                Ok(parsed) => {
+                    let default_out = (PORTS - 1 - port.min(PORTS - 1)) as u8;
+                    let pkt = Pkt {
+                        buf: b,
+                        parsed,
+                        ingress: port as u8,
+                        verdict: Verdict::Forward(default_out),
+                        dst_mac: None,
+                    };
+                    if let Err(p) = self.batch.push(pkt) {
+                        // Cannot happen: a batch never holds more than BATCH_SIZE frames.
+                        Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
+                    }
+                }
+                Err(ParseError::UnsupportedEthertype) if self.egress.accept_control => {
+                    match parse_control(pool.frame(b)) {
+                        Some(c) => {
+                            commands.record(c);
+                            counters.ctl += 1;
+                            let _ = pool.free(b);
+                        }
+                        None => Self::drop_frame(pool, counters, b, DropReason::UnsupportedEthertype),
+                    }
+                }
+                Err(e) => Self::drop_frame(pool, counters, b, e.into()),
+            }
+        }
+        input.clear();
+
+        let ctx = NfCtx { now };
+        for nf in &mut self.nfs {
+            if self.batch.pkts().iter().any(Pkt::alive) {
+                nf.process(&ctx, pool, &mut self.batch);
+            }
+        }
+
+        for p in self.batch.pkts() {
+            match p.verdict {
+                Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+                Verdict::Forward(to) => {
+                    let to = usize::from(to);
+                    let (Some(q), Some(&own), Some(&peer)) =
+                        (out.get_mut(to), self.egress.own_mac.get(to), self.egress.peer_mac.get(to))
+                    else {
+                        Self::drop_frame(pool, counters, p.buf, DropReason::NoRoute);
+                        continue;
+                    };
+                    if let Ok(mut eth) = EthernetFrame::try_new(pool.frame_mut(p.buf)) {
+                        eth.set_dst(p.dst_mac.unwrap_or(peer));
+                        eth.set_src(own);
+                    }
+                    if let Err(b) = q.push(p.buf) {
+                        Self::drop_frame(pool, counters, b, DropReason::TxFull);
+                    }
+                }
+            }
+        }
+        self.batch.clear();
+        commands
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,122 @@
+use super::*;
+use crate::buf::BUF_SIZE;
+use crate::test_frames::{control, udp4};
+
+const EGRESS: Egress = Egress {
+    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
+    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
+    accept_control: true,
+};
+
+/// Drops packets whose UDP source port is odd, sends the rest back where they came from
+/// with a fixed destination MAC, and counts what it saw.
+struct OddDropper {
+    seen: u64,
+}
+
+impl Nf for OddDropper {
+    fn name(&self) -> &'static str {
+        "odd"
+    }
+
+    fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        for p in batch.alive_mut() {
+            self.seen += 1;
+            if p.parsed.flow.src_port % 2 == 1 {
+                p.verdict = Verdict::Drop(DropReason::AclDeny);
+            } else {
+                p.verdict = Verdict::Forward(p.ingress);
+                p.dst_mac = Some([0xaa; 6]);
+            }
+        }
+    }
+
+    fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(w, " odd_seen={}", self.seen)
+    }
+}
+
+/// Counts the alive packets it is shown (to prove dead ones are skipped).
+struct Counter(u64);
+
+impl Nf for Counter {
+    fn name(&self) -> &'static str {
+        "count"
+    }
+
+    fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        self.0 += batch.alive_mut().count() as u64;
+    }
+}
+
+fn run(chain: &mut Chain, frames: &[Vec<u8>], port: usize) -> ([Vec<Vec<u8>>; 2], StageCounters, Commands) {
+    let mut mem = vec![0u8; 64 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+    let mut input = Batch::new();
+    for f in frames {
+        let b = pool.alloc().unwrap();
+        pool.set_len(b, f.len()).unwrap();
+        pool.frame_mut(b).copy_from_slice(f);
+        input.push(b).unwrap();
+    }
+    let mut out = [Batch::new(), Batch::new()];
+    let mut counters = StageCounters::default();
+    let cmds = chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(7));
+    assert!(input.is_empty());
+    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
+    for q in &mut out {
+        pool.free_batch(q);
+    }
+    assert_eq!(pool.in_use(), 0, "every buffer went out or back to the pool");
+    (sent, counters, cmds)
+}
+
+#[test]
+fn an_empty_chain_forwards_like_the_l2_forwarder() {
+    let mut chain = Chain::new(Vec::new(), EGRESS);
+    let f = udp4(1000, 53, b"hello");
+    let ([to0, to1], counters, _) = run(&mut chain, &[f.clone()], 0);
+    assert!(to0.is_empty());
+    assert_eq!(to1.len(), 1);
+    assert_eq!(&to1[0][0..6], &EGRESS.peer_mac[1]);
+    assert_eq!(&to1[0][6..12], &EGRESS.own_mac[1]);
+    assert_eq!(&to1[0][12..], &f[12..]);
+    assert_eq!(counters.drops_total(), 0);
+}
+
+#[test]
+fn nfs_run_in_order_drop_with_reasons_and_redirect() {
+    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], EGRESS);
+    let frames: Vec<_> = (0..10u16).map(|i| udp4(1000 + i, 53, &[i as u8])).collect();
+    let mut bad = udp4(1, 2, b"x");
+    bad.truncate(20);
+    let mut all = frames.clone();
+    all.push(bad);
+    all.push(control(1));
+    let ([to0, to1], counters, cmds) = run(&mut chain, &all, 1);
+    assert!(to0.is_empty() || to1.is_empty());
+    // Even source ports survive, sent back out of port 1 with the NF's MAC, in order.
+    assert_eq!(to1.len(), 5);
+    for (k, f) in to1.iter().enumerate() {
+        assert_eq!(&f[0..6], &[0xaa; 6]);
+        assert_eq!(&f[6..12], &EGRESS.own_mac[1]);
+        assert_eq!(&f[12..], &frames[2 * k][12..]);
+    }
+    assert_eq!(counters.drops_for(DropReason::AclDeny), 5);
+    assert_eq!(counters.drops_for(DropReason::TruncatedL3), 1);
+    assert_eq!(counters.ctl, 1);
+    assert!(cmds.stop);
+    let mut s = String::new();
+    chain.write_counters(&mut s).unwrap();
+    assert_eq!(s, " odd_seen=10", "the malformed and control frames never reached the NFs");
+}
+
+#[test]
+fn split_off_keeps_the_head_and_returns_the_tail() {
+    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], EGRESS);
+    let tail = chain.split_off(1);
+    assert_eq!(chain.nfs().iter().map(|n| n.name()).collect::<Vec<_>>(), ["odd"]);
+    assert_eq!(tail.nfs().iter().map(|n| n.name()).collect::<Vec<_>>(), ["count"]);
+    let mut head = chain;
+    assert!(head.split_off(9).nfs().is_empty());
+}
