@@ -75,7 +75,7 @@ fn run(chain: &mut Chain, frames: &[Vec<u8>], port: usize) -> ([Vec<Vec<u8>>; 2]
 fn an_empty_chain_forwards_like_the_l2_forwarder() {
     let mut chain = Chain::new(Vec::new(), EGRESS);
     let f = udp4(1000, 53, b"hello");
-    let ([to0, to1], counters, _) = run(&mut chain, &[f.clone()], 0);
+    let ([to0, to1], counters, _) = run(&mut chain, std::slice::from_ref(&f), 0);
     assert!(to0.is_empty());
     assert_eq!(to1.len(), 1);
     assert_eq!(&to1[0][0..6], &EGRESS.peer_mac[1]);
