@@ -136,20 +136,29 @@ pub const CONTROL_MAGIC: [u8; 8] = *b"CADENCE!";
 /// A command carried by a control frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[repr(u8)]
 pub enum Command {
-    /// Flush TX, print `@summary`, exit 33.
-    Stop = 1,
-    /// Print one `@stats` line now.
-    Stats = 2,
+    /// Byte 0x01: flush TX, print `@summary`, exit 33.
+    Stop,
+    /// Byte 0x02: print one `@stats` line now.
+    Stats,
+    /// Byte 0x03 followed by two bytes `from`, `to`: steer every RSS bucket of receive
+    /// queue `from` to queue `to`, live (the old queue is drained past the switch before
+    /// the new one serves those buckets).
+    RssMove {
+        /// The queue that gives up its buckets.
+        from: u8,
+        /// The queue that takes them.
+        to: u8,
+    },
 }
 
 impl Command {
-    /// The command of a command byte, if it names one.
-    pub const fn from_byte(b: u8) -> Option<Self> {
-        match b {
-            1 => Some(Command::Stop),
-            2 => Some(Command::Stats),
+    /// The command of a command byte and its argument bytes, if they name one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        match *bytes {
+            [1, ..] => Some(Command::Stop),
+            [2, ..] => Some(Command::Stats),
+            [3, from, to, ..] => Some(Command::RssMove { from, to }),
             _ => None,
         }
     }
@@ -167,7 +176,7 @@ pub fn parse_control(frame: &[u8]) -> Option<Command> {
     if magic != CONTROL_MAGIC {
         return None;
     }
-    Command::from_byte(*rest.first()?)
+    Command::from_bytes(rest)
 }
 
 /// The control commands seen while processing (reported up to the firmware).
@@ -178,6 +187,8 @@ pub struct Commands {
     pub stop: bool,
     /// STATS frames seen (one `@stats` line each).
     pub stats: u32,
+    /// The last RSS_MOVE seen (`from`, `to`).
+    pub rss_move: Option<(u8, u8)>,
 }
 
 impl Commands {
@@ -186,6 +197,7 @@ impl Commands {
         match c {
             Command::Stop => self.stop = true,
             Command::Stats => self.stats = self.stats.saturating_add(1),
+            Command::RssMove { from, to } => self.rss_move = Some((from, to)),
         }
     }
 
@@ -193,11 +205,12 @@ impl Commands {
     pub fn merge(&mut self, other: Commands) {
         self.stop |= other.stop;
         self.stats = self.stats.saturating_add(other.stats);
+        self.rss_move = other.rss_move.or(self.rss_move);
     }
 
     /// Whether no command was seen.
     pub fn is_empty(&self) -> bool {
-        !self.stop && self.stats == 0
+        !self.stop && self.stats == 0 && self.rss_move.is_none()
     }
 }
 

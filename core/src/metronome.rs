@@ -816,6 +816,12 @@ impl Worker {
         self.queue
     }
 
+    /// Points the next round at `queue` (a caller that partitions the queues among its
+    /// workers moves them itself; see `pipeline`).
+    pub fn set_queue(&mut self, queue: usize) {
+        self.queue = queue;
+    }
+
     /// The role of the last round.
     pub fn role(&self) -> Role {
         self.role

@@ -18,6 +18,11 @@
 //!    `metronome` mode) the worker sleeps `T_S`. TX needs no separate flush: `poll_once`
 //!    hands every frame to a TX ring (or drops it as `tx_full`) before it returns.
 //!
+//! Fewer workers than lanes (M < N; the paper assumes M ≥ N, and a primary that never
+//! loses would keep its lane forever while the others starve): each worker then owns the
+//! lanes `k ≡ w (mod M)` ([`Pipeline::partition`]) and moves to the next of them after
+//! every round, so every lane is visited.
+//!
 //! Accounting per core ([`CoreStats`]): elapsed ticks since the first round, ticks halted
 //! in the sleeper (the rest is busy: polling, processing, losing races), tries, wins, busy
 //! tries, packets. Per lane, the controller's [`metronome::QueueSnapshot`] has ρ, `T_S`
@@ -112,6 +117,8 @@ pub struct Pipeline<S> {
     first: Option<Instant>,
     last: Instant,
     halted: u64,
+    /// `(w, M)` when this worker visits lanes `k ≡ w (mod M)` in turn.
+    partition: Option<(usize, usize)>,
 }
 
 impl<S: Stage> Pipeline<S> {
@@ -125,7 +132,16 @@ impl<S: Stage> Pipeline<S> {
             first: None,
             last: Instant(0),
             halted: 0,
+            partition: None,
         }
+    }
+
+    /// Declares this worker as worker `w` of `workers`. With fewer workers than lanes it
+    /// then owns lanes `k ≡ w (mod workers)` and visits them in turn (module docs); with
+    /// at least as many workers as lanes this changes nothing (the paper's setting).
+    pub fn partition(mut self, w: usize, workers: usize) -> Self {
+        self.partition = (workers > 0).then_some((w % workers, workers));
+        self
     }
 
     /// The mode chosen at boot.
@@ -149,6 +165,11 @@ impl<S: Stage> Pipeline<S> {
     /// This core's forwarding counters (ports, drops, control frames).
     pub fn forwarding(&self) -> &WorkerStats {
         self.fwd.stats()
+    }
+
+    /// The stage this worker runs (e.g. its NF chain, for its counters).
+    pub fn stage(&self) -> &S {
+        self.fwd.stage()
     }
 
     /// One wake-up: one lock attempt, a drained lane if won, then the mode's sleep.
@@ -190,12 +211,41 @@ impl<S: Stage> Pipeline<S> {
             }
             Poll::Lost { sleep } => sleep,
         };
+        if let Some((w, m)) = self.partition
+            && m < lanes.len()
+        {
+            // Next lane of this worker's share, whatever the round's outcome.
+            let next = round.lane + m;
+            self.sched.set_queue(if next < lanes.len() { next } else { w });
+        }
         round.now = match self.mode {
             Mode::Poll => clock.now(),
             Mode::Metronome => self.sleep(clock, sleeper, sleep),
         };
         self.last = round.now;
         round
+    }
+
+    /// Drains `lane` outside the Metronome rounds: polls it until a poll receives nothing,
+    /// forwarding what it gets through this worker's stage. For a caller that already
+    /// holds the lane's lock (e.g. a live RSS change draining the old queue past the
+    /// switch point); the controller's estimators are not touched. Returns the frames
+    /// received and the control commands seen.
+    pub fn drain_lane<R, T, C>(&mut self, lane: &mut Lane<'_, R, T>, clock: &C) -> (u64, Commands)
+    where
+        R: RxQueue,
+        T: TxQueue,
+        C: Clock + ?Sized,
+    {
+        let (mut packets, mut commands) = (0u64, Commands::default());
+        loop {
+            let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
+            packets += out.rx as u64;
+            commands.merge(out.commands);
+            if out.rx == 0 {
+                return (packets, commands);
+            }
+        }
     }
 
     /// Sleeps `d` and books the time as halted; returns the wake-up time.

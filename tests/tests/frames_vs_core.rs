@@ -34,4 +34,8 @@ fn control_frames_are_understood() {
     let m = Macs::DEFAULT;
     assert_eq!(parse_control(&control_frame(m.nic[0], m.peer[0], Control::Stop)), Some(Command::Stop));
     assert_eq!(parse_control(&control_frame(m.nic[1], m.peer[1], Control::Stats)), Some(Command::Stats));
+    assert_eq!(
+        parse_control(&xtask::protocol::rss_move_frame(m.nic[0], m.peer[0], 3, 1)),
+        Some(Command::RssMove { from: 3, to: 1 })
+    );
 }

@@ -51,6 +51,9 @@ pub enum Control {
     Stop = 0x01,
     /// Print one `@stats` line now.
     Stats = 0x02,
+    /// Steer every RSS bucket of one receive queue to another (two argument bytes:
+    /// `from`, `to`; see [`rss_move_frame`]).
+    RssMove = 0x03,
 }
 
 /// Builds a control frame: Ethernet header (dst, src, 0x88B5), `CADENCE!`, the command
@@ -63,6 +66,15 @@ pub fn control_frame(dst: Mac, src: Mac, cmd: Control) -> Vec<u8> {
     f.extend_from_slice(CONTROL_MAGIC);
     f.push(cmd as u8);
     f.resize(60, 0);
+    f
+}
+
+/// Builds an RSS_MOVE control frame: move every RSS bucket of queue `from` to `to`.
+pub fn rss_move_frame(dst: Mac, src: Mac, from: u8, to: u8) -> Vec<u8> {
+    let mut f = control_frame(dst, src, Control::RssMove);
+    let at = 14 + CONTROL_MAGIC.len() + 1;
+    f[at] = from;
+    f[at + 1] = to;
     f
 }
 

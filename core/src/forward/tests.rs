@@ -35,6 +35,9 @@ fn drop_reason_names_and_display() {
 fn control_frames_parse() {
     assert_eq!(parse_control(&control(1)), Some(Command::Stop));
     assert_eq!(parse_control(&control(2)), Some(Command::Stats));
+    let mut p = CONTROL_MAGIC.to_vec();
+    p.extend_from_slice(&[3, 1, 2]);
+    assert_eq!(parse_control(&eth(&[], CONTROL_ETHERTYPE, &p)), Some(Command::RssMove { from: 1, to: 2 }));
     assert_eq!(parse_control(&control(3)), None);
     assert_eq!(parse_control(&control(1)[..22]), None);
     let mut bad = control(1);
@@ -111,7 +114,7 @@ fn control_frames_are_consumed_when_enabled() {
     let mut input = batch_of(&mut pool, &frames);
     let mut out = [Batch::new(), Batch::new()];
     let cmds = fwd.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
-    assert_eq!(cmds, Commands { stop: true, stats: 2 });
+    assert_eq!(cmds, Commands { stop: true, stats: 2, rss_move: None });
     assert_eq!(counters.ctl, 3);
     assert_eq!(counters.drops_for(DropReason::UnsupportedEthertype), 1, "unknown command byte");
     assert_eq!(out[1].len(), 1);

@@ -268,3 +268,52 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
         assert!(c.wins > 0, "worker {i} never won a round: {c:?}");
     }
 }
+
+#[test]
+fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
+    let mut mem = vec![0u8; 256 * BUF_SIZE];
+    let ctl = controller(1, 1);
+    let lanes = [Guarded::new(ctl.queues()[0].lock(), lane(&mut mem, 256))];
+    // 60 of a 64-descriptor ring: more than one batch, no descriptor shortage.
+    for i in 0..60u16 {
+        with_lane(&ctl, &lanes, 0, |l| l.rx[1].inject(&mut l.pool, &udp4(i, 9, b"d")).unwrap());
+    }
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut p = Pipeline::new(Mode::Metronome, 0, 1, forwarder(), WorkerConfig::default());
+    let before = ctl.queues()[0].snapshot();
+    let (packets, cmds) = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(l, &time));
+    assert_eq!(packets, 60);
+    assert!(cmds.is_empty());
+    assert_eq!(p.forwarding().ports[0].tx, 60);
+    assert_eq!(ctl.queues()[0].snapshot(), before, "no round was counted");
+    assert_eq!(p.stats().tries, 0);
+}
+
+#[test]
+fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
+    let mems: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let ctl = controller(2, 5);
+    let lanes: Vec<_> = mems
+        .into_iter()
+        .enumerate()
+        .map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(Box::leak(m.into_boxed_slice()), 256)))
+        .collect();
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    let mut w1 = Pipeline::new(Mode::Metronome, 1, 2, forwarder(), WorkerConfig::default()).partition(1, 2);
+    let visited: Vec<usize> = (0..6).map(|_| w1.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    assert_eq!(visited, [1, 3, 1, 3, 1, 3], "worker 1 of 2 owns lanes 1 and 3");
+    let mut w0 = Pipeline::new(Mode::Metronome, 0, 1, forwarder(), WorkerConfig::default()).partition(0, 2);
+    let visited: Vec<usize> = (0..6).map(|_| w0.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    assert_eq!(visited, [0, 2, 4, 0, 2, 4]);
+    // With as many workers as lanes, a primary keeps its lane (the paper's rule).
+    let ctl2 = controller(2, 2);
+    let mut m0 = vec![0u8; 256 * BUF_SIZE];
+    let mut m1 = vec![0u8; 256 * BUF_SIZE];
+    let lanes2 = [
+        Guarded::new(ctl2.queues()[0].lock(), lane(&mut m0, 256)),
+        Guarded::new(ctl2.queues()[1].lock(), lane(&mut m1, 256)),
+    ];
+    let mut p = Pipeline::new(Mode::Metronome, 1, 1, forwarder(), WorkerConfig::default()).partition(1, 2);
+    assert!((0..4).all(|_| p.round(&ctl2, &lanes2, &time, &mut sleeper).lane == 1));
+}

@@ -206,7 +206,7 @@ fn control_stop_and_stats_are_reported() {
     rig.inject(1, &control(2));
     rig.inject(0, &control(1));
     let out = rig.poll();
-    assert_eq!(out.commands, Commands { stop: true, stats: 1 });
+    assert_eq!(out.commands, Commands { stop: true, stats: 1, rss_move: None });
     assert_eq!((out.rx, out.tx, out.dropped), (3, 1, 0));
     assert_eq!(rig.worker.stats().stage.ctl, 2);
     let out = rig.poll();

@@ -27,7 +27,7 @@ use crate::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
 use crate::intel::field::{Field, Regs};
 use crate::intel::queue::{self, rxq, txq};
 use crate::intel::rss::{self, MRQC, RXCSUM, RXCSUM_PCSD, RetaShadow, mrqc_field};
-use crate::intel::{IntelRx, IntelTx, QueueMap, QueuePair, Queues, RX_BUF_KIB, valid_ring_size};
+use crate::intel::{IntelRx, IntelTx, OwnedQueues, QueueMap, QueuePair, Queues, RX_BUF_KIB, valid_ring_size};
 use regs::*;
 
 /// Intel's PCI vendor ID.
@@ -172,6 +172,9 @@ pub struct Igb<W, R> {
     tx: Vec<IntelTx<W, R>>,
     reta: RetaShadow,
     drops: core::cell::Cell<u64>,
+    /// Receive and transmit queues brought up (they stay counted after
+    /// [`Igb::take_queues`] moves the rings out).
+    queues: (u16, u16),
 }
 
 fn delay<C: Clock + ?Sized>(clock: &C, ms: u64) {
@@ -239,8 +242,15 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
         let [m0, m1, m2, m3] = ral.to_le_bytes();
         let [m4, m5] = (RAH_ADDR.get(rah) as u16).to_le_bytes();
         let mac = [m0, m1, m2, m3, m4, m5];
-        let mut dev =
-            Self { bar, mac, rx: Vec::new(), tx: Vec::new(), reta: RetaShadow::round_robin(0, 1), drops: 0.into() };
+        let mut dev = Self {
+            bar,
+            mac,
+            rx: Vec::new(),
+            tx: Vec::new(),
+            reta: RetaShadow::round_robin(0, 1),
+            drops: 0.into(),
+            queues: (cfg.rx_queues, cfg.tx_queues),
+        };
         let _ = dev.read_drops();
 
         // §4.5.9 receive: RCTL.EN off while configuring; RSS (key, table, PCSD, MRQC).
@@ -315,7 +325,7 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
     /// Reads and clears the drop counters (MPC, RQDPC), returning the running total.
     fn read_drops(&self) -> u64 {
         let r = Regs::new(&self.bar);
-        let now = r.read(MPC) as u64 + (0..self.rx.len() as u16).map(|q| r.read(rqdpc(q)) as u64).sum::<u64>();
+        let now = r.read(MPC) as u64 + (0..self.queues.0).map(|q| r.read(rqdpc(q)) as u64).sum::<u64>();
         let total = self.drops.get() + now;
         self.drops.set(total);
         total
@@ -344,6 +354,12 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
     /// All receive and transmit queues.
     pub fn queues_mut(&mut self) -> Queues<'_, W, R> {
         (&mut self.rx, &mut self.tx)
+    }
+
+    /// Moves every ring out (to hand each pair to a lane on its own), leaving the port
+    /// with its registers: MAC, statistics and the live RSS table update keep working.
+    pub fn take_queues(&mut self) -> OwnedQueues<W, R> {
+        (core::mem::take(&mut self.rx), core::mem::take(&mut self.tx))
     }
 
     /// Descriptors per ring.
@@ -375,20 +391,27 @@ impl<W: Mmio, R: Dma> Port for Igb<W, R> {
     }
 
     fn rx_queues(&self) -> usize {
-        self.rx.len()
+        usize::from(self.queues.0)
     }
 
     fn tx_queues(&self) -> usize {
-        self.tx.len()
+        usize::from(self.queues.1)
     }
 
     /// Live update, as on the ixgbe: only changed RETA registers are written; drain
     /// the old queue of a moved bucket before serving the new one if order matters.
+    /// Returns once the writes have reached the device: a register read after them
+    /// flushes posted writes (PCIe ordering: a read cannot pass earlier posted writes),
+    /// so the caller's "switch point" is behind it.
     fn set_rss_table(&mut self, table: &[u16]) -> Result<(), RssError> {
-        if self.rx.len() < 2 {
+        if self.queues.0 < 2 {
             return Err(RssError::Unsupported);
         }
-        self.reta.update(&self.bar, table, self.rx.len() as u16, |i| rss::RETA + 4 * i).map(|_| ())
+        let written = self.reta.update(&self.bar, table, self.queues.0, |i| rss::RETA + 4 * i)?;
+        if written > 0 {
+            let _ = Regs::new(&self.bar).read(STATUS);
+        }
+        Ok(())
     }
 
     fn stats(&self) -> PortStats {

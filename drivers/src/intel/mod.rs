@@ -32,3 +32,6 @@ pub type QueuePair<'a, W, R> = (&'a mut IntelRx<W, R>, &'a mut IntelTx<W, R>);
 
 /// Every receive and every transmit queue of one port, borrowed together.
 pub type Queues<'a, W, R> = (&'a mut [IntelRx<W, R>], &'a mut [IntelTx<W, R>]);
+
+/// Every receive and transmit ring, moved out of the port.
+pub type OwnedQueues<W, R> = (alloc::vec::Vec<IntelRx<W, R>>, alloc::vec::Vec<IntelTx<W, R>>);
