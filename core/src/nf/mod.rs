@@ -26,6 +26,14 @@ use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters, parse_co
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
 use crate::time::Instant;
 
+pub mod acl;
+pub mod accounting;
+pub mod encrypt;
+pub mod l3fwd;
+pub mod lb;
+pub mod nat;
+pub mod urlfilter;
+
 /// What happens to a packet when the chain is done with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

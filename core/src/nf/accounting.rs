@@ -1,0 +1,427 @@
+//! Accounting: per-flow packet and byte counters with idle expiry and export (`SPEC.md` §4
+//! "Accounting"; NetFlow-style records).
+//!
+//! - Per-flow state is a PNA exact table keyed by the 5-tuple ([`flow_words`]) with
+//!   `add_on_miss` (first packet) and data-plane parameter updates through the hit handle
+//!   (`update_params`): packets, bytes, first seen, last seen. Bytes are IP bytes (the IP
+//!   header's length), as NetFlow counts them. Packets of one flow within a batch are added up
+//!   first, so each flow costs one update per batch. A flow is updated by one core at a time
+//!   (RSS flow affinity, `nf` module docs), which makes the read-modify-write safe.
+//! - Expiry is `NotifyControl` with one expire-time profile of `idle_timeout`: a hit restarts
+//!   the timer when the last restart is more than 1/8 of the timeout old (so a flow expires
+//!   between 7/8 and 8/8 of the timeout after its last packet, and a busy flow costs one extra
+//!   write per eighth of the timeout). Each batch, a worker sweeps a few buckets (expired
+//!   entries are reported on the table's event ring once) and handles a few reports: an entry
+//!   still expired is deleted and its record (flow key, packets, bytes, first/last seen) is
+//!   pushed on the bounded export ring that the control plane drains
+//!   ([`AccountingShared::drain_exports`]). The delete decides who exports, so each expired
+//!   entry is exported exactly once.
+//! - Export ring full: the report goes back on the table's event ring and the entry stays (its
+//!   record is exported by a later batch once the control plane drains); `export_full` counts
+//!   these stalls. A record is dropped (`export_lost`) only if the ring filled up between the
+//!   room check and the push (another core took the last cell) or both rings were full.
+//! - A failed add (table or bucket full) leaves the packet unaccounted, counted
+//!   (`unaccounted_packets`); it is never dropped.
+//!
+//! Known gap: a packet of an expired flow that arrives on another core in the few instructions
+//! between the exporter's read and delete of the entry is counted in the exported record's
+//! slot after the read and so lost from the totals (flow affinity makes this a flow that moved
+//! cores at its expiry instant).
+
+use alloc::sync::Arc;
+use core::fmt;
+
+use super::acl::{flow_key_from_words, flow_words};
+use super::{Nf, NfBatch, NfCtx};
+use crate::buf::{BATCH_SIZE, Pool};
+use crate::parse::FlowKey;
+use crate::pna::exact::{ConfigError, Lane, LaneStats};
+use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
+use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
+use crate::time::{Duration, Instant};
+
+mod ring;
+#[cfg(test)]
+mod tests;
+
+const PROFILE: u8 = 1;
+
+/// One exported flow record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FlowRecord {
+    /// The flow.
+    pub flow: FlowKey,
+    /// Packets counted.
+    pub packets: u64,
+    /// IP bytes counted.
+    pub bytes: u64,
+    /// When its first packet was counted.
+    pub first_seen: Instant,
+    /// When its last packet was counted.
+    pub last_seen: Instant,
+}
+
+impl FlowRecord {
+    fn to_words(self) -> [u64; ring::WORDS] {
+        let k = flow_words(&self.flow);
+        [k[0], k[1], k[2], k[3], k[4], self.packets, self.bytes, self.first_seen.0, self.last_seen.0]
+    }
+
+    fn from_words(w: &[u64; ring::WORDS]) -> Self {
+        let [a, b, c, d, e, packets, bytes, first, last] = *w;
+        Self {
+            flow: flow_key_from_words(&[a, b, c, d, e]),
+            packets,
+            bytes,
+            first_seen: Instant(first),
+            last_seen: Instant(last),
+        }
+    }
+}
+
+/// An accounting NF's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct AccountingConfig {
+    /// Flows the table holds.
+    pub capacity: usize,
+    /// Idle time after which a flow is exported, in clock ticks.
+    pub idle_timeout: Duration,
+    /// Records the export ring holds (rounded up to a power of two).
+    pub export_ring: usize,
+    /// Expiry reports the table's event ring holds.
+    pub event_ring: usize,
+    /// Buckets each batch sweeps for expired flows.
+    pub sweep_buckets: usize,
+    /// Expiry reports each batch turns into exports at most.
+    pub exports_per_batch: usize,
+}
+
+impl Default for AccountingConfig {
+    /// 65 536 flows, 2^35 ticks (about 16 s at 2 GHz), 4096-record rings, 16 buckets and
+    /// 32 exports per batch.
+    fn default() -> Self {
+        Self {
+            capacity: 1 << 16,
+            idle_timeout: Duration(1 << 35),
+            export_ring: 4096,
+            event_ring: 4096,
+            sweep_buckets: 16,
+            exports_per_batch: 32,
+        }
+    }
+}
+
+/// Why an accounting configuration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AccountingConfigError {
+    /// `capacity` is zero.
+    ZeroCapacity,
+    /// `idle_timeout` is zero.
+    ZeroIdleTimeout,
+    /// `export_ring` or `event_ring` is zero.
+    ZeroRing,
+    /// The flow table could not be built.
+    FlowTable(ConfigError),
+}
+
+impl fmt::Display for AccountingConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroCapacity => f.write_str("capacity is zero"),
+            Self::ZeroIdleTimeout => f.write_str("idle_timeout is zero"),
+            Self::ZeroRing => f.write_str("export_ring and event_ring must be above zero"),
+            Self::FlowTable(e) => write!(f, "flow table: {e}"),
+        }
+    }
+}
+
+impl AccountingConfig {
+    /// Checks the knobs.
+    pub fn validate(&self) -> Result<(), AccountingConfigError> {
+        if self.capacity == 0 {
+            return Err(AccountingConfigError::ZeroCapacity);
+        }
+        if self.idle_timeout.ticks() == 0 {
+            return Err(AccountingConfigError::ZeroIdleTimeout);
+        }
+        if self.export_ring == 0 || self.event_ring == 0 {
+            return Err(AccountingConfigError::ZeroRing);
+        }
+        Ok(())
+    }
+}
+
+/// The flow table's actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// packets, bytes, first seen, last seen, last timer restart.
+    Count([u64; 5]),
+    /// Default (miss) action: start counting.
+    Start,
+}
+
+impl Actions<5> for Counted {
+    const HIT_ACTIONS: ActionMask = ActionMask::of(&[0]);
+
+    fn encode(&self) -> (ActionId, [u64; 5]) {
+        match self {
+            Counted::Count(w) => (0, *w),
+            Counted::Start => (1, [0; 5]),
+        }
+    }
+
+    fn decode(id: ActionId, w: &[u64; 5]) -> Option<Self> {
+        match id {
+            0 => Some(Counted::Count(*w)),
+            1 => Some(Counted::Start),
+            _ => None,
+        }
+    }
+}
+
+/// The accounting state every worker shares: the flow table and the export ring.
+pub struct AccountingShared {
+    flows: P4Table<5, 5, Counted>,
+    exports: ring::Ring,
+    refresh: u64,
+    sweep_buckets: usize,
+    exports_per_batch: usize,
+}
+
+impl fmt::Debug for AccountingShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AccountingShared").field("export_ring", &self.exports.capacity()).finish_non_exhaustive()
+    }
+}
+
+impl AccountingShared {
+    /// Validates `cfg` and builds the table and the export ring.
+    pub fn try_new(cfg: &AccountingConfig) -> Result<Self, AccountingConfigError> {
+        cfg.validate()?;
+        let mut decl = TableDecl::new(cfg.capacity, Counted::Start);
+        decl.idle_timeout = IdleTimeout::NotifyControl;
+        decl.event_ring = cfg.event_ring;
+        let flows = P4Table::try_new(decl).map_err(AccountingConfigError::FlowTable)?;
+        flows.table().set_expire_profile(PROFILE, cfg.idle_timeout);
+        Ok(Self {
+            flows,
+            exports: ring::Ring::new(cfg.export_ring),
+            refresh: (cfg.idle_timeout.ticks() / 8).max(1),
+            sweep_buckets: cfg.sweep_buckets,
+            exports_per_batch: cfg.exports_per_batch,
+        })
+    }
+
+    /// Takes the oldest exported record (control plane).
+    pub fn pop_export(&self) -> Option<FlowRecord> {
+        self.exports.pop().map(|w| FlowRecord::from_words(&w))
+    }
+
+    /// Hands every exported record to `f` (control plane); returns how many.
+    pub fn drain_exports(&self, mut f: impl FnMut(&FlowRecord)) -> usize {
+        let mut n = 0;
+        while let Some(r) = self.pop_export() {
+            f(&r);
+            n += 1;
+        }
+        n
+    }
+
+    /// The live record of a flow (control plane; not removed).
+    pub fn record(&self, flow: &FlowKey, now: Instant) -> Option<FlowRecord> {
+        let e = self.flows.table().get(&flow_words(flow), now)?;
+        let [packets, bytes, first, last, _] = e.params;
+        Some(FlowRecord { flow: *flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) })
+    }
+
+    /// Flows in the table (walks it: control plane only).
+    pub fn flow_count(&self, now: Instant) -> usize {
+        self.flows.table().count(now)
+    }
+}
+
+/// One worker's accounting counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AccountingCounters {
+    /// Packets counted.
+    pub packets: u64,
+    /// Flows started.
+    pub flows: u64,
+    /// Packets that could not be counted (table or bucket full, update lost to a race).
+    pub unaccounted_packets: u64,
+    /// Records pushed on the export ring.
+    pub exported: u64,
+    /// Exports deferred because the export ring was full.
+    pub export_full: u64,
+    /// Records dropped because both the export ring and the event ring were full.
+    pub export_lost: u64,
+}
+
+/// The accounting NF of one worker core.
+#[derive(Debug)]
+pub struct Accounting {
+    shared: Arc<AccountingShared>,
+    lane: Lane,
+    cursor: usize,
+    counters: AccountingCounters,
+}
+
+impl Accounting {
+    /// A worker's accounting over the shared state.
+    pub fn new(shared: Arc<AccountingShared>) -> Self {
+        let lane = shared.flows.table().lane();
+        Self { shared, lane, cursor: 0, counters: AccountingCounters::default() }
+    }
+
+    /// This worker's counters.
+    pub fn counters(&self) -> &AccountingCounters {
+        &self.counters
+    }
+
+    /// This worker's flow-table counters.
+    pub fn table_stats(&self) -> &LaneStats {
+        self.lane.stats()
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &Arc<AccountingShared> {
+        &self.shared
+    }
+
+    /// Sweeps `buckets` buckets for expired flows and exports up to `max_exports` of the
+    /// reported ones (what each batch does with the configured budgets). Returns the exports.
+    pub fn maintain(&mut self, now: Instant, buckets: usize, max_exports: usize) -> usize {
+        let shared = &*self.shared;
+        let table = shared.flows.table();
+        if buckets > 0 {
+            self.cursor = table.sweep(&mut self.lane, now, self.cursor, buckets);
+        }
+        let mut done = 0;
+        for _ in 0..max_exports {
+            let Some(ev) = table.events().pop() else { break };
+            if !shared.exports.has_room() {
+                // Back-pressure: keep the entry and its report until the control plane drains.
+                self.counters.export_full += 1;
+                if table.events().push(&ev) {
+                    break;
+                }
+                // Both rings full: the next sweep cannot report it again (it is marked), so
+                // export it anyway below and let the push count the loss.
+            }
+            let Some(e) = table.get(&ev.key, now) else { continue };
+            if e.deadline.is_none_or(|d| d > now) {
+                continue; // the flow came back since the report; a later sweep reports it again
+            }
+            // The delete decides which core exports the entry: exactly once.
+            if table.delete(&mut self.lane, &ev.key, now).is_err() {
+                continue;
+            }
+            let [packets, bytes, first, last, _] = e.params;
+            let flow = flow_key_from_words(&ev.key);
+            let rec = FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) };
+            if shared.exports.push(&rec.to_words()) {
+                self.counters.exported += 1;
+                done += 1;
+            } else {
+                self.counters.export_lost += 1;
+            }
+        }
+        done
+    }
+
+    /// Counts `packets`/`bytes` of one flow whose lookup gave `applied`.
+    fn count(&mut self, applied: &Applied<5, Counted>, packets: u64, bytes: u64, now: Instant) {
+        let shared = &*self.shared;
+        let t = now.ticks();
+        match applied {
+            Applied::Hit { action: Counted::Count([p, b, first, _, restarted]), entry } => {
+                let mut restarted = *restarted;
+                if t.saturating_sub(restarted) >= shared.refresh
+                    && shared.flows.restart_expire_timer(&mut self.lane, entry, now).is_ok()
+                {
+                    restarted = t;
+                }
+                let next = Counted::Count([p + packets, b + bytes, *first, t, restarted]);
+                if shared.flows.update(&mut self.lane, entry, &next, now).is_ok() {
+                    self.counters.packets += packets;
+                } else {
+                    self.counters.unaccounted_packets += packets;
+                }
+            }
+            Applied::Miss { miss, .. } => {
+                let start = Counted::Count([packets, bytes, t, t, t]);
+                match shared.flows.add_entry(&mut self.lane, miss, &start, PROFILE, now) {
+                    AddStatus::Success => {
+                        self.counters.packets += packets;
+                        self.counters.flows += 1;
+                    }
+                    AddStatus::NotDone(NotDone::KeyExists) => {
+                        // Added by another core since the lookup: count through its entry.
+                        let again = shared.flows.apply(&mut self.lane, miss.key(), now);
+                        if matches!(again, Applied::Hit { .. }) {
+                            self.count(&again, packets, bytes, now);
+                        } else {
+                            self.counters.unaccounted_packets += packets;
+                        }
+                    }
+                    AddStatus::NotDone(_) => self.counters.unaccounted_packets += packets,
+                }
+            }
+            Applied::Hit { action: Counted::Start, .. } => self.counters.unaccounted_packets += packets,
+        }
+    }
+}
+
+impl Drop for Accounting {
+    fn drop(&mut self) {
+        self.shared.flows.table().retire_lane(&mut self.lane);
+    }
+}
+
+impl Nf for Accounting {
+    fn name(&self) -> &'static str {
+        "accounting"
+    }
+
+    fn process(&mut self, ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        // Unique flows of the batch with their packet and byte sums.
+        let mut keys = [[0u64; 5]; BATCH_SIZE];
+        let mut sums = [(0u64, 0u64); BATCH_SIZE];
+        let mut n = 0;
+        for p in batch.pkts().iter().filter(|p| p.alive()) {
+            let k = flow_words(&p.parsed.flow);
+            let bytes = u64::from(p.parsed.l3_len);
+            let seen = keys.iter().take(n).position(|x| *x == k);
+            let at = seen.unwrap_or(n);
+            if let (Some(slot), Some(s)) = (keys.get_mut(at), sums.get_mut(at)) {
+                *slot = k;
+                s.0 += 1;
+                s.1 += bytes;
+                n += usize::from(seen.is_none());
+            }
+        }
+        let shared = Arc::clone(&self.shared);
+        let mut out = [shared.flows.placeholder(); BATCH_SIZE];
+        if let (Some(k), Some(o)) = (keys.get(..n), out.get_mut(..n)) {
+            shared.flows.apply_burst(&mut self.lane, k, ctx.now, o);
+        }
+        for (applied, &(packets, bytes)) in out.iter().zip(sums.iter()).take(n) {
+            self.count(applied, packets, bytes, ctx.now);
+        }
+        self.maintain(ctx.now, shared.sweep_buckets, shared.exports_per_batch);
+    }
+
+    fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        let c = &self.counters;
+        write!(
+            w,
+            " accounting_packets={} accounting_flows={} accounting_unaccounted={} accounting_exported={} accounting_export_full={} accounting_export_lost={}",
+            c.packets, c.flows, c.unaccounted_packets, c.exported, c.export_full, c.export_lost
+        )
+    }
+}

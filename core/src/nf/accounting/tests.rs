@@ -1,0 +1,193 @@
+#![cfg(not(loom))]
+
+use std::collections::HashMap;
+use std::vec::Vec;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::nf::acl::testkit::{Rng, frame, run};
+use crate::parse::IpAddr;
+
+fn flow(i: u64) -> FlowKey {
+    let v6 = (i + 1).is_multiple_of(5);
+    let (src, dst) = if v6 {
+        (IpAddr::V6([0x20, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i as u8]), IpAddr::V6([0x20; 16]))
+    } else {
+        (IpAddr::V4([10, 0, (i >> 8) as u8, i as u8]), IpAddr::V4([10, 9, 9, 9]))
+    };
+    FlowKey { src, dst, src_port: 1000 + i as u16, dst_port: 80, proto: if i.is_multiple_of(2) { 6 } else { 17 } }
+}
+
+fn frame_of(f: &FlowKey, len: usize) -> Vec<u8> {
+    frame(f.src, f.dst, f.proto, f.src_port, f.dst_port, &vec![0xab; len])
+}
+
+fn ip_len(f: &[u8]) -> u64 {
+    u64::from(crate::parse::parse(f).unwrap().l3_len)
+}
+
+fn shared(timeout: u64, export_ring: usize) -> Arc<AccountingShared> {
+    let cfg = AccountingConfig {
+        capacity: 4096,
+        idle_timeout: Duration(timeout),
+        export_ring,
+        ..AccountingConfig::default()
+    };
+    Arc::new(AccountingShared::try_new(&cfg).unwrap())
+}
+
+/// (packets, bytes, first, last) per flow.
+type Totals = HashMap<FlowKey, (u64, u64, u64, u64)>;
+
+fn add(t: &mut Totals, f: FlowKey, bytes: u64, now: u64) {
+    let e = t.entry(f).or_insert((0, 0, now, now));
+    e.0 += 1;
+    e.1 += bytes;
+    e.3 = now;
+}
+
+/// Drives random traffic; returns the reference totals.
+fn drive(acc: &mut Accounting, rng: &mut Rng, flows: u64, batches: usize, step: u64, t0: u64) -> (Totals, u64) {
+    let mut reference = Totals::new();
+    let mut now = t0;
+    for _ in 0..batches {
+        now += 1 + rng.next_u64() % step;
+        let n = 1 + rng.next_u64() % 32;
+        let frames: Vec<(FlowKey, Vec<u8>)> = (0..n)
+            .map(|_| {
+                let f = flow(rng.next_u64() % flows);
+                (f, frame_of(&f, (rng.next_u64() % 200) as usize))
+            })
+            .collect();
+        let fs: Vec<Vec<u8>> = frames.iter().map(|(_, b)| b.clone()).collect();
+        for o in run(acc, &fs, 0, Instant(now)) {
+            assert_eq!(o.verdict, crate::nf::Verdict::Forward(1), "accounting never drops");
+        }
+        for (f, b) in &frames {
+            add(&mut reference, *f, ip_len(b), now);
+        }
+    }
+    (reference, now)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    /// Without expiry the table's records equal a reference map.
+    #[test]
+    fn accounting_counts_match_reference(seed in any::<u64>(), flows in 1u64..80) {
+        let s = shared(u64::MAX / 4, 64);
+        let mut acc = Accounting::new(s.clone());
+        let mut rng = Rng(seed);
+        let (reference, now) = drive(&mut acc, &mut rng, flows, 40, 10, 0);
+        prop_assert_eq!(s.flow_count(Instant(now)), reference.len());
+        for (f, &(p, b, first, last)) in &reference {
+            let r = s.record(f, Instant(now)).unwrap();
+            prop_assert_eq!((r.packets, r.bytes, r.first_seen.0, r.last_seen.0), (p, b, first, last));
+        }
+        prop_assert_eq!(acc.counters().packets, reference.values().map(|t| t.0).sum::<u64>());
+        prop_assert_eq!(acc.counters().unaccounted_packets, 0);
+    }
+
+    /// With expiry and exports along the way: per flow, the exported records plus the final
+    /// flush add up to the reference totals, never overlap in time, and each expired entry
+    /// comes out once.
+    #[test]
+    fn accounting_expiry_exports_each_flow_once_with_totals(seed in any::<u64>(), flows in 1u64..40) {
+        let timeout = 400;
+        let s = shared(timeout, 8192);
+        let mut acc = Accounting::new(s.clone());
+        let mut rng = Rng(seed);
+        let mut reference = Totals::new();
+        let mut now = 0;
+        // Bursts separated by quiet periods long enough for some flows to expire.
+        for _ in 0..6 {
+            let (t, end) = drive(&mut acc, &mut rng, flows, 12, 60, now);
+            for (f, v) in t {
+                let e = reference.entry(f).or_insert((0, 0, v.2, v.3));
+                e.0 += v.0;
+                e.1 += v.1;
+                e.3 = v.3;
+            }
+            now = end + rng.next_u64() % (2 * timeout);
+            acc.maintain(Instant(now), usize::MAX, usize::MAX);
+        }
+        // Flush: long after the last packet every flow expires.
+        now += 2 * timeout;
+        while acc.maintain(Instant(now), usize::MAX, usize::MAX) > 0 {}
+        prop_assert_eq!(s.flow_count(Instant(now)), 0);
+        let mut got: HashMap<FlowKey, Vec<FlowRecord>> = HashMap::new();
+        s.drain_exports(|r| got.entry(r.flow).or_default().push(*r));
+        prop_assert_eq!(got.len(), reference.len());
+        for (f, &(p, b, first, last)) in &reference {
+            let recs = &got[f];
+            prop_assert_eq!(recs.iter().map(|r| r.packets).sum::<u64>(), p);
+            prop_assert_eq!(recs.iter().map(|r| r.bytes).sum::<u64>(), b);
+            prop_assert_eq!(recs.first().unwrap().first_seen.0, first);
+            prop_assert_eq!(recs.last().unwrap().last_seen.0, last);
+            for w in recs.windows(2) {
+                // A record is exported only after a full idle period (7/8 of the timeout at least).
+                prop_assert!(w[1].first_seen.0 >= w[0].last_seen.0 + timeout * 7 / 8);
+            }
+        }
+        prop_assert_eq!(acc.counters().exported as usize, got.values().map(Vec::len).sum::<usize>());
+        prop_assert_eq!((acc.counters().export_lost, acc.counters().export_full), (0, 0));
+    }
+}
+
+#[test]
+fn accounting_export_ring_full_defers_and_counts_never_loses() {
+    let s = shared(100, 2);
+    let mut acc = Accounting::new(s.clone());
+    let frames: Vec<Vec<u8>> = (0..10).map(|i| frame_of(&flow(i), 10)).collect();
+    run(&mut acc, &frames, 0, Instant(0));
+    run(&mut acc, &frames, 0, Instant(5));
+    assert_eq!(acc.counters().flows, 10);
+    let mut records = Vec::new();
+    let mut rounds = 0;
+    while records.len() < 10 && rounds < 50 {
+        acc.maintain(Instant(1000 + rounds), usize::MAX, usize::MAX);
+        s.drain_exports(|r| records.push(*r));
+        rounds += 1;
+    }
+    assert_eq!(records.len(), 10, "every flow exported once the ring was drained");
+    assert!(acc.counters().export_full > 0, "the 2-record ring filled up");
+    assert_eq!(acc.counters().export_lost, 0);
+    let mut seen: Vec<FlowKey> = records.iter().map(|r| r.flow).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 10);
+    for r in &records {
+        assert_eq!((r.packets, r.first_seen, r.last_seen), (2, Instant(0), Instant(5)));
+        assert_eq!(r.bytes, 2 * ip_len(&frame_of(&r.flow, 10)));
+    }
+    let mut w = String::new();
+    acc.write_counters(&mut w).unwrap();
+    assert!(
+        w.starts_with(" accounting_packets=20 accounting_flows=10 accounting_unaccounted=0 accounting_exported=10"),
+        "{w}"
+    );
+}
+
+#[test]
+fn accounting_busy_flows_do_not_expire_and_full_tables_count() {
+    let s = shared(100, 16);
+    let mut acc = Accounting::new(s.clone());
+    let f = frame_of(&flow(1), 0);
+    for t in (0..2000).step_by(50) {
+        run(&mut acc, std::slice::from_ref(&f), 0, Instant(t));
+        acc.maintain(Instant(t), usize::MAX, usize::MAX);
+    }
+    assert_eq!(acc.counters().exported, 0, "a packet every half timeout keeps the flow alive");
+    assert_eq!(s.record(&flow(1), Instant(2000)).unwrap().packets, 40);
+    let mut cfg = AccountingConfig { capacity: 3, ..AccountingConfig::default() };
+    let mut small = Accounting::new(Arc::new(AccountingShared::try_new(&cfg).unwrap()));
+    let frames: Vec<Vec<u8>> = (0..8).map(|i| frame_of(&flow(i), 0)).collect();
+    run(&mut small, &frames, 0, Instant(0));
+    assert_eq!((small.counters().packets, small.counters().unaccounted_packets), (3, 5));
+    cfg.capacity = 0;
+    assert_eq!(AccountingShared::try_new(&cfg).err(), Some(AccountingConfigError::ZeroCapacity));
+    cfg.capacity = 1;
+    cfg.idle_timeout = Duration(0);
+    assert_eq!(cfg.validate(), Err(AccountingConfigError::ZeroIdleTimeout));
+}

@@ -1,0 +1,581 @@
+//! ACL: 5-tuple permit/deny rules, classified once per flow (`SPEC.md` §4 "ACL").
+//!
+//! - Rules: source and destination prefixes (IPv4 or IPv6; `None` = any address of either
+//!   family), source and destination port ranges, an optional protocol, a priority (higher
+//!   wins; equal priorities: the earlier rule wins) and permit/deny. A flow that no rule matches
+//!   gets the configured default action.
+//! - The first packet of a flow is classified by [`Classifier`] (merged tuple space search);
+//!   the verdict goes into a flow cache, a PNA exact table with `add_on_miss` keyed by the
+//!   5-tuple ([`flow_words`]), so later packets cost one hash lookup (`notes/dataplane.md` §6:
+//!   "classify work per flow, not per packet"). The cache is `AutoDelete` with one expire-time
+//!   profile of `flow_timeout`, counted from classification and not refreshed by hits: a flow
+//!   is reclassified at most once per `flow_timeout`, stale flows go away, and a hit costs no
+//!   write. Each batch also sweeps a few buckets so that expired slots return to the table.
+//! - A full cache never changes a verdict: the packet is classified anyway and the failed add
+//!   is counted (`acl_cache_add_failed`).
+//! - Denied packets become `Drop(AclDeny)`.
+//!
+//! Fragments: a non-first fragment has no ports; its flow key (and so its classification)
+//! carries ports 0 (`parse` module docs). ICMP and other protocols classify with ports 0 too.
+//! Families: a rule with an IPv4 prefix matches only IPv4 packets, one with an IPv6 prefix only
+//! IPv6 packets, one without prefixes both. There is one classifier per family.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::{Nf, NfBatch, NfCtx, Verdict};
+use crate::buf::{BATCH_SIZE, Pool};
+use crate::forward::DropReason;
+use crate::parse::{FlowKey, IpAddr};
+use crate::pna::exact::{ConfigError, Lane, LaneStats};
+use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
+use crate::pna::ternary::{FiveTuple, Rule};
+use crate::pna::{ActionId, ActionMask, IdleTimeout};
+use crate::time::Duration;
+
+pub mod classifier;
+mod examples;
+#[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use classifier::Classifier;
+pub use examples::example_rules;
+
+/// Most rules an ACL takes.
+pub const MAX_RULES: usize = 1 << 16;
+/// The flow cache's expire-time profile.
+const PROFILE: u8 = 1;
+/// Rule id stored for flows that took the default action.
+const DEFAULT_RULE: u64 = u32::MAX as u64;
+
+/// What a rule (or the default) decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AclAction {
+    /// Let the flow through.
+    Permit,
+    /// Drop the flow (`DropReason::AclDeny`).
+    Deny,
+}
+
+/// An address prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Prefix {
+    /// The address (bits beyond `len` must be zero).
+    pub addr: IpAddr,
+    /// Prefix length: 0..=32 for IPv4, 0..=128 for IPv6.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// An IPv4 prefix.
+    pub const fn v4(addr: [u8; 4], len: u8) -> Self {
+        Self { addr: IpAddr::V4(addr), len }
+    }
+
+    /// An IPv6 prefix.
+    pub const fn v6(addr: [u8; 16], len: u8) -> Self {
+        Self { addr: IpAddr::V6(addr), len }
+    }
+
+    /// The prefix in the classifier's space (IPv4 as IPv4-mapped IPv6).
+    fn mapped(&self) -> (u128, u8) {
+        match self.addr {
+            IpAddr::V4(_) => (ip_u128_mapped(&self.addr), 96 + self.len.min(32)),
+            IpAddr::V6(_) => (ip_u128_mapped(&self.addr), self.len.min(128)),
+        }
+    }
+
+    fn max_len(&self) -> u8 {
+        match self.addr {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        }
+    }
+}
+
+/// One ACL rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AclRule {
+    /// Higher wins; among equal priorities the earlier rule wins.
+    pub priority: u32,
+    /// Source prefix; `None` matches any source of either family.
+    pub src: Option<Prefix>,
+    /// Destination prefix; `None` matches any destination of either family.
+    pub dst: Option<Prefix>,
+    /// Inclusive source port range.
+    pub sport: (u16, u16),
+    /// Inclusive destination port range.
+    pub dport: (u16, u16),
+    /// IP protocol, or any.
+    pub proto: Option<u8>,
+    /// What the rule decides.
+    pub action: AclAction,
+}
+
+impl AclRule {
+    /// A rule matching everything, with `priority` and `action` (narrow it with the fields).
+    pub const fn any(priority: u32, action: AclAction) -> Self {
+        Self { priority, src: None, dst: None, sport: (0, u16::MAX), dport: (0, u16::MAX), proto: None, action }
+    }
+
+    /// The rule in the classifier's form.
+    fn to_rule(self) -> Rule {
+        let any = (0u128, 0u8);
+        Rule {
+            priority: self.priority,
+            src: self.src.as_ref().map_or(any, Prefix::mapped),
+            dst: self.dst.as_ref().map_or(any, Prefix::mapped),
+            sport: self.sport,
+            dport: self.dport,
+            proto: self.proto,
+            action: match self.action {
+                AclAction::Permit => 0,
+                AclAction::Deny => 1,
+            },
+        }
+    }
+}
+
+/// Which field of a rule is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AclField {
+    /// The source prefix.
+    Src,
+    /// The destination prefix.
+    Dst,
+    /// The source port range.
+    SrcPort,
+    /// The destination port range.
+    DstPort,
+}
+
+impl fmt::Display for AclField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AclField::Src => "src",
+            AclField::Dst => "dst",
+            AclField::SrcPort => "sport",
+            AclField::DstPort => "dport",
+        })
+    }
+}
+
+/// Why an ACL configuration was refused (rule indices count from 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AclConfigError {
+    /// More than [`MAX_RULES`] rules.
+    TooManyRules {
+        /// How many were given.
+        count: usize,
+    },
+    /// A prefix length beyond 32 (IPv4) or 128 (IPv6).
+    BadPrefixLen {
+        /// The rule's index.
+        rule: usize,
+        /// `Src` or `Dst`.
+        field: AclField,
+    },
+    /// A prefix with address bits set beyond its length.
+    HostBitsSet {
+        /// The rule's index.
+        rule: usize,
+        /// `Src` or `Dst`.
+        field: AclField,
+    },
+    /// An IPv4 source with an IPv6 destination or the other way round (could never match).
+    FamilyMismatch {
+        /// The rule's index.
+        rule: usize,
+    },
+    /// A port range whose start is above its end.
+    EmptyPortRange {
+        /// The rule's index.
+        rule: usize,
+        /// `SrcPort` or `DstPort`.
+        field: AclField,
+    },
+    /// `flow_capacity` is zero.
+    ZeroFlowCapacity,
+    /// `flow_timeout` is zero.
+    ZeroFlowTimeout,
+    /// The flow table could not be built.
+    FlowTable(ConfigError),
+}
+
+impl fmt::Display for AclConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooManyRules { count } => write!(f, "{count} rules, at most {MAX_RULES}"),
+            Self::BadPrefixLen { rule, field } => write!(f, "rule {rule}: {field} prefix length too long"),
+            Self::HostBitsSet { rule, field } => write!(f, "rule {rule}: {field} has bits set beyond its length"),
+            Self::FamilyMismatch { rule } => write!(f, "rule {rule}: src and dst are of different IP versions"),
+            Self::EmptyPortRange { rule, field } => write!(f, "rule {rule}: {field} range is empty"),
+            Self::ZeroFlowCapacity => f.write_str("flow_capacity is zero"),
+            Self::ZeroFlowTimeout => f.write_str("flow_timeout is zero"),
+            Self::FlowTable(e) => write!(f, "flow table: {e}"),
+        }
+    }
+}
+
+/// An ACL's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AclConfig {
+    /// The rules (rule id = index).
+    pub rules: Vec<AclRule>,
+    /// The action for flows no rule matches.
+    pub default_action: AclAction,
+    /// Flow cache capacity (flows).
+    pub flow_capacity: usize,
+    /// How long a cached verdict lives, in clock ticks, counted from classification.
+    pub flow_timeout: Duration,
+    /// Flow-cache buckets each batch sweeps for expired entries (0: only lazy reclamation).
+    pub sweep_buckets: usize,
+}
+
+impl Default for AclConfig {
+    /// No rules, default permit, 65 536 flows, a timeout of 2^34 ticks (about 8 s at 2 GHz),
+    /// 16 buckets swept per batch.
+    fn default() -> Self {
+        Self {
+            rules: Vec::new(),
+            default_action: AclAction::Permit,
+            flow_capacity: 1 << 16,
+            flow_timeout: Duration(1 << 34),
+            sweep_buckets: 16,
+        }
+    }
+}
+
+impl AclConfig {
+    /// `rules` with `default_action`, the other fields as in [`Default`].
+    pub fn new(rules: Vec<AclRule>, default_action: AclAction) -> Self {
+        Self { rules, default_action, ..Self::default() }
+    }
+
+    /// Checks every rule and knob; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), AclConfigError> {
+        if self.rules.len() > MAX_RULES {
+            return Err(AclConfigError::TooManyRules { count: self.rules.len() });
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            for (p, field) in [(r.src, AclField::Src), (r.dst, AclField::Dst)] {
+                let Some(p) = p else { continue };
+                if p.len > p.max_len() {
+                    return Err(AclConfigError::BadPrefixLen { rule: i, field });
+                }
+                let (a, len) = p.mapped();
+                let host = if len == 0 { a } else { a & !(u128::MAX << (128 - u32::from(len))) };
+                if host != 0 {
+                    return Err(AclConfigError::HostBitsSet { rule: i, field });
+                }
+            }
+            if let (Some(s), Some(d)) = (r.src, r.dst)
+                && core::mem::discriminant(&s.addr) != core::mem::discriminant(&d.addr)
+            {
+                return Err(AclConfigError::FamilyMismatch { rule: i });
+            }
+            if r.sport.0 > r.sport.1 {
+                return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::SrcPort });
+            }
+            if r.dport.0 > r.dport.1 {
+                return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::DstPort });
+            }
+        }
+        if self.flow_capacity == 0 {
+            return Err(AclConfigError::ZeroFlowCapacity);
+        }
+        if self.flow_timeout.ticks() == 0 {
+            return Err(AclConfigError::ZeroFlowTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// An address as a `u128`, IPv4 as IPv4-mapped IPv6 (`::ffff:a.b.c.d`).
+fn ip_u128_mapped(a: &IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(b) => 0xFFFF << 32 | u128::from(u32::from_be_bytes(*b)),
+        IpAddr::V6(b) => u128::from_be_bytes(*b),
+    }
+}
+
+/// A flow key as the classifier sees it.
+pub fn five_tuple(flow: &FlowKey) -> FiveTuple {
+    FiveTuple {
+        src: ip_u128_mapped(&flow.src),
+        dst: ip_u128_mapped(&flow.dst),
+        sport: flow.src_port,
+        dport: flow.dst_port,
+        proto: flow.proto,
+    }
+}
+
+/// Bit of the last key word that marks IPv6.
+const V6_BIT: u64 = 1 << 40;
+
+/// A flow key as five 64-bit table key words: source (2 words), destination (2 words), then
+/// protocol | source port << 8 | destination port << 24 | IPv6 << 40. IPv4 addresses sit in the
+/// low 32 bits of their pair. Shared by the ACL, LB affinity and accounting tables.
+pub fn flow_words(flow: &FlowKey) -> [u64; 5] {
+    let (s, d) = (ip_bits(&flow.src), ip_bits(&flow.dst));
+    let v6 = if matches!(flow.src, IpAddr::V6(_)) { V6_BIT } else { 0 };
+    [
+        (s >> 64) as u64,
+        s as u64,
+        (d >> 64) as u64,
+        d as u64,
+        u64::from(flow.proto) | u64::from(flow.src_port) << 8 | u64::from(flow.dst_port) << 24 | v6,
+    ]
+}
+
+/// The inverse of [`flow_words`].
+pub fn flow_key_from_words(w: &[u64; 5]) -> FlowKey {
+    let [sh, sl, dh, dl, m] = *w;
+    let (s, d) = ((u128::from(sh) << 64) | u128::from(sl), (u128::from(dh) << 64) | u128::from(dl));
+    let ip = |a: u128| {
+        if m & V6_BIT != 0 { IpAddr::V6(a.to_be_bytes()) } else { IpAddr::V4((a as u32).to_be_bytes()) }
+    };
+    FlowKey { src: ip(s), dst: ip(d), src_port: (m >> 8) as u16, dst_port: (m >> 24) as u16, proto: m as u8 }
+}
+
+fn ip_bits(a: &IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(b) => u128::from(u32::from_be_bytes(*b)),
+        IpAddr::V6(b) => u128::from_be_bytes(*b),
+    }
+}
+
+/// The flow cache's actions: the verdict with the rule that gave it (`u32::MAX`: the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlowVerdict {
+    Permit(u64),
+    Deny(u64),
+    /// The default action on a miss: classify.
+    Classify,
+}
+
+impl Actions<1> for FlowVerdict {
+    const HIT_ACTIONS: ActionMask = ActionMask::of(&[0, 1]);
+
+    fn encode(&self) -> (ActionId, [u64; 1]) {
+        match self {
+            FlowVerdict::Permit(r) => (0, [*r]),
+            FlowVerdict::Deny(r) => (1, [*r]),
+            FlowVerdict::Classify => (2, [0]),
+        }
+    }
+
+    fn decode(id: ActionId, p: &[u64; 1]) -> Option<Self> {
+        match id {
+            0 => Some(FlowVerdict::Permit(p[0])),
+            1 => Some(FlowVerdict::Deny(p[0])),
+            2 => Some(FlowVerdict::Classify),
+            _ => None,
+        }
+    }
+}
+
+/// The ACL state every worker shares: the classifier and the flow cache.
+pub struct AclShared {
+    v4: Classifier,
+    v6: Classifier,
+    flows: P4Table<5, 1, FlowVerdict>,
+    default_action: AclAction,
+    sweep_buckets: usize,
+}
+
+impl fmt::Debug for AclShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclShared")
+            .field("rules_v4", &self.v4.len())
+            .field("rules_v6", &self.v6.len())
+            .field("tuples", &(self.v4.tuple_count() + self.v6.tuple_count()))
+            .field("default_action", &self.default_action)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AclShared {
+    /// Validates `cfg` and builds the classifier and the flow cache.
+    pub fn try_new(cfg: &AclConfig) -> Result<Self, AclConfigError> {
+        cfg.validate()?;
+        let family =
+            |r: &AclRule, v6: bool| [r.src, r.dst].iter().flatten().all(|p| matches!(p.addr, IpAddr::V6(_)) == v6);
+        let pick = |v6: bool| -> Vec<(u32, Rule)> {
+            let rules = cfg.rules.iter().enumerate().filter(|(_, r)| family(r, v6));
+            rules.map(|(i, r)| (i as u32, r.to_rule())).collect()
+        };
+        let mut decl = TableDecl::new(cfg.flow_capacity, FlowVerdict::Classify);
+        decl.idle_timeout = IdleTimeout::AutoDelete;
+        let flows = P4Table::try_new(decl).map_err(AclConfigError::FlowTable)?;
+        flows.table().set_expire_profile(PROFILE, cfg.flow_timeout);
+        Ok(Self {
+            v4: Classifier::with_ids(pick(false)),
+            v6: Classifier::with_ids(pick(true)),
+            flows,
+            default_action: cfg.default_action,
+            sweep_buckets: cfg.sweep_buckets,
+        })
+    }
+
+    /// The classifier for one family (`v6`: IPv6, else IPv4), with the rules that can match it.
+    pub fn classifier(&self, v6: bool) -> &Classifier {
+        if v6 { &self.v6 } else { &self.v4 }
+    }
+
+    /// Classifies a flow without the cache: the action and the rule id (`None`: the default).
+    pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
+        let c = self.classifier(matches!(flow.src, IpAddr::V6(_)));
+        match c.classify(&five_tuple(flow)) {
+            Some(m) => (if m.action == 0 { AclAction::Permit } else { AclAction::Deny }, Some(m.rule)),
+            None => (self.default_action, None),
+        }
+    }
+
+    /// Flows in the cache at `now` (walks the table: control plane only).
+    pub fn cached_flows(&self, now: crate::time::Instant) -> usize {
+        self.flows.table().count(now)
+    }
+}
+
+/// One worker's ACL counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AclCounters {
+    /// Packets let through.
+    pub permitted: u64,
+    /// Packets dropped (`AclDeny`).
+    pub denied: u64,
+    /// Packets whose verdict came from the flow cache.
+    pub cache_hits: u64,
+    /// Packets classified (cache misses).
+    pub classified: u64,
+    /// Classifications that no rule matched (the default action applied).
+    pub defaulted: u64,
+    /// Cache adds that were not done (table or bucket full, races); the verdict still applied.
+    pub cache_add_failed: u64,
+}
+
+/// The ACL NF of one worker core.
+#[derive(Debug)]
+pub struct Acl {
+    shared: Arc<AclShared>,
+    lane: Lane,
+    cursor: usize,
+    counters: AclCounters,
+}
+
+impl Acl {
+    /// A worker's ACL over the shared state.
+    pub fn new(shared: Arc<AclShared>) -> Self {
+        let lane = shared.flows.table().lane();
+        Self { shared, lane, cursor: 0, counters: AclCounters::default() }
+    }
+
+    /// This worker's counters.
+    pub fn counters(&self) -> &AclCounters {
+        &self.counters
+    }
+
+    /// This worker's flow-cache counters.
+    pub fn cache_stats(&self) -> &LaneStats {
+        self.lane.stats()
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &Arc<AclShared> {
+        &self.shared
+    }
+}
+
+impl Drop for Acl {
+    fn drop(&mut self) {
+        self.shared.flows.table().retire_lane(&mut self.lane);
+    }
+}
+
+impl Nf for Acl {
+    fn name(&self) -> &'static str {
+        "acl"
+    }
+
+    fn process(&mut self, ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        let shared = &*self.shared;
+        let mut keys = [[0u64; 5]; BATCH_SIZE];
+        let mut at = [0usize; BATCH_SIZE];
+        let mut n = 0;
+        for (i, p) in batch.pkts().iter().enumerate() {
+            if let (true, Some(k), Some(a)) = (p.alive(), keys.get_mut(n), at.get_mut(n)) {
+                *k = flow_words(&p.parsed.flow);
+                *a = i;
+                n += 1;
+            }
+        }
+        let mut out = [shared.flows.placeholder(); BATCH_SIZE];
+        let (Some(keys), Some(out)) = (keys.get(..n), out.get_mut(..n)) else { return };
+        shared.flows.apply_burst(&mut self.lane, keys, ctx.now, out);
+        for (applied, &i) in out.iter().zip(at.iter()) {
+            let action = match *applied {
+                Applied::Hit { action: FlowVerdict::Permit(_), .. } => Some(AclAction::Permit),
+                Applied::Hit { action: FlowVerdict::Deny(_), .. } => Some(AclAction::Deny),
+                _ => None,
+            };
+            let action = match (action, applied) {
+                (Some(a), _) => {
+                    self.counters.cache_hits += 1;
+                    a
+                }
+                (None, Applied::Miss { miss, .. }) => {
+                    let flow = flow_key_from_words(miss.key());
+                    let (a, rule) = shared.classify(&flow);
+                    self.counters.classified += 1;
+                    self.counters.defaulted += u64::from(rule.is_none());
+                    let rule = rule.map_or(DEFAULT_RULE, u64::from);
+                    let v = match a {
+                        AclAction::Permit => FlowVerdict::Permit(rule),
+                        AclAction::Deny => FlowVerdict::Deny(rule),
+                    };
+                    if !shared.flows.add_entry(&mut self.lane, miss, &v, PROFILE, ctx.now).is_success() {
+                        self.counters.cache_add_failed += 1;
+                    }
+                    a
+                }
+                // A hit on the miss-only action cannot be stored; classify to be safe.
+                (None, Applied::Hit { entry, .. }) => {
+                    self.counters.classified += 1;
+                    shared.classify(&flow_key_from_words(entry.handle().key())).0
+                }
+            };
+            let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
+            match action {
+                AclAction::Permit => self.counters.permitted += 1,
+                AclAction::Deny => {
+                    self.counters.denied += 1;
+                    p.verdict = Verdict::Drop(DropReason::AclDeny);
+                }
+            }
+        }
+        if shared.sweep_buckets > 0 {
+            self.cursor = shared.flows.table().sweep(&mut self.lane, ctx.now, self.cursor, shared.sweep_buckets);
+        }
+    }
+
+    fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        let c = &self.counters;
+        let s = self.lane.stats();
+        write!(
+            w,
+            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={}",
+            c.permitted, c.denied, c.cache_hits, c.classified, c.defaulted, c.cache_add_failed, s.expired_reclaimed
+        )
+    }
+}

@@ -1,0 +1,262 @@
+#![cfg(not(loom))]
+
+use std::vec::Vec;
+
+use proptest::prelude::*;
+
+use super::testkit::{Rng, frame, run};
+use super::*;
+use crate::time::Instant;
+
+/// The reference, written from the rule semantics alone: a linear scan over the `AclRule`s.
+fn ref_prefix(p: &Option<Prefix>, a: &IpAddr) -> bool {
+    let Some(p) = p else { return true };
+    let (pa, x, bits): (u128, u128, u32) = match (p.addr, a) {
+        (IpAddr::V4(pa), IpAddr::V4(x)) => (u32::from_be_bytes(pa).into(), u32::from_be_bytes(*x).into(), 32),
+        (IpAddr::V6(pa), IpAddr::V6(x)) => (u128::from_be_bytes(pa), u128::from_be_bytes(*x), 128),
+        _ => return false,
+    };
+    let len = u32::from(p.len);
+    len == 0 || (pa >> (bits - len)) == (x >> (bits - len))
+}
+
+fn ref_verdict(rules: &[AclRule], default: AclAction, f: &FlowKey) -> AclAction {
+    let mut best: Option<&AclRule> = None;
+    for r in rules {
+        let m = ref_prefix(&r.src, &f.src)
+            && ref_prefix(&r.dst, &f.dst)
+            && (r.sport.0..=r.sport.1).contains(&f.src_port)
+            && (r.dport.0..=r.dport.1).contains(&f.dst_port)
+            && r.proto.is_none_or(|p| p == f.proto);
+        if m && best.is_none_or(|b| r.priority > b.priority) {
+            best = Some(r);
+        }
+    }
+    best.map_or(default, |r| r.action)
+}
+
+/// A random address inside `p` (or anywhere of `family6`'s family when `p` is `None`).
+fn addr_in(rng: &mut Rng, p: &Option<Prefix>, family6: bool) -> IpAddr {
+    let r = u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
+    match p {
+        Some(Prefix { addr: IpAddr::V4(a), len }) => {
+            let m = if *len == 0 { 0 } else { u32::MAX << (32 - u32::from(*len)) };
+            IpAddr::V4((u32::from_be_bytes(*a) & m | (r as u32) & !m).to_be_bytes())
+        }
+        Some(Prefix { addr: IpAddr::V6(a), len }) => {
+            let m = if *len == 0 { 0 } else { u128::MAX << (128 - u32::from(*len)) };
+            IpAddr::V6((u128::from_be_bytes(*a) & m | r & !m).to_be_bytes())
+        }
+        None if family6 => IpAddr::V6((0x2001_0db8u128 << 96 | r >> 40).to_be_bytes()),
+        None => IpAddr::V4(((0x0a00_0000 | (r as u32 & 0x00ff_ffff)) ^ (r as u32 >> 31 << 30)).to_be_bytes()),
+    }
+}
+
+/// Packets aimed at the rules (inside their prefixes, at or next to their port bounds) and
+/// some at random, TCP or UDP.
+fn flows_for(rules: &[AclRule], rng: &mut Rng, n: usize) -> Vec<FlowKey> {
+    (0..n)
+        .map(|_| {
+            let pick = rng.next_u64();
+            let r =
+                rules.get(pick as usize % rules.len().max(1)).copied().unwrap_or(AclRule::any(0, AclAction::Permit));
+            let aimed = pick >> 32 & 3 != 0;
+            let v6 = matches!(r.src.or(r.dst), Some(Prefix { addr: IpAddr::V6(_), .. }))
+                || (r.src.or(r.dst).is_none() && pick >> 40 & 1 == 1);
+            let (sp, dp) = if aimed { (r.src, r.dst) } else { (None, None) };
+            let port = |rng: &mut Rng, range: (u16, u16)| match rng.next_u64() % 5 {
+                0 => range.0,
+                1 => range.1,
+                2 => range.0.wrapping_sub(1),
+                3 => range.1.wrapping_add(1),
+                _ => rng.next_u64() as u16,
+            };
+            FlowKey {
+                src: addr_in(rng, &sp, v6),
+                dst: addr_in(rng, &dp, v6),
+                src_port: port(rng, r.sport),
+                dst_port: port(rng, r.dport),
+                proto: if pick >> 50 & 1 == 0 { r.proto.unwrap_or(6) } else { [6, 17][(pick >> 51 & 1) as usize] },
+            }
+        })
+        .collect()
+}
+
+fn frame_of(f: &FlowKey) -> Vec<u8> {
+    frame(f.src, f.dst, f.proto, f.src_port, f.dst_port, b"acl")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    /// 1.5k random rules: the classifier, the shared classify and the NF (first packet
+    /// classified, second from the cache) all agree with the linear reference.
+    #[test]
+    fn acl_matches_linear_reference_with_1500_rules(seed in any::<u64>(), deny_default in any::<bool>()) {
+        let rules = example_rules(seed, 1500);
+        let default = if deny_default { AclAction::Deny } else { AclAction::Permit };
+        let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules.clone(), default)).unwrap());
+        let mut rng = Rng(seed ^ 0x5eed);
+        let flows = flows_for(&rules, &mut rng, 160);
+        let expected: Vec<AclAction> = flows.iter().map(|f| ref_verdict(&rules, default, f)).collect();
+        for (f, e) in flows.iter().zip(&expected) {
+            let (t, c) = (five_tuple(f), shared.classifier(matches!(f.src, IpAddr::V6(_))));
+            prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
+            prop_assert_eq!(shared.classify(f).0, *e);
+        }
+        let mut acl = Acl::new(shared.clone());
+        let frames: Vec<Vec<u8>> = flows.iter().map(frame_of).collect();
+        for (pass, now) in [(0, Instant(1)), (1, Instant(2))] {
+            let out = run(&mut acl, &frames, 0, now);
+            for (o, e) in out.iter().zip(&expected) {
+                let want = match e {
+                    AclAction::Permit => Verdict::Forward(1),
+                    AclAction::Deny => Verdict::Drop(DropReason::AclDeny),
+                };
+                prop_assert_eq!(o.verdict, want, "pass {}", pass);
+            }
+        }
+        let c = *acl.counters();
+        let denied = expected.iter().filter(|e| **e == AclAction::Deny).count() as u64;
+        prop_assert_eq!(c.denied, 2 * denied);
+        prop_assert_eq!(c.permitted + c.denied, 2 * flows.len() as u64);
+        prop_assert_eq!(c.cache_add_failed, 0);
+        // Duplicate flows within the first batch hit the cache already; every flow is
+        // classified exactly once.
+        let mut uniq = flows.clone();
+        uniq.sort();
+        uniq.dedup();
+        prop_assert_eq!(c.classified, uniq.len() as u64);
+        prop_assert_eq!(c.cache_hits, 2 * flows.len() as u64 - uniq.len() as u64);
+        prop_assert!(shared.classifier(false).tuple_count() <= 2 * 17 * 17);
+        prop_assert_eq!(shared.classifier(false).len() + shared.classifier(true).len()
+            - rules.iter().filter(|r| r.src.is_none() && r.dst.is_none()).count(), rules.len());
+    }
+
+    /// Small rule sets with many equal priorities: ties go to the earlier rule.
+    #[test]
+    fn acl_ties_and_overlaps_match_reference(
+        rules in proptest::collection::vec(
+            (0u32..3, 0usize..6, 0usize..6, 0u16..4, prop_oneof![Just(None), Just(Some(6u8)), Just(Some(17u8))], any::<bool>()),
+            0..80),
+        seed in any::<u64>())
+    {
+        let prefixes = [None, Some(Prefix::v4([10, 0, 0, 0], 8)), Some(Prefix::v4([10, 1, 0, 0], 16)),
+            Some(Prefix::v4([10, 1, 2, 0], 24)), Some(Prefix::v4([10, 1, 2, 3], 32)), Some(Prefix::v4([10, 1, 2, 0], 23))];
+        let rules: Vec<AclRule> = rules.iter().map(|&(pri, s, d, pr, proto, permit)| AclRule {
+            priority: pri,
+            src: prefixes[s].filter(|p| p.len != 23),
+            dst: prefixes[d].map(|p| if p.len == 23 { Prefix::v4([10, 1, 2, 0], 23) } else { p }),
+            sport: (0, u16::MAX),
+            dport: [(0, u16::MAX), (80, 80), (0, 1023), (443, 8443)][pr as usize],
+            proto,
+            action: if permit { AclAction::Permit } else { AclAction::Deny },
+        }).collect();
+        let cfg = AclConfig::new(rules.clone(), AclAction::Deny);
+        prop_assert_eq!(cfg.validate(), Ok(()));
+        let shared = AclShared::try_new(&cfg).unwrap();
+        let mut rng = Rng(seed);
+        for f in flows_for(&rules, &mut rng, 64) {
+            let (t, c) = (five_tuple(&f), shared.classifier(false));
+            prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
+            prop_assert_eq!(shared.classify(&f).0, ref_verdict(&rules, AclAction::Deny, &f));
+        }
+    }
+}
+
+#[test]
+fn acl_validation_names_the_rule_and_field() {
+    let ok = AclRule::any(1, AclAction::Deny);
+    let check = |r: AclRule| AclConfig::new(vec![ok, r], AclAction::Permit).validate();
+    assert_eq!(
+        check(AclRule { src: Some(Prefix::v4([10, 0, 0, 0], 33)), ..ok }),
+        Err(AclConfigError::BadPrefixLen { rule: 1, field: AclField::Src })
+    );
+    assert_eq!(
+        check(AclRule { dst: Some(Prefix::v6([0x20; 16], 129)), ..ok }),
+        Err(AclConfigError::BadPrefixLen { rule: 1, field: AclField::Dst })
+    );
+    assert_eq!(
+        check(AclRule { dst: Some(Prefix::v4([10, 0, 0, 1], 24)), ..ok }),
+        Err(AclConfigError::HostBitsSet { rule: 1, field: AclField::Dst })
+    );
+    assert_eq!(
+        check(AclRule { src: Some(Prefix::v4([10, 0, 0, 0], 8)), dst: Some(Prefix::v6([0; 16], 0)), ..ok }),
+        Err(AclConfigError::FamilyMismatch { rule: 1 })
+    );
+    assert_eq!(
+        check(AclRule { sport: (10, 9), ..ok }),
+        Err(AclConfigError::EmptyPortRange { rule: 1, field: AclField::SrcPort })
+    );
+    assert_eq!(
+        check(AclRule { dport: (10, 9), ..ok }),
+        Err(AclConfigError::EmptyPortRange { rule: 1, field: AclField::DstPort })
+    );
+    let mut cfg = AclConfig::new(vec![ok], AclAction::Permit);
+    cfg.flow_capacity = 0;
+    assert_eq!(AclShared::try_new(&cfg).err(), Some(AclConfigError::ZeroFlowCapacity));
+    cfg.flow_capacity = 8;
+    cfg.flow_timeout = Duration(0);
+    assert_eq!(cfg.validate(), Err(AclConfigError::ZeroFlowTimeout));
+    assert_eq!(
+        AclConfig::new(vec![ok; MAX_RULES + 1], AclAction::Permit).validate(),
+        Err(AclConfigError::TooManyRules { count: MAX_RULES + 1 })
+    );
+    let e = AclConfigError::HostBitsSet { rule: 7, field: AclField::Src };
+    assert_eq!(std::format!("{e}"), "rule 7: src has bits set beyond its length");
+    // The example rule sets are valid.
+    assert_eq!(AclConfig::new(example_rules(42, 1500), AclAction::Deny).validate(), Ok(()));
+}
+
+#[test]
+fn acl_cache_entries_expire_and_flows_are_reclassified() {
+    let web = AclRule { dport: (80, 80), proto: Some(6), ..AclRule::any(5, AclAction::Permit) };
+    let mut cfg = AclConfig::new(vec![web], AclAction::Deny);
+    cfg.flow_timeout = Duration(100);
+    let shared = Arc::new(AclShared::try_new(&cfg).unwrap());
+    let mut acl = Acl::new(shared.clone());
+    let (a, b) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]));
+    let frames = [frame(a, b, 6, 1000, 80, b""), frame(a, b, 17, 1000, 80, b""), frame(a, b, 1, 0, 0, b"pingpong")];
+    let out = run(&mut acl, &frames, 0, Instant(0));
+    let v: Vec<_> = out.iter().map(|o| o.verdict).collect();
+    assert_eq!(v, [Verdict::Forward(1), Verdict::Drop(DropReason::AclDeny), Verdict::Drop(DropReason::AclDeny)]);
+    assert_eq!(acl.counters().classified, 3);
+    assert_eq!(acl.counters().defaulted, 2);
+    assert_eq!(shared.cached_flows(Instant(0)), 3);
+    run(&mut acl, &frames, 0, Instant(99));
+    assert_eq!((acl.counters().classified, acl.counters().cache_hits), (3, 3));
+    assert_eq!(shared.cached_flows(Instant(100)), 0, "hard timeout of 100 ticks from classification");
+    let out = run(&mut acl, &frames, 0, Instant(100));
+    assert_eq!(out[0].verdict, Verdict::Forward(1));
+    assert_eq!((acl.counters().classified, acl.counters().cache_hits), (6, 3));
+    let mut s = String::new();
+    acl.write_counters(&mut s).unwrap();
+    assert!(s.starts_with(" acl_permitted=3 acl_denied=6 acl_cache_hits=3 acl_classified=6"), "{s}");
+}
+
+#[test]
+fn acl_full_cache_still_decides() {
+    let mut cfg =
+        AclConfig::new(vec![AclRule { proto: Some(17), ..AclRule::any(1, AclAction::Deny) }], AclAction::Permit);
+    cfg.flow_capacity = 2;
+    let mut acl = Acl::new(Arc::new(AclShared::try_new(&cfg).unwrap()));
+    let frames: Vec<_> = (0..40u16)
+        .map(|i| frame(IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), [6, 17][usize::from(i % 2)], i, 80, b""))
+        .collect();
+    let out = run(&mut acl, &frames, 0, Instant(0));
+    for (i, o) in out.iter().enumerate() {
+        let want = if i % 2 == 1 { Verdict::Drop(DropReason::AclDeny) } else { Verdict::Forward(1) };
+        assert_eq!(o.verdict, want);
+    }
+    assert_eq!(acl.counters().cache_add_failed, 38);
+    assert_eq!(acl.counters().classified, 40);
+}
+
+#[test]
+fn acl_flow_words_round_trip() {
+    let f = FlowKey { src: IpAddr::V6([1; 16]), dst: IpAddr::V6([2; 16]), src_port: 65535, dst_port: 1, proto: 17 };
+    assert_eq!(flow_key_from_words(&flow_words(&f)), f);
+    let g =
+        FlowKey { src: IpAddr::V4([1, 2, 3, 4]), dst: IpAddr::V4([5, 6, 7, 8]), src_port: 0, dst_port: 9, proto: 6 };
+    assert_eq!(flow_key_from_words(&flow_words(&g)), g);
+    assert_ne!(flow_words(&f), flow_words(&g));
+}

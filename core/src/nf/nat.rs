@@ -1,0 +1,515 @@
+//! Source NAT for IPv4 with one external address and a port pool (`SPEC.md` §4 "NAT").
+//!
+//! - Outbound (a packet arriving on `inside_port`): the outbound table maps the 5-tuple to the
+//!   external port. On a miss the NF takes a port from the pool (`nat::pool`, a lock-free free
+//!   list; none left → `NatPortsExhausted`) and inserts both directions: the inbound entry
+//!   (protocol, external address:port, remote address:port → inside address:port) and then the
+//!   outbound one (`add_on_miss`). The source becomes external address:port.
+//! - Inbound (any other port): the inbound table restores the destination; no entry (or not
+//!   addressed to the external address) → `NatNoMapping`.
+//! - Rewrites update the IPv4 header and TCP/UDP checksums incrementally (`lb::rewrite`). The
+//!   parse result's flow key is updated too, so later NFs see the translated flow.
+//! - Only IPv4 TCP and UDP are translated: other IPv4 protocols (ICMP included: no query-id
+//!   mapping), non-first fragments (no ports) and IPv6 are dropped with `NfUnsupported`.
+//! - Expiry: the outbound table is `NotifyControl` with one profile of `timeout`; outbound hits
+//!   restart the timer at most every eighth of it (RFC 4787 REQ-6: outbound refresh; inbound
+//!   packets do not refresh). Each batch sweeps a few buckets and reclaims a few reported
+//!   mappings: if the entry is still expired, the outbound entry is deleted (the delete decides
+//!   who reclaims), then the inbound one, and only then does the port go back to the pool. An
+//!   expired mapping still translates until it is reclaimed, and its port cannot be handed out
+//!   before both of its entries are gone: a port is never in two live mappings.
+//!
+//! Known gap: a packet that hits a mapping in the instant between its reclamation's read and
+//! delete is translated with the old port; the flow's next packet gets a new port.
+
+use alloc::sync::Arc;
+use core::fmt;
+
+use super::{Nf, NfBatch, NfCtx, Verdict};
+use crate::buf::{BATCH_SIZE, Pool};
+use crate::forward::{DropReason, PORTS};
+use crate::parse::{Fragment, IpAddr, L3Kind, L4Kind, Parsed};
+use crate::pna::exact::{ConfigError, Lane, LaneStats};
+use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
+use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
+use crate::time::{Duration, Instant};
+
+use super::lb::rewrite::{Side, rewrite};
+
+mod pool;
+#[cfg(test)]
+mod tests;
+
+const PROFILE: u8 = 1;
+
+/// A NAT's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct NatConfig {
+    /// The external (public) address.
+    pub external_addr: [u8; 4],
+    /// The external port range, inclusive (port 0 excluded).
+    pub ports: (u16, u16),
+    /// The port the inside network is on (its packets are outbound).
+    pub inside_port: u8,
+    /// Idle time after which a mapping is removed and its port returned, in clock ticks.
+    pub timeout: Duration,
+    /// Outbound-table buckets each batch sweeps.
+    pub sweep_buckets: usize,
+    /// Expired mappings each batch reclaims at most.
+    pub reclaims_per_batch: usize,
+}
+
+impl Default for NatConfig {
+    /// 192.0.2.1 (TEST-NET-1), ports 1024..=65535, inside on port 0, 2^36 ticks (about 34 s
+    /// at 2 GHz), 16 buckets and 32 reclaims per batch.
+    fn default() -> Self {
+        Self {
+            external_addr: [192, 0, 2, 1],
+            ports: (1024, u16::MAX),
+            inside_port: 0,
+            timeout: Duration(1 << 36),
+            sweep_buckets: 16,
+            reclaims_per_batch: 32,
+        }
+    }
+}
+
+/// Why a NAT configuration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum NatConfigError {
+    /// The port range is empty or includes port 0.
+    BadPortRange,
+    /// `inside_port` is not a port of the chain.
+    BadInsidePort,
+    /// `timeout` is zero.
+    ZeroTimeout,
+    /// A mapping table could not be built.
+    Table(ConfigError),
+}
+
+impl fmt::Display for NatConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadPortRange => f.write_str("ports: the range is empty or includes 0"),
+            Self::BadInsidePort => write!(f, "inside_port must be below {PORTS}"),
+            Self::ZeroTimeout => f.write_str("timeout is zero"),
+            Self::Table(e) => write!(f, "mapping table: {e}"),
+        }
+    }
+}
+
+impl NatConfig {
+    /// Checks the knobs.
+    pub fn validate(&self) -> Result<(), NatConfigError> {
+        if self.ports.0 == 0 || self.ports.0 > self.ports.1 {
+            return Err(NatConfigError::BadPortRange);
+        }
+        if usize::from(self.inside_port) >= PORTS {
+            return Err(NatConfigError::BadInsidePort);
+        }
+        if self.timeout.ticks() == 0 {
+            return Err(NatConfigError::ZeroTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// Outbound table actions: the external port and when the timer last restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutMap {
+    Translate {
+        port: u16,
+        restarted: u64,
+    },
+    /// Default (miss) action: allocate.
+    Allocate,
+}
+
+impl Actions<1> for OutMap {
+    const HIT_ACTIONS: ActionMask = ActionMask::of(&[0]);
+
+    fn encode(&self) -> (ActionId, [u64; 1]) {
+        match self {
+            OutMap::Translate { port, restarted } => (0, [u64::from(*port) | restarted << 16]),
+            OutMap::Allocate => (1, [0]),
+        }
+    }
+
+    fn decode(id: ActionId, p: &[u64; 1]) -> Option<Self> {
+        match id {
+            0 => Some(OutMap::Translate { port: p[0] as u16, restarted: p[0] >> 16 }),
+            1 => Some(OutMap::Allocate),
+            _ => None,
+        }
+    }
+}
+
+/// Inbound table actions: the inside address and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InMap {
+    Restore {
+        addr: [u8; 4],
+        port: u16,
+    },
+    /// Default (miss) action: drop.
+    NoMapping,
+}
+
+impl Actions<1> for InMap {
+    const HIT_ACTIONS: ActionMask = ActionMask::of(&[0]);
+
+    fn encode(&self) -> (ActionId, [u64; 1]) {
+        match self {
+            InMap::Restore { addr, port } => (0, [u64::from(u32::from_be_bytes(*addr)) << 16 | u64::from(*port)]),
+            InMap::NoMapping => (1, [0]),
+        }
+    }
+
+    fn decode(id: ActionId, p: &[u64; 1]) -> Option<Self> {
+        match id {
+            0 => Some(InMap::Restore { addr: ((p[0] >> 16) as u32).to_be_bytes(), port: p[0] as u16 }),
+            1 => Some(InMap::NoMapping),
+            _ => None,
+        }
+    }
+}
+
+/// A two-word key: (address a, address b), (port a, port b, protocol).
+fn key(a: [u8; 4], pa: u16, b: [u8; 4], pb: u16, proto: u8) -> [u64; 2] {
+    [
+        u64::from(u32::from_be_bytes(a)) << 32 | u64::from(u32::from_be_bytes(b)),
+        u64::from(pa) << 32 | u64::from(pb) << 16 | u64::from(proto),
+    ]
+}
+
+/// The inbound key of the mapping whose outbound key is `out` and external port `port`.
+fn inbound_of(out: &[u64; 2], ext: [u8; 4], port: u16) -> [u64; 2] {
+    let remote = (out[0] as u32).to_be_bytes();
+    let (rport, proto) = ((out[1] >> 16) as u16, out[1] as u8);
+    key(remote, rport, ext, port, proto)
+}
+
+/// The NAT state every worker shares: both mapping tables and the port pool.
+pub struct NatShared {
+    out: P4Table<2, 1, OutMap>,
+    inb: P4Table<2, 1, InMap>,
+    pool: pool::PortPool,
+    cfg: NatConfig,
+    refresh: u64,
+}
+
+impl fmt::Debug for NatShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatShared").field("config", &self.cfg).field("ports_in_use", &self.pool.in_use()).finish()
+    }
+}
+
+impl NatShared {
+    /// Validates `cfg` and builds the tables (sized to the port range) and the pool.
+    pub fn try_new(cfg: &NatConfig) -> Result<Self, NatConfigError> {
+        cfg.validate()?;
+        let n = usize::from(cfg.ports.1 - cfg.ports.0) + 1;
+        // Buckets for λ ≤ 1 (half the default load): a mapping must not fail on a full bucket
+        // while ports remain.
+        let buckets = (2 * n).next_power_of_two();
+        let mut od = TableDecl::new(n, OutMap::Allocate);
+        od.idle_timeout = IdleTimeout::NotifyControl;
+        od.event_ring = n.min(1 << 14);
+        od.buckets = buckets;
+        let mut id = TableDecl::new(n, InMap::NoMapping);
+        id.add_on_miss = false;
+        id.buckets = buckets;
+        let out = P4Table::try_new(od).map_err(NatConfigError::Table)?;
+        out.table().set_expire_profile(PROFILE, cfg.timeout);
+        let inb = P4Table::try_new(id).map_err(NatConfigError::Table)?;
+        Ok(Self {
+            out,
+            inb,
+            pool: pool::PortPool::new(cfg.ports.0, cfg.ports.1),
+            cfg: *cfg,
+            refresh: (cfg.timeout.ticks() / 8).max(1),
+        })
+    }
+
+    /// External ports handed out now.
+    pub fn ports_in_use(&self) -> usize {
+        self.pool.in_use()
+    }
+
+    /// Ports handed out twice or given back twice (always 0 unless there is a bug).
+    pub fn pool_anomalies(&self) -> u64 {
+        self.pool.anomalies.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The live mappings at `now` as (inside address, inside port, remote address, remote
+    /// port, protocol, external port), for the control plane and tests.
+    pub fn for_each_mapping(&self, now: Instant, mut f: impl FnMut([u8; 4], u16, [u8; 4], u16, u8, u16)) {
+        self.out.table().for_each(now, |e| {
+            let [w0, w1] = e.key;
+            let (src, dst) = (((w0 >> 32) as u32).to_be_bytes(), (w0 as u32).to_be_bytes());
+            f(src, (w1 >> 32) as u16, dst, (w1 >> 16) as u16, w1 as u8, e.params[0] as u16);
+        });
+    }
+}
+
+/// One worker's NAT counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NatCounters {
+    /// Outbound packets translated.
+    pub outbound: u64,
+    /// Inbound packets restored.
+    pub inbound: u64,
+    /// Mappings created.
+    pub mappings: u64,
+    /// Mappings reclaimed after expiry (ports returned).
+    pub reclaimed: u64,
+    /// Drops: no free port.
+    pub ports_exhausted: u64,
+    /// Drops: inbound without a mapping.
+    pub no_mapping: u64,
+    /// Drops: not IPv4 TCP/UDP (or a later fragment).
+    pub unsupported: u64,
+    /// Drops: a mapping table refused the new mapping.
+    pub table_full: u64,
+}
+
+/// The NAT NF of one worker core.
+#[derive(Debug)]
+pub struct Nat {
+    shared: Arc<NatShared>,
+    out_lane: Lane,
+    in_lane: Lane,
+    cursor: usize,
+    counters: NatCounters,
+}
+
+impl Nat {
+    /// A worker's NAT over the shared state.
+    pub fn new(shared: Arc<NatShared>) -> Self {
+        let out_lane = shared.out.table().lane();
+        let in_lane = shared.inb.table().lane();
+        Self { shared, out_lane, in_lane, cursor: 0, counters: NatCounters::default() }
+    }
+
+    /// This worker's counters.
+    pub fn counters(&self) -> &NatCounters {
+        &self.counters
+    }
+
+    /// This worker's outbound-table counters.
+    pub fn table_stats(&self) -> &LaneStats {
+        self.out_lane.stats()
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &Arc<NatShared> {
+        &self.shared
+    }
+
+    /// Sweeps `buckets` buckets of the outbound table and reclaims up to `max` expired mappings
+    /// (what each batch does with the configured budgets). Returns the ports returned.
+    pub fn maintain(&mut self, now: Instant, buckets: usize, max: usize) -> usize {
+        let shared = &*self.shared;
+        let table = shared.out.table();
+        if buckets > 0 {
+            self.cursor = table.sweep(&mut self.out_lane, now, self.cursor, buckets);
+        }
+        let mut n = 0;
+        for _ in 0..max {
+            let Some(ev) = table.events().pop() else { break };
+            let Some(e) = table.get(&ev.key, now) else { continue };
+            if e.deadline.is_none_or(|d| d > now) {
+                continue; // refreshed since the report
+            }
+            if table.delete(&mut self.out_lane, &ev.key, now).is_err() {
+                continue; // another core reclaims it
+            }
+            let port = e.params[0] as u16;
+            let inbound = inbound_of(&ev.key, shared.cfg.external_addr, port);
+            let _ = shared.inb.delete(&mut self.in_lane, &inbound, now);
+            shared.pool.release(port);
+            self.counters.reclaimed += 1;
+            n += 1;
+        }
+        n
+    }
+
+    /// A new mapping for the outbound key `miss`: the external port, or the drop reason.
+    fn create(&mut self, miss: &crate::pna::exact::Miss<2>, p: &Parsed, now: Instant) -> Result<u16, DropReason> {
+        let shared = &*self.shared;
+        let Some(port) = shared.pool.alloc() else {
+            self.counters.ports_exhausted += 1;
+            return Err(DropReason::NatPortsExhausted);
+        };
+        let (IpAddr::V4(src), IpAddr::V4(_)) = (p.flow.src, p.flow.dst) else {
+            shared.pool.release(port);
+            return Err(DropReason::NfUnsupported);
+        };
+        let inbound = inbound_of(miss.key(), shared.cfg.external_addr, port);
+        let restore = InMap::Restore { addr: src, port: p.flow.src_port };
+        if !shared.inb.insert(&mut self.in_lane, &inbound, &restore, 0, now).is_success() {
+            shared.pool.release(port);
+            self.counters.table_full += 1;
+            return Err(DropReason::FlowTableFull);
+        }
+        let map = OutMap::Translate { port, restarted: now.ticks() };
+        match shared.out.add_entry(&mut self.out_lane, miss, &map, PROFILE, now) {
+            AddStatus::Success => {
+                self.counters.mappings += 1;
+                Ok(port)
+            }
+            status => {
+                let _ = shared.inb.delete(&mut self.in_lane, &inbound, now);
+                shared.pool.release(port);
+                // Another packet of the same new flow (this batch, or another core) won.
+                if status == AddStatus::NotDone(NotDone::KeyExists)
+                    && let Applied::Hit { action: OutMap::Translate { port, .. }, .. } =
+                        shared.out.apply(&mut self.out_lane, miss.key(), now)
+                {
+                    return Ok(port);
+                }
+                self.counters.table_full += 1;
+                Err(DropReason::FlowTableFull)
+            }
+        }
+    }
+
+    fn outbound(&mut self, applied: &Applied<2, OutMap>, p: &Parsed, now: Instant) -> Result<u16, DropReason> {
+        let shared = &*self.shared;
+        match applied {
+            Applied::Hit { action: OutMap::Translate { port, restarted }, entry } => {
+                // `restarted` keeps 48 bits of ticks: compare modulo 2^48.
+                if now.ticks().wrapping_sub(*restarted) & ((1 << 48) - 1) >= shared.refresh {
+                    let _ = shared.out.restart_expire_timer(&mut self.out_lane, entry, now);
+                    let next = OutMap::Translate { port: *port, restarted: now.ticks() };
+                    let _ = shared.out.update(&mut self.out_lane, entry, &next, now);
+                }
+                Ok(*port)
+            }
+            Applied::Miss { miss, .. } => self.create(miss, p, now),
+            Applied::Hit { action: OutMap::Allocate, .. } => Err(DropReason::FlowTableFull),
+        }
+    }
+}
+
+impl Drop for Nat {
+    fn drop(&mut self) {
+        self.shared.out.table().retire_lane(&mut self.out_lane);
+        self.shared.inb.table().retire_lane(&mut self.in_lane);
+    }
+}
+
+/// Whether the NAT can translate `p` (IPv4 TCP/UDP with its transport header).
+fn translatable(p: &Parsed) -> bool {
+    p.l3 == L3Kind::Ipv4 && matches!(p.l4, L4Kind::Tcp | L4Kind::Udp) && p.fragment != Fragment::Later
+}
+
+impl Nf for Nat {
+    fn name(&self) -> &'static str {
+        "nat"
+    }
+
+    fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        let shared = Arc::clone(&self.shared);
+        let ext = shared.cfg.external_addr;
+        let (mut ok, mut ik) = ([[0u64; 2]; BATCH_SIZE], [[0u64; 2]; BATCH_SIZE]);
+        let (mut oa, mut ia) = ([0usize; BATCH_SIZE], [0usize; BATCH_SIZE]);
+        let (mut no, mut ni) = (0, 0);
+        for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
+            if !p.alive() {
+                continue;
+            }
+            let f = &p.parsed.flow;
+            let (IpAddr::V4(src), IpAddr::V4(dst), true) = (f.src, f.dst, translatable(&p.parsed)) else {
+                self.counters.unsupported += 1;
+                p.verdict = Verdict::Drop(DropReason::NfUnsupported);
+                continue;
+            };
+            if p.ingress == shared.cfg.inside_port {
+                if let (Some(k), Some(a)) = (ok.get_mut(no), oa.get_mut(no)) {
+                    *k = key(src, f.src_port, dst, f.dst_port, f.proto);
+                    *a = i;
+                    no += 1;
+                }
+            } else if dst == ext {
+                if let (Some(k), Some(a)) = (ik.get_mut(ni), ia.get_mut(ni)) {
+                    *k = key(src, f.src_port, dst, f.dst_port, f.proto);
+                    *a = i;
+                    ni += 1;
+                }
+            } else {
+                self.counters.no_mapping += 1;
+                p.verdict = Verdict::Drop(DropReason::NatNoMapping);
+            }
+        }
+        let mut out = [shared.out.placeholder(); BATCH_SIZE];
+        if let (Some(k), Some(o)) = (ok.get(..no), out.get_mut(..no)) {
+            shared.out.apply_burst(&mut self.out_lane, k, ctx.now, o);
+        }
+        for (applied, &i) in out.iter().zip(oa.iter()).take(no) {
+            let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
+            let r = self.outbound(applied, &p.parsed, ctx.now);
+            match r.and_then(|port| translate(pool.frame_mut(p.buf), &mut p.parsed, Side::Src, ext, port)) {
+                Ok(()) => self.counters.outbound += 1,
+                Err(reason) => p.verdict = Verdict::Drop(reason),
+            }
+        }
+        let mut inb = [shared.inb.placeholder(); BATCH_SIZE];
+        if let (Some(k), Some(o)) = (ik.get(..ni), inb.get_mut(..ni)) {
+            shared.inb.apply_burst(&mut self.in_lane, k, ctx.now, o);
+        }
+        for (applied, &i) in inb.iter().zip(ia.iter()).take(ni) {
+            let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
+            let r = match applied {
+                Applied::Hit { action: InMap::Restore { addr, port }, .. } => {
+                    translate(pool.frame_mut(p.buf), &mut p.parsed, Side::Dst, *addr, *port)
+                }
+                _ => Err(DropReason::NatNoMapping),
+            };
+            match r {
+                Ok(()) => self.counters.inbound += 1,
+                Err(reason) => {
+                    self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
+                    p.verdict = Verdict::Drop(reason);
+                }
+            }
+        }
+        self.maintain(ctx.now, shared.cfg.sweep_buckets, shared.cfg.reclaims_per_batch);
+    }
+
+    fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        let c = &self.counters;
+        write!(
+            w,
+            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={}",
+            c.outbound,
+            c.inbound,
+            c.mappings,
+            c.reclaimed,
+            c.ports_exhausted,
+            c.no_mapping,
+            c.unsupported,
+            c.table_full
+        )
+    }
+}
+
+/// Rewrites one side of `p` to `addr:port` and updates the flow key.
+fn translate(frame: &mut [u8], p: &mut Parsed, side: Side, addr: [u8; 4], port: u16) -> Result<(), DropReason> {
+    rewrite(frame, p, side, &addr, Some(port)).ok_or(DropReason::NfUnsupported)?;
+    match side {
+        Side::Src => {
+            p.flow.src = IpAddr::V4(addr);
+            p.flow.src_port = port;
+        }
+        Side::Dst => {
+            p.flow.dst = IpAddr::V4(addr);
+            p.flow.dst_port = port;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+#![cfg(not(loom))]
+
+use std::collections::{HashMap, HashSet};
+use std::vec::Vec;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::nf::acl::testkit::{Rng, checksums_ok, frame, run};
+
+const EXT: [u8; 4] = [203, 0, 113, 7];
+const INSIDE: u8 = 0;
+const OUTSIDE: u8 = 1;
+
+fn nat(ports: (u16, u16), timeout: u64) -> Nat {
+    let cfg = NatConfig {
+        external_addr: EXT,
+        ports,
+        inside_port: INSIDE,
+        timeout: Duration(timeout),
+        ..NatConfig::default()
+    };
+    Nat::new(Arc::new(NatShared::try_new(&cfg).unwrap()))
+}
+
+fn v4(a: [u8; 4]) -> IpAddr {
+    IpAddr::V4(a)
+}
+
+fn src_port_of(f: &[u8]) -> u16 {
+    crate::parse::parse(f).unwrap().flow.src_port
+}
+
+#[test]
+fn nat_translates_both_directions_and_restores_exactly() {
+    let mut nat = nat((40000, 40010), 1_000_000);
+    let (host, server) = ([192, 168, 1, 10], [8, 8, 8, 8]);
+    for proto in [6u8, 17] {
+        let out = frame(v4(host), v4(server), proto, 5000, 53, b"query");
+        let o = &run(&mut nat, std::slice::from_ref(&out), INSIDE, Instant(1))[0];
+        assert_eq!(o.verdict, Verdict::Forward(1));
+        let port = src_port_of(&o.frame);
+        assert!((40000..=40010).contains(&port));
+        assert!(checksums_ok(&o.frame));
+        assert_eq!(o.frame, frame(v4(EXT), v4(server), proto, port, 53, b"query"), "only src address and port changed");
+        // The same flow keeps its port.
+        let again = &run(&mut nat, &[out], INSIDE, Instant(2))[0];
+        assert_eq!(src_port_of(&again.frame), port);
+        // The reply is restored to the inside host.
+        let reply = frame(v4(server), v4(EXT), proto, 53, port, b"answer!");
+        let r = &run(&mut nat, &[reply], OUTSIDE, Instant(3))[0];
+        assert_eq!(r.verdict, Verdict::Forward(0));
+        assert!(checksums_ok(&r.frame));
+        assert_eq!(r.frame, frame(v4(server), v4(host), proto, 53, 5000, b"answer!"));
+    }
+    assert_eq!(nat.counters().mappings, 2);
+    assert_eq!((nat.counters().outbound, nat.counters().inbound), (4, 2));
+}
+
+#[test]
+fn nat_drops_unmapped_unsupported_and_counts() {
+    let mut nat = nat((40000, 40001), 1_000_000);
+    let frames = [
+        frame(v4([8, 8, 8, 8]), v4(EXT), 6, 53, 40000, b"x"), // inbound, no mapping
+        frame(v4([8, 8, 8, 8]), v4([10, 0, 0, 1]), 6, 53, 40000, b"x"), // not for the external address
+        frame(IpAddr::V6([1; 16]), IpAddr::V6([2; 16]), 6, 1, 2, b"x"), // IPv6
+        frame(v4([192, 168, 1, 1]), v4([8, 8, 8, 8]), 1, 0, 0, b"pingpong"), // ICMP
+    ];
+    let v: Vec<Verdict> = run(&mut nat, &frames[..2], OUTSIDE, Instant(0)).iter().map(|o| o.verdict).collect();
+    assert_eq!(v, [Verdict::Drop(DropReason::NatNoMapping); 2]);
+    let v: Vec<Verdict> = run(&mut nat, &frames[2..], INSIDE, Instant(0)).iter().map(|o| o.verdict).collect();
+    assert_eq!(v, [Verdict::Drop(DropReason::NfUnsupported); 2]);
+    // Three flows, two ports.
+    let flows: Vec<_> = (0..3).map(|i| frame(v4([192, 168, 1, 1]), v4([8, 8, 8, 8]), 17, 1000 + i, 53, b"q")).collect();
+    let v: Vec<Verdict> = run(&mut nat, &flows, INSIDE, Instant(0)).iter().map(|o| o.verdict).collect();
+    assert_eq!(v[2], Verdict::Drop(DropReason::NatPortsExhausted));
+    let c = nat.counters();
+    assert_eq!((c.no_mapping, c.unsupported, c.ports_exhausted, c.mappings), (2, 2, 1, 2));
+    let mut s = String::new();
+    nat.write_counters(&mut s).unwrap();
+    assert!(s.contains(" nat_ports_exhausted=1 nat_no_mapping=2 nat_unsupported=2"), "{s}");
+    let mut cfg = NatConfig { ports: (0, 10), ..NatConfig::default() };
+    assert_eq!(cfg.validate(), Err(NatConfigError::BadPortRange));
+    cfg.ports = (10, 9);
+    assert_eq!(NatShared::try_new(&cfg).err(), Some(NatConfigError::BadPortRange));
+    cfg.ports = (10, 10);
+    cfg.inside_port = 2;
+    assert_eq!(cfg.validate(), Err(NatConfigError::BadInsidePort));
+    cfg.inside_port = 0;
+    cfg.timeout = Duration(0);
+    assert_eq!(cfg.validate(), Err(NatConfigError::ZeroTimeout));
+}
+
+#[test]
+fn nat_ports_come_back_after_expiry() {
+    let mut nat = nat((50000, 50001), 100);
+    let server = v4([8, 8, 4, 4]);
+    let old: Vec<_> = (0..2).map(|i| frame(v4([10, 0, 0, 1]), server, 6, 2000 + i, 443, b"x")).collect();
+    let ports: Vec<u16> = run(&mut nat, &old, INSIDE, Instant(0)).iter().map(|o| src_port_of(&o.frame)).collect();
+    let new = frame(v4([10, 0, 0, 2]), server, 6, 3000, 443, b"y");
+    assert_eq!(
+        run(&mut nat, std::slice::from_ref(&new), INSIDE, Instant(50))[0].verdict,
+        Verdict::Drop(DropReason::NatPortsExhausted)
+    );
+    // Expired but not yet reclaimed mappings still translate.
+    let o = &run(&mut nat, &old[..1], INSIDE, Instant(101))[0];
+    assert_eq!(src_port_of(&o.frame), ports[0]);
+    // The second mapping has been idle for a full timeout: that batch's sweep reclaimed it and
+    // its port is back; the first was refreshed by its packet.
+    assert_eq!(nat.counters().reclaimed, 1);
+    assert_eq!(nat.shared().ports_in_use(), 1);
+    assert_eq!(nat.maintain(Instant(150), usize::MAX, usize::MAX), 0);
+    let reply = frame(server, v4(EXT), 6, 443, ports[1], b"late");
+    assert_eq!(run(&mut nat, &[reply], OUTSIDE, Instant(150))[0].verdict, Verdict::Drop(DropReason::NatNoMapping));
+    let o = &run(&mut nat, &[new], INSIDE, Instant(150))[0];
+    assert_eq!(src_port_of(&o.frame), ports[1], "the reclaimed port is reused");
+    assert_eq!(nat.counters().reclaimed, 1);
+    assert_eq!(nat.shared().pool_anomalies(), 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Random flows over random time with reclamation: a port is never in two live mappings,
+    /// a live flow keeps its port, every outbound translation and its reply restore exactly,
+    /// and the pool's books balance.
+    #[test]
+    fn nat_never_hands_out_a_port_twice(seed in any::<u64>(), ports in 2u16..12, flows in 2u64..30) {
+        let timeout = 200;
+        let mut nat = nat((30000, 30000 + ports - 1), timeout);
+        let mut rng = Rng(seed);
+        let mut now = 0u64;
+        // Last port each flow had, and when it last sent.
+        let mut last: HashMap<u64, (u16, u64)> = HashMap::new();
+        for _ in 0..120 {
+            now += rng.next_u64() % 60;
+            let n = 1 + rng.next_u64() % 6;
+            let ids: Vec<u64> = (0..n).map(|_| rng.next_u64() % flows).collect();
+            let fl = |i: u64| (v4([10, 1, (i >> 8) as u8, i as u8]), 1000 + i as u16, [6u8, 17][(i % 2) as usize]);
+            let frames: Vec<_> = ids.iter().map(|&i| { let (a, p, pr) = fl(i); frame(a, v4([9, 9, 9, 9]), pr, p, 80, b"d") }).collect();
+            let outs = run(&mut nat, &frames, INSIDE, Instant(now));
+            for (&i, o) in ids.iter().zip(&outs) {
+                match o.verdict {
+                    Verdict::Forward(_) => {
+                        let port = src_port_of(&o.frame);
+                        prop_assert!(checksums_ok(&o.frame));
+                        if let Some(&(p, t)) = last.get(&i) {
+                            // Idle for less than 7/8 of the timeout: the mapping is still live.
+                            if now - t < timeout * 7 / 8 {
+                                prop_assert_eq!(port, p, "a live flow changed port");
+                            }
+                        }
+                        last.insert(i, (port, now));
+                        // Its reply is restored exactly.
+                        let (a, p, pr) = fl(i);
+                        let r = run(&mut nat, &[frame(v4([9, 9, 9, 9]), v4(EXT), pr, 80, port, b"r")], OUTSIDE, Instant(now));
+                        prop_assert_eq!(&r[0].frame, &frame(v4([9, 9, 9, 9]), a, pr, 80, p, b"r"));
+                    }
+                    Verdict::Drop(r) => prop_assert_eq!(r, DropReason::NatPortsExhausted),
+                }
+            }
+            // Live mappings hold distinct ports, as many as the pool has handed out.
+            let mut seen = HashSet::new();
+            let mut count = 0;
+            nat.shared().for_each_mapping(Instant(now), |_, _, _, _, _, port| {
+                count += 1;
+                assert!(seen.insert(port), "port {port} in two live mappings");
+            });
+            prop_assert_eq!(count, nat.shared().ports_in_use());
+            if rng.next_u64().is_multiple_of(4) {
+                nat.maintain(Instant(now), usize::MAX, usize::MAX);
+            }
+        }
+        prop_assert_eq!(nat.shared().pool_anomalies(), 0);
+        // Long after, everything is reclaimed and every port is back.
+        now += 10 * timeout;
+        while nat.maintain(Instant(now), usize::MAX, usize::MAX) > 0 {}
+        prop_assert_eq!(nat.shared().ports_in_use(), 0);
+    }
+}

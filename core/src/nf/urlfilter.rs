@@ -1,0 +1,481 @@
+//! UrlFilter: bounded per-flow TCP reassembly of the client's request head, multi-pattern
+//! matching of its URL against banned host+path prefixes, and blocking (optionally
+//! resetting) the connections that ask for one (SPEC §4 "UrlFilter"; NetBlaze chain 2).
+//!
+//! # Flows
+//!
+//! A flow is a TCP connection, keyed in a `pna` exact table (add-on-miss, `AutoDelete`) by its
+//! 5-tuple in canonical order (the lower `(address, port)` endpoint first), so both
+//! directions hit one entry. The entry holds the flow's state — `Inspect` (with its slab,
+//! the slab's generation, the sequence number of stream offset 0, and which endpoint is the
+//! client), `Allow` or `Block`:
+//!
+//! - A miss on a SYN makes the sender the client and `ISN + 1` offset 0; on a SYN-ACK the
+//!   receiver is the client and the SYN-ACK's acknowledgment number is offset 0; on a data
+//!   segment without a SYN seen (mid-stream pickup) the sender is the client and the segment
+//!   starts the stream. Pure ACKs, FINs and RSTs of unknown flows pass untracked.
+//! - `Inspect` entries use expire profile 0 ([`UrlFilterConfig::inspect_timeout`]), restarted
+//!   by each client packet, together with the slab's lease (same instant, same timeout): when
+//!   the entry expires, so does the lease, and the slab is free for the next claim.
+//! - A verdict moves the entry to `Allow` or `Block` under profile 1
+//!   ([`UrlFilterConfig::flow_timeout`], restarted by every packet) and releases the slab at
+//!   once. Every later packet of a blocked connection, in either direction, is dropped as
+//!   `UrlBlocked` (or, from the client, answered with a reset when
+//!   [`UrlFilterConfig::reset`] is on).
+//!
+//! # Reassembly
+//!
+//! Client→server payload bytes are placed by sequence number relative to offset 0 into the
+//! flow's slab ([`UrlFilterConfig::window`] bytes, from a pool allocated at construction):
+//! out-of-order segments wait for the holes before them; overlapping bytes keep the value
+//! written first; bytes before offset 0 or past the window are ignored. The request head is
+//! analysed whenever the contiguous prefix grows: once it holds the whole head (up to the
+//! empty line), or the window is full, the flow gets its verdict. The segment that completes
+//! a banned request is the one dropped (or reset) — the server never gets the whole head, so
+//! it never answers; the segments before it were forwarded as they came (nothing is held
+//! back).
+//!
+//! Giving up, counted, with the connection allowed: the stream does not open with an HTTP
+//! request line (`not_http`); the window filled before the request line or Host header was
+//! complete (`gave_up`); a complete head without Host (`no_host`). Only the first request of
+//! a connection is inspected (keep-alive requests after it are not).
+//!
+//! # Matching
+//!
+//! The URL is `host` (lower case, without port or trailing dot) + the target's path
+//! (see `urlfilter::http`); a pattern `host/path` bans every URL it is a prefix of (`example.com/bad`
+//! bans `/bad`, `/bad/x` and `/badger` on `example.com`); a pattern without `/` bans the
+//! whole host (it is matched as `host/`). Patterns are compiled into one anchored
+//! Aho-Corasick automaton (the `aho-corasick` crate, no_std + alloc), searched once per
+//! request head; the search does not allocate. Not normalized: percent-encoding, dot
+//! segments, subdomains.
+//!
+//! # Exhaustion
+//!
+//! A new flow that finds no slab (among the 256 it looks at) or no room in the
+//! flow table is handled by [`UrlFilterConfig::on_exhaustion`]: `Drop` (the default, fail
+//! closed) drops the packet as `FlowTableFull` and adds no entry, so the client's
+//! retransmission tries again; `Allow` passes the flow uninspected. Both are counted.
+//!
+//! Not handled: TCP in IP fragments (passed, counted), non-TCP (passed, counted).
+
+mod flow;
+mod http;
+mod rst;
+mod slab;
+
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
+
+use super::encrypt::KEY_WORDS;
+use super::{Nf, NfBatch, NfCtx};
+use crate::buf::Pool;
+use crate::pna::exact::Lane;
+use crate::pna::p4::{Actions, P4Table, TableDecl};
+use crate::pna::{ActionId, ActionMask, IdleTimeout};
+use crate::time::{Duration, Instant};
+use slab::{SlabRef, Slabs};
+
+/// What to do with a new flow when no slab or flow entry is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Exhaustion {
+    /// Drop the packet as `FlowTableFull` (fail closed; a retransmission tries again).
+    Drop,
+    /// Let the flow through uninspected.
+    Allow,
+}
+
+/// Configuration of the URL filter (plain data; see [`UrlFilterConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UrlFilterConfig {
+    /// Banned URL prefixes, `host/path` or `host` (printable ASCII, no spaces, no port).
+    pub banned: Vec<String>,
+    /// Bytes of each client stream reassembled (64..=16384).
+    pub window: usize,
+    /// Flows under inspection at once (slabs of `window` bytes).
+    pub slabs: usize,
+    /// Capacity of the flow table (flows under inspection plus flows with a verdict).
+    pub flows: usize,
+    /// Server ports whose connections are inspected; empty: every TCP connection.
+    pub ports: Vec<u16>,
+    /// Idle time after which a flow under inspection is forgotten and its slab reused (ticks).
+    pub inspect_timeout: Duration,
+    /// Idle time after which an allowed or blocked flow is forgotten (ticks).
+    pub flow_timeout: Duration,
+    /// Answer blocked client segments with a TCP reset (rewritten in place) instead of
+    /// dropping them silently.
+    pub reset: bool,
+    /// New flows when slabs or flow entries run out.
+    pub on_exhaustion: Exhaustion,
+}
+
+impl Default for UrlFilterConfig {
+    /// No patterns, 1 KiB windows, 4096 slabs (4 MiB), 65 536 flows, every port, timeouts of
+    /// 2^32 and 2^36 ticks (about 1.4 s and 23 s at 3 GHz), no resets, fail closed.
+    fn default() -> Self {
+        Self {
+            banned: Vec::new(),
+            window: 1024,
+            slabs: 4096,
+            flows: 65_536,
+            ports: Vec::new(),
+            inspect_timeout: Duration(1 << 32),
+            flow_timeout: Duration(1 << 36),
+            reset: false,
+            on_exhaustion: Exhaustion::Drop,
+        }
+    }
+}
+
+/// What is wrong with a [`UrlFilterConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum UrlFilterConfigError {
+    /// `banned[index]` is empty or has an empty host.
+    BannedEmpty {
+        /// The pattern.
+        index: usize,
+    },
+    /// `banned[index]` has a byte that is not printable ASCII (or a space).
+    BannedByte {
+        /// The pattern.
+        index: usize,
+    },
+    /// `banned[index]` names a port (`host:port/…`); URLs are matched without ports.
+    BannedPort {
+        /// The pattern.
+        index: usize,
+    },
+    /// `banned[index]` is longer than `window` (it could never match).
+    BannedTooLong {
+        /// The pattern.
+        index: usize,
+    },
+    /// `window` is outside 64..=16384.
+    Window,
+    /// `slabs` is zero or above 2^24.
+    Slabs,
+    /// `flows` is zero, below `slabs`, or too large for a table.
+    Flows,
+    /// `inspect_timeout` is zero.
+    InspectTimeout,
+    /// `flow_timeout` is zero.
+    FlowTimeout,
+    /// The automaton could not be built (too many patterns).
+    Matcher,
+}
+
+impl fmt::Display for UrlFilterConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::BannedEmpty { index } => write!(f, "urlfilter banned[{index}]: empty host"),
+            Self::BannedByte { index } => write!(f, "urlfilter banned[{index}]: not printable ASCII"),
+            Self::BannedPort { index } => write!(f, "urlfilter banned[{index}]: has a port"),
+            Self::BannedTooLong { index } => write!(f, "urlfilter banned[{index}]: longer than the window"),
+            Self::Window => f.write_str("urlfilter window: not in 64..=16384"),
+            Self::Slabs => f.write_str("urlfilter slabs: zero or above 2^24"),
+            Self::Flows => f.write_str("urlfilter flows: zero, below slabs, or too large"),
+            Self::InspectTimeout => f.write_str("urlfilter inspect_timeout: zero"),
+            Self::FlowTimeout => f.write_str("urlfilter flow_timeout: zero"),
+            Self::Matcher => f.write_str("urlfilter banned: automaton too large"),
+        }
+    }
+}
+
+impl UrlFilterConfig {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), UrlFilterConfigError> {
+        use UrlFilterConfigError as E;
+        for (index, p) in self.banned.iter().enumerate() {
+            let b = p.as_bytes();
+            if !b.iter().all(|c| (0x21..=0x7e).contains(c)) {
+                return Err(E::BannedByte { index });
+            }
+            let host = b.split(|&c| c == b'/').next().unwrap_or(&[]);
+            if host.is_empty() || host == b"." {
+                return Err(E::BannedEmpty { index });
+            }
+            if host.contains(&b':') {
+                return Err(E::BannedPort { index });
+            }
+            if b.len() >= self.window {
+                return Err(E::BannedTooLong { index });
+            }
+        }
+        if !(64..=16384).contains(&self.window) {
+            return Err(E::Window);
+        }
+        if self.slabs == 0 || self.slabs > 1 << 24 {
+            return Err(E::Slabs);
+        }
+        if self.flows == 0 || self.flows < self.slabs || self.flows > 1 << 28 {
+            return Err(E::Flows);
+        }
+        if self.inspect_timeout.ticks() == 0 {
+            return Err(E::InspectTimeout);
+        }
+        if self.flow_timeout.ticks() == 0 {
+            return Err(E::FlowTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// A pattern as the automaton holds it: host lower case without a trailing dot, `/` added
+/// to a bare host.
+fn normalize(p: &str) -> Vec<u8> {
+    let b = p.as_bytes();
+    let cut = b.iter().position(|&c| c == b'/').unwrap_or(b.len());
+    let (host, path) = b.split_at(cut);
+    let mut out = vec![0u8; b.len() + 1];
+    let n = http::write_url(host, if path.is_empty() { b"/" } else { path }, &mut out);
+    out.truncate(n);
+    out
+}
+
+/// Where a flow stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Inspect,
+    Allow,
+    Block,
+}
+
+/// A flow entry's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FlowState {
+    phase: Phase,
+    /// Whether the client is the first endpoint of the canonical key.
+    client_first: bool,
+    slab: SlabRef,
+    /// Sequence number of stream offset 0.
+    base: u32,
+}
+
+impl FlowState {
+    const fn verdict(phase: Phase, client_first: bool) -> Self {
+        Self { phase, client_first, slab: SlabRef { idx: 0, generation: 0 }, base: 0 }
+    }
+}
+
+impl Actions<2> for FlowState {
+    const HIT_ACTIONS: ActionMask = ActionMask::of(&[0]);
+    fn encode(&self) -> (ActionId, [u64; 2]) {
+        let phase = match self.phase {
+            Phase::Inspect => 0,
+            Phase::Allow => 1,
+            Phase::Block => 2,
+        };
+        let w0 = phase | u64::from(self.client_first) << 2 | u64::from(self.slab.idx) << 32;
+        (0, [w0, u64::from(self.base) | u64::from(self.slab.generation) << 32])
+    }
+    fn decode(id: ActionId, p: &[u64; 2]) -> Option<Self> {
+        let phase = match (id, p[0] & 3) {
+            (0, 0) => Phase::Inspect,
+            (0, 1) => Phase::Allow,
+            (0, 2) => Phase::Block,
+            _ => return None,
+        };
+        Some(Self {
+            phase,
+            client_first: p[0] & 4 != 0,
+            slab: SlabRef { idx: (p[0] >> 32) as u32, generation: (p[1] >> 32) as u32 },
+            base: p[1] as u32,
+        })
+    }
+}
+
+const PROFILE_INSPECT: u8 = 0;
+const PROFILE_FLOW: u8 = 1;
+
+/// The automaton, slabs and flow table, built once and shared by every core.
+pub struct UrlFilterShared {
+    matcher: AhoCorasick,
+    slabs: Slabs,
+    flows: P4Table<KEY_WORDS, 2, FlowState>,
+    ports: Vec<u16>,
+    inspect_timeout: Duration,
+    reset: bool,
+    on_exhaustion: Exhaustion,
+}
+
+impl fmt::Debug for UrlFilterShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UrlFilterShared")
+            .field("patterns", &self.matcher.patterns_len())
+            .field("slabs", &self.slabs)
+            .field("flows", &self.flows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UrlFilterShared {
+    /// Validates `cfg`, compiles the patterns and allocates the slabs and the flow table.
+    pub fn try_new(cfg: &UrlFilterConfig) -> Result<Self, UrlFilterConfigError> {
+        cfg.validate()?;
+        let patterns: Vec<Vec<u8>> = cfg.banned.iter().map(|p| normalize(p)).collect();
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .start_kind(StartKind::Anchored)
+            .build(&patterns)
+            .map_err(|_| UrlFilterConfigError::Matcher)?;
+        let mut decl = TableDecl::new(cfg.flows, FlowState::verdict(Phase::Allow, false));
+        decl.idle_timeout = IdleTimeout::AutoDelete;
+        let flows = P4Table::try_new(decl).map_err(|_| UrlFilterConfigError::Flows)?;
+        flows.table().set_expire_profile(PROFILE_INSPECT, cfg.inspect_timeout);
+        flows.table().set_expire_profile(PROFILE_FLOW, cfg.flow_timeout);
+        Ok(Self {
+            matcher,
+            slabs: Slabs::new(cfg.slabs, cfg.window),
+            flows,
+            ports: cfg.ports.clone(),
+            inspect_timeout: cfg.inspect_timeout,
+            reset: cfg.reset,
+            on_exhaustion: cfg.on_exhaustion,
+        })
+    }
+
+    /// Whether `url` (host + path, as `http::analyse` builds it) starts with a banned pattern.
+    fn banned(&self, url: &[u8]) -> bool {
+        let input = Input::new(url).anchored(Anchored::Yes);
+        matches!(self.matcher.try_find(input), Ok(Some(_)))
+    }
+
+    /// Slabs whose lease is held at `now` (for tests and reports).
+    pub fn slabs_in_use(&self, now: Instant) -> usize {
+        self.slabs.in_use(now)
+    }
+}
+
+/// What one URL filter instance counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UrlFilterCounters {
+    /// Flows that got a slab and went under inspection.
+    pub inspected: u64,
+    /// Flows whose request matched no pattern.
+    pub allowed: u64,
+    /// Flows whose request matched a pattern.
+    pub blocked: u64,
+    /// Packets of blocked flows dropped (`UrlBlocked`).
+    pub blocked_pkts: u64,
+    /// Blocked client segments turned into resets.
+    pub resets: u64,
+    /// Flows allowed because the stream is not an HTTP request.
+    pub not_http: u64,
+    /// Flows allowed because the window filled before the request line / Host was complete.
+    pub gave_up: u64,
+    /// Flows allowed because the complete head had no Host.
+    pub no_host: u64,
+    /// Flows allowed because their slab was lost (a lease that expired under a live flow).
+    pub lost: u64,
+    /// New flows picked up mid-stream (no SYN seen).
+    pub midstream: u64,
+    /// New flows that found no slab.
+    pub slab_exhausted: u64,
+    /// New flows that found no room in the flow table.
+    pub table_full: u64,
+    /// Packets passed without a flow (pure ACK/FIN/RST of an unknown flow, or another port).
+    pub untracked: u64,
+    /// Non-TCP packets passed.
+    pub non_tcp: u64,
+    /// TCP fragments passed uninspected.
+    pub fragments: u64,
+}
+
+/// The URL filter on one worker core.
+pub struct UrlFilter {
+    shared: Arc<UrlFilterShared>,
+    lane: Lane,
+    cursor: usize,
+    stream: Vec<u8>,
+    url: Vec<u8>,
+    counters: UrlFilterCounters,
+}
+
+impl fmt::Debug for UrlFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UrlFilter").field("counters", &self.counters).finish_non_exhaustive()
+    }
+}
+
+/// The TCP fields the filter reads.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    seq: u32,
+    ack: u32,
+    flags: u8,
+}
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const ACK: u8 = 0x10;
+
+impl UrlFilter {
+    /// An instance over `shared`, with its own table lane and scratch buffers.
+    pub fn new(shared: Arc<UrlFilterShared>) -> Self {
+        let window = shared.slabs.window();
+        let lane = shared.flows.table().lane();
+        // Spread the instances' slab cursors apart.
+        let cursor = INSTANCES.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9E37_79B9);
+        Self { shared, lane, cursor, stream: vec![0; window], url: vec![0; window + 256], counters: Default::default() }
+    }
+
+    /// This instance's counters.
+    pub fn counters(&self) -> &UrlFilterCounters {
+        &self.counters
+    }
+}
+
+/// Instances made so far (to start their slab cursors apart).
+static INSTANCES: AtomicUsize = AtomicUsize::new(0);
+
+impl Nf for UrlFilter {
+    fn name(&self) -> &'static str {
+        "urlfilter"
+    }
+
+    fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        for p in batch.alive_mut() {
+            self.packet(ctx.now, pool, p);
+        }
+    }
+
+    fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        let c = &self.counters;
+        write!(
+            w,
+            " urlfilter_inspected={} urlfilter_allowed={} urlfilter_blocked={} urlfilter_blocked_pkts={} \
+             urlfilter_resets={} urlfilter_not_http={} urlfilter_gave_up={} urlfilter_no_host={} \
+             urlfilter_lost={} urlfilter_midstream={} urlfilter_slab_exhausted={} urlfilter_table_full={} \
+             urlfilter_untracked={} urlfilter_non_tcp={} urlfilter_fragments={}",
+            c.inspected,
+            c.allowed,
+            c.blocked,
+            c.blocked_pkts,
+            c.resets,
+            c.not_http,
+            c.gave_up,
+            c.no_host,
+            c.lost,
+            c.midstream,
+            c.slab_exhausted,
+            c.table_full,
+            c.untracked,
+            c.non_tcp,
+            c.fragments
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! The per-packet path of the URL filter: flow lookup, flow creation, reassembly, verdicts.
+
+use super::http::{self, Outcome};
+use super::rst;
+use super::{
+    ACK, Exhaustion, FIN, FlowState, PROFILE_FLOW, PROFILE_INSPECT, Phase, RST, SYN, Seg, UrlFilter, UrlFilterCounters,
+    UrlFilterShared,
+};
+use crate::buf::Pool;
+use crate::forward::DropReason;
+use crate::nf::encrypt::{KEY_WORDS, flow_words};
+use crate::nf::{Pkt, Verdict};
+use crate::parse::{Fragment, L4Kind, PROTO_TCP};
+use crate::pna::AddStatus;
+use crate::pna::NotDone;
+use crate::pna::exact::Lane;
+use crate::pna::p4::{Applied, EntryRef};
+use crate::time::Instant;
+
+/// Everything one packet needs besides the instance's buffers.
+struct Step<'a, 'p, 'm> {
+    shared: &'a UrlFilterShared,
+    lane: &'a mut Lane,
+    counters: &'a mut UrlFilterCounters,
+    pool: &'a mut Pool<'m>,
+    p: &'p mut Pkt,
+    now: Instant,
+    seg: Seg,
+    /// Whether the sender is the first endpoint of the canonical key.
+    sender_first: bool,
+}
+
+impl UrlFilter {
+    /// Handles one alive packet.
+    pub(super) fn packet(&mut self, now: Instant, pool: &mut Pool<'_>, p: &mut Pkt) {
+        let Self { shared, lane, cursor, stream, url, counters } = self;
+        let shared = &**shared;
+        let pr = p.parsed;
+        if pr.l4 != L4Kind::Tcp {
+            counters.non_tcp += 1;
+            return;
+        }
+        if pr.fragment != Fragment::Whole {
+            counters.fragments += 1;
+            return;
+        }
+        let f = pr.flow;
+        if !shared.ports.is_empty() && !shared.ports.iter().any(|&x| x == f.dst_port || x == f.src_port) {
+            counters.untracked += 1;
+            return;
+        }
+        let l4 = usize::from(pr.l4_offset);
+        let h = pool.frame(p.buf).get(l4..l4 + 14).unwrap_or(&[]);
+        let word = |at: usize| h.get(at..at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+        let seg = Seg { seq: word(4), ack: word(8), flags: h.get(13).copied().unwrap_or(0) };
+        let sender_first = (f.src, f.src_port) <= (f.dst, f.dst_port);
+        let key: [u64; KEY_WORDS] = if sender_first {
+            flow_words(&f.src, &f.dst, f.src_port, f.dst_port, PROTO_TCP)
+        } else {
+            flow_words(&f.dst, &f.src, f.dst_port, f.src_port, PROTO_TCP)
+        };
+        let mut st = Step { shared, lane, counters, pool, p, now, seg, sender_first };
+        // Miss → add → hit; an add that lost a race to another core (KeyExists) looks again.
+        for _ in 0..3 {
+            match shared.flows.apply(st.lane, &key, now) {
+                Applied::Hit { action, entry } => return st.hit(action, &entry, stream, url),
+                Applied::Miss { miss, .. } => {
+                    let syn = seg.flags & SYN != 0;
+                    let ack = seg.flags & ACK != 0;
+                    let (client_is_sender, base) = if syn && !ack {
+                        (true, seg.seq.wrapping_add(1))
+                    } else if syn {
+                        (false, seg.ack)
+                    } else if seg.flags & (RST | FIN) != 0 || pr.payload_len == 0 {
+                        st.counters.untracked += 1;
+                        return;
+                    } else {
+                        (true, seg.seq)
+                    };
+                    let client_first = client_is_sender == sender_first;
+                    let Some(slab) = shared.slabs.claim(cursor, now, shared.inspect_timeout) else {
+                        st.counters.slab_exhausted += 1;
+                        return st.exhausted(&miss, client_first);
+                    };
+                    let state = FlowState { phase: Phase::Inspect, client_first, slab, base };
+                    match shared.flows.add_entry(st.lane, &miss, &state, PROFILE_INSPECT, now) {
+                        AddStatus::Success => {
+                            st.counters.inspected += 1;
+                            if !syn {
+                                st.counters.midstream += 1;
+                            }
+                        }
+                        AddStatus::NotDone(NotDone::KeyExists) => shared.slabs.release(slab),
+                        AddStatus::NotDone(_) => {
+                            shared.slabs.release(slab);
+                            st.counters.table_full += 1;
+                            return st.exhausted(&miss, client_first);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Step<'_, '_, '_> {
+    /// No slab or no flow entry for a new flow.
+    fn exhausted(&mut self, miss: &crate::pna::exact::Miss<KEY_WORDS>, client_first: bool) {
+        match self.shared.on_exhaustion {
+            Exhaustion::Drop => self.p.verdict = Verdict::Drop(DropReason::FlowTableFull),
+            Exhaustion::Allow => {
+                let allow = FlowState::verdict(Phase::Allow, client_first);
+                let _ = self.shared.flows.add_entry(self.lane, miss, &allow, PROFILE_FLOW, self.now);
+            }
+        }
+    }
+
+    fn hit(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, stream: &mut [u8], url: &mut [u8]) {
+        let from_client = self.sender_first == st.client_first;
+        let flows = &self.shared.flows;
+        match st.phase {
+            Phase::Allow => {
+                let _ = flows.restart_expire_timer(self.lane, entry, self.now);
+            }
+            Phase::Block => {
+                let _ = flows.restart_expire_timer(self.lane, entry, self.now);
+                self.block(from_client);
+            }
+            // The server's packets pass and leave the inspection timer alone (it runs with the
+            // slab's lease, which only the client's packets renew).
+            Phase::Inspect if !from_client => {}
+            Phase::Inspect => self.inspect(st, entry, stream, url),
+        }
+    }
+
+    /// A packet of a blocked flow: dropped, or (from the client, with `reset`) turned into a
+    /// reset toward the client.
+    fn block(&mut self, from_client: bool) {
+        if self.shared.reset && from_client && self.seg.flags & RST == 0 {
+            let frame = self.pool.frame_mut(self.p.buf);
+            let mac: [u8; 6] = frame.get(6..12).and_then(|m| m.try_into().ok()).unwrap_or([0; 6]);
+            if let Some(len) = rst::rewrite(frame, &mut self.p.parsed)
+                && self.pool.set_len(self.p.buf, len).is_ok()
+            {
+                self.counters.resets += 1;
+                self.p.dst_mac = Some(mac);
+                self.p.verdict = Verdict::Forward(self.p.ingress);
+                return;
+            }
+        }
+        self.counters.blocked_pkts += 1;
+        self.p.verdict = Verdict::Drop(DropReason::UrlBlocked);
+    }
+
+    /// Moves the flow to `phase` and gives its slab back.
+    fn finish(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, phase: Phase) {
+        let flows = &self.shared.flows;
+        let _ = flows.update(self.lane, entry, &FlowState::verdict(phase, st.client_first), self.now);
+        let _ = flows.set_entry_expire_time(self.lane, entry, PROFILE_FLOW, self.now);
+        self.shared.slabs.release(st.slab);
+    }
+
+    /// A client packet of a flow under inspection.
+    fn inspect(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, stream: &mut [u8], url: &mut [u8]) {
+        let shared = self.shared;
+        if !shared.slabs.renew(st.slab, self.now, shared.inspect_timeout) {
+            self.counters.lost += 1;
+            let _ = shared.flows.update(self.lane, entry, &FlowState::verdict(Phase::Allow, st.client_first), self.now);
+            let _ = shared.flows.set_entry_expire_time(self.lane, entry, PROFILE_FLOW, self.now);
+            return;
+        }
+        let _ = shared.flows.restart_expire_timer(self.lane, entry, self.now);
+        let pr = self.p.parsed;
+        if pr.payload_len == 0 {
+            return;
+        }
+        // Place the payload by sequence number; bytes before offset 0 are cut off.
+        let start = self.seg.seq.wrapping_add(u32::from(self.seg.flags & SYN != 0));
+        let rel = start.wrapping_sub(st.base);
+        let (skip, off) = if (rel as i32) < 0 { (rel.wrapping_neg() as usize, 0) } else { (0, rel as usize) };
+        let po = usize::from(pr.payload_offset);
+        let frame = self.pool.frame(self.p.buf);
+        let data = frame.get(po + skip..po + usize::from(pr.payload_len)).unwrap_or(&[]);
+        if data.is_empty() || off >= shared.slabs.window() {
+            return;
+        }
+        let (_, grew) = shared.slabs.write(st.slab, off, data);
+        if !grew {
+            return;
+        }
+        let n = shared.slabs.read_prefix(st.slab, stream);
+        let full = n >= shared.slabs.window();
+        match http::analyse(stream.get(..n).unwrap_or(&[]), full, url) {
+            Outcome::Wait => {}
+            Outcome::NotHttp => {
+                self.counters.not_http += 1;
+                self.finish(st, entry, Phase::Allow);
+            }
+            Outcome::GaveUp => {
+                self.counters.gave_up += 1;
+                self.finish(st, entry, Phase::Allow);
+            }
+            Outcome::NoHost => {
+                self.counters.no_host += 1;
+                self.finish(st, entry, Phase::Allow);
+            }
+            Outcome::Url(k) => {
+                if shared.banned(url.get(..k).unwrap_or(&[])) {
+                    self.counters.blocked += 1;
+                    self.finish(st, entry, Phase::Block);
+                    self.block(true);
+                } else {
+                    self.counters.allowed += 1;
+                    self.finish(st, entry, Phase::Allow);
+                }
+            }
+        }
+    }
+}

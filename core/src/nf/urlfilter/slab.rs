@@ -1,0 +1,202 @@
+//! The reassembly slabs: one fixed-size window of client→server stream bytes per flow
+//! under inspection, all allocated at construction and shared by every core.
+//!
+//! Each slab has a *lease* word: `FREE`, `CLAIMING`, or the deadline (in ticks) of its
+//! owner's lease, and a generation that a claim bumps. Claims, renewals and releases are
+//! compare-and-swaps on the lease word, so a slab has one owner at a time without a lock:
+//!
+//! - **claim**: `CAS(free or expired → CLAIMING)`, bump the generation, clear the bitmap,
+//!   then publish the deadline (`Release`). A lease whose deadline has passed is free:
+//!   that is how the slab of a flow whose table entry expired comes back (the flow entry
+//!   and the lease run on the same timeout from the same instant, see `UrlFilter`).
+//! - **renew** (every client packet, before writing): `CAS(deadline → new deadline)`, then
+//!   check the generation. A renewal that succeeds on another owner's published deadline
+//!   sees that owner's newer generation (it was bumped before the deadline was published),
+//!   so a lease that moved on is always detected; a renewed lease cannot be claimed until
+//!   its new deadline.
+//! - **release**: the owner stores `FREE`.
+//!
+//! Bytes and bitmap words are atomics written with `Relaxed` stores by the lease owner
+//! only: a flow's client direction is handled by one core at a time, and the lane lock
+//! hands it over with release/acquire ordering.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use crate::time::{Duration, Instant};
+
+const FREE: u64 = 0;
+const CLAIMING: u64 = u64::MAX;
+/// Slabs a claim looks at before reporting exhaustion.
+pub(super) const MAX_PROBES: usize = 256;
+
+/// A claimed slab: its index and the generation of the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SlabRef {
+    pub(super) idx: u32,
+    pub(super) generation: u32,
+}
+
+pub(super) struct Slabs {
+    window: usize,
+    words: usize,
+    lease: Box<[AtomicU64]>,
+    gens: Box<[AtomicU32]>,
+    contig: Box<[AtomicU32]>,
+    have: Box<[AtomicU64]>,
+    data: Box<[AtomicU8]>,
+}
+
+impl core::fmt::Debug for Slabs {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Slabs").field("count", &self.lease.len()).field("window", &self.window).finish()
+    }
+}
+
+fn boxed<T>(n: usize, f: impl FnMut() -> T) -> Box<[T]> {
+    let mut v = Vec::with_capacity(n);
+    v.resize_with(n, f);
+    v.into_boxed_slice()
+}
+
+fn deadline(now: Instant, ttl: Duration) -> u64 {
+    now.saturating_add(ttl).ticks().clamp(1, CLAIMING - 1)
+}
+
+impl Slabs {
+    /// `count` slabs of `window` bytes (both checked by the config).
+    pub(super) fn new(count: usize, window: usize) -> Self {
+        let words = window.div_ceil(64);
+        Self {
+            window,
+            words,
+            lease: boxed(count, || AtomicU64::new(FREE)),
+            gens: boxed(count, || AtomicU32::new(0)),
+            contig: boxed(count, || AtomicU32::new(0)),
+            have: boxed(count * words, || AtomicU64::new(0)),
+            data: boxed(count * window, || AtomicU8::new(0)),
+        }
+    }
+
+    /// Bytes per slab.
+    pub(super) fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Slabs whose lease is held at `now` (diagnostics and tests).
+    pub(super) fn in_use(&self, now: Instant) -> usize {
+        self.lease.iter().filter(|l| matches!(l.load(Ordering::Relaxed), s if s != FREE && s > now.ticks())).count()
+    }
+
+    /// Claims a free (or expired) slab, looking at most at [`MAX_PROBES`] from `cursor` on.
+    pub(super) fn claim(&self, cursor: &mut usize, now: Instant, ttl: Duration) -> Option<SlabRef> {
+        let n = self.lease.len();
+        for _ in 0..n.min(MAX_PROBES) {
+            let i = *cursor % n;
+            *cursor = cursor.wrapping_add(1);
+            let Some(l) = self.lease.get(i) else { continue };
+            let s = l.load(Ordering::Relaxed);
+            let free = s == FREE || (s != CLAIMING && s <= now.ticks());
+            if !free || l.compare_exchange(s, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            let generation = self.gens.get(i).map_or(0, |g| g.fetch_add(1, Ordering::Relaxed).wrapping_add(1));
+            for w in self.have.get(i * self.words..(i + 1) * self.words).unwrap_or(&[]) {
+                w.store(0, Ordering::Relaxed);
+            }
+            if let Some(c) = self.contig.get(i) {
+                c.store(0, Ordering::Relaxed);
+            }
+            l.store(deadline(now, ttl), Ordering::Release);
+            return Some(SlabRef { idx: i as u32, generation });
+        }
+        None
+    }
+
+    /// Renews `r`'s lease to `now + ttl`; `false` if the slab is no longer `r`'s.
+    pub(super) fn renew(&self, r: SlabRef, now: Instant, ttl: Duration) -> bool {
+        let i = r.idx as usize;
+        let (Some(l), Some(g)) = (self.lease.get(i), self.gens.get(i)) else { return false };
+        let s = l.load(Ordering::Acquire);
+        if s == FREE || s == CLAIMING {
+            return false;
+        }
+        if l.compare_exchange(s, deadline(now, ttl), Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        g.load(Ordering::Relaxed) == r.generation
+    }
+
+    /// Gives `r` back (the owner, right after a successful renewal).
+    pub(super) fn release(&self, r: SlabRef) {
+        let i = r.idx as usize;
+        if let (Some(l), Some(g)) = (self.lease.get(i), self.gens.get(i))
+            && g.load(Ordering::Relaxed) == r.generation
+        {
+            l.store(FREE, Ordering::Release);
+        }
+    }
+
+    /// Writes `bytes` at stream offset `off` (clipped to the window); bytes already present
+    /// keep their first-written value. Returns the contiguous prefix length, and whether
+    /// this write grew it.
+    pub(super) fn write(&self, r: SlabRef, off: usize, bytes: &[u8]) -> (usize, bool) {
+        let i = r.idx as usize;
+        let base = i * self.window;
+        let have = self.have.get(i * self.words..(i + 1) * self.words).unwrap_or(&[]);
+        let data = self.data.get(base..base + self.window).unwrap_or(&[]);
+        let end = off.saturating_add(bytes.len()).min(self.window);
+        let mut at = off;
+        while at < end {
+            let w = at / 64;
+            let chunk_end = end.min((w + 1) * 64);
+            let Some(word) = have.get(w) else { break };
+            let old = word.load(Ordering::Relaxed);
+            let mut new = old;
+            for pos in at..chunk_end {
+                let bit = 1u64 << (pos % 64);
+                if old & bit == 0
+                    && let (Some(d), Some(&b)) = (data.get(pos), bytes.get(pos - off))
+                {
+                    d.store(b, Ordering::Relaxed);
+                    new |= bit;
+                }
+            }
+            if new != old {
+                word.store(new, Ordering::Relaxed);
+            }
+            at = chunk_end;
+        }
+        let Some(c) = self.contig.get(i) else { return (0, false) };
+        let before = c.load(Ordering::Relaxed) as usize;
+        let mut len = before;
+        while len < self.window {
+            let Some(word) = have.get(len / 64) else { break };
+            let shift = len % 64;
+            // Ones from position `len` on; the shifted-in high bits are zeros, so the run
+            // stops at the end of the word at the latest.
+            let run = (!(word.load(Ordering::Relaxed) >> shift)).trailing_zeros() as usize;
+            let run = run.min(64 - shift);
+            len += run;
+            if run < 64 - shift {
+                break;
+            }
+        }
+        let len = len.min(self.window);
+        c.store(len as u32, Ordering::Relaxed);
+        (len, len > before)
+    }
+
+    /// Copies the contiguous prefix into `out`; returns its length.
+    pub(super) fn read_prefix(&self, r: SlabRef, out: &mut [u8]) -> usize {
+        let i = r.idx as usize;
+        let len = self.contig.get(i).map_or(0, |c| c.load(Ordering::Relaxed) as usize);
+        let base = i * self.window;
+        let src = self.data.get(base..base + len).unwrap_or(&[]);
+        for (o, s) in out.iter_mut().zip(src) {
+            *o = s.load(Ordering::Relaxed);
+        }
+        len.min(out.len())
+    }
+}

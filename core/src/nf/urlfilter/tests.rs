@@ -1,0 +1,485 @@
+use super::http::{Outcome, analyse};
+use super::*;
+use crate::buf::BUF_SIZE;
+use crate::checksum;
+use crate::forward::DropReason;
+use crate::nf::{Pkt, Verdict};
+use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, IpAddr, PROTO_TCP, PROTO_UDP, parse};
+use crate::test_frames::{SRC, eth, ipv4, ipv6, udp};
+use alloc::string::ToString;
+use proptest::prelude::*;
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const PSH_ACK: u8 = 0x18;
+
+/// One TCP connection between the test addresses (client = A, server = B).
+#[derive(Clone, Copy)]
+struct Conn {
+    v6: bool,
+    cport: u16,
+    sport: u16,
+    cisn: u32,
+    sisn: u32,
+}
+
+impl Conn {
+    fn new(cport: u16) -> Self {
+        Self { v6: false, cport, sport: 80, cisn: 0xFFFF_FF00, sisn: 7_000 }
+    }
+
+    /// A segment; `from_client` picks the direction. Checksums valid.
+    fn seg(&self, from_client: bool, seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let (sp, dp) = if from_client { (self.cport, self.sport) } else { (self.sport, self.cport) };
+        let mut t = Vec::new();
+        t.extend_from_slice(&sp.to_be_bytes());
+        t.extend_from_slice(&dp.to_be_bytes());
+        t.extend_from_slice(&seq.to_be_bytes());
+        t.extend_from_slice(&ack.to_be_bytes());
+        t.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+        t.extend_from_slice(payload);
+        let mut f = if self.v6 {
+            eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_TCP, &t))
+        } else {
+            eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_TCP, &t))
+        };
+        if !from_client {
+            // Swapping the addresses keeps the IPv4 header checksum (the sum is commutative).
+            let (a, n) = if self.v6 { (14 + 8, 16) } else { (14 + 12, 4) };
+            let (x, y) = f.split_at_mut(a + n);
+            x[a..].swap_with_slice(&mut y[..n]);
+        }
+        fix_tcp_checksum(&mut f);
+        f
+    }
+
+    fn syn(&self) -> Vec<u8> {
+        self.seg(true, self.cisn, 0, SYN, b"")
+    }
+
+    fn syn_ack(&self) -> Vec<u8> {
+        self.seg(false, self.sisn, self.cisn.wrapping_add(1), SYN | ACK, b"")
+    }
+
+    /// Client data at stream offset `off`.
+    fn data(&self, off: usize, bytes: &[u8]) -> Vec<u8> {
+        self.seg(true, self.cisn.wrapping_add(1).wrapping_add(off as u32), self.sisn.wrapping_add(1), PSH_ACK, bytes)
+    }
+
+    fn reply(&self, bytes: &[u8]) -> Vec<u8> {
+        self.seg(false, self.sisn.wrapping_add(1), self.cisn.wrapping_add(1), PSH_ACK, bytes)
+    }
+}
+
+fn fix_tcp_checksum(f: &mut [u8]) {
+    let p = parse(f).unwrap();
+    let (l4, end) = (usize::from(p.l4_offset), usize::from(p.l3_offset + p.l3_len));
+    f[l4 + 16..l4 + 18].fill(0);
+    let c = match (p.flow.src, p.flow.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => checksum::l4_checksum_v4(s, d, PROTO_TCP, &f[l4..end]),
+        (IpAddr::V6(s), IpAddr::V6(d)) => checksum::l4_checksum_v6(&s, &d, PROTO_TCP, &f[l4..end]),
+        _ => unreachable!(),
+    };
+    f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Frames in, frames out with verdicts; client frames arrive on port 0, server frames on 1.
+struct Rig {
+    nf: UrlFilter,
+    shared: Arc<UrlFilterShared>,
+    now: u64,
+}
+
+type Out = (Vec<u8>, Verdict, Option<[u8; 6]>);
+
+impl Rig {
+    fn new(cfg: &UrlFilterConfig) -> Self {
+        let shared = Arc::new(UrlFilterShared::try_new(cfg).unwrap());
+        Self { nf: UrlFilter::new(shared.clone()), shared, now: 1 }
+    }
+
+    fn send(&mut self, frames: &[Vec<u8>]) -> Vec<Out> {
+        frames.chunks(32).flat_map(|c| self.batch(c)).collect()
+    }
+
+    fn batch(&mut self, frames: &[Vec<u8>]) -> Vec<Out> {
+        let mut mem = vec![0u8; 32 * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+        let mut batch = NfBatch::new();
+        for f in frames {
+            let b = pool.alloc().unwrap();
+            pool.set_len(b, f.len()).unwrap();
+            pool.frame_mut(b).copy_from_slice(f);
+            let parsed = parse(f).unwrap();
+            let ingress = if parsed.flow.src_port == 80 || parsed.flow.src_port == 443 { 1 } else { 0 };
+            let verdict = Verdict::Forward(1 - ingress);
+            batch.push(Pkt { buf: b, parsed, ingress, verdict, dst_mac: None }).unwrap();
+        }
+        self.nf.process(&NfCtx { now: Instant(self.now) }, &mut pool, &mut batch);
+        batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst_mac)).collect()
+    }
+
+    fn counters(&self) -> UrlFilterCounters {
+        *self.nf.counters()
+    }
+}
+
+fn cfg() -> UrlFilterConfig {
+    UrlFilterConfig {
+        banned: vec!["example.com/bad".to_string(), "evil.org".to_string(), "Shop.Example.NET/cart/".to_string()],
+        window: 512,
+        slabs: 8,
+        flows: 64,
+        inspect_timeout: Duration(1_000),
+        flow_timeout: Duration(10_000),
+        ..Default::default()
+    }
+}
+
+const BANNED: &[u8] =
+    b"GET /bad/page.html?x=1 HTTP/1.1\r\nUser-Agent: test\r\nHost: Example.COM:8080\r\nAccept: */*\r\n\r\n";
+const ALLOWED: &[u8] = b"GET /good/page.html HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n";
+
+fn passed(out: &[Out], input: &[Vec<u8>]) -> bool {
+    out.len() == input.len() && out.iter().zip(input).all(|(o, i)| matches!(o.1, Verdict::Forward(_)) && o.0 == *i)
+}
+
+#[test]
+fn banned_url_split_out_of_order_and_overlapping_is_blocked() {
+    let mut r = Rig::new(&cfg());
+    let c = Conn::new(40_000);
+    let b = BANNED;
+    // SYN, SYN-ACK, then the head in pieces: the tail first, a middle piece, then a piece that
+    // overlaps both neighbours with garbage in the overlap (first-written bytes win), then the
+    // piece that completes the prefix.
+    let mut garbage = b[10..40].to_vec();
+    garbage[5..10].copy_from_slice(b"XXXXX"); // offsets 15..20, already written
+    garbage[20..25].copy_from_slice(b"YYYYY"); // offsets 30..35, already written
+    let frames = vec![
+        c.syn(),
+        c.syn_ack(),
+        c.data(40, &b[40..]),
+        c.data(15, &b[15..35]),
+        c.data(10, &garbage),
+        c.data(0, &b[..10]),
+    ];
+    let out = r.send(&frames);
+    assert!(passed(&out[..5], &frames[..5]), "nothing is held back before the verdict");
+    assert_eq!(out[5].1, Verdict::Drop(DropReason::UrlBlocked), "the completing segment is dropped");
+    let k = r.counters();
+    assert_eq!((k.inspected, k.blocked, k.allowed), (1, 1, 0));
+    assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0, "the verdict gave the slab back");
+    // Every later packet of the connection, either direction, is dropped.
+    let later = vec![c.data(0, &b[..10]), c.reply(b"HTTP/1.1 200 OK\r\n\r\n"), c.seg(true, 5, 6, ACK, b"")];
+    let out = r.send(&later);
+    assert!(out.iter().all(|o| o.1 == Verdict::Drop(DropReason::UrlBlocked)));
+    assert_eq!(r.counters().blocked_pkts, 4);
+}
+
+#[test]
+fn first_written_bytes_win() {
+    // The garbage arrives first, so the request reads `/xad/…` and is allowed.
+    let mut r = Rig::new(&cfg());
+    let c = Conn::new(40_001);
+    let mut forged = BANNED[..8].to_vec();
+    forged[5] = b'x';
+    let frames = vec![c.syn(), c.data(0, &forged), c.data(0, BANNED)];
+    let out = r.send(&frames);
+    assert!(passed(&out, &frames));
+    assert_eq!((r.counters().allowed, r.counters().blocked), (1, 0));
+}
+
+#[test]
+fn allowed_traffic_passes_byte_identical() {
+    let mut r = Rig::new(&cfg());
+    let c = Conn::new(40_002);
+    let mut v6 = Conn::new(40_003);
+    v6.v6 = true;
+    let tls = Conn::new(40_004);
+    let frames = vec![
+        c.syn(),
+        c.syn_ack(),
+        c.data(0, &ALLOWED[..20]),
+        c.data(20, &ALLOWED[20..]),
+        c.reply(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        c.data(ALLOWED.len(), b"GET /bad HTTP/1.1\r\nHost: example.com\r\n\r\n"), // keep-alive: not inspected
+        v6.syn(),
+        v6.data(0, b"GET / HTTP/1.1\r\nHost: [2001:db8::2]:80\r\n\r\n"),
+        tls.syn(),
+        tls.data(0, &[0x16, 3, 1, 0, 0x20, 1, 0, 0]),
+    ];
+    let out = r.send(&frames);
+    assert!(passed(&out, &frames));
+    let k = r.counters();
+    assert_eq!((k.inspected, k.allowed, k.not_http, k.blocked), (3, 2, 1, 0));
+    assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0);
+}
+
+#[test]
+fn non_tcp_passes_untouched() {
+    let mut r = Rig::new(&cfg());
+    let frames = vec![
+        eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &udp(5000, 80, b"GET /bad HTTP/1.1\r\nHost: example.com\r\n\r\n"))),
+        eth(&[], ETHERTYPE_IPV4, &ipv4(crate::parse::PROTO_ICMP, &crate::test_frames::icmp_echo(b"ping"))),
+    ];
+    let out = r.send(&frames);
+    assert!(passed(&out, &frames));
+    assert_eq!(r.counters().non_tcp, 2);
+}
+
+#[test]
+fn slab_exhaustion_drops_by_default_and_expiry_returns_slabs() {
+    let mut c = cfg();
+    c.slabs = 1;
+    let mut r = Rig::new(&c);
+    let (a, b) = (Conn::new(41_000), Conn::new(41_001));
+    let out = r.send(&[a.syn(), b.syn()]);
+    assert_eq!(out[0].1, Verdict::Forward(1));
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::FlowTableFull));
+    assert_eq!(r.counters().slab_exhausted, 1);
+    // `a` goes idle; once its inspection times out the slab is free again.
+    r.now += 1_000;
+    let out = r.send(&[b.syn(), b.data(0, BANNED)]);
+    assert_eq!(out[0].1, Verdict::Forward(1));
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
+    assert_eq!(r.counters().inspected, 2);
+}
+
+#[test]
+fn slab_exhaustion_can_fail_open() {
+    let mut c = cfg();
+    c.slabs = 1;
+    c.on_exhaustion = Exhaustion::Allow;
+    let mut r = Rig::new(&c);
+    let (a, b) = (Conn::new(41_002), Conn::new(41_003));
+    let frames = vec![a.syn(), b.syn(), b.data(0, BANNED)];
+    let out = r.send(&frames);
+    assert!(passed(&out, &frames), "the second flow passes uninspected");
+    assert_eq!((r.counters().slab_exhausted, r.counters().blocked), (1, 0));
+}
+
+#[test]
+fn flow_table_exhaustion_is_counted() {
+    let mut c = cfg();
+    c.flows = 8;
+    let mut r = Rig::new(&c);
+    let frames: Vec<Vec<u8>> = (0..40).map(|i| Conn::new(42_000 + i).syn()).collect();
+    let out = r.send(&frames);
+    let dropped = out.iter().filter(|o| o.1 == Verdict::Drop(DropReason::FlowTableFull)).count() as u64;
+    let k = r.counters();
+    assert_eq!(dropped, k.slab_exhausted + k.table_full);
+    assert_eq!(k.inspected + dropped, 40);
+    assert!(k.inspected <= 8);
+}
+
+#[test]
+fn reset_rewrites_the_blocked_segment_toward_the_client() {
+    let mut c = cfg();
+    c.reset = true;
+    for v6 in [false, true] {
+        let mut r = Rig::new(&c);
+        let mut conn = Conn::new(43_000);
+        conn.v6 = v6;
+        let seg = conn.data(0, BANNED);
+        let out = r.send(&[conn.syn(), seg.clone()]);
+        let (frame, verdict, mac) = &out[1];
+        assert_eq!((*verdict, *mac), (Verdict::Forward(0), Some(SRC)), "back out of the client's port");
+        let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+        let Some(etherparse::TransportSlice::Tcp(tcp)) = p.transport else { panic!("not TCP") };
+        assert!(tcp.rst() && !tcp.syn() && !tcp.fin());
+        assert_eq!((tcp.source_port(), tcp.destination_port()), (80, 43_000));
+        assert_eq!(tcp.sequence_number(), conn.sisn.wrapping_add(1), "SEQ = the client's ACK");
+        assert!(tcp.payload().is_empty());
+        let orig = parse(&seg).unwrap();
+        let got = parse(frame).unwrap();
+        assert_eq!((got.flow.src, got.flow.dst), (orig.flow.dst, orig.flow.src));
+        match p.net {
+            Some(etherparse::NetSlice::Ipv4(ip)) => {
+                let h = ip.header();
+                assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+                let want = tcp.to_header().calc_checksum_ipv4(&h.to_header(), tcp.payload()).unwrap();
+                assert_eq!(tcp.checksum(), want);
+                assert_eq!(frame.len(), 60, "padded to the Ethernet minimum");
+            }
+            Some(etherparse::NetSlice::Ipv6(ip)) => {
+                let h = ip.header().to_header();
+                assert_eq!(tcp.checksum(), tcp.to_header().calc_checksum_ipv6(&h, tcp.payload()).unwrap());
+                assert_eq!(frame.len(), 14 + 40 + 20);
+            }
+            _ => panic!("no IP"),
+        }
+        assert_eq!((r.counters().resets, r.counters().blocked), (1, 1));
+    }
+}
+
+#[test]
+fn window_full_without_request_line_gives_up() {
+    let mut c = cfg();
+    c.window = 64;
+    c.banned.clear();
+    c.banned.push("example.com/bad".to_string());
+    let mut r = Rig::new(&c);
+    let conn = Conn::new(44_000);
+    let mut long = b"GET /".to_vec();
+    long.resize(100, b'a');
+    let frames = vec![conn.syn(), conn.data(0, &long)];
+    let out = r.send(&frames);
+    assert!(passed(&out, &frames));
+    assert_eq!(r.counters().gave_up, 1);
+}
+
+#[test]
+fn request_heads_are_read_as_rfc_9112_says() {
+    let mut out = [0u8; 256];
+    let mut url = |s: &[u8], full: bool| match analyse(s, full, &mut out) {
+        Outcome::Url(n) => Ok(String::from_utf8(out[..n].to_vec()).unwrap()),
+        o => Err(o),
+    };
+    assert_eq!(
+        url(b"GET /a?b HTTP/1.1\r\nHost:  WWW.Example.com.:80 \r\n\r\n", false),
+        Ok("www.example.com/a?b".into())
+    );
+    assert_eq!(url(b"GET http://u@Evil.org:81 HTTP/1.1\r\nHost: other\r\n\r\n", false), Ok("evil.org/".into()));
+    assert_eq!(url(b"CONNECT evil.org:443 HTTP/1.1\r\n\r\n", false), Ok("evil.org/".into()));
+    assert_eq!(url(b"OPTIONS * HTTP/1.1\r\nhost: h\r\n\r\n", false), Ok("h/".into()));
+    assert_eq!(url(b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", false), Ok("[::1]/".into()));
+    assert_eq!(url(b"GET / HTTP/1.0\r\nAccept: x\r\n\r\n", false), Err(Outcome::NoHost));
+    assert_eq!(url(b"GET / HTTP/1.1\r\nHost: a", false), Err(Outcome::Wait));
+    assert_eq!(url(b"GET / HTTP/1.1\r\nHost: a\r\nX: y", true), Ok("a/".into()));
+    assert_eq!(url(b"GET / HTTP/1.1\r\nX: y", true), Err(Outcome::GaveUp));
+    assert_eq!(url(b"GE", false), Err(Outcome::Wait));
+    assert_eq!(url(b"\x16\x03\x01", false), Err(Outcome::NotHttp));
+    assert_eq!(url(b"GET /x FTP/1\r\n", false), Err(Outcome::NotHttp));
+    assert_eq!(url(&[b'A'; 40], false), Err(Outcome::NotHttp));
+}
+
+#[test]
+fn config_errors_name_the_pattern() {
+    let mut c = cfg();
+    c.banned.push("bad host/x".to_string());
+    assert_eq!(c.validate(), Err(UrlFilterConfigError::BannedByte { index: 3 }));
+    c.banned[3] = "/path-only".to_string();
+    assert_eq!(c.validate(), Err(UrlFilterConfigError::BannedEmpty { index: 3 }));
+    c.banned[3] = "host:80/x".to_string();
+    assert_eq!(c.validate(), Err(UrlFilterConfigError::BannedPort { index: 3 }));
+    assert_eq!(c.validate().unwrap_err().to_string(), "urlfilter banned[3]: has a port");
+    let mut c = cfg();
+    c.window = 32;
+    assert_eq!(c.validate(), Err(UrlFilterConfigError::Window));
+    let mut c = cfg();
+    c.flows = 4;
+    assert_eq!(UrlFilterShared::try_new(&c).unwrap_err(), UrlFilterConfigError::Flows);
+    let mut c = cfg();
+    c.inspect_timeout = Duration(0);
+    assert_eq!(c.validate(), Err(UrlFilterConfigError::InspectTimeout));
+}
+
+#[test]
+fn write_counters_names_every_counter() {
+    let r = Rig::new(&cfg());
+    let mut s = String::new();
+    r.nf.write_counters(&mut s).unwrap();
+    assert!(s.starts_with(" urlfilter_inspected=0 urlfilter_allowed=0 urlfilter_blocked=0"));
+    assert_eq!(s.matches(" urlfilter_").count(), 15);
+    assert_eq!(r.nf.name(), "urlfilter");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Any segmentation and order of the same request (with duplicates and overlaps, the SYN
+    /// first) gives the same verdict.
+    #[test]
+    fn segmentation_and_order_do_not_change_the_verdict(
+        which in 0usize..4,
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..12),
+        extra in proptest::collection::vec((any::<proptest::sample::Index>(), 1usize..40), 0..6),
+        order in any::<proptest::sample::Index>(),
+        isn in any::<u32>(),
+        v6 in any::<bool>(),
+    ) {
+        let requests: [(&[u8], bool); 4] = [
+            (BANNED, true),
+            (ALLOWED, false),
+            (b"POST /cart/checkout HTTP/1.1\r\nContent-Length: 0\r\nHost: shop.example.net\r\n\r\n", true),
+            (b"GET http://evil.org.example.com/ HTTP/1.1\r\nHost: evil.org\r\n\r\n", false),
+        ];
+        let (req, banned) = requests[which];
+        let mut conn = Conn::new(45_000);
+        conn.cisn = isn;
+        conn.v6 = v6;
+        // Segments between sorted cut points, plus overlapping copies of random ranges.
+        let mut points: Vec<usize> = cuts.iter().map(|i| i.index(req.len())).collect();
+        points.extend([0, req.len()]);
+        points.sort_unstable();
+        points.dedup();
+        let mut segs: Vec<(usize, usize)> = points.windows(2).map(|w| (w[0], w[1])).collect();
+        for (at, len) in &extra {
+            let a = at.index(req.len());
+            segs.push((a, (a + len).min(req.len())));
+        }
+        // A random rotation and interleaving of the segments.
+        let n = segs.len();
+        let k = order.index(n);
+        segs.rotate_left(k);
+        if k % 2 == 1 {
+            segs.reverse();
+        }
+        let mut frames = vec![conn.syn(), conn.syn_ack()];
+        frames.extend(segs.iter().map(|&(a, b)| conn.data(a, &req[a..b])));
+        let mut r = Rig::new(&cfg());
+        let out = r.send(&frames);
+        let k = r.counters();
+        prop_assert_eq!(k.blocked, u64::from(banned));
+        prop_assert_eq!(k.allowed, u64::from(!banned));
+        prop_assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0);
+        if banned {
+            prop_assert!(out.iter().any(|o| o.1 == Verdict::Drop(DropReason::UrlBlocked)));
+        } else {
+            prop_assert!(passed(&out, &frames));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Arbitrary segments (flags, numbers, payload bytes) never panic the filter, and what
+    /// it forwards — resets included — still parses with valid checksums.
+    #[test]
+    fn arbitrary_segments_never_panic(
+        segs in proptest::collection::vec(
+            (any::<u8>(), any::<u32>(), any::<u32>(), any::<bool>(), 0u16..4, proptest::collection::vec(any::<u8>(), 0..200)),
+            1..48,
+        ),
+        v6 in any::<bool>(),
+    ) {
+        let c = UrlFilterConfig { reset: true, window: 64, slabs: 2, flows: 8, ..cfg() };
+        let mut r = Rig::new(&c);
+        let frames: Vec<Vec<u8>> = segs
+            .iter()
+            .map(|(flags, seq, ack, from_client, port, data)| {
+                let mut conn = Conn::new(46_000 + port);
+                conn.v6 = v6;
+                let mut d = data.clone();
+                if data.len() % 3 == 0 {
+                    d.splice(0..0, b"GET /bad HTTP/1.1\r\nHost: evil.org\r\n".iter().copied());
+                }
+                conn.seg(*from_client, *seq, *ack, *flags, &d)
+            })
+            .collect();
+        for (frame, verdict, _) in r.send(&frames) {
+            if let Verdict::Forward(_) = verdict {
+                let p = parse(&frame).unwrap();
+                let l4 = usize::from(p.l4_offset);
+                let end = usize::from(p.l3_offset + p.l3_len);
+                let sum = match (p.flow.src, p.flow.dst) {
+                    (IpAddr::V4(s), IpAddr::V4(d)) => checksum::l4_checksum_v4(s, d, PROTO_TCP, &frame[l4..end]),
+                    (IpAddr::V6(s), IpAddr::V6(d)) => checksum::l4_checksum_v6(&s, &d, PROTO_TCP, &frame[l4..end]),
+                    _ => unreachable!(),
+                };
+                prop_assert_eq!(sum, 0);
+            }
+        }
+    }
+}
