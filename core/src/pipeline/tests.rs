@@ -248,8 +248,14 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
     // Let the workers drain what is left (bounded: a hang guard, not a timing assertion).
     let guard = std::time::Instant::now();
     while guard.elapsed() < std::time::Duration::from_secs(30) {
-        let pending: usize = (0..2).map(|k| with_lane(&ctl, &lanes[..], k, |l| l.rx[0].pending())).sum();
-        if pending == 0 {
+        // A worker may hold a lane right now: then it is not known to be empty yet.
+        let empty = (0..2).all(|k| {
+            ctl.queues()[k]
+                .lock()
+                .try_lock()
+                .is_some_and(|mut g| lanes[k].get_mut(&mut g).is_some_and(|l| l.rx[0].pending() == 0))
+        });
+        if empty {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
