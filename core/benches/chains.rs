@@ -191,7 +191,13 @@ fn chains(c: &mut Criterion<TscCycles>) {
         let group = format!("chains ({flows} flows, batch 32, 64 B TCP)");
         run(c, &group, "io only (baseline)", IoOnly, flows);
         run(c, &group, "chain 1: acl > lb > accounting", Chain::new(vec![acl(), lb(), accounting()], EGRESS), flows);
-        run(c, &group, "chain 2: acl > urlfilter > encrypt", Chain::new(vec![acl(), urlfilter(), encrypt()], EGRESS), flows);
+        run(
+            c,
+            &group,
+            "chain 2: acl > urlfilter > encrypt",
+            Chain::new(vec![acl(), urlfilter(), encrypt()], EGRESS),
+            flows,
+        );
         run(c, &group, "l3fwd (256 x /24)", Chain::new(vec![l3fwd()], EGRESS), flows);
     }
 }

@@ -3,8 +3,10 @@
 //! defmt decoding. The `xtask` binary is the CLI over it; the `cadence-tests` crate's
 //! end-to-end tests use it directly.
 
+pub mod chain;
 pub mod defmt;
 pub mod image;
+pub mod pcap;
 pub mod protocol;
 pub mod provision;
 pub mod qemu;

@@ -74,6 +74,13 @@ enum Cmd {
         /// NIC model: virtio-net or igb (Intel 82576; RSS inside QEMU, no root needed).
         #[arg(long, default_value = "virtio-net", value_parser = ["virtio-net", "igb"])]
         nic: String,
+        /// The NF chain (a TOML file, see chains/), passed to the image as boot module 0;
+        /// `none` runs the plain L2 forwarder. The checker expects what the chain does.
+        #[arg(long, default_value = run::DEFAULT_CHAIN)]
+        chain: String,
+        /// Record every frame that comes out of the image (both ports) to this pcap file.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
     },
     /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
     /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
@@ -122,6 +129,8 @@ fn real_main() -> Result<ExitCode> {
             lanes,
             sched,
             nic,
+            chain,
+            pcap,
         } => {
             let opts = RunOptions {
                 seconds,
@@ -138,6 +147,8 @@ fn real_main() -> Result<ExitCode> {
                 lanes,
                 sched,
                 nic,
+                chain: (chain != "none").then(|| PathBuf::from(chain)),
+                pcap,
                 ..RunOptions::default()
             };
             let s = run::run(&opts)?;

@@ -334,6 +334,10 @@ pub struct Report {
     pub nics: Vec<Nic>,
     pub last_stats: Option<Counters>,
     pub summary: Option<Counters>,
+    /// The NFs of `@chain nfs=…` (empty: none, or no such line yet).
+    pub chain: Vec<String>,
+    /// `@ready` was seen: every lane's receive rings are filled and the workers run.
+    pub ready: bool,
     /// `error: …` lines (bad boot options) and machine lines that failed to parse.
     pub errors: Vec<String>,
 }
@@ -361,6 +365,13 @@ impl Report {
                         self.summary = Some(l.counters());
                         Ok(())
                     }
+                    "ready" => {
+                        self.ready = true;
+                        Ok(())
+                    }
+                    "chain" => l.str("nfs").map(|n| {
+                        self.chain = n.split(',').filter(|n| !n.is_empty() && *n != "none").map(String::from).collect();
+                    }),
                     _ => Ok(()),
                 };
                 if let Err(e) = res {

@@ -14,6 +14,8 @@
 //!   sends (IPv6/ARP/LLDP noise, none expected with IPv6 off) are counted in
 //!   [`Rig::host_noise`] instead of reaching the checker. The interfaces vanish with QEMU.
 
+use std::fs::File;
+use std::io::BufWriter;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,10 +25,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::pcap::PcapWriter;
 use crate::protocol::{self, BootOptions, Control, MachineLine, Report};
 use crate::qemu::{DgramNic, Exit, Qemu, QemuConfig, QemuNic, TapNic, free_udp_port};
 use crate::tap::{self, PacketSocket};
-use crate::traffic::{Checker, Flow, Macs};
+use crate::traffic::{Checker, Expectations, Flow, Macs};
+use cadence_core::nf::config::ChainSpec;
 
 /// How the rig connects the two NICs to the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,6 +69,12 @@ pub struct RigConfig {
     pub backend: Backend,
     /// The NIC model on dgram backends (default [`NicModel::VirtioNet`]).
     pub nic_model: NicModel,
+    /// A chain configuration in the text form (`core::nf::config`), written to
+    /// `out_dir/chain.txt` and passed as boot module 0 (`-initrd`); `None` boots the plain
+    /// L2 forwarder.
+    pub chain_text: Option<String>,
+    /// Record every frame that comes out of the image (both ports) to this pcap file.
+    pub pcap: Option<PathBuf>,
 }
 
 /// Which device QEMU emulates for each NIC (dgram backends).
@@ -91,6 +101,8 @@ impl RigConfig {
             boot_timeout: Duration::from_secs(60),
             backend: Backend::Dgram,
             nic_model: NicModel::VirtioNet,
+            chain_text: None,
+            pcap: None,
         }
     }
 }
@@ -148,6 +160,8 @@ pub struct Rig {
     pub out_dir: PathBuf,
     /// Frames handed to the host sockets per port (generated and raw).
     pub sent_per_port: [u64; 2],
+    /// The capture of `RigConfig::pcap`, shared with the receivers.
+    pcap: Arc<SharedPcap>,
 }
 
 fn host_socket() -> Result<UdpSocket> {
@@ -201,6 +215,18 @@ impl Rig {
         for (k, v) in &cfg.boot.0 {
             boot_all = boot_all.set(k, v);
         }
+        let mut extra_args = vec![];
+        if let Some(text) = &cfg.chain_text {
+            // QEMU hands an `-initrd` to a PVH kernel as module 0 of `hvm_start_info`.
+            let p = cfg.out_dir.join("chain.txt");
+            std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+            extra_args.extend(["-initrd".to_string(), p.display().to_string()]);
+        }
+        let pcap = match &cfg.pcap {
+            Some(p) => Some(PcapWriter::create(p)?),
+            None => None,
+        };
+        let pcap = Arc::new(Mutex::new(pcap));
         let qemu_config = QemuConfig {
             image: cfg.image.clone(),
             append: boot_all,
@@ -208,10 +234,15 @@ impl Rig {
             com2: cfg.out_dir.join("com2.defmt"),
             smp: cfg.smp,
             kvm: cfg.kvm,
-            extra_args: vec![],
+            extra_args,
         };
         std::fs::write(cfg.out_dir.join("qemu.cmdline"), qemu_config.display() + "\n")?;
-        let checker = Arc::new(Mutex::new(Checker::new(cfg.flows.clone(), cfg.macs, Instant::now())));
+        let mut checker = Checker::new(cfg.flows.clone(), cfg.macs, Instant::now());
+        // A text the image will refuse (a test of that) gets no expectations.
+        if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(ChainSpec::parse) {
+            checker = checker.with_expectations(Expectations::new(&spec, &cfg.flows));
+        }
+        let checker = Arc::new(Mutex::new(checker));
         let stop = Arc::new(AtomicBool::new(false));
         let host_noise = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let mut receivers = Vec::new();
@@ -219,7 +250,8 @@ impl Rig {
             for (port, p) in ports.iter().enumerate() {
                 let p = p.try_clone()?;
                 let (c, st, noise) = (Arc::clone(&checker), Arc::clone(&stop), Arc::clone(&host_noise));
-                receivers.push(std::thread::spawn(move || receive_loop(port, &p, &c, &st, &noise)));
+                let pcap = Arc::clone(&pcap);
+                receivers.push(std::thread::spawn(move || receive_loop(port, &p, &c, &st, &noise, &pcap)));
             }
             Ok(())
         };
@@ -251,6 +283,7 @@ impl Rig {
             receivers,
             out_dir: cfg.out_dir.clone(),
             sent_per_port: [0; 2],
+            pcap,
         })
     }
 
@@ -299,9 +332,13 @@ impl Rig {
             for (l, _) in self.pump(Duration::from_millis(50)) {
                 echo(&l);
             }
+            // `@ready` comes once every lane's receive rings are filled: frames sent
+            // earlier could find a NIC without buffers (igb drops them; virtio-net holds
+            // them back).
             if let Some(b) = &self.report.banner
                 && b.nics > 0
                 && self.report.nics.len() as u64 >= b.nics
+                && self.report.ready
             {
                 return Ok(());
             }
@@ -312,7 +349,7 @@ impl Rig {
                 bail!("the firmware exited before it was ready (status {:?})\n{}", e.status, self.qemu.diagnostics());
             }
             if Instant::now() >= deadline {
-                bail!("no @banner and @nic lines within {timeout:?}\n{}", self.qemu.diagnostics());
+                bail!("no @banner, @nic and @ready lines within {timeout:?}\n{}", self.qemu.diagnostics());
             }
         }
     }
@@ -399,12 +436,20 @@ impl Rig {
         Ok(exit)
     }
 
-    /// Stops the receiver threads.
+    /// Stops the receiver threads (and flushes the pcap capture).
     pub fn shutdown_receivers(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for r in self.receivers.drain(..) {
             let _ = r.join();
         }
+        if let Some(w) = self.pcap.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            let _ = w.flush();
+        }
+    }
+
+    /// Frames recorded in the pcap capture (0 without one).
+    pub fn pcap_frames(&self) -> u64 {
+        self.pcap.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, PcapWriter::frames)
     }
 }
 
@@ -414,11 +459,28 @@ impl Drop for Rig {
     }
 }
 
-fn receive_loop(port: usize, s: &HostPort, checker: &Mutex<Checker>, stop: &AtomicBool, noise: &[AtomicU64; 2]) {
+/// The capture every receiver appends to.
+type SharedPcap = Mutex<Option<PcapWriter<BufWriter<File>>>>;
+
+fn receive_loop(
+    port: usize,
+    s: &HostPort,
+    checker: &Mutex<Checker>,
+    stop: &AtomicBool,
+    noise: &[AtomicU64; 2],
+    pcap: &SharedPcap,
+) {
     let mut buf = vec![0u8; 65536];
     let tap = matches!(s, HostPort::Tap { .. });
     while !stop.load(Ordering::Relaxed) {
-        match s.recv(&mut buf) {
+        let got = s.recv(&mut buf);
+        if let Ok(n) = got
+            && let Some(w) = pcap.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
+        {
+            // A capture that cannot be written must not stop the checking.
+            let _ = w.write(std::time::SystemTime::now(), &buf[..n]);
+        }
+        match got {
             Ok(n) if tap && tap::is_host_noise(&buf[..n]) => {
                 noise[port].fetch_add(1, Ordering::Relaxed);
             }

@@ -42,7 +42,15 @@ pub struct RunOptions {
     pub nic: String,
     /// Print every decoded defmt line up to this many (the rest stay in the file).
     pub defmt_print_max: usize,
+    /// The chain file (TOML) the image runs; `None`: the plain L2 forwarder
+    /// (`--chain none`). Relative paths are taken from the workspace root.
+    pub chain: Option<PathBuf>,
+    /// Record every frame that comes out of the image here (pcap).
+    pub pcap: Option<PathBuf>,
 }
+
+/// The chain `cargo xtask run` boots unless told otherwise (`--chain`).
+pub const DEFAULT_CHAIN: &str = "chains/chain1.toml";
 
 impl Default for RunOptions {
     fn default() -> Self {
@@ -62,6 +70,8 @@ impl Default for RunOptions {
             sched: "metronome".to_string(),
             nic: "virtio-net".to_string(),
             defmt_print_max: 50,
+            chain: Some(PathBuf::from(DEFAULT_CHAIN)),
+            pcap: None,
         }
     }
 }
@@ -91,6 +101,10 @@ pub struct RunSummary {
     pub defmt_malformed: usize,
     pub defmt_log: Option<PathBuf>,
     pub examples: Vec<String>,
+    /// The NFs of the chain that ran (`@chain`), empty for the plain forwarder.
+    pub chain: Vec<String>,
+    /// Frames written to the pcap file (`--pcap`).
+    pub pcap_frames: u64,
 }
 
 /// `run-YYYYMMDD-HHMMSS` (UTC).
@@ -130,6 +144,20 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
         println!("xtask: /dev/kvm is not usable, running under TCG");
     }
     let mut cfg = RigConfig::new(image.clone(), out_dir.clone(), opts.flows.max(1));
+    if let Some(path) = &opts.chain {
+        let path = if path.is_absolute() { path.clone() } else { image::workspace_root().join(path) };
+        let c = crate::chain::load(&path)?;
+        println!(
+            "xtask: chain {} ({}), module {}",
+            path.display(),
+            c.names().join(" -> "),
+            out_dir.join("chain.txt").display()
+        );
+        cfg.chain_text = Some(c.text);
+    } else {
+        println!("xtask: no chain (plain L2 forwarding)");
+    }
+    cfg.pcap = opts.pcap.clone();
     cfg.kvm = kvm;
     cfg.smp = opts.smp.max(opts.workers).max(1);
     match opts.nic.as_str() {
@@ -283,6 +311,8 @@ fn finish(
         defmt_malformed,
         defmt_log,
         examples,
+        chain: rig.report.chain.clone(),
+        pcap_frames: rig.pcap_frames(),
     };
     let json = serde_json::to_string_pretty(&s)?;
     std::fs::write(rig.out_dir.join("summary.json"), &json)?;
@@ -337,6 +367,14 @@ pub fn render(s: &RunSummary) -> String {
     );
     let _ = writeln!(
         o,
+        "chain:    {} | expected drops {} | not dropped {} | bad NF rewrite {}",
+        if s.chain.is_empty() { "none (L2 forwarding)".to_string() } else { s.chain.join(" -> ") },
+        h.expected_drops,
+        h.not_dropped,
+        h.bad_nf
+    );
+    let _ = writeln!(
+        o,
         "          throughput {:.2} Mb/s, {:.0} pps | latency p50 {:.0} us, p99 {:.0} us, max {:.0} us ({} samples)",
         s.throughput_mbps, s.throughput_pps, s.latency.p50_us, s.latency.p99_us, s.latency.max_us, s.latency.samples
     );
@@ -345,6 +383,14 @@ pub fn render(s: &RunSummary) -> String {
             let _ = writeln!(o, "firmware: {}", c.compact());
             let drops: Vec<String> = s.firmware_drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let _ = writeln!(o, "          drops by reason: {}", drops.join(" "));
+            let nf: Vec<String> =
+                c.0.iter()
+                    .filter(|(k, _)| s.chain.iter().any(|n| k.starts_with(&format!("{n}_"))))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+            if !nf.is_empty() {
+                let _ = writeln!(o, "          NF counters: {}", nf.join(" "));
+            }
             render_metronome(&mut o, c);
         }
         None => {
@@ -359,6 +405,9 @@ pub fn render(s: &RunSummary) -> String {
     );
     for e in &s.examples {
         let _ = writeln!(o, "          e.g. {e}");
+    }
+    if let Some(p) = &s.options.pcap {
+        let _ = writeln!(o, "pcap:     {} frame(s) in {}", s.pcap_frames, p.display());
     }
     let _ = writeln!(o, "artifacts: {}", s.out_dir.display());
     if s.ok {
@@ -402,6 +451,8 @@ mod tests {
             defmt_malformed: 0,
             defmt_log: None,
             examples: vec![],
+            chain: vec![],
+            pcap_frames: 0,
         };
         let text = render(&s);
         assert!(text.contains("sent 15 | received 14 | lost 1"), "{text}");

@@ -26,8 +26,9 @@ use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters, parse_co
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
 use crate::time::Instant;
 
-pub mod acl;
 pub mod accounting;
+pub mod acl;
+pub mod config;
 pub mod encrypt;
 pub mod l3fwd;
 pub mod lb;

@@ -17,11 +17,13 @@ extern crate alloc;
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use cadence_core::buf::Pool;
-use cadence_core::forward::{ForwardConfig, Forwarder, PORTS};
+use cadence_core::forward::PORTS;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
+use cadence_core::nf::Chain;
+use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, TxQueue};
 use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
 use cadence_core::sync::Guarded;
@@ -36,6 +38,7 @@ use cadence_platform::sleep::{HaltSleeper, SleepConfig};
 use cadence_platform::smp::{self, SmpConfig};
 use spin::Mutex;
 
+use super::chain::Chains;
 use super::nics::{Nic, NicRx, NicTx};
 
 /// Extra `tx_burst` attempts for frames a full TX ring did not take, within one poll.
@@ -60,7 +63,8 @@ struct Slot {
 struct Shared {
     ctl: Metronome<Vec<QueueState>>,
     lanes: Vec<Guarded<FwLane>>,
-    forward: ForwardConfig,
+    /// The NF chain every worker runs (its own instance) and their NF counters.
+    chains: Chains,
     mode: Mode,
     clock: TscClock,
     slots: Vec<Mutex<Slot>>,
@@ -68,20 +72,29 @@ struct Shared {
     stop: AtomicBool,
     /// A STATS control frame asked for a `@stats` line.
     stats_requested: AtomicBool,
+    /// An RSS_MOVE control frame asked to steer queue `from`'s buckets to `to`:
+    /// `1 << 16 | from << 8 | to`, or 0.
+    rss_move: AtomicU32,
     /// Workers other than 0 that have parked.
     parked: AtomicUsize,
 }
 
 /// Forwards until STOP (exit 33) or `max_s` (exit 37).
-pub fn run(p: &Platform, cfg: &BootConfig, pools: Vec<Pool<'static>>, ports: heapless::Vec<Nic, 2>) -> ! {
+pub fn run(
+    p: &Platform,
+    cfg: &BootConfig,
+    pools: Vec<Pool<'static>>,
+    ports: heapless::Vec<Nic, 2>,
+    spec: &ChainSpec,
+) -> ! {
     if ports.len() != PORTS {
         println!("error: forwarding needs 2 NICs, found {}", ports.len());
         exit(ExitCode::RuntimeFailure)
     }
-    let ports: &'static mut [Nic] = Box::leak(Box::new(ports)).as_mut_slice();
+    let mut ports = ports;
     let own = [ports[0].mac(), ports[1].mac()];
-    let [n0, n1] = ports else { exit(ExitCode::RuntimeFailure) };
-    let (q0, q1) = (n0.split(), n1.split());
+    // The rings go to the lanes; the ports keep their control path (RSS table updates).
+    let (q0, q1) = (ports[0].take_queues(), ports[1].take_queues());
     let lanes = q0.len().min(q1.len()).min(pools.len());
     if lanes < cfg.lanes {
         println!("warning: lanes={} asked, the NICs give {lanes} queue pairs", cfg.lanes);
@@ -134,12 +147,13 @@ pub fn run(p: &Platform, cfg: &BootConfig, pools: Vec<Pool<'static>>, ports: hea
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         ctl,
         lanes: bound,
-        forward: ForwardConfig::new(own, cfg.peer, cfg.ctl),
+        chains: Chains::build(spec, cfg, own, cfg.workers),
         mode,
         clock: p.clock,
         slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),
         stop: AtomicBool::new(false),
         stats_requested: AtomicBool::new(false),
+        rss_move: AtomicU32::new(0),
         parked: AtomicUsize::new(0),
     }));
 
@@ -158,31 +172,38 @@ pub fn run(p: &Platform, cfg: &BootConfig, pools: Vec<Pool<'static>>, ports: hea
             exit(ExitCode::RuntimeFailure)
         }
     }
-    let code = boot_worker(shared, cfg);
+    // Every lane's receive rings are filled and every worker is running: traffic may come.
+    println!("@ready workers={} lanes={lanes}", cfg.workers);
+    let code = boot_worker(shared, cfg, &mut ports);
     wind_down(shared, cfg.workers, &cores, code)
 }
 
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
-fn pipeline(sh: &Shared, w: usize) -> Pipeline<Forwarder> {
-    let stage = Forwarder::new(sh.forward);
+fn pipeline(sh: &Shared, w: usize) -> Pipeline<Chain> {
+    let stage = sh.chains.for_worker();
     Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, WorkerConfig::new(TX_RETRIES, Duration::ZERO))
+        .partition(w, sh.slots.len())
 }
 
 /// Copies `pl`'s counters into slot `w` unless the reporter is reading it right now.
-fn publish(sh: &Shared, w: usize, pl: &Pipeline<Forwarder>) {
+fn publish(sh: &Shared, w: usize, pl: &Pipeline<Chain>) {
     if let Some(mut slot) = sh.slots.get(w).and_then(|s| s.try_lock()) {
         *slot = Slot { fwd: *pl.forwarding(), core: pl.stats() };
     }
+    sh.chains.publish(w, pl.stage(), false);
 }
 
 /// One round plus the bookkeeping every worker does; returns whether to go on.
-fn step(sh: &Shared, w: usize, pl: &mut Pipeline<Forwarder>, sleeper: &mut HaltSleeper, rounds: &mut u64) -> bool {
+fn step(sh: &Shared, w: usize, pl: &mut Pipeline<Chain>, sleeper: &mut HaltSleeper, rounds: &mut u64) -> bool {
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
     if r.commands.stop {
         sh.stop.store(true, Ordering::Release);
     }
     if r.commands.stats > 0 {
         sh.stats_requested.store(true, Ordering::Relaxed);
+    }
+    if let Some((from, to)) = r.commands.rss_move {
+        sh.rss_move.store(1 << 16 | u32::from(from) << 8 | u32::from(to), Ordering::Relaxed);
     }
     *rounds += 1;
     let stopping = sh.stop.load(Ordering::Acquire);
@@ -210,11 +231,12 @@ fn ap_worker(sh: &'static Shared, w: usize) {
     if let Some(slot) = sh.slots.get(w) {
         *slot.lock() = Slot { fwd: *pl.forwarding(), core: pl.stats() };
     }
+    sh.chains.publish(w, pl.stage(), true);
     sh.parked.fetch_add(1, Ordering::Release);
 }
 
 /// Worker 0 on the boot core, plus the clock: `@stats`, `max_s`. Returns the exit code.
-fn boot_worker(sh: &'static Shared, cfg: &BootConfig) -> ExitCode {
+fn boot_worker(sh: &'static Shared, cfg: &BootConfig, ports: &mut [Nic]) -> ExitCode {
     let mut sleeper = match HaltSleeper::new(SleepConfig::default()) {
         Ok(s) => s,
         Err(e) => {
@@ -238,6 +260,10 @@ fn boot_worker(sh: &'static Shared, cfg: &BootConfig) -> ExitCode {
             report_line(sh, "@stats", start, now);
             next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
         }
+        let mv = sh.rss_move.swap(0, Ordering::Relaxed);
+        if mv != 0 {
+            rss_move(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
+        }
         if deadline.is_some_and(|d| now >= d) {
             println!("error: max_s={} reached without a STOP control frame", cfg.max_s);
             sh.stop.store(true, Ordering::Release);
@@ -247,7 +273,79 @@ fn boot_worker(sh: &'static Shared, cfg: &BootConfig) -> ExitCode {
     if let Some(slot) = sh.slots.first() {
         *slot.lock() = Slot { fwd: *pl.forwarding(), core: pl.stats() };
     }
+    sh.chains.publish(0, pl.stage(), true);
     code
+}
+
+/// Hang guard for taking every lane's lock before an RSS change (workers hold a lane
+/// for one busy period).
+const RSS_LOCK_MS: u64 = 500;
+
+/// Steers every RSS bucket of queue `from` to queue `to` on both ports, live, without
+/// reordering any flow (SPEC §2: "drain the old queue past the switch point before the
+/// new queue serves that bucket"):
+/// 1. take every lane's lock, so no worker serves any queue meanwhile;
+/// 2. write the new table on both ports (the drivers return once the device has it);
+/// 3. drain lane `from` — frames that arrived before the switch — through this core's
+///    stage, until its queues are empty; frames of moved flows that arrive after the
+///    switch wait in lane `to`;
+/// 4. release the locks.
+///
+/// Prints `@rss moved from=… to=… buckets=…` (or `@rss failed …`).
+fn rss_move(sh: &Shared, pl: &mut Pipeline<Chain>, ports: &mut [Nic], from: u8, to: u8) {
+    let lanes = sh.lanes.len();
+    if from == to || usize::from(from) >= lanes || usize::from(to) >= lanes {
+        println!("@rss failed from={from} to={to} reason=bad_queue lanes={lanes}");
+        return;
+    }
+    let clock = sh.clock;
+    let deadline = clock.now().saturating_add(clock.rate().ticks_from_ms(RSS_LOCK_MS));
+    let mut guards = Vec::with_capacity(lanes);
+    for q in sh.ctl.queues() {
+        loop {
+            if let Some(g) = q.lock().try_lock() {
+                guards.push(g);
+                break;
+            }
+            if clock.now() >= deadline {
+                println!("@rss failed from={from} to={to} reason=lanes_busy");
+                return; // Dropping `guards` releases what was taken.
+            }
+            core::hint::spin_loop();
+        }
+    }
+    let mut moved = 0;
+    for port in ports.iter_mut() {
+        let Some(mut table) = port.rss_table() else {
+            println!("@rss failed from={from} to={to} reason=no_rss");
+            return;
+        };
+        for e in table.iter_mut().filter(|e| **e == u16::from(from)) {
+            *e = u16::from(to);
+            moved += 1;
+        }
+        if let Err(e) = port.set_rss_table(&table) {
+            println!("@rss failed from={from} to={to} reason={e}");
+            return;
+        }
+    }
+    let mut drained = 0;
+    if let (Some(guard), Some(lane)) = (guards.get_mut(usize::from(from)), sh.lanes.get(usize::from(from)))
+        && let Some(lane) = lane.get_mut(guard)
+    {
+        let (n, cmds) = pl.drain_lane(lane, &clock);
+        drained = n;
+        // Commands met while draining count like any other.
+        if cmds.stop {
+            sh.stop.store(true, Ordering::Release);
+        }
+        if cmds.stats > 0 {
+            sh.stats_requested.store(true, Ordering::Relaxed);
+        }
+    }
+    drop(guards);
+    publish(sh, 0, pl);
+    println!("@rss moved from={from} to={to} buckets={moved} drained={drained}");
 }
 
 /// After STOP: waits for the other workers to park, drains TX, prints `@summary`, exits.
@@ -319,6 +417,7 @@ fn report_line(sh: &Shared, tag: &str, start: Instant, now: Instant) {
         // Console writes cannot fail; a lost line is all a failure could cost.
         let _ = write!(uart, "{tag} t_ms={t_ms} ");
         let _ = total.write_counters(uart, &drv);
+        let _ = sh.chains.write_summed(uart);
         let _ = write!(uart, " workers={} lanes={}", per_core.len(), sh.lanes.len());
         for (i, c) in per_core.iter().enumerate() {
             let _ = write!(
@@ -338,13 +437,14 @@ fn report_line(sh: &Shared, tag: &str, start: Instant, now: Instant) {
             let _ = write!(
                 uart,
                 " lane{k}_rho_permille={} lane{k}_ts_ns={} lane{k}_vac_mean_ns={} lane{k}_vac_p99_ns={} \
-                 lane{k}_wins={} lane{k}_busy_tries={}",
+                 lane{k}_wins={} lane{k}_busy_tries={} lane{k}_packets={}",
                 (s.rho * 1000.0) as u64,
                 rate.ns(s.short_timeout),
                 s.vacation_mean().map_or(0, |v| rate.ns(Duration(v as u64))),
                 s.vacation_p99().map_or(0, |v| rate.ns(Duration(v))),
                 s.wins,
-                s.busy_tries
+                s.busy_tries,
+                s.packets
             );
         }
         let _ = uart.write_str("\n");

@@ -1,5 +1,6 @@
 //! The bare-metal half of the image: entry, NIC bring-up, the forwarding loop.
 
+mod chain;
 mod cores;
 mod forward;
 mod nics;
@@ -34,6 +35,8 @@ fn kmain(boot: &'static BootInfo) -> ! {
         Err(e) => cadence_platform::fail(e),
     };
     report::banner(&p, &cfg);
+    // The chain configuration (boot module 0) is checked before any device is touched.
+    let spec = chain::spec(&p);
     // One pool per lane: a lane's queues draw from and return to its own buffers only.
     let mut pools = Vec::with_capacity(cfg.lanes);
     for _ in 0..cfg.lanes {
@@ -69,7 +72,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
             println!("boot: done ({} NICs up)", ports.len());
             exit(ExitCode::Success)
         }
-        Mode::Forward => forward::run(&p, &cfg, pools, ports),
+        Mode::Forward => forward::run(&p, &cfg, pools, ports, &spec),
     }
 }
 

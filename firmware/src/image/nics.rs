@@ -4,6 +4,7 @@
 
 extern crate alloc;
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -58,18 +59,31 @@ pub enum NicTx<'a> {
 }
 
 impl Nic {
-    /// Every queue pair, borrowed separately (pair `k` = receive queue `k`, transmit
-    /// queue `k`), to hand to different lanes.
-    pub fn split(&mut self) -> Vec<(NicRx<'_>, NicTx<'_>)> {
+    /// Moves every queue pair out of the port (pair `k` = receive queue `k`, transmit
+    /// queue `k`) to hand to the lanes for the rest of the run; the port keeps its
+    /// control path (MAC, RSS table, statistics registers). The rings are leaked: they
+    /// live as long as the image.
+    pub fn take_queues(&mut self) -> Vec<(NicRx<'static>, NicTx<'static>)> {
         match self {
             Nic::Virtio(n) => {
-                let (rx, tx) = n.queues_mut();
+                let (rx, tx) = n.take_queues();
+                let (rx, tx) = (Box::leak(Box::new(rx)), Box::leak(Box::new(tx)));
                 rx.iter_mut().zip(tx.iter_mut()).map(|(r, t)| (NicRx::Virtio(r), NicTx::Virtio(t))).collect()
             }
             Nic::Igb(n) => {
-                let (rx, tx) = n.queues_mut();
+                let (rx, tx) = n.take_queues();
+                let (rx, tx) = (Box::leak(Box::new(rx)), Box::leak(Box::new(tx)));
                 rx.iter_mut().zip(tx.iter_mut()).map(|(r, t)| (NicRx::Igb(r), NicTx::Igb(t))).collect()
             }
+        }
+    }
+
+    /// The RSS indirection table the device holds (receive queue per bucket), if it
+    /// does RSS.
+    pub fn rss_table(&self) -> Option<Vec<u16>> {
+        match self {
+            Nic::Virtio(n) => n.rss_table().map(<[u16]>::to_vec),
+            Nic::Igb(n) => Some(n.rss_table().iter().map(|&q| u16::from(q)).collect()),
         }
     }
 

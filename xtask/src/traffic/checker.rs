@@ -7,15 +7,25 @@
 //! - `corrupted`: our tag, but the CRC or the byte-exact comparison fails;
 //! - `misdirected`: intact but out of the wrong port;
 //! - `bad_rewrite`: intact, right port, wrong MAC addresses;
-//! - `unexpected`: not ours (no tag, unknown flow, a sequence number never sent).
+//! - `unexpected`: not ours (no tag, unknown flow, a sequence number never sent);
+//! - `not_dropped`: a frame of a flow the chain should drop (e.g. ACL deny);
+//! - `bad_nf`: intact and identified, but an NF's rewrite is not what the chain's
+//!   configuration says (LB destination outside the VIP's backends or changing within a
+//!   flow, payload not encrypted, bad checksum after a rewrite).
+//!
+//! With a chain ([`Expectations`]) the expected frame is the generated one with the
+//! chain's rewrites applied (checksum fields are checked for validity instead of bytes);
+//! an encrypting chain's frames are decrypted first.
 //!
 //! `lost` = sent − frames identified at least once (intact tag and CRC), counted at the
-//! end; while running, that difference is "in flight".
+//! end, over the flows the chain should deliver; while running, that difference is "in
+//! flight". Frames of flows the chain drops are `expected_drops`, not losses.
 
 use std::time::Instant;
 
 use serde::Serialize;
 
+use super::expect::Expectations;
 use super::frame::{self, Flow, TS_MASK};
 use super::stats::Latencies;
 use crate::protocol::Mac;
@@ -51,6 +61,12 @@ pub struct Classes {
     pub misdirected: u64,
     pub bad_rewrite: u64,
     pub unexpected: u64,
+    /// Frames sent on flows the chain drops (not losses).
+    pub expected_drops: u64,
+    /// Frames of such flows that came back anyway.
+    pub not_dropped: u64,
+    /// Frames whose NF rewrite disagrees with the chain's configuration.
+    pub bad_nf: u64,
 }
 
 impl Classes {
@@ -64,6 +80,8 @@ impl Classes {
             && self.misdirected == 0
             && self.bad_rewrite == 0
             && self.unexpected == 0
+            && self.not_dropped == 0
+            && self.bad_nf == 0
     }
 
     /// Names of the non-zero failure classes.
@@ -76,6 +94,8 @@ impl Classes {
             ("misdirected", self.misdirected),
             ("bad_rewrite", self.bad_rewrite),
             ("unexpected", self.unexpected),
+            ("not_dropped", self.not_dropped),
+            ("bad_nf", self.bad_nf),
         ]
         .iter()
         .filter(|(_, n)| *n > 0)
@@ -94,6 +114,8 @@ pub enum Verdict {
     Misdirected,
     BadRewrite,
     Unexpected,
+    NotDropped,
+    BadNf,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +126,10 @@ struct FlowState {
     seen_count: u64,
     /// Highest sequence number accepted so far, +1 (0 = none).
     next_expected: u32,
+    /// LB: the destination (address bytes and port) the flow was sent to.
+    backend: Option<(Vec<u8>, u16)>,
+    /// NAT: the source port the flow was given.
+    nat_port: Option<u16>,
 }
 
 impl FlowState {
@@ -135,6 +161,8 @@ pub struct Checker {
     window: Latencies,
     /// A few examples of failures, for the report.
     pub examples: Vec<String>,
+    /// What the chain does to each flow (`None`: plain L2 forwarding).
+    expect: Option<Expectations>,
 }
 
 const MAX_EXAMPLES: usize = 20;
@@ -153,7 +181,36 @@ impl Checker {
             latency: Latencies::default(),
             window: Latencies::default(),
             examples: Vec::new(),
+            expect: None,
         }
+    }
+
+    /// A checker that expects what a chain does ([`Expectations`] over the same flows).
+    pub fn with_expectations(mut self, e: Expectations) -> Checker {
+        self.expect = Some(e);
+        self
+    }
+
+    /// The chain's expectations, if any.
+    pub fn expectations(&self) -> Option<&Expectations> {
+        self.expect.as_ref()
+    }
+
+    /// Whether the chain drops flow `id`.
+    fn dropped(&self, id: usize) -> bool {
+        self.expect.as_ref().and_then(|e| e.flows.get(id)).is_some_and(|f| f.drop.is_some())
+    }
+
+    /// Frames sent on flows that match `pred` (by flow expectation; all flows without a
+    /// chain count as passing unchanged).
+    pub fn sent_where(&self, pred: impl Fn(&super::expect::FlowExpect) -> bool) -> u64 {
+        let plain = super::expect::FlowExpect::default();
+        self.state
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pred(self.expect.as_ref().and_then(|e| e.flows.get(*i)).unwrap_or(&plain)))
+            .map(|(_, s)| u64::from(s.sent))
+            .sum()
     }
 
     /// The flows.
@@ -203,6 +260,8 @@ impl Checker {
             Verdict::Misdirected => c.misdirected += 1,
             Verdict::BadRewrite => c.bad_rewrite += 1,
             Verdict::Unexpected => c.unexpected += 1,
+            Verdict::NotDropped => c.not_dropped += 1,
+            Verdict::BadNf => c.bad_nf += 1,
         }
         if v != Verdict::Received && self.examples.len() < MAX_EXAMPLES {
             let head: Vec<String> = f.iter().take(24).map(|b| format!("{b:02x}")).collect();
@@ -211,25 +270,43 @@ impl Checker {
         v
     }
 
-    fn classify(&mut self, port: usize, f: &[u8], now: u64) -> Verdict {
+    fn classify(&mut self, port: usize, received: &[u8], now: u64) -> Verdict {
+        // An encrypting chain: the tag is encrypted too; decrypt first.
+        let plain = self.expect.as_mut().and_then(|e| e.decrypt(port, received));
+        let f = plain.as_deref().unwrap_or(received);
         let Some(tag) = frame::read_tag(f) else {
             return Verdict::Unexpected;
         };
         let Some(flow) = self.flows.get(usize::from(tag.flow)) else {
             return Verdict::Unexpected;
         };
-        if frame::frame_crc(flow.kind, f) != Some(tag.crc) {
+        let fe = self.expect.as_ref().and_then(|e| e.flow(tag.flow)).cloned().unwrap_or_default();
+        if f.len() < flow.kind.min_len() {
             return Verdict::Corrupted;
         }
-        let st = &mut self.state[usize::from(tag.flow)];
-        if tag.seq >= st.sent {
+        // Header rewrites change bytes the CRC covers; the byte comparison below checks them.
+        if !fe.rewrites_headers() && frame::frame_crc(flow.kind, f) != Some(tag.crc) {
+            return Verdict::Corrupted;
+        }
+        if tag.seq >= self.state[usize::from(tag.flow)].sent {
             return Verdict::Unexpected;
         }
-        let egress = flow.egress();
-        let expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, self.macs.peer[egress], self.macs.nic[egress]);
+        if fe.drop.is_some() {
+            return Verdict::NotDropped;
+        }
+        let (egress, dst_mac) = match fe.next_hop {
+            Some(h) => (usize::from(h.port), crate::protocol::Mac(h.mac)),
+            None => (flow.egress(), self.macs.peer[flow.egress()]),
+        };
+        let mut expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, dst_mac, self.macs.nic[egress.min(1)]);
+        let nf_ok = self.apply_rewrites(&fe, usize::from(tag.flow), f, received, &mut expected);
         if expected[12..] != f[12..] {
             return Verdict::Corrupted;
         }
+        if !nf_ok {
+            return Verdict::BadNf;
+        }
+        let st = &mut self.state[usize::from(tag.flow)];
         let fresh = st.mark(tag.seq);
         if port != egress {
             return Verdict::Misdirected;
@@ -250,14 +327,85 @@ impl Checker {
         Verdict::Received
     }
 
-    /// Frames sent but not identified yet.
+    /// Writes the chain's rewrites of flow `id` into `expected` (built from the flow as
+    /// generated), taking the choices the chain may make (which backend) from `f`, the
+    /// frame as received (decrypted); `raw` is the frame as it left the image. Returns
+    /// whether every rewrite is one the chain may make.
+    fn apply_rewrites(
+        &mut self,
+        fe: &super::expect::FlowExpect,
+        id: usize,
+        f: &[u8],
+        raw: &[u8],
+        expected: &mut [u8],
+    ) -> bool {
+        let kind = self.flows[id].kind;
+        let (l3, l4) = (14, 14 + kind.l3_len());
+        let (dst_at, dst_len) = if kind.is_v6() { (l3 + 24, 16) } else { (l3 + 16, 4) };
+        let mut ok = true;
+        if let Some(backends) = &fe.backends {
+            let got = (f[dst_at..dst_at + dst_len].to_vec(), u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]));
+            let vip_port = self.flows[id].dst_port;
+            let allowed = backends.iter().any(|(a, p)| {
+                let bytes = match a {
+                    std::net::IpAddr::V4(v) => v.octets().to_vec(),
+                    std::net::IpAddr::V6(v) => v.octets().to_vec(),
+                };
+                bytes == got.0 && p.unwrap_or(vip_port) == got.1
+            });
+            let st = &mut self.state[id];
+            let same = st.backend.as_ref().is_none_or(|b| *b == got);
+            st.backend.get_or_insert_with(|| got.clone());
+            ok &= allowed && same;
+            expected[dst_at..dst_at + dst_len].copy_from_slice(&got.0);
+            expected[l4 + 2..l4 + 4].copy_from_slice(&got.1.to_be_bytes());
+        }
+        if let Some((ext, (lo, hi))) = fe.snat {
+            let got = u16::from_be_bytes([f[l4], f[l4 + 1]]);
+            let st = &mut self.state[id];
+            let same = *st.nat_port.get_or_insert(got) == got;
+            ok &= f[l3 + 12..l3 + 16] == ext && (lo..=hi).contains(&got) && same;
+            expected[l3 + 12..l3 + 16].copy_from_slice(&ext);
+            expected[l4..l4 + 2].copy_from_slice(&got.to_be_bytes());
+        }
+        if fe.next_hop.is_some() {
+            let ttl = if kind.is_v6() { l3 + 7 } else { l3 + 8 };
+            expected[ttl] = expected[ttl].wrapping_sub(1);
+        }
+        if fe.rewrites_headers() || fe.encrypted {
+            // Checksums: valid, whatever their representation of zero.
+            ok &= frame::ipv4_checksum_ok(kind, f) && frame::l4_checksum_ok(kind, f);
+            if !kind.is_v6() {
+                expected[l3 + 10..l3 + 12].copy_from_slice(&f[l3 + 10..l3 + 12]);
+            }
+            let cs = kind.l4_checksum_offset();
+            expected[cs..cs + 2].copy_from_slice(&f[cs..cs + 2]);
+        }
+        if fe.encrypted {
+            // What left the image: encrypted payload, same length, valid checksum.
+            let payload = l4 + kind.l4_len();
+            let cs = kind.l4_checksum_offset();
+            ok &= raw.len() == f.len()
+                && raw[payload..] != f[payload..]
+                && raw[12..cs] == f[12..cs]
+                && raw[cs + 2..payload] == f[cs + 2..payload];
+            ok &= frame::l4_checksum_ok(kind, raw);
+        }
+        ok
+    }
+
+    /// Frames sent but not identified yet (flows the chain drops do not count).
     pub fn in_flight(&self) -> u64 {
-        self.state.iter().map(|s| u64::from(s.sent) - s.seen_count).sum()
+        (0..self.state.len())
+            .filter(|&i| !self.dropped(i))
+            .map(|i| u64::from(self.state[i].sent) - self.state[i].seen_count)
+            .sum()
     }
 
     /// The counts so far, with `lost` = what is still in flight.
     pub fn classes(&self) -> Classes {
-        Classes { lost: self.in_flight(), ..self.classes }
+        let expected_drops = self.sent_where(|e| e.drop.is_some());
+        Classes { lost: self.in_flight(), expected_drops, ..self.classes }
     }
 
     /// Latencies since the previous call.

@@ -140,6 +140,17 @@ impl Flow {
         1 - self.ingress
     }
 
+    /// Source and destination address of the flow's frames.
+    pub fn addrs(&self) -> (std::net::IpAddr, std::net::IpAddr) {
+        if self.kind.is_v6() {
+            let (s, d) = self.v6_addrs();
+            (s.into(), d.into())
+        } else {
+            let (s, d) = self.v4_addrs();
+            (s.into(), d.into())
+        }
+    }
+
     fn v4_addrs(&self) -> (Ipv4Addr, Ipv4Addr) {
         let [hi, lo] = self.id.to_be_bytes();
         let side = self.ingress as u8;
@@ -285,6 +296,11 @@ pub fn build(flow: &Flow, seq: u32, len: usize, ts_ns: u64, dst: Mac, src: Mac) 
     let cs = kind.l4_checksum_offset();
     f[cs..cs + 2].copy_from_slice(&c.to_be_bytes());
     f
+}
+
+/// Whether the IPv4 header checksum of a frame of `kind` is right (always true for IPv6).
+pub fn ipv4_checksum_ok(kind: FlowKind, f: &[u8]) -> bool {
+    kind.is_v6() || f.get(14..34).is_some_and(|h| inet_checksum(&[h]) == 0)
 }
 
 /// Verifies the L4 checksum of a frame built by [`build`] (a self-check of the builder).

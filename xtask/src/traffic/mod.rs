@@ -1,12 +1,14 @@
 //! Host traffic: frames, the generator, the sink/checker and latency statistics.
 
 pub mod checker;
+pub mod expect;
 pub mod frame;
 pub mod generator;
 pub mod malformed;
 pub mod stats;
 
 pub use checker::{Checker, Classes, Macs, Verdict};
+pub use expect::{Expectations, FlowExpect};
 pub use frame::{Flow, FlowKind};
 pub use generator::{Pacer, Rng, Sizes};
 pub use stats::{Latencies, LatencySummary};

@@ -1,0 +1,478 @@
+//! Chain configuration: the compact text form the image receives as boot module 0, its
+//! no_std parser ([`ChainSpec::parse`]) and the factory that builds each worker's
+//! [`Chain`] ([`ChainSpec::build`], [`ChainFactory::chain_for_worker`]).
+//!
+//! Users write TOML (`chains/*.toml`); `cargo xtask run --chain FILE` checks it and
+//! converts it into this form, which maps 1:1 onto the NF config types (docs/PROTOCOL.md,
+//! "Chain configuration"):
+//!
+//! ```text
+//! # comments and blank lines are ignored
+//! version=1
+//! nf=acl
+//! acl.default=permit
+//! acl.rule=prio:10,src:10.0.0.0/8,dst:any,sport:any,dport:80-443,proto:tcp,action:deny
+//! nf=lb
+//! lb.vip=addr:10.1.0.1,port:80,proto:tcp,backends:10.2.0.1;10.2.0.2
+//! nf=accounting
+//! ```
+//!
+//! - One `key=value` record per line. The first record is `version=1`.
+//! - `nf=NAME` appends an NF to the chain (in order) with its default configuration;
+//!   the records `NAME.KEY=VALUE` that follow set its fields. A scalar key given twice
+//!   is an error; list keys (`acl.rule`, `lb.vip`, `lb.backend`, `urlfilter.banned`,
+//!   `l3fwd.route`) append.
+//! - A record value is either a scalar or `field:value` pairs separated by `,`; lists
+//!   inside a field are separated by `;`. Addresses are IPv4 or IPv6; prefixes
+//!   `ADDR/LEN` or `any`; port ranges `LO-HI`, `P` or `any`; protocols `tcp`, `udp`,
+//!   `icmp`, `icmpv6`, `any` or a number.
+//! - When an NF's records end, its config is checked (`validate()`); an error names the
+//!   `nf=` line.
+//!
+//! Every error names the line (1-based) and the key and field ([`SpecError`]), e.g.
+//! `line 4: acl.rule.src: expected an IPv4/IPv6 prefix`.
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::accounting::{Accounting, AccountingConfig, AccountingConfigError, AccountingShared};
+use super::acl::{Acl, AclConfig, AclConfigError, AclShared};
+use super::encrypt::{Encrypt, EncryptConfig, EncryptConfigError, EncryptShared};
+use super::l3fwd::{L3fwd, L3fwdConfig, L3fwdConfigError, L3fwdShared};
+use super::lb::{Lb, LbConfig, LbConfigError, LbShared};
+use super::nat::{Nat, NatConfig, NatConfigError, NatShared};
+use super::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterConfigError, UrlFilterShared};
+use super::{Chain, Egress, Nf};
+use alloc::sync::Arc;
+
+mod sections;
+pub mod values;
+
+/// The version this parser reads (`version=1`).
+pub const VERSION: u32 = 1;
+
+/// One NF of a chain, with its configuration.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum NfSpec {
+    /// `nf=acl`.
+    Acl(AclConfig),
+    /// `nf=lb`.
+    Lb(LbConfig),
+    /// `nf=accounting`.
+    Accounting(AccountingConfig),
+    /// `nf=nat`.
+    Nat(NatConfig),
+    /// `nf=urlfilter`.
+    UrlFilter(UrlFilterConfig),
+    /// `nf=encrypt`.
+    Encrypt(EncryptConfig),
+    /// `nf=l3fwd`.
+    L3fwd(L3fwdConfig),
+}
+
+impl NfSpec {
+    /// The NF's name in the text form and in reports (`acl`, `lb`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            NfSpec::Acl(_) => "acl",
+            NfSpec::Lb(_) => "lb",
+            NfSpec::Accounting(_) => "accounting",
+            NfSpec::Nat(_) => "nat",
+            NfSpec::UrlFilter(_) => "urlfilter",
+            NfSpec::Encrypt(_) => "encrypt",
+            NfSpec::L3fwd(_) => "l3fwd",
+        }
+    }
+}
+
+/// A chain: its NFs in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChainSpec {
+    /// The NFs, in order (empty: L2 forwarding).
+    pub nfs: Vec<NfSpec>,
+}
+
+/// What went wrong on a line of the text form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SpecErrorKind {
+    /// The first record is not `version=…`.
+    MissingVersion,
+    /// `version=` names a version this parser does not read.
+    UnsupportedVersion,
+    /// The line is not `key=value`.
+    NotKeyValue,
+    /// `nf=` names no known NF.
+    UnknownNf,
+    /// The key belongs to no NF, or not to the NF of the current section.
+    UnknownKey,
+    /// A scalar key given twice for the same NF.
+    Duplicate,
+    /// A record field that the key does not have.
+    UnknownField,
+    /// A required record field is missing.
+    MissingField,
+    /// A record field given twice.
+    DuplicateField,
+    /// A value that does not parse; the text says what was expected.
+    Expected(&'static str),
+    /// More than [`MAX_NFS`] NFs.
+    TooManyNfs,
+    /// The ACL's `validate()` refused.
+    Acl(AclConfigError),
+    /// The load balancer's `validate()` refused.
+    Lb(LbConfigError),
+    /// Accounting's `validate()` refused.
+    Accounting(AccountingConfigError),
+    /// NAT's `validate()` refused.
+    Nat(NatConfigError),
+    /// The URL filter's `validate()` refused.
+    UrlFilter(UrlFilterConfigError),
+    /// Encrypt's `validate()` refused.
+    Encrypt(EncryptConfigError),
+    /// The L3 forwarder's `validate()` refused.
+    L3fwd(L3fwdConfigError),
+}
+
+/// Most NFs in one chain.
+pub const MAX_NFS: usize = 16;
+
+/// A text-form error: the line (1-based), the key and field, and what is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SpecError {
+    /// 1-based line number.
+    pub line: usize,
+    /// The key of the record (`acl.rule`, `nf`, …), empty when unknown.
+    pub key: &'static str,
+    /// The field inside the record (`src`, `port`, …), if the error is in one.
+    pub field: Option<&'static str>,
+    /// What is wrong.
+    pub kind: SpecErrorKind,
+}
+
+impl fmt::Display for SpecErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpecErrorKind::MissingVersion => write!(f, "expected `version={VERSION}` as the first record"),
+            SpecErrorKind::UnsupportedVersion => write!(f, "unsupported version (this image reads {VERSION})"),
+            SpecErrorKind::NotKeyValue => f.write_str("expected key=value"),
+            SpecErrorKind::UnknownNf => {
+                f.write_str("unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd)")
+            }
+            SpecErrorKind::UnknownKey => {
+                f.write_str("unknown key for the current NF (keys are NAME.KEY after nf=NAME)")
+            }
+            SpecErrorKind::Duplicate => f.write_str("given twice"),
+            SpecErrorKind::UnknownField => f.write_str("unknown field"),
+            SpecErrorKind::MissingField => f.write_str("missing"),
+            SpecErrorKind::DuplicateField => f.write_str("field given twice"),
+            SpecErrorKind::Expected(what) => write!(f, "expected {what}"),
+            SpecErrorKind::TooManyNfs => write!(f, "more than {MAX_NFS} NFs"),
+            SpecErrorKind::Acl(e) => write!(f, "{e}"),
+            SpecErrorKind::Lb(e) => write!(f, "{e}"),
+            SpecErrorKind::Accounting(e) => write!(f, "{e}"),
+            SpecErrorKind::Nat(e) => write!(f, "{e}"),
+            SpecErrorKind::UrlFilter(e) => write!(f, "{e}"),
+            SpecErrorKind::Encrypt(e) => write!(f, "{e}"),
+            SpecErrorKind::L3fwd(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: ", self.line)?;
+        match (self.key, self.field) {
+            ("", _) => {}
+            (k, None) => write!(f, "{k}: ")?,
+            (k, Some(fl)) => write!(f, "{k}.{fl}: ")?,
+        }
+        write!(f, "{}", self.kind)
+    }
+}
+
+/// An error of one record, before the parser adds the line number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fail {
+    pub(crate) field: Option<&'static str>,
+    pub(crate) kind: SpecErrorKind,
+}
+
+impl Fail {
+    /// A value of `field` that does not parse.
+    pub(crate) fn expected(field: &'static str, what: &'static str) -> Self {
+        Fail { field: Some(field), kind: SpecErrorKind::Expected(what) }
+    }
+    /// A scalar value that does not parse.
+    pub(crate) fn value(what: &'static str) -> Self {
+        Fail { field: None, kind: SpecErrorKind::Expected(what) }
+    }
+}
+
+/// An NF while its records are read: which keys it has, how each sets the config.
+pub(crate) trait Section {
+    /// The NF's keys, in full (`acl.default`, `acl.rule`).
+    fn keys(&self) -> &'static [&'static str];
+    /// Sets `key` (one of [`Section::keys`]) from `value`, found on `line`.
+    fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail>;
+    /// Checks (`validate()`) and finishes the NF; an error names the line of the record
+    /// at fault, if it is one record's.
+    fn finish(self: Box<Self>) -> Result<NfSpec, sections::FinishError>;
+}
+
+/// The fields `names` of a record value (`a:1,b:2`), each at most once, in the order of
+/// `names`; any other field is an error.
+pub(crate) fn record<'v, const N: usize>(
+    value: &'v str,
+    names: [&'static str; N],
+) -> Result<[Option<&'v str>; N], Fail> {
+    let mut out = [None; N];
+    for item in values::Fields::new(value) {
+        let Ok((name, v)) = item else {
+            return Err(Fail { field: None, kind: SpecErrorKind::Expected("field:value pairs separated by ','") });
+        };
+        let Some(i) = names.iter().position(|n| *n == name.trim()) else {
+            return Err(Fail { field: None, kind: SpecErrorKind::UnknownField });
+        };
+        if out[i].is_some() {
+            return Err(Fail { field: Some(names[i]), kind: SpecErrorKind::DuplicateField });
+        }
+        out[i] = Some(v.trim());
+    }
+    Ok(out)
+}
+
+/// A required field of a [`record`].
+pub(crate) fn required<'v>(field: &'static str, v: Option<&'v str>) -> Result<&'v str, Fail> {
+    v.ok_or(Fail { field: Some(field), kind: SpecErrorKind::MissingField })
+}
+
+/// Parses field `field` of a [`record`] with `parse`, if present.
+pub(crate) fn opt<T>(
+    field: &'static str,
+    v: Option<&str>,
+    parse: impl FnOnce(&str) -> Result<T, &'static str>,
+) -> Result<Option<T>, Fail> {
+    v.map(|v| parse(v).map_err(|e| Fail::expected(field, e))).transpose()
+}
+
+/// Parses required field `field` of a [`record`] with `parse`.
+pub(crate) fn req<T>(
+    field: &'static str,
+    v: Option<&str>,
+    parse: impl FnOnce(&str) -> Result<T, &'static str>,
+) -> Result<T, Fail> {
+    parse(required(field, v)?).map_err(|e| Fail::expected(field, e))
+}
+
+/// Sets a scalar once: a second record of the same key is [`SpecErrorKind::Duplicate`].
+pub(crate) fn once<T>(slot: &mut Option<T>, v: T) -> Result<(), Fail> {
+    if slot.is_some() {
+        return Err(Fail { field: None, kind: SpecErrorKind::Duplicate });
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+/// The section of NF `name`, fresh (default configuration).
+fn section(name: &str) -> Option<Box<dyn Section>> {
+    Some(match name {
+        "acl" => Box::<sections::AclSection>::default(),
+        "lb" => Box::<sections::LbSection>::default(),
+        "accounting" => Box::<sections::AccountingSection>::default(),
+        "nat" => Box::<sections::NatSection>::default(),
+        "urlfilter" => Box::<sections::UrlFilterSection>::default(),
+        "encrypt" => Box::<sections::EncryptSection>::default(),
+        "l3fwd" => Box::<sections::L3fwdSection>::default(),
+        _ => return None,
+    })
+}
+
+impl ChainSpec {
+    /// Parses the text form (see the module docs). Trailing NUL bytes (padding a boot
+    /// module may carry) and `\r` line ends are accepted.
+    pub fn parse(text: &str) -> Result<ChainSpec, SpecError> {
+        let mut spec = ChainSpec::default();
+        let mut version_seen = false;
+        // The open NF: (its `nf=` line, its section).
+        let mut open: Option<(usize, Box<dyn Section>)> = None;
+        let mut last_line = 0;
+        let text = text.trim_end_matches('\0');
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            last_line = line;
+            let l = raw.trim();
+            if l.is_empty() || l.starts_with('#') {
+                continue;
+            }
+            let err = |key: &'static str, f: Fail| SpecError { line, key, field: f.field, kind: f.kind };
+            let Some((key, value)) = l.split_once('=') else {
+                return Err(err("", Fail { field: None, kind: SpecErrorKind::NotKeyValue }));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if !version_seen {
+                if key != "version" {
+                    return Err(err("", Fail { field: None, kind: SpecErrorKind::MissingVersion }));
+                }
+                if values::u32_dec(value) != Ok(VERSION) {
+                    return Err(err("version", Fail { field: None, kind: SpecErrorKind::UnsupportedVersion }));
+                }
+                version_seen = true;
+                continue;
+            }
+            if key == "nf" {
+                if let Some((at, s)) = open.take() {
+                    spec.push(s, at)?;
+                }
+                let Some(s) = section(value) else {
+                    return Err(err("nf", Fail { field: None, kind: SpecErrorKind::UnknownNf }));
+                };
+                if spec.nfs.len() >= MAX_NFS {
+                    return Err(err("nf", Fail { field: None, kind: SpecErrorKind::TooManyNfs }));
+                }
+                open = Some((line, s));
+                continue;
+            }
+            let Some((_, s)) = open.as_mut() else {
+                return Err(err("", Fail { field: None, kind: SpecErrorKind::UnknownKey }));
+            };
+            let Some(&k) = s.keys().iter().find(|k| **k == key) else {
+                return Err(err("", Fail { field: None, kind: SpecErrorKind::UnknownKey }));
+            };
+            s.set(k, value, line).map_err(|f| err(k, f))?;
+        }
+        if !version_seen {
+            return Err(SpecError {
+                line: last_line.max(1),
+                key: "",
+                field: None,
+                kind: SpecErrorKind::MissingVersion,
+            });
+        }
+        if let Some((at, s)) = open.take() {
+            spec.push(s, at)?;
+        }
+        Ok(spec)
+    }
+
+    fn push(&mut self, s: Box<dyn Section>, line: usize) -> Result<(), SpecError> {
+        let nf = s.finish().map_err(|(at, f)| {
+            let (line, key) = at.unwrap_or((line, "nf"));
+            SpecError { line, key, field: f.field, kind: f.kind }
+        })?;
+        self.nfs.push(nf);
+        Ok(())
+    }
+
+    /// The NF names in order (`acl`, `lb`, …).
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.nfs.iter().map(NfSpec::name)
+    }
+
+    /// Builds every NF's shared state once (tables, `Arc`ed) for chains with `egress`.
+    pub fn build(&self, egress: Egress) -> Result<ChainFactory, BuildError> {
+        let mut shared = Vec::with_capacity(self.nfs.len());
+        for (index, nf) in self.nfs.iter().enumerate() {
+            shared.push(SharedNf::try_new(nf).map_err(|why| BuildError { index, nf: nf.name(), why })?);
+        }
+        Ok(ChainFactory { shared, egress })
+    }
+}
+
+/// The NF names the text form knows.
+pub const NAMES: [&str; 7] = ["acl", "lb", "accounting", "nat", "urlfilter", "encrypt", "l3fwd"];
+
+/// Building an NF's shared state failed (e.g. its tables do not fit in memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BuildError {
+    /// Position of the NF in the chain.
+    pub index: usize,
+    /// Its name.
+    pub nf: &'static str,
+    /// What went wrong.
+    pub why: SpecErrorKind,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "nf {} ({}): {}", self.index, self.nf, self.why)
+    }
+}
+
+/// One NF's state shared by every worker.
+#[derive(Debug)]
+enum SharedNf {
+    Acl(Arc<AclShared>),
+    Lb(Arc<LbShared>),
+    Accounting(Arc<AccountingShared>),
+    Nat(Arc<NatShared>),
+    UrlFilter(Arc<UrlFilterShared>),
+    Encrypt(Arc<EncryptShared>),
+    L3fwd(Arc<L3fwdShared>),
+}
+
+impl SharedNf {
+    fn try_new(spec: &NfSpec) -> Result<SharedNf, SpecErrorKind> {
+        Ok(match spec {
+            NfSpec::Acl(c) => SharedNf::Acl(Arc::new(AclShared::try_new(c).map_err(SpecErrorKind::Acl)?)),
+            NfSpec::Lb(c) => SharedNf::Lb(Arc::new(LbShared::try_new(c).map_err(SpecErrorKind::Lb)?)),
+            NfSpec::Accounting(c) => {
+                SharedNf::Accounting(Arc::new(AccountingShared::try_new(c).map_err(SpecErrorKind::Accounting)?))
+            }
+            NfSpec::Nat(c) => SharedNf::Nat(Arc::new(NatShared::try_new(c).map_err(SpecErrorKind::Nat)?)),
+            NfSpec::UrlFilter(c) => {
+                SharedNf::UrlFilter(Arc::new(UrlFilterShared::try_new(c).map_err(SpecErrorKind::UrlFilter)?))
+            }
+            NfSpec::Encrypt(c) => {
+                SharedNf::Encrypt(Arc::new(EncryptShared::try_new(c).map_err(SpecErrorKind::Encrypt)?))
+            }
+            NfSpec::L3fwd(c) => SharedNf::L3fwd(Arc::new(L3fwdShared::try_new(c).map_err(SpecErrorKind::L3fwd)?)),
+        })
+    }
+
+    fn instance(&self) -> Box<dyn Nf> {
+        match self {
+            SharedNf::Acl(s) => Box::new(Acl::new(Arc::clone(s))),
+            SharedNf::Lb(s) => Box::new(Lb::new(Arc::clone(s))),
+            SharedNf::Accounting(s) => Box::new(Accounting::new(Arc::clone(s))),
+            SharedNf::Nat(s) => Box::new(Nat::new(Arc::clone(s))),
+            SharedNf::UrlFilter(s) => Box::new(UrlFilter::new(Arc::clone(s))),
+            SharedNf::Encrypt(s) => Box::new(Encrypt::new(Arc::clone(s))),
+            SharedNf::L3fwd(s) => Box::new(L3fwd::new(Arc::clone(s))),
+        }
+    }
+}
+
+/// The built chain: shared NF state plus egress settings; hands out per-worker chains.
+#[derive(Debug)]
+pub struct ChainFactory {
+    shared: Vec<SharedNf>,
+    egress: Egress,
+}
+
+impl ChainFactory {
+    /// A fresh chain for one worker: new per-worker NF instances over the shared state.
+    pub fn chain_for_worker(&self) -> Chain {
+        Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress)
+    }
+
+    /// NFs in the chain.
+    pub fn len(&self) -> usize {
+        self.shared.len()
+    }
+
+    /// Whether the chain has no NF (plain L2 forwarding).
+    pub fn is_empty(&self) -> bool {
+        self.shared.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

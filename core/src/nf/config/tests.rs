@@ -1,0 +1,159 @@
+//! Text-form parser tests: every NF's records, and errors that name the line and field.
+
+use alloc::string::ToString;
+use alloc::vec;
+
+use super::*;
+use crate::nf::acl::{AclAction, AclRule, Prefix};
+use crate::nf::lb::{Backend, Vip};
+use crate::parse::IpAddr;
+
+fn err(text: &str) -> SpecError {
+    match ChainSpec::parse(text) {
+        Ok(s) => panic!("parsed: {s:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn parses_every_nf() {
+    let text = "# a comment\n\nversion=1\nnf=acl\nacl.default=deny\n\
+                acl.rule=prio:7,src:10.0.0.0/8,dst:any,sport:any,dport:80-443,proto:tcp,action:permit\n\
+                nf=lb\nlb.vip=addr:10.1.0.1,port:80,proto:tcp,backends:10.2.0.1;10.2.0.2:8080;\n\
+                nf=accounting\naccounting.capacity=1024\n\
+                nf=nat\nnat.external=192.0.2.7\nnat.ports=20000-29999\nnat.inside_port=1\n\
+                nf=urlfilter\nurlfilter.banned=example.com/x\nurlfilter.banned=ads.example.net\nurlfilter.reset=true\nurlfilter.ports=80;8080\n\
+                nf=encrypt\nencrypt.key=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n\
+                nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:01:01\r\n\0\0";
+    let s = ChainSpec::parse(text).expect("parses");
+    let names: Vec<&str> = s.names().collect();
+    assert_eq!(names, ["acl", "lb", "accounting", "nat", "urlfilter", "encrypt", "l3fwd"]);
+    let NfSpec::Acl(acl) = &s.nfs[0] else { panic!("acl") };
+    assert_eq!(acl.default_action, AclAction::Deny);
+    assert_eq!(
+        acl.rules,
+        [AclRule {
+            src: Some(Prefix::v4([10, 0, 0, 0], 8)),
+            dport: (80, 443),
+            proto: Some(6),
+            ..AclRule::any(7, AclAction::Permit)
+        }]
+    );
+    let NfSpec::Lb(lb) = &s.nfs[1] else { panic!("lb") };
+    assert_eq!(
+        lb.vips,
+        [Vip {
+            addr: IpAddr::V4([10, 1, 0, 1]),
+            port: 80,
+            proto: 6,
+            backends: vec![
+                Backend { addr: IpAddr::V4([10, 2, 0, 1]), port: None },
+                Backend { addr: IpAddr::V4([10, 2, 0, 2]), port: Some(8080) }
+            ],
+        }]
+    );
+    let NfSpec::Accounting(a) = &s.nfs[2] else { panic!("accounting") };
+    assert_eq!(a.capacity, 1024);
+    let NfSpec::Nat(n) = &s.nfs[3] else { panic!("nat") };
+    assert_eq!((n.external_addr, n.ports, n.inside_port), ([192, 0, 2, 7], (20000, 29999), 1));
+    let NfSpec::UrlFilter(u) = &s.nfs[4] else { panic!("urlfilter") };
+    assert_eq!(u.banned, ["example.com/x", "ads.example.net"]);
+    assert!(u.reset);
+    assert_eq!(u.ports, [80, 8080]);
+    let NfSpec::Encrypt(e) = &s.nfs[5] else { panic!("encrypt") };
+    assert_eq!(e.key[31], 0x1f);
+    let NfSpec::L3fwd(l) = &s.nfs[6] else { panic!("l3fwd") };
+    assert_eq!(l.routes4.len(), 1);
+    assert_eq!(l.next_hops[0].mac, [2, 0, 0, 0, 1, 1]);
+}
+
+#[test]
+fn empty_chain_and_factory() {
+    let s = ChainSpec::parse("version=1\n").expect("parses");
+    assert!(s.nfs.is_empty());
+    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], accept_control: true };
+    let f = s.build(egress).expect("builds");
+    assert!(f.is_empty());
+    assert!(f.chain_for_worker().nfs().is_empty());
+    let s = ChainSpec::parse("version=1\nnf=acl\nacl.flow_capacity=256\nnf=lb\nlb.affinity_capacity=256\n")
+        .expect("parses");
+    let f = s.build(egress).expect("builds");
+    let c1 = f.chain_for_worker();
+    let c2 = f.chain_for_worker();
+    let names: Vec<&str> = c1.nfs().iter().map(|n| n.name()).collect();
+    assert_eq!(names, ["acl", "lb"]);
+    assert_eq!(c2.nfs().len(), 2);
+}
+
+#[test]
+fn errors_name_line_key_and_field() {
+    let cases: &[(&str, usize, &str)] = &[
+        ("", 1, "line 1: expected `version=1` as the first record"),
+        ("nf=acl\n", 1, "line 1: expected `version=1` as the first record"),
+        ("version=2\n", 1, "line 1: version: unsupported version (this image reads 1)"),
+        (
+            "version=1\nnf=firewall\n",
+            2,
+            "line 2: nf: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd)",
+        ),
+        (
+            "version=1\nacl.default=permit\n",
+            2,
+            "line 2: unknown key for the current NF (keys are NAME.KEY after nf=NAME)",
+        ),
+        (
+            "version=1\nnf=acl\nlb.vip=addr:1.2.3.4\n",
+            3,
+            "line 3: unknown key for the current NF (keys are NAME.KEY after nf=NAME)",
+        ),
+        ("version=1\nnf=acl\njunk\n", 3, "line 3: expected key=value"),
+        ("version=1\nnf=acl\nacl.default=permit\nacl.default=deny\n", 4, "line 4: acl.default: given twice"),
+        (
+            "version=1\nnf=acl\n\nacl.rule=src:10.0.0/8,action:deny\n",
+            4,
+            "line 4: acl.rule.src: expected an IPv4/IPv6 prefix",
+        ),
+        ("version=1\nnf=acl\nacl.rule=prio:1\n", 3, "line 3: acl.rule.action: missing"),
+        ("version=1\nnf=acl\nacl.rule=action:deny,color:red\n", 3, "line 3: acl.rule: unknown field"),
+        ("version=1\nnf=acl\nacl.rule=action:deny,action:deny\n", 3, "line 3: acl.rule.action: field given twice"),
+        (
+            "version=1\nnf=acl\nacl.rule=dport:9-1,action:deny\n",
+            3,
+            "line 3: acl.rule.dport: expected a port or port range LO-HI (0..=65535, LO <= HI) or any",
+        ),
+        (
+            "version=1\nnf=lb\nlb.vip=addr:10.0.0.1,port:80,proto:tcp,backends:10.0.0.2;fd00::1\n",
+            3,
+            "line 3: lb.vip.backends: vip 0: backend 1 is of the other IP version",
+        ),
+        ("version=1\nnf=lb\nlb.vip=addr:10.0.0.1,port:80,proto:icmp\n", 3, "line 3: lb.vip.proto: expected tcp or udp"),
+        ("version=1\nnf=encrypt\nencrypt.key=00\n", 3, "line 3: encrypt.key: expected 64 hex digits (a 32-byte key)"),
+        ("version=1\nnf=encrypt\n", 2, "line 2: nf: encrypt key: all zeros"),
+        ("version=1\nnf=nat\nnat.ports=0-100\n", 3, "line 3: nat.ports: expected a port range without port 0"),
+        (
+            "version=1\nnf=urlfilter\nurlfilter.banned=ok.example\nurlfilter.banned=bad host\n",
+            4,
+            "line 4: urlfilter.banned: urlfilter banned[1]: not printable ASCII",
+        ),
+        (
+            "version=1\nnf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:01:01\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:01:01\n",
+            4,
+            "line 4: l3fwd.route: l3fwd routes4[1]: duplicate prefix",
+        ),
+    ];
+    for (text, line, want) in cases {
+        let e = err(text);
+        assert_eq!(e.line, *line, "{text:?}: {e}");
+        assert_eq!(e.to_string(), *want, "{text:?}");
+    }
+}
+
+#[test]
+fn too_many_nfs() {
+    let mut t = "version=1\n".to_string();
+    for _ in 0..=MAX_NFS {
+        t.push_str("nf=accounting\naccounting.capacity=64\n");
+    }
+    let e = err(&t);
+    assert_eq!((e.kind, e.line), (SpecErrorKind::TooManyNfs, 2 + 2 * MAX_NFS));
+}

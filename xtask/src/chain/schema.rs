@@ -1,0 +1,205 @@
+//! The TOML schema of a chain file (`chains/*.toml`), as serde types. Every leaf keeps
+//! its span, so that errors found later (by the text-form parser) point at the line.
+//!
+//! ```toml
+//! [chain]
+//! nfs = ["acl", "lb", "accounting"]     # in order; every NF below must be listed
+//!
+//! [acl]
+//! default = "permit"                    # permit | deny (no rule matched)
+//! flow_capacity = 65536                 # optional
+//! [[acl.rule]]
+//! priority = 10                         # higher wins; ties: the earlier rule
+//! src = "10.0.0.0/8"                    # optional prefixes, IPv4 or IPv6 (default any)
+//! dst = "10.101.0.0/16"
+//! src_port = "1024-65535"               # optional: a port, "LO-HI" (default any)
+//! dst_port = 80
+//! proto = "tcp"                         # optional: tcp, udp, icmp, icmpv6, number (default any)
+//! action = "deny"                       # permit | deny
+//!
+//! [[lb.vip]]
+//! addr = "10.100.0.13"                  # the service: address, port, tcp|udp
+//! port = 20013
+//! proto = "tcp"
+//! backends = ["10.200.0.1", "10.200.0.2:8080", "[fd00::1]:80"]   # no port: the VIP's
+//!
+//! [accounting]                          # every field optional
+//! capacity = 8192                       # flows in the table
+//! export_ring = 4096                    # expired records kept for export
+//!
+//! [nat]
+//! external = "192.0.2.1"                # the external IPv4 address
+//! ports = "20000-29999"                 # the port pool
+//! inside_port = 0                       # frames entering this port are outbound
+//!
+//! [urlfilter]
+//! banned = ["example.com/forbidden", "ads.example.net"]   # host[/path] prefixes
+//! reset = false                         # answer blocked segments with a TCP reset
+//! ports = [80, 8080]                    # inspected server ports (default: every TCP port)
+//!
+//! [encrypt]
+//! key = "000102…1f"                     # 64 hex digits (ChaCha20 key); encrypting twice decrypts
+//! clear = "pass"                        # pass | drop: what cannot be encrypted (not TCP/UDP)
+//!
+//! [[l3fwd.route]]
+//! prefix = "10.0.0.0/8"
+//! port = 1
+//! mac = "02:00:00:00:01:01"
+//! ```
+//!
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A whole chain file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainFile {
+    pub chain: Spanned<ChainTable>,
+    pub acl: Option<Spanned<AclTable>>,
+    pub lb: Option<Spanned<LbTable>>,
+    pub accounting: Option<Spanned<AccountingTable>>,
+    pub nat: Option<Spanned<NatTable>>,
+    pub urlfilter: Option<Spanned<UrlFilterTable>>,
+    pub encrypt: Option<Spanned<EncryptTable>>,
+    pub l3fwd: Option<Spanned<L3fwdTable>>,
+}
+
+/// `[chain]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainTable {
+    pub nfs: Vec<Spanned<String>>,
+}
+
+/// A port or a port range: `80` or `"80-443"` / `"any"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PortSpec {
+    Port(u16),
+    Text(String),
+}
+
+impl PortSpec {
+    /// The text form.
+    pub fn text(&self) -> String {
+        match self {
+            PortSpec::Port(p) => p.to_string(),
+            PortSpec::Text(s) => s.clone(),
+        }
+    }
+}
+
+/// `[acl]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclTable {
+    pub default: Option<Spanned<String>>,
+    pub flow_capacity: Option<Spanned<u64>>,
+    pub sweep_buckets: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub rule: Vec<Spanned<AclRuleTable>>,
+}
+
+/// `[[acl.rule]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclRuleTable {
+    pub priority: Option<Spanned<u32>>,
+    pub src: Option<Spanned<String>>,
+    pub dst: Option<Spanned<String>>,
+    pub src_port: Option<Spanned<PortSpec>>,
+    pub dst_port: Option<Spanned<PortSpec>>,
+    pub proto: Option<Spanned<String>>,
+    pub action: Spanned<String>,
+}
+
+/// `[l3fwd]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L3fwdTable {
+    pub first_stride4: Option<Spanned<u8>>,
+    pub max_groups4: Option<Spanned<u64>>,
+    pub max_groups6: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub route: Vec<Spanned<L3fwdRouteTable>>,
+}
+
+/// `[[l3fwd.route]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L3fwdRouteTable {
+    pub prefix: Spanned<String>,
+    pub port: Spanned<u8>,
+    pub mac: Spanned<String>,
+}
+
+/// `[lb]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LbTable {
+    pub max_backends: Option<Spanned<u64>>,
+    pub affinity_capacity: Option<Spanned<u64>>,
+    pub sweep_buckets: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub vip: Vec<Spanned<LbVipTable>>,
+}
+
+/// `[[lb.vip]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LbVipTable {
+    pub addr: Spanned<String>,
+    pub port: Spanned<u16>,
+    pub proto: Spanned<String>,
+    /// `"10.2.0.1"`, `"10.2.0.2:8080"`, `"[fd00::1]:80"`.
+    pub backends: Spanned<Vec<String>>,
+}
+
+/// `[encrypt]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptTable {
+    /// 64 hex digits.
+    pub key: Spanned<String>,
+    pub udp_flows: Option<Spanned<u64>>,
+    /// `pass` or `drop`: packets that cannot be encrypted (not TCP/UDP, fragments).
+    pub clear: Option<Spanned<String>>,
+}
+
+/// `[accounting]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountingTable {
+    pub capacity: Option<Spanned<u64>>,
+    pub export_ring: Option<Spanned<u64>>,
+    pub event_ring: Option<Spanned<u64>>,
+    pub sweep_buckets: Option<Spanned<u64>>,
+    pub exports_per_batch: Option<Spanned<u64>>,
+}
+
+/// `[nat]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatTable {
+    pub external: Option<Spanned<String>>,
+    pub ports: Option<Spanned<PortSpec>>,
+    pub inside_port: Option<Spanned<u8>>,
+    pub sweep_buckets: Option<Spanned<u64>>,
+    pub reclaims_per_batch: Option<Spanned<u64>>,
+}
+
+/// `[urlfilter]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UrlFilterTable {
+    #[serde(default)]
+    pub banned: Vec<Spanned<String>>,
+    pub ports: Option<Spanned<Vec<u16>>>,
+    pub reset: Option<Spanned<bool>>,
+    /// `drop` or `allow`.
+    pub on_exhaustion: Option<Spanned<String>>,
+    pub window: Option<Spanned<u64>>,
+    pub slabs: Option<Spanned<u64>>,
+    pub flows: Option<Spanned<u64>>,
+}

@@ -1,0 +1,254 @@
+//! TOML → text form → `ChainSpec` round trips, and errors that name file, line and field.
+
+use super::*;
+use cadence_core::nf::acl::{AclAction, AclConfig, AclRule, Prefix};
+use cadence_core::nf::config::NfSpec;
+use cadence_core::nf::encrypt::{ClearPolicy, EncryptConfig};
+use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop, Route4, Route6};
+use cadence_core::nf::lb::{Backend, LbConfig, Vip};
+use cadence_core::parse::IpAddr;
+
+const FULL: &str = r#"
+[chain]
+nfs = ["acl", "lb", "encrypt", "l3fwd"]
+
+[acl]
+default = "deny"
+flow_capacity = 1024
+
+[[acl.rule]]
+priority = 10
+src = "10.0.0.0/8"
+dst_port = "80-443"
+proto = "tcp"
+action = "permit"
+
+[[acl.rule]]
+src = "fd00::/16"
+dst = "fd00:1::/32"
+src_port = 53
+proto = "udp"
+action = "permit"
+
+[lb]
+max_backends = 16
+[[lb.vip]]
+addr = "10.1.0.1"
+port = 80
+proto = "tcp"
+backends = ["10.2.0.1", "10.2.0.2:8080"]
+[[lb.vip]]
+addr = "fd00::80"
+port = 443
+proto = "udp"
+backends = ["[fd00::1]:4443", "fd00::2"]
+
+[encrypt]
+key = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+clear = "drop"
+
+[[l3fwd.route]]
+prefix = "10.0.0.0/8"
+port = 1
+mac = "02:00:00:00:01:01"
+[[l3fwd.route]]
+prefix = "10.1.0.0/16"
+port = 0
+mac = "02:00:00:00:01:00"
+[[l3fwd.route]]
+prefix = "fd00::/8"
+port = 1
+mac = "02:00:00:00:01:01"
+"#;
+
+fn expected_full() -> Vec<NfSpec> {
+    let mut acl = AclConfig::new(
+        vec![
+            AclRule {
+                src: Some(Prefix::v4([10, 0, 0, 0], 8)),
+                dport: (80, 443),
+                proto: Some(6),
+                ..AclRule::any(10, AclAction::Permit)
+            },
+            AclRule {
+                src: Some(Prefix::v6([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 16)),
+                dst: Some(Prefix::v6([0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 32)),
+                sport: (53, 53),
+                proto: Some(17),
+                ..AclRule::any(0, AclAction::Permit)
+            },
+        ],
+        AclAction::Deny,
+    );
+    acl.flow_capacity = 1024;
+    let mut lb = LbConfig::default();
+    lb.max_backends = 16;
+    let v6 = |last: u8| {
+        let mut a = [0u8; 16];
+        a[0] = 0xfd;
+        a[15] = last;
+        IpAddr::V6(a)
+    };
+    lb.vips = vec![
+        Vip {
+            addr: IpAddr::V4([10, 1, 0, 1]),
+            port: 80,
+            proto: 6,
+            backends: vec![
+                Backend { addr: IpAddr::V4([10, 2, 0, 1]), port: None },
+                Backend { addr: IpAddr::V4([10, 2, 0, 2]), port: Some(8080) },
+            ],
+        },
+        Vip {
+            addr: v6(0x80),
+            port: 443,
+            proto: 17,
+            backends: vec![Backend { addr: v6(1), port: Some(4443) }, Backend { addr: v6(2), port: None }],
+        },
+    ];
+    let mut enc = EncryptConfig::default();
+    enc.key = core::array::from_fn(|i| i as u8);
+    enc.clear = ClearPolicy::Drop;
+    let mut l3 = L3fwdConfig::default();
+    l3.next_hops = vec![NextHop { port: 1, mac: [2, 0, 0, 0, 1, 1] }, NextHop { port: 0, mac: [2, 0, 0, 0, 1, 0] }];
+    l3.routes4 = vec![
+        Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 0 },
+        Route4 { prefix: [10, 1, 0, 0], len: 16, next_hop: 1 },
+    ];
+    let mut fd = [0u8; 16];
+    fd[0] = 0xfd;
+    l3.routes6 = vec![Route6 { prefix: fd, len: 8, next_hop: 0 }];
+    vec![NfSpec::Acl(acl), NfSpec::Lb(lb), NfSpec::Encrypt(enc), NfSpec::L3fwd(l3)]
+}
+
+#[test]
+fn toml_to_text_to_spec_round_trips() {
+    let c = compile("full.toml", FULL).expect("compiles");
+    assert_eq!(c.spec.nfs, expected_full(), "text form:\n{}", c.text);
+    assert_eq!(c.names(), ["acl", "lb", "encrypt", "l3fwd"]);
+    // The text form as documented (docs/PROTOCOL.md): versioned, one record per line.
+    let lines: Vec<&str> = c.text.lines().collect();
+    assert_eq!(lines[0], "version=1");
+    assert_eq!(lines[1], "nf=acl");
+    assert_eq!(lines[2], "acl.default=deny");
+    assert!(lines.contains(&"acl.rule=prio:10,src:10.0.0.0/8,dport:80-443,proto:tcp,action:permit"), "{}", c.text);
+    assert!(lines.contains(&"lb.vip=addr:10.1.0.1,port:80,proto:tcp,backends:10.2.0.1;10.2.0.2:8080"), "{}", c.text);
+    // Parsing the text again gives the same spec.
+    assert_eq!(ChainSpec::parse(&c.text).expect("reparses"), c.spec);
+}
+
+#[test]
+fn the_chain_files_compile() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chains");
+    for (f, names) in
+        [("chain1.toml", &["acl", "lb", "accounting"][..]), ("chain2.toml", &["acl", "urlfilter", "encrypt"])]
+    {
+        let c = load(&dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        assert_eq!(c.names(), names, "{f}");
+    }
+}
+
+/// `compile` of `src` with `line` replaced by `with` fails with exactly `want`.
+fn fails(src: &str, want: &str) {
+    match compile("chains/x.toml", src) {
+        Ok(c) => panic!("compiled:\n{}\nexpected {want}", c.text),
+        Err(e) => assert_eq!(e.to_string(), want),
+    }
+}
+
+const ACL_HEAD: &str = "[chain]\nnfs = [\"acl\"]\n[acl]\n";
+
+#[test]
+fn errors_name_file_line_and_field() {
+    let rule = |n: &str| {
+        format!(
+            "{ACL_HEAD}[[acl.rule]]\naction = \"deny\"\n[[acl.rule]]\naction = \"deny\"\n[[acl.rule]]\naction = \"deny\"\n[[acl.rule]]\n{n}\n"
+        )
+    };
+    // Field values checked by the image's own parser, mapped back to the TOML.
+    fails(
+        &rule("src = \"10.0.0/33\"\naction = \"deny\""),
+        "chains/x.toml:11: acl.rule[3].src: expected an IPv4/IPv6 prefix, got \"10.0.0/33\"",
+    );
+    fails(
+        &rule("dst_port = \"443-80\"\naction = \"deny\""),
+        "chains/x.toml:11: acl.rule[3].dst_port: expected a port or port range LO-HI (0..=65535, LO <= HI) or any, got \"443-80\"",
+    );
+    fails(&rule("action = \"allow\""), "chains/x.toml:11: acl.rule[3].action: expected permit or deny, got \"allow\"");
+    fails(
+        &rule("proto = \"sctp\"\naction = \"deny\""),
+        "chains/x.toml:11: acl.rule[3].proto: expected a protocol (tcp, udp, icmp, icmpv6, any, or 0..=255), got \"sctp\"",
+    );
+    fails(
+        &rule("src = \"10.0.0.1/8\"\naction = \"deny\""),
+        "chains/x.toml:11: acl.rule[3].src: expected a prefix without host bits set, got \"10.0.0.1/8\"",
+    );
+    fails(
+        &rule("src = \"10.0.0.0/8\"\ndst = \"fd00::/8\"\naction = \"deny\""),
+        "chains/x.toml:12: acl.rule[3].dst: expected a prefix of the same IP version as src, got \"fd00::/8\"",
+    );
+    fails(
+        &format!("{ACL_HEAD}default = \"maybe\"\n"),
+        "chains/x.toml:4: acl.default: expected permit or deny, got \"maybe\"",
+    );
+    // Serde's errors: type, unknown and missing fields.
+    let e = compile("chains/x.toml", &rule("priority = \"high\"\naction = \"deny\"")).expect_err("type");
+    assert_eq!((e.line, e.field.as_str()), (11, "acl.rule[3].priority"), "{e}");
+    let e = compile("chains/x.toml", &rule("srcc = \"10.0.0.0/8\"\naction = \"deny\"")).expect_err("unknown");
+    assert_eq!((e.line, e.field.as_str()), (11, "acl.rule[3].srcc"), "{e}");
+    assert!(e.message.contains("unknown field"), "{e}");
+    let e = compile("chains/x.toml", &rule("priority = 1")).expect_err("missing");
+    assert!(e.message.contains("action"), "{e}");
+    // Chain-level checks.
+    fails("[chain]\nnfs = [\"acl\", \"acl\"]\n", "chains/x.toml:2: chain.nfs[1]: \"acl\" listed twice");
+    fails(
+        "[chain]\nnfs = [\"firewall\"]\n",
+        "chains/x.toml:2: chain.nfs[0]: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd), got \"firewall\"",
+    );
+    let e = compile("chains/x.toml", "[chain]\nnfs = []\n[acl]\ndefault = \"deny\"\n").expect_err("unlisted");
+    assert!(e.to_string().starts_with("chains/x.toml:3: acl: configured but not in chain.nfs"), "{e}");
+    // A value that would break the text form.
+    fails(
+        &rule("src = \"10.0.0.0/8,x\"\naction = \"deny\""),
+        "chains/x.toml:11: acl.rule[3].src: must not contain ',', ';' or a line break, got \"10.0.0.0/8,x\"",
+    );
+}
+
+#[test]
+fn nf_errors_map_to_their_records() {
+    let lb = "[chain]\nnfs = [\"lb\"]\n[[lb.vip]]\naddr = \"10.1.0.1\"\nport = 80\nproto = \"tcp\"\nbackends = [\"10.2.0.1\"]\n\
+              [[lb.vip]]\naddr = \"10.1.0.2\"\nport = 80\nproto = \"tcp\"\nbackends = [\"10.2.0.1\", \"fd00::1\"]\n";
+    let e = compile("c.toml", lb).expect_err("family");
+    assert_eq!((e.line, e.field.as_str()), (12, "lb.vip[1].backends"), "{e}");
+    assert!(e.message.contains("other IP version"), "{e}");
+    let e = compile("c.toml", &lb.replace("\"fd00::1\"", "\"10.2.0.1:99999\"")).expect_err("port");
+    assert_eq!((e.line, e.field.as_str()), (12, "lb.vip[1].backends"), "{e}");
+    let e =
+        compile("c.toml", &lb.replace("proto = \"tcp\"\nbackends = [\"10.2.0.1\", ", "proto = \"sctp\"\nbackends = ["))
+            .expect_err("proto");
+    assert_eq!((e.line, e.field.as_str()), (11, "lb.vip[1].proto"), "{e}");
+    let enc = "[chain]\nnfs = [\"encrypt\"]\n[encrypt]\nkey = \"0011\"\n";
+    fails(
+        enc,
+        "c.toml:4: encrypt.key: expected 64 hex digits (a 32-byte key), got \"0011\""
+            .replace("c.toml", "chains/x.toml")
+            .as_str(),
+    );
+    let zero = format!("[chain]\nnfs = [\"encrypt\"]\n[encrypt]\nkey = \"{}\"\n", "0".repeat(64));
+    let e = compile("c.toml", &zero).expect_err("zero key");
+    assert!(e.message.contains("all zeros"), "{e}");
+    let l3 = "[chain]\nnfs = [\"l3fwd\"]\n[[l3fwd.route]]\nprefix = \"10.0.0.0/8\"\nport = 1\nmac = \"02:00:00:00:01:01\"\n\
+              [[l3fwd.route]]\nprefix = \"10.0.0.0/8\"\nport = 0\nmac = \"02:00:00:00:01:0g\"\n";
+    let e = compile("c.toml", l3).expect_err("mac");
+    assert_eq!((e.line, e.field.as_str()), (10, "l3fwd.route[1].mac"), "{e}");
+    let e = compile("c.toml", &l3.replace("01:0g", "01:00")).expect_err("duplicate");
+    assert_eq!(e.line, 7, "{e}");
+    assert!(e.message.contains("duplicate prefix"), "{e}");
+}
+
+#[test]
+fn path_at_finds_nested_keys() {
+    let src = "[chain]\nnfs = [\"acl\"]\n[acl]\n[[acl.rule]]\naction = \"deny\"\n[[acl.rule]]\nsrc = 5\n";
+    let at = src.find("5").expect("5");
+    assert_eq!(path_at(src, &(at..at + 1)), "acl.rule[1].src");
+}

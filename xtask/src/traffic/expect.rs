@@ -1,0 +1,227 @@
+//! What a chain should do to each generated flow, derived from its configuration
+//! (`cadence_core::nf::config::ChainSpec`) by models written here, independently of the
+//! NF code:
+//!
+//! - ACL: a linear scan of the rules (highest priority wins, ties: the earlier rule; no
+//!   match: the default). A denied flow is an expected drop.
+//! - LB: a flow to a VIP (address, port, protocol) comes back with the destination
+//!   address (and port, if the backend has one) of one of the VIP's backends, the same
+//!   one for the whole flow, with valid checksums; a VIP without backends drops.
+//! - L3fwd: the longest matching route picks the egress port and the destination MAC;
+//!   TTL / hop limit one less; no route drops.
+//! - Encrypt: the payload changes, length and headers do not, the L4 checksum stays
+//!   valid. To identify the frame (its tag is encrypted too) the checker decrypts it
+//!   with the NF itself (ChaCha20 is its own inverse: "a decrypt run restores it"), then
+//!   checks the restored frame byte for byte. Limit: UDP decryption follows the
+//!   firmware's per-flow datagram counter, so it assumes the datagrams of a flow arrive
+//!   in order and none is lost between the image and the host.
+//! - NAT: IPv4 flows entering `inside_port` come back with the source address = the
+//!   external address and a source port from the pool, the same for the whole flow;
+//!   IPv4 flows entering the other port match no mapping (dropped); IPv6 is dropped.
+//! - Accounting, UrlFilter: no change to generated traffic (it is not HTTP).
+//!
+//! NFs that rewrite see the rewritten packet in the firmware; the models look at the
+//! flow as generated (every chain file here puts the ACL first).
+
+use std::net::IpAddr;
+
+use cadence_core::buf::{BUF_SIZE, Batch, Pool};
+use cadence_core::forward::{Stage, StageCounters};
+use cadence_core::nf::acl::{AclAction, AclConfig, Prefix};
+use cadence_core::nf::config::{ChainSpec, NfSpec};
+use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop};
+use cadence_core::nf::lb::LbConfig;
+use cadence_core::nf::{Chain, Egress};
+use cadence_core::parse::IpAddr as CoreIp;
+use cadence_core::time::Instant;
+
+use super::frame::Flow;
+
+/// What the chain does to one flow.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FlowExpect {
+    /// Dropped, under this `DropReason` name (`acl_deny`, …).
+    pub drop: Option<&'static str>,
+    /// LB: the backends (address, port; `None` keeps the VIP's) one of which the
+    /// destination is rewritten to.
+    pub backends: Option<Vec<(IpAddr, Option<u16>)>>,
+    /// L3fwd: egress port and destination MAC; the TTL drops by one.
+    pub next_hop: Option<NextHop>,
+    /// Encrypt: the payload is transformed.
+    pub encrypted: bool,
+    /// NAT: the source becomes this address with a port from this range.
+    pub snat: Option<([u8; 4], (u16, u16))>,
+}
+
+impl FlowExpect {
+    /// Whether anything in the IP/L4 headers changes (so the tag's CRC, which covers
+    /// them, cannot be checked on the received frame).
+    pub fn rewrites_headers(&self) -> bool {
+        self.backends.is_some() || self.next_hop.is_some() || self.snat.is_some()
+    }
+}
+
+/// The expectations of one chain for a set of flows, plus the decryptor.
+pub struct Expectations {
+    /// Per flow id.
+    pub flows: Vec<FlowExpect>,
+    /// The NF names.
+    pub nfs: Vec<&'static str>,
+    decrypt: Option<Chain>,
+}
+
+impl std::fmt::Debug for Expectations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expectations").field("flows", &self.flows).field("nfs", &self.nfs).finish_non_exhaustive()
+    }
+}
+
+fn to_std(a: &CoreIp) -> IpAddr {
+    match *a {
+        CoreIp::V4(b) => IpAddr::from(b),
+        CoreIp::V6(b) => IpAddr::from(b),
+    }
+}
+
+fn bits(a: &IpAddr) -> (u128, u32) {
+    match a {
+        IpAddr::V4(v) => (u128::from(u32::from(*v)), 32),
+        IpAddr::V6(v) => (u128::from(*v), 128),
+    }
+}
+
+/// Whether `a` lies in `p` (same family, first `len` bits equal).
+fn in_prefix(a: &IpAddr, p: &Prefix) -> bool {
+    let (pa, pw) = bits(&to_std(&p.addr));
+    let (aa, aw) = bits(a);
+    if pw != aw {
+        return false;
+    }
+    let len = u32::from(p.len).min(aw);
+    len == 0 || (pa ^ aa) >> (aw - len) == 0
+}
+
+fn acl(cfg: &AclConfig, f: &Flow) -> AclAction {
+    let (src, dst) = f.addrs();
+    let proto = f.kind.proto();
+    let mut best: Option<(u32, AclAction)> = None;
+    for r in &cfg.rules {
+        let ok = r.src.as_ref().is_none_or(|p| in_prefix(&src, p))
+            && r.dst.as_ref().is_none_or(|p| in_prefix(&dst, p))
+            && (r.sport.0..=r.sport.1).contains(&f.src_port)
+            && (r.dport.0..=r.dport.1).contains(&f.dst_port)
+            && r.proto.is_none_or(|p| p == proto);
+        // Strictly higher wins, so among equal priorities the first rule stays.
+        if ok && best.is_none_or(|(p, _)| r.priority > p) {
+            best = Some((r.priority, r.action));
+        }
+    }
+    best.map_or(cfg.default_action, |(_, a)| a)
+}
+
+fn lb(cfg: &LbConfig, f: &Flow) -> Option<Vec<(IpAddr, Option<u16>)>> {
+    let (_, dst) = f.addrs();
+    let v = cfg.vips.iter().find(|v| to_std(&v.addr) == dst && v.port == f.dst_port && v.proto == f.kind.proto())?;
+    Some(v.backends.iter().map(|b| (to_std(&b.addr), b.port)).collect())
+}
+
+fn l3fwd(cfg: &L3fwdConfig, f: &Flow) -> Option<NextHop> {
+    let (_, dst) = f.addrs();
+    let (a, w) = bits(&dst);
+    let routes: Vec<(u128, u8, u32)> = match dst {
+        IpAddr::V4(_) => {
+            cfg.routes4.iter().map(|r| (u128::from(u32::from_be_bytes(r.prefix)), r.len, r.next_hop)).collect()
+        }
+        IpAddr::V6(_) => cfg.routes6.iter().map(|r| (u128::from_be_bytes(r.prefix), r.len, r.next_hop)).collect(),
+    };
+    let best = routes
+        .iter()
+        .filter(|(p, len, _)| *len == 0 || (p ^ a) >> (w - u32::from(*len).min(w)) == 0)
+        .max_by_key(|(_, len, _)| *len)?;
+    cfg.next_hops.get(best.2 as usize).copied()
+}
+
+impl Expectations {
+    /// The expectations of `spec` for `flows` (flow ids = indices).
+    pub fn new(spec: &ChainSpec, flows: &[Flow]) -> Expectations {
+        let mut decrypt = None;
+        let out = flows
+            .iter()
+            .map(|f| {
+                let mut e = FlowExpect::default();
+                for nf in &spec.nfs {
+                    if e.drop.is_some() {
+                        break;
+                    }
+                    match nf {
+                        NfSpec::Acl(c) if acl(c, f) == AclAction::Deny => e.drop = Some("acl_deny"),
+                        NfSpec::Lb(c) => {
+                            e.backends = lb(c, f);
+                            if e.backends.as_ref().is_some_and(Vec::is_empty) {
+                                e.drop = Some("lb_no_backend");
+                            }
+                        }
+                        NfSpec::L3fwd(c) => match l3fwd(c, f) {
+                            Some(h) => e.next_hop = Some(h),
+                            None => e.drop = Some("no_route"),
+                        },
+                        NfSpec::Encrypt(_) => e.encrypted = true,
+                        NfSpec::Nat(c) => {
+                            if f.kind.is_v6() {
+                                e.drop = Some("nf_unsupported");
+                            } else if f.ingress != usize::from(c.inside_port) {
+                                e.drop = Some("nat_no_mapping");
+                            } else {
+                                e.snat = Some((c.external_addr, c.ports));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                e
+            })
+            .collect();
+        for nf in &spec.nfs {
+            if let NfSpec::Encrypt(_) = nf {
+                let only = ChainSpec { nfs: vec![nf.clone()] };
+                let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], accept_control: false };
+                decrypt = only.build(egress).ok().map(|f| f.chain_for_worker());
+            }
+        }
+        Expectations { flows: out, nfs: spec.names().collect(), decrypt }
+    }
+
+    /// The expectation of flow `id`.
+    pub fn flow(&self, id: u16) -> Option<&FlowExpect> {
+        self.flows.get(usize::from(id))
+    }
+
+    /// Decrypts a frame that left the image by `port` (the chain encrypts): runs it
+    /// through the chain's Encrypt config once more. `None` without Encrypt, or when the
+    /// NF dropped it.
+    pub fn decrypt(&mut self, port: usize, f: &[u8]) -> Option<Vec<u8>> {
+        let chain = self.decrypt.as_mut()?;
+        let mut mem = vec![0u8; 2 * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, 2).ok()?;
+        let b = pool.alloc()?;
+        pool.set_len(b, f.len()).ok()?;
+        pool.frame_mut(b).copy_from_slice(f);
+        let mut input = Batch::new();
+        input.push(b).ok()?;
+        let mut out = [Batch::new(), Batch::new()];
+        let mut counters = StageCounters::default();
+        // The image's counter entries never expire between two frames of a flow at the
+        // generator's rates; a fixed time keeps the host's from expiring at all.
+        chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+        let b = out.iter().flat_map(|q| q.as_slice()).next().copied()?;
+        let mut g = pool.frame(b).to_vec();
+        // The MACs are the received ones (the decrypting chain rewrote them).
+        g[..12].copy_from_slice(&f[..12]);
+        Some(g)
+    }
+
+    /// Whether the chain encrypts.
+    pub fn encrypts(&self) -> bool {
+        self.decrypt.is_some()
+    }
+}
