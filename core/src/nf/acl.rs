@@ -32,6 +32,7 @@ use crate::pna::exact::{ConfigError, Lane, LaneStats};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::ternary::{FiveTuple, Rule};
 use crate::pna::{ActionId, ActionMask, IdleTimeout};
+use crate::pna::{AddStatus, NotDone};
 use crate::time::Duration;
 
 pub mod classifier;
@@ -537,15 +538,20 @@ impl Nf for Acl {
                 (None, Applied::Miss { miss, .. }) => {
                     let flow = flow_key_from_words(miss.key());
                     let (a, rule) = shared.classify(&flow);
-                    self.counters.classified += 1;
-                    self.counters.defaulted += u64::from(rule.is_none());
-                    let rule = rule.map_or(DEFAULT_RULE, u64::from);
                     let v = match a {
-                        AclAction::Permit => FlowVerdict::Permit(rule),
-                        AclAction::Deny => FlowVerdict::Deny(rule),
+                        AclAction::Permit => FlowVerdict::Permit(rule.map_or(DEFAULT_RULE, u64::from)),
+                        AclAction::Deny => FlowVerdict::Deny(rule.map_or(DEFAULT_RULE, u64::from)),
                     };
-                    if !shared.flows.add_entry(&mut self.lane, miss, &v, PROFILE, ctx.now).is_success() {
-                        self.counters.cache_add_failed += 1;
+                    match shared.flows.add_entry(&mut self.lane, miss, &v, PROFILE, ctx.now) {
+                        // An earlier packet of the same new flow in this burst (the burst
+                        // looked every key up before any add) already classified and cached
+                        // it: this one is not a new classification.
+                        AddStatus::NotDone(NotDone::KeyExists) => {}
+                        status => {
+                            self.counters.classified += 1;
+                            self.counters.defaulted += u64::from(rule.is_none());
+                            self.counters.cache_add_failed += u64::from(!status.is_success());
+                        }
                     }
                     a
                 }

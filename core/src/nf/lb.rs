@@ -29,7 +29,7 @@ use crate::forward::DropReason;
 use crate::parse::{Fragment, IpAddr, PROTO_TCP, PROTO_UDP, Parsed};
 use crate::pna::exact::{ConfigError, Lane, LaneStats, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
-use crate::pna::{ActionId, ActionMask, IdleTimeout};
+use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
 
 pub mod maglev;
@@ -447,10 +447,16 @@ impl Lb {
             Applied::Miss { miss, .. } => {
                 let v = shared.vips.get(vip)?;
                 let Pick::Target(t) = v.table.pick(hash_key(FLOW_SEED, miss.key())) else { return None };
-                self.counters.new_conns += 1;
                 let a = Affinity::To { target: t, restarted: now.ticks() };
-                if !shared.affinity.add_entry(&mut self.lane, miss, &a, PROFILE, now).is_success() {
-                    self.counters.affinity_add_failed += 1;
+                match shared.affinity.add_entry(&mut self.lane, miss, &a, PROFILE, now) {
+                    // An earlier packet of the same new connection in this burst added it
+                    // (the burst looked every key up before any add); Maglev picked the
+                    // same backend for both.
+                    AddStatus::NotDone(NotDone::KeyExists) => {}
+                    status => {
+                        self.counters.new_conns += 1;
+                        self.counters.affinity_add_failed += u64::from(!status.is_success());
+                    }
                 }
                 Some(t)
             }

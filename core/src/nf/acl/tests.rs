@@ -234,6 +234,20 @@ fn acl_cache_entries_expire_and_flows_are_reclassified() {
 }
 
 #[test]
+fn packets_of_one_new_flow_in_one_burst_are_classified_once() {
+    let rule = AclRule { proto: Some(17), ..AclRule::any(1, AclAction::Deny) };
+    let mut acl = Acl::new(Arc::new(AclShared::try_new(&AclConfig::new(vec![rule], AclAction::Permit)).unwrap()));
+    let (a, b) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]));
+    // Three packets of one TCP flow and two of one UDP flow, all new, in one burst.
+    let frames: Vec<_> = [6, 6, 17, 6, 17].iter().map(|&p| frame(a, b, p, 1000, 80, b"")).collect();
+    let out = run(&mut acl, &frames, 0, Instant(0));
+    let denied = out.iter().filter(|o| o.verdict == Verdict::Drop(DropReason::AclDeny)).count();
+    assert_eq!(denied, 2);
+    let c = acl.counters();
+    assert_eq!((c.classified, c.cache_add_failed, c.permitted, c.denied), (2, 0, 3, 2));
+}
+
+#[test]
 fn acl_full_cache_still_decides() {
     let mut cfg =
         AclConfig::new(vec![AclRule { proto: Some(17), ..AclRule::any(1, AclAction::Deny) }], AclAction::Permit);

@@ -119,6 +119,18 @@ fn dst_of(out: &[u8]) -> IpAddr {
 }
 
 #[test]
+fn packets_of_one_new_connection_in_one_burst_count_once_and_agree() {
+    let mut lb = Lb::new(lb_with(10, 1000));
+    let mut rng = Rng(9);
+    let (a, b) = (client(&mut rng), client(&mut rng));
+    let frames: Vec<Vec<u8>> = [&a, &a, &b, &a, &b].iter().map(|f| conn_frame(f)).collect();
+    let out = run(&mut lb, &frames, 0, Instant(10));
+    let dsts: Vec<IpAddr> = out.iter().map(|o| dst_of(&o.frame)).collect();
+    assert!(dsts[0] == dsts[1] && dsts[1] == dsts[3] && dsts[2] == dsts[4], "{dsts:?}");
+    assert_eq!((lb.counters().new_conns, lb.counters().affinity_add_failed), (2, 0));
+}
+
+#[test]
 fn lb_live_connections_keep_their_backend_across_changes() {
     let shared = lb_with(10, 1000);
     let mut lb = Lb::new(shared.clone());

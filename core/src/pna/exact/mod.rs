@@ -257,9 +257,12 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             return Err(ConfigError::BadBuckets);
         }
         let n_slots = buckets.checked_mul(WAYS).ok_or(ConfigError::BadBuckets)?;
-        let mut b = Vec::with_capacity(buckets);
+        // Fallible: a table too big for the heap is a configuration error, not a panic.
+        let mut b = Vec::new();
+        b.try_reserve_exact(buckets).map_err(|_| ConfigError::OutOfMemory)?;
         b.resize_with(buckets, Bucket::new);
-        let mut s = Vec::with_capacity(n_slots);
+        let mut s = Vec::new();
+        s.try_reserve_exact(n_slots).map_err(|_| ConfigError::OutOfMemory)?;
         s.resize_with(n_slots, Slot::new);
         let mut p = Vec::with_capacity(PROFILES);
         p.resize_with(PROFILES, || AtomicU64::new(NEVER));

@@ -48,6 +48,8 @@ pub enum ConfigError {
     ZeroCapacity,
     /// `buckets` is not a power of two, or the table would not fit the address space.
     BadBuckets,
+    /// The heap has no room for a table of this capacity.
+    OutOfMemory,
 }
 
 impl fmt::Display for ConfigError {
@@ -55,6 +57,7 @@ impl fmt::Display for ConfigError {
         f.write_str(match self {
             ConfigError::ZeroCapacity => "capacity is zero",
             ConfigError::BadBuckets => "bucket count is not a usable power of two",
+            ConfigError::OutOfMemory => "not enough memory for a table of this capacity",
         })
     }
 }

@@ -18,6 +18,13 @@ fn add(t: &ExactTable<2, 1>, lane: &mut crate::pna::exact::Lane, k: [u64; 2], no
 }
 
 #[test]
+fn a_table_too_big_for_memory_is_a_config_error() {
+    // 2^31 buckets of 64 bytes plus 7 slots each: about 600 GiB, more than any heap here.
+    let r = ExactTable::<2, 1>::try_new(ExactConfig::new(1 << 32));
+    assert_eq!(r.err(), Some(crate::pna::exact::ConfigError::OutOfMemory));
+}
+
+#[test]
 fn full_bucket_is_not_done_and_counted() {
     let mut cfg = ExactConfig::new(1000);
     cfg.buckets = 1;
