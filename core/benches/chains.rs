@@ -12,9 +12,9 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use cadence_core::buf::{BATCH_SIZE, Batch, Pool};
+use cadence_core::buf::{BATCH_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::{Commands, PORTS, Stage, StageCounters};
+use cadence_core::forward::{PORTS, Stage};
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclShared, example_rules};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
@@ -24,49 +24,18 @@ use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::parse::IpAddr;
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
-use cadence_core::time::{Clock, Instant, TickRate};
+
 use cadence_core::worker::{Worker, WorkerConfig};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
+    pub mod stages;
     pub mod tsc;
 }
+use common::stages::{IoOnly, Tsc};
 use common::tsc::{TscCycles, rdtsc};
 
 const VIP: [u8; 4] = [10, 1, 0, 1];
-
-struct Tsc;
-
-impl Clock for Tsc {
-    fn now(&self) -> Instant {
-        Instant(rdtsc())
-    }
-    fn rate(&self) -> TickRate {
-        TickRate::try_new(2_600_000_000).expect("nonzero")
-    }
-}
-
-/// Moves every frame to the other port untouched: the loop and the NICs.
-struct IoOnly;
-
-impl Stage for IoOnly {
-    fn process(
-        &mut self,
-        port: usize,
-        pool: &mut Pool<'_>,
-        input: &mut Batch,
-        out: &mut [Batch],
-        _counters: &mut StageCounters,
-        _now: Instant,
-    ) -> Commands {
-        while let Some(b) = input.pop() {
-            if let Err(b) = out[1 - port].push(b) {
-                let _ = pool.free(b);
-            }
-        }
-        Commands::default()
-    }
-}
 
 /// A 64-byte IPv4/TCP frame (10 payload bytes, valid checksums) of flow `flow`, to the
 /// VIP's port 80 from 10.2.x.y:1024+flow.

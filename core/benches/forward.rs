@@ -6,52 +6,20 @@
 
 use std::hint::black_box;
 
-use cadence_core::buf::{BATCH_SIZE, Batch, Pool};
+use cadence_core::buf::{BATCH_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::{Commands, ForwardConfig, Forwarder, Stage, StageCounters};
+use cadence_core::forward::{ForwardConfig, Forwarder, Stage};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
-use cadence_core::time::{Clock, Instant, TickRate};
+
 use cadence_core::worker::{Worker, WorkerConfig};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
+    pub mod stages;
     pub mod tsc;
 }
+use common::stages::{IoOnly, Tsc};
 use common::tsc::{TscCycles, rdtsc};
-
-/// Moves every frame to the other port untouched: the cost of the loop and the NICs.
-struct IoOnly;
-
-impl Stage for IoOnly {
-    fn process(
-        &mut self,
-        port: usize,
-        pool: &mut Pool<'_>,
-        input: &mut Batch,
-        out: &mut [Batch],
-        _counters: &mut StageCounters,
-        _now: Instant,
-    ) -> Commands {
-        let dst = 1 - port;
-        while let Some(b) = input.pop() {
-            if let Err(b) = out[dst].push(b) {
-                let _ = pool.free(b);
-            }
-        }
-        Commands::default()
-    }
-}
-
-struct Tsc;
-
-impl Clock for Tsc {
-    fn now(&self) -> Instant {
-        Instant(rdtsc())
-    }
-    fn rate(&self) -> TickRate {
-        TickRate::try_new(2_600_000_000).expect("nonzero")
-    }
-}
 
 /// A 60-byte IPv4/UDP frame of flow `flow` with a valid header checksum.
 fn frame(flow: u16) -> Vec<u8> {
