@@ -12,13 +12,14 @@ pub mod model_host;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use xtask::image::{self, Profile};
 use xtask::protocol::{self, BootOptions};
 use xtask::qemu::Exit;
 use xtask::rig::{Rig, RigConfig};
+use xtask::traffic::Pacer;
 
 /// Hang guard for a boot that should end on its own.
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -93,4 +94,24 @@ pub fn stop_ok(rig: &mut Rig) -> Result<protocol::Counters> {
     let exit = rig.stop(STOP_TIMEOUT, &mut |_| {})?;
     expect_status(rig, exit, protocol::EXIT_SUCCESS)?;
     rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary line on COM1\n{}", rig.qemu.diagnostics()))
+}
+
+/// Sends `frames` generated frames at `rate` frames/s (token bucket), pumping COM1
+/// meanwhile; frame `i` belongs to flow `pick(i).0` and is `pick(i).1` bytes long (raised
+/// to the flow's minimum).
+pub fn send_paced(rig: &mut Rig, frames: u64, rate: u64, mut pick: impl FnMut(u64) -> (u16, usize)) -> Result<()> {
+    let mut pacer = Pacer::new(rate, Instant::now());
+    let mut sent = 0u64;
+    while sent < frames {
+        for _ in 0..pacer.take(Instant::now()) {
+            if sent == frames {
+                break;
+            }
+            let (flow, len) = pick(sent);
+            rig.send_flow(flow, len)?;
+            sent += 1;
+        }
+        rig.pump(pacer.wait().min(Duration::from_millis(2)));
+    }
+    Ok(())
 }

@@ -3,12 +3,12 @@
 //! order, out of the other port, with the PROTOCOL.md MAC rewrite and otherwise
 //! byte-exact; the firmware's counters must agree.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
-use cadence_tests::{BOOT_TIMEOUT, start, stop_ok};
+use cadence_tests::{BOOT_TIMEOUT, send_paced, start, stop_ok};
 use xtask::protocol::BootOptions;
-use xtask::traffic::{FlowKind, Pacer};
+use xtask::traffic::FlowKind;
 
 const FRAMES: u64 = 10_000;
 /// Modest: well below what TCG forwards without loss (see README).
@@ -19,21 +19,8 @@ const FLOWS: u16 = 8;
 fn forwards_10k_frames_exactly_once_in_order() -> Result<()> {
     let mut rig = start("forward_10k", FLOWS, BootOptions::default().set("stats_ms", 0))?;
     rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
-    let mut pacer = Pacer::new(RATE, Instant::now());
-    let mut sent = 0u64;
-    while sent < FRAMES {
-        for _ in 0..pacer.take(Instant::now()) {
-            if sent == FRAMES {
-                break;
-            }
-            // Flows round robin; sizes sweep 60..=1514 (raised to each flow's minimum).
-            let flow = (sent % u64::from(FLOWS)) as u16;
-            let len = 60 + (sent * 149 % 1455) as usize;
-            rig.send_flow(flow, len)?;
-            sent += 1;
-        }
-        rig.pump(pacer.wait().min(Duration::from_millis(2)));
-    }
+    // Flows round robin; sizes sweep 60..=1514 (raised to each flow's minimum).
+    send_paced(&mut rig, FRAMES, RATE, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
     rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
     let fw = stop_ok(&mut rig)?;
     let k = rig.checker().classes();

@@ -4,13 +4,12 @@
 //! runs the shared Intel ring engine (advanced descriptors, DD/EOP, RS-batched TX
 //! completion) against QEMU's device model.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
-use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, stop_ok};
+use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, send_paced, stop_ok};
 use xtask::protocol::BootOptions;
 use xtask::rig::{NicModel, Rig, RigConfig};
-use xtask::traffic::Pacer;
 
 const FRAMES: u64 = 3000;
 /// Modest: igb pays a VM exit per doorbell under TCG.
@@ -28,20 +27,7 @@ fn forwards_over_igb_exactly_once_in_order() -> Result<()> {
     for n in &rig.report.nics {
         assert_eq!(n.kind, "igb", "{n:?}");
     }
-    let mut pacer = Pacer::new(RATE, Instant::now());
-    let mut sent = 0u64;
-    while sent < FRAMES {
-        for _ in 0..pacer.take(Instant::now()) {
-            if sent == FRAMES {
-                break;
-            }
-            let flow = (sent % u64::from(FLOWS)) as u16;
-            let len = 60 + (sent * 149 % 1455) as usize;
-            rig.send_flow(flow, len)?;
-            sent += 1;
-        }
-        rig.pump(pacer.wait().min(Duration::from_millis(2)));
-    }
+    send_paced(&mut rig, FRAMES, RATE, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
     rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
     let fw = stop_ok(&mut rig)?;
     let k = rig.checker().classes();

@@ -5,10 +5,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, stop_ok};
+use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, send_paced, stop_ok};
 use xtask::protocol::{self, BootOptions, Counters, MachineLine};
 use xtask::rig::{NicModel, Rig, RigConfig};
-use xtask::traffic::Pacer;
 
 /// One QEMU at a time: two vCPUs each, on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -32,22 +31,11 @@ fn boot(name: &str, flows: u16, workers: u32, lanes: u32) -> Result<Rig> {
     Ok(rig)
 }
 
-/// Sends `frames` over the flows round robin at `rate`, pumping COM1.
+/// Sends `frames` over the flows round robin at `rate`, numbering them from `first`.
 fn send(rig: &mut Rig, flows: u16, frames: u64, rate: u64, first: u64) -> Result<()> {
-    let mut pacer = Pacer::new(rate, Instant::now());
-    let mut sent = 0u64;
-    while sent < frames {
-        for _ in 0..pacer.take(Instant::now()) {
-            if sent == frames {
-                break;
-            }
-            let n = first + sent;
-            rig.send_flow((n % u64::from(flows)) as u16, 60 + (n * 131 % 700) as usize)?;
-            sent += 1;
-        }
-        rig.pump(pacer.wait().min(Duration::from_millis(2)));
-    }
-    Ok(())
+    send_paced(rig, frames, rate, |i| {
+        (((first + i) % u64::from(flows)) as u16, 60 + ((first + i) * 131 % 700) as usize)
+    })
 }
 
 fn lane_packets(c: &Counters, lanes: u32) -> Result<Vec<u64>> {

@@ -6,13 +6,12 @@
 //! keeps — frames, rounds won, busy and halted TSC cycles.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
-use cadence_tests::{BOOT_TIMEOUT, start_with, stop_ok};
+use cadence_tests::{BOOT_TIMEOUT, send_paced, start_with, stop_ok};
 use xtask::protocol::{BootOptions, Counters};
 use xtask::rig::{Backend, Rig};
-use xtask::traffic::Pacer;
 
 const WORKERS: u64 = 3;
 const LANES: u64 = 2;
@@ -44,19 +43,7 @@ fn boot(name: &str, sched: &str) -> Result<Rig> {
 
 /// Sends `frames` round robin over the flows at `rate` frames/s, then drains.
 fn send(rig: &mut Rig, frames: u64, rate: u64) -> Result<()> {
-    let mut pacer = Pacer::new(rate, Instant::now());
-    let mut sent = 0u64;
-    while sent < frames {
-        for _ in 0..pacer.take(Instant::now()) {
-            if sent == frames {
-                break;
-            }
-            let flow = (sent % u64::from(FLOWS)) as u16;
-            rig.send_flow(flow, 60 + (sent * 97 % 600) as usize)?;
-            sent += 1;
-        }
-        rig.pump(pacer.wait().min(Duration::from_millis(2)));
-    }
+    send_paced(rig, frames, rate, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 97 % 600) as usize))?;
     rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
     Ok(())
 }

@@ -26,6 +26,10 @@
 //!   inside a field are separated by `;`. Addresses are IPv4 or IPv6; prefixes
 //!   `ADDR/LEN` or `any`; port ranges `LO-HI`, `P` or `any`; protocols `tcp`, `udp`,
 //!   `icmp`, `icmpv6`, `any` or a number.
+//! - Timeouts are `NAME.KEY_ms=N` records in milliseconds, 1..=[`MAX_TIMEOUT_MS`] (one
+//!   day), e.g. `acl.flow_timeout_ms=10000`. The parser has no clock: it keeps them in
+//!   milliseconds ([`Timeouts`]) and [`ChainSpec::build`] converts them to ticks of the
+//!   clock's [`TickRate`]; absent ones keep the NF's default.
 //! - When an NF's records end, its config is checked (`validate()`); an error names the
 //!   `nf=` line.
 //!
@@ -46,6 +50,7 @@ use super::lb::{Lb, LbConfig, LbConfigError, LbShared};
 use super::nat::{Nat, NatConfig, NatConfigError, NatShared};
 use super::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterConfigError, UrlFilterShared};
 use super::{Chain, Egress, Nf};
+use crate::time::{Duration, TickRate};
 use alloc::sync::Arc;
 
 mod sections;
@@ -89,11 +94,36 @@ impl NfSpec {
     }
 }
 
+/// Longest timeout the text form accepts: one day, in milliseconds.
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+
+/// An NF's timeouts as the text form gives them, in milliseconds (`None`: the NF's
+/// default). Each NF has only its own keys; the others stay `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timeouts {
+    /// `acl.flow_timeout_ms`, `urlfilter.flow_timeout_ms`.
+    pub flow_ms: Option<u64>,
+    /// `lb.affinity_timeout_ms`.
+    pub affinity_ms: Option<u64>,
+    /// `accounting.idle_timeout_ms`.
+    pub idle_ms: Option<u64>,
+    /// `nat.timeout_ms`.
+    pub nat_ms: Option<u64>,
+    /// `urlfilter.inspect_timeout_ms`.
+    pub inspect_ms: Option<u64>,
+    /// `encrypt.udp_idle_timeout_ms`.
+    pub udp_idle_ms: Option<u64>,
+}
+
 /// A chain: its NFs in order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChainSpec {
-    /// The NFs, in order (empty: L2 forwarding).
+    /// The NFs, in order (empty: L2 forwarding). Their `Duration` timeouts are the NFs'
+    /// defaults; [`ChainSpec::configs`] applies [`ChainSpec::timeouts`].
     pub nfs: Vec<NfSpec>,
+    /// `timeouts[i]`: the timeouts the text form set for `nfs[i]` (missing entries:
+    /// none set).
+    pub timeouts: Vec<Timeouts>,
 }
 
 /// What went wrong on a line of the text form.
@@ -223,7 +253,14 @@ pub(crate) trait Section {
     fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail>;
     /// Checks (`validate()`) and finishes the NF; an error names the line of the record
     /// at fault, if it is one record's.
-    fn finish(self: Box<Self>) -> Result<NfSpec, sections::FinishError>;
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), sections::FinishError>;
+}
+
+/// Sets a timeout in milliseconds once: 1..=[`MAX_TIMEOUT_MS`].
+pub(crate) fn timeout_ms(slot: &mut Option<u64>, value: &str) -> Result<(), Fail> {
+    const E: &str = "milliseconds 1..=86400000 (at most one day)";
+    let ms = values::u64_dec(value).ok().filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms)).ok_or(Fail::value(E))?;
+    once(slot, ms)
 }
 
 /// The fields `names` of a record value (`a:1,b:2`), each at most once, in the order of
@@ -362,11 +399,12 @@ impl ChainSpec {
     }
 
     fn push(&mut self, s: Box<dyn Section>, line: usize) -> Result<(), SpecError> {
-        let nf = s.finish().map_err(|(at, f)| {
+        let (nf, t) = s.finish().map_err(|(at, f)| {
             let (line, key) = at.unwrap_or((line, "nf"));
             SpecError { line, key, field: f.field, kind: f.kind }
         })?;
         self.nfs.push(nf);
+        self.timeouts.push(t);
         Ok(())
     }
 
@@ -375,10 +413,41 @@ impl ChainSpec {
         self.nfs.iter().map(NfSpec::name)
     }
 
-    /// Builds every NF's shared state once (tables, `Arc`ed) for chains with `egress`.
-    pub fn build(&self, egress: Egress) -> Result<ChainFactory, BuildError> {
-        let mut shared = Vec::with_capacity(self.nfs.len());
-        for (index, nf) in self.nfs.iter().enumerate() {
+    /// The NF configs with [`ChainSpec::timeouts`] converted to ticks of a clock at
+    /// `rate` (what [`ChainSpec::build`] builds). A timeout shorter than one tick is one
+    /// tick.
+    pub fn configs(&self, rate: TickRate) -> Vec<NfSpec> {
+        let ticks = |ms: u64| Duration(rate.ticks_from_ms(ms).ticks().max(1));
+        let set = |d: &mut Duration, ms: Option<u64>| {
+            if let Some(ms) = ms {
+                *d = ticks(ms);
+            }
+        };
+        let mut out = self.nfs.clone();
+        for (i, nf) in out.iter_mut().enumerate() {
+            let t = self.timeouts.get(i).copied().unwrap_or_default();
+            match nf {
+                NfSpec::Acl(c) => set(&mut c.flow_timeout, t.flow_ms),
+                NfSpec::Lb(c) => set(&mut c.affinity_timeout, t.affinity_ms),
+                NfSpec::Accounting(c) => set(&mut c.idle_timeout, t.idle_ms),
+                NfSpec::Nat(c) => set(&mut c.timeout, t.nat_ms),
+                NfSpec::UrlFilter(c) => {
+                    set(&mut c.inspect_timeout, t.inspect_ms);
+                    set(&mut c.flow_timeout, t.flow_ms);
+                }
+                NfSpec::Encrypt(c) => set(&mut c.udp_idle_timeout, t.udp_idle_ms),
+                NfSpec::L3fwd(_) => {}
+            }
+        }
+        out
+    }
+
+    /// Builds every NF's shared state once (tables, `Arc`ed) for chains with `egress`,
+    /// timeouts in ticks of a clock at `rate` ([`ChainSpec::configs`]).
+    pub fn build(&self, egress: Egress, rate: TickRate) -> Result<ChainFactory, BuildError> {
+        let configs = self.configs(rate);
+        let mut shared = Vec::with_capacity(configs.len());
+        for (index, nf) in configs.iter().enumerate() {
             shared.push(SharedNf::try_new(nf).map_err(|why| BuildError { index, nf: nf.name(), why })?);
         }
         Ok(ChainFactory { shared, egress })

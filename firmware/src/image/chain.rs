@@ -11,6 +11,7 @@ use core::fmt::Write;
 
 use cadence_core::nf::config::{ChainFactory, ChainSpec};
 use cadence_core::nf::{Chain, Egress};
+use cadence_core::time::TickRate;
 use cadence_firmware::config::BootConfig;
 use cadence_platform::Platform;
 use cadence_platform::exit::{ExitCode, exit};
@@ -69,11 +70,11 @@ pub struct Chains {
 }
 
 impl Chains {
-    /// Builds every NF's shared state for `workers` workers; a failure prints
-    /// `error: chain: …` and exits 37.
-    pub fn build(spec: &ChainSpec, cfg: &BootConfig, own: [[u8; 6]; 2], workers: usize) -> Chains {
+    /// Builds every NF's shared state for `workers` workers, timeouts in ticks of the
+    /// clock at `rate`; a failure prints `error: chain: …` and exits 37.
+    pub fn build(spec: &ChainSpec, cfg: &BootConfig, own: [[u8; 6]; 2], workers: usize, rate: TickRate) -> Chains {
         let egress = Egress { own_mac: own, peer_mac: cfg.peer, accept_control: cfg.ctl };
-        match spec.build(egress) {
+        match spec.build(egress, rate) {
             Ok(factory) => Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect() },
             Err(e) => {
                 println!("error: chain: {e}");

@@ -147,7 +147,7 @@ pub fn run(
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         ctl,
         lanes: bound,
-        chains: Chains::build(spec, cfg, own, cfg.workers),
+        chains: Chains::build(spec, cfg, own, cfg.workers, p.clock.rate()),
         mode,
         clock: p.clock,
         slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),

@@ -264,7 +264,11 @@ fn emit_acl(emit: &mut Emit, t: Option<&Spanned<schema::AclTable>>) -> Result<()
     emit_numbers(
         emit,
         "acl",
-        &[("flow_capacity", t.flow_capacity.as_ref()), ("sweep_buckets", t.sweep_buckets.as_ref())],
+        &[
+            ("flow_capacity", t.flow_capacity.as_ref()),
+            ("sweep_buckets", t.sweep_buckets.as_ref()),
+            ("flow_timeout_ms", t.flow_timeout_ms.as_ref()),
+        ],
     )?;
     for (i, r) in t.rule.iter().enumerate() {
         let span = r.span();
@@ -308,6 +312,7 @@ fn emit_lb(emit: &mut Emit, t: Option<&Spanned<schema::LbTable>>) -> Result<(), 
             ("max_backends", t.max_backends.as_ref()),
             ("affinity_capacity", t.affinity_capacity.as_ref()),
             ("sweep_buckets", t.sweep_buckets.as_ref()),
+            ("affinity_timeout_ms", t.affinity_timeout_ms.as_ref()),
         ],
     )?;
     for (i, v) in t.vip.iter().enumerate() {
@@ -343,6 +348,7 @@ fn emit_accounting(emit: &mut Emit, t: Option<&Spanned<schema::AccountingTable>>
             ("event_ring", t.event_ring.as_ref()),
             ("sweep_buckets", t.sweep_buckets.as_ref()),
             ("exports_per_batch", t.exports_per_batch.as_ref()),
+            ("idle_timeout_ms", t.idle_timeout_ms.as_ref()),
         ],
     )
 }
@@ -362,7 +368,11 @@ fn emit_nat(emit: &mut Emit, t: Option<&Spanned<schema::NatTable>>) -> Result<()
     emit_numbers(
         emit,
         "nat",
-        &[("sweep_buckets", t.sweep_buckets.as_ref()), ("reclaims_per_batch", t.reclaims_per_batch.as_ref())],
+        &[
+            ("sweep_buckets", t.sweep_buckets.as_ref()),
+            ("reclaims_per_batch", t.reclaims_per_batch.as_ref()),
+            ("timeout_ms", t.timeout_ms.as_ref()),
+        ],
     )
 }
 
@@ -385,7 +395,13 @@ fn emit_urlfilter(emit: &mut Emit, t: Option<&Spanned<schema::UrlFilterTable>>) 
     emit_numbers(
         emit,
         "urlfilter",
-        &[("window", t.window.as_ref()), ("slabs", t.slabs.as_ref()), ("flows", t.flows.as_ref())],
+        &[
+            ("window", t.window.as_ref()),
+            ("slabs", t.slabs.as_ref()),
+            ("flows", t.flows.as_ref()),
+            ("inspect_timeout_ms", t.inspect_timeout_ms.as_ref()),
+            ("flow_timeout_ms", t.flow_timeout_ms.as_ref()),
+        ],
     )
 }
 
@@ -393,7 +409,11 @@ fn emit_encrypt(emit: &mut Emit, t: Option<&Spanned<schema::EncryptTable>>) -> R
     let Some(t) = t else { return Ok(()) };
     let t = t.get_ref();
     emit.scalar("encrypt.key", "encrypt.key", t.key.span(), t.key.get_ref())?;
-    emit_numbers(emit, "encrypt", &[("udp_flows", t.udp_flows.as_ref())])?;
+    emit_numbers(
+        emit,
+        "encrypt",
+        &[("udp_flows", t.udp_flows.as_ref()), ("udp_idle_timeout_ms", t.udp_idle_timeout_ms.as_ref())],
+    )?;
     if let Some(c) = &t.clear {
         emit.scalar("encrypt.clear", "encrypt.clear", c.span(), c.get_ref())?;
     }

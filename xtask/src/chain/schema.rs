@@ -8,6 +8,11 @@
 //! [acl]
 //! default = "permit"                    # permit | deny (no rule matched)
 //! flow_capacity = 65536                 # optional
+//! flow_timeout_ms = 10000               # optional; a flow is reclassified after this
+//! #   Timeouts (`*_timeout_ms`) are milliseconds, 1..=86400000 (one day); absent: the
+//! #   NF's default. [lb] affinity_timeout_ms, [accounting] idle_timeout_ms,
+//! #   [nat] timeout_ms, [urlfilter] inspect_timeout_ms and flow_timeout_ms,
+//! #   [encrypt] udp_idle_timeout_ms.
 //! [[acl.rule]]
 //! priority = 10                         # higher wins; ties: the earlier rule
 //! src = "10.0.0.0/8"                    # optional prefixes, IPv4 or IPv6 (default any)
@@ -97,6 +102,8 @@ pub struct AclTable {
     pub default: Option<Spanned<String>>,
     pub flow_capacity: Option<Spanned<u64>>,
     pub sweep_buckets: Option<Spanned<u64>>,
+    /// Milliseconds (1..=86 400 000, as every `*_timeout_ms`).
+    pub flow_timeout_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub rule: Vec<Spanned<AclRuleTable>>,
 }
@@ -141,6 +148,7 @@ pub struct LbTable {
     pub max_backends: Option<Spanned<u64>>,
     pub affinity_capacity: Option<Spanned<u64>>,
     pub sweep_buckets: Option<Spanned<u64>>,
+    pub affinity_timeout_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub vip: Vec<Spanned<LbVipTable>>,
 }
@@ -165,6 +173,7 @@ pub struct EncryptTable {
     pub udp_flows: Option<Spanned<u64>>,
     /// `pass` or `drop`: packets that cannot be encrypted (not TCP/UDP, fragments).
     pub clear: Option<Spanned<String>>,
+    pub udp_idle_timeout_ms: Option<Spanned<u64>>,
 }
 
 /// `[accounting]`.
@@ -176,6 +185,7 @@ pub struct AccountingTable {
     pub event_ring: Option<Spanned<u64>>,
     pub sweep_buckets: Option<Spanned<u64>>,
     pub exports_per_batch: Option<Spanned<u64>>,
+    pub idle_timeout_ms: Option<Spanned<u64>>,
 }
 
 /// `[nat]`.
@@ -187,6 +197,7 @@ pub struct NatTable {
     pub inside_port: Option<Spanned<u8>>,
     pub sweep_buckets: Option<Spanned<u64>>,
     pub reclaims_per_batch: Option<Spanned<u64>>,
+    pub timeout_ms: Option<Spanned<u64>>,
 }
 
 /// `[urlfilter]`.
@@ -202,4 +213,6 @@ pub struct UrlFilterTable {
     pub window: Option<Spanned<u64>>,
     pub slabs: Option<Spanned<u64>>,
     pub flows: Option<Spanned<u64>>,
+    pub inspect_timeout_ms: Option<Spanned<u64>>,
+    pub flow_timeout_ms: Option<Spanned<u64>>,
 }

@@ -252,3 +252,129 @@ fn path_at_finds_nested_keys() {
     let at = src.find("5").expect("5");
     assert_eq!(path_at(src, &(at..at + 1)), "acl.rule[1].src");
 }
+
+const TIMEOUTS: &str = r#"
+[chain]
+nfs = ["acl", "lb", "accounting", "nat", "urlfilter", "encrypt"]
+[acl]
+flow_timeout_ms = 10000
+[lb]
+affinity_timeout_ms = 300000
+[accounting]
+idle_timeout_ms = 86400000
+[nat]
+external = "192.0.2.1"
+timeout_ms = 1
+[urlfilter]
+inspect_timeout_ms = 250
+flow_timeout_ms = 60000
+[encrypt]
+key = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+udp_idle_timeout_ms = 1500
+"#;
+
+#[test]
+fn timeouts_round_trip_in_milliseconds() {
+    use cadence_core::nf::config::Timeouts;
+    use cadence_core::time::{Duration, TickRate};
+    let c = compile("t.toml", TIMEOUTS).expect("compiles");
+    let lines: Vec<&str> = c.text.lines().collect();
+    for want in [
+        "acl.flow_timeout_ms=10000",
+        "lb.affinity_timeout_ms=300000",
+        "accounting.idle_timeout_ms=86400000",
+        "nat.timeout_ms=1",
+        "urlfilter.inspect_timeout_ms=250",
+        "urlfilter.flow_timeout_ms=60000",
+        "encrypt.udp_idle_timeout_ms=1500",
+    ] {
+        assert!(lines.contains(&want), "{want} missing in\n{}", c.text);
+    }
+    assert_eq!(lines[0], "version=1");
+    let none = Timeouts::default();
+    assert_eq!(
+        c.spec.timeouts,
+        [
+            Timeouts { flow_ms: Some(10_000), ..none },
+            Timeouts { affinity_ms: Some(300_000), ..none },
+            Timeouts { idle_ms: Some(86_400_000), ..none },
+            Timeouts { nat_ms: Some(1), ..none },
+            Timeouts { inspect_ms: Some(250), flow_ms: Some(60_000), ..none },
+            Timeouts { udp_idle_ms: Some(1_500), ..none },
+        ]
+    );
+    assert_eq!(ChainSpec::parse(&c.text).expect("reparses"), c.spec);
+    // In ticks of a 1 MHz clock (1000 per millisecond).
+    let cfg = c.spec.configs(TickRate::try_new(1_000_000).expect("non-zero"));
+    let ticks: Vec<Vec<Duration>> = cfg
+        .iter()
+        .map(|nf| match nf {
+            NfSpec::Acl(c) => vec![c.flow_timeout],
+            NfSpec::Lb(c) => vec![c.affinity_timeout],
+            NfSpec::Accounting(c) => vec![c.idle_timeout],
+            NfSpec::Nat(c) => vec![c.timeout],
+            NfSpec::UrlFilter(c) => vec![c.inspect_timeout, c.flow_timeout],
+            NfSpec::Encrypt(c) => vec![c.udp_idle_timeout],
+            _ => vec![],
+        })
+        .collect();
+    let d = Duration;
+    assert_eq!(
+        ticks,
+        [
+            vec![d(10_000_000)],
+            vec![d(300_000_000)],
+            vec![d(86_400_000_000)],
+            vec![d(1_000)],
+            vec![d(250_000), d(60_000_000)],
+            vec![d(1_500_000)]
+        ]
+    );
+}
+
+#[test]
+fn chain_files_without_timeouts_keep_the_defaults() {
+    let c = compile("full.toml", FULL).expect("compiles");
+    assert!(c.spec.timeouts.iter().all(|t| *t == Default::default()), "{:?}", c.spec.timeouts);
+    assert!(!c.text.contains("_ms="), "{}", c.text);
+}
+
+#[test]
+fn timeout_errors_name_file_line_and_field() {
+    // TIMEOUTS with the value on `line` replaced by `v`.
+    let at = |line: usize, v: &str| {
+        let l: Vec<String> = TIMEOUTS
+            .lines()
+            .enumerate()
+            .map(|(i, l)| match l.split_once(" = ") {
+                Some((k, _)) if i + 1 == line => format!("{k} = {v}"),
+                _ => l.to_string(),
+            })
+            .collect();
+        l.join("\n")
+    };
+    fails(
+        &at(5, "0"),
+        "chains/x.toml:5: acl.flow_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"0\"",
+    );
+    fails(
+        &at(9, "86400001"),
+        "chains/x.toml:9: accounting.idle_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"86400001\"",
+    );
+    fails(
+        &at(14, "0"),
+        "chains/x.toml:14: urlfilter.inspect_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"0\"",
+    );
+    fails(
+        &at(18, "99999999999"),
+        "chains/x.toml:18: encrypt.udp_idle_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"99999999999\"",
+    );
+    // Not a number, negative, or a key the NF does not have: serde's errors, at the key.
+    let e = compile("chains/x.toml", &at(12, "-5")).expect_err("negative");
+    assert_eq!((e.line, e.field.as_str()), (12, "nat.timeout_ms"), "{e}");
+    let e = compile("chains/x.toml", &at(7, "\"5s\"")).expect_err("string");
+    assert_eq!((e.line, e.field.as_str()), (7, "lb.affinity_timeout_ms"), "{e}");
+    let e = compile("chains/x.toml", &TIMEOUTS.replace("[lb]\n", "[lb]\nflow_timeout_ms = 5\n")).expect_err("unknown");
+    assert_eq!((e.line, e.field.as_str()), (7, "lb.flow_timeout_ms"), "{e}");
+    assert!(e.message.contains("unknown field"), "{e}");
+}

@@ -33,7 +33,7 @@ use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop};
 use cadence_core::nf::lb::LbConfig;
 use cadence_core::nf::{Chain, Egress};
 use cadence_core::parse::IpAddr as CoreIp;
-use cadence_core::time::Instant;
+use cadence_core::time::{Instant, TickRate};
 
 use super::frame::Flow;
 
@@ -181,11 +181,14 @@ impl Expectations {
                 e
             })
             .collect();
-        for nf in &spec.nfs {
+        for (i, nf) in spec.nfs.iter().enumerate() {
             if let NfSpec::Encrypt(_) = nf {
-                let only = ChainSpec { nfs: vec![nf.clone()] };
+                let only =
+                    ChainSpec { nfs: vec![nf.clone()], timeouts: spec.timeouts.get(i).copied().into_iter().collect() };
                 let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], accept_control: false };
-                decrypt = only.build(egress).ok().map(|f| f.chain_for_worker());
+                // Every frame is decrypted at `Instant(0)`: the clock rate does not matter.
+                let rate = TickRate::try_new(1_000_000_000).expect("non-zero");
+                decrypt = only.build(egress, rate).ok().map(|f| f.chain_for_worker());
             }
         }
         Expectations { flows: out, nfs: spec.names().collect(), decrypt }

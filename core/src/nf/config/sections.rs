@@ -2,13 +2,16 @@
 //!
 //! | NF | keys |
 //! |---|---|
-//! | `acl` | `acl.default=permit\|deny`, `acl.flow_capacity=N`, `acl.sweep_buckets=N`, `acl.rule=prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit\|deny` (list; every field but `action` optional: any) |
-//! | `lb` | `lb.vip=addr:IP,port:N,proto:tcp\|udp,backends:B;B;…` (list; a backend is `IP`, `IPv4:PORT` or `[IPv6]:PORT`, without a port it keeps the VIP's), `lb.max_backends=N`, `lb.affinity_capacity=N`, `lb.sweep_buckets=N` |
-//! | `encrypt` | `encrypt.key=HEX64` (the 32-byte ChaCha20 key), `encrypt.udp_flows=N`, `encrypt.clear=pass\|drop` |
-//! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N` |
-//! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N` |
-//! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N` |
+//! | `acl` | `acl.default=permit\|deny`, `acl.flow_capacity=N`, `acl.sweep_buckets=N`, `acl.flow_timeout_ms=MS`, `acl.rule=prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit\|deny` (list; every field but `action` optional: any) |
+//! | `lb` | `lb.vip=addr:IP,port:N,proto:tcp\|udp,backends:B;B;…` (list; a backend is `IP`, `IPv4:PORT` or `[IPv6]:PORT`, without a port it keeps the VIP's), `lb.max_backends=N`, `lb.affinity_capacity=N`, `lb.sweep_buckets=N`, `lb.affinity_timeout_ms=MS` |
+//! | `encrypt` | `encrypt.key=HEX64` (the 32-byte ChaCha20 key), `encrypt.udp_flows=N`, `encrypt.clear=pass\|drop`, `encrypt.udp_idle_timeout_ms=MS` |
+//! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS` |
+//! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
+//! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS` |
 //! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` (list; next hops are the distinct `(port, mac)` pairs in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
+//!
+//! Timeouts (`…_ms`) are milliseconds, 1..=`MAX_TIMEOUT_MS` (one day); they stay in
+//! milliseconds in [`Timeouts`] until `ChainSpec::build` knows the clock's rate.
 
 extern crate alloc;
 
@@ -17,7 +20,7 @@ use alloc::vec::Vec;
 use core::net::IpAddr as NetIp;
 
 use super::values;
-use super::{Fail, NfSpec, Section, SpecErrorKind, once, opt, record, req};
+use super::{Fail, NfSpec, Section, SpecErrorKind, Timeouts, once, opt, record, req, timeout_ms};
 use crate::nf::accounting::AccountingConfig;
 use crate::nf::acl::{AclAction, AclConfig, AclConfigError, AclRule, Prefix};
 use crate::nf::encrypt::{ClearPolicy, EncryptConfig};
@@ -60,13 +63,14 @@ pub(crate) struct AclSection {
     default: Option<()>,
     capacity: Option<()>,
     sweep: Option<()>,
+    timeouts: Timeouts,
     /// The line of each rule.
     lines: Vec<usize>,
 }
 
 impl Section for AclSection {
     fn keys(&self) -> &'static [&'static str] {
-        &["acl.default", "acl.flow_capacity", "acl.sweep_buckets", "acl.rule"]
+        &["acl.default", "acl.flow_capacity", "acl.sweep_buckets", "acl.flow_timeout_ms", "acl.rule"]
     }
 
     fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail> {
@@ -75,6 +79,7 @@ impl Section for AclSection {
                 once(&mut self.default, ())?;
                 self.cfg.default_action = acl_action(value).map_err(Fail::value)?;
             }
+            "acl.flow_timeout_ms" => timeout_ms(&mut self.timeouts.flow_ms, value)?,
             "acl.flow_capacity" => {
                 once(&mut self.capacity, ())?;
                 self.cfg.flow_capacity = values::usize_dec(value).map_err(Fail::value)?;
@@ -105,7 +110,7 @@ impl Section for AclSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| {
             let (rule, field) = match e {
                 AclConfigError::BadPrefixLen { rule, field } | AclConfigError::HostBitsSet { rule, field } => {
@@ -118,7 +123,7 @@ impl Section for AclSection {
             let at = rule.and_then(|r| self.lines.get(r).map(|&l| (l, "acl.rule")));
             (at, Fail { field, kind: SpecErrorKind::Acl(e) })
         })?;
-        Ok(NfSpec::Acl(self.cfg))
+        Ok((NfSpec::Acl(self.cfg), self.timeouts))
     }
 }
 
@@ -192,7 +197,7 @@ impl Section for L3fwdSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| {
             let route = match e {
                 L3fwdConfigError::RouteLen { family, index }
@@ -207,7 +212,7 @@ impl Section for L3fwdSection {
             };
             (route.map(|l| (l, "l3fwd.route")), Fail { field: None, kind: SpecErrorKind::L3fwd(e) })
         })?;
-        Ok(NfSpec::L3fwd(self.cfg))
+        Ok((NfSpec::L3fwd(self.cfg), Timeouts::default()))
     }
 }
 
@@ -245,16 +250,18 @@ pub(crate) struct LbSection {
     max: Option<()>,
     capacity: Option<()>,
     sweep: Option<()>,
+    timeouts: Timeouts,
     lines: Vec<usize>,
 }
 
 impl Section for LbSection {
     fn keys(&self) -> &'static [&'static str] {
-        &["lb.vip", "lb.max_backends", "lb.affinity_capacity", "lb.sweep_buckets"]
+        &["lb.vip", "lb.max_backends", "lb.affinity_capacity", "lb.sweep_buckets", "lb.affinity_timeout_ms"]
     }
 
     fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail> {
         match key {
+            "lb.affinity_timeout_ms" => timeout_ms(&mut self.timeouts.affinity_ms, value)?,
             "lb.max_backends" => {
                 once(&mut self.max, ())?;
                 self.cfg.max_backends = values::usize_dec(value).map_err(Fail::value)?;
@@ -290,7 +297,7 @@ impl Section for LbSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| {
             let (vip, field) = match e {
                 LbConfigError::DuplicateVip { vip } => (Some(vip), Some("addr")),
@@ -305,7 +312,7 @@ impl Section for LbSection {
             };
             (vip.and_then(|v| self.lines.get(v).map(|&l| (l, "lb.vip"))), Fail { field, kind: SpecErrorKind::Lb(e) })
         })?;
-        Ok(NfSpec::Lb(self.cfg))
+        Ok((NfSpec::Lb(self.cfg), self.timeouts))
     }
 }
 
@@ -316,11 +323,12 @@ pub(crate) struct EncryptSection {
     key: Option<()>,
     flows: Option<()>,
     clear: Option<()>,
+    timeouts: Timeouts,
 }
 
 impl Section for EncryptSection {
     fn keys(&self) -> &'static [&'static str] {
-        &["encrypt.key", "encrypt.udp_flows", "encrypt.clear"]
+        &["encrypt.key", "encrypt.udp_flows", "encrypt.clear", "encrypt.udp_idle_timeout_ms"]
     }
 
     fn set(&mut self, key: &'static str, value: &str, _line: usize) -> Result<(), Fail> {
@@ -329,6 +337,7 @@ impl Section for EncryptSection {
                 once(&mut self.key, ())?;
                 self.cfg.key = values::hex::<32>(value).map_err(|_| Fail::value("64 hex digits (a 32-byte key)"))?;
             }
+            "encrypt.udp_idle_timeout_ms" => timeout_ms(&mut self.timeouts.udp_idle_ms, value)?,
             "encrypt.udp_flows" => {
                 once(&mut self.flows, ())?;
                 self.cfg.udp_flows = values::usize_dec(value).map_err(Fail::value)?;
@@ -345,9 +354,9 @@ impl Section for EncryptSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| (None, Fail { field: None, kind: SpecErrorKind::Encrypt(e) }))?;
-        Ok(NfSpec::Encrypt(self.cfg))
+        Ok((NfSpec::Encrypt(self.cfg), self.timeouts))
     }
 }
 
@@ -374,6 +383,7 @@ fn usize_value(v: &str) -> Result<usize, Fail> {
 pub(crate) struct AccountingSection {
     cfg: AccountingConfig,
     seen: Seen,
+    timeouts: Timeouts,
 }
 
 impl Section for AccountingSection {
@@ -384,10 +394,14 @@ impl Section for AccountingSection {
             "accounting.event_ring",
             "accounting.sweep_buckets",
             "accounting.exports_per_batch",
+            "accounting.idle_timeout_ms",
         ]
     }
 
     fn set(&mut self, key: &'static str, value: &str, _line: usize) -> Result<(), Fail> {
+        if key == "accounting.idle_timeout_ms" {
+            return timeout_ms(&mut self.timeouts.idle_ms, value);
+        }
         self.seen.first(key)?;
         let n = usize_value(value)?;
         let c = &mut self.cfg;
@@ -401,9 +415,9 @@ impl Section for AccountingSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| (None, Fail { field: None, kind: SpecErrorKind::Accounting(e) }))?;
-        Ok(NfSpec::Accounting(self.cfg))
+        Ok((NfSpec::Accounting(self.cfg), self.timeouts))
     }
 }
 
@@ -412,14 +426,25 @@ impl Section for AccountingSection {
 pub(crate) struct NatSection {
     cfg: NatConfig,
     seen: Seen,
+    timeouts: Timeouts,
 }
 
 impl Section for NatSection {
     fn keys(&self) -> &'static [&'static str] {
-        &["nat.external", "nat.ports", "nat.inside_port", "nat.sweep_buckets", "nat.reclaims_per_batch"]
+        &[
+            "nat.external",
+            "nat.ports",
+            "nat.inside_port",
+            "nat.sweep_buckets",
+            "nat.reclaims_per_batch",
+            "nat.timeout_ms",
+        ]
     }
 
     fn set(&mut self, key: &'static str, value: &str, _line: usize) -> Result<(), Fail> {
+        if key == "nat.timeout_ms" {
+            return timeout_ms(&mut self.timeouts.nat_ms, value);
+        }
         self.seen.first(key)?;
         let c = &mut self.cfg;
         match key {
@@ -441,9 +466,9 @@ impl Section for NatSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| (None, Fail { field: None, kind: SpecErrorKind::Nat(e) }))?;
-        Ok(NfSpec::Nat(self.cfg))
+        Ok((NfSpec::Nat(self.cfg), self.timeouts))
     }
 }
 
@@ -452,6 +477,7 @@ impl Section for NatSection {
 pub(crate) struct UrlFilterSection {
     cfg: UrlFilterConfig,
     seen: Seen,
+    timeouts: Timeouts,
     /// The line of each banned pattern.
     lines: Vec<usize>,
 }
@@ -466,6 +492,8 @@ impl Section for UrlFilterSection {
             "urlfilter.window",
             "urlfilter.slabs",
             "urlfilter.flows",
+            "urlfilter.inspect_timeout_ms",
+            "urlfilter.flow_timeout_ms",
         ]
     }
 
@@ -474,6 +502,11 @@ impl Section for UrlFilterSection {
             self.cfg.banned.push(value.into());
             self.lines.push(line);
             return Ok(());
+        }
+        match key {
+            "urlfilter.inspect_timeout_ms" => return timeout_ms(&mut self.timeouts.inspect_ms, value),
+            "urlfilter.flow_timeout_ms" => return timeout_ms(&mut self.timeouts.flow_ms, value),
+            _ => {}
         }
         self.seen.first(key)?;
         let c = &mut self.cfg;
@@ -499,7 +532,7 @@ impl Section for UrlFilterSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<NfSpec, FinishError> {
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
         self.cfg.validate().map_err(|e| {
             let at = match e {
                 UrlFilterConfigError::BannedEmpty { index }
@@ -510,6 +543,6 @@ impl Section for UrlFilterSection {
             };
             (at.map(|l| (l, "urlfilter.banned")), Fail { field: None, kind: SpecErrorKind::UrlFilter(e) })
         })?;
-        Ok(NfSpec::UrlFilter(self.cfg))
+        Ok((NfSpec::UrlFilter(self.cfg), self.timeouts))
     }
 }

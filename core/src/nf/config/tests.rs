@@ -6,7 +6,14 @@ use alloc::vec;
 use super::*;
 use crate::nf::acl::{AclAction, AclRule, Prefix};
 use crate::nf::lb::{Backend, Vip};
+use crate::nf::nat::NatConfig;
 use crate::parse::IpAddr;
+use crate::time::{Duration, TickRate};
+
+/// 2.5 GHz: 2 500 000 ticks per millisecond.
+fn rate() -> TickRate {
+    TickRate::try_new(2_500_000_000).expect("non-zero")
+}
 
 fn err(text: &str) -> SpecError {
     match ChainSpec::parse(text) {
@@ -72,12 +79,12 @@ fn empty_chain_and_factory() {
     let s = ChainSpec::parse("version=1\n").expect("parses");
     assert!(s.nfs.is_empty());
     let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], accept_control: true };
-    let f = s.build(egress).expect("builds");
+    let f = s.build(egress, rate()).expect("builds");
     assert!(f.is_empty());
     assert!(f.chain_for_worker().nfs().is_empty());
     let s = ChainSpec::parse("version=1\nnf=acl\nacl.flow_capacity=256\nnf=lb\nlb.affinity_capacity=256\n")
         .expect("parses");
-    let f = s.build(egress).expect("builds");
+    let f = s.build(egress, rate()).expect("builds");
     let c1 = f.chain_for_worker();
     let c2 = f.chain_for_worker();
     let names: Vec<&str> = c1.nfs().iter().map(|n| n.name()).collect();
@@ -136,6 +143,41 @@ fn errors_name_line_key_and_field() {
             "line 4: urlfilter.banned: urlfilter banned[1]: not printable ASCII",
         ),
         (
+            "version=1\nnf=acl\nacl.flow_timeout_ms=0\n",
+            3,
+            "line 3: acl.flow_timeout_ms: expected milliseconds 1..=86400000 (at most one day)",
+        ),
+        (
+            "version=1\nnf=nat\nnat.timeout_ms=86400001\n",
+            3,
+            "line 3: nat.timeout_ms: expected milliseconds 1..=86400000 (at most one day)",
+        ),
+        (
+            "version=1\nnf=urlfilter\nurlfilter.inspect_timeout_ms=-5\n",
+            3,
+            "line 3: urlfilter.inspect_timeout_ms: expected milliseconds 1..=86400000 (at most one day)",
+        ),
+        (
+            "version=1\nnf=lb\nlb.affinity_timeout_ms=99999999999999999999999\n",
+            3,
+            "line 3: lb.affinity_timeout_ms: expected milliseconds 1..=86400000 (at most one day)",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.idle_timeout_ms=5\naccounting.idle_timeout_ms=6\n",
+            4,
+            "line 4: accounting.idle_timeout_ms: given twice",
+        ),
+        (
+            "version=1\nnf=encrypt\nencrypt.flow_timeout_ms=5\n",
+            3,
+            "line 3: unknown key for the current NF (keys are NAME.KEY after nf=NAME)",
+        ),
+        (
+            "version=1\nnf=acl\nacl.flow_timeout=5\n",
+            3,
+            "line 3: unknown key for the current NF (keys are NAME.KEY after nf=NAME)",
+        ),
+        (
             "version=1\nnf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:01:01\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:01:01\n",
             4,
             "line 4: l3fwd.route: l3fwd routes4[1]: duplicate prefix",
@@ -156,4 +198,69 @@ fn too_many_nfs() {
     }
     let e = err(&t);
     assert_eq!((e.kind, e.line), (SpecErrorKind::TooManyNfs, 2 + 2 * MAX_NFS));
+}
+
+#[test]
+fn timeouts_in_ms_become_ticks_at_build() {
+    let text = "version=1\nnf=acl\nacl.flow_timeout_ms=10000\nnf=lb\nlb.affinity_timeout_ms=1\n\
+                nf=accounting\naccounting.idle_timeout_ms=86400000\n\
+                nf=nat\nnat.external=192.0.2.7\nnat.timeout_ms=30000\n\
+                nf=urlfilter\nurlfilter.inspect_timeout_ms=250\nurlfilter.flow_timeout_ms=60000\n\
+                nf=encrypt\nencrypt.key=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n\
+                encrypt.udp_idle_timeout_ms=1500\nnf=l3fwd\n";
+    let s = ChainSpec::parse(text).expect("parses");
+    // The spec keeps milliseconds; its NF configs keep the NFs' defaults until build.
+    assert_eq!(
+        s.timeouts,
+        [
+            Timeouts { flow_ms: Some(10_000), ..Timeouts::default() },
+            Timeouts { affinity_ms: Some(1), ..Timeouts::default() },
+            Timeouts { idle_ms: Some(MAX_TIMEOUT_MS), ..Timeouts::default() },
+            Timeouts { nat_ms: Some(30_000), ..Timeouts::default() },
+            Timeouts { inspect_ms: Some(250), flow_ms: Some(60_000), ..Timeouts::default() },
+            Timeouts { udp_idle_ms: Some(1_500), ..Timeouts::default() },
+            Timeouts::default(),
+        ]
+    );
+    let NfSpec::Acl(acl) = &s.nfs[0] else { panic!("acl") };
+    assert_eq!(acl.flow_timeout, AclConfig::default().flow_timeout);
+    // At 2.5 GHz a millisecond is 2 500 000 ticks.
+    let c = s.configs(rate());
+    let NfSpec::Acl(acl) = &c[0] else { panic!("acl") };
+    assert_eq!(acl.flow_timeout, Duration(25_000_000_000));
+    let NfSpec::Lb(lb) = &c[1] else { panic!("lb") };
+    assert_eq!(lb.affinity_timeout, Duration(2_500_000));
+    let NfSpec::Accounting(a) = &c[2] else { panic!("accounting") };
+    assert_eq!(a.idle_timeout, Duration(216_000_000_000_000));
+    let NfSpec::Nat(n) = &c[3] else { panic!("nat") };
+    assert_eq!(n.timeout, Duration(75_000_000_000));
+    let NfSpec::UrlFilter(u) = &c[4] else { panic!("urlfilter") };
+    assert_eq!((u.inspect_timeout, u.flow_timeout), (Duration(625_000_000), Duration(150_000_000_000)));
+    let NfSpec::Encrypt(e) = &c[5] else { panic!("encrypt") };
+    assert_eq!(e.udp_idle_timeout, Duration(3_750_000_000));
+    assert_eq!(c[6], s.nfs[6]);
+    // Everything but the timeouts is the parsed config.
+    let NfSpec::Nat(parsed) = &s.nfs[3] else { panic!("nat") };
+    assert_eq!(NatConfig { timeout: parsed.timeout, ..*n }, *parsed);
+    // A clock slower than 1 kHz: a 1 ms timeout is still one tick, not zero (which
+    // `validate()` refuses).
+    let slow = TickRate::try_new(10).expect("non-zero");
+    let NfSpec::Lb(lb) = &s.configs(slow)[1] else { panic!("lb") };
+    assert_eq!(lb.affinity_timeout, Duration(1));
+    // And the chain builds with them (small tables: the test heap).
+    let small = "version=1\nnf=acl\nacl.flow_capacity=256\nacl.flow_timeout_ms=10000\n\
+                 nf=lb\nlb.affinity_capacity=256\nlb.affinity_timeout_ms=1\n";
+    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], accept_control: true };
+    let f = ChainSpec::parse(small).expect("parses").build(egress, slow).expect("builds");
+    assert_eq!(f.len(), 2);
+}
+
+#[test]
+fn text_without_timeouts_keeps_the_nf_defaults() {
+    let s = ChainSpec::parse("version=1\nnf=acl\nnf=urlfilter\nnf=nat\n").expect("parses");
+    assert_eq!(s.timeouts, [Timeouts::default(); 3]);
+    assert_eq!(s.configs(rate()), s.nfs);
+    // A spec written by hand, without `timeouts`, too.
+    let hand = ChainSpec { nfs: s.nfs.clone(), ..ChainSpec::default() };
+    assert_eq!(hand.configs(rate()), s.nfs);
 }
