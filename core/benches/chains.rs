@@ -7,6 +7,8 @@
 //!   each is judged once) → Encrypt (ChaCha20 over the payload).
 //! - L3 forwarder: 256 /24 routes (DPDK l3fwd-LPM's setting).
 //!
+//! Per-flow tables hold 8192 flows, as in the shipped `chains/chain1.toml` and `chain2.toml`.
+//!
 //! `cargo bench -p cadence-core --bench chains`
 
 use std::hint::black_box;
@@ -36,6 +38,8 @@ use common::stages::{IoOnly, Tsc};
 use common::tsc::{TscCycles, rdtsc};
 
 const VIP: [u8; 4] = [10, 1, 0, 1];
+/// Flows each per-flow table holds (the shipped chain files' setting).
+const FLOW_CAPACITY: usize = 8192;
 
 /// A 64-byte IPv4/TCP frame (10 payload bytes, valid checksums) of flow `flow`, to the
 /// VIP's port 80 from 10.2.x.y:1024+flow.
@@ -85,30 +89,37 @@ fn acl() -> Box<dyn Nf> {
     permit.proto = Some(6);
     permit.dport = (80, 80);
     rules.push(permit);
-    let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules, AclAction::Permit)).expect("acl"));
+    let mut cfg = AclConfig::new(rules, AclAction::Permit);
+    cfg.flow_capacity = FLOW_CAPACITY;
+    let shared = Arc::new(AclShared::try_new(&cfg).expect("acl"));
     Box::new(Acl::new(shared))
 }
 
 fn lb() -> Box<dyn Nf> {
     let backends = (0..100u8).map(|i| Backend { addr: IpAddr::V4([10, 3, 0, i]), port: None }).collect();
     let mut cfg = LbConfig::default();
+    cfg.affinity_capacity = FLOW_CAPACITY;
     cfg.vips.push(Vip { addr: IpAddr::V4(VIP), port: 80, proto: 6, backends });
     Box::new(Lb::new(Arc::new(LbShared::try_new(&cfg).expect("lb"))))
 }
 
 fn accounting() -> Box<dyn Nf> {
-    Box::new(Accounting::new(Arc::new(AccountingShared::try_new(&AccountingConfig::default()).expect("accounting"))))
+    let mut cfg = AccountingConfig::default();
+    cfg.capacity = FLOW_CAPACITY;
+    Box::new(Accounting::new(Arc::new(AccountingShared::try_new(&cfg).expect("accounting"))))
 }
 
 fn urlfilter() -> Box<dyn Nf> {
     let mut cfg = UrlFilterConfig::default();
     cfg.banned = (0..10).map(|i| format!("banned{i}.example/path")).collect();
+    cfg.flows = FLOW_CAPACITY;
     Box::new(UrlFilter::new(Arc::new(UrlFilterShared::try_new(&cfg).expect("urlfilter"))))
 }
 
 fn encrypt() -> Box<dyn Nf> {
     let mut cfg = EncryptConfig::default();
     cfg.key = [7; 32];
+    cfg.udp_flows = FLOW_CAPACITY;
     Box::new(Encrypt::new(Arc::new(EncryptShared::try_new(&cfg).expect("encrypt"))))
 }
 
