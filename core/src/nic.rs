@@ -37,6 +37,32 @@ pub trait RxQueue {
 
     /// Counters of this queue since it was created.
     fn rx_stats(&self) -> RxStats;
+
+    /// The CPU address that the device writes when it hands a received frame over (the
+    /// used ring's index, a descriptor's write-back), for a sleeper that monitors it
+    /// (MONITOR/MWAIT) to wake as soon as a frame arrives. `None` (the default): the
+    /// queue offers no such address, and sleeps end on their deadline only.
+    fn wake_address(&self) -> Option<WakeAddr> {
+        None
+    }
+}
+
+/// A CPU address a sleeper may monitor for writes ([`RxQueue::wake_address`]). Only an
+/// identity: `core` never dereferences it; the platform's sleeper hands it to MONITOR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct WakeAddr(usize);
+
+impl WakeAddr {
+    /// The address `addr`.
+    pub const fn new(addr: usize) -> Self {
+        Self(addr)
+    }
+
+    /// The address.
+    pub const fn get(self) -> usize {
+        self.0
+    }
 }
 
 /// A transmit queue.
@@ -159,6 +185,10 @@ impl<Q: RxQueue + ?Sized> RxQueue for &mut Q {
 
     fn rx_stats(&self) -> RxStats {
         (**self).rx_stats()
+    }
+
+    fn wake_address(&self) -> Option<WakeAddr> {
+        (**self).wake_address()
     }
 }
 

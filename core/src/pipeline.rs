@@ -31,7 +31,7 @@
 use crate::buf::Pool;
 use crate::forward::{Commands, PORTS, Stage};
 use crate::metronome::{self, Metronome, Poll, QueueState};
-use crate::nic::{RxQueue, TxQueue};
+use crate::nic::{RxQueue, TxQueue, WakeAddr};
 use crate::sync::Guarded;
 use crate::time::{Clock, Duration, Instant, Sleeper};
 use crate::worker::{self, WorkerConfig, WorkerStats};
@@ -193,11 +193,15 @@ impl<S: Stage> Pipeline<S> {
         let now = clock.now();
         self.first.get_or_insert(now);
         let mut round = Round { lane: self.sched.queue(), now, ..Round::default() };
+        // Where a frame for this worker's lane will show up next (port 0's receive queue),
+        // for a sleeper that can watch memory; known only after a won round.
+        let mut watch = None;
         let sleep = match self.sched.try_poll(ctl, now) {
             Poll::Won(mut session) => {
                 round.won = true;
                 round.lane = session.queue();
                 if let Some(lane) = lanes.get(session.queue()).and_then(|l| l.get_mut(session.guard_mut())) {
+                    watch = lane.rx.first().and_then(|q| q.wake_address());
                     loop {
                         let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
                         round.packets += out.rx as u64;
@@ -220,7 +224,10 @@ impl<S: Stage> Pipeline<S> {
         }
         round.now = match self.mode {
             Mode::Poll => clock.now(),
-            Mode::Metronome => self.sleep(clock, sleeper, sleep),
+            // A primary keeps its lane (unless partitioned), so it watches that lane.
+            Mode::Metronome => {
+                self.sleep(clock, sleeper, sleep, watch.filter(|_| self.partition_keeps_lane(lanes.len())))
+            }
         };
         self.last = round.now;
         round
@@ -248,10 +255,23 @@ impl<S: Stage> Pipeline<S> {
         }
     }
 
-    /// Sleeps `d` and books the time as halted; returns the wake-up time.
-    fn sleep<C: Clock + ?Sized, Z: Sleeper + ?Sized>(&mut self, clock: &C, sleeper: &mut Z, d: Duration) -> Instant {
+    /// Whether this worker's next round is on the lane it just had (not when it cycles
+    /// through a partition).
+    fn partition_keeps_lane(&self, lanes: usize) -> bool {
+        self.partition.is_none_or(|(_, m)| m >= lanes)
+    }
+
+    /// Sleeps `d` (ending early if `watch` is written, where the sleeper can watch) and
+    /// books the time as halted; returns the wake-up time.
+    fn sleep<C: Clock + ?Sized, Z: Sleeper + ?Sized>(
+        &mut self,
+        clock: &C,
+        sleeper: &mut Z,
+        d: Duration,
+        watch: Option<WakeAddr>,
+    ) -> Instant {
         let before = clock.now();
-        let woke = sleeper.sleep_until(before.saturating_add(d));
+        let woke = sleeper.sleep_until_watching(before.saturating_add(d), watch);
         let halted = woke.saturating_since(before);
         self.halted = self.halted.saturating_add(halted.ticks());
         self.sched.record_halted(halted);

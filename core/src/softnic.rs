@@ -44,6 +44,7 @@ impl fmt::Display for InjectError {
 #[derive(Debug)]
 pub struct SoftRxQueue {
     size: usize,
+    wake: Option<crate::nic::WakeAddr>,
     posted: VecDeque<PacketBuf>,
     filled: VecDeque<PacketBuf>,
     stats: RxStats,
@@ -55,6 +56,7 @@ impl SoftRxQueue {
     pub fn new(pool: &mut Pool<'_>, size: usize) -> Self {
         let mut q = Self {
             size,
+            wake: None,
             posted: VecDeque::with_capacity(size),
             filled: VecDeque::with_capacity(size),
             stats: RxStats::default(),
@@ -103,6 +105,12 @@ impl SoftRxQueue {
         self.filled.len()
     }
 
+    /// This queue with `addr` as its [`RxQueue::wake_address`] (for tests of sleepers).
+    pub fn with_wake_address(mut self, addr: crate::nic::WakeAddr) -> Self {
+        self.wake = Some(addr);
+        self
+    }
+
     /// Frames the wire could not deliver for lack of a posted buffer.
     pub fn device_drops(&self) -> u64 {
         self.device_drops
@@ -133,6 +141,10 @@ impl RxQueue for SoftRxQueue {
 
     fn rx_stats(&self) -> RxStats {
         self.stats
+    }
+
+    fn wake_address(&self) -> Option<crate::nic::WakeAddr> {
+        self.wake
     }
 }
 

@@ -119,6 +119,15 @@ pub trait Clock {
 pub trait Sleeper {
     /// Idles until `deadline` (or an earlier documented wake-up); returns the time at wake-up.
     fn sleep_until(&mut self, deadline: Instant) -> Instant;
+
+    /// Like [`Sleeper::sleep_until`], but may also end as soon as the device writes
+    /// `watch` (a receive queue's [`crate::nic::RxQueue::wake_address`]): the "beyond" of
+    /// SPEC §1, a packet arrival ends the sleep and the deadline stays the backstop. The
+    /// default ignores `watch`.
+    fn sleep_until_watching(&mut self, deadline: Instant, watch: Option<crate::nic::WakeAddr>) -> Instant {
+        let _ = watch;
+        self.sleep_until(deadline)
+    }
 }
 
 /// A bounded wait ran out: the condition never became true before its deadline.

@@ -36,6 +36,13 @@ pub trait Mmio {
     }
     /// Bytes in the window.
     fn len(&self) -> usize;
+    /// The CPU address of byte `off` of the window, where the implementation has one and
+    /// `off` is inside the window (for a sleeper that monitors device writes); `None` by
+    /// default (device models, windows without a stable address).
+    fn cpu_address(&self, off: usize) -> Option<usize> {
+        let _ = off;
+        None
+    }
     /// Whether the window is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -61,6 +61,8 @@ pub struct BootConfig {
     pub ewma_permille: u16,
     /// Vacation feedback gain, in thousandths (0 = the paper's T_S rule alone).
     pub feedback_permille: u16,
+    /// MONITOR/MWAIT on the lane's receive queue during `T_S` sleeps, where the CPU has it.
+    pub mwait: bool,
 }
 
 impl Default for BootConfig {
@@ -81,14 +83,15 @@ impl Default for BootConfig {
             ts0_us: 20,
             ewma_permille: 750,
             feedback_permille: 30,
+            mwait: false,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 16] = [
+pub const KEYS: [&str; 17] = [
     "mode", "stats_ms", "max_s", "ctl", "peer0", "peer1", "pool", "qsize", "workers", "lanes", "sched", "vbar_us",
-    "tl_us", "ts0_us", "ewma", "feedback",
+    "tl_us", "ts0_us", "ewma", "feedback", "mwait",
 ];
 
 /// Why the command line was refused. Borrowed from the command line itself.
@@ -201,6 +204,13 @@ impl BootConfig {
                 "ts0_us" => cfg.ts0_us = int_in(value, 1, 10_000).ok_or(bad("an integer in 1..=10000"))?,
                 "ewma" => cfg.ewma_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.75)"))?,
                 "feedback" => cfg.feedback_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.03)"))?,
+                "mwait" => {
+                    cfg.mwait = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("one of on, off")),
+                    }
+                }
                 // Every key of KEYS is matched above.
                 _ => return Err(ConfigError::UnknownKey { key }),
             }
@@ -284,11 +294,13 @@ mod tests {
         assert_eq!(c.peer[0], [0x52, 0x54, 0, 0xaa, 0xbb, 1]);
         assert_eq!(c.peer[1], [2, 0, 0, 0, 0, 9]);
         assert_eq!((c.pool, c.qsize), (1024, 512));
-        let c = BootConfig::parse("workers=3 lanes=2 sched=poll vbar_us=10 tl_us=400 ts0_us=25 ewma=0.5 feedback=.03")
-            .unwrap();
+        let c = BootConfig::parse(
+            "workers=3 lanes=2 sched=poll vbar_us=10 tl_us=400 ts0_us=25 ewma=0.5 feedback=.03 mwait=on",
+        )
+        .unwrap();
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
-        assert_eq!((c.ewma_permille, c.feedback_permille), (500, 30));
+        assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
     }
 
     #[test]
@@ -320,6 +332,7 @@ mod tests {
             ("lanes=17", "lanes", "17"),
             ("sched=busy", "sched", "busy"),
             ("ewma=1.5", "ewma", "1.5"),
+            ("mwait=1", "mwait", "1"),
             ("qsize=300", "qsize", "300"),
             ("pool=10", "pool", "10"),
             ("mode=fast", "mode", "fast"),

@@ -45,6 +45,10 @@ impl Mmio for DmaRegion {
     fn len(&self) -> usize {
         self.win.len()
     }
+
+    fn cpu_address(&self, off: usize) -> Option<usize> {
+        self.win.cpu_address(off)
+    }
 }
 
 impl Dma for DmaRegion {

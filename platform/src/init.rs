@@ -131,6 +131,7 @@ pub fn init(boot: &'static BootInfo) -> Result<Platform, InitError> {
     // SAFETY: the rest of the managed range, disjoint from the heap, owned by this one
     // allocator.
     let dma = unsafe { DmaAllocator::new(dma_range) };
+    crate::sleep::set_watchable(dma_range.start as usize, dma_range.end as usize);
 
     // SAFETY: the boot identity map is live; firmware tables are read-only to us.
     let phys = unsafe { IdentityMap::new() };

@@ -77,4 +77,8 @@ impl Mmio for MmioWindow {
     fn len(&self) -> usize {
         self.len
     }
+
+    fn cpu_address(&self, off: usize) -> Option<usize> {
+        (off < self.len).then(|| self.base + off)
+    }
 }

@@ -21,17 +21,20 @@
 use crate::cpu::rdtsc;
 use crate::lapic::{self, TimerKind};
 use crate::smp::{self, CoreContext};
+use cadence_core::nic::WakeAddr;
 use cadence_core::time::{Instant, Sleeper};
 use core::fmt;
 use core::marker::PhantomData;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use x86_64::instructions::interrupts;
 
 /// Knobs of a [`HaltSleeper`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SleepConfig {
-    /// Wait with MONITOR/MWAIT in [`HaltSleeper::sleep_until_written`] (where the CPU
-    /// has it). Off: that call halts until the deadline like `sleep_until`.
+    /// Wait with MONITOR/MWAIT in [`HaltSleeper::sleep_until_written`] and
+    /// `sleep_until_watching` (where the CPU has it). Off: they halt until the deadline
+    /// like `sleep_until`.
     pub mwait: bool,
 }
 
@@ -59,6 +62,8 @@ pub struct HaltSleeper {
     ctx: &'static CoreContext,
     kind: TimerKind,
     mwait: bool,
+    /// Sleeps that waited in MWAIT on a watched address.
+    watched: u64,
     _this_core: PhantomData<*const ()>,
 }
 
@@ -68,7 +73,7 @@ impl HaltSleeper {
         let ctx = smp::current().ok_or(SleepError::NotReady)?;
         let kind = lapic::timer_kind().ok_or(SleepError::NotReady)?;
         let monitor = crate::cpu::features().monitor;
-        Ok(Self { ctx, kind, mwait: cfg.mwait && monitor, _this_core: PhantomData })
+        Ok(Self { ctx, kind, mwait: cfg.mwait && monitor, watched: 0, _this_core: PhantomData })
     }
 
     /// The timer mode that wakes it.
@@ -80,6 +85,12 @@ impl HaltSleeper {
     /// supported).
     pub fn mwait(&self) -> bool {
         self.mwait
+    }
+
+    /// Sleeps so far that waited in MONITOR/MWAIT on a watched receive queue
+    /// (`sleep_until_watching`).
+    pub fn watched_sleeps(&self) -> u64 {
+        self.watched
     }
 
     /// The core it belongs to.
@@ -101,6 +112,13 @@ impl HaltSleeper {
         still_idle: impl FnOnce() -> bool,
         deadline: Instant,
     ) -> Instant {
+        // A reference: mapped memory.
+        self.mwait_until(watch as *const T as *const u8 as usize, still_idle, deadline)
+    }
+
+    /// The MONITOR/MWAIT wait of [`HaltSleeper::sleep_until_written`] on a raw address,
+    /// which must be mapped (MONITOR faults like a byte load on an unmapped one).
+    fn mwait_until(&mut self, addr: usize, still_idle: impl FnOnce() -> bool, deadline: Instant) -> Instant {
         if !self.mwait {
             return self.sleep_until(deadline);
         }
@@ -113,11 +131,12 @@ impl HaltSleeper {
             return Instant(now);
         }
         lapic::arm_timer(deadline, Instant(now));
-        // SAFETY: MONITOR only reads the address for its cache line (a reference, so
-        // mapped); RAX = address, ECX = EDX = 0 (no extensions or hints). CPUID `1:ECX[3]`
-        // was checked by `new`.
+        // SAFETY: MONITOR only checks the address like a byte load, for its cache line; the
+        // callers pass mapped memory (a reference, or an address inside the DMA range, see
+        // `set_watchable`). RAX = address, ECX = EDX = 0 (no extensions or hints). CPUID
+        // `1:ECX[3]` was checked by `new`.
         unsafe {
-            core::arch::asm!("monitor", in("rax") watch as *const T as *const u8, in("ecx") 0, in("edx") 0,
+            core::arch::asm!("monitor", in("rax") addr, in("ecx") 0, in("edx") 0,
                 options(nostack, preserves_flags));
         }
         let woke = if still_idle() {
@@ -144,6 +163,36 @@ impl Sleeper for HaltSleeper {
         self.ctx.account_sleep();
         halt_until(Some(self.ctx), deadline)
     }
+
+    /// With MWAIT on and `watch` inside the DMA range ([`set_watchable`]): MONITOR on it,
+    /// so a device write there (a received frame) ends the sleep; the deadline stays the
+    /// backstop. Otherwise (MWAIT off or absent, no address, an address outside the DMA
+    /// range): [`Sleeper::sleep_until`].
+    fn sleep_until_watching(&mut self, deadline: Instant, watch: Option<WakeAddr>) -> Instant {
+        match watch.map(WakeAddr::get).filter(|&a| watchable(a)) {
+            Some(addr) if self.mwait => {
+                self.watched += 1;
+                self.mwait_until(addr, || true, deadline)
+            }
+            _ => self.sleep_until(deadline),
+        }
+    }
+}
+
+/// The physical (= virtual) range a sleeper may MONITOR: the DMA memory, mapped for the
+/// image's whole life. Empty until [`set_watchable`].
+static WATCHABLE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// Declares `[start, end)` (the DMA range, identity-mapped and never unmapped) as memory
+/// that sleepers may monitor.
+pub fn set_watchable(start: usize, end: usize) {
+    WATCHABLE[0].store(start, Ordering::Relaxed);
+    WATCHABLE[1].store(end, Ordering::Release);
+}
+
+fn watchable(addr: usize) -> bool {
+    let end = WATCHABLE[1].load(Ordering::Acquire);
+    (WATCHABLE[0].load(Ordering::Relaxed)..end).contains(&addr)
 }
 
 fn restore(was_enabled: bool) {

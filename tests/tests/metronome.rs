@@ -30,9 +30,17 @@ fn require_root() -> Result<()> {
 }
 
 fn boot(name: &str, sched: &str) -> Result<Rig> {
+    boot_with(name, sched, "off")
+}
+
+fn boot_with(name: &str, sched: &str, mwait: &str) -> Result<Rig> {
     require_root()?;
-    let opts =
-        BootOptions::default().set("stats_ms", 0).set("workers", WORKERS).set("lanes", LANES).set("sched", sched);
+    let opts = BootOptions::default()
+        .set("stats_ms", 0)
+        .set("workers", WORKERS)
+        .set("lanes", LANES)
+        .set("sched", sched)
+        .set("mwait", mwait);
     let mut rig = start_with(name, FLOWS, opts, |cfg| {
         cfg.smp = WORKERS as u32;
         cfg.backend = Backend::Tap { queues: LANES as u16 };
@@ -102,5 +110,24 @@ fn metronome_spends_at_most_a_third_of_poll_modes_busy_cycles_at_low_load() -> R
     eprintln!("busy share: poll {poll:.3}, metronome {metronome:.3}");
     assert!(poll > 0.9, "poll mode never halts: busy share {poll:.3}");
     assert!(metronome <= poll / 3.0, "metronome busy share {metronome:.3} vs poll {poll:.3}");
+    Ok(())
+}
+
+#[test]
+fn monitor_mwait_sleeps_on_the_used_ring_and_lose_nothing() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const FRAMES: u64 = 1_000;
+    let mut rig = boot_with("metronome_mwait", "metronome", "on")?;
+    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    assert!(ready.contains("mwait=on"), "{ready}");
+    send(&mut rig, FRAMES, 400)?;
+    let fw = stop_ok(&mut rig)?;
+    let k = rig.checker().classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}", k.failures());
+    assert_eq!((k.sent, k.received), (FRAMES, FRAMES));
+    assert_eq!(fw.require("drops")?, 0, "{fw:?}");
+    // QEMU's `-cpu max` has MONITOR/MWAIT: primaries did wait on their used rings.
+    let mwaits: u64 = (0..WORKERS).map(|i| fw.get(&format!("core{i}_mwait_sleeps"))).sum();
+    assert!(mwaits > 0, "no sleep waited in MWAIT: {fw:?}");
     Ok(())
 }

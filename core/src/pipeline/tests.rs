@@ -323,3 +323,40 @@ fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
     let mut p = Pipeline::new(Mode::Metronome, 1, 1, forwarder(), WorkerConfig::default()).partition(1, 2);
     assert!((0..4).all(|_| p.round(&ctl2, &lanes2, &time, &mut sleeper).lane == 1));
 }
+
+/// Records what each sleep was asked to watch.
+struct WatchingSleeper<'a> {
+    inner: JumpSleeper<'a>,
+    watched: Vec<Option<crate::nic::WakeAddr>>,
+}
+
+impl Sleeper for WatchingSleeper<'_> {
+    fn sleep_until(&mut self, deadline: Instant) -> Instant {
+        self.inner.sleep_until(deadline)
+    }
+
+    fn sleep_until_watching(&mut self, deadline: Instant, watch: Option<crate::nic::WakeAddr>) -> Instant {
+        self.watched.push(watch);
+        self.inner.sleep_until(deadline)
+    }
+}
+
+#[test]
+fn a_primary_sleeps_watching_its_lanes_receive_queue_and_a_backup_does_not() {
+    use crate::nic::WakeAddr;
+    let mut mem = vec![0u8; 256 * BUF_SIZE];
+    let ctl = controller(2, 1);
+    let mut l = lane(&mut mem, 256);
+    l.rx[0] =
+        core::mem::replace(&mut l.rx[0], SoftRxQueue::new(&mut l.pool, 0)).with_wake_address(WakeAddr::new(0x1234));
+    let lanes = [Guarded::new(ctl.queues()[0].lock(), l)];
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut sleeper =
+        WatchingSleeper { inner: JumpSleeper { time: &time, deadlines: Vec::new() }, watched: Vec::new() };
+    let mut p = Pipeline::new(Mode::Metronome, 0, 1, forwarder(), WorkerConfig::default());
+    assert!(p.round(&ctl, &lanes, &time, &mut sleeper).won);
+    let held = ctl.queues()[0].lock().try_lock().unwrap();
+    assert!(!p.round(&ctl, &lanes, &time, &mut sleeper).won);
+    drop(held);
+    assert_eq!(sleeper.watched, [Some(WakeAddr::new(0x1234)), None]);
+}

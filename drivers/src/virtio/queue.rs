@@ -207,6 +207,12 @@ impl<R: Dma> SplitQueue<R> {
         self.mem.read16(self.used_off + used::FLAGS) & USED_F_NO_NOTIFY == 0
     }
 
+    /// The CPU address of the used ring's `idx`, which the device writes when it hands
+    /// buffers back (for a sleeper that monitors it), if the memory has one.
+    pub(crate) fn used_idx_address(&self) -> Option<usize> {
+        self.mem.cpu_address(self.used_off + used::IDX)
+    }
+
     /// Reads the device's used index and returns how many used entries are new.
     pub(crate) fn poll_used(&mut self) -> u16 {
         let idx = self.mem.read16(self.used_off + used::IDX);

@@ -13,7 +13,7 @@
 //! ```
 
 use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, PacketBuf, Pool};
-use cadence_core::nic::{RxQueue, RxStats, TxQueue, TxStats};
+use cadence_core::nic::{RxQueue, RxStats, TxQueue, TxStats, WakeAddr};
 
 use super::queue::{DESC_F_WRITE, SplitQueue};
 use crate::hal::{Dma, Mmio};
@@ -155,6 +155,11 @@ impl<W: Mmio, R: Dma> RxQueue for VirtioRx<W, R> {
     fn rx_stats(&self) -> RxStats {
         // A used entry naming a descriptor the device did not own is a device error too.
         RxStats { errors: self.stats.errors + self.vq.bad_used(), ..self.stats }
+    }
+
+    /// The used ring's `idx`: the device writes it after the used entries (§2.7.8).
+    fn wake_address(&self) -> Option<WakeAddr> {
+        self.vq.used_idx_address().map(WakeAddr::new)
     }
 }
 

@@ -281,6 +281,24 @@ fn error_frames_are_counted_and_recycled() {
 }
 
 #[test]
+fn the_wake_address_is_the_used_index_the_device_writes() {
+    use cadence_core::nic::RxQueue;
+    let mut h = Harness::new();
+    let mut net = h.init(&Config::default().with_queue_size(8));
+    let want = h.model.used_idx_addr(0) as usize;
+    let rx = net.rx_queue(0).expect("rx0");
+    assert_eq!(rx.wake_address().map(|a| a.get()), Some(want));
+    // The device does write there when it hands a frame over.
+    let mut before = [0u8; 2];
+    assert!(h.model.mem().read(want as u64, &mut before));
+    h.model.inject(&frame_bytes(3, 60));
+    h.model.step();
+    let mut after = [0u8; 2];
+    assert!(h.model.mem().read(want as u64, &mut after));
+    assert_eq!(u16::from_le_bytes(after), u16::from_le_bytes(before).wrapping_add(1));
+}
+
+#[test]
 fn rx_rings_can_be_left_for_the_caller_to_fill() {
     let mut h = Harness::new();
     let mut net = h.init(&Config::default().with_queue_size(8).with_fill_rx(false));

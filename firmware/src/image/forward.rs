@@ -17,7 +17,7 @@ extern crate alloc;
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use cadence_core::buf::Pool;
 use cadence_core::forward::PORTS;
@@ -75,6 +75,10 @@ struct Shared {
     /// An RSS_MOVE control frame asked to steer queue `from`'s buckets to `to`:
     /// `1 << 16 | from << 8 | to`, or 0.
     rss_move: AtomicU32,
+    /// How every worker's sleeper waits (`mwait=`).
+    sleep: SleepConfig,
+    /// Per worker: sleeps that waited in MONITOR/MWAIT on a receive queue.
+    mwait_sleeps: Vec<AtomicU64>,
     /// Workers other than 0 that have parked.
     parked: AtomicUsize,
 }
@@ -154,6 +158,12 @@ pub fn run(
         stop: AtomicBool::new(false),
         stats_requested: AtomicBool::new(false),
         rss_move: AtomicU32::new(0),
+        sleep: {
+            let mut c = SleepConfig::default();
+            c.mwait = cfg.mwait;
+            c
+        },
+        mwait_sleeps: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
         parked: AtomicUsize::new(0),
     }));
 
@@ -173,7 +183,7 @@ pub fn run(
         }
     }
     // Every lane's receive rings are filled and every worker is running: traffic may come.
-    println!("@ready workers={} lanes={lanes}", cfg.workers);
+    println!("@ready workers={} lanes={lanes} mwait={}", cfg.workers, if cfg.mwait { "on" } else { "off" });
     let code = boot_worker(shared, cfg, &mut ports);
     wind_down(shared, cfg.workers, &cores, code)
 }
@@ -196,6 +206,9 @@ fn publish(sh: &Shared, w: usize, pl: &Pipeline<Chain>) {
 /// One round plus the bookkeeping every worker does; returns whether to go on.
 fn step(sh: &Shared, w: usize, pl: &mut Pipeline<Chain>, sleeper: &mut HaltSleeper, rounds: &mut u64) -> bool {
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
+    if let Some(m) = sh.mwait_sleeps.get(w) {
+        m.store(sleeper.watched_sleeps(), Ordering::Relaxed);
+    }
     if r.commands.stop {
         sh.stop.store(true, Ordering::Release);
     }
@@ -215,7 +228,7 @@ fn step(sh: &Shared, w: usize, pl: &mut Pipeline<Chain>, sleeper: &mut HaltSleep
 
 /// Worker `w` on an application core: runs rounds until the stop flag, then parks.
 fn ap_worker(sh: &'static Shared, w: usize) {
-    let mut sleeper = match HaltSleeper::new(SleepConfig::default()) {
+    let mut sleeper = match HaltSleeper::new(sh.sleep) {
         Ok(s) => s,
         Err(e) => {
             println!("error: worker {w}: sleeper: {e}");
@@ -237,7 +250,7 @@ fn ap_worker(sh: &'static Shared, w: usize) {
 
 /// Worker 0 on the boot core, plus the clock: `@stats`, `max_s`. Returns the exit code.
 fn boot_worker(sh: &'static Shared, cfg: &BootConfig, ports: &mut [Nic]) -> ExitCode {
-    let mut sleeper = match HaltSleeper::new(SleepConfig::default()) {
+    let mut sleeper = match HaltSleeper::new(sh.sleep) {
         Ok(s) => s,
         Err(e) => {
             println!("error: worker 0: sleeper: {e}");
@@ -423,13 +436,14 @@ fn report_line(sh: &Shared, tag: &str, start: Instant, now: Instant) {
             let _ = write!(
                 uart,
                 " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
-                 core{i}_busy_tries={} core{i}_packets={}",
+                 core{i}_busy_tries={} core{i}_packets={} core{i}_mwait_sleeps={}",
                 c.busy_ticks(),
                 c.halted_ticks,
                 c.tries,
                 c.wins,
                 c.busy_tries,
-                c.packets
+                c.packets,
+                sh.mwait_sleeps.get(i).map_or(0, |m| m.load(Ordering::Relaxed))
             );
         }
         for (k, q) in sh.ctl.queues().iter().enumerate() {

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use cadence_core::buf::{Batch, Pool, PoolError};
-use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats};
+use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats, WakeAddr};
 use cadence_drivers::hal::DmaError;
 use cadence_drivers::igb::{self, Igb};
 use cadence_drivers::intel::{IntelRx, IntelTx};
@@ -165,6 +165,13 @@ impl RxQueue for NicRx<'_> {
         match self {
             NicRx::Virtio(q) => q.rx_stats(),
             NicRx::Igb(q) => q.rx_stats(),
+        }
+    }
+
+    fn wake_address(&self) -> Option<WakeAddr> {
+        match self {
+            NicRx::Virtio(q) => q.wake_address(),
+            NicRx::Igb(q) => q.wake_address(),
         }
     }
 }

@@ -51,7 +51,7 @@ impl PoolMem {
 impl Mem {
     /// Copies `out.len()` bytes at physical `addr` into `out`; false if outside memory.
     #[allow(unsafe_code)]
-    pub(super) fn read(&self, addr: u64, out: &mut [u8]) -> bool {
+    pub(crate) fn read(&self, addr: u64, out: &mut [u8]) -> bool {
         let n = out.len() as u64;
         if addr >= DMA_BASE && addr + n <= DMA_BASE + DMA_LEN as u64 {
             let o = (addr - DMA_BASE) as usize;
@@ -293,6 +293,10 @@ impl Mmio for Region {
     }
     fn len(&self) -> usize {
         self.len
+    }
+    /// The fake physical address, as on the platform (identity-mapped DMA memory).
+    fn cpu_address(&self, off: usize) -> Option<usize> {
+        (off < self.len).then(|| DMA_BASE as usize + self.off + off)
     }
 }
 

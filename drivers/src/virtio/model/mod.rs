@@ -511,6 +511,16 @@ impl Model {
     }
 
     /// Frames still waiting for RX buffers, on all queues.
+    /// The host memory behind the fake physical addresses.
+    pub(crate) fn mem(&self) -> &Mem {
+        &self.mem
+    }
+
+    /// Where virtqueue `q`'s used ring keeps its `idx` (device area + 2, §2.7.8).
+    pub(crate) fn used_idx_addr(&self, q: usize) -> u64 {
+        self.dev().vqs[q].device + 2
+    }
+
     pub(crate) fn rx_pending(&self) -> usize {
         self.dev().rx_pending.iter().map(VecDeque::len).sum()
     }
