@@ -281,7 +281,7 @@ impl Checker {
             return Verdict::Unexpected;
         };
         let fe = self.expect.as_ref().and_then(|e| e.flow(tag.flow)).cloned().unwrap_or_default();
-        if f.len() < flow.kind.min_len() {
+        if f.len() < flow.min_len() {
             return Verdict::Corrupted;
         }
         // Header rewrites change bytes the CRC covers; the byte comparison below checks them.
@@ -443,6 +443,40 @@ mod tests {
         assert!(k.clean(), "{k:?}");
         assert_eq!((k.sent, k.received), (400, 400));
         assert_eq!(c.latency.len(), 400);
+    }
+
+    /// chains/urlfilter.toml over HTTP flows: banned ones are expected drops (one that comes
+    /// back is `not_dropped`), allowed and non-HTTP ones pass byte for byte.
+    #[test]
+    fn urlfilter_model() {
+        use crate::traffic::expect::UrlVerdict::{Allowed, Blocked, NotHttp};
+        let path = crate::image::workspace_root().join("chains").join("urlfilter.toml");
+        let spec = crate::chain::load(&path).expect("chains/urlfilter.toml").spec;
+        let mut flows = Flow::standard_set(8);
+        flows[1] = flows[1].clone().with_http("example.com", "/forbidden/x");
+        flows[3] = flows[3].clone().with_http("Example.COM.:8080", "/forbiddenfruit");
+        flows[5] = flows[5].clone().with_http("example.com", "/forbidde");
+        flows[7] = flows[7].clone().with_http("ADS.example.net", "/");
+        flows[0] = flows[0].clone().with_http("ads.example.net", "/"); // UDP: ignored
+        let e = Expectations::new(&spec, &flows);
+        let url: Vec<_> = e.flows.iter().map(|f| f.url).collect();
+        assert_eq!(url, [None, Some(Blocked), None, Some(Blocked), None, Some(Allowed), None, Some(Blocked)]);
+        let drops: Vec<_> = (0..8).filter(|&i| e.flows[i].drop == Some("url_blocked")).collect();
+        assert_eq!(drops, [1, 3, 7]);
+        let plain = Expectations::new(&spec, &Flow::standard_set(8));
+        assert!(plain.flows.iter().all(|f| f.drop.is_none()));
+        assert_eq!(plain.flows[5].url, Some(NotHttp));
+
+        let mut c = Checker::new(flows, Macs::DEFAULT, Instant::now()).with_expectations(e);
+        for i in 0..80u32 {
+            let id = (i % 8) as u16;
+            let (p, f) = c.next_frame(id, 60 + i as usize * 17).expect("flow");
+            let (q, g) = forward(&Macs::DEFAULT, p, &f);
+            let want = if [1, 3, 7].contains(&id) { Verdict::NotDropped } else { Verdict::Received };
+            assert_eq!(c.receive(q, &g), want, "flow {id}");
+        }
+        let k = c.classes();
+        assert_eq!((k.sent, k.received, k.expected_drops, k.not_dropped, k.lost), (80, 50, 30, 30, 0), "{k:?}");
     }
 
     #[test]

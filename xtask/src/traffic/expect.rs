@@ -18,7 +18,19 @@
 //! - NAT: IPv4 flows entering `inside_port` come back with the source address = the
 //!   external address and a source port from the pool, the same for the whole flow;
 //!   IPv4 flows entering the other port match no mapping (dropped); IPv6 is dropped.
-//! - Accounting, UrlFilter: no change to generated traffic (it is not HTTP).
+//! - UrlFilter: a TCP flow on an inspected port (`ports`, empty: all) is inspected. An
+//!   HTTP flow ([`Flow::http`]: every segment opens with the request head, so the verdict
+//!   falls on the first segment the NF sees, whichever it is) has the URL = host (lower
+//!   case, without port or trailing dot) + path; it is blocked when a banned pattern
+//!   (`host/path`, or `host` taken as `host/`, host normalized the same way) is a prefix
+//!   of it: every frame of the flow is an expected drop (`url_blocked`). Otherwise it is
+//!   allowed and passes unchanged. Any other TCP flow is `not_http` and passes unchanged:
+//!   its first payload byte is filler, which runs up by one per byte (a space only ever
+//!   follows 0x1f, not a token character), or the tag's magic 0xCA, so it never opens a
+//!   request line. Not modeled (no verdict): heads longer than the window, a UrlFilter
+//!   after Encrypt (it sees ciphertext); with `reset = true` a blocked flow's frames are
+//!   still expected drops, but the resets that come back are not recognized.
+//! - Accounting: no change to generated traffic.
 //!
 //! NFs that rewrite see the rewritten packet in the firmware; the models look at the
 //! flow as generated (every chain file here puts the ACL first).
@@ -31,6 +43,7 @@ use cadence_core::nf::acl::{AclAction, AclConfig, Prefix};
 use cadence_core::nf::config::{ChainSpec, NfSpec};
 use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop};
 use cadence_core::nf::lb::LbConfig;
+use cadence_core::nf::urlfilter::UrlFilterConfig;
 use cadence_core::nf::{Chain, Egress};
 use cadence_core::parse::IpAddr as CoreIp;
 use cadence_core::time::{Instant, TickRate};
@@ -51,6 +64,19 @@ pub struct FlowExpect {
     pub encrypted: bool,
     /// NAT: the source becomes this address with a port from this range.
     pub snat: Option<([u8; 4], (u16, u16))>,
+    /// UrlFilter: its verdict on the flow (`None`: not inspected, or not modeled).
+    pub url: Option<UrlVerdict>,
+}
+
+/// What the URL filter decides for a TCP flow it inspects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlVerdict {
+    /// The stream does not open with an HTTP request line (generated filler never does).
+    NotHttp,
+    /// The request's URL matches no banned pattern: the flow passes.
+    Allowed,
+    /// It matches one: every frame of the flow is dropped (`url_blocked`).
+    Blocked,
 }
 
 impl FlowExpect {
@@ -141,6 +167,33 @@ fn l3fwd(cfg: &L3fwdConfig, f: &Flow) -> Option<NextHop> {
     cfg.next_hops.get(best.2 as usize).copied()
 }
 
+/// The host of a Host header value or a pattern: no port (an IPv6 literal keeps its
+/// brackets), no trailing dot, lower case.
+fn url_host(h: &str) -> String {
+    let h = match (h.starts_with('['), h.find(']'), h.find(':')) {
+        (true, Some(i), _) => &h[..=i],
+        (false, _, Some(i)) => &h[..i],
+        _ => h,
+    };
+    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
+}
+
+fn urlfilter(cfg: &UrlFilterConfig, f: &Flow) -> Option<UrlVerdict> {
+    if f.kind.proto() != 6 || !(cfg.ports.is_empty() || cfg.ports.iter().any(|&p| p == f.src_port || p == f.dst_port)) {
+        return None;
+    }
+    let Some(req) = &f.http else { return Some(UrlVerdict::NotHttp) };
+    if f.http_head().len() > cfg.window || !req.path.starts_with('/') || url_host(&req.host).is_empty() {
+        return None;
+    }
+    let url = format!("{}{}", url_host(&req.host), req.path);
+    let banned = cfg.banned.iter().any(|p| {
+        let (host, path) = p.split_at(p.find('/').unwrap_or(p.len()));
+        url.starts_with(&format!("{}{}", url_host(host), if path.is_empty() { "/" } else { path }))
+    });
+    Some(if banned { UrlVerdict::Blocked } else { UrlVerdict::Allowed })
+}
+
 impl Expectations {
     /// The expectations of `spec` for `flows` (flow ids = indices).
     pub fn new(spec: &ChainSpec, flows: &[Flow]) -> Expectations {
@@ -166,6 +219,13 @@ impl Expectations {
                             None => e.drop = Some("no_route"),
                         },
                         NfSpec::Encrypt(_) => e.encrypted = true,
+                        // After Encrypt the filter sees ciphertext: not modeled.
+                        NfSpec::UrlFilter(c) if !e.encrypted => {
+                            e.url = urlfilter(c, f);
+                            if e.url == Some(UrlVerdict::Blocked) {
+                                e.drop = Some("url_blocked");
+                            }
+                        }
                         NfSpec::Nat(c) => {
                             if f.kind.is_v6() {
                                 e.drop = Some("nf_unsupported");

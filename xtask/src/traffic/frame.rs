@@ -15,6 +15,18 @@
 //! frame is right. Everything in a frame is a pure function of (flow, seq, length,
 //! timestamp), so the sink rebuilds the expected frame and compares it byte for byte.
 //!
+//! # HTTP flows
+//!
+//! A TCP flow with [`Flow::http`] set carries an HTTP request head at the start of every
+//! segment's payload, right after the TCP header and before the tag:
+//! `GET <path> HTTP/1.1\r\nHost: <host>\r\n\r\n` + tag. Its frames all have one length,
+//! [`Flow::min_len`] (a requested length is ignored), and its TCP sequence numbers advance
+//! by that payload length: segment `seq` starts at [`HTTP_ISN`] + `seq` × payload length
+//! (wrapping), so a reassembler sees one stream — the head, tag 0, the head, tag 1, … — that
+//! opens with a complete request head whichever segment it picks the stream up from. No SYN
+//! is sent: a middlebox picks the connection up mid-stream. Other flows are unchanged: their
+//! TCP sequence number is the frame's sequence number and their payload is filler.
+//!
 //! Sizes are Ethernet frames without the FCS: "64 B" on the wire is a 60-byte frame
 //! here. A flow's smallest frame is its headers plus the tag, at least 60 B: 60 for
 //! IPv4/UDP, 72 for IPv4/TCP, 80 for IPv6/UDP, 92 for IPv6/TCP ([`FlowKind::min_len`]);
@@ -36,6 +48,10 @@ pub const MAX_FRAME: usize = 1514;
 pub const MIN_FRAME: usize = 60;
 /// Mask of the 48-bit timestamp.
 pub const TS_MASK: u64 = (1 << 48) - 1;
+
+/// TCP sequence number of an HTTP flow's first segment (near the wrap, so that a few
+/// hundred segments cross it).
+pub const HTTP_ISN: u32 = 0xFFFF_C000;
 
 /// Network and transport layer of a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -115,6 +131,25 @@ pub struct Flow {
     pub ingress: usize,
     pub src_port: u16,
     pub dst_port: u16,
+    /// TCP only: every segment opens with this HTTP request head (module docs).
+    pub http: Option<HttpRequest>,
+}
+
+/// The HTTP request an HTTP flow's segments carry: `GET <path> HTTP/1.1` with
+/// `Host: <host>` (written as given: case, port and all).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct HttpRequest {
+    /// The Host header's value.
+    pub host: String,
+    /// The request target (origin-form, starting with `/`).
+    pub path: String,
+}
+
+impl HttpRequest {
+    /// The request head, up to and including the empty line.
+    pub fn head(&self) -> Vec<u8> {
+        format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", self.path, self.host).into_bytes()
+    }
 }
 
 impl Flow {
@@ -127,6 +162,42 @@ impl Flow {
             ingress: usize::from(id / 4) % 2,
             src_port: 10_000 + id,
             dst_port: 20_000 + id,
+            http: None,
+        }
+    }
+
+    /// This flow carrying an HTTP request to `host` for `path` in every segment (TCP flows
+    /// only; a UDP flow is returned unchanged).
+    pub fn with_http(mut self, host: &str, path: &str) -> Flow {
+        if self.kind.proto() == 6 {
+            self.http = Some(HttpRequest { host: host.into(), path: path.into() });
+        }
+        self
+    }
+
+    /// The request head every segment carries (empty: not an HTTP flow).
+    pub fn http_head(&self) -> Vec<u8> {
+        match &self.http {
+            Some(h) if self.kind.proto() == 6 => h.head(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The flow's smallest frame: the kind's ([`FlowKind::min_len`]), plus the request head
+    /// for an HTTP flow, whose frames all have this length.
+    pub fn min_len(&self) -> usize {
+        let head = self.http_head().len();
+        if head == 0 { self.kind.min_len() } else { (self.kind.min_len() + head).min(MAX_FRAME) }
+    }
+
+    /// The TCP sequence number of segment `seq`.
+    pub fn tcp_seq(&self, seq: u32) -> u32 {
+        let head = self.http_head().len();
+        if head == 0 {
+            seq
+        } else {
+            let payload = (self.min_len() - 14 - self.kind.l3_len() - self.kind.l4_len()) as u32;
+            HTTP_ISN.wrapping_add(seq.wrapping_mul(payload))
         }
     }
 
@@ -226,12 +297,14 @@ pub fn inet_checksum(chunks: &[&[u8]]) -> u16 {
     !(sum as u16)
 }
 
-/// Builds the frame `seq` of `flow`, `len` bytes long (clamped to the kind's
-/// [`FlowKind::min_len`]..=[`MAX_FRAME`]), as sent into the forwarder: dst = `dst`
-/// (the ingress NIC), src = `src` (the host side of the ingress port).
+/// Builds the frame `seq` of `flow`, `len` bytes long (clamped to the flow's
+/// [`Flow::min_len`]..=[`MAX_FRAME`]; an HTTP flow's frames are always [`Flow::min_len`]
+/// long), as sent into the forwarder: dst = `dst` (the ingress NIC), src = `src` (the host
+/// side of the ingress port).
 pub fn build(flow: &Flow, seq: u32, len: usize, ts_ns: u64, dst: Mac, src: Mac) -> Vec<u8> {
     let kind = flow.kind;
-    let len = len.clamp(kind.min_len(), MAX_FRAME);
+    let head = flow.http_head();
+    let len = if head.is_empty() { len.clamp(kind.min_len(), MAX_FRAME) } else { flow.min_len() };
     let mut f = vec![0u8; len];
     f[0..6].copy_from_slice(&dst.0);
     f[6..12].copy_from_slice(&src.0);
@@ -267,7 +340,7 @@ pub fn build(flow: &Flow, seq: u32, len: usize, ts_ns: u64, dst: Mac, src: Mac) 
     if kind.proto() == 17 {
         f[l4 + 4..l4 + 6].copy_from_slice(&(l4_total as u16).to_be_bytes());
     } else {
-        f[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes()); // TCP sequence number
+        f[l4 + 4..l4 + 8].copy_from_slice(&flow.tcp_seq(seq).to_be_bytes()); // TCP sequence number
         f[l4 + 12] = 5 << 4; // data offset 5
         f[l4 + 13] = 0x18; // PSH | ACK
         f[l4 + 14..l4 + 16].copy_from_slice(&0xFFFFu16.to_be_bytes());
@@ -275,7 +348,10 @@ pub fn build(flow: &Flow, seq: u32, len: usize, ts_ns: u64, dst: Mac, src: Mac) 
     let tag = len - TAG_LEN;
     let payload = l4 + kind.l4_len();
     for (i, b) in f[payload..tag].iter_mut().enumerate() {
-        *b = (seq as usize).wrapping_mul(31).wrapping_add(usize::from(flow.id) * 7).wrapping_add(i) as u8;
+        *b = match head.get(i) {
+            Some(&h) => h,
+            None => (seq as usize).wrapping_mul(31).wrapping_add(usize::from(flow.id) * 7).wrapping_add(i) as u8,
+        };
     }
     f[tag..tag + 2].copy_from_slice(&TAG_MAGIC.to_be_bytes());
     f[tag + 2..tag + 4].copy_from_slice(&flow.id.to_be_bytes());
@@ -322,6 +398,50 @@ mod tests {
 
     const D: Mac = Mac([0x52, 0x54, 0, 0xca, 0xde, 0]);
     const S: Mac = Mac([2, 0, 0, 0xca, 0xde, 0x10]);
+
+    /// A digest of standard frames as generated before HTTP flows existed: adding per-flow
+    /// options must not change a byte of them.
+    #[test]
+    fn standard_frames_unchanged() {
+        let mut h = crc32fast::Hasher::new();
+        for id in 0..16u16 {
+            let flow = Flow::standard(id);
+            for (seq, len) in [(0u32, 0usize), (1, 60), (2, 99), (7, 577), (300, 1514), (70_000, 1000)] {
+                h.update(&build(&flow, seq, len, 0x0102_0304_0506 + u64::from(seq), D, S));
+            }
+        }
+        assert_eq!(h.finalize(), 0xda83_1a16);
+    }
+
+    #[test]
+    fn http_flows_carry_the_head_in_one_stream() {
+        for id in [1u16, 3] {
+            let flow = Flow::standard(id).with_http("Example.COM:8080", "/forbidden/x");
+            let head = b"GET /forbidden/x HTTP/1.1\r\nHost: Example.COM:8080\r\n\r\n";
+            assert_eq!(flow.http_head(), head);
+            assert_eq!(flow.min_len(), flow.kind.min_len() + head.len());
+            let payload_at = 14 + flow.kind.l3_len() + 20;
+            let payload = (flow.min_len() - payload_at) as u32;
+            let mut next = HTTP_ISN;
+            for seq in 0..400u32 {
+                // Any requested length: always the flow's one length.
+                let f = build(&flow, seq, 60 + seq as usize * 3, 77, D, S);
+                assert_eq!(f.len(), flow.min_len());
+                assert_eq!(&f[payload_at..payload_at + head.len()], head);
+                let tcp_seq = u32::from_be_bytes(f[payload_at - 16..payload_at - 12].try_into().expect("4 bytes"));
+                assert_eq!(tcp_seq, next, "segment {seq}");
+                next = next.wrapping_add(payload);
+                let tag = read_tag(&f).expect("tag");
+                assert_eq!((tag.flow, tag.seq), (id, seq));
+                assert_eq!(frame_crc(flow.kind, &f), Some(tag.crc));
+                assert!(l4_checksum_ok(flow.kind, &f));
+                assert!(ipv4_checksum_ok(flow.kind, &f));
+            }
+            assert!(next < HTTP_ISN, "the sequence numbers wrapped");
+        }
+        // UDP flows take no request.
+        assert_eq!(Flow::standard(0).with_http("h", "/"), Flow::standard(0));
+    }
 
     #[test]
     fn min_lengths() {

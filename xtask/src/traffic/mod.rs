@@ -8,7 +8,7 @@ pub mod malformed;
 pub mod stats;
 
 pub use checker::{Checker, Classes, Macs, Verdict};
-pub use expect::{Expectations, FlowExpect};
+pub use expect::{Expectations, FlowExpect, UrlVerdict};
 pub use frame::{Flow, FlowKind};
 pub use generator::{Pacer, Rng, Sizes};
 pub use stats::{Latencies, LatencySummary};
