@@ -176,6 +176,50 @@ pub fn ensure_qemu() -> Result<Version> {
     }
 }
 
+/// What builds a GRUB rescue ISO for the multiboot2 boot test: `grub-mkrescue`, GRUB's
+/// BIOS modules, `xorriso` and `mtools` (Debian packages).
+pub const GRUB_PACKAGES: [&str; 4] = ["grub-pc-bin", "grub-common", "xorriso", "mtools"];
+
+/// Whether `grub-mkrescue` can build a BIOS-bootable ISO here.
+pub fn grub_tools_present() -> bool {
+    let runs = |cmd: &str| Command::new(cmd).arg("--version").output().is_ok_and(|o| o.status.success());
+    runs("grub-mkrescue") && runs("xorriso") && Path::new("/usr/lib/grub/i386-pc").is_dir()
+}
+
+/// Makes sure the GRUB tools of [`GRUB_PACKAGES`] are installed (as root with apt-get:
+/// installs them), for the test that boots the image through GRUB's multiboot2 loader.
+pub fn ensure_grub_tools() -> Result<()> {
+    if grub_tools_present() {
+        return Ok(());
+    }
+    let h = probe();
+    if !(h.is_root && h.has_apt) {
+        bail!("the multiboot2 boot test needs GRUB's tools: install {} (apt-get install)", GRUB_PACKAGES.join(" "));
+    }
+    eprintln!("xtask: installing {}", GRUB_PACKAGES.join(" "));
+    run(Command::new("apt-get").arg("update"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(GRUB_PACKAGES)
+        .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    if !grub_tools_present() {
+        bail!("apt-get installed {} but grub-mkrescue still cannot build an ISO", GRUB_PACKAGES.join(" "));
+    }
+    Ok(())
+}
+
+/// For the tests: the GRUB tools must be there already; the error says how to get them.
+pub fn require_grub_tools() -> Result<()> {
+    if grub_tools_present() {
+        return Ok(());
+    }
+    bail!(
+        "grub-mkrescue (packages: {}) is needed to boot the image through GRUB. Run `cargo xtask test`, \
+         which installs them (as root on Debian 12), or install them yourself.",
+        GRUB_PACKAGES.join(" ")
+    )
+}
+
 /// For the QEMU tests: QEMU must be there already (the tests never install); the error
 /// says how to get it.
 pub fn require_qemu() -> Result<Version> {

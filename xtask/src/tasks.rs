@@ -69,6 +69,8 @@ pub fn test() -> Result<()> {
     println!("\n==> xtask test: QEMU");
     let v = crate::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
     println!("{} {v}", crate::provision::QEMU);
+    println!("\n==> xtask test: GRUB tools (multiboot2 boot test)");
+    crate::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
     println!("\n==> xtask test: build the image");
     let img = image::build(Profile::Release).context("xtask test: step 'build the image' failed")?;
     println!("{}", img.display());
