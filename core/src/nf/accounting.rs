@@ -122,7 +122,7 @@ pub enum AccountingConfigError {
     ZeroCapacity,
     /// `idle_timeout` is zero.
     ZeroIdleTimeout,
-    /// `export_ring` or `event_ring` is zero.
+    /// `export_ring` or `event_ring` is zero or above [`MAX_RING`].
     ZeroRing,
     /// The flow table could not be built.
     FlowTable(ConfigError),
@@ -133,11 +133,15 @@ impl fmt::Display for AccountingConfigError {
         match self {
             Self::ZeroCapacity => f.write_str("capacity is zero"),
             Self::ZeroIdleTimeout => f.write_str("idle_timeout is zero"),
-            Self::ZeroRing => f.write_str("export_ring and event_ring must be above zero"),
+            Self::ZeroRing => f.write_str("export_ring and event_ring must be in 1..=1048576"),
             Self::FlowTable(e) => write!(f, "flow table: {e}"),
         }
     }
 }
+
+/// Largest `export_ring` / `event_ring` (records): rings are allocated at creation, so a
+/// bound keeps a typo from exhausting the heap.
+pub const MAX_RING: usize = 1 << 20;
 
 impl AccountingConfig {
     /// Checks the knobs.
@@ -148,7 +152,7 @@ impl AccountingConfig {
         if self.idle_timeout.ticks() == 0 {
             return Err(AccountingConfigError::ZeroIdleTimeout);
         }
-        if self.export_ring == 0 || self.event_ring == 0 {
+        if !(1..=MAX_RING).contains(&self.export_ring) || !(1..=MAX_RING).contains(&self.event_ring) {
             return Err(AccountingConfigError::ZeroRing);
         }
         Ok(())

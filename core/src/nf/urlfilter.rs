@@ -171,6 +171,8 @@ pub enum UrlFilterConfigError {
     FlowTimeout,
     /// The automaton could not be built (too many patterns).
     Matcher,
+    /// The heap has no room for `slabs` × `window` bytes.
+    OutOfMemory,
 }
 
 impl fmt::Display for UrlFilterConfigError {
@@ -186,6 +188,7 @@ impl fmt::Display for UrlFilterConfigError {
             Self::InspectTimeout => f.write_str("urlfilter inspect_timeout: zero"),
             Self::FlowTimeout => f.write_str("urlfilter flow_timeout: zero"),
             Self::Matcher => f.write_str("urlfilter banned: automaton too large"),
+            Self::OutOfMemory => f.write_str("urlfilter slabs: not enough memory for slabs x window bytes"),
         }
     }
 }
@@ -334,7 +337,7 @@ impl UrlFilterShared {
         flows.table().set_expire_profile(PROFILE_FLOW, cfg.flow_timeout);
         Ok(Self {
             matcher,
-            slabs: Slabs::new(cfg.slabs, cfg.window),
+            slabs: Slabs::try_new(cfg.slabs, cfg.window).ok_or(UrlFilterConfigError::OutOfMemory)?,
             flows,
             ports: cfg.ports.clone(),
             inspect_timeout: cfg.inspect_timeout,

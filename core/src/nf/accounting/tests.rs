@@ -190,4 +190,9 @@ fn accounting_busy_flows_do_not_expire_and_full_tables_count() {
     cfg.capacity = 1;
     cfg.idle_timeout = Duration(0);
     assert_eq!(cfg.validate(), Err(AccountingConfigError::ZeroIdleTimeout));
+    cfg.idle_timeout = Duration(10);
+    cfg.export_ring = crate::nf::accounting::MAX_RING + 1;
+    assert_eq!(cfg.validate(), Err(AccountingConfigError::ZeroRing), "a huge ring is refused, not allocated");
+    cfg.export_ring = 0;
+    assert_eq!(cfg.validate(), Err(AccountingConfigError::ZeroRing));
 }

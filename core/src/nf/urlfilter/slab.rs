@@ -54,10 +54,12 @@ impl core::fmt::Debug for Slabs {
     }
 }
 
-fn boxed<T>(n: usize, f: impl FnMut() -> T) -> Box<[T]> {
-    let mut v = Vec::with_capacity(n);
+/// `n` values from `f`, or `None` when the heap has no room (a config error, not a panic).
+fn boxed<T>(n: usize, f: impl FnMut() -> T) -> Option<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
     v.resize_with(n, f);
-    v.into_boxed_slice()
+    Some(v.into_boxed_slice())
 }
 
 fn deadline(now: Instant, ttl: Duration) -> u64 {
@@ -65,18 +67,22 @@ fn deadline(now: Instant, ttl: Duration) -> u64 {
 }
 
 impl Slabs {
-    /// `count` slabs of `window` bytes (both checked by the config).
-    pub(super) fn new(count: usize, window: usize) -> Self {
+    /// `count` slabs of `window` bytes (both checked by the config); `None` when the heap
+    /// cannot hold them.
+    pub(super) fn try_new(count: usize, window: usize) -> Option<Self> {
         let words = window.div_ceil(64);
-        Self {
+        // The largest block first, so that a failing size touches no memory.
+        let data = boxed(count.checked_mul(window)?, || AtomicU8::new(0))?;
+        let have = boxed(count.checked_mul(words)?, || AtomicU64::new(0))?;
+        Some(Self {
             window,
             words,
-            lease: boxed(count, || AtomicU64::new(FREE)),
-            gens: boxed(count, || AtomicU32::new(0)),
-            contig: boxed(count, || AtomicU32::new(0)),
-            have: boxed(count * words, || AtomicU64::new(0)),
-            data: boxed(count * window, || AtomicU8::new(0)),
-        }
+            lease: boxed(count, || AtomicU64::new(FREE))?,
+            gens: boxed(count, || AtomicU32::new(0))?,
+            contig: boxed(count, || AtomicU32::new(0))?,
+            have,
+            data,
+        })
     }
 
     /// Bytes per slab.
@@ -198,5 +204,18 @@ impl Slabs {
             *o = s.load(Ordering::Relaxed);
         }
         len.min(out.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slabs_too_big_for_the_heap_are_refused_not_a_panic() {
+        // 2^24 slabs of 1 MiB: 16 TiB.
+        assert!(Slabs::try_new(1 << 24, 1 << 20).is_none());
+        let s = Slabs::try_new(4, 128).unwrap();
+        assert_eq!(s.window(), 128);
     }
 }
