@@ -163,6 +163,26 @@ pub struct TxStats {
     pub ring_full: u64,
 }
 
+impl RxStats {
+    /// Adds `other`'s counters to these (summing a port's queues).
+    pub fn add(&mut self, other: &RxStats) {
+        self.packets = self.packets.saturating_add(other.packets);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.errors = self.errors.saturating_add(other.errors);
+        self.no_buffer = self.no_buffer.saturating_add(other.no_buffer);
+    }
+}
+
+impl TxStats {
+    /// Adds `other`'s counters to these (summing a port's queues).
+    pub fn add(&mut self, other: &TxStats) {
+        self.packets = self.packets.saturating_add(other.packets);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.errors = self.errors.saturating_add(other.errors);
+        self.ring_full = self.ring_full.saturating_add(other.ring_full);
+    }
+}
+
 /// Port counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -173,6 +193,24 @@ pub struct PortStats {
     pub tx: TxStats,
     /// Frames the device dropped before a queue saw them (missed, no descriptor).
     pub device_drops: u64,
+}
+
+impl PortStats {
+    /// The sums of `rx` and `tx` queues' counters (no device drops).
+    pub fn of_queues<'a, R, T>(rx: impl IntoIterator<Item = &'a R>, tx: impl IntoIterator<Item = &'a T>) -> Self
+    where
+        R: RxQueue + 'a,
+        T: TxQueue + 'a,
+    {
+        let mut s = PortStats::default();
+        for q in rx {
+            s.rx.add(&q.rx_stats());
+        }
+        for q in tx {
+            s.tx.add(&q.tx_stats());
+        }
+        s
+    }
 }
 
 /// A queue borrowed mutably is still a queue (lets a worker run over queues that

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use cadence_core::buf::Pool;
-use cadence_core::nic::{Port, PortStats, RssError, RxQueue, TxQueue};
+use cadence_core::nic::{Port, PortStats, RssError};
 use cadence_core::rss::DEFAULT_KEY;
 use cadence_core::time::{Clock, Duration, poll_until};
 
@@ -691,22 +691,7 @@ impl<W: Mmio, R: Dma> Port for VirtioNet<W, R> {
     }
 
     fn stats(&self) -> PortStats {
-        let mut s = PortStats::default();
-        for q in &self.rx {
-            let r = q.rx_stats();
-            s.rx.packets += r.packets;
-            s.rx.bytes += r.bytes;
-            s.rx.errors += r.errors;
-            s.rx.no_buffer += r.no_buffer;
-        }
-        for q in &self.tx {
-            let t = q.tx_stats();
-            s.tx.packets += t.packets;
-            s.tx.bytes += t.bytes;
-            s.tx.errors += t.errors;
-            s.tx.ring_full += t.ring_full;
-        }
-        s
+        PortStats::of_queues(&self.rx, &self.tx)
     }
 }
 
