@@ -60,8 +60,10 @@ pub fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-/// Builds the image and returns its path.
+/// Builds the image and returns its path. Adds the bare-metal target (and whatever else
+/// `rust-toolchain.toml` lists) first when the toolchain lacks it ([`crate::toolchain`]).
 pub fn build(profile: Profile) -> Result<PathBuf> {
+    crate::toolchain::ensure().context("provisioning the Rust toolchain")?;
     let mut cmd = cargo();
     cmd.current_dir(workspace_root())
         .args(["build", "-p", PACKAGE, "--bin", BIN, "--target", TARGET])

@@ -14,4 +14,5 @@ pub mod rig;
 pub mod run;
 pub mod tap;
 pub mod tasks;
+pub mod toolchain;
 pub mod traffic;

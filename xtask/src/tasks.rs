@@ -61,6 +61,8 @@ fn run_step(s: &Step) -> Result<()> {
 
 /// Runs every step; stops at the first failure.
 pub fn test() -> Result<()> {
+    println!("==> xtask test: Rust toolchain ({})", crate::toolchain::FILE);
+    crate::toolchain::ensure().context("xtask test: step 'Rust toolchain' failed")?;
     let all = steps();
     let (before, after) = all.split_at(3);
     for s in before {
@@ -71,6 +73,10 @@ pub fn test() -> Result<()> {
     println!("{} {v}", crate::provision::QEMU);
     println!("\n==> xtask test: GRUB tools (multiboot2 boot test)");
     crate::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
+    println!(
+        "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
+    );
+    crate::toolchain::fresh_machine_check().context("xtask test: step 'fresh machine' failed")?;
     println!("\n==> xtask test: build the image");
     let img = image::build(Profile::Release).context("xtask test: step 'build the image' failed")?;
     println!("{}", img.display());
