@@ -149,3 +149,43 @@ pub mod pci {
     /// Capability ID of MSI-X.
     pub const CAP_MSIX: u8 = 0x11;
 }
+
+/// Why a kernel wake-up call failed ([`Kick`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum KickError {
+    /// The kernel is busy right now (`EAGAIN`/`EBUSY`/`ENOBUFS`): try again on a later burst.
+    Busy,
+    /// The interface or socket is gone (`ENXIO`/`ENETDOWN`/`EBADF`): the port is dead.
+    Gone,
+    /// Any other error, with its errno.
+    Other(i32),
+}
+
+impl fmt::Display for KickError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KickError::Busy => f.write_str("kernel busy, retry later"),
+            KickError::Gone => f.write_str("interface or socket gone"),
+            KickError::Other(e) => write!(f, "errno {e}"),
+        }
+    }
+}
+
+/// The doorbell of a ring that a kernel, not a device, serves: Linux's AF_XDP and
+/// `AF_PACKET` rings are shared memory ([`Mmio`] windows) plus a system call that tells
+/// the kernel to look at them. The hosted platform implements it with `sendto` /
+/// `recvfrom` / `poll` on the socket (`MSG_DONTWAIT`); tests implement it with a fake
+/// kernel that serves the rings when kicked.
+///
+/// Obligations: neither call blocks, allocates or panics; a failure is returned, and the
+/// driver counts it and retries on a later burst.
+pub trait Kick {
+    /// Asks the kernel to transmit what the TX ring holds (AF_XDP: `sendto(fd, NULL, 0,
+    /// MSG_DONTWAIT)`; `AF_PACKET`: `send(fd, NULL, 0, MSG_DONTWAIT)`).
+    fn kick_tx(&self) -> Result<(), KickError>;
+    /// Asks the kernel to look at the fill ring again after it said it needs a wake-up
+    /// (AF_XDP's `XDP_RING_NEED_WAKEUP` on the fill ring: `recvfrom(fd, NULL, 0,
+    /// MSG_DONTWAIT)`). `AF_PACKET` needs none.
+    fn kick_rx(&self) -> Result<(), KickError>;
+}
