@@ -87,6 +87,30 @@ pub struct MetronomeConfig {
     pub vacation_feedback_gain: f64,
 }
 
+impl MetronomeConfig {
+    /// The ring bound of SPEC §1 rule 7, `margin·D/R`, in ns: how long `T_S` may be so that a
+    /// ring of `D` descriptors filling at line rate `R` never overflows during one sleep.
+    /// `None` when `D` or `R` is 0 (no bound). The simulator, the image and the hosted build all
+    /// bound `T_S` through this one function.
+    pub fn ring_bound_ns(&self) -> Option<f64> {
+        (self.ring_descriptors > 0 && self.line_rate_pps > 0)
+            .then(|| self.ring_margin * f64::from(self.ring_descriptors) * 1e9 / self.line_rate_pps as f64)
+    }
+
+    /// Whether the ring bound holds `T_S` below `V̄` at every load: then the target vacation
+    /// cannot be reached (a bigger ring or the port's real, lower line rate is needed).
+    pub fn ring_bound_below_target(&self) -> bool {
+        self.ring_bound_ns().is_some_and(|b| b < self.target_vacation_ns as f64)
+    }
+}
+
+/// Minimum-size frames per second at `mbps` megabits per second: 64-byte frames plus the
+/// 20 bytes of preamble, start delimiter and inter-frame gap, 672 bits each (10 GbE:
+/// 14 880 952).
+pub const fn line_rate_pps_for_mbps(mbps: u64) -> u64 {
+    mbps.saturating_mul(1_000_000) / 672
+}
+
 impl Default for MetronomeConfig {
     fn default() -> Self {
         Self {
@@ -239,9 +263,8 @@ impl Params {
         }
         let ticks = |ns: u64| rate.ticks_from_ns(ns).ticks() as f64;
         let mut upper = ticks(cfg.max_short_timeout_ns);
-        if cfg.ring_descriptors > 0 && cfg.line_rate_pps > 0 {
-            let fill = cfg.ring_margin * f64::from(cfg.ring_descriptors) * rate.hz() as f64 / cfg.line_rate_pps as f64;
-            upper = upper.min(fill);
+        if let Some(bound_ns) = cfg.ring_bound_ns() {
+            upper = upper.min(bound_ns * rate.hz() as f64 / 1e9);
         }
         let lower = ticks(cfg.min_short_timeout_ns).min(upper);
         let initial = ticks(cfg.initial_short_timeout_ns).clamp(lower, upper);
@@ -309,13 +332,30 @@ impl Params {
     }
 
     /// One step of the vacation feedback: the correction after measuring `vacation` ticks
-    /// (unchanged when the gain is 0 or `V̄` is 0).
-    pub fn feedback(&self, c: f64, vacation: Duration) -> f64 {
+    /// at load `rho` (unchanged when the gain is 0 or `V̄` is 0).
+    ///
+    /// Anti-windup: the correction never moves past the value at which `c·T_S(ρ)` meets a
+    /// clamp of `T_S` (the ring bound, the min/max timeouts). Beyond it the clamped `T_S` no
+    /// longer changes, so integrating further would only wind `c` up against the clamp and
+    /// leave it far off when the load moves (e.g. `T_S` pinned at a ring bound below `V̄`).
+    pub fn feedback(&self, c: f64, vacation: Duration, rho: f64) -> f64 {
         if self.feedback_gain == 0.0 || self.v_bar <= 0.0 {
             return c;
         }
         let ratio = (vacation.ticks() as f64 / self.v_bar).min(3.0);
-        (c * (1.0 + self.feedback_gain * (1.0 - ratio))).clamp(CORRECTION_MIN, CORRECTION_MAX)
+        let mut next = c * (1.0 + self.feedback_gain * (1.0 - ratio));
+        let rule = self.v_bar * short_timeout_factor(self.clamp_rho(rho), self.m);
+        if rule > 0.0 && rule.is_finite() {
+            // Where c·rule reaches the clamps; a c already outside may only move back.
+            let (lo, hi) = (self.lower / rule, self.upper / rule);
+            if next > hi && next > c {
+                next = c.max(hi);
+            }
+            if next < lo && next < c {
+                next = c.min(lo);
+            }
+        }
+        next.clamp(CORRECTION_MIN, CORRECTION_MAX)
     }
 
     /// One EWMA step: `a·ρ + (1−a)·sample`, clamped.
@@ -579,7 +619,7 @@ impl QueueState {
             // ρ_sample = B/(B+V) (spec item 4); a round with neither carries no information.
             if b + v > 0.0 {
                 let rho = p.ewma(self.rho(), b / (b + v));
-                let c = p.feedback(self.correction(), Duration(v as u64));
+                let c = p.feedback(self.correction(), Duration(v as u64), rho);
                 self.rho.store(rho.to_bits(), Relaxed);
                 self.correction.store(c.to_bits(), Relaxed);
                 self.short_timeout.store(p.corrected_short_timeout(rho, c).ticks(), Relaxed);
@@ -1124,16 +1164,16 @@ mod tests {
     fn vacation_feedback_scales_t_s_towards_the_target() {
         let mut c = MetronomeConfig::default();
         let off = Params::new(&c, rate(), 3, 1).expect("valid");
-        assert_eq!(off.feedback(1.0, Duration(45_000)), 1.0, "gain 0 is the paper's rule");
+        assert_eq!(off.feedback(1.0, Duration(45_000), 0.0), 1.0, "gain 0 is the paper's rule");
         c.vacation_feedback_gain = 0.1;
         let p = Params::new(&c, rate(), 3, 1).expect("valid");
         // Too long a vacation shrinks c, too short grows it, on target leaves it.
-        assert!((p.feedback(1.0, Duration(30_000)) - 0.9).abs() < 1e-12);
-        assert!((p.feedback(1.0, Duration(0)) - 1.1).abs() < 1e-12);
-        assert_eq!(p.feedback(1.0, Duration(15_000)), 1.0);
+        assert!((p.feedback(1.0, Duration(30_000), 0.0) - 0.9).abs() < 1e-12);
+        assert!((p.feedback(1.0, Duration(0), 0.0) - 1.1).abs() < 1e-12);
+        assert_eq!(p.feedback(1.0, Duration(15_000), 0.0), 1.0);
         // Huge vacations are capped at 3·V̄; c stays in its range.
-        assert!((p.feedback(1.0, Duration(u64::MAX)) - 0.8).abs() < 1e-12);
-        assert_eq!(p.feedback(0.05, Duration(u64::MAX)), 0.05);
+        assert!((p.feedback(1.0, Duration(u64::MAX), 0.0) - 0.8).abs() < 1e-12);
+        assert_eq!(p.feedback(0.05, Duration(u64::MAX), 0.0), 0.05);
         assert_eq!(p.corrected_short_timeout(0.0, 0.5), Duration(22_500));
         assert_eq!(p.corrected_short_timeout(0.0, f64::NAN), Duration(45_000));
         // Through the controller: a queue whose vacations run at 2·V̄ sleeps less and less.
@@ -1151,6 +1191,46 @@ mod tests {
         assert!(t_s[1..].windows(2).all(|w| w[1] <= w[0]), "{t_s:?}");
         assert!(m.queues()[0].correction() < 0.2, "c = {}", m.queues()[0].correction());
         assert!(t_s[19] < Duration(9_000), "{t_s:?}");
+    }
+
+    #[test]
+    fn feedback_does_not_wind_up_against_the_ring_bound() {
+        // qsize 256 at 14.88 Mpps: the ring bound (8.6 µs) is below V̄ = 15 µs, so T_S sits at
+        // the bound and every vacation is shorter than V̄.
+        let mut c = MetronomeConfig { ring_descriptors: 256, vacation_feedback_gain: 0.1, ..Default::default() };
+        assert!(c.ring_bound_below_target());
+        let bound = c.ring_bound_ns().expect("bound");
+        assert!((bound - 8_602.15).abs() < 0.1, "{bound}");
+        let p = Params::new(&c, rate(), 1, 1).expect("valid");
+        assert_eq!(p.max_short_timeout(), Duration(8_602));
+        // Without anti-windup 100 short vacations would take c to its cap of 20.
+        let mut corr = 1.0;
+        for _ in 0..100 {
+            corr = p.feedback(corr, Duration(5_000), 0.0);
+        }
+        // c·T_S(0) may reach the bound (8602/15000 = 0.573...) but never pass it: here it
+        // started above, so it only stays.
+        assert_eq!(corr, 1.0);
+        // From below the bound, c grows only up to where c·rule meets it.
+        let mut corr = 0.3;
+        for _ in 0..100 {
+            corr = p.feedback(corr, Duration(5_000), 0.0);
+        }
+        assert!((corr - 8_602.15 / 15_000.0).abs() < 1e-3, "c = {corr}");
+        // A long vacation then pulls it down at once, not from a wound-up 20.
+        let after = p.feedback(corr, Duration(30_000), 0.0);
+        assert!(after < corr * 0.95, "{after} vs {corr}");
+        // The same against the lower clamp (1 µs): long vacations stop shrinking c there.
+        let mut corr = 1.0;
+        for _ in 0..200 {
+            corr = p.feedback(corr, Duration(45_000), 0.0);
+        }
+        assert!((corr - 1_000.0 / 15_000.0).abs() < 1e-3, "c = {corr}");
+        assert_eq!(line_rate_pps_for_mbps(10_000), 14_880_952);
+        assert_eq!(line_rate_pps_for_mbps(0), 0);
+        c.line_rate_pps = 0;
+        assert_eq!(c.ring_bound_ns(), None);
+        assert!(!c.ring_bound_below_target());
     }
 
     #[test]

@@ -63,6 +63,22 @@ pub struct BootConfig {
     pub feedback_permille: u16,
     /// MONITOR/MWAIT on the lane's receive queue during `T_S` sleeps, where the CPU has it.
     pub mwait: bool,
+    /// Line rate in Mb/s for Metronome's ring bound; 0 = the port's link speed (10 GbE
+    /// when the port does not report one).
+    pub line_mbps: u32,
+}
+
+impl BootConfig {
+    /// The line rate for the ring bound, in Mb/s: `line_mbps`, else the port's link
+    /// speed, else [`DEFAULT_LINE_MBPS`]; and where it came from (`option`, `port`,
+    /// `default`).
+    pub fn line_rate_mbps(&self, port_mbps: Option<u32>) -> (u32, &'static str) {
+        match (self.line_mbps, port_mbps.filter(|&m| m > 0)) {
+            (0, Some(m)) => (m, "port"),
+            (0, None) => (DEFAULT_LINE_MBPS, "default"),
+            (m, _) => (m, "option"),
+        }
+    }
 }
 
 impl Default for BootConfig {
@@ -84,15 +100,35 @@ impl Default for BootConfig {
             ewma_permille: 750,
             feedback_permille: 30,
             mwait: false,
+            line_mbps: 0,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 17] = [
-    "mode", "stats_ms", "max_s", "ctl", "peer0", "peer1", "pool", "qsize", "workers", "lanes", "sched", "vbar_us",
-    "tl_us", "ts0_us", "ewma", "feedback", "mwait",
+pub const KEYS: [&str; 18] = [
+    "mode",
+    "stats_ms",
+    "max_s",
+    "ctl",
+    "peer0",
+    "peer1",
+    "pool",
+    "qsize",
+    "workers",
+    "lanes",
+    "sched",
+    "vbar_us",
+    "tl_us",
+    "ts0_us",
+    "ewma",
+    "feedback",
+    "mwait",
+    "line_mbps",
 ];
+
+/// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
+pub const DEFAULT_LINE_MBPS: u32 = 10_000;
 
 /// Why the command line was refused. Borrowed from the command line itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,6 +247,9 @@ impl BootConfig {
                         _ => return Err(bad("one of on, off")),
                     }
                 }
+                "line_mbps" => {
+                    cfg.line_mbps = int_in(value, 0, 400_000).ok_or(bad("an integer in 0..=400000 (Mb/s)"))?
+                }
                 // Every key of KEYS is matched above.
                 _ => return Err(ConfigError::UnknownKey { key }),
             }
@@ -301,6 +340,13 @@ mod tests {
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
+        let c = BootConfig::parse("line_mbps=25000").unwrap();
+        assert_eq!(c.line_mbps, 25_000);
+        assert_eq!(c.line_rate_mbps(Some(1000)), (25_000, "option"));
+        let d = BootConfig::default();
+        assert_eq!(d.line_rate_mbps(Some(1000)), (1000, "port"));
+        assert_eq!(d.line_rate_mbps(Some(0)), (DEFAULT_LINE_MBPS, "default"));
+        assert_eq!(d.line_rate_mbps(None), (DEFAULT_LINE_MBPS, "default"));
     }
 
     #[test]
@@ -341,6 +387,8 @@ mod tests {
             ("peer1=01:02:03:04:05:06:07", "peer1", "01:02:03:04:05:06:07"),
             ("peer1=0g:02:03:04:05:06", "peer1", "0g:02:03:04:05:06"),
             ("stats_ms=99999999999999", "stats_ms", "99999999999999"),
+            ("line_mbps=400001", "line_mbps", "400001"),
+            ("line_mbps=10G", "line_mbps", "10G"),
         ] {
             match BootConfig::parse(line) {
                 Err(ConfigError::BadValue { key: k, got: g, .. }) => assert_eq!((k, g), (key, got), "{line}"),

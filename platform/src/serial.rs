@@ -84,6 +84,78 @@ impl fmt::Write for Uart {
     }
 }
 
+/// Bytes the transmitter FIFO takes once LSR.THRE says it is empty (16550A: 16).
+const FIFO_BYTES: usize = 16;
+/// Room for queued console output: the longest `@stats` line of 64 workers and lanes.
+const BACKLOG_BYTES: usize = 16 * 1024;
+
+/// Console output queued without waiting for the UART (a running dataplane's `@stats`
+/// lines): [`try_queue`] formats a line into it, [`pump`] moves it to COM1 only as fast as
+/// the transmitter empties, never waiting.
+struct Backlog {
+    text: heapless::String<BACKLOG_BYTES>,
+    sent: usize,
+}
+
+static BACKLOG: spin::Mutex<Backlog> = spin::Mutex::new(Backlog { text: heapless::String::new(), sent: 0 });
+
+/// Formats one line into the console backlog (the newline is added) unless earlier queued
+/// output is still going out; returns whether it was queued. A line longer than the
+/// backlog is cut short (it still ends with a newline).
+pub fn try_queue(f: &mut dyn FnMut(&mut dyn fmt::Write) -> fmt::Result) -> bool {
+    let Some(mut b) = BACKLOG.try_lock() else { return false };
+    if b.sent < b.text.len() {
+        return false;
+    }
+    b.text.clear();
+    b.sent = 0;
+    let _ = f(&mut b.text);
+    if b.text.push('\n').is_err() {
+        // Full: make the last byte the newline (the text is ASCII key=value pairs).
+        let cut = b.text.len().saturating_sub(1);
+        b.text.truncate(cut);
+        let _ = b.text.push('\n');
+    }
+    true
+}
+
+/// Moves queued output to COM1 while its transmitter has room, at most `max` bytes;
+/// never waits. Returns the bytes written.
+pub fn pump(max: usize) -> usize {
+    let Some(mut b) = BACKLOG.try_lock() else { return 0 };
+    let uart = Uart::new(COM1);
+    let mut n = 0;
+    while b.sent < b.text.len() && n < max && uart.inp(5) & LSR_THRE != 0 {
+        // The FIFO is empty: up to FIFO_BYTES bytes fit, a newline taking two ("\r\n").
+        let mut room = FIFO_BYTES;
+        while let Some(&c) = b.text.as_bytes().get(b.sent) {
+            let need = if c == b'\n' { 2 } else { 1 };
+            if need > room || n >= max {
+                break;
+            }
+            if c == b'\n' {
+                uart.out(0, b'\r');
+            }
+            uart.out(0, c);
+            room -= need;
+            b.sent += 1;
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Writes out whatever is queued, waiting for the UART (boundedly per byte, as every
+/// blocking write does); for the lines that must not be lost (`@summary`).
+pub fn flush() {
+    let mut b = BACKLOG.lock();
+    let rest = b.sent.min(b.text.len());
+    console(|u| {
+        let _ = fmt::Write::write_str(u, &b.text[rest..]);
+    });
+    b.sent = b.text.len();
+}
+
 /// Serializes whole `print!` calls on COM1 so lines from different cores do not mix.
 static CONSOLE: spin::Mutex<Uart> = spin::Mutex::new(Uart::new(COM1));
 

@@ -41,6 +41,11 @@ pub struct TapNic {
     pub queues: u16,
 }
 
+/// The link speed every virtio-net device reports (`VIRTIO_NET_F_SPEED_DUPLEX`): 1 Gb/s,
+/// about what QEMU's software backends carry. The image takes its Metronome ring bound
+/// from it (docs/PROTOCOL.md, `line_mbps`); QEMU's default is "unknown".
+pub const VIRTIO_SPEED: &str = "speed=1000,duplex=full,";
+
 /// A NIC and its QEMU backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QemuNic {
@@ -73,7 +78,7 @@ impl QemuNic {
                      remote.type=inet,remote.host=127.0.0.1,remote.port={}",
                     n.qemu_port, n.host_port
                 ),
-                format!("virtio-net-pci,disable-legacy=on,netdev=n{i},mac={}", n.mac),
+                format!("virtio-net-pci,disable-legacy=on,netdev=n{i},{VIRTIO_SPEED}mac={}", n.mac),
             ),
             QemuNic::IgbDgram(n) => (
                 format!(
@@ -90,7 +95,7 @@ impl QemuNic {
                 let mq = if q > 1 { format!("mq=on,rss=on,vectors={},", 2 * u32::from(q) + 2) } else { String::new() };
                 (
                     format!("tap,id=n{i},ifname={},script=no,downscript=no,queues={q},vhost=off", t.ifname),
-                    format!("virtio-net-pci,disable-legacy=on,netdev=n{i},{mq}mac={}", t.mac),
+                    format!("virtio-net-pci,disable-legacy=on,netdev=n{i},{mq}{VIRTIO_SPEED}mac={}", t.mac),
                 )
             }
         };
@@ -381,8 +386,8 @@ mod tests {
             "-machine q35 -cpu max -m 256M -smp 1 -display none",
             "-no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -serial stdio -serial file:/out/com2.defmt",
             "-netdev dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=4000,remote.type=inet,remote.host=127.0.0.1,remote.port=4001",
-            "-device virtio-net-pci,disable-legacy=on,netdev=n0,mac=52:54:00:ca:de:00",
-            "-device virtio-net-pci,disable-legacy=on,netdev=n1,mac=52:54:00:ca:de:01",
+            "-device virtio-net-pci,disable-legacy=on,netdev=n0,speed=1000,duplex=full,mac=52:54:00:ca:de:00",
+            "-device virtio-net-pci,disable-legacy=on,netdev=n1,speed=1000,duplex=full,mac=52:54:00:ca:de:01",
             "-kernel /x/cadence -append 'mode=boot ctl=on'",
         ] {
             assert!(s.contains(part), "missing {part:?} in {s}");
@@ -398,13 +403,13 @@ mod tests {
         assert_eq!(
             mq,
             "-netdev tap,id=n0,ifname=cad123_00,script=no,downscript=no,queues=4,vhost=off \
-             -device virtio-net-pci,disable-legacy=on,netdev=n0,mq=on,rss=on,vectors=10,mac=52:54:00:ca:de:00"
+             -device virtio-net-pci,disable-legacy=on,netdev=n0,mq=on,rss=on,vectors=10,speed=1000,duplex=full,mac=52:54:00:ca:de:00"
         );
         let one = QemuNic::from(TapNic { mac, ifname: "t".into(), queues: 1 }).args(3).join(" ");
         assert_eq!(
             one,
             "-netdev tap,id=n3,ifname=t,script=no,downscript=no,queues=1,vhost=off \
-             -device virtio-net-pci,disable-legacy=on,netdev=n3,mac=52:54:00:ca:de:00"
+             -device virtio-net-pci,disable-legacy=on,netdev=n3,speed=1000,duplex=full,mac=52:54:00:ca:de:00"
         );
     }
 

@@ -336,6 +336,16 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
         Regs::new(&self.bar).is_set(STATUS, STATUS_LU)
     }
 
+    /// The link speed in Mb/s from STATUS.SPEED (§8.2.2), when the link is up.
+    pub fn speed_mbps(&self) -> Option<u32> {
+        let status = Regs::new(&self.bar).read(STATUS);
+        STATUS_LU.is_set(status).then(|| match STATUS_SPEED.get(status) {
+            0 => 10,
+            1 => 100,
+            _ => 1000,
+        })
+    }
+
     /// Receive queue `i`.
     pub fn rx_queue(&mut self, i: usize) -> Option<&mut IntelRx<W, R>> {
         self.rx.get_mut(i)

@@ -91,7 +91,8 @@ impl Config {
 /// The features this driver accepts out of `offered` when it wants `queue_pairs`
 /// queue pairs (§3.1.1 step 4, §5.1.3).
 ///
-/// `VIRTIO_F_VERSION_1` is required. `VIRTIO_NET_F_MAC` is taken when offered.
+/// `VIRTIO_F_VERSION_1` is required. `VIRTIO_NET_F_MAC` and `VIRTIO_NET_F_SPEED_DUPLEX`
+/// (the link speed, for Metronome's ring bound) are taken when offered.
 /// `VIRTIO_F_ACCESS_PLATFORM` is taken when offered, since the driver hands the device
 /// bus addresses. With more than one pair wanted: `VIRTIO_NET_F_MQ` and
 /// `VIRTIO_NET_F_RSS` when offered together with `VIRTIO_NET_F_CTRL_VQ` (§5.1.3.1:
@@ -102,7 +103,7 @@ pub fn negotiate(offered: u64, queue_pairs: u16) -> Result<u64, InitError> {
     if offered & feature::VERSION_1 == 0 {
         return Err(InitError::NoVersion1);
     }
-    let mut take = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM;
+    let mut take = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM | feature::NET_SPEED_DUPLEX;
     if queue_pairs > 1 && offered & feature::NET_CTRL_VQ != 0 {
         take |= feature::NET_CTRL_VQ | feature::NET_MQ | feature::NET_RSS;
     }
@@ -196,6 +197,8 @@ pub struct VirtioNet<W, R> {
     common: W,
     mac: [u8; 6],
     features: u64,
+    /// The configuration's `speed` (Mb/s) at bring-up, with `NET_SPEED_DUPLEX`.
+    speed: u32,
     pairs: usize,
     rx: Vec<VirtioRx<W, R>>,
     tx: Vec<VirtioTx<W, R>>,
@@ -255,8 +258,8 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
         match bring_up(pci, &common, &caps, dma, clock, timeout, config) {
             Ok(up) => {
                 let ctrl = up.ctrl.map(|(queue, rss)| Control { queue, clock: Box::new(clock.clone()), timeout, rss });
-                let (mac, features, pairs, rx, tx) = (up.mac, up.features, up.rx.len(), up.rx, up.tx);
-                let mut dev = Self { common, mac, features, pairs, rx, tx, ctrl };
+                let (mac, features, speed, pairs, rx, tx) = (up.mac, up.features, up.speed, up.rx.len(), up.rx, up.tx);
+                let mut dev = Self { common, mac, features, speed, pairs, rx, tx, ctrl };
                 // §3.1.1: buffers are made available only after DRIVER_OK ("The driver MUST
                 // NOT send any buffer available notifications to the device before setting
                 // DRIVER_OK").
@@ -281,6 +284,13 @@ impl<W: Mmio, R: Dma> VirtioNet<W, R> {
     /// The negotiated feature bits ([`feature`]).
     pub fn features(&self) -> u64 {
         self.features
+    }
+
+    /// The link speed in Mb/s the device reported at bring-up (§5.1.4: valid with
+    /// `VIRTIO_NET_F_SPEED_DUPLEX`; `0xffffffff` = `SPEED_UNKNOWN`), if it did.
+    pub fn speed_mbps(&self) -> Option<u32> {
+        (self.features & feature::NET_SPEED_DUPLEX != 0 && self.speed != 0 && self.speed != u32::MAX)
+            .then_some(self.speed)
     }
 
     /// The device status as it reads now.
@@ -360,6 +370,7 @@ fn check_ids<P: PciFunction>(pci: &P) -> Result<(), InitError> {
 struct BringUp<W, R> {
     mac: [u8; 6],
     features: u64,
+    speed: u32,
     rx: Vec<VirtioRx<W, R>>,
     tx: Vec<VirtioTx<W, R>>,
     /// The control queue (and the RSS state it configured), when negotiated.
@@ -370,6 +381,8 @@ struct BringUp<W, R> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct NetCfg {
     mac: [u8; 6],
+    /// Link speed in Mb/s as the device reports it (0 when not read).
+    speed: u32,
     max_pairs: u16,
     rss_max_key_size: u8,
     rss_max_table_len: u16,
@@ -488,7 +501,7 @@ where
         }
         None => None,
     };
-    Ok(BringUp { mac, features, rx, tx, ctrl })
+    Ok(BringUp { mac, features, speed: net.speed, rx, tx, ctrl })
 }
 
 /// The RSS configuration bring-up sends for `pairs` pairs on a device described by `net`.
@@ -525,16 +538,22 @@ where
     let want_mac = features & feature::NET_MAC != 0;
     let want_pairs = features & (feature::NET_MQ | feature::NET_RSS) != 0;
     let want_rss = features & feature::NET_RSS != 0;
+    let want_speed = features & feature::NET_SPEED_DUPLEX != 0;
+    let speed_end = net_cfg::SPEED + 4;
     let need = if want_rss {
         net_cfg::RSS_LEN
     } else if want_pairs {
         net_cfg::MAX_VIRTQUEUE_PAIRS + 2
     } else if want_mac {
         net_cfg::MAC + net_cfg::MAC_LEN
+    } else if want_speed {
+        speed_end
     } else {
         return Ok(NetCfg::default());
     };
     let region = device.filter(|d| d.length as usize >= need).ok_or(InitError::NoDeviceCfg)?;
+    // The speed is a hint: a configuration window too short for it just leaves it unknown.
+    let read_speed = want_speed && region.length as usize >= speed_end;
     let cfg = pci.map_bar(region.bar, region.offset as u64, region.length as u64).map_err(InitError::MapDeviceCfg)?;
     let mut net = NetCfg::default();
     // §2.5.1: "drivers SHOULD read device configuration space fields like so: do { before =
@@ -549,6 +568,9 @@ where
         }
         if want_pairs {
             net.max_pairs = cfg.read16(net_cfg::MAX_VIRTQUEUE_PAIRS);
+        }
+        if read_speed {
+            net.speed = cfg.read32(net_cfg::SPEED);
         }
         if want_rss {
             net.rss_max_key_size = cfg.read8(net_cfg::RSS_MAX_KEY_SIZE);

@@ -152,6 +152,7 @@ pub(crate) mod net_cfg {
     pub(crate) const RSS_MAX_KEY_SIZE: usize = offset_of!(NetConfig, rss_max_key_size);
     pub(crate) const RSS_MAX_INDIRECTION_TABLE_LENGTH: usize = offset_of!(NetConfig, rss_max_indirection_table_length);
     pub(crate) const SUPPORTED_HASH_TYPES: usize = offset_of!(NetConfig, supported_hash_types);
+    pub(crate) const SPEED: usize = offset_of!(NetConfig, speed);
     /// Bytes of the device configuration the driver reads with RSS (all of [`NetConfig`]).
     pub(crate) const RSS_LEN: usize = SUPPORTED_HASH_TYPES + 4;
 }
@@ -203,6 +204,8 @@ pub mod feature {
     /// §5.1.3 bit 60: receive-side scaling, steered by the driver's RSS configuration
     /// (requires `NET_CTRL_VQ`).
     pub const NET_RSS: u64 = 1 << 60;
+    /// §5.1.3 bit 63: the configuration's `speed` and `duplex` fields are valid.
+    pub const NET_SPEED_DUPLEX: u64 = 1 << 63;
     /// §6 bit 28: indirect descriptors.
     pub const RING_INDIRECT_DESC: u64 = 1 << 28;
     /// §6 bit 29: the `used_event`/`avail_event` fields.

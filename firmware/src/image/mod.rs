@@ -2,19 +2,24 @@
 
 mod chain;
 mod cores;
-mod forward;
+mod machine;
 mod nics;
 mod report;
 
 extern crate alloc;
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use cadence_core::buf::Pool;
+use cadence_core::metronome::line_rate_pps_for_mbps;
 use cadence_firmware::config::{BootConfig, Mode};
+use cadence_firmware::forward::{self, Outcome};
 use cadence_platform::bootinfo::BootInfo;
 use cadence_platform::exit::{ExitCode, exit};
 use cadence_platform::println;
+use cadence_platform::sleep::SleepConfig;
+use cadence_platform::smp::{self, SmpConfig};
 
 cadence_platform::entry!(kmain);
 
@@ -72,7 +77,28 @@ fn kmain(boot: &'static BootInfo) -> ! {
             println!("boot: done ({} NICs up)", ports.len());
             exit(ExitCode::Success)
         }
-        Mode::Forward => forward::run(&p, &cfg, pools, ports, &spec),
+        Mode::Forward => {
+            let cores = match smp::start_aps(&p, &SmpConfig::default()) {
+                Ok(c) => c,
+                Err(e) => {
+                    println!("error: smp: {e}");
+                    exit(ExitCode::RuntimeFailure)
+                }
+            };
+            let mut sleep = SleepConfig::default();
+            sleep.mwait = cfg.mwait;
+            let machine: &'static machine::BareMetal =
+                Box::leak(Box::new(machine::BareMetal { cores, clock: p.clock, sleep }));
+            let (mbps, from) = cfg.line_rate_mbps(ports.iter().filter_map(nics::Nic::speed_mbps).min());
+            println!("forward: line rate {mbps} Mb/s ({from}) for the ring bound");
+            let ports: Vec<nics::Nic> = ports.into_iter().collect();
+            let rate = Some(line_rate_pps_for_mbps(u64::from(mbps)));
+            exit(match forward::run(machine, &cfg, pools, ports, &spec, rate) {
+                Outcome::Success => ExitCode::Success,
+                Outcome::ConfigError => ExitCode::ConfigError,
+                Outcome::RuntimeFailure => ExitCode::RuntimeFailure,
+            })
+        }
     }
 }
 

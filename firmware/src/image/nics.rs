@@ -15,6 +15,7 @@ use cadence_drivers::igb::{self, Igb};
 use cadence_drivers::intel::{IntelRx, IntelTx};
 use cadence_drivers::virtio::{self, VirtioNet, VirtioRx, VirtioTx};
 use cadence_firmware::config::{BootConfig, MacFmt};
+use cadence_firmware::forward::FwdPort;
 use cadence_platform::Platform;
 use cadence_platform::dma::DmaRegion;
 use cadence_platform::mmio::MmioWindow;
@@ -95,12 +96,37 @@ impl Nic {
         }
     }
 
+    /// The link speed in Mb/s the device reports, if it does.
+    pub fn speed_mbps(&self) -> Option<u32> {
+        match self {
+            Nic::Virtio(n) => n.speed_mbps(),
+            Nic::Igb(n) => n.speed_mbps(),
+        }
+    }
+
     /// Descriptors per ring.
     pub fn queue_size(&self) -> u16 {
         match self {
             Nic::Virtio(n) => n.queue_size(),
             Nic::Igb(n) => n.ring_size(),
         }
+    }
+}
+
+impl FwdPort for Nic {
+    type Rx = NicRx<'static>;
+    type Tx = NicTx<'static>;
+
+    fn take_queues(&mut self) -> Vec<(NicRx<'static>, NicTx<'static>)> {
+        Nic::take_queues(self)
+    }
+
+    fn fill(rx: &mut NicRx<'static>, pool: &mut Pool<'static>) -> usize {
+        rx.fill(pool)
+    }
+
+    fn rss_table(&self) -> Option<Vec<u16>> {
+        Nic::rss_table(self)
     }
 }
 

@@ -1,0 +1,96 @@
+//! The NF chain of the forwarding run: built once from its [`ChainSpec`], one [`Chain`] per
+//! worker; and the NF counters of the stats lines, summed over workers.
+//!
+//! An empty spec is L2 forwarding port `i` → port `1 - i`.
+
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use cadence_core::nf::config::{BuildError, ChainFactory, ChainSpec};
+use cadence_core::nf::{Chain, Egress};
+use cadence_core::time::TickRate;
+use spin::Mutex;
+
+use crate::config::BootConfig;
+
+/// Room for one worker's NF counters (` key=value` pairs).
+const COUNTERS_MAX: usize = 2048;
+
+/// One worker's NF counters, as its chain wrote them.
+type Text = heapless::String<COUNTERS_MAX>;
+
+/// The built chain plus one counter slot per worker.
+pub struct Chains {
+    factory: ChainFactory,
+    slots: Vec<Mutex<Text>>,
+}
+
+impl core::fmt::Debug for Chains {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Chains").field("workers", &self.slots.len()).finish_non_exhaustive()
+    }
+}
+
+impl Chains {
+    /// Builds every NF's shared state for `workers` workers, timeouts in ticks of the
+    /// clock at `rate`.
+    pub fn build(
+        spec: &ChainSpec,
+        cfg: &BootConfig,
+        own: [[u8; 6]; 2],
+        workers: usize,
+        rate: TickRate,
+    ) -> Result<Chains, BuildError> {
+        let egress = Egress { own_mac: own, peer_mac: cfg.peer, accept_control: cfg.ctl };
+        let factory = spec.build(egress, rate)?;
+        Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect() })
+    }
+
+    /// A worker's own chain.
+    pub fn for_worker(&self) -> Chain {
+        self.factory.chain_for_worker()
+    }
+
+    /// Copies worker `w`'s NF counters into its slot; `wait` = also when the reporter
+    /// holds it right now (final counters).
+    pub fn publish(&self, w: usize, chain: &Chain, wait: bool) {
+        if self.factory.is_empty() {
+            return;
+        }
+        let Some(slot) = self.slots.get(w) else { return };
+        let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
+        if let Some(mut text) = guard {
+            text.clear();
+            // A full slot cuts the line short; the counters before it stay right.
+            let _ = chain.write_counters(&mut *text);
+        }
+    }
+
+    /// Writes every NF counter summed over the workers, in the order the chain writes
+    /// them (` key=value` pairs; a value that is not a number is taken from the first
+    /// worker that has the key).
+    pub fn write_summed(&self, w: &mut dyn Write) -> core::fmt::Result {
+        if self.factory.is_empty() {
+            return Ok(());
+        }
+        let texts: Vec<Text> = self.slots.iter().map(|s| s.lock().clone()).collect();
+        let mut sums: Vec<(&str, Result<u64, &str>)> = Vec::new();
+        for t in &texts {
+            for (k, v) in t.split_ascii_whitespace().filter_map(|kv| kv.split_once('=')) {
+                let n = v.parse::<u64>().map_err(|_| v);
+                match sums.iter_mut().find(|(key, _)| *key == k) {
+                    Some((_, Ok(sum))) => *sum = sum.saturating_add(n.unwrap_or(0)),
+                    Some((_, Err(_))) => {}
+                    None => sums.push((k, n)),
+                }
+            }
+        }
+        for (k, v) in sums {
+            match v {
+                Ok(n) => write!(w, " {k}={n}")?,
+                Err(s) => write!(w, " {k}={s}")?,
+            }
+        }
+        Ok(())
+    }
+}

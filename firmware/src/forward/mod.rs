@@ -1,0 +1,482 @@
+//! The forwarding run, for any machine: `workers` workers share `lanes` lanes through the
+//! Metronome controller (`core::pipeline`), port 0 ↔ port 1, until a STOP control frame
+//! (success) or `max_s` (runtime failure).
+//!
+//! The same code runs in the bare-metal image (cores brought up over INIT-SIPI, halting
+//! sleeper, COM1) and in the hosted Linux build (pinned threads, `clock_nanosleep`
+//! sleeper, stdout): what differs is behind [`Machine`] (clock, sleepers, starting and
+//! joining workers, the console) and [`FwdPort`] (a NIC's queues and RSS table).
+//!
+//! Lane `k` is queue pair `k` of both ports plus its own buffer pool; it is bound to the
+//! controller's lock `k`. Worker 0 runs on the calling core/thread and also keeps the
+//! clock: the periodic `@stats` line, `max_s`, and, once any worker has seen STOP, the
+//! wind-down — every other worker notices the shared stop flag after its current round (at
+//! most `T_L` later), publishes its counters and returns; worker 0 then drains the TX
+//! rings and prints `@summary`.
+//!
+//! Counters cross cores through one slot per worker, published with a non-blocking
+//! `try_lock` after rounds that moved packets (and every [`PUBLISH_EVERY`] rounds), so no
+//! worker ever waits for the reporter. `@stats` lines go through
+//! [`Machine::try_line`], which may refuse (a console still busy with the previous line);
+//! a refused line is skipped and counted (`stats_skipped`), never waited for.
+
+mod chains;
+mod report;
+mod rss;
+
+pub use chains::Chains;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use cadence_core::buf::Pool;
+use cadence_core::forward::PORTS;
+use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
+use cadence_core::nf::Chain;
+use cadence_core::nf::config::ChainSpec;
+use cadence_core::nic::{Port, RxQueue, TxQueue};
+use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
+use cadence_core::sync::Guarded;
+use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
+use cadence_core::worker::{WorkerConfig, WorkerStats};
+use spin::Mutex;
+
+use crate::config::{BootConfig, Sched};
+
+/// Extra `tx_burst` attempts for frames a full TX ring did not take, within one poll.
+const TX_RETRIES: u32 = 4;
+/// How long the wind-down waits for the TX rings to drain.
+const DRAIN_MS: u64 = 100;
+/// Rounds between counter publications of a worker whose rounds move nothing.
+const PUBLISH_EVERY: u64 = 64;
+/// Hang guard for the other workers to return after STOP (they notice within `T_L`).
+const PARK_TIMEOUT_MS: u64 = 2_000;
+
+/// How a run ended, for the caller to turn into an exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Stopped by a STOP control frame; everything wound down.
+    Success,
+    /// The configuration cannot work on this machine (e.g. the Metronome parameters).
+    ConfigError,
+    /// Something failed at run time (`max_s` without STOP, a worker that could not start).
+    RuntimeFailure,
+}
+
+/// What the run reports to the machine's own log (the image: defmt on COM2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Every worker is running.
+    Started {
+        /// Workers.
+        workers: usize,
+        /// Lanes.
+        lanes: usize,
+    },
+    /// `@summary` was printed.
+    Done,
+}
+
+/// What the forwarding run needs from the machine under it.
+pub trait Machine: Sync + 'static {
+    /// The clock every worker reads (the TSC).
+    type Clock: Clock + Copy + Send + Sync + 'static;
+    /// One worker's sleeper; made by [`Machine::sleeper`] on the worker's own core.
+    type Sleeper: Sleeper;
+    /// Why a sleeper or a worker could not be had.
+    type Error: fmt::Display;
+
+    /// The clock.
+    fn clock(&self) -> Self::Clock;
+    /// Workers this machine can run at once (online cores, or CPUs for threads).
+    fn max_workers(&self) -> usize;
+    /// Makes the calling worker's sleeper; called on the core/thread that will use it.
+    fn sleeper(&self, worker: usize) -> Result<Self::Sleeper, Self::Error>;
+    /// Sleeps of `s` that waited on a watched address (MONITOR/MWAIT), for the stats.
+    fn watched_sleeps(s: &Self::Sleeper) -> u64;
+    /// Runs `job` as worker `worker` (1 ..) on its own core/thread.
+    fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), Self::Error>;
+    /// Waits at most `timeout` for worker `worker`'s job to have returned.
+    fn join(&self, worker: usize, timeout: Duration) -> bool;
+    /// Writes one line (`write` is given the console; the machine adds the newline) and
+    /// waits until it is out. For messages and the final `@summary`.
+    fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result);
+    /// Queues one line without waiting for the console; returns `false` (and writes
+    /// nothing) when the console is still busy with earlier output.
+    fn try_line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) -> bool;
+    /// Moves queued console output along without waiting; called by worker 0 between
+    /// rounds.
+    fn pump_console(&self) {}
+    /// Machine-specific ` key=value` pairs appended to `@stats`/`@summary` (the hosted
+    /// build: CPU time per worker thread, sleeper lateness, kernel socket drops).
+    fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {
+        let _ = out;
+        Ok(())
+    }
+    /// Notes an event in the machine's log.
+    fn event(&self, e: Event) {
+        let _ = e;
+    }
+}
+
+/// A NIC whose queues the lanes take.
+pub trait FwdPort: Port + 'static {
+    /// A receive queue, moved into a lane.
+    type Rx: RxQueue + Send + 'static;
+    /// A transmit queue, moved into a lane.
+    type Tx: TxQueue + Send + 'static;
+    /// Moves every queue pair out of the port (pair `k` = receive queue `k`, transmit
+    /// queue `k`); the port keeps its control path (MAC, RSS table, statistics).
+    fn take_queues(&mut self) -> Vec<(Self::Rx, Self::Tx)>;
+    /// Posts receive buffers from `pool` (the lane's); returns how many.
+    fn fill(rx: &mut Self::Rx, pool: &mut Pool<'static>) -> usize;
+    /// The RSS indirection table the device holds, if it does RSS.
+    fn rss_table(&self) -> Option<Vec<u16>>;
+}
+
+/// Writes `args` as one line and waits (messages: `error: …`, `warning: …`).
+fn say<M: Machine>(m: &M, args: fmt::Arguments<'_>) {
+    m.line(&mut |w| w.write_fmt(args));
+}
+
+type FwLane<P> = Lane<'static, <P as FwdPort>::Rx, <P as FwdPort>::Tx>;
+
+/// One worker's published counters.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    fwd: WorkerStats,
+    core: CoreStats,
+}
+
+/// Everything the workers share, leaked at start-up (`'static`, never freed).
+struct Shared<M: Machine, P: FwdPort> {
+    machine: &'static M,
+    ctl: Metronome<Vec<QueueState>>,
+    lanes: Vec<Guarded<FwLane<P>>>,
+    /// The NF chain every worker runs (its own instance) and their NF counters.
+    chains: Chains,
+    mode: Mode,
+    clock: M::Clock,
+    slots: Vec<Mutex<Slot>>,
+    /// Set by whichever worker sees STOP, or by worker 0 at `max_s`.
+    stop: AtomicBool,
+    /// A STATS control frame asked for a `@stats` line.
+    stats_requested: AtomicBool,
+    /// An RSS_MOVE control frame asked to steer queue `from`'s buckets to `to`:
+    /// `1 << 16 | from << 8 | to`, or 0.
+    rss_move: AtomicU32,
+    /// Per worker: sleeps that waited in MONITOR/MWAIT on a receive queue.
+    mwait_sleeps: Vec<AtomicU64>,
+    /// `@stats` lines skipped because the console was still busy.
+    stats_skipped: AtomicU64,
+    /// Workers other than 0 that have returned.
+    parked: AtomicUsize,
+    /// Workers that could not make their sleeper.
+    failed: AtomicUsize,
+}
+
+/// The Metronome configuration of the boot options, with the ports' line rate.
+pub fn metronome_config(cfg: &BootConfig, line_rate_pps: Option<u64>) -> MetronomeConfig {
+    let mut mcfg = MetronomeConfig::default();
+    mcfg.target_vacation_ns = u64::from(cfg.vbar_us) * 1_000;
+    mcfg.long_timeout_ns = u64::from(cfg.tl_us) * 1_000;
+    mcfg.initial_short_timeout_ns = u64::from(cfg.ts0_us) * 1_000;
+    mcfg.ewma_weight = f64::from(cfg.ewma_permille) / 1000.0;
+    mcfg.vacation_feedback_gain = f64::from(cfg.feedback_permille) / 1000.0;
+    mcfg.ring_descriptors = u32::from(cfg.qsize);
+    if let Some(r) = line_rate_pps.filter(|&r| r > 0) {
+        mcfg.line_rate_pps = r;
+    }
+    mcfg
+}
+
+/// Forwards until STOP ([`Outcome::Success`]) or `max_s` ([`Outcome::RuntimeFailure`]).
+/// `pools[k]` is lane `k`'s pool; `line_rate_pps` bounds `T_S` by the ring (SPEC §1 rule 7).
+pub fn run<M: Machine, P: FwdPort>(
+    machine: &'static M,
+    cfg: &BootConfig,
+    pools: Vec<Pool<'static>>,
+    mut ports: Vec<P>,
+    spec: &ChainSpec,
+    line_rate_pps: Option<u64>,
+) -> Outcome {
+    if ports.len() != PORTS {
+        say(machine, format_args!("error: forwarding needs 2 NICs, found {}", ports.len()));
+        return Outcome::RuntimeFailure;
+    }
+    let own = [ports[0].mac(), ports[1].mac()];
+    // The rings go to the lanes; the ports keep their control path (RSS table updates).
+    let (q0, q1) = (ports[0].take_queues(), ports[1].take_queues());
+    let lanes = q0.len().min(q1.len()).min(pools.len());
+    if lanes < cfg.lanes {
+        say(machine, format_args!("warning: lanes={} asked, the NICs give {lanes} queue pairs", cfg.lanes));
+    }
+    if lanes == 0 {
+        say(machine, format_args!("error: no queue pair to forward on"));
+        return Outcome::RuntimeFailure;
+    }
+    if machine.max_workers() < cfg.workers {
+        say(
+            machine,
+            format_args!("error: workers={} but only {} cores are online", cfg.workers, machine.max_workers()),
+        );
+        return Outcome::RuntimeFailure;
+    }
+    let clock = machine.clock();
+    let mcfg = metronome_config(cfg, line_rate_pps);
+    let ctl = match Metronome::with_queues(&mcfg, clock.rate(), cfg.workers, lanes) {
+        Ok(c) => c,
+        Err(e) => {
+            say(machine, format_args!("error: metronome: {e}"));
+            return Outcome::ConfigError;
+        }
+    };
+    warn_ring_bound(machine, &mcfg);
+    // The controller's queue locks live in its Vec's heap buffer: their addresses are
+    // fixed from here on, so the lanes can be bound to them.
+    let mut bound = Vec::with_capacity(lanes);
+    for (k, ((mut pool, (r0, t0)), (r1, t1))) in pools.into_iter().zip(q0).zip(q1).take(lanes).enumerate() {
+        let mut rx = [r0, r1];
+        for r in &mut rx {
+            P::fill(r, &mut pool);
+        }
+        bound.push(Guarded::new(ctl.queues()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
+    }
+    let mode = match cfg.sched {
+        Sched::Metronome => Mode::Metronome,
+        Sched::Poll => Mode::Poll,
+    };
+    let chains = match Chains::build(spec, cfg, own, cfg.workers, clock.rate()) {
+        Ok(c) => c,
+        Err(e) => {
+            say(machine, format_args!("error: chain: {e}"));
+            return Outcome::RuntimeFailure;
+        }
+    };
+    let shared: &'static Shared<M, P> = Box::leak(Box::new(Shared {
+        machine,
+        ctl,
+        lanes: bound,
+        chains,
+        mode,
+        clock,
+        slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),
+        stop: AtomicBool::new(false),
+        stats_requested: AtomicBool::new(false),
+        rss_move: AtomicU32::new(0),
+        mwait_sleeps: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
+        stats_skipped: AtomicU64::new(0),
+        parked: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+    }));
+
+    say(
+        machine,
+        format_args!(
+            "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
+            cfg.workers,
+            mode.as_str(),
+            if cfg.ctl { "on" } else { "off" }
+        ),
+    );
+    machine.event(Event::Started { workers: cfg.workers, lanes });
+
+    let mut started = 1;
+    for w in 1..cfg.workers {
+        if let Err(e) = machine.spawn(w, Box::new(move || worker(shared, w))) {
+            say(machine, format_args!("error: worker {w}: {e}"));
+            shared.stop.store(true, Ordering::Release);
+            break;
+        }
+        started += 1;
+    }
+    let mut outcome = Outcome::RuntimeFailure;
+    if started == cfg.workers {
+        // Every lane's receive rings are filled and every worker is running: traffic may come.
+        say(
+            machine,
+            format_args!("@ready workers={} lanes={lanes} mwait={}", cfg.workers, if cfg.mwait { "on" } else { "off" }),
+        );
+        outcome = boot_worker(shared, cfg, &mut ports);
+    }
+    wind_down(shared, started, outcome)
+}
+
+/// Says so when the ring bound holds `T_S` below V̄ whatever the load (SPEC §1 rule 7):
+/// then Metronome cannot make the vacation V̄, and a bigger ring or the port's real line
+/// rate is what the operator needs to know about.
+fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
+    if let Some(b) = mcfg.ring_bound_ns().filter(|_| mcfg.ring_bound_below_target()) {
+        say(
+            m,
+            format_args!(
+                "warning: T_S is bounded by the ring at {:.1} us (qsize={} at {} pps), below vbar={} us: \
+                 the vacation target cannot be met; raise qsize or set line_mbps to the port's real rate",
+                b / 1000.0,
+                mcfg.ring_descriptors,
+                mcfg.line_rate_pps,
+                mcfg.target_vacation_ns / 1000
+            ),
+        );
+    }
+}
+
+/// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
+fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Pipeline<Chain> {
+    let stage = sh.chains.for_worker();
+    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, WorkerConfig::new(TX_RETRIES, Duration::ZERO))
+        .partition(w, sh.slots.len())
+}
+
+/// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
+fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Chain>, wait: bool) {
+    if let Some(slot) = sh.slots.get(w) {
+        let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
+        if let Some(mut s) = guard {
+            *s = Slot { fwd: *pl.forwarding(), core: pl.stats() };
+        }
+    }
+    sh.chains.publish(w, pl.stage(), wait);
+}
+
+/// One round plus the bookkeeping every worker does; returns whether to go on.
+fn step<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    w: usize,
+    pl: &mut Pipeline<Chain>,
+    sleeper: &mut M::Sleeper,
+    rounds: &mut u64,
+) -> bool {
+    let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
+    if let Some(m) = sh.mwait_sleeps.get(w) {
+        m.store(M::watched_sleeps(sleeper), Ordering::Relaxed);
+    }
+    if r.commands.stop {
+        sh.stop.store(true, Ordering::Release);
+    }
+    if r.commands.stats > 0 {
+        sh.stats_requested.store(true, Ordering::Relaxed);
+    }
+    if let Some((from, to)) = r.commands.rss_move {
+        sh.rss_move.store(1 << 16 | u32::from(from) << 8 | u32::from(to), Ordering::Relaxed);
+    }
+    *rounds += 1;
+    let stopping = sh.stop.load(Ordering::Acquire);
+    if r.packets > 0 || (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+        publish(sh, w, pl, false);
+    }
+    !stopping
+}
+
+/// Worker `w` (≥ 1): runs rounds until the stop flag, publishes, returns.
+fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
+    match sh.machine.sleeper(w) {
+        Ok(mut sleeper) => {
+            let mut pl = pipeline(sh, w);
+            let mut rounds = 0;
+            while step(sh, w, &mut pl, &mut sleeper, &mut rounds) {}
+            // Counters are final: write them even if the reporter holds the slot for a moment.
+            publish(sh, w, &pl, true);
+        }
+        Err(e) => {
+            say(sh.machine, format_args!("error: worker {w}: sleeper: {e}"));
+            sh.failed.fetch_add(1, Ordering::Relaxed);
+            sh.stop.store(true, Ordering::Release);
+        }
+    }
+    sh.parked.fetch_add(1, Ordering::Release);
+}
+
+/// Worker 0 on the calling core, plus the clock: `@stats`, `max_s`, RSS moves.
+fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConfig, ports: &mut [P]) -> Outcome {
+    let mut sleeper = match sh.machine.sleeper(0) {
+        Ok(s) => s,
+        Err(e) => {
+            say(sh.machine, format_args!("error: worker 0: sleeper: {e}"));
+            sh.stop.store(true, Ordering::Release);
+            return Outcome::RuntimeFailure;
+        }
+    };
+    let clock = sh.clock;
+    let rate = clock.rate();
+    let start = clock.now();
+    let period = rate.ticks_from_ms(u64::from(cfg.stats_ms));
+    let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
+    let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
+    let mut pl = pipeline(sh, 0);
+    let mut rounds = 0;
+    let mut outcome = Outcome::Success;
+    while step(sh, 0, &mut pl, &mut sleeper, &mut rounds) {
+        sh.machine.pump_console();
+        let now = clock.now();
+        let asked = sh.stats_requested.swap(false, Ordering::Relaxed);
+        if asked || next_stats.is_some_and(|t| now >= t) {
+            if !report::line(sh, "@stats", start, now, false) {
+                sh.stats_skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
+        }
+        let mv = sh.rss_move.swap(0, Ordering::Relaxed);
+        if mv != 0 {
+            rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            say(sh.machine, format_args!("error: max_s={} reached without a STOP control frame", cfg.max_s));
+            sh.stop.store(true, Ordering::Release);
+            outcome = Outcome::RuntimeFailure;
+        }
+    }
+    publish(sh, 0, &pl, true);
+    if sh.failed.load(Ordering::Relaxed) > 0 {
+        outcome = Outcome::RuntimeFailure;
+    }
+    outcome
+}
+
+/// After STOP: waits for the other `started − 1` workers to return, drains TX, prints
+/// `@summary`.
+fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, outcome: Outcome) -> Outcome {
+    let m = sh.machine;
+    say(m, format_args!("forward: stopping"));
+    let clock = sh.clock;
+    let rate = clock.rate();
+    let start = clock.now();
+    let others = started.saturating_sub(1);
+    if poll_until(&clock, rate.ticks_from_ms(PARK_TIMEOUT_MS), || sh.parked.load(Ordering::Acquire) >= others).is_err()
+    {
+        say(m, format_args!("warning: {} of {} workers parked", sh.parked.load(Ordering::Acquire), others));
+    }
+    for w in 1..started {
+        let _ = m.join(w, rate.ticks_from_ms(10));
+    }
+    for (k, lane) in sh.lanes.iter().enumerate() {
+        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else {
+            say(m, format_args!("warning: lane {k} still held; not drained"));
+            continue;
+        };
+        if let Some(lane) = lane.get_mut(&mut guard) {
+            let ok = poll_until(&clock, rate.ticks_from_ms(DRAIN_MS), || {
+                lane.tx.iter_mut().fold(true, |idle, q| {
+                    q.reclaim(&mut lane.pool);
+                    idle && q.in_flight() == 0
+                })
+            });
+            if ok.is_err() {
+                say(m, format_args!("warning: lane {k}: TX not drained after {DRAIN_MS} ms"));
+            }
+        }
+    }
+    report::line(sh, "@summary", start, clock.now(), true);
+    m.event(Event::Done);
+    outcome
+}
+
+/// The instant `t` as milliseconds since `start`.
+fn ms_since<C: Clock>(clock: &C, start: Instant, t: Instant) -> u64 {
+    clock.rate().ns(t.saturating_since(start)) / 1_000_000
+}
+
+#[cfg(test)]
+mod tests;

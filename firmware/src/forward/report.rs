@@ -1,0 +1,101 @@
+//! The `@stats` / `@summary` lines (docs/PROTOCOL.md): forwarding counters summed over
+//! workers, driver counters summed over lanes, NF counters, then per-core and per-lane keys,
+//! then the machine's own keys.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::Ordering;
+
+use cadence_core::forward::PORTS;
+use cadence_core::pipeline::CoreStats;
+use cadence_core::time::{Clock, Duration, Instant};
+use cadence_core::worker::{DriverCounters, WorkerStats};
+
+use super::{FwdPort, Machine, Shared, ms_since};
+
+/// Prints one `tag` line; `wait`: wait for the console (the final `@summary`), else give
+/// up when it is busy. Returns whether the line was written.
+pub(super) fn line<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    tag: &str,
+    start: Instant,
+    now: Instant,
+    wait: bool,
+) -> bool {
+    // Everything is gathered before the console is touched, so the line is one snapshot.
+    let mut total = WorkerStats::default();
+    let mut per_core: heapless::Vec<CoreStats, 64> = heapless::Vec::new();
+    for slot in &sh.slots {
+        let s = *slot.lock();
+        total.merge(&s.fwd);
+        let _ = per_core.push(s.core);
+    }
+    let mut drv = DriverCounters::default();
+    for (k, lane) in sh.lanes.iter().enumerate() {
+        // A lane held by a worker right now is skipped: the line is a snapshot, and
+        // waiting for the lock would stall the reporter behind a busy period.
+        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else { continue };
+        if let Some(lane) = lane.get_mut(&mut guard) {
+            let d = DriverCounters::from_queues(&lane.rx, &lane.pool);
+            for p in 0..PORTS {
+                drv.rx_err[p] += d.rx_err[p];
+                drv.no_buf[p] += d.no_buf[p];
+            }
+            drv.pool_in_use += d.pool_in_use;
+        }
+    }
+    let t_ms = ms_since(&sh.clock, start, now);
+    let mut write = |w: &mut dyn Write| -> fmt::Result {
+        write!(w, "{tag} t_ms={t_ms} ")?;
+        total.write_counters(&mut *w, &drv)?;
+        sh.chains.write_summed(&mut *w)?;
+        write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
+        write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
+        write_cores(sh, w, &per_core)?;
+        write_lanes(sh, w)?;
+        sh.machine.write_extra(w)
+    };
+    if wait {
+        sh.machine.line(&mut write);
+        true
+    } else {
+        sh.machine.try_line(&mut write)
+    }
+}
+
+fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per_core: &[CoreStats]) -> fmt::Result {
+    for (i, c) in per_core.iter().enumerate() {
+        write!(
+            w,
+            " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
+             core{i}_busy_tries={} core{i}_packets={} core{i}_mwait_sleeps={}",
+            c.busy_ticks(),
+            c.halted_ticks,
+            c.tries,
+            c.wins,
+            c.busy_tries,
+            c.packets,
+            sh.mwait_sleeps.get(i).map_or(0, |m| m.load(Ordering::Relaxed))
+        )?;
+    }
+    Ok(())
+}
+
+fn write_lanes<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write) -> fmt::Result {
+    let rate = sh.clock.rate();
+    for (k, q) in sh.ctl.queues().iter().enumerate() {
+        let s = q.snapshot();
+        write!(
+            w,
+            " lane{k}_rho_permille={} lane{k}_ts_ns={} lane{k}_vac_mean_ns={} lane{k}_vac_p99_ns={} \
+             lane{k}_wins={} lane{k}_busy_tries={} lane{k}_packets={}",
+            (s.rho * 1000.0) as u64,
+            rate.ns(s.short_timeout),
+            s.vacation_mean().map_or(0, |v| rate.ns(Duration(v as u64))),
+            s.vacation_p99().map_or(0, |v| rate.ns(Duration(v))),
+            s.wins,
+            s.busy_tries,
+            s.packets
+        )?;
+    }
+    Ok(())
+}

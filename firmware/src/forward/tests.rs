@@ -1,0 +1,403 @@
+//! The forwarding run on the host: a fake machine (std threads, a nanosecond clock,
+//! `thread::sleep`) and copying software ports whose wires are shared queues, so the run's
+//! whole life — start, rounds on several workers, STOP, wind-down, `@summary` — is checked
+//! without any hardware.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::thread::JoinHandle;
+use std::time::Instant as StdInstant;
+use std::vec;
+
+use alloc::string::{String, ToString};
+
+use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, Pool};
+use cadence_core::forward::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
+use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats};
+use cadence_core::time::TickRate;
+
+use super::*;
+
+type Wire = Arc<StdMutex<VecDeque<Vec<u8>>>>;
+
+/// Receive side of a copying port: frames on `wire` are copied into pool buffers.
+struct WireRx {
+    wire: Wire,
+    stats: RxStats,
+}
+
+impl RxQueue for WireRx {
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let mut n = 0;
+        let mut wire = self.wire.lock().expect("wire");
+        while batch.room() > 0 {
+            let Some(frame) = wire.pop_front() else { break };
+            let Some(b) = pool.alloc() else {
+                self.stats.no_buffer += 1;
+                wire.push_front(frame);
+                break;
+            };
+            if frame.is_empty() || frame.len() > MAX_FRAME {
+                self.stats.errors += 1;
+                let _ = pool.free(b);
+                continue;
+            }
+            pool.set_frame(b, HEADROOM, frame.len()).expect("fits");
+            pool.frame_mut(b).copy_from_slice(&frame);
+            self.stats.packets += 1;
+            let _ = batch.push(b);
+            n += 1;
+        }
+        n
+    }
+
+    fn rx_stats(&self) -> RxStats {
+        self.stats
+    }
+}
+
+/// Transmit side of a copying port: frames are copied onto `wire` and freed at once.
+struct WireTx {
+    wire: Wire,
+    stats: TxStats,
+}
+
+impl TxQueue for WireTx {
+    fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let n = batch.len();
+        for &b in batch.as_slice() {
+            self.wire.lock().expect("wire").push_back(pool.frame(b).to_vec());
+            self.stats.packets += 1;
+            let _ = pool.free(b);
+        }
+        batch.clear();
+        n
+    }
+
+    fn reclaim(&mut self, _pool: &mut Pool<'_>) -> usize {
+        0
+    }
+
+    fn in_flight(&self) -> usize {
+        0
+    }
+
+    fn tx_stats(&self) -> TxStats {
+        self.stats
+    }
+}
+
+/// A port with one queue pair on two wires.
+struct WirePort {
+    mac: [u8; 6],
+    queues: Option<(WireRx, WireTx)>,
+}
+
+impl Port for WirePort {
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+    fn rx_queues(&self) -> usize {
+        1
+    }
+    fn tx_queues(&self) -> usize {
+        1
+    }
+    fn set_rss_table(&mut self, _table: &[u16]) -> Result<(), RssError> {
+        Err(RssError::Unsupported)
+    }
+    fn stats(&self) -> PortStats {
+        PortStats::default()
+    }
+}
+
+impl FwdPort for WirePort {
+    type Rx = WireRx;
+    type Tx = WireTx;
+    fn take_queues(&mut self) -> Vec<(WireRx, WireTx)> {
+        self.queues.take().into_iter().collect()
+    }
+    fn fill(_rx: &mut WireRx, _pool: &mut Pool<'static>) -> usize {
+        0
+    }
+    fn rss_table(&self) -> Option<Vec<u16>> {
+        None
+    }
+}
+
+/// Nanoseconds since the test started.
+#[derive(Debug, Clone, Copy)]
+struct NsClock(StdInstant);
+
+impl Clock for NsClock {
+    fn now(&self) -> Instant {
+        Instant(self.0.elapsed().as_nanos() as u64)
+    }
+    fn rate(&self) -> TickRate {
+        TickRate::try_new(1_000_000_000).expect("nonzero")
+    }
+}
+
+struct ThreadSleeper(NsClock);
+
+impl Sleeper for ThreadSleeper {
+    fn sleep_until(&mut self, deadline: Instant) -> Instant {
+        let now = self.0.now();
+        if deadline > now {
+            std::thread::sleep(std::time::Duration::from_nanos(deadline.0 - now.0));
+        }
+        self.0.now()
+    }
+}
+
+struct FakeMachine {
+    clock: NsClock,
+    cpus: usize,
+    /// Worker indices whose spawn fails.
+    refuse: Vec<usize>,
+    threads: StdMutex<Vec<(usize, JoinHandle<()>)>>,
+    lines: StdMutex<Vec<String>>,
+    /// `try_line` answers "busy" this many times first.
+    busy: StdMutex<u32>,
+}
+
+impl FakeMachine {
+    fn leak(cpus: usize, refuse: Vec<usize>, busy: u32) -> &'static FakeMachine {
+        Box::leak(Box::new(FakeMachine {
+            clock: NsClock(StdInstant::now()),
+            cpus,
+            refuse,
+            threads: StdMutex::new(Vec::new()),
+            lines: StdMutex::new(Vec::new()),
+            busy: StdMutex::new(busy),
+        }))
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().expect("lines").clone()
+    }
+}
+
+impl Machine for FakeMachine {
+    type Clock = NsClock;
+    type Sleeper = ThreadSleeper;
+    type Error = String;
+
+    fn clock(&self) -> NsClock {
+        self.clock
+    }
+    fn max_workers(&self) -> usize {
+        self.cpus
+    }
+    fn sleeper(&self, _worker: usize) -> Result<ThreadSleeper, String> {
+        Ok(ThreadSleeper(self.clock))
+    }
+    fn watched_sleeps(_s: &ThreadSleeper) -> u64 {
+        0
+    }
+    fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), String> {
+        if self.refuse.contains(&worker) {
+            return Err("refused by the test".to_string());
+        }
+        let h = std::thread::spawn(job);
+        self.threads.lock().expect("threads").push((worker, h));
+        Ok(())
+    }
+    fn join(&self, worker: usize, _timeout: Duration) -> bool {
+        let mut ts = self.threads.lock().expect("threads");
+        match ts.iter().position(|(w, _)| *w == worker) {
+            Some(i) => ts.swap_remove(i).1.join().is_ok(),
+            None => true,
+        }
+    }
+    fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) {
+        let mut s = String::new();
+        let _ = write(&mut s);
+        self.lines.lock().expect("lines").push(s);
+    }
+    fn try_line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) -> bool {
+        let mut busy = self.busy.lock().expect("busy");
+        if *busy > 0 {
+            *busy -= 1;
+            return false;
+        }
+        drop(busy);
+        self.line(write);
+        true
+    }
+    fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {
+        write!(out, " fake_machine=1")
+    }
+}
+
+const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 0xa0];
+const MAC1: [u8; 6] = [2, 0, 0, 0, 0, 0xa1];
+
+/// An IPv4/UDP frame to `dst` whose payload carries `seq`.
+fn udp_frame(dst: [u8; 6], seq: u32) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x55]);
+    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    let payload = seq.to_be_bytes();
+    let total = 20 + 8 + payload.len() as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let sum = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum::<u32>();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&1000u16.to_be_bytes());
+    f.extend_from_slice(&2000u16.to_be_bytes());
+    f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&payload);
+    f
+}
+
+fn control_frame(dst: [u8; 6], cmd: u8) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x55]);
+    f.extend_from_slice(&CONTROL_ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&CONTROL_MAGIC);
+    f.push(cmd);
+    f.resize(60, 0);
+    f
+}
+
+struct Rig {
+    in0: Wire,
+    out1: Wire,
+    run: JoinHandle<Outcome>,
+    machine: &'static FakeMachine,
+}
+
+fn start(cfg: &str, machine: &'static FakeMachine) -> Rig {
+    let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
+    let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
+    let cfg = BootConfig::parse(cfg).expect("config");
+    let ports = vec![
+        WirePort {
+            mac: MAC0,
+            queues: Some((
+                WireRx { wire: in0.clone(), stats: RxStats::default() },
+                WireTx { wire: out0, stats: TxStats::default() },
+            )),
+        },
+        WirePort {
+            mac: MAC1,
+            queues: Some((
+                WireRx { wire: in1, stats: RxStats::default() },
+                WireTx { wire: out1.clone(), stats: TxStats::default() },
+            )),
+        },
+    ];
+    let run = std::thread::spawn(move || {
+        let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * cadence_core::buf::BUF_SIZE].into_boxed_slice());
+        let pools = vec![Pool::try_new(mem, 0, 512).expect("pool")];
+        run(machine, &cfg, pools, ports, &ChainSpec::default(), Some(14_880_952))
+    });
+    Rig { in0, out1, run, machine }
+}
+
+/// Waits (bounded) until `cond`.
+fn wait_for(mut cond: impl FnMut() -> bool) {
+    let t = StdInstant::now();
+    while !cond() {
+        assert!(t.elapsed().as_secs() < 20, "timed out");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn key(line: &str, k: &str) -> Option<u64> {
+    line.split_whitespace().find_map(|kv| kv.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
+}
+
+#[test]
+fn two_workers_forward_every_frame_in_order_then_stop() {
+    let m = FakeMachine::leak(4, vec![], 0);
+    let rig = start("ctl=on workers=2 stats_ms=5 qsize=1024 peer1=02:00:00:00:00:b1", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    for seq in 0..2000u32 {
+        rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
+    }
+    wait_for(|| rig.out1.lock().expect("wire").len() == 2000);
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, 1));
+    assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+    let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
+    for (seq, f) in out.iter().enumerate() {
+        let mut want = udp_frame(MAC0, seq as u32);
+        want[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb1]);
+        want[6..12].copy_from_slice(&MAC1);
+        assert_eq!(f, &want, "frame {seq}");
+    }
+    let lines = m.lines();
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "p0_rx"), Some(2001), "{summary}");
+    assert_eq!(key(summary, "p1_tx"), Some(2000), "{summary}");
+    assert_eq!(key(summary, "workers"), Some(2), "{summary}");
+    assert_eq!(key(summary, "fake_machine"), Some(1), "{summary}");
+    assert_eq!(key(summary, "stats_skipped"), Some(0), "{summary}");
+    assert!(lines.iter().any(|l| l.starts_with("@stats")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("warning")), "{lines:?}");
+}
+
+#[test]
+fn a_busy_console_skips_stats_lines_and_counts_them() {
+    let m = FakeMachine::leak(2, vec![], 3);
+    let rig = start("ctl=on stats_ms=1", m);
+    wait_for(|| m.lines().iter().filter(|l| l.starts_with("@stats")).count() >= 2);
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, 1));
+    assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+    let lines = m.lines();
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "stats_skipped"), Some(3), "{summary}");
+    let _ = rig.machine;
+}
+
+#[test]
+fn more_workers_than_cores_is_refused_with_a_message() {
+    let m = FakeMachine::leak(1, vec![], 0);
+    let rig = start("ctl=on workers=2", m);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    assert!(m.lines().iter().any(|l| l == "error: workers=2 but only 1 cores are online"), "{:?}", m.lines());
+}
+
+#[test]
+fn a_worker_that_cannot_start_stops_the_run_without_hanging() {
+    let m = FakeMachine::leak(4, vec![2], 0);
+    let rig = start("ctl=on workers=3", m);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l == "error: worker 2: refused by the test"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("@ready")), "{lines:?}");
+    // Worker 1 did start; it was stopped and joined, and the summary still came.
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "workers"), Some(3), "{summary}");
+}
+
+#[test]
+fn max_s_without_stop_is_a_runtime_failure() {
+    let m = FakeMachine::leak(1, vec![], 0);
+    let rig = start("ctl=on max_s=1", m);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    assert!(m.lines().iter().any(|l| l == "error: max_s=1 reached without a STOP control frame"));
+}
+
+#[test]
+fn a_ring_bound_below_the_target_vacation_is_reported() {
+    let m = FakeMachine::leak(1, vec![], 0);
+    // qsize 256 at 10 GbE line rate: 8.6 µs < V̄ = 15 µs.
+    let rig = start("ctl=on qsize=256 max_s=1", m);
+    let _ = rig.run.join().expect("run");
+    let lines = m.lines();
+    let w = lines.iter().find(|l| l.starts_with("warning: T_S is bounded by the ring")).expect("warning");
+    assert!(w.contains("8.6 us") && w.contains("qsize=256") && w.contains("vbar=15 us"), "{w}");
+    // A bigger ring clears it.
+    let m = FakeMachine::leak(1, vec![], 0);
+    let rig = start("ctl=on qsize=1024 max_s=1", m);
+    let _ = rig.run.join().expect("run");
+    assert!(!m.lines().iter().any(|l| l.starts_with("warning: T_S")), "{:?}", m.lines());
+}

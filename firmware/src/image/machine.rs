@@ -1,0 +1,114 @@
+//! The bare-metal [`Machine`]: the TSC clock, one `HaltSleeper` per core, application
+//! cores started over the SMP job mailbox, COM1 with a non-blocking backlog for `@stats`.
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use core::fmt::{self, Write};
+
+use cadence_core::time::Duration;
+use cadence_firmware::forward::{Event, Machine};
+use cadence_platform::clock::TscClock;
+use cadence_platform::serial;
+use cadence_platform::sleep::{HaltSleeper, SleepConfig};
+use cadence_platform::smp::{CoreId, Cores, RunError};
+
+/// Bytes of queued console output moved per pump (one call per worker-0 round).
+const PUMP_BYTES: usize = 256;
+
+/// The machine the image runs on.
+pub struct BareMetal {
+    pub cores: Cores,
+    pub clock: TscClock,
+    pub sleep: SleepConfig,
+}
+
+impl fmt::Debug for BareMetal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BareMetal").field("online", &self.cores.online()).finish_non_exhaustive()
+    }
+}
+
+impl BareMetal {
+    /// The core that runs worker `w` (≥ 1): the `w`-th online application core.
+    fn core_of(&self, w: usize) -> Option<CoreId> {
+        self.cores.iter().skip(1).filter(|c| c.is_online()).nth(w.checked_sub(1)?).map(|c| c.id())
+    }
+}
+
+/// Why a worker could not be had on bare metal.
+#[derive(Debug, Clone, Copy)]
+pub enum BareMetalError {
+    /// The core's sleeper (its LAPIC timer).
+    Sleeper(cadence_platform::sleep::SleepError),
+    /// Handing the job to the core.
+    Run(RunError),
+}
+
+impl fmt::Display for BareMetalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BareMetalError::Sleeper(e) => write!(f, "{e}"),
+            BareMetalError::Run(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl Machine for BareMetal {
+    type Clock = TscClock;
+    type Sleeper = HaltSleeper;
+    type Error = BareMetalError;
+
+    fn clock(&self) -> TscClock {
+        self.clock
+    }
+
+    fn max_workers(&self) -> usize {
+        self.cores.online()
+    }
+
+    fn sleeper(&self, _worker: usize) -> Result<HaltSleeper, BareMetalError> {
+        HaltSleeper::new(self.sleep).map_err(BareMetalError::Sleeper)
+    }
+
+    fn watched_sleeps(s: &HaltSleeper) -> u64 {
+        s.watched_sleeps()
+    }
+
+    fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), BareMetalError> {
+        let id = self.core_of(worker).ok_or(BareMetalError::Run(RunError::NoSuchCore))?;
+        self.cores.run(id, move |_ctx| job()).map_err(BareMetalError::Run)
+    }
+
+    fn join(&self, worker: usize, timeout: Duration) -> bool {
+        self.core_of(worker).is_none_or(|id| self.cores.wait_idle(id, timeout).is_ok())
+    }
+
+    fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) {
+        // Queued output first, so lines keep their order.
+        serial::flush();
+        serial::console(|uart| {
+            let _ = write(uart);
+            let _ = uart.write_str("\n");
+        });
+    }
+
+    fn try_line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) -> bool {
+        let queued = serial::try_queue(write);
+        serial::pump(PUMP_BYTES);
+        queued
+    }
+
+    fn pump_console(&self) {
+        serial::pump(PUMP_BYTES);
+    }
+
+    fn event(&self, e: Event) {
+        match e {
+            Event::Started { workers, lanes } => {
+                defmt::info!("forwarding started: {=usize} workers, {=usize} lanes", workers, lanes)
+            }
+            Event::Done => defmt::info!("forwarding done"),
+        }
+    }
+}
