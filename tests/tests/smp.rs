@@ -77,7 +77,7 @@ fn xapic_fallback_brings_up_cores_without_x2apic() -> Result<()> {
         nics: vec![],
         com2: dir.join("com2.defmt"),
         smp: 2,
-        kvm: false,
+        kvm: None,
         // A later -cpu overrides the launcher's `-cpu max`.
         extra_args: vec!["-cpu".into(), "max,-x2apic".into()],
     };

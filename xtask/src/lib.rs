@@ -3,6 +3,7 @@
 //! defmt decoding. The `xtask` binary is the CLI over it; the `cadence-tests` crate's
 //! end-to-end tests use it directly.
 
+pub mod accel;
 pub mod chain;
 pub mod defmt;
 pub mod image;

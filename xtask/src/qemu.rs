@@ -112,8 +112,9 @@ pub struct QemuConfig {
     /// File COM2 (defmt) is written to.
     pub com2: PathBuf,
     pub smp: u32,
-    /// `-accel kvm -cpu EPYC` instead of TCG with `-cpu max`.
-    pub kvm: bool,
+    /// KVM (with the CPU model [`crate::accel::Kvm::qemu_args`] picks for its kind)
+    /// instead of TCG with `-cpu max`; `Some(Kvm::Unusable)` counts as TCG.
+    pub kvm: Option<crate::accel::Kvm>,
     /// More arguments, appended last.
     pub extra_args: Vec<String>,
 }
@@ -122,10 +123,9 @@ impl QemuConfig {
     /// The arguments of `qemu-system-x86_64`.
     pub fn args(&self) -> Vec<String> {
         let mut a: Vec<String> = ["-machine", "q35"].map(String::from).to_vec();
-        if self.kvm {
-            a.extend(["-accel", "kvm", "-cpu", "EPYC"].map(String::from));
-        } else {
-            a.extend(["-cpu", "max"].map(String::from));
+        match self.kvm.as_ref().and_then(crate::accel::Kvm::qemu_args) {
+            Some(kvm) => a.extend(kvm.map(String::from)),
+            None => a.extend(["-cpu", "max"].map(String::from)),
         }
         a.extend(
             [
@@ -177,11 +177,6 @@ impl QemuConfig {
 pub fn free_udp_port() -> Result<u16> {
     let s = UdpSocket::bind("127.0.0.1:0").context("binding a probe socket")?;
     Ok(s.local_addr()?.port())
-}
-
-/// Whether `/dev/kvm` can be opened read-write.
-pub fn kvm_usable() -> bool {
-    std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
 }
 
 /// How QEMU ended.
@@ -378,7 +373,7 @@ mod tests {
             ],
             com2: "/out/com2.defmt".into(),
             smp: 1,
-            kvm: false,
+            kvm: None,
             extra_args: vec![],
         };
         let s = cfg.display();
@@ -392,8 +387,18 @@ mod tests {
         ] {
             assert!(s.contains(part), "missing {part:?} in {s}");
         }
-        let kvm = QemuConfig { kvm: true, smp: 2, ..cfg }.display();
-        assert!(kvm.contains("-accel kvm -cpu EPYC") && !kvm.contains("-cpu max") && kvm.contains("-smp 2"));
+        let pvm = crate::accel::Kvm::EmulatesRing0 { why: String::new() };
+        let kvm = QemuConfig { kvm: Some(pvm), smp: 2, ..cfg.clone() }.display();
+        assert!(
+            kvm.contains("-accel kvm -cpu EPYC,+tsc-deadline,+invtsc")
+                && !kvm.contains("-cpu max")
+                && kvm.contains("-smp 2"),
+            "{kvm}"
+        );
+        let hw = QemuConfig { kvm: Some(crate::accel::Kvm::Hardware), ..cfg.clone() }.display();
+        assert!(hw.contains("-accel kvm -cpu host,+tsc-deadline,+invtsc"), "{hw}");
+        let tcg = QemuConfig { kvm: Some(crate::accel::Kvm::Unusable), ..cfg }.display();
+        assert!(tcg.contains("-cpu max") && !tcg.contains("-accel"), "{tcg}");
     }
 
     #[test]

@@ -233,7 +233,7 @@ impl Rig {
             nics,
             com2: cfg.out_dir.join("com2.defmt"),
             smp: cfg.smp,
-            kvm: cfg.kvm,
+            kvm: cfg.kvm.then(crate::accel::detect),
             extra_args,
         };
         std::fs::write(cfg.out_dir.join("qemu.cmdline"), qemu_config.display() + "\n")?;

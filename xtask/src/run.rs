@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use crate::image::{self, Profile};
 use crate::protocol::{self, Banner, BootOptions, Counters, Nic};
-use crate::qemu::kvm_usable;
 use crate::rig::{Backend, NicModel, Rig, RigConfig};
 use crate::traffic::{Classes, LatencySummary, Pacer, Rng, Sizes};
 
@@ -85,7 +84,11 @@ pub struct RunSummary {
     pub out_dir: PathBuf,
     pub image: PathBuf,
     pub qemu_cmdline: String,
+    /// `tcg`, `kvm` (hardware) or `kvm-pvm` (a KVM that emulates ring 0: figures say
+    /// nothing about the image's speed).
     pub accel: String,
+    /// What `--kvm` found (`null` without `--kvm`).
+    pub kvm: Option<crate::accel::Kvm>,
     pub exit_status: Option<i32>,
     pub exit_meaning: String,
     pub traffic_seconds: f64,
@@ -139,10 +142,11 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let profile = if opts.debug { Profile::Debug } else { Profile::Release };
     let image = image::build(profile)?;
     let out_dir = image::target_dir().join("xtask").join(timestamp_dir_name(SystemTime::now()));
-    let kvm = opts.kvm && kvm_usable();
-    if opts.kvm && !kvm {
-        println!("xtask: /dev/kvm is not usable, running under TCG");
+    let accel = opts.kvm.then(crate::accel::detect);
+    if let Some(w) = accel.as_ref().and_then(crate::accel::Kvm::warning) {
+        println!("{w}");
     }
+    let kvm = accel.as_ref().is_some_and(|k| *k != crate::accel::Kvm::Unusable);
     let mut cfg = RigConfig::new(image.clone(), out_dir.clone(), opts.flows.max(1));
     if let Some(path) = &opts.chain {
         let path = if path.is_absolute() { path.clone() } else { image::workspace_root().join(path) };
@@ -295,7 +299,8 @@ fn finish(
         out_dir: rig.out_dir.clone(),
         image: image.to_path_buf(),
         qemu_cmdline: rig.qemu_config.display(),
-        accel: if rig.qemu_config.kvm { "kvm" } else { "tcg" }.into(),
+        accel: rig.qemu_config.kvm.as_ref().map_or("tcg", crate::accel::Kvm::accel_name).into(),
+        kvm: rig.qemu_config.kvm.clone(),
         exit_status: status,
         exit_meaning: protocol::describe_exit(status).into(),
         traffic_seconds: traffic_secs,
@@ -436,6 +441,7 @@ mod tests {
             image: "/i".into(),
             qemu_cmdline: "qemu".into(),
             accel: "tcg".into(),
+            kvm: None,
             exit_status: Some(33),
             exit_meaning: "success".into(),
             traffic_seconds: 1.0,
