@@ -82,3 +82,28 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     }
     Ok(path)
 }
+
+/// Where the hosted Linux build of `profile` is.
+pub fn hosted_path(profile: Profile) -> PathBuf {
+    target_dir().join(profile.dir()).join(BIN)
+}
+
+/// Builds the hosted Linux dataplane (the firmware crate's `cadence` binary for the host)
+/// and returns its path.
+pub fn build_hosted(profile: Profile) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root()).args(["build", "-p", PACKAGE, "--bin", BIN]);
+    if profile == Profile::Release {
+        cmd.arg("--release");
+    }
+    eprintln!("xtask: {cmd:?}");
+    let st = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !st.success() {
+        bail!("building the hosted dataplane failed ({st})");
+    }
+    let path = hosted_path(profile);
+    if !path.is_file() {
+        bail!("the build succeeded but {} is missing", path.display());
+    }
+    Ok(path)
+}

@@ -7,6 +7,7 @@ pub mod accel;
 pub mod chain;
 pub mod defmt;
 pub mod image;
+pub mod netns;
 pub mod pcap;
 pub mod protocol;
 pub mod provision;

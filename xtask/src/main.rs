@@ -16,6 +16,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// One value per invocation: the size difference between subcommands costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Build the image (release, DEFMT_LOG=info unless set) and print its path.
@@ -81,6 +83,17 @@ enum Cmd {
         /// Record every frame that comes out of the image (both ports) to this pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
+        /// Run the hosted Linux build instead of the image: in a network namespace of its
+        /// own, on two veth pairs whose far ends carry the generator and checker (root).
+        #[arg(long)]
+        hosted: bool,
+        /// The hosted build's port I/O: af_xdp (XDP redirect program + AF_XDP sockets),
+        /// af_packet (TPACKET_V3 rings), or auto (AF_XDP, falling back to AF_PACKET).
+        #[arg(long, default_value = "auto", value_parser = ["af_xdp", "af_packet", "auto"])]
+        io: String,
+        /// One more argument for the hosted binary (repeatable), e.g. `--hosted-arg=--cpus=1`.
+        #[arg(long = "hosted-arg", allow_hyphen_values = true)]
+        hosted_args: Vec<String>,
     },
     /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
     /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
@@ -131,6 +144,9 @@ fn real_main() -> Result<ExitCode> {
             nic,
             chain,
             pcap,
+            hosted,
+            io,
+            hosted_args,
         } => {
             let opts = RunOptions {
                 seconds,
@@ -149,6 +165,9 @@ fn real_main() -> Result<ExitCode> {
                 nic,
                 chain: (chain != "none").then(|| PathBuf::from(chain)),
                 pcap,
+                hosted,
+                io,
+                hosted_args,
                 ..RunOptions::default()
             };
             let s = run::run(&opts)?;

@@ -35,6 +35,32 @@ pub fn describe_exit(status: Option<i32>) -> &'static str {
     }
 }
 
+/// Exit codes of the hosted binary (a Linux program: 0 is success) — the same outcomes as
+/// the image's exit statuses.
+pub mod hosted_exit {
+    /// Stopped by a STOP control frame, everything wound down.
+    pub const SUCCESS: i32 = 0;
+    /// Runtime failure (an interface missing, a socket refused, `max_s` reached).
+    pub const RUNTIME_FAILURE: i32 = 1;
+    /// Bad configuration (a command-line option or the chain file).
+    pub const BAD_CONFIG: i32 = 2;
+    /// A Rust panic (the default exit code of a panicking `main`).
+    pub const PANIC: i32 = 101;
+}
+
+/// The image's exit status for a hosted exit code (0 → 33, 2 → 35, 1 → 37, 101 → 39), so
+/// one rig and one set of checks serve both; any other code is passed on + 1000, which
+/// [`describe_exit`] calls unknown.
+pub fn hosted_exit_status(code: i32) -> i32 {
+    match code {
+        hosted_exit::SUCCESS => EXIT_SUCCESS,
+        hosted_exit::BAD_CONFIG => EXIT_BAD_CONFIG,
+        hosted_exit::RUNTIME_FAILURE => EXIT_RUNTIME_FAILURE,
+        hosted_exit::PANIC => EXIT_PANIC,
+        other => other.saturating_add(1000),
+    }
+}
+
 /// The allowed `tsc_source` values.
 pub const TSC_SOURCES: [&str; 5] = ["hv-leaf", "cpuid-15h", "cpuid-16h", "pm-timer", "pit"];
 

@@ -188,10 +188,16 @@ pub struct Exit {
     pub timed_out: bool,
 }
 
-/// A running QEMU.
+/// A running dataplane process: QEMU with the image, or the hosted binary (whose exit
+/// codes are mapped onto the image's, [`crate::protocol::hosted_exit_status`]). Its
+/// stdout is the image's COM1.
 #[derive(Debug)]
 pub struct Qemu {
     child: Child,
+    /// What it is, for messages: `QEMU` or `the hosted dataplane`.
+    what: &'static str,
+    /// The hosted binary: exit codes 0/1/2/101 are reported as 33/37/35/39.
+    hosted: bool,
     lines_rx: Receiver<String>,
     com1: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
@@ -203,15 +209,26 @@ impl Qemu {
     /// Starts QEMU. COM1 lines are kept in memory, handed out by
     /// [`Qemu::next_line`], and appended to `com1_log` when given.
     pub fn spawn(cfg: &QemuConfig, com1_log: Option<PathBuf>) -> Result<Qemu> {
-        let mut child = Command::new(QEMU)
-            .args(cfg.args())
+        let mut cmd = Command::new(QEMU);
+        cmd.args(cfg.args());
+        Self::spawn_process(cmd, "QEMU", false, com1_log)
+            .with_context(|| format!("starting {QEMU} (is it installed? `cargo xtask test` installs it)"))
+    }
+
+    /// Starts the hosted dataplane with `cmd` (its stdout plays COM1).
+    pub fn spawn_hosted(cmd: Command, com1_log: Option<PathBuf>) -> Result<Qemu> {
+        Self::spawn_process(cmd, "the hosted dataplane", true, com1_log)
+    }
+
+    fn spawn_process(mut cmd: Command, what: &'static str, hosted: bool, com1_log: Option<PathBuf>) -> Result<Qemu> {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .with_context(|| format!("starting {QEMU} (is it installed? `cargo xtask test` installs it)"))?;
-        let stdout = child.stdout.take().context("QEMU stdout")?;
-        let mut stderr_pipe = child.stderr.take().context("QEMU stderr")?;
+            .with_context(|| format!("starting {cmd:?}"))?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let mut stderr_pipe = child.stderr.take().context("stderr")?;
         let (tx, lines_rx) = mpsc::channel();
         let com1 = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -244,7 +261,7 @@ impl Qemu {
                 e.push_str(&s);
             }
         });
-        Ok(Qemu { child, lines_rx, com1, stderr, readers: vec![out_reader, err_reader], exit: None })
+        Ok(Qemu { child, what, hosted, lines_rx, com1, stderr, readers: vec![out_reader, err_reader], exit: None })
     }
 
     /// The next COM1 line, waiting at most `timeout`; `None` on timeout or when COM1
@@ -269,11 +286,16 @@ impl Qemu {
             return Ok(Some(e));
         }
         if let Some(st) = self.child.try_wait()? {
-            let e = Exit { status: st.code(), timed_out: false };
+            let e = Exit { status: self.status_of(st.code()), timed_out: false };
             self.finish(e);
             return Ok(Some(e));
         }
         Ok(None)
+    }
+
+    /// The image's exit status for what the process returned.
+    fn status_of(&self, code: Option<i32>) -> Option<i32> {
+        if self.hosted { code.map(crate::protocol::hosted_exit_status) } else { code }
     }
 
     fn finish(&mut self, e: Exit) {
@@ -304,7 +326,7 @@ impl Qemu {
         }
         let _ = self.child.kill();
         let st = self.child.wait()?;
-        let e = Exit { status: st.code(), timed_out: true };
+        let e = Exit { status: self.status_of(st.code()), timed_out: true };
         self.finish(e);
         Ok(e)
     }
@@ -314,14 +336,15 @@ impl Qemu {
     pub fn diagnostics(&self) -> String {
         let com1 = self.com1();
         let tail = &com1[com1.len().saturating_sub(15)..];
+        let what = self.what;
         let mut s = match self.exit {
-            Some(Exit { timed_out: true, .. }) => "QEMU ran past its timeout and was killed".to_string(),
+            Some(Exit { timed_out: true, .. }) => format!("{what} ran past its timeout and was killed"),
             Some(Exit { status, .. }) => format!(
-                "QEMU exited with status {} ({})",
+                "{what} exited with status {} ({})",
                 status.map_or("none".to_string(), |c| c.to_string()),
                 crate::protocol::describe_exit(status)
             ),
-            None => "QEMU is still running".to_string(),
+            None => format!("{what} is still running"),
         };
         s.push_str(&format!("\n--- last COM1 lines ({} in all) ---\n", com1.len()));
         for l in tail {
@@ -330,7 +353,7 @@ impl Qemu {
         }
         let err = self.stderr();
         if !err.trim().is_empty() {
-            s.push_str("--- QEMU stderr ---\n");
+            s.push_str(&format!("--- {what} stderr ---\n"));
             s.push_str(err.trim_end());
             s.push('\n');
         }

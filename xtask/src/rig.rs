@@ -33,7 +33,7 @@ use crate::traffic::{Checker, Expectations, Flow, Macs};
 use cadence_core::nf::config::ChainSpec;
 
 /// How the rig connects the two NICs to the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Backend {
     /// `-netdev dgram` over loopback UDP: one queue pair per NIC.
     #[default]
@@ -43,6 +43,17 @@ pub enum Backend {
     Tap {
         /// Queue pairs each NIC offers.
         queues: u16,
+    },
+    /// No QEMU: the hosted dataplane (`RigConfig::image` is the hosted binary) runs in a
+    /// network namespace of its own on two veth pairs ([`crate::netns`]); the host ends
+    /// carry the generator and checker through `AF_PACKET` sockets. Needs root.
+    Veth {
+        /// RX/TX queues per veth (= lanes).
+        queues: u16,
+        /// The hosted binary's port I/O: `af_xdp`, `af_packet` or `auto`.
+        io: &'static str,
+        /// More hosted-only command-line arguments (e.g. `--cpus 1`).
+        args: Vec<String>,
     },
 }
 
@@ -149,8 +160,14 @@ impl HostPort {
 /// A running rig.
 #[derive(Debug)]
 pub struct Rig {
+    /// The dataplane process: QEMU, or the hosted binary with [`Backend::Veth`].
     pub qemu: Qemu,
-    pub qemu_config: QemuConfig,
+    /// QEMU's configuration (`None` for the hosted dataplane).
+    pub qemu_config: Option<QemuConfig>,
+    /// The dataplane's command line, for logs and the JSON summary.
+    pub cmdline: String,
+    /// The namespace and veths of [`Backend::Veth`]; dropped (deleted) after the process.
+    pub veths: Option<crate::netns::VethPairs>,
     pub report: Report,
     checker: Arc<Mutex<Checker>>,
     ports: Vec<HostPort>,
@@ -180,6 +197,9 @@ impl Rig {
     /// [`Rig::wait_ready`]).
     pub fn start(cfg: &RigConfig) -> Result<Rig> {
         std::fs::create_dir_all(&cfg.out_dir).with_context(|| format!("creating {}", cfg.out_dir.display()))?;
+        if let Backend::Veth { queues, io, args } = &cfg.backend {
+            return Self::start_hosted(cfg, *queues, io, args);
+        }
         let mut ports = Vec::new();
         let mut nics: Vec<QemuNic> = Vec::new();
         let mut ifnames = Vec::new();
@@ -208,25 +228,15 @@ impl Rig {
                     ifnames.push(ifname);
                 }
             }
+            Backend::Veth { .. } => unreachable!("handled by start_hosted"),
         }
-        let boot =
-            BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
-        let mut boot_all = boot;
-        for (k, v) in &cfg.boot.0 {
-            boot_all = boot_all.set(k, v);
-        }
+        let boot_all = boot_options(cfg);
         let mut extra_args = vec![];
-        if let Some(text) = &cfg.chain_text {
+        if let Some(p) = write_chain(cfg)? {
             // QEMU hands an `-initrd` to a PVH kernel as module 0 of `hvm_start_info`.
-            let p = cfg.out_dir.join("chain.txt");
-            std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
             extra_args.extend(["-initrd".to_string(), p.display().to_string()]);
         }
-        let pcap = match &cfg.pcap {
-            Some(p) => Some(PcapWriter::create(p)?),
-            None => None,
-        };
-        let pcap = Arc::new(Mutex::new(pcap));
+        let pcap = open_pcap(cfg)?;
         let qemu_config = QemuConfig {
             image: cfg.image.clone(),
             append: boot_all,
@@ -237,12 +247,7 @@ impl Rig {
             extra_args,
         };
         std::fs::write(cfg.out_dir.join("qemu.cmdline"), qemu_config.display() + "\n")?;
-        let mut checker = Checker::new(cfg.flows.clone(), cfg.macs, Instant::now());
-        // A text the image will refuse (a test of that) gets no expectations.
-        if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(ChainSpec::parse) {
-            checker = checker.with_expectations(Expectations::new(&spec, &cfg.flows));
-        }
-        let checker = Arc::new(Mutex::new(checker));
+        let checker = new_checker(cfg);
         let stop = Arc::new(AtomicBool::new(false));
         let host_noise = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let mut receivers = Vec::new();
@@ -274,7 +279,61 @@ impl Rig {
         }
         Ok(Rig {
             qemu,
-            qemu_config,
+            cmdline: qemu_config.display(),
+            qemu_config: Some(qemu_config),
+            veths: None,
+            report: Report::default(),
+            checker,
+            ports,
+            host_noise,
+            stop,
+            receivers,
+            out_dir: cfg.out_dir.clone(),
+            sent_per_port: [0; 2],
+            pcap,
+        })
+    }
+
+    /// The hosted dataplane on veths (see [`Backend::Veth`]).
+    fn start_hosted(cfg: &RigConfig, queues: u16, io: &str, args: &[String]) -> Result<Rig> {
+        let veths = crate::netns::VethPairs::create(queues)?;
+        // The dataplane's ports carry the NIC MACs the checker expects, the host ends the
+        // peers' MACs the dataplane writes as destination.
+        for i in 0..2 {
+            veths.set_mac(true, i, cfg.macs.nic[i].0)?;
+            veths.set_mac(false, i, cfg.macs.peer[i].0)?;
+        }
+        let mut cmd = std::process::Command::new(crate::netns::IP);
+        cmd.args(["netns", "exec", &veths.netns]).arg(&cfg.image);
+        cmd.args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", io]);
+        if let Some(p) = write_chain(cfg)? {
+            cmd.arg("--chain").arg(p);
+        }
+        cmd.args(args);
+        cmd.args(boot_options(cfg).0.iter().map(|(k, v)| format!("{k}={v}")));
+        let cmdline = format!("{cmd:?}");
+        std::fs::write(cfg.out_dir.join("hosted.cmdline"), format!("{cmdline}\n"))?;
+        let pcap = open_pcap(cfg)?;
+        let checker = new_checker(cfg);
+        let stop = Arc::new(AtomicBool::new(false));
+        let host_noise = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        // The host ends exist before the dataplane starts: open them first, so nothing
+        // it sends is missed.
+        let mut ports = Vec::new();
+        let mut receivers = Vec::new();
+        for (port, ifname) in veths.host.iter().enumerate() {
+            let sock = PacketSocket::bind(ifname, READ_TIMEOUT)?;
+            let p = HostPort::Tap { sock: sock.try_clone()?, ifname: ifname.clone() };
+            let (c, st, noise, pc) = (Arc::clone(&checker), Arc::clone(&stop), Arc::clone(&host_noise), Arc::clone(&pcap));
+            receivers.push(std::thread::spawn(move || receive_loop(port, &p, &c, &st, &noise, &pc)));
+            ports.push(HostPort::Tap { sock, ifname: ifname.clone() });
+        }
+        let qemu = Qemu::spawn_hosted(cmd, Some(cfg.out_dir.join("com1.log")))?;
+        Ok(Rig {
+            qemu,
+            qemu_config: None,
+            cmdline,
+            veths: Some(veths),
             report: Report::default(),
             checker,
             ports,
@@ -457,6 +516,42 @@ impl Drop for Rig {
     fn drop(&mut self) {
         self.shutdown_receivers();
     }
+}
+
+/// `ctl=on peer0=… peer1=…` plus the configuration's boot options.
+fn boot_options(cfg: &RigConfig) -> BootOptions {
+    let mut all =
+        BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
+    for (k, v) in &cfg.boot.0 {
+        all = all.set(k, v);
+    }
+    all
+}
+
+/// Writes the chain text to `out_dir/chain.txt`; its path, if there is a chain.
+fn write_chain(cfg: &RigConfig) -> Result<Option<PathBuf>> {
+    let Some(text) = &cfg.chain_text else { return Ok(None) };
+    let p = cfg.out_dir.join("chain.txt");
+    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+    Ok(Some(p))
+}
+
+fn open_pcap(cfg: &RigConfig) -> Result<Arc<SharedPcap>> {
+    let pcap = match &cfg.pcap {
+        Some(p) => Some(PcapWriter::create(p)?),
+        None => None,
+    };
+    Ok(Arc::new(Mutex::new(pcap)))
+}
+
+/// The checker for the configuration's flows, with the chain's expectations.
+fn new_checker(cfg: &RigConfig) -> Arc<Mutex<Checker>> {
+    let mut checker = Checker::new(cfg.flows.clone(), cfg.macs, Instant::now());
+    // A text the dataplane will refuse (a test of that) gets no expectations.
+    if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(ChainSpec::parse) {
+        checker = checker.with_expectations(Expectations::new(&spec, &cfg.flows));
+    }
+    Arc::new(Mutex::new(checker))
 }
 
 /// The capture every receiver appends to.

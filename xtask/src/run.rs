@@ -46,6 +46,13 @@ pub struct RunOptions {
     pub chain: Option<PathBuf>,
     /// Record every frame that comes out of the image here (pcap).
     pub pcap: Option<PathBuf>,
+    /// Run the hosted Linux build on veth pairs in a namespace of its own instead of the
+    /// image in QEMU (root).
+    pub hosted: bool,
+    /// The hosted build's port I/O: `af_xdp`, `af_packet` or `auto`.
+    pub io: String,
+    /// More hosted-only arguments (e.g. `--cpus 1`).
+    pub hosted_args: Vec<String>,
 }
 
 /// The chain `cargo xtask run` boots unless told otherwise (`--chain`).
@@ -71,6 +78,9 @@ impl Default for RunOptions {
             defmt_print_max: 50,
             chain: Some(PathBuf::from(DEFAULT_CHAIN)),
             pcap: None,
+            hosted: false,
+            io: "auto".to_string(),
+            hosted_args: Vec::new(),
         }
     }
 }
@@ -84,8 +94,8 @@ pub struct RunSummary {
     pub out_dir: PathBuf,
     pub image: PathBuf,
     pub qemu_cmdline: String,
-    /// `tcg`, `kvm` (hardware) or `kvm-pvm` (a KVM that emulates ring 0: figures say
-    /// nothing about the image's speed).
+    /// `tcg`, `kvm` (hardware), `kvm-pvm` (a KVM that emulates ring 0: figures say
+    /// nothing about the image's speed), or `hosted` (the Linux build on veths).
     pub accel: String,
     /// What `--kvm` found (`null` without `--kvm`).
     pub kvm: Option<crate::accel::Kvm>,
@@ -138,11 +148,20 @@ fn echo_line(l: &str) {
 /// Runs it. Returns the summary (also when the run failed: see `ok`); `Err` only
 /// when the run could not be carried out at all.
 pub fn run(opts: &RunOptions) -> Result<RunSummary> {
-    crate::provision::ensure_qemu()?;
     let profile = if opts.debug { Profile::Debug } else { Profile::Release };
-    let image = image::build(profile)?;
+    let image = if opts.hosted {
+        if !crate::netns::can_create() {
+            anyhow::bail!(
+                "--hosted needs root and iproute2's `ip`: it creates a network namespace and two veth pairs"
+            );
+        }
+        image::build_hosted(profile)?
+    } else {
+        crate::provision::ensure_qemu()?;
+        image::build(profile)?
+    };
     let out_dir = image::target_dir().join("xtask").join(timestamp_dir_name(SystemTime::now()));
-    let accel = opts.kvm.then(crate::accel::detect);
+    let accel = (opts.kvm && !opts.hosted).then(crate::accel::detect);
     if let Some(w) = accel.as_ref().and_then(crate::accel::Kvm::warning) {
         println!("{w}");
     }
@@ -164,7 +183,17 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     cfg.pcap = opts.pcap.clone();
     cfg.kvm = kvm;
     cfg.smp = opts.smp.max(opts.workers).max(1);
+    let io: &'static str = match opts.io.as_str() {
+        "af_xdp" => "af_xdp",
+        "af_packet" => "af_packet",
+        "auto" => "auto",
+        other => anyhow::bail!("--io {other}: expected af_xdp, af_packet or auto"),
+    };
     match opts.nic.as_str() {
+        _ if opts.hosted => {
+            cfg.backend = Backend::Veth { queues: opts.lanes.max(1), io, args: opts.hosted_args.clone() };
+            cfg.boot_timeout = Duration::from_secs(20);
+        }
         "virtio-net" if opts.lanes > 1 => cfg.backend = Backend::Tap { queues: opts.lanes },
         "virtio-net" => {}
         "igb" => cfg.nic_model = NicModel::Igb,
@@ -178,7 +207,7 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
         .set("sched", &opts.sched)
         .extend_raw(&opts.extra_append);
     let mut rig = Rig::start(&cfg)?;
-    println!("xtask: {}", rig.qemu_config.display());
+    println!("xtask: {}", rig.cmdline);
     println!("xtask: artifacts in {}", out_dir.display());
     let mut echo = |l: &str| echo_line(l);
     rig.wait_ready(cfg.boot_timeout, &mut echo)?;
@@ -298,9 +327,12 @@ fn finish(
         options: opts.clone(),
         out_dir: rig.out_dir.clone(),
         image: image.to_path_buf(),
-        qemu_cmdline: rig.qemu_config.display(),
-        accel: rig.qemu_config.kvm.as_ref().map_or("tcg", crate::accel::Kvm::accel_name).into(),
-        kvm: rig.qemu_config.kvm.clone(),
+        qemu_cmdline: rig.cmdline.clone(),
+        accel: match &rig.qemu_config {
+            None => "hosted".into(),
+            Some(q) => q.kvm.as_ref().map_or("tcg", crate::accel::Kvm::accel_name).into(),
+        },
+        kvm: rig.qemu_config.as_ref().and_then(|q| q.kvm.clone()),
         exit_status: status,
         exit_meaning: protocol::describe_exit(status).into(),
         traffic_seconds: traffic_secs,

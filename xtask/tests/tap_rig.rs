@@ -41,7 +41,7 @@ fn tap_backend_forwards_flows_through_multiqueue_virtio_net() -> Result<()> {
     let names = rig.tap_ifnames();
     assert_eq!(names.len(), 2);
     rig.wait_ready(Duration::from_secs(90), &mut |l| eprintln!("com1: {l}"))?;
-    eprintln!("qemu: {}", rig.qemu_config.display());
+    eprintln!("qemu: {}", rig.cmdline);
     for n in &rig.report.nics {
         eprintln!("nic: {n:?}");
     }
