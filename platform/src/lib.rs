@@ -18,11 +18,13 @@
 //! | [`lapic`] | local APIC (x2APIC or xAPIC), EOI, IPIs, timer in TSC-deadline or calibrated one-shot mode |
 //! | [`smp`] | cores from the MADT, INIT-SIPI-SIPI through a real-mode trampoline at 0x8000, per-core context/stacks/GDT/TSS, parked APs and a job mailbox |
 //! | `sleep` | `HaltSleeper`: [`cadence_core::time::Sleeper`] that halts until a TSC deadline, per-core halted-cycle accounting, optional MONITOR/MWAIT |
+//! | `hosted` (Linux only) | the hosted machine layer: packet memory, kernel ring windows, AF_XDP and `TPACKET_V3` sockets, the XDP redirect program, interface facts, TSC clock, `clock_nanosleep` sleeper, pinned threads |
 //!
 //! Parsing and arithmetic (boot info, ACPI tables, TSC source selection, BAR decoding,
 //! memory carving) compile on the host too and are unit-tested there with byte
 //! fixtures; the modules that execute privileged instructions compile only for
-//! `target_os = "none"`.
+//! `target_os = "none"`. For `target_os = "linux"` the crate links `std` and adds
+//! `hosted`, the same roles played by system calls (see its module docs).
 //!
 //! # Using it from the firmware
 //!
@@ -42,7 +44,7 @@
 //! Before `kmain` runs, the entry code has zeroed `.bss`, switched to long mode with the
 //! boot identity map, loaded the GDT and IDT, masked the PIC, set up COM1/COM2 and copied
 //! the boot information out of the loader's memory.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, target_os = "linux")), no_std)]
 
 #[cfg(target_os = "none")]
 extern crate alloc;
@@ -52,6 +54,8 @@ pub mod bootinfo;
 #[cfg(target_arch = "x86_64")]
 pub mod cpu;
 pub mod exit;
+#[cfg(target_os = "linux")]
+pub mod hosted;
 pub mod lapic;
 pub mod mem;
 pub mod pci;

@@ -1,0 +1,38 @@
+//! The hosted machine layer: what Cadence needs from Linux to run as a process
+//! (`target_os = "linux"` only), in the roles the bare-metal modules play on the metal.
+//!
+//! | module | bare-metal role it replaces | Linux interface |
+//! |---|---|---|
+//! | [`mem`] | DMA memory for the packet pool | anonymous `mmap`, THP / hugetlbfs |
+//! | [`ring`] | MMIO windows ([`cadence_drivers::hal::Mmio`]) | `mmap` of a socket's ring memory |
+//! | [`kick`] | doorbell register writes ([`cadence_drivers::hal::Kick`]) | `sendto` / `recvfrom` / `send`, `MSG_DONTWAIT` |
+//! | [`xdp`] | NIC queue bring-up (zero-copy path) | AF_XDP sockets, UMEM, four rings |
+//! | [`bpf`] | RSS / queue steering into the rings | an XDP program + XSKMAP, `bpf(2)`, BPF links |
+//! | [`packet`] | NIC queue bring-up (portable path) | `AF_PACKET` `TPACKET_V3` rings, fanout |
+//! | [`iface`] | PCI probe facts | `ioctl` (`SIOCGIF*`, ethtool), `/sys/class/net` |
+//! | [`clock`] | `TscClock` and its calibration | `rdtsc` vs `CLOCK_MONOTONIC_RAW` |
+//! | [`sleep`] | `HaltSleeper` | `clock_nanosleep(TIMER_ABSTIME)` + spin |
+//! | [`thread`] | SMP bring-up, one worker per core | pinned `std::thread`s, CPU-time clocks |
+//!
+//! The drivers crate never sees a file descriptor: it gets windows, offsets, sizes and a
+//! kick object. Errors carry the call that failed, the interface and the `errno`, and
+//! print as the line a user needs ("AF_XDP bind on veth0 queue 1: EOPNOTSUPP (Operation
+//! not supported): the driver has no zero-copy AF_XDP support: use copy mode").
+//!
+//! `unsafe` here is system calls and raw ring memory; every block says which invariant
+//! makes it sound.
+
+pub mod bpf;
+pub mod clock;
+mod errno;
+pub mod iface;
+pub mod kick;
+pub mod mem;
+pub mod packet;
+pub mod ring;
+pub mod sleep;
+mod sys;
+pub mod thread;
+pub mod xdp;
+
+pub use errno::Errno;
