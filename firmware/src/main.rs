@@ -5,13 +5,25 @@
 //! probes the virtio-net functions, and forwards port 0 ↔ port 1 until a STOP control
 //! frame or `max_s` (docs/PROTOCOL.md). Exit statuses: 33 success, 35 bad
 //! configuration, 37 runtime failure, 39 panic.
+//!
+//! Built for Linux, the same binary is the hosted dataplane (`hosted/`): two interfaces
+//! over AF_XDP or `AF_PACKET`, worker threads, the same forwarding run and lines.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
 mod image;
 
-#[cfg(not(target_os = "none"))]
+#[cfg(target_os = "linux")]
+mod hosted;
+
+/// The hosted build: the same dataplane as a Linux process (`hosted/`).
+#[cfg(target_os = "linux")]
+fn main() -> std::process::ExitCode {
+    hosted::main()
+}
+
+#[cfg(not(any(target_os = "none", target_os = "linux")))]
 fn main() {
-    eprintln!("cadence-firmware is a bare-metal image: build it with `cargo xtask build`");
+    eprintln!("cadence runs bare metal (`cargo xtask build`) or on Linux (the hosted build)");
     std::process::exit(2);
 }

@@ -94,8 +94,8 @@ pub trait Machine: Sync + 'static {
     fn max_workers(&self) -> usize;
     /// Makes the calling worker's sleeper; called on the core/thread that will use it.
     fn sleeper(&self, worker: usize) -> Result<Self::Sleeper, Self::Error>;
-    /// Sleeps of `s` that waited on a watched address (MONITOR/MWAIT), for the stats.
-    fn watched_sleeps(s: &Self::Sleeper) -> u64;
+    /// What `s` can say about its sleeps, for the stats lines.
+    fn sleep_summary(s: &Self::Sleeper) -> SleepSummary;
     /// Runs `job` as worker `worker` (1 ..) on its own core/thread.
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), Self::Error>;
     /// Waits at most `timeout` for worker `worker`'s job to have returned.
@@ -119,6 +119,24 @@ pub trait Machine: Sync + 'static {
     fn event(&self, e: Event) {
         let _ = e;
     }
+}
+
+/// What a worker's sleeper says about its sleeps ([`Machine::sleep_summary`]); `None`
+/// where the machine does not know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SleepSummary {
+    /// Sleeps that waited in MONITOR/MWAIT on a receive queue (`core{i}_mwait_sleeps`).
+    pub watched: u64,
+    /// Nanoseconds off the CPU (the hosted sleeper's time inside `clock_nanosleep`;
+    /// `core{i}_idle_ns`).
+    pub idle_ns: Option<u64>,
+    /// Nanoseconds spun on the CPU waiting for a deadline (`core{i}_spin_ns`).
+    pub spin_ns: Option<u64>,
+    /// Wake-up lateness (wake time − deadline), median and 99th percentile
+    /// (`core{i}_late_p50_ns`, `core{i}_late_p99_ns`).
+    pub late_p50_ns: Option<u64>,
+    /// See `late_p50_ns`.
+    pub late_p99_ns: Option<u64>,
 }
 
 /// A NIC whose queues the lanes take.
@@ -167,8 +185,8 @@ struct Shared<M: Machine, P: FwdPort> {
     /// An RSS_MOVE control frame asked to steer queue `from`'s buckets to `to`:
     /// `1 << 16 | from << 8 | to`, or 0.
     rss_move: AtomicU32,
-    /// Per worker: sleeps that waited in MONITOR/MWAIT on a receive queue.
-    mwait_sleeps: Vec<AtomicU64>,
+    /// Per worker: what its sleeper said at its last publication.
+    sleeps: Vec<Mutex<SleepSummary>>,
     /// `@stats` lines skipped because the console was still busy.
     stats_skipped: AtomicU64,
     /// Workers other than 0 that have returned.
@@ -266,7 +284,7 @@ pub fn run<M: Machine, P: FwdPort>(
         stop: AtomicBool::new(false),
         stats_requested: AtomicBool::new(false),
         rss_move: AtomicU32::new(0),
-        mwait_sleeps: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
+        sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
         stats_skipped: AtomicU64::new(0),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
@@ -341,6 +359,13 @@ fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Ch
     sh.chains.publish(w, pl.stage(), wait);
 }
 
+/// Copies what worker `w`'s sleeper says into its slot (unless the reporter reads it now).
+fn publish_sleeps<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, sleeper: &M::Sleeper) {
+    if let Some(mut s) = sh.sleeps.get(w).and_then(|s| s.try_lock()) {
+        *s = M::sleep_summary(sleeper);
+    }
+}
+
 /// One round plus the bookkeeping every worker does; returns whether to go on.
 fn step<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
@@ -350,9 +375,6 @@ fn step<M: Machine, P: FwdPort>(
     rounds: &mut u64,
 ) -> bool {
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
-    if let Some(m) = sh.mwait_sleeps.get(w) {
-        m.store(M::watched_sleeps(sleeper), Ordering::Relaxed);
-    }
     if r.commands.stop {
         sh.stop.store(true, Ordering::Release);
     }
@@ -367,6 +389,9 @@ fn step<M: Machine, P: FwdPort>(
     if r.packets > 0 || (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
         publish(sh, w, pl, false);
     }
+    if (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+        publish_sleeps(sh, w, sleeper);
+    }
     !stopping
 }
 
@@ -379,6 +404,9 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
             while step(sh, w, &mut pl, &mut sleeper, &mut rounds) {}
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
+            if let Some(s) = sh.sleeps.get(w) {
+                *s.lock() = M::sleep_summary(&sleeper);
+            }
         }
         Err(e) => {
             say(sh.machine, format_args!("error: worker {w}: sleeper: {e}"));
@@ -429,6 +457,9 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
         }
     }
     publish(sh, 0, &pl, true);
+    if let Some(s) = sh.sleeps.first() {
+        *s.lock() = M::sleep_summary(&sleeper);
+    }
     if sh.failed.load(Ordering::Relaxed) > 0 {
         outcome = Outcome::RuntimeFailure;
     }

@@ -64,6 +64,7 @@ pub(super) fn line<M: Machine, P: FwdPort>(
 
 fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per_core: &[CoreStats]) -> fmt::Result {
     for (i, c) in per_core.iter().enumerate() {
+        let s = sh.sleeps.get(i).map(|s| *s.lock()).unwrap_or_default();
         write!(
             w,
             " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
@@ -74,8 +75,13 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
             c.wins,
             c.busy_tries,
             c.packets,
-            sh.mwait_sleeps.get(i).map_or(0, |m| m.load(Ordering::Relaxed))
+            s.watched
         )?;
+        for (key, v) in [("idle_ns", s.idle_ns), ("spin_ns", s.spin_ns), ("late_p50_ns", s.late_p50_ns), ("late_p99_ns", s.late_p99_ns)] {
+            if let Some(v) = v {
+                write!(w, " core{i}_{key}={v}")?;
+            }
+        }
     }
     Ok(())
 }

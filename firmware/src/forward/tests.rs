@@ -192,8 +192,8 @@ impl Machine for FakeMachine {
     fn sleeper(&self, _worker: usize) -> Result<ThreadSleeper, String> {
         Ok(ThreadSleeper(self.clock))
     }
-    fn watched_sleeps(_s: &ThreadSleeper) -> u64 {
-        0
+    fn sleep_summary(_s: &ThreadSleeper) -> SleepSummary {
+        SleepSummary { late_p50_ns: Some(7), ..SleepSummary::default() }
     }
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), String> {
         if self.refuse.contains(&worker) {
@@ -340,6 +340,9 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
     assert_eq!(key(summary, "workers"), Some(2), "{summary}");
     assert_eq!(key(summary, "fake_machine"), Some(1), "{summary}");
     assert_eq!(key(summary, "stats_skipped"), Some(0), "{summary}");
+    // What the sleepers said, per worker; what they did not say is absent.
+    assert_eq!((key(summary, "core0_late_p50_ns"), key(summary, "core1_late_p50_ns")), (Some(7), Some(7)));
+    assert_eq!(key(summary, "core0_idle_ns"), None, "{summary}");
     assert!(lines.iter().any(|l| l.starts_with("@stats")), "{lines:?}");
     assert!(!lines.iter().any(|l| l.starts_with("warning")), "{lines:?}");
 }

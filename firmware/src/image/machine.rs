@@ -7,7 +7,7 @@ use alloc::boxed::Box;
 use core::fmt::{self, Write};
 
 use cadence_core::time::Duration;
-use cadence_firmware::forward::{Event, Machine};
+use cadence_firmware::forward::{Event, Machine, SleepSummary};
 use cadence_platform::clock::TscClock;
 use cadence_platform::serial;
 use cadence_platform::sleep::{HaltSleeper, SleepConfig};
@@ -71,8 +71,9 @@ impl Machine for BareMetal {
         HaltSleeper::new(self.sleep).map_err(BareMetalError::Sleeper)
     }
 
-    fn watched_sleeps(s: &HaltSleeper) -> u64 {
-        s.watched_sleeps()
+    fn sleep_summary(s: &HaltSleeper) -> SleepSummary {
+        // Halted cycles are counted by the pipeline; lateness is not measured here.
+        SleepSummary { watched: s.watched_sleeps(), ..SleepSummary::default() }
     }
 
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), BareMetalError> {

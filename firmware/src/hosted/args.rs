@@ -1,0 +1,227 @@
+//! The hosted binary's command line: its own options (`--port0`, `--io`, …) plus every
+//! boot option of the image (docs/PROTOCOL.md), as `key=value` or `--key value` /
+//! `--key=value` (dashes for underscores), parsed by the image's own strict parser.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use cadence_firmware::config::{BootConfig, KEYS};
+
+/// The ports' I/O kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    /// AF_XDP sockets behind an XDP redirect program (copy mode on veth).
+    AfXdp,
+    /// `AF_PACKET` with `TPACKET_V3` rings.
+    AfPacket,
+    /// AF_XDP, falling back to `AF_PACKET` when AF_XDP cannot be had (said on a line).
+    Auto,
+}
+
+/// How AF_XDP sockets bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// Zero-copy where the driver has it, copy otherwise.
+    Auto,
+    /// Copy mode only.
+    Copy,
+    /// Zero-copy or fail.
+    ZeroCopy,
+}
+
+/// Everything the command line says.
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// Interfaces of port 0 and port 1.
+    pub ports: [String; 2],
+    pub io: Io,
+    pub xdp_mode: XdpMode,
+    /// The chain in its text form (docs/PROTOCOL.md; `cargo xtask chain FILE.toml` writes it).
+    pub chain: Option<PathBuf>,
+    /// CPU of worker `w`; empty: worker `w` on CPU `w` (modulo the CPUs online).
+    pub cpus: Vec<usize>,
+    /// Run the workers unpinned.
+    pub unpinned: bool,
+    /// Packet memory on 2 MiB pages (THP / hugetlbfs).
+    pub huge: bool,
+    /// Spin margin of the sleeper, µs (the last part of a sleep is spun, not slept).
+    pub spin_us: u64,
+    /// The boot options, as the image's parser read them.
+    pub boot: BootConfig,
+}
+
+/// What is wrong with the command line; the message names the option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError(pub String);
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The `--help` text.
+pub const USAGE: &str = "\
+usage: cadence --port0 IF --port1 IF [options] [key=value ...]
+
+Cadence's dataplane as a Linux process: forwards port 0 <-> port 1 through the NF chain,
+prints the image's machine lines (@ready, @stats, @summary) on stdout, stops on a STOP
+control frame (ctl=on) or max_s. Exit 0 success, 1 runtime failure, 2 bad configuration.
+
+options:
+  --port0 IF, --port1 IF   the two interfaces (needs root or CAP_NET_RAW/CAP_NET_ADMIN/CAP_BPF)
+  --io af_xdp|af_packet|auto
+                           port I/O (default auto: AF_XDP, else AF_PACKET with a line saying why)
+  --xdp-mode auto|copy|zerocopy
+                           AF_XDP binding (default auto: zero-copy where the driver has it)
+  --chain FILE             the NF chain in its text form (docs/PROTOCOL.md); none: L2 forwarding
+  --cpus LIST              CPU of each worker, e.g. 1,2,3 (default: worker w on CPU w)
+  --unpinned               do not pin the workers
+  --huge                   packet memory on 2 MiB pages
+  --spin-us N              spin the last N us of each sleep (default 0: sleep in the kernel only)
+  key=value, --key value   every boot option of the image (workers, lanes, sched, vbar_us, ...)
+";
+
+/// Parses the arguments (without the program name). `Ok(None)`: `--help`.
+pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
+    let mut ports: [Option<String>; 2] = [None, None];
+    let (mut io, mut xdp_mode, mut chain) = (Io::Auto, XdpMode::Auto, None);
+    let (mut cpus, mut unpinned, mut huge, mut spin_us) = (Vec::new(), false, false, 0u64);
+    let mut boot: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--help" || a == "-h" {
+            return Ok(None);
+        }
+        let Some(flag) = a.strip_prefix("--") else {
+            if a.contains('=') {
+                boot.push(a.clone());
+                continue;
+            }
+            return Err(ArgError(format!("argument '{a}': expected --option or key=value (see --help)")));
+        };
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (flag, None),
+        };
+        if matches!(name, "unpinned" | "huge") {
+            if inline.is_some() {
+                return Err(ArgError(format!("option '--{name}' takes no value")));
+            }
+            if name == "unpinned" {
+                unpinned = true;
+            } else {
+                huge = true;
+            }
+            continue;
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => it.next().cloned().ok_or_else(|| ArgError(format!("option '--{name}' needs a value")))?,
+        };
+        match name {
+            "port0" => ports[0] = Some(value),
+            "port1" => ports[1] = Some(value),
+            "io" => {
+                io = match value.as_str() {
+                    "af_xdp" => Io::AfXdp,
+                    "af_packet" => Io::AfPacket,
+                    "auto" => Io::Auto,
+                    v => return Err(ArgError(format!("option '--io': expected af_xdp, af_packet or auto, got '{v}'"))),
+                }
+            }
+            "xdp-mode" => {
+                xdp_mode = match value.as_str() {
+                    "auto" => XdpMode::Auto,
+                    "copy" => XdpMode::Copy,
+                    "zerocopy" => XdpMode::ZeroCopy,
+                    v => {
+                        return Err(ArgError(format!(
+                            "option '--xdp-mode': expected auto, copy or zerocopy, got '{v}'"
+                        )));
+                    }
+                }
+            }
+            "chain" => chain = Some(PathBuf::from(value)),
+            "cpus" => {
+                cpus = value
+                    .split(',')
+                    .map(|c| c.trim().parse::<usize>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| ArgError(format!("option '--cpus': expected a list like 1,2,3, got '{value}'")))?
+            }
+            "spin-us" => {
+                spin_us = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&v| v <= 10_000)
+                    .ok_or_else(|| ArgError(format!("option '--spin-us': expected 0..=10000, got '{value}'")))?
+            }
+            other => {
+                let key = other.replace('-', "_");
+                if !KEYS.contains(&key.as_str()) {
+                    return Err(ArgError(format!("option '--{other}': unknown (see --help)")));
+                }
+                boot.push(format!("{key}={value}"));
+            }
+        }
+    }
+    let line = boot.join(" ");
+    let boot = BootConfig::parse(&line).map_err(|e| ArgError(e.to_string()))?;
+    let [Some(p0), Some(p1)] = ports else {
+        return Err(ArgError("options '--port0' and '--port1' are required (the two interfaces)".into()));
+    };
+    if p0 == p1 {
+        return Err(ArgError(format!("options '--port0' and '--port1' name the same interface '{p0}'")));
+    }
+    if !cpus.is_empty() && cpus.len() < boot.workers {
+        return Err(ArgError(format!(
+            "option '--cpus': {} CPUs listed for workers={} (one per worker)",
+            cpus.len(),
+            boot.workers
+        )));
+    }
+    Ok(Some(Args { ports: [p0, p1], io, xdp_mode, chain, cpus, unpinned, huge, spin_us, boot }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Option<Args>, ArgError> {
+        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn both_spellings_of_boot_options_parse() {
+        let a = p("--port0 a --port1=b --io af_packet workers=2 --stats-ms 250 --sched=poll --cpus 1,0 --huge")
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.ports, ["a".to_string(), "b".to_string()]);
+        assert_eq!((a.io, a.boot.workers, a.boot.stats_ms), (Io::AfPacket, 2, 250));
+        assert_eq!(a.boot.sched, cadence_firmware::config::Sched::Poll);
+        assert_eq!((a.cpus, a.huge, a.unpinned, a.spin_us), (vec![1, 0], true, false, 0));
+        assert!(p("--help").unwrap().is_none());
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        for (line, want) in [
+            ("--port0 a", "'--port0' and '--port1' are required"),
+            ("--port0 a --port1 a", "same interface 'a'"),
+            ("--port0 a --port1 b --io dpdk", "option '--io'"),
+            ("--port0 a --port1 b --xdp-mode fast", "option '--xdp-mode'"),
+            ("--port0 a --port1 b --bogus 1", "option '--bogus': unknown"),
+            ("--port0 a --port1 b workers=0", "boot option 'workers'"),
+            ("--port0 a --port1 b --cpus 1,x", "option '--cpus'"),
+            ("--port0 a --port1 b workers=3 --cpus 1", "listed for workers=3"),
+            ("--port0 a --port1 b --spin-us 99999", "option '--spin-us'"),
+            ("--port0 a --port1 b stray", "argument 'stray'"),
+            ("--port0", "option '--port0' needs a value"),
+            ("--port0 a --port1 b --huge=1", "'--huge' takes no value"),
+        ] {
+            let e = p(line).unwrap_err().0;
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The hosted [`Machine`]: the TSC clock calibrated against `CLOCK_MONOTONIC_RAW`, one
+//! `NanoSleeper` per worker thread, worker threads pinned to CPUs, stdout as COM1 through a
+//! printer thread (so a slow reader of stdout costs a skipped `@stats` line, never a stall).
+
+use std::fmt::{self, Write};
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+use cadence_core::time::{Clock, Duration};
+use cadence_firmware::forward::{Machine, SleepSummary};
+use cadence_platform::hosted::clock::HostClock;
+use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError};
+use cadence_platform::hosted::thread::{self, Pin, ThreadError, Worker};
+
+/// Lines queued for stdout before `try_line` starts skipping.
+const QUEUED_LINES: usize = 4;
+
+/// Extra counters of the hosted build, written by [`Machine::write_extra`].
+pub trait Extra: Send + Sync {
+    /// ` key=value` pairs (socket statistics of the ports).
+    fn write(&self, out: &mut dyn Write) -> fmt::Result;
+}
+
+/// The machine the hosted build runs on.
+pub struct Hosted {
+    clock: HostClock,
+    sleep: SleepConfig,
+    /// CPU of worker `w` (`None`: unpinned).
+    cpus: Vec<Option<usize>>,
+    workers: Mutex<Vec<(usize, Worker<()>)>>,
+    /// To the printer thread; `None` once flushed.
+    out: Mutex<Option<SyncSender<String>>>,
+    printer: Mutex<Option<JoinHandle<()>>>,
+    extra: Mutex<Option<Box<dyn Extra>>>,
+}
+
+impl fmt::Debug for Hosted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hosted").field("clock", &self.clock.source()).field("cpus", &self.cpus).finish_non_exhaustive()
+    }
+}
+
+/// Why a hosted worker could not be had.
+#[derive(Debug, Clone, Copy)]
+pub enum HostedError {
+    /// The thread's sleeper.
+    Sleeper(SleepError),
+    /// Starting or pinning the thread.
+    Thread(ThreadError),
+}
+
+impl fmt::Display for HostedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostedError::Sleeper(e) => write!(f, "{e}"),
+            HostedError::Thread(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn printer(rx: Receiver<String>) {
+    use std::io::Write as _;
+    let stdout = std::io::stdout();
+    for line in rx {
+        let mut out = stdout.lock();
+        // A closed stdout ends the printing, not the dataplane.
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+}
+
+impl Hosted {
+    /// A machine on `clock`, worker `w` pinned to `cpus[w]` (if given).
+    pub fn new(clock: HostClock, sleep: SleepConfig, cpus: Vec<Option<usize>>) -> Hosted {
+        let (out, rx) = mpsc::sync_channel(QUEUED_LINES);
+        let printer = std::thread::Builder::new().name("cadence-stdout".into()).spawn(move || printer(rx)).ok();
+        Hosted {
+            clock,
+            sleep,
+            cpus,
+            workers: Mutex::new(Vec::new()),
+            out: Mutex::new(Some(out)),
+            printer: Mutex::new(printer),
+            extra: Mutex::new(None),
+        }
+    }
+
+    /// Adds the ports' counters to the stats lines.
+    pub fn set_extra(&self, e: Box<dyn Extra>) {
+        *self.extra.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// Prints a line (waits for room in the queue).
+    pub fn say(&self, args: fmt::Arguments<'_>) {
+        self.send(args.to_string(), true);
+    }
+
+    /// Queues `line` for stdout; `wait`: wait for room, else give up when the queue is
+    /// full. Returns whether it was queued.
+    fn send(&self, line: String, wait: bool) -> bool {
+        let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tx) = out.as_ref() else { return false };
+        if wait {
+            tx.send(line).is_ok()
+        } else {
+            match tx.try_send(line) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            }
+        }
+    }
+
+    /// Waits until every queued line is on stdout; later lines are dropped (call it
+    /// right before the process exits).
+    pub fn flush(&self) {
+        drop(self.out.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(h) = self.printer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Pins the calling thread as worker `w`.
+    pub fn pin_current(&self, w: usize) -> Result<(), ThreadError> {
+        match self.cpus.get(w).copied().flatten() {
+            Some(cpu) => thread::pin_current(cpu),
+            None => Ok(()),
+        }
+    }
+
+    /// CPU time of worker `w` in ns (worker 0: the calling thread, which is worker 0 when
+    /// the run reports).
+    fn cpu_ns(&self, w: usize) -> Option<u64> {
+        if w == 0 {
+            return Some(thread::thread_cpu_time().as_nanos() as u64);
+        }
+        let ws = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        ws.iter().find(|(i, _)| *i == w).and_then(|(_, h)| h.cpu_time().ok()).map(|d| d.as_nanos() as u64)
+    }
+}
+
+impl Machine for Hosted {
+    type Clock = HostClock;
+    type Sleeper = NanoSleeper;
+    type Error = HostedError;
+
+    fn clock(&self) -> HostClock {
+        self.clock
+    }
+
+    fn max_workers(&self) -> usize {
+        thread::cpus_online().max(1)
+    }
+
+    fn sleeper(&self, _worker: usize) -> Result<NanoSleeper, HostedError> {
+        NanoSleeper::new(self.clock, self.sleep).map_err(HostedError::Sleeper)
+    }
+
+    fn sleep_summary(s: &NanoSleeper) -> SleepSummary {
+        let st = s.stats();
+        SleepSummary {
+            watched: 0,
+            idle_ns: Some(st.kernel_ns),
+            spin_ns: Some(st.spin_ns),
+            late_p50_ns: st.lateness_p50_ns(),
+            late_p99_ns: st.lateness_p99_ns(),
+        }
+    }
+
+    fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), HostedError> {
+        let pin = self.cpus.get(worker).copied().flatten().map_or(Pin::Unpinned, Pin::Cpu);
+        let h = thread::spawn(&format!("cadence-w{worker}"), pin, job).map_err(HostedError::Thread)?;
+        self.workers.lock().unwrap_or_else(|p| p.into_inner()).push((worker, h));
+        Ok(())
+    }
+
+    fn join(&self, worker: usize, timeout: Duration) -> bool {
+        let deadline = self.clock.now().saturating_add(timeout);
+        loop {
+            let mut ws = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(i) = ws.iter().position(|(w, _)| *w == worker) else { return true };
+            if ws[i].1.is_finished() {
+                let (_, h) = ws.swap_remove(i);
+                return h.join().is_ok();
+            }
+            drop(ws);
+            if self.clock.now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) {
+        let mut s = String::new();
+        let _ = write(&mut s);
+        self.send(s, true);
+    }
+
+    fn try_line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) -> bool {
+        let mut s = String::new();
+        let _ = write(&mut s);
+        self.send(s, false)
+    }
+
+    fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {
+        for w in 0..self.cpus.len() {
+            if let Some(ns) = self.cpu_ns(w) {
+                write!(out, " core{w}_cpu_ns={ns}")?;
+            }
+        }
+        if let Some(e) = self.extra.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            e.write(out)?;
+        }
+        Ok(())
+    }
+}

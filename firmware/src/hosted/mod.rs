@@ -1,0 +1,157 @@
+//! The hosted build: Cadence's dataplane as a Linux process, over AF_XDP or `AF_PACKET`
+//! ports, with worker threads pinned to CPUs. Same forwarding run, chains, counters and
+//! machine lines as the image (`cadence_firmware::forward`), on `platform::hosted`.
+//!
+//! Exit codes: 0 success (STOP), 1 runtime failure, 2 bad configuration
+//! (`xtask::protocol::hosted_exit_status` maps them onto the image's 33/37/35).
+
+mod args;
+mod machine;
+mod ports;
+
+use std::process::ExitCode;
+
+use cadence_core::buf::Pool;
+use cadence_core::metronome::line_rate_pps_for_mbps;
+use cadence_core::nf::config::ChainSpec;
+use cadence_core::time::Clock;
+use cadence_firmware::config::{MacFmt, Mode};
+use cadence_firmware::forward::{self, Outcome};
+use cadence_platform::hosted::clock::HostClock;
+use cadence_platform::hosted::sleep::SleepConfig;
+use cadence_platform::hosted::thread;
+
+use machine::Hosted;
+
+const EXIT_RUNTIME: u8 = 1;
+const EXIT_CONFIG: u8 = 2;
+
+/// The hosted binary's `main`.
+pub fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match args::parse(&argv) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            println!("error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    println!("Cadence {} (hosted)", env!("CARGO_PKG_VERSION"));
+    let spec = match read_chain(&args) {
+        Ok(s) => s,
+        Err(msg) => {
+            println!("error: {msg}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let (clock, refused) = HostClock::calibrate();
+    if let Some(why) = refused {
+        println!("warning: TSC not used ({why}); timing from CLOCK_MONOTONIC");
+    }
+    let cpus = thread::cpus_online();
+    let pins: Vec<Option<usize>> = (0..args.boot.workers)
+        .map(|w| if args.unpinned { None } else { Some(args.cpus.get(w).copied().unwrap_or(w % cpus.max(1))) })
+        .collect();
+    let machine: &'static Hosted =
+        Box::leak(Box::new(Hosted::new(clock, SleepConfig::with_spin_margin_ns(args.spin_us * 1000), pins)));
+    let code = run(machine, &args, &spec, clock);
+    machine.flush();
+    code
+}
+
+fn read_chain(args: &args::Args) -> Result<ChainSpec, String> {
+    let Some(path) = &args.chain else { return Ok(ChainSpec::default()) };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("chain config {}: {e}", path.display()))?;
+    ChainSpec::parse(&text).map_err(|e| {
+        let msg = e.to_string();
+        let rest = msg.split_once(": ").map_or(msg.as_str(), |(_, r)| r);
+        format!("chain config line {}: {rest}", e.line)
+    })
+}
+
+fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock) -> ExitCode {
+    let cfg = &args.boot;
+    let cal = clock.calibration();
+    m.say(format_args!(
+        "@banner version={} cpu=\"{}\" tsc_hz={} tsc_source={} tsc_check={} mem_mib={} cores={} nics=2 platform=hosted",
+        env!("CARGO_PKG_VERSION"),
+        cpu_brand(),
+        clock.rate().hz(),
+        clock.source(),
+        if cal.is_some() { "monotonic-raw" } else { "none" },
+        mem_mib(),
+        thread::cpus_online()
+    ));
+    let mut names = String::new();
+    for (i, n) in spec.names().enumerate() {
+        names.push_str(if i > 0 { "," } else { "" });
+        names.push_str(n);
+    }
+    m.say(format_args!(
+        "@chain nfs={} source={}",
+        if names.is_empty() { "none" } else { &names },
+        if args.chain.is_some() { "file" } else { "none" }
+    ));
+    let mut opened = match ports::open(args, cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            m.say(format_args!("error: {e}"));
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    for note in &opened.notes {
+        m.say(format_args!("{note}"));
+    }
+    for (i, p) in opened.ports.iter().enumerate() {
+        m.say(format_args!(
+            "@nic index={i} kind={} pci=iface:{} mac={} rxq={} txq={} qsize={}{}",
+            p.kind(),
+            p.ifname(),
+            MacFmt(cadence_core::nic::Port::mac(p)),
+            p.queues(),
+            p.queues(),
+            p.ring_size(),
+            p.detail()
+        ));
+    }
+    if cfg.mode == Mode::Boot {
+        m.say(format_args!("boot: done (2 NICs up)"));
+        return ExitCode::SUCCESS;
+    }
+    let (mbps, from) = cfg.line_rate_mbps(opened.ports.iter().filter_map(ports::HostedPort::speed_mbps).min());
+    m.say(format_args!("forward: line rate {mbps} Mb/s ({from}) for the ring bound"));
+    if let Err(e) = m.pin_current(0) {
+        m.say(format_args!("error: worker 0: {e}"));
+        return ExitCode::from(EXIT_RUNTIME);
+    }
+    m.set_extra(Box::new(opened.counters()));
+    let pools: Vec<Pool<'static>> = opened.pools.drain(..).collect();
+    let ports = std::mem::take(&mut opened.ports);
+    let rate = Some(line_rate_pps_for_mbps(u64::from(mbps)));
+    let outcome = forward::run(m, cfg, pools, ports, spec, rate);
+    match outcome {
+        Outcome::Success => ExitCode::SUCCESS,
+        Outcome::ConfigError => ExitCode::from(EXIT_CONFIG),
+        Outcome::RuntimeFailure => ExitCode::from(EXIT_RUNTIME),
+    }
+}
+
+/// The CPU's brand string from /proc/cpuinfo (quotes removed: the banner quotes it).
+fn cpu_brand() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|(_, v)| v.trim().replace('"', "")))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Total memory in MiB from /proc/meminfo.
+fn mem_mib() -> u64 {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:")?.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
