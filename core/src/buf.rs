@@ -166,6 +166,28 @@ impl<'m> Pool<'m> {
         self.phys_base + (b.index() * BUF_SIZE) as u64
     }
 
+    /// Physical address of the pool's first byte (buffer 0), as given to [`Pool::try_new`].
+    #[inline]
+    pub fn phys_base(&self) -> u64 {
+        self.phys_base
+    }
+
+    /// The buffer whose `BUF_SIZE` bytes contain physical address `phys`, if `phys` lies
+    /// inside the pool and that buffer is not free: the way back from an address a device
+    /// or kernel hands over (an AF_XDP ring entry) to the handle that owns it. O(1).
+    ///
+    /// `None` for an address outside the pool, and for a free buffer: a device naming a
+    /// buffer nobody gave it is an anomaly for the driver to count, never a buffer to
+    /// hand out.
+    #[inline]
+    pub fn handle_at(&self, phys: u64) -> Option<PacketBuf> {
+        let index = phys.checked_sub(self.phys_base)? / BUF_SIZE as u64;
+        let index = usize::try_from(index).ok()?;
+        // `index < capacity <= u16::MAX + 1`, so it fits the handle.
+        let m = self.meta.get(index)?;
+        (!m.free).then_some(PacketBuf(index as u16))
+    }
+
     /// Sets where `b`'s frame starts in its buffer and how long it is.
     #[inline]
     pub fn set_frame(&mut self, b: PacketBuf, off: usize, len: usize) -> Result<(), PoolError> {
@@ -359,6 +381,44 @@ mod tests {
         assert_eq!(p.frame(b), &[9, 9]);
         assert_eq!(p.set_frame(a, BUF_SIZE - 1, 2), Err(PoolError::BadLength));
         assert_eq!(p.frame_offset(a), HEADROOM);
+    }
+
+    #[test]
+    fn handle_at_maps_addresses_inside_buffers_in_use_only() {
+        let mut mem = vec![0u8; 4 * BUF_SIZE];
+        let mut p = pool(&mut mem, 4);
+        assert_eq!(p.phys_base(), 0x10_0000);
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        // Every byte of an allocated buffer maps back to it, and only to it.
+        for off in [0u64, 1, 256, BUF_SIZE as u64 - 1] {
+            assert_eq!(p.handle_at(p.phys(a) + off), Some(a));
+            assert_eq!(p.handle_at(p.phys(b) + off), Some(b));
+        }
+        // Buffers 2 and 3 are free: no handle.
+        assert_eq!(p.handle_at(0x10_0000 + 2 * BUF_SIZE as u64), None);
+        assert_eq!(p.handle_at(0x10_0000 + 4 * BUF_SIZE as u64 - 1), None);
+        // Outside the pool, on either side, and at the extremes.
+        assert_eq!(p.handle_at(0x10_0000 - 1), None);
+        assert_eq!(p.handle_at(0x10_0000 + 4 * BUF_SIZE as u64), None);
+        assert_eq!(p.handle_at(0), None);
+        assert_eq!(p.handle_at(u64::MAX), None);
+        // Freed: gone.
+        p.free(a).unwrap();
+        assert_eq!(p.handle_at(p.phys(a)), None);
+        assert_eq!(p.handle_at(p.phys(b) + 7), Some(b));
+    }
+
+    #[test]
+    fn handle_at_covers_the_largest_pool() {
+        let n = u16::MAX as usize + 1;
+        let mut mem = vec![0u8; n * BUF_SIZE];
+        let mut p = Pool::try_new(&mut mem, 0, n).unwrap();
+        let all: Vec<_> = (0..n).map(|_| p.alloc().unwrap()).collect();
+        let last = *all.last().unwrap();
+        assert_eq!(last.index(), n - 1);
+        assert_eq!(p.handle_at(p.phys(last) + BUF_SIZE as u64 - 1), Some(last));
+        assert_eq!(p.handle_at((n * BUF_SIZE) as u64), None);
     }
 
     #[test]

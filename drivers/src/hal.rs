@@ -34,6 +34,44 @@ pub trait Mmio {
         self.write32(off, val as u32);
         self.write32(off + 4, (val >> 32) as u32);
     }
+    /// Copies `out.len()` bytes starting at `off` into `out` (a frame out of a kernel
+    /// ring). The default reads bytes up to the first 4-byte boundary, then `u32`s, then
+    /// the tail bytes; an implementation over plain shared memory may override it with
+    /// one volatile copy. Offsets past the window read as 0, like every access.
+    fn read_bytes(&self, off: usize, out: &mut [u8]) {
+        let head = (4 - off % 4) % 4;
+        let (head_bytes, rest) = out.split_at_mut(head.min(out.len()));
+        for (i, b) in head_bytes.iter_mut().enumerate() {
+            *b = self.read8(off.wrapping_add(i));
+        }
+        let mut at = off.wrapping_add(head_bytes.len());
+        let mut words = rest.chunks_exact_mut(4);
+        for w in &mut words {
+            w.copy_from_slice(&self.read32(at).to_le_bytes());
+            at = at.wrapping_add(4);
+        }
+        for (i, b) in words.into_remainder().iter_mut().enumerate() {
+            *b = self.read8(at.wrapping_add(i));
+        }
+    }
+    /// Copies `data` to the window starting at `off` (a frame into a kernel ring); the
+    /// write counterpart of [`Mmio::read_bytes`], with the same default access pattern.
+    fn write_bytes(&self, off: usize, data: &[u8]) {
+        let head = (4 - off % 4) % 4;
+        let (head_bytes, rest) = data.split_at(head.min(data.len()));
+        for (i, &b) in head_bytes.iter().enumerate() {
+            self.write8(off.wrapping_add(i), b);
+        }
+        let mut at = off.wrapping_add(head_bytes.len());
+        let mut words = rest.chunks_exact(4);
+        for w in &mut words {
+            self.write32(at, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+            at = at.wrapping_add(4);
+        }
+        for (i, &b) in words.remainder().iter().enumerate() {
+            self.write8(at.wrapping_add(i), b);
+        }
+    }
     /// Bytes in the window.
     fn len(&self) -> usize;
     /// The CPU address of byte `off` of the window, where the implementation has one and

@@ -8,6 +8,11 @@
 //! models, so the same driver code runs in both.
 //!
 //! Every driver implements `cadence_core::nic`'s queue contract.
+//!
+//! Two drivers serve a hosted build on Linux, where the "device" is the kernel: [`xsk`]
+//! (AF_XDP sockets) and [`tpacket`] (`AF_PACKET` with `TPACKET_V3` rings). They see only
+//! shared memory ([`hal::Mmio`] windows over the mmap'ed rings) and a doorbell
+//! ([`hal::Kick`]); the platform makes the system calls.
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_code)]
 
@@ -20,5 +25,11 @@ pub mod igb;
 pub mod intel;
 #[cfg(feature = "ixgbe")]
 pub mod ixgbe;
+#[cfg(test)]
+mod shm;
+#[cfg(feature = "tpacket")]
+pub mod tpacket;
 #[cfg(feature = "virtio")]
 pub mod virtio;
+#[cfg(feature = "xsk")]
+pub mod xsk;

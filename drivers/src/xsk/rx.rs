@@ -1,0 +1,261 @@
+//! The receive side of an AF_XDP socket: fill ring + RX ring.
+
+use cadence_core::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
+use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
+
+use super::error::{Ring, XskError};
+use super::owned::Owned;
+use super::ring::{self, Consumer, Producer};
+use super::{ADDR_ENTRY, RingWindow, XDP_PKT_CONTD, XskConfig, check_umem, desc};
+use crate::hal::{Kick, KickError, Mmio};
+
+/// Shortest frame the RX ring may report: an Ethernet header.
+const MIN_FRAME: usize = 14;
+
+/// Anomalies and doorbell calls of an [`XskRx`], beyond its [`RxStats`]. The four
+/// descriptor counters (`bad_addr`, `not_owned`, `bad_len`, `fragments`) add up to
+/// `RxStats::errors`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct XskRxCounters {
+    /// RX descriptors whose address is outside the pool (or overflows with the UMEM base).
+    pub bad_addr: u64,
+    /// RX descriptors naming a pool buffer this ring does not own (free, someone else's,
+    /// or reported twice).
+    pub not_owned: u64,
+    /// RX descriptors with a length under 14 or past the end of their buffer.
+    pub bad_len: u64,
+    /// RX descriptors of multi-buffer frames (`XDP_PKT_CONTD` and what follows it).
+    pub fragments: u64,
+    /// Kernel index values that were impossible (RX producer, fill consumer); clamped.
+    pub bad_index: u64,
+    /// `kick_rx` calls that succeeded.
+    pub kicks: u64,
+    /// `kick_rx` calls that answered [`KickError::Busy`].
+    pub kick_busy: u64,
+    /// `kick_rx` calls that failed otherwise ([`KickError::Gone`], [`KickError::Other`]).
+    pub kick_errors: u64,
+}
+
+/// The receive queue of an AF_XDP socket: posts pool buffers on the fill ring, takes
+/// received frames off the RX ring (zero copy: the frame stays where the kernel wrote it).
+///
+/// The fill ring is kept topped up to its size in buffers the kernel holds (posted and
+/// not yet received): the kernel never holds more than one fill ring's worth, whatever
+/// the RX ring's size.
+#[derive(Debug)]
+pub struct XskRx<W, K> {
+    fill: Producer<W>,
+    rx: Consumer<W>,
+    kick: K,
+    umem_base: u64,
+    /// Buffers the kernel holds for this queue (fill ring, its own queues, RX ring).
+    posted: Owned,
+    /// Dropping the rest of a multi-buffer frame.
+    in_fragment: bool,
+    stats: RxStats,
+    counters: XskRxCounters,
+}
+
+impl<W: Mmio, K: Kick> XskRx<W, K> {
+    /// Takes over the fill and RX rings of a freshly bound socket whose UMEM is `pool`'s
+    /// memory (see the module docs for the UMEM convention).
+    ///
+    /// Checks: sizes are powers of two; `producer`, `consumer`, `flags` 4-byte aligned
+    /// and `desc` 8-byte aligned; each window holds its words and `desc + size × entry`
+    /// bytes of entries (8 for fill, 16 for RX); no word overlaps another or the entries;
+    /// both rings are empty; the UMEM base lines up with the pool. Allocates a bit per
+    /// pool buffer. Posts nothing: call [`XskRx::fill`].
+    pub fn try_new(
+        fill: RingWindow<W>,
+        rx: RingWindow<W>,
+        kick: K,
+        pool: &Pool<'_>,
+        config: &XskConfig,
+    ) -> Result<Self, XskError> {
+        ring::check(Ring::Fill, &fill, ADDR_ENTRY)?;
+        ring::check(Ring::Rx, &rx, desc::SIZE)?;
+        check_umem(pool, config)?;
+        Ok(Self {
+            fill: Producer::try_new(Ring::Fill, fill)?,
+            rx: Consumer::try_new(Ring::Rx, rx)?,
+            kick,
+            umem_base: config.umem_base,
+            posted: Owned::new(pool.capacity()),
+            in_fragment: false,
+            stats: RxStats::default(),
+            counters: XskRxCounters::default(),
+        })
+    }
+
+    /// Buffers the kernel holds for this queue.
+    pub fn posted(&self) -> usize {
+        self.posted.count()
+    }
+
+    /// Fill ring entries.
+    pub fn fill_size(&self) -> u32 {
+        self.fill.size()
+    }
+
+    /// RX ring entries.
+    pub fn rx_size(&self) -> u32 {
+        self.rx.size()
+    }
+
+    /// Anomalies and doorbell calls so far.
+    pub fn counters(&self) -> XskRxCounters {
+        XskRxCounters { bad_index: self.fill.bad_index + self.rx.bad_index, ..self.counters }
+    }
+
+    /// Posts buffers from `pool` on the fill ring (up to its size) and wakes the kernel
+    /// if it asks for it. Returns how many it posted. Counts an empty pool in `no_buffer`.
+    pub fn fill(&mut self, pool: &mut Pool<'_>) -> usize {
+        let n = self.refill(pool);
+        if n > 0 {
+            self.wake(true);
+        }
+        n as usize
+    }
+
+    /// Returns every buffer the kernel holds for this queue to `pool`, and how many.
+    ///
+    /// Only safe once the kernel has stopped using them: after the socket is closed (or
+    /// at least unbound, and in zero-copy mode the device queue stopped). Before that the
+    /// kernel may still write a frame into a buffer that is now free, or that someone
+    /// else has taken. Touches no ring (the windows may already be unmapped), and
+    /// consumes the queue, whose rings no longer match its bookkeeping.
+    pub fn drain(mut self, pool: &mut Pool<'_>) -> usize {
+        let base = pool.phys_base();
+        let mut n = 0;
+        self.posted.take_all(|i| {
+            // The buffer is in use (we hold it), so `handle_at` finds it; if someone freed
+            // it behind our back it is not freed again.
+            if let Some(b) = pool.handle_at(base + (i * BUF_SIZE) as u64) {
+                let _ = pool.free(b);
+                n += 1;
+            }
+        });
+        n
+    }
+
+    /// Tops the fill ring up from `pool` (without waking the kernel). Returns how many
+    /// entries it produced.
+    fn refill(&mut self, pool: &mut Pool<'_>) -> u32 {
+        let target = self.fill.size() as usize;
+        let want = target.saturating_sub(self.posted.count()) as u32;
+        if want == 0 {
+            return 0;
+        }
+        let free = self.fill.free(want).min(want);
+        let mut n = 0;
+        while n < free {
+            let Some(b) = pool.alloc() else {
+                self.stats.no_buffer += 1;
+                break;
+            };
+            // UMEM address of the chunk: the pool is at or above the UMEM base (checked at
+            // creation); a buffer this ring cannot track (another pool) goes back.
+            let addr = pool.phys(b).checked_sub(self.umem_base);
+            let Some(addr) = addr.filter(|_| self.posted.insert(b)) else {
+                let _ = pool.free(b);
+                break;
+            };
+            self.fill.write_addr(n, addr);
+            n += 1;
+        }
+        self.fill.submit(n);
+        n
+    }
+
+    /// Rings `kick_rx` if the kernel set NEED_WAKEUP on the fill ring, when `reason`
+    /// holds (new fill entries, or an empty RX ring: the kernel may have stopped for lack
+    /// of fill entries just after our last look).
+    fn wake(&mut self, reason: bool) {
+        if !reason || !self.fill.needs_wakeup() {
+            return;
+        }
+        match self.kick.kick_rx() {
+            Ok(()) => self.counters.kicks += 1,
+            Err(KickError::Busy) => self.counters.kick_busy += 1,
+            Err(_) => self.counters.kick_errors += 1,
+        }
+    }
+
+    /// Checks one RX descriptor and takes its buffer back from the kernel. Returns the
+    /// buffer with its frame set, or `None` (counted; a buffer we owned is freed).
+    fn accept(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, options: u32) -> Option<PacketBuf> {
+        let fragment = self.in_fragment || options & XDP_PKT_CONTD != 0;
+        // A descriptor with CONTD says another follows; the one without it ends the frame.
+        self.in_fragment = options & XDP_PKT_CONTD != 0;
+        let Some(phys) = addr.checked_add(self.umem_base) else {
+            self.counters.bad_addr += 1;
+            return None;
+        };
+        let Some(b) = pool.handle_at(phys) else {
+            let in_pool = phys.checked_sub(pool.phys_base()).is_some_and(|o| o < (pool.capacity() * BUF_SIZE) as u64);
+            if in_pool {
+                self.counters.not_owned += 1;
+            } else {
+                self.counters.bad_addr += 1;
+            }
+            return None;
+        };
+        if !self.posted.remove(b) {
+            self.counters.not_owned += 1;
+            return None;
+        }
+        // From here the buffer is ours: it goes to the caller or back to the pool.
+        // `handle_at` put `phys` inside `b`'s buffer, so the offset is below BUF_SIZE.
+        let off = (phys - pool.phys(b)) as usize;
+        let len = len as usize;
+        if fragment {
+            self.counters.fragments += 1;
+        } else if len < MIN_FRAME || len > BUF_SIZE - off {
+            self.counters.bad_len += 1;
+        } else if pool.set_frame(b, off, len).is_ok() {
+            return Some(b);
+        }
+        let _ = pool.free(b);
+        None
+    }
+}
+
+impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let room = batch.room() as u32;
+        let avail = if room > 0 { self.rx.available(room) } else { 0 };
+        let mut n = 0;
+        for i in 0..avail {
+            let (addr, len, options) = self.rx.read_desc(i);
+            let Some(b) = self.accept(pool, addr, len, options) else {
+                self.stats.errors += 1;
+                continue;
+            };
+            let bytes = pool.len(b) as u64;
+            if let Err(b) = batch.push(b) {
+                // Cannot happen (at most `room` entries); never leak the buffer anyway.
+                let _ = pool.free(b);
+                self.stats.errors += 1;
+                continue;
+            }
+            self.stats.packets += 1;
+            self.stats.bytes += bytes;
+            n += 1;
+        }
+        // Every entry read, good or bad, goes back to the kernel.
+        self.rx.release(avail);
+        let produced = self.refill(pool);
+        self.wake(produced > 0 || (room > 0 && avail == 0));
+        n
+    }
+
+    fn rx_stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// The RX ring's producer word: the kernel stores it after writing descriptors.
+    fn wake_address(&self) -> Option<WakeAddr> {
+        self.rx.producer_address().map(WakeAddr::new)
+    }
+}

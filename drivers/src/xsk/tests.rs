@@ -1,0 +1,537 @@
+//! The AF_XDP queues against the fake kernel of [`super::model`].
+
+use cadence_core::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
+use cadence_core::nic::{RxQueue, TxQueue};
+
+use super::model::{Kernel, LINUX_OFFSETS};
+use super::{Ring, RingOffsets, RingWindow, XDP_PKT_CONTD, XskConfig, XskError, XskRx, XskTx, try_new_queues};
+use crate::shm::{FakeKick, SHM_CPU_BASE, ShmWindow};
+
+type Rx = XskRx<ShmWindow, FakeKick>;
+type Tx = XskTx<ShmWindow, FakeKick>;
+
+/// Test frame `seed` of `len` bytes; its first four bytes carry the seed.
+pub(super) fn frame_bytes(seed: u32, len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (seed as usize).wrapping_mul(31).wrapping_add(i * 7) as u8).collect();
+    let n = len.min(4);
+    f[..n].copy_from_slice(&seed.to_le_bytes()[..n]);
+    f
+}
+
+/// A frame length between 14 and 1514 derived from `i`.
+fn frame_len(i: u32) -> usize {
+    14 + (i as usize * 97) % 1501
+}
+
+/// Pool memory for `n` buffers.
+pub(super) fn mem(n: usize) -> Vec<u8> {
+    vec![0; n * BUF_SIZE]
+}
+
+pub(super) struct H<'m> {
+    pub(super) k: Kernel,
+    pub(super) kick: FakeKick,
+    pub(super) pool: Pool<'m>,
+    pub(super) rx: Rx,
+    pub(super) tx: Tx,
+}
+
+impl<'m> H<'m> {
+    /// Rings of `sizes` (fill, RX, TX, completion) starting at index `start`, a pool of
+    /// `mem.len() / BUF_SIZE` buffers at physical 0, default configuration.
+    pub(super) fn new(mem: &'m mut [u8], sizes: [u32; 4], start: u32) -> Self {
+        Self::with(mem, sizes, start, 0, XskConfig::default())
+    }
+
+    pub(super) fn with(mem: &'m mut [u8], sizes: [u32; 4], start: u32, phys_base: u64, config: XskConfig) -> Self {
+        let n = mem.len() / BUF_SIZE;
+        let pool = Pool::try_new(mem, phys_base, n).expect("pool");
+        let k = Kernel::new(sizes, start, config.umem_base);
+        let kick = FakeKick::default();
+        let (rx, tx) = try_new_queues(k.rings(), kick.clone(), &pool, &config).expect("queues");
+        Self { k, kick, pool, rx, tx }
+    }
+
+    /// A fresh buffer holding frame `seed` of `len` bytes at `HEADROOM`.
+    pub(super) fn frame(&mut self, seed: u32, len: usize) -> PacketBuf {
+        let b = self.pool.alloc().expect("pool has buffers");
+        self.pool.set_len(b, len).expect("fits");
+        self.pool.frame_mut(b).copy_from_slice(&frame_bytes(seed, len));
+        b
+    }
+
+    pub(super) fn rx_all(&mut self) -> Vec<PacketBuf> {
+        let mut out = Vec::new();
+        loop {
+            let mut batch = Batch::new();
+            if self.rx.rx_burst(&mut self.pool, &mut batch) == 0 {
+                return out;
+            }
+            out.extend_from_slice(batch.as_slice());
+        }
+    }
+
+    pub(super) fn free_all(&mut self, bufs: &[PacketBuf]) {
+        for &b in bufs {
+            self.pool.free(b).expect("buffer was ours");
+        }
+    }
+
+    pub(super) fn assert_clean(&self) {
+        assert!(self.k.violations.is_empty(), "kernel saw: {:?}", self.k.violations);
+        assert_eq!(self.pool.double_frees(), 0);
+    }
+}
+
+pub(super) fn batch_of(bufs: &[PacketBuf]) -> Batch {
+    let mut b = Batch::new();
+    for &x in bufs {
+        b.push(x).expect("room");
+    }
+    b
+}
+
+// ---- construction ----
+
+fn window(off: RingOffsets, size: u32, entry: usize) -> RingWindow<ShmWindow> {
+    RingWindow { window: ShmWindow::new(off.desc + size as usize * entry), offsets: off, size }
+}
+
+#[test]
+fn construction_checks_every_ring() {
+    let mut m = mem(16);
+    let pool = Pool::try_new(&mut m, 0, 16).unwrap();
+    let cfg = XskConfig::default();
+    let k = FakeKick::default();
+    let o = LINUX_OFFSETS;
+    let rx = |fill: RingWindow<ShmWindow>, rxw: RingWindow<ShmWindow>| {
+        XskRx::try_new(fill, rxw, k.clone(), &pool, &cfg).map(|_| ()).unwrap_err()
+    };
+    for size in [0, 3, 48, 1 << 31 | 1] {
+        let e = rx(window(o, 8, 8), RingWindow { window: ShmWindow::new(64), offsets: o, size });
+        assert_eq!(e, XskError::BadSize { ring: Ring::Rx, size });
+    }
+    assert!(XskRx::try_new(window(o, 8, 8), window(o, 8, 16), k.clone(), &pool, &cfg).is_ok());
+    // A window one byte short of the last RX entry.
+    let short = RingWindow { window: ShmWindow::new(192 + 8 * 16 - 1), offsets: o, size: 8 };
+    assert_eq!(rx(window(o, 8, 8), short), XskError::WindowTooSmall { ring: Ring::Rx, need: 320, have: 319 });
+    // A fill window with room for 8 entries, given a size of 16.
+    let fill16 = RingWindow { window: ShmWindow::new(192 + 8 * 8), offsets: o, size: 16 };
+    assert!(matches!(rx(fill16, window(o, 8, 16)), XskError::WindowTooSmall { ring: Ring::Fill, .. }));
+    // Flags word past the end of the window.
+    let far = RingOffsets { flags: 4096, ..o };
+    assert!(matches!(rx(window(o, 8, 8), window(far, 8, 16)), XskError::WindowTooSmall { ring: Ring::Rx, .. }));
+    // Misaligned words and entries.
+    for bad in [RingOffsets { producer: 2, ..o }, RingOffsets { flags: 133, ..o }, RingOffsets { desc: 196, ..o }] {
+        assert_eq!(rx(window(bad, 8, 8), window(o, 8, 16)), XskError::Misaligned { ring: Ring::Fill });
+    }
+    // Overlaps: two words on one place, a word inside the entries.
+    for bad in [RingOffsets { consumer: 0, ..o }, RingOffsets { flags: 200, ..o }] {
+        assert_eq!(rx(window(bad, 8, 8), window(o, 8, 16)), XskError::Overlap { ring: Ring::Fill });
+    }
+    // A ring that already holds entries.
+    let used = window(o, 8, 16);
+    used.window.w32(o.producer, 5);
+    assert_eq!(rx(window(o, 8, 8), used), XskError::NotEmpty { ring: Ring::Rx });
+    // TX side: the same checks, its own ring names.
+    let tx_err = |txw, comp, cfg: &XskConfig| XskTx::try_new(txw, comp, k.clone(), &pool, cfg).map(|_| ()).unwrap_err();
+    assert_eq!(tx_err(window(o, 8, 16), window(o, 6, 8), &cfg), XskError::BadSize { ring: Ring::Completion, size: 6 });
+    let comp_used = window(o, 8, 8);
+    comp_used.window.w32(o.consumer, 1);
+    assert_eq!(tx_err(window(o, 8, 16), comp_used, &cfg), XskError::NotEmpty { ring: Ring::Completion });
+    // UMEM base: aligned, and not above the pool.
+    let odd = cfg.with_umem_base(100);
+    assert_eq!(tx_err(window(o, 8, 16), window(o, 8, 8), &odd), XskError::UmemMisaligned);
+    let above = cfg.with_umem_base(BUF_SIZE as u64);
+    assert_eq!(tx_err(window(o, 8, 16), window(o, 8, 8), &above), XskError::PoolBelowUmem);
+    // Every error says something.
+    assert!(!XskError::NotEmpty { ring: Ring::Tx }.to_string().is_empty());
+}
+
+// ---- receive ----  (transmit: `tx_tests.rs`)
+
+#[test]
+fn fill_posts_one_ring_of_buffers_and_each_received_frame_is_replaced() {
+    let mut m = mem(64);
+    let mut h = H::new(&mut m, [16, 16, 16, 16], 0);
+    assert_eq!(h.rx.fill(&mut h.pool), 16);
+    assert_eq!((h.rx.posted(), h.pool.in_use(), h.k.fill_level()), (16, 16, 16));
+    // Posting again finds nothing to do: the kernel holds a ring's worth.
+    assert_eq!(h.rx.fill(&mut h.pool), 0);
+    for i in 0..5 {
+        assert!(h.k.deliver(&mut h.pool, &frame_bytes(i, 60)));
+    }
+    assert_eq!(h.k.fill_level(), 11);
+    let got = h.rx_all();
+    assert_eq!(got.len(), 5);
+    // Five new fill entries for the five frames handed out.
+    assert_eq!((h.k.fill_level(), h.rx.posted(), h.pool.in_use()), (16, 16, 21));
+    h.free_all(&got);
+    assert_eq!(h.rx.rx_stats().no_buffer, 0);
+    h.assert_clean();
+}
+
+#[test]
+fn frames_round_trip_byte_identical_and_in_order() {
+    let mut m = mem(256);
+    let mut h = H::new(&mut m, [64, 64, 64, 64], 0);
+    h.rx.fill(&mut h.pool);
+    let mut expect = Vec::new();
+    for i in 0..40u32 {
+        let f = frame_bytes(i, frame_len(i));
+        assert!(h.k.deliver(&mut h.pool, &f));
+        expect.push(f);
+    }
+    let got = h.rx_all();
+    assert_eq!(got.len(), 40);
+    for (b, f) in got.iter().zip(&expect) {
+        assert_eq!(h.pool.frame(*b), &f[..]);
+        // Aligned mode: the frame sits XDP_PACKET_HEADROOM into its chunk.
+        assert_eq!(h.pool.frame_offset(*b), 256);
+    }
+    let stats = h.rx.rx_stats();
+    assert_eq!((stats.packets, stats.bytes, stats.errors), (40, expect.iter().map(|f| f.len() as u64).sum(), 0));
+    // Forward them all: the same buffers go out, in order, where they lie.
+    for chunk in got.chunks(32) {
+        let mut batch = batch_of(chunk);
+        assert_eq!(h.tx.tx_burst(&mut h.pool, &mut batch), chunk.len());
+        assert!(batch.is_empty());
+    }
+    assert_eq!(h.tx.in_flight(), 40);
+    assert_eq!(h.k.transmit(&mut h.pool, usize::MAX), 40);
+    assert_eq!(h.k.sent, expect);
+    assert_eq!(h.k.complete(usize::MAX), 40);
+    assert_eq!(h.tx.reclaim(&mut h.pool), 40);
+    assert_eq!((h.tx.in_flight(), h.pool.in_use()), (0, 64));
+    let t = h.tx.tx_stats();
+    assert_eq!((t.packets, t.errors, t.ring_full), (40, 0, 0));
+    h.assert_clean();
+}
+
+#[test]
+fn indices_wrap_over_70000_frames_each_way() {
+    const FRAMES: u32 = 70_000;
+    let start = u32::MAX - 100;
+    let mut m = mem(128);
+    let mut h = H::new(&mut m, [32, 32, 32, 32], start);
+    h.rx.fill(&mut h.pool);
+    let mut next_rx = 0u32;
+    let mut next_tx = 0u32;
+    let mut delivered = 0u32;
+    while next_rx < FRAMES {
+        // Up to 20 frames per round, so bursts straddle the ring ends in every phase.
+        for _ in 0..20 {
+            if delivered < FRAMES && h.k.deliver(&mut h.pool, &frame_bytes(delivered, 60 + delivered as usize % 40)) {
+                delivered += 1;
+            }
+        }
+        let mut batch = Batch::new();
+        h.rx.rx_burst(&mut h.pool, &mut batch);
+        for &b in batch.as_slice() {
+            assert_eq!(h.pool.frame(b), &frame_bytes(next_rx, 60 + next_rx as usize % 40)[..], "frame {next_rx}");
+            next_rx += 1;
+        }
+        // Send them back out; what the TX ring does not take is retried after the kernel
+        // makes room.
+        while !batch.is_empty() {
+            h.tx.tx_burst(&mut h.pool, &mut batch);
+            h.k.transmit(&mut h.pool, 25);
+            h.k.complete(25);
+        }
+        for f in h.k.sent.drain(..) {
+            assert_eq!(f, frame_bytes(next_tx, 60 + next_tx as usize % 40), "sent frame {next_tx}");
+            next_tx += 1;
+        }
+    }
+    while h.tx.in_flight() > 0 {
+        h.k.transmit(&mut h.pool, usize::MAX);
+        h.k.complete(usize::MAX);
+        h.tx.reclaim(&mut h.pool);
+    }
+    assert_eq!(next_tx + h.k.sent.len() as u32, FRAMES);
+    // Every ring went round the u32 end.
+    for (name, ring) in [("fill", &h.k.fill), ("rx", &h.k.rx), ("tx", &h.k.tx), ("comp", &h.k.comp)] {
+        assert!(ring.prod() < start && ring.prod() > 60_000, "{name} producer {}", ring.prod());
+    }
+    assert_eq!(h.rx.rx_stats().errors + h.tx.tx_stats().errors, 0);
+    let c = (h.rx.counters(), h.tx.counters());
+    assert_eq!((c.0.bad_index, c.1.bad_index, c.1.bad_completions), (0, 0, 0));
+    assert_eq!(h.pool.in_use(), 32);
+    h.assert_clean();
+}
+
+#[test]
+fn drain_returns_every_buffer_the_kernel_holds() {
+    let mut m = mem(128);
+    let mut h = H::new(&mut m, [32, 32, 32, 32], 7);
+    h.rx.fill(&mut h.pool);
+    for i in 0..10 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 100));
+    }
+    let got = h.rx_all();
+    // Six frames out; the kernel sends four and completes two.
+    let mut batch = batch_of(&got[..6]);
+    h.tx.tx_burst(&mut h.pool, &mut batch);
+    h.k.transmit(&mut h.pool, 4);
+    h.k.complete(2);
+    assert_eq!(h.k.uncompleted(), 2);
+    // Two more delivered but never received: they sit on the RX ring.
+    h.k.deliver(&mut h.pool, &frame_bytes(50, 100));
+    h.k.deliver(&mut h.pool, &frame_bytes(51, 100));
+    h.free_all(&got[6..]);
+    // Kernel holds 32 (fill + RX ring), TX ring 6 (2 of them completed, not reaped).
+    assert_eq!(h.pool.in_use(), 38);
+    let H { mut pool, rx, tx, .. } = h;
+    assert_eq!(rx.drain(&mut pool), 32);
+    assert_eq!(tx.drain(&mut pool), 6);
+    assert_eq!((pool.in_use(), pool.double_frees()), (0, 0));
+}
+
+#[test]
+fn bad_rx_descriptors_are_counted_and_cost_no_buffer() {
+    let mut m = mem(64);
+    let mut h = H::new(&mut m, [8, 32, 8, 8], 0);
+    h.rx.fill(&mut h.pool);
+    // Three good frames; hold the first one in "the application".
+    for i in 0..3 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 64));
+    }
+    let good = h.rx_all();
+    let held = good[0];
+    let held_addr = h.pool.phys(held) + 256;
+    h.free_all(&good[1..]);
+    let posted_before = h.rx.posted();
+    // The kernel takes two more fill entries for the length anomalies below.
+    let take = |h: &mut H<'_>| -> u64 {
+        let c = h.k.fill.cons();
+        let a = h.k.fill.w.r64(LINUX_OFFSETS.desc + (c & 7) as usize * 8);
+        h.k.fill.set_cons(c.wrapping_add(1));
+        a
+    };
+    let short = take(&mut h);
+    let long = take(&mut h);
+    let frag = take(&mut h);
+    let frag2 = take(&mut h);
+    let free_buf_addr = (60 * BUF_SIZE) as u64; // buffer 60: never allocated
+    h.k.rx_raw(64 * BUF_SIZE as u64, 64, 0); // just past the pool
+    h.k.rx_raw(u64::MAX - 10, 64, 0); // far outside
+    h.k.rx_raw(free_buf_addr + 256, 64, 0); // a free buffer
+    h.k.rx_raw(held_addr, 64, 0); // the application's buffer
+    h.k.rx_raw(short + 256, 13, 0); // runt: one byte short of an Ethernet header
+    h.k.rx_raw(short + 256, 64, 0); // the same buffer again: no longer ours
+    h.k.rx_raw(long + 256, (BUF_SIZE - 256 + 1) as u32, 0); // one byte past the chunk
+    h.k.rx_raw(frag + 256, 64, XDP_PKT_CONTD); // first of a multi-buffer frame
+    h.k.rx_raw(frag2 + 256, 64, 0); // its last part
+    // A good frame after all that.
+    h.k.deliver(&mut h.pool, &frame_bytes(99, 64));
+    let got = h.rx_all();
+    assert_eq!(got.len(), 1);
+    assert_eq!(h.pool.frame(got[0]), &frame_bytes(99, 64)[..]);
+    let c = h.rx.counters();
+    assert_eq!((c.bad_addr, c.not_owned, c.bad_len, c.fragments), (2, 3, 2, 2));
+    assert_eq!(h.k.fill_level(), 8, "every buffer taken back was replaced");
+    assert_eq!(h.rx.rx_stats().errors, 9);
+    // Runt, long and fragment buffers went back to the pool and were replaced; the
+    // application's buffer was left alone.
+    assert_eq!(h.rx.posted(), posted_before);
+    assert_eq!(h.pool.in_use(), posted_before + 2);
+    h.free_all(&[held, got[0]]);
+    let H { mut pool, rx, .. } = h;
+    assert_eq!(rx.drain(&mut pool), posted_before);
+    assert_eq!((pool.in_use(), pool.double_frees()), (0, 0));
+}
+
+#[test]
+fn an_empty_pool_counts_no_buffer_and_receive_recovers() {
+    // Ten buffers for a fill ring of eight.
+    let mut m = mem(10);
+    let mut h = H::new(&mut m, [8, 16, 8, 8], 0);
+    assert_eq!(h.rx.fill(&mut h.pool), 8);
+    let mut held = Vec::new();
+    for i in 0..8 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 64));
+    }
+    let mut batch = Batch::new();
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut batch), 8);
+    held.extend_from_slice(batch.as_slice());
+    // Two buffers left for eight empty slots.
+    assert_eq!(h.rx.rx_stats().no_buffer, 1);
+    assert_eq!(h.k.fill_level(), 2);
+    // The kernel runs dry: two frames land, four are lost.
+    for i in 8..14 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 64));
+    }
+    assert_eq!(h.k.dropped_no_fill, 4);
+    let mut batch = Batch::new();
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut batch), 2);
+    held.extend_from_slice(batch.as_slice());
+    assert_eq!(h.rx.rx_stats().no_buffer, 2);
+    assert_eq!((h.rx.posted(), h.k.fill_level()), (0, 0));
+    // Polling an empty ring with an empty pool counts each shortage, and nothing breaks.
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut Batch::new()), 0);
+    assert_eq!(h.rx.rx_stats().no_buffer, 3);
+    // The application lets go: the next burst refills, frames flow again.
+    h.free_all(&held);
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut Batch::new()), 0);
+    assert_eq!(h.k.fill_level(), 8);
+    h.k.deliver(&mut h.pool, &frame_bytes(77, 64));
+    let got = h.rx_all();
+    assert_eq!(h.pool.frame(got[0]), &frame_bytes(77, 64)[..]);
+    assert_eq!(h.rx.rx_stats().no_buffer, 3);
+    h.assert_clean();
+}
+
+#[test]
+fn fill_need_wakeup_kicks_exactly_when_entries_are_new_or_rx_is_empty() {
+    let mut m = mem(64);
+    let mut h = H::new(&mut m, [8, 8, 8, 8], 0);
+    // No flag: never a kick, whatever happens.
+    h.rx.fill(&mut h.pool);
+    h.rx.rx_burst(&mut h.pool, &mut Batch::new());
+    h.k.deliver(&mut h.pool, &frame_bytes(1, 64));
+    let got = h.rx_all();
+    h.free_all(&got);
+    assert_eq!(h.kick.rx(), 0);
+    // The kernel asks for a wake-up.
+    h.k.fill.set_need_wakeup(true);
+    // An empty RX ring: one kick per burst (the kernel may be waiting for us).
+    h.rx.rx_burst(&mut h.pool, &mut Batch::new());
+    assert_eq!(h.kick.rx(), 1);
+    // Frames received and refilled: one kick for the burst, not one per entry.
+    for i in 0..3 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 64));
+    }
+    let mut batch = Batch::new();
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut batch), 3);
+    assert_eq!(h.kick.rx(), 2);
+    // A burst with no room reads nothing and posts nothing: no kick.
+    let mut full = Batch::new();
+    let extra: Vec<_> = (0..32).map(|_| h.pool.alloc().unwrap()).collect();
+    for &b in &extra {
+        full.push(b).unwrap();
+    }
+    h.rx.rx_burst(&mut h.pool, &mut full);
+    assert_eq!(h.kick.rx(), 2);
+    h.free_all(&extra);
+    // Flag cleared: frames flow without kicks.
+    h.k.fill.set_need_wakeup(false);
+    h.free_all(batch.as_slice());
+    h.k.deliver(&mut h.pool, &frame_bytes(9, 64));
+    let got = h.rx_all();
+    h.free_all(&got);
+    assert_eq!(h.kick.rx(), 2);
+    assert_eq!(h.rx.counters().kicks, 2);
+    // fill() kicks only when it posted something.
+    h.k.fill.set_need_wakeup(true);
+    assert_eq!(h.rx.fill(&mut h.pool), 0);
+    assert_eq!(h.kick.rx(), 2);
+    h.assert_clean();
+}
+
+#[test]
+fn cached_indices_spare_the_shared_words() {
+    let mut m = mem(128);
+    let mut h = H::new(&mut m, [64, 64, 64, 64], 0);
+    h.rx.fill(&mut h.pool);
+    let prod = LINUX_OFFSETS.producer;
+    let rx_prod_reads = |h: &H<'_>| h.k.rx.w.reads_of(prod);
+    for i in 0..40 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 60));
+    }
+    let before = rx_prod_reads(&h);
+    let mut a = Batch::new();
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut a), 32);
+    assert_eq!(rx_prod_reads(&h), before + 1);
+    // The other eight were already seen: no second look at the producer.
+    let mut b = Batch::new();
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut b), 8);
+    assert_eq!(rx_prod_reads(&h), before + 1);
+    h.free_all(a.as_slice());
+    h.free_all(b.as_slice());
+    // The TX ring's consumer is read only when the cached view is short (and not at all
+    // for the kick decision while no wake-up is asked for).
+    let cons = LINUX_OFFSETS.consumer;
+    let reads = h.k.tx.w.reads_of(cons);
+    for i in 0..4 {
+        let f = h.frame(i, 60);
+        h.tx.tx_burst(&mut h.pool, &mut batch_of(&[f]));
+    }
+    assert_eq!(h.k.tx.w.reads_of(cons), reads);
+    h.assert_clean();
+}
+
+#[test]
+fn wake_address_is_the_rx_producer_word() {
+    let mut m = mem(16);
+    let h = H::new(&mut m, [8, 8, 8, 8], 0);
+    assert_eq!(h.rx.wake_address().map(|a| a.get()), Some(SHM_CPU_BASE + LINUX_OFFSETS.producer));
+}
+
+#[test]
+fn umem_base_maps_pool_addresses_to_umem_offsets() {
+    // The pool sits 16 buffers into a UMEM registered at physical 0x4000_0000.
+    let mut m = mem(32);
+    let cfg = XskConfig::default().with_umem_base(0x4000_0000);
+    let mut h = H::with(&mut m, [8, 8, 8, 8], 0, 0x4000_0000 + 16 * BUF_SIZE as u64, cfg);
+    h.rx.fill(&mut h.pool);
+    let first = h.k.fill.w.r64(LINUX_OFFSETS.desc);
+    assert_eq!(first, 16 * BUF_SIZE as u64, "fill entries are UMEM offsets of chunk starts");
+    h.k.deliver(&mut h.pool, &frame_bytes(5, 80));
+    let got = h.rx_all();
+    assert_eq!(h.pool.frame(got[0]), &frame_bytes(5, 80)[..]);
+    h.tx.tx_burst(&mut h.pool, &mut batch_of(&got));
+    let txd = h.k.tx.w.r64(LINUX_OFFSETS.desc);
+    assert_eq!(txd, 16 * BUF_SIZE as u64 + 256, "TX address = UMEM offset of the frame's first byte");
+    h.k.transmit(&mut h.pool, 1);
+    h.k.complete(1);
+    h.tx.reclaim(&mut h.pool);
+    assert_eq!(h.k.sent, vec![frame_bytes(5, 80)]);
+    assert_eq!(h.pool.in_use(), 8);
+    h.assert_clean();
+}
+
+#[test]
+fn corrupt_kernel_indices_are_clamped_and_counted() {
+    let mut m = mem(64);
+    let mut h = H::new(&mut m, [8, 8, 8, 8], 0);
+    h.rx.fill(&mut h.pool);
+    // The RX producer leaps far ahead: one ring's worth of (zeroed) entries is read and
+    // rejected, nothing more.
+    h.k.rx.set_prod(1000);
+    h.rx.rx_burst(&mut h.pool, &mut Batch::new());
+    let c = h.rx.counters();
+    assert_eq!(c.bad_index, 1);
+    assert!(h.rx.rx_stats().errors <= 8);
+    // The TX consumer claims more than was produced; it is looked at once the cached
+    // view is short (nine frames for eight slots). The ring counts as empty: eight go on.
+    h.k.tx.set_cons(500);
+    let bs: Vec<_> = (0..9).map(|i| h.frame(i, 60)).collect();
+    let mut batch = batch_of(&bs);
+    assert_eq!(h.tx.tx_burst(&mut h.pool, &mut batch), 8);
+    assert_eq!(h.tx.counters().bad_index, 1);
+    assert_eq!(batch.as_slice(), &bs[8..]);
+    assert_eq!(h.pool.double_frees(), 0);
+}
+
+#[test]
+fn non_default_offsets_are_honoured() {
+    // Words packed at the end, entries first (any layout the kernel reports).
+    let off = RingOffsets { producer: 8 * 16, consumer: 8 * 16 + 4, flags: 8 * 16 + 8, desc: 0 };
+    let mut m = mem(32);
+    let mut pool = Pool::try_new(&mut m, 0, 32).unwrap();
+    let mut k = Kernel::with_offsets([8, 8, 8, 8], 3, 0, off);
+    let kick = FakeKick::default();
+    let (mut rx, mut tx) = try_new_queues(k.rings(), kick, &pool, &XskConfig::default()).unwrap();
+    rx.fill(&mut pool);
+    k.deliver(&mut pool, &frame_bytes(1, 70));
+    let mut batch = Batch::new();
+    assert_eq!(rx.rx_burst(&mut pool, &mut batch), 1);
+    tx.tx_burst(&mut pool, &mut batch);
+    k.transmit(&mut pool, 1);
+    assert_eq!(k.sent, vec![frame_bytes(1, 70)]);
+    assert!(k.violations.is_empty());
+    assert_eq!(rx.posted(), 8);
+    // The kernel's words are where the offsets say.
+    assert_eq!(k.fill.w.r32(off.producer), 3 + 8 + 1);
+    assert_eq!(k.tx.w.r32(off.producer), 4);
+}
