@@ -324,7 +324,8 @@ impl Rig {
         for (port, ifname) in veths.host.iter().enumerate() {
             let sock = PacketSocket::bind(ifname, READ_TIMEOUT)?;
             let p = HostPort::Tap { sock: sock.try_clone()?, ifname: ifname.clone() };
-            let (c, st, noise, pc) = (Arc::clone(&checker), Arc::clone(&stop), Arc::clone(&host_noise), Arc::clone(&pcap));
+            let (c, st, noise, pc) =
+                (Arc::clone(&checker), Arc::clone(&stop), Arc::clone(&host_noise), Arc::clone(&pcap));
             receivers.push(std::thread::spawn(move || receive_loop(port, &p, &c, &st, &noise, &pc)));
             ports.push(HostPort::Tap { sock, ifname: ifname.clone() });
         }
@@ -520,8 +521,7 @@ impl Drop for Rig {
 
 /// `ctl=on peer0=… peer1=…` plus the configuration's boot options.
 fn boot_options(cfg: &RigConfig) -> BootOptions {
-    let mut all =
-        BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
+    let mut all = BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
     for (k, v) in &cfg.boot.0 {
         all = all.set(k, v);
     }

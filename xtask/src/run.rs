@@ -151,9 +151,7 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let profile = if opts.debug { Profile::Debug } else { Profile::Release };
     let image = if opts.hosted {
         if !crate::netns::can_create() {
-            anyhow::bail!(
-                "--hosted needs root and iproute2's `ip`: it creates a network namespace and two veth pairs"
-            );
+            anyhow::bail!("--hosted needs root and iproute2's `ip`: it creates a network namespace and two veth pairs");
         }
         image::build_hosted(profile)?
     } else {
@@ -283,10 +281,11 @@ fn finish(
         (c.classes(), c.latency.summary(), c.examples.clone())
     };
     let mut failures = host.failures();
+    let what = if opts.hosted { "the hosted dataplane" } else { "QEMU" };
     if timed_out {
-        failures.push("QEMU did not exit after STOP (killed)".into());
+        failures.push(format!("{what} did not exit after STOP (killed)"));
     } else if status != Some(protocol::EXIT_SUCCESS) {
-        failures.push(format!("QEMU exit status {status:?} ({}), expected 33", protocol::describe_exit(status)));
+        failures.push(format!("{what} exit status {status:?} ({}), expected success", protocol::describe_exit(status)));
     }
     let fw = rig.report.summary.clone();
     if fw.is_none() {
@@ -295,10 +294,11 @@ fn finish(
     if host.sent == 0 {
         failures.push("nothing was sent".into());
     }
-    // defmt
+    // defmt (the image's COM2; the hosted build logs nothing there)
     let com2 = rig.out_dir.join("com2.defmt");
     let (mut defmt_lines, mut defmt_malformed, mut defmt_log) = (0, 0, None);
     match crate::defmt::decode_file(image, &com2) {
+        _ if opts.hosted => {}
         Ok(d) => {
             let p = rig.out_dir.join("defmt.log");
             std::fs::write(&p, d.lines.join("\n") + "\n")?;
@@ -368,9 +368,21 @@ fn render_metronome(o: &mut String, c: &Counters) {
             continue;
         };
         let share = 100.0 * busy as f64 / (busy + halted).max(1) as f64;
+        // The hosted build also knows the thread's real CPU time and its sleeper's
+        // wake-up lateness (the spin part of a sleep counts as "halted" in the cycles).
+        let cpu = match (get(format!("core{i}_cpu_ns")), get(format!("core{i}_wall_ns"))) {
+            (Some(ns), Some(wall)) if wall > 0 => format!(" | cpu {:.1}% of a CPU", 100.0 * ns as f64 / wall as f64),
+            _ => String::new(),
+        };
+        let late = match (get(format!("core{i}_late_p50_ns")), get(format!("core{i}_late_p99_ns"))) {
+            (Some(p50), Some(p99)) => {
+                format!(" | wake-up late p50 {:.1} us p99 {:.1} us", p50 as f64 / 1e3, p99 as f64 / 1e3)
+            }
+            _ => String::new(),
+        };
         let _ = writeln!(
             o,
-            "core {i}:   busy {share:.1}% of cycles | rounds {} won {} lost {} | packets {}",
+            "core {i}:   busy {share:.1}% of cycles{cpu} | rounds {} won {} lost {} | packets {}{late}",
             get(format!("core{i}_tries")).unwrap_or(0),
             get(format!("core{i}_wins")).unwrap_or(0),
             get(format!("core{i}_busy_tries")).unwrap_or(0),
@@ -436,7 +448,8 @@ pub fn render(s: &RunSummary) -> String {
     }
     let _ = writeln!(
         o,
-        "qemu:     exit status {} ({})",
+        "{}exit status {} ({})",
+        if s.accel == "hosted" { "hosted:   " } else { "qemu:     " },
         s.exit_status.map_or("none".into(), |c| c.to_string()),
         s.exit_meaning
     );

@@ -77,7 +77,12 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
             c.packets,
             s.watched
         )?;
-        for (key, v) in [("idle_ns", s.idle_ns), ("spin_ns", s.spin_ns), ("late_p50_ns", s.late_p50_ns), ("late_p99_ns", s.late_p99_ns)] {
+        for (key, v) in [
+            ("idle_ns", s.idle_ns),
+            ("spin_ns", s.spin_ns),
+            ("late_p50_ns", s.late_p50_ns),
+            ("late_p99_ns", s.late_p99_ns),
+        ] {
             if let Some(v) = v {
                 write!(w, " core{i}_{key}={v}")?;
             }

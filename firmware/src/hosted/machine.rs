@@ -3,8 +3,8 @@
 //! printer thread (so a slow reader of stdout costs a skipped `@stats` line, never a stall).
 
 use std::fmt::{self, Write};
-use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use cadence_core::time::{Clock, Duration};
@@ -29,6 +29,11 @@ pub struct Hosted {
     /// CPU of worker `w` (`None`: unpinned).
     cpus: Vec<Option<usize>>,
     workers: Mutex<Vec<(usize, Worker<()>)>>,
+    /// When each worker started (worker 0: when it was pinned), for `core{i}_wall_ns`.
+    started: Mutex<Vec<Option<std::time::Instant>>>,
+    /// CPU time and wall time of workers whose thread has returned (their CPU clock is
+    /// gone then), recorded by the thread itself as its last act.
+    finished: Arc<Mutex<Vec<Option<(u64, u64)>>>>,
     /// To the printer thread; `None` once flushed.
     out: Mutex<Option<SyncSender<String>>>,
     printer: Mutex<Option<JoinHandle<()>>>,
@@ -79,8 +84,10 @@ impl Hosted {
         Hosted {
             clock,
             sleep,
-            cpus,
+            cpus: cpus.clone(),
             workers: Mutex::new(Vec::new()),
+            started: Mutex::new(vec![None; cpus.len()]),
+            finished: Arc::new(Mutex::new(vec![None; cpus.len()])),
             out: Mutex::new(Some(out)),
             printer: Mutex::new(printer),
             extra: Mutex::new(None),
@@ -123,9 +130,16 @@ impl Hosted {
 
     /// Pins the calling thread as worker `w`.
     pub fn pin_current(&self, w: usize) -> Result<(), ThreadError> {
+        self.mark_started(w);
         match self.cpus.get(w).copied().flatten() {
             Some(cpu) => thread::pin_current(cpu),
             None => Ok(()),
+        }
+    }
+
+    fn mark_started(&self, w: usize) {
+        if let Some(s) = self.started.lock().unwrap_or_else(|p| p.into_inner()).get_mut(w) {
+            *s = Some(std::time::Instant::now());
         }
     }
 
@@ -170,7 +184,17 @@ impl Machine for Hosted {
 
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), HostedError> {
         let pin = self.cpus.get(worker).copied().flatten().map_or(Pin::Unpinned, Pin::Cpu);
-        let h = thread::spawn(&format!("cadence-w{worker}"), pin, job).map_err(HostedError::Thread)?;
+        self.mark_started(worker);
+        let finished = Arc::clone(&self.finished);
+        let t0 = std::time::Instant::now();
+        let run = move || {
+            job();
+            let cpu = thread::thread_cpu_time().as_nanos() as u64;
+            if let Some(slot) = finished.lock().unwrap_or_else(|p| p.into_inner()).get_mut(worker) {
+                *slot = Some((cpu, t0.elapsed().as_nanos() as u64));
+            }
+        };
+        let h = thread::spawn(&format!("cadence-w{worker}"), pin, run).map_err(HostedError::Thread)?;
         self.workers.lock().unwrap_or_else(|p| p.into_inner()).push((worker, h));
         Ok(())
     }
@@ -205,9 +229,13 @@ impl Machine for Hosted {
     }
 
     fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {
-        for w in 0..self.cpus.len() {
-            if let Some(ns) = self.cpu_ns(w) {
-                write!(out, " core{w}_cpu_ns={ns}")?;
+        let started = self.started.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for (w, t0) in started.iter().enumerate() {
+            let done = finished.get(w).copied().flatten();
+            let now = self.cpu_ns(w).zip(t0.map(|t| t.elapsed().as_nanos() as u64));
+            if let Some((cpu, wall)) = done.or(now) {
+                write!(out, " core{w}_cpu_ns={cpu} core{w}_wall_ns={wall}")?;
             }
         }
         if let Some(e) = self.extra.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {

@@ -81,7 +81,10 @@ fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock
         env!("CARGO_PKG_VERSION"),
         cpu_brand(),
         clock.rate().hz(),
-        clock.source(),
+        match clock.source() {
+            cadence_platform::hosted::clock::ClockSource::Tsc => "tsc",
+            cadence_platform::hosted::clock::ClockSource::Monotonic => "clock-monotonic",
+        },
         if cal.is_some() { "monotonic-raw" } else { "none" },
         mem_mib(),
         thread::cpus_online()

@@ -272,7 +272,7 @@ pub fn open(args: &Args, cfg: &BootConfig) -> Result<Opened, OpenError> {
     let mut ifaces = Vec::new();
     for name in &args.ports {
         let i = iface::query(name).map_err(|e| OpenError(format!("interface {name}: {e}")))?;
-        if i.rx_queues < cfg.lanes || i.tx_queues < cfg.lanes {
+        if (i.rx_queues as usize) < cfg.lanes || (i.tx_queues as usize) < cfg.lanes {
             return Err(OpenError(format!(
                 "interface {name} has {} RX / {} TX queues, lanes={} needs one pair per lane",
                 i.rx_queues, i.tx_queues, cfg.lanes
@@ -299,8 +299,8 @@ fn pool_for(args: &Args, cfg: &BootConfig) -> Result<(Pool<'static>, Option<Umem
         .map_err(|e| OpenError(format!("packet memory ({} buffers): {e}", cfg.pool)))?;
     let pages = m.pages().to_string();
     let umem = UmemRegion::of(&m);
-    let pool = Pool::try_new(m.into_slice(), POOL_PHYS_BASE, cfg.pool)
-        .map_err(|e| OpenError(format!("packet pool: {e}")))?;
+    let pool =
+        Pool::try_new(m.into_slice(), POOL_PHYS_BASE, cfg.pool).map_err(|e| OpenError(format!("packet pool: {e}")))?;
     Ok((pool, Some(umem), pages))
 }
 
@@ -320,7 +320,7 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
         XdpMode::Copy => BindMode::Copy,
         XdpMode::ZeroCopy => BindMode::ZeroCopy,
     };
-    let xcfg = XskConfig::default().with_ring_size(ring as u32).mode(mode).need_wakeup(true);
+    let xcfg = XskConfig::with_ring_size(ring as u32).mode(mode).need_wakeup(true);
     let mut programs = Vec::new();
     for i in ifaces {
         let p = XdpProgram::attach(&i.name, lanes as u32, AttachMode::Auto)
@@ -373,14 +373,20 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
             Attached::Driver => "native",
             Attached::Skb => "generic",
         };
-        let detail = format!(" iface={} xdp={attached} data_path={path} memory={}", iface.name, pages.replace(' ', "_"));
+        let detail =
+            format!(" iface={} xdp={attached} data_path={path} memory={}", iface.name, pages.replace(' ', "_"));
         notes.push(format!("hosted: {} AF_XDP, XDP program {attached}, {path} mode, {lanes} queue(s)", iface.name));
         ports.push(HostedPort { iface, ring, queues: q, lanes, keep: Keep::Xdp { _program: program }, detail });
     }
     Ok(Opened { ports, pools, notes, stats })
 }
 
-fn open_packet(args: &Args, cfg: &BootConfig, ifaces: Vec<Interface>, mut notes: Vec<String>) -> Result<Opened, OpenError> {
+fn open_packet(
+    args: &Args,
+    cfg: &BootConfig,
+    ifaces: Vec<Interface>,
+    mut notes: Vec<String>,
+) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
     let pcfg = PacketConfig::default();
     let mut pools = Vec::new();

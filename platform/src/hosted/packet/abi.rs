@@ -31,6 +31,9 @@ pub const PACKET_TX_RING: i32 = 13;
 pub const PACKET_FANOUT: i32 = 18;
 /// `PACKET_QDISC_BYPASS`.
 pub const PACKET_QDISC_BYPASS: i32 = 20;
+/// `PACKET_LOSS`: a TX slot the kernel refuses is marked `TP_STATUS_WRONG_FORMAT` and
+/// skipped, instead of stopping the ring at it.
+pub const PACKET_LOSS: i32 = 14;
 /// `PACKET_IGNORE_OUTGOING` (Linux ≥ 4.20).
 pub const PACKET_IGNORE_OUTGOING: i32 = 23;
 /// `TPACKET_V3`.

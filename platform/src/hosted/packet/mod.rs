@@ -8,7 +8,8 @@
 //!    the protocol, so no frame of another interface slips in before the ring exists;
 //! 2. `PACKET_VERSION = TPACKET_V3`;
 //! 3. `PACKET_IGNORE_OUTGOING = 1` (else the socket sees its own transmitted frames)
-//!    and `PACKET_QDISC_BYPASS = 1` (transmit straight to the driver);
+//!    `PACKET_QDISC_BYPASS = 1` (transmit straight to the driver) and `PACKET_LOSS = 1`
+//!    (a refused TX frame is skipped, not a stuck slot);
 //! 4. `PACKET_RX_RING` with `tpacket_req3` (block size/count, frame size/count,
 //!    `tp_retire_blk_tov` ms), then `PACKET_TX_RING` (frame-based: "block transmit is
 //!    not supported yet" for V3, so retire/priv/feature must be 0);
@@ -127,6 +128,8 @@ pub enum PacketCall {
     IgnoreOutgoing,
     /// `PACKET_QDISC_BYPASS`.
     QdiscBypass,
+    /// `PACKET_LOSS`.
+    Loss,
     /// `PACKET_RX_RING`.
     RxRing,
     /// `PACKET_TX_RING`.
@@ -148,6 +151,7 @@ impl fmt::Display for PacketCall {
             PacketCall::Version => "PACKET_VERSION (TPACKET_V3)",
             PacketCall::IgnoreOutgoing => "PACKET_IGNORE_OUTGOING",
             PacketCall::QdiscBypass => "PACKET_QDISC_BYPASS",
+            PacketCall::Loss => "PACKET_LOSS",
             PacketCall::RxRing => "RX ring setup (PACKET_RX_RING)",
             PacketCall::TxRing => "TX ring setup (PACKET_TX_RING)",
             PacketCall::Mmap => "mmap of the rings",
@@ -284,6 +288,9 @@ impl PacketSocket {
         sys::setsockopt_int(s, SOL_PACKET, PACKET_VERSION, TPACKET_V3).map_err(err(PacketCall::Version))?;
         sys::setsockopt_int(s, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1).map_err(err(PacketCall::IgnoreOutgoing))?;
         sys::setsockopt_int(s, SOL_PACKET, PACKET_QDISC_BYPASS, 1).map_err(err(PacketCall::QdiscBypass))?;
+        // A refused TX frame must not stop the ring at its slot (drivers::tpacket skips
+        // and counts WRONG_FORMAT slots).
+        sys::setsockopt_int(s, SOL_PACKET, PACKET_LOSS, 1).map_err(err(PacketCall::Loss))?;
         let rx = TpacketReq3 {
             tp_block_size: g.rx.block_size,
             tp_block_nr: g.rx.block_nr,
