@@ -95,6 +95,12 @@ enum Cmd {
         #[arg(long = "hosted-arg", allow_hyphen_values = true)]
         hosted_args: Vec<String>,
     },
+    /// Check a chain file (TOML) and print its text form: what the image gets as boot
+    /// module 0 and the hosted binary reads with `--chain`.
+    Chain {
+        /// The chain file.
+        file: PathBuf,
+    },
     /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
     /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
     /// writing CSV and SVG files.
@@ -175,6 +181,10 @@ fn real_main() -> Result<ExitCode> {
             if !s.ok {
                 return Ok(ExitCode::FAILURE);
             }
+        }
+        Cmd::Chain { file } => {
+            let c = xtask::chain::load(&file)?;
+            print!("{}", c.text);
         }
         Cmd::Sim { study, out } => {
             let out = out.unwrap_or_else(|| image::target_dir().join("sim").join(&study));

@@ -189,21 +189,41 @@ pub fn grub_tools_present() -> bool {
 /// Makes sure the GRUB tools of [`GRUB_PACKAGES`] are installed (as root with apt-get:
 /// installs them), for the test that boots the image through GRUB's multiboot2 loader.
 pub fn ensure_grub_tools() -> Result<()> {
-    if grub_tools_present() {
+    ensure_packages("the multiboot2 boot test needs GRUB's tools", &GRUB_PACKAGES, grub_tools_present)
+}
+
+/// What the hosted end-to-end tests and `cargo xtask run --hosted` use to make network
+/// namespaces and veth pairs: iproute2's `ip`.
+pub const IPROUTE_PACKAGES: [&str; 1] = ["iproute2"];
+
+/// Whether iproute2's `ip` runs.
+pub fn iproute_present() -> bool {
+    Command::new(crate::netns::IP).arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure iproute2 is installed (as root with apt-get: installs it).
+pub fn ensure_iproute() -> Result<()> {
+    ensure_packages("the hosted dataplane's rig needs iproute2", &IPROUTE_PACKAGES, iproute_present)
+}
+
+/// Installs Debian `packages` unless `present()` already holds (as root with apt-get;
+/// otherwise fails with `why` and the packages to install).
+fn ensure_packages(why: &str, packages: &[&str], present: fn() -> bool) -> Result<()> {
+    if present() {
         return Ok(());
     }
     let h = probe();
     if !(h.is_root && h.has_apt) {
-        bail!("the multiboot2 boot test needs GRUB's tools: install {} (apt-get install)", GRUB_PACKAGES.join(" "));
+        bail!("{why}: install {} (apt-get install)", packages.join(" "));
     }
-    eprintln!("xtask: installing {}", GRUB_PACKAGES.join(" "));
+    eprintln!("xtask: installing {}", packages.join(" "));
     run(Command::new("apt-get").arg("update"))?;
     run(Command::new("apt-get")
         .args(["install", "-y", "--no-install-recommends"])
-        .args(GRUB_PACKAGES)
+        .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive"))?;
-    if !grub_tools_present() {
-        bail!("apt-get installed {} but grub-mkrescue still cannot build an ISO", GRUB_PACKAGES.join(" "));
+    if !present() {
+        bail!("apt-get installed {} but the tool still does not run", packages.join(" "));
     }
     Ok(())
 }

@@ -150,6 +150,7 @@ fn echo_line(l: &str) {
 pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let profile = if opts.debug { Profile::Debug } else { Profile::Release };
     let image = if opts.hosted {
+        crate::provision::ensure_iproute()?;
         if !crate::netns::can_create() {
             anyhow::bail!("--hosted needs root and iproute2's `ip`: it creates a network namespace and two veth pairs");
         }

@@ -73,6 +73,8 @@ pub fn test() -> Result<()> {
     println!("{} {v}", crate::provision::QEMU);
     println!("\n==> xtask test: GRUB tools (multiboot2 boot test)");
     crate::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
+    println!("\n==> xtask test: iproute2 (hosted end-to-end tests: namespaces and veth pairs)");
+    crate::provision::ensure_iproute().context("xtask test: step 'iproute2' failed")?;
     println!(
         "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
     );

@@ -119,7 +119,15 @@ pub trait Machine: Sync + 'static {
     fn event(&self, e: Event) {
         let _ = e;
     }
+    /// Checks that the ports are still there (the hosted build: an interface may vanish);
+    /// `Err` names what is gone. Called by worker 0 every [`HEALTH_MS`], never per packet.
+    fn check(&self) -> Result<(), alloc::string::String> {
+        Ok(())
+    }
 }
+
+/// Period of [`Machine::check`].
+pub const HEALTH_MS: u64 = 100;
 
 /// What a worker's sleeper says about its sleeps ([`Machine::sleep_summary`]); `None`
 /// where the machine does not know.
@@ -436,9 +444,19 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     let mut pl = pipeline(sh, 0);
     let mut rounds = 0;
     let mut outcome = Outcome::Success;
+    let health = rate.ticks_from_ms(HEALTH_MS);
+    let mut next_check = start.saturating_add(health);
     while step(sh, 0, &mut pl, &mut sleeper, &mut rounds) {
         sh.machine.pump_console();
         let now = clock.now();
+        if now >= next_check {
+            next_check = now.saturating_add(health);
+            if let Err(what) = sh.machine.check() {
+                say(sh.machine, format_args!("error: {what}"));
+                sh.stop.store(true, Ordering::Release);
+                outcome = Outcome::RuntimeFailure;
+            }
+        }
         let asked = sh.stats_requested.swap(false, Ordering::Relaxed);
         if asked || next_stats.is_some_and(|t| now >= t) {
             if !report::line(sh, "@stats", start, now, false) {

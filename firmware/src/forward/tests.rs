@@ -152,6 +152,8 @@ impl Sleeper for ThreadSleeper {
 
 struct FakeMachine {
     clock: NsClock,
+    /// `check` fails once this is set.
+    gone: std::sync::atomic::AtomicBool,
     cpus: usize,
     /// Worker indices whose spawn fails.
     refuse: Vec<usize>,
@@ -165,6 +167,7 @@ impl FakeMachine {
     fn leak(cpus: usize, refuse: Vec<usize>, busy: u32) -> &'static FakeMachine {
         Box::leak(Box::new(FakeMachine {
             clock: NsClock(StdInstant::now()),
+            gone: std::sync::atomic::AtomicBool::new(false),
             cpus,
             refuse,
             threads: StdMutex::new(Vec::new()),
@@ -227,6 +230,13 @@ impl Machine for FakeMachine {
     }
     fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {
         write!(out, " fake_machine=1")
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.gone.load(std::sync::atomic::Ordering::Relaxed) {
+            Err("port 1 (fake0) is gone".to_string())
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -403,4 +413,16 @@ fn a_ring_bound_below_the_target_vacation_is_reported() {
     let rig = start("ctl=on qsize=1024 max_s=1", m);
     let _ = rig.run.join().expect("run");
     assert!(!m.lines().iter().any(|l| l.starts_with("warning: T_S")), "{:?}", m.lines());
+}
+
+#[test]
+fn a_port_that_vanishes_stops_the_run_with_a_named_error() {
+    let m = FakeMachine::leak(2, vec![], 0);
+    let rig = start("ctl=on workers=2", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    m.gone.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l == "error: port 1 (fake0) is gone"), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("@summary")), "{lines:?}");
 }

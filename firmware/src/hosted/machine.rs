@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use cadence_core::time::{Clock, Duration};
 use cadence_firmware::forward::{Machine, SleepSummary};
 use cadence_platform::hosted::clock::HostClock;
+use cadence_platform::hosted::iface;
 use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError};
 use cadence_platform::hosted::thread::{self, Pin, ThreadError, Worker};
 
@@ -38,6 +39,8 @@ pub struct Hosted {
     out: Mutex<Option<SyncSender<String>>>,
     printer: Mutex<Option<JoinHandle<()>>>,
     extra: Mutex<Option<Box<dyn Extra>>>,
+    /// The ports' interfaces and their indices when opened ([`Machine::check`]).
+    ifaces: Mutex<Vec<(String, u32)>>,
 }
 
 impl fmt::Debug for Hosted {
@@ -91,7 +94,13 @@ impl Hosted {
             out: Mutex::new(Some(out)),
             printer: Mutex::new(printer),
             extra: Mutex::new(None),
+            ifaces: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The interfaces to watch: `(name, ifindex)` as opened.
+    pub fn watch(&self, ifaces: Vec<(String, u32)>) {
+        *self.ifaces.lock().unwrap_or_else(|p| p.into_inner()) = ifaces;
     }
 
     /// Adds the ports' counters to the stats lines.
@@ -226,6 +235,18 @@ impl Machine for Hosted {
         let mut s = String::new();
         let _ = write(&mut s);
         self.send(s, false)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let ifaces = self.ifaces.lock().unwrap_or_else(|p| p.into_inner());
+        for (port, (name, index)) in ifaces.iter().enumerate() {
+            match iface::ifindex(name) {
+                Ok(i) if i == *index => {}
+                Ok(i) => return Err(format!("port {port}: interface {name} was replaced (index {index} -> {i})")),
+                Err(e) => return Err(format!("port {port}: interface {name} vanished ({e})")),
+            }
+        }
+        Ok(())
     }
 
     fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {

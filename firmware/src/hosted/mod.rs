@@ -132,6 +132,7 @@ fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock
         return ExitCode::from(EXIT_RUNTIME);
     }
     m.set_extra(Box::new(opened.counters()));
+    m.watch(opened.ports.iter().map(|p| (p.ifname().to_string(), p.ifindex())).collect());
     let pools: Vec<Pool<'static>> = opened.pools.drain(..).collect();
     let ports = std::mem::take(&mut opened.ports);
     let rate = Some(line_rate_pps_for_mbps(u64::from(mbps)));

@@ -76,6 +76,11 @@ impl HostedPort {
         &self.iface.name
     }
 
+    /// The interface index when it was opened.
+    pub fn ifindex(&self) -> u32 {
+        self.iface.index
+    }
+
     /// Queue pairs (lanes).
     pub fn queues(&self) -> usize {
         self.lanes

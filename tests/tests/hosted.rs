@@ -1,0 +1,192 @@
+//! The hosted build end to end: the dataplane as a Linux process in a network namespace of
+//! its own, on two veth pairs, AF_XDP and AF_PACKET ports; the host's generator and checker
+//! on the far ends. Needs root (CI runs as root); without it the tests fail and say so.
+//!
+//! - 20 000 frames through Chain 1 over AF_XDP with two workers: exactly once, in per-flow
+//!   order, each frame as the chain should change it (the checker's independent NF models),
+//!   and the lane's pool back at its resting value (the fill rings' buffers) at the end.
+//! - 20 000 frames through the L2 forwarder over AF_PACKET, with malformed frames of every
+//!   kind mixed in: the same parser drops and counts them by reason as in the image.
+//! - Bad input: interfaces that do not exist, and an interface that vanishes mid-run, each
+//!   end with a clear line and the runtime-failure status.
+//!
+//! Timeouts are hang guards; nothing asserts on time.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, bail};
+use cadence_tests::{STOP_TIMEOUT, out_dir, send_paced};
+use xtask::image::{self, Profile};
+use xtask::protocol::{self, BootOptions, Counters};
+use xtask::rig::{Backend, Rig, RigConfig};
+use xtask::traffic::Pacer;
+use xtask::traffic::malformed::Malformed;
+
+const FRAMES: u64 = 20_000;
+const RATE: u64 = 5_000;
+const FLOWS: u16 = 16;
+/// Hang guard for the hosted dataplane to be ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The hosted binary, built once per test binary; fails (does not skip) without root.
+fn hosted() -> Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if !xtask::netns::can_create() {
+            return Err("the hosted end-to-end tests need root and iproute2's `ip` (network namespaces, \
+                        veth pairs); CI runs as root: run `cargo xtask test` as root"
+                .into());
+        }
+        image::build_hosted(Profile::Release).map_err(|e| format!("{e:#}"))
+    })
+    .clone()
+    .map_err(|e| anyhow!("{e}"))
+}
+
+fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -> Result<Rig> {
+    let mut cfg = RigConfig::new(hosted()?, out_dir(name), FLOWS);
+    cfg.backend = Backend::Veth { queues: 1, io, args: vec!["--unpinned".into()] };
+    let mut all = BootOptions::default().set("max_s", 300).set("stats_ms", 0);
+    for (k, v) in &boot.0 {
+        all = all.set(k, v);
+    }
+    cfg.boot = all;
+    if let Some(c) = chain {
+        let path = image::workspace_root().join(c);
+        cfg.chain_text = Some(xtask::chain::load(&path)?.text);
+    }
+    let mut rig = Rig::start(&cfg)?;
+    rig.wait_ready(READY_TIMEOUT, &mut |_| {})?;
+    Ok(rig)
+}
+
+fn stop(rig: &mut Rig) -> Result<Counters> {
+    let exit = rig.stop(STOP_TIMEOUT, &mut |_| {})?;
+    if exit.status != Some(protocol::EXIT_SUCCESS) {
+        bail!("hosted dataplane exit {:?}\n{}", exit.status, rig.qemu.diagnostics());
+    }
+    rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary\n{}", rig.qemu.diagnostics()))
+}
+
+#[test]
+fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
+    let mut rig = start("hosted_xdp_chain1", "af_xdp", BootOptions::default().set("workers", 2), Some("chains/chain1.toml"))?;
+    let com1 = rig.qemu.com1();
+    let nic = com1.iter().find(|l| l.starts_with("@nic index=0")).cloned().unwrap_or_default();
+    assert!(nic.contains("kind=af_xdp") && nic.contains("data_path="), "{nic}");
+    send_paced(&mut rig, FRAMES, RATE, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
+    rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
+    let fw = stop(&mut rig)?;
+    let c = rig.checker();
+    let k = c.classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), c.examples);
+    // Chain 1 denies two of the flows (expected drops, not losses); every other frame came
+    // back exactly once, in order, as the chain's NFs should have changed it.
+    let denied = c.sent_where(|e| e.drop == Some("acl_deny"));
+    assert!(denied > 0 && k.expected_drops == denied, "{k:?}");
+    assert_eq!((k.sent, k.received + denied), (FRAMES, FRAMES), "{k:?}");
+    let vip = c.sent_where(|e| e.backends.is_some() && e.drop.is_none());
+    drop(c);
+    assert_eq!(fw.require("acl_permitted")?, k.received, "{fw:?}");
+    assert_eq!(fw.require("drop_acl_deny")?, denied, "{fw:?}");
+    assert_eq!(fw.require("lb_balanced")?, vip, "{fw:?}");
+    assert_eq!(fw.require("accounting_packets")?, k.received, "{fw:?}");
+    assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, k.received, "{fw:?}");
+    assert_eq!(fw.require("drops")?, denied, "{fw:?}");
+    // Both workers ran rounds; the pool is back at rest: only the two fill rings' buffers
+    // (one ring of qsize per socket) are out of it, and no refill ever found it empty.
+    assert!(fw.require("core0_tries")? > 0 && fw.require("core1_tries")? > 0, "{fw:?}");
+    let qsize: u64 = 256;
+    assert_eq!(fw.require("pool_in_use")?, 2 * qsize, "{fw:?}");
+    assert_eq!(fw.require("p0_no_buf")? + fw.require("p1_no_buf")?, 0, "{fw:?}");
+    // The kernel dropped nothing on the way in either.
+    assert_eq!(fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?, 0, "{fw:?}");
+    Ok(())
+}
+
+#[test]
+fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
+    let mut rig = start("hosted_packet_malformed", "af_packet", BootOptions::default(), None)?;
+    let macs = rig.checker().macs();
+    let mut injected: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut pacer = Pacer::new(RATE, Instant::now());
+    let (mut good, mut bad, mut refused) = (0u64, 0u64, 0u64);
+    while good < FRAMES {
+        for _ in 0..pacer.take(Instant::now()) {
+            if good == FRAMES {
+                break;
+            }
+            rig.send_flow((good % u64::from(FLOWS)) as u16, 60 + (good * 97 % 1455) as usize)?;
+            good += 1;
+            if good.is_multiple_of(50) {
+                let m = Malformed::ALL[(bad % Malformed::ALL.len() as u64) as usize];
+                let port = (bad / Malformed::ALL.len() as u64 % 2) as usize;
+                bad += 1;
+                // A frame shorter than an Ethernet header cannot cross a veth: the kernel
+                // refuses it at the sending socket (EINVAL), so it never reaches the
+                // dataplane. Everything else must arrive and be counted.
+                match rig.send_raw(port, &m.build(macs.nic[port], macs.peer[port], bad as u32)) {
+                    Ok(()) => *injected.entry(m.reason()).or_default() += 1,
+                    Err(e) if m == Malformed::Runt => {
+                        assert!(format!("{e:#}").contains("Invalid argument"), "{e:#}");
+                        refused += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        rig.pump(pacer.wait().min(Duration::from_millis(2)));
+    }
+    rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
+    let fw = stop(&mut rig)?;
+    let k = rig.checker().classes();
+    let examples = rig.checker().examples.clone();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{examples:#?}", k.failures());
+    assert_eq!((k.sent, k.received), (FRAMES, FRAMES));
+    let arrived: u64 = injected.values().sum();
+    assert_eq!(arrived + refused, bad);
+    let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
+    assert_eq!(rx, FRAMES + arrived + fw.require("ctl")?, "{fw:?}");
+    assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, FRAMES, "{fw:?}");
+    let got = fw.drops_by_reason();
+    for (reason, n) in &injected {
+        assert_eq!(got.get(*reason).copied(), Some(*n), "drop_{reason}: {fw:?}");
+    }
+    assert_eq!(fw.require("drops")?, arrived, "{fw:?}");
+    // A copying driver: every buffer is back in the pool.
+    assert_eq!(fw.require("pool_in_use")?, 0, "{fw:?}");
+    Ok(())
+}
+
+#[test]
+fn missing_interfaces_are_a_clear_runtime_failure() -> Result<()> {
+    let out = std::process::Command::new(hosted()?)
+        .args(["--port0", "cadnope0", "--port1", "cadnope1", "--io", "af_packet"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(protocol::hosted_exit::RUNTIME_FAILURE), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("error: interface cadnope0")), "{text}");
+    // And a bad option is a configuration error naming it.
+    let out = std::process::Command::new(hosted()?).args(["--port0", "a", "--port1", "b", "workers=0"]).output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(protocol::hosted_exit::BAD_CONFIG), "{text}");
+    assert!(text.contains("error: boot option 'workers'"), "{text}");
+    Ok(())
+}
+
+#[test]
+fn an_interface_that_vanishes_mid_run_is_reported() -> Result<()> {
+    let mut rig = start("hosted_vanish", "af_xdp", BootOptions::default(), None)?;
+    send_paced(&mut rig, 500, 2_000, |i| ((i % u64::from(FLOWS)) as u16, 100))?;
+    rig.veths.as_ref().ok_or_else(|| anyhow!("no veths"))?.delete_dut(1)?;
+    let exit = rig.qemu.wait(Duration::from_secs(30))?;
+    rig.pump(Duration::from_millis(200));
+    let com1 = rig.qemu.com1();
+    assert_eq!(exit.status, Some(protocol::EXIT_RUNTIME_FAILURE), "{com1:#?}");
+    assert!(com1.iter().any(|l| l.starts_with("error: port 1: interface") && l.contains("vanished")), "{com1:#?}");
+    assert!(com1.iter().any(|l| l.starts_with("@summary")), "{com1:#?}");
+    Ok(())
+}
