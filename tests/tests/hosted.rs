@@ -73,7 +73,8 @@ fn stop(rig: &mut Rig) -> Result<Counters> {
 
 #[test]
 fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
-    let mut rig = start("hosted_xdp_chain1", "af_xdp", BootOptions::default().set("workers", 2), Some("chains/chain1.toml"))?;
+    let mut rig =
+        start("hosted_xdp_chain1", "af_xdp", BootOptions::default().set("workers", 2), Some("chains/chain1.toml"))?;
     let com1 = rig.qemu.com1();
     let nic = com1.iter().find(|l| l.starts_with("@nic index=0")).cloned().unwrap_or_default();
     assert!(nic.contains("kind=af_xdp") && nic.contains("data_path="), "{nic}");
