@@ -23,6 +23,9 @@ pub trait Extra: Send + Sync {
     fn write(&self, out: &mut dyn Write) -> fmt::Result;
 }
 
+/// A returned worker's CPU time and wall time, ns.
+type Finished = (u64, u64);
+
 /// The machine the hosted build runs on.
 pub struct Hosted {
     clock: HostClock,
@@ -34,7 +37,7 @@ pub struct Hosted {
     started: Mutex<Vec<Option<std::time::Instant>>>,
     /// CPU time and wall time of workers whose thread has returned (their CPU clock is
     /// gone then), recorded by the thread itself as its last act.
-    finished: Arc<Mutex<Vec<Option<(u64, u64)>>>>,
+    finished: Arc<Mutex<Vec<Option<Finished>>>>,
     /// To the printer thread; `None` once flushed.
     out: Mutex<Option<SyncSender<String>>>,
     printer: Mutex<Option<JoinHandle<()>>>,
