@@ -722,10 +722,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn negotiation_requires_version_1_and_takes_only_mac_and_platform() {
+    fn negotiation_requires_version_1_and_takes_only_mac_speed_and_platform() {
         assert_eq!(negotiate(feature::NET_MAC, 1), Err(InitError::NoVersion1));
         let all = u64::MAX;
-        let base = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM;
+        let base = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM | feature::NET_SPEED_DUPLEX;
         assert_eq!(negotiate(all, 1), Ok(base));
         assert_eq!(
             negotiate(feature::VERSION_1 | feature::NET_MRG_RXBUF | feature::NET_CSUM, 1),
@@ -737,7 +737,7 @@ mod tests {
     fn negotiation_takes_ctrl_vq_mq_rss_only_for_more_pairs() {
         use feature::{NET_CTRL_VQ, NET_HASH_REPORT, NET_MQ, NET_RSS, VERSION_1};
         let all = u64::MAX;
-        let base = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM;
+        let base = feature::VERSION_1 | feature::NET_MAC | feature::ACCESS_PLATFORM | feature::NET_SPEED_DUPLEX;
         assert_eq!(negotiate(all, 4), Ok(base | NET_CTRL_VQ | NET_MQ | NET_RSS));
         assert_eq!(negotiate(all & !NET_HASH_REPORT, 2), Ok(base | NET_CTRL_VQ | NET_MQ | NET_RSS));
         // MQ/RSS without CTRL_VQ are unusable; CTRL_VQ alone is pointless.
