@@ -14,19 +14,20 @@
 //!   entries are reported on the table's event ring once) and handles a few reports: an entry
 //!   still expired is deleted and its record (flow key, packets, bytes, first/last seen) is
 //!   pushed on the bounded export ring that the control plane drains
-//!   ([`AccountingShared::drain_exports`]). The delete decides who exports, so each expired
-//!   entry is exported exactly once.
-//! - Export ring full: the report goes back on the table's event ring and the entry stays (its
-//!   record is exported by a later batch once the control plane drains); `export_full` counts
-//!   these stalls. A record is dropped (`export_lost`) only if the ring filled up between the
-//!   room check and the push (another core took the last cell) or both rings were full.
+//!   ([`AccountingShared::drain_exports`]). The entry is taken with
+//!   [`ExactTable::take`](crate::pna::exact::ExactTable::take) — "delete it if it is still
+//!   expired", one step under the bucket's lock — so a packet of the flow on another core
+//!   either comes first (the entry stays, and is reported again at its next expiry) or finds
+//!   it gone (and starts a new record): each expired entry is exported exactly once and no
+//!   packet is counted into a record already exported.
+//! - Nothing is lost: a report whose bucket is busy, or a record the export ring had no room
+//!   for after all (another core took the last cell), goes on the worker's pending list and is
+//!   retried by later batches (bounded work per batch). While the export ring is full reports
+//!   stay on the event ring and their entries in the table (`export_full` counts the stalls);
+//!   while the pending list is full no new report is taken.
 //! - A failed add (table or bucket full) leaves the packet unaccounted, counted
 //!   (`unaccounted_packets`); it is never dropped.
 //!
-//! Known gap: a packet of an expired flow that arrives on another core in the few instructions
-//! between the exporter's read and delete of the entry is counted in the exported record's
-//! slot after the read and so lost from the totals (flow affinity makes this a flow that moved
-//! cores at its expiry instant).
 
 use alloc::sync::Arc;
 use core::fmt;
@@ -35,7 +36,7 @@ use super::acl::{flow_key_from_words, flow_words};
 use super::{Nf, NfBatch, NfCtx};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::parse::FlowKey;
-use crate::pna::exact::{ConfigError, Lane, LaneStats};
+use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
@@ -45,6 +46,18 @@ mod ring;
 mod tests;
 
 const PROFILE: u8 = 1;
+
+/// Deferred steps a worker holds at most.
+pub const PENDING: usize = 32;
+
+/// An export step that could not finish at once, to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// Take the expired entry with this key (its bucket was busy).
+    Take([u64; 5]),
+    /// Push this record (the export ring filled up after the room check).
+    Record([u64; ring::WORDS]),
+}
 
 /// One exported flow record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,10 +273,10 @@ pub struct AccountingCounters {
     pub unaccounted_packets: u64,
     /// Records pushed on the export ring.
     pub exported: u64,
-    /// Exports deferred because the export ring was full.
+    /// Batches that stopped taking reports because the export ring was full.
     pub export_full: u64,
-    /// Records dropped because both the export ring and the event ring were full.
-    pub export_lost: u64,
+    /// Export steps deferred to a later batch (bucket busy, export ring taken meanwhile).
+    pub deferred: u64,
 }
 
 /// The accounting NF of one worker core.
@@ -273,13 +286,14 @@ pub struct Accounting {
     lane: Lane,
     cursor: usize,
     counters: AccountingCounters,
+    pending: heapless::Deque<Pending, PENDING>,
 }
 
 impl Accounting {
     /// A worker's accounting over the shared state.
     pub fn new(shared: Arc<AccountingShared>) -> Self {
         let lane = shared.flows.table().lane();
-        Self { shared, lane, cursor: 0, counters: AccountingCounters::default() }
+        Self { shared, lane, cursor: 0, counters: AccountingCounters::default(), pending: heapless::Deque::new() }
     }
 
     /// This worker's counters.
@@ -297,45 +311,78 @@ impl Accounting {
         &self.shared
     }
 
-    /// Sweeps `buckets` buckets for expired flows and exports up to `max_exports` of the
-    /// reported ones (what each batch does with the configured budgets). Returns the exports.
+    /// Export steps waiting for a busy bucket or room on the export ring.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sweeps `buckets` buckets for expired flows, retries up to `max_exports` deferred
+    /// steps and exports up to `max_exports` of the reported flows (what each batch does with
+    /// the configured budgets). Returns the records exported.
     pub fn maintain(&mut self, now: Instant, buckets: usize, max_exports: usize) -> usize {
-        let shared = &*self.shared;
-        let table = shared.flows.table();
+        let table = self.shared.flows.table();
         if buckets > 0 {
             self.cursor = table.sweep(&mut self.lane, now, self.cursor, buckets);
         }
         let mut done = 0;
+        for _ in 0..self.pending.len().min(max_exports) {
+            let Some(step) = self.pending.pop_front() else { break };
+            done += self.run_step(step, now);
+        }
         for _ in 0..max_exports {
-            let Some(ev) = table.events().pop() else { break };
-            if !shared.exports.has_room() {
-                // Back-pressure: keep the entry and its report until the control plane drains.
+            // Each report can leave at most one deferred step: take one only if it fits.
+            if self.pending.is_full() {
+                break;
+            }
+            if !self.shared.exports.has_room() {
+                // Back-pressure: reports stay on the event ring, entries in the table, until
+                // the control plane drains the export ring.
                 self.counters.export_full += 1;
-                if table.events().push(&ev) {
-                    break;
-                }
-                // Both rings full: the next sweep cannot report it again (it is marked), so
-                // export it anyway below and let the push count the loss.
+                break;
             }
-            let Some(e) = table.get(&ev.key, now) else { continue };
-            if e.deadline.is_none_or(|d| d > now) {
-                continue; // the flow came back since the report; a later sweep reports it again
-            }
-            // The delete decides which core exports the entry: exactly once.
-            if table.delete(&mut self.lane, &ev.key, now).is_err() {
-                continue;
-            }
-            let [packets, bytes, first, last, _] = e.params;
-            let flow = flow_key_from_words(&ev.key);
-            let rec = FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) };
-            if shared.exports.push(&rec.to_words()) {
-                self.counters.exported += 1;
-                done += 1;
-            } else {
-                self.counters.export_lost += 1;
-            }
+            let Some(ev) = self.shared.flows.table().events().pop() else { break };
+            done += self.run_step(Pending::Take(ev.key), now);
         }
         done
+    }
+
+    /// Runs `step` and what follows; a step that cannot finish now goes on the pending list.
+    /// Returns the records exported (0 or 1).
+    fn run_step(&mut self, step: Pending, now: Instant) -> usize {
+        let shared = Arc::clone(&self.shared);
+        let words = match step {
+            Pending::Take(key) => {
+                match shared.flows.table().take(&mut self.lane, &key, |e| e.deadline.is_some_and(|d| d <= now)) {
+                    Ok(e) => {
+                        let [packets, bytes, first, last, _] = e.params;
+                        let flow = flow_key_from_words(&key);
+                        FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) }
+                            .to_words()
+                    }
+                    // Gone, or the flow came back since the report (kept; reported again later).
+                    Err(Take::NotFound | Take::Kept(_)) => return 0,
+                    Err(Take::Busy) => return self.defer(step),
+                }
+            }
+            Pending::Record(words) => words,
+        };
+        if shared.exports.push(&words) {
+            self.counters.exported += 1;
+            1
+        } else {
+            self.defer(Pending::Record(words))
+        }
+    }
+
+    /// Puts `step` on the pending list (callers make sure it has room).
+    fn defer(&mut self, step: Pending) -> usize {
+        self.counters.deferred += 1;
+        if self.pending.push_back(step).is_err() {
+            // Unreachable: `maintain` takes a report only when the list has room, and a
+            // retried step frees its own place before it may be put back.
+            debug_assert!(false, "accounting pending list overflow");
+        }
+        0
     }
 
     /// Counts `packets`/`bytes` of one flow whose lookup gave `applied`.
@@ -383,6 +430,11 @@ impl Accounting {
 
 impl Drop for Accounting {
     fn drop(&mut self) {
+        // Deferred records go out now if the ring has room (the control plane drains it).
+        for _ in 0..PENDING * 64 {
+            let Some(step) = self.pending.pop_front() else { break };
+            self.run_step(step, Instant(u64::MAX));
+        }
         self.shared.flows.table().retire_lane(&mut self.lane);
     }
 }
@@ -424,8 +476,14 @@ impl Nf for Accounting {
         let c = &self.counters;
         write!(
             w,
-            " accounting_packets={} accounting_flows={} accounting_unaccounted={} accounting_exported={} accounting_export_full={} accounting_export_lost={}",
-            c.packets, c.flows, c.unaccounted_packets, c.exported, c.export_full, c.export_lost
+            " accounting_packets={} accounting_flows={} accounting_unaccounted={} accounting_exported={} accounting_export_full={} accounting_deferred={} accounting_pending={}",
+            c.packets,
+            c.flows,
+            c.unaccounted_packets,
+            c.exported,
+            c.export_full,
+            c.deferred,
+            self.pending.len()
         )
     }
 }

@@ -19,8 +19,17 @@
 //!   expired mapping still translates until it is reclaimed, and its port cannot be handed out
 //!   before both of its entries are gone: a port is never in two live mappings.
 //!
-//! Known gap: a packet that hits a mapping in the instant between its reclamation's read and
-//! delete is translated with the old port; the flow's next packet gets a new port.
+//! Reclaiming takes the outbound entry with [`ExactTable::take`]: "delete it if it is still
+//! expired" under the bucket's lock, so a packet that refreshes the mapping on another core
+//! either comes first (the entry is kept, and reported again when it next expires) or finds it
+//! gone (and gets a new mapping). Nothing is ever forgotten: a step that finds a bucket busy
+//! (another writer, a preempted vCPU) — taking the outbound entry, deleting the inbound one,
+//! giving the port back — goes on this worker's pending list and is retried at the start of
+//! every later batch (bounded work per batch). While the list is full the worker creates no new
+//! mappings (`nat_pending_full`, dropped as `flow_table_full`) and takes no new expiry reports,
+//! so the list can never overflow. The inbound entry always dies before its port is returned.
+//!
+//! [`ExactTable::take`]: crate::pna::exact::ExactTable::take
 
 use alloc::sync::Arc;
 use core::fmt;
@@ -29,9 +38,9 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::forward::{DropReason, PORTS};
 use crate::parse::{Fragment, IpAddr, L3Kind, L4Kind, Parsed};
-use crate::pna::exact::{ConfigError, Lane, LaneStats};
+use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
-use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
+use crate::pna::{ActionId, ActionMask, AddStatus, EntryError, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
 
 use super::lb::rewrite::{Side, rewrite};
@@ -41,6 +50,20 @@ mod pool;
 mod tests;
 
 const PROFILE: u8 = 1;
+
+/// Deferred steps a worker holds at most (see the module docs).
+pub const PENDING: usize = 64;
+
+/// A reclamation step that found its bucket busy, to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// Take the expired outbound entry with this key.
+    Reclaim([u64; 2]),
+    /// Delete the inbound entry with this key, then give `port` back.
+    Inbound { key: [u64; 2], port: u16 },
+    /// Give `port` back to the pool.
+    Port(u16),
+}
 
 /// A NAT's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,6 +298,10 @@ pub struct NatCounters {
     pub unsupported: u64,
     /// Drops: a mapping table refused the new mapping.
     pub table_full: u64,
+    /// Reclamation steps deferred because a bucket (or the pool) was busy.
+    pub deferred: u64,
+    /// New mappings refused because the pending list was full (dropped as `flow_table_full`).
+    pub pending_full: u64,
 }
 
 /// The NAT NF of one worker core.
@@ -285,6 +312,7 @@ pub struct Nat {
     in_lane: Lane,
     cursor: usize,
     counters: NatCounters,
+    pending: heapless::Deque<Pending, PENDING>,
 }
 
 impl Nat {
@@ -292,7 +320,7 @@ impl Nat {
     pub fn new(shared: Arc<NatShared>) -> Self {
         let out_lane = shared.out.table().lane();
         let in_lane = shared.inb.table().lane();
-        Self { shared, out_lane, in_lane, cursor: 0, counters: NatCounters::default() }
+        Self { shared, out_lane, in_lane, cursor: 0, counters: NatCounters::default(), pending: heapless::Deque::new() }
     }
 
     /// This worker's counters.
@@ -310,49 +338,98 @@ impl Nat {
         &self.shared
     }
 
-    /// Sweeps `buckets` buckets of the outbound table and reclaims up to `max` expired mappings
-    /// (what each batch does with the configured budgets). Returns the ports returned.
+    /// Deferred steps waiting for a busy bucket.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sweeps `buckets` buckets of the outbound table, retries up to `max` deferred steps and
+    /// reclaims up to `max` expired mappings (what each batch does with the configured
+    /// budgets). Returns the ports returned.
     pub fn maintain(&mut self, now: Instant, buckets: usize, max: usize) -> usize {
-        let shared = &*self.shared;
-        let table = shared.out.table();
+        let table = self.shared.out.table();
         if buckets > 0 {
             self.cursor = table.sweep(&mut self.out_lane, now, self.cursor, buckets);
         }
-        let mut n = 0;
-        for _ in 0..max {
-            let Some(ev) = table.events().pop() else { break };
-            let Some(e) = table.get(&ev.key, now) else { continue };
-            if e.deadline.is_none_or(|d| d > now) {
-                continue; // refreshed since the report
-            }
-            if table.delete(&mut self.out_lane, &ev.key, now).is_err() {
-                continue; // another core reclaims it
-            }
-            let port = e.params[0] as u16;
-            let inbound = inbound_of(&ev.key, shared.cfg.external_addr, port);
-            let _ = shared.inb.delete(&mut self.in_lane, &inbound, now);
-            shared.pool.release(port);
-            self.counters.reclaimed += 1;
-            n += 1;
+        let mut returned = 0;
+        for _ in 0..self.pending.len().min(max) {
+            let Some(step) = self.pending.pop_front() else { break };
+            returned += self.run_step(step, now);
         }
-        n
+        for _ in 0..max {
+            // Each report can leave at most one deferred step: take one only if it fits.
+            if self.pending.is_full() {
+                break;
+            }
+            let Some(ev) = self.shared.out.table().events().pop() else { break };
+            returned += self.run_step(Pending::Reclaim(ev.key), now);
+        }
+        returned
+    }
+
+    /// Runs `step` and whatever follows from it; a step that finds its bucket busy goes on
+    /// the pending list. Returns the ports given back (0 or 1).
+    fn run_step(&mut self, mut step: Pending, now: Instant) -> usize {
+        let shared = Arc::clone(&self.shared);
+        loop {
+            step = match step {
+                Pending::Reclaim(key) => {
+                    match shared.out.table().take(&mut self.out_lane, &key, |e| e.deadline.is_some_and(|d| d <= now)) {
+                        Ok(e) => {
+                            self.counters.reclaimed += 1;
+                            let port = e.params[0] as u16;
+                            Pending::Inbound { key: inbound_of(&key, shared.cfg.external_addr, port), port }
+                        }
+                        // Gone (another core reclaimed it) or refreshed since the report (kept,
+                        // and reported again when it next expires).
+                        Err(Take::NotFound | Take::Kept(_)) => return 0,
+                        Err(Take::Busy) => return self.defer(step),
+                    }
+                }
+                Pending::Inbound { key, port } => match shared.inb.delete(&mut self.in_lane, &key, now) {
+                    Err(EntryError::Busy) => return self.defer(step),
+                    // Deleted, or already gone: either way the port is free of mappings.
+                    _ => Pending::Port(port),
+                },
+                Pending::Port(port) => {
+                    if shared.pool.release(port) {
+                        return 1;
+                    }
+                    return self.defer(step);
+                }
+            };
+        }
+    }
+
+    /// Puts `step` on the pending list (callers make sure it has room).
+    fn defer(&mut self, step: Pending) -> usize {
+        self.counters.deferred += 1;
+        if self.pending.push_back(step).is_err() {
+            // Unreachable: every path that can defer first checks for room.
+            debug_assert!(false, "NAT pending list overflow");
+        }
+        0
     }
 
     /// A new mapping for the outbound key `miss`: the external port, or the drop reason.
     fn create(&mut self, miss: &crate::pna::exact::Miss<2>, p: &Parsed, now: Instant) -> Result<u16, DropReason> {
-        let shared = &*self.shared;
+        let shared = Arc::clone(&self.shared);
+        // A failed creation may leave one deferred step: make sure it fits.
+        if self.pending.is_full() {
+            self.counters.pending_full += 1;
+            return Err(DropReason::FlowTableFull);
+        }
+        let (IpAddr::V4(src), IpAddr::V4(_)) = (p.flow.src, p.flow.dst) else {
+            return Err(DropReason::NfUnsupported);
+        };
         let Some(port) = shared.pool.alloc() else {
             self.counters.ports_exhausted += 1;
             return Err(DropReason::NatPortsExhausted);
         };
-        let (IpAddr::V4(src), IpAddr::V4(_)) = (p.flow.src, p.flow.dst) else {
-            shared.pool.release(port);
-            return Err(DropReason::NfUnsupported);
-        };
         let inbound = inbound_of(miss.key(), shared.cfg.external_addr, port);
         let restore = InMap::Restore { addr: src, port: p.flow.src_port };
         if !shared.inb.insert(&mut self.in_lane, &inbound, &restore, 0, now).is_success() {
-            shared.pool.release(port);
+            self.run_step(Pending::Port(port), now);
             self.counters.table_full += 1;
             return Err(DropReason::FlowTableFull);
         }
@@ -363,8 +440,8 @@ impl Nat {
                 Ok(port)
             }
             status => {
-                let _ = shared.inb.delete(&mut self.in_lane, &inbound, now);
-                shared.pool.release(port);
+                // The inbound entry dies before its port goes back (retried if busy).
+                self.run_step(Pending::Inbound { key: inbound, port }, now);
                 // Another packet of the same new flow (this batch, or another core) won.
                 if status == AddStatus::NotDone(NotDone::KeyExists)
                     && let Applied::Hit { action: OutMap::Translate { port, .. }, .. } =
@@ -398,6 +475,11 @@ impl Nat {
 
 impl Drop for Nat {
     fn drop(&mut self) {
+        // Deferred steps are finished now (a bucket is busy only for a bounded while).
+        for _ in 0..PENDING * 64 {
+            let Some(step) = self.pending.pop_front() else { break };
+            self.run_step(step, Instant(u64::MAX));
+        }
         self.shared.out.table().retire_lane(&mut self.out_lane);
         self.shared.inb.table().retire_lane(&mut self.in_lane);
     }
@@ -485,7 +567,7 @@ impl Nf for Nat {
         let c = &self.counters;
         write!(
             w,
-            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={}",
+            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={} nat_deferred={} nat_pending_full={} nat_pending={}",
             c.outbound,
             c.inbound,
             c.mappings,
@@ -493,7 +575,10 @@ impl Nf for Nat {
             c.ports_exhausted,
             c.no_mapping,
             c.unsupported,
-            c.table_full
+            c.table_full,
+            c.deferred,
+            c.pending_full,
+            self.pending.len()
         )
     }
 }

@@ -131,7 +131,7 @@ proptest! {
             }
         }
         prop_assert_eq!(acc.counters().exported as usize, got.values().map(Vec::len).sum::<usize>());
-        prop_assert_eq!((acc.counters().export_lost, acc.counters().export_full), (0, 0));
+        prop_assert_eq!((acc.pending(), acc.counters().export_full), (0, 0));
     }
 }
 
@@ -152,7 +152,7 @@ fn accounting_export_ring_full_defers_and_counts_never_loses() {
     }
     assert_eq!(records.len(), 10, "every flow exported once the ring was drained");
     assert!(acc.counters().export_full > 0, "the 2-record ring filled up");
-    assert_eq!(acc.counters().export_lost, 0);
+    assert_eq!(acc.pending(), 0);
     let mut seen: Vec<FlowKey> = records.iter().map(|r| r.flow).collect();
     seen.sort();
     seen.dedup();
@@ -167,6 +167,46 @@ fn accounting_export_ring_full_defers_and_counts_never_loses() {
         w.starts_with(" accounting_packets=20 accounting_flows=10 accounting_unaccounted=0 accounting_exported=10"),
         "{w}"
     );
+}
+
+#[test]
+fn a_busy_bucket_at_export_is_retried_not_forgotten() {
+    let s = shared(100, 16);
+    let mut acc = Accounting::new(s.clone());
+    run(&mut acc, &[frame_of(&flow(3), 10)], 0, Instant(0));
+    // Expired and reported (sweep only) ...
+    acc.maintain(Instant(200), usize::MAX, 0);
+    let key = flow_words(&flow(3));
+    {
+        // ... and the report is taken while another writer holds the bucket.
+        let _busy = s.flows.table().hold_bucket(&key).unwrap();
+        assert_eq!(acc.maintain(Instant(201), 0, usize::MAX), 0);
+        assert_eq!((acc.pending(), acc.counters().deferred), (1, 1));
+    }
+    // A later batch exports it: once, with its counts.
+    assert_eq!(acc.maintain(Instant(202), 0, usize::MAX), 1);
+    let mut recs = Vec::new();
+    s.drain_exports(|r| recs.push(*r));
+    assert_eq!(recs.len(), 1);
+    assert_eq!((recs[0].flow, recs[0].packets), (flow(3), 1));
+    assert_eq!((acc.pending(), s.flow_count(Instant(202))), (0, 0));
+}
+
+#[test]
+fn a_flow_back_before_its_report_is_taken_keeps_counting_and_is_exported_later() {
+    let s = shared(100, 16);
+    let mut acc = Accounting::new(s.clone());
+    let f = frame_of(&flow(4), 10);
+    run(&mut acc, std::slice::from_ref(&f), 0, Instant(0));
+    acc.maintain(Instant(200), usize::MAX, 0); // reported, not taken
+    run(&mut acc, std::slice::from_ref(&f), 0, Instant(210)); // the flow comes back
+    acc.maintain(Instant(211), 0, usize::MAX);
+    assert_eq!(acc.counters().exported, 0, "kept: the flow is live");
+    assert_eq!(s.record(&flow(4), Instant(211)).unwrap().packets, 2, "no packet lost into an exported record");
+    acc.maintain(Instant(500), usize::MAX, usize::MAX);
+    let mut recs = Vec::new();
+    s.drain_exports(|r| recs.push(*r));
+    assert_eq!(recs.iter().map(|r| r.packets).collect::<Vec<_>>(), vec![2]);
 }
 
 #[test]

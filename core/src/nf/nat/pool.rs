@@ -78,17 +78,23 @@ impl PortPool {
         Some(port)
     }
 
-    /// Gives a port back (its mappings must be gone).
-    pub fn release(&self, port: u16) {
-        let Some((w, b)) = self.bit(port) else { return };
+    /// Gives a port back (its mappings must be gone). `false`: the free list stayed
+    /// contended for the whole bounded wait; the caller still owns the port and must try
+    /// again later (the NAT keeps it on its pending list). A port is never lost: its
+    /// "taken" bit is cleared only around a push, and set again if the push gave up.
+    pub fn release(&self, port: u16) -> bool {
+        let Some((w, b)) = self.bit(port) else { return true };
         if w.fetch_and(!b, Ordering::AcqRel) & b == 0 {
             self.anomalies.fetch_add(1, Ordering::Relaxed);
             debug_assert!(false, "port {port} given back twice");
-            return;
+            return true;
         }
-        if !self.push(port) {
-            self.anomalies.fetch_add(1, Ordering::Relaxed);
+        if self.push(port) {
+            return true;
         }
+        // Still ours: nobody can pop a port that never reached the queue.
+        w.fetch_or(b, Ordering::AcqRel);
+        false
     }
 
     /// Ports handed out now.

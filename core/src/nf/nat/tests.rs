@@ -118,6 +118,74 @@ fn nat_ports_come_back_after_expiry() {
     assert_eq!(nat.shared().pool_anomalies(), 0);
 }
 
+/// One mapping made at 0 with timeout 100: its outbound key, inbound key and port.
+fn one_mapping(nat: &mut Nat) -> ([u64; 2], [u64; 2], u16) {
+    let (host, server) = ([10, 0, 0, 1], [8, 8, 4, 4]);
+    let o = &run(nat, &[frame(v4(host), v4(server), 17, 4000, 53, b"q")], INSIDE, Instant(0))[0];
+    let port = src_port_of(&o.frame);
+    let out = key(host, 4000, server, 53, 17);
+    (out, inbound_of(&out, EXT, port), port)
+}
+
+#[test]
+fn a_busy_inbound_bucket_at_reclaim_is_retried_not_forgotten() {
+    let mut nat = nat((50000, 50000), 100);
+    let (_, inbound, port) = one_mapping(&mut nat);
+    let shared = Arc::clone(nat.shared());
+    {
+        let _busy = shared.inb.table().hold_bucket(&inbound).unwrap();
+        // Expired: the sweep reports it, the outbound entry is taken, the inbound delete
+        // finds its bucket busy. The port must not go back while the inbound entry lives.
+        assert_eq!(nat.maintain(Instant(150), usize::MAX, usize::MAX), 0);
+        assert_eq!((nat.counters().reclaimed, nat.pending(), nat.counters().deferred), (1, 1, 1));
+        assert_eq!(nat.shared().ports_in_use(), 1);
+    }
+    // The next batch finishes it: the inbound entry dies, then the port comes back.
+    assert_eq!(nat.maintain(Instant(151), usize::MAX, usize::MAX), 1);
+    assert_eq!((nat.pending(), nat.shared().ports_in_use()), (0, 0));
+    let reply = frame(v4([8, 8, 4, 4]), v4(EXT), 17, 53, port, b"late");
+    assert_eq!(run(&mut nat, &[reply], OUTSIDE, Instant(152))[0].verdict, Verdict::Drop(DropReason::NatNoMapping));
+    assert_eq!(nat.shared().pool_anomalies(), 0);
+}
+
+#[test]
+fn a_busy_outbound_bucket_at_reclaim_is_retried_not_forgotten() {
+    let mut nat = nat((50000, 50000), 100);
+    let (out, _, _) = one_mapping(&mut nat);
+    let shared = Arc::clone(nat.shared());
+    // Expired and reported (sweep only, no reclaim budget) ...
+    nat.maintain(Instant(151), usize::MAX, 0);
+    // ... then the report is taken while the bucket is busy: deferred, not lost.
+    {
+        let _busy = shared.out.table().hold_bucket(&out).unwrap();
+        assert_eq!(nat.maintain(Instant(152), 0, usize::MAX), 0);
+        assert_eq!((nat.pending(), nat.shared().ports_in_use()), (1, 1));
+    }
+    assert_eq!(nat.maintain(Instant(153), 0, usize::MAX), 1);
+    assert_eq!((nat.pending(), nat.shared().ports_in_use(), nat.counters().reclaimed), (0, 0, 1));
+    // The port is usable again by a new flow.
+    let o = &run(&mut nat, &[frame(v4([10, 0, 0, 9]), v4([1, 1, 1, 1]), 6, 1, 2, b"n")], INSIDE, Instant(154))[0];
+    assert_eq!(o.verdict, Verdict::Forward(1));
+}
+
+#[test]
+fn a_refreshed_mapping_is_kept_and_reported_again_at_its_next_expiry() {
+    let mut nat = nat((50000, 50000), 100);
+    let (out, _, port) = one_mapping(&mut nat);
+    // Reported at 150 but not yet taken (budget 0) ...
+    nat.maintain(Instant(150), usize::MAX, 0);
+    // ... then the flow comes back (its packet restarts the timer) before the report is taken.
+    let o =
+        &run(&mut nat, &[frame(v4([10, 0, 0, 1]), v4([8, 8, 4, 4]), 17, 4000, 53, b"again")], INSIDE, Instant(160))[0];
+    assert_eq!(src_port_of(&o.frame), port);
+    nat.maintain(Instant(161), 0, usize::MAX);
+    assert_eq!((nat.counters().reclaimed, nat.shared().ports_in_use()), (0, 1), "kept: it is live");
+    // It expires again later, is reported again and reclaimed.
+    nat.maintain(Instant(300), usize::MAX, usize::MAX);
+    assert_eq!((nat.counters().reclaimed, nat.shared().ports_in_use()), (1, 0));
+    assert!(nat.shared().out.table().get(&out, Instant(300)).is_none());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     /// Random flows over random time with reclamation: a port is never in two live mappings,

@@ -26,6 +26,17 @@ pub struct Entry<const KW: usize, const DW: usize> {
     pub notified: bool,
 }
 
+/// Why [`ExactTable::take`] did not delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take<const KW: usize, const DW: usize> {
+    /// No such entry.
+    NotFound,
+    /// The bucket stayed locked for the whole bounded wait: try again later.
+    Busy,
+    /// The condition refused the entry as it is now; it stays (report mark cleared).
+    Kept(Entry<KW, DW>),
+}
+
 impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Control-plane insert (allowed whatever `add_on_miss` says). Counted like an add.
     pub fn insert(
@@ -103,6 +114,59 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         }
         lane.stats.deletes += 1;
         Ok(())
+    }
+
+    /// Deletes the entry for `key` and returns it — but only if `cond` holds for it as it is
+    /// under the bucket's lock, so nothing can change it between the check and the delete.
+    /// This is how the consumer of an expiry report takes an entry: "delete it if it is still
+    /// expired" is one step, and no packet on another core can refresh it in between (the
+    /// check-then-delete race of a plain [`ExactTable::get`] + [`ExactTable::delete`]).
+    ///
+    /// - `Ok(entry)`: it was deleted; the caller owns what it held (a NAT port, a flow record).
+    /// - [`Take::Kept`]: `cond` refused it (e.g. the flow came back); it stays, and its
+    ///   "reported" mark is cleared so its next expiry is reported again.
+    /// - [`Take::NotFound`] / [`Take::Busy`]: as for [`ExactTable::delete`]; `Busy` means try
+    ///   again later, never "gone".
+    ///
+    /// Unlike `delete`, an expired entry under `AutoDelete` is returned like any other.
+    pub fn take(
+        &self,
+        lane: &mut Lane,
+        key: &[u64; KW],
+        cond: impl FnOnce(&Entry<KW, DW>) -> bool,
+    ) -> Result<Entry<KW, DW>, Take<KW, DW>> {
+        let hash = self.hash(key);
+        let (b, sig) = ((hash & self.mask) as usize, hash >> 32);
+        let bucket = self.buckets.get(b).ok_or(Take::NotFound)?;
+        let guard = bucket.lock().ok_or(Take::Busy)?;
+        let way = self.find_locked(bucket, b, key, sig).ok_or(Take::NotFound)?;
+        let slot = self.slot(b, way).ok_or(Take::NotFound)?;
+        let tag = bucket.tag(way);
+        let d = slot.deadline.load(Ordering::Relaxed);
+        let entry = Entry {
+            key: slot.read_key(),
+            action: tag_action(tag),
+            params: slot.read_data(),
+            profile: tag_profile(tag),
+            deadline: (d != NEVER).then_some(Instant(d)),
+            notified: tag & NOTIFIED != 0,
+        };
+        if !cond(&entry) {
+            bucket.set_tag(way, tag & !NOTIFIED);
+            return Err(Take::Kept(entry));
+        }
+        bucket.set_tag(way, 0);
+        drop(guard);
+        self.give_capacity(lane);
+        lane.stats.deletes += 1;
+        Ok(entry)
+    }
+
+    /// Tests only: holds `key`'s bucket locked (another writer, a preempted vCPU) until the
+    /// returned guard drops; every write to that bucket meanwhile answers `Busy`.
+    #[cfg(test)]
+    pub(crate) fn hold_bucket(&self, key: &[u64; KW]) -> Option<impl Sized + '_> {
+        self.buckets.get(self.bucket_of(key))?.hold()
     }
 
     /// Reads the entries of bucket `b` from a clean snapshot into `out`; returns how many.

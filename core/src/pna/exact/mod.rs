@@ -56,7 +56,7 @@ mod lane;
 mod types;
 mod update;
 
-pub use control::Entry;
+pub use control::{Entry, Take};
 pub use lane::{CHUNK, Lane, LaneStats};
 pub use types::{ConfigError, EntryHandle, ExactConfig, Hit, Lookup, Miss};
 
@@ -153,6 +153,12 @@ impl Drop for Guard<'_> {
 impl Bucket {
     fn new() -> Self {
         Self { seq: AtomicU64::new(0), tags: core::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+
+    /// Tests only: holds the bucket locked, as another writer (or a preempted vCPU) would.
+    #[cfg(test)]
+    pub(crate) fn hold(&self) -> Option<impl Sized + '_> {
+        self.lock()
     }
 
     /// Takes the bucket for writing, or `None` after [`SPIN_LIMIT`] attempts.
