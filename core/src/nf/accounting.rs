@@ -139,6 +139,8 @@ pub enum AccountingConfigError {
     ZeroRing,
     /// The flow table could not be built.
     FlowTable(ConfigError),
+    /// The export ring does not fit in the heap.
+    OutOfMemory,
 }
 
 impl fmt::Display for AccountingConfigError {
@@ -148,6 +150,7 @@ impl fmt::Display for AccountingConfigError {
             Self::ZeroIdleTimeout => f.write_str("idle_timeout is zero"),
             Self::ZeroRing => f.write_str("export_ring and event_ring must be in 1..=1048576"),
             Self::FlowTable(e) => write!(f, "flow table: {e}"),
+            Self::OutOfMemory => f.write_str("not enough memory for an export ring of this size"),
         }
     }
 }
@@ -226,7 +229,7 @@ impl AccountingShared {
         flows.table().set_expire_profile(PROFILE, cfg.idle_timeout);
         Ok(Self {
             flows,
-            exports: ring::Ring::new(cfg.export_ring),
+            exports: ring::Ring::try_new(cfg.export_ring).ok_or(AccountingConfigError::OutOfMemory)?,
             refresh: (cfg.idle_timeout.ticks() / 8).max(1),
             sweep_buckets: cfg.sweep_buckets,
             exports_per_batch: cfg.exports_per_batch,

@@ -27,7 +27,11 @@ fn kmain(boot: &'static BootInfo) -> ! {
     println!();
     println!("Cadence {} ({:?} boot)", env!("CARGO_PKG_VERSION"), boot.protocol());
     // The configuration is checked before anything else, so a bad command line fails
-    // fast and names the key.
+    // fast and names the key. A line that was cut (too long, not UTF-8) is refused whole.
+    if let Some(e) = boot.cmdline_error() {
+        println!("error: {e}");
+        exit(ExitCode::ConfigError)
+    }
     let cfg = match BootConfig::parse(boot.cmdline()) {
         Ok(cfg) => cfg,
         Err(e) => {
