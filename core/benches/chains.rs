@@ -78,7 +78,7 @@ fn frame(flow: u16) -> Vec<u8> {
 const EGRESS: Egress = Egress {
     own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
     peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: false,
+    control: None,
 };
 
 fn acl() -> Box<dyn Nf> {

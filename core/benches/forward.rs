@@ -75,7 +75,7 @@ fn run<S: Stage>(c: &mut Criterion<TscCycles>, name: &str, stage: S) {
 
 fn forward(c: &mut Criterion<TscCycles>) {
     run(c, "io only (baseline)", IoOnly);
-    let cfg = ForwardConfig::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], ForwardConfig::DEFAULT_PEERS, false);
+    let cfg = ForwardConfig::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], ForwardConfig::DEFAULT_PEERS, None);
     run(c, "l2 forwarder (parse + validate + rewrite)", Forwarder::new(cfg));
 }
 

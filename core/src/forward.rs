@@ -59,11 +59,14 @@ pub enum DropReason {
     FlowTableFull,
     /// The NF does not handle this kind of frame (e.g. NAT on a non-IPv4 frame).
     NfUnsupported,
+    /// A control frame (EtherType 0x88B5) that may not be obeyed: not on the control port,
+    /// not signed with the boot key, or replayed (`crate::control`).
+    CtlRejected,
 }
 
 impl DropReason {
     /// Number of reasons (size of a per-reason counter array).
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -86,6 +89,7 @@ impl DropReason {
         DropReason::LbNoBackend,
         DropReason::FlowTableFull,
         DropReason::NfUnsupported,
+        DropReason::CtlRejected,
     ];
 
     /// Index into a per-reason counter array.
@@ -115,6 +119,7 @@ impl DropReason {
             DropReason::LbNoBackend => "lb_no_backend",
             DropReason::FlowTableFull => "flow_table_full",
             DropReason::NfUnsupported => "nf_unsupported",
+            DropReason::CtlRejected => "ctl_rejected",
         }
     }
 }
@@ -128,91 +133,7 @@ impl fmt::Display for DropReason {
 /// Ports of the L2 forwarder.
 pub const PORTS: usize = 2;
 
-/// EtherType of Cadence control frames (IEEE 802 local experimental 1).
-pub const CONTROL_ETHERTYPE: u16 = 0x88B5;
-/// The 8 bytes that open a control frame's payload.
-pub const CONTROL_MAGIC: [u8; 8] = *b"CADENCE!";
-
-/// A command carried by a control frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Command {
-    /// Byte 0x01: flush TX, print `@summary`, exit 33.
-    Stop,
-    /// Byte 0x02: print one `@stats` line now.
-    Stats,
-    /// Byte 0x03 followed by two bytes `from`, `to`: steer every RSS bucket of receive
-    /// queue `from` to queue `to`, live (the old queue is drained past the switch before
-    /// the new one serves those buckets).
-    RssMove {
-        /// The queue that gives up its buckets.
-        from: u8,
-        /// The queue that takes them.
-        to: u8,
-    },
-}
-
-impl Command {
-    /// The command of a command byte and its argument bytes, if they name one.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        match *bytes {
-            [1, ..] => Some(Command::Stop),
-            [2, ..] => Some(Command::Stats),
-            [3, from, to, ..] => Some(Command::RssMove { from, to }),
-            _ => None,
-        }
-    }
-}
-
-/// The command in `frame` if it is a well-formed control frame: EtherType 0x88B5
-/// (after any VLAN tags), payload `CADENCE!` followed by a known command byte.
-pub fn parse_control(frame: &[u8]) -> Option<Command> {
-    let l2 = parse::parse_l2(frame).ok()?;
-    if l2.ethertype != CONTROL_ETHERTYPE {
-        return None;
-    }
-    let payload = frame.get(usize::from(l2.len)..)?;
-    let (magic, rest) = payload.split_at_checked(CONTROL_MAGIC.len())?;
-    if magic != CONTROL_MAGIC {
-        return None;
-    }
-    Command::from_bytes(rest)
-}
-
-/// The control commands seen while processing (reported up to the firmware).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Commands {
-    /// A STOP frame was seen.
-    pub stop: bool,
-    /// STATS frames seen (one `@stats` line each).
-    pub stats: u32,
-    /// The last RSS_MOVE seen (`from`, `to`).
-    pub rss_move: Option<(u8, u8)>,
-}
-
-impl Commands {
-    /// Notes one command.
-    pub fn record(&mut self, c: Command) {
-        match c {
-            Command::Stop => self.stop = true,
-            Command::Stats => self.stats = self.stats.saturating_add(1),
-            Command::RssMove { from, to } => self.rss_move = Some((from, to)),
-        }
-    }
-
-    /// Adds the commands of `other`.
-    pub fn merge(&mut self, other: Commands) {
-        self.stop |= other.stop;
-        self.stats = self.stats.saturating_add(other.stats);
-        self.rss_move = other.rss_move.or(self.rss_move);
-    }
-
-    /// Whether no command was seen.
-    pub fn is_empty(&self) -> bool {
-        !self.stop && self.stats == 0 && self.rss_move.is_none()
-    }
-}
+pub use crate::control::{CONTROL_ETHERTYPE, CONTROL_MAGIC, Command, Commands, ControlAuth, Rejected};
 
 /// Counters every stage keeps: drops by reason and consumed control frames.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -277,17 +198,16 @@ pub trait Stage {
 }
 
 /// Configuration of the [`Forwarder`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ForwardConfig {
     /// The MAC of each port: the source MAC of frames sent on it.
     pub own_mac: [[u8; 6]; PORTS],
     /// The next hop behind each port: the destination MAC of frames sent on it.
     pub peer_mac: [[u8; 6]; PORTS],
-    /// Whether control frames are consumed (`ctl=on`); when off they are dropped as
-    /// [`DropReason::UnsupportedEthertype`].
-    pub accept_control: bool,
+    /// Who may send control frames (`ctl=port:N`, `ctl_key=`); `None` (`ctl=off`): they
+    /// are dropped as [`DropReason::UnsupportedEthertype`].
+    pub control: Option<ControlAuth>,
 }
 
 impl ForwardConfig {
@@ -295,14 +215,24 @@ impl ForwardConfig {
     pub const DEFAULT_PEERS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]];
 
     /// A configuration with the ports' own MACs and their peers.
-    pub const fn new(own_mac: [[u8; 6]; PORTS], peer_mac: [[u8; 6]; PORTS], accept_control: bool) -> Self {
-        Self { own_mac, peer_mac, accept_control }
+    pub const fn new(own_mac: [[u8; 6]; PORTS], peer_mac: [[u8; 6]; PORTS], control: Option<ControlAuth>) -> Self {
+        Self { own_mac, peer_mac, control }
     }
 }
 
 impl Default for ForwardConfig {
     fn default() -> Self {
-        Self::new([[0; 6]; PORTS], Self::DEFAULT_PEERS, false)
+        Self::new([[0; 6]; PORTS], Self::DEFAULT_PEERS, None)
+    }
+}
+
+/// What a frame whose EtherType the parser does not forward is: a control command to obey,
+/// or a drop with its reason (a rejected control frame, or just an unknown EtherType).
+pub fn control_verdict(control: Option<&ControlAuth>, port: usize, frame: &[u8]) -> Result<Command, DropReason> {
+    let is_control = parse::parse_l2(frame).is_ok_and(|l2| l2.ethertype == CONTROL_ETHERTYPE);
+    match control {
+        Some(auth) if is_control => auth.check(port, frame).map_err(|_| DropReason::CtlRejected),
+        _ => Err(DropReason::UnsupportedEthertype),
     }
 }
 
@@ -343,9 +273,9 @@ impl Forwarder {
             Ok(_) if port < PORTS => Verdict::Forward(PORTS - 1 - port),
             // Nowhere to send it: the caller named a port this stage does not have.
             Ok(_) => Verdict::Drop(DropReason::TxFull),
-            Err(ParseError::UnsupportedEthertype) if self.cfg.accept_control => match parse_control(frame) {
-                Some(c) => Verdict::Control(c),
-                None => Verdict::Drop(DropReason::UnsupportedEthertype),
+            Err(ParseError::UnsupportedEthertype) => match control_verdict(self.cfg.control.as_ref(), port, frame) {
+                Ok(c) => Verdict::Control(c),
+                Err(r) => Verdict::Drop(r),
             },
             Err(e) => Verdict::Drop(e.into()),
         }

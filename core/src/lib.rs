@@ -21,6 +21,7 @@ extern crate alloc;
 
 pub mod buf;
 pub mod checksum;
+pub mod control;
 pub mod forward;
 pub mod metronome;
 pub mod nf;

@@ -108,6 +108,17 @@ pub struct Round {
     pub now: Instant,
 }
 
+/// What [`Pipeline::drain_lane`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Frames received.
+    pub packets: u64,
+    /// Control commands seen.
+    pub commands: Commands,
+    /// Whether a poll found the lane empty before the bound.
+    pub empty: bool,
+}
+
 /// One core's worker: the Metronome state machine plus the forwarding loop it drives.
 #[derive(Debug)]
 pub struct Pipeline<S> {
@@ -234,25 +245,28 @@ impl<S: Stage> Pipeline<S> {
     }
 
     /// Drains `lane` outside the Metronome rounds: polls it until a poll receives nothing,
-    /// forwarding what it gets through this worker's stage. For a caller that already
-    /// holds the lane's lock (e.g. a live RSS change draining the old queue past the
-    /// switch point); the controller's estimators are not touched. Returns the frames
-    /// received and the control commands seen.
-    pub fn drain_lane<R, T, C>(&mut self, lane: &mut Lane<'_, R, T>, clock: &C) -> (u64, Commands)
+    /// at most `max_polls` times, forwarding what it gets through this worker's stage. For a
+    /// caller that already holds the lane's lock (e.g. a live RSS change draining the old
+    /// queue past the switch point); the controller's estimators are not touched. Returns the
+    /// frames received, the control commands seen, and whether the lane was found empty (a
+    /// lane that still delivered after `max_polls` polls is not).
+    pub fn drain_lane<R, T, C>(&mut self, lane: &mut Lane<'_, R, T>, clock: &C, max_polls: usize) -> Drained
     where
         R: RxQueue,
         T: TxQueue,
         C: Clock + ?Sized,
     {
-        let (mut packets, mut commands) = (0u64, Commands::default());
-        loop {
+        let mut d = Drained::default();
+        for _ in 0..max_polls {
             let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
-            packets += out.rx as u64;
-            commands.merge(out.commands);
+            d.packets += out.rx as u64;
+            d.commands.merge(out.commands);
             if out.rx == 0 {
-                return (packets, commands);
+                d.empty = true;
+                break;
             }
         }
+        d
     }
 
     /// Whether this worker's next round is on the lane it just had (not when it cycles

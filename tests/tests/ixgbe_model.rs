@@ -339,7 +339,7 @@ fn worker_forwards_between_two_model_ports() {
     let (m1, mut n1) = h.port(MAC1, &cfg);
     let peers = ForwardConfig::DEFAULT_PEERS;
     let mut worker =
-        Worker::new(Forwarder::new(ForwardConfig::new([MAC0, MAC1], peers, false)), WorkerConfig::default());
+        Worker::new(Forwarder::new(ForwardConfig::new([MAC0, MAC1], peers, None)), WorkerConfig::default());
     let models = [&m0, &m1];
     let macs = [MAC0, MAC1];
     let mut sent = [Vec::new(), Vec::new()];

@@ -70,7 +70,7 @@ pub struct RigConfig {
     pub out_dir: PathBuf,
     pub macs: Macs,
     pub flows: Vec<Flow>,
-    /// Boot options on top of `ctl=on peer0=… peer1=…`.
+    /// Boot options on top of `ctl=port:0 ctl_key=… peer0=… peer1=…`.
     pub boot: BootOptions,
     pub smp: u32,
     pub kvm: bool,
@@ -86,6 +86,9 @@ pub struct RigConfig {
     pub chain_text: Option<String>,
     /// Record every frame that comes out of the image (both ports) to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// The control key the dataplane gets (`ctl_key=`) and the rig signs its control
+    /// frames with; fresh and random for every rig.
+    pub ctl_key: [u8; 16],
 }
 
 /// Which device QEMU emulates for each NIC (dgram backends).
@@ -114,6 +117,7 @@ impl RigConfig {
             nic_model: NicModel::VirtioNet,
             chain_text: None,
             pcap: None,
+            ctl_key: protocol::random_ctl_key(),
         }
     }
 }
@@ -179,6 +183,9 @@ pub struct Rig {
     pub sent_per_port: [u64; 2],
     /// The capture of `RigConfig::pcap`, shared with the receivers.
     pcap: Arc<SharedPcap>,
+    /// The control key and the counter of the next control frame.
+    ctl_key: [u8; 16],
+    ctl_counter: u64,
 }
 
 fn host_socket() -> Result<UdpSocket> {
@@ -291,6 +298,8 @@ impl Rig {
             out_dir: cfg.out_dir.clone(),
             sent_per_port: [0; 2],
             pcap,
+            ctl_key: cfg.ctl_key,
+            ctl_counter: 1,
         })
     }
 
@@ -344,6 +353,8 @@ impl Rig {
             out_dir: cfg.out_dir.clone(),
             sent_per_port: [0; 2],
             pcap,
+            ctl_key: cfg.ctl_key,
+            ctl_counter: 1,
         })
     }
 
@@ -436,6 +447,20 @@ impl Rig {
         Ok(())
     }
 
+    /// A signed control frame for port 0 (the control port) with the next counter.
+    pub fn control_frame(&mut self, cmd: Control) -> Vec<u8> {
+        let m = self.checker().macs();
+        let counter = self.ctl_counter;
+        self.ctl_counter += 1;
+        protocol::control_frame(m.nic[0], m.peer[0], cmd, &self.ctl_key, counter)
+    }
+
+    /// Sends a signed control frame into port 0.
+    pub fn send_control(&mut self, cmd: Control) -> Result<()> {
+        let f = self.control_frame(cmd);
+        self.send_raw(0, &f)
+    }
+
     /// Generates, registers and sends frame `len` of `flow`.
     pub fn send_flow(&mut self, flow: u16, len: usize) -> Result<()> {
         let (port, f) = self.checker().next_frame(flow, len).ok_or_else(|| anyhow!("no flow {flow}"))?;
@@ -466,11 +491,10 @@ impl Rig {
     /// Sends STOP (again every 2 s) until QEMU exits or `timeout` passes (then kills it).
     /// Pumps COM1 until the end, so the report has `@summary`.
     pub fn stop(&mut self, timeout: Duration, echo: &mut dyn FnMut(&str)) -> Result<Exit> {
-        let m = self.checker().macs();
-        let stop = protocol::control_frame(m.nic[0], m.peer[0], Control::Stop);
         let deadline = Instant::now() + timeout;
         let exit = loop {
-            self.send_raw(0, &stop)?;
+            // A fresh counter each time: a resent copy of an accepted STOP would be a replay.
+            self.send_control(Control::Stop)?;
             let resend = Instant::now() + Duration::from_secs(2);
             let mut done = None;
             while Instant::now() < resend.min(deadline) {
@@ -519,9 +543,13 @@ impl Drop for Rig {
     }
 }
 
-/// `ctl=on peer0=… peer1=…` plus the configuration's boot options.
+/// `ctl=port:0 ctl_key=… peer0=… peer1=…` plus the configuration's boot options.
 fn boot_options(cfg: &RigConfig) -> BootOptions {
-    let mut all = BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
+    let mut all = BootOptions::default()
+        .set("ctl", "port:0")
+        .set("ctl_key", protocol::ctl_key_hex(&cfg.ctl_key))
+        .set("peer0", cfg.macs.peer[0])
+        .set("peer1", cfg.macs.peer[1]);
     for (k, v) in &cfg.boot.0 {
         all = all.set(k, v);
     }

@@ -33,27 +33,27 @@ fn drop_reason_names_and_display() {
 
 #[test]
 fn control_frames_parse() {
-    assert_eq!(parse_control(&control(1)), Some(Command::Stop));
-    assert_eq!(parse_control(&control(2)), Some(Command::Stats));
-    let mut p = CONTROL_MAGIC.to_vec();
-    p.extend_from_slice(&[3, 1, 2]);
-    assert_eq!(parse_control(&eth(&[], CONTROL_ETHERTYPE, &p)), Some(Command::RssMove { from: 1, to: 2 }));
-    assert_eq!(parse_control(&control(3)), None);
-    assert_eq!(parse_control(&control(1)[..22]), None);
+    use crate::control::{parse_control, signed_payload};
+    let cmd = |f: &[u8]| parse_control(f).map(|c| c.command);
+    assert_eq!(cmd(&control(1)), Some(Command::Stop));
+    assert_eq!(cmd(&control(2)), Some(Command::Stats));
+    let p = signed_payload(&CTL_KEY, 9, Command::RssMove { from: 1, to: 2 });
+    assert_eq!(cmd(&eth(&[], CONTROL_ETHERTYPE, &p)), Some(Command::RssMove { from: 1, to: 2 }));
+    assert_eq!(cmd(&control(9)), None, "unknown command byte");
+    assert_eq!(cmd(&control(1)[..22]), None);
     let mut bad = control(1);
     bad[14] = b'X';
-    assert_eq!(parse_control(&bad), None);
-    let mut p = CONTROL_MAGIC.to_vec();
-    p.push(2);
-    assert_eq!(parse_control(&eth(&[(TPID_8021Q, 5)], CONTROL_ETHERTYPE, &p)), Some(Command::Stats));
-    assert_eq!(parse_control(&udp4(1, 2, &[])), None);
+    assert_eq!(cmd(&bad), None);
+    let p = signed_payload(&CTL_KEY, 10, Command::Stats);
+    assert_eq!(cmd(&eth(&[(TPID_8021Q, 5)], CONTROL_ETHERTYPE, &p)), Some(Command::Stats));
+    assert_eq!(cmd(&udp4(1, 2, &[])), None);
 }
 
 #[test]
 fn forwards_both_ways_with_mac_rewrite_in_order() {
     let mut mem = vec![0u8; 16 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
-    let mut fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, false));
+    let mut fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, None));
     let mut counters = StageCounters::default();
     for port in 0..PORTS {
         let frames: Vec<_> = (0..5).map(|i| udp4(i, 7, &[i as u8; 3])).collect();
@@ -80,7 +80,7 @@ fn forwards_both_ways_with_mac_rewrite_in_order() {
 fn drops_are_freed_and_counted() {
     let mut mem = vec![0u8; 8 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
-    let mut fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, false));
+    let mut fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, None));
     let mut counters = StageCounters::default();
     let mut bad_sum = udp4(1, 2, &[]);
     bad_sum[24] ^= 0xFF;
@@ -108,16 +108,25 @@ fn drops_are_freed_and_counted() {
 fn control_frames_are_consumed_when_enabled() {
     let mut mem = vec![0u8; 8 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
-    let mut fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, true));
+    let mut fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, ctl_on(0)));
     let mut counters = StageCounters::default();
-    let frames = vec![control(2), udp4(1, 2, &[]), control(2), control(9), control(1)];
+    let replayed = control(2);
+    let frames = vec![replayed.clone(), udp4(1, 2, &[]), control(2), control(9), replayed, control(1)];
     let mut input = batch_of(&mut pool, &frames);
     let mut out = [Batch::new(), Batch::new()];
     let cmds = fwd.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
-    assert_eq!(cmds, Commands { stop: true, stats: 2, rss_move: None });
+    assert_eq!(cmds, Commands { stop: true, stats: 2, rss_move: None, rss_restore: false });
     assert_eq!(counters.ctl, 3);
-    assert_eq!(counters.drops_for(DropReason::UnsupportedEthertype), 1, "unknown command byte");
+    assert_eq!(counters.drops_for(DropReason::CtlRejected), 2, "unknown command byte, replay");
     assert_eq!(out[1].len(), 1);
+    // On the other port even a good frame is refused, and so is one signed with another key.
+    let mut forged = control(1);
+    let n = forged.len();
+    forged[n - 1] ^= 1;
+    let mut input = batch_of(&mut pool, &[control(1), forged]);
+    let mut o = [Batch::new(), Batch::new()];
+    assert!(fwd.process(1, &mut pool, &mut input, &mut o, &mut counters, Instant(0)).is_empty());
+    assert_eq!(counters.drops_for(DropReason::CtlRejected), 4);
     assert_eq!(pool.in_use(), 1);
 }
 
@@ -149,7 +158,7 @@ fn no_room_or_no_port_counts_tx_full() {
 
 #[test]
 fn classify_reports_verdicts() {
-    let fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, true));
+    let fwd = Forwarder::new(ForwardConfig::new(OWN, PEER, ctl_on(0)));
     assert_eq!(fwd.classify(0, &udp4(1, 2, &[])), Verdict::Forward(1));
     assert_eq!(fwd.classify(1, &tcp4(1, 2, &[])), Verdict::Forward(0));
     assert_eq!(fwd.classify(0, &control(1)), Verdict::Control(Command::Stop));

@@ -529,7 +529,7 @@ pub struct ChainFactory {
 impl ChainFactory {
     /// A fresh chain for one worker: new per-worker NF instances over the shared state.
     pub fn chain_for_worker(&self) -> Chain {
-        Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress)
+        Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress.clone())
     }
 
     /// NFs in the chain.

@@ -22,7 +22,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
-use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters, parse_control};
+use crate::forward::{Commands, ControlAuth, DropReason, PORTS, Stage, StageCounters, control_verdict};
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
 use crate::time::Instant;
 
@@ -142,15 +142,16 @@ pub trait Nf: Send {
     }
 }
 
-/// Egress settings of a chain: per port, its own MAC and its default next hop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Egress settings of a chain: per port, its own MAC and its default next hop; and who may
+/// send control frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Egress {
     /// The MAC of each port (source MAC of frames sent on it).
     pub own_mac: [[u8; 6]; PORTS],
     /// The default next hop behind each port (destination MAC unless an NF set one).
     pub peer_mac: [[u8; 6]; PORTS],
-    /// Whether control frames are consumed (`ctl=on`).
-    pub accept_control: bool,
+    /// Who may send control frames (`ctl=port:N`, `ctl_key=`); `None`: control off.
+    pub control: Option<ControlAuth>,
 }
 
 /// NFs in order, run as one [`Stage`].
@@ -184,7 +185,7 @@ impl Chain {
     /// tail.
     pub fn split_off(&mut self, at: usize) -> Chain {
         let at = at.min(self.nfs.len());
-        Chain { nfs: self.nfs.split_off(at), egress: self.egress, batch: NfBatch::new() }
+        Chain { nfs: self.nfs.split_off(at), egress: self.egress.clone(), batch: NfBatch::new() }
     }
 
     /// Writes every NF's counters (see [`Nf::write_counters`]).
@@ -231,14 +232,14 @@ impl Stage for Chain {
                         Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                     }
                 }
-                Err(ParseError::UnsupportedEthertype) if self.egress.accept_control => {
-                    match parse_control(pool.frame(b)) {
-                        Some(c) => {
+                Err(ParseError::UnsupportedEthertype) => {
+                    match control_verdict(self.egress.control.as_ref(), port, pool.frame(b)) {
+                        Ok(c) => {
                             commands.record(c);
                             counters.ctl += 1;
                             let _ = pool.free(b);
                         }
-                        None => Self::drop_frame(pool, counters, b, DropReason::UnsupportedEthertype),
+                        Err(reason) => Self::drop_frame(pool, counters, b, reason),
                     }
                 }
                 Err(e) => Self::drop_frame(pool, counters, b, e.into()),

@@ -1,12 +1,15 @@
 use super::*;
 use crate::buf::BUF_SIZE;
-use crate::test_frames::{control, udp4};
+use crate::test_frames::{control, ctl_on, udp4};
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: true,
-};
+/// Egress with control accepted on port 1 (where the tests' frames arrive).
+fn egress() -> Egress {
+    Egress {
+        own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
+        peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
+        control: ctl_on(1),
+    }
+}
 
 /// Drops packets whose UDP source port is odd, sends the rest back where they came from
 /// with a fixed destination MAC, and counts what it saw.
@@ -73,20 +76,20 @@ fn run(chain: &mut Chain, frames: &[Vec<u8>], port: usize) -> ([Vec<Vec<u8>>; 2]
 
 #[test]
 fn an_empty_chain_forwards_like_the_l2_forwarder() {
-    let mut chain = Chain::new(Vec::new(), EGRESS);
+    let mut chain = Chain::new(Vec::new(), egress());
     let f = udp4(1000, 53, b"hello");
     let ([to0, to1], counters, _) = run(&mut chain, std::slice::from_ref(&f), 0);
     assert!(to0.is_empty());
     assert_eq!(to1.len(), 1);
-    assert_eq!(&to1[0][0..6], &EGRESS.peer_mac[1]);
-    assert_eq!(&to1[0][6..12], &EGRESS.own_mac[1]);
+    assert_eq!(&to1[0][0..6], &egress().peer_mac[1]);
+    assert_eq!(&to1[0][6..12], &egress().own_mac[1]);
     assert_eq!(&to1[0][12..], &f[12..]);
     assert_eq!(counters.drops_total(), 0);
 }
 
 #[test]
 fn nfs_run_in_order_drop_with_reasons_and_redirect() {
-    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], EGRESS);
+    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], egress());
     let frames: Vec<_> = (0..10u16).map(|i| udp4(1000 + i, 53, &[i as u8])).collect();
     let mut bad = udp4(1, 2, b"x");
     bad.truncate(20);
@@ -99,7 +102,7 @@ fn nfs_run_in_order_drop_with_reasons_and_redirect() {
     assert_eq!(to1.len(), 5);
     for (k, f) in to1.iter().enumerate() {
         assert_eq!(&f[0..6], &[0xaa; 6]);
-        assert_eq!(&f[6..12], &EGRESS.own_mac[1]);
+        assert_eq!(&f[6..12], &egress().own_mac[1]);
         assert_eq!(&f[12..], &frames[2 * k][12..]);
     }
     assert_eq!(counters.drops_for(DropReason::AclDeny), 5);
@@ -113,7 +116,7 @@ fn nfs_run_in_order_drop_with_reasons_and_redirect() {
 
 #[test]
 fn split_off_keeps_the_head_and_returns_the_tail() {
-    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], EGRESS);
+    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], egress());
     let tail = chain.split_off(1);
     assert_eq!(chain.nfs().iter().map(|n| n.name()).collect::<Vec<_>>(), ["odd"]);
     assert_eq!(tail.nfs().iter().map(|n| n.name()).collect::<Vec<_>>(), ["count"]);

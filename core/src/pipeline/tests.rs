@@ -3,7 +3,7 @@ use crate::buf::BUF_SIZE;
 use crate::forward::{ForwardConfig, Forwarder};
 use crate::metronome::MetronomeConfig;
 use crate::softnic::{SoftRxQueue, SoftTxQueue};
-use crate::test_frames::{control, udp4};
+use crate::test_frames::{control, ctl_on, udp4};
 use crate::time::TickRate;
 use core::cell::Cell;
 use std::sync::Arc;
@@ -58,7 +58,7 @@ fn controller(workers: usize, lanes: usize) -> Metronome<Vec<QueueState>> {
 }
 
 fn forwarder() -> Forwarder {
-    Forwarder::new(ForwardConfig::new(OWN, ForwardConfig::DEFAULT_PEERS, true))
+    Forwarder::new(ForwardConfig::new(OWN, ForwardConfig::DEFAULT_PEERS, ctl_on(0)))
 }
 
 /// Takes lane `k`'s lock for the test itself (the "wire" side) and runs `f` on it.
@@ -287,9 +287,12 @@ fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
     let time = VirtualTime { t: Cell::new(0) };
     let mut p = Pipeline::new(Mode::Metronome, 0, 1, forwarder(), WorkerConfig::default());
     let before = ctl.queues()[0].snapshot();
-    let (packets, cmds) = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(l, &time));
-    assert_eq!(packets, 60);
-    assert!(cmds.is_empty());
+    // A bound of one poll takes one batch and says the lane was not found empty.
+    let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(l, &time, 1));
+    assert_eq!((d.packets, d.empty), (32, false));
+    let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(l, &time, 64));
+    assert_eq!((d.packets, d.empty), (28, true));
+    assert!(d.commands.is_empty());
     assert_eq!(p.forwarding().ports[0].tx, 60);
     assert_eq!(ctl.queues()[0].snapshot(), before, "no round was counted");
     assert_eq!(p.stats().tries, 0);

@@ -50,8 +50,10 @@ impl<'m> Rig<'m> {
         let mut pool = Pool::try_new(mem, 0, count).unwrap();
         let rx = [SoftRxQueue::new(&mut pool, RING), SoftRxQueue::new(&mut pool, RING)];
         let tx = [SoftTxQueue::new(tx_size, false), SoftTxQueue::new(tx_size, false)];
-        let worker =
-            Worker::new(Forwarder::new(ForwardConfig::new(OWN, PEER, ctl)), WorkerConfig::new(retries, Duration::ZERO));
+        let worker = Worker::new(
+            Forwarder::new(ForwardConfig::new(OWN, PEER, if ctl { ctl_on(0) } else { None })),
+            WorkerConfig::new(retries, Duration::ZERO),
+        );
         Self { pool, rx, tx, worker, clock: FakeClock::new(1) }
     }
 
@@ -203,10 +205,10 @@ fn control_stop_and_stats_are_reported() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let mut rig = Rig::new(&mut mem, 64, true, 4);
     rig.inject(1, &udp4(1, 2, &[]));
-    rig.inject(1, &control(2));
+    rig.inject(0, &control(2));
     rig.inject(0, &control(1));
     let out = rig.poll();
-    assert_eq!(out.commands, Commands { stop: true, stats: 1, rss_move: None });
+    assert_eq!(out.commands, Commands { stop: true, stats: 1, rss_move: None, rss_restore: false });
     assert_eq!((out.rx, out.tx, out.dropped), (3, 1, 0));
     assert_eq!(rig.worker.stats().stage.ctl, 2);
     let out = rig.poll();
@@ -253,7 +255,7 @@ fn counters_line_has_every_protocol_key_in_order() {
     let mut rig = Rig::new(&mut mem, 64, true, 0);
     rig.inject(0, &udp4(1, 2, b"abcd"));
     rig.inject(0, &[0u8; 5]);
-    rig.inject(1, &control(2));
+    rig.inject(0, &control(2));
     rig.poll();
     let drv = DriverCounters::from_queues(&rig.rx, &rig.pool);
     let mut line = String::new();
@@ -270,8 +272,8 @@ fn counters_line_has_every_protocol_key_in_order() {
     keys.extend(["ctl", "pool_in_use", "polls", "busy_polls"].map(String::from));
     assert_eq!(kv.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>(), keys);
     let get = |k: &str| kv.iter().find(|(x, _)| *x == k).unwrap().1.parse::<u64>().unwrap();
-    assert_eq!(get("p0_rx"), 2);
-    assert_eq!(get("p0_rx_bytes"), (udp4(1, 2, b"abcd").len() + 5) as u64);
+    assert_eq!(get("p0_rx"), 3);
+    assert_eq!(get("p0_rx_bytes"), (udp4(1, 2, b"abcd").len() + 5 + control(2).len()) as u64);
     assert_eq!((get("p1_tx"), get("drops"), get("drop_runt"), get("ctl")), (1, 1, 1, 1));
     assert_eq!((get("polls"), get("busy_polls")), (1, 1));
     assert_eq!(get("pool_in_use"), rig.pool.in_use() as u64);

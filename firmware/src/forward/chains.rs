@@ -41,7 +41,7 @@ impl Chains {
         workers: usize,
         rate: TickRate,
     ) -> Result<Chains, BuildError> {
-        let egress = Egress { own_mac: own, peer_mac: cfg.peer, accept_control: cfg.ctl };
+        let egress = Egress { own_mac: own, peer_mac: cfg.peer, control: cfg.control() };
         let factory = spec.build(egress, rate)?;
         Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect() })
     }

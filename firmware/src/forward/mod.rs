@@ -190,9 +190,11 @@ struct Shared<M: Machine, P: FwdPort> {
     stop: AtomicBool,
     /// A STATS control frame asked for a `@stats` line.
     stats_requested: AtomicBool,
-    /// An RSS_MOVE control frame asked to steer queue `from`'s buckets to `to`:
-    /// `1 << 16 | from << 8 | to`, or 0.
+    /// An RSS command for worker 0: RSS_MOVE `1 << 16 | from << 8 | to`, RSS_RESTORE
+    /// `2 << 16`, or 0.
     rss_move: AtomicU32,
+    /// The tables before the last RSS_MOVE (for RSS_RESTORE).
+    rss_saved: Mutex<Option<rss::Saved>>,
     /// Per worker: what its sleeper said at its last publication.
     sleeps: Vec<Mutex<SleepSummary>>,
     /// `@stats` lines skipped because the console was still busy.
@@ -292,6 +294,7 @@ pub fn run<M: Machine, P: FwdPort>(
         stop: AtomicBool::new(false),
         stats_requested: AtomicBool::new(false),
         rss_move: AtomicU32::new(0),
+        rss_saved: Mutex::new(None),
         sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
         stats_skipped: AtomicU64::new(0),
         parked: AtomicUsize::new(0),
@@ -304,7 +307,11 @@ pub fn run<M: Machine, P: FwdPort>(
             "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
             cfg.workers,
             mode.as_str(),
-            if cfg.ctl { "on" } else { "off" }
+            match cfg.ctl {
+                Some(0) => "on port 0 (signed)",
+                Some(_) => "on port 1 (signed)",
+                None => "off",
+            }
         ),
     );
     machine.event(Event::Started { workers: cfg.workers, lanes });
@@ -392,6 +399,9 @@ fn step<M: Machine, P: FwdPort>(
     if let Some((from, to)) = r.commands.rss_move {
         sh.rss_move.store(1 << 16 | u32::from(from) << 8 | u32::from(to), Ordering::Relaxed);
     }
+    if r.commands.rss_restore {
+        sh.rss_move.store(2 << 16, Ordering::Relaxed);
+    }
     *rounds += 1;
     let stopping = sh.stop.load(Ordering::Acquire);
     if r.packets > 0 || (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
@@ -464,9 +474,10 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
             }
             next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
         }
-        let mv = sh.rss_move.swap(0, Ordering::Relaxed);
-        if mv != 0 {
-            rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
+        match sh.rss_move.swap(0, Ordering::Relaxed) {
+            0 => {}
+            mv if mv >> 16 == 2 => rss::restore(sh, &mut pl, ports),
+            mv => rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8),
         }
         if deadline.is_some_and(|d| now >= d) {
             say(sh.machine, format_args!("error: max_s={} reached without a STOP control frame", cfg.max_s));

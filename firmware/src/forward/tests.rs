@@ -12,7 +12,7 @@ use std::vec;
 use alloc::string::{String, ToString};
 
 use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, Pool};
-use cadence_core::forward::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
+use cadence_core::forward::{CONTROL_ETHERTYPE, Command};
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats};
 use cadence_core::time::TickRate;
 
@@ -266,13 +266,18 @@ fn udp_frame(dst: [u8; 6], seq: u32) -> Vec<u8> {
     f
 }
 
-fn control_frame(dst: [u8; 6], cmd: u8) -> Vec<u8> {
+/// Control on port 0, signed with [`KEY`].
+const CTL: &str = "ctl=port:0 ctl_key=000102030405060708090a0b0c0d0e0f";
+const KEY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+fn control_frame(dst: [u8; 6], cmd: Command) -> Vec<u8> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let counter = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut f = Vec::new();
     f.extend_from_slice(&dst);
     f.extend_from_slice(&[2, 0, 0, 0, 0, 0x55]);
     f.extend_from_slice(&CONTROL_ETHERTYPE.to_be_bytes());
-    f.extend_from_slice(&CONTROL_MAGIC);
-    f.push(cmd);
+    f.extend_from_slice(&cadence_core::control::signed_payload(&KEY, counter, cmd));
     f.resize(60, 0);
     f
 }
@@ -285,9 +290,10 @@ struct Rig {
 }
 
 fn start(cfg: &str, machine: &'static FakeMachine) -> Rig {
+    let cfg = cfg.replace("CTL", CTL);
     let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
     let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
-    let cfg = BootConfig::parse(cfg).expect("config");
+    let cfg = BootConfig::parse(&cfg).expect("config");
     let ports = vec![
         WirePort {
             mac: MAC0,
@@ -328,13 +334,13 @@ fn key(line: &str, k: &str) -> Option<u64> {
 #[test]
 fn two_workers_forward_every_frame_in_order_then_stop() {
     let m = FakeMachine::leak(4, vec![], 0);
-    let rig = start("ctl=on workers=2 stats_ms=5 qsize=1024 peer1=02:00:00:00:00:b1", m);
+    let rig = start("CTL workers=2 stats_ms=5 qsize=1024 peer1=02:00:00:00:00:b1", m);
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
     for seq in 0..2000u32 {
         rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
     }
     wait_for(|| rig.out1.lock().expect("wire").len() == 2000);
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, 1));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
     for (seq, f) in out.iter().enumerate() {
@@ -360,9 +366,9 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
 #[test]
 fn a_busy_console_skips_stats_lines_and_counts_them() {
     let m = FakeMachine::leak(2, vec![], 3);
-    let rig = start("ctl=on stats_ms=1", m);
+    let rig = start("CTL stats_ms=1", m);
     wait_for(|| m.lines().iter().filter(|l| l.starts_with("@stats")).count() >= 2);
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, 1));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let lines = m.lines();
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
@@ -373,7 +379,7 @@ fn a_busy_console_skips_stats_lines_and_counts_them() {
 #[test]
 fn more_workers_than_cores_is_refused_with_a_message() {
     let m = FakeMachine::leak(1, vec![], 0);
-    let rig = start("ctl=on workers=2", m);
+    let rig = start("CTL workers=2", m);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     assert!(m.lines().iter().any(|l| l == "error: workers=2 but only 1 cores are online"), "{:?}", m.lines());
 }
@@ -381,7 +387,7 @@ fn more_workers_than_cores_is_refused_with_a_message() {
 #[test]
 fn a_worker_that_cannot_start_stops_the_run_without_hanging() {
     let m = FakeMachine::leak(4, vec![2], 0);
-    let rig = start("ctl=on workers=3", m);
+    let rig = start("CTL workers=3", m);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     let lines = m.lines();
     assert!(lines.iter().any(|l| l == "error: worker 2: refused by the test"), "{lines:?}");
@@ -394,7 +400,7 @@ fn a_worker_that_cannot_start_stops_the_run_without_hanging() {
 #[test]
 fn max_s_without_stop_is_a_runtime_failure() {
     let m = FakeMachine::leak(1, vec![], 0);
-    let rig = start("ctl=on max_s=1", m);
+    let rig = start("CTL max_s=1", m);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     assert!(m.lines().iter().any(|l| l == "error: max_s=1 reached without a STOP control frame"));
 }
@@ -403,14 +409,14 @@ fn max_s_without_stop_is_a_runtime_failure() {
 fn a_ring_bound_below_the_target_vacation_is_reported() {
     let m = FakeMachine::leak(1, vec![], 0);
     // qsize 256 at 10 GbE line rate: 8.6 µs < V̄ = 15 µs.
-    let rig = start("ctl=on qsize=256 max_s=1", m);
+    let rig = start("CTL qsize=256 max_s=1", m);
     let _ = rig.run.join().expect("run");
     let lines = m.lines();
     let w = lines.iter().find(|l| l.starts_with("warning: T_S is bounded by the ring")).expect("warning");
     assert!(w.contains("8.6 us") && w.contains("qsize=256") && w.contains("vbar=15 us"), "{w}");
     // A bigger ring clears it.
     let m = FakeMachine::leak(1, vec![], 0);
-    let rig = start("ctl=on qsize=1024 max_s=1", m);
+    let rig = start("CTL qsize=1024 max_s=1", m);
     let _ = rig.run.join().expect("run");
     assert!(!m.lines().iter().any(|l| l.starts_with("warning: T_S")), "{:?}", m.lines());
 }
@@ -418,7 +424,7 @@ fn a_ring_bound_below_the_target_vacation_is_reported() {
 #[test]
 fn a_port_that_vanishes_stops_the_run_with_a_named_error() {
     let m = FakeMachine::leak(2, vec![], 0);
-    let rig = start("ctl=on workers=2", m);
+    let rig = start("CTL workers=2", m);
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
     m.gone.store(true, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);

@@ -245,7 +245,7 @@ impl Expectations {
             if let NfSpec::Encrypt(_) = nf {
                 let only =
                     ChainSpec { nfs: vec![nf.clone()], timeouts: spec.timeouts.get(i).copied().into_iter().collect() };
-                let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], accept_control: false };
+                let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
                 // Every frame is decrypted at `Instant(0)`: the clock rate does not matter.
                 let rate = TickRate::try_new(1_000_000_000).expect("non-zero");
                 decrypt = only.build(egress, rate).ok().map(|f| f.chain_for_worker());

@@ -132,7 +132,7 @@ fn set_tcp(mut f: Vec<u8>, seq: u32, flags: u8) -> Vec<u8> {
 const EGRESS: Egress = Egress {
     own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
     peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: false,
+    control: None,
 };
 
 /// Runs `frames` through `chain` (received on port 0); returns what left on port 1, with the
