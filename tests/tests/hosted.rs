@@ -46,6 +46,14 @@ fn hosted() -> Result<PathBuf> {
     .map_err(|e| anyhow!("{e}"))
 }
 
+/// One hosted dataplane at a time: each brings a generator and a dataplane onto a 2-CPU
+/// machine, and two at once would be measuring each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -> Result<Rig> {
     let mut cfg = RigConfig::new(hosted()?, out_dir(name), FLOWS);
     cfg.backend = Backend::Veth { queues: 1, io, args: vec!["--unpinned".into()] };
@@ -73,6 +81,7 @@ fn stop(rig: &mut Rig) -> Result<Counters> {
 
 #[test]
 fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
+    let _one = serial();
     let mut rig =
         start("hosted_xdp_chain1", "af_xdp", BootOptions::default().set("workers", 2), Some("chains/chain1.toml"))?;
     let com1 = rig.qemu.com1();
@@ -110,6 +119,7 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
 
 #[test]
 fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
+    let _one = serial();
     let mut rig = start("hosted_packet_malformed", "af_packet", BootOptions::default(), None)?;
     let macs = rig.checker().macs();
     let mut injected: BTreeMap<&str, u64> = BTreeMap::new();
@@ -180,6 +190,7 @@ fn missing_interfaces_are_a_clear_runtime_failure() -> Result<()> {
 
 #[test]
 fn an_interface_that_vanishes_mid_run_is_reported() -> Result<()> {
+    let _one = serial();
     let mut rig = start("hosted_vanish", "af_xdp", BootOptions::default(), None)?;
     send_paced(&mut rig, 500, 2_000, |i| ((i % u64::from(FLOWS)) as u16, 100))?;
     rig.veths.as_ref().ok_or_else(|| anyhow!("no veths"))?.delete_dut(1)?;

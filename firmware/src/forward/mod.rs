@@ -504,16 +504,21 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
     let rate = clock.rate();
     let start = clock.now();
     let others = started.saturating_sub(1);
+    // A shutdown that leaves a worker running, a lane held or frames on a TX ring did not
+    // stop cleanly: it says which, and the run fails even after a STOP.
+    let mut clean = true;
     if poll_until(&clock, rate.ticks_from_ms(PARK_TIMEOUT_MS), || sh.parked.load(Ordering::Acquire) >= others).is_err()
     {
-        say(m, format_args!("warning: {} of {} workers parked", sh.parked.load(Ordering::Acquire), others));
+        say(m, format_args!("error: {} of {} workers parked", sh.parked.load(Ordering::Acquire), others));
+        clean = false;
     }
     for w in 1..started {
         let _ = m.join(w, rate.ticks_from_ms(10));
     }
     for (k, lane) in sh.lanes.iter().enumerate() {
         let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else {
-            say(m, format_args!("warning: lane {k} still held; not drained"));
+            say(m, format_args!("error: lane {k} still held at shutdown; not drained"));
+            clean = false;
             continue;
         };
         if let Some(lane) = lane.get_mut(&mut guard) {
@@ -524,13 +529,14 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
                 })
             });
             if ok.is_err() {
-                say(m, format_args!("warning: lane {k}: TX not drained after {DRAIN_MS} ms"));
+                say(m, format_args!("error: lane {k}: TX not drained after {DRAIN_MS} ms"));
+                clean = false;
             }
         }
     }
     report::line(sh, "@summary", start, clock.now(), true);
     m.event(Event::Done);
-    outcome
+    if clean { outcome } else { Outcome::RuntimeFailure }
 }
 
 /// The instant `t` as milliseconds since `start`.

@@ -60,6 +60,8 @@ impl RxQueue for WireRx {
 struct WireTx {
     wire: Wire,
     stats: TxStats,
+    /// Claims a frame in flight forever (a ring the device stopped serving).
+    stuck: bool,
 }
 
 impl TxQueue for WireTx {
@@ -79,7 +81,7 @@ impl TxQueue for WireTx {
     }
 
     fn in_flight(&self) -> usize {
-        0
+        usize::from(self.stuck)
     }
 
     fn tx_stats(&self) -> TxStats {
@@ -290,6 +292,11 @@ struct Rig {
 }
 
 fn start(cfg: &str, machine: &'static FakeMachine) -> Rig {
+    start_with(cfg, machine, false)
+}
+
+/// [`start`]; `stuck_tx`: port 1's TX ring never drains.
+fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
     let cfg = cfg.replace("CTL", CTL);
     let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
     let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
@@ -299,14 +306,14 @@ fn start(cfg: &str, machine: &'static FakeMachine) -> Rig {
             mac: MAC0,
             queues: Some((
                 WireRx { wire: in0.clone(), stats: RxStats::default() },
-                WireTx { wire: out0, stats: TxStats::default() },
+                WireTx { wire: out0, stats: TxStats::default(), stuck: false },
             )),
         },
         WirePort {
             mac: MAC1,
             queues: Some((
                 WireRx { wire: in1, stats: RxStats::default() },
-                WireTx { wire: out1.clone(), stats: TxStats::default() },
+                WireTx { wire: out1.clone(), stats: TxStats::default(), stuck: stuck_tx },
             )),
         },
     ];
@@ -340,6 +347,8 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
         rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
     }
     wait_for(|| rig.out1.lock().expect("wire").len() == 2000);
+    // The periodic line (every 5 ms) comes while the run goes on.
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@stats")));
     rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
@@ -359,8 +368,7 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
     // What the sleepers said, per worker; what they did not say is absent.
     assert_eq!((key(summary, "core0_late_p50_ns"), key(summary, "core1_late_p50_ns")), (Some(7), Some(7)));
     assert_eq!(key(summary, "core0_idle_ns"), None, "{summary}");
-    assert!(lines.iter().any(|l| l.starts_with("@stats")), "{lines:?}");
-    assert!(!lines.iter().any(|l| l.starts_with("warning")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("warning") || l.starts_with("error")), "{lines:?}");
 }
 
 #[test]
@@ -430,5 +438,17 @@ fn a_port_that_vanishes_stops_the_run_with_a_named_error() {
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     let lines = m.lines();
     assert!(lines.iter().any(|l| l == "error: port 1 (fake0) is gone"), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("@summary")), "{lines:?}");
+}
+
+#[test]
+fn a_tx_ring_that_never_drains_fails_the_run_even_after_stop() {
+    let m = FakeMachine::leak(1, vec![], 0);
+    let rig = start_with("CTL", m, true);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l == "error: lane 0: TX not drained after 100 ms"), "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("@summary")), "{lines:?}");
 }
