@@ -411,6 +411,8 @@ pub struct Report {
     pub chain: Vec<String>,
     /// `@ready` was seen: every lane's receive rings are filled and the workers run.
     pub ready: bool,
+    /// `pool_in_use` of `@ready`: buffers out of the pools at rest (in the receive rings).
+    pub resting_pool: Option<u64>,
     /// `error: …` lines (bad boot options) and machine lines that failed to parse.
     pub errors: Vec<String>,
 }
@@ -440,6 +442,7 @@ impl Report {
                     }
                     "ready" => {
                         self.ready = true;
+                        self.resting_pool = l.u64("pool_in_use").ok();
                         Ok(())
                     }
                     "chain" => l.str("nfs").map(|n| {

@@ -265,11 +265,15 @@ pub fn run<M: Machine, P: FwdPort>(
     // The controller's queue locks live in its Vec's heap buffer: their addresses are
     // fixed from here on, so the lanes can be bound to them.
     let mut bound = Vec::with_capacity(lanes);
+    // Buffers out of the pools once the receive rings are filled: where `pool_in_use`
+    // returns to when the run is idle (printed on `@ready`, checked against `@summary`).
+    let mut resting = 0;
     for (k, ((mut pool, (r0, t0)), (r1, t1))) in pools.into_iter().zip(q0).zip(q1).take(lanes).enumerate() {
         let mut rx = [r0, r1];
         for r in &mut rx {
             P::fill(r, &mut pool);
         }
+        resting += pool.in_use();
         bound.push(Guarded::new(ctl.queues()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
     }
     let mode = match cfg.sched {
@@ -330,7 +334,11 @@ pub fn run<M: Machine, P: FwdPort>(
         // Every lane's receive rings are filled and every worker is running: traffic may come.
         say(
             machine,
-            format_args!("@ready workers={} lanes={lanes} mwait={}", cfg.workers, if cfg.mwait { "on" } else { "off" }),
+            format_args!(
+                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting}",
+                cfg.workers,
+                if cfg.mwait { "on" } else { "off" }
+            ),
         );
         outcome = boot_worker(shared, cfg, &mut ports);
     }
