@@ -155,6 +155,25 @@ impl<S: Stage> Pipeline<S> {
         self
     }
 
+    /// Re-declares this worker as live worker `w` of `workers` (e.g. after another worker
+    /// stalled and the live ones share its lanes): with fewer live workers than lanes it then
+    /// visits lanes `k ≡ w (mod workers)`, starting with lane `w`.
+    pub fn repartition(&mut self, w: usize, workers: usize) {
+        if workers == 0 {
+            return;
+        }
+        let next = (w % workers, workers);
+        if self.partition != Some(next) {
+            self.partition = Some(next);
+            self.sched.set_queue(next.0);
+        }
+    }
+
+    /// This worker's partition `(w, workers)`, if declared.
+    pub fn partition_of(&self) -> Option<(usize, usize)> {
+        self.partition
+    }
+
     /// The mode chosen at boot.
     pub fn mode(&self) -> Mode {
         self.mode

@@ -68,6 +68,11 @@ pub struct BootConfig {
     /// Line rate in Mb/s for Metronome's ring bound; 0 = the port's link speed (10 GbE
     /// when the port does not report one).
     pub line_mbps: u32,
+    /// A worker whose rounds have stopped this long is reported stalled and its lanes are
+    /// taken over; 0 turns the watchdog off.
+    pub stall_ms: u32,
+    /// Debug: worker `.0` stops (spins forever without rounds) `.1` ms into the run.
+    pub stall: Option<(u8, u32)>,
 }
 
 impl BootConfig {
@@ -104,12 +109,14 @@ impl Default for BootConfig {
             feedback_permille: 30,
             mwait: false,
             line_mbps: 0,
+            stall_ms: 1000,
+            stall: None,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 19] = [
+pub const KEYS: [&str; 21] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -129,6 +136,8 @@ pub const KEYS: [&str; 19] = [
     "feedback",
     "mwait",
     "line_mbps",
+    "stall_ms",
+    "stall",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -264,6 +273,13 @@ impl BootConfig {
                 "line_mbps" => {
                     cfg.line_mbps = int_in(value, 0, 400_000).ok_or(bad("an integer in 0..=400000 (Mb/s)"))?
                 }
+                "stall_ms" => cfg.stall_ms = int_in(value, 0, 600_000).ok_or(bad("an integer in 0..=600000"))?,
+                "stall" => {
+                    let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
+                    let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;
+                    let ms = int_in(ms, 0, 86_400_000).ok_or(bad("WORKER:MS with MS in 0..=86400000"))?;
+                    cfg.stall = Some((w as u8, ms));
+                }
                 // Every key of KEYS is matched above.
                 _ => return Err(ConfigError::UnknownKey { key }),
             }
@@ -379,6 +395,11 @@ mod tests {
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
+        let c = BootConfig::parse("stall_ms=250 stall=1:500").unwrap();
+        assert_eq!((c.stall_ms, c.stall), (250, Some((1, 500))));
+        for bad in ["stall=1", "stall=64:5", "stall=1:x", "stall_ms=-1"] {
+            assert!(matches!(BootConfig::parse(bad), Err(ConfigError::BadValue { .. })), "{bad}");
+        }
         let c = BootConfig::parse("line_mbps=25000").unwrap();
         assert_eq!(c.line_mbps, 25_000);
         assert_eq!(c.line_rate_mbps(Some(1000)), (25_000, "option"));

@@ -327,6 +327,31 @@ fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
     assert!((0..4).all(|_| p.round(&ctl2, &lanes2, &time, &mut sleeper).lane == 1));
 }
 
+#[test]
+fn a_repartition_hands_a_stalled_workers_lanes_to_the_live_ones() {
+    let mems: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let ctl = controller(2, 4);
+    let lanes: Vec<_> = mems
+        .into_iter()
+        .enumerate()
+        .map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(Box::leak(m.into_boxed_slice()), 256)))
+        .collect();
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    let mut w0 = Pipeline::new(Mode::Metronome, 0, 1, forwarder(), WorkerConfig::default()).partition(0, 2);
+    let visited: Vec<usize> = (0..4).map(|_| w0.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    assert_eq!(visited, [0, 2, 0, 2], "worker 0 of 2 owns lanes 0 and 2");
+    // Worker 1 stalled: worker 0 is the only live one and serves every lane.
+    w0.repartition(0, 1);
+    assert_eq!(w0.partition_of(), Some((0, 1)));
+    let visited: Vec<usize> = (0..8).map(|_| w0.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    assert_eq!(visited, [0, 1, 2, 3, 0, 1, 2, 3]);
+    // Back to two when it recovers.
+    w0.repartition(0, 2);
+    let visited: Vec<usize> = (0..4).map(|_| w0.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    assert_eq!(visited, [0, 2, 0, 2]);
+}
+
 /// Records what each sleep was asked to watch.
 struct WatchingSleeper<'a> {
     inner: JumpSleeper<'a>,

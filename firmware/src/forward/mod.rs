@@ -119,6 +119,13 @@ pub trait Machine: Sync + 'static {
     fn event(&self, e: Event) {
         let _ = e;
     }
+    /// Debug `stall=`: never returns, doing no work (a worker that hangs). The default
+    /// spins; a machine may wait more cheaply.
+    fn stall_forever(&self) -> ! {
+        loop {
+            core::hint::spin_loop();
+        }
+    }
     /// Checks that the ports are still there (the hosted build: an interface may vanish);
     /// `Err` names what is gone. Called by worker 0 every [`HEALTH_MS`], never per packet.
     fn check(&self) -> Result<(), alloc::string::String> {
@@ -201,6 +208,17 @@ struct Shared<M: Machine, P: FwdPort> {
     stats_skipped: AtomicU64,
     /// Workers other than 0 that have returned.
     parked: AtomicUsize,
+    /// Per worker: the clock at the end of its last round (its heartbeat), and its lane.
+    heartbeats: Vec<AtomicU64>,
+    last_lane: Vec<AtomicUsize>,
+    /// Workers reported stalled (bit `w`).
+    stalled: AtomicU64,
+    /// Stalls reported (`stalls=`).
+    stalls: AtomicU64,
+    /// A worker whose heartbeat is this old is stalled (0: watchdog off).
+    stall_limit: Duration,
+    /// Debug (`stall=W:MS`): worker `.0` stops at `.1`.
+    inject_stall: Option<(usize, Instant)>,
     /// Workers that could not make their sleeper.
     failed: AtomicUsize,
 }
@@ -303,6 +321,14 @@ pub fn run<M: Machine, P: FwdPort>(
         stats_skipped: AtomicU64::new(0),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
+        heartbeats: (0..cfg.workers).map(|_| AtomicU64::new(clock.now().ticks())).collect(),
+        last_lane: (0..cfg.workers).map(|w| AtomicUsize::new(w % lanes)).collect(),
+        stalled: AtomicU64::new(0),
+        stalls: AtomicU64::new(0),
+        stall_limit: clock.rate().ticks_from_ms(u64::from(cfg.stall_ms)),
+        inject_stall: cfg
+            .stall
+            .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
     }));
 
     say(
@@ -389,15 +415,44 @@ fn publish_sleeps<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, sleeper: 
     }
 }
 
+/// A worker's own bookkeeping between rounds.
+#[derive(Debug, Clone, Copy)]
+struct Local {
+    rounds: u64,
+    /// When this worker next checks the others' heartbeats.
+    next_watch: Instant,
+}
+
+impl Local {
+    fn new<M: Machine, P: FwdPort>(sh: &Shared<M, P>) -> Self {
+        Local { rounds: 0, next_watch: sh.clock.now().saturating_add(sh.clock.rate().ticks_from_ms(HEALTH_MS)) }
+    }
+}
+
 /// One round plus the bookkeeping every worker does; returns whether to go on.
 fn step<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
     w: usize,
     pl: &mut Pipeline<Chain>,
     sleeper: &mut M::Sleeper,
-    rounds: &mut u64,
+    local: &mut Local,
 ) -> bool {
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
+    if let (Some(hb), Some(lane)) = (sh.heartbeats.get(w), sh.last_lane.get(w)) {
+        hb.store(r.now.ticks(), Ordering::Relaxed);
+        lane.store(r.lane, Ordering::Relaxed);
+    }
+    if let Some((who, at)) = sh.inject_stall
+        && who == w
+        && r.now >= at
+    {
+        // Debug `stall=`: this worker stops between rounds (holding no lane) for good.
+        sh.machine.stall_forever();
+    }
+    if sh.stall_limit.ticks() != 0 && r.now >= local.next_watch {
+        local.next_watch = r.now.saturating_add(sh.clock.rate().ticks_from_ms(HEALTH_MS));
+        watch(sh, w, pl, r.now);
+    }
     if r.commands.stop {
         sh.stop.store(true, Ordering::Release);
     }
@@ -410,15 +465,50 @@ fn step<M: Machine, P: FwdPort>(
     if r.commands.rss_restore {
         sh.rss_move.store(2 << 16, Ordering::Relaxed);
     }
-    *rounds += 1;
+    local.rounds += 1;
     let stopping = sh.stop.load(Ordering::Acquire);
-    if r.packets > 0 || (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+    if r.packets > 0 || local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish(sh, w, pl, false);
     }
-    if (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+    if local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish_sleeps(sh, w, sleeper);
     }
     !stopping
+}
+
+/// The watchdog every worker runs every [`HEALTH_MS`]: a worker whose last round ended more
+/// than `stall_ms` ago is reported stalled (`@fault kind=stall`, once, by whichever worker
+/// sees it first) and recovered when its rounds resume; the live workers then share the
+/// lanes among themselves (a stalled worker holding no lane loses none; one stalled inside a
+/// round keeps that lane locked, and the shutdown reports it).
+fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Pipeline<Chain>, now: Instant) {
+    let rate = sh.clock.rate();
+    for (v, hb) in sh.heartbeats.iter().enumerate().filter(|&(v, _)| v != me && v < 64) {
+        let quiet = now.saturating_since(Instant(hb.load(Ordering::Relaxed)));
+        let bit = 1u64 << v;
+        if quiet > sh.stall_limit {
+            if sh.stalled.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+                sh.stalls.fetch_add(1, Ordering::Relaxed);
+                let lane = sh.last_lane.get(v).map_or(0, |l| l.load(Ordering::Relaxed));
+                say(
+                    sh.machine,
+                    format_args!(
+                        "@fault kind=stall core={v} lane={lane} quiet_ms={} seen_by={me}",
+                        rate.ns(quiet) / 1_000_000
+                    ),
+                );
+            }
+        } else if sh.stalled.load(Ordering::Acquire) & bit != 0
+            && sh.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        {
+            say(sh.machine, format_args!("@fault kind=recovered core={v} seen_by={me}"));
+        }
+    }
+    let stalled = sh.stalled.load(Ordering::Acquire);
+    let workers = sh.heartbeats.len();
+    let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
+    let rank = (0..me).filter(|&v| v >= 64 || stalled & (1 << v) == 0).count();
+    pl.repartition(rank, live);
 }
 
 /// Worker `w` (≥ 1): runs rounds until the stop flag, publishes, returns.
@@ -426,8 +516,8 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
     match sh.machine.sleeper(w) {
         Ok(mut sleeper) => {
             let mut pl = pipeline(sh, w);
-            let mut rounds = 0;
-            while step(sh, w, &mut pl, &mut sleeper, &mut rounds) {}
+            let mut local = Local::new(sh);
+            while step(sh, w, &mut pl, &mut sleeper, &mut local) {}
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
             if let Some(s) = sh.sleeps.get(w) {
@@ -460,11 +550,11 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
     let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
     let mut pl = pipeline(sh, 0);
-    let mut rounds = 0;
+    let mut local = Local::new(sh);
     let mut outcome = Outcome::Success;
     let health = rate.ticks_from_ms(HEALTH_MS);
     let mut next_check = start.saturating_add(health);
-    while step(sh, 0, &mut pl, &mut sleeper, &mut rounds) {
+    while step(sh, 0, &mut pl, &mut sleeper, &mut local) {
         sh.machine.pump_console();
         let now = clock.now();
         if now >= next_check {

@@ -49,6 +49,7 @@ pub(super) fn line<M: Machine, P: FwdPort>(
         total.write_counters(&mut *w, &drv)?;
         sh.chains.write_summed(&mut *w)?;
         write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
+        write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
         write_cores(sh, w, &per_core)?;
         write_lanes(sh, w)?;

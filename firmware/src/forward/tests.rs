@@ -211,8 +211,15 @@ impl Machine for FakeMachine {
     fn join(&self, worker: usize, _timeout: Duration) -> bool {
         let mut ts = self.threads.lock().expect("threads");
         match ts.iter().position(|(w, _)| *w == worker) {
-            Some(i) => ts.swap_remove(i).1.join().is_ok(),
+            // A stalled worker never finishes: do not wait for it.
+            Some(i) if ts[i].1.is_finished() => ts.swap_remove(i).1.join().is_ok(),
+            Some(_) => false,
             None => true,
+        }
+    }
+    fn stall_forever(&self) -> ! {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
         }
     }
     fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) {
@@ -451,4 +458,27 @@ fn a_tx_ring_that_never_drains_fails_the_run_even_after_stop() {
     let lines = m.lines();
     assert!(lines.iter().any(|l| l == "error: lane 0: TX not drained after 100 ms"), "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("@summary")), "{lines:?}");
+}
+
+#[test]
+fn a_stalled_worker_is_reported_its_lane_kept_forwarding_and_the_run_fails() {
+    let m = FakeMachine::leak(2, vec![], 0);
+    // Worker 1 stops for good 30 ms in; the watchdog's limit is 100 ms.
+    let rig = start("CTL workers=2 stall=1:30 stall_ms=100", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@fault kind=stall core=1 ")));
+    // Worker 0 alone still forwards everything on the lane.
+    for seq in 0..500u32 {
+        rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
+    }
+    wait_for(|| rig.out1.lock().expect("wire").len() == 500);
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure, "a worker never parked");
+    let lines = m.lines();
+    let fault = lines.iter().find(|l| l.starts_with("@fault")).expect("fault");
+    assert!(fault.contains("lane=0") && fault.contains("seen_by=0"), "{fault}");
+    assert!(lines.iter().any(|l| l == "error: 0 of 1 workers parked"), "{lines:?}");
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "stalls"), Some(1), "{summary}");
+    assert_eq!(key(summary, "p1_tx"), Some(500), "{summary}");
 }

@@ -240,6 +240,13 @@ impl Machine for Hosted {
         self.send(s, false)
     }
 
+    fn stall_forever(&self) -> ! {
+        // A hung thread that costs no CPU (the other workers and the generator need it).
+        loop {
+            std::thread::park();
+        }
+    }
+
     fn check(&self) -> Result<(), String> {
         let ifaces = self.ifaces.lock().unwrap_or_else(|p| p.into_inner());
         for (port, (name, index)) in ifaces.iter().enumerate() {
