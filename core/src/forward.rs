@@ -143,6 +143,9 @@ pub struct StageCounters {
     pub drops: [u64; DropReason::COUNT],
     /// Control frames consumed.
     pub ctl: u64,
+    /// Frames the stage originated itself ([`Stage::idle`]: e.g. IPFIX export messages):
+    /// conservation is `rx + generated = tx + drops + ctl`.
+    pub generated: u64,
 }
 
 impl StageCounters {
@@ -170,6 +173,7 @@ impl StageCounters {
             *a = a.saturating_add(*b);
         }
         self.ctl = self.ctl.saturating_add(other.ctl);
+        self.generated = self.generated.saturating_add(other.generated);
     }
 }
 
@@ -195,6 +199,15 @@ pub trait Stage {
         counters: &mut StageCounters,
         now: Instant,
     ) -> Commands;
+
+    /// Called once per poll, after the received batches: the stage may do bounded
+    /// housekeeping and originate frames of its own (pushed onto `out[p]`, counted in
+    /// `counters.generated`; what finds no room is freed and counted as `TxFull`), e.g. an
+    /// NF exporting records. The default does nothing. Same rules as `process`: never
+    /// panics, never allocates.
+    fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
+        let _ = (pool, out, counters, now);
+    }
 }
 
 /// Configuration of the [`Forwarder`].

@@ -132,7 +132,7 @@ impl WorkerStats {
     /// Writes every counter of docs/PROTOCOL.md as space-separated `key=value` pairs,
     /// in its order: `p{i}_rx p{i}_rx_bytes p{i}_tx p{i}_tx_bytes p{i}_rx_err
     /// p{i}_no_buf p{i}_tx_full` per port, `drops`, `drop_<reason>` per
-    /// [`DropReason`], `ctl`, `pool_in_use`, `polls`, `busy_polls`. No leading space,
+    /// [`DropReason`], `ctl`, `generated`, `pool_in_use`, `polls`, `busy_polls`. No leading space,
     /// no newline: the caller writes `@stats t_ms=… ` before and `\n` after.
     pub fn write_counters<W: fmt::Write + ?Sized>(&self, w: &mut W, drv: &DriverCounters) -> fmt::Result {
         for (i, p) in self.ports.iter().enumerate() {
@@ -151,8 +151,8 @@ impl WorkerStats {
         }
         write!(
             w,
-            " ctl={} pool_in_use={} polls={} busy_polls={}",
-            self.stage.ctl, drv.pool_in_use, self.polls, self.busy_polls
+            " ctl={} generated={} pool_in_use={} polls={} busy_polls={}",
+            self.stage.ctl, self.stage.generated, drv.pool_in_use, self.polls, self.busy_polls
         )
     }
 }
@@ -245,6 +245,8 @@ impl<S: Stage> Worker<S> {
             let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage, now);
             outcome.commands.merge(cmds);
         }
+        // Frames the stage originates (exports) go out with this poll's.
+        self.stage.idle(pool, &mut self.out, &mut self.stats.stage, now);
 
         for port in 0..PORTS {
             outcome.tx += self.transmit(pool, port, tx.get_mut(port));

@@ -91,7 +91,8 @@ pub fn expect_status(rig: &Rig, exit: Exit, want: i32) -> Result<()> {
 }
 
 /// Sends STOP and checks the firmware exits 33 with a `@summary`; checks conservation
-/// (every frame received was sent, dropped by reason, or consumed as control), that the
+/// (every frame received — or originated, as IPFIX exports are — was sent, dropped by
+/// reason, or consumed as control), that the
 /// pools are back at their resting value of `@ready`, and that no ring refill found its pool
 /// empty (the tests run below capacity); returns the counters.
 pub fn stop_ok(rig: &mut Rig) -> Result<protocol::Counters> {
@@ -107,9 +108,9 @@ pub fn stop_ok(rig: &mut Rig) -> Result<protocol::Counters> {
 pub fn check_conservation(rig: &Rig, fw: &protocol::Counters) -> Result<()> {
     let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
     let tx = fw.require("p0_tx")? + fw.require("p1_tx")?;
-    let (drops, ctl) = (fw.require("drops")?, fw.require("ctl")?);
-    if rx != tx + drops + ctl {
-        bail!("conservation: rx {rx} != tx {tx} + drops {drops} + ctl {ctl}: {fw:?}");
+    let (drops, ctl, generated) = (fw.require("drops")?, fw.require("ctl")?, fw.require("generated")?);
+    if rx + generated != tx + drops + ctl {
+        bail!("conservation: rx {rx} + generated {generated} != tx {tx} + drops {drops} + ctl {ctl}: {fw:?}");
     }
     let resting = rig.report.resting_pool.ok_or_else(|| anyhow!("no pool_in_use on @ready"))?;
     if fw.require("pool_in_use")? != resting {

@@ -212,6 +212,19 @@ pub fn ensure_iproute() -> Result<()> {
     ensure_packages("the hosted dataplane's rig needs iproute2", &IPROUTE_PACKAGES, iproute_present)
 }
 
+/// Wireshark's command-line decoder, the IPFIX test's independent reader of the export.
+pub const TSHARK_PACKAGES: [&str; 1] = ["tshark"];
+
+/// Whether `tshark` runs.
+pub fn tshark_present() -> bool {
+    Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure tshark is installed (as root with apt-get: installs it).
+pub fn ensure_tshark() -> Result<()> {
+    ensure_packages("the IPFIX test decodes the export with tshark", &TSHARK_PACKAGES, tshark_present)
+}
+
 /// Installs Debian `packages` unless `present()` already holds (as root with apt-get;
 /// otherwise fails with `why` and the packages to install).
 fn ensure_packages(why: &str, packages: &[&str], present: fn() -> bool) -> Result<()> {

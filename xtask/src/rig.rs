@@ -488,6 +488,32 @@ impl Rig {
         }
     }
 
+    /// With an IPFIX collector: waits until every flow the host sent on (and the chain does
+    /// not drop) has been exported, or `idle` passes without a new record, or `max` passes
+    /// (the flows must go idle for their timeout first); pumps COM1 meanwhile. Returns the
+    /// flows exported.
+    pub fn wait_exports(&mut self, idle: Duration, max: Duration, echo: &mut dyn FnMut(&str)) -> usize {
+        let start = Instant::now();
+        let mut last = (0usize, Instant::now());
+        loop {
+            for (l, _) in self.pump(Duration::from_millis(20)) {
+                echo(&l);
+            }
+            let c = self.checker();
+            let exported = c.ipfix.as_ref().map_or(0, |col| col.totals().len());
+            let want = c.forwarded_flows();
+            drop(c);
+            if exported >= want || start.elapsed() >= max {
+                return exported;
+            }
+            if exported != last.0 {
+                last = (exported, Instant::now());
+            } else if exported > 0 && last.1.elapsed() >= idle {
+                return exported;
+            }
+        }
+    }
+
     /// Sends STOP (again every 2 s) until QEMU exits or `timeout` passes (then kills it).
     /// Pumps COM1 until the end, so the report has `@summary`.
     pub fn stop(&mut self, timeout: Duration, echo: &mut dyn FnMut(&str)) -> Result<Exit> {
@@ -578,6 +604,13 @@ fn new_checker(cfg: &RigConfig) -> Arc<Mutex<Checker>> {
     // A text the dataplane will refuse (a test of that) gets no expectations.
     if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(ChainSpec::parse) {
         checker = checker.with_expectations(Expectations::new(&spec, &cfg.flows));
+        // An Accounting NF that exports IPFIX: the rig is its collector.
+        checker.ipfix = spec.nfs.iter().find_map(|nf| match nf {
+            cadence_core::nf::config::NfSpec::Accounting(a) => {
+                a.export.map(|e| crate::traffic::ipfix::Collector::new(e.collector, e.udp_port))
+            }
+            _ => None,
+        });
     }
     Arc::new(Mutex::new(checker))
 }

@@ -75,6 +75,8 @@ pub fn test() -> Result<()> {
     crate::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
     println!("\n==> xtask test: iproute2 (hosted end-to-end tests: namespaces and veth pairs)");
     crate::provision::ensure_iproute().context("xtask test: step 'iproute2' failed")?;
+    println!("\n==> xtask test: tshark (the IPFIX test's independent decoder)");
+    crate::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
     println!(
         "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
     );

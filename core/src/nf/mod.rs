@@ -134,6 +134,12 @@ pub trait Nf: Send {
     fn name(&self) -> &'static str;
     /// Processes the alive packets of `batch`.
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch);
+    /// Once per poll, with or without traffic: bounded housekeeping (expiry sweeps) and frames
+    /// the NF originates itself (export messages), appended to `batch` as packets with a
+    /// `Forward` verdict (alive). The default does nothing.
+    fn generate(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        let _ = (ctx, pool, batch);
+    }
     /// Writes this NF's own counters as ` key=value` pairs (each with a leading space,
     /// keys prefixed with the NF's name), for the stats lines.
     fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
@@ -254,6 +260,29 @@ impl Stage for Chain {
             }
         }
 
+        self.egress(pool, out, counters);
+        commands
+    }
+
+    fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
+        self.batch.clear();
+        let ctx = NfCtx { now };
+        for nf in &mut self.nfs {
+            nf.generate(&ctx, pool, &mut self.batch);
+        }
+        if self.batch.is_empty() {
+            return;
+        }
+        counters.generated = counters.generated.saturating_add(self.batch.len() as u64);
+        self.egress(pool, out, counters);
+    }
+}
+
+impl Chain {
+    /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
+    /// hop or the port's peer as destination, the port's own MAC as source), drops and counts
+    /// the rest, and empties the batch.
+    fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters) {
         for p in self.batch.pkts() {
             match p.verdict {
                 Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
@@ -276,7 +305,6 @@ impl Stage for Chain {
             }
         }
         self.batch.clear();
-        commands
     }
 }
 

@@ -269,7 +269,7 @@ fn counters_line_has_every_protocol_key_in_order() {
     }
     keys.push("drops".into());
     keys.extend(DropReason::ALL.iter().map(|r| format!("drop_{}", r.as_str())));
-    keys.extend(["ctl", "pool_in_use", "polls", "busy_polls"].map(String::from));
+    keys.extend(["ctl", "generated", "pool_in_use", "polls", "busy_polls"].map(String::from));
     assert_eq!(kv.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>(), keys);
     let get = |k: &str| kv.iter().find(|(x, _)| *x == k).unwrap().1.parse::<u64>().unwrap();
     assert_eq!(get("p0_rx"), 3);

@@ -107,6 +107,8 @@ impl Classes {
 /// What happened to one received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// An IPFIX export frame for the rig's collector ([`Checker::ipfix`]).
+    Exported,
     Received,
     Reordered,
     Duplicated,
@@ -121,6 +123,10 @@ pub enum Verdict {
 #[derive(Debug, Default)]
 struct FlowState {
     sent: u32,
+    /// IP bytes (header included) of the frames sent, as a flow meter counts them.
+    sent_ip_bytes: u64,
+    /// The 5-tuple of the frames sent.
+    key: Option<cadence_core::parse::FlowKey>,
     /// Bit per sequence number: identified at least once.
     seen: Vec<u64>,
     seen_count: u64,
@@ -163,6 +169,8 @@ pub struct Checker {
     pub examples: Vec<String>,
     /// What the chain does to each flow (`None`: plain L2 forwarding).
     expect: Option<Expectations>,
+    /// The IPFIX collector export frames go to, when the chain exports.
+    pub ipfix: Option<super::ipfix::Collector>,
 }
 
 const MAX_EXAMPLES: usize = 20;
@@ -182,6 +190,7 @@ impl Checker {
             window: Latencies::default(),
             examples: Vec::new(),
             expect: None,
+            ipfix: None,
         }
     }
 
@@ -194,6 +203,11 @@ impl Checker {
     /// The chain's expectations, if any.
     pub fn expectations(&self) -> Option<&Expectations> {
         self.expect.as_ref()
+    }
+
+    /// Flows that sent frames the chain does not drop (an exporter meters each of them).
+    pub fn forwarded_flows(&self) -> usize {
+        self.state.iter().enumerate().filter(|(i, s)| s.sent > 0 && !self.dropped(*i)).count()
     }
 
     /// Whether the chain drops flow `id`.
@@ -211,6 +225,12 @@ impl Checker {
             .filter(|(i, _)| pred(self.expect.as_ref().and_then(|e| e.flows.get(*i)).unwrap_or(&plain)))
             .map(|(_, s)| u64::from(s.sent))
             .sum()
+    }
+
+    /// Per flow that sent anything: its 5-tuple, frames sent and their IP bytes (what a flow
+    /// meter on the ingress side counts).
+    pub fn sent_totals(&self) -> Vec<(cadence_core::parse::FlowKey, u64, u64)> {
+        self.state.iter().filter_map(|s| s.key.map(|k| (k, u64::from(s.sent), s.sent_ip_bytes))).collect()
     }
 
     /// The flows.
@@ -236,6 +256,10 @@ impl Checker {
         let st = self.state.get_mut(usize::from(flow))?;
         let p = f.ingress;
         let frame = frame::build(f, st.sent, len, ts, self.macs.nic[p], self.macs.peer[p]);
+        if let Ok(parsed) = cadence_core::parse::parse(&frame) {
+            st.sent_ip_bytes += u64::from(parsed.l3_len);
+            st.key = Some(parsed.flow);
+        }
         st.sent += 1;
         self.classes.sent += 1;
         self.classes.sent_bytes += frame.len() as u64;
@@ -244,6 +268,10 @@ impl Checker {
 
     /// Checks one frame that came out of `port`.
     pub fn receive(&mut self, port: usize, f: &[u8]) -> Verdict {
+        if let Some(c) = self.ipfix.as_mut().filter(|c| c.wants(f)) {
+            c.receive(f);
+            return Verdict::Exported;
+        }
         let now = self.now_ns();
         let v = self.classify(port, f, now);
         let c = &mut self.classes;
@@ -262,6 +290,8 @@ impl Checker {
             Verdict::Unexpected => c.unexpected += 1,
             Verdict::NotDropped => c.not_dropped += 1,
             Verdict::BadNf => c.bad_nf += 1,
+            // `classify` never answers it (export frames are taken before).
+            Verdict::Exported => {}
         }
         if v != Verdict::Received && self.examples.len() < MAX_EXAMPLES {
             let head: Vec<String> = f.iter().take(24).map(|b| format!("{b:02x}")).collect();

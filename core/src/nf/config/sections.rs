@@ -5,7 +5,7 @@
 //! | `acl` | `acl.default=permit\|deny`, `acl.flow_capacity=N`, `acl.sweep_buckets=N`, `acl.flow_timeout_ms=MS`, `acl.rule=prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit\|deny` (list; every field but `action` optional: any) |
 //! | `lb` | `lb.vip=addr:IP,port:N,proto:tcp\|udp,backends:B;B;…` (list; a backend is `IP`, `IPv4:PORT` or `[IPv6]:PORT`, without a port it keeps the VIP's), `lb.max_backends=N`, `lb.affinity_capacity=N`, `lb.sweep_buckets=N`, `lb.affinity_timeout_ms=MS` |
 //! | `encrypt` | `encrypt.key=HEX64` (the 32-byte ChaCha20 key), `encrypt.udp_flows=N`, `encrypt.clear=pass\|drop`, `encrypt.udp_idle_timeout_ms=MS` |
-//! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS` |
+//! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS`, `accounting.export=ipfix:PORT:IP:UDPPORT`, `accounting.export_src=IP` |
 //! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
 //! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS` |
 //! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` (list; next hops are the distinct `(port, mac)` pairs in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
@@ -21,7 +21,7 @@ use core::net::IpAddr as NetIp;
 
 use super::values;
 use super::{Fail, NfSpec, Section, SpecErrorKind, Timeouts, once, opt, record, req, timeout_ms};
-use crate::nf::accounting::AccountingConfig;
+use crate::nf::accounting::{AccountingConfig, IpfixExport};
 use crate::nf::acl::{AclAction, AclConfig, AclConfigError, AclRule, Prefix};
 use crate::nf::encrypt::{ClearPolicy, EncryptConfig};
 use crate::nf::l3fwd::{Family, L3fwdConfig, L3fwdConfigError, NextHop, Route4, Route6};
@@ -384,6 +384,7 @@ pub(crate) struct AccountingSection {
     cfg: AccountingConfig,
     seen: Seen,
     timeouts: Timeouts,
+    export_src: Option<[u8; 4]>,
 }
 
 impl Section for AccountingSection {
@@ -395,6 +396,8 @@ impl Section for AccountingSection {
             "accounting.sweep_buckets",
             "accounting.exports_per_batch",
             "accounting.idle_timeout_ms",
+            "accounting.export",
+            "accounting.export_src",
         ]
     }
 
@@ -403,6 +406,27 @@ impl Section for AccountingSection {
             return timeout_ms(&mut self.timeouts.idle_ms, value);
         }
         self.seen.first(key)?;
+        if key == "accounting.export" {
+            // ipfix:PORT:IP:UDPPORT
+            let bad = || Fail::value("ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739");
+            let rest = value.strip_prefix("ipfix:").ok_or_else(bad)?;
+            let mut parts = rest.split(':');
+            let (Some(port), Some(ip), Some(udp), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad());
+            };
+            let port = values::u16_dec(port).ok().filter(|&p| p < 2).ok_or_else(bad)? as u8;
+            let collector = values::ipv4(ip).map_err(|_| bad())?.octets();
+            let udp_port = values::u16_dec(udp).ok().filter(|&p| p > 0).ok_or_else(bad)?;
+            let source = self.cfg.export.map_or(IpfixExport::DEFAULT_SOURCE, |e| e.source);
+            self.cfg.export = Some(IpfixExport { port, collector, udp_port, source, domain: 0 });
+            return Ok(());
+        }
+        if key == "accounting.export_src" {
+            let source = values::ipv4(value).map_err(Fail::value)?.octets();
+            self.export_src = Some(source);
+            return Ok(());
+        }
         let n = usize_value(value)?;
         let c = &mut self.cfg;
         match key {
@@ -415,7 +439,10 @@ impl Section for AccountingSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
+    fn finish(mut self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
+        if let (Some(e), Some(src)) = (self.cfg.export.as_mut(), self.export_src) {
+            e.source = src;
+        }
         self.cfg.validate().map_err(|e| (None, Fail { field: None, kind: SpecErrorKind::Accounting(e) }))?;
         Ok((NfSpec::Accounting(self.cfg), self.timeouts))
     }

@@ -60,6 +60,7 @@ fn parses_every_nf() {
         }]
     );
     let NfSpec::Accounting(a) = &s.nfs[2] else { panic!("accounting") };
+    assert_eq!(a.export, None, "no export unless asked");
     assert_eq!(a.capacity, 1024);
     let NfSpec::Nat(n) = &s.nfs[3] else { panic!("nat") };
     assert_eq!((n.external_addr, n.ports, n.inside_port), ([192, 0, 2, 7], (20000, 29999), 1));
@@ -182,6 +183,26 @@ fn errors_name_line_key_and_field() {
             4,
             "line 4: l3fwd.route: l3fwd routes4[1]: duplicate prefix",
         ),
+        (
+            "version=1\nnf=accounting\naccounting.export=netflow:1:10.0.0.1:2055\n",
+            3,
+            "line 3: accounting.export: expected ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.export=ipfix:2:10.0.0.1:4739\n",
+            3,
+            "line 3: accounting.export: expected ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.export=ipfix:1:10.0.0.300:4739\n",
+            3,
+            "line 3: accounting.export: expected ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.export_src=fd00::1\n",
+            3,
+            "line 3: accounting.export_src: expected an IPv4 address",
+        ),
     ];
     for (text, line, want) in cases {
         let e = err(text);
@@ -263,4 +284,18 @@ fn text_without_timeouts_keeps_the_nf_defaults() {
     // A spec written by hand, without `timeouts`, too.
     let hand = ChainSpec { nfs: s.nfs.clone(), ..ChainSpec::default() };
     assert_eq!(hand.configs(rate()), s.nfs);
+}
+
+#[test]
+fn an_ipfix_export_parses_with_its_source() {
+    let s = ChainSpec::parse(
+        "version=1\nnf=accounting\naccounting.export_src=198.51.100.7\naccounting.export=ipfix:1:192.0.2.10:4739\n",
+    )
+    .expect("parses");
+    let NfSpec::Accounting(a) = &s.nfs[0] else { panic!("accounting") };
+    let e = a.export.expect("export");
+    assert_eq!((e.port, e.collector, e.udp_port, e.source), (1, [192, 0, 2, 10], 4739, [198, 51, 100, 7]));
+    let s = ChainSpec::parse("version=1\nnf=accounting\naccounting.export=ipfix:0:10.1.2.3:9995\n").expect("parses");
+    let NfSpec::Accounting(a) = &s.nfs[0] else { panic!("accounting") };
+    assert_eq!(a.export.map(|e| e.source), Some(crate::nf::accounting::IpfixExport::DEFAULT_SOURCE));
 }
