@@ -7,6 +7,10 @@
 //!   and the lane's pool back at its resting value (the fill rings' buffers) at the end.
 //! - 20 000 frames through the L2 forwarder over AF_PACKET, with malformed frames of every
 //!   kind mixed in: the same parser drops and counts them by reason as in the image.
+//! - Overload: a dataplane told to sleep 10 ms between polls on 64-entry rings, offered
+//!   20 000 frames/s, cannot take it all: the excess is what the kernel counted as dropped at
+//!   the sockets' fill rings (`p*_xdp_rx_dropped`), nothing else is lost, and at a load it
+//!   can take afterwards every frame comes back.
 //! - Bad input: interfaces that do not exist, and an interface that vanishes mid-run, each
 //!   end with a clear line and the runtime-failure status.
 //!
@@ -170,6 +174,43 @@ fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
     assert_eq!(fw.require("drops")?, arrived, "{fw:?}");
     // A copying driver: every buffer is back in the pool.
     assert_eq!(fw.require("pool_in_use")?, 0, "{fw:?}");
+    Ok(())
+}
+
+#[test]
+fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> {
+    let _one = serial();
+    // Sleep 10 ms between polls with no feedback, 64-entry rings: at most 64 frames per
+    // port per 10 ms get in (6 400/s), far below the offered 20 000/s.
+    let boot = BootOptions::default()
+        .set("qsize", 64)
+        .set("vbar_us", 10_000)
+        .set("ts0_us", 10_000)
+        .set("line_mbps", 1)
+        .set("feedback", 0);
+    let mut rig = start("hosted_xdp_overload", "af_xdp", boot, None)?;
+    let overload = 40_000;
+    send_paced(&mut rig, overload, 20_000, |i| ((i % u64::from(FLOWS)) as u16, 60))?;
+    rig.drain(Duration::from_secs(2), Duration::from_secs(30), &mut |_| {});
+    let k1 = rig.checker().classes();
+    assert_eq!(k1.sent, overload);
+    assert!(k1.lost > 0, "the offered load was not an overload: {k1:?}");
+    // Now a load it takes: every frame back, once and in order.
+    send_paced(&mut rig, 2_000, 500, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
+    rig.drain(Duration::from_secs(2), Duration::from_secs(30), &mut |_| {});
+    let fw = stop(&mut rig)?;
+    let k2 = rig.checker().classes();
+    let examples = rig.checker().examples.clone();
+    assert_eq!(k2.lost, k1.lost, "frames lost after the load dropped: {k2:?}");
+    assert_eq!(k2.received - k1.received, 2_000, "{k2:?}");
+    let k2_rest = xtask::traffic::Classes { lost: 0, ..k2 };
+    assert!(k2_rest.clean(), "host saw {:?}: {k2:?}\n{examples:#?}", k2_rest.failures());
+    // Every lost frame is one the kernel counted at a socket whose fill ring was empty;
+    // the dataplane itself dropped nothing.
+    let kernel = fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?;
+    assert_eq!(kernel, k2.lost, "{fw:?}");
+    assert_eq!(fw.require("drops")?, 0, "{fw:?}");
+    assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, k2.received, "{fw:?}");
     Ok(())
 }
 
