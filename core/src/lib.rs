@@ -23,6 +23,7 @@ pub mod buf;
 pub mod checksum;
 pub mod control;
 pub mod forward;
+pub mod manage;
 pub mod metronome;
 pub mod nf;
 pub mod nic;

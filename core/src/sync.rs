@@ -22,8 +22,10 @@
 
 mod guarded;
 pub mod prefetch;
+pub mod swap;
 
 pub use guarded::Guarded;
+pub use swap::{Reader, Retired, Swap};
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicU32, Ordering};

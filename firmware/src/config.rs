@@ -27,6 +27,16 @@ pub enum Sched {
     Poll,
 }
 
+/// A key that must not be printed: its `Debug` says `<secret>`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Secret(pub [u8; 16]);
+
+impl core::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
 /// Every knob, with its default. See docs/PROTOCOL.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -40,7 +50,7 @@ pub struct BootConfig {
     /// The port control frames are accepted on (`ctl=port:N`); `None`: control off.
     pub ctl: Option<u8>,
     /// The SipHash-2-4 key control frames are signed with (`ctl_key=`, 32 hex digits).
-    pub ctl_key: Option<[u8; 16]>,
+    pub ctl_key: Option<Secret>,
     /// Next-hop MAC for frames leaving port 0 and port 1.
     pub peer: [[u8; 6]; 2],
     /// Packet buffers in the pool.
@@ -238,7 +248,7 @@ impl BootConfig {
                         _ => return Err(bad("one of off, port:0, port:1")),
                     }
                 }
-                "ctl_key" => cfg.ctl_key = Some(parse_key(value).ok_or(bad("32 hex digits (a 128-bit key)"))?),
+                "ctl_key" => cfg.ctl_key = Some(Secret(parse_key(value).ok_or(bad("32 hex digits (a 128-bit key)"))?)),
                 "peer0" | "peer1" => {
                     let port = usize::from(key == "peer1");
                     cfg.peer[port] = parse_mac(value).ok_or(bad("a MAC address xx:xx:xx:xx:xx:xx"))?;
@@ -295,7 +305,7 @@ impl BootConfig {
 
     /// Who may send control frames, as `core` checks it (`None`: control off).
     pub fn control(&self) -> Option<cadence_core::control::ControlAuth> {
-        let (port, key) = (self.ctl?, self.ctl_key?);
+        let (port, Secret(key)) = (self.ctl?, self.ctl_key?);
         Some(cadence_core::control::ControlAuth::new(usize::from(port), key))
     }
 }
@@ -383,7 +393,9 @@ mod tests {
         assert_eq!(c.mode, Mode::Boot);
         assert_eq!(c.stats_ms, 0);
         assert_eq!(c.max_s, 70);
-        assert_eq!((c.ctl, c.ctl_key), (Some(1), Some([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])));
+        assert_eq!((c.ctl, c.ctl_key), (Some(1), Some(Secret([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]))));
+        // The key never shows in the configuration's debug output (printed on COM1).
+        assert!(!alloc::format!("{c:?}").contains("14, 15"), "{c:?}");
         assert_eq!(c.control().map(|a| a.port()), Some(1));
         assert_eq!(c.peer[0], [0x52, 0x54, 0, 0xaa, 0xbb, 1]);
         assert_eq!(c.peer[1], [2, 0, 0, 0, 0, 9]);

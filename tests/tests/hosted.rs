@@ -95,6 +95,10 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
     assert!(nic.contains("kind=af_xdp") && nic.contains("data_path="), "{nic}");
     send_paced(&mut rig, FRAMES, RATE, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
     rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
+    // The management channel is the hosted binary's stdin.
+    let show = rig.ctl("show acl", Duration::from_secs(30))?;
+    assert!(show.data[0].starts_with("default=permit rules=5 generation=0"), "{show:?}");
+    assert_eq!(show.data.len(), 6, "{show:?}");
     let fw = stop(&mut rig)?;
     let c = rig.checker();
     let k = c.classes();

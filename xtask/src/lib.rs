@@ -5,6 +5,7 @@
 
 pub mod accel;
 pub mod chain;
+pub mod ctl;
 pub mod defmt;
 pub mod image;
 pub mod netns;

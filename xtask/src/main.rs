@@ -95,6 +95,23 @@ enum Cmd {
         #[arg(long = "hosted-arg", allow_hyphen_values = true)]
         hosted_args: Vec<String>,
     },
+    /// Send one management command to a running dataplane and print the reply: to a
+    /// `cargo xtask run` in progress (it serves target/cadence-ctl.sock), or to an image
+    /// started by hand with `-serial unix:PATH,server=on,wait=off` (`--socket PATH`).
+    /// Commands: stats, show acl|lb|nat|accounting|l3fwd|rss, acl add RULE, acl del ID,
+    /// route add prefix:P,port:N,mac:M, route del P, lb backend add|del VIP BACKEND,
+    /// rss move FROM TO, rss restore, stop, help (docs/PROTOCOL.md).
+    Ctl {
+        /// The socket (default: target/cadence-ctl.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Seconds to wait for the reply.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+        /// The command and its arguments.
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
+        command: Vec<String>,
+    },
     /// Check a chain file (TOML) and print its text form: what the image gets as boot
     /// module 0 and the hosted binary reads with `--chain`.
     Chain {
@@ -180,6 +197,22 @@ fn real_main() -> Result<ExitCode> {
             print!("{}", run::render(&s));
             if !s.ok {
                 return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Ctl { socket, timeout, command } => {
+            let path = socket.unwrap_or_else(xtask::ctl::default_socket);
+            let mut client = xtask::ctl::Client::connect(&path)?;
+            let reply = client.request(&command.join(" "), std::time::Duration::from_secs(timeout))?;
+            for d in &reply.data {
+                println!("{d}");
+            }
+            match &reply.result {
+                Ok(s) if s.is_empty() => println!("ok"),
+                Ok(s) => println!("ok {s}"),
+                Err((name, msg)) => {
+                    eprintln!("error={name}: {msg}");
+                    return Ok(ExitCode::FAILURE);
+                }
             }
         }
         Cmd::Chain { file } => {

@@ -415,11 +415,18 @@ pub struct Report {
     pub resting_pool: Option<u64>,
     /// `error: …` lines (bad boot options) and machine lines that failed to parse.
     pub errors: Vec<String>,
+    /// Management replies (`@ctl` lines), gathered per request.
+    #[serde(skip)]
+    pub ctl: crate::ctl::Replies,
 }
 
 impl Report {
     /// Feeds one COM1 line; returns the parsed machine line, if it was one.
     pub fn feed(&mut self, line: &str) -> Option<MachineLine> {
+        if line.starts_with("@ctl ") {
+            self.ctl.feed(line);
+            return None;
+        }
         if line.trim_start().starts_with("error:") {
             self.errors.push(line.trim().to_string());
         }

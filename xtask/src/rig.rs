@@ -186,6 +186,8 @@ pub struct Rig {
     /// The control key and the counter of the next control frame.
     ctl_key: [u8; 16],
     ctl_counter: u64,
+    /// The management socket served for `cargo xtask ctl` ([`Rig::serve_ctl`]).
+    relay: Option<crate::ctl::Relay>,
 }
 
 fn host_socket() -> Result<UdpSocket> {
@@ -300,6 +302,7 @@ impl Rig {
             pcap,
             ctl_key: cfg.ctl_key,
             ctl_counter: 1,
+            relay: None,
         })
     }
 
@@ -355,6 +358,7 @@ impl Rig {
             pcap,
             ctl_key: cfg.ctl_key,
             ctl_counter: 1,
+            relay: None,
         })
     }
 
@@ -384,8 +388,12 @@ impl Rig {
     /// with their parsed form.
     pub fn pump(&mut self, timeout: Duration) -> Vec<(String, Option<MachineLine>)> {
         let mut out = Vec::new();
+        self.relay_requests();
         let deadline = Instant::now() + timeout;
         while let Some(l) = self.qemu.next_line(deadline.saturating_duration_since(Instant::now())) {
+            if let (Some(r), true) = (self.relay.as_mut(), l.starts_with("@ctl ")) {
+                r.broadcast(&l);
+            }
             let m = self.report.feed(&l);
             out.push((l, m));
             if Instant::now() >= deadline {
@@ -393,6 +401,50 @@ impl Rig {
             }
         }
         out
+    }
+
+    /// Serves the management channel on the Unix socket `path` for `cargo xtask ctl`:
+    /// while the rig pumps, clients' request lines go to the dataplane and every `@ctl`
+    /// line comes back to them.
+    pub fn serve_ctl(&mut self, path: &std::path::Path) -> Result<()> {
+        self.relay = Some(crate::ctl::Relay::bind(path)?);
+        Ok(())
+    }
+
+    fn relay_requests(&mut self) {
+        let Some(r) = self.relay.as_mut() else { return };
+        for line in r.poll() {
+            // A dataplane that exited cannot take it; the client times out and says so.
+            let _ = self.qemu.send_input(&format!("{line}\n"));
+        }
+    }
+
+    /// Sends the management command `cmd` (one line, without `ctl ID`); returns its id.
+    /// The reply is gathered while the rig pumps ([`Rig::ctl_reply`]).
+    pub fn ctl_send(&mut self, cmd: &str) -> Result<u32> {
+        let id = crate::ctl::fresh_id();
+        self.qemu.send_input(&crate::ctl::request(id, cmd)?)?;
+        Ok(id)
+    }
+
+    /// The whole reply to request `id`, once it has come.
+    pub fn ctl_reply(&mut self, id: u32) -> Option<crate::ctl::Reply> {
+        self.report.ctl.take(id)
+    }
+
+    /// Sends `cmd` and pumps until its reply came (at most `timeout`).
+    pub fn ctl(&mut self, cmd: &str, timeout: Duration) -> Result<crate::ctl::Reply> {
+        let id = self.ctl_send(cmd)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.ctl_reply(id) {
+                return Ok(r);
+            }
+            if Instant::now() >= deadline {
+                bail!("no reply to `{cmd}` within {timeout:?}\n{}", self.qemu.diagnostics());
+            }
+            self.pump(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the banner and all `@nic` lines are there; calls `echo` for every COM1

@@ -257,6 +257,7 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     println!("xtask: artifacts in {}", out_dir.display());
     let mut echo = |l: &str| echo_line(l);
     rig.wait_ready(cfg.boot_timeout, &mut echo)?;
+    serve_ctl(&mut rig);
 
     // Traffic.
     let mut rng = Rng::new(opts.seed);
@@ -319,6 +320,22 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     }
     let exit = rig.stop(Duration::from_secs(30), &mut echo)?;
     finish(opts, &mut rig, &image, exit.status, exit.timed_out, traffic_secs)
+}
+
+/// Serves the management channel for `cargo xtask ctl` on target/cadence-ctl.sock (or, when
+/// another run serves that one, on a socket named after this process).
+fn serve_ctl(rig: &mut Rig) {
+    let default = crate::ctl::default_socket();
+    let path = if std::os::unix::net::UnixStream::connect(&default).is_ok() {
+        default.with_file_name(format!("cadence-ctl-{}.sock", std::process::id()))
+    } else {
+        default.clone()
+    };
+    match rig.serve_ctl(&path) {
+        Ok(()) if path == default => println!("xtask: management channel: cargo xtask ctl COMMAND (try `help`)"),
+        Ok(()) => println!("xtask: management channel: cargo xtask ctl --socket {} COMMAND", path.display()),
+        Err(e) => println!("xtask: warning: no management channel: {e:#}"),
+    }
 }
 
 fn finish(

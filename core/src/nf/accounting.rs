@@ -275,6 +275,20 @@ impl AccountingShared {
     pub fn flow_count(&self, now: Instant) -> usize {
         self.flows.table().count(now)
     }
+
+    /// Hands every live record to `f` (walks the table: control plane only).
+    pub fn for_each_record(&self, now: Instant, mut f: impl FnMut(&FlowRecord)) {
+        self.flows.table().for_each(now, |e| {
+            let [packets, bytes, first, last, _] = e.params;
+            let flow = super::acl::flow_key_from_words(&e.key);
+            f(&FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) });
+        });
+    }
+
+    /// Where expired records go as IPFIX, if anywhere.
+    pub fn export(&self) -> Option<IpfixExport> {
+        self.export
+    }
 }
 
 /// One worker's accounting counters.

@@ -260,6 +260,11 @@ impl NatShared {
         })
     }
 
+    /// The configuration it was built from.
+    pub fn config(&self) -> &NatConfig {
+        &self.cfg
+    }
+
     /// External ports handed out now.
     pub fn ports_in_use(&self) -> usize {
         self.pool.in_use()

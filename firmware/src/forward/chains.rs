@@ -46,6 +46,11 @@ impl Chains {
         Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect() })
     }
 
+    /// The chain's shared NF state (the management channel changes its tables).
+    pub fn factory(&self) -> &ChainFactory {
+        &self.factory
+    }
+
     /// A worker's own chain.
     pub fn for_worker(&self) -> Chain {
         self.factory.chain_for_worker()

@@ -21,6 +21,7 @@
 //! a refused line is skipped and counted (`stats_skipped`), never waited for.
 
 mod chains;
+pub mod mgmt;
 mod report;
 mod rss;
 
@@ -125,6 +126,13 @@ pub trait Machine: Sync + 'static {
         loop {
             core::hint::spin_loop();
         }
+    }
+    /// Reads management input (COM1's receiver, the hosted build's stdin) into `buf`
+    /// without waiting; returns the bytes read (0: none, or no such input). Called by
+    /// worker 0 every [`mgmt::POLL_MS`], never per packet.
+    fn read_mgmt(&self, buf: &mut [u8]) -> usize {
+        let _ = buf;
+        0
     }
     /// Checks that the ports are still there (the hosted build: an interface may vanish);
     /// `Err` names what is gone. Called by worker 0 every [`HEALTH_MS`], never per packet.
@@ -554,9 +562,11 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     let mut outcome = Outcome::Success;
     let health = rate.ticks_from_ms(HEALTH_MS);
     let mut next_check = start.saturating_add(health);
+    let mut mgmt = mgmt::Channel::new(rate, start);
     while step(sh, 0, &mut pl, &mut sleeper, &mut local) {
         sh.machine.pump_console();
         let now = clock.now();
+        mgmt.poll(sh, &mut pl, ports, start, now);
         if now >= next_check {
             next_check = now.saturating_add(health);
             if let Err(what) = sh.machine.check() {
@@ -574,8 +584,12 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
         }
         match sh.rss_move.swap(0, Ordering::Relaxed) {
             0 => {}
-            mv if mv >> 16 == 2 => rss::restore(sh, &mut pl, ports),
-            mv => rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8),
+            mv if mv >> 16 == 2 => {
+                let _ = rss::restore(sh, &mut pl, ports);
+            }
+            mv => {
+                let _ = rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
+            }
         }
         if deadline.is_some_and(|d| now >= d) {
             say(sh.machine, format_args!("error: max_s={} reached without a STOP control frame", cfg.max_s));

@@ -21,6 +21,24 @@ pub(super) fn line<M: Machine, P: FwdPort>(
     now: Instant,
     wait: bool,
 ) -> bool {
+    snapshot(sh, tag, start, now, wait, None)
+}
+
+/// Writes what a stats line holds, without its tag, into `out` (management `stats`).
+pub(super) fn body<M: Machine, P: FwdPort>(sh: &Shared<M, P>, start: Instant, now: Instant, out: &mut dyn Write) {
+    snapshot(sh, "", start, now, false, Some(out));
+}
+
+/// One snapshot of every counter: printed as a `tag` line, or (empty `tag`) written into
+/// `into`.
+fn snapshot<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    tag: &str,
+    start: Instant,
+    now: Instant,
+    wait: bool,
+    into: Option<&mut dyn Write>,
+) -> bool {
     // Everything is gathered before the console is touched, so the line is one snapshot.
     let mut total = WorkerStats::default();
     let mut per_core: heapless::Vec<CoreStats, 64> = heapless::Vec::new();
@@ -55,6 +73,13 @@ pub(super) fn line<M: Machine, P: FwdPort>(
         write_lanes(sh, w)?;
         sh.machine.write_extra(w)
     };
+    if tag.is_empty() {
+        // The body alone, for the management channel's `stats` (no console involved).
+        if let Some(out) = into {
+            let _ = write(out);
+        }
+        return true;
+    }
     if wait {
         sh.machine.line(&mut write);
         true

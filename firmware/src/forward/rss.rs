@@ -38,19 +38,19 @@ pub(super) struct Saved {
 /// 4. release the locks.
 ///
 /// The old tables are kept for RSS_RESTORE. Prints `@rss moved from=… to=… buckets=…
-/// drained=… empty=…` (or `@rss failed …`).
+/// drained=… empty=…` (or `@rss failed … reason=…`) and returns the same.
 pub(super) fn move_buckets<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
     pl: &mut Pipeline<Chain>,
     ports: &mut [P],
     from: u8,
     to: u8,
-) {
+) -> Result<Moved, &'static str> {
     let m = sh.machine;
     let lanes = sh.lanes.len();
     if from == to || usize::from(from) >= lanes || usize::from(to) >= lanes {
         say(m, format_args!("@rss failed from={from} to={to} reason=bad_queue lanes={lanes}"));
-        return;
+        return Err("bad_queue");
     }
     let mut before = Vec::with_capacity(ports.len());
     let mut after = Vec::with_capacity(ports.len());
@@ -58,7 +58,7 @@ pub(super) fn move_buckets<M: Machine, P: FwdPort>(
     for port in ports.iter() {
         let Some(table) = port.rss_table() else {
             say(m, format_args!("@rss failed from={from} to={to} reason=no_rss"));
-            return;
+            return Err("no_rss");
         };
         let mut new = table.clone();
         for e in new.iter_mut().filter(|e| **e == u16::from(from)) {
@@ -78,34 +78,62 @@ pub(super) fn move_buckets<M: Machine, P: FwdPort>(
                     u8::from(empty)
                 ),
             );
+            Ok(Moved { from, to, buckets: moved, drained, empty })
         }
-        Err(reason) => say(m, format_args!("@rss failed from={from} to={to} reason={reason}")),
+        Err(reason) => {
+            say(m, format_args!("@rss failed from={from} to={to} reason={reason}"));
+            Err(reason)
+        }
     }
+}
+
+/// What a move or a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Moved {
+    /// The queue that gave up its buckets.
+    pub from: u8,
+    /// The queue that took them.
+    pub to: u8,
+    /// Table entries changed, over both ports (0 for a restore).
+    pub buckets: usize,
+    /// Frames drained from the old lane.
+    pub drained: u64,
+    /// Whether the old lane was found empty.
+    pub empty: bool,
 }
 
 /// Undoes the last RSS_MOVE: its buckets go back from `to` to `from` by the same protocol
 /// (lane `to`, which served them meanwhile, is drained before `from` serves them again).
-/// Prints `@rss restored from=… to=… drained=… empty=…` (or `@rss failed … reason=nothing`).
-pub(super) fn restore<M: Machine, P: FwdPort>(sh: &Shared<M, P>, pl: &mut Pipeline<Chain>, ports: &mut [P]) {
+/// Prints `@rss restored from=… to=… drained=… empty=…` (or `@rss failed … reason=…`) and
+/// returns the same.
+pub(super) fn restore<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    pl: &mut Pipeline<Chain>,
+    ports: &mut [P],
+) -> Result<Moved, &'static str> {
     let m = sh.machine;
     let Some(saved) = sh.rss_saved.lock().take() else {
         say(m, format_args!("@rss failed restore reason=nothing_to_restore"));
-        return;
+        return Err("nothing_to_restore");
     };
     // Lane `to` holds the moved buckets' frames now: it is the one to drain.
     match switch(sh, pl, ports, &saved.tables, saved.to, saved.from) {
-        Ok((drained, empty)) => say(
-            m,
-            format_args!(
-                "@rss restored from={} to={} drained={drained} empty={}",
-                saved.from,
-                saved.to,
-                u8::from(empty)
-            ),
-        ),
+        Ok((drained, empty)) => {
+            say(
+                m,
+                format_args!(
+                    "@rss restored from={} to={} drained={drained} empty={}",
+                    saved.from,
+                    saved.to,
+                    u8::from(empty)
+                ),
+            );
+            Ok(Moved { from: saved.to, to: saved.from, buckets: 0, drained, empty })
+        }
         Err(reason) => {
             say(m, format_args!("@rss failed restore reason={reason}"));
             *sh.rss_saved.lock() = Some(saved);
+            Err(reason)
         }
     }
 }

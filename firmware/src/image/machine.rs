@@ -104,6 +104,12 @@ impl Machine for BareMetal {
         serial::pump(PUMP_BYTES);
     }
 
+    fn read_mgmt(&self, buf: &mut [u8]) -> usize {
+        // COM1's receiver: the management channel (docs/PROTOCOL.md). Reading RBR does not
+        // disturb the transmitter, so the console lock is not needed.
+        serial::Uart::new(serial::COM1).read_ready(buf)
+    }
+
     fn event(&self, e: Event) {
         match e {
             Event::Started { workers, lanes } => {

@@ -136,6 +136,9 @@ struct FlowState {
     backend: Option<(Vec<u8>, u16)>,
     /// NAT: the source port the flow was given.
     nat_port: Option<u16>,
+    /// L3fwd with alternative next hops ([`Checker::allow_next_hop`]): (sequence number,
+    /// 0 = the configured next hop, i = alternative i − 1) of each frame identified.
+    hops: Vec<(u32, u8)>,
 }
 
 impl FlowState {
@@ -171,6 +174,8 @@ pub struct Checker {
     expect: Option<Expectations>,
     /// The IPFIX collector export frames go to, when the chain exports.
     pub ipfix: Option<super::ipfix::Collector>,
+    /// Per flow, next hops a route change may send it to besides the configured one.
+    alt_hops: Vec<Vec<cadence_core::nf::l3fwd::NextHop>>,
 }
 
 const MAX_EXAMPLES: usize = 20;
@@ -191,6 +196,7 @@ impl Checker {
             examples: Vec::new(),
             expect: None,
             ipfix: None,
+            alt_hops: Vec::new(),
         }
     }
 
@@ -324,10 +330,20 @@ impl Checker {
         if fe.drop.is_some() {
             return Verdict::NotDropped;
         }
-        let (egress, dst_mac) = match fe.next_hop {
+        let (mut egress, mut dst_mac) = match fe.next_hop {
             Some(h) => (usize::from(h.port), crate::protocol::Mac(h.mac)),
             None => (flow.egress(), self.macs.peer[flow.egress()]),
         };
+        // A route changed live: the frame may have gone to one of the flow's alternatives.
+        let alts = self.alt_hops.get(usize::from(tag.flow)).filter(|a| !a.is_empty() && fe.next_hop.is_some());
+        let track_hops = alts.is_some();
+        let mut which = 0u8;
+        for (i, h) in alts.into_iter().flatten().enumerate() {
+            if usize::from(h.port) == port && f.get(..6) == Some(&h.mac[..]) {
+                (egress, dst_mac, which) = (usize::from(h.port), crate::protocol::Mac(h.mac), i as u8 + 1);
+                break;
+            }
+        }
         let mut expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, dst_mac, self.macs.nic[egress.min(1)]);
         let nf_ok = self.apply_rewrites(&fe, usize::from(tag.flow), f, received, &mut expected);
         if expected[12..] != f[12..] {
@@ -346,6 +362,9 @@ impl Checker {
         }
         if !fresh {
             return Verdict::Duplicated;
+        }
+        if track_hops {
+            st.hops.push((tag.seq, which));
         }
         let lat = now.wrapping_sub(tag.ts_ns) & TS_MASK;
         self.latency.push(lat);
@@ -422,6 +441,35 @@ impl Checker {
             ok &= frame::l4_checksum_ok(kind, raw);
         }
         ok
+    }
+
+    /// Lets frames of `flow` leave by `hop` as well as by the configured next hop (a route
+    /// changed live); which one each frame took is kept ([`Checker::hops`]).
+    pub fn allow_next_hop(&mut self, flow: u16, hop: cadence_core::nf::l3fwd::NextHop) {
+        let i = usize::from(flow);
+        if self.alt_hops.len() <= i {
+            self.alt_hops.resize(i + 1, Vec::new());
+        }
+        self.alt_hops[i].push(hop);
+    }
+
+    /// For a flow with alternative next hops: (sequence number, 0 = configured hop or i =
+    /// alternative i − 1) of every frame identified, in sequence order.
+    pub fn hops(&self, flow: u16) -> Vec<(u32, u8)> {
+        let mut h = self.state.get(usize::from(flow)).map(|s| s.hops.clone()).unwrap_or_default();
+        h.sort_unstable();
+        h
+    }
+
+    /// Frames sent on `flow` so far (the next frame's sequence number).
+    pub fn sent_of(&self, flow: u16) -> u32 {
+        self.state.get(usize::from(flow)).map_or(0, |s| s.sent)
+    }
+
+    /// Per sequence number of `flow` sent so far: whether it came back.
+    pub fn seen(&self, flow: u16) -> Vec<bool> {
+        let Some(st) = self.state.get(usize::from(flow)) else { return Vec::new() };
+        (0..st.sent).map(|q| st.seen.get((q / 64) as usize).is_some_and(|w| w & (1 << (q % 64)) != 0)).collect()
     }
 
     /// Frames sent but not identified yet (flows the chain drops do not count).

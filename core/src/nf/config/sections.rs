@@ -35,7 +35,7 @@ use crate::parse::IpAddr;
 pub(crate) type FinishError = (Option<(usize, &'static str)>, Fail);
 
 /// A prefix `ADDR/LEN` (or a bare address = host prefix) in the NFs' own form.
-fn prefix(s: &str) -> Result<Prefix, &'static str> {
+pub(crate) fn prefix(s: &str) -> Result<Prefix, &'static str> {
     let (v, len) = values::prefix128(s)?;
     Ok(match values::u128_to_ip(v) {
         NetIp::V4(a) if len >= 96 => Prefix::v4(a.octets(), len - 96),
@@ -54,6 +54,37 @@ fn acl_action(s: &str) -> Result<AclAction, &'static str> {
         "deny" => Ok(AclAction::Deny),
         _ => Err("permit or deny"),
     }
+}
+
+/// One `acl.rule` value: `prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:A` (every
+/// field but `action` optional). Also the argument of the management command `acl add`.
+pub(crate) fn acl_rule(value: &str) -> Result<AclRule, Fail> {
+    let [p, src, dst, sport, dport, proto, action] =
+        record(value, ["prio", "src", "dst", "sport", "dport", "proto", "action"])?;
+    let mut r = AclRule::any(0, req("action", action, acl_action)?);
+    r.priority = opt("prio", p, values::u32_dec)?.unwrap_or(0);
+    r.src = opt("src", src, opt_prefix)?.flatten();
+    r.dst = opt("dst", dst, opt_prefix)?.flatten();
+    r.sport = opt("sport", sport, values::port_range)?.unwrap_or((0, u16::MAX));
+    r.dport = opt("dport", dport, values::port_range)?.unwrap_or((0, u16::MAX));
+    r.proto = opt("proto", proto, values::proto)?.flatten();
+    if let (Some(s), Some(d)) = (r.src, r.dst)
+        && matches!(s.addr, IpAddr::V4(_)) != matches!(d.addr, IpAddr::V4(_))
+    {
+        return Err(Fail::expected("dst", "a prefix of the same IP version as src"));
+    }
+    Ok(r)
+}
+
+/// One `l3fwd.route` value: `prefix:PFX,port:N,mac:MAC`. Also the argument of the
+/// management command `route add`.
+pub(crate) fn route(value: &str) -> Result<(Prefix, NextHop), Fail> {
+    let [pfx, port, mac] = record(value, ["prefix", "port", "mac"])?;
+    let p = req("prefix", pfx, prefix)?;
+    let port = req("port", port, |s| {
+        values::u16_dec(s).ok().and_then(|n| u8::try_from(n).ok()).ok_or("a port number 0..=255")
+    })?;
+    Ok((p, NextHop { port, mac: req("mac", mac, values::mac)? }))
 }
 
 /// `acl`.
@@ -89,21 +120,7 @@ impl Section for AclSection {
                 self.cfg.sweep_buckets = values::usize_dec(value).map_err(Fail::value)?;
             }
             _ => {
-                let [p, src, dst, sport, dport, proto, action] =
-                    record(value, ["prio", "src", "dst", "sport", "dport", "proto", "action"])?;
-                let mut r = AclRule::any(0, req("action", action, acl_action)?);
-                r.priority = opt("prio", p, values::u32_dec)?.unwrap_or(0);
-                r.src = opt("src", src, opt_prefix)?.flatten();
-                r.dst = opt("dst", dst, opt_prefix)?.flatten();
-                r.sport = opt("sport", sport, values::port_range)?.unwrap_or((0, u16::MAX));
-                r.dport = opt("dport", dport, values::port_range)?.unwrap_or((0, u16::MAX));
-                r.proto = opt("proto", proto, values::proto)?.flatten();
-                if let (Some(s), Some(d)) = (r.src, r.dst)
-                    && matches!(s.addr, IpAddr::V4(_)) != matches!(d.addr, IpAddr::V4(_))
-                {
-                    return Err(Fail::expected("dst", "a prefix of the same IP version as src"));
-                }
-                self.cfg.rules.push(r);
+                self.cfg.rules.push(acl_rule(value)?);
                 self.lines.push(line);
             }
         }
@@ -169,12 +186,7 @@ impl Section for L3fwdSection {
                 self.cfg.max_groups6 = values::usize_dec(value).map_err(Fail::value)?;
             }
             _ => {
-                let [pfx, port, mac] = record(value, ["prefix", "port", "mac"])?;
-                let p = req("prefix", pfx, prefix)?;
-                let port = req("port", port, |s| {
-                    values::u16_dec(s).ok().and_then(|n| u8::try_from(n).ok()).ok_or("a port number 0..=255")
-                })?;
-                let hop = NextHop { port, mac: req("mac", mac, values::mac)? };
+                let (p, hop) = route(value)?;
                 let next_hop = match self.cfg.next_hops.iter().position(|h| *h == hop) {
                     Some(i) => i,
                     None => {
@@ -225,7 +237,7 @@ fn addr(s: &str) -> Result<IpAddr, &'static str> {
 }
 
 /// A backend: `IP`, `IPv4:PORT` or `[IPv6]:PORT` (`[IPv6]` alone too).
-fn backend(s: &str) -> Result<Backend, &'static str> {
+pub(crate) fn backend(s: &str) -> Result<Backend, &'static str> {
     const E: &str = "backends IP, IPv4:PORT or [IPv6]:PORT separated by ';'";
     let (a, port) = if let Some(rest) = s.strip_prefix('[') {
         let (a, tail) = rest.split_once(']').ok_or(E)?;
