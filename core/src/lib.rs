@@ -24,6 +24,7 @@ pub mod checksum;
 pub mod control;
 pub mod forward;
 pub mod metronome;
+pub mod netblaze;
 pub mod nf;
 pub mod nic;
 pub mod parse;
