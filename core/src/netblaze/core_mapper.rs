@@ -10,8 +10,8 @@
 //!    ([`Profile::is_whale`]) is split at the `k` the per-split predictor picks
 //!    ([`Profile::whale_split`]): the head (NFs `1..=k`) stays here, the tail runs on a
 //!    booster, an auxiliary core with room for the tail's share of an epoch. No split that
-//!    suffices, or no booster → an SLO-risk event (the flow is still split best effort, or
-//!    kept whole).
+//!    suffices → an SLO-risk event, and the flow is still split best effort, its tail on an
+//!    idle auxiliary core; no booster at all → an SLO-risk event, the flow stays whole.
 //! 3. **Boost mode** when the backlog exceeds `boost_percent` of the core's epoch capacity:
 //!    the core keeps no whole flow (it only pulls, dispatches and runs whale heads).
 //! 4. Otherwise first fit in arrival order: a flow stays if the local backlog plus it stays
@@ -239,7 +239,13 @@ impl CoreMapper {
             };
             let Some(split) = profile.split(k) else { continue };
             let tail = share(&split.tail.frontier, f.packets);
-            match pick(aux, &mut d, |a| a.fits(full, Backlog::EMPTY, tail)) {
+            // A tail longer than an epoch fits nowhere: best effort on an idle core.
+            let booster = if tail > ONE {
+                pick(aux, &mut d, |a| a.backlog.is_empty() && a.tail_q16 == 0)
+            } else {
+                pick(aux, &mut d, |a| a.fits(full, Backlog::EMPTY, tail))
+            };
+            match booster {
                 Some(b) => {
                     if let Some(a) = aux.get_mut(usize::from(b)) {
                         a.tail_q16 = a.tail_q16.saturating_add(tail.min(u64::from(u32::MAX)) as u32);

@@ -162,7 +162,7 @@ fn pcapng(bytes: &[u8], b: &mut Builder) -> Result<(), PcapError> {
     while at < bytes.len() {
         let kind = u32_at(bytes, at, be).ok_or(PcapError::Truncated("block header"))?;
         let len = u32_at(bytes, at + 4, be).ok_or(PcapError::Truncated("block header"))? as usize;
-        if len < 12 || len % 4 != 0 {
+        if len < 12 || !len.is_multiple_of(4) {
             return Err(PcapError::BadLength("block"));
         }
         let body = bytes.get(at + 8..at + len - 4).ok_or(PcapError::Truncated("block"))?;
@@ -177,12 +177,12 @@ fn pcapng(bytes: &[u8], b: &mut Builder) -> Result<(), PcapError> {
                     if code == 0 {
                         break;
                     }
-                    if code == 9 {
-                        if let Some(&r) = body.get(o + 4) {
-                            let n = u32::from(r & 0x7F);
-                            res = if r & 0x80 == 0 { 10u64.checked_pow(n) } else { 2u64.checked_pow(n) }
-                                .unwrap_or(1_000_000);
-                        }
+                    if code == 9
+                        && let Some(&r) = body.get(o + 4)
+                    {
+                        let n = u32::from(r & 0x7F);
+                        res =
+                            if r & 0x80 == 0 { 10u64.checked_pow(n) } else { 2u64.checked_pow(n) }.unwrap_or(1_000_000);
                     }
                     o += 4 + usize::from(olen).div_ceil(4) * 4;
                 }

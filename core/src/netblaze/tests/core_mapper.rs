@@ -196,7 +196,7 @@ impl Model {
         }
     }
 
-    fn to_aux(&mut self, a: u16, p: Pkt) -> u64 {
+    fn push_aux(&mut self, a: u16, p: Pkt) -> u64 {
         let i = usize::from(a);
         self.queues[i + 1].push_back(p);
         self.enqueued[i] += 1;
@@ -220,7 +220,7 @@ impl Model {
         let completed = self.completed;
         match self.follow.lookup(flow, |a| completed[usize::from(a)]) {
             Some(Follow { aux, split_k: 0 }) => {
-                let until = self.to_aux(aux, p);
+                let until = self.push_aux(aux, p);
                 self.follow.record(flow, Follow { aux, split_k: 0 }, until).expect("room");
             }
             Some(f) => {
@@ -242,7 +242,7 @@ impl Model {
         match p.kind {
             Kind::Whole => self.egress(p),
             Kind::Head(b, k) => {
-                let pos = self.to_aux(b, Pkt { kind: Kind::Whole, ..p });
+                let pos = self.push_aux(b, Pkt { kind: Kind::Whole, ..p });
                 let left = self.heads.get_mut(&p.flow).map(|h| {
                     *h -= 1;
                     *h
@@ -292,7 +292,7 @@ impl Model {
                     self.queues[0] = kept;
                     let mut until = 0;
                     for p in moved {
-                        until = self.to_aux(a, p);
+                        until = self.push_aux(a, p);
                     }
                     self.follow.record(f, Follow { aux: a, split_k: 0 }, until).expect("room");
                 }
