@@ -25,6 +25,7 @@ pub mod control;
 pub mod forward;
 pub mod manage;
 pub mod metronome;
+pub mod netblaze;
 pub mod nf;
 pub mod nic;
 pub mod parse;

@@ -10,6 +10,7 @@ pub mod defmt;
 pub mod image;
 pub mod netns;
 pub mod pcap;
+pub mod profile;
 pub mod protocol;
 pub mod provision;
 pub mod qemu;

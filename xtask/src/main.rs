@@ -118,16 +118,41 @@ enum Cmd {
         /// The chain file.
         file: PathBuf,
     },
-    /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
-    /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
-    /// writing CSV and SVG files.
+    /// Run a simulator study, writing CSV and SVG files: `metronome` (the Metronome sweep
+    /// of CPU share, vacation and T_S against offered load for M = 1..4, and equal timeouts
+    /// vs primary/backup) or `netblaze` (NetBlaze against static RSS, Metron-, Quadrant- and
+    /// Dyssect-like policies on the campus and backbone traces, and the ingress mapper at
+    /// rack scale; docs/NETBLAZE.md).
     Sim {
         /// The study to run.
-        #[arg(value_parser = ["metronome"])]
+        #[arg(value_parser = ["metronome", "netblaze"])]
         study: String,
         /// Output directory (default: target/sim/<study>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// More arguments for the study (`cargo xtask sim netblaze -- --seconds 10`).
+        #[arg(last = true)]
+        rest: Vec<String>,
+    },
+    /// Measure NetBlaze's capacity predictor of a chain on this machine (the chain's real
+    /// code over software NICs, timed with the TSC) and write the profile file
+    /// (docs/PROTOCOL.md "NetBlaze profile"). Runs a release build of itself.
+    Profile {
+        /// The chain file (TOML).
+        #[arg(long)]
+        chain: PathBuf,
+        /// Output file (default: the chain file with `.profile`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Epoch length in µs the frontiers are for ((SLO − 40)/2: 80 for a 200 µs SLO).
+        #[arg(long, default_value_t = 80)]
+        epoch_us: u64,
+        /// Generated rules added to the chain's ACL (the paper's ACL holds 1.5k rules).
+        #[arg(long, default_value_t = 1500)]
+        acl_rules: usize,
+        /// Epochs measured per grid point (median).
+        #[arg(long, default_value_t = 9)]
+        reps: usize,
     },
     /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
     /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
@@ -219,15 +244,42 @@ fn real_main() -> Result<ExitCode> {
             let c = xtask::chain::load(&file)?;
             print!("{}", c.text);
         }
-        Cmd::Sim { study, out } => {
+        Cmd::Sim { study, out, rest } => {
             let out = out.unwrap_or_else(|| image::target_dir().join("sim").join(&study));
             let status = image::cargo()
+                .current_dir(image::workspace_root())
                 .args(["run", "--release", "--quiet", "-p", "cadence-sim", "--", &study, "--out"])
                 .arg(&out)
+                .args(&rest)
                 .status()?;
             if !status.success() {
                 anyhow::bail!("cadence-sim {study} failed: {status}");
             }
+        }
+        Cmd::Profile { chain, out, epoch_us, acl_rules, reps } => {
+            if cfg!(debug_assertions) {
+                // Measure optimized code: run this command again from a release build.
+                let mut cmd = image::cargo();
+                cmd.args(["run", "--release", "--quiet", "-p", "xtask", "--", "profile", "--chain"])
+                    .arg(&chain)
+                    .args(["--epoch-us", &epoch_us.to_string(), "--acl-rules", &acl_rules.to_string()])
+                    .args(["--reps", &reps.to_string()]);
+                if let Some(o) = &out {
+                    cmd.arg("--out").arg(o);
+                }
+                let status = cmd.status()?;
+                if !status.success() {
+                    anyhow::bail!("cargo xtask profile (release) failed: {status}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let opts = xtask::profile::ProfileOptions { chain, epoch_us, acl_rules, reps };
+            let p = xtask::profile::profile(&opts, &mut |line| eprintln!("{line}"))?;
+            let text = xtask::profile::render(&p, &opts, &xtask::profile::today())?;
+            let out = out.unwrap_or_else(|| xtask::profile::default_out(&opts.chain));
+            std::fs::write(&out, &text).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+            print!("{text}");
+            eprintln!("wrote {}", out.display());
         }
         Cmd::Test => xtask::tasks::test()?,
     }
