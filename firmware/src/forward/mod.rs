@@ -80,6 +80,16 @@ pub enum Event {
     Done,
 }
 
+/// The line rate Metronome's ring bound assumes ([`BootConfig::line_rate_mbps`]): Mb/s and
+/// where the figure came from (`option`, `port`, `default`); printed on `@ready`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRate {
+    /// Mb/s.
+    pub mbps: u32,
+    /// `option`, `port` or `default`.
+    pub from: &'static str,
+}
+
 /// What the forwarding run needs from the machine under it.
 pub trait Machine: Sync + 'static {
     /// The clock every worker reads (the TSC).
@@ -115,6 +125,12 @@ pub trait Machine: Sync + 'static {
     fn write_extra(&self, out: &mut dyn Write) -> fmt::Result {
         let _ = out;
         Ok(())
+    }
+    /// Writes one line of the human log (what the run is doing, for people; not parsed).
+    /// The image sends it to COM2 as defmt so COM1 keeps the machine lines; the default
+    /// writes it like [`Machine::line`].
+    fn log(&self, args: fmt::Arguments<'_>) {
+        self.line(&mut |w| w.write_fmt(args));
     }
     /// Notes an event in the machine's log.
     fn event(&self, e: Event) {
@@ -254,8 +270,9 @@ pub fn run<M: Machine, P: FwdPort>(
     pools: Vec<Pool<'static>>,
     mut ports: Vec<P>,
     spec: &ChainSpec,
-    line_rate_pps: Option<u64>,
+    line: LineRate,
 ) -> Outcome {
+    let line_rate_pps = Some(cadence_core::metronome::line_rate_pps_for_mbps(u64::from(line.mbps)));
     if ports.len() != PORTS {
         say(machine, format_args!("error: forwarding needs 2 NICs, found {}", ports.len()));
         return Outcome::RuntimeFailure;
@@ -339,19 +356,16 @@ pub fn run<M: Machine, P: FwdPort>(
             .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
     }));
 
-    say(
-        machine,
-        format_args!(
-            "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
-            cfg.workers,
-            mode.as_str(),
-            match cfg.ctl {
-                Some(0) => "on port 0 (signed)",
-                Some(_) => "on port 1 (signed)",
-                None => "off",
-            }
-        ),
-    );
+    machine.log(format_args!(
+        "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
+        cfg.workers,
+        mode.as_str(),
+        match cfg.ctl {
+            Some(0) => "on port 0 (signed)",
+            Some(_) => "on port 1 (signed)",
+            None => "off",
+        }
+    ));
     machine.event(Event::Started { workers: cfg.workers, lanes });
 
     let mut started = 1;
@@ -369,9 +383,11 @@ pub fn run<M: Machine, P: FwdPort>(
         say(
             machine,
             format_args!(
-                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting}",
+                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={}",
                 cfg.workers,
-                if cfg.mwait { "on" } else { "off" }
+                if cfg.mwait { "on" } else { "off" },
+                line.mbps,
+                line.from
             ),
         );
         outcome = boot_worker(shared, cfg, &mut ports);
@@ -611,7 +627,7 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
 /// `@summary`.
 fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, outcome: Outcome) -> Outcome {
     let m = sh.machine;
-    say(m, format_args!("forward: stopping"));
+    m.log(format_args!("forward: stopping"));
     let clock = sh.clock;
     let rate = clock.rate();
     let start = clock.now();

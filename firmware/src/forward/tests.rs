@@ -327,7 +327,7 @@ fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
     let run = std::thread::spawn(move || {
         let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * cadence_core::buf::BUF_SIZE].into_boxed_slice());
         let pools = vec![Pool::try_new(mem, 0, 512).expect("pool")];
-        run(machine, &cfg, pools, ports, &ChainSpec::default(), Some(14_880_952))
+        run(machine, &cfg, pools, ports, &ChainSpec::default(), LineRate { mbps: 10_000, from: "default" })
     });
     Rig { in0, out1, run, machine }
 }

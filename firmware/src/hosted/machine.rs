@@ -149,6 +149,12 @@ impl Hosted {
         *self.extra.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
 
+    /// Writes a line of the human log to stderr (stdout keeps the machine lines).
+    pub fn log_line(&self, args: fmt::Arguments<'_>) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "{args}");
+    }
+
     /// Prints a line (waits for room in the queue).
     pub fn say(&self, args: fmt::Arguments<'_>) {
         self.send(args.to_string(), true);
@@ -283,6 +289,10 @@ impl Machine for Hosted {
         loop {
             std::thread::park();
         }
+    }
+
+    fn log(&self, args: fmt::Arguments<'_>) {
+        self.log_line(args);
     }
 
     fn read_mgmt(&self, buf: &mut [u8]) -> usize {

@@ -110,6 +110,11 @@ impl Machine for BareMetal {
         serial::Uart::new(serial::COM1).read_ready(buf)
     }
 
+    fn log(&self, args: fmt::Arguments<'_>) {
+        // Human lines go to COM2 as defmt (COM1 keeps the machine lines).
+        crate::image::log(args);
+    }
+
     fn event(&self, e: Event) {
         match e {
             Event::Started { workers, lanes } => {
