@@ -24,6 +24,7 @@ mod chains;
 pub mod mgmt;
 mod report;
 mod rss;
+mod watchdog;
 
 pub use chains::Chains;
 
@@ -143,6 +144,16 @@ pub trait Machine: Sync + 'static {
             core::hint::spin_loop();
         }
     }
+    /// Runs the watchdog `job` on a core or thread that is not a worker's (`index` is the
+    /// first worker index no worker has: the image uses that worker's core, if it exists);
+    /// `false` when the machine has none to spare (then the workers only watch each other).
+    fn spawn_watchdog(&self, index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        let _ = (index, job);
+        false
+    }
+    /// Ends the whole run at once with `outcome`, from the watchdog, when worker 0 cannot
+    /// wind it down (it is stalled): the image exits QEMU, the hosted process exits.
+    fn abort(&self, outcome: Outcome) -> !;
     /// Reads management input (COM1's receiver, the hosted build's stdin) into `buf`
     /// without waiting; returns the bytes read (0: none, or no such input). Called by
     /// worker 0 every [`mgmt::POLL_MS`], never per packet.
@@ -245,6 +256,11 @@ struct Shared<M: Machine, P: FwdPort> {
     inject_stall: Option<(usize, Instant)>,
     /// Workers that could not make their sleeper.
     failed: AtomicUsize,
+    /// When the run started (`t_ms=` of the lines) and when `max_s` ends it, if it does.
+    started: Instant,
+    max_deadline: Option<Instant>,
+    /// `@summary` is out: the run is over (the watchdog returns).
+    finished: AtomicBool,
 }
 
 /// The Metronome configuration of the boot options, with the ports' line rate.
@@ -354,6 +370,10 @@ pub fn run<M: Machine, P: FwdPort>(
         inject_stall: cfg
             .stall
             .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
+        started: clock.now(),
+        max_deadline: (cfg.max_s > 0)
+            .then(|| clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(cfg.max_s) * 1000))),
+        finished: AtomicBool::new(false),
     }));
 
     machine.log(format_args!(
@@ -377,17 +397,20 @@ pub fn run<M: Machine, P: FwdPort>(
         }
         started += 1;
     }
+    let watched =
+        started == cfg.workers && machine.spawn_watchdog(cfg.workers, Box::new(move || watchdog::run(shared)));
     let mut outcome = Outcome::RuntimeFailure;
     if started == cfg.workers {
         // Every lane's receive rings are filled and every worker is running: traffic may come.
         say(
             machine,
             format_args!(
-                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={}",
+                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={}",
                 cfg.workers,
                 if cfg.mwait { "on" } else { "off" },
                 line.mbps,
-                line.from
+                line.from,
+                if watched { "core" } else { "workers" }
             ),
         );
         outcome = boot_worker(shared, cfg, &mut ports);
@@ -500,34 +523,12 @@ fn step<M: Machine, P: FwdPort>(
     !stopping
 }
 
-/// The watchdog every worker runs every [`HEALTH_MS`]: a worker whose last round ended more
-/// than `stall_ms` ago is reported stalled (`@fault kind=stall`, once, by whichever worker
-/// sees it first) and recovered when its rounds resume; the live workers then share the
-/// lanes among themselves (a stalled worker holding no lane loses none; one stalled inside a
-/// round keeps that lane locked, and the shutdown reports it).
+/// The watch every worker keeps every [`HEALTH_MS`] (besides the watchdog core's, when the
+/// machine has one): reports stalled and recovered workers ([`watchdog::check`]) and shares
+/// the lanes among the live workers (a stalled worker holding no lane loses none; one stalled
+/// inside a round keeps that lane locked, and the shutdown reports it).
 fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Pipeline<Chain>, now: Instant) {
-    let rate = sh.clock.rate();
-    for (v, hb) in sh.heartbeats.iter().enumerate().filter(|&(v, _)| v != me && v < 64) {
-        let quiet = now.saturating_since(Instant(hb.load(Ordering::Relaxed)));
-        let bit = 1u64 << v;
-        if quiet > sh.stall_limit {
-            if sh.stalled.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-                sh.stalls.fetch_add(1, Ordering::Relaxed);
-                let lane = sh.last_lane.get(v).map_or(0, |l| l.load(Ordering::Relaxed));
-                say(
-                    sh.machine,
-                    format_args!(
-                        "@fault kind=stall core={v} lane={lane} quiet_ms={} seen_by={me}",
-                        rate.ns(quiet) / 1_000_000
-                    ),
-                );
-            }
-        } else if sh.stalled.load(Ordering::Acquire) & bit != 0
-            && sh.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
-        {
-            say(sh.machine, format_args!("@fault kind=recovered core={v} seen_by={me}"));
-        }
-    }
+    watchdog::check(sh, watchdog::Seer::Worker(me), now);
     let stalled = sh.stalled.load(Ordering::Acquire);
     let workers = sh.heartbeats.len();
     let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
@@ -569,10 +570,10 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     };
     let clock = sh.clock;
     let rate = clock.rate();
-    let start = clock.now();
+    let start = sh.started;
     let period = rate.ticks_from_ms(u64::from(cfg.stats_ms));
     let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
-    let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
+    let deadline = sh.max_deadline;
     let mut pl = pipeline(sh, 0);
     let mut local = Local::new(sh);
     let mut outcome = Outcome::Success;
@@ -630,7 +631,6 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
     m.log(format_args!("forward: stopping"));
     let clock = sh.clock;
     let rate = clock.rate();
-    let start = clock.now();
     let others = started.saturating_sub(1);
     // A shutdown that leaves a worker running, a lane held or frames on a TX ring did not
     // stop cleanly: it says which, and the run fails even after a STOP.
@@ -662,7 +662,8 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
             }
         }
     }
-    report::line(sh, "@summary", start, clock.now(), true);
+    report::line(sh, "@summary", sh.started, clock.now(), true);
+    sh.finished.store(true, Ordering::Release);
     m.event(Event::Done);
     if clean { outcome } else { Outcome::RuntimeFailure }
 }

@@ -7,8 +7,9 @@ use alloc::boxed::Box;
 use core::fmt::{self, Write};
 
 use cadence_core::time::Duration;
-use cadence_firmware::forward::{Event, Machine, SleepSummary};
+use cadence_firmware::forward::{Event, Machine, Outcome, SleepSummary};
 use cadence_platform::clock::TscClock;
+use cadence_platform::exit::{ExitCode, exit};
 use cadence_platform::serial;
 use cadence_platform::sleep::{HaltSleeper, SleepConfig};
 use cadence_platform::smp::{CoreId, Cores, RunError};
@@ -79,6 +80,20 @@ impl Machine for BareMetal {
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), BareMetalError> {
         let id = self.core_of(worker).ok_or(BareMetalError::Run(RunError::NoSuchCore))?;
         self.cores.run(id, move |_ctx| job()).map_err(BareMetalError::Run)
+    }
+
+    fn spawn_watchdog(&self, index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        // The first online application core no worker runs on, if there is one.
+        self.core_of(index).is_some_and(|id| self.cores.run(id, move |_ctx| job()).is_ok())
+    }
+
+    fn abort(&self, outcome: Outcome) -> ! {
+        serial::flush();
+        exit(match outcome {
+            Outcome::Success => ExitCode::Success,
+            Outcome::ConfigError => ExitCode::ConfigError,
+            Outcome::RuntimeFailure => ExitCode::RuntimeFailure,
+        })
     }
 
     fn join(&self, worker: usize, timeout: Duration) -> bool {
