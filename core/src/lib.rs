@@ -23,6 +23,8 @@ pub mod buf;
 pub mod checksum;
 pub mod control;
 pub mod forward;
+pub mod hist;
+pub mod latency;
 pub mod manage;
 pub mod metronome;
 pub mod netblaze;

@@ -192,6 +192,11 @@ impl<S: Stage> Pipeline<S> {
         }
     }
 
+    /// The sojourn times of the frames this worker transmitted ([`crate::latency`]).
+    pub fn latency(&self) -> &crate::latency::Latency {
+        self.fwd.latency()
+    }
+
     /// This core's forwarding counters (ports, drops, control frames).
     pub fn forwarding(&self) -> &WorkerStats {
         self.fwd.stats()

@@ -24,6 +24,7 @@ use core::fmt;
 
 use crate::buf::{BATCH_SIZE, Batch, Pool};
 use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters};
+use crate::latency::Latency;
 use crate::nic::{RxQueue, TxQueue};
 use crate::time::{Clock, Duration, Instant, Timeout, poll_until};
 
@@ -37,12 +38,27 @@ pub struct WorkerConfig {
     pub tx_retries: u32,
     /// Period of [`PollOutcome::stats_due`]; zero turns it off.
     pub stats_period: Duration,
+    /// The latency SLO frames are counted against ([`Latency::over_slo`]); zero: none.
+    pub slo: Duration,
+    /// Stamp received frames and time transmitted ones ([`crate::latency`]); on by default
+    /// (off only to measure what the accounting costs).
+    pub timing: bool,
 }
 
 impl WorkerConfig {
-    /// A configuration with `tx_retries` and `stats_period`.
+    /// A configuration with `tx_retries` and `stats_period`, no SLO.
     pub const fn new(tx_retries: u32, stats_period: Duration) -> Self {
-        Self { tx_retries, stats_period }
+        Self { tx_retries, stats_period, slo: Duration::ZERO, timing: true }
+    }
+
+    /// The same without latency accounting.
+    pub const fn without_timing(self) -> Self {
+        Self { timing: false, ..self }
+    }
+
+    /// The same with the latency SLO `slo`.
+    pub const fn with_slo(self, slo: Duration) -> Self {
+        Self { slo, ..self }
     }
 }
 
@@ -181,6 +197,7 @@ pub struct Worker<S> {
     stage: S,
     cfg: WorkerConfig,
     stats: WorkerStats,
+    latency: Latency,
     rx_batch: Batch,
     out: [Batch; PORTS],
     next_stats: Option<Instant>,
@@ -193,6 +210,7 @@ impl<S: Stage> Worker<S> {
             stage,
             cfg,
             stats: WorkerStats::default(),
+            latency: Latency::new(cfg.slo),
             rx_batch: Batch::new(),
             out: [const { Batch::new() }; PORTS],
             next_stats: None,
@@ -202,6 +220,11 @@ impl<S: Stage> Worker<S> {
     /// The counters so far.
     pub fn stats(&self) -> &WorkerStats {
         &self.stats
+    }
+
+    /// The sojourn times of the frames this worker transmitted ([`crate::latency`]).
+    pub fn latency(&self) -> &Latency {
+        &self.latency
     }
 
     /// The stage.
@@ -238,6 +261,12 @@ impl<S: Stage> Worker<S> {
                 continue;
             }
             outcome.rx += n;
+            // Arrival stamps for the latency accounting: this poll's clock reading.
+            if self.cfg.timing {
+                for &b in self.rx_batch.as_slice() {
+                    pool.set_stamp(b, now.ticks());
+                }
+            }
             if let Some(c) = self.stats.ports.get_mut(port) {
                 c.rx += n as u64;
                 c.rx_bytes += self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>();
@@ -248,8 +277,10 @@ impl<S: Stage> Worker<S> {
         // Frames the stage originates (exports) go out with this poll's.
         self.stage.idle(pool, &mut self.out, &mut self.stats.stage, now);
 
+        // One clock reading for every frame handed to a TX ring in this poll.
+        let tx_now = if self.cfg.timing && self.out.iter().any(|o| !o.is_empty()) { clock.now() } else { now };
         for port in 0..PORTS {
-            outcome.tx += self.transmit(pool, port, tx.get_mut(port));
+            outcome.tx += self.transmit(pool, port, tx.get_mut(port), tx_now);
         }
 
         self.stats.polls += 1;
@@ -262,11 +293,19 @@ impl<S: Stage> Worker<S> {
     }
 
     /// Offers `out[port]` to `txq`, retrying, and drops what is left as `TxFull`.
-    fn transmit<T: TxQueue>(&mut self, pool: &mut Pool<'_>, port: usize, txq: Option<&mut T>) -> usize {
+    fn transmit<T: TxQueue>(&mut self, pool: &mut Pool<'_>, port: usize, txq: Option<&mut T>, now: Instant) -> usize {
         let (Some(out), Some(counters)) = (self.out.get_mut(port), self.stats.ports.get_mut(port)) else {
             return 0;
         };
         let mut sent = 0;
+        if self.cfg.timing {
+            for &b in out.as_slice() {
+                let t = pool.stamp(b);
+                if t != 0 {
+                    self.latency.record(now.ticks().saturating_sub(t));
+                }
+            }
+        }
         if let Some(q) = txq {
             for _ in 0..=self.cfg.tx_retries {
                 if out.is_empty() {

@@ -20,9 +20,8 @@
 
 use std::collections::VecDeque;
 
-use cadence_core::metronome::{
-    LogHistogram, Metronome, MetronomeConfig, Poll, QueueSnapshot, Session, Worker, WorkerStats,
-};
+use cadence_core::hist::LogHistogram;
+use cadence_core::metronome::{Metronome, MetronomeConfig, Poll, QueueSnapshot, Session, Worker, WorkerStats};
 use cadence_core::time::{Duration, Instant, TickRate};
 
 use crate::rng::Rng;

@@ -57,5 +57,19 @@ fn forwards_10k_frames_exactly_once_in_order() -> Result<()> {
     assert_eq!(fw.require("p0_rx")?, rig.sent_per_port[0], "{fw:?}");
     assert_eq!(fw.require("p1_rx")?, rig.sent_per_port[1], "{fw:?}");
     assert_eq!(fw.require("drops")?, 0, "{fw:?}");
+    // The dataplane's own latency: every forwarded frame timed, from the poll that took it to
+    // its TX burst. That span lies inside the host's (host send → host receive, through
+    // QEMU), frame by frame, so each quantile of it is at most the host's — within the
+    // histogram's bucket width (1/16) and the two clocks' rates.
+    assert_eq!(fw.require("lat_count")?, FRAMES, "{fw:?}");
+    let host = &rig.checker().latency;
+    for (key, pct) in [("lat_p50_ns", 50.0), ("lat_p99_ns", 99.0)] {
+        let dp = fw.require(key)?;
+        let h = host.percentile(pct).ok_or_else(|| anyhow::anyhow!("no host latencies"))?;
+        assert!(dp > 0 && dp as f64 <= h as f64 * 1.07, "{key} {dp} ns in the dataplane, host p{pct} {h} ns");
+    }
+    assert_eq!(fw.require("slo_us")?, 200, "{fw:?}");
+    assert!(fw.require("over_slo")? <= FRAMES, "{fw:?}");
+    assert_eq!(fw.require("core0_lat_count")?, FRAMES, "{fw:?}");
     Ok(())
 }

@@ -327,3 +327,32 @@ proptest! {
         let _ = sent;
     }
 }
+
+#[test]
+fn every_forwarded_frame_is_timed_from_its_poll_to_its_tx_burst() {
+    let mut mem = alloc::vec![0u8; 512 * BUF_SIZE];
+    let mut rig = Rig::new(&mut mem, 256, false, 0);
+    // The fake clock advances one tick per reading and starts at 0: burn the first reading,
+    // whose stamp (0) would mean "not stamped".
+    let _ = rig.clock.now();
+    for seq in 0..40u8 {
+        rig.inject((seq % 2) as usize, &udp4(1000 + u16::from(seq), 53, b"payload"));
+    }
+    let out = rig.poll();
+    assert_eq!(out.tx, 40);
+    // Two readings per poll: the poll's start (the stamp) and the one before the TX bursts.
+    let l = rig.worker.latency();
+    assert_eq!(l.count(), 40);
+    assert_eq!(l.histogram().quantile(1.0), Some(1));
+    // Without timing nothing is stamped or recorded.
+    let mut mem2 = alloc::vec![0u8; 512 * BUF_SIZE];
+    let mut off = Rig::new(&mut mem2, 256, false, 0);
+    off.worker = Worker::new(
+        Forwarder::new(ForwardConfig::new(OWN, PEER, None)),
+        WorkerConfig::new(0, Duration::ZERO).without_timing(),
+    );
+    let _ = off.clock.now();
+    off.inject(0, &udp4(1000, 53, b"payload"));
+    assert_eq!(off.poll().tx, 1);
+    assert_eq!(off.worker.latency().count(), 0);
+}

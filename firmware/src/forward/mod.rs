@@ -35,6 +35,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 
 use cadence_core::buf::Pool;
 use cadence_core::forward::PORTS;
+use cadence_core::latency::Latency;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
 use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
@@ -239,6 +240,10 @@ struct Shared<M: Machine, P: FwdPort> {
     rss_saved: Mutex<Option<rss::Saved>>,
     /// Per worker: what its sleeper said at its last publication.
     sleeps: Vec<Mutex<SleepSummary>>,
+    /// Per worker: its sojourn histogram at its last publication; and the SLO.
+    latency: Vec<Mutex<Latency>>,
+    slo: Duration,
+    slo_us: u32,
     /// `@stats` lines skipped because the console was still busy.
     stats_skipped: AtomicU64,
     /// Workers other than 0 that have returned.
@@ -359,6 +364,9 @@ pub fn run<M: Machine, P: FwdPort>(
         rss_move: AtomicU32::new(0),
         rss_saved: Mutex::new(None),
         sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
+        latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
+        slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
+        slo_us: cfg.slo_us,
         stats_skipped: AtomicU64::new(0),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
@@ -440,8 +448,19 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
 fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Pipeline<Chain> {
     let stage = sh.chains.for_worker();
-    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, WorkerConfig::new(TX_RETRIES, Duration::ZERO))
-        .partition(w, sh.slots.len())
+    let wcfg = WorkerConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
+    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
+}
+
+/// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]
+/// rounds and at the end, not after every round); `wait` as for [`publish`].
+fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Chain>, wait: bool) {
+    if let Some(slot) = sh.latency.get(w) {
+        let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
+        if let Some(mut l) = guard {
+            l.clone_from(pl.latency());
+        }
+    }
 }
 
 /// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
@@ -519,6 +538,7 @@ fn step<M: Machine, P: FwdPort>(
     }
     if local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish_sleeps(sh, w, sleeper);
+        publish_latency(sh, w, pl, false);
     }
     !stopping
 }
@@ -545,6 +565,7 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
             while step(sh, w, &mut pl, &mut sleeper, &mut local) {}
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
+            publish_latency(sh, w, &pl, true);
             if let Some(s) = sh.sleeps.get(w) {
                 *s.lock() = M::sleep_summary(&sleeper);
             }
@@ -615,6 +636,7 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
         }
     }
     publish(sh, 0, &pl, true);
+    publish_latency(sh, 0, &pl, true);
     if let Some(s) = sh.sleeps.first() {
         *s.lock() = M::sleep_summary(&sleeper);
     }

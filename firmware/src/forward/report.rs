@@ -6,6 +6,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
 
 use cadence_core::forward::PORTS;
+use cadence_core::latency::Latency;
 use cadence_core::pipeline::CoreStats;
 use cadence_core::time::{Clock, Duration, Instant};
 use cadence_core::worker::{DriverCounters, WorkerStats};
@@ -47,6 +48,10 @@ fn snapshot<M: Machine, P: FwdPort>(
         total.merge(&s.fwd);
         let _ = per_core.push(s.core);
     }
+    let mut lat = Latency::default();
+    for l in &sh.latency {
+        lat.merge(&l.lock());
+    }
     let mut drv = DriverCounters::default();
     for (k, lane) in sh.lanes.iter().enumerate() {
         // A lane held by a worker right now is skipped: the line is a snapshot, and
@@ -69,6 +74,8 @@ fn snapshot<M: Machine, P: FwdPort>(
         write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
         write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
+        write!(w, " slo_us={}", sh.slo_us)?;
+        lat.write(w, "", sh.clock.rate())?;
         write_cores(sh, w, &per_core)?;
         write_lanes(sh, w)?;
         sh.machine.write_extra(w)
@@ -103,6 +110,9 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
             c.packets,
             s.watched
         )?;
+        if let Some(l) = sh.latency.get(i) {
+            l.lock().write(w, &alloc::format!("core{i}_"), sh.clock.rate())?;
+        }
         for (key, v) in [
             ("idle_ns", s.idle_ns),
             ("spin_ns", s.spin_ns),
