@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use cadence_core::buf::{BATCH_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::{PORTS, Stage};
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclShared, example_rules};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
@@ -26,6 +25,7 @@ use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::parse::IpAddr;
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::{PORTS, Stage};
 
 use cadence_core::worker::{Worker, WorkerConfig};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -8,8 +8,9 @@ use std::hint::black_box;
 
 use cadence_core::buf::{BATCH_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::{ForwardConfig, Forwarder, Stage};
+use cadence_core::nf::{Chain, Egress};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::Stage;
 
 use cadence_core::worker::{Worker, WorkerConfig};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -75,8 +76,8 @@ fn run<S: Stage>(c: &mut Criterion<TscCycles>, name: &str, stage: S) {
 
 fn forward(c: &mut Criterion<TscCycles>) {
     run(c, "io only (baseline)", IoOnly);
-    let cfg = ForwardConfig::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], ForwardConfig::DEFAULT_PEERS, None);
-    run(c, "l2 forwarder (parse + validate + rewrite)", Forwarder::new(cfg));
+    let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+    run(c, "l2 forwarder (parse + validate + rewrite)", Chain::new(Vec::new(), egress));
 }
 
 fn config() -> Criterion<TscCycles> {

@@ -4,7 +4,7 @@
 //! property tests, the simulator) and on bare metal (the firmware): packet buffers
 //! and batches ([`buf`]), header parsing ([`parse`]), checksums ([`checksum`]), the
 //! Toeplitz RSS hash ([`rss`]), time ([`time`]), the NIC queue contract ([`nic`]),
-//! the forwarding stage ([`forward`]) and the worker loop ([`worker`]), the Metronome
+//! drop reasons ([`drops`]), the stage contract ([`stage`]) and the worker loop ([`worker`]), the Metronome
 //! controller ([`metronome`]) and the multi-core loop around it ([`pipeline`]), plus software
 //! NIC queues for host tests and the simulator ([`softnic`]).
 //!
@@ -22,7 +22,7 @@ extern crate alloc;
 pub mod buf;
 pub mod checksum;
 pub mod control;
-pub mod forward;
+pub mod drops;
 pub mod hist;
 pub mod latency;
 pub mod manage;
@@ -35,6 +35,7 @@ pub mod pipeline;
 pub mod pna;
 pub mod rss;
 pub mod softnic;
+pub mod stage;
 #[allow(unsafe_code)]
 pub mod sync;
 pub mod time;

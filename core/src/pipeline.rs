@@ -29,9 +29,10 @@
 //! and the vacation statistics.
 
 use crate::buf::Pool;
-use crate::forward::{Commands, PORTS, Stage};
+use crate::control::Commands;
 use crate::metronome::{self, Metronome, Poll, QueueState};
 use crate::nic::{RxQueue, TxQueue, WakeAddr};
+use crate::stage::{PORTS, Stage};
 use crate::sync::Guarded;
 use crate::time::{Clock, Duration, Instant, Sleeper};
 use crate::worker::{self, WorkerConfig, WorkerStats};

@@ -23,9 +23,11 @@
 use core::fmt;
 
 use crate::buf::{BATCH_SIZE, Batch, Pool};
-use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters};
+use crate::control::Commands;
+use crate::drops::DropReason;
 use crate::latency::Latency;
 use crate::nic::{RxQueue, TxQueue};
+use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::{Clock, Duration, Instant, Timeout, poll_until};
 
 /// Runtime knobs of a [`Worker`].

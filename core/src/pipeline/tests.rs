@@ -1,7 +1,7 @@
 use super::*;
 use crate::buf::BUF_SIZE;
-use crate::forward::{ForwardConfig, Forwarder};
 use crate::metronome::MetronomeConfig;
+use crate::nf::{Chain, Egress};
 use crate::softnic::{SoftRxQueue, SoftTxQueue};
 use crate::test_frames::{control, ctl_on, udp4};
 use crate::time::TickRate;
@@ -57,8 +57,8 @@ fn controller(workers: usize, lanes: usize) -> Metronome<Vec<QueueState>> {
     Metronome::with_queues(&MetronomeConfig::default(), rate, workers, lanes).unwrap()
 }
 
-fn forwarder() -> Forwarder {
-    Forwarder::new(ForwardConfig::new(OWN, ForwardConfig::DEFAULT_PEERS, ctl_on(0)))
+fn forwarder() -> Chain {
+    Chain::new(Vec::new(), Egress::new(OWN, Egress::DEFAULT_PEERS, ctl_on(0)))
 }
 
 /// Takes lane `k`'s lock for the test itself (the "wire" side) and runs `f` on it.

@@ -1,6 +1,6 @@
 use super::*;
 use crate::buf::BUF_SIZE;
-use crate::forward::{ForwardConfig, Forwarder};
+use crate::nf::{Chain, Egress};
 use crate::parse::ETHERTYPE_IPV4;
 use crate::softnic::{SoftRxQueue, SoftTxQueue};
 use crate::test_frames::*;
@@ -9,7 +9,7 @@ use core::cell::Cell;
 use proptest::prelude::*;
 
 const OWN: [[u8; 6]; PORTS] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
-const PEER: [[u8; 6]; PORTS] = ForwardConfig::DEFAULT_PEERS;
+const PEER: [[u8; 6]; PORTS] = Egress::DEFAULT_PEERS;
 const RING: usize = 64;
 
 /// A clock that advances `step` ticks per reading.
@@ -40,7 +40,7 @@ struct Rig<'m> {
     pool: Pool<'m>,
     rx: [SoftRxQueue; PORTS],
     tx: [SoftTxQueue; PORTS],
-    worker: Worker<Forwarder>,
+    worker: Worker<Chain>,
     clock: FakeClock,
 }
 
@@ -51,7 +51,7 @@ impl<'m> Rig<'m> {
         let rx = [SoftRxQueue::new(&mut pool, RING), SoftRxQueue::new(&mut pool, RING)];
         let tx = [SoftTxQueue::new(tx_size, false), SoftTxQueue::new(tx_size, false)];
         let worker = Worker::new(
-            Forwarder::new(ForwardConfig::new(OWN, PEER, if ctl { ctl_on(0) } else { None })),
+            Chain::new(Vec::new(), Egress::new(OWN, PEER, if ctl { ctl_on(0) } else { None })),
             WorkerConfig::new(retries, Duration::ZERO),
         );
         Self { pool, rx, tx, worker, clock: FakeClock::new(1) }
@@ -238,7 +238,7 @@ fn stats_due_follows_the_period() {
     let mut pool = Pool::try_new(&mut mem, 0, count).unwrap();
     let mut rx = [SoftRxQueue::new(&mut pool, 4), SoftRxQueue::new(&mut pool, 4)];
     let mut tx = [SoftTxQueue::new(4, true), SoftTxQueue::new(4, true)];
-    let mut w = Worker::new(Forwarder::new(ForwardConfig::default()), WorkerConfig::new(0, Duration(10)));
+    let mut w = Worker::new(Chain::new(Vec::new(), Egress::default()), WorkerConfig::new(0, Duration(10)));
     let clock = FakeClock::new(3);
     let due: Vec<bool> = (0..12).map(|_| w.poll_once(&mut pool, &mut rx, &mut tx, &clock).stats_due).collect();
     // Readings 0, 3, 6, …: the first poll arms the deadline at 10; due at 12, then
@@ -348,7 +348,7 @@ fn every_forwarded_frame_is_timed_from_its_poll_to_its_tx_burst() {
     let mut mem2 = alloc::vec![0u8; 512 * BUF_SIZE];
     let mut off = Rig::new(&mut mem2, 256, false, 0);
     off.worker = Worker::new(
-        Forwarder::new(ForwardConfig::new(OWN, PEER, None)),
+        Chain::new(Vec::new(), Egress::new(OWN, PEER, None)),
         WorkerConfig::new(0, Duration::ZERO).without_timing(),
     );
     let _ = off.clock.now();

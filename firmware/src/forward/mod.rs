@@ -34,13 +34,13 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use cadence_core::buf::Pool;
-use cadence_core::forward::PORTS;
 use cadence_core::latency::Latency;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
 use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
+use cadence_core::stage::PORTS;
 use cadence_core::sync::Guarded;
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
 use cadence_core::worker::{WorkerConfig, WorkerStats};

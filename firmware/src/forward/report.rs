@@ -5,9 +5,9 @@
 use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
 
-use cadence_core::forward::PORTS;
 use cadence_core::latency::Latency;
 use cadence_core::pipeline::CoreStats;
+use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant};
 use cadence_core::worker::{DriverCounters, WorkerStats};
 

@@ -12,7 +12,7 @@ use std::vec;
 use alloc::string::{String, ToString};
 
 use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, Pool};
-use cadence_core::forward::{CONTROL_ETHERTYPE, Command};
+use cadence_core::control::{CONTROL_ETHERTYPE, Command};
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats};
 use cadence_core::time::TickRate;
 
