@@ -27,7 +27,7 @@ use cadence_core::parse::IpAddr;
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::stage::{PORTS, Stage};
 
-use cadence_core::worker::{Worker, WorkerConfig};
+use cadence_core::poll::{PollConfig, Poller};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
@@ -135,16 +135,16 @@ fn l3fwd() -> Box<dyn Nf> {
 }
 
 fn run<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16) {
-    run_with(c, group, name, stage, flows, WorkerConfig::default());
+    run_with(c, group, name, stage, flows, PollConfig::default());
 }
 
-fn run_with<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16, cfg: WorkerConfig) {
+fn run_with<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16, cfg: PollConfig) {
     let mut mem = vec![0u8; 4096 * cadence_core::buf::BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).expect("pool");
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
     let frames: Vec<Vec<u8>> = (0..flows).map(frame).collect();
-    let mut worker = Worker::new(stage, cfg);
+    let mut worker = Poller::new(stage, cfg);
     let clock = Tsc;
     let mut next = 0usize;
     let mut g = c.benchmark_group(group);
@@ -182,7 +182,7 @@ fn chains(c: &mut Criterion<TscCycles>) {
             "chain 1, no latency accounting",
             Chain::new(vec![acl(), lb(), accounting()], EGRESS),
             flows,
-            WorkerConfig::default().without_timing(),
+            PollConfig::default().without_timing(),
         );
         run(
             c,

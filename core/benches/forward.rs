@@ -12,7 +12,7 @@ use cadence_core::nf::{Chain, Egress};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::stage::Stage;
 
-use cadence_core::worker::{Worker, WorkerConfig};
+use cadence_core::poll::{PollConfig, Poller};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
@@ -50,7 +50,7 @@ fn run<S: Stage>(c: &mut Criterion<TscCycles>, name: &str, stage: S) {
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
     let frames: Vec<Vec<u8>> = (0..BATCH_SIZE as u16).map(frame).collect();
-    let mut worker = Worker::new(stage, WorkerConfig::default());
+    let mut worker = Poller::new(stage, PollConfig::default());
     let clock = Tsc;
     let mut g = c.benchmark_group("forward (batch 32, 60 B, software NICs)");
     g.throughput(Throughput::Elements(BATCH_SIZE as u64));

@@ -7,7 +7,7 @@
 //!   time of the last release, the current short timeout `T_S` and the queue's statistics. All of
 //!   it is kept in atomics; the estimator fields are written only by the lock holder, so
 //!   `Relaxed` accesses suffice (the lock's Acquire/Release orders them).
-//! - [`Worker`]: per core, owned: the queue it will try next, its role (primary after a win,
+//! - [`Scheduler`]: per worker core, owned: the queue it will try next, its role (primary after a win,
 //!   backup after a loss), a small PRNG for the backup's random queue choice, and its counters.
 //! - [`Metronome`]: the parameters (in ticks) plus the queues.
 //!
@@ -450,7 +450,7 @@ impl QueueState {
         f64::from_bits(self.correction.load(Relaxed))
     }
 
-    /// The queue's lock (for statistics and tests; rounds go through [`Worker::try_poll`]).
+    /// The queue's lock (for statistics and tests; rounds go through [`Scheduler::try_poll`]).
     pub fn lock(&self) -> &TryLock {
         &self.lock
     }
@@ -594,10 +594,14 @@ pub enum Role {
     Backup,
 }
 
-/// A worker's counters.
+/// A worker's counters: what its [`Scheduler`] counts, plus the time it has run and slept
+/// (filled in by [`crate::worker::Worker::stats`], or by a host through
+/// [`Scheduler::record_halted`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct WorkerStats {
+    /// Ticks since the worker's first round.
+    pub elapsed_ticks: u64,
     /// Lock attempts (= wake-ups).
     pub tries: u64,
     /// Attempts won.
@@ -608,11 +612,16 @@ pub struct WorkerStats {
     pub packets: u64,
     /// Ticks spent between winning and releasing.
     pub busy_ticks: u64,
-    /// Ticks spent halted, as reported by the host through [`Worker::record_halted`].
+    /// Ticks spent halted (in the sleeper).
     pub halted_ticks: u64,
 }
 
 impl WorkerStats {
+    /// Ticks not halted: polling, processing, losing races.
+    pub fn awake_ticks(&self) -> u64 {
+        self.elapsed_ticks.saturating_sub(self.halted_ticks)
+    }
+
     /// Lost tries / all tries.
     pub fn busy_try_ratio(&self) -> f64 {
         if self.tries == 0 { 0.0 } else { self.busy_tries as f64 / self.tries as f64 }
@@ -657,17 +666,17 @@ impl XorShift64 {
 #[derive(Debug)]
 #[must_use = "a won round must be finished to update the estimator and release the lock"]
 pub enum Poll<'q> {
-    /// The worker holds the queue: drain it, then call [`Worker::finish`].
+    /// The worker holds the queue: drain it, then call [`Scheduler::finish`].
     Won(Session<'q>),
     /// Another worker holds the queue: sleep `sleep` (`T_L`, or `T_S` under
-    /// [`LossPolicy::EqualTimeouts`]). [`Worker::queue`] now names a random queue.
+    /// [`LossPolicy::EqualTimeouts`]). [`Scheduler::queue`] now names a random queue.
     Lost {
         /// How long to sleep.
         sleep: Duration,
     },
 }
 
-/// A won round: the lock of queue [`Session::queue`] is held until [`Worker::finish`]
+/// A won round: the lock of queue [`Session::queue`] is held until [`Scheduler::finish`]
 /// (dropping the session releases the lock without updating the estimator).
 #[derive(Debug)]
 pub struct Session<'q> {
@@ -705,14 +714,14 @@ impl<'q> Session<'q> {
 
 /// One core's side of Metronome.
 #[derive(Debug, Clone)]
-pub struct Worker {
+pub struct Scheduler {
     queue: usize,
     role: Role,
     rng: XorShift64,
     stats: WorkerStats,
 }
 
-impl Worker {
+impl Scheduler {
     /// A worker that first tries `first_queue`, with its PRNG seeded from `seed` (e.g. the core id).
     pub fn new(first_queue: usize, seed: u64) -> Self {
         Self { queue: first_queue, role: Role::Primary, rng: XorShift64::new(seed), stats: WorkerStats::default() }
@@ -744,7 +753,7 @@ impl Worker {
         self.stats.halted_ticks = self.stats.halted_ticks.saturating_add(d.ticks());
     }
 
-    /// One wake-up at `now`: one trylock on [`Worker::queue`].
+    /// One wake-up at `now`: one trylock on [`Scheduler::queue`].
     ///
     /// Won: the vacation since the last release is measured and recorded, the worker is primary
     /// and keeps the queue. Lost: the worker is a backup, picks a uniformly random queue for its
@@ -931,7 +940,7 @@ mod tests {
     fn winner_measures_vacation_updates_rho_and_keeps_its_queue() {
         let c = MetronomeConfig::default();
         let m = ctl(3, 1, &c);
-        let mut w = Worker::new(0, 1);
+        let mut w = Scheduler::new(0, 1);
         // First round: no vacation yet, T_S stays at its initial value.
         let Poll::Won(s) = w.try_poll(&m, Instant(1_000)) else { unreachable!("free lock") };
         assert_eq!(s.vacation(), None);
@@ -960,9 +969,9 @@ mod tests {
     fn loser_becomes_backup_sleeps_long_and_picks_random_queues() {
         let c = MetronomeConfig::default();
         let m = ctl(8, 4, &c);
-        let mut a = Worker::new(2, 1);
+        let mut a = Scheduler::new(2, 1);
         let Poll::Won(held) = a.try_poll(&m, Instant(0)) else { unreachable!("free lock") };
-        let mut b = Worker::new(2, 2);
+        let mut b = Scheduler::new(2, 2);
         let mut seen = [0u32; 4];
         for i in 0..400 {
             b.queue = 2;
@@ -987,8 +996,8 @@ mod tests {
     fn equal_timeouts_losers_sleep_t_s() {
         let c = MetronomeConfig { loss_policy: LossPolicy::EqualTimeouts, ..MetronomeConfig::default() };
         let m = ctl(2, 1, &c);
-        let mut a = Worker::new(0, 1);
-        let mut b = Worker::new(0, 2);
+        let mut a = Scheduler::new(0, 1);
+        let mut b = Scheduler::new(0, 2);
         let Poll::Won(_held) = a.try_poll(&m, Instant(0)) else { unreachable!("free lock") };
         let Poll::Lost { sleep } = b.try_poll(&m, Instant(1)) else { unreachable!("held") };
         assert_eq!(sleep, Duration(20_000));
@@ -998,7 +1007,7 @@ mod tests {
     fn rho_converges_to_the_busy_fraction() {
         let c = MetronomeConfig::default();
         let m = ctl(3, 1, &c);
-        let mut w = Worker::new(0, 7);
+        let mut w = Scheduler::new(0, 7);
         let mut t = 0u64;
         for _ in 0..100 {
             let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
@@ -1016,7 +1025,7 @@ mod tests {
     fn rho_stays_below_one_even_if_always_busy() {
         let c = MetronomeConfig::default();
         let m = ctl(2, 1, &c);
-        let mut w = Worker::new(0, 7);
+        let mut w = Scheduler::new(0, 7);
         let mut t = 0u64;
         for _ in 0..200 {
             let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
@@ -1046,7 +1055,7 @@ mod tests {
         assert_eq!(p.corrected_short_timeout(0.0, f64::NAN), Duration(45_000));
         // Through the controller: a queue whose vacations run at 2·V̄ sleeps less and less.
         let m = ctl(3, 1, &c);
-        let mut w = Worker::new(0, 3);
+        let mut w = Scheduler::new(0, 3);
         let mut t = 0u64;
         let mut t_s = Vec::new();
         for _ in 0..20 {

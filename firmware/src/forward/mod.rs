@@ -35,15 +35,16 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 
 use cadence_core::buf::Pool;
 use cadence_core::latency::Latency;
+use cadence_core::metronome::WorkerStats;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
 use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
-use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
+use cadence_core::poll::{ForwardStats, PollConfig};
 use cadence_core::stage::PORTS;
 use cadence_core::sync::Guarded;
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
-use cadence_core::worker::{WorkerConfig, WorkerStats};
+use cadence_core::worker::{Lane, Mode, Worker};
 use spin::Mutex;
 
 use crate::config::{BootConfig, Sched};
@@ -215,8 +216,8 @@ type FwLane<P> = Lane<'static, <P as FwdPort>::Rx, <P as FwdPort>::Tx>;
 /// One worker's published counters.
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    fwd: WorkerStats,
-    core: CoreStats,
+    fwd: ForwardStats,
+    core: WorkerStats,
 }
 
 /// Everything the workers share, leaked at start-up (`'static`, never freed).
@@ -446,15 +447,15 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 }
 
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
-fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Pipeline<Chain> {
+fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<Chain> {
     let stage = sh.chains.for_worker();
-    let wcfg = WorkerConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
-    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
+    let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
+    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
 }
 
 /// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]
 /// rounds and at the end, not after every round); `wait` as for [`publish`].
-fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Chain>, wait: bool) {
+fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
     if let Some(slot) = sh.latency.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut l) = guard {
@@ -464,7 +465,7 @@ fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pip
 }
 
 /// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
-fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Chain>, wait: bool) {
+fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
     if let Some(slot) = sh.slots.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
@@ -499,7 +500,7 @@ impl Local {
 fn step<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
     w: usize,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     sleeper: &mut M::Sleeper,
     local: &mut Local,
 ) -> bool {
@@ -547,7 +548,7 @@ fn step<M: Machine, P: FwdPort>(
 /// machine has one): reports stalled and recovered workers ([`watchdog::check`]) and shares
 /// the lanes among the live workers (a stalled worker holding no lane loses none; one stalled
 /// inside a round keeps that lane locked, and the shutdown reports it).
-fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Pipeline<Chain>, now: Instant) {
+fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Worker<Chain>, now: Instant) {
     watchdog::check(sh, watchdog::Seer::Worker(me), now);
     let stalled = sh.stalled.load(Ordering::Acquire);
     let workers = sh.heartbeats.len();
