@@ -109,6 +109,40 @@ enum Cmd {
     /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
     /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
     Test,
+    /// Benchmark a study end to end (`hosted`: the hosted dataplane at speed on veth pairs,
+    /// side by side with DPDK testpmd, RFC 2544 zero-loss rates, latency, and Metronome's
+    /// CPU against load), writing CSV and SVG files. Root; two or more CPUs.
+    Bench {
+        /// The study to run.
+        #[arg(value_parser = ["hosted"])]
+        study: String,
+        /// Interleaved rounds of the throughput search (each runs every device once, in
+        /// rotating order); up to two more run when a round was noisy.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        rounds: u32,
+        /// A smoke run: one round, short trials, loads 0/50/100 % only.
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (default: target/bench/hosted).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seconds of sending per trial (default 2; 0.5 with --quick).
+        #[arg(long)]
+        trial_secs: Option<f64>,
+        /// Flows per trial.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+        flows: u16,
+        /// Only the devices whose name contains this (repeatable), e.g. `--only testpmd`.
+        #[arg(long)]
+        only: Vec<String>,
+        /// Skip the Metronome CPU-vs-load study.
+        #[arg(long)]
+        no_metronome: bool,
+        /// Generator transmit path: ring (TPACKET_V3), sendmmsg, or auto (measure both on
+        /// the ceiling, keep the faster).
+        #[arg(long, default_value = "auto", value_parser = ["auto", "ring", "sendmmsg"])]
+        tx: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -187,6 +221,10 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Cmd::Test => xtask::tasks::test()?,
+        Cmd::Bench { study, rounds, quick, out, trial_secs, flows, only, no_metronome, tx } => {
+            let opts = xtask::bench::Options { rounds, quick, out, trial_secs, flows, only, no_metronome, tx };
+            return xtask::bench::main(&study, &opts);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
