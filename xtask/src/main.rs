@@ -142,6 +142,11 @@ enum Cmd {
         /// the ceiling, keep the faster).
         #[arg(long, default_value = "auto", value_parser = ["auto", "ring", "sendmmsg"])]
         tx: String,
+        /// Seconds to wait for other processes to use at most 0.2 CPUs before each
+        /// measurement; a noisy trial is repeated once the machine is quiet, or kept (and
+        /// its round flagged) when it does not get quiet within this.
+        #[arg(long, default_value_t = 300.0)]
+        wait_quiet: f64,
     },
 }
 
@@ -221,8 +226,18 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Cmd::Test => xtask::tasks::test()?,
-        Cmd::Bench { study, rounds, quick, out, trial_secs, flows, only, no_metronome, tx } => {
-            let opts = xtask::bench::Options { rounds, quick, out, trial_secs, flows, only, no_metronome, tx };
+        Cmd::Bench { study, rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {
+            let opts = xtask::bench::Options {
+                rounds,
+                quick,
+                out,
+                trial_secs,
+                flows,
+                only,
+                no_metronome,
+                tx,
+                wait_quiet_s: wait_quiet,
+            };
             return xtask::bench::main(&study, &opts);
         }
     }

@@ -180,6 +180,33 @@ impl Drop for Pair {
     }
 }
 
+/// The pid in a name `<prefix><pid>_…`, if it has that shape.
+fn owner_pid(name: &str, prefix: &str) -> Option<u32> {
+    name.strip_prefix(prefix)?.split('_').next()?.parse().ok()
+}
+
+/// Removes what a killed earlier run left behind: ceiling pairs (`cbc<pid>_…`) and rig
+/// namespaces (`cad<pid>_…`, with their veths) of processes that no longer exist.
+pub fn cleanup_stale() {
+    let dead = |pid: u32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if let Ok(rd) = std::fs::read_dir("/sys/class/net") {
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().to_string();
+            if owner_pid(&name, "cbc").is_some_and(dead) && name.ends_with('a') {
+                let _ = Command::new(netns::IP).args(["link", "del", &name]).output();
+            }
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir("/run/netns") {
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().to_string();
+            if owner_pid(&name, "cad").is_some_and(dead) {
+                let _ = Command::new(netns::IP).args(["netns", "del", &name]).output();
+            }
+        }
+    }
+}
+
 fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new(netns::IP).args(args).output().context("running ip")?;
     if !out.status.success() {
@@ -487,5 +514,35 @@ impl Drop for Instance {
         if let Some(prefix) = &self.dpdk_prefix {
             let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(Dut::Ceiling.name(), "ceiling");
+        assert_eq!(Dut::cadence(Io::AfXdp, false, Sched::Poll).name(), "cadence/af_xdp/l2/poll");
+        let d = Dut::Cadence {
+            io: Io::AfPacket,
+            chain: true,
+            sched: Sched::Metronome,
+            workers: 3,
+            placement: Placement::Unpinned,
+            vbar_us: 50,
+        };
+        assert_eq!(d.name(), "cadence/af_packet/chain1/metronome/w3/unpinned/vbar50");
+        assert_eq!(Dut::Testpmd { io: Io::AfXdp, workers: 2 }.name(), "testpmd/af_xdp/w2");
+        assert_eq!((d.workers(), d.io(), Dut::Ceiling.io()), (3, Some(Io::AfPacket), None));
+    }
+
+    #[test]
+    fn stale_names_name_their_owner() {
+        assert_eq!(owner_pid("cbc4618_03a", "cbc"), Some(4618));
+        assert_eq!(owner_pid("cad12_00", "cad"), Some(12));
+        assert_eq!(owner_pid("cadence", "cad"), None);
+        assert_eq!(owner_pid("eth0", "cbc"), None);
     }
 }

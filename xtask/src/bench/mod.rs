@@ -68,6 +68,9 @@ pub struct Options {
     pub no_metronome: bool,
     /// Generator transmit path: `ring`, `sendmmsg` or `auto` (measure both, keep the faster).
     pub tx: String,
+    /// Seconds to wait for other processes to use ≤ 0.2 CPUs before a measurement (and
+    /// before repeating a noisy trial).
+    pub wait_quiet_s: f64,
 }
 
 /// Runs `study` (`hosted`). A debug build of xtask re-runs itself as a release build: the

@@ -249,6 +249,28 @@ fn targets(res: &Results, s: &mut String) {
             m.r.usage.workers_total(),
             verdict(share <= 0.05)
         );
+    } else {
+        let why = res.failures.iter().find(|f| f.contains("/w3/")).map_or("not run", String::as_str);
+        let _ = writeln!(s, "- zero load, 3 Metronome workers ≤ 5 % of 3 cores: **not measurable here** ({why})");
+        // What one and two idle workers cost, scaled to three (an estimate, not a measurement).
+        for w in [1usize, 2] {
+            let d = Dut::Cadence {
+                io: Io::AfXdp,
+                chain: false,
+                sched: Sched::Metronome,
+                workers: w,
+                placement: Placement::Pinned,
+                vbar_us: VBAR_DEFAULT_US,
+            };
+            if let Some(c) = met_cpu(res, &d, 0) {
+                let _ = writeln!(
+                    s,
+                    "  estimate from {w} idle worker(s): {:.4} CPUs each → 3 workers ≈ {:.2} % of 3 cores (not measured)",
+                    c / w as f64,
+                    c / w as f64 * 100.0
+                );
+            }
+        }
     }
     if let Some(t) = res.metronome.iter().find(|m| matches!(m.dut, Dut::Testpmd { workers: 1, .. }) && m.load_pct == 0)
     {
