@@ -120,6 +120,9 @@ enum Cmd {
         /// rotating order); up to two more run when a round was noisy.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
         rounds: u32,
+        /// Rounds at most, noisy ones included (default: rounds + 2).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=40))]
+        max_rounds: Option<u32>,
         /// A smoke run: one round, short trials, loads 0/50/100 % only.
         #[arg(long)]
         quick: bool,
@@ -226,9 +229,10 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Cmd::Test => xtask::tasks::test()?,
-        Cmd::Bench { study, rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {
+        Cmd::Bench { study, rounds, max_rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {
             let opts = xtask::bench::Options {
                 rounds,
+                max_rounds,
                 quick,
                 out,
                 trial_secs,

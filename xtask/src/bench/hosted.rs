@@ -278,7 +278,7 @@ pub fn run(o: &Options) -> Result<()> {
     let keep = |d: &Dut| o.only.is_empty() || o.only.iter().any(|s| d.name().contains(s.as_str()));
     let duts: Vec<Dut> = search_duts(with_dpdk).into_iter().filter(keep).collect();
     let mixes = [SizeMix::Fixed(60), SizeMix::Imix];
-    let max_rounds = if o.quick { 1 } else { rounds + 2 };
+    let max_rounds = if o.quick { 1 } else { o.max_rounds.unwrap_or(rounds + 2).max(rounds) };
     let mut clean = 0;
     let mut r = 0;
     while clean < rounds && r < max_rounds {

@@ -52,8 +52,10 @@ const REEXEC_ENV: &str = "CADENCE_BENCH_RELEASE";
 /// Options of `cargo xtask bench hosted`.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Interleaved rounds of the throughput search.
+    /// Interleaved rounds of the throughput search (quiet ones wanted).
     pub rounds: u32,
+    /// Rounds at most, counting noisy ones (default `rounds + 2`).
+    pub max_rounds: Option<u32>,
     /// One round, fewer points, short trials (a smoke run).
     pub quick: bool,
     /// Output directory (default `target/bench/hosted`).
