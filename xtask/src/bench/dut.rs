@@ -185,8 +185,9 @@ fn owner_pid(name: &str, prefix: &str) -> Option<u32> {
     name.strip_prefix(prefix)?.split('_').next()?.parse().ok()
 }
 
-/// Removes what a killed earlier run left behind: ceiling pairs (`cbc<pid>_…`) and rig
-/// namespaces (`cad<pid>_…`, with their veths) of processes that no longer exist.
+/// Removes what a killed earlier run left behind: ceiling pairs (`cbc<pid>_…`), testpmd
+/// runtime directories (`/var/run/dpdk/cadbench<pid>_…`) and rig namespaces
+/// (`cad<pid>_…`, with their veths) of processes that no longer exist.
 pub fn cleanup_stale() {
     let dead = |pid: u32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
     if let Ok(rd) = std::fs::read_dir("/sys/class/net") {
@@ -194,6 +195,14 @@ pub fn cleanup_stale() {
             let name = e.file_name().to_string_lossy().to_string();
             if owner_pid(&name, "cbc").is_some_and(dead) && name.ends_with('a') {
                 let _ = Command::new(netns::IP).args(["link", "del", &name]).output();
+            }
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir("/var/run/dpdk") {
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().to_string();
+            if owner_pid(&name, "cadbench").is_some_and(dead) {
+                let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
@@ -248,6 +257,23 @@ pub struct Instance {
     pub workers: Vec<i32>,
     pub report: Report,
     dpdk_prefix: Option<String>,
+}
+
+/// Makes the child get `SIGKILL` when this process dies, so that an interrupted bench
+/// leaves no dataplane running (`prctl(2)`, `PR_SET_PDEATHSIG`; it survives the `exec` of
+/// `ip netns exec` and of the dataplane, neither being set-user-ID).
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only makes the
+    // async-signal-safe prctl(2) system call.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The process running in namespace `ns` (there is exactly one).
@@ -353,6 +379,7 @@ impl Instance {
             Dut::Ceiling => {}
         }
         std::fs::write(log.with_extension("cmdline"), format!("{cmd:?}\n"))?;
+        die_with_parent(&mut cmd);
         inst.proc = Some(Qemu::spawn_hosted(cmd, Some(log))?);
         inst.wait_ready(Duration::from_secs(30))?;
         // `ip netns exec` execs the dataplane: the one process in the namespace.
