@@ -380,7 +380,7 @@ fn round(st: &mut Study, r: u32, duts: &[Dut], mixes: &[SizeMix]) -> Result<bool
                     Err(e) => {
                         err.get_or_insert(e);
                         // Stop the search: a rate no generator reaches.
-                        Verdict::RigLimited { achieved: 0.0 }
+                        Verdict::RigLimited { achieved: 0.0, zero_loss: false }
                     }
                 }
             });
@@ -421,10 +421,11 @@ fn round(st: &mut Study, r: u32, duts: &[Dut], mixes: &[SizeMix]) -> Result<bool
 
 /// The search's view of a trial.
 fn verdict(t: &TrialResult) -> Verdict {
-    if t.generator_limited() {
-        Verdict::RigLimited { achieved: t.achieved_pps }
-    } else if t.sink_limited() {
-        Verdict::RigLimited { achieved: t.sent.saturating_sub(t.sink_drops) as f64 / t.send_s.max(1e-9) }
+    if t.sink_limited() {
+        let achieved = t.sent.saturating_sub(t.sink_drops) as f64 / t.send_s.max(1e-9);
+        Verdict::RigLimited { achieved, zero_loss: false }
+    } else if t.generator_limited() {
+        Verdict::RigLimited { achieved: t.achieved_pps, zero_loss: t.zero_loss() }
     } else if t.zero_loss() {
         Verdict::Pass
     } else {

@@ -6,7 +6,8 @@
 //! every tagged frame came back exactly once. What the rig cannot offer is never charged
 //! to the dataplane: a trial whose generator fell short of the asked rate by more than
 //! 1 %, or whose sink dropped frames, is *rig-limited*; it lowers the highest rate the rig
-//! can offer (the cap) and tells nothing about the dataplane. The search ends when the
+//! can offer (the cap), its losses count for nothing, and when every frame came back it
+//! only says that the dataplane does at least what was offered. The search ends when the
 //! bracket [highest pass, lowest fail] is within `precision` (2 %) of its top, or when the
 //! dataplane passed at the cap (then the result is the rig's limit, marked as such).
 
@@ -17,8 +18,9 @@ pub enum Verdict {
     Pass,
     /// Frames lost or duplicated at the asked rate; `delivered` frames/s came back.
     Fail { delivered: f64 },
-    /// The rig could not offer the asked rate: it reached `achieved` frames/s.
-    RigLimited { achieved: f64 },
+    /// The rig could not offer the asked rate: it reached `achieved` frames/s, and every
+    /// frame came back (`zero_loss`) or not.
+    RigLimited { achieved: f64, zero_loss: bool },
 }
 
 /// How the search ended.
@@ -122,8 +124,15 @@ impl Search {
                     self.hint = inside(self, h).then_some(h);
                 }
             }
-            // Just under what it reached, so that the next trial at the cap can be offered.
-            Verdict::RigLimited { achieved } => self.cap = self.cap.min(achieved * (1.0 - self.precision / 2.0)),
+            Verdict::RigLimited { achieved, zero_loss } => {
+                // Just under what it reached, so that the next trial at the cap can be offered.
+                self.cap = self.cap.min(achieved * (1.0 - self.precision / 2.0));
+                // Everything back at what was offered: a lower bound (the result is then
+                // the rig's limit and says so), never an upper one.
+                if zero_loss {
+                    self.lo = self.lo.max(achieved.min(self.hi.unwrap_or(f64::MAX)));
+                }
+            }
         }
     }
 
@@ -151,7 +160,7 @@ mod tests {
     fn fake_with(capacity: f64, delivers: f64, top: f64) -> impl FnMut(f64) -> Verdict {
         move |rate| {
             if rate > top {
-                Verdict::RigLimited { achieved: top }
+                Verdict::RigLimited { achieved: top, zero_loss: top <= capacity }
             } else if rate <= capacity {
                 Verdict::Pass
             } else {
