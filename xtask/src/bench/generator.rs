@@ -144,8 +144,12 @@ pub struct TrialResult {
     pub latency_source: &'static str,
     /// Frames the kernel dropped at the sink (its ring was full): the rig's loss.
     pub sink_drops: u64,
-    /// Frames the generator's TX ring reported refused.
+    /// Frames the generator's TX ring reported refused (`TP_STATUS_WRONG_FORMAT`).
     pub tx_errors: u64,
+    /// Send attempts the kernel refused because the path into the dataplane was full
+    /// (frames retried later): the dataplane did not keep up. A real link would have
+    /// dropped them, so a trial with refusals is never zero-loss.
+    pub refused: u64,
     /// CPU of the generator thread while sending, in CPUs.
     pub gen_cpu: f64,
     /// Everyone's CPU while sending.
@@ -154,14 +158,15 @@ pub struct TrialResult {
 }
 
 impl TrialResult {
-    /// Every frame back exactly once.
+    /// Every frame back exactly once, and none refused on the way in.
     pub fn zero_loss(&self) -> bool {
-        self.lost == 0 && self.duplicated == 0 && self.sent > 0
+        self.lost == 0 && self.duplicated == 0 && self.refused == 0 && self.sent > 0
     }
 
-    /// The generator fell short of the asked rate by more than [`GEN_SLACK`].
+    /// The generator fell short of the asked rate by more than [`GEN_SLACK`] on its own
+    /// (not because the dataplane's queue pushed back: that is the dataplane's limit).
     pub fn generator_limited(&self) -> bool {
-        self.achieved_pps < self.asked_pps * (1.0 - GEN_SLACK)
+        self.achieved_pps < self.asked_pps * (1.0 - GEN_SLACK) && self.refused == 0
     }
 
     /// The sink lost frames (its ring overflowed): the rig, not the dataplane.
@@ -373,8 +378,10 @@ impl<'p> Engine<'p> {
     }
 
     /// Sends up to `n` (≤ [`BURST`]) frames stamped `tsc`, numbering them from `*seq`;
-    /// returns how many the kernel took.
-    fn send(&mut self, n: usize, t: &Templates, seq: &mut u32, tsc: u64) -> usize {
+    /// returns how many the kernel took and how many it refused (`ENOBUFS`: the veth's
+    /// peer queue is full — an AF_XDP receiver's ring pushes back instead of dropping).
+    /// Refused frames keep their numbers and go again on the next call.
+    fn send(&mut self, n: usize, t: &Templates, seq: &mut u32, tsc: u64) -> (usize, usize) {
         let trial = self.trial;
         match &mut self.tx {
             Tx::Ring { q, .. } => {
@@ -399,7 +406,9 @@ impl<'p> Engine<'p> {
                 let left = batch.len();
                 self.pool.free_batch(&mut batch);
                 *seq -= left as u32;
-                queued - left
+                // A frame the kernel cannot pass on is dropped from the ring (PACKET_LOSS):
+                // it shows as lost. A full ring is the refusal seen here.
+                (queued - left, n.min(BURST) - (queued - left))
             }
             Tx::Mmsg { s, bufs, lens } => {
                 let k = n.min(BURST);
@@ -408,7 +417,7 @@ impl<'p> Engine<'p> {
                 }
                 let sent = s.send_many(&bufs[..k], &lens[..k]).unwrap_or(0);
                 *seq += sent as u32;
-                sent
+                (sent, k - sent)
             }
         }
     }
@@ -457,14 +466,15 @@ impl<'p> Engine<'p> {
         let anchor0 = self.anchor();
         let t0 = self.now();
         let end = t0 + (spec.secs * hz) as u64;
-        let (mut last, mut tokens, mut seq) = (t0, 0.0f64, 0u32);
+        let (mut last, mut tokens, mut seq, mut refused) = (t0, 0.0f64, 0u32, 0u64);
         let mut now = t0;
         while now < end {
             tokens = (tokens + now.saturating_sub(last) as f64 * per_tick).min(depth);
             last = now;
             if tokens >= 1.0 {
-                let k = self.send(tokens as usize, &t, &mut seq, now);
+                let (k, no) = self.send(tokens as usize, &t, &mut seq, now);
                 tokens -= k as f64;
+                refused += no as u64;
             }
             self.poll_rx(&mut tally);
             now = self.now();
@@ -511,6 +521,7 @@ impl<'p> Engine<'p> {
             latency: tally.latency(),
             latency_source: self.sink_kind.latency_source(),
             sink_drops: self.rx_sock.stats().map_or(0, |s| s.drops).saturating_sub(drops0),
+            refused,
             tx_errors: self.tx_errors().saturating_sub(errors0),
             gen_cpu: cpu1.saturating_sub(cpu0).as_secs_f64() / u.wall_s,
             usage: u,

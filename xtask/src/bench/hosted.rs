@@ -166,7 +166,7 @@ impl Study {
         r: &TrialResult,
     ) {
         let line = format!(
-            "  {phase:<9} {:<38} {:<5} asked {:>9.0} sent {:>9.0} pps{}  lost {:>7} dup {} reord {}  p50 {:>7.1} µs  worker cpu {:.2}  others {:.2}{}",
+            "  {phase:<9} {:<38} {:<5} asked {:>9.0} sent {:>9.0} pps{}  lost {:>7} dup {} reord {}{}  p50 {:>7.1} µs  worker cpu {:.2}  others {:.2}{}",
             dut.name(),
             mix.label(),
             r.asked_pps,
@@ -175,6 +175,7 @@ impl Study {
             r.lost,
             r.duplicated,
             r.reordered,
+            if r.refused > 0 { format!(" REFUSED {}", r.refused) } else { String::new() },
             r.latency.p50_ns as f64 / 1e3,
             r.usage.workers_total(),
             r.usage.others,

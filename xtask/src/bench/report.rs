@@ -196,7 +196,7 @@ pub(super) fn f(v: f64, digits: usize) -> String {
     if v.is_finite() { format!("{v:.digits$}") } else { String::new() }
 }
 
-const TRIAL_COLUMNS: [&str; 32] = [
+const TRIAL_COLUMNS: [&str; 33] = [
     "phase",
     "round",
     "dut",
@@ -213,6 +213,7 @@ const TRIAL_COLUMNS: [&str; 32] = [
     "foreign",
     "stale",
     "sink_drops",
+    "refused",
     "generator_limited",
     "zero_loss",
     "latency_source",
@@ -250,6 +251,7 @@ fn trial_cells(phase: &str, round: u32, dut: &str, mix: SizeMix, load: Option<f6
         r.foreign.to_string(),
         r.stale.to_string(),
         r.sink_drops.to_string(),
+        r.refused.to_string(),
         r.generator_limited().to_string(),
         r.zero_loss().to_string(),
         r.latency_source.into(),
