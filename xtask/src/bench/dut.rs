@@ -251,6 +251,9 @@ pub struct Instance {
     generator: Generator,
     proc: Option<Qemu>,
     ctl: Option<RawSender>,
+    /// The key Cadence's control frames are signed with (`ctl_key=`) and the next counter.
+    ctl_key: [u8; 16],
+    ctl_counter: u64,
     wiring: Wiring,
     pid: Option<i32>,
     /// Worker thread ids.
@@ -328,6 +331,8 @@ impl Instance {
             generator,
             proc: None,
             ctl: None,
+            ctl_key: protocol::random_ctl_key(),
+            ctl_counter: 1,
             wiring,
             pid: None,
             workers: Vec::new(),
@@ -350,7 +355,8 @@ impl Instance {
                     Placement::Unpinned => cmd.arg("--unpinned"),
                 };
                 cmd.args([
-                    "ctl=on".to_string(),
+                    "ctl=port:0".to_string(),
+                    format!("ctl_key={}", protocol::ctl_key_hex(&inst.ctl_key)),
                     format!("peer0={}", Mac(HOST_MACS[0])),
                     format!("peer1={}", Mac(HOST_MACS[1])),
                     "stats_ms=0".into(),
@@ -460,7 +466,14 @@ impl Instance {
     pub fn stats_now(&mut self) -> Option<Counters> {
         self.pump();
         let ctl = self.ctl.as_ref()?;
-        let f = protocol::control_frame(Mac(DUT_MACS[0]), Mac(HOST_MACS[0]), Control::Stats);
+        let f = protocol::control_frame(
+            Mac(DUT_MACS[0]),
+            Mac(HOST_MACS[0]),
+            Control::Stats,
+            &self.ctl_key,
+            self.ctl_counter,
+        );
+        self.ctl_counter += 1;
         ctl.send(&f).ok()?;
         let p = self.proc.as_ref()?;
         let deadline = Instant::now() + Duration::from_millis(500);
@@ -495,7 +508,14 @@ impl Instance {
                         }
                     }
                     (_, Some(ctl)) => {
-                        let f = protocol::control_frame(Mac(DUT_MACS[0]), Mac(HOST_MACS[0]), Control::Stop);
+                        let f = protocol::control_frame(
+                            Mac(DUT_MACS[0]),
+                            Mac(HOST_MACS[0]),
+                            Control::Stop,
+                            &self.ctl_key,
+                            self.ctl_counter,
+                        );
+                        self.ctl_counter += 1;
                         let _ = ctl.send(&f);
                     }
                     _ => {}
