@@ -396,7 +396,13 @@ impl Instance {
         loop {
             inst.workers = match dut {
                 Dut::Testpmd { .. } => tasks_named(pid, |c| c.starts_with("rte-worker")),
-                _ => tasks_named(pid, |c| c == "cadence" || c.starts_with("cadence-w")),
+                // Worker 0 is the main thread; the others are `cadence-w<N>` (not the
+                // `cadence-watchdog`, `cadence-stdin`, `cadence-stdout` helpers).
+                _ => tasks_named(pid, |c| {
+                    c == "cadence"
+                        || c.strip_prefix("cadence-w")
+                            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                }),
             };
             if inst.workers.len() >= want || Instant::now() >= deadline {
                 break;
