@@ -25,6 +25,7 @@ pub mod igb;
 pub mod intel;
 #[cfg(feature = "ixgbe")]
 pub mod ixgbe;
+pub mod reg;
 #[cfg(test)]
 mod shm;
 #[cfg(feature = "tpacket")]
