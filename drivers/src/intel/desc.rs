@@ -39,6 +39,9 @@ pub trait RxFormat: 'static {
     /// Byte offset, within a descriptor, of the word holding DD: the device writes it
     /// last, so it is what a MONITOR on the next descriptor watches.
     const DONE_WORD: usize;
+    /// The tail is written in multiples of this many descriptors (the XL710 fetches
+    /// receive descriptors in groups of 8, §8.3.2.2); 1 = any value.
+    const TAIL_STEP: u16 = 1;
     /// Writes descriptor `i` in read format: packet buffer at `addr`, no header buffer
     /// (which also clears the DD bit a previous write-back left there).
     fn post<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64);

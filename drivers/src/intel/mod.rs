@@ -29,11 +29,14 @@ pub use queue::QueueMap;
 pub use rx::{IntelRx, MAX_RX_FRAME, RX_BUF_KIB, RX_FRAME_OFFSET, valid_ring_size};
 pub use tx::{IntelTx, MAX_TX_FRAME};
 
+use desc::{AdvRx, AdvTx};
+
 /// A receive queue and a transmit queue of one port, borrowed together.
-pub type QueuePair<'a, W, R> = (&'a mut IntelRx<W, R>, &'a mut IntelTx<W, R>);
+pub type QueuePair<'a, W, R, RF = AdvRx, TF = AdvTx> = (&'a mut IntelRx<W, R, RF>, &'a mut IntelTx<W, R, TF>);
 
 /// Every receive and every transmit queue of one port, borrowed together.
 pub type Queues<'a, W, R> = (&'a mut [IntelRx<W, R>], &'a mut [IntelTx<W, R>]);
 
 /// Every receive and transmit ring, moved out of the port.
-pub type OwnedQueues<W, R> = (alloc::vec::Vec<IntelRx<W, R>>, alloc::vec::Vec<IntelTx<W, R>>);
+pub type OwnedQueues<W, R, RF = AdvRx, TF = AdvTx> =
+    (alloc::vec::Vec<IntelRx<W, R, RF>>, alloc::vec::Vec<IntelTx<W, R, TF>>);

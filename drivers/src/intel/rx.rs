@@ -174,15 +174,18 @@ impl<W: Mmio, R: Dma, F: RxFormat> IntelRx<W, R, F> {
 
     /// Shows the device every descriptor posted since the last call (a tail write).
     pub(crate) fn publish(&mut self) {
-        if self.fill == self.published {
+        // Formats that fetch in groups see the tail rounded down to a group; the
+        // descriptors past it stay posted and show with a later tail.
+        let tail = self.fill - self.fill % F::TAIL_STEP.max(1);
+        if tail == self.published {
             return;
         }
         // 82599 §7.1.9 / §7.2.3.5.1, XL710 §8.3.2.1 (and Linux's wmb() before every tail write): the
         // descriptor writes must be globally visible before the tail write that hands
         // them to the device. Release orders them (and any buffer writes) before it.
         fence(Ordering::Release);
-        self.tail.write32(0, self.fill as u32);
-        self.published = self.fill;
+        self.tail.write32(0, tail as u32);
+        self.published = tail;
     }
 
     /// Tops the ring up from `pool` and shows the new descriptors to the device (one
