@@ -6,7 +6,7 @@ use cadence_platform::println;
 
 /// Prints the human banner and the `@banner` line.
 pub fn banner(p: &Platform, cfg: &BootConfig) {
-    let nics = super::nics::count(p);
+    let nics = super::nics::count(p, cfg);
     println!("cpu: {} ({} cores)", p.cpu_brand, p.cores);
     println!("tsc: {} Hz from {}, checked by {}", p.tsc.hz, p.tsc.source, p.tsc.check_str());
     println!(
