@@ -13,7 +13,7 @@
 //! tag is right, and its counter is above every counter accepted before (one counter for
 //! the whole dataplane, shared by every worker, so a captured frame cannot be replayed).
 //! Everything else with EtherType 0x88B5 is dropped and counted as
-//! [`DropReason::CtlRejected`](crate::forward::DropReason::CtlRejected); with control off
+//! [`DropReason::CtlRejected`](crate::drops::DropReason::CtlRejected); with control off
 //! (`ctl=off`) such frames are `unsupported_ethertype`, like any other unknown EtherType.
 
 use alloc::sync::Arc;
@@ -294,6 +294,21 @@ pub fn siphash24(key: &[u8; 16], data: &[u8]) -> u64 {
         round(&mut v);
     }
     v[0] ^ v[1] ^ v[2] ^ v[3]
+}
+
+/// What a frame whose EtherType the parser does not forward is: a control command to obey,
+/// or a drop with its reason (a rejected control frame, or just an unknown EtherType).
+pub fn control_verdict(
+    control: Option<&ControlAuth>,
+    port: usize,
+    frame: &[u8],
+) -> Result<Command, crate::drops::DropReason> {
+    use crate::drops::DropReason;
+    let is_control = crate::parse::parse_l2(frame).is_ok_and(|l2| l2.ethertype == CONTROL_ETHERTYPE);
+    match control {
+        Some(auth) if is_control => auth.check(port, frame).map_err(|_| DropReason::CtlRejected),
+        _ => Err(DropReason::UnsupportedEthertype),
+    }
 }
 
 #[cfg(test)]

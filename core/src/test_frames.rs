@@ -1,7 +1,7 @@
 //! Frame builders for the unit tests: well-formed frames that tests then break.
 
 use crate::checksum;
-use crate::forward::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
+use crate::control::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, PROTO_TCP, PROTO_UDP};
 
 pub const DST: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x10];

@@ -148,6 +148,9 @@ pub struct BootConfig {
     /// The NICs to drive, by PCI address, port 0 first (`nics=`); `None`: the first two
     /// the image finds.
     pub nics: Option<NicSelect>,
+    /// The per-packet latency SLO in µs: frames whose sojourn in the dataplane exceeds it
+    /// are counted (`over_slo`); 0: no SLO.
+    pub slo_us: u32,
 }
 
 impl BootConfig {
@@ -187,12 +190,13 @@ impl Default for BootConfig {
             stall_ms: 1000,
             stall: None,
             nics: None,
+            slo_us: 200,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 22] = [
+pub const KEYS: [&str; 23] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -215,6 +219,7 @@ pub const KEYS: [&str; 22] = [
     "stall_ms",
     "stall",
     "nics",
+    "slo_us",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -351,6 +356,7 @@ impl BootConfig {
                     cfg.line_mbps = int_in(value, 0, 400_000).ok_or(bad("an integer in 0..=400000 (Mb/s)"))?
                 }
                 "stall_ms" => cfg.stall_ms = int_in(value, 0, 600_000).ok_or(bad("an integer in 0..=600000"))?,
+                "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "stall" => {
                     let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
                     let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;

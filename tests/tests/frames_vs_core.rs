@@ -4,7 +4,7 @@
 //! wrong reason.
 
 use cadence_core::control::{Command, ControlAuth, Rejected, parse_control};
-use cadence_core::forward::DropReason;
+use cadence_core::drops::DropReason;
 use cadence_core::parse::parse;
 use xtask::protocol::{Control, control_frame, unsigned_control_frame};
 use xtask::traffic::malformed::Malformed;

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use cadence_core::buf::{BUF_SIZE, Batch, Pool};
-use cadence_core::forward::{ForwardConfig, Forwarder};
+use cadence_core::nf::{Chain, Egress};
 use cadence_core::nic::{Port, RssError, RxQueue, TxQueue};
+use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::rss::DEFAULT_KEY;
-use cadence_core::worker::{Worker, WorkerConfig};
 use cadence_drivers::hal::{Mmio, PciFunction};
 use cadence_drivers::i40e::aq::{AqError, AqStatus};
 use cadence_drivers::i40e::cmd::opcode;
@@ -189,9 +189,8 @@ fn worker_forwards_between_two_model_ports() {
     let mut h = Harness::new();
     let (m0, mut n0) = h.port(MAC0, 0, &cfg(1, 128));
     let (m1, mut n1) = h.port(MAC1, 1, &cfg(1, 128));
-    let peers = ForwardConfig::DEFAULT_PEERS;
-    let mut worker =
-        Worker::new(Forwarder::new(ForwardConfig::new([MAC0, MAC1], peers, None)), WorkerConfig::default());
+    let peers = Egress::DEFAULT_PEERS;
+    let mut worker = Poller::new(Chain::new(Vec::new(), Egress::new([MAC0, MAC1], peers, None)), PollConfig::default());
     let models = [&m0, &m1];
     let macs = [MAC0, MAC1];
     let mut sent = [Vec::new(), Vec::new()];

@@ -4,6 +4,7 @@
 //! end-to-end tests use it directly.
 
 pub mod accel;
+pub mod bench;
 pub mod chain;
 pub mod ctl;
 pub mod defmt;

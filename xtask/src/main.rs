@@ -157,6 +157,48 @@ enum Cmd {
     /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
     /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
     Test,
+    /// Benchmark a study end to end (`hosted`: the hosted dataplane at speed on veth pairs,
+    /// side by side with DPDK testpmd, RFC 2544 zero-loss rates, latency, and Metronome's
+    /// CPU against load), writing CSV and SVG files. Root; two or more CPUs.
+    Bench {
+        /// The study to run.
+        #[arg(value_parser = ["hosted"])]
+        study: String,
+        /// Interleaved rounds of the throughput search (each runs every device once, in
+        /// rotating order); up to two more run when a round was noisy.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        rounds: u32,
+        /// Rounds at most, noisy ones included (default: rounds + 2).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=40))]
+        max_rounds: Option<u32>,
+        /// A smoke run: one round, short trials, loads 0/50/100 % only.
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (default: target/bench/hosted).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seconds of sending per trial (default 2; 0.5 with --quick).
+        #[arg(long)]
+        trial_secs: Option<f64>,
+        /// Flows per trial.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+        flows: u16,
+        /// Only the devices whose name contains this (repeatable), e.g. `--only testpmd`.
+        #[arg(long)]
+        only: Vec<String>,
+        /// Skip the Metronome CPU-vs-load study.
+        #[arg(long)]
+        no_metronome: bool,
+        /// Generator transmit path: ring (TPACKET_V3), sendmmsg, or auto (measure both on
+        /// the ceiling, keep the faster).
+        #[arg(long, default_value = "auto", value_parser = ["auto", "ring", "sendmmsg"])]
+        tx: String,
+        /// Seconds to wait for other processes to use at most 0.2 CPUs before each
+        /// measurement; a noisy trial is repeated once the machine is quiet, or kept (and
+        /// its round flagged) when it does not get quiet within this.
+        #[arg(long, default_value_t = 300.0)]
+        wait_quiet: f64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -282,6 +324,21 @@ fn real_main() -> Result<ExitCode> {
             eprintln!("wrote {}", out.display());
         }
         Cmd::Test => xtask::tasks::test()?,
+        Cmd::Bench { study, rounds, max_rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {
+            let opts = xtask::bench::Options {
+                rounds,
+                max_rounds,
+                quick,
+                out,
+                trial_secs,
+                flows,
+                only,
+                no_metronome,
+                tx,
+                wait_quiet_s: wait_quiet,
+            };
+            return xtask::bench::main(&study, &opts);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -38,9 +38,9 @@ use cadence_core::netblaze::{Frontier, FrontierPoint, Part, Profile, RateCurve, 
 use cadence_core::nf::acl::{AclAction, AclRule, example_rules};
 use cadence_core::nf::config::{ChainFactory, ChainSpec, NfSpec};
 use cadence_core::nf::{Chain, Egress};
+use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::time::{Clock, Instant, TickRate};
-use cadence_core::worker::{Worker, WorkerConfig};
 
 /// What to profile and how.
 #[derive(Debug, Clone)]
@@ -181,7 +181,7 @@ struct Bench<'a> {
     which: Which,
     rate: TickRate,
     factory: ChainFactory,
-    worker: Worker<Chain>,
+    worker: Poller<Chain>,
     fresh: u32,
     next_flow: u32,
 }
@@ -201,7 +201,7 @@ fn part_chain(factory: &ChainFactory, which: Which) -> Chain {
 impl<'a> Bench<'a> {
     fn new(spec: &'a ChainSpec, which: Which, rate: TickRate) -> Result<Self> {
         let factory = spec.build(EGRESS.clone(), rate).map_err(|e| anyhow::anyhow!("building the chain: {e}"))?;
-        let worker = Worker::new(part_chain(&factory, which), WorkerConfig::default());
+        let worker = Poller::new(part_chain(&factory, which), PollConfig::default());
         Ok(Self { spec, which, rate, factory, worker, fresh: 0, next_flow: 1 })
     }
 
@@ -210,7 +210,7 @@ impl<'a> Bench<'a> {
         if self.fresh + n > REBUILD_EVERY {
             self.factory =
                 self.spec.build(EGRESS.clone(), self.rate).map_err(|e| anyhow::anyhow!("building the chain: {e}"))?;
-            self.worker = Worker::new(part_chain(&self.factory, self.which), WorkerConfig::default());
+            self.worker = Poller::new(part_chain(&self.factory, self.which), PollConfig::default());
             self.fresh = 0;
         }
         self.fresh += n;
@@ -239,7 +239,7 @@ impl Nics {
 }
 
 /// Cycles to run `frames` (in order, 32 at a time) through the worker; only the polls are timed.
-fn run_frames(worker: &mut Worker<Chain>, nics: &mut Nics, frames: &[&[u8]], clock: &Tsc) -> Result<u64> {
+fn run_frames(worker: &mut Poller<Chain>, nics: &mut Nics, frames: &[&[u8]], clock: &Tsc) -> Result<u64> {
     let mut cycles = 0;
     for chunk in frames.chunks(BATCH_SIZE) {
         for f in chunk {

@@ -89,3 +89,23 @@ proptest! {
         prop_assert!(auth.check(0, &frame(&payload)).is_err());
     }
 }
+
+#[test]
+fn control_frames_parse() {
+    use crate::control::{parse_control, signed_payload};
+    use crate::parse::TPID_8021Q;
+    use crate::test_frames::{CTL_KEY, control, eth, udp4};
+    let cmd = |f: &[u8]| parse_control(f).map(|c| c.command);
+    assert_eq!(cmd(&control(1)), Some(Command::Stop));
+    assert_eq!(cmd(&control(2)), Some(Command::Stats));
+    let p = signed_payload(&CTL_KEY, 9, Command::RssMove { from: 1, to: 2 });
+    assert_eq!(cmd(&eth(&[], CONTROL_ETHERTYPE, &p)), Some(Command::RssMove { from: 1, to: 2 }));
+    assert_eq!(cmd(&control(9)), None, "unknown command byte");
+    assert_eq!(cmd(&control(1)[..22]), None);
+    let mut bad = control(1);
+    bad[14] = b'X';
+    assert_eq!(cmd(&bad), None);
+    let p = signed_payload(&CTL_KEY, 10, Command::Stats);
+    assert_eq!(cmd(&eth(&[(TPID_8021Q, 5)], CONTROL_ETHERTYPE, &p)), Some(Command::Stats));
+    assert_eq!(cmd(&udp4(1, 2, &[])), None);
+}

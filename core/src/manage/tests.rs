@@ -3,9 +3,9 @@ use std::vec::Vec;
 use std::{format, vec};
 
 use super::*;
-use crate::forward::PORTS;
 use crate::nf::Egress;
 use crate::nf::config::ChainSpec;
+use crate::stage::PORTS;
 use crate::time::TickRate;
 
 fn chain(text: &str) -> ChainFactory {

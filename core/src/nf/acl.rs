@@ -26,7 +26,7 @@ use core::fmt;
 
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::parse::{FlowKey, IpAddr};
 use crate::pna::exact::{ConfigError, Lane, LaneStats};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};

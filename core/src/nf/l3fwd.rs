@@ -29,9 +29,10 @@ use core::fmt;
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::checksum;
-use crate::forward::{DropReason, PORTS};
+use crate::drops::DropReason;
 use crate::parse::{IpAddr, L3Kind};
 use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
+use crate::stage::PORTS;
 use crate::sync::{Reader, Swap};
 
 /// Where a route leads: an egress port and the MAC of the neighbour behind it.

@@ -25,7 +25,7 @@ use core::fmt;
 use super::acl::flow_words;
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, PROTO_TCP, PROTO_UDP, Parsed};
 use crate::pna::exact::{ConfigError, Lane, LaneStats, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};

@@ -1,11 +1,12 @@
 //! Network functions and chains (SPEC §4).
 //!
 //! A [`Chain`] is a [`Stage`]: for each received batch it parses every frame once (a frame
-//! that does not parse is dropped and counted, a control frame is consumed, exactly as the
-//! L2 [`Forwarder`](crate::forward::Forwarder) does), hands the surviving packets to each
-//! [`Nf`] in order, and sends what is still alive out of the port its verdict names, with
-//! the egress MAC rewrite (destination = the port's peer unless an NF set one, source =
-//! the port's own MAC).
+//! that does not parse is dropped and counted, a signed control frame on the control port is
+//! consumed), hands the surviving packets to each [`Nf`] in order, and sends what is still
+//! alive out of the port its verdict names, with the egress MAC rewrite (destination = the
+//! port's peer unless an NF set one, source = the port's own MAC). The chain with no NFs is
+//! the L2 forwarder: a frame received on port `i` that parses leaves on port `1 - i`, only
+//! its MACs rewritten.
 //!
 //! An NF sees an [`NfBatch`]: up to 32 [`Pkt`]s, each with its buffer, the parse result
 //! and a [`Verdict`]. It works on the packets whose verdict is still `Forward`, may rewrite
@@ -22,8 +23,10 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
-use crate::forward::{Commands, ControlAuth, DropReason, PORTS, Stage, StageCounters, control_verdict};
+use crate::control::{Commands, ControlAuth, control_verdict};
+use crate::drops::DropReason;
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
+use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
 
 pub mod accounting;
@@ -156,8 +159,26 @@ pub struct Egress {
     pub own_mac: [[u8; 6]; PORTS],
     /// The default next hop behind each port (destination MAC unless an NF set one).
     pub peer_mac: [[u8; 6]; PORTS],
-    /// Who may send control frames (`ctl=port:N`, `ctl_key=`); `None`: control off.
+    /// Who may send control frames (`ctl=port:N`, `ctl_key=`); `None` (`ctl=off`): they are
+    /// dropped as [`DropReason::UnsupportedEthertype`].
     pub control: Option<ControlAuth>,
+}
+
+impl Egress {
+    /// The default peers of docs/PROTOCOL.md (`peer0`, `peer1`).
+    pub const DEFAULT_PEERS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]];
+
+    /// The ports' own MACs, their peers, and who may send control frames.
+    pub const fn new(own_mac: [[u8; 6]; PORTS], peer_mac: [[u8; 6]; PORTS], control: Option<ControlAuth>) -> Self {
+        Self { own_mac, peer_mac, control }
+    }
+}
+
+impl Default for Egress {
+    /// Zero own MACs, the default peers, control off.
+    fn default() -> Self {
+        Self::new([[0; 6]; PORTS], Self::DEFAULT_PEERS, None)
+    }
 }
 
 /// NFs in order, run as one [`Stage`].
@@ -224,8 +245,10 @@ impl Stage for Chain {
         // Parse once; malformed and control frames never reach the NFs.
         for &b in input.as_slice() {
             match parse::parse(pool.frame(b)) {
+                // Nowhere to send it: the caller named a port the chain does not have.
+                Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
                 Ok(parsed) => {
-                    let default_out = (PORTS - 1 - port.min(PORTS - 1)) as u8;
+                    let default_out = (PORTS - 1 - port) as u8;
                     let pkt = Pkt {
                         buf: b,
                         parsed,
@@ -288,10 +311,13 @@ impl Chain {
                 Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
                 Verdict::Forward(to) => {
                     let to = usize::from(to);
-                    let (Some(q), Some(&own), Some(&peer)) =
-                        (out.get_mut(to), self.egress.own_mac.get(to), self.egress.peer_mac.get(to))
-                    else {
+                    let (Some(&own), Some(&peer)) = (self.egress.own_mac.get(to), self.egress.peer_mac.get(to)) else {
                         Self::drop_frame(pool, counters, p.buf, DropReason::NoRoute);
+                        continue;
+                    };
+                    // The caller's output slice has no batch for this port (the Stage contract).
+                    let Some(q) = out.get_mut(to) else {
+                        Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                         continue;
                     };
                     if let Ok(mut eth) = EthernetFrame::try_new(pool.frame_mut(p.buf)) {

@@ -39,11 +39,12 @@ use core::fmt;
 
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
-use crate::forward::{DropReason, PORTS};
+use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, L3Kind, L4Kind, Parsed};
 use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, EntryError, IdleTimeout, NotDone};
+use crate::stage::PORTS;
 use crate::time::{Duration, Instant};
 
 use super::lb::rewrite::{Side, rewrite};

@@ -24,6 +24,7 @@ mod chains;
 pub mod mgmt;
 mod report;
 mod rss;
+mod watchdog;
 
 pub use chains::Chains;
 
@@ -33,15 +34,17 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use cadence_core::buf::Pool;
-use cadence_core::forward::PORTS;
+use cadence_core::latency::Latency;
+use cadence_core::metronome::WorkerStats;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
 use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
-use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
+use cadence_core::poll::{ForwardStats, PollConfig};
+use cadence_core::stage::PORTS;
 use cadence_core::sync::Guarded;
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
-use cadence_core::worker::{WorkerConfig, WorkerStats};
+use cadence_core::worker::{Lane, Mode, Worker};
 use spin::Mutex;
 
 use crate::config::{BootConfig, Sched};
@@ -80,6 +83,16 @@ pub enum Event {
     Done,
 }
 
+/// The line rate Metronome's ring bound assumes ([`BootConfig::line_rate_mbps`]): Mb/s and
+/// where the figure came from (`option`, `port`, `default`); printed on `@ready`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRate {
+    /// Mb/s.
+    pub mbps: u32,
+    /// `option`, `port` or `default`.
+    pub from: &'static str,
+}
+
 /// What the forwarding run needs from the machine under it.
 pub trait Machine: Sync + 'static {
     /// The clock every worker reads (the TSC).
@@ -116,6 +129,12 @@ pub trait Machine: Sync + 'static {
         let _ = out;
         Ok(())
     }
+    /// Writes one line of the human log (what the run is doing, for people; not parsed).
+    /// The image sends it to COM2 as defmt so COM1 keeps the machine lines; the default
+    /// writes it like [`Machine::line`].
+    fn log(&self, args: fmt::Arguments<'_>) {
+        self.line(&mut |w| w.write_fmt(args));
+    }
     /// Notes an event in the machine's log.
     fn event(&self, e: Event) {
         let _ = e;
@@ -127,6 +146,16 @@ pub trait Machine: Sync + 'static {
             core::hint::spin_loop();
         }
     }
+    /// Runs the watchdog `job` on a core or thread that is not a worker's (`index` is the
+    /// first worker index no worker has: the image uses that worker's core, if it exists);
+    /// `false` when the machine has none to spare (then the workers only watch each other).
+    fn spawn_watchdog(&self, index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        let _ = (index, job);
+        false
+    }
+    /// Ends the whole run at once with `outcome`, from the watchdog, when worker 0 cannot
+    /// wind it down (it is stalled): the image exits QEMU, the hosted process exits.
+    fn abort(&self, outcome: Outcome) -> !;
     /// Reads management input (COM1's receiver, the hosted build's stdin) into `buf`
     /// without waiting; returns the bytes read (0: none, or no such input). Called by
     /// worker 0 every [`mgmt::POLL_MS`], never per packet.
@@ -187,8 +216,8 @@ type FwLane<P> = Lane<'static, <P as FwdPort>::Rx, <P as FwdPort>::Tx>;
 /// One worker's published counters.
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    fwd: WorkerStats,
-    core: CoreStats,
+    fwd: ForwardStats,
+    core: WorkerStats,
 }
 
 /// Everything the workers share, leaked at start-up (`'static`, never freed).
@@ -212,6 +241,10 @@ struct Shared<M: Machine, P: FwdPort> {
     rss_saved: Mutex<Option<rss::Saved>>,
     /// Per worker: what its sleeper said at its last publication.
     sleeps: Vec<Mutex<SleepSummary>>,
+    /// Per worker: its sojourn histogram at its last publication; and the SLO.
+    latency: Vec<Mutex<Latency>>,
+    slo: Duration,
+    slo_us: u32,
     /// `@stats` lines skipped because the console was still busy.
     stats_skipped: AtomicU64,
     /// Workers other than 0 that have returned.
@@ -229,6 +262,11 @@ struct Shared<M: Machine, P: FwdPort> {
     inject_stall: Option<(usize, Instant)>,
     /// Workers that could not make their sleeper.
     failed: AtomicUsize,
+    /// When the run started (`t_ms=` of the lines) and when `max_s` ends it, if it does.
+    started: Instant,
+    max_deadline: Option<Instant>,
+    /// `@summary` is out: the run is over (the watchdog returns).
+    finished: AtomicBool,
 }
 
 /// The Metronome configuration of the boot options, with the ports' line rate.
@@ -254,8 +292,9 @@ pub fn run<M: Machine, P: FwdPort>(
     pools: Vec<Pool<'static>>,
     mut ports: Vec<P>,
     spec: &ChainSpec,
-    line_rate_pps: Option<u64>,
+    line: LineRate,
 ) -> Outcome {
+    let line_rate_pps = Some(cadence_core::metronome::line_rate_pps_for_mbps(u64::from(line.mbps)));
     if ports.len() != PORTS {
         say(machine, format_args!("error: forwarding needs 2 NICs, found {}", ports.len()));
         return Outcome::RuntimeFailure;
@@ -326,6 +365,9 @@ pub fn run<M: Machine, P: FwdPort>(
         rss_move: AtomicU32::new(0),
         rss_saved: Mutex::new(None),
         sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
+        latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
+        slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
+        slo_us: cfg.slo_us,
         stats_skipped: AtomicU64::new(0),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
@@ -337,21 +379,22 @@ pub fn run<M: Machine, P: FwdPort>(
         inject_stall: cfg
             .stall
             .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
+        started: clock.now(),
+        max_deadline: (cfg.max_s > 0)
+            .then(|| clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(cfg.max_s) * 1000))),
+        finished: AtomicBool::new(false),
     }));
 
-    say(
-        machine,
-        format_args!(
-            "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
-            cfg.workers,
-            mode.as_str(),
-            match cfg.ctl {
-                Some(0) => "on port 0 (signed)",
-                Some(_) => "on port 1 (signed)",
-                None => "off",
-            }
-        ),
-    );
+    machine.log(format_args!(
+        "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
+        cfg.workers,
+        mode.as_str(),
+        match cfg.ctl {
+            Some(0) => "on port 0 (signed)",
+            Some(_) => "on port 1 (signed)",
+            None => "off",
+        }
+    ));
     machine.event(Event::Started { workers: cfg.workers, lanes });
 
     let mut started = 1;
@@ -363,15 +406,20 @@ pub fn run<M: Machine, P: FwdPort>(
         }
         started += 1;
     }
+    let watched =
+        started == cfg.workers && machine.spawn_watchdog(cfg.workers, Box::new(move || watchdog::run(shared)));
     let mut outcome = Outcome::RuntimeFailure;
     if started == cfg.workers {
         // Every lane's receive rings are filled and every worker is running: traffic may come.
         say(
             machine,
             format_args!(
-                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting}",
+                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={}",
                 cfg.workers,
-                if cfg.mwait { "on" } else { "off" }
+                if cfg.mwait { "on" } else { "off" },
+                line.mbps,
+                line.from,
+                if watched { "core" } else { "workers" }
             ),
         );
         outcome = boot_worker(shared, cfg, &mut ports);
@@ -399,14 +447,25 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 }
 
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
-fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Pipeline<Chain> {
+fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<Chain> {
     let stage = sh.chains.for_worker();
-    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, WorkerConfig::new(TX_RETRIES, Duration::ZERO))
-        .partition(w, sh.slots.len())
+    let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
+    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
+}
+
+/// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]
+/// rounds and at the end, not after every round); `wait` as for [`publish`].
+fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
+    if let Some(slot) = sh.latency.get(w) {
+        let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
+        if let Some(mut l) = guard {
+            l.clone_from(pl.latency());
+        }
+    }
 }
 
 /// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
-fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Chain>, wait: bool) {
+fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
     if let Some(slot) = sh.slots.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
@@ -441,7 +500,7 @@ impl Local {
 fn step<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
     w: usize,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     sleeper: &mut M::Sleeper,
     local: &mut Local,
 ) -> bool {
@@ -480,38 +539,17 @@ fn step<M: Machine, P: FwdPort>(
     }
     if local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish_sleeps(sh, w, sleeper);
+        publish_latency(sh, w, pl, false);
     }
     !stopping
 }
 
-/// The watchdog every worker runs every [`HEALTH_MS`]: a worker whose last round ended more
-/// than `stall_ms` ago is reported stalled (`@fault kind=stall`, once, by whichever worker
-/// sees it first) and recovered when its rounds resume; the live workers then share the
-/// lanes among themselves (a stalled worker holding no lane loses none; one stalled inside a
-/// round keeps that lane locked, and the shutdown reports it).
-fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Pipeline<Chain>, now: Instant) {
-    let rate = sh.clock.rate();
-    for (v, hb) in sh.heartbeats.iter().enumerate().filter(|&(v, _)| v != me && v < 64) {
-        let quiet = now.saturating_since(Instant(hb.load(Ordering::Relaxed)));
-        let bit = 1u64 << v;
-        if quiet > sh.stall_limit {
-            if sh.stalled.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-                sh.stalls.fetch_add(1, Ordering::Relaxed);
-                let lane = sh.last_lane.get(v).map_or(0, |l| l.load(Ordering::Relaxed));
-                say(
-                    sh.machine,
-                    format_args!(
-                        "@fault kind=stall core={v} lane={lane} quiet_ms={} seen_by={me}",
-                        rate.ns(quiet) / 1_000_000
-                    ),
-                );
-            }
-        } else if sh.stalled.load(Ordering::Acquire) & bit != 0
-            && sh.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
-        {
-            say(sh.machine, format_args!("@fault kind=recovered core={v} seen_by={me}"));
-        }
-    }
+/// The watch every worker keeps every [`HEALTH_MS`] (besides the watchdog core's, when the
+/// machine has one): reports stalled and recovered workers ([`watchdog::check`]) and shares
+/// the lanes among the live workers (a stalled worker holding no lane loses none; one stalled
+/// inside a round keeps that lane locked, and the shutdown reports it).
+fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Worker<Chain>, now: Instant) {
+    watchdog::check(sh, watchdog::Seer::Worker(me), now);
     let stalled = sh.stalled.load(Ordering::Acquire);
     let workers = sh.heartbeats.len();
     let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
@@ -528,6 +566,7 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
             while step(sh, w, &mut pl, &mut sleeper, &mut local) {}
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
+            publish_latency(sh, w, &pl, true);
             if let Some(s) = sh.sleeps.get(w) {
                 *s.lock() = M::sleep_summary(&sleeper);
             }
@@ -553,10 +592,10 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     };
     let clock = sh.clock;
     let rate = clock.rate();
-    let start = clock.now();
+    let start = sh.started;
     let period = rate.ticks_from_ms(u64::from(cfg.stats_ms));
     let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
-    let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
+    let deadline = sh.max_deadline;
     let mut pl = pipeline(sh, 0);
     let mut local = Local::new(sh);
     let mut outcome = Outcome::Success;
@@ -598,6 +637,7 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
         }
     }
     publish(sh, 0, &pl, true);
+    publish_latency(sh, 0, &pl, true);
     if let Some(s) = sh.sleeps.first() {
         *s.lock() = M::sleep_summary(&sleeper);
     }
@@ -611,10 +651,9 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
 /// `@summary`.
 fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, outcome: Outcome) -> Outcome {
     let m = sh.machine;
-    say(m, format_args!("forward: stopping"));
+    m.log(format_args!("forward: stopping"));
     let clock = sh.clock;
     let rate = clock.rate();
-    let start = clock.now();
     let others = started.saturating_sub(1);
     // A shutdown that leaves a worker running, a lane held or frames on a TX ring did not
     // stop cleanly: it says which, and the run fails even after a STOP.
@@ -646,7 +685,8 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
             }
         }
     }
-    report::line(sh, "@summary", start, clock.now(), true);
+    report::line(sh, "@summary", sh.started, clock.now(), true);
+    sh.finished.store(true, Ordering::Release);
     m.event(Event::Done);
     if clean { outcome } else { Outcome::RuntimeFailure }
 }

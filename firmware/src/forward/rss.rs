@@ -4,8 +4,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use cadence_core::nf::Chain;
-use cadence_core::pipeline::Pipeline;
 use cadence_core::time::Clock;
+use cadence_core::worker::Worker;
 
 use super::{FwdPort, Machine, Shared, publish, say};
 
@@ -41,7 +41,7 @@ pub(super) struct Saved {
 /// drained=… empty=…` (or `@rss failed … reason=…`) and returns the same.
 pub(super) fn move_buckets<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     ports: &mut [P],
     from: u8,
     to: u8,
@@ -108,7 +108,7 @@ pub(super) struct Moved {
 /// returns the same.
 pub(super) fn restore<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     ports: &mut [P],
 ) -> Result<Moved, &'static str> {
     let m = sh.machine;
@@ -142,7 +142,7 @@ pub(super) fn restore<M: Machine, P: FwdPort>(
 /// unlocks. Returns the frames drained and whether the lane was found empty.
 fn switch<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     ports: &mut [P],
     tables: &[Vec<u16>],
     drain: u8,

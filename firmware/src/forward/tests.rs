@@ -12,7 +12,7 @@ use std::vec;
 use alloc::string::{String, ToString};
 
 use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, Pool};
-use cadence_core::forward::{CONTROL_ETHERTYPE, Command};
+use cadence_core::control::{CONTROL_ETHERTYPE, Command};
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats};
 use cadence_core::time::TickRate;
 
@@ -163,6 +163,10 @@ struct FakeMachine {
     lines: StdMutex<Vec<String>>,
     /// `try_line` answers "busy" this many times first.
     busy: StdMutex<u32>,
+    /// Runs a watchdog thread when asked.
+    watchdog: bool,
+    /// What the watchdog's `abort` ended the run with.
+    aborted: StdMutex<Option<Outcome>>,
 }
 
 impl FakeMachine {
@@ -175,6 +179,23 @@ impl FakeMachine {
             threads: StdMutex::new(Vec::new()),
             lines: StdMutex::new(Vec::new()),
             busy: StdMutex::new(busy),
+            watchdog: false,
+            aborted: StdMutex::new(None),
+        }))
+    }
+
+    /// A machine with `cpus` CPUs and a watchdog thread.
+    fn with_watchdog(cpus: usize) -> &'static FakeMachine {
+        Box::leak(Box::new(FakeMachine {
+            clock: NsClock(StdInstant::now()),
+            gone: std::sync::atomic::AtomicBool::new(false),
+            cpus,
+            refuse: Vec::new(),
+            threads: StdMutex::new(Vec::new()),
+            lines: StdMutex::new(Vec::new()),
+            busy: StdMutex::new(0),
+            watchdog: true,
+            aborted: StdMutex::new(None),
         }))
     }
 
@@ -220,6 +241,16 @@ impl Machine for FakeMachine {
     fn stall_forever(&self) -> ! {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+    fn spawn_watchdog(&self, _index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        self.watchdog && std::thread::Builder::new().spawn(job).is_ok()
+    }
+    fn abort(&self, outcome: Outcome) -> ! {
+        // The process must go on (other tests): record it and park this thread for good.
+        *self.aborted.lock().expect("aborted") = Some(outcome);
+        loop {
+            std::thread::park();
         }
     }
     fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) {
@@ -327,7 +358,7 @@ fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
     let run = std::thread::spawn(move || {
         let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * cadence_core::buf::BUF_SIZE].into_boxed_slice());
         let pools = vec![Pool::try_new(mem, 0, 512).expect("pool")];
-        run(machine, &cfg, pools, ports, &ChainSpec::default(), Some(14_880_952))
+        run(machine, &cfg, pools, ports, &ChainSpec::default(), LineRate { mbps: 10_000, from: "default" })
     });
     Rig { in0, out1, run, machine }
 }
@@ -481,4 +512,39 @@ fn a_stalled_worker_is_reported_its_lane_kept_forwarding_and_the_run_fails() {
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
     assert_eq!(key(summary, "stalls"), Some(1), "{summary}");
     assert_eq!(key(summary, "p1_tx"), Some(500), "{summary}");
+}
+
+#[test]
+fn the_watchdog_reports_a_lone_stalled_worker_and_ends_the_run_at_max_s() {
+    // One worker, and it hangs 30 ms in: no other worker can see it, the watchdog thread does;
+    // `max_s` cannot run in the hung worker's loop, the watchdog ends the run.
+    let m = FakeMachine::with_watchdog(1);
+    let rig = start("CTL workers=1 stall=0:30 stall_ms=100 max_s=1", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready") && l.ends_with(" watchdog=core")));
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@fault kind=stall core=0 ")));
+    wait_for(|| m.aborted.lock().expect("aborted").is_some());
+    assert_eq!(*m.aborted.lock().expect("aborted"), Some(Outcome::RuntimeFailure));
+    let lines = m.lines();
+    let fault = lines.iter().find(|l| l.starts_with("@fault")).expect("fault");
+    assert!(fault.contains("seen_by=watchdog"), "{fault}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("error: watchdog: the run did not wind down") && l.contains("after max_s")),
+        "{lines:?}"
+    );
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "stalls"), Some(1), "{summary}");
+    // The hung worker's thread never returns; the run thread is left behind with it.
+    assert!(!rig.run.is_finished());
+}
+
+#[test]
+fn with_a_live_worker_0_the_watchdog_stays_quiet() {
+    let m = FakeMachine::with_watchdog(1);
+    let rig = start("CTL workers=1 max_s=1", m);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l == "error: max_s=1 reached without a STOP control frame"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("watchdog:") || l.starts_with("@fault")), "{lines:?}");
+    assert_eq!(*m.aborted.lock().expect("aborted"), None);
 }

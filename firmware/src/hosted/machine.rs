@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use cadence_core::time::{Clock, Duration};
-use cadence_firmware::forward::{Machine, SleepSummary};
+use cadence_firmware::forward::{Machine, Outcome, SleepSummary};
 use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::iface;
 use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError};
@@ -149,6 +149,12 @@ impl Hosted {
         *self.extra.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
 
+    /// Writes a line of the human log to stderr (stdout keeps the machine lines).
+    pub fn log_line(&self, args: fmt::Arguments<'_>) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "{args}");
+    }
+
     /// Prints a line (waits for room in the queue).
     pub fn say(&self, args: fmt::Arguments<'_>) {
         self.send(args.to_string(), true);
@@ -283,6 +289,24 @@ impl Machine for Hosted {
         loop {
             std::thread::park();
         }
+    }
+
+    fn log(&self, args: fmt::Arguments<'_>) {
+        self.log_line(args);
+    }
+
+    fn spawn_watchdog(&self, _index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        // An unpinned thread: it sleeps between checks, so it costs the workers nothing.
+        std::thread::Builder::new().name("cadence-watchdog".into()).spawn(job).is_ok()
+    }
+
+    fn abort(&self, outcome: Outcome) -> ! {
+        self.flush();
+        std::process::exit(match outcome {
+            Outcome::Success => 0,
+            Outcome::ConfigError => 2,
+            Outcome::RuntimeFailure => 1,
+        })
     }
 
     fn read_mgmt(&self, buf: &mut [u8]) -> usize {

@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 
-use cadence_core::metronome::LogHistogram;
+use cadence_core::hist::LogHistogram;
 use cadence_core::netblaze::Profile;
 
 /// What a queued packet still needs.

@@ -38,7 +38,6 @@
 use std::net::IpAddr;
 
 use cadence_core::buf::{BUF_SIZE, Batch, Pool};
-use cadence_core::forward::{Stage, StageCounters};
 use cadence_core::nf::acl::{AclAction, AclConfig, Prefix};
 use cadence_core::nf::config::{ChainSpec, NfSpec};
 use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop};
@@ -46,6 +45,7 @@ use cadence_core::nf::lb::LbConfig;
 use cadence_core::nf::urlfilter::UrlFilterConfig;
 use cadence_core::nf::{Chain, Egress};
 use cadence_core::parse::IpAddr as CoreIp;
+use cadence_core::stage::{Stage, StageCounters};
 use cadence_core::time::{Instant, TickRate};
 
 use super::frame::Flow;

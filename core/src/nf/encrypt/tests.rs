@@ -1,9 +1,9 @@
 use super::*;
 use crate::buf::{BUF_SIZE, Batch};
 use crate::checksum;
-use crate::forward::{Stage, StageCounters};
 use crate::nf::{Chain, Egress};
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, L3Kind, PROTO_UDP, parse};
+use crate::stage::{Stage, StageCounters};
 use crate::test_frames::{eth, icmp_echo, ipv4, ipv6, tcp4, tcp6, udp, udp4};
 use alloc::boxed::Box;
 use alloc::vec;
