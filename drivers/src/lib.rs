@@ -19,12 +19,15 @@
 extern crate alloc;
 
 pub mod hal;
+#[cfg(feature = "i40e")]
+pub mod i40e;
 #[cfg(feature = "igb")]
 pub mod igb;
-#[cfg(any(feature = "ixgbe", feature = "igb"))]
+#[cfg(any(feature = "ixgbe", feature = "igb", feature = "i40e"))]
 pub mod intel;
 #[cfg(feature = "ixgbe")]
 pub mod ixgbe;
+pub mod reg;
 #[cfg(test)]
 mod shm;
 #[cfg(feature = "tpacket")]
