@@ -9,6 +9,7 @@ pub mod defmt;
 pub mod image;
 pub mod netns;
 pub mod pcap;
+pub mod peers;
 pub mod protocol;
 pub mod provision;
 pub mod qemu;
