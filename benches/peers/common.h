@@ -1,9 +1,11 @@
 /* Shared by Cadence's DPDK peer programs (`cargo xtask peers`, docs/PERFORMANCE.md "Side by side").
  *
  * Every program measures the same way as Cadence's counterpart (core/benches/peers.rs):
- * S samples (after one discarded warm-up sample), each a fixed number of operations timed with
- * rdtsc around every burst; a sample's figure is TSC cycles per operation; the program prints
- * the median, min and max over its samples as one machine-readable line:
+ * one discarded warm-up sample, then samples until there are at least S (--samples) and at
+ * least M milliseconds (--min-ms) have passed since the first, so that every figure spans a
+ * window the harness's noise guard can judge; each sample is a fixed number of operations
+ * timed with rdtsc around every burst; a sample's figure is TSC cycles per operation; the
+ * program prints the median, min and max over its samples as one machine-readable line:
  *
  *   PEERBENCH impl=rte_hash op=hit_b32 size=64K pages=4k cycles=33.21 min=32.90 max=35.02 samples=7 ops=32768
  *
@@ -24,7 +26,7 @@
 #include <rte_malloc.h>
 
 #define PEER_B 32          /* burst size */
-#define PEER_MAX_SAMPLES 64
+#define PEER_MAX_SAMPLES 4096
 
 struct peer_key {
 	uint64_t w[2];
@@ -67,17 +69,47 @@ static inline const char *peer_pages(void)
 	return rte_eal_has_hugepages() ? "2M" : "4k";
 }
 
-/* Prints one result line: median/min/max of `n` samples of cycles per op. */
-static inline void peer_report(const char *impl, const char *op, const char *size, double *samples, int n,
-			uint64_t ops_per_sample)
+/* The sampling rule: --samples and --min-ms. */
+static struct {
+	int samples;
+	uint64_t min_cycles;
+} peer_cfg = {7, 0};
+
+struct peer_sampler {
+	uint64_t t0;
+	int seen; /* samples offered, the warm-up included */
+	double r[PEER_MAX_SAMPLES];
+};
+
+static inline void peer_begin(struct peer_sampler *s)
 {
-	double s[PEER_MAX_SAMPLES];
-	int i;
+	s->t0 = rte_rdtsc();
+	s->seen = 0;
+}
+
+/* Records one sample (the first is the warm-up and is dropped); returns whether to take another. */
+static inline int peer_more(struct peer_sampler *s, double x)
+{
+	int kept;
+
+	if (s->seen > 0)
+		s->r[s->seen - 1] = x;
+	s->seen++;
+	kept = s->seen - 1;
+	if (kept >= PEER_MAX_SAMPLES)
+		return 0;
+	return kept < peer_cfg.samples || rte_rdtsc() - s->t0 < peer_cfg.min_cycles;
+}
+
+/* Prints one result line: median/min/max of the kept samples of cycles per op. */
+static inline void peer_report(const char *impl, const char *op, const char *size, struct peer_sampler *sp,
+			       uint64_t ops_per_sample)
+{
+	double *s = sp->r;
+	int n = sp->seen - 1;
 
 	if (n < 1)
 		return;
-	for (i = 0; i < n; i++)
-		s[i] = samples[i];
 	qsort(s, n, sizeof(double), peer_cmp);
 	printf("PEERBENCH impl=%s op=%s size=%s pages=%s cycles=%.2f min=%.2f max=%.2f samples=%d ops=%llu\n",
 	       impl, op, size, peer_pages(), n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2, s[0], s[n - 1], n,
@@ -85,14 +117,13 @@ static inline void peer_report(const char *impl, const char *op, const char *siz
 	fflush(stdout);
 }
 
-/* Parses the program's own options (after EAL's): --size 64K|1M, --samples S. */
-static inline void peer_args(int argc, char **argv, size_t *n, const char **label, int *samples)
+/* Parses the program's own options (after EAL's): --size 64K|1M, --samples S, --min-ms M. */
+static inline void peer_args(int argc, char **argv, size_t *n, const char **label)
 {
 	int i;
 
 	*n = 1 << 16;
 	*label = "64K";
-	*samples = 7;
 	for (i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--size") == 0) {
 			if (strcmp(argv[i + 1], "64K") == 0) {
@@ -105,9 +136,11 @@ static inline void peer_args(int argc, char **argv, size_t *n, const char **labe
 				rte_exit(EXIT_FAILURE, "peer: --size must be 64K or 1M\n");
 			}
 		} else if (strcmp(argv[i], "--samples") == 0) {
-			*samples = atoi(argv[i + 1]);
-			if (*samples < 1 || *samples > PEER_MAX_SAMPLES - 1)
+			peer_cfg.samples = atoi(argv[i + 1]);
+			if (peer_cfg.samples < 1 || peer_cfg.samples >= PEER_MAX_SAMPLES)
 				rte_exit(EXIT_FAILURE, "peer: --samples out of range\n");
+		} else if (strcmp(argv[i], "--min-ms") == 0) {
+			peer_cfg.min_cycles = (uint64_t)atoi(argv[i + 1]) * (rte_get_tsc_hz() / 1000);
 		} else {
 			rte_exit(EXIT_FAILURE, "peer: unknown option %s\n", argv[i]);
 		}

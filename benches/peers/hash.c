@@ -1,7 +1,7 @@
 /* rte_hash peer: bulk lookup hit/miss (burst 32), add-on-miss and delete at a steady 75 %
  * occupancy, 16-byte keys, 8-byte data, CRC32 hash, `entries` = N (64K or 1M), no flags.
  *
- *   peer_hash <EAL args> -- --size 64K|1M [--samples S]
+ *   peer_hash <EAL args> -- --size 64K|1M [--samples S] [--min-ms M]
  *
  * add-on-miss hashes the 32 keys once (rte_hash_hash), looks them up with
  * rte_hash_lookup_with_hash_bulk_data and adds each miss with rte_hash_add_key_with_hash_data,
@@ -72,25 +72,27 @@ int main(int argc, char **argv)
 	int ret = rte_eal_init(argc, argv);
 	size_t n, live, cur = 0, head, tail;
 	const char *label;
-	int samples, s, i, j;
-	double r[PEER_MAX_SAMPLES];
+	int i, j;
+	static struct peer_sampler sp;
 	uint64_t bad = 0, fill_fail, add_fail = 0, adds = 0, del_fail = 0;
 
 	if (ret < 0)
 		rte_exit(EXIT_FAILURE, "peer_hash: EAL init failed\n");
-	peer_args(argc - ret, argv + ret, &n, &label, &samples);
+	peer_args(argc - ret, argv + ret, &n, &label);
 	live = peer_live(n);
 
 	/* ---- lookups on a table holding `live` keys ---- */
 	struct peer_key *present = peer_keys(n, 1), *absent = peer_keys(n, 2), *all = peer_keys(n, 3);
 	struct rte_hash *h = make("peer_lookup", n);
 	fill_fail = fill(h, present, live);
-	for (s = 0; s <= samples; s++)
-		r[s] = lookups(h, present, live, &cur, (1ULL << PEER_B) - 1, &bad);
-	peer_report("rte_hash", "hit_b32", label, r + 1, samples, PEER_LOOKUP_BURSTS * PEER_B);
-	for (s = 0; s <= samples; s++)
-		r[s] = lookups(h, absent, live, &cur, 0, &bad);
-	peer_report("rte_hash", "miss_b32", label, r + 1, samples, PEER_LOOKUP_BURSTS * PEER_B);
+	peer_begin(&sp);
+	while (peer_more(&sp, lookups(h, present, live, &cur, (1ULL << PEER_B) - 1, &bad)))
+		;
+	peer_report("rte_hash", "hit_b32", label, &sp, PEER_LOOKUP_BURSTS * PEER_B);
+	peer_begin(&sp);
+	while (peer_more(&sp, lookups(h, absent, live, &cur, 0, &bad)))
+		;
+	peer_report("rte_hash", "miss_b32", label, &sp, PEER_LOOKUP_BURSTS * PEER_B);
 	rte_hash_free(h);
 
 	/* ---- add-on-miss and delete at a steady 75 % ---- */
@@ -98,8 +100,9 @@ int main(int argc, char **argv)
 	fill_fail += fill(h, all, live);
 	head = live;
 	tail = 0;
-	for (int phase = 0; phase < 2; phase++) {
-		for (s = 0; s <= samples; s++) {
+	for (int phase = 0, more; phase < 2; phase++) {
+		peer_begin(&sp);
+		do {
 			uint64_t spent = 0;
 
 			for (i = 0; i < PEER_STEADY_STEPS; i++) {
@@ -132,10 +135,9 @@ int main(int argc, char **argv)
 				bad += mask != 0;
 				spent += phase == 0 ? t1 - t0 : t2 - t1;
 			}
-			r[s] = (double)spent / (PEER_STEADY_STEPS * PEER_B);
-		}
-		peer_report("rte_hash", phase == 0 ? "add_on_miss" : "delete", label, r + 1, samples,
-			    PEER_STEADY_STEPS * PEER_B);
+			more = peer_more(&sp, (double)spent / (PEER_STEADY_STEPS * PEER_B));
+		} while (more);
+		peer_report("rte_hash", phase == 0 ? "add_on_miss" : "delete", label, &sp, PEER_STEADY_STEPS * PEER_B);
 	}
 	rte_hash_free(h);
 	printf("PEERINFO impl=rte_hash size=%s fill_fail=%llu add_fail=%llu adds=%llu del_fail=%llu bad=%llu\n",

@@ -2,7 +2,7 @@
  * learn (add-on-miss) and delete at a steady 75 % of n_keys_max, rearm after a hit; 16-byte keys,
  * 8-byte action data, default hash, n_keys_max = N (64K or 1M), one 3600 s timeout.
  *
- *   peer_learner <EAL args> -- --size 64K|1M [--samples S]
+ *   peer_learner <EAL args> -- --size 64K|1M [--samples S] [--min-ms M]
  *
  * A burst interleaves 32 lookups through 32 mailboxes: the first call of each hashes the key and
  * prefetches its bucket, later calls finish it (the table's own 2-phase design). learn = burst
@@ -110,14 +110,14 @@ int main(int argc, char **argv)
 	int ret = rte_eal_init(argc, argv);
 	size_t n, live, cur = 0, head, tail, i;
 	const char *label;
-	int samples, s, j, hit[PEER_B];
-	double r[PEER_MAX_SAMPLES];
+	int j, hit[PEER_B];
+	static struct peer_sampler sp;
 	uint64_t bad = 0, fill_fail = 0, add_fail = 0, adds = 0;
 	uint8_t *kp[PEER_B];
 
 	if (ret < 0)
 		rte_exit(EXIT_FAILURE, "peer_learner: EAL init failed\n");
-	peer_args(argc - ret, argv + ret, &n, &label, &samples);
+	peer_args(argc - ret, argv + ret, &n, &label);
 	live = peer_live(n);
 	now = rte_rdtsc();
 	for (j = 0; j < PEER_B; j++) {
@@ -131,15 +131,18 @@ int main(int argc, char **argv)
 	void *t = make(n);
 	for (i = 0; i < live; i += PEER_B)
 		fill_fail += learn(t, &present[i], i + 1, hit, kp);
-	for (s = 0; s <= samples; s++)
-		r[s] = lookups(t, present, live, &cur, HIT, &bad);
-	peer_report("learner", "hit_b32", label, r + 1, samples, PEER_LOOKUP_BURSTS * PEER_B);
-	for (s = 0; s <= samples; s++)
-		r[s] = lookups(t, absent, live, &cur, MISS, &bad);
-	peer_report("learner", "miss_b32", label, r + 1, samples, PEER_LOOKUP_BURSTS * PEER_B);
-	for (s = 0; s <= samples; s++)
-		r[s] = lookups(t, present, live, &cur, REARM, &bad);
-	peer_report("learner", "rearm", label, r + 1, samples, PEER_LOOKUP_BURSTS * PEER_B);
+	peer_begin(&sp);
+	while (peer_more(&sp, lookups(t, present, live, &cur, HIT, &bad)))
+		;
+	peer_report("learner", "hit_b32", label, &sp, PEER_LOOKUP_BURSTS * PEER_B);
+	peer_begin(&sp);
+	while (peer_more(&sp, lookups(t, absent, live, &cur, MISS, &bad)))
+		;
+	peer_report("learner", "miss_b32", label, &sp, PEER_LOOKUP_BURSTS * PEER_B);
+	peer_begin(&sp);
+	while (peer_more(&sp, lookups(t, present, live, &cur, REARM, &bad)))
+		;
+	peer_report("learner", "rearm", label, &sp, PEER_LOOKUP_BURSTS * PEER_B);
 	rte_swx_table_learner_free(t);
 
 	/* ---- learn (add-on-miss) and delete at a steady 75 % ---- */
@@ -148,8 +151,9 @@ int main(int argc, char **argv)
 		fill_fail += learn(t, &all[i], i + 1, hit, kp);
 	head = live;
 	tail = 0;
-	for (int phase = 0; phase < 2; phase++) {
-		for (s = 0; s <= samples; s++) {
+	for (int phase = 0, more; phase < 2; phase++) {
+		peer_begin(&sp);
+		do {
 			uint64_t spent = 0;
 
 			for (int step = 0; step < PEER_STEADY_STEPS; step++) {
@@ -173,10 +177,9 @@ int main(int argc, char **argv)
 				adds += PEER_B;
 				spent += phase == 0 ? t1 - t0 : t2 - t1;
 			}
-			r[s] = (double)spent / (PEER_STEADY_STEPS * PEER_B);
-		}
-		peer_report("learner", phase == 0 ? "add_on_miss" : "delete", label, r + 1, samples,
-			    PEER_STEADY_STEPS * PEER_B);
+			more = peer_more(&sp, (double)spent / (PEER_STEADY_STEPS * PEER_B));
+		} while (more);
+		peer_report("learner", phase == 0 ? "add_on_miss" : "delete", label, &sp, PEER_STEADY_STEPS * PEER_B);
 	}
 	rte_swx_table_learner_free(t);
 	printf("PEERINFO impl=learner size=%s fill_fail=%llu add_fail=%llu adds=%llu bad=%llu\n", label,

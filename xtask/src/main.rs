@@ -133,6 +133,9 @@ enum Cmd {
         /// Seconds of forwarding per testpmd / l3fwd run.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
         seconds: u64,
+        /// The least time each table figure's samples span, in milliseconds.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+        table_ms: u64,
         /// Only these groups (comma-separated): tables-64K, tables-1M, io, macswap, l3fwd, ring.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
@@ -224,7 +227,7 @@ fn real_main() -> Result<ExitCode> {
                 anyhow::bail!("cadence-sim {study} failed: {status}");
             }
         }
-        Cmd::Peers { rounds, max_rounds, pages, samples, seconds, only, out } => {
+        Cmd::Peers { rounds, max_rounds, pages, samples, seconds, table_ms, only, out } => {
             use xtask::peers::plan::Pages;
             let opts = xtask::peers::Options {
                 rounds: rounds as usize,
@@ -236,6 +239,7 @@ fn real_main() -> Result<ExitCode> {
                 },
                 samples,
                 seconds,
+                table_ms,
                 only,
                 out,
             };

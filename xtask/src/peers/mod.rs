@@ -46,6 +46,8 @@ pub struct Options {
     pub samples: u32,
     /// Seconds of forwarding per testpmd / l3fwd run.
     pub seconds: u64,
+    /// The least time each table figure spans, in milliseconds.
+    pub table_ms: u64,
     /// Only these groups (see [`GROUPS`]); empty: all.
     pub only: Vec<String>,
     /// Output directory (default `target/bench/peers`).
@@ -185,6 +187,7 @@ pub fn run(o: &Options) -> Result<bool> {
     let knobs = Knobs {
         samples: o.samples,
         seconds: o.seconds,
+        table_ms: o.table_ms,
         routes4,
         routes6: Path::new(build::L3FWD_SRC).join("lpm_default_v6.cfg"),
     };

@@ -76,8 +76,12 @@ pub struct Group {
 pub struct Knobs {
     /// Samples per figure in the programs that sample.
     pub samples: u32,
-    /// Seconds of forwarding per testpmd / l3fwd run.
+    /// Seconds of forwarding per testpmd / l3fwd run, and the least time each Cadence
+    /// forwarding figure and the ring figure spans.
     pub seconds: u64,
+    /// The least time each table figure spans, in milliseconds (so that the noise guard,
+    /// whose clock ticks are 10 ms, judges windows of a useful length).
+    pub table_ms: u64,
     /// The l3fwd route files (IPv4, IPv6).
     pub routes4: PathBuf,
     pub routes6: PathBuf,
@@ -110,15 +114,16 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
     let p = pages.label();
     let huge: Vec<String> = if pages == Pages::Huge { vec!["--huge".into()] } else { vec![] };
     let samples = k.samples.to_string();
-    let cadence = |what: &[&str]| {
+    let (table_ms, fwd_ms) = (k.table_ms.to_string(), (k.seconds * 1000).to_string());
+    let cadence = |what: &[&str], ms: &str| {
         let mut a = strings(what);
         a.extend(huge.iter().cloned());
-        a.extend(["--samples".into(), samples.clone()]);
+        a.extend(["--samples".into(), samples.clone(), "--min-ms".into(), ms.to_string()]);
         a
     };
     let table_peer = |program, name: &str, size: &str| {
         let mut a = eal(pages, "1", 1024);
-        a.extend(strings(&["--", "--size", size, "--samples", &samples]));
+        a.extend(strings(&["--", "--size", size, "--samples", &samples, "--min-ms", &table_ms]));
         Job { label: format!("{name} {size} ({p})"), program, args: a, ending: Ending::Exits, testpmd_mode: None }
     };
     let tables = |size: &str| {
@@ -126,7 +131,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
             Job {
                 label: format!("cadence tables {size} ({p})"),
                 program: Program::Cadence,
-                args: cadence(&["tables", "--size", size]),
+                args: cadence(&["tables", "--size", size], &table_ms),
                 ending: Ending::Exits,
                 testpmd_mode: None,
             },
@@ -137,7 +142,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
     let fwd = |op: &str| Job {
         label: format!("cadence {op} ({p})"),
         program: Program::Cadence,
-        args: cadence(&[op]),
+        args: cadence(&[op], &fwd_ms),
         ending: Ending::Exits,
         testpmd_mode: None,
     };
@@ -164,7 +169,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
     l3.push(format!("--rule_ipv4={}", k.routes4.display()));
     l3.push(format!("--rule_ipv6={}", k.routes6.display()));
     let mut ring = eal(pages, "0,1", 256);
-    ring.extend(strings(&["--", "--samples", &samples]));
+    ring.extend(strings(&["--", "--samples", &samples, "--min-ms", &fwd_ms]));
     vec![
         Group { name: GROUPS[0], jobs: tables("64K") },
         Group { name: GROUPS[1], jobs: tables("1M") },
@@ -278,7 +283,7 @@ mod tests {
     use super::*;
 
     fn knobs() -> Knobs {
-        Knobs { samples: 7, seconds: 3, routes4: "/r4".into(), routes6: "/r6".into() }
+        Knobs { samples: 7, seconds: 3, table_ms: 300, routes4: "/r4".into(), routes6: "/r6".into() }
     }
 
     #[test]
