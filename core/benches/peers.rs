@@ -3,7 +3,7 @@
 //! measured the same way and printed in the same machine-readable line.
 //!
 //! ```text
-//! peers tables --size 64K|1M [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
+//! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
 //! peers io|l2fwd|l3fwd [--huge] [--samples S] [--min-ms M]         # the worker loop, software NICs
 //! ```
 //!
@@ -235,6 +235,17 @@ fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
     );
 }
 
+/// `64K`, `1M`, ...: a power of two of at least 1K keys.
+fn parse_size(s: &str) -> Option<usize> {
+    let (num, shift) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 10),
+        b'M' => (&s[..s.len() - 1], 20),
+        _ => return None,
+    };
+    let n = num.parse::<usize>().ok()?.checked_shl(shift)?;
+    n.is_power_of_two().then_some(n)
+}
+
 fn usage() -> ExitCode {
     eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l3fwd  [--huge] [--samples S] [--min-ms M]");
     ExitCode::FAILURE
@@ -263,10 +274,9 @@ fn main() -> ExitCode {
     };
     match case {
         "--bench" => eprintln!("peers: driven by `cargo xtask peers` (see the file's header); nothing to do"),
-        "tables" => match opt("--size") {
-            Some("64K") => tables(1 << 16, "64K", rule),
-            Some("1M") => tables(1 << 20, "1M", rule),
-            _ => return usage(),
+        "tables" => match opt("--size").and_then(|s| Some((s, parse_size(s)?))) {
+            Some((label, n)) => tables(n, label, rule),
+            None => return usage(),
         },
         "io" => forwarding("io", IoOnly, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule),
         "l2fwd" => {

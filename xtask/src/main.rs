@@ -142,6 +142,10 @@ enum Cmd {
         /// Output directory (default: target/bench/peers).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Before each round, wait up to this many seconds for a quiet machine (others using
+        /// at most 0.2 CPUs over 2 s); a round that turns noisy is still refused.
+        #[arg(long, default_value_t = 0)]
+        wait_quiet: u64,
     },
     /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
     /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
@@ -227,7 +231,7 @@ fn real_main() -> Result<ExitCode> {
                 anyhow::bail!("cadence-sim {study} failed: {status}");
             }
         }
-        Cmd::Peers { rounds, max_rounds, pages, samples, seconds, table_ms, only, out } => {
+        Cmd::Peers { rounds, max_rounds, pages, samples, seconds, table_ms, only, out, wait_quiet } => {
             use xtask::peers::plan::Pages;
             let opts = xtask::peers::Options {
                 rounds: rounds as usize,
@@ -242,6 +246,7 @@ fn real_main() -> Result<ExitCode> {
                 table_ms,
                 only,
                 out,
+                wait_quiet: std::time::Duration::from_secs(wait_quiet),
             };
             if !xtask::peers::run(&opts)? {
                 return Ok(ExitCode::FAILURE);

@@ -52,6 +52,29 @@ pub struct Options {
     pub only: Vec<String>,
     /// Output directory (default `target/bench/peers`).
     pub out: Option<PathBuf>,
+    /// Before each round, wait up to this long for a quiet 2-second window (0: start at once).
+    /// A round that then turns noisy is still refused.
+    pub wait_quiet: Duration,
+}
+
+/// Waits until others use at most [`MAX_OTHERS_CPUS`] over a 2-second window, or `limit` passes.
+/// Returns the last window's figure.
+fn wait_for_quiet(limit: Duration) -> Result<f64> {
+    let t0 = Instant::now();
+    loop {
+        let a = noise::read()?;
+        std::thread::sleep(Duration::from_secs(2));
+        let b = noise::read()?;
+        let others = Window::between(&a, &b, noise::clock_ticks()).others_cpus();
+        if others <= MAX_OTHERS_CPUS || t0.elapsed() >= limit {
+            return Ok(others);
+        }
+        println!(
+            "  waiting for a quiet machine: others use {others:.2} CPUs ({:.0} s so far)",
+            t0.elapsed().as_secs_f64()
+        );
+        std::thread::sleep(Duration::from_secs(8));
+    }
 }
 
 /// Kill a program that runs this much longer than it should.
@@ -212,6 +235,9 @@ pub fn run(o: &Options) -> Result<bool> {
     let mut refused: Vec<(usize, String)> = Vec::new();
     let mut round = 0;
     while accepted.len() < o.rounds && round < o.max_rounds {
+        if !o.wait_quiet.is_zero() {
+            wait_for_quiet(o.wait_quiet)?;
+        }
         println!("\n== round {round} (accepted so far: {}) ==", accepted.len());
         let mut worst: Option<(f64, String)> = None;
         for (p, job) in plan::round_order(round, &pages, &knobs, &o.only) {
