@@ -107,9 +107,16 @@ fn report(op: &str, size: &str, mut s: Vec<f64>, ops: usize) {
     );
 }
 
+/// Buckets per table (`--buckets-per 4`: capacity / 4); 0 keeps the table's default (capacity / 2).
+static BUCKETS_PER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn table(n: usize, mode: IdleTimeout) -> Table {
     let mut cfg = ExactConfig::new(n);
     cfg.idle_timeout = mode;
+    let per = BUCKETS_PER.load(std::sync::atomic::Ordering::Relaxed);
+    if per > 0 {
+        cfg.buckets = (n / per).next_power_of_two();
+    }
     let t = ExactTable::new(cfg);
     t.set_expire_profile(0, Duration(u64::MAX / 4));
     t
@@ -267,6 +274,12 @@ fn main() -> ExitCode {
         Some(Err(_)) => return usage(),
     };
     let rule = Rule { samples, min: std::time::Duration::from_millis(min) };
+    // Experiments only (`docs/PERFORMANCE.md`, "the lookup gap"): fewer, fuller buckets.
+    match opt("--buckets-per").map(str::parse::<usize>) {
+        None => {}
+        Some(Ok(per)) if per.is_power_of_two() => BUCKETS_PER.store(per, std::sync::atomic::Ordering::Relaxed),
+        Some(_) => return usage(),
+    }
     let Some(case) = args.first().map(String::as_str) else {
         // `cargo bench` runs every bench with `--bench`: this one is driven by `cargo xtask peers`.
         eprintln!("peers: driven by `cargo xtask peers` (see the file's header); nothing to do");
