@@ -114,8 +114,8 @@ fn table(n: usize, mode: IdleTimeout) -> Table {
     let mut cfg = ExactConfig::new(n);
     cfg.idle_timeout = mode;
     let per = BUCKETS_PER.load(std::sync::atomic::Ordering::Relaxed);
-    if per > 0 {
-        cfg.buckets = (n / per).next_power_of_two();
+    if let Some(b) = n.checked_div(per) {
+        cfg.buckets = b.next_power_of_two();
     }
     let t = ExactTable::new(cfg);
     t.set_expire_profile(0, Duration(u64::MAX / 4));
