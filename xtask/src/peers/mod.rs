@@ -23,6 +23,7 @@ pub mod stats;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -66,7 +67,7 @@ fn wait_for_quiet(limit: Duration) -> Result<f64> {
         std::thread::sleep(Duration::from_secs(2));
         let b = noise::read()?;
         let others = Window::between(&a, &b, noise::clock_ticks()).others_cpus();
-        if others <= MAX_OTHERS_CPUS || t0.elapsed() >= limit {
+        if others <= MAX_OTHERS_CPUS || t0.elapsed() >= limit || STOP.load(Ordering::Relaxed) {
             return Ok(others);
         }
         println!(
@@ -74,6 +75,23 @@ fn wait_for_quiet(limit: Duration) -> Result<f64> {
             t0.elapsed().as_secs_f64()
         );
         std::thread::sleep(Duration::from_secs(8));
+    }
+}
+
+/// Set by SIGINT / SIGTERM: stop after the current program, so that the 2 MiB pages are given
+/// back (the reservation's `Drop`) and what was measured is still written.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn catch_signals() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
     }
 }
 
@@ -215,6 +233,7 @@ pub fn run(o: &Options) -> Result<bool> {
         routes6: Path::new(build::L3FWD_SRC).join("lpm_default_v6.cfg"),
     };
 
+    catch_signals();
     let mut pages = o.pages.clone();
     let mut _reservation = None;
     if pages.contains(&Pages::Huge) {
@@ -234,13 +253,16 @@ pub fn run(o: &Options) -> Result<bool> {
     let mut accepted: Vec<usize> = Vec::new();
     let mut refused: Vec<(usize, String)> = Vec::new();
     let mut round = 0;
-    while accepted.len() < o.rounds && round < o.max_rounds {
+    while accepted.len() < o.rounds && round < o.max_rounds && !STOP.load(Ordering::Relaxed) {
         if !o.wait_quiet.is_zero() {
             wait_for_quiet(o.wait_quiet)?;
         }
         println!("\n== round {round} (accepted so far: {}) ==", accepted.len());
         let mut worst: Option<(f64, String)> = None;
         for (p, job) in plan::round_order(round, &pages, &knobs, &o.only) {
+            if STOP.load(Ordering::Relaxed) {
+                break;
+            }
             let oc = run_job(&bins, &job, p)?;
             let others = oc.window.others_cpus();
             let figures: Vec<String> = oc.measurements.iter().map(|m| format!("{} {:.1}", m.op, m.cycles)).collect();
@@ -267,6 +289,10 @@ pub fn run(o: &Options) -> Result<bool> {
             }));
         }
         match worst {
+            _ if STOP.load(Ordering::Relaxed) => {
+                println!("  round {round} interrupted (signal); none of its figures is used");
+                refused.push((round, "interrupted by a signal".into()));
+            }
             Some((w, label)) if w > MAX_OTHERS_CPUS => {
                 let why = format!("other processes used {w:.2} CPUs while '{label}' ran (limit {MAX_OTHERS_CPUS})");
                 println!("  round {round} REFUSED: {why}; none of its figures is used");
@@ -282,6 +308,10 @@ pub fn run(o: &Options) -> Result<bool> {
     println!();
     for (r, why) in &refused {
         println!("refused: round {r}: {why}");
+    }
+    if accepted.is_empty() && STOP.load(Ordering::Relaxed) {
+        println!("interrupted before any round was accepted: no ratio is reported");
+        return Ok(false);
     }
     if accepted.is_empty() {
         println!(
