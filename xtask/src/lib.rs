@@ -11,6 +11,7 @@ pub mod defmt;
 pub mod image;
 pub mod netns;
 pub mod pcap;
+pub mod peers;
 pub mod profile;
 pub mod protocol;
 pub mod provision;
