@@ -33,7 +33,7 @@
 //! Checksums other than the IPv4 header's are not verified: a forwarder does not
 //! own them.
 
-mod headers;
+pub(crate) mod headers;
 #[cfg(test)]
 mod tests;
 
