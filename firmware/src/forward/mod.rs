@@ -278,6 +278,8 @@ pub fn metronome_config(cfg: &BootConfig, line_rate_pps: Option<u64>) -> Metrono
     mcfg.ewma_weight = f64::from(cfg.ewma_permille) / 1000.0;
     mcfg.vacation_feedback_gain = f64::from(cfg.feedback_permille) / 1000.0;
     mcfg.ring_descriptors = u32::from(cfg.qsize);
+    // T_S near zero load is about V̄: a clamp below V̄ would make the target unreachable.
+    mcfg.max_short_timeout_ns = mcfg.max_short_timeout_ns.max(mcfg.target_vacation_ns);
     if let Some(r) = line_rate_pps.filter(|&r| r > 0) {
         mcfg.line_rate_pps = r;
     }

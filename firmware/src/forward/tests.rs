@@ -548,3 +548,12 @@ fn with_a_live_worker_0_the_watchdog_stays_quiet() {
     assert!(!lines.iter().any(|l| l.contains("watchdog:") || l.starts_with("@fault")), "{lines:?}");
     assert_eq!(*m.aborted.lock().expect("aborted"), None);
 }
+
+#[test]
+fn the_upper_clamp_of_t_s_never_sits_below_the_vacation_target() {
+    let cfg = |s: &str| BootConfig::parse(s).expect("valid");
+    // Default V̄ (15 µs): the clamp stays at 1 ms.
+    assert_eq!(metronome_config(&cfg(""), None).max_short_timeout_ns, 1_000_000);
+    // V̄ above 1 ms raises it, or T_S could never reach the target at low load.
+    assert_eq!(metronome_config(&cfg("vbar_us=10000"), None).max_short_timeout_ns, 10_000_000);
+}
