@@ -35,5 +35,16 @@ pub mod sync;
 pub mod time;
 pub mod worker;
 
+/// `native`, or `miri` when this crate runs under Miri (`cargo xtask test`, step "Miri").
+///
+/// Only sizes go through here: the default capacities of tables and rings are far smaller
+/// under Miri, which checks every access of every byte and takes minutes to build and sweep
+/// one 65 536-entry table. The code paths are the same at every size.
+pub(crate) const fn miri_or<T: Copy>(native: T, miri: T) -> T {
+    if cfg!(miri) { miri } else { native }
+}
+
 #[cfg(test)]
 mod test_frames;
+#[cfg(test)]
+mod testing;

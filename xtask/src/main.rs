@@ -112,9 +112,27 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
-    /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
+    /// Everything: fmt check, clippy (host and bare metal), the loom models, Miri, a short
+    /// run of every fuzz target, QEMU provisioning, the image build, and `cargo test
+    /// --workspace` (unit tests and QEMU end-to-end tests).
     Test,
+    /// The loom models of `cadence-core` (`--cfg loom`, release, target/loom).
+    Loom,
+    /// `cadence-core`'s and `cadence-drivers`' library tests under Miri (installs nightly's
+    /// miri component when missing).
+    Miri,
+    /// Run the fuzz targets (cargo-fuzz on nightly; installed when missing): TARGET or each
+    /// in turn, from the seed corpus in fuzz/corpus/, new inputs to target/fuzz/.
+    Fuzz {
+        /// One target (default: all of them, one after the other).
+        target: Option<String>,
+        /// Seconds per target.
+        #[arg(long, conflicts_with = "runs")]
+        seconds: Option<u64>,
+        /// Executions per target instead of a time limit.
+        #[arg(long)]
+        runs: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -197,6 +215,17 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Cmd::Test => xtask::tasks::test()?,
+        Cmd::Loom => xtask::verify::loom()?,
+        Cmd::Miri => xtask::verify::miri()?,
+        Cmd::Fuzz { target, seconds, runs } => {
+            use xtask::verify::Budget;
+            let budget = match (seconds, runs) {
+                (_, Some(n)) => Budget::Runs(n),
+                (Some(s), None) => Budget::Seconds(s),
+                (None, None) => Budget::Seconds(60),
+            };
+            xtask::verify::fuzz(target.as_deref(), budget)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

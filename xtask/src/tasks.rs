@@ -68,6 +68,10 @@ pub fn test() -> Result<()> {
     for s in before {
         run_step(s)?;
     }
+    // Verification that needs no QEMU (README "Tests"): loom models, Miri, fuzz targets.
+    crate::verify::loom()?;
+    crate::verify::miri()?;
+    crate::verify::fuzz_step()?;
     println!("\n==> xtask test: QEMU");
     let v = crate::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
     println!("{} {v}", crate::provision::QEMU);

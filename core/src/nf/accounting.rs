@@ -41,6 +41,8 @@ use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
 
+#[cfg(all(test, loom))]
+mod loom_ring;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -117,10 +119,10 @@ impl Default for AccountingConfig {
     /// 32 exports per batch.
     fn default() -> Self {
         Self {
-            capacity: 1 << 16,
+            capacity: crate::miri_or(1 << 16, 1 << 8),
             idle_timeout: Duration(1 << 35),
-            export_ring: 4096,
-            event_ring: 4096,
+            export_ring: crate::miri_or(4096, 64),
+            event_ring: crate::miri_or(4096, 64),
             sweep_buckets: 16,
             exports_per_batch: 32,
         }

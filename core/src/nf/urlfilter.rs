@@ -61,6 +61,8 @@
 
 mod flow;
 mod http;
+#[cfg(all(test, loom))]
+mod loom_slab;
 mod rst;
 mod slab;
 
@@ -124,8 +126,8 @@ impl Default for UrlFilterConfig {
         Self {
             banned: Vec::new(),
             window: 1024,
-            slabs: 4096,
-            flows: 65_536,
+            slabs: crate::miri_or(4096, 16),
+            flows: crate::miri_or(65_536, 256),
             ports: Vec::new(),
             inspect_timeout: Duration(1 << 32),
             flow_timeout: Duration(1 << 36),

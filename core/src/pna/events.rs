@@ -13,10 +13,9 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::{ActionId, AtomicU64, AtomicUsize, ExpireProfileId, Ordering};
+// Attempts a push or pop makes while other cores keep winning the race for the same position.
+use crate::sync::atomic::RACE_LIMIT;
 use crate::time::Instant;
-
-/// Attempts a push or pop makes while other cores keep winning the race for the same position.
-const RACE_LIMIT: u32 = if cfg!(loom) { 4 } else { 1 << 12 };
 
 /// An entry whose idle timer ran out (reported once per expiry under `NotifyControl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@ pub mod desc;
 pub mod field;
 pub mod queue;
 pub mod rss;
-mod rx;
+pub(crate) mod rx;
 mod tx;
 
 pub use queue::QueueMap;

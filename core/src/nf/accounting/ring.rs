@@ -7,14 +7,12 @@
 //! record, copies it and frees the cell for the next lap with `p + n` (`Release`). A full ring
 //! refuses the push (the caller counts it); nothing blocks, nothing allocates after creation.
 
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering, RACE_LIMIT, spin_hint};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Words of one record.
 pub(crate) const WORDS: usize = 9;
-/// Attempts a push or pop makes while other cores keep winning the same position.
-const RACE_LIMIT: u32 = 1 << 12;
 
 struct Cell {
     seq: AtomicUsize,
@@ -81,7 +79,7 @@ impl Ring {
             } else if diff < 0 {
                 return false;
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         false
     }
@@ -107,7 +105,7 @@ impl Ring {
             } else if diff < 0 {
                 return None;
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         None
     }

@@ -29,7 +29,7 @@ fn ip_len(f: &[u8]) -> u64 {
 
 fn shared(timeout: u64, export_ring: usize) -> Arc<AccountingShared> {
     let cfg = AccountingConfig {
-        capacity: 4096,
+        capacity: crate::testing::miri_or(4096, 256),
         idle_timeout: Duration(timeout),
         export_ring,
         ..AccountingConfig::default()
@@ -72,7 +72,7 @@ fn drive(acc: &mut Accounting, rng: &mut Rng, flows: u64, batches: usize, step: 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(crate::testing::proptest_config(16))]
     /// Without expiry the table's records equal a reference map.
     #[test]
     fn accounting_counts_match_reference(seed in any::<u64>(), flows in 1u64..80) {

@@ -329,7 +329,7 @@ fn config_is_validated() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::testing::proptest_config(64))]
 
     #[test]
     fn keystream_matches_the_reference_crate(
@@ -351,8 +351,8 @@ proptest! {
     #[test]
     fn round_trip_restores_random_packets(
         pkts in proptest::collection::vec(
-            (any::<bool>(), any::<bool>(), any::<u16>(), any::<u32>(), proptest::collection::vec(any::<u8>(), 0..300)),
-            1..40,
+            (any::<bool>(), any::<bool>(), any::<u16>(), any::<u32>(), proptest::collection::vec(any::<u8>(), 0..crate::testing::miri_or(300, 40))),
+            1..crate::testing::miri_or(40, 4),
         ),
         key in any::<[u8; 32]>().prop_filter("nonzero", |k| *k != [0; 32]),
     ) {

@@ -187,7 +187,7 @@ fn a_refreshed_mapping_is_kept_and_reported_again_at_its_next_expiry() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(crate::testing::proptest_config(24))]
     /// Random flows over random time with reclamation: a port is never in two live mappings,
     /// a live flow keeps its port, every outbound translation and its reply restore exactly,
     /// and the pool's books balance.

@@ -156,7 +156,7 @@ impl Bucket {
     }
 
     /// Tests only: holds the bucket locked, as another writer (or a preempted vCPU) would.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn hold(&self) -> Option<impl Sized + '_> {
         self.lock()
     }

@@ -1,0 +1,27 @@
+//! The atomics every concurrent structure of `core` is built from: `loom`'s under
+//! `--cfg loom`, so that the model checker sees every access, `core`'s otherwise.
+//!
+//! Structures shared between cores (`pna` tables and their event ring, the NAT port pool,
+//! the Accounting export ring, the Maglev tables, the URL filter's slab leases) import their
+//! atomics from here rather than from `core::sync::atomic`; that is what lets each of them be
+//! model-checked (`cargo xtask test`, step "loom"; README "Tests"). Nothing here is `unsafe`.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+
+/// A pause inside a bounded retry loop. Under loom it yields, so that the model checker
+/// runs the thread that the loop waits for instead of reporting a livelock.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// Retry bound of the lock-free rings: large on hardware, small under loom (every retry is
+/// a branch the model checker must explore).
+pub(crate) const RACE_LIMIT: u32 = if cfg!(loom) { 4 } else { 1 << 12 };
