@@ -10,7 +10,8 @@
 //!
 //! The crate never names a driver or a platform: those come in through the traits
 //! in [`nic`] and [`time`]. It has no `unsafe` code outside [`sync`], whose
-//! [`sync::Guarded`] binds lane data to a queue lock (its module docs carry the argument).
+//! [`sync::Guarded`] binds lane data to a queue lock and whose [`sync::PacketMem`] holds the
+//! packet memory a device shares with the pool (their module docs carry the arguments).
 //!
 //! Memory: the crate uses `alloc` only while building things at initialization
 //! (the pool's bookkeeping arrays); nothing on the per-packet path allocates.

@@ -12,10 +12,10 @@ pub(crate) use crate::miri_or;
 /// Whether the tests run under Miri.
 pub(crate) const MIRI: bool = cfg!(miri);
 
-/// A proptest configuration of `cases` cases (2 under Miri, which also keeps proptest away
+/// A proptest configuration of `cases` cases (1 under Miri, which also keeps proptest away
 /// from the regression files: Miri's isolation refuses file access).
 pub(crate) fn proptest_config(cases: u32) -> Config {
-    let mut c = Config::with_cases(miri_or(cases, 2));
+    let mut c = Config::with_cases(miri_or(cases, 1));
     if MIRI {
         c.failure_persistence = None;
         c.max_shrink_iters = 0;

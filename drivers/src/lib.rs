@@ -34,6 +34,8 @@ pub mod ixgbe;
 #[cfg(any(test, fuzzing))]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod shm;
+#[cfg(test)]
+mod testing;
 #[cfg(feature = "tpacket")]
 pub mod tpacket;
 #[cfg(feature = "virtio")]

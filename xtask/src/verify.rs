@@ -7,7 +7,8 @@
 //!   need optimisation, not the release profile's LTO, single codegen unit and debug info:
 //!   those are turned off for this build (it is a test build, never shipped).
 //! - **Miri**: `cargo +nightly miri test --lib` on `cadence-core` and `cadence-drivers`
-//!   (Stacked Borrows, isolation on). Heavy tests run reduced under `cfg(miri)`.
+//!   (Stacked Borrows, isolation on), both at once, each in its own target directory (Miri
+//!   interprets on one thread). Heavy tests run reduced under `cfg(miri)`.
 //! - **fuzz**: `cargo +nightly fuzz build`, then each target of [`FUZZ_TARGETS`] for a few
 //!   seconds from its committed seed corpus (`fuzz/corpus/<target>`, read only); new inputs
 //!   go to `target/fuzz/corpus/<target>`, crashes to `target/fuzz/artifacts/<target>/`.
@@ -85,15 +86,49 @@ pub fn loom() -> Result<()> {
     Ok(())
 }
 
-/// The Miri step: the library tests of `cadence-core` and `cadence-drivers` under Miri.
+/// The crates whose library tests run under Miri, each in its own target directory so that
+/// both run at once (Miri interprets on one thread; the build machine has two cores).
+pub const MIRI_CRATES: [&str; 2] = ["cadence-core", "cadence-drivers"];
+
+/// The Miri step: the library tests of [`MIRI_CRATES`] under Miri, concurrently; each
+/// crate's output is printed when it finishes (and kept in `target/miri-logs/`).
 pub fn miri() -> Result<()> {
     println!("\n==> xtask test: Miri (nightly toolchain {}, components miri, rust-src)", nightly::channel());
     nightly::ensure_miri().context("xtask test: step 'Miri' failed")?;
-    for pkg in ["cadence-core", "cadence-drivers"] {
+    let t0 = Instant::now();
+    let logs = image::target_dir().join("miri-logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let mut running = Vec::new();
+    for pkg in MIRI_CRATES {
+        let log = logs.join(format!("{pkg}.log"));
+        let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut cmd = nightly::cargo();
-        cmd.args(["miri", "test", "-p", pkg, "--lib"]);
-        run_timed(&format!("Miri ({pkg})"), &mut cmd)?;
+        cmd.args(["miri", "test", "-p", pkg, "--lib"])
+            .env("CARGO_TARGET_DIR", image::target_dir().join(format!("miri-{pkg}")))
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        println!("xtask: {cmd:?} > {}", log.display());
+        running.push((pkg, log, cmd.spawn().with_context(|| format!("starting {cmd:?}"))?));
     }
+    let mut failed = Vec::new();
+    for (pkg, log, mut child) in running {
+        let st = child.wait()?;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let results: Vec<&str> = text.lines().filter(|l| l.starts_with("test result:")).collect();
+        if st.success() {
+            println!("Miri ({pkg}): {} ({:.0} s since the step began)", results.join("; "), t0.elapsed().as_secs_f64());
+        } else {
+            let tail: Vec<&str> = text.lines().rev().take(60).collect();
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+            failed.push(format!("{pkg} ({st}; log: {})", log.display()));
+        }
+    }
+    if !failed.is_empty() {
+        bail!("xtask test: step 'Miri' failed: {}", failed.join(", "));
+    }
+    println!("==> Miri: passed in {:.0} s", t0.elapsed().as_secs_f64());
     Ok(())
 }
 

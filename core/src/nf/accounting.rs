@@ -119,10 +119,10 @@ impl Default for AccountingConfig {
     /// 32 exports per batch.
     fn default() -> Self {
         Self {
-            capacity: crate::miri_or(1 << 16, 1 << 8),
+            capacity: crate::miri_or(1 << 16, 64),
             idle_timeout: Duration(1 << 35),
-            export_ring: crate::miri_or(4096, 64),
-            event_ring: crate::miri_or(4096, 64),
+            export_ring: crate::miri_or(4096, 16),
+            event_ring: crate::miri_or(4096, 16),
             sweep_buckets: 16,
             exports_per_batch: 32,
         }

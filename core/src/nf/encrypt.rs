@@ -94,7 +94,7 @@ impl Default for EncryptConfig {
     fn default() -> Self {
         Self {
             key: [0; 32],
-            udp_flows: crate::miri_or(65_536, 256),
+            udp_flows: crate::miri_or(65_536, 64),
             udp_idle_timeout: Duration(1 << 32),
             clear: ClearPolicy::Pass,
         }

@@ -90,8 +90,8 @@ impl Default for LbConfig {
     fn default() -> Self {
         Self {
             vips: Vec::new(),
-            max_backends: 128,
-            affinity_capacity: crate::miri_or(1 << 16, 1 << 8),
+            max_backends: crate::miri_or(128, 16),
+            affinity_capacity: crate::miri_or(1 << 16, 64),
             affinity_timeout: Duration(1 << 35),
             sweep_buckets: 16,
         }

@@ -202,11 +202,13 @@ impl Clock for RealClock {
 
 #[test]
 fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
-    const FRAMES: u64 = 3_000;
+    // Under Miri (whose data-race detector checks `Guarded` here) 60 frames and small pools.
+    const FRAMES: u64 = crate::testing::miri_or(3_000, 60);
+    const BUFS: usize = crate::testing::miri_or(512, 64);
     let ctl = Arc::new(controller(3, 2));
     let make_lane = |k: usize| {
-        let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * BUF_SIZE].into_boxed_slice());
-        Guarded::new(ctl.queues()[k].lock(), lane(mem, 512))
+        let mem: &'static mut [u8] = Box::leak(vec![0u8; BUFS * BUF_SIZE].into_boxed_slice());
+        Guarded::new(ctl.queues()[k].lock(), lane(mem, BUFS))
     };
     let lanes: Arc<[Guarded<SoftLane<'static>>; 2]> = Arc::new([make_lane(0), make_lane(1)]);
     let sent = Arc::new(AtomicU64::new(0));

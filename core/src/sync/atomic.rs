@@ -22,6 +22,17 @@ pub(crate) fn spin_hint() {
     core::hint::spin_loop();
 }
 
+/// `N` zeroed atomic words. With `core`'s atomics an array-repeat of a `const` (one step in
+/// a debug build, and under Miri, instead of `N` calls through `array::from_fn`); loom's
+/// atomics have no `const` constructor.
+#[inline]
+pub(crate) fn zeroed<const N: usize>() -> [AtomicU64; N] {
+    #[cfg(not(loom))]
+    return [const { AtomicU64::new(0) }; N];
+    #[cfg(loom)]
+    return core::array::from_fn(|_| AtomicU64::new(0));
+}
+
 /// Retry bound of the lock-free rings: large on hardware, small under loom (every retry is
 /// a branch the model checker must explore).
 pub(crate) const RACE_LIMIT: u32 = if cfg!(loom) { 4 } else { 1 << 12 };

@@ -109,7 +109,7 @@ mod tests {
                 let (lock, cell) = (Arc::clone(&lock), Arc::clone(&cell));
                 std::thread::spawn(move || {
                     let mut won = 0u64;
-                    for _ in 0..20_000 {
+                    for _ in 0..crate::testing::miri_or(20_000, 200) {
                         if let Some(mut g) = lock.try_lock() {
                             let v = cell.get_mut(&mut g).unwrap();
                             // A read-modify-write in two steps: a second concurrent holder

@@ -35,7 +35,7 @@ impl Ring {
         let n = capacity.max(2).checked_next_power_of_two().unwrap_or(1 << 20);
         let mut cells = Vec::with_capacity(n);
         for i in 0..n {
-            cells.push(Cell { seq: AtomicUsize::new(i), data: core::array::from_fn(|_| AtomicU64::new(0)) });
+            cells.push(Cell { seq: AtomicUsize::new(i), data: crate::sync::atomic::zeroed() });
         }
         Self {
             cells: cells.into_boxed_slice(),

@@ -92,11 +92,11 @@ proptest! {
     /// classified, second from the cache) all agree with the linear reference.
     #[test]
     fn acl_matches_linear_reference_with_1500_rules(seed in any::<u64>(), deny_default in any::<bool>()) {
-        let rules = example_rules(seed, crate::testing::miri_or(1500, 60));
+        let rules = example_rules(seed, crate::testing::miri_or(1500, 30));
         let default = if deny_default { AclAction::Deny } else { AclAction::Permit };
         let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules.clone(), default)).unwrap());
         let mut rng = Rng(seed ^ 0x5eed);
-        let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(160, 16));
+        let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(160, 8));
         let expected: Vec<AclAction> = flows.iter().map(|f| ref_verdict(&rules, default, f)).collect();
         for (f, e) in flows.iter().zip(&expected) {
             let (t, c) = (five_tuple(f), shared.classifier(matches!(f.src, IpAddr::V6(_))));
@@ -204,7 +204,7 @@ fn acl_validation_names_the_rule_and_field() {
     let e = AclConfigError::HostBitsSet { rule: 7, field: AclField::Src };
     assert_eq!(std::format!("{e}"), "rule 7: src has bits set beyond its length");
     // The example rule sets are valid.
-    assert_eq!(AclConfig::new(example_rules(42, 1500), AclAction::Deny).validate(), Ok(()));
+    assert_eq!(AclConfig::new(example_rules(42, crate::testing::miri_or(1500, 40)), AclAction::Deny).validate(), Ok(()));
 }
 
 #[test]

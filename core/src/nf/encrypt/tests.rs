@@ -172,7 +172,9 @@ fn payload(f: &[u8]) -> &[u8] {
 
 fn sample_frames() -> Vec<Vec<u8>> {
     let mut v = Vec::new();
-    for len in [1usize, 2, 3, 63, 64, 65, 200, 1001] {
+    // Under Miri the keystream block boundaries only (ChaCha20 is slow to interpret).
+    let lens: &[usize] = if crate::testing::MIRI { &[1, 63, 64, 65] } else { &[1, 2, 3, 63, 64, 65, 200, 1001] };
+    for &len in lens {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
         v.push(set_tcp(tcp4(1234, 80, &data), 1000 + len as u32, 0x18));
         v.push(set_tcp(tcp6(1234, 443, &data), 0xFFFF_FFF0, 0x18));

@@ -112,7 +112,7 @@ impl Buffer {
         let mut slots = Vec::with_capacity(max_m as usize);
         slots.resize_with(max_m as usize, || AtomicU32::new(u32::MAX));
         let mut targets = Vec::with_capacity(max_n);
-        targets.resize_with(max_n, || core::array::from_fn(|_| AtomicU64::new(0)));
+        targets.resize_with(max_n, crate::sync::atomic::zeroed);
         Self {
             seq: AtomicU64::new(0),
             m: AtomicU32::new(PRIMES[0]),

@@ -65,14 +65,19 @@ fn lb_maglev_slot_shares_within_one_percent_over_100_backends() {
     let mut rng = Rng(7);
     let mut hits = vec![0u32; N];
     let index: HashMap<_, _> = backends(N).into_iter().enumerate().map(|(i, b)| (b, i)).collect();
-    let picks = 1000 * N;
+    let picks = crate::testing::miri_or(1000, 50) * N;
     for _ in 0..picks {
         let b = shared.maglev_pick(0, &client(&mut rng)).unwrap();
         hits[index[&b]] += 1;
     }
     let max = f64::from(*hits.iter().max().unwrap());
-    println!("traffic over {picks} flows: max/mean - 1 = {:.3}", max / 1000.0 - 1.0);
-    assert!(max / 1000.0 - 1.0 < 0.2);
+    let mean = (picks / N) as f64;
+    println!("traffic over {picks} flows: max/mean - 1 = {:.3}", max / mean - 1.0);
+    // 50 picks per backend under Miri (every pick interpreted): binomial noise is about
+    // 1/sqrt(50) there, so the bound is looser, still well short of a skewed table (a
+    // backend holding twice its share).
+    let bound = crate::testing::miri_or(0.2, 0.6);
+    assert!(max / mean - 1.0 < bound, "max/mean - 1 = {:.3} over {picks} picks", max / mean - 1.0);
 }
 
 /// Removing one of N backends moves its own keys and only about 1/N of all keys.
@@ -80,7 +85,7 @@ fn lb_maglev_slot_shares_within_one_percent_over_100_backends() {
 fn lb_removing_a_backend_moves_about_one_nth_of_keys() {
     let shared = lb_with(N, 1000);
     let mut rng = Rng(99);
-    let flows: Vec<FlowKey> = (0..500 * N).map(|_| client(&mut rng)).collect();
+    let flows: Vec<FlowKey> = (0..crate::testing::miri_or(500, 50) * N).map(|_| client(&mut rng)).collect();
     let before: Vec<Backend> = flows.iter().map(|f| shared.maglev_pick(0, f).unwrap()).collect();
     let removed = backends(N)[37 % N];
     let rest: Vec<Backend> = backends(N).into_iter().filter(|b| *b != removed).collect();
@@ -145,10 +150,11 @@ fn lb_live_connections_keep_their_backend_across_changes() {
     let shared = lb_with(10, 1000);
     let mut lb = Lb::new(shared.clone());
     let mut rng = Rng(3);
-    let flows: Vec<FlowKey> = (0..64).map(|_| client(&mut rng)).collect();
+    let conns = crate::testing::miri_or(64u64, 12);
+    let flows: Vec<FlowKey> = (0..conns).map(|_| client(&mut rng)).collect();
     let frames: Vec<Vec<u8>> = flows.iter().map(conn_frame).collect();
     let first: Vec<IpAddr> = run(&mut lb, &frames, 0, Instant(10)).iter().map(|o| dst_of(&o.frame)).collect();
-    assert_eq!(lb.counters().new_conns, 64);
+    assert_eq!(lb.counters().new_conns, conns);
     // Replace every backend: live connections stay, new ones go to the new set.
     let new: Vec<Backend> =
         (0..10).map(|i| Backend { addr: IpAddr::V4([172, 16, 0, i + 1]), port: Some(8080) }).collect();
@@ -158,14 +164,14 @@ fn lb_live_connections_keep_their_backend_across_changes() {
         assert_eq!(dst_of(&o.frame), *d, "a live connection moved");
         assert!(checksums_ok(&o.frame));
     }
-    assert_eq!(lb.counters().affinity_hits, 64);
+    assert_eq!(lb.counters().affinity_hits, conns);
     let fresh = conn_frame(&client(&mut rng));
     let o = &run(&mut lb, &[fresh], 0, Instant(500))[0];
     let p = crate::parse::parse(&o.frame).unwrap();
     assert!(new.iter().any(|b| b.addr == p.flow.dst) && p.flow.dst_port == 8080);
     // The hit at 500 restarted the timers (500 − 10 ≥ 1000/8): alive at 1400, gone by 2500.
     run(&mut lb, &frames, 0, Instant(1400));
-    assert_eq!(lb.counters().affinity_hits, 128);
+    assert_eq!(lb.counters().affinity_hits, 2 * conns);
     let late = run(&mut lb, &frames, 0, Instant(2500));
     for o in &late {
         assert!(new.iter().any(|b| b.addr == dst_of(&o.frame)), "expired connections follow the new table");
