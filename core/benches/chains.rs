@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use cadence_core::buf::{BATCH_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::{PORTS, Stage};
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclShared, example_rules};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
@@ -26,8 +25,9 @@ use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::parse::IpAddr;
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::{PORTS, Stage};
 
-use cadence_core::worker::{Worker, WorkerConfig};
+use cadence_core::poll::{PollConfig, Poller};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
@@ -78,7 +78,7 @@ fn frame(flow: u16) -> Vec<u8> {
 const EGRESS: Egress = Egress {
     own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
     peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: false,
+    control: None,
 };
 
 fn acl() -> Box<dyn Nf> {
@@ -135,12 +135,16 @@ fn l3fwd() -> Box<dyn Nf> {
 }
 
 fn run<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16) {
+    run_with(c, group, name, stage, flows, PollConfig::default());
+}
+
+fn run_with<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16, cfg: PollConfig) {
     let mut mem = vec![0u8; 4096 * cadence_core::buf::BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).expect("pool");
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
     let frames: Vec<Vec<u8>> = (0..flows).map(frame).collect();
-    let mut worker = Worker::new(stage, WorkerConfig::default());
+    let mut worker = Poller::new(stage, cfg);
     let clock = Tsc;
     let mut next = 0usize;
     let mut g = c.benchmark_group(group);
@@ -171,6 +175,15 @@ fn chains(c: &mut Criterion<TscCycles>) {
         let group = format!("chains ({flows} flows, batch 32, 64 B TCP)");
         run(c, &group, "io only (baseline)", IoOnly, flows);
         run(c, &group, "chain 1: acl > lb > accounting", Chain::new(vec![acl(), lb(), accounting()], EGRESS), flows);
+        // The same without the latency accounting (RX stamps, TX sojourn histogram): its cost.
+        run_with(
+            c,
+            &group,
+            "chain 1, no latency accounting",
+            Chain::new(vec![acl(), lb(), accounting()], EGRESS),
+            flows,
+            PollConfig::default().without_timing(),
+        );
         run(
             c,
             &group,

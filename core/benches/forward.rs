@@ -8,10 +8,11 @@ use std::hint::black_box;
 
 use cadence_core::buf::{BATCH_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::{ForwardConfig, Forwarder, Stage};
+use cadence_core::nf::{Chain, Egress};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::Stage;
 
-use cadence_core::worker::{Worker, WorkerConfig};
+use cadence_core::poll::{PollConfig, Poller};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
@@ -49,7 +50,7 @@ fn run<S: Stage>(c: &mut Criterion<TscCycles>, name: &str, stage: S) {
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
     let frames: Vec<Vec<u8>> = (0..BATCH_SIZE as u16).map(frame).collect();
-    let mut worker = Worker::new(stage, WorkerConfig::default());
+    let mut worker = Poller::new(stage, PollConfig::default());
     let clock = Tsc;
     let mut g = c.benchmark_group("forward (batch 32, 60 B, software NICs)");
     g.throughput(Throughput::Elements(BATCH_SIZE as u64));
@@ -75,8 +76,8 @@ fn run<S: Stage>(c: &mut Criterion<TscCycles>, name: &str, stage: S) {
 
 fn forward(c: &mut Criterion<TscCycles>) {
     run(c, "io only (baseline)", IoOnly);
-    let cfg = ForwardConfig::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], ForwardConfig::DEFAULT_PEERS, false);
-    run(c, "l2 forwarder (parse + validate + rewrite)", Forwarder::new(cfg));
+    let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+    run(c, "l2 forwarder (parse + validate + rewrite)", Chain::new(Vec::new(), egress));
 }
 
 fn config() -> Criterion<TscCycles> {

@@ -6,7 +6,7 @@
 
 use std::hint::black_box;
 
-use cadence_core::metronome::{Metronome, MetronomeConfig, Poll, Worker};
+use cadence_core::metronome::{Metronome, MetronomeConfig, Poll, Scheduler};
 use cadence_core::sync::TryLock;
 use cadence_core::time::{Instant, TickRate};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -36,7 +36,7 @@ fn controller(c: &mut Criterion<TscCycles>) {
     let mut cfg = MetronomeConfig::default();
     cfg.vacation_feedback_gain = 0.0;
     let ctl = Metronome::with_queues(&cfg, rate, 3, 1).expect("valid config");
-    let mut w = Worker::new(0, 1);
+    let mut w = Scheduler::new(0, 1);
     let mut now = 1_000_000u64;
     let mut g = c.benchmark_group("metronome controller");
     g.bench_function("round: win + finish (rho EWMA, T_S rule, release)", |b| {

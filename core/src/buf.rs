@@ -80,6 +80,9 @@ struct Meta {
     off: u16,
     len: u16,
     free: bool,
+    /// Clock ticks when the frame was received (0: not stamped), for the dataplane's own
+    /// latency accounting ([`crate::latency`]).
+    stamp: u64,
 }
 
 /// A fixed pool of packet buffers over one DMA-able region.
@@ -112,7 +115,7 @@ impl<'m> Pool<'m> {
         if !phys_base.is_multiple_of(BUF_SIZE as u64) {
             return Err(PoolError::Misaligned);
         }
-        let meta = alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true }; count];
+        let meta = alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true, stamp: 0 }; count];
         // Highest index on top: allocation hands out low indices first.
         let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
         Ok(Self { mem, phys_base, meta, free, double_frees: 0 })
@@ -143,7 +146,7 @@ impl<'m> Pool<'m> {
     pub fn alloc(&mut self) -> Option<PacketBuf> {
         let b = self.free.pop()?;
         if let Some(m) = self.meta.get_mut(b.index()) {
-            *m = Meta { off: HEADROOM as u16, len: 0, free: false };
+            *m = Meta { off: HEADROOM as u16, len: 0, free: false, stamp: 0 };
         }
         Some(b)
     }
@@ -162,6 +165,20 @@ impl<'m> Pool<'m> {
         // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
         self.free.push(b);
         Ok(())
+    }
+
+    /// Stamps `b` with the clock reading `ticks` (its arrival; see [`Pool::stamp`]).
+    #[inline]
+    pub fn set_stamp(&mut self, b: PacketBuf, ticks: u64) {
+        if let Some(m) = self.meta.get_mut(b.index()) {
+            m.stamp = ticks;
+        }
+    }
+
+    /// The arrival stamp of `b` (0: never stamped, e.g. a frame the dataplane made).
+    #[inline]
+    pub fn stamp(&self, b: PacketBuf) -> u64 {
+        self.meta.get(b.index()).map_or(0, |m| m.stamp)
     }
 
     /// Returns every buffer of `batch` to the pool and empties the batch.

@@ -259,7 +259,6 @@ mod tests {
     }
 
     proptest! {
-
         #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn incremental_equals_full(

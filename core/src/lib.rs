@@ -4,8 +4,9 @@
 //! property tests, the simulator) and on bare metal (the firmware): packet buffers
 //! and batches ([`buf`]), header parsing ([`parse`]), checksums ([`checksum`]), the
 //! Toeplitz RSS hash ([`rss`]), time ([`time`]), the NIC queue contract ([`nic`]),
-//! the forwarding stage ([`forward`]) and the worker loop ([`worker`]), the Metronome
-//! controller ([`metronome`]) and the multi-core loop around it ([`pipeline`]), plus software
+//! drop reasons ([`drops`]), the stage contract ([`stage`]), one poll of a lane's queues
+//! ([`poll`]), the Metronome controller ([`metronome`]) and the worker that runs rounds with
+//! both ([`worker`]), plus software
 //! NIC queues for host tests and the simulator ([`softnic`]).
 //!
 //! The crate never names a driver or a platform: those come in through the traits
@@ -22,15 +23,21 @@ extern crate alloc;
 
 pub mod buf;
 pub mod checksum;
-pub mod forward;
+pub mod control;
+pub mod drops;
+pub mod hist;
+pub mod latency;
+pub mod manage;
 pub mod metronome;
+pub mod netblaze;
 pub mod nf;
 pub mod nic;
 pub mod parse;
-pub mod pipeline;
 pub mod pna;
+pub mod poll;
 pub mod rss;
 pub mod softnic;
+pub mod stage;
 #[allow(unsafe_code)]
 pub mod sync;
 pub mod time;

@@ -7,7 +7,7 @@
 //!   time of the last release, the current short timeout `T_S` and the queue's statistics. All of
 //!   it is kept in atomics; the estimator fields are written only by the lock holder, so
 //!   `Relaxed` accesses suffice (the lock's Acquire/Release orders them).
-//! - [`Worker`]: per core, owned: the queue it will try next, its role (primary after a win,
+//! - [`Scheduler`]: per worker core, owned: the queue it will try next, its role (primary after a win,
 //!   backup after a loss), a small PRNG for the backup's random queue choice, and its counters.
 //! - [`Metronome`]: the parameters (in ticks) plus the queues.
 //!
@@ -34,6 +34,8 @@
 
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::hist::{AtomicHistogram, LogHistogram};
 
 use crate::sync::{TryLock, TryLockGuard};
 use crate::time::{Duration, Instant, TickRate};
@@ -376,141 +378,6 @@ fn to_ticks(t: f64) -> Duration {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Histogram
-
-/// Sub-buckets per power of two (3 bits: bucket width ≤ 1/8 of its lower bound).
-const SUB_BITS: u32 = 3;
-const SUB: u64 = 1 << SUB_BITS;
-
-/// Buckets of a [`LogHistogram`]: 8 exact ones for 0..8, then 8 per power of two up to 2^64.
-pub const HISTOGRAM_BUCKETS: usize = ((64 - SUB_BITS + 1) * SUB as u32) as usize;
-
-/// Index of the bucket holding `v`.
-pub fn histogram_bucket(v: u64) -> usize {
-    if v < SUB {
-        v as usize
-    } else {
-        let e = 63 - v.leading_zeros();
-        let sub = (v >> (e - SUB_BITS)) & (SUB - 1);
-        (e - SUB_BITS + 1) as usize * SUB as usize + sub as usize
-    }
-}
-
-/// `[lo, hi)` of bucket `i` (`hi` saturates at `u64::MAX` for the last bucket).
-pub fn histogram_bucket_bounds(i: usize) -> (u64, u64) {
-    let i = i.min(HISTOGRAM_BUCKETS - 1) as u64;
-    if i < SUB {
-        (i, i + 1)
-    } else {
-        let shift = (i / SUB) as u32 - 1;
-        let lo = (SUB + i % SUB) << shift;
-        (lo, lo.saturating_add(1 << shift))
-    }
-}
-
-/// A fixed-size log-bucket histogram of `u64` values (ticks); no allocation, 4 KiB.
-///
-/// Quantiles come back as the middle of the bucket that holds them: within 1/16 of the true
-/// value (exact below 8).
-#[derive(Clone, PartialEq, Eq)]
-pub struct LogHistogram {
-    counts: [u64; HISTOGRAM_BUCKETS],
-    total: u64,
-}
-
-impl fmt::Debug for LogHistogram {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LogHistogram")
-            .field("total", &self.total)
-            .field("p50", &self.quantile(0.5))
-            .field("p99", &self.quantile(0.99))
-            .finish()
-    }
-}
-
-impl Default for LogHistogram {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl LogHistogram {
-    /// An empty histogram.
-    pub const fn new() -> Self {
-        Self { counts: [0; HISTOGRAM_BUCKETS], total: 0 }
-    }
-
-    /// Adds one value.
-    pub fn record(&mut self, v: u64) {
-        self.record_n(v, 1);
-    }
-
-    /// Adds `n` copies of a value.
-    pub fn record_n(&mut self, v: u64, n: u64) {
-        let i = histogram_bucket(v);
-        self.counts[i] = self.counts[i].saturating_add(n);
-        self.total = self.total.saturating_add(n);
-    }
-
-    /// Adds every value of `other`.
-    pub fn merge(&mut self, other: &LogHistogram) {
-        for (c, o) in self.counts.iter_mut().zip(other.counts.iter()) {
-            *c = c.saturating_add(*o);
-        }
-        self.total = self.total.saturating_add(other.total);
-    }
-
-    /// Values recorded.
-    pub fn count(&self) -> u64 {
-        self.total
-    }
-
-    /// The `q`-quantile (`q` clamped into `[0, 1]`), `None` when empty.
-    pub fn quantile(&self, q: f64) -> Option<u64> {
-        if self.total == 0 {
-            return None;
-        }
-        let q = if q.is_nan() { 0.5 } else { q.clamp(0.0, 1.0) };
-        // Rank of the quantile, 1-based: ceil(q·n), at least 1.
-        let rank = libm::ceil(q * self.total as f64).max(1.0) as u64;
-        let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen = seen.saturating_add(c);
-            if seen >= rank {
-                let (lo, hi) = histogram_bucket_bounds(i);
-                return Some(lo + (hi - lo) / 2);
-            }
-        }
-        None
-    }
-}
-
-/// A [`LogHistogram`] that several cores may record into (Relaxed counters).
-struct AtomicHistogram {
-    counts: [AtomicU64; HISTOGRAM_BUCKETS],
-}
-
-impl AtomicHistogram {
-    const fn new() -> Self {
-        Self { counts: [const { AtomicU64::new(0) }; HISTOGRAM_BUCKETS] }
-    }
-
-    fn record(&self, v: u64) {
-        self.counts[histogram_bucket(v)].fetch_add(1, Relaxed);
-    }
-
-    fn snapshot(&self) -> LogHistogram {
-        let mut h = LogHistogram::new();
-        for (i, c) in self.counts.iter().enumerate() {
-            let n = c.load(Relaxed);
-            h.counts[i] = n;
-            h.total = h.total.saturating_add(n);
-        }
-        h
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Per-queue state
 
 /// `last_release` before the first release.
@@ -583,7 +450,7 @@ impl QueueState {
         f64::from_bits(self.correction.load(Relaxed))
     }
 
-    /// The queue's lock (for statistics and tests; rounds go through [`Worker::try_poll`]).
+    /// The queue's lock (for statistics and tests; rounds go through [`Scheduler::try_poll`]).
     pub fn lock(&self) -> &TryLock {
         &self.lock
     }
@@ -727,10 +594,14 @@ pub enum Role {
     Backup,
 }
 
-/// A worker's counters.
+/// A worker's counters: what its [`Scheduler`] counts, plus the time it has run and slept
+/// (filled in by [`crate::worker::Worker::stats`], or by a host through
+/// [`Scheduler::record_halted`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct WorkerStats {
+    /// Ticks since the worker's first round.
+    pub elapsed_ticks: u64,
     /// Lock attempts (= wake-ups).
     pub tries: u64,
     /// Attempts won.
@@ -741,11 +612,16 @@ pub struct WorkerStats {
     pub packets: u64,
     /// Ticks spent between winning and releasing.
     pub busy_ticks: u64,
-    /// Ticks spent halted, as reported by the host through [`Worker::record_halted`].
+    /// Ticks spent halted (in the sleeper).
     pub halted_ticks: u64,
 }
 
 impl WorkerStats {
+    /// Ticks not halted: polling, processing, losing races.
+    pub fn awake_ticks(&self) -> u64 {
+        self.elapsed_ticks.saturating_sub(self.halted_ticks)
+    }
+
     /// Lost tries / all tries.
     pub fn busy_try_ratio(&self) -> f64 {
         if self.tries == 0 { 0.0 } else { self.busy_tries as f64 / self.tries as f64 }
@@ -790,17 +666,17 @@ impl XorShift64 {
 #[derive(Debug)]
 #[must_use = "a won round must be finished to update the estimator and release the lock"]
 pub enum Poll<'q> {
-    /// The worker holds the queue: drain it, then call [`Worker::finish`].
+    /// The worker holds the queue: drain it, then call [`Scheduler::finish`].
     Won(Session<'q>),
     /// Another worker holds the queue: sleep `sleep` (`T_L`, or `T_S` under
-    /// [`LossPolicy::EqualTimeouts`]). [`Worker::queue`] now names a random queue.
+    /// [`LossPolicy::EqualTimeouts`]). [`Scheduler::queue`] now names a random queue.
     Lost {
         /// How long to sleep.
         sleep: Duration,
     },
 }
 
-/// A won round: the lock of queue [`Session::queue`] is held until [`Worker::finish`]
+/// A won round: the lock of queue [`Session::queue`] is held until [`Scheduler::finish`]
 /// (dropping the session releases the lock without updating the estimator).
 #[derive(Debug)]
 pub struct Session<'q> {
@@ -838,14 +714,14 @@ impl<'q> Session<'q> {
 
 /// One core's side of Metronome.
 #[derive(Debug, Clone)]
-pub struct Worker {
+pub struct Scheduler {
     queue: usize,
     role: Role,
     rng: XorShift64,
     stats: WorkerStats,
 }
 
-impl Worker {
+impl Scheduler {
     /// A worker that first tries `first_queue`, with its PRNG seeded from `seed` (e.g. the core id).
     pub fn new(first_queue: usize, seed: u64) -> Self {
         Self { queue: first_queue, role: Role::Primary, rng: XorShift64::new(seed), stats: WorkerStats::default() }
@@ -877,7 +753,7 @@ impl Worker {
         self.stats.halted_ticks = self.stats.halted_ticks.saturating_add(d.ticks());
     }
 
-    /// One wake-up at `now`: one trylock on [`Worker::queue`].
+    /// One wake-up at `now`: one trylock on [`Scheduler::queue`].
     ///
     /// Won: the vacation since the last release is measured and recorded, the worker is primary
     /// and keeps the queue. Lost: the worker is a backup, picks a uniformly random queue for its
@@ -933,6 +809,7 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hist::{histogram_bucket, histogram_bucket_bounds};
     use alloc::vec::Vec;
     use proptest::prelude::*;
 
@@ -1063,7 +940,7 @@ mod tests {
     fn winner_measures_vacation_updates_rho_and_keeps_its_queue() {
         let c = MetronomeConfig::default();
         let m = ctl(3, 1, &c);
-        let mut w = Worker::new(0, 1);
+        let mut w = Scheduler::new(0, 1);
         // First round: no vacation yet, T_S stays at its initial value.
         let Poll::Won(s) = w.try_poll(&m, Instant(1_000)) else { unreachable!("free lock") };
         assert_eq!(s.vacation(), None);
@@ -1092,9 +969,9 @@ mod tests {
     fn loser_becomes_backup_sleeps_long_and_picks_random_queues() {
         let c = MetronomeConfig::default();
         let m = ctl(8, 4, &c);
-        let mut a = Worker::new(2, 1);
+        let mut a = Scheduler::new(2, 1);
         let Poll::Won(held) = a.try_poll(&m, Instant(0)) else { unreachable!("free lock") };
-        let mut b = Worker::new(2, 2);
+        let mut b = Scheduler::new(2, 2);
         let mut seen = [0u32; 4];
         for i in 0..400 {
             b.queue = 2;
@@ -1119,8 +996,8 @@ mod tests {
     fn equal_timeouts_losers_sleep_t_s() {
         let c = MetronomeConfig { loss_policy: LossPolicy::EqualTimeouts, ..MetronomeConfig::default() };
         let m = ctl(2, 1, &c);
-        let mut a = Worker::new(0, 1);
-        let mut b = Worker::new(0, 2);
+        let mut a = Scheduler::new(0, 1);
+        let mut b = Scheduler::new(0, 2);
         let Poll::Won(_held) = a.try_poll(&m, Instant(0)) else { unreachable!("free lock") };
         let Poll::Lost { sleep } = b.try_poll(&m, Instant(1)) else { unreachable!("held") };
         assert_eq!(sleep, Duration(20_000));
@@ -1130,7 +1007,7 @@ mod tests {
     fn rho_converges_to_the_busy_fraction() {
         let c = MetronomeConfig::default();
         let m = ctl(3, 1, &c);
-        let mut w = Worker::new(0, 7);
+        let mut w = Scheduler::new(0, 7);
         let mut t = 0u64;
         for _ in 0..100 {
             let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
@@ -1148,7 +1025,7 @@ mod tests {
     fn rho_stays_below_one_even_if_always_busy() {
         let c = MetronomeConfig::default();
         let m = ctl(2, 1, &c);
-        let mut w = Worker::new(0, 7);
+        let mut w = Scheduler::new(0, 7);
         let mut t = 0u64;
         for _ in 0..200 {
             let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
@@ -1178,7 +1055,7 @@ mod tests {
         assert_eq!(p.corrected_short_timeout(0.0, f64::NAN), Duration(45_000));
         // Through the controller: a queue whose vacations run at 2·V̄ sleeps less and less.
         let m = ctl(3, 1, &c);
-        let mut w = Worker::new(0, 3);
+        let mut w = Scheduler::new(0, 3);
         let mut t = 0u64;
         let mut t_s = Vec::new();
         for _ in 0..20 {
@@ -1234,30 +1111,6 @@ mod tests {
     }
 
     #[test]
-    fn histogram_buckets_cover_every_value() {
-        assert_eq!(histogram_bucket(0), 0);
-        assert_eq!(histogram_bucket(7), 7);
-        assert_eq!(histogram_bucket(8), 8);
-        assert_eq!(histogram_bucket(u64::MAX), HISTOGRAM_BUCKETS - 1);
-        assert_eq!(histogram_bucket_bounds(HISTOGRAM_BUCKETS - 1).1, u64::MAX);
-        // Contiguous buckets.
-        for i in 1..HISTOGRAM_BUCKETS {
-            assert_eq!(histogram_bucket_bounds(i - 1).1, histogram_bucket_bounds(i).0, "bucket {i}");
-        }
-        let mut h = LogHistogram::new();
-        assert_eq!(h.quantile(0.5), None);
-        for v in 1..=100u64 {
-            h.record(v);
-        }
-        let mut g = LogHistogram::new();
-        g.merge(&h);
-        assert_eq!(g.count(), 100);
-        assert_eq!(g.quantile(0.0), Some(1));
-        let p99 = g.quantile(0.99).expect("non-empty");
-        assert!(rel(p99 as f64, 99.0) <= 1.0 / 16.0, "p99 = {p99}");
-    }
-
-    #[test]
     fn xorshift_below_stays_in_range() {
         let mut r = XorShift64::new(0);
         assert_eq!(r.below(0), 0);
@@ -1267,7 +1120,6 @@ mod tests {
     }
 
     proptest! {
-
         #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn factor_equals_geometric_series_for_integer_m(rho in 0.0f64..1.0, m in 1u32..=64) {
@@ -1311,19 +1163,5 @@ mod tests {
             }
         }
 
-        #[test]
-        fn histogram_quantiles_are_within_a_sixteenth(mut vs in proptest::collection::vec(0u64..1u64 << 40, 1..crate::testing::miri_or(300, 30)), q in 0.0f64..=1.0) {
-            let mut h = LogHistogram::new();
-            for &v in &vs {
-                h.record(v);
-                let (lo, hi) = histogram_bucket_bounds(histogram_bucket(v));
-                prop_assert!(lo <= v && v < hi);
-            }
-            vs.sort_unstable();
-            let rank = libm::ceil(q * vs.len() as f64).max(1.0) as usize;
-            let exact = vs[rank - 1] as f64;
-            let got = h.quantile(q).expect("non-empty") as f64;
-            prop_assert!((got - exact).abs() <= exact / 16.0 + 0.5, "q = {q}: {got} vs {exact}");
-        }
     }
 }

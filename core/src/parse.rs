@@ -39,7 +39,7 @@ mod tests;
 
 pub use headers::{EthernetFrame, IcmpHeader, Ipv4Header, Ipv6Header, TcpHeader, UdpHeader};
 
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use core::fmt;
 use headers::{be16, byte};
 

@@ -311,7 +311,6 @@ mod tests {
     }
 
     proptest! {
-
         #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn table_equals_bitwise(key in proptest::collection::vec(any::<u8>(), 40), input in proptest::collection::vec(any::<u8>(), 0..=36)) {

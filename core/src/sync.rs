@@ -28,9 +28,14 @@ pub(crate) mod atomic;
 mod guarded;
 mod packet_mem;
 pub mod prefetch;
+pub mod swap;
+
+#[cfg(all(test, loom))]
+mod loom_swap;
 
 pub use guarded::Guarded;
 pub use packet_mem::PacketMem;
+pub use swap::{Reader, Retired, Swap};
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicU32, Ordering};

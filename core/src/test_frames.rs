@@ -1,7 +1,7 @@
 //! Frame builders for the unit tests: well-formed frames that tests then break.
 
 use crate::checksum;
-use crate::forward::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
+use crate::control::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, PROTO_TCP, PROTO_UDP};
 
 pub const DST: [u8; 6] = [0x52, 0x54, 0, 0, 0, 0x10];
@@ -123,7 +123,27 @@ pub fn tcp6(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
 
 /// A control frame carrying command byte `cmd`.
 pub fn control(cmd: u8) -> Vec<u8> {
-    let mut p = CONTROL_MAGIC.to_vec();
-    p.push(cmd);
-    eth(&[], CONTROL_ETHERTYPE, &p)
+    use core::sync::atomic::{AtomicU64, Ordering};
+    // One counter for every test frame: frames built later have higher counters.
+    static COUNTER: AtomicU64 = AtomicU64::new(1);
+    let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
+    match crate::control::Command::from_bytes(&[cmd, 0, 0]) {
+        Some((c, _)) => eth(&[], CONTROL_ETHERTYPE, &crate::control::signed_payload(&CTL_KEY, counter, c)),
+        // An unknown command byte: the right shape otherwise, so only the byte is wrong.
+        None => {
+            let mut p = CONTROL_MAGIC.to_vec();
+            p.extend_from_slice(&counter.to_be_bytes());
+            p.push(cmd);
+            p.extend_from_slice(&[0; 8]);
+            eth(&[], CONTROL_ETHERTYPE, &p)
+        }
+    }
+}
+
+/// The control key of the test frames.
+pub const CTL_KEY: [u8; 16] = *b"cadence-test-key";
+
+/// Control accepted on `port` under [`CTL_KEY`] (a fresh counter).
+pub fn ctl_on(port: usize) -> Option<crate::control::ControlAuth> {
+    Some(crate::control::ControlAuth::new(port, CTL_KEY))
 }

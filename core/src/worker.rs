@@ -1,327 +1,291 @@
-//! The busy-poll worker loop: RX burst on each port, the [`Stage`], TX burst on the
-//! destination port, counters.
+//! The multi-core worker loop of SPEC §1: M workers share N lanes through Metronome's
+//! trylocks and either sleep between rounds (`metronome` mode) or never do (`poll` mode,
+//! the DPDK-like busy-polling baseline).
 //!
-//! One [`Worker::poll_once`] call:
-//! 1. for each port `p`: `rx_burst` into a batch, count `p{p}_rx`/`p{p}_rx_bytes`,
-//!    hand the batch to the stage, which empties it into per-port output batches
-//!    (or frees and counts what it drops);
-//! 2. for each port `q` with output: `tx_burst`; what the ring did not take is
-//!    offered again, at most [`WorkerConfig::tx_retries`] more times within this
-//!    poll, then freed and counted as [`DropReason::TxFull`] (and `p{q}_tx_full`);
-//! 3. counts the poll (`polls`, and `busy_polls` when anything was received), and
-//!    reports what happened in a [`PollOutcome`], including control commands and
-//!    whether a periodic `@stats` line is due.
+//! A **lane** ([`Lane`]) is what one queue lock protects: receive queue `k` of every port,
+//! transmit queue `k` of every port, and the buffer pool those queues draw from and return
+//! to. Frames received on lane `k` leave on lane `k`, so a lane is self-contained and whoever
+//! holds its lock owns all of it. Lanes are bound to the controller's queue locks with
+//! [`Guarded`], so only the round's winner can reach one.
 //!
-//! After `poll_once` returns, the worker holds no buffers: every buffer is in a ring
-//! or in the pool. The loop never panics and never allocates.
+//! One [`Worker::round`] per wake-up (SPEC §1 "Worker loop"):
+//! 1. one `try_lock` on the lane the worker is bound to ([`metronome::Scheduler::try_poll`]);
+//! 2. **lost**: the worker becomes a backup, picks a random lane for next time, and (in
+//!    `metronome` mode) sleeps `T_L`;
+//! 3. **won**: the vacation is recorded, the lane is drained — [`worker::Worker::poll_once`]
+//!    (RX burst on every port, the stage, TX burst on the destination port) until a poll
+//!    receives nothing — then ρ and `T_S` are updated, the lock is released, and (in
+//!    `metronome` mode) the worker sleeps `T_S`. TX needs no separate flush: `poll_once`
+//!    hands every frame to a TX ring (or drops it as `tx_full`) before it returns.
 //!
-//! Counters the worker cannot see (the driver's `rx_err`, `no_buf`, and the pool's
-//! `pool_in_use`) are passed to [`WorkerStats::write_counters`] by the caller in a
-//! [`DriverCounters`], so one function writes every counter of docs/PROTOCOL.md in
-//! its documented order.
+//! Fewer workers than lanes (M < N; the paper assumes M ≥ N, and a primary that never
+//! loses would keep its lane forever while the others starve): each worker then owns the
+//! lanes `k ≡ w (mod M)` ([`Worker::partition`]) and moves to the next of them after
+//! every round, so every lane is visited.
+//!
+//! Accounting per core ([`WorkerStats`]): elapsed ticks since the first round, ticks halted
+//! in the sleeper (the rest is busy: polling, processing, losing races), tries, wins, busy
+//! tries, packets. Per lane, the controller's [`metronome::QueueSnapshot`] has ρ, `T_S`
+//! and the vacation statistics.
 
-use core::fmt;
+use crate::buf::Pool;
+use crate::control::Commands;
+use crate::metronome::{self, Metronome, Poll, QueueState, WorkerStats};
+use crate::nic::{RxQueue, TxQueue, WakeAddr};
+use crate::poll::{ForwardStats, PollConfig, Poller};
+use crate::stage::{PORTS, Stage};
+use crate::sync::Guarded;
+use crate::time::{Clock, Duration, Instant, Sleeper};
 
-use crate::buf::{BATCH_SIZE, Batch, Pool};
-use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters};
-use crate::nic::{RxQueue, TxQueue};
-use crate::time::{Clock, Duration, Instant, Timeout, poll_until};
-
-/// Runtime knobs of a [`Worker`].
+/// How workers spend the time between rounds, chosen at boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub struct WorkerConfig {
-    /// Extra `tx_burst` attempts for frames a full TX ring did not take, within one
-    /// poll, before they are dropped as `TxFull`.
-    pub tx_retries: u32,
-    /// Period of [`PollOutcome::stats_due`]; zero turns it off.
-    pub stats_period: Duration,
+pub enum Mode {
+    /// Never sleep: try the next lane at once (busy polling, the DPDK-like baseline).
+    Poll,
+    /// Sleep `T_S` after a won round and `T_L` after a lost one (SPEC §1).
+    Metronome,
 }
 
-impl WorkerConfig {
-    /// A configuration with `tx_retries` and `stats_period`.
-    pub const fn new(tx_retries: u32, stats_period: Duration) -> Self {
-        Self { tx_retries, stats_period }
+impl Mode {
+    /// The boot-option spelling: `poll` or `metronome`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Poll => "poll",
+            Mode::Metronome => "metronome",
+        }
     }
 }
 
-impl Default for WorkerConfig {
-    /// Four retries, no periodic stats.
-    fn default() -> Self {
-        Self::new(4, Duration::ZERO)
-    }
+/// What one queue lock protects: queue `k` of every port and their buffer pool.
+#[derive(Debug)]
+pub struct Lane<'m, R, T> {
+    /// Receive queue `k` of each port.
+    pub rx: [R; PORTS],
+    /// Transmit queue `k` of each port.
+    pub tx: [T; PORTS],
+    /// The buffers these queues use.
+    pub pool: Pool<'m>,
 }
 
-/// Per-port counters kept by the worker.
+/// What one round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PortCounters {
+pub struct Round {
+    /// The lane tried.
+    pub lane: usize,
+    /// Whether the lock was won.
+    pub won: bool,
     /// Frames received.
-    pub rx: u64,
-    /// Bytes in those frames.
-    pub rx_bytes: u64,
-    /// Frames taken by the TX ring.
-    pub tx: u64,
-    /// Bytes in those frames.
-    pub tx_bytes: u64,
-    /// Frames dropped because the TX ring stayed full.
-    pub tx_full: u64,
+    pub packets: u64,
+    /// Control commands seen while draining.
+    pub commands: Commands,
+    /// The clock at the end of the round (after any sleep).
+    pub now: Instant,
 }
 
-/// Every counter of a worker.
+/// What [`Worker::drain_lane`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct WorkerStats {
-    /// Per-port counters.
-    pub ports: [PortCounters; PORTS],
-    /// Drops by reason (TX-full drops included) and control frames.
-    pub stage: StageCounters,
-    /// Calls to `poll_once`.
-    pub polls: u64,
-    /// Polls that received at least one frame.
-    pub busy_polls: u64,
-}
-
-/// Counters that the driver and pool keep, passed in for the stats line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct DriverCounters {
-    /// Per port: frames the device flagged as bad ([`crate::nic::RxStats::errors`]).
-    pub rx_err: [u64; PORTS],
-    /// Per port: ring refills that found the pool empty
-    /// ([`crate::nic::RxStats::no_buffer`]).
-    pub no_buf: [u64; PORTS],
-    /// Buffers not in the pool ([`Pool::in_use`]).
-    pub pool_in_use: u64,
-}
-
-impl DriverCounters {
-    /// Reads the counters of one RX queue per port and of `pool`.
-    pub fn from_queues<R: RxQueue>(rx: &[R], pool: &Pool<'_>) -> Self {
-        let mut c = Self { pool_in_use: pool.in_use() as u64, ..Self::default() };
-        for (i, q) in rx.iter().take(PORTS).enumerate() {
-            let s = q.rx_stats();
-            c.rx_err[i] = s.errors;
-            c.no_buf[i] = s.no_buffer;
-        }
-        c
-    }
-}
-
-impl WorkerStats {
-    /// Adds `other`'s counters to these (summing the workers of several cores).
-    pub fn merge(&mut self, other: &WorkerStats) {
-        for (a, b) in self.ports.iter_mut().zip(other.ports.iter()) {
-            a.rx = a.rx.saturating_add(b.rx);
-            a.rx_bytes = a.rx_bytes.saturating_add(b.rx_bytes);
-            a.tx = a.tx.saturating_add(b.tx);
-            a.tx_bytes = a.tx_bytes.saturating_add(b.tx_bytes);
-            a.tx_full = a.tx_full.saturating_add(b.tx_full);
-        }
-        self.stage.merge(&other.stage);
-        self.polls = self.polls.saturating_add(other.polls);
-        self.busy_polls = self.busy_polls.saturating_add(other.busy_polls);
-    }
-
-    /// Drops over every reason.
-    pub fn drops_total(&self) -> u64 {
-        self.stage.drops_total()
-    }
-
-    /// Writes every counter of docs/PROTOCOL.md as space-separated `key=value` pairs,
-    /// in its order: `p{i}_rx p{i}_rx_bytes p{i}_tx p{i}_tx_bytes p{i}_rx_err
-    /// p{i}_no_buf p{i}_tx_full` per port, `drops`, `drop_<reason>` per
-    /// [`DropReason`], `ctl`, `pool_in_use`, `polls`, `busy_polls`. No leading space,
-    /// no newline: the caller writes `@stats t_ms=… ` before and `\n` after.
-    pub fn write_counters<W: fmt::Write + ?Sized>(&self, w: &mut W, drv: &DriverCounters) -> fmt::Result {
-        for (i, p) in self.ports.iter().enumerate() {
-            let rx_err = drv.rx_err.get(i).copied().unwrap_or(0);
-            let no_buf = drv.no_buf.get(i).copied().unwrap_or(0);
-            write!(
-                w,
-                "p{i}_rx={} p{i}_rx_bytes={} p{i}_tx={} p{i}_tx_bytes={} p{i}_rx_err={rx_err} \
-                 p{i}_no_buf={no_buf} p{i}_tx_full={} ",
-                p.rx, p.rx_bytes, p.tx, p.tx_bytes, p.tx_full
-            )?;
-        }
-        write!(w, "drops={}", self.drops_total())?;
-        for r in DropReason::ALL {
-            write!(w, " drop_{}={}", r.as_str(), self.stage.drops_for(r))?;
-        }
-        write!(
-            w,
-            " ctl={} pool_in_use={} polls={} busy_polls={}",
-            self.stage.ctl, drv.pool_in_use, self.polls, self.busy_polls
-        )
-    }
-}
-
-/// What one [`Worker::poll_once`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PollOutcome {
-    /// Frames received, all ports.
-    pub rx: usize,
-    /// Frames taken by TX rings, all ports.
-    pub tx: usize,
-    /// Frames dropped (any reason, TX-full included).
-    pub dropped: usize,
+pub struct Drained {
+    /// Frames received.
+    pub packets: u64,
     /// Control commands seen.
     pub commands: Commands,
-    /// The clock's reading at the start of the poll.
-    pub now: Instant,
-    /// A `stats_period` has passed since the last time this was set.
-    pub stats_due: bool,
+    /// Whether a poll found the lane empty before the bound.
+    pub empty: bool,
 }
 
-/// A busy-poll worker over one RX and one TX queue per port.
+/// One core's worker: the Metronome state machine plus the forwarding loop it drives.
 #[derive(Debug)]
 pub struct Worker<S> {
-    stage: S,
-    cfg: WorkerConfig,
-    stats: WorkerStats,
-    rx_batch: Batch,
-    out: [Batch; PORTS],
-    next_stats: Option<Instant>,
+    mode: Mode,
+    sched: metronome::Scheduler,
+    fwd: Poller<S>,
+    first: Option<Instant>,
+    last: Instant,
+    halted: u64,
+    /// `(w, M)` when this worker visits lanes `k ≡ w (mod M)` in turn.
+    partition: Option<(usize, usize)>,
 }
 
 impl<S: Stage> Worker<S> {
-    /// A worker running `stage`.
-    pub fn new(stage: S, cfg: WorkerConfig) -> Self {
+    /// A worker that first tries lane `first_lane`, seeding its random lane choice with
+    /// `seed` (e.g. the core index), running `stage`.
+    pub fn new(mode: Mode, first_lane: usize, seed: u64, stage: S, cfg: PollConfig) -> Self {
         Self {
-            stage,
-            cfg,
-            stats: WorkerStats::default(),
-            rx_batch: Batch::new(),
-            out: [const { Batch::new() }; PORTS],
-            next_stats: None,
+            mode,
+            sched: metronome::Scheduler::new(first_lane, seed),
+            fwd: Poller::new(stage, cfg),
+            first: None,
+            last: Instant(0),
+            halted: 0,
+            partition: None,
         }
     }
 
-    /// The counters so far.
-    pub fn stats(&self) -> &WorkerStats {
-        &self.stats
+    /// Declares this worker as worker `w` of `workers`. With fewer workers than lanes it
+    /// then owns lanes `k ≡ w (mod workers)` and visits them in turn (module docs); with
+    /// at least as many workers as lanes this changes nothing (the paper's setting).
+    pub fn partition(mut self, w: usize, workers: usize) -> Self {
+        self.partition = (workers > 0).then_some((w % workers, workers));
+        self
     }
 
-    /// The stage.
+    /// Re-declares this worker as live worker `w` of `workers` (e.g. after another worker
+    /// stalled and the live ones share its lanes): with fewer live workers than lanes it then
+    /// visits lanes `k ≡ w (mod workers)`, starting with lane `w`.
+    pub fn repartition(&mut self, w: usize, workers: usize) {
+        if workers == 0 {
+            return;
+        }
+        let next = (w % workers, workers);
+        if self.partition != Some(next) {
+            self.partition = Some(next);
+            self.sched.set_queue(next.0);
+        }
+    }
+
+    /// This worker's partition `(w, workers)`, if declared.
+    pub fn partition_of(&self) -> Option<(usize, usize)> {
+        self.partition
+    }
+
+    /// The mode chosen at boot.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// This core's scheduling counters.
+    pub fn stats(&self) -> WorkerStats {
+        WorkerStats {
+            elapsed_ticks: self.first.map_or(0, |f| self.last.saturating_since(f).ticks()),
+            halted_ticks: self.halted,
+            ..*self.sched.stats()
+        }
+    }
+
+    /// The sojourn times of the frames this worker transmitted ([`crate::latency`]).
+    pub fn latency(&self) -> &crate::latency::Latency {
+        self.fwd.latency()
+    }
+
+    /// This core's forwarding counters (ports, drops, control frames).
+    pub fn forwarding(&self) -> &ForwardStats {
+        self.fwd.stats()
+    }
+
+    /// The stage this worker runs (e.g. its NF chain, for its counters).
     pub fn stage(&self) -> &S {
-        &self.stage
+        self.fwd.stage()
     }
 
-    /// The stage, mutably (to reconfigure it between polls).
-    pub fn stage_mut(&mut self) -> &mut S {
-        &mut self.stage
+    /// One wake-up: one lock attempt, a drained lane if won, then the mode's sleep.
+    ///
+    /// `lanes[k]` must be bound to `ctl.queues()[k].lock()`; a lane that is missing or
+    /// bound to another lock is treated as empty (the round still releases the lock).
+    pub fn round<Q, R, T, C, Z>(
+        &mut self,
+        ctl: &Metronome<Q>,
+        lanes: &[Guarded<Lane<'_, R, T>>],
+        clock: &C,
+        sleeper: &mut Z,
+    ) -> Round
+    where
+        Q: AsRef<[QueueState]>,
+        R: RxQueue,
+        T: TxQueue,
+        C: Clock + ?Sized,
+        Z: Sleeper + ?Sized,
+    {
+        let now = clock.now();
+        self.first.get_or_insert(now);
+        let mut round = Round { lane: self.sched.queue(), now, ..Round::default() };
+        // Where a frame for this worker's lane will show up next (port 0's receive queue),
+        // for a sleeper that can watch memory; known only after a won round.
+        let mut watch = None;
+        let sleep = match self.sched.try_poll(ctl, now) {
+            Poll::Won(mut session) => {
+                round.won = true;
+                round.lane = session.queue();
+                if let Some(lane) = lanes.get(session.queue()).and_then(|l| l.get_mut(session.guard_mut())) {
+                    watch = lane.rx.first().and_then(|q| q.wake_address());
+                    loop {
+                        let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
+                        round.packets += out.rx as u64;
+                        round.commands.merge(out.commands);
+                        if out.rx == 0 || round.commands.stop {
+                            break;
+                        }
+                    }
+                }
+                self.sched.finish(session, clock.now(), round.packets)
+            }
+            Poll::Lost { sleep } => sleep,
+        };
+        if let Some((w, m)) = self.partition
+            && m < lanes.len()
+        {
+            // Next lane of this worker's share, whatever the round's outcome.
+            let next = round.lane + m;
+            self.sched.set_queue(if next < lanes.len() { next } else { w });
+        }
+        round.now = match self.mode {
+            Mode::Poll => clock.now(),
+            // A primary keeps its lane (unless partitioned), so it watches that lane.
+            Mode::Metronome => {
+                self.sleep(clock, sleeper, sleep, watch.filter(|_| self.partition_keeps_lane(lanes.len())))
+            }
+        };
+        self.last = round.now;
+        round
     }
 
-    /// One pass over every port: receive, process, transmit. `rx[p]` and `tx[p]` are
-    /// port `p`'s queues; ports beyond [`PORTS`] are ignored, and frames bound for a
-    /// port without a TX queue are dropped as `TxFull`.
-    pub fn poll_once<R, T, C>(&mut self, pool: &mut Pool<'_>, rx: &mut [R], tx: &mut [T], clock: &C) -> PollOutcome
+    /// Drains `lane` outside the Metronome rounds: polls it until a poll receives nothing,
+    /// at most `max_polls` times, forwarding what it gets through this worker's stage. For a
+    /// caller that already holds the lane's lock (e.g. a live RSS change draining the old
+    /// queue past the switch point); the controller's estimators are not touched. Returns the
+    /// frames received, the control commands seen, and whether the lane was found empty (a
+    /// lane that still delivered after `max_polls` polls is not).
+    pub fn drain_lane<R, T, C>(&mut self, lane: &mut Lane<'_, R, T>, clock: &C, max_polls: usize) -> Drained
     where
         R: RxQueue,
         T: TxQueue,
         C: Clock + ?Sized,
     {
-        let now = clock.now();
-        let drops_before = self.stats.stage.drops_total();
-        let mut outcome = PollOutcome { now, ..PollOutcome::default() };
-
-        for (port, q) in rx.iter_mut().take(PORTS).enumerate() {
-            // Left empty by the stage; cleared anyway so a faulty stage cannot make
-            // the worker hand the same buffer out twice.
-            if !self.rx_batch.is_empty() {
-                pool.free_batch(&mut self.rx_batch);
+        let mut d = Drained::default();
+        for _ in 0..max_polls {
+            let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
+            d.packets += out.rx as u64;
+            d.commands.merge(out.commands);
+            if out.rx == 0 {
+                d.empty = true;
+                break;
             }
-            let n = q.rx_burst(pool, &mut self.rx_batch);
-            if n == 0 {
-                continue;
-            }
-            outcome.rx += n;
-            if let Some(c) = self.stats.ports.get_mut(port) {
-                c.rx += n as u64;
-                c.rx_bytes += self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>();
-            }
-            let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage, now);
-            outcome.commands.merge(cmds);
         }
-
-        for port in 0..PORTS {
-            outcome.tx += self.transmit(pool, port, tx.get_mut(port));
-        }
-
-        self.stats.polls += 1;
-        if outcome.rx > 0 {
-            self.stats.busy_polls += 1;
-        }
-        outcome.dropped = self.stats.stage.drops_total().saturating_sub(drops_before) as usize;
-        outcome.stats_due = self.stats_due(now);
-        outcome
+        d
     }
 
-    /// Offers `out[port]` to `txq`, retrying, and drops what is left as `TxFull`.
-    fn transmit<T: TxQueue>(&mut self, pool: &mut Pool<'_>, port: usize, txq: Option<&mut T>) -> usize {
-        let (Some(out), Some(counters)) = (self.out.get_mut(port), self.stats.ports.get_mut(port)) else {
-            return 0;
-        };
-        let mut sent = 0;
-        if let Some(q) = txq {
-            for _ in 0..=self.cfg.tx_retries {
-                if out.is_empty() {
-                    break;
-                }
-                let mut lens = [0u64; BATCH_SIZE];
-                for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
-                    *l = pool.len(b) as u64;
-                }
-                let n = q.tx_burst(pool, out).min(BATCH_SIZE);
-                counters.tx += n as u64;
-                counters.tx_bytes += lens.iter().take(n).sum::<u64>();
-                sent += n;
-            }
-        }
-        let left = out.len() as u64;
-        if left > 0 {
-            counters.tx_full += left;
-            self.stats.stage.count_drop(DropReason::TxFull, left);
-            pool.free_batch(out);
-        }
-        sent
+    /// Whether this worker's next round is on the lane it just had (not when it cycles
+    /// through a partition).
+    fn partition_keeps_lane(&self, lanes: usize) -> bool {
+        self.partition.is_none_or(|(_, m)| m >= lanes)
     }
 
-    fn stats_due(&mut self, now: Instant) -> bool {
-        let period = self.cfg.stats_period;
-        if period == Duration::ZERO {
-            return false;
-        }
-        match self.next_stats {
-            None => {
-                self.next_stats = Some(now.saturating_add(period));
-                false
-            }
-            Some(due) if now >= due => {
-                self.next_stats = Some(now.saturating_add(period));
-                true
-            }
-            Some(_) => false,
-        }
-    }
-
-    /// Waits until every TX ring has finished its frames (for STOP: "flush TX"),
-    /// reclaiming completed buffers, for at most `timeout`.
-    pub fn drain_tx<T: TxQueue, C: Clock + ?Sized>(
+    /// Sleeps `d` (ending early if `watch` is written, where the sleeper can watch) and
+    /// books the time as halted; returns the wake-up time.
+    fn sleep<C: Clock + ?Sized, Z: Sleeper + ?Sized>(
         &mut self,
-        pool: &mut Pool<'_>,
-        tx: &mut [T],
         clock: &C,
-        timeout: Duration,
-    ) -> Result<(), Timeout> {
-        poll_until(clock, timeout, || {
-            tx.iter_mut().fold(true, |idle, q| {
-                q.reclaim(pool);
-                idle && q.in_flight() == 0
-            })
-        })
+        sleeper: &mut Z,
+        d: Duration,
+        watch: Option<WakeAddr>,
+    ) -> Instant {
+        let before = clock.now();
+        let woke = sleeper.sleep_until_watching(before.saturating_add(d), watch);
+        let halted = woke.saturating_since(before);
+        self.halted = self.halted.saturating_add(halted.ticks());
+        self.sched.record_halted(halted);
+        woke
     }
 }
 

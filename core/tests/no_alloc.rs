@@ -1,5 +1,5 @@
 //! The per-packet path never allocates (DESIGN.md §3 "Memory"): a counting global
-//! allocator watches the real worker loop ([`Worker::poll_once`]) run each shipped kind of
+//! allocator watches the real busy-poll step ([`Poller::poll_once`]) run each shipped kind of
 //! chain over software NICs, and every allocation or deallocation on the test's thread
 //! while 100 000 packets go through is a failure, with the backtrace of the first one.
 //!
@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::PORTS;
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared, example_rules};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
@@ -35,9 +34,10 @@ use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::parse::IpAddr;
+use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant, TickRate};
-use cadence_core::worker::{Worker, WorkerConfig};
 
 // ---- the counting allocator ----------------------------------------------------------
 
@@ -225,7 +225,7 @@ impl Clock for StepClock {
 const EGRESS: Egress = Egress {
     own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
     peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: false,
+    control: None,
 };
 
 // ---- the chains ----------------------------------------------------------------------
@@ -317,7 +317,7 @@ fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).expect("pool");
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, false), SoftTxQueue::new(512, false)];
-    let mut worker = Worker::new(chain, WorkerConfig::default());
+    let mut poller = Poller::new(chain, PollConfig::default());
     let clock = StepClock(Cell::new(1));
     let mut reply = [0u8; 128];
     let mut replies = [[0u8; 128]; BATCH_SIZE];
@@ -329,7 +329,7 @@ fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
         for j in 0..BATCH_SIZE {
             let _ = rx[0].inject(pool, &frames[flow_of(batch_no, j)]);
         }
-        worker.poll_once(pool, rx, tx, &clock);
+        poller.poll_once(pool, rx, tx, &clock);
         // The wires: port 1's frames are what left toward the outside; answer the UDP
         // ones (a NAT's mappings must translate replies back), then mark all sent.
         let mut n_replies = 0;
@@ -374,7 +374,7 @@ fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
 
     // Wind down: everything back in the pool.
     for _ in 0..4 {
-        worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+        poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
         tx[0].transmit(&pool, usize::MAX, |_| {});
         tx[1].transmit(&pool, usize::MAX, |_| {});
     }
@@ -386,10 +386,10 @@ fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
         q.release(&mut pool);
     }
     assert_eq!(pool.in_use(), 0, "buffers leaked");
-    let stats = worker.stats();
+    let stats = poller.stats();
     let forwarded = stats.ports.iter().map(|p| p.tx).sum();
     let mut counters = String::new();
-    worker.stage().write_counters(&mut counters).expect("counters");
+    poller.stage().write_counters(&mut counters).expect("counters");
     Outcome { allocs, deallocs, first, counters, forwarded, exported }
 }
 

@@ -27,6 +27,16 @@ pub enum Sched {
     Poll,
 }
 
+/// A key that must not be printed: its `Debug` says `<secret>`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Secret(pub [u8; 16]);
+
+impl core::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
 /// Every knob, with its default. See docs/PROTOCOL.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -37,8 +47,10 @@ pub struct BootConfig {
     pub stats_ms: u32,
     /// Give up after this many seconds without STOP; 0 = never.
     pub max_s: u32,
-    /// Accept control frames.
-    pub ctl: bool,
+    /// The port control frames are accepted on (`ctl=port:N`); `None`: control off.
+    pub ctl: Option<u8>,
+    /// The SipHash-2-4 key control frames are signed with (`ctl_key=`, 32 hex digits).
+    pub ctl_key: Option<Secret>,
     /// Next-hop MAC for frames leaving port 0 and port 1.
     pub peer: [[u8; 6]; 2],
     /// Packet buffers in the pool.
@@ -66,6 +78,14 @@ pub struct BootConfig {
     /// Line rate in Mb/s for Metronome's ring bound; 0 = the port's link speed (10 GbE
     /// when the port does not report one).
     pub line_mbps: u32,
+    /// A worker whose rounds have stopped this long is reported stalled and its lanes are
+    /// taken over; 0 turns the watchdog off.
+    pub stall_ms: u32,
+    /// Debug: worker `.0` stops (spins forever without rounds) `.1` ms into the run.
+    pub stall: Option<(u8, u32)>,
+    /// The per-packet latency SLO in µs: frames whose sojourn in the dataplane exceeds it
+    /// are counted (`over_slo`); 0: no SLO.
+    pub slo_us: u32,
 }
 
 impl BootConfig {
@@ -87,7 +107,8 @@ impl Default for BootConfig {
             mode: Mode::Forward,
             stats_ms: 1000,
             max_s: 0,
-            ctl: false,
+            ctl: None,
+            ctl_key: None,
             peer: [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]],
             pool: 4096,
             qsize: 256,
@@ -101,16 +122,20 @@ impl Default for BootConfig {
             feedback_permille: 30,
             mwait: false,
             line_mbps: 0,
+            stall_ms: 1000,
+            stall: None,
+            slo_us: 200,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 18] = [
+pub const KEYS: [&str; 22] = [
     "mode",
     "stats_ms",
     "max_s",
     "ctl",
+    "ctl_key",
     "peer0",
     "peer1",
     "pool",
@@ -125,6 +150,9 @@ pub const KEYS: [&str; 18] = [
     "feedback",
     "mwait",
     "line_mbps",
+    "stall_ms",
+    "stall",
+    "slo_us",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -157,6 +185,13 @@ pub enum ConfigError<'a> {
         /// What was given.
         got: &'a str,
     },
+    /// A key another one needs is missing.
+    Missing {
+        /// The missing key.
+        key: &'static str,
+        /// Why it is needed.
+        because: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError<'_> {
@@ -179,6 +214,7 @@ impl fmt::Display for ConfigError<'_> {
             ConfigError::BadValue { key, expected, got } => {
                 write!(f, "boot option '{key}': expected {expected}, got '{got}'")
             }
+            ConfigError::Missing { key, because } => write!(f, "boot option '{key}': required {because}"),
         }
     }
 }
@@ -211,11 +247,13 @@ impl BootConfig {
                 "max_s" => cfg.max_s = int_in(value, 0, 86_400).ok_or(bad("an integer in 0..=86400"))?,
                 "ctl" => {
                     cfg.ctl = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("one of on, off")),
+                        "off" => None,
+                        "port:0" => Some(0),
+                        "port:1" => Some(1),
+                        _ => return Err(bad("one of off, port:0, port:1")),
                     }
                 }
+                "ctl_key" => cfg.ctl_key = Some(Secret(parse_key(value).ok_or(bad("32 hex digits (a 128-bit key)"))?)),
                 "peer0" | "peer1" => {
                     let port = usize::from(key == "peer1");
                     cfg.peer[port] = parse_mac(value).ok_or(bad("a MAC address xx:xx:xx:xx:xx:xx"))?;
@@ -250,12 +288,44 @@ impl BootConfig {
                 "line_mbps" => {
                     cfg.line_mbps = int_in(value, 0, 400_000).ok_or(bad("an integer in 0..=400000 (Mb/s)"))?
                 }
+                "stall_ms" => cfg.stall_ms = int_in(value, 0, 600_000).ok_or(bad("an integer in 0..=600000"))?,
+                "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
+                "stall" => {
+                    let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
+                    let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;
+                    let ms = int_in(ms, 0, 86_400_000).ok_or(bad("WORKER:MS with MS in 0..=86400000"))?;
+                    cfg.stall = Some((w as u8, ms));
+                }
                 // Every key of KEYS is matched above.
                 _ => return Err(ConfigError::UnknownKey { key }),
             }
         }
+        if cfg.ctl.is_some() && cfg.ctl_key.is_none() {
+            return Err(ConfigError::Missing {
+                key: "ctl_key",
+                because: "with ctl=port:N (32 hex digits: control frames are signed with it)",
+            });
+        }
         Ok(cfg)
     }
+
+    /// Who may send control frames, as `core` checks it (`None`: control off).
+    pub fn control(&self) -> Option<cadence_core::control::ControlAuth> {
+        let (port, Secret(key)) = (self.ctl?, self.ctl_key?);
+        Some(cadence_core::control::ControlAuth::new(usize::from(port), key))
+    }
+}
+
+/// 32 hex digits: a 128-bit key, first digit pair = first byte.
+fn parse_key(s: &str) -> Option<[u8; 16]> {
+    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut k = [0u8; 16];
+    for (i, b) in k.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(k)
 }
 
 /// A decimal integer in `lo..=hi`.
@@ -323,13 +393,16 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let c = BootConfig::parse(
-            "mode=boot stats_ms=0 max_s=70 ctl=on peer0=52:54:00:AA:bb:01 peer1=02:00:00:00:00:09 pool=1024 qsize=512",
+            "mode=boot stats_ms=0 max_s=70 ctl=port:1 ctl_key=000102030405060708090a0b0c0d0E0F peer0=52:54:00:AA:bb:01 peer1=02:00:00:00:00:09 pool=1024 qsize=512",
         )
         .unwrap();
         assert_eq!(c.mode, Mode::Boot);
         assert_eq!(c.stats_ms, 0);
         assert_eq!(c.max_s, 70);
-        assert!(c.ctl);
+        assert_eq!((c.ctl, c.ctl_key), (Some(1), Some(Secret([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]))));
+        // The key never shows in the configuration's debug output (printed on COM1).
+        assert!(!alloc::format!("{c:?}").contains("14, 15"), "{c:?}");
+        assert_eq!(c.control().map(|a| a.port()), Some(1));
         assert_eq!(c.peer[0], [0x52, 0x54, 0, 0xaa, 0xbb, 1]);
         assert_eq!(c.peer[1], [2, 0, 0, 0, 0, 9]);
         assert_eq!((c.pool, c.qsize), (1024, 512));
@@ -340,6 +413,11 @@ mod tests {
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
+        let c = BootConfig::parse("stall_ms=250 stall=1:500").unwrap();
+        assert_eq!((c.stall_ms, c.stall), (250, Some((1, 500))));
+        for bad in ["stall=1", "stall=64:5", "stall=1:x", "stall_ms=-1"] {
+            assert!(matches!(BootConfig::parse(bad), Err(ConfigError::BadValue { .. })), "{bad}");
+        }
         let c = BootConfig::parse("line_mbps=25000").unwrap();
         assert_eq!(c.line_mbps, 25_000);
         assert_eq!(c.line_rate_mbps(Some(1000)), (25_000, "option"));
@@ -361,7 +439,7 @@ mod tests {
 
     #[test]
     fn unknown_key_is_named_with_the_known_ones() {
-        let e = BootConfig::parse("ctl=on bogus=1").unwrap_err();
+        let e = BootConfig::parse("ctl=off bogus=1").unwrap_err();
         assert_eq!(e, ConfigError::UnknownKey { key: "bogus" });
         let msg = e.to_string();
         assert!(msg.starts_with("boot option 'bogus': unknown key (known: mode, stats_ms"), "{msg}");
@@ -383,6 +461,10 @@ mod tests {
             ("pool=10", "pool", "10"),
             ("mode=fast", "mode", "fast"),
             ("ctl=yes", "ctl", "yes"),
+            ("ctl=on", "ctl", "on"),
+            ("ctl=port:2", "ctl", "port:2"),
+            ("ctl_key=0011", "ctl_key", "0011"),
+            ("ctl_key=zz0102030405060708090a0b0c0d0e0f", "ctl_key", "zz0102030405060708090a0b0c0d0e0f"),
             ("peer0=01:02:03", "peer0", "01:02:03"),
             ("peer1=01:02:03:04:05:06:07", "peer1", "01:02:03:04:05:06:07"),
             ("peer1=0g:02:03:04:05:06", "peer1", "0g:02:03:04:05:06"),
@@ -400,8 +482,19 @@ mod tests {
     }
 
     #[test]
+    fn control_needs_a_key() {
+        let e = BootConfig::parse("ctl=port:0").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "boot option 'ctl_key': required with ctl=port:N (32 hex digits: control frames are signed with it)"
+        );
+        assert_eq!(BootConfig::parse("ctl=off").unwrap().control(), None);
+        assert_eq!(BootConfig::default().control(), None);
+    }
+
+    #[test]
     fn duplicates_and_bare_tokens_are_refused() {
-        assert_eq!(BootConfig::parse("ctl=on ctl=off"), Err(ConfigError::Duplicate { key: "ctl" }));
+        assert_eq!(BootConfig::parse("ctl=off ctl=off"), Err(ConfigError::Duplicate { key: "ctl" }));
         assert_eq!(BootConfig::parse("quiet"), Err(ConfigError::NotKeyValue { token: "quiet" }));
     }
 

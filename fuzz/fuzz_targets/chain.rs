@@ -1,4 +1,4 @@
-//! A whole NF chain — the real worker loop (`Worker::poll_once`) over software NICs, as the
+//! A whole NF chain — the real busy-poll step (`Poller::poll_once`) over software NICs, as the
 //! firmware runs it — fed arbitrary frame sequences on both ports, with the clock moved by
 //! the input so that entries expire, sweeps report them and NAT/Accounting reclaim them.
 //! The first byte picks the chain: ACL → LB → Accounting, ACL → UrlFilter → Encrypt,
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cadence_core::buf::{BUF_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::forward::PORTS;
+use cadence_core::control::ControlAuth;
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
@@ -25,20 +25,25 @@ use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::nic::TxQueue;
 use cadence_core::parse::IpAddr;
+use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant, TickRate};
-use cadence_core::worker::{Worker, WorkerConfig};
 use cadence_drivers::fuzzing::Input;
 
 const BUFS: usize = 128;
 const TIMEOUT: Duration = Duration(50);
 const NAT_PORTS: (u16, u16) = (40_000, 40_015);
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: true,
-};
+/// Control frames accepted on port 0 (signed with a fixed key: the input may carry
+/// anything there, and a forged one must be dropped, never obeyed).
+fn egress() -> Egress {
+    Egress {
+        own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
+        peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
+        control: Some(ControlAuth::new(0, [0x5a; 16])),
+    }
+}
 
 struct StepClock(std::cell::Cell<u64>);
 
@@ -200,7 +205,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, BUFS).expect("pool");
     let mut rx = [SoftRxQueue::new(&mut pool, 16), SoftRxQueue::new(&mut pool, 16)];
     let mut tx = [SoftTxQueue::new(16, false), SoftTxQueue::new(16, false)];
-    let mut worker = Worker::new(Chain::new(nfs, EGRESS), WorkerConfig::default());
+    let mut poller = Poller::new(Chain::new(nfs, egress()), PollConfig::default());
     let clock = StepClock(std::cell::Cell::new(1));
     let (first, last) = NAT_PORTS;
     let owned = |rx: &[SoftRxQueue; 2], tx: &[SoftTxQueue; 2]| {
@@ -220,7 +225,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             }
             2 => {
                 clock.0.set(clock.0.get() + u64::from(inp.u8()));
-                worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+                poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
             }
             _ => {
                 let max = inp.below(20);
@@ -239,7 +244,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     }
     // Wind down: send everything, then give every buffer back.
     for _ in 0..3 {
-        worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+        poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
         for q in tx.iter_mut() {
             q.transmit(&pool, usize::MAX, |_| {});
             q.reclaim(&mut pool);

@@ -27,7 +27,7 @@ fn small(nf: &NfSpec) -> bool {
 const EGRESS: Egress = Egress {
     own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
     peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: false,
+    control: None,
 };
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

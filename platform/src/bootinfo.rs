@@ -138,6 +138,28 @@ pub struct BootInfo {
     rsdp_addr: Option<u64>,
     rsdp_copy: Option<RsdpCopy>,
     dropped: u32,
+    cmdline_error: Option<CmdlineError>,
+}
+
+/// Why the command line could not be taken whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmdlineError {
+    /// It is longer than [`CMDLINE_MAX`] bytes.
+    TooLong,
+    /// It is not UTF-8 from byte `at` on.
+    NotUtf8 {
+        /// Offset of the first invalid byte.
+        at: usize,
+    },
+}
+
+impl core::fmt::Display for CmdlineError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CmdlineError::TooLong => write!(f, "boot command line longer than {CMDLINE_MAX} bytes (the limit)"),
+            CmdlineError::NotUtf8 { at } => write!(f, "boot command line is not UTF-8 (byte {at})"),
+        }
+    }
 }
 
 impl BootInfo {
@@ -150,6 +172,7 @@ impl BootInfo {
             rsdp_addr: None,
             rsdp_copy: None,
             dropped: 0,
+            cmdline_error: None,
         }
     }
 
@@ -169,9 +192,16 @@ impl BootInfo {
     }
 
     /// The kernel command line (QEMU `-append`); empty if none. Bytes after the first
-    /// invalid UTF-8 sequence, or past [`CMDLINE_MAX`], are dropped.
+    /// invalid UTF-8 sequence, or past [`CMDLINE_MAX`], are dropped — and
+    /// [`BootInfo::cmdline_error`] says so: a caller must refuse such a line rather than act on
+    /// part of it.
     pub fn cmdline(&self) -> &str {
         &self.cmdline
+    }
+
+    /// Why the command line was not taken whole, if it was not.
+    pub fn cmdline_error(&self) -> Option<CmdlineError> {
+        self.cmdline_error
     }
 
     /// Physical address of the RSDP, if the loader gave one (PVH `rsdp_paddr`).
@@ -212,6 +242,7 @@ impl BootInfo {
             Ok(s) => s,
             Err(e) => {
                 self.dropped += 1;
+                self.cmdline_error = Some(CmdlineError::NotUtf8 { at: e.valid_up_to() });
                 // `valid_up_to` is a char boundary, so this cannot fail.
                 core::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or("")
             }
@@ -222,6 +253,7 @@ impl BootInfo {
         }
         if end < valid.len() {
             self.dropped += 1;
+            self.cmdline_error = Some(CmdlineError::TooLong);
         }
         self.cmdline.clear();
         // Cannot fail: `end <= CMDLINE_MAX`.
@@ -426,11 +458,18 @@ mod tests {
         let info = parse(0, 0x4000, &mem).unwrap();
         assert_eq!(info.cmdline(), "a=1 ");
         assert_eq!(info.dropped(), 1);
+        assert_eq!(info.cmdline_error(), Some(CmdlineError::NotUtf8 { at: 4 }));
         let long = vec![b'x'; CMDLINE_MAX + 10];
         let mem = pvh_fixture(&long);
         let info = parse(0, 0x4000, &mem).unwrap();
         assert_eq!(info.cmdline().len(), CMDLINE_MAX);
         assert_eq!(info.dropped(), 1);
+        assert_eq!(info.cmdline_error(), Some(CmdlineError::TooLong));
+        assert_eq!(CmdlineError::TooLong.to_string(), "boot command line longer than 1024 bytes (the limit)");
+        // Exactly at the limit is whole.
+        let mem = pvh_fixture(&vec![b'y'; CMDLINE_MAX]);
+        let info = parse(0, 0x4000, &mem).unwrap();
+        assert_eq!((info.cmdline().len(), info.cmdline_error()), (CMDLINE_MAX, None));
     }
 
     fn tag(kind: u32, body: &[u8]) -> Vec<u8> {

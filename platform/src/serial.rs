@@ -17,6 +17,8 @@ pub const COM2: u16 = 0x2f8;
 const TX_SPINS: u32 = 100_000;
 /// LSR: transmit holding register empty.
 const LSR_THRE: u8 = 1 << 5;
+/// LSR: data ready (a received byte waits in RBR / the receive FIFO).
+const LSR_DR: u8 = 1 << 0;
 
 /// A 16550 at an I/O base. Holds only the port number, so it is `Copy`; callers that
 /// need whole lines keep them together through [`console`].
@@ -62,6 +64,20 @@ impl Uart {
             core::hint::spin_loop();
         }
         self.out(0, b);
+    }
+
+    /// Reads received bytes into `buf` while LSR says one is ready, never waiting; returns
+    /// how many (at most the receive FIFO's 16 per call when nothing else arrives).
+    pub fn read_ready(&self, buf: &mut [u8]) -> usize {
+        let mut n = 0;
+        for slot in buf.iter_mut() {
+            if self.inp(5) & LSR_DR == 0 {
+                break;
+            }
+            *slot = self.inp(0);
+            n += 1;
+        }
+        n
     }
 
     /// Writes raw bytes.

@@ -6,10 +6,14 @@
 //! - [`metronome`]: M workers sharing N receive queues through `cadence_core::metronome`.
 //! - [`sweep`]: the Metronome load sweep and its figures ([`run_metronome_sweep`], the entry
 //!   point of `cargo xtask sim metronome`).
+//! - [`netblaze`]: NetBlaze (`cadence_core::netblaze`'s mappers and predictor) against the
+//!   paper's baselines on bursty traces ([`netblaze::run_study`], the entry point of `cargo
+//!   xtask sim netblaze`).
 //! - [`plot`]: a tiny hand-written SVG line plot.
 //! - [`rng`]: seeded random streams.
 
 pub mod metronome;
+pub mod netblaze;
 pub mod plot;
 pub mod rng;
 pub mod sweep;

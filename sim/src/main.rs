@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 fn usage() -> &'static str {
-    "usage: cadence-sim metronome [--out DIR]   (default DIR: target/sim/metronome)"
+    "usage: cadence-sim metronome [--out DIR]   (default DIR: target/sim/metronome)\n       \
+     cadence-sim netblaze [--out DIR] [--seconds N] [--seed N] [--slo-us N] [--profile FILE] [--preset campus|backbone] [--no-rack]"
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,6 +42,40 @@ fn main() -> anyhow::Result<()> {
             for f in &summary.files {
                 println!("wrote {}", f.display());
             }
+            Ok(())
+        }
+        "netblaze" => {
+            let mut out = PathBuf::from("target/sim/netblaze");
+            let mut opts = cadence_sim::netblaze::StudyOptions::default();
+            while let Some(a) = args.next() {
+                let mut val = || args.next().with_context(|| format!("{a} needs a value"));
+                match a.as_str() {
+                    "--out" => out = PathBuf::from(val()?),
+                    "--seconds" => opts.seconds = val()?.parse().context("--seconds")?,
+                    "--seed" => opts.seed = val()?.parse().context("--seed")?,
+                    "--slo-us" => opts.slo_ns = val()?.parse::<u64>().context("--slo-us")? * 1000,
+                    "--profile" => opts.profile = PathBuf::from(val()?),
+                    "--preset" => {
+                        opts.presets = match val()?.as_str() {
+                            "campus" => vec![cadence_sim::netblaze::trace::Preset::Campus],
+                            "backbone" => vec![cadence_sim::netblaze::trace::Preset::Backbone],
+                            p => bail!("unknown preset {p:?}"),
+                        }
+                    }
+                    "--no-rack" => opts.rack = false,
+                    _ => bail!("unknown argument {a:?}\n{}", usage()),
+                }
+            }
+            let t0 = std::time::Instant::now();
+            let s = cadence_sim::netblaze::run_study(&out, &opts)?;
+            print!("{}", cadence_sim::netblaze::study::rows_to_table(&s.rows));
+            for l in &s.rack {
+                println!("{l}");
+            }
+            for f in &s.files {
+                println!("wrote {}", f.display());
+            }
+            println!("({:.1} s)", t0.elapsed().as_secs_f64());
             Ok(())
         }
         "-h" | "--help" | "help" => {

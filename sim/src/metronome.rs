@@ -20,9 +20,8 @@
 
 use std::collections::VecDeque;
 
-use cadence_core::metronome::{
-    LogHistogram, Metronome, MetronomeConfig, Poll, QueueSnapshot, Session, Worker, WorkerStats,
-};
+use cadence_core::hist::LogHistogram;
+use cadence_core::metronome::{Metronome, MetronomeConfig, Poll, QueueSnapshot, Scheduler, Session, WorkerStats};
 use cadence_core::time::{Duration, Instant, TickRate};
 
 use crate::rng::Rng;
@@ -358,7 +357,7 @@ enum Next {
 
 /// One simulated core.
 struct SimWorker<'q> {
-    core: Worker,
+    core: Scheduler,
     next: u64,
     what: Next,
     session: Option<Session<'q>>,
@@ -396,7 +395,7 @@ pub fn run(cfg: &SimConfig) -> anyhow::Result<RunResult> {
             // Random phases within the first T_S.
             let next = (j.uniform() * first as f64) as u64;
             SimWorker {
-                core: Worker::new(i % cfg.queues, cfg.seed.wrapping_mul(31).wrapping_add(i as u64)),
+                core: Scheduler::new(i % cfg.queues, cfg.seed.wrapping_mul(31).wrapping_add(i as u64)),
                 next,
                 what: Next::Wake,
                 session: None,

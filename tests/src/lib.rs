@@ -6,6 +6,7 @@
 //! QEMU ≥ 8.0 they fail and say to run `cargo xtask test`, which installs it. Timeouts
 //! here are hang guards only; nothing asserts on time.
 
+pub mod grub;
 pub mod igb_model;
 pub mod ixgbe_model;
 pub mod model_host;
@@ -89,11 +90,40 @@ pub fn expect_status(rig: &Rig, exit: Exit, want: i32) -> Result<()> {
     Ok(())
 }
 
-/// Sends STOP and checks the firmware exits 33 with a `@summary`; returns its counters.
+/// Sends STOP and checks the firmware exits 33 with a `@summary`; checks conservation
+/// (every frame received — or originated, as IPFIX exports are — was sent, dropped by
+/// reason, or consumed as control), that the
+/// pools are back at their resting value of `@ready`, and that no ring refill found its pool
+/// empty (the tests run below capacity); returns the counters.
 pub fn stop_ok(rig: &mut Rig) -> Result<protocol::Counters> {
     let exit = rig.stop(STOP_TIMEOUT, &mut |_| {})?;
     expect_status(rig, exit, protocol::EXIT_SUCCESS)?;
-    rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary line on COM1\n{}", rig.qemu.diagnostics()))
+    let fw =
+        rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary line on COM1\n{}", rig.qemu.diagnostics()))?;
+    check_conservation(rig, &fw)?;
+    Ok(fw)
+}
+
+/// The end-of-run invariants [`stop_ok`] checks, for tests that stop the run themselves.
+pub fn check_conservation(rig: &Rig, fw: &protocol::Counters) -> Result<()> {
+    let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
+    let tx = fw.require("p0_tx")? + fw.require("p1_tx")?;
+    let (drops, ctl, generated) = (fw.require("drops")?, fw.require("ctl")?, fw.require("generated")?);
+    if rx + generated != tx + drops + ctl {
+        bail!("conservation: rx {rx} + generated {generated} != tx {tx} + drops {drops} + ctl {ctl}: {fw:?}");
+    }
+    let resting = rig.report.resting_pool.ok_or_else(|| anyhow!("no pool_in_use on @ready"))?;
+    if fw.require("pool_in_use")? != resting {
+        bail!(
+            "pool_in_use {} at the end, {resting} at rest (@ready): a buffer leaked: {fw:?}",
+            fw.require("pool_in_use")?
+        );
+    }
+    let no_buf = fw.require("p0_no_buf")? + fw.require("p1_no_buf")?;
+    if no_buf != 0 {
+        bail!("{no_buf} ring refills found the pool empty below capacity: {fw:?}");
+    }
+    Ok(())
 }
 
 /// Sends `frames` generated frames at `rate` frames/s (token bucket), pumping COM1

@@ -129,3 +129,24 @@ fn bad_chain_config_exits_35_naming_the_line() -> Result<()> {
     assert_eq!(line, "error: chain config line 4: acl.rule.src: expected an IPv4/IPv6 prefix");
     Ok(())
 }
+
+#[test]
+fn rings_too_big_for_the_heap_are_a_runtime_error_not_a_panic() -> Result<()> {
+    // Both rings at the largest size validation accepts: ~80 MiB of export records and
+    // ~64 MiB of expiry events against a 32 MiB heap. Before the rings were allocated
+    // fallibly this passed validation and then panicked (exit 39) at the allocation.
+    let text = "version=1\nnf=accounting\naccounting.export_ring=1048576\naccounting.event_ring=1048576\n".to_string();
+    let mut rig = start_with("chain_oom", 1, BootOptions::default(), |c| c.chain_text = Some(text))?;
+    let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
+    rig.pump(Duration::from_millis(200));
+    expect_status(&rig, exit, protocol::EXIT_RUNTIME_FAILURE)?;
+    let line = rig
+        .report
+        .errors
+        .iter()
+        .find(|l| l.starts_with("error: chain:"))
+        .cloned()
+        .ok_or_else(|| anyhow!("no chain error\n{}", rig.qemu.diagnostics()))?;
+    assert!(line.contains("accounting") && line.contains("not enough memory"), "{line}");
+    Ok(())
+}

@@ -26,7 +26,14 @@ fn forwards_10k_frames_exactly_once_in_order() -> Result<()> {
     // The ring bound takes the link speed the virtio-net devices report (the rig gives them
     // speed=1000): Metronome is not bounded by an assumed 10 GbE line rate.
     let com1 = rig.qemu.com1();
-    assert!(com1.iter().any(|l| l == "forward: line rate 1000 Mb/s (port) for the ring bound"), "{com1:#?}");
+    let ready = com1.iter().find(|l| l.starts_with("@ready ")).cloned().unwrap_or_default();
+    assert!(ready.contains(" line_mbps=1000 line_from=port "), "{ready}");
+    // COM1 holds machine lines only (and the empty line that ends the BIOS's): what people
+    // read went to COM2 as defmt.
+    let human: Vec<&String> = com1.iter().filter(|l| !l.is_empty() && !l.starts_with('@')).collect();
+    assert!(human.is_empty(), "non-machine lines on COM1: {human:#?}");
+    let d = xtask::defmt::decode_file(&cadence_tests::image()?, &rig.out_dir.join("com2.defmt"))?;
+    assert!(d.lines.iter().any(|l| l.contains("forward: 1 workers on 1 lanes")), "{:#?}", d.lines);
     assert!(!com1.iter().any(|l| l.starts_with("warning: T_S is bounded")), "{com1:#?}");
     let k = rig.checker().classes();
     let examples = rig.checker().examples.clone();
@@ -50,5 +57,19 @@ fn forwards_10k_frames_exactly_once_in_order() -> Result<()> {
     assert_eq!(fw.require("p0_rx")?, rig.sent_per_port[0], "{fw:?}");
     assert_eq!(fw.require("p1_rx")?, rig.sent_per_port[1], "{fw:?}");
     assert_eq!(fw.require("drops")?, 0, "{fw:?}");
+    // The dataplane's own latency: every forwarded frame timed, from the poll that took it to
+    // its TX burst. That span lies inside the host's (host send → host receive, through
+    // QEMU), frame by frame, so each quantile of it is at most the host's — within the
+    // histogram's bucket width (1/16) and the two clocks' rates.
+    assert_eq!(fw.require("lat_count")?, FRAMES, "{fw:?}");
+    let host = &rig.checker().latency;
+    for (key, pct) in [("lat_p50_ns", 50.0), ("lat_p99_ns", 99.0)] {
+        let dp = fw.require(key)?;
+        let h = host.percentile(pct).ok_or_else(|| anyhow::anyhow!("no host latencies"))?;
+        assert!(dp > 0 && dp as f64 <= h as f64 * 1.07, "{key} {dp} ns in the dataplane, host p{pct} {h} ns");
+    }
+    assert_eq!(fw.require("slo_us")?, 200, "{fw:?}");
+    assert!(fw.require("over_slo")? <= FRAMES, "{fw:?}");
+    assert_eq!(fw.require("core0_lat_count")?, FRAMES, "{fw:?}");
     Ok(())
 }

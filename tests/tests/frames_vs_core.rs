@@ -3,9 +3,10 @@
 //! control-frame reader. A disagreement here would make the QEMU tests fail for the
 //! wrong reason.
 
-use cadence_core::forward::{Command, DropReason, parse_control};
+use cadence_core::control::{Command, ControlAuth, Rejected, parse_control};
+use cadence_core::drops::DropReason;
 use cadence_core::parse::parse;
-use xtask::protocol::{Control, control_frame};
+use xtask::protocol::{Control, control_frame, unsigned_control_frame};
 use xtask::traffic::malformed::Malformed;
 use xtask::traffic::{Checker, Flow, Macs};
 
@@ -15,7 +16,7 @@ fn generated_frames_parse() {
     for i in 0..2000usize {
         let (_, f) = c.next_frame((i % 8) as u16, 60 + i * 149 % 1455).expect("flow");
         assert!(parse(&f).is_ok(), "frame {i} ({} B): {:?}", f.len(), parse(&f).err());
-        assert_eq!(parse_control(&f), None);
+        assert!(parse_control(&f).is_none());
     }
 }
 
@@ -30,12 +31,21 @@ fn malformed_frames_are_rejected_for_their_reason() {
 }
 
 #[test]
-fn control_frames_are_understood() {
+fn control_frames_are_understood_and_authenticated() {
+    // xtask signs with the `siphasher` crate, the image checks with its own SipHash: the two
+    // must agree, and the image must refuse what is not signed with its key.
     let m = Macs::DEFAULT;
-    assert_eq!(parse_control(&control_frame(m.nic[0], m.peer[0], Control::Stop)), Some(Command::Stop));
-    assert_eq!(parse_control(&control_frame(m.nic[1], m.peer[1], Control::Stats)), Some(Command::Stats));
-    assert_eq!(
-        parse_control(&xtask::protocol::rss_move_frame(m.nic[0], m.peer[0], 3, 1)),
-        Some(Command::RssMove { from: 3, to: 1 })
-    );
+    let key = *b"0123456789abcdef";
+    let auth = ControlAuth::new(0, key);
+    let f = |cmd, counter| control_frame(m.nic[0], m.peer[0], cmd, &key, counter);
+    assert_eq!(parse_control(&f(Control::Stop, 1)).map(|c| (c.counter, c.command)), Some((1, Command::Stop)));
+    assert_eq!(auth.check(0, &f(Control::Stats, 2)), Ok(Command::Stats));
+    assert_eq!(auth.check(0, &f(Control::RssMove { from: 3, to: 1 }, 3)), Ok(Command::RssMove { from: 3, to: 1 }));
+    assert_eq!(auth.check(0, &f(Control::RssRestore, 4)), Ok(Command::RssRestore));
+    assert_eq!(auth.check(0, &f(Control::Stop, 4)), Err(Rejected::Replayed));
+    assert_eq!(auth.check(1, &f(Control::Stop, 5)), Err(Rejected::WrongPort));
+    let other = control_frame(m.nic[0], m.peer[0], Control::Stop, b"fedcba9876543210", 6);
+    assert_eq!(auth.check(0, &other), Err(Rejected::BadTag));
+    assert_eq!(auth.check(0, &unsigned_control_frame(m.nic[0], m.peer[0], Control::Stop)), Err(Rejected::Malformed));
+    assert_eq!(auth.check(0, &f(Control::Stop, 7)), Ok(Command::Stop));
 }

@@ -7,6 +7,10 @@
 //!   and the lane's pool back at its resting value (the fill rings' buffers) at the end.
 //! - 20 000 frames through the L2 forwarder over AF_PACKET, with malformed frames of every
 //!   kind mixed in: the same parser drops and counts them by reason as in the image.
+//! - Overload: a dataplane told to sleep 10 ms between polls on 64-entry rings, offered
+//!   20 000 frames/s, cannot take it all: the excess is what the kernel counted as dropped at
+//!   the sockets' fill rings (`p*_xdp_rx_dropped`), nothing else is lost, and at a load it
+//!   can take afterwards every frame comes back.
 //! - Bad input: interfaces that do not exist, and an interface that vanishes mid-run, each
 //!   end with a clear line and the runtime-failure status.
 //!
@@ -46,6 +50,14 @@ fn hosted() -> Result<PathBuf> {
     .map_err(|e| anyhow!("{e}"))
 }
 
+/// One hosted dataplane at a time: each brings a generator and a dataplane onto a 2-CPU
+/// machine, and two at once would be measuring each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -> Result<Rig> {
     let mut cfg = RigConfig::new(hosted()?, out_dir(name), FLOWS);
     cfg.backend = Backend::Veth { queues: 1, io, args: vec!["--unpinned".into()] };
@@ -68,11 +80,14 @@ fn stop(rig: &mut Rig) -> Result<Counters> {
     if exit.status != Some(protocol::EXIT_SUCCESS) {
         bail!("hosted dataplane exit {:?}\n{}", exit.status, rig.qemu.diagnostics());
     }
-    rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary\n{}", rig.qemu.diagnostics()))
+    let fw = rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary\n{}", rig.qemu.diagnostics()))?;
+    cadence_tests::check_conservation(rig, &fw)?;
+    Ok(fw)
 }
 
 #[test]
 fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
+    let _one = serial();
     let mut rig =
         start("hosted_xdp_chain1", "af_xdp", BootOptions::default().set("workers", 2), Some("chains/chain1.toml"))?;
     let com1 = rig.qemu.com1();
@@ -80,6 +95,10 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
     assert!(nic.contains("kind=af_xdp") && nic.contains("data_path="), "{nic}");
     send_paced(&mut rig, FRAMES, RATE, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
     rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
+    // The management channel is the hosted binary's stdin.
+    let show = rig.ctl("show acl", Duration::from_secs(30))?;
+    assert!(show.data[0].starts_with("default=permit rules=5 generation=0"), "{show:?}");
+    assert_eq!(show.data.len(), 6, "{show:?}");
     let fw = stop(&mut rig)?;
     let c = rig.checker();
     let k = c.classes();
@@ -97,12 +116,11 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
     assert_eq!(fw.require("accounting_packets")?, k.received, "{fw:?}");
     assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, k.received, "{fw:?}");
     assert_eq!(fw.require("drops")?, denied, "{fw:?}");
-    // Both workers ran rounds; the pool is back at rest: only the two fill rings' buffers
-    // (one ring of qsize per socket) are out of it, and no refill ever found it empty.
+    // Both workers ran rounds; the pool is back at rest (`stop` checked it against @ready):
+    // only the two fill rings' buffers (one ring of qsize per socket) are out of it.
     assert!(fw.require("core0_tries")? > 0 && fw.require("core1_tries")? > 0, "{fw:?}");
     let qsize: u64 = 256;
     assert_eq!(fw.require("pool_in_use")?, 2 * qsize, "{fw:?}");
-    assert_eq!(fw.require("p0_no_buf")? + fw.require("p1_no_buf")?, 0, "{fw:?}");
     // The kernel dropped nothing on the way in either.
     assert_eq!(fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?, 0, "{fw:?}");
     Ok(())
@@ -110,6 +128,7 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
 
 #[test]
 fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
+    let _one = serial();
     let mut rig = start("hosted_packet_malformed", "af_packet", BootOptions::default(), None)?;
     let macs = rig.checker().macs();
     let mut injected: BTreeMap<&str, u64> = BTreeMap::new();
@@ -163,6 +182,43 @@ fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
 }
 
 #[test]
+fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> {
+    let _one = serial();
+    // Sleep 10 ms between polls with no feedback, 64-entry rings: at most 64 frames per
+    // port per 10 ms get in (6 400/s), far below the offered 20 000/s.
+    let boot = BootOptions::default()
+        .set("qsize", 64)
+        .set("vbar_us", 10_000)
+        .set("ts0_us", 10_000)
+        .set("line_mbps", 1)
+        .set("feedback", 0);
+    let mut rig = start("hosted_xdp_overload", "af_xdp", boot, None)?;
+    let overload = 40_000;
+    send_paced(&mut rig, overload, 20_000, |i| ((i % u64::from(FLOWS)) as u16, 60))?;
+    rig.drain(Duration::from_secs(2), Duration::from_secs(30), &mut |_| {});
+    let k1 = rig.checker().classes();
+    assert_eq!(k1.sent, overload);
+    assert!(k1.lost > 0, "the offered load was not an overload: {k1:?}");
+    // Now a load it takes: every frame back, once and in order.
+    send_paced(&mut rig, 2_000, 500, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
+    rig.drain(Duration::from_secs(2), Duration::from_secs(30), &mut |_| {});
+    let fw = stop(&mut rig)?;
+    let k2 = rig.checker().classes();
+    let examples = rig.checker().examples.clone();
+    assert_eq!(k2.lost, k1.lost, "frames lost after the load dropped: {k2:?}");
+    assert_eq!(k2.received - k1.received, 2_000, "{k2:?}");
+    let k2_rest = xtask::traffic::Classes { lost: 0, ..k2 };
+    assert!(k2_rest.clean(), "host saw {:?}: {k2:?}\n{examples:#?}", k2_rest.failures());
+    // Every lost frame is one the kernel counted at a socket whose fill ring was empty;
+    // the dataplane itself dropped nothing.
+    let kernel = fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?;
+    assert_eq!(kernel, k2.lost, "{fw:?}");
+    assert_eq!(fw.require("drops")?, 0, "{fw:?}");
+    assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, k2.received, "{fw:?}");
+    Ok(())
+}
+
+#[test]
 fn missing_interfaces_are_a_clear_runtime_failure() -> Result<()> {
     let out = std::process::Command::new(hosted()?)
         .args(["--port0", "cadnope0", "--port1", "cadnope1", "--io", "af_packet"])
@@ -180,6 +236,7 @@ fn missing_interfaces_are_a_clear_runtime_failure() -> Result<()> {
 
 #[test]
 fn an_interface_that_vanishes_mid_run_is_reported() -> Result<()> {
+    let _one = serial();
     let mut rig = start("hosted_vanish", "af_xdp", BootOptions::default(), None)?;
     send_paced(&mut rig, 500, 2_000, |i| ((i % u64::from(FLOWS)) as u16, 100))?;
     rig.veths.as_ref().ok_or_else(|| anyhow!("no veths"))?.delete_dut(1)?;

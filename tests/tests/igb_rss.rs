@@ -69,9 +69,8 @@ fn live_rss_move_loses_and_reorders_nothing() -> Result<()> {
     let mut rig = boot("igb_rss_move", FLOWS, 2, LANES)?;
     send(&mut rig, FLOWS, 600, 600, 0)?;
     // Move queue 1's buckets to queue 2 while frames are in flight, keep sending.
-    let m = rig.checker().macs();
     let mark = rig.qemu.com1().len();
-    rig.send_raw(0, &protocol::rss_move_frame(m.nic[0], m.peer[0], 1, 2))?;
+    rig.send_control(protocol::Control::RssMove { from: 1, to: 2 })?;
     send(&mut rig, FLOWS, 200, 600, 600)?;
     let line = wait_line(&mut rig, mark, "@rss ", Duration::from_secs(30))?;
     assert!(line.starts_with("@rss moved from=1 to=2 buckets="), "{line}");
@@ -79,7 +78,7 @@ fn live_rss_move_loses_and_reorders_nothing() -> Result<()> {
     assert!(buckets > 0, "queue 1 had buckets to give: {line}");
     // Snapshot lane 1 right after the move: from now on it must stay idle.
     let mark = rig.qemu.com1().len();
-    rig.send_raw(0, &protocol::control_frame(m.nic[0], m.peer[0], protocol::Control::Stats))?;
+    rig.send_control(protocol::Control::Stats)?;
     let stats = wait_line(&mut rig, mark, "@stats ", Duration::from_secs(30))?;
     let after = MachineLine::parse(&stats).context("not a machine line")??.counters();
     send(&mut rig, FLOWS, 800, 600, 800)?;
@@ -92,6 +91,44 @@ fn live_rss_move_loses_and_reorders_nothing() -> Result<()> {
     eprintln!("lane frames after the move {before:?}, at the end {end:?}");
     assert_eq!(end[1], before[1], "queue 1 has no buckets left: nothing new reaches lane 1");
     assert!(end[2] > before[2], "lane 2 serves the moved flows");
+    Ok(())
+}
+
+#[test]
+fn rss_restore_undoes_a_move_without_loss_or_reordering() -> Result<()> {
+    const FLOWS: u16 = 32;
+    const LANES: u32 = 4;
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rig = boot("igb_rss_restore", FLOWS, 2, LANES)?;
+    send(&mut rig, FLOWS, 300, 600, 0)?;
+    let mark = rig.qemu.com1().len();
+    rig.send_control(protocol::Control::RssMove { from: 1, to: 2 })?;
+    send(&mut rig, FLOWS, 300, 600, 300)?;
+    let moved = wait_line(&mut rig, mark, "@rss ", Duration::from_secs(30))?;
+    assert!(moved.starts_with("@rss moved from=1 to=2 ") && moved.ends_with("empty=1"), "{moved}");
+    // Undo it mid-stream: queue 1 gets its buckets back after lane 2 is drained of them.
+    let mark = rig.qemu.com1().len();
+    rig.send_control(protocol::Control::RssRestore)?;
+    send(&mut rig, FLOWS, 300, 600, 600)?;
+    let restored = wait_line(&mut rig, mark, "@rss ", Duration::from_secs(30))?;
+    assert!(restored.starts_with("@rss restored from=1 to=2 ") && restored.ends_with("empty=1"), "{restored}");
+    let mark = rig.qemu.com1().len();
+    rig.send_control(protocol::Control::Stats)?;
+    let stats = wait_line(&mut rig, mark, "@stats ", Duration::from_secs(30))?;
+    let after = MachineLine::parse(&stats).context("not a machine line")??.counters();
+    send(&mut rig, FLOWS, 400, 600, 900)?;
+    // A second restore has nothing to undo.
+    let mark = rig.qemu.com1().len();
+    rig.send_control(protocol::Control::RssRestore)?;
+    let nothing = wait_line(&mut rig, mark, "@rss ", Duration::from_secs(30))?;
+    assert_eq!(nothing, "@rss failed restore reason=nothing_to_restore");
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let fw = stop_ok(&mut rig)?;
+    let k = rig.checker().classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), rig.checker().examples);
+    assert_eq!((k.sent, k.received), (1300, 1300));
+    let (before, end) = (lane_packets(&after, LANES)?, lane_packets(&fw, LANES)?);
+    assert!(end[1] > before[1], "lane 1 serves its buckets again: {before:?} -> {end:?}");
     Ok(())
 }
 

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use cadence_core::buf::{BUF_SIZE, Batch, Pool};
-use cadence_core::forward::{ForwardConfig, Forwarder};
+use cadence_core::nf::{Chain, Egress};
 use cadence_core::nic::{Port, RssError, RxQueue, TxQueue};
+use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::rss::DEFAULT_KEY;
-use cadence_core::worker::{Worker, WorkerConfig};
 use cadence_drivers::hal::PciFunction;
 use cadence_drivers::ixgbe::{Config, InitError, Ixgbe};
 use cadence_tests::ixgbe_model::{Device, Ixgbe82599, RxOutcome, off};
@@ -337,9 +337,8 @@ fn worker_forwards_between_two_model_ports() {
     let cfg = Config::default().with_rings(128, 128);
     let (m0, mut n0) = h.port(MAC0, &cfg);
     let (m1, mut n1) = h.port(MAC1, &cfg);
-    let peers = ForwardConfig::DEFAULT_PEERS;
-    let mut worker =
-        Worker::new(Forwarder::new(ForwardConfig::new([MAC0, MAC1], peers, false)), WorkerConfig::default());
+    let peers = Egress::DEFAULT_PEERS;
+    let mut worker = Poller::new(Chain::new(Vec::new(), Egress::new([MAC0, MAC1], peers, None)), PollConfig::default());
     let models = [&m0, &m1];
     let macs = [MAC0, MAC1];
     let mut sent = [Vec::new(), Vec::new()];

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use cadence_core::forward::DropReason;
+use cadence_core::drops::DropReason;
 use cadence_tests::{BOOT_TIMEOUT, start, stop_ok};
 use xtask::protocol::BootOptions;
 use xtask::traffic::Pacer;

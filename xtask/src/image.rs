@@ -55,9 +55,13 @@ pub fn defmt_log() -> String {
     std::env::var("DEFMT_LOG").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "info".to_string())
 }
 
-/// The cargo to nest: `$CARGO` (set by cargo for `cargo run` and tests) or `cargo`.
+/// The cargo to nest: `$CARGO` (set by cargo for `cargo run` and tests) or `cargo`,
+/// pinned to the workspace's toolchain ([`crate::toolchain::pin`]) so that a dependency's
+/// own `rust-toolchain` file cannot pick another compiler for that dependency.
 pub fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    crate::toolchain::pin(&mut c);
+    c
 }
 
 /// Builds the image and returns its path. Adds the bare-metal target (and whatever else

@@ -4,12 +4,15 @@
 //! end-to-end tests use it directly.
 
 pub mod accel;
+pub mod bench;
 pub mod chain;
+pub mod ctl;
 pub mod defmt;
 pub mod image;
 pub mod netns;
 pub mod nightly;
 pub mod pcap;
+pub mod profile;
 pub mod protocol;
 pub mod provision;
 pub mod qemu;

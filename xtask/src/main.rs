@@ -95,27 +95,114 @@ enum Cmd {
         #[arg(long = "hosted-arg", allow_hyphen_values = true)]
         hosted_args: Vec<String>,
     },
+    /// Send one management command to a running dataplane and print the reply: to a
+    /// `cargo xtask run` in progress (it serves target/cadence-ctl.sock), or to an image
+    /// started by hand with `-serial unix:PATH,server=on,wait=off` (`--socket PATH`).
+    /// Commands: stats, show acl|lb|nat|accounting|l3fwd|rss, acl add RULE, acl del ID,
+    /// route add prefix:P,port:N,mac:M, route del P, lb backend add|del VIP BACKEND,
+    /// rss move FROM TO, rss restore, stop, help (docs/PROTOCOL.md).
+    Ctl {
+        /// The socket (default: target/cadence-ctl.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Seconds to wait for the reply.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+        /// The command and its arguments.
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
+        command: Vec<String>,
+    },
     /// Check a chain file (TOML) and print its text form: what the image gets as boot
     /// module 0 and the hosted binary reads with `--chain`.
     Chain {
         /// The chain file.
         file: PathBuf,
     },
-    /// Run a simulator study (`metronome`: the Metronome sweep of CPU share, vacation
-    /// and T_S against offered load for M = 1..4, and equal timeouts vs primary/backup),
-    /// writing CSV and SVG files.
+    /// Run a simulator study, writing CSV and SVG files: `metronome` (the Metronome sweep
+    /// of CPU share, vacation and T_S against offered load for M = 1..4, and equal timeouts
+    /// vs primary/backup) or `netblaze` (NetBlaze against static RSS, Metron-, Quadrant- and
+    /// Dyssect-like policies on the campus and backbone traces, and the ingress mapper at
+    /// rack scale; docs/NETBLAZE.md).
     Sim {
         /// The study to run.
-        #[arg(value_parser = ["metronome"])]
+        #[arg(value_parser = ["metronome", "netblaze"])]
         study: String,
         /// Output directory (default: target/sim/<study>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// More arguments for the study (`cargo xtask sim netblaze -- --seconds 10`).
+        #[arg(last = true)]
+        rest: Vec<String>,
+    },
+    /// Measure NetBlaze's capacity predictor of a chain on this machine (the chain's real
+    /// code over software NICs, timed with the TSC) and write the profile file
+    /// (docs/PROTOCOL.md "NetBlaze profile"). Runs a release build of itself.
+    Profile {
+        /// The chain file (TOML).
+        #[arg(long)]
+        chain: PathBuf,
+        /// Output file (default: the chain file with `.profile`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Epoch length in µs the frontiers are for ((SLO − 40)/2: 80 for a 200 µs SLO).
+        #[arg(long, default_value_t = 80)]
+        epoch_us: u64,
+        /// Generated rules added to the chain's ACL (the paper's ACL holds 1.5k rules).
+        #[arg(long, default_value_t = 1500)]
+        acl_rules: usize,
+        /// Epochs measured per grid point (median).
+        #[arg(long, default_value_t = 9)]
+        reps: usize,
     },
     /// Everything: fmt check, clippy (host and bare metal), the loom models, Miri, a short
     /// run of every fuzz target, QEMU provisioning, the image build, and `cargo test
     /// --workspace` (unit tests and QEMU end-to-end tests).
     Test,
+    /// Benchmark a study end to end (`hosted`: the hosted dataplane at speed on veth pairs,
+    /// side by side with DPDK testpmd, RFC 2544 zero-loss rates, latency, and Metronome's
+    /// CPU against load), writing CSV and SVG files. Root; two or more CPUs.
+    Bench {
+        /// The study to run.
+        #[arg(value_parser = ["hosted"])]
+        study: String,
+        /// Interleaved rounds of the throughput search (each runs every device once, in
+        /// rotating order); up to two more run when a round was noisy.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        rounds: u32,
+        /// Rounds at most, noisy ones included (default: rounds + 2).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=40))]
+        max_rounds: Option<u32>,
+        /// A smoke run: one round, short trials, loads 0/50/100 % only.
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (default: target/bench/hosted).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seconds of sending per trial (default 2; 0.5 with --quick).
+        #[arg(long)]
+        trial_secs: Option<f64>,
+        /// Flows per trial.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+        flows: u16,
+        /// Only the devices whose name contains this (repeatable), e.g. `--only testpmd`.
+        #[arg(long)]
+        only: Vec<String>,
+        /// Skip the Metronome CPU-vs-load study.
+        #[arg(long)]
+        no_metronome: bool,
+        /// Generator transmit path: ring (TPACKET_V3), sendmmsg, or auto (measure both on
+        /// the ceiling, keep the faster).
+        #[arg(long, default_value = "auto", value_parser = ["auto", "ring", "sendmmsg"])]
+        tx: String,
+        /// Seconds to wait for other processes to use at most 0.2 CPUs before each
+        /// measurement; a noisy trial is repeated once the machine is quiet, or kept (and
+        /// its round flagged) when it does not get quiet within this.
+        #[arg(long, default_value_t = 300.0)]
+        wait_quiet: f64,
+    },
+    /// Every verification step of `cargo xtask test`, exactly as it runs them: the loom
+    /// models, Miri, the no-allocation test, every fuzz target for a few seconds.
+    Verify,
     /// The loom models of `cadence-core` (`--cfg loom`, release, target/loom).
     Loom,
     /// `cadence-core`'s and `cadence-drivers`' library tests under Miri (installs nightly's
@@ -200,21 +287,80 @@ fn real_main() -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
+        Cmd::Ctl { socket, timeout, command } => {
+            let path = socket.unwrap_or_else(xtask::ctl::default_socket);
+            let mut client = xtask::ctl::Client::connect(&path)?;
+            let reply = client.request(&command.join(" "), std::time::Duration::from_secs(timeout))?;
+            for d in &reply.data {
+                println!("{d}");
+            }
+            match &reply.result {
+                Ok(s) if s.is_empty() => println!("ok"),
+                Ok(s) => println!("ok {s}"),
+                Err((name, msg)) => {
+                    eprintln!("error={name}: {msg}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
         Cmd::Chain { file } => {
             let c = xtask::chain::load(&file)?;
             print!("{}", c.text);
         }
-        Cmd::Sim { study, out } => {
+        Cmd::Sim { study, out, rest } => {
             let out = out.unwrap_or_else(|| image::target_dir().join("sim").join(&study));
             let status = image::cargo()
+                .current_dir(image::workspace_root())
                 .args(["run", "--release", "--quiet", "-p", "cadence-sim", "--", &study, "--out"])
                 .arg(&out)
+                .args(&rest)
                 .status()?;
             if !status.success() {
                 anyhow::bail!("cadence-sim {study} failed: {status}");
             }
         }
+        Cmd::Profile { chain, out, epoch_us, acl_rules, reps } => {
+            if cfg!(debug_assertions) {
+                // Measure optimized code: run this command again from a release build.
+                let mut cmd = image::cargo();
+                cmd.args(["run", "--release", "--quiet", "-p", "xtask", "--", "profile", "--chain"])
+                    .arg(&chain)
+                    .args(["--epoch-us", &epoch_us.to_string(), "--acl-rules", &acl_rules.to_string()])
+                    .args(["--reps", &reps.to_string()]);
+                if let Some(o) = &out {
+                    cmd.arg("--out").arg(o);
+                }
+                let status = cmd.status()?;
+                if !status.success() {
+                    anyhow::bail!("cargo xtask profile (release) failed: {status}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let opts = xtask::profile::ProfileOptions { chain, epoch_us, acl_rules, reps };
+            let p = xtask::profile::profile(&opts, &mut |line| eprintln!("{line}"))?;
+            let text = xtask::profile::render(&p, &opts, &xtask::profile::today())?;
+            let out = out.unwrap_or_else(|| xtask::profile::default_out(&opts.chain));
+            std::fs::write(&out, &text).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+            print!("{text}");
+            eprintln!("wrote {}", out.display());
+        }
         Cmd::Test => xtask::tasks::test()?,
+        Cmd::Bench { study, rounds, max_rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {
+            let opts = xtask::bench::Options {
+                rounds,
+                max_rounds,
+                quick,
+                out,
+                trial_secs,
+                flows,
+                only,
+                no_metronome,
+                tx,
+                wait_quiet_s: wait_quiet,
+            };
+            return xtask::bench::main(&study, &opts);
+        }
+        Cmd::Verify => xtask::verify::all()?,
         Cmd::Loom => xtask::verify::loom()?,
         Cmd::Miri => xtask::verify::miri()?,
         Cmd::Fuzz { target, seconds, runs } => {

@@ -69,38 +69,85 @@ pub const CONTROL_ETHERTYPE: u16 = 0x88B5;
 /// The 8 ASCII bytes that start a control frame's payload.
 pub const CONTROL_MAGIC: &[u8; 8] = b"CADENCE!";
 
-/// A control command (the byte after [`CONTROL_MAGIC`]).
+/// A control command (docs/PROTOCOL.md, "Control frames").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
 pub enum Control {
     /// Flush TX, print `@summary`, exit 33.
-    Stop = 0x01,
+    Stop,
     /// Print one `@stats` line now.
-    Stats = 0x02,
-    /// Steer every RSS bucket of one receive queue to another (two argument bytes:
-    /// `from`, `to`; see [`rss_move_frame`]).
-    RssMove = 0x03,
+    Stats,
+    /// Steer every RSS bucket of receive queue `from` to queue `to`.
+    RssMove { from: u8, to: u8 },
+    /// Undo the last RSS_MOVE.
+    RssRestore,
 }
 
-/// Builds a control frame: Ethernet header (dst, src, 0x88B5), `CADENCE!`, the command
-/// byte, zero padding to the 60-byte minimum.
-pub fn control_frame(dst: Mac, src: Mac, cmd: Control) -> Vec<u8> {
+impl Control {
+    fn bytes(self) -> Vec<u8> {
+        match self {
+            Control::Stop => vec![0x01],
+            Control::Stats => vec![0x02],
+            Control::RssMove { from, to } => vec![0x03, from, to],
+            Control::RssRestore => vec![0x04],
+        }
+    }
+}
+
+/// A fresh random 128-bit control key (from the OS), as the rig gives each image it boots.
+pub fn random_ctl_key() -> [u8; 16] {
+    let mut k = [0u8; 16];
+    // getrandom via std: a RandomState hash of two values is not a key; read the OS pool.
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read as _;
+        if f.read_exact(&mut k).is_ok() {
+            return k;
+        }
+    }
+    // No /dev/urandom: derive one from the clock and the process (tests only need
+    // distinct keys, not secret ones).
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    k[..8].copy_from_slice(&(t as u64).to_le_bytes());
+    k[8..].copy_from_slice(&(u64::from(std::process::id()) ^ (t >> 64) as u64).to_le_bytes());
+    k
+}
+
+/// The `ctl_key=` boot option value of `key`: 32 hex digits.
+pub fn ctl_key_hex(key: &[u8; 16]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Builds a signed control frame: Ethernet header (dst, src, 0x88B5), `CADENCE!`, the
+/// counter (u64 big-endian), the command bytes, and the SipHash-2-4 tag (u64 big-endian)
+/// under `key` of everything from the magic on; zero padding to the 60-byte minimum.
+/// Written from docs/PROTOCOL.md with the `siphasher` crate, independently of the image's
+/// own check (`cadence_core::control`).
+pub fn control_frame(dst: Mac, src: Mac, cmd: Control, key: &[u8; 16], counter: u64) -> Vec<u8> {
+    use std::hash::Hasher as _;
+    let mut signed = CONTROL_MAGIC.to_vec();
+    signed.extend_from_slice(&counter.to_be_bytes());
+    signed.extend_from_slice(&cmd.bytes());
+    let mut h = siphasher::sip::SipHasher24::new_with_key(key);
+    h.write(&signed);
+    let mut f = Vec::with_capacity(60);
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&CONTROL_ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&signed);
+    f.extend_from_slice(&h.finish().to_be_bytes());
+    f.resize(f.len().max(60), 0);
+    f
+}
+
+/// The old, unsigned control frame (magic + command byte): what any host on a data segment
+/// could send before control was authenticated. Tests send it to prove it is refused.
+pub fn unsigned_control_frame(dst: Mac, src: Mac, cmd: Control) -> Vec<u8> {
     let mut f = Vec::with_capacity(60);
     f.extend_from_slice(&dst.0);
     f.extend_from_slice(&src.0);
     f.extend_from_slice(&CONTROL_ETHERTYPE.to_be_bytes());
     f.extend_from_slice(CONTROL_MAGIC);
-    f.push(cmd as u8);
+    f.extend_from_slice(&cmd.bytes());
     f.resize(60, 0);
-    f
-}
-
-/// Builds an RSS_MOVE control frame: move every RSS bucket of queue `from` to `to`.
-pub fn rss_move_frame(dst: Mac, src: Mac, from: u8, to: u8) -> Vec<u8> {
-    let mut f = control_frame(dst, src, Control::RssMove);
-    let at = 14 + CONTROL_MAGIC.len() + 1;
-    f[at] = from;
-    f[at + 1] = to;
     f
 }
 
@@ -364,13 +411,22 @@ pub struct Report {
     pub chain: Vec<String>,
     /// `@ready` was seen: every lane's receive rings are filled and the workers run.
     pub ready: bool,
+    /// `pool_in_use` of `@ready`: buffers out of the pools at rest (in the receive rings).
+    pub resting_pool: Option<u64>,
     /// `error: …` lines (bad boot options) and machine lines that failed to parse.
     pub errors: Vec<String>,
+    /// Management replies (`@ctl` lines), gathered per request.
+    #[serde(skip)]
+    pub ctl: crate::ctl::Replies,
 }
 
 impl Report {
     /// Feeds one COM1 line; returns the parsed machine line, if it was one.
     pub fn feed(&mut self, line: &str) -> Option<MachineLine> {
+        if line.starts_with("@ctl ") {
+            self.ctl.feed(line);
+            return None;
+        }
         if line.trim_start().starts_with("error:") {
             self.errors.push(line.trim().to_string());
         }
@@ -393,6 +449,7 @@ impl Report {
                     }
                     "ready" => {
                         self.ready = true;
+                        self.resting_pool = l.u64("pool_in_use").ok();
                         Ok(())
                     }
                     "chain" => l.str("nfs").map(|n| {
@@ -464,12 +521,19 @@ mod tests {
 
     #[test]
     fn control_frame_layout() {
-        let f = control_frame(Mac([1; 6]), Mac([2; 6]), Control::Stop);
+        let key = [7u8; 16];
+        let f = control_frame(Mac([1; 6]), Mac([2; 6]), Control::RssMove { from: 2, to: 5 }, &key, 0x0102);
         assert_eq!(f.len(), 60);
         assert_eq!(&f[12..14], &[0x88, 0xB5]);
         assert_eq!(&f[14..22], b"CADENCE!");
-        assert_eq!(f[22], 0x01);
-        assert!(f[23..].iter().all(|&b| b == 0));
+        assert_eq!(&f[22..30], &[0, 0, 0, 0, 0, 0, 1, 2], "counter, big-endian");
+        assert_eq!(&f[30..33], &[3, 2, 5]);
+        // The tag covers magic..arguments; a different counter changes it.
+        let g = control_frame(Mac([1; 6]), Mac([2; 6]), Control::RssMove { from: 2, to: 5 }, &key, 0x0103);
+        assert_ne!(&f[33..41], &g[33..41]);
+        assert!(f[41..].iter().all(|&b| b == 0));
+        assert_eq!(ctl_key_hex(&[0xab; 16]), "ab".repeat(16));
+        assert_ne!(random_ctl_key(), random_ctl_key());
     }
 
     #[test]

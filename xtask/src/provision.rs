@@ -176,14 +176,20 @@ pub fn ensure_qemu() -> Result<Version> {
     }
 }
 
-/// What builds a GRUB rescue ISO for the multiboot2 boot test: `grub-mkrescue`, GRUB's
-/// BIOS modules, `xorriso` and `mtools` (Debian packages).
-pub const GRUB_PACKAGES: [&str; 4] = ["grub-pc-bin", "grub-common", "xorriso", "mtools"];
+/// What builds a GRUB rescue ISO for the multiboot2 boot tests and boots it under UEFI:
+/// `grub-mkrescue`, GRUB's BIOS and EFI modules, `xorriso`, `mtools`, and OVMF (Debian
+/// packages).
+pub const GRUB_PACKAGES: [&str; 6] = ["grub-pc-bin", "grub-efi-amd64-bin", "grub-common", "xorriso", "mtools", "ovmf"];
 
-/// Whether `grub-mkrescue` can build a BIOS-bootable ISO here.
+/// Whether `grub-mkrescue` can build an ISO that boots under BIOS and UEFI here, and OVMF
+/// is there to boot it.
 pub fn grub_tools_present() -> bool {
     let runs = |cmd: &str| Command::new(cmd).arg("--version").output().is_ok_and(|o| o.status.success());
-    runs("grub-mkrescue") && runs("xorriso") && Path::new("/usr/lib/grub/i386-pc").is_dir()
+    runs("grub-mkrescue")
+        && runs("xorriso")
+        && Path::new("/usr/lib/grub/i386-pc").is_dir()
+        && Path::new("/usr/lib/grub/x86_64-efi").is_dir()
+        && Path::new("/usr/share/OVMF/OVMF_CODE_4M.fd").is_file()
 }
 
 /// Makes sure the GRUB tools of [`GRUB_PACKAGES`] are installed (as root with apt-get:
@@ -218,6 +224,19 @@ pub fn cxx_present() -> bool {
 /// fuzz targets' libFuzzer.
 pub fn ensure_cxx() -> Result<()> {
     ensure_packages("cargo fuzz builds libFuzzer from C++ source", &CXX_PACKAGES, cxx_present)
+}
+
+/// Wireshark's command-line decoder, the IPFIX test's independent reader of the export.
+pub const TSHARK_PACKAGES: [&str; 1] = ["tshark"];
+
+/// Whether `tshark` runs.
+pub fn tshark_present() -> bool {
+    Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure tshark is installed (as root with apt-get: installs it).
+pub fn ensure_tshark() -> Result<()> {
+    ensure_packages("the IPFIX test decodes the export with tshark", &TSHARK_PACKAGES, tshark_present)
 }
 
 /// Installs Debian `packages` unless `present()` already holds (as root with apt-get;

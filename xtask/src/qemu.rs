@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::UdpSocket;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -203,6 +203,9 @@ pub struct Qemu {
     stderr: Arc<Mutex<String>>,
     readers: Vec<JoinHandle<()>>,
     exit: Option<Exit>,
+    /// The management input: QEMU's COM1 receiver (`-serial stdio`) or the hosted
+    /// binary's stdin.
+    stdin: Option<ChildStdin>,
 }
 
 impl Qemu {
@@ -222,12 +225,13 @@ impl Qemu {
 
     fn spawn_process(mut cmd: Command, what: &'static str, hosted: bool, com1_log: Option<PathBuf>) -> Result<Qemu> {
         let mut child = cmd
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {cmd:?}"))?;
         let stdout = child.stdout.take().context("stdout")?;
+        let stdin = child.stdin.take();
         let mut stderr_pipe = child.stderr.take().context("stderr")?;
         let (tx, lines_rx) = mpsc::channel();
         let com1 = Arc::new(Mutex::new(Vec::new()));
@@ -261,13 +265,31 @@ impl Qemu {
                 e.push_str(&s);
             }
         });
-        Ok(Qemu { child, what, hosted, lines_rx, com1, stderr, readers: vec![out_reader, err_reader], exit: None })
+        Ok(Qemu {
+            child,
+            what,
+            hosted,
+            lines_rx,
+            com1,
+            stderr,
+            readers: vec![out_reader, err_reader],
+            exit: None,
+            stdin,
+        })
     }
 
     /// The next COM1 line, waiting at most `timeout`; `None` on timeout or when COM1
     /// closed (QEMU exited and every line was handed out).
     pub fn next_line(&self, timeout: Duration) -> Option<String> {
         self.lines_rx.recv_timeout(timeout).ok()
+    }
+
+    /// Writes `text` to the dataplane's management input (COM1's receiver, the hosted
+    /// binary's stdin).
+    pub fn send_input(&mut self, text: &str) -> Result<()> {
+        let what = self.what;
+        let stdin = self.stdin.as_mut().with_context(|| format!("{what} has no management input"))?;
+        stdin.write_all(text.as_bytes()).and_then(|()| stdin.flush()).with_context(|| format!("writing to {what}"))
     }
 
     /// Every COM1 line so far.

@@ -70,7 +70,7 @@ pub struct RigConfig {
     pub out_dir: PathBuf,
     pub macs: Macs,
     pub flows: Vec<Flow>,
-    /// Boot options on top of `ctl=on peer0=… peer1=…`.
+    /// Boot options on top of `ctl=port:0 ctl_key=… peer0=… peer1=…`.
     pub boot: BootOptions,
     pub smp: u32,
     pub kvm: bool,
@@ -86,6 +86,9 @@ pub struct RigConfig {
     pub chain_text: Option<String>,
     /// Record every frame that comes out of the image (both ports) to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// The control key the dataplane gets (`ctl_key=`) and the rig signs its control
+    /// frames with; fresh and random for every rig.
+    pub ctl_key: [u8; 16],
 }
 
 /// Which device QEMU emulates for each NIC (dgram backends).
@@ -114,6 +117,7 @@ impl RigConfig {
             nic_model: NicModel::VirtioNet,
             chain_text: None,
             pcap: None,
+            ctl_key: protocol::random_ctl_key(),
         }
     }
 }
@@ -179,6 +183,11 @@ pub struct Rig {
     pub sent_per_port: [u64; 2],
     /// The capture of `RigConfig::pcap`, shared with the receivers.
     pcap: Arc<SharedPcap>,
+    /// The control key and the counter of the next control frame.
+    ctl_key: [u8; 16],
+    ctl_counter: u64,
+    /// The management socket served for `cargo xtask ctl` ([`Rig::serve_ctl`]).
+    relay: Option<crate::ctl::Relay>,
 }
 
 fn host_socket() -> Result<UdpSocket> {
@@ -291,6 +300,9 @@ impl Rig {
             out_dir: cfg.out_dir.clone(),
             sent_per_port: [0; 2],
             pcap,
+            ctl_key: cfg.ctl_key,
+            ctl_counter: 1,
+            relay: None,
         })
     }
 
@@ -344,6 +356,9 @@ impl Rig {
             out_dir: cfg.out_dir.clone(),
             sent_per_port: [0; 2],
             pcap,
+            ctl_key: cfg.ctl_key,
+            ctl_counter: 1,
+            relay: None,
         })
     }
 
@@ -373,8 +388,12 @@ impl Rig {
     /// with their parsed form.
     pub fn pump(&mut self, timeout: Duration) -> Vec<(String, Option<MachineLine>)> {
         let mut out = Vec::new();
+        self.relay_requests();
         let deadline = Instant::now() + timeout;
         while let Some(l) = self.qemu.next_line(deadline.saturating_duration_since(Instant::now())) {
+            if let (Some(r), true) = (self.relay.as_mut(), l.starts_with("@ctl ")) {
+                r.broadcast(&l);
+            }
             let m = self.report.feed(&l);
             out.push((l, m));
             if Instant::now() >= deadline {
@@ -382,6 +401,50 @@ impl Rig {
             }
         }
         out
+    }
+
+    /// Serves the management channel on the Unix socket `path` for `cargo xtask ctl`:
+    /// while the rig pumps, clients' request lines go to the dataplane and every `@ctl`
+    /// line comes back to them.
+    pub fn serve_ctl(&mut self, path: &std::path::Path) -> Result<()> {
+        self.relay = Some(crate::ctl::Relay::bind(path)?);
+        Ok(())
+    }
+
+    fn relay_requests(&mut self) {
+        let Some(r) = self.relay.as_mut() else { return };
+        for line in r.poll() {
+            // A dataplane that exited cannot take it; the client times out and says so.
+            let _ = self.qemu.send_input(&format!("{line}\n"));
+        }
+    }
+
+    /// Sends the management command `cmd` (one line, without `ctl ID`); returns its id.
+    /// The reply is gathered while the rig pumps ([`Rig::ctl_reply`]).
+    pub fn ctl_send(&mut self, cmd: &str) -> Result<u32> {
+        let id = crate::ctl::fresh_id();
+        self.qemu.send_input(&crate::ctl::request(id, cmd)?)?;
+        Ok(id)
+    }
+
+    /// The whole reply to request `id`, once it has come.
+    pub fn ctl_reply(&mut self, id: u32) -> Option<crate::ctl::Reply> {
+        self.report.ctl.take(id)
+    }
+
+    /// Sends `cmd` and pumps until its reply came (at most `timeout`).
+    pub fn ctl(&mut self, cmd: &str, timeout: Duration) -> Result<crate::ctl::Reply> {
+        let id = self.ctl_send(cmd)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.ctl_reply(id) {
+                return Ok(r);
+            }
+            if Instant::now() >= deadline {
+                bail!("no reply to `{cmd}` within {timeout:?}\n{}", self.qemu.diagnostics());
+            }
+            self.pump(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the banner and all `@nic` lines are there; calls `echo` for every COM1
@@ -436,6 +499,20 @@ impl Rig {
         Ok(())
     }
 
+    /// A signed control frame for port 0 (the control port) with the next counter.
+    pub fn control_frame(&mut self, cmd: Control) -> Vec<u8> {
+        let m = self.checker().macs();
+        let counter = self.ctl_counter;
+        self.ctl_counter += 1;
+        protocol::control_frame(m.nic[0], m.peer[0], cmd, &self.ctl_key, counter)
+    }
+
+    /// Sends a signed control frame into port 0.
+    pub fn send_control(&mut self, cmd: Control) -> Result<()> {
+        let f = self.control_frame(cmd);
+        self.send_raw(0, &f)
+    }
+
     /// Generates, registers and sends frame `len` of `flow`.
     pub fn send_flow(&mut self, flow: u16, len: usize) -> Result<()> {
         let (port, f) = self.checker().next_frame(flow, len).ok_or_else(|| anyhow!("no flow {flow}"))?;
@@ -463,14 +540,39 @@ impl Rig {
         }
     }
 
+    /// With an IPFIX collector: waits until every flow the host sent on (and the chain does
+    /// not drop) has been exported, or `idle` passes without a new record, or `max` passes
+    /// (the flows must go idle for their timeout first); pumps COM1 meanwhile. Returns the
+    /// flows exported.
+    pub fn wait_exports(&mut self, idle: Duration, max: Duration, echo: &mut dyn FnMut(&str)) -> usize {
+        let start = Instant::now();
+        let mut last = (0usize, Instant::now());
+        loop {
+            for (l, _) in self.pump(Duration::from_millis(20)) {
+                echo(&l);
+            }
+            let c = self.checker();
+            let exported = c.ipfix.as_ref().map_or(0, |col| col.totals().len());
+            let want = c.forwarded_flows();
+            drop(c);
+            if exported >= want || start.elapsed() >= max {
+                return exported;
+            }
+            if exported != last.0 {
+                last = (exported, Instant::now());
+            } else if exported > 0 && last.1.elapsed() >= idle {
+                return exported;
+            }
+        }
+    }
+
     /// Sends STOP (again every 2 s) until QEMU exits or `timeout` passes (then kills it).
     /// Pumps COM1 until the end, so the report has `@summary`.
     pub fn stop(&mut self, timeout: Duration, echo: &mut dyn FnMut(&str)) -> Result<Exit> {
-        let m = self.checker().macs();
-        let stop = protocol::control_frame(m.nic[0], m.peer[0], Control::Stop);
         let deadline = Instant::now() + timeout;
         let exit = loop {
-            self.send_raw(0, &stop)?;
+            // A fresh counter each time: a resent copy of an accepted STOP would be a replay.
+            self.send_control(Control::Stop)?;
             let resend = Instant::now() + Duration::from_secs(2);
             let mut done = None;
             while Instant::now() < resend.min(deadline) {
@@ -519,9 +621,13 @@ impl Drop for Rig {
     }
 }
 
-/// `ctl=on peer0=… peer1=…` plus the configuration's boot options.
+/// `ctl=port:0 ctl_key=… peer0=… peer1=…` plus the configuration's boot options.
 fn boot_options(cfg: &RigConfig) -> BootOptions {
-    let mut all = BootOptions::default().set("ctl", "on").set("peer0", cfg.macs.peer[0]).set("peer1", cfg.macs.peer[1]);
+    let mut all = BootOptions::default()
+        .set("ctl", "port:0")
+        .set("ctl_key", protocol::ctl_key_hex(&cfg.ctl_key))
+        .set("peer0", cfg.macs.peer[0])
+        .set("peer1", cfg.macs.peer[1]);
     for (k, v) in &cfg.boot.0 {
         all = all.set(k, v);
     }
@@ -550,6 +656,13 @@ fn new_checker(cfg: &RigConfig) -> Arc<Mutex<Checker>> {
     // A text the dataplane will refuse (a test of that) gets no expectations.
     if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(ChainSpec::parse) {
         checker = checker.with_expectations(Expectations::new(&spec, &cfg.flows));
+        // An Accounting NF that exports IPFIX: the rig is its collector.
+        checker.ipfix = spec.nfs.iter().find_map(|nf| match nf {
+            cadence_core::nf::config::NfSpec::Accounting(a) => {
+                a.export.map(|e| crate::traffic::ipfix::Collector::new(e.collector, e.udp_port))
+            }
+            _ => None,
+        });
     }
     Arc::new(Mutex::new(checker))
 }

@@ -118,6 +118,53 @@ pub struct RunSummary {
     pub chain: Vec<String>,
     /// Frames written to the pcap file (`--pcap`).
     pub pcap_frames: u64,
+    /// What the rig's IPFIX collector received (chains whose Accounting exports).
+    pub ipfix: Option<IpfixSummary>,
+}
+
+/// The IPFIX export of a run, checked against the host's own counts.
+#[derive(Debug, Clone, Serialize, Default, PartialEq, Eq)]
+pub struct IpfixSummary {
+    pub messages: u64,
+    pub records: u64,
+    /// Flows with at least one record.
+    pub flows: u64,
+    /// Exported flows whose packets and IP bytes equal what the host sent on them.
+    pub flows_matching: u64,
+    /// The others: `flow: exported packets/bytes vs sent packets/bytes`.
+    pub mismatches: Vec<String>,
+    /// Malformed messages and data without a template.
+    pub errors: Vec<String>,
+}
+
+/// Compares the collector's records with the checker's sent totals (per flow: records of
+/// several expiries add up; flows not exported yet are not counted).
+pub fn ipfix_summary(c: &crate::traffic::Checker) -> Option<IpfixSummary> {
+    let col = c.ipfix.as_ref()?;
+    let sent: std::collections::HashMap<_, _> = c.sent_totals().into_iter().map(|(k, p, b)| (k, (p, b))).collect();
+    let mut s = IpfixSummary {
+        messages: col.messages,
+        records: col.records.len() as u64,
+        errors: col.errors.clone(),
+        ..IpfixSummary::default()
+    };
+    if col.without_template > 0 {
+        s.errors.push(format!("{} data sets before their template", col.without_template));
+    }
+    for (flow, (p, b)) in col.totals() {
+        s.flows += 1;
+        match sent.get(&flow) {
+            Some(&(sp, sb)) if (sp, sb) == (p, b) => s.flows_matching += 1,
+            other => {
+                let (src, dst) = crate::traffic::ipfix::std_addrs(&flow);
+                s.mismatches.push(format!(
+                    "{src}:{} -> {dst}:{} proto {}: exported {p} packets / {b} bytes, sent {:?}",
+                    flow.src_port, flow.dst_port, flow.proto, other
+                ));
+            }
+        }
+    }
+    Some(s)
 }
 
 /// `run-YYYYMMDD-HHMMSS` (UTC).
@@ -210,6 +257,7 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     println!("xtask: artifacts in {}", out_dir.display());
     let mut echo = |l: &str| echo_line(l);
     rig.wait_ready(cfg.boot_timeout, &mut echo)?;
+    serve_ctl(&mut rig);
 
     // Traffic.
     let mut rng = Rng::new(opts.seed);
@@ -263,10 +311,31 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let traffic_secs = start.elapsed().as_secs_f64();
     if !died {
         let left = rig.drain(Duration::from_secs(2), Duration::from_secs(10), &mut echo);
-        println!("xtask: drained, {left} frame(s) still in flight; sending STOP");
+        println!("xtask: drained, {left} frame(s) still in flight");
+        if rig.checker().ipfix.is_some() {
+            let flows = rig.wait_exports(Duration::from_secs(2), Duration::from_secs(30), &mut echo);
+            println!("xtask: IPFIX records for {flows} flow(s) collected");
+        }
+        println!("xtask: sending STOP");
     }
     let exit = rig.stop(Duration::from_secs(30), &mut echo)?;
     finish(opts, &mut rig, &image, exit.status, exit.timed_out, traffic_secs)
+}
+
+/// Serves the management channel for `cargo xtask ctl` on target/cadence-ctl.sock (or, when
+/// another run serves that one, on a socket named after this process).
+fn serve_ctl(rig: &mut Rig) {
+    let default = crate::ctl::default_socket();
+    let path = if std::os::unix::net::UnixStream::connect(&default).is_ok() {
+        default.with_file_name(format!("cadence-ctl-{}.sock", std::process::id()))
+    } else {
+        default.clone()
+    };
+    match rig.serve_ctl(&path) {
+        Ok(()) if path == default => println!("xtask: management channel: cargo xtask ctl COMMAND (try `help`)"),
+        Ok(()) => println!("xtask: management channel: cargo xtask ctl --socket {} COMMAND", path.display()),
+        Err(e) => println!("xtask: warning: no management channel: {e:#}"),
+    }
 }
 
 fn finish(
@@ -321,6 +390,14 @@ fn finish(
         }
         Err(e) => println!("xtask: could not decode the defmt log: {e:#}"),
     }
+    let ipfix = ipfix_summary(&rig.checker());
+    if let Some(i) = ipfix.as_ref().filter(|i| !i.mismatches.is_empty() || !i.errors.is_empty()) {
+        failures.push(format!(
+            "ipfix: {} flow(s) not matching the host's counts, {} error(s)",
+            i.mismatches.len(),
+            i.errors.len()
+        ));
+    }
     let secs = traffic_secs.max(1e-9);
     let s = RunSummary {
         ok: failures.is_empty(),
@@ -351,6 +428,7 @@ fn finish(
         examples,
         chain: rig.report.chain.clone(),
         pcap_frames: rig.pcap_frames(),
+        ipfix,
     };
     let json = serde_json::to_string_pretty(&s)?;
     std::fs::write(rig.out_dir.join("summary.json"), &json)?;
@@ -460,6 +538,16 @@ pub fn render(s: &RunSummary) -> String {
     if let Some(p) = &s.options.pcap {
         let _ = writeln!(o, "pcap:     {} frame(s) in {}", s.pcap_frames, p.display());
     }
+    if let Some(i) = &s.ipfix {
+        let _ = writeln!(
+            o,
+            "ipfix:    {} message(s), {} record(s), {} flow(s) exported, {} matching the host's packet and byte counts",
+            i.messages, i.records, i.flows, i.flows_matching
+        );
+        for m in i.mismatches.iter().chain(&i.errors).take(5) {
+            let _ = writeln!(o, "          {m}");
+        }
+    }
     let _ = writeln!(o, "artifacts: {}", s.out_dir.display());
     if s.ok {
         let _ = writeln!(o, "RESULT: OK");
@@ -505,6 +593,7 @@ mod tests {
             examples: vec![],
             chain: vec![],
             pcap_frames: 0,
+            ipfix: None,
         };
         let text = render(&s);
         assert!(text.contains("sent 15 | received 14 | lost 1"), "{text}");

@@ -68,10 +68,9 @@ pub fn test() -> Result<()> {
     for s in before {
         run_step(s)?;
     }
-    // Verification that needs no QEMU (README "Tests"): loom models, Miri, fuzz targets.
-    crate::verify::loom()?;
-    crate::verify::miri()?;
-    crate::verify::fuzz_step()?;
+    // Verification that needs no QEMU (README "Tests"): loom models, Miri, the allocation
+    // test, fuzz targets — what `cargo xtask verify` runs.
+    crate::verify::all()?;
     println!("\n==> xtask test: QEMU");
     let v = crate::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
     println!("{} {v}", crate::provision::QEMU);
@@ -79,6 +78,8 @@ pub fn test() -> Result<()> {
     crate::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
     println!("\n==> xtask test: iproute2 (hosted end-to-end tests: namespaces and veth pairs)");
     crate::provision::ensure_iproute().context("xtask test: step 'iproute2' failed")?;
+    println!("\n==> xtask test: tshark (the IPFIX test's independent decoder)");
+    crate::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
     println!(
         "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
     );

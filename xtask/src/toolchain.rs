@@ -107,6 +107,26 @@ fn active_toolchain() -> Result<String> {
     }
 }
 
+/// Pins a nested cargo to the workspace's toolchain by exporting `RUSTUP_TOOLCHAIN`.
+///
+/// Cargo runs `rustc` through rustup's proxy with the crate's own directory as the
+/// working directory, and rustup honours a toolchain file found there: some published
+/// crates (`x86_64`, `linked_list_allocator`) ship `rust-toolchain` naming `nightly`, so a
+/// cargo started without `RUSTUP_TOOLCHAIN` (by its path, not through the proxy) compiles
+/// those crates with another toolchain, one that lacks the bare-metal target (E0463,
+/// "can't find crate for `core`"). rustup's `cargo` proxy exports the variable; this does
+/// the same when nothing did. Without rustup there is nothing to pin.
+pub fn pin(cmd: &mut Command) {
+    if std::env::var_os("RUSTUP_TOOLCHAIN").is_some_and(|t| !t.is_empty()) {
+        return;
+    }
+    static WORKSPACE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let tc = WORKSPACE.get_or_init(|| if has_rustup() { active_toolchain().ok() } else { None });
+    if let Some(tc) = tc {
+        cmd.env("RUSTUP_TOOLCHAIN", tc);
+    }
+}
+
 fn rustup() -> Command {
     let mut c = Command::new("rustup");
     c.current_dir(image::workspace_root());
@@ -256,10 +276,13 @@ pub fn fresh_machine_check() -> Result<()> {
     if removed != expect {
         bail!("after removing {}, rustup reports {} missing", describe(&expect), describe(&removed));
     }
-    let mut cmd = image::cargo();
+    // Exactly as a user's shell runs it: `cargo` from PATH (rustup's proxy, which resolves
+    // the toolchain file), with nothing inherited from this cargo.
+    let mut cmd = Command::new("cargo");
     cmd.current_dir(image::workspace_root()).args(["xtask", "run", "--seconds", "2", "--rate", "500"]);
-    // The nested cargo must resolve the toolchain as a user's shell would.
-    cmd.env_remove("RUSTUP_TOOLCHAIN").env_remove("RUSTC").env_remove("CARGO_TARGET_DIR");
+    for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "CARGO", "CARGO_TARGET_DIR"] {
+        cmd.env_remove(var);
+    }
     let ran = run(&mut cmd);
     // Whatever happened, leave the toolchain whole for the steps after this one.
     let restored = ensure();
@@ -268,7 +291,33 @@ pub fn fresh_machine_check() -> Result<()> {
     if !added.is_empty() {
         bail!("`cargo xtask run` passed but did not add {} itself", describe(&added));
     }
+    // A cargo started by its path (a CI script, an IDE, `$CARGO`) exports no
+    // `RUSTUP_TOOLCHAIN`; the image's dependencies that ship their own `rust-toolchain`
+    // must still be compiled by this toolchain ([`pin`]).
+    let by_path = Path::new(&std::env::var_os("RUSTUP_HOME").map(PathBuf::from).unwrap_or_else(rustup_home))
+        .join("toolchains")
+        .join(&tc)
+        .join("bin")
+        .join("cargo");
+    if by_path.is_file() {
+        // Its own target directory, so the dependencies are compiled afresh by that cargo
+        // rather than found built; a debug image keeps it short.
+        let mut cmd = Command::new(&by_path);
+        cmd.current_dir(image::workspace_root()).args(["xtask", "build", "--debug"]);
+        for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "CARGO"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("CARGO_TARGET_DIR", image::target_dir().join("fresh-by-path"));
+        run(&mut cmd).context("`cargo xtask build` with the toolchain's cargo run by its path")?;
+    } else {
+        eprintln!("xtask: no {} to run by its path; that half of the check does not apply", by_path.display());
+    }
     Ok(())
+}
+
+/// rustup's default home, `~/.rustup`.
+fn rustup_home() -> PathBuf {
+    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".rustup")
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Pieces the benches share: the TSC as a `Clock`, and the I/O-only baseline stage.
 
 use cadence_core::buf::{Batch, Pool};
-use cadence_core::forward::{Commands, Stage, StageCounters};
+use cadence_core::control::Commands;
+use cadence_core::stage::{Stage, StageCounters};
 use cadence_core::time::{Clock, Instant, TickRate};
 
 use super::tsc::rdtsc;

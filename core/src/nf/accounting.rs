@@ -33,7 +33,7 @@ use alloc::sync::Arc;
 use core::fmt;
 
 use super::acl::{flow_key_from_words, flow_words};
-use super::{Nf, NfBatch, NfCtx};
+use super::{Nf, NfBatch, NfCtx, Pkt, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::parse::FlowKey;
 use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
@@ -41,11 +41,14 @@ use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
 
+pub mod ipfix;
 #[cfg(all(test, loom))]
 mod loom_ring;
 mod ring;
 #[cfg(test)]
 mod tests;
+
+pub use ipfix::IpfixExport;
 
 const PROFILE: u8 = 1;
 
@@ -112,6 +115,9 @@ pub struct AccountingConfig {
     pub sweep_buckets: usize,
     /// Expiry reports each batch turns into exports at most.
     pub exports_per_batch: usize,
+    /// Send the records as IPFIX messages out of a port (`accounting.export=ipfix:…`);
+    /// `None`: they wait on the export ring for the control plane.
+    pub export: Option<IpfixExport>,
 }
 
 impl Default for AccountingConfig {
@@ -125,6 +131,7 @@ impl Default for AccountingConfig {
             event_ring: crate::miri_or(4096, 16),
             sweep_buckets: 16,
             exports_per_batch: 32,
+            export: None,
         }
     }
 }
@@ -141,6 +148,8 @@ pub enum AccountingConfigError {
     ZeroRing,
     /// The flow table could not be built.
     FlowTable(ConfigError),
+    /// The export ring does not fit in the heap.
+    OutOfMemory,
 }
 
 impl fmt::Display for AccountingConfigError {
@@ -150,6 +159,7 @@ impl fmt::Display for AccountingConfigError {
             Self::ZeroIdleTimeout => f.write_str("idle_timeout is zero"),
             Self::ZeroRing => f.write_str("export_ring and event_ring must be in 1..=1048576"),
             Self::FlowTable(e) => write!(f, "flow table: {e}"),
+            Self::OutOfMemory => f.write_str("not enough memory for an export ring of this size"),
         }
     }
 }
@@ -209,6 +219,10 @@ pub struct AccountingShared {
     refresh: u64,
     sweep_buckets: usize,
     exports_per_batch: usize,
+    export: Option<IpfixExport>,
+    /// IPFIX data records sent so far, every worker's exporter together (the messages'
+    /// sequence numbers).
+    sequence: core::sync::atomic::AtomicU32,
 }
 
 impl fmt::Debug for AccountingShared {
@@ -228,10 +242,12 @@ impl AccountingShared {
         flows.table().set_expire_profile(PROFILE, cfg.idle_timeout);
         Ok(Self {
             flows,
-            exports: ring::Ring::new(cfg.export_ring),
+            exports: ring::Ring::try_new(cfg.export_ring).ok_or(AccountingConfigError::OutOfMemory)?,
             refresh: (cfg.idle_timeout.ticks() / 8).max(1),
             sweep_buckets: cfg.sweep_buckets,
             exports_per_batch: cfg.exports_per_batch,
+            export: cfg.export,
+            sequence: core::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -261,6 +277,20 @@ impl AccountingShared {
     pub fn flow_count(&self, now: Instant) -> usize {
         self.flows.table().count(now)
     }
+
+    /// Hands every live record to `f` (walks the table: control plane only).
+    pub fn for_each_record(&self, now: Instant, mut f: impl FnMut(&FlowRecord)) {
+        self.flows.table().for_each(now, |e| {
+            let [packets, bytes, first, last, _] = e.params;
+            let flow = super::acl::flow_key_from_words(&e.key);
+            f(&FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) });
+        });
+    }
+
+    /// Where expired records go as IPFIX, if anywhere.
+    pub fn export(&self) -> Option<IpfixExport> {
+        self.export
+    }
 }
 
 /// One worker's accounting counters.
@@ -279,6 +309,12 @@ pub struct AccountingCounters {
     pub export_full: u64,
     /// Export steps deferred to a later batch (bucket busy, export ring taken meanwhile).
     pub deferred: u64,
+    /// IPFIX messages sent.
+    pub ipfix_messages: u64,
+    /// Records in them.
+    pub ipfix_records: u64,
+    /// Messages postponed because the pool had no buffer.
+    pub ipfix_no_buf: u64,
 }
 
 /// The accounting NF of one worker core.
@@ -289,13 +325,22 @@ pub struct Accounting {
     cursor: usize,
     counters: AccountingCounters,
     pending: heapless::Deque<Pending, PENDING>,
+    /// When `maintain` last ran (once per poll: `process` and `generate` share it).
+    maintained: Option<Instant>,
 }
 
 impl Accounting {
     /// A worker's accounting over the shared state.
     pub fn new(shared: Arc<AccountingShared>) -> Self {
         let lane = shared.flows.table().lane();
-        Self { shared, lane, cursor: 0, counters: AccountingCounters::default(), pending: heapless::Deque::new() }
+        Self {
+            shared,
+            lane,
+            cursor: 0,
+            counters: AccountingCounters::default(),
+            pending: heapless::Deque::new(),
+            maintained: None,
+        }
     }
 
     /// This worker's counters.
@@ -387,6 +432,70 @@ impl Accounting {
         0
     }
 
+    /// [`Accounting::maintain`] with the configured budgets, at most once per poll.
+    fn maintain_once(&mut self, now: Instant) {
+        if self.maintained != Some(now) {
+            self.maintained = Some(now);
+            let (b, e) = (self.shared.sweep_buckets, self.shared.exports_per_batch);
+            self.maintain(now, b, e);
+        }
+    }
+
+    /// Sends one IPFIX message with up to [`ipfix::MAX_RECORDS`] exported records, if there
+    /// are any and the batch has room (at most one message per poll: export never crowds
+    /// out forwarding).
+    fn export(&mut self, exp: &IpfixExport, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        if batch.len() >= BATCH_SIZE {
+            return;
+        }
+        let mut recs: heapless::Vec<FlowRecord, { ipfix::MAX_RECORDS }> = heapless::Vec::new();
+        while !recs.is_full() {
+            let Some(r) = self.shared.pop_export() else { break };
+            let _ = recs.push(r);
+        }
+        if recs.is_empty() {
+            return;
+        }
+        let templates = self.counters.ipfix_messages.is_multiple_of(u64::from(ipfix::TEMPLATE_EVERY));
+        let size = ipfix::size(&recs, templates);
+        let Some(b) = pool.alloc() else {
+            self.counters.ipfix_no_buf += 1;
+            self.requeue(&recs);
+            return;
+        };
+        let sequence = self.shared.sequence.fetch_add(recs.len() as u32, core::sync::atomic::Ordering::Relaxed);
+        let msg = ipfix::Message { sequence, export_time: 0, templates };
+        let built = pool
+            .set_frame(b, crate::buf::HEADROOM, size)
+            .ok()
+            .and_then(|()| ipfix::build(pool.frame_mut(b), exp, &msg, &recs))
+            .and_then(|_| crate::parse::parse(pool.frame(b)).ok());
+        let Some(parsed) = built else {
+            // Cannot happen (a message of at most MAX_RECORDS fits a buffer); keep the records.
+            let _ = pool.free(b);
+            self.requeue(&recs);
+            return;
+        };
+        let pkt = Pkt { buf: b, parsed, ingress: exp.port, verdict: Verdict::Forward(exp.port), dst_mac: None };
+        if let Err(p) = batch.push(pkt) {
+            let _ = pool.free(p.buf);
+            self.requeue(&recs);
+            return;
+        }
+        self.counters.ipfix_messages += 1;
+        self.counters.ipfix_records += recs.len() as u64;
+    }
+
+    /// Puts records that could not be sent back on the export ring (or, if it filled up
+    /// meanwhile, on the pending list: never lost).
+    fn requeue(&mut self, recs: &[FlowRecord]) {
+        for r in recs {
+            if !self.shared.exports.push(&r.to_words()) {
+                self.defer(Pending::Record(r.to_words()));
+            }
+        }
+    }
+
     /// Counts `packets`/`bytes` of one flow whose lookup gave `applied`.
     fn count(&mut self, applied: &Applied<5, Counted>, packets: u64, bytes: u64, now: Instant) {
         let shared = &*self.shared;
@@ -471,11 +580,26 @@ impl Nf for Accounting {
         for (applied, &(packets, bytes)) in out.iter().zip(sums.iter()).take(n) {
             self.count(applied, packets, bytes, ctx.now);
         }
-        self.maintain(ctx.now, shared.sweep_buckets, shared.exports_per_batch);
+        self.maintain_once(ctx.now);
+    }
+
+    fn generate(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        // Expiry goes on when no traffic comes.
+        self.maintain_once(ctx.now);
+        if let Some(exp) = self.shared.export {
+            self.export(&exp, pool, batch);
+        }
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
         let c = &self.counters;
+        if self.shared.export.is_some() {
+            write!(
+                w,
+                " accounting_ipfix_messages={} accounting_ipfix_records={} accounting_ipfix_no_buf={}",
+                c.ipfix_messages, c.ipfix_records, c.ipfix_no_buf
+            )?;
+        }
         write!(
             w,
             " accounting_packets={} accounting_flows={} accounting_unaccounted={} accounting_exported={} accounting_export_full={} accounting_deferred={} accounting_pending={}",

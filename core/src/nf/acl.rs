@@ -26,13 +26,14 @@ use core::fmt;
 
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::parse::{FlowKey, IpAddr};
 use crate::pna::exact::{ConfigError, Lane, LaneStats};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::ternary::{FiveTuple, Rule};
 use crate::pna::{ActionId, ActionMask, IdleTimeout};
 use crate::pna::{AddStatus, NotDone};
+use crate::sync::{Reader, Swap};
 use crate::time::Duration;
 
 pub mod classifier;
@@ -209,6 +210,11 @@ pub enum AclConfigError {
     ZeroFlowTimeout,
     /// The flow table could not be built.
     FlowTable(ConfigError),
+    /// A management command named a rule that does not exist.
+    NoSuchRule {
+        /// The rule id given.
+        rule: usize,
+    },
 }
 
 impl fmt::Display for AclConfigError {
@@ -222,6 +228,7 @@ impl fmt::Display for AclConfigError {
             Self::ZeroFlowCapacity => f.write_str("flow_capacity is zero"),
             Self::ZeroFlowTimeout => f.write_str("flow_timeout is zero"),
             Self::FlowTable(e) => write!(f, "flow table: {e}"),
+            Self::NoSuchRule { rule } => write!(f, "no rule {rule}"),
         }
     }
 }
@@ -355,7 +362,22 @@ fn ip_bits(a: &IpAddr) -> u128 {
     }
 }
 
-/// The flow cache's actions: the verdict with the rule that gave it (`u32::MAX`: the default).
+/// A cached verdict's parameter: the rules' generation (high 32 bits) and the rule id (low
+/// 32 bits; `u32::MAX`: the default).
+fn verdict(a: AclAction, rule: Option<u32>, generation: u32) -> FlowVerdict {
+    let param = u64::from(generation) << 32 | rule.map_or(DEFAULT_RULE, u64::from);
+    match a {
+        AclAction::Permit => FlowVerdict::Permit(param),
+        AclAction::Deny => FlowVerdict::Deny(param),
+    }
+}
+
+/// The generation of the rules that decided a cached verdict.
+fn param_generation(param: u64) -> u32 {
+    (param >> 32) as u32
+}
+
+/// The flow cache's actions: the verdict with its [`verdict`] parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FlowVerdict {
     Permit(u64),
@@ -385,47 +407,39 @@ impl Actions<1> for FlowVerdict {
     }
 }
 
-/// The ACL state every worker shares: the classifier and the flow cache.
-pub struct AclShared {
+/// The rules in force: the configured list and a classifier per family built from it.
+/// Replaced whole by the control plane ([`AclShared::add_rule`], [`AclShared::delete_rule`]).
+pub struct AclRules {
+    rules: Vec<AclRule>,
     v4: Classifier,
     v6: Classifier,
-    flows: P4Table<5, 1, FlowVerdict>,
     default_action: AclAction,
-    sweep_buckets: usize,
+    /// Counts rule changes (wraps): cached verdicts carry the generation that decided them.
+    generation: u32,
 }
 
-impl fmt::Debug for AclShared {
+impl fmt::Debug for AclRules {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AclShared")
-            .field("rules_v4", &self.v4.len())
-            .field("rules_v6", &self.v6.len())
+        f.debug_struct("AclRules")
+            .field("rules", &self.rules.len())
             .field("tuples", &(self.v4.tuple_count() + self.v6.tuple_count()))
             .field("default_action", &self.default_action)
-            .finish_non_exhaustive()
+            .field("generation", &self.generation)
+            .finish()
     }
 }
 
-impl AclShared {
-    /// Validates `cfg` and builds the classifier and the flow cache.
-    pub fn try_new(cfg: &AclConfig) -> Result<Self, AclConfigError> {
-        cfg.validate()?;
+impl AclRules {
+    /// Builds the classifiers for `rules` (already validated).
+    fn build(rules: Vec<AclRule>, default_action: AclAction, generation: u32) -> Self {
         let family =
             |r: &AclRule, v6: bool| [r.src, r.dst].iter().flatten().all(|p| matches!(p.addr, IpAddr::V6(_)) == v6);
         let pick = |v6: bool| -> Vec<(u32, Rule)> {
-            let rules = cfg.rules.iter().enumerate().filter(|(_, r)| family(r, v6));
+            let rules = rules.iter().enumerate().filter(|(_, r)| family(r, v6));
             rules.map(|(i, r)| (i as u32, r.to_rule())).collect()
         };
-        let mut decl = TableDecl::new(cfg.flow_capacity, FlowVerdict::Classify);
-        decl.idle_timeout = IdleTimeout::AutoDelete;
-        let flows = P4Table::try_new(decl).map_err(AclConfigError::FlowTable)?;
-        flows.table().set_expire_profile(PROFILE, cfg.flow_timeout);
-        Ok(Self {
-            v4: Classifier::with_ids(pick(false)),
-            v6: Classifier::with_ids(pick(true)),
-            flows,
-            default_action: cfg.default_action,
-            sweep_buckets: cfg.sweep_buckets,
-        })
+        let (v4, v6) = (Classifier::with_ids(pick(false)), Classifier::with_ids(pick(true)));
+        Self { rules, v4, v6, default_action, generation }
     }
 
     /// The classifier for one family (`v6`: IPv6, else IPv4), with the rules that can match it.
@@ -433,7 +447,7 @@ impl AclShared {
         if v6 { &self.v6 } else { &self.v4 }
     }
 
-    /// Classifies a flow without the cache: the action and the rule id (`None`: the default).
+    /// Classifies a flow: the action and the rule id (`None`: the default).
     pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
         let c = self.classifier(matches!(flow.src, IpAddr::V6(_)));
         match c.classify(&five_tuple(flow)) {
@@ -442,9 +456,93 @@ impl AclShared {
         }
     }
 
+    /// The rules, in order (rule id = index).
+    pub fn rules(&self) -> &[AclRule] {
+        &self.rules
+    }
+
+    /// The action for flows no rule matches.
+    pub fn default_action(&self) -> AclAction {
+        self.default_action
+    }
+
+    /// How many rule changes came before this version.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
+/// The ACL state every worker shares: the rules in force and the flow cache.
+pub struct AclShared {
+    rules: Swap<AclRules>,
+    flows: P4Table<5, 1, FlowVerdict>,
+    sweep_buckets: usize,
+}
+
+impl fmt::Debug for AclShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclShared").field("rules", &*self.rules.load()).finish_non_exhaustive()
+    }
+}
+
+impl AclShared {
+    /// Validates `cfg` and builds the classifier and the flow cache.
+    pub fn try_new(cfg: &AclConfig) -> Result<Self, AclConfigError> {
+        cfg.validate()?;
+        let mut decl = TableDecl::new(cfg.flow_capacity, FlowVerdict::Classify);
+        decl.idle_timeout = IdleTimeout::AutoDelete;
+        let flows = P4Table::try_new(decl).map_err(AclConfigError::FlowTable)?;
+        flows.table().set_expire_profile(PROFILE, cfg.flow_timeout);
+        Ok(Self {
+            rules: Swap::new(AclRules::build(cfg.rules.clone(), cfg.default_action, 0)),
+            flows,
+            sweep_buckets: cfg.sweep_buckets,
+        })
+    }
+
+    /// The rules in force now.
+    pub fn rules(&self) -> Arc<AclRules> {
+        self.rules.load()
+    }
+
+    /// Classifies a flow with the rules in force, without the cache.
+    pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
+        self.rules.load().classify(flow)
+    }
+
     /// Flows in the cache at `now` (walks the table: control plane only).
     pub fn cached_flows(&self, now: crate::time::Instant) -> usize {
         self.flows.table().count(now)
+    }
+
+    /// Control plane: appends `rule` (it gets the next id) and publishes the new rules;
+    /// returns its id and the replaced version (to retire). Cached verdicts are re-decided
+    /// at each flow's next packet. Allocates (rebuilds the classifiers).
+    pub fn add_rule(&self, rule: AclRule) -> Result<(usize, Arc<AclRules>), AclConfigError> {
+        let cur = self.rules.load();
+        let mut rules = cur.rules.clone();
+        rules.push(rule);
+        let id = rules.len() - 1;
+        let cfg = AclConfig { rules, ..AclConfig::new(Vec::new(), cur.default_action) };
+        cfg.validate()?;
+        Ok((id, self.publish(cfg.rules, &cur)))
+    }
+
+    /// Control plane: removes rule `id` (later rules move down by one) and publishes the
+    /// new rules; returns the removed rule and the replaced version (to retire).
+    pub fn delete_rule(&self, id: usize) -> Result<(AclRule, Arc<AclRules>), AclConfigError> {
+        let cur = self.rules.load();
+        if id >= cur.rules.len() {
+            return Err(AclConfigError::NoSuchRule { rule: id });
+        }
+        let mut rules = cur.rules.clone();
+        let gone = rules.remove(id);
+        Ok((gone, self.publish(rules, &cur)))
+    }
+
+    fn publish(&self, rules: Vec<AclRule>, cur: &AclRules) -> Arc<AclRules> {
+        let next = AclRules::build(rules, cur.default_action, cur.generation.wrapping_add(1));
+        self.rules.publish(Arc::new(next))
     }
 }
 
@@ -464,12 +562,15 @@ pub struct AclCounters {
     pub defaulted: u64,
     /// Cache adds that were not done (table or bucket full, races); the verdict still applied.
     pub cache_add_failed: u64,
+    /// Cached verdicts decided by rules since replaced, decided again (and re-cached).
+    pub reclassified: u64,
 }
 
 /// The ACL NF of one worker core.
 #[derive(Debug)]
 pub struct Acl {
     shared: Arc<AclShared>,
+    rules: Reader<AclRules>,
     lane: Lane,
     cursor: usize,
     counters: AclCounters,
@@ -479,7 +580,8 @@ impl Acl {
     /// A worker's ACL over the shared state.
     pub fn new(shared: Arc<AclShared>) -> Self {
         let lane = shared.flows.table().lane();
-        Self { shared, lane, cursor: 0, counters: AclCounters::default() }
+        let rules = shared.rules.reader();
+        Self { shared, rules, lane, cursor: 0, counters: AclCounters::default() }
     }
 
     /// This worker's counters.
@@ -511,6 +613,9 @@ impl Nf for Acl {
 
     fn process(&mut self, ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
         let shared = &*self.shared;
+        // The rules in force for this whole batch (a change lands between batches).
+        let rules = self.rules.get(&shared.rules);
+        let generation = rules.generation;
         let mut keys = [[0u64; 5]; BATCH_SIZE];
         let mut at = [0usize; BATCH_SIZE];
         let mut n = 0;
@@ -526,23 +631,31 @@ impl Nf for Acl {
         shared.flows.apply_burst(&mut self.lane, keys, ctx.now, out);
         for (applied, &i) in out.iter().zip(at.iter()) {
             let action = match *applied {
-                Applied::Hit { action: FlowVerdict::Permit(_), .. } => Some(AclAction::Permit),
-                Applied::Hit { action: FlowVerdict::Deny(_), .. } => Some(AclAction::Deny),
-                _ => None,
-            };
-            let action = match (action, applied) {
-                (Some(a), _) => {
-                    self.counters.cache_hits += 1;
-                    a
-                }
-                (None, Applied::Miss { miss, .. }) => {
-                    let flow = flow_key_from_words(miss.key());
-                    let (a, rule) = shared.classify(&flow);
-                    let v = match a {
-                        AclAction::Permit => FlowVerdict::Permit(rule.map_or(DEFAULT_RULE, u64::from)),
-                        AclAction::Deny => FlowVerdict::Deny(rule.map_or(DEFAULT_RULE, u64::from)),
+                Applied::Hit { action: FlowVerdict::Permit(param) | FlowVerdict::Deny(param), entry } => {
+                    let a = if matches!(applied, Applied::Hit { action: FlowVerdict::Permit(_), .. }) {
+                        AclAction::Permit
+                    } else {
+                        AclAction::Deny
                     };
-                    match shared.flows.add_entry(&mut self.lane, miss, &v, PROFILE, ctx.now) {
+                    if param_generation(param) == generation {
+                        self.counters.cache_hits += 1;
+                        a
+                    } else {
+                        // Decided by rules since replaced: decide again and re-cache.
+                        let key = *entry.handle().key();
+                        let (a, rule) = rules.classify(&flow_key_from_words(&key));
+                        let v = verdict(a, rule, generation);
+                        let done = shared.flows.modify(&mut self.lane, &key, &v, ctx.now);
+                        self.counters.reclassified += 1;
+                        self.counters.cache_add_failed += u64::from(done.is_err());
+                        a
+                    }
+                }
+                Applied::Miss { miss, .. } => {
+                    let flow = flow_key_from_words(miss.key());
+                    let (a, rule) = rules.classify(&flow);
+                    let v = verdict(a, rule, generation);
+                    match shared.flows.add_entry(&mut self.lane, &miss, &v, PROFILE, ctx.now) {
                         // An earlier packet of the same new flow in this burst (the burst
                         // looked every key up before any add) already classified and cached
                         // it: this one is not a new classification.
@@ -556,9 +669,9 @@ impl Nf for Acl {
                     a
                 }
                 // A hit on the miss-only action cannot be stored; classify to be safe.
-                (None, Applied::Hit { entry, .. }) => {
+                Applied::Hit { action: FlowVerdict::Classify, entry } => {
                     self.counters.classified += 1;
-                    shared.classify(&flow_key_from_words(entry.handle().key())).0
+                    rules.classify(&flow_key_from_words(entry.handle().key())).0
                 }
             };
             let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
@@ -580,8 +693,15 @@ impl Nf for Acl {
         let s = self.lane.stats();
         write!(
             w,
-            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={}",
-            c.permitted, c.denied, c.cache_hits, c.classified, c.defaulted, c.cache_add_failed, s.expired_reclaimed
+            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={} acl_reclassified={}",
+            c.permitted,
+            c.denied,
+            c.cache_hits,
+            c.classified,
+            c.defaulted,
+            c.cache_add_failed,
+            s.expired_reclaimed,
+            c.reclassified
         )
     }
 }

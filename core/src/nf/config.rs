@@ -53,7 +53,8 @@ use super::{Chain, Egress, Nf};
 use crate::time::{Duration, TickRate};
 use alloc::sync::Arc;
 
-mod sections;
+pub(crate) mod sections;
+pub mod text;
 pub mod values;
 
 /// The version this parser reads (`version=1`).
@@ -506,6 +507,18 @@ impl SharedNf {
         })
     }
 
+    fn name(&self) -> &'static str {
+        match self {
+            SharedNf::Acl(_) => "acl",
+            SharedNf::Lb(_) => "lb",
+            SharedNf::Accounting(_) => "accounting",
+            SharedNf::Nat(_) => "nat",
+            SharedNf::UrlFilter(_) => "urlfilter",
+            SharedNf::Encrypt(_) => "encrypt",
+            SharedNf::L3fwd(_) => "l3fwd",
+        }
+    }
+
     fn instance(&self) -> Box<dyn Nf> {
         match self {
             SharedNf::Acl(s) => Box::new(Acl::new(Arc::clone(s))),
@@ -529,7 +542,7 @@ pub struct ChainFactory {
 impl ChainFactory {
     /// A fresh chain for one worker: new per-worker NF instances over the shared state.
     pub fn chain_for_worker(&self) -> Chain {
-        Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress)
+        Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress.clone())
     }
 
     /// NFs in the chain.
@@ -540,6 +553,36 @@ impl ChainFactory {
     /// Whether the chain has no NF (plain L2 forwarding).
     pub fn is_empty(&self) -> bool {
         self.shared.is_empty()
+    }
+
+    /// The NF names, in chain order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.shared.iter().map(SharedNf::name)
+    }
+
+    /// The shared state of the chain's first ACL (management channel).
+    pub fn acl(&self) -> Option<&Arc<AclShared>> {
+        self.shared.iter().find_map(|s| if let SharedNf::Acl(a) = s { Some(a) } else { None })
+    }
+
+    /// The shared state of the chain's first load balancer.
+    pub fn lb(&self) -> Option<&Arc<LbShared>> {
+        self.shared.iter().find_map(|s| if let SharedNf::Lb(a) = s { Some(a) } else { None })
+    }
+
+    /// The shared state of the chain's first NAT.
+    pub fn nat(&self) -> Option<&Arc<NatShared>> {
+        self.shared.iter().find_map(|s| if let SharedNf::Nat(a) = s { Some(a) } else { None })
+    }
+
+    /// The shared state of the chain's first Accounting NF.
+    pub fn accounting(&self) -> Option<&Arc<AccountingShared>> {
+        self.shared.iter().find_map(|s| if let SharedNf::Accounting(a) = s { Some(a) } else { None })
+    }
+
+    /// The shared state of the chain's first L3 forwarder.
+    pub fn l3fwd(&self) -> Option<&Arc<L3fwdShared>> {
+        self.shared.iter().find_map(|s| if let SharedNf::L3fwd(a) = s { Some(a) } else { None })
     }
 }
 

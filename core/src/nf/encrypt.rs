@@ -54,7 +54,7 @@ use core::fmt;
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::Pool;
 use crate::checksum::Sum;
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, L4Kind};
 use crate::pna::exact::{Lane, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};

@@ -16,8 +16,11 @@
 //! - IPv4 checksum: RFC 1624 eqn. 3 over the 16-bit word that holds TTL and protocol
 //!   ([`checksum::update16`]); IPv6 has no header checksum.
 //!
-//! Nothing here has per-flow state; the tables are read-only after construction, so one
-//! [`L3fwdShared`] serves every core without locks.
+//! Nothing here has per-flow state. The tables are read-only once built; a route change
+//! ([`L3fwdShared::add_route`], [`L3fwdShared::delete_route`], from the management channel)
+//! builds new tables from the changed route list and publishes them through a
+//! [`Swap`](crate::sync::Swap): each worker takes them at its next batch, so no lock is taken on
+//! the data path and a change lands between two batches.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -26,9 +29,11 @@ use core::fmt;
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::checksum;
-use crate::forward::{DropReason, PORTS};
+use crate::drops::DropReason;
 use crate::parse::{IpAddr, L3Kind};
 use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
+use crate::stage::PORTS;
+use crate::sync::{Reader, Swap};
 
 /// Where a route leads: an egress port and the MAC of the neighbour behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +172,10 @@ pub enum L3fwdConfigError {
         /// Index of the route.
         index: usize,
     },
+    /// The tries do not fit in the memory left.
+    OutOfMemory,
+    /// A management command named a route that does not exist.
+    NoSuchRoute,
 }
 
 impl fmt::Display for L3fwdConfigError {
@@ -181,6 +190,8 @@ impl fmt::Display for L3fwdConfigError {
             Self::RouteNextHop { family, index } => write!(f, "l3fwd {family}[{index}]: no such next hop"),
             Self::DuplicateRoute { family, index } => write!(f, "l3fwd {family}[{index}]: duplicate prefix"),
             Self::OutOfGroups { family, index } => write!(f, "l3fwd {family}[{index}]: trie groups exhausted"),
+            Self::OutOfMemory => f.write_str("l3fwd: the tries do not fit in the memory left"),
+            Self::NoSuchRoute => f.write_str("l3fwd: no such route"),
         }
     }
 }
@@ -236,39 +247,123 @@ impl L3fwdConfig {
     }
 }
 
-/// The forwarder's tables, built once and shared by every core.
+/// The forwarder's tables, built from one route list (replaced whole on a route change).
 #[derive(Debug)]
-pub struct L3fwdShared {
+pub struct L3Tables {
     lpm4: Lpm4,
     lpm6: Lpm6,
-    next_hops: Vec<NextHop>,
+    config: L3fwdConfig,
 }
 
-impl L3fwdShared {
-    /// Validates `cfg` and builds the tries (all memory is allocated here).
-    pub fn try_new(cfg: &L3fwdConfig) -> Result<Self, L3fwdConfigError> {
+impl L3Tables {
+    /// Validates `cfg` and builds the tries (all memory is allocated here, fallibly).
+    fn try_build(cfg: L3fwdConfig) -> Result<Self, L3fwdConfigError> {
         cfg.validate()?;
         let mut c4 = LpmConfig::ipv4(cfg.max_groups4);
         c4.first_stride = cfg.first_stride4;
-        let mut lpm4 = Lpm4::new(c4);
+        let oom = |_| L3fwdConfigError::OutOfMemory;
+        let mut lpm4 = Lpm4::try_new(c4).map_err(oom)?;
         for (index, r) in cfg.routes4.iter().enumerate() {
             lpm4.add(u32::from_be_bytes(r.prefix), r.len, r.next_hop).map_err(|e| route_error(e, Family::V4, index))?;
         }
-        let mut lpm6 = Lpm6::new(LpmConfig::ipv6(cfg.max_groups6));
+        let mut lpm6 = Lpm6::try_new(LpmConfig::ipv6(cfg.max_groups6)).map_err(oom)?;
         for (index, r) in cfg.routes6.iter().enumerate() {
             lpm6.add(u128::from_be_bytes(r.prefix), r.len, r.next_hop)
                 .map_err(|e| route_error(e, Family::V6, index))?;
         }
-        Ok(Self { lpm4, lpm6, next_hops: cfg.next_hops.clone() })
+        Ok(Self { lpm4, lpm6, config: cfg })
     }
 
-    /// The next hop for `addr` (the lookup the data path makes; for tests and tools).
+    /// The next hop for `addr`.
     pub fn route(&self, addr: IpAddr) -> Option<NextHop> {
         let nh = match addr {
             IpAddr::V4(a) => self.lpm4.lookup(u32::from_be_bytes(a)),
             IpAddr::V6(a) => self.lpm6.lookup(u128::from_be_bytes(a)),
         }?;
-        self.next_hops.get(nh as usize).copied()
+        self.config.next_hops.get(nh as usize).copied()
+    }
+
+    /// The route list these tables were built from.
+    pub fn config(&self) -> &L3fwdConfig {
+        &self.config
+    }
+}
+
+/// The forwarder's tables, shared by every core.
+#[derive(Debug)]
+pub struct L3fwdShared {
+    tables: Swap<L3Tables>,
+}
+
+impl L3fwdShared {
+    /// Validates `cfg` and builds the tries (all memory is allocated here).
+    pub fn try_new(cfg: &L3fwdConfig) -> Result<Self, L3fwdConfigError> {
+        Ok(Self { tables: Swap::new(L3Tables::try_build(cfg.clone())?) })
+    }
+
+    /// The next hop for `addr` (the lookup the data path makes; for tests and tools).
+    pub fn route(&self, addr: IpAddr) -> Option<NextHop> {
+        self.tables.load().route(addr)
+    }
+
+    /// The tables in force now.
+    pub fn tables(&self) -> Arc<L3Tables> {
+        self.tables.load()
+    }
+
+    /// Control plane: adds the route `addr/len → hop` (a prefix already routed is
+    /// `DuplicateRoute`), rebuilds the tables and publishes them; returns the replaced
+    /// version (to retire). Allocates.
+    pub fn add_route(&self, addr: IpAddr, len: u8, hop: NextHop) -> Result<Arc<L3Tables>, L3fwdConfigError> {
+        let mut cfg = self.tables.load().config.clone();
+        let next_hop = match cfg.next_hops.iter().position(|h| *h == hop) {
+            Some(i) => i,
+            None => {
+                cfg.next_hops.push(hop);
+                cfg.next_hops.len() - 1
+            }
+        } as u32;
+        match addr {
+            IpAddr::V4(prefix) => cfg.routes4.push(Route4 { prefix, len, next_hop }),
+            IpAddr::V6(prefix) => cfg.routes6.push(Route6 { prefix, len, next_hop }),
+        }
+        self.publish(cfg)
+    }
+
+    /// Control plane: removes the route `addr/len` (`NoSuchRoute` if there is none) and
+    /// publishes the rebuilt tables; returns the replaced version (to retire).
+    pub fn delete_route(&self, addr: IpAddr, len: u8) -> Result<Arc<L3Tables>, L3fwdConfigError> {
+        let mut cfg = self.tables.load().config.clone();
+        let before = cfg.routes4.len() + cfg.routes6.len();
+        match addr {
+            IpAddr::V4(p) => cfg.routes4.retain(|r| (r.prefix, r.len) != (p, len)),
+            IpAddr::V6(p) => cfg.routes6.retain(|r| (r.prefix, r.len) != (p, len)),
+        }
+        if cfg.routes4.len() + cfg.routes6.len() == before {
+            return Err(L3fwdConfigError::NoSuchRoute);
+        }
+        self.publish(cfg)
+    }
+
+    /// Drops next hops no route uses (renumbering the rest), builds and publishes.
+    fn publish(&self, mut cfg: L3fwdConfig) -> Result<Arc<L3Tables>, L3fwdConfigError> {
+        let used = |i: usize| {
+            cfg.routes4.iter().any(|r| r.next_hop as usize == i) || cfg.routes6.iter().any(|r| r.next_hop as usize == i)
+        };
+        let keep: Vec<bool> = (0..cfg.next_hops.len()).map(used).collect();
+        let mut map = Vec::with_capacity(keep.len());
+        let mut hops = Vec::new();
+        for (h, k) in cfg.next_hops.iter().zip(&keep) {
+            map.push(hops.len() as u32);
+            if *k {
+                hops.push(*h);
+            }
+        }
+        let renumber = |nh: &mut u32| *nh = map.get(*nh as usize).copied().unwrap_or(*nh);
+        cfg.routes4.iter_mut().for_each(|r| renumber(&mut r.next_hop));
+        cfg.routes6.iter_mut().for_each(|r| renumber(&mut r.next_hop));
+        cfg.next_hops = hops;
+        Ok(self.tables.publish(Arc::new(L3Tables::try_build(cfg)?)))
     }
 }
 
@@ -277,6 +372,7 @@ fn route_error(e: LpmError, family: Family, index: usize) -> L3fwdConfigError {
         LpmError::OutOfGroups => L3fwdConfigError::OutOfGroups { family, index },
         LpmError::NextHopTooLarge | LpmError::NotFound => L3fwdConfigError::RouteNextHop { family, index },
         LpmError::BadPrefixLength => L3fwdConfigError::RouteLen { family, index },
+        LpmError::OutOfMemory => L3fwdConfigError::OutOfMemory,
     }
 }
 
@@ -298,13 +394,15 @@ pub struct L3fwdCounters {
 #[derive(Debug)]
 pub struct L3fwd {
     shared: Arc<L3fwdShared>,
+    tables: Reader<L3Tables>,
     counters: L3fwdCounters,
 }
 
 impl L3fwd {
     /// An instance over `shared`.
     pub fn new(shared: Arc<L3fwdShared>) -> Self {
-        Self { shared, counters: L3fwdCounters::default() }
+        let tables = shared.tables.reader();
+        Self { shared, tables, counters: L3fwdCounters::default() }
     }
 
     /// This instance's counters.
@@ -346,6 +444,8 @@ impl Nf for L3fwd {
     }
 
     fn process(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        // The tables in force for this whole batch (a route change lands between batches).
+        let t = self.tables.get(&self.shared.tables);
         // IPv4 lookups go through the trie's burst path (one pass over the batch).
         let mut addrs = [0u32; BATCH_SIZE];
         let mut which = [usize::MAX; BATCH_SIZE];
@@ -361,10 +461,9 @@ impl Nf for L3fwd {
         }
         let mut hops4 = [None; BATCH_SIZE];
         if let (Some(a), Some(o)) = (addrs.get(..n), hops4.get_mut(..n)) {
-            self.shared.lpm4.lookup_burst(a, o);
+            t.lpm4.lookup_burst(a, o);
         }
         let mut k = 0;
-        let shared = &*self.shared;
         for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
             if !p.alive() {
                 continue;
@@ -375,9 +474,9 @@ impl Nf for L3fwd {
                     k += 1;
                     nh
                 }
-                IpAddr::V6(a) => shared.lpm6.lookup(u128::from_be_bytes(a)),
+                IpAddr::V6(a) => t.lpm6.lookup(u128::from_be_bytes(a)),
             };
-            let Some(hop) = nh.and_then(|nh| shared.next_hops.get(nh as usize)) else {
+            let Some(hop) = nh.and_then(|nh| t.config.next_hops.get(nh as usize)) else {
                 self.counters.no_route += 1;
                 p.verdict = Verdict::Drop(DropReason::NoRoute);
                 continue;

@@ -25,7 +25,7 @@ use core::fmt;
 use super::acl::flow_words;
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, PROTO_TCP, PROTO_UDP, Parsed};
 use crate::pna::exact::{ConfigError, Lane, LaneStats, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
@@ -130,6 +130,11 @@ pub enum LbError {
     },
     /// Another control-plane call is replacing this VIP's table.
     Busy,
+    /// A management command named a backend the VIP does not have.
+    NoSuchBackend {
+        /// The VIP's index.
+        vip: usize,
+    },
 }
 
 impl fmt::Display for LbError {
@@ -142,6 +147,7 @@ impl fmt::Display for LbError {
             }
             Self::DuplicateBackend { vip, backend } => write!(f, "vip {vip}: backend {backend} is listed twice"),
             Self::Busy => f.write_str("another update of the vip is in progress"),
+            Self::NoSuchBackend { vip } => write!(f, "vip {vip} has no such backend"),
         }
     }
 }
@@ -284,6 +290,8 @@ impl Actions<4> for Affinity {
 struct VipState {
     key: VipKey,
     table: maglev::Table,
+    /// The backend list the table was last built from (control plane only).
+    backends: spin::Mutex<Vec<Backend>>,
 }
 
 /// The LB state every worker shares: VIPs, their Maglev tables, the affinity table.
@@ -314,7 +322,11 @@ impl LbShared {
         let vips: Vec<VipState> = cfg
             .vips
             .iter()
-            .map(|v| VipState { key: vip_key(&v.addr, v.proto, v.port), table: maglev::Table::new(cfg.max_backends) })
+            .map(|v| VipState {
+                key: vip_key(&v.addr, v.proto, v.port),
+                table: maglev::Table::new(cfg.max_backends),
+                backends: spin::Mutex::new(Vec::new()),
+            })
             .collect();
         let mut index: Vec<(VipKey, usize)> = vips.iter().enumerate().map(|(i, v)| (v.key, i)).collect();
         index.sort_unstable();
@@ -355,7 +367,40 @@ impl LbShared {
     pub fn set_backends(&self, vip: usize, backends: &[Backend]) -> Result<(), LbError> {
         let v = self.vips.get(vip).ok_or(LbError::UnknownVip { vip })?;
         let targets = check_backends(vip, v.key.1, backends, self.max_backends)?;
-        if v.table.publish(&targets) { Ok(()) } else { Err(LbError::Busy) }
+        let mut list = v.backends.lock();
+        if !v.table.publish(&targets) {
+            return Err(LbError::Busy);
+        }
+        list.clear();
+        list.extend_from_slice(backends);
+        Ok(())
+    }
+
+    /// VIP `vip`: its address, port, protocol and current backends (control plane).
+    pub fn vip(&self, vip: usize) -> Option<(IpAddr, u16, u8, Vec<Backend>)> {
+        let v = self.vips.get(vip)?;
+        let (bits, v6, proto, port) = v.key;
+        Some((ip_of(bits, v6), port, proto, v.backends.lock().clone()))
+    }
+
+    /// Control plane: appends `b` to VIP `vip`'s backends and rebuilds its Maglev table
+    /// (live connections keep their backends; Maglev moves few new ones).
+    pub fn add_backend(&self, vip: usize, b: Backend) -> Result<(), LbError> {
+        let (_, _, _, mut list) = self.vip(vip).ok_or(LbError::UnknownVip { vip })?;
+        list.push(b);
+        self.set_backends(vip, &list)
+    }
+
+    /// Control plane: removes `b` from VIP `vip`'s backends (its live connections stay until
+    /// they go idle) and rebuilds the Maglev table.
+    pub fn delete_backend(&self, vip: usize, b: Backend) -> Result<(), LbError> {
+        let (_, _, _, mut list) = self.vip(vip).ok_or(LbError::UnknownVip { vip })?;
+        let before = list.len();
+        list.retain(|x| *x != b);
+        if list.len() == before {
+            return Err(LbError::NoSuchBackend { vip });
+        }
+        self.set_backends(vip, &list)
     }
 
     /// The backend the Maglev table gives a new connection with this flow key (no affinity).

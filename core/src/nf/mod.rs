@@ -1,11 +1,12 @@
 //! Network functions and chains (SPEC §4).
 //!
 //! A [`Chain`] is a [`Stage`]: for each received batch it parses every frame once (a frame
-//! that does not parse is dropped and counted, a control frame is consumed, exactly as the
-//! L2 [`Forwarder`](crate::forward::Forwarder) does), hands the surviving packets to each
-//! [`Nf`] in order, and sends what is still alive out of the port its verdict names, with
-//! the egress MAC rewrite (destination = the port's peer unless an NF set one, source =
-//! the port's own MAC).
+//! that does not parse is dropped and counted, a signed control frame on the control port is
+//! consumed), hands the surviving packets to each [`Nf`] in order, and sends what is still
+//! alive out of the port its verdict names, with the egress MAC rewrite (destination = the
+//! port's peer unless an NF set one, source = the port's own MAC). The chain with no NFs is
+//! the L2 forwarder: a frame received on port `i` that parses leaves on port `1 - i`, only
+//! its MACs rewritten.
 //!
 //! An NF sees an [`NfBatch`]: up to 32 [`Pkt`]s, each with its buffer, the parse result
 //! and a [`Verdict`]. It works on the packets whose verdict is still `Forward`, may rewrite
@@ -22,8 +23,10 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
-use crate::forward::{Commands, DropReason, PORTS, Stage, StageCounters, parse_control};
+use crate::control::{Commands, ControlAuth, control_verdict};
+use crate::drops::DropReason;
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
+use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
 
 pub mod accounting;
@@ -134,6 +137,12 @@ pub trait Nf: Send {
     fn name(&self) -> &'static str;
     /// Processes the alive packets of `batch`.
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch);
+    /// Once per poll, with or without traffic: bounded housekeeping (expiry sweeps) and frames
+    /// the NF originates itself (export messages), appended to `batch` as packets with a
+    /// `Forward` verdict (alive). The default does nothing.
+    fn generate(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        let _ = (ctx, pool, batch);
+    }
     /// Writes this NF's own counters as ` key=value` pairs (each with a leading space,
     /// keys prefixed with the NF's name), for the stats lines.
     fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
@@ -142,15 +151,34 @@ pub trait Nf: Send {
     }
 }
 
-/// Egress settings of a chain: per port, its own MAC and its default next hop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Egress settings of a chain: per port, its own MAC and its default next hop; and who may
+/// send control frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Egress {
     /// The MAC of each port (source MAC of frames sent on it).
     pub own_mac: [[u8; 6]; PORTS],
     /// The default next hop behind each port (destination MAC unless an NF set one).
     pub peer_mac: [[u8; 6]; PORTS],
-    /// Whether control frames are consumed (`ctl=on`).
-    pub accept_control: bool,
+    /// Who may send control frames (`ctl=port:N`, `ctl_key=`); `None` (`ctl=off`): they are
+    /// dropped as [`DropReason::UnsupportedEthertype`].
+    pub control: Option<ControlAuth>,
+}
+
+impl Egress {
+    /// The default peers of docs/PROTOCOL.md (`peer0`, `peer1`).
+    pub const DEFAULT_PEERS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]];
+
+    /// The ports' own MACs, their peers, and who may send control frames.
+    pub const fn new(own_mac: [[u8; 6]; PORTS], peer_mac: [[u8; 6]; PORTS], control: Option<ControlAuth>) -> Self {
+        Self { own_mac, peer_mac, control }
+    }
+}
+
+impl Default for Egress {
+    /// Zero own MACs, the default peers, control off.
+    fn default() -> Self {
+        Self::new([[0; 6]; PORTS], Self::DEFAULT_PEERS, None)
+    }
 }
 
 /// NFs in order, run as one [`Stage`].
@@ -184,7 +212,7 @@ impl Chain {
     /// tail.
     pub fn split_off(&mut self, at: usize) -> Chain {
         let at = at.min(self.nfs.len());
-        Chain { nfs: self.nfs.split_off(at), egress: self.egress, batch: NfBatch::new() }
+        Chain { nfs: self.nfs.split_off(at), egress: self.egress.clone(), batch: NfBatch::new() }
     }
 
     /// Writes every NF's counters (see [`Nf::write_counters`]).
@@ -217,8 +245,10 @@ impl Stage for Chain {
         // Parse once; malformed and control frames never reach the NFs.
         for &b in input.as_slice() {
             match parse::parse(pool.frame(b)) {
+                // Nowhere to send it: the caller named a port the chain does not have.
+                Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
                 Ok(parsed) => {
-                    let default_out = (PORTS - 1 - port.min(PORTS - 1)) as u8;
+                    let default_out = (PORTS - 1 - port) as u8;
                     let pkt = Pkt {
                         buf: b,
                         parsed,
@@ -231,14 +261,14 @@ impl Stage for Chain {
                         Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                     }
                 }
-                Err(ParseError::UnsupportedEthertype) if self.egress.accept_control => {
-                    match parse_control(pool.frame(b)) {
-                        Some(c) => {
+                Err(ParseError::UnsupportedEthertype) => {
+                    match control_verdict(self.egress.control.as_ref(), port, pool.frame(b)) {
+                        Ok(c) => {
                             commands.record(c);
                             counters.ctl += 1;
                             let _ = pool.free(b);
                         }
-                        None => Self::drop_frame(pool, counters, b, DropReason::UnsupportedEthertype),
+                        Err(reason) => Self::drop_frame(pool, counters, b, reason),
                     }
                 }
                 Err(e) => Self::drop_frame(pool, counters, b, e.into()),
@@ -253,15 +283,41 @@ impl Stage for Chain {
             }
         }
 
+        self.egress(pool, out, counters);
+        commands
+    }
+
+    fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
+        self.batch.clear();
+        let ctx = NfCtx { now };
+        for nf in &mut self.nfs {
+            nf.generate(&ctx, pool, &mut self.batch);
+        }
+        if self.batch.is_empty() {
+            return;
+        }
+        counters.generated = counters.generated.saturating_add(self.batch.len() as u64);
+        self.egress(pool, out, counters);
+    }
+}
+
+impl Chain {
+    /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
+    /// hop or the port's peer as destination, the port's own MAC as source), drops and counts
+    /// the rest, and empties the batch.
+    fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters) {
         for p in self.batch.pkts() {
             match p.verdict {
                 Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
                 Verdict::Forward(to) => {
                     let to = usize::from(to);
-                    let (Some(q), Some(&own), Some(&peer)) =
-                        (out.get_mut(to), self.egress.own_mac.get(to), self.egress.peer_mac.get(to))
-                    else {
+                    let (Some(&own), Some(&peer)) = (self.egress.own_mac.get(to), self.egress.peer_mac.get(to)) else {
                         Self::drop_frame(pool, counters, p.buf, DropReason::NoRoute);
+                        continue;
+                    };
+                    // The caller's output slice has no batch for this port (the Stage contract).
+                    let Some(q) = out.get_mut(to) else {
+                        Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                         continue;
                     };
                     if let Ok(mut eth) = EthernetFrame::try_new(pool.frame_mut(p.buf)) {
@@ -275,7 +331,6 @@ impl Stage for Chain {
             }
         }
         self.batch.clear();
-        commands
     }
 }
 

@@ -9,8 +9,11 @@
 //!   addressed to the external address) → `NatNoMapping`.
 //! - Rewrites update the IPv4 header and TCP/UDP checksums incrementally (`lb::rewrite`). The
 //!   parse result's flow key is updated too, so later NFs see the translated flow.
-//! - Only IPv4 TCP and UDP are translated: other IPv4 protocols (ICMP included: no query-id
-//!   mapping), non-first fragments (no ports) and IPv6 are dropped with `NfUnsupported`.
+//! - IPv4 TCP and UDP are translated by their ports, ICMP echo request/reply by the echo
+//!   identifier (RFC 5508 §3.1: the identifier is the query's "port"; a request out of the
+//!   inside takes a mapping, the reply to the external address and identifier is restored);
+//!   other ICMP, other protocols, non-first fragments (no ports) and IPv6 are dropped with
+//!   `NfUnsupported`.
 //! - Expiry: the outbound table is `NotifyControl` with one profile of `timeout`; outbound hits
 //!   restart the timer at most every eighth of it (RFC 4787 REQ-6: outbound refresh; inbound
 //!   packets do not refresh). Each batch sweeps a few buckets and reclaims a few reported
@@ -36,11 +39,12 @@ use core::fmt;
 
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
-use crate::forward::{DropReason, PORTS};
+use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, L3Kind, L4Kind, Parsed};
 use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, EntryError, IdleTimeout, NotDone};
+use crate::stage::PORTS;
 use crate::time::{Duration, Instant};
 
 use super::lb::rewrite::{Side, rewrite};
@@ -259,6 +263,11 @@ impl NatShared {
         })
     }
 
+    /// The configuration it was built from.
+    pub fn config(&self) -> &NatConfig {
+        &self.cfg
+    }
+
     /// External ports handed out now.
     pub fn ports_in_use(&self) -> usize {
         self.pool.in_use()
@@ -414,7 +423,13 @@ impl Nat {
     }
 
     /// A new mapping for the outbound key `miss`: the external port, or the drop reason.
-    fn create(&mut self, miss: &crate::pna::exact::Miss<2>, p: &Parsed, now: Instant) -> Result<u16, DropReason> {
+    fn create(
+        &mut self,
+        miss: &crate::pna::exact::Miss<2>,
+        p: &Parsed,
+        sport: u16,
+        now: Instant,
+    ) -> Result<u16, DropReason> {
         let shared = Arc::clone(&self.shared);
         // A failed creation may leave one deferred step: make sure it fits.
         if self.pending.is_full() {
@@ -429,7 +444,7 @@ impl Nat {
             return Err(DropReason::NatPortsExhausted);
         };
         let inbound = inbound_of(miss.key(), shared.cfg.external_addr, port);
-        let restore = InMap::Restore { addr: src, port: p.flow.src_port };
+        let restore = InMap::Restore { addr: src, port: sport };
         if !shared.inb.insert(&mut self.in_lane, &inbound, &restore, 0, now).is_success() {
             self.run_step(Pending::Port(port), now);
             self.counters.table_full += 1;
@@ -457,7 +472,13 @@ impl Nat {
         }
     }
 
-    fn outbound(&mut self, applied: &Applied<2, OutMap>, p: &Parsed, now: Instant) -> Result<u16, DropReason> {
+    fn outbound(
+        &mut self,
+        applied: &Applied<2, OutMap>,
+        p: &Parsed,
+        sport: u16,
+        now: Instant,
+    ) -> Result<u16, DropReason> {
         let shared = &*self.shared;
         match applied {
             Applied::Hit { action: OutMap::Translate { port, restarted }, entry } => {
@@ -469,7 +490,7 @@ impl Nat {
                 }
                 Ok(*port)
             }
-            Applied::Miss { miss, .. } => self.create(miss, p, now),
+            Applied::Miss { miss, .. } => self.create(miss, p, sport, now),
             Applied::Hit { action: OutMap::Allocate, .. } => Err(DropReason::FlowTableFull),
         }
     }
@@ -487,9 +508,31 @@ impl Drop for Nat {
     }
 }
 
-/// Whether the NAT can translate `p` (IPv4 TCP/UDP with its transport header).
-fn translatable(p: &Parsed) -> bool {
-    p.l3 == L3Kind::Ipv4 && matches!(p.l4, L4Kind::Tcp | L4Kind::Udp) && p.fragment != Fragment::Later
+/// ICMP echo request and echo reply types (RFC 792).
+const ICMP_ECHO_REQUEST: u8 = 8;
+const ICMP_ECHO_REPLY: u8 = 0;
+
+/// The "ports" the NAT maps `p` by, if it can translate it: TCP/UDP ports, or for an ICMP
+/// echo the identifier standing in for the inside port — `(id, 0)` for a request going out,
+/// `(0, id)` for a reply coming in, as RFC 5508 §3.1 has NATs do. IPv4 only, first
+/// fragments only.
+fn nat_ports(frame: &[u8], p: &Parsed, outbound: bool) -> Option<(u16, u16)> {
+    if p.l3 != L3Kind::Ipv4 || p.fragment == Fragment::Later {
+        return None;
+    }
+    match p.l4 {
+        L4Kind::Tcp | L4Kind::Udp => Some((p.flow.src_port, p.flow.dst_port)),
+        L4Kind::Icmp => {
+            let l4 = usize::from(p.l4_offset);
+            let (kind, id) = (*frame.get(l4)?, u16::from_be_bytes([*frame.get(l4 + 4)?, *frame.get(l4 + 5)?]));
+            match (kind, outbound) {
+                (ICMP_ECHO_REQUEST, true) => Some((id, 0)),
+                (ICMP_ECHO_REPLY, false) => Some((0, id)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 impl Nf for Nat {
@@ -502,26 +545,31 @@ impl Nf for Nat {
         let ext = shared.cfg.external_addr;
         let (mut ok, mut ik) = ([[0u64; 2]; BATCH_SIZE], [[0u64; 2]; BATCH_SIZE]);
         let (mut oa, mut ia) = ([0usize; BATCH_SIZE], [0usize; BATCH_SIZE]);
+        // The inside "port" of each outbound packet (its source port, or its echo id).
+        let mut osport = [0u16; BATCH_SIZE];
         let (mut no, mut ni) = (0, 0);
         for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
             if !p.alive() {
                 continue;
             }
             let f = &p.parsed.flow;
-            let (IpAddr::V4(src), IpAddr::V4(dst), true) = (f.src, f.dst, translatable(&p.parsed)) else {
+            let outbound = p.ingress == shared.cfg.inside_port;
+            let ports = nat_ports(pool.frame(p.buf), &p.parsed, outbound);
+            let (IpAddr::V4(src), IpAddr::V4(dst), Some((sport, dport))) = (f.src, f.dst, ports) else {
                 self.counters.unsupported += 1;
                 p.verdict = Verdict::Drop(DropReason::NfUnsupported);
                 continue;
             };
-            if p.ingress == shared.cfg.inside_port {
-                if let (Some(k), Some(a)) = (ok.get_mut(no), oa.get_mut(no)) {
-                    *k = key(src, f.src_port, dst, f.dst_port, f.proto);
+            if outbound {
+                if let (Some(k), Some(a), Some(sp)) = (ok.get_mut(no), oa.get_mut(no), osport.get_mut(no)) {
+                    *k = key(src, sport, dst, dport, f.proto);
                     *a = i;
+                    *sp = sport;
                     no += 1;
                 }
             } else if dst == ext {
                 if let (Some(k), Some(a)) = (ik.get_mut(ni), ia.get_mut(ni)) {
-                    *k = key(src, f.src_port, dst, f.dst_port, f.proto);
+                    *k = key(src, sport, dst, dport, f.proto);
                     *a = i;
                     ni += 1;
                 }
@@ -534,9 +582,9 @@ impl Nf for Nat {
         if let (Some(k), Some(o)) = (ok.get(..no), out.get_mut(..no)) {
             shared.out.apply_burst(&mut self.out_lane, k, ctx.now, o);
         }
-        for (applied, &i) in out.iter().zip(oa.iter()).take(no) {
+        for ((applied, &i), &sport) in out.iter().zip(oa.iter()).zip(osport.iter()).take(no) {
             let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
-            let r = self.outbound(applied, &p.parsed, ctx.now);
+            let r = self.outbound(applied, &p.parsed, sport, ctx.now);
             match r.and_then(|port| translate(pool.frame_mut(p.buf), &mut p.parsed, Side::Src, ext, port)) {
                 Ok(()) => self.counters.outbound += 1,
                 Err(reason) => p.verdict = Verdict::Drop(reason),
@@ -585,9 +633,18 @@ impl Nf for Nat {
     }
 }
 
-/// Rewrites one side of `p` to `addr:port` and updates the flow key.
+/// Rewrites one side of `p` to `addr:port` (for an ICMP echo: the address and the identifier)
+/// and updates the flow key.
 fn translate(frame: &mut [u8], p: &mut Parsed, side: Side, addr: [u8; 4], port: u16) -> Result<(), DropReason> {
     rewrite(frame, p, side, &addr, Some(port)).ok_or(DropReason::NfUnsupported)?;
+    if p.l4 == L4Kind::Icmp {
+        // ICMP has no ports in the flow key; the identifier lives in the frame only.
+        match side {
+            Side::Src => p.flow.src = IpAddr::V4(addr),
+            Side::Dst => p.flow.dst = IpAddr::V4(addr),
+        }
+        return Ok(());
+    }
     match side {
         Side::Src => {
             p.flow.src = IpAddr::V4(addr);

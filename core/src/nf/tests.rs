@@ -1,12 +1,15 @@
 use super::*;
 use crate::buf::BUF_SIZE;
-use crate::test_frames::{control, udp4};
+use crate::test_frames::{control, ctl_on, eth, tcp6, udp4};
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: true,
-};
+/// Egress with control accepted on port 1 (where the tests' frames arrive).
+fn egress() -> Egress {
+    Egress {
+        own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
+        peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
+        control: ctl_on(1),
+    }
+}
 
 /// Drops packets whose UDP source port is odd, sends the rest back where they came from
 /// with a fixed destination MAC, and counts what it saw.
@@ -73,20 +76,20 @@ fn run(chain: &mut Chain, frames: &[Vec<u8>], port: usize) -> ([Vec<Vec<u8>>; 2]
 
 #[test]
 fn an_empty_chain_forwards_like_the_l2_forwarder() {
-    let mut chain = Chain::new(Vec::new(), EGRESS);
+    let mut chain = Chain::new(Vec::new(), egress());
     let f = udp4(1000, 53, b"hello");
     let ([to0, to1], counters, _) = run(&mut chain, std::slice::from_ref(&f), 0);
     assert!(to0.is_empty());
     assert_eq!(to1.len(), 1);
-    assert_eq!(&to1[0][0..6], &EGRESS.peer_mac[1]);
-    assert_eq!(&to1[0][6..12], &EGRESS.own_mac[1]);
+    assert_eq!(&to1[0][0..6], &egress().peer_mac[1]);
+    assert_eq!(&to1[0][6..12], &egress().own_mac[1]);
     assert_eq!(&to1[0][12..], &f[12..]);
     assert_eq!(counters.drops_total(), 0);
 }
 
 #[test]
 fn nfs_run_in_order_drop_with_reasons_and_redirect() {
-    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], EGRESS);
+    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], egress());
     let frames: Vec<_> = (0..10u16).map(|i| udp4(1000 + i, 53, &[i as u8])).collect();
     let mut bad = udp4(1, 2, b"x");
     bad.truncate(20);
@@ -99,7 +102,7 @@ fn nfs_run_in_order_drop_with_reasons_and_redirect() {
     assert_eq!(to1.len(), 5);
     for (k, f) in to1.iter().enumerate() {
         assert_eq!(&f[0..6], &[0xaa; 6]);
-        assert_eq!(&f[6..12], &EGRESS.own_mac[1]);
+        assert_eq!(&f[6..12], &egress().own_mac[1]);
         assert_eq!(&f[12..], &frames[2 * k][12..]);
     }
     assert_eq!(counters.drops_for(DropReason::AclDeny), 5);
@@ -113,10 +116,138 @@ fn nfs_run_in_order_drop_with_reasons_and_redirect() {
 
 #[test]
 fn split_off_keeps_the_head_and_returns_the_tail() {
-    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], EGRESS);
+    let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], egress());
     let tail = chain.split_off(1);
     assert_eq!(chain.nfs().iter().map(|n| n.name()).collect::<Vec<_>>(), ["odd"]);
     assert_eq!(tail.nfs().iter().map(|n| n.name()).collect::<Vec<_>>(), ["count"]);
     let mut head = chain;
     assert!(head.split_off(9).nfs().is_empty());
+}
+
+// The chain without NFs: the L2 forwarder.
+
+const OWN: [[u8; 6]; PORTS] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
+const PEER: [[u8; 6]; PORTS] = Egress::DEFAULT_PEERS;
+
+fn load(pool: &mut Pool<'_>, frame: &[u8]) -> PacketBuf {
+    let b = pool.alloc().unwrap();
+    pool.set_len(b, frame.len()).unwrap();
+    pool.frame_mut(b).copy_from_slice(frame);
+    b
+}
+
+fn batch_of(pool: &mut Pool<'_>, frames: &[alloc::vec::Vec<u8>]) -> Batch {
+    let mut batch = Batch::new();
+    for f in frames {
+        let b = load(pool, f);
+        batch.push(b).unwrap();
+    }
+    batch
+}
+
+#[test]
+fn forwards_both_ways_with_mac_rewrite_in_order() {
+    let mut mem = alloc::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    let mut l2 = Chain::new(Vec::new(), Egress::new(OWN, PEER, None));
+    let mut counters = StageCounters::default();
+    for port in 0..PORTS {
+        let frames: Vec<_> = (0..5).map(|i| udp4(i, 7, &[i as u8; 3])).collect();
+        let mut input = batch_of(&mut pool, &frames);
+        let mut out = [Batch::new(), Batch::new()];
+        let cmds = l2.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+        assert!(cmds.is_empty() && input.is_empty());
+        let to = 1 - port;
+        assert!(out[port].is_empty());
+        assert_eq!(out[to].len(), 5);
+        for (i, &b) in out[to].as_slice().iter().enumerate() {
+            let f = pool.frame(b);
+            assert_eq!(&f[0..6], &PEER[to]);
+            assert_eq!(&f[6..12], &OWN[to]);
+            assert_eq!(&f[12..], &frames[i][12..], "nothing else changes");
+        }
+        pool.free_batch(&mut out[to]);
+    }
+    assert_eq!(counters, StageCounters::default());
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn drops_are_freed_and_counted() {
+    let mut mem = alloc::vec![0u8; 8 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
+    let mut l2 = Chain::new(Vec::new(), Egress::new(OWN, PEER, None));
+    let mut counters = StageCounters::default();
+    let mut bad_sum = udp4(1, 2, &[]);
+    bad_sum[24] ^= 0xFF;
+    let frames = alloc::vec![
+        udp4(1, 2, b"a"),
+        alloc::vec![0; 10],
+        eth(&[], 0x0806, &[0; 28]),
+        bad_sum,
+        control(1), // ctl off: just another EtherType
+        tcp6(1, 2, b"b"),
+    ];
+    let mut input = batch_of(&mut pool, &frames);
+    let mut out = [Batch::new(), Batch::new()];
+    let cmds = l2.process(1, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+    assert!(cmds.is_empty());
+    assert_eq!(out[0].len(), 2);
+    assert_eq!(counters.drops_for(DropReason::Runt), 1);
+    assert_eq!(counters.drops_for(DropReason::UnsupportedEthertype), 2);
+    assert_eq!(counters.drops_for(DropReason::BadIpChecksum), 1);
+    assert_eq!((counters.drops_total(), counters.ctl), (4, 0));
+    assert_eq!(pool.in_use(), 2);
+}
+
+#[test]
+fn control_frames_are_consumed_when_enabled() {
+    let mut mem = alloc::vec![0u8; 8 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
+    let mut l2 = Chain::new(Vec::new(), Egress::new(OWN, PEER, ctl_on(0)));
+    let mut counters = StageCounters::default();
+    let replayed = control(2);
+    let frames = alloc::vec![replayed.clone(), udp4(1, 2, &[]), control(2), control(9), replayed, control(1)];
+    let mut input = batch_of(&mut pool, &frames);
+    let mut out = [Batch::new(), Batch::new()];
+    let cmds = l2.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+    assert_eq!(cmds, Commands { stop: true, stats: 2, rss_move: None, rss_restore: false });
+    assert_eq!(counters.ctl, 3);
+    assert_eq!(counters.drops_for(DropReason::CtlRejected), 2, "unknown command byte, replay");
+    assert_eq!(out[1].len(), 1);
+    // On the other port even a good frame is refused, and so is one signed with another key.
+    let mut forged = control(1);
+    let n = forged.len();
+    forged[n - 1] ^= 1;
+    let mut input = batch_of(&mut pool, &[control(1), forged]);
+    let mut o = [Batch::new(), Batch::new()];
+    assert!(l2.process(1, &mut pool, &mut input, &mut o, &mut counters, Instant(0)).is_empty());
+    assert_eq!(counters.drops_for(DropReason::CtlRejected), 4);
+    assert_eq!(pool.in_use(), 1);
+}
+
+#[test]
+fn no_room_or_no_port_counts_tx_full() {
+    let mut mem = alloc::vec![0u8; 40 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 40).unwrap();
+    let mut l2 = Chain::new(Vec::new(), Egress::default());
+    let mut counters = StageCounters::default();
+    // An output batch that already holds 30 frames takes 2 of the next 4.
+    let mut out = [Batch::new(), Batch::new()];
+    for _ in 0..30 {
+        let b = load(&mut pool, &udp4(1, 2, &[]));
+        out[1].push(b).unwrap();
+    }
+    let frames: Vec<_> = (0..4).map(|_| udp4(1, 2, &[])).collect();
+    let mut input = batch_of(&mut pool, &frames);
+    l2.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+    assert_eq!(counters.drops_for(DropReason::TxFull), 2);
+    // A port the forwarder does not have, and an output slice that is too short.
+    let mut input = batch_of(&mut pool, &frames[..1]);
+    l2.process(5, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+    let mut input = batch_of(&mut pool, &frames[..1]);
+    l2.process(0, &mut pool, &mut input, &mut out[..1], &mut counters, Instant(0));
+    assert_eq!(counters.drops_for(DropReason::TxFull), 4);
+    pool.free_batch(&mut out[1]);
+    assert_eq!(pool.in_use(), 0);
 }

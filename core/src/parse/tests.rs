@@ -379,7 +379,6 @@ fn seeds() -> Vec<Vec<u8>> {
 }
 
 proptest! {
-
     #![proptest_config(crate::testing::proptest_config(256))]
     #[test]
     fn arbitrary_bytes_never_panic(frame in proptest::collection::vec(any::<u8>(), 0..300)) {

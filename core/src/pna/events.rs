@@ -60,9 +60,24 @@ impl<const KW: usize> fmt::Debug for EventRing<KW> {
 
 impl<const KW: usize> EventRing<KW> {
     /// A ring of at least `capacity` events (rounded up to a power of two, at least 2).
+    ///
+    /// # Panics
+    /// When the heap has no room for it (see [`EventRing::try_new`]).
+    #[allow(clippy::panic)]
     pub fn new(capacity: usize) -> Self {
+        match Self::try_new(capacity) {
+            Some(r) => r,
+            None => panic!("event ring of {capacity}: out of memory"),
+        }
+    }
+
+    /// A ring of at least `capacity` events (rounded up to a power of two, at least 2), or
+    /// `None` when the heap has no room for it (a configuration error for the caller, never
+    /// an allocation failure that aborts).
+    pub fn try_new(capacity: usize) -> Option<Self> {
         let n = capacity.max(2).checked_next_power_of_two().unwrap_or(1 << 20);
-        let mut cells = Vec::with_capacity(n);
+        let mut cells = Vec::new();
+        cells.try_reserve_exact(n).ok()?;
         for i in 0..n {
             cells.push(Cell {
                 seq: AtomicUsize::new(i),
@@ -71,13 +86,13 @@ impl<const KW: usize> EventRing<KW> {
                 deadline: AtomicU64::new(0),
             });
         }
-        Self {
+        Some(Self {
             cells: cells.into_boxed_slice(),
             mask: n - 1,
             head: Padded(AtomicUsize::new(0)),
             tail: Padded(AtomicUsize::new(0)),
             overflows: AtomicU64::new(0),
-        }
+        })
     }
 
     /// How many events the ring holds at most.

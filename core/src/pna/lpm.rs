@@ -37,6 +37,8 @@ pub enum LpmError {
     OutOfGroups,
     /// No such route.
     NotFound,
+    /// The tables do not fit in the memory left.
+    OutOfMemory,
 }
 
 impl fmt::Display for LpmError {
@@ -46,6 +48,7 @@ impl fmt::Display for LpmError {
             LpmError::NextHopTooLarge => "next hop too large",
             LpmError::OutOfGroups => "trie group pool exhausted",
             LpmError::NotFound => "no such route",
+            LpmError::OutOfMemory => "not enough memory for the tables",
         })
     }
 }
@@ -90,6 +93,18 @@ impl Trie {
             max_groups,
             routes: BTreeMap::new(),
         }
+    }
+
+    /// As [`Trie::new`], but `None` when the first level or the group pool cannot be
+    /// allocated.
+    fn try_new(addr_bits: u32, first: u32, max_groups: usize) -> Option<Self> {
+        let first = first.clamp(8, 24).min(addr_bits);
+        let mut root = Vec::new();
+        root.try_reserve_exact(1 << first).ok()?;
+        root.resize(1 << first, 0);
+        let mut groups = Vec::new();
+        groups.try_reserve_exact(max_groups.checked_mul(GROUP)?).ok()?;
+        Some(Self { addr_bits, first, root, groups, max_groups, routes: BTreeMap::new() })
     }
 
     fn lookup(&self, addr: u128) -> Option<u32> {
@@ -245,6 +260,10 @@ impl Lpm4 {
     pub fn new(cfg: LpmConfig) -> Self {
         Self(Trie::new(32, u32::from(cfg.first_stride), cfg.max_groups))
     }
+    /// As [`Lpm4::new`], but `OutOfMemory` instead of an allocation failure.
+    pub fn try_new(cfg: LpmConfig) -> Result<Self, LpmError> {
+        Trie::try_new(32, u32::from(cfg.first_stride), cfg.max_groups).map(Self).ok_or(LpmError::OutOfMemory)
+    }
     /// Adds (or replaces) the route `prefix/len → next_hop`.
     pub fn add(&mut self, prefix: u32, len: u8, next_hop: u32) -> Result<(), LpmError> {
         self.0.add(u128::from(prefix) << 96, u32::from(len), next_hop)
@@ -282,6 +301,10 @@ impl Lpm6 {
     /// An empty table (allocates the first level and the group pool).
     pub fn new(cfg: LpmConfig) -> Self {
         Self(Trie::new(128, u32::from(cfg.first_stride), cfg.max_groups))
+    }
+    /// As [`Lpm6::new`], but `OutOfMemory` instead of an allocation failure.
+    pub fn try_new(cfg: LpmConfig) -> Result<Self, LpmError> {
+        Trie::try_new(128, u32::from(cfg.first_stride), cfg.max_groups).map(Self).ok_or(LpmError::OutOfMemory)
     }
     /// Adds (or replaces) the route `prefix/len → next_hop`.
     pub fn add(&mut self, prefix: u128, len: u8, next_hop: u32) -> Result<(), LpmError> {

@@ -2,7 +2,7 @@
 //! `--cfg loom`, so that the model checker sees every access, `core`'s otherwise.
 //!
 //! Structures shared between cores (`pna` tables and their event ring, the NAT port pool,
-//! the Accounting export ring, the Maglev tables, the URL filter's slab leases) import their
+//! the Accounting export ring, the Maglev tables, the URL filter's slab leases, `Swap`) import their
 //! atomics from here rather than from `core::sync::atomic`; that is what lets each of them be
 //! model-checked (`cargo xtask test`, step "loom"; README "Tests"). Nothing here is `unsafe`.
 

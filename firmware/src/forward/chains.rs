@@ -41,9 +41,14 @@ impl Chains {
         workers: usize,
         rate: TickRate,
     ) -> Result<Chains, BuildError> {
-        let egress = Egress { own_mac: own, peer_mac: cfg.peer, accept_control: cfg.ctl };
+        let egress = Egress { own_mac: own, peer_mac: cfg.peer, control: cfg.control() };
         let factory = spec.build(egress, rate)?;
         Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect() })
+    }
+
+    /// The chain's shared NF state (the management channel changes its tables).
+    pub fn factory(&self) -> &ChainFactory {
+        &self.factory
     }
 
     /// A worker's own chain.

@@ -21,8 +21,10 @@
 //! a refused line is skipped and counted (`stats_skipped`), never waited for.
 
 mod chains;
+pub mod mgmt;
 mod report;
 mod rss;
+mod watchdog;
 
 pub use chains::Chains;
 
@@ -32,15 +34,17 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use cadence_core::buf::Pool;
-use cadence_core::forward::PORTS;
+use cadence_core::latency::Latency;
+use cadence_core::metronome::WorkerStats;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
 use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
-use cadence_core::pipeline::{CoreStats, Lane, Mode, Pipeline};
+use cadence_core::poll::{ForwardStats, PollConfig};
+use cadence_core::stage::PORTS;
 use cadence_core::sync::Guarded;
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
-use cadence_core::worker::{WorkerConfig, WorkerStats};
+use cadence_core::worker::{Lane, Mode, Worker};
 use spin::Mutex;
 
 use crate::config::{BootConfig, Sched};
@@ -79,6 +83,16 @@ pub enum Event {
     Done,
 }
 
+/// The line rate Metronome's ring bound assumes ([`BootConfig::line_rate_mbps`]): Mb/s and
+/// where the figure came from (`option`, `port`, `default`); printed on `@ready`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRate {
+    /// Mb/s.
+    pub mbps: u32,
+    /// `option`, `port` or `default`.
+    pub from: &'static str,
+}
+
 /// What the forwarding run needs from the machine under it.
 pub trait Machine: Sync + 'static {
     /// The clock every worker reads (the TSC).
@@ -115,9 +129,39 @@ pub trait Machine: Sync + 'static {
         let _ = out;
         Ok(())
     }
+    /// Writes one line of the human log (what the run is doing, for people; not parsed).
+    /// The image sends it to COM2 as defmt so COM1 keeps the machine lines; the default
+    /// writes it like [`Machine::line`].
+    fn log(&self, args: fmt::Arguments<'_>) {
+        self.line(&mut |w| w.write_fmt(args));
+    }
     /// Notes an event in the machine's log.
     fn event(&self, e: Event) {
         let _ = e;
+    }
+    /// Debug `stall=`: never returns, doing no work (a worker that hangs). The default
+    /// spins; a machine may wait more cheaply.
+    fn stall_forever(&self) -> ! {
+        loop {
+            core::hint::spin_loop();
+        }
+    }
+    /// Runs the watchdog `job` on a core or thread that is not a worker's (`index` is the
+    /// first worker index no worker has: the image uses that worker's core, if it exists);
+    /// `false` when the machine has none to spare (then the workers only watch each other).
+    fn spawn_watchdog(&self, index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        let _ = (index, job);
+        false
+    }
+    /// Ends the whole run at once with `outcome`, from the watchdog, when worker 0 cannot
+    /// wind it down (it is stalled): the image exits QEMU, the hosted process exits.
+    fn abort(&self, outcome: Outcome) -> !;
+    /// Reads management input (COM1's receiver, the hosted build's stdin) into `buf`
+    /// without waiting; returns the bytes read (0: none, or no such input). Called by
+    /// worker 0 every [`mgmt::POLL_MS`], never per packet.
+    fn read_mgmt(&self, buf: &mut [u8]) -> usize {
+        let _ = buf;
+        0
     }
     /// Checks that the ports are still there (the hosted build: an interface may vanish);
     /// `Err` names what is gone. Called by worker 0 every [`HEALTH_MS`], never per packet.
@@ -172,8 +216,8 @@ type FwLane<P> = Lane<'static, <P as FwdPort>::Rx, <P as FwdPort>::Tx>;
 /// One worker's published counters.
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    fwd: WorkerStats,
-    core: CoreStats,
+    fwd: ForwardStats,
+    core: WorkerStats,
 }
 
 /// Everything the workers share, leaked at start-up (`'static`, never freed).
@@ -190,17 +234,39 @@ struct Shared<M: Machine, P: FwdPort> {
     stop: AtomicBool,
     /// A STATS control frame asked for a `@stats` line.
     stats_requested: AtomicBool,
-    /// An RSS_MOVE control frame asked to steer queue `from`'s buckets to `to`:
-    /// `1 << 16 | from << 8 | to`, or 0.
+    /// An RSS command for worker 0: RSS_MOVE `1 << 16 | from << 8 | to`, RSS_RESTORE
+    /// `2 << 16`, or 0.
     rss_move: AtomicU32,
+    /// The tables before the last RSS_MOVE (for RSS_RESTORE).
+    rss_saved: Mutex<Option<rss::Saved>>,
     /// Per worker: what its sleeper said at its last publication.
     sleeps: Vec<Mutex<SleepSummary>>,
+    /// Per worker: its sojourn histogram at its last publication; and the SLO.
+    latency: Vec<Mutex<Latency>>,
+    slo: Duration,
+    slo_us: u32,
     /// `@stats` lines skipped because the console was still busy.
     stats_skipped: AtomicU64,
     /// Workers other than 0 that have returned.
     parked: AtomicUsize,
+    /// Per worker: the clock at the end of its last round (its heartbeat), and its lane.
+    heartbeats: Vec<AtomicU64>,
+    last_lane: Vec<AtomicUsize>,
+    /// Workers reported stalled (bit `w`).
+    stalled: AtomicU64,
+    /// Stalls reported (`stalls=`).
+    stalls: AtomicU64,
+    /// A worker whose heartbeat is this old is stalled (0: watchdog off).
+    stall_limit: Duration,
+    /// Debug (`stall=W:MS`): worker `.0` stops at `.1`.
+    inject_stall: Option<(usize, Instant)>,
     /// Workers that could not make their sleeper.
     failed: AtomicUsize,
+    /// When the run started (`t_ms=` of the lines) and when `max_s` ends it, if it does.
+    started: Instant,
+    max_deadline: Option<Instant>,
+    /// `@summary` is out: the run is over (the watchdog returns).
+    finished: AtomicBool,
 }
 
 /// The Metronome configuration of the boot options, with the ports' line rate.
@@ -226,8 +292,9 @@ pub fn run<M: Machine, P: FwdPort>(
     pools: Vec<Pool<'static>>,
     mut ports: Vec<P>,
     spec: &ChainSpec,
-    line_rate_pps: Option<u64>,
+    line: LineRate,
 ) -> Outcome {
+    let line_rate_pps = Some(cadence_core::metronome::line_rate_pps_for_mbps(u64::from(line.mbps)));
     if ports.len() != PORTS {
         say(machine, format_args!("error: forwarding needs 2 NICs, found {}", ports.len()));
         return Outcome::RuntimeFailure;
@@ -263,11 +330,15 @@ pub fn run<M: Machine, P: FwdPort>(
     // The controller's queue locks live in its Vec's heap buffer: their addresses are
     // fixed from here on, so the lanes can be bound to them.
     let mut bound = Vec::with_capacity(lanes);
+    // Buffers out of the pools once the receive rings are filled: where `pool_in_use`
+    // returns to when the run is idle (printed on `@ready`, checked against `@summary`).
+    let mut resting = 0;
     for (k, ((mut pool, (r0, t0)), (r1, t1))) in pools.into_iter().zip(q0).zip(q1).take(lanes).enumerate() {
         let mut rx = [r0, r1];
         for r in &mut rx {
             P::fill(r, &mut pool);
         }
+        resting += pool.in_use();
         bound.push(Guarded::new(ctl.queues()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
     }
     let mode = match cfg.sched {
@@ -292,21 +363,38 @@ pub fn run<M: Machine, P: FwdPort>(
         stop: AtomicBool::new(false),
         stats_requested: AtomicBool::new(false),
         rss_move: AtomicU32::new(0),
+        rss_saved: Mutex::new(None),
         sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
+        latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
+        slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
+        slo_us: cfg.slo_us,
         stats_skipped: AtomicU64::new(0),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
+        heartbeats: (0..cfg.workers).map(|_| AtomicU64::new(clock.now().ticks())).collect(),
+        last_lane: (0..cfg.workers).map(|w| AtomicUsize::new(w % lanes)).collect(),
+        stalled: AtomicU64::new(0),
+        stalls: AtomicU64::new(0),
+        stall_limit: clock.rate().ticks_from_ms(u64::from(cfg.stall_ms)),
+        inject_stall: cfg
+            .stall
+            .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
+        started: clock.now(),
+        max_deadline: (cfg.max_s > 0)
+            .then(|| clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(cfg.max_s) * 1000))),
+        finished: AtomicBool::new(false),
     }));
 
-    say(
-        machine,
-        format_args!(
-            "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
-            cfg.workers,
-            mode.as_str(),
-            if cfg.ctl { "on" } else { "off" }
-        ),
-    );
+    machine.log(format_args!(
+        "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
+        cfg.workers,
+        mode.as_str(),
+        match cfg.ctl {
+            Some(0) => "on port 0 (signed)",
+            Some(_) => "on port 1 (signed)",
+            None => "off",
+        }
+    ));
     machine.event(Event::Started { workers: cfg.workers, lanes });
 
     let mut started = 1;
@@ -318,12 +406,21 @@ pub fn run<M: Machine, P: FwdPort>(
         }
         started += 1;
     }
+    let watched =
+        started == cfg.workers && machine.spawn_watchdog(cfg.workers, Box::new(move || watchdog::run(shared)));
     let mut outcome = Outcome::RuntimeFailure;
     if started == cfg.workers {
         // Every lane's receive rings are filled and every worker is running: traffic may come.
         say(
             machine,
-            format_args!("@ready workers={} lanes={lanes} mwait={}", cfg.workers, if cfg.mwait { "on" } else { "off" }),
+            format_args!(
+                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={}",
+                cfg.workers,
+                if cfg.mwait { "on" } else { "off" },
+                line.mbps,
+                line.from,
+                if watched { "core" } else { "workers" }
+            ),
         );
         outcome = boot_worker(shared, cfg, &mut ports);
     }
@@ -350,14 +447,25 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 }
 
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
-fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Pipeline<Chain> {
+fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<Chain> {
     let stage = sh.chains.for_worker();
-    Pipeline::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, WorkerConfig::new(TX_RETRIES, Duration::ZERO))
-        .partition(w, sh.slots.len())
+    let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
+    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
+}
+
+/// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]
+/// rounds and at the end, not after every round); `wait` as for [`publish`].
+fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
+    if let Some(slot) = sh.latency.get(w) {
+        let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
+        if let Some(mut l) = guard {
+            l.clone_from(pl.latency());
+        }
+    }
 }
 
 /// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
-fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Pipeline<Chain>, wait: bool) {
+fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
     if let Some(slot) = sh.slots.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
@@ -374,15 +482,44 @@ fn publish_sleeps<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, sleeper: 
     }
 }
 
+/// A worker's own bookkeeping between rounds.
+#[derive(Debug, Clone, Copy)]
+struct Local {
+    rounds: u64,
+    /// When this worker next checks the others' heartbeats.
+    next_watch: Instant,
+}
+
+impl Local {
+    fn new<M: Machine, P: FwdPort>(sh: &Shared<M, P>) -> Self {
+        Local { rounds: 0, next_watch: sh.clock.now().saturating_add(sh.clock.rate().ticks_from_ms(HEALTH_MS)) }
+    }
+}
+
 /// One round plus the bookkeeping every worker does; returns whether to go on.
 fn step<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
     w: usize,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     sleeper: &mut M::Sleeper,
-    rounds: &mut u64,
+    local: &mut Local,
 ) -> bool {
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
+    if let (Some(hb), Some(lane)) = (sh.heartbeats.get(w), sh.last_lane.get(w)) {
+        hb.store(r.now.ticks(), Ordering::Relaxed);
+        lane.store(r.lane, Ordering::Relaxed);
+    }
+    if let Some((who, at)) = sh.inject_stall
+        && who == w
+        && r.now >= at
+    {
+        // Debug `stall=`: this worker stops between rounds (holding no lane) for good.
+        sh.machine.stall_forever();
+    }
+    if sh.stall_limit.ticks() != 0 && r.now >= local.next_watch {
+        local.next_watch = r.now.saturating_add(sh.clock.rate().ticks_from_ms(HEALTH_MS));
+        watch(sh, w, pl, r.now);
+    }
     if r.commands.stop {
         sh.stop.store(true, Ordering::Release);
     }
@@ -392,15 +529,32 @@ fn step<M: Machine, P: FwdPort>(
     if let Some((from, to)) = r.commands.rss_move {
         sh.rss_move.store(1 << 16 | u32::from(from) << 8 | u32::from(to), Ordering::Relaxed);
     }
-    *rounds += 1;
+    if r.commands.rss_restore {
+        sh.rss_move.store(2 << 16, Ordering::Relaxed);
+    }
+    local.rounds += 1;
     let stopping = sh.stop.load(Ordering::Acquire);
-    if r.packets > 0 || (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+    if r.packets > 0 || local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish(sh, w, pl, false);
     }
-    if (*rounds).is_multiple_of(PUBLISH_EVERY) || stopping {
+    if local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish_sleeps(sh, w, sleeper);
+        publish_latency(sh, w, pl, false);
     }
     !stopping
+}
+
+/// The watch every worker keeps every [`HEALTH_MS`] (besides the watchdog core's, when the
+/// machine has one): reports stalled and recovered workers ([`watchdog::check`]) and shares
+/// the lanes among the live workers (a stalled worker holding no lane loses none; one stalled
+/// inside a round keeps that lane locked, and the shutdown reports it).
+fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Worker<Chain>, now: Instant) {
+    watchdog::check(sh, watchdog::Seer::Worker(me), now);
+    let stalled = sh.stalled.load(Ordering::Acquire);
+    let workers = sh.heartbeats.len();
+    let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
+    let rank = (0..me).filter(|&v| v >= 64 || stalled & (1 << v) == 0).count();
+    pl.repartition(rank, live);
 }
 
 /// Worker `w` (≥ 1): runs rounds until the stop flag, publishes, returns.
@@ -408,10 +562,11 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
     match sh.machine.sleeper(w) {
         Ok(mut sleeper) => {
             let mut pl = pipeline(sh, w);
-            let mut rounds = 0;
-            while step(sh, w, &mut pl, &mut sleeper, &mut rounds) {}
+            let mut local = Local::new(sh);
+            while step(sh, w, &mut pl, &mut sleeper, &mut local) {}
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
+            publish_latency(sh, w, &pl, true);
             if let Some(s) = sh.sleeps.get(w) {
                 *s.lock() = M::sleep_summary(&sleeper);
             }
@@ -437,18 +592,20 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     };
     let clock = sh.clock;
     let rate = clock.rate();
-    let start = clock.now();
+    let start = sh.started;
     let period = rate.ticks_from_ms(u64::from(cfg.stats_ms));
     let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
-    let deadline = (cfg.max_s > 0).then(|| start.saturating_add(rate.ticks_from_ms(u64::from(cfg.max_s) * 1000)));
+    let deadline = sh.max_deadline;
     let mut pl = pipeline(sh, 0);
-    let mut rounds = 0;
+    let mut local = Local::new(sh);
     let mut outcome = Outcome::Success;
     let health = rate.ticks_from_ms(HEALTH_MS);
     let mut next_check = start.saturating_add(health);
-    while step(sh, 0, &mut pl, &mut sleeper, &mut rounds) {
+    let mut mgmt = mgmt::Channel::new(rate, start);
+    while step(sh, 0, &mut pl, &mut sleeper, &mut local) {
         sh.machine.pump_console();
         let now = clock.now();
+        mgmt.poll(sh, &mut pl, ports, start, now);
         if now >= next_check {
             next_check = now.saturating_add(health);
             if let Err(what) = sh.machine.check() {
@@ -464,9 +621,14 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
             }
             next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
         }
-        let mv = sh.rss_move.swap(0, Ordering::Relaxed);
-        if mv != 0 {
-            rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
+        match sh.rss_move.swap(0, Ordering::Relaxed) {
+            0 => {}
+            mv if mv >> 16 == 2 => {
+                let _ = rss::restore(sh, &mut pl, ports);
+            }
+            mv => {
+                let _ = rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
+            }
         }
         if deadline.is_some_and(|d| now >= d) {
             say(sh.machine, format_args!("error: max_s={} reached without a STOP control frame", cfg.max_s));
@@ -475,6 +637,7 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
         }
     }
     publish(sh, 0, &pl, true);
+    publish_latency(sh, 0, &pl, true);
     if let Some(s) = sh.sleeps.first() {
         *s.lock() = M::sleep_summary(&sleeper);
     }
@@ -488,21 +651,25 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
 /// `@summary`.
 fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, outcome: Outcome) -> Outcome {
     let m = sh.machine;
-    say(m, format_args!("forward: stopping"));
+    m.log(format_args!("forward: stopping"));
     let clock = sh.clock;
     let rate = clock.rate();
-    let start = clock.now();
     let others = started.saturating_sub(1);
+    // A shutdown that leaves a worker running, a lane held or frames on a TX ring did not
+    // stop cleanly: it says which, and the run fails even after a STOP.
+    let mut clean = true;
     if poll_until(&clock, rate.ticks_from_ms(PARK_TIMEOUT_MS), || sh.parked.load(Ordering::Acquire) >= others).is_err()
     {
-        say(m, format_args!("warning: {} of {} workers parked", sh.parked.load(Ordering::Acquire), others));
+        say(m, format_args!("error: {} of {} workers parked", sh.parked.load(Ordering::Acquire), others));
+        clean = false;
     }
     for w in 1..started {
         let _ = m.join(w, rate.ticks_from_ms(10));
     }
     for (k, lane) in sh.lanes.iter().enumerate() {
         let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else {
-            say(m, format_args!("warning: lane {k} still held; not drained"));
+            say(m, format_args!("error: lane {k} still held at shutdown; not drained"));
+            clean = false;
             continue;
         };
         if let Some(lane) = lane.get_mut(&mut guard) {
@@ -513,13 +680,15 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
                 })
             });
             if ok.is_err() {
-                say(m, format_args!("warning: lane {k}: TX not drained after {DRAIN_MS} ms"));
+                say(m, format_args!("error: lane {k}: TX not drained after {DRAIN_MS} ms"));
+                clean = false;
             }
         }
     }
-    report::line(sh, "@summary", start, clock.now(), true);
+    report::line(sh, "@summary", sh.started, clock.now(), true);
+    sh.finished.store(true, Ordering::Release);
     m.event(Event::Done);
-    outcome
+    if clean { outcome } else { Outcome::RuntimeFailure }
 }
 
 /// The instant `t` as milliseconds since `start`.

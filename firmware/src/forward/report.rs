@@ -5,10 +5,11 @@
 use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
 
-use cadence_core::forward::PORTS;
-use cadence_core::pipeline::CoreStats;
+use cadence_core::latency::Latency;
+use cadence_core::metronome::WorkerStats;
+use cadence_core::poll::{DriverCounters, ForwardStats};
+use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant};
-use cadence_core::worker::{DriverCounters, WorkerStats};
 
 use super::{FwdPort, Machine, Shared, ms_since};
 
@@ -21,13 +22,35 @@ pub(super) fn line<M: Machine, P: FwdPort>(
     now: Instant,
     wait: bool,
 ) -> bool {
+    snapshot(sh, tag, start, now, wait, None)
+}
+
+/// Writes what a stats line holds, without its tag, into `out` (management `stats`).
+pub(super) fn body<M: Machine, P: FwdPort>(sh: &Shared<M, P>, start: Instant, now: Instant, out: &mut dyn Write) {
+    snapshot(sh, "", start, now, false, Some(out));
+}
+
+/// One snapshot of every counter: printed as a `tag` line, or (empty `tag`) written into
+/// `into`.
+fn snapshot<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    tag: &str,
+    start: Instant,
+    now: Instant,
+    wait: bool,
+    into: Option<&mut dyn Write>,
+) -> bool {
     // Everything is gathered before the console is touched, so the line is one snapshot.
-    let mut total = WorkerStats::default();
-    let mut per_core: heapless::Vec<CoreStats, 64> = heapless::Vec::new();
+    let mut total = ForwardStats::default();
+    let mut per_core: heapless::Vec<WorkerStats, 64> = heapless::Vec::new();
     for slot in &sh.slots {
         let s = *slot.lock();
         total.merge(&s.fwd);
         let _ = per_core.push(s.core);
+    }
+    let mut lat = Latency::default();
+    for l in &sh.latency {
+        lat.merge(&l.lock());
     }
     let mut drv = DriverCounters::default();
     for (k, lane) in sh.lanes.iter().enumerate() {
@@ -49,11 +72,21 @@ pub(super) fn line<M: Machine, P: FwdPort>(
         total.write_counters(&mut *w, &drv)?;
         sh.chains.write_summed(&mut *w)?;
         write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
+        write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
+        write!(w, " slo_us={}", sh.slo_us)?;
+        lat.write(w, "", sh.clock.rate())?;
         write_cores(sh, w, &per_core)?;
         write_lanes(sh, w)?;
         sh.machine.write_extra(w)
     };
+    if tag.is_empty() {
+        // The body alone, for the management channel's `stats` (no console involved).
+        if let Some(out) = into {
+            let _ = write(out);
+        }
+        return true;
+    }
     if wait {
         sh.machine.line(&mut write);
         true
@@ -62,14 +95,14 @@ pub(super) fn line<M: Machine, P: FwdPort>(
     }
 }
 
-fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per_core: &[CoreStats]) -> fmt::Result {
+fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per_core: &[WorkerStats]) -> fmt::Result {
     for (i, c) in per_core.iter().enumerate() {
         let s = sh.sleeps.get(i).map(|s| *s.lock()).unwrap_or_default();
         write!(
             w,
             " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
              core{i}_busy_tries={} core{i}_packets={} core{i}_mwait_sleeps={}",
-            c.busy_ticks(),
+            c.awake_ticks(),
             c.halted_ticks,
             c.tries,
             c.wins,
@@ -77,6 +110,9 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
             c.packets,
             s.watched
         )?;
+        if let Some(l) = sh.latency.get(i) {
+            l.lock().write(w, &alloc::format!("core{i}_"), sh.clock.rate())?;
+        }
         for (key, v) in [
             ("idle_ns", s.idle_ns),
             ("spin_ns", s.spin_ns),

@@ -1,88 +1,191 @@
-//! A live RSS change (control command RSS_MOVE) that reorders no flow.
+//! Live RSS changes (control commands RSS_MOVE and RSS_RESTORE) that reorder no flow.
 
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use cadence_core::nf::Chain;
-use cadence_core::pipeline::Pipeline;
 use cadence_core::time::Clock;
+use cadence_core::worker::Worker;
 
 use super::{FwdPort, Machine, Shared, publish, say};
 
-/// Hang guard for taking every lane's lock before an RSS change (workers hold a lane
-/// for one busy period).
-const RSS_LOCK_MS: u64 = 500;
+/// Hang guard for taking the two lanes' locks (a worker holds a lane for one busy period).
+const RSS_LOCK_MS: u64 = 100;
+/// Most polls of the old lane while draining it: after the switch no frame of the moved
+/// buckets reaches it, so what is left is at most one ring (4096 / 32 = 128 polls); the
+/// margin covers frames the device was still writing.
+const DRAIN_POLLS: usize = 256;
+
+/// The tables before the last RSS_MOVE, for RSS_RESTORE.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Saved {
+    /// Per port, the indirection table before the move.
+    tables: Vec<Vec<u16>>,
+    /// The move it undoes.
+    from: u8,
+    to: u8,
+}
 
 /// Steers every RSS bucket of queue `from` to queue `to` on both ports, live, without
 /// reordering any flow (SPEC §2: "drain the old queue past the switch point before the
 /// new queue serves that bucket"):
-/// 1. take every lane's lock, so no worker serves any queue meanwhile;
+/// 1. take the locks of lanes `from` and `to` only (bounded wait), so no worker serves
+///    either meanwhile while every other lane keeps forwarding;
 /// 2. write the new table on both ports (the drivers return once the device has it);
 /// 3. drain lane `from` — frames that arrived before the switch — through this core's
-///    stage, until its queues are empty; frames of moved flows that arrive after the
+///    stage, at most [`DRAIN_POLLS`] polls; frames of moved flows that arrive after the
 ///    switch wait in lane `to`;
 /// 4. release the locks.
 ///
-/// Prints `@rss moved from=… to=… buckets=…` (or `@rss failed …`).
+/// The old tables are kept for RSS_RESTORE. Prints `@rss moved from=… to=… buckets=…
+/// drained=… empty=…` (or `@rss failed … reason=…`) and returns the same.
 pub(super) fn move_buckets<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Pipeline<Chain>,
+    pl: &mut Worker<Chain>,
     ports: &mut [P],
     from: u8,
     to: u8,
-) {
+) -> Result<Moved, &'static str> {
     let m = sh.machine;
     let lanes = sh.lanes.len();
     if from == to || usize::from(from) >= lanes || usize::from(to) >= lanes {
         say(m, format_args!("@rss failed from={from} to={to} reason=bad_queue lanes={lanes}"));
-        return;
+        return Err("bad_queue");
     }
+    let mut before = Vec::with_capacity(ports.len());
+    let mut after = Vec::with_capacity(ports.len());
+    let mut moved = 0;
+    for port in ports.iter() {
+        let Some(table) = port.rss_table() else {
+            say(m, format_args!("@rss failed from={from} to={to} reason=no_rss"));
+            return Err("no_rss");
+        };
+        let mut new = table.clone();
+        for e in new.iter_mut().filter(|e| **e == u16::from(from)) {
+            *e = u16::from(to);
+            moved += 1;
+        }
+        before.push(table);
+        after.push(new);
+    }
+    match switch(sh, pl, ports, &after, from, to) {
+        Ok((drained, empty)) => {
+            *sh.rss_saved.lock() = Some(Saved { tables: before, from, to });
+            say(
+                m,
+                format_args!(
+                    "@rss moved from={from} to={to} buckets={moved} drained={drained} empty={}",
+                    u8::from(empty)
+                ),
+            );
+            Ok(Moved { from, to, buckets: moved, drained, empty })
+        }
+        Err(reason) => {
+            say(m, format_args!("@rss failed from={from} to={to} reason={reason}"));
+            Err(reason)
+        }
+    }
+}
+
+/// What a move or a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Moved {
+    /// The queue that gave up its buckets.
+    pub from: u8,
+    /// The queue that took them.
+    pub to: u8,
+    /// Table entries changed, over both ports (0 for a restore).
+    pub buckets: usize,
+    /// Frames drained from the old lane.
+    pub drained: u64,
+    /// Whether the old lane was found empty.
+    pub empty: bool,
+}
+
+/// Undoes the last RSS_MOVE: its buckets go back from `to` to `from` by the same protocol
+/// (lane `to`, which served them meanwhile, is drained before `from` serves them again).
+/// Prints `@rss restored from=… to=… drained=… empty=…` (or `@rss failed … reason=…`) and
+/// returns the same.
+pub(super) fn restore<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    pl: &mut Worker<Chain>,
+    ports: &mut [P],
+) -> Result<Moved, &'static str> {
+    let m = sh.machine;
+    let Some(saved) = sh.rss_saved.lock().take() else {
+        say(m, format_args!("@rss failed restore reason=nothing_to_restore"));
+        return Err("nothing_to_restore");
+    };
+    // Lane `to` holds the moved buckets' frames now: it is the one to drain.
+    match switch(sh, pl, ports, &saved.tables, saved.to, saved.from) {
+        Ok((drained, empty)) => {
+            say(
+                m,
+                format_args!(
+                    "@rss restored from={} to={} drained={drained} empty={}",
+                    saved.from,
+                    saved.to,
+                    u8::from(empty)
+                ),
+            );
+            Ok(Moved { from: saved.to, to: saved.from, buckets: 0, drained, empty })
+        }
+        Err(reason) => {
+            say(m, format_args!("@rss failed restore reason={reason}"));
+            *sh.rss_saved.lock() = Some(saved);
+            Err(reason)
+        }
+    }
+}
+
+/// Locks lanes `drain` and `other`, writes `tables` (one per port), drains lane `drain`,
+/// unlocks. Returns the frames drained and whether the lane was found empty.
+fn switch<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    pl: &mut Worker<Chain>,
+    ports: &mut [P],
+    tables: &[Vec<u16>],
+    drain: u8,
+    other: u8,
+) -> Result<(u64, bool), &'static str> {
     let clock = sh.clock;
     let deadline = clock.now().saturating_add(clock.rate().ticks_from_ms(RSS_LOCK_MS));
-    let mut guards = Vec::with_capacity(lanes);
-    for q in sh.ctl.queues() {
+    let queues = sh.ctl.queues();
+    let (Some(qd), Some(qo)) = (queues.get(usize::from(drain)), queues.get(usize::from(other))) else {
+        return Err("bad_queue");
+    };
+    // Workers take one lane lock at a time, so taking two here cannot deadlock with them.
+    let mut guards = Vec::with_capacity(2);
+    for q in [qd, qo] {
         loop {
             if let Some(g) = q.lock().try_lock() {
                 guards.push(g);
                 break;
             }
             if clock.now() >= deadline {
-                say(m, format_args!("@rss failed from={from} to={to} reason=lanes_busy"));
-                return; // Dropping `guards` releases what was taken.
+                return Err("lanes_busy"); // Dropping `guards` releases what was taken.
             }
             core::hint::spin_loop();
         }
     }
-    let mut moved = 0;
-    for port in ports.iter_mut() {
-        let Some(mut table) = port.rss_table() else {
-            say(m, format_args!("@rss failed from={from} to={to} reason=no_rss"));
-            return;
-        };
-        for e in table.iter_mut().filter(|e| **e == u16::from(from)) {
-            *e = u16::from(to);
-            moved += 1;
-        }
-        if let Err(e) = port.set_rss_table(&table) {
-            say(m, format_args!("@rss failed from={from} to={to} reason={e}"));
-            return;
-        }
-    }
-    let mut drained = 0;
-    if let (Some(guard), Some(lane)) = (guards.get_mut(usize::from(from)), sh.lanes.get(usize::from(from)))
+    // A port that refuses keeps its old table while the other may have switched: the old
+    // lane is drained all the same (both lanes are still locked), so order holds either way.
+    let refused = ports.iter_mut().zip(tables).any(|(port, table)| port.set_rss_table(table).is_err());
+    let mut result = (0, false);
+    if let (Some(guard), Some(lane)) = (guards.first_mut(), sh.lanes.get(usize::from(drain)))
         && let Some(lane) = lane.get_mut(guard)
     {
-        let (n, cmds) = pl.drain_lane(lane, &clock);
-        drained = n;
+        let d = pl.drain_lane(lane, &clock, DRAIN_POLLS);
+        result = (d.packets, d.empty);
         // Commands met while draining count like any other.
-        if cmds.stop {
+        if d.commands.stop {
             sh.stop.store(true, Ordering::Release);
         }
-        if cmds.stats > 0 {
+        if d.commands.stats > 0 {
             sh.stats_requested.store(true, Ordering::Relaxed);
         }
     }
     drop(guards);
     publish(sh, 0, pl, false);
-    say(m, format_args!("@rss moved from={from} to={to} buckets={moved} drained={drained}"));
+    if refused { Err("device_refused") } else { Ok(result) }
 }

@@ -12,7 +12,7 @@ use std::vec;
 use alloc::string::{String, ToString};
 
 use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, Pool};
-use cadence_core::forward::{CONTROL_ETHERTYPE, CONTROL_MAGIC};
+use cadence_core::control::{CONTROL_ETHERTYPE, Command};
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats};
 use cadence_core::time::TickRate;
 
@@ -60,6 +60,8 @@ impl RxQueue for WireRx {
 struct WireTx {
     wire: Wire,
     stats: TxStats,
+    /// Claims a frame in flight forever (a ring the device stopped serving).
+    stuck: bool,
 }
 
 impl TxQueue for WireTx {
@@ -79,7 +81,7 @@ impl TxQueue for WireTx {
     }
 
     fn in_flight(&self) -> usize {
-        0
+        usize::from(self.stuck)
     }
 
     fn tx_stats(&self) -> TxStats {
@@ -161,6 +163,10 @@ struct FakeMachine {
     lines: StdMutex<Vec<String>>,
     /// `try_line` answers "busy" this many times first.
     busy: StdMutex<u32>,
+    /// Runs a watchdog thread when asked.
+    watchdog: bool,
+    /// What the watchdog's `abort` ended the run with.
+    aborted: StdMutex<Option<Outcome>>,
 }
 
 impl FakeMachine {
@@ -173,6 +179,23 @@ impl FakeMachine {
             threads: StdMutex::new(Vec::new()),
             lines: StdMutex::new(Vec::new()),
             busy: StdMutex::new(busy),
+            watchdog: false,
+            aborted: StdMutex::new(None),
+        }))
+    }
+
+    /// A machine with `cpus` CPUs and a watchdog thread.
+    fn with_watchdog(cpus: usize) -> &'static FakeMachine {
+        Box::leak(Box::new(FakeMachine {
+            clock: NsClock(StdInstant::now()),
+            gone: std::sync::atomic::AtomicBool::new(false),
+            cpus,
+            refuse: Vec::new(),
+            threads: StdMutex::new(Vec::new()),
+            lines: StdMutex::new(Vec::new()),
+            busy: StdMutex::new(0),
+            watchdog: true,
+            aborted: StdMutex::new(None),
         }))
     }
 
@@ -209,8 +232,25 @@ impl Machine for FakeMachine {
     fn join(&self, worker: usize, _timeout: Duration) -> bool {
         let mut ts = self.threads.lock().expect("threads");
         match ts.iter().position(|(w, _)| *w == worker) {
-            Some(i) => ts.swap_remove(i).1.join().is_ok(),
+            // A stalled worker never finishes: do not wait for it.
+            Some(i) if ts[i].1.is_finished() => ts.swap_remove(i).1.join().is_ok(),
+            Some(_) => false,
             None => true,
+        }
+    }
+    fn stall_forever(&self) -> ! {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+    fn spawn_watchdog(&self, _index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        self.watchdog && std::thread::Builder::new().spawn(job).is_ok()
+    }
+    fn abort(&self, outcome: Outcome) -> ! {
+        // The process must go on (other tests): record it and park this thread for good.
+        *self.aborted.lock().expect("aborted") = Some(outcome);
+        loop {
+            std::thread::park();
         }
     }
     fn line(&self, write: &mut dyn FnMut(&mut dyn Write) -> fmt::Result) {
@@ -266,13 +306,18 @@ fn udp_frame(dst: [u8; 6], seq: u32) -> Vec<u8> {
     f
 }
 
-fn control_frame(dst: [u8; 6], cmd: u8) -> Vec<u8> {
+/// Control on port 0, signed with [`KEY`].
+const CTL: &str = "ctl=port:0 ctl_key=000102030405060708090a0b0c0d0e0f";
+const KEY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+fn control_frame(dst: [u8; 6], cmd: Command) -> Vec<u8> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let counter = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut f = Vec::new();
     f.extend_from_slice(&dst);
     f.extend_from_slice(&[2, 0, 0, 0, 0, 0x55]);
     f.extend_from_slice(&CONTROL_ETHERTYPE.to_be_bytes());
-    f.extend_from_slice(&CONTROL_MAGIC);
-    f.push(cmd);
+    f.extend_from_slice(&cadence_core::control::signed_payload(&KEY, counter, cmd));
     f.resize(60, 0);
     f
 }
@@ -285,29 +330,35 @@ struct Rig {
 }
 
 fn start(cfg: &str, machine: &'static FakeMachine) -> Rig {
+    start_with(cfg, machine, false)
+}
+
+/// [`start`]; `stuck_tx`: port 1's TX ring never drains.
+fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
+    let cfg = cfg.replace("CTL", CTL);
     let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
     let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
-    let cfg = BootConfig::parse(cfg).expect("config");
+    let cfg = BootConfig::parse(&cfg).expect("config");
     let ports = vec![
         WirePort {
             mac: MAC0,
             queues: Some((
                 WireRx { wire: in0.clone(), stats: RxStats::default() },
-                WireTx { wire: out0, stats: TxStats::default() },
+                WireTx { wire: out0, stats: TxStats::default(), stuck: false },
             )),
         },
         WirePort {
             mac: MAC1,
             queues: Some((
                 WireRx { wire: in1, stats: RxStats::default() },
-                WireTx { wire: out1.clone(), stats: TxStats::default() },
+                WireTx { wire: out1.clone(), stats: TxStats::default(), stuck: stuck_tx },
             )),
         },
     ];
     let run = std::thread::spawn(move || {
         let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * cadence_core::buf::BUF_SIZE].into_boxed_slice());
         let pools = vec![Pool::try_new(mem, 0, 512).expect("pool")];
-        run(machine, &cfg, pools, ports, &ChainSpec::default(), Some(14_880_952))
+        run(machine, &cfg, pools, ports, &ChainSpec::default(), LineRate { mbps: 10_000, from: "default" })
     });
     Rig { in0, out1, run, machine }
 }
@@ -328,13 +379,15 @@ fn key(line: &str, k: &str) -> Option<u64> {
 #[test]
 fn two_workers_forward_every_frame_in_order_then_stop() {
     let m = FakeMachine::leak(4, vec![], 0);
-    let rig = start("ctl=on workers=2 stats_ms=5 qsize=1024 peer1=02:00:00:00:00:b1", m);
+    let rig = start("CTL workers=2 stats_ms=5 qsize=1024 peer1=02:00:00:00:00:b1", m);
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
     for seq in 0..2000u32 {
         rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
     }
     wait_for(|| rig.out1.lock().expect("wire").len() == 2000);
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, 1));
+    // The periodic line (every 5 ms) comes while the run goes on.
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@stats")));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
     for (seq, f) in out.iter().enumerate() {
@@ -353,16 +406,15 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
     // What the sleepers said, per worker; what they did not say is absent.
     assert_eq!((key(summary, "core0_late_p50_ns"), key(summary, "core1_late_p50_ns")), (Some(7), Some(7)));
     assert_eq!(key(summary, "core0_idle_ns"), None, "{summary}");
-    assert!(lines.iter().any(|l| l.starts_with("@stats")), "{lines:?}");
-    assert!(!lines.iter().any(|l| l.starts_with("warning")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("warning") || l.starts_with("error")), "{lines:?}");
 }
 
 #[test]
 fn a_busy_console_skips_stats_lines_and_counts_them() {
     let m = FakeMachine::leak(2, vec![], 3);
-    let rig = start("ctl=on stats_ms=1", m);
+    let rig = start("CTL stats_ms=1", m);
     wait_for(|| m.lines().iter().filter(|l| l.starts_with("@stats")).count() >= 2);
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, 1));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let lines = m.lines();
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
@@ -373,7 +425,7 @@ fn a_busy_console_skips_stats_lines_and_counts_them() {
 #[test]
 fn more_workers_than_cores_is_refused_with_a_message() {
     let m = FakeMachine::leak(1, vec![], 0);
-    let rig = start("ctl=on workers=2", m);
+    let rig = start("CTL workers=2", m);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     assert!(m.lines().iter().any(|l| l == "error: workers=2 but only 1 cores are online"), "{:?}", m.lines());
 }
@@ -381,7 +433,7 @@ fn more_workers_than_cores_is_refused_with_a_message() {
 #[test]
 fn a_worker_that_cannot_start_stops_the_run_without_hanging() {
     let m = FakeMachine::leak(4, vec![2], 0);
-    let rig = start("ctl=on workers=3", m);
+    let rig = start("CTL workers=3", m);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     let lines = m.lines();
     assert!(lines.iter().any(|l| l == "error: worker 2: refused by the test"), "{lines:?}");
@@ -394,7 +446,7 @@ fn a_worker_that_cannot_start_stops_the_run_without_hanging() {
 #[test]
 fn max_s_without_stop_is_a_runtime_failure() {
     let m = FakeMachine::leak(1, vec![], 0);
-    let rig = start("ctl=on max_s=1", m);
+    let rig = start("CTL max_s=1", m);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     assert!(m.lines().iter().any(|l| l == "error: max_s=1 reached without a STOP control frame"));
 }
@@ -403,14 +455,14 @@ fn max_s_without_stop_is_a_runtime_failure() {
 fn a_ring_bound_below_the_target_vacation_is_reported() {
     let m = FakeMachine::leak(1, vec![], 0);
     // qsize 256 at 10 GbE line rate: 8.6 µs < V̄ = 15 µs.
-    let rig = start("ctl=on qsize=256 max_s=1", m);
+    let rig = start("CTL qsize=256 max_s=1", m);
     let _ = rig.run.join().expect("run");
     let lines = m.lines();
     let w = lines.iter().find(|l| l.starts_with("warning: T_S is bounded by the ring")).expect("warning");
     assert!(w.contains("8.6 us") && w.contains("qsize=256") && w.contains("vbar=15 us"), "{w}");
     // A bigger ring clears it.
     let m = FakeMachine::leak(1, vec![], 0);
-    let rig = start("ctl=on qsize=1024 max_s=1", m);
+    let rig = start("CTL qsize=1024 max_s=1", m);
     let _ = rig.run.join().expect("run");
     assert!(!m.lines().iter().any(|l| l.starts_with("warning: T_S")), "{:?}", m.lines());
 }
@@ -418,11 +470,81 @@ fn a_ring_bound_below_the_target_vacation_is_reported() {
 #[test]
 fn a_port_that_vanishes_stops_the_run_with_a_named_error() {
     let m = FakeMachine::leak(2, vec![], 0);
-    let rig = start("ctl=on workers=2", m);
+    let rig = start("CTL workers=2", m);
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
     m.gone.store(true, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     let lines = m.lines();
     assert!(lines.iter().any(|l| l == "error: port 1 (fake0) is gone"), "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("@summary")), "{lines:?}");
+}
+
+#[test]
+fn a_tx_ring_that_never_drains_fails_the_run_even_after_stop() {
+    let m = FakeMachine::leak(1, vec![], 0);
+    let rig = start_with("CTL", m, true);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l == "error: lane 0: TX not drained after 100 ms"), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("@summary")), "{lines:?}");
+}
+
+#[test]
+fn a_stalled_worker_is_reported_its_lane_kept_forwarding_and_the_run_fails() {
+    let m = FakeMachine::leak(2, vec![], 0);
+    // Worker 1 stops for good 30 ms in; the watchdog's limit is 100 ms.
+    let rig = start("CTL workers=2 stall=1:30 stall_ms=100", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@fault kind=stall core=1 ")));
+    // Worker 0 alone still forwards everything on the lane.
+    for seq in 0..500u32 {
+        rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
+    }
+    wait_for(|| rig.out1.lock().expect("wire").len() == 500);
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure, "a worker never parked");
+    let lines = m.lines();
+    let fault = lines.iter().find(|l| l.starts_with("@fault")).expect("fault");
+    assert!(fault.contains("lane=0") && fault.contains("seen_by=0"), "{fault}");
+    assert!(lines.iter().any(|l| l == "error: 0 of 1 workers parked"), "{lines:?}");
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "stalls"), Some(1), "{summary}");
+    assert_eq!(key(summary, "p1_tx"), Some(500), "{summary}");
+}
+
+#[test]
+fn the_watchdog_reports_a_lone_stalled_worker_and_ends_the_run_at_max_s() {
+    // One worker, and it hangs 30 ms in: no other worker can see it, the watchdog thread does;
+    // `max_s` cannot run in the hung worker's loop, the watchdog ends the run.
+    let m = FakeMachine::with_watchdog(1);
+    let rig = start("CTL workers=1 stall=0:30 stall_ms=100 max_s=1", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready") && l.ends_with(" watchdog=core")));
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@fault kind=stall core=0 ")));
+    wait_for(|| m.aborted.lock().expect("aborted").is_some());
+    assert_eq!(*m.aborted.lock().expect("aborted"), Some(Outcome::RuntimeFailure));
+    let lines = m.lines();
+    let fault = lines.iter().find(|l| l.starts_with("@fault")).expect("fault");
+    assert!(fault.contains("seen_by=watchdog"), "{fault}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("error: watchdog: the run did not wind down") && l.contains("after max_s")),
+        "{lines:?}"
+    );
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "stalls"), Some(1), "{summary}");
+    // The hung worker's thread never returns; the run thread is left behind with it.
+    assert!(!rig.run.is_finished());
+}
+
+#[test]
+fn with_a_live_worker_0_the_watchdog_stays_quiet() {
+    let m = FakeMachine::with_watchdog(1);
+    let rig = start("CTL workers=1 max_s=1", m);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l == "error: max_s=1 reached without a STOP control frame"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("watchdog:") || l.starts_with("@fault")), "{lines:?}");
+    assert_eq!(*m.aborted.lock().expect("aborted"), None);
 }

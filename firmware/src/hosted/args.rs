@@ -66,7 +66,7 @@ usage: cadence --port0 IF --port1 IF [options] [key=value ...]
 
 Cadence's dataplane as a Linux process: forwards port 0 <-> port 1 through the NF chain,
 prints the image's machine lines (@ready, @stats, @summary) on stdout, stops on a STOP
-control frame (ctl=on) or max_s. Exit 0 success, 1 runtime failure, 2 bad configuration.
+control frame (ctl=port:N ctl_key=HEX) or max_s. Exit 0 success, 1 runtime failure, 2 bad configuration.
 
 options:
   --port0 IF, --port1 IF   the two interfaces (needs root or CAP_NET_RAW/CAP_NET_ADMIN/CAP_BPF)

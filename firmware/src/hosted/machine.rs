@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use cadence_core::time::{Clock, Duration};
-use cadence_firmware::forward::{Machine, SleepSummary};
+use cadence_firmware::forward::{Machine, Outcome, SleepSummary};
 use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::iface;
 use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError};
@@ -44,6 +44,40 @@ pub struct Hosted {
     extra: Mutex<Option<Box<dyn Extra>>>,
     /// The ports' interfaces and their indices when opened ([`Machine::check`]).
     ifaces: Mutex<Vec<(String, u32)>>,
+    /// Management input: chunks of stdin from the reader thread, and the chunk being taken.
+    mgmt: Mutex<MgmtIn>,
+}
+
+/// Chunks of stdin queued before the reader thread waits (backpressure, nothing dropped).
+const MGMT_CHUNKS: usize = 8;
+/// Bytes per chunk read from stdin.
+const MGMT_CHUNK: usize = 256;
+
+/// The management input of the hosted build: stdin, read by a thread of its own (blocking
+/// reads cost no CPU), handed to worker 0 in chunks through a bounded channel.
+#[derive(Default)]
+struct MgmtIn {
+    rx: Option<Receiver<Vec<u8>>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+fn stdin_reader(tx: SyncSender<Vec<u8>>) {
+    use std::io::Read as _;
+    let mut stdin = std::io::stdin().lock();
+    loop {
+        let mut buf = vec![0u8; MGMT_CHUNK];
+        match stdin.read(&mut buf) {
+            // End of input (no management channel, or it closed): nothing more to read.
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                buf.truncate(n);
+                if tx.send(buf).is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Hosted {
@@ -87,6 +121,9 @@ impl Hosted {
     pub fn new(clock: HostClock, sleep: SleepConfig, cpus: Vec<Option<usize>>) -> Hosted {
         let (out, rx) = mpsc::sync_channel(QUEUED_LINES);
         let printer = std::thread::Builder::new().name("cadence-stdout".into()).spawn(move || printer(rx)).ok();
+        let (mgmt_tx, mgmt_rx) = mpsc::sync_channel(MGMT_CHUNKS);
+        let reader = std::thread::Builder::new().name("cadence-stdin".into()).spawn(move || stdin_reader(mgmt_tx));
+        let mgmt = MgmtIn { rx: reader.ok().map(|_| mgmt_rx), ..MgmtIn::default() };
         Hosted {
             clock,
             sleep,
@@ -98,6 +135,7 @@ impl Hosted {
             printer: Mutex::new(printer),
             extra: Mutex::new(None),
             ifaces: Mutex::new(Vec::new()),
+            mgmt: Mutex::new(mgmt),
         }
     }
 
@@ -109,6 +147,12 @@ impl Hosted {
     /// Adds the ports' counters to the stats lines.
     pub fn set_extra(&self, e: Box<dyn Extra>) {
         *self.extra.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// Writes a line of the human log to stderr (stdout keeps the machine lines).
+    pub fn log_line(&self, args: fmt::Arguments<'_>) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "{args}");
     }
 
     /// Prints a line (waits for room in the queue).
@@ -238,6 +282,47 @@ impl Machine for Hosted {
         let mut s = String::new();
         let _ = write(&mut s);
         self.send(s, false)
+    }
+
+    fn stall_forever(&self) -> ! {
+        // A hung thread that costs no CPU (the other workers and the generator need it).
+        loop {
+            std::thread::park();
+        }
+    }
+
+    fn log(&self, args: fmt::Arguments<'_>) {
+        self.log_line(args);
+    }
+
+    fn spawn_watchdog(&self, _index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        // An unpinned thread: it sleeps between checks, so it costs the workers nothing.
+        std::thread::Builder::new().name("cadence-watchdog".into()).spawn(job).is_ok()
+    }
+
+    fn abort(&self, outcome: Outcome) -> ! {
+        self.flush();
+        std::process::exit(match outcome {
+            Outcome::Success => 0,
+            Outcome::ConfigError => 2,
+            Outcome::RuntimeFailure => 1,
+        })
+    }
+
+    fn read_mgmt(&self, buf: &mut [u8]) -> usize {
+        let Ok(mut m) = self.mgmt.try_lock() else { return 0 };
+        let m = &mut *m;
+        if m.at >= m.chunk.len() {
+            match m.rx.as_ref().map(Receiver::try_recv) {
+                Some(Ok(c)) => (m.chunk, m.at) = (c, 0),
+                _ => return 0,
+            }
+        }
+        let rest = m.chunk.get(m.at..).unwrap_or(&[]);
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        m.at += n;
+        n
     }
 
     fn check(&self) -> Result<(), String> {

@@ -12,7 +12,6 @@ mod ports;
 use std::process::ExitCode;
 
 use cadence_core::buf::Pool;
-use cadence_core::metronome::line_rate_pps_for_mbps;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::time::Clock;
 use cadence_firmware::config::{MacFmt, Mode};
@@ -122,11 +121,10 @@ fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock
         ));
     }
     if cfg.mode == Mode::Boot {
-        m.say(format_args!("boot: done (2 NICs up)"));
+        m.log_line(format_args!("boot: done (2 NICs up)"));
         return ExitCode::SUCCESS;
     }
     let (mbps, from) = cfg.line_rate_mbps(opened.ports.iter().filter_map(ports::HostedPort::speed_mbps).min());
-    m.say(format_args!("forward: line rate {mbps} Mb/s ({from}) for the ring bound"));
     if let Err(e) = m.pin_current(0) {
         m.say(format_args!("error: worker 0: {e}"));
         return ExitCode::from(EXIT_RUNTIME);
@@ -135,8 +133,7 @@ fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock
     m.watch(opened.ports.iter().map(|p| (p.ifname().to_string(), p.ifindex())).collect());
     let pools: Vec<Pool<'static>> = opened.pools.drain(..).collect();
     let ports = std::mem::take(&mut opened.ports);
-    let rate = Some(line_rate_pps_for_mbps(u64::from(mbps)));
-    let outcome = forward::run(m, cfg, pools, ports, spec, rate);
+    let outcome = forward::run(m, cfg, pools, ports, spec, forward::LineRate { mbps, from });
     match outcome {
         Outcome::Success => ExitCode::SUCCESS,
         Outcome::ConfigError => ExitCode::from(EXIT_CONFIG),

@@ -7,8 +7,9 @@ use alloc::boxed::Box;
 use core::fmt::{self, Write};
 
 use cadence_core::time::Duration;
-use cadence_firmware::forward::{Event, Machine, SleepSummary};
+use cadence_firmware::forward::{Event, Machine, Outcome, SleepSummary};
 use cadence_platform::clock::TscClock;
+use cadence_platform::exit::{ExitCode, exit};
 use cadence_platform::serial;
 use cadence_platform::sleep::{HaltSleeper, SleepConfig};
 use cadence_platform::smp::{CoreId, Cores, RunError};
@@ -81,6 +82,20 @@ impl Machine for BareMetal {
         self.cores.run(id, move |_ctx| job()).map_err(BareMetalError::Run)
     }
 
+    fn spawn_watchdog(&self, index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
+        // The first online application core no worker runs on, if there is one.
+        self.core_of(index).is_some_and(|id| self.cores.run(id, move |_ctx| job()).is_ok())
+    }
+
+    fn abort(&self, outcome: Outcome) -> ! {
+        serial::flush();
+        exit(match outcome {
+            Outcome::Success => ExitCode::Success,
+            Outcome::ConfigError => ExitCode::ConfigError,
+            Outcome::RuntimeFailure => ExitCode::RuntimeFailure,
+        })
+    }
+
     fn join(&self, worker: usize, timeout: Duration) -> bool {
         self.core_of(worker).is_none_or(|id| self.cores.wait_idle(id, timeout).is_ok())
     }
@@ -102,6 +117,17 @@ impl Machine for BareMetal {
 
     fn pump_console(&self) {
         serial::pump(PUMP_BYTES);
+    }
+
+    fn read_mgmt(&self, buf: &mut [u8]) -> usize {
+        // COM1's receiver: the management channel (docs/PROTOCOL.md). Reading RBR does not
+        // disturb the transmitter, so the console lock is not needed.
+        serial::Uart::new(serial::COM1).read_ready(buf)
+    }
+
+    fn log(&self, args: fmt::Arguments<'_>) {
+        // Human lines go to COM2 as defmt (COM1 keeps the machine lines).
+        crate::image::log(args);
     }
 
     fn event(&self, e: Event) {

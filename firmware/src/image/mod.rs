@@ -12,7 +12,6 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use cadence_core::buf::Pool;
-use cadence_core::metronome::line_rate_pps_for_mbps;
 use cadence_firmware::config::{BootConfig, Mode};
 use cadence_firmware::forward::{self, Outcome};
 use cadence_platform::bootinfo::BootInfo;
@@ -24,10 +23,16 @@ use cadence_platform::smp::{self, SmpConfig};
 cadence_platform::entry!(kmain);
 
 fn kmain(boot: &'static BootInfo) -> ! {
+    // COM1 carries the machine lines (docs/PROTOCOL.md); what people read goes to COM2 as
+    // defmt. The empty line ends whatever the firmware before us left on the line.
     println!();
-    println!("Cadence {} ({:?} boot)", env!("CARGO_PKG_VERSION"), boot.protocol());
+    log(format_args!("Cadence {} ({:?} boot)", env!("CARGO_PKG_VERSION"), boot.protocol()));
     // The configuration is checked before anything else, so a bad command line fails
-    // fast and names the key.
+    // fast and names the key. A line that was cut (too long, not UTF-8) is refused whole.
+    if let Some(e) = boot.cmdline_error() {
+        println!("error: {e}");
+        exit(ExitCode::ConfigError)
+    }
     let cfg = match BootConfig::parse(boot.cmdline()) {
         Ok(cfg) => cfg,
         Err(e) => {
@@ -74,7 +79,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
                 println!("error: smp: {e}");
                 exit(ExitCode::RuntimeFailure)
             }
-            println!("boot: done ({} NICs up)", ports.len());
+            log(format_args!("boot: done ({} NICs up)", ports.len()));
             exit(ExitCode::Success)
         }
         Mode::Forward => {
@@ -90,16 +95,23 @@ fn kmain(boot: &'static BootInfo) -> ! {
             let machine: &'static machine::BareMetal =
                 Box::leak(Box::new(machine::BareMetal { cores, clock: p.clock, sleep }));
             let (mbps, from) = cfg.line_rate_mbps(ports.iter().filter_map(nics::Nic::speed_mbps).min());
-            println!("forward: line rate {mbps} Mb/s ({from}) for the ring bound");
             let ports: Vec<nics::Nic> = ports.into_iter().collect();
-            let rate = Some(line_rate_pps_for_mbps(u64::from(mbps)));
-            exit(match forward::run(machine, &cfg, pools, ports, &spec, rate) {
+            exit(match forward::run(machine, &cfg, pools, ports, &spec, forward::LineRate { mbps, from }) {
                 Outcome::Success => ExitCode::Success,
                 Outcome::ConfigError => ExitCode::ConfigError,
                 Outcome::RuntimeFailure => ExitCode::RuntimeFailure,
             })
         }
     }
+}
+
+/// One line of the human log: formatted here, sent to COM2 as a defmt string (COM1 keeps
+/// the machine lines). A line longer than 1 KiB is cut.
+pub(crate) fn log(args: core::fmt::Arguments<'_>) {
+    use core::fmt::Write as _;
+    let mut s: heapless::String<1024> = heapless::String::new();
+    let _ = s.write_fmt(args);
+    defmt::info!("{=str}", s.as_str());
 }
 
 #[panic_handler]

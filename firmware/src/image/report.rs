@@ -7,15 +7,17 @@ use cadence_platform::println;
 /// Prints the human banner and the `@banner` line.
 pub fn banner(p: &Platform, cfg: &BootConfig) {
     let nics = super::nics::count(p);
-    println!("cpu: {} ({} cores)", p.cpu_brand, p.cores);
-    println!("tsc: {} Hz from {}, checked by {}", p.tsc.hz, p.tsc.source, p.tsc.check_str());
-    println!(
+    // What people read goes to COM2 (defmt); COM1 gets `@banner`.
+    let log = super::log;
+    log(format_args!("cpu: {} ({} cores)", p.cpu_brand, p.cores));
+    log(format_args!("tsc: {} Hz from {}, checked by {}", p.tsc.hz, p.tsc.source, p.tsc.check_str()));
+    log(format_args!(
         "memory: {} MiB usable, heap {} KiB, dma {} KiB free",
         p.mem_mib(),
         p.heap_bytes >> 10,
         p.dma.remaining() >> 10
-    );
-    println!("config: {:?}", cfg);
+    ));
+    log(format_args!("config: {cfg:?}"));
     println!(
         "@banner version={} cpu=\"{}\" tsc_hz={} tsc_source={} tsc_check={} mem_mib={} cores={} nics={}",
         env!("CARGO_PKG_VERSION"),

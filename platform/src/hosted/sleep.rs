@@ -27,7 +27,7 @@
 
 use super::Errno;
 use super::clock::HostClock;
-use cadence_core::metronome::LogHistogram;
+use cadence_core::hist::LogHistogram;
 use cadence_core::time::{Clock, Duration, Instant, Sleeper};
 use core::fmt;
 use core::marker::PhantomData;

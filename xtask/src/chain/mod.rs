@@ -339,6 +339,11 @@ fn emit_lb(emit: &mut Emit, t: Option<&Spanned<schema::LbTable>>) -> Result<(), 
 fn emit_accounting(emit: &mut Emit, t: Option<&Spanned<schema::AccountingTable>>) -> Result<(), ChainError> {
     let Some(t) = t else { return Ok(()) };
     let t = t.get_ref();
+    for (key, v) in [("accounting.export", &t.export), ("accounting.export_src", &t.export_src)] {
+        if let Some(v) = v {
+            emit.scalar(key, key, v.span(), v.get_ref())?;
+        }
+    }
     emit_numbers(
         emit,
         "accounting",

@@ -31,6 +31,8 @@
 //! [accounting]                          # every field optional
 //! capacity = 8192                       # flows in the table
 //! export_ring = 4096                    # expired records kept for export
+//! export = "ipfix:1:192.0.2.10:4739"    # send them as IPFIX out of port 1 to this collector
+//! export_src = "192.0.2.1"              # the exporter's source address (default 192.0.2.1)
 //!
 //! [nat]
 //! external = "192.0.2.1"                # the external IPv4 address
@@ -186,6 +188,10 @@ pub struct AccountingTable {
     pub sweep_buckets: Option<Spanned<u64>>,
     pub exports_per_batch: Option<Spanned<u64>>,
     pub idle_timeout_ms: Option<Spanned<u64>>,
+    /// `ipfix:PORT:IP:UDPPORT`: send expired records as IPFIX out of a port.
+    pub export: Option<Spanned<String>>,
+    /// The exporter's source IPv4 address.
+    pub export_src: Option<Spanned<String>>,
 }
 
 /// `[nat]`.

@@ -107,6 +107,8 @@ impl Classes {
 /// What happened to one received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// An IPFIX export frame for the rig's collector ([`Checker::ipfix`]).
+    Exported,
     Received,
     Reordered,
     Duplicated,
@@ -121,6 +123,10 @@ pub enum Verdict {
 #[derive(Debug, Default)]
 struct FlowState {
     sent: u32,
+    /// IP bytes (header included) of the frames sent, as a flow meter counts them.
+    sent_ip_bytes: u64,
+    /// The 5-tuple of the frames sent.
+    key: Option<cadence_core::parse::FlowKey>,
     /// Bit per sequence number: identified at least once.
     seen: Vec<u64>,
     seen_count: u64,
@@ -130,6 +136,9 @@ struct FlowState {
     backend: Option<(Vec<u8>, u16)>,
     /// NAT: the source port the flow was given.
     nat_port: Option<u16>,
+    /// L3fwd with alternative next hops ([`Checker::allow_next_hop`]): (sequence number,
+    /// 0 = the configured next hop, i = alternative i − 1) of each frame identified.
+    hops: Vec<(u32, u8)>,
 }
 
 impl FlowState {
@@ -163,6 +172,10 @@ pub struct Checker {
     pub examples: Vec<String>,
     /// What the chain does to each flow (`None`: plain L2 forwarding).
     expect: Option<Expectations>,
+    /// The IPFIX collector export frames go to, when the chain exports.
+    pub ipfix: Option<super::ipfix::Collector>,
+    /// Per flow, next hops a route change may send it to besides the configured one.
+    alt_hops: Vec<Vec<cadence_core::nf::l3fwd::NextHop>>,
 }
 
 const MAX_EXAMPLES: usize = 20;
@@ -182,6 +195,8 @@ impl Checker {
             window: Latencies::default(),
             examples: Vec::new(),
             expect: None,
+            ipfix: None,
+            alt_hops: Vec::new(),
         }
     }
 
@@ -194,6 +209,11 @@ impl Checker {
     /// The chain's expectations, if any.
     pub fn expectations(&self) -> Option<&Expectations> {
         self.expect.as_ref()
+    }
+
+    /// Flows that sent frames the chain does not drop (an exporter meters each of them).
+    pub fn forwarded_flows(&self) -> usize {
+        self.state.iter().enumerate().filter(|(i, s)| s.sent > 0 && !self.dropped(*i)).count()
     }
 
     /// Whether the chain drops flow `id`.
@@ -211,6 +231,12 @@ impl Checker {
             .filter(|(i, _)| pred(self.expect.as_ref().and_then(|e| e.flows.get(*i)).unwrap_or(&plain)))
             .map(|(_, s)| u64::from(s.sent))
             .sum()
+    }
+
+    /// Per flow that sent anything: its 5-tuple, frames sent and their IP bytes (what a flow
+    /// meter on the ingress side counts).
+    pub fn sent_totals(&self) -> Vec<(cadence_core::parse::FlowKey, u64, u64)> {
+        self.state.iter().filter_map(|s| s.key.map(|k| (k, u64::from(s.sent), s.sent_ip_bytes))).collect()
     }
 
     /// The flows.
@@ -236,6 +262,10 @@ impl Checker {
         let st = self.state.get_mut(usize::from(flow))?;
         let p = f.ingress;
         let frame = frame::build(f, st.sent, len, ts, self.macs.nic[p], self.macs.peer[p]);
+        if let Ok(parsed) = cadence_core::parse::parse(&frame) {
+            st.sent_ip_bytes += u64::from(parsed.l3_len);
+            st.key = Some(parsed.flow);
+        }
         st.sent += 1;
         self.classes.sent += 1;
         self.classes.sent_bytes += frame.len() as u64;
@@ -244,6 +274,10 @@ impl Checker {
 
     /// Checks one frame that came out of `port`.
     pub fn receive(&mut self, port: usize, f: &[u8]) -> Verdict {
+        if let Some(c) = self.ipfix.as_mut().filter(|c| c.wants(f)) {
+            c.receive(f);
+            return Verdict::Exported;
+        }
         let now = self.now_ns();
         let v = self.classify(port, f, now);
         let c = &mut self.classes;
@@ -262,6 +296,8 @@ impl Checker {
             Verdict::Unexpected => c.unexpected += 1,
             Verdict::NotDropped => c.not_dropped += 1,
             Verdict::BadNf => c.bad_nf += 1,
+            // `classify` never answers it (export frames are taken before).
+            Verdict::Exported => {}
         }
         if v != Verdict::Received && self.examples.len() < MAX_EXAMPLES {
             let head: Vec<String> = f.iter().take(24).map(|b| format!("{b:02x}")).collect();
@@ -294,10 +330,20 @@ impl Checker {
         if fe.drop.is_some() {
             return Verdict::NotDropped;
         }
-        let (egress, dst_mac) = match fe.next_hop {
+        let (mut egress, mut dst_mac) = match fe.next_hop {
             Some(h) => (usize::from(h.port), crate::protocol::Mac(h.mac)),
             None => (flow.egress(), self.macs.peer[flow.egress()]),
         };
+        // A route changed live: the frame may have gone to one of the flow's alternatives.
+        let alts = self.alt_hops.get(usize::from(tag.flow)).filter(|a| !a.is_empty() && fe.next_hop.is_some());
+        let track_hops = alts.is_some();
+        let mut which = 0u8;
+        for (i, h) in alts.into_iter().flatten().enumerate() {
+            if usize::from(h.port) == port && f.get(..6) == Some(&h.mac[..]) {
+                (egress, dst_mac, which) = (usize::from(h.port), crate::protocol::Mac(h.mac), i as u8 + 1);
+                break;
+            }
+        }
         let mut expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, dst_mac, self.macs.nic[egress.min(1)]);
         let nf_ok = self.apply_rewrites(&fe, usize::from(tag.flow), f, received, &mut expected);
         if expected[12..] != f[12..] {
@@ -316,6 +362,9 @@ impl Checker {
         }
         if !fresh {
             return Verdict::Duplicated;
+        }
+        if track_hops {
+            st.hops.push((tag.seq, which));
         }
         let lat = now.wrapping_sub(tag.ts_ns) & TS_MASK;
         self.latency.push(lat);
@@ -392,6 +441,35 @@ impl Checker {
             ok &= frame::l4_checksum_ok(kind, raw);
         }
         ok
+    }
+
+    /// Lets frames of `flow` leave by `hop` as well as by the configured next hop (a route
+    /// changed live); which one each frame took is kept ([`Checker::hops`]).
+    pub fn allow_next_hop(&mut self, flow: u16, hop: cadence_core::nf::l3fwd::NextHop) {
+        let i = usize::from(flow);
+        if self.alt_hops.len() <= i {
+            self.alt_hops.resize(i + 1, Vec::new());
+        }
+        self.alt_hops[i].push(hop);
+    }
+
+    /// For a flow with alternative next hops: (sequence number, 0 = configured hop or i =
+    /// alternative i − 1) of every frame identified, in sequence order.
+    pub fn hops(&self, flow: u16) -> Vec<(u32, u8)> {
+        let mut h = self.state.get(usize::from(flow)).map(|s| s.hops.clone()).unwrap_or_default();
+        h.sort_unstable();
+        h
+    }
+
+    /// Frames sent on `flow` so far (the next frame's sequence number).
+    pub fn sent_of(&self, flow: u16) -> u32 {
+        self.state.get(usize::from(flow)).map_or(0, |s| s.sent)
+    }
+
+    /// Per sequence number of `flow` sent so far: whether it came back.
+    pub fn seen(&self, flow: u16) -> Vec<bool> {
+        let Some(st) = self.state.get(usize::from(flow)) else { return Vec::new() };
+        (0..st.sent).map(|q| st.seen.get((q / 64) as usize).is_some_and(|w| w & (1 << (q % 64)) != 0)).collect()
     }
 
     /// Frames sent but not identified yet (flows the chain drops do not count).

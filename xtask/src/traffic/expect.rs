@@ -38,7 +38,6 @@
 use std::net::IpAddr;
 
 use cadence_core::buf::{BUF_SIZE, Batch, Pool};
-use cadence_core::forward::{Stage, StageCounters};
 use cadence_core::nf::acl::{AclAction, AclConfig, Prefix};
 use cadence_core::nf::config::{ChainSpec, NfSpec};
 use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop};
@@ -46,6 +45,7 @@ use cadence_core::nf::lb::LbConfig;
 use cadence_core::nf::urlfilter::UrlFilterConfig;
 use cadence_core::nf::{Chain, Egress};
 use cadence_core::parse::IpAddr as CoreIp;
+use cadence_core::stage::{Stage, StageCounters};
 use cadence_core::time::{Instant, TickRate};
 
 use super::frame::Flow;
@@ -245,7 +245,7 @@ impl Expectations {
             if let NfSpec::Encrypt(_) = nf {
                 let only =
                     ChainSpec { nfs: vec![nf.clone()], timeouts: spec.timeouts.get(i).copied().into_iter().collect() };
-                let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], accept_control: false };
+                let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
                 // Every frame is decrypted at `Instant(0)`: the clock rate does not matter.
                 let rate = TickRate::try_new(1_000_000_000).expect("non-zero");
                 decrypt = only.build(egress, rate).ok().map(|f| f.chain_for_worker());

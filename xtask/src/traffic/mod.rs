@@ -4,6 +4,7 @@ pub mod checker;
 pub mod expect;
 pub mod frame;
 pub mod generator;
+pub mod ipfix;
 pub mod malformed;
 pub mod stats;
 

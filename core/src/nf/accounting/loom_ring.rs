@@ -29,7 +29,7 @@ fn id_of(rec: &[u64; WORDS]) -> u64 {
 #[test]
 fn accounting_loom_export_ring_two_producers_one_consumer() {
     loom_model(2, |others_first| {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(Ring::try_new(2).expect("a 2-cell ring"));
         assert_eq!(ring.capacity(), 2);
         let r2 = ring.clone();
         // Producer A pushes records 1 then 2; producer B (this thread) pushes 3, then pops.
@@ -65,7 +65,7 @@ fn accounting_loom_export_ring_two_producers_one_consumer() {
 #[test]
 fn accounting_loom_export_ring_full_then_drained_concurrently() {
     loom_model(3, |others_first| {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(Ring::try_new(2).expect("a 2-cell ring"));
         assert!(ring.push(&record(1)) && ring.push(&record(2)));
         assert!(!ring.has_room());
         let r2 = ring.clone();

@@ -30,19 +30,21 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    /// A ring of at least `capacity` records (a power of two, at least 2).
-    pub fn new(capacity: usize) -> Self {
+    /// A ring of at least `capacity` records (a power of two, at least 2), or `None` when the
+    /// heap has no room for it.
+    pub fn try_new(capacity: usize) -> Option<Self> {
         let n = capacity.max(2).checked_next_power_of_two().unwrap_or(1 << 20);
-        let mut cells = Vec::with_capacity(n);
+        let mut cells = Vec::new();
+        cells.try_reserve_exact(n).ok()?;
         for i in 0..n {
             cells.push(Cell { seq: AtomicUsize::new(i), data: crate::sync::atomic::zeroed() });
         }
-        Self {
+        Some(Self {
             cells: cells.into_boxed_slice(),
             mask: n - 1,
             head: Padded(AtomicUsize::new(0)),
             tail: Padded(AtomicUsize::new(0)),
-        }
+        })
     }
 
     pub fn capacity(&self) -> usize {

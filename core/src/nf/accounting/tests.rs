@@ -237,3 +237,96 @@ fn accounting_busy_flows_do_not_expire_and_full_tables_count() {
     cfg.export_ring = 0;
     assert_eq!(cfg.validate(), Err(AccountingConfigError::ZeroRing));
 }
+
+/// Decodes the data records of one IPFIX export frame (as a collector would, from the
+/// templates this exporter uses): (src, dst, sport, dport, proto, packets, octets).
+fn decode_ipfix(f: &[u8]) -> Vec<(IpAddr, IpAddr, u16, u16, u8, u64, u64)> {
+    let m = &f[ipfix::L2_L4..];
+    let len = usize::from(u16::from_be_bytes([m[2], m[3]]));
+    let mut at = 16;
+    let mut out = Vec::new();
+    while at < len {
+        let (id, slen) =
+            (u16::from_be_bytes([m[at], m[at + 1]]), usize::from(u16::from_be_bytes([m[at + 2], m[at + 3]])));
+        let mut r = at + 4;
+        while (id == 256 || id == 257) && r < at + slen {
+            let a = if id == 256 { 4 } else { 16 };
+            let ip = |b: &[u8]| {
+                if a == 4 { IpAddr::V4(b.try_into().unwrap()) } else { IpAddr::V6(b.try_into().unwrap()) }
+            };
+            let (s, d) = (ip(&m[r..r + a]), ip(&m[r + a..r + 2 * a]));
+            let q = r + 2 * a;
+            let u = |o: usize| u64::from_be_bytes(m[q + o..q + o + 8].try_into().unwrap());
+            out.push((
+                s,
+                d,
+                u16::from_be_bytes([m[q], m[q + 1]]),
+                u16::from_be_bytes([m[q + 2], m[q + 3]]),
+                m[q + 4],
+                u(5),
+                u(13),
+            ));
+            r = q + 21;
+        }
+        at += slen;
+    }
+    out
+}
+
+#[test]
+fn expired_flows_leave_as_ipfix_messages_when_export_is_on() {
+    let exp = IpfixExport { port: 1, collector: [10, 0, 0, 9], udp_port: 4739, source: [192, 0, 2, 1], domain: 0 };
+    let cfg = AccountingConfig {
+        capacity: 4096,
+        idle_timeout: Duration(100),
+        export: Some(exp),
+        ..AccountingConfig::default()
+    };
+    let s = Arc::new(AccountingShared::try_new(&cfg).unwrap());
+    let mut acc = Accounting::new(s.clone());
+    let frames: Vec<Vec<u8>> = (0..30).map(|i| frame_of(&flow(i), 10 + i as usize)).collect();
+    run(&mut acc, &frames, 0, Instant(0));
+    run(&mut acc, &frames[..10], 0, Instant(5));
+    let mut mem = vec![0u8; 64 * crate::buf::BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+    let mut got = Vec::new();
+    let mut messages = 0;
+    // No traffic: generate() alone sweeps (16 of the 2048 buckets a poll), takes the
+    // reports and exports, one message a poll.
+    for t in 0..400 {
+        let mut batch = NfBatch::new();
+        acc.generate(&NfCtx { now: Instant(200 + t) }, &mut pool, &mut batch);
+        assert!(batch.len() <= 1, "one message per poll");
+        for p in batch.pkts() {
+            assert_eq!(p.verdict, Verdict::Forward(1));
+            got.extend(decode_ipfix(pool.frame(p.buf)));
+            messages += 1;
+            pool.free(p.buf).unwrap();
+        }
+    }
+    assert_eq!(pool.in_use(), 0);
+    assert_eq!(got.len(), 30, "every flow exported once");
+    assert_eq!((acc.counters().ipfix_messages, acc.counters().ipfix_records), (messages, 30));
+    for (i, f) in (0..30).map(|i| (i, flow(i))) {
+        let r = got.iter().find(|r| r.0 == f.src && r.2 == f.src_port).expect("record");
+        let per = ip_len(&frame_of(&f, 10 + i as usize));
+        let n = if i < 10 { 2 } else { 1 };
+        assert_eq!((r.1, r.3, r.4, r.5, r.6), (f.dst, f.dst_port, f.proto, n, n * per), "flow {i}");
+    }
+    // An empty pool postpones the message; nothing is lost.
+    run(&mut acc, &frames[..3], 0, Instant(1000));
+    // Expired, swept (the rest of the table, then all of it) and taken onto the export ring.
+    let taken: usize = (0..2).map(|k| acc.maintain(Instant(1200 + k), usize::MAX, usize::MAX)).sum();
+    assert_eq!(taken, 3);
+    let mut tiny = vec![0u8; crate::buf::BUF_SIZE];
+    let mut empty = Pool::try_new(&mut tiny, 0, 1).unwrap();
+    let hold = empty.alloc().unwrap();
+    let mut batch = NfBatch::new();
+    acc.generate(&NfCtx { now: Instant(1202) }, &mut empty, &mut batch);
+    assert!(batch.is_empty());
+    assert_eq!(acc.counters().ipfix_no_buf, 1);
+    empty.free(hold).unwrap();
+    acc.generate(&NfCtx { now: Instant(1203) }, &mut empty, &mut batch);
+    assert_eq!(batch.len(), 1);
+    assert_eq!(decode_ipfix(empty.frame(batch.pkts()[0].buf)).len(), 3);
+}

@@ -99,7 +99,8 @@ proptest! {
         let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(160, 8));
         let expected: Vec<AclAction> = flows.iter().map(|f| ref_verdict(&rules, default, f)).collect();
         for (f, e) in flows.iter().zip(&expected) {
-            let (t, c) = (five_tuple(f), shared.classifier(matches!(f.src, IpAddr::V6(_))));
+            let now = shared.rules();
+            let (t, c) = (five_tuple(f), now.classifier(matches!(f.src, IpAddr::V6(_))));
             prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
             prop_assert_eq!(shared.classify(f).0, *e);
         }
@@ -127,8 +128,8 @@ proptest! {
         uniq.dedup();
         prop_assert_eq!(c.classified, uniq.len() as u64);
         prop_assert_eq!(c.cache_hits, 2 * flows.len() as u64 - uniq.len() as u64);
-        prop_assert!(shared.classifier(false).tuple_count() <= 2 * 17 * 17);
-        prop_assert_eq!(shared.classifier(false).len() + shared.classifier(true).len()
+        prop_assert!(shared.rules().classifier(false).tuple_count() <= 2 * 17 * 17);
+        prop_assert_eq!(shared.rules().classifier(false).len() + shared.rules().classifier(true).len()
             - rules.iter().filter(|r| r.src.is_none() && r.dst.is_none()).count(), rules.len());
     }
 
@@ -156,7 +157,8 @@ proptest! {
         let shared = AclShared::try_new(&cfg).unwrap();
         let mut rng = Rng(seed);
         for f in flows_for(&rules, &mut rng, crate::testing::miri_or(64, 8)) {
-            let (t, c) = (five_tuple(&f), shared.classifier(false));
+            let now = shared.rules();
+            let (t, c) = (five_tuple(&f), now.classifier(false));
             prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
             prop_assert_eq!(shared.classify(&f).0, ref_verdict(&rules, AclAction::Deny, &f));
         }
@@ -204,7 +206,10 @@ fn acl_validation_names_the_rule_and_field() {
     let e = AclConfigError::HostBitsSet { rule: 7, field: AclField::Src };
     assert_eq!(std::format!("{e}"), "rule 7: src has bits set beyond its length");
     // The example rule sets are valid.
-    assert_eq!(AclConfig::new(example_rules(42, crate::testing::miri_or(1500, 40)), AclAction::Deny).validate(), Ok(()));
+    assert_eq!(
+        AclConfig::new(example_rules(42, crate::testing::miri_or(1500, 40)), AclAction::Deny).validate(),
+        Ok(())
+    );
 }
 
 #[test]
@@ -273,4 +278,35 @@ fn acl_flow_words_round_trip() {
         FlowKey { src: IpAddr::V4([1, 2, 3, 4]), dst: IpAddr::V4([5, 6, 7, 8]), src_port: 0, dst_port: 9, proto: 6 };
     assert_eq!(flow_key_from_words(&flow_words(&g)), g);
     assert_ne!(flow_words(&f), flow_words(&g));
+}
+
+#[test]
+fn rules_changed_live_take_effect_at_the_next_batch_and_cached_flows_follow() {
+    let shared = Arc::new(AclShared::try_new(&AclConfig::new(Vec::new(), AclAction::Permit)).unwrap());
+    let mut acl = Acl::new(shared.clone());
+    let (a, b, c) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), IpAddr::V4([10, 0, 0, 3]));
+    let frames = [frame(a, b, 6, 1000, 80, b""), frame(a, c, 6, 1000, 80, b"")];
+    let v = |out: &[super::testkit::Out]| out.iter().map(|o| o.verdict).collect::<Vec<_>>();
+    assert_eq!(v(&run(&mut acl, &frames, 0, Instant(0))), [Verdict::Forward(1), Verdict::Forward(1)]);
+    assert_eq!(shared.cached_flows(Instant(0)), 2);
+    // Deny traffic to b: the cached permit is decided again at the flow's next packet.
+    let deny_b = AclRule { dst: Some(Prefix::v4([10, 0, 0, 2], 32)), ..AclRule::any(10, AclAction::Deny) };
+    let (id, old) = shared.add_rule(deny_b).unwrap();
+    assert_eq!((id, old.generation(), shared.rules().generation()), (0, 0, 1));
+    let deny = Verdict::Drop(DropReason::AclDeny);
+    assert_eq!(v(&run(&mut acl, &frames, 0, Instant(1))), [deny, Verdict::Forward(1)]);
+    assert_eq!((acl.counters().reclassified, acl.counters().cache_hits), (2, 0));
+    // Later packets hit the re-cached verdicts.
+    assert_eq!(v(&run(&mut acl, &frames, 0, Instant(2))), [deny, Verdict::Forward(1)]);
+    assert_eq!((acl.counters().reclassified, acl.counters().cache_hits), (2, 2));
+    // Removing the rule lets b through again.
+    let (gone, _) = shared.delete_rule(0).unwrap();
+    assert_eq!(gone, deny_b);
+    assert_eq!(v(&run(&mut acl, &frames, 0, Instant(3))), [Verdict::Forward(1), Verdict::Forward(1)]);
+    assert_eq!(shared.rules().rules(), &[] as &[AclRule]);
+    // Bad changes are refused and change nothing.
+    assert_eq!(shared.delete_rule(0).err(), Some(AclConfigError::NoSuchRule { rule: 0 }));
+    let bad = AclRule { src: Some(Prefix::v4([10, 0, 0, 1], 8)), ..AclRule::any(1, AclAction::Deny) };
+    assert_eq!(shared.add_rule(bad).err(), Some(AclConfigError::HostBitsSet { rule: 0, field: AclField::Src }));
+    assert_eq!(shared.rules().generation(), 2);
 }

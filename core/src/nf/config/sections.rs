@@ -5,7 +5,7 @@
 //! | `acl` | `acl.default=permit\|deny`, `acl.flow_capacity=N`, `acl.sweep_buckets=N`, `acl.flow_timeout_ms=MS`, `acl.rule=prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit\|deny` (list; every field but `action` optional: any) |
 //! | `lb` | `lb.vip=addr:IP,port:N,proto:tcp\|udp,backends:B;B;…` (list; a backend is `IP`, `IPv4:PORT` or `[IPv6]:PORT`, without a port it keeps the VIP's), `lb.max_backends=N`, `lb.affinity_capacity=N`, `lb.sweep_buckets=N`, `lb.affinity_timeout_ms=MS` |
 //! | `encrypt` | `encrypt.key=HEX64` (the 32-byte ChaCha20 key), `encrypt.udp_flows=N`, `encrypt.clear=pass\|drop`, `encrypt.udp_idle_timeout_ms=MS` |
-//! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS` |
+//! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS`, `accounting.export=ipfix:PORT:IP:UDPPORT`, `accounting.export_src=IP` |
 //! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
 //! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS` |
 //! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` (list; next hops are the distinct `(port, mac)` pairs in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
@@ -21,7 +21,7 @@ use core::net::IpAddr as NetIp;
 
 use super::values;
 use super::{Fail, NfSpec, Section, SpecErrorKind, Timeouts, once, opt, record, req, timeout_ms};
-use crate::nf::accounting::AccountingConfig;
+use crate::nf::accounting::{AccountingConfig, IpfixExport};
 use crate::nf::acl::{AclAction, AclConfig, AclConfigError, AclRule, Prefix};
 use crate::nf::encrypt::{ClearPolicy, EncryptConfig};
 use crate::nf::l3fwd::{Family, L3fwdConfig, L3fwdConfigError, NextHop, Route4, Route6};
@@ -35,7 +35,7 @@ use crate::parse::IpAddr;
 pub(crate) type FinishError = (Option<(usize, &'static str)>, Fail);
 
 /// A prefix `ADDR/LEN` (or a bare address = host prefix) in the NFs' own form.
-fn prefix(s: &str) -> Result<Prefix, &'static str> {
+pub(crate) fn prefix(s: &str) -> Result<Prefix, &'static str> {
     let (v, len) = values::prefix128(s)?;
     Ok(match values::u128_to_ip(v) {
         NetIp::V4(a) if len >= 96 => Prefix::v4(a.octets(), len - 96),
@@ -54,6 +54,37 @@ fn acl_action(s: &str) -> Result<AclAction, &'static str> {
         "deny" => Ok(AclAction::Deny),
         _ => Err("permit or deny"),
     }
+}
+
+/// One `acl.rule` value: `prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:A` (every
+/// field but `action` optional). Also the argument of the management command `acl add`.
+pub(crate) fn acl_rule(value: &str) -> Result<AclRule, Fail> {
+    let [p, src, dst, sport, dport, proto, action] =
+        record(value, ["prio", "src", "dst", "sport", "dport", "proto", "action"])?;
+    let mut r = AclRule::any(0, req("action", action, acl_action)?);
+    r.priority = opt("prio", p, values::u32_dec)?.unwrap_or(0);
+    r.src = opt("src", src, opt_prefix)?.flatten();
+    r.dst = opt("dst", dst, opt_prefix)?.flatten();
+    r.sport = opt("sport", sport, values::port_range)?.unwrap_or((0, u16::MAX));
+    r.dport = opt("dport", dport, values::port_range)?.unwrap_or((0, u16::MAX));
+    r.proto = opt("proto", proto, values::proto)?.flatten();
+    if let (Some(s), Some(d)) = (r.src, r.dst)
+        && matches!(s.addr, IpAddr::V4(_)) != matches!(d.addr, IpAddr::V4(_))
+    {
+        return Err(Fail::expected("dst", "a prefix of the same IP version as src"));
+    }
+    Ok(r)
+}
+
+/// One `l3fwd.route` value: `prefix:PFX,port:N,mac:MAC`. Also the argument of the
+/// management command `route add`.
+pub(crate) fn route(value: &str) -> Result<(Prefix, NextHop), Fail> {
+    let [pfx, port, mac] = record(value, ["prefix", "port", "mac"])?;
+    let p = req("prefix", pfx, prefix)?;
+    let port = req("port", port, |s| {
+        values::u16_dec(s).ok().and_then(|n| u8::try_from(n).ok()).ok_or("a port number 0..=255")
+    })?;
+    Ok((p, NextHop { port, mac: req("mac", mac, values::mac)? }))
 }
 
 /// `acl`.
@@ -89,21 +120,7 @@ impl Section for AclSection {
                 self.cfg.sweep_buckets = values::usize_dec(value).map_err(Fail::value)?;
             }
             _ => {
-                let [p, src, dst, sport, dport, proto, action] =
-                    record(value, ["prio", "src", "dst", "sport", "dport", "proto", "action"])?;
-                let mut r = AclRule::any(0, req("action", action, acl_action)?);
-                r.priority = opt("prio", p, values::u32_dec)?.unwrap_or(0);
-                r.src = opt("src", src, opt_prefix)?.flatten();
-                r.dst = opt("dst", dst, opt_prefix)?.flatten();
-                r.sport = opt("sport", sport, values::port_range)?.unwrap_or((0, u16::MAX));
-                r.dport = opt("dport", dport, values::port_range)?.unwrap_or((0, u16::MAX));
-                r.proto = opt("proto", proto, values::proto)?.flatten();
-                if let (Some(s), Some(d)) = (r.src, r.dst)
-                    && matches!(s.addr, IpAddr::V4(_)) != matches!(d.addr, IpAddr::V4(_))
-                {
-                    return Err(Fail::expected("dst", "a prefix of the same IP version as src"));
-                }
-                self.cfg.rules.push(r);
+                self.cfg.rules.push(acl_rule(value)?);
                 self.lines.push(line);
             }
         }
@@ -169,12 +186,7 @@ impl Section for L3fwdSection {
                 self.cfg.max_groups6 = values::usize_dec(value).map_err(Fail::value)?;
             }
             _ => {
-                let [pfx, port, mac] = record(value, ["prefix", "port", "mac"])?;
-                let p = req("prefix", pfx, prefix)?;
-                let port = req("port", port, |s| {
-                    values::u16_dec(s).ok().and_then(|n| u8::try_from(n).ok()).ok_or("a port number 0..=255")
-                })?;
-                let hop = NextHop { port, mac: req("mac", mac, values::mac)? };
+                let (p, hop) = route(value)?;
                 let next_hop = match self.cfg.next_hops.iter().position(|h| *h == hop) {
                     Some(i) => i,
                     None => {
@@ -225,7 +237,7 @@ fn addr(s: &str) -> Result<IpAddr, &'static str> {
 }
 
 /// A backend: `IP`, `IPv4:PORT` or `[IPv6]:PORT` (`[IPv6]` alone too).
-fn backend(s: &str) -> Result<Backend, &'static str> {
+pub(crate) fn backend(s: &str) -> Result<Backend, &'static str> {
     const E: &str = "backends IP, IPv4:PORT or [IPv6]:PORT separated by ';'";
     let (a, port) = if let Some(rest) = s.strip_prefix('[') {
         let (a, tail) = rest.split_once(']').ok_or(E)?;
@@ -384,6 +396,7 @@ pub(crate) struct AccountingSection {
     cfg: AccountingConfig,
     seen: Seen,
     timeouts: Timeouts,
+    export_src: Option<[u8; 4]>,
 }
 
 impl Section for AccountingSection {
@@ -395,6 +408,8 @@ impl Section for AccountingSection {
             "accounting.sweep_buckets",
             "accounting.exports_per_batch",
             "accounting.idle_timeout_ms",
+            "accounting.export",
+            "accounting.export_src",
         ]
     }
 
@@ -403,6 +418,27 @@ impl Section for AccountingSection {
             return timeout_ms(&mut self.timeouts.idle_ms, value);
         }
         self.seen.first(key)?;
+        if key == "accounting.export" {
+            // ipfix:PORT:IP:UDPPORT
+            let bad = || Fail::value("ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739");
+            let rest = value.strip_prefix("ipfix:").ok_or_else(bad)?;
+            let mut parts = rest.split(':');
+            let (Some(port), Some(ip), Some(udp), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad());
+            };
+            let port = values::u16_dec(port).ok().filter(|&p| p < 2).ok_or_else(bad)? as u8;
+            let collector = values::ipv4(ip).map_err(|_| bad())?.octets();
+            let udp_port = values::u16_dec(udp).ok().filter(|&p| p > 0).ok_or_else(bad)?;
+            let source = self.cfg.export.map_or(IpfixExport::DEFAULT_SOURCE, |e| e.source);
+            self.cfg.export = Some(IpfixExport { port, collector, udp_port, source, domain: 0 });
+            return Ok(());
+        }
+        if key == "accounting.export_src" {
+            let source = values::ipv4(value).map_err(Fail::value)?.octets();
+            self.export_src = Some(source);
+            return Ok(());
+        }
         let n = usize_value(value)?;
         let c = &mut self.cfg;
         match key {
@@ -415,7 +451,10 @@ impl Section for AccountingSection {
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
+    fn finish(mut self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
+        if let (Some(e), Some(src)) = (self.cfg.export.as_mut(), self.export_src) {
+            e.source = src;
+        }
         self.cfg.validate().map_err(|e| (None, Fail { field: None, kind: SpecErrorKind::Accounting(e) }))?;
         Ok((NfSpec::Accounting(self.cfg), self.timeouts))
     }

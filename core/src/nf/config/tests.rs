@@ -60,6 +60,7 @@ fn parses_every_nf() {
         }]
     );
     let NfSpec::Accounting(a) = &s.nfs[2] else { panic!("accounting") };
+    assert_eq!(a.export, None, "no export unless asked");
     assert_eq!(a.capacity, 1024);
     let NfSpec::Nat(n) = &s.nfs[3] else { panic!("nat") };
     assert_eq!((n.external_addr, n.ports, n.inside_port), ([192, 0, 2, 7], (20000, 29999), 1));
@@ -78,8 +79,8 @@ fn parses_every_nf() {
 fn empty_chain_and_factory() {
     let s = ChainSpec::parse("version=1\n").expect("parses");
     assert!(s.nfs.is_empty());
-    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], accept_control: true };
-    let f = s.build(egress, rate()).expect("builds");
+    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], control: None };
+    let f = s.build(egress.clone(), rate()).expect("builds");
     assert!(f.is_empty());
     assert!(f.chain_for_worker().nfs().is_empty());
     let s = ChainSpec::parse("version=1\nnf=acl\nacl.flow_capacity=256\nnf=lb\nlb.affinity_capacity=256\n")
@@ -182,6 +183,26 @@ fn errors_name_line_key_and_field() {
             4,
             "line 4: l3fwd.route: l3fwd routes4[1]: duplicate prefix",
         ),
+        (
+            "version=1\nnf=accounting\naccounting.export=netflow:1:10.0.0.1:2055\n",
+            3,
+            "line 3: accounting.export: expected ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.export=ipfix:2:10.0.0.1:4739\n",
+            3,
+            "line 3: accounting.export: expected ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.export=ipfix:1:10.0.0.300:4739\n",
+            3,
+            "line 3: accounting.export: expected ipfix:PORT:IPV4:UDPPORT, e.g. ipfix:1:192.0.2.10:4739",
+        ),
+        (
+            "version=1\nnf=accounting\naccounting.export_src=fd00::1\n",
+            3,
+            "line 3: accounting.export_src: expected an IPv4 address",
+        ),
     ];
     for (text, line, want) in cases {
         let e = err(text);
@@ -250,7 +271,7 @@ fn timeouts_in_ms_become_ticks_at_build() {
     // And the chain builds with them (small tables: the test heap).
     let small = "version=1\nnf=acl\nacl.flow_capacity=256\nacl.flow_timeout_ms=10000\n\
                  nf=lb\nlb.affinity_capacity=256\nlb.affinity_timeout_ms=1\n";
-    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], accept_control: true };
+    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], control: None };
     let f = ChainSpec::parse(small).expect("parses").build(egress, slow).expect("builds");
     assert_eq!(f.len(), 2);
 }
@@ -263,4 +284,18 @@ fn text_without_timeouts_keeps_the_nf_defaults() {
     // A spec written by hand, without `timeouts`, too.
     let hand = ChainSpec { nfs: s.nfs.clone(), ..ChainSpec::default() };
     assert_eq!(hand.configs(rate()), s.nfs);
+}
+
+#[test]
+fn an_ipfix_export_parses_with_its_source() {
+    let s = ChainSpec::parse(
+        "version=1\nnf=accounting\naccounting.export_src=198.51.100.7\naccounting.export=ipfix:1:192.0.2.10:4739\n",
+    )
+    .expect("parses");
+    let NfSpec::Accounting(a) = &s.nfs[0] else { panic!("accounting") };
+    let e = a.export.expect("export");
+    assert_eq!((e.port, e.collector, e.udp_port, e.source), (1, [192, 0, 2, 10], 4739, [198, 51, 100, 7]));
+    let s = ChainSpec::parse("version=1\nnf=accounting\naccounting.export=ipfix:0:10.1.2.3:9995\n").expect("parses");
+    let NfSpec::Accounting(a) = &s.nfs[0] else { panic!("accounting") };
+    assert_eq!(a.export.map(|e| e.source), Some(crate::nf::accounting::IpfixExport::DEFAULT_SOURCE));
 }

@@ -1,9 +1,9 @@
 use super::*;
 use crate::buf::{BUF_SIZE, Batch};
 use crate::checksum;
-use crate::forward::{Stage, StageCounters};
 use crate::nf::{Chain, Egress};
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, L3Kind, PROTO_UDP, parse};
+use crate::stage::{Stage, StageCounters};
 use crate::test_frames::{eth, icmp_echo, ipv4, ipv6, tcp4, tcp6, udp, udp4};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -132,7 +132,7 @@ fn set_tcp(mut f: Vec<u8>, seq: u32, flags: u8) -> Vec<u8> {
 const EGRESS: Egress = Egress {
     own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
     peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    accept_control: false,
+    control: None,
 };
 
 /// Runs `frames` through `chain` (received on port 0); returns what left on port 1, with the

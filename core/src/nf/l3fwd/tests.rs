@@ -299,3 +299,35 @@ proptest! {
         prop_assert_eq!(ip.header_checksum(), ip.to_header().calc_header_checksum());
     }
 }
+
+#[test]
+fn routes_changed_live_take_effect_at_the_next_batch() {
+    let shared = Arc::new(L3fwdShared::try_new(&config()).unwrap());
+    let mut f = L3fwd::new(shared.clone());
+    let frames = [v4_frame([10, 9, 9, 9], 64, &[]), v4_frame([192, 0, 2, 1], 64, &[])];
+    type Out = (Vec<u8>, Verdict, Option<[u8; 6]>);
+    let hops = |out: &[Out]| out.iter().map(|o| (o.1, o.2)).collect::<Vec<_>>();
+    let before = hops(&run(&mut f, &frames));
+    assert_eq!(before, [(Verdict::Forward(0), Some(MAC_A)), (Verdict::Drop(DropReason::NoRoute), None)]);
+    // A more specific route for 10.9.0.0/16 via a new next hop, and a route for 192.0.2.0/24.
+    let mac_c = [2, 0, 0, 0, 0xc, 3];
+    let old = shared.add_route(IpAddr::V4([10, 9, 0, 0]), 16, NextHop { port: 1, mac: mac_c }).unwrap();
+    assert_eq!(old.config().next_hops.len(), 2);
+    shared.add_route(IpAddr::V4([192, 0, 2, 0]), 24, NextHop { port: 0, mac: MAC_A }).unwrap();
+    let after = hops(&run(&mut f, &frames));
+    assert_eq!(after, [(Verdict::Forward(1), Some(mac_c)), (Verdict::Forward(0), Some(MAC_A))]);
+    // Deleting the /16 falls back to the /8; its next hop is dropped from the list.
+    shared.delete_route(IpAddr::V4([10, 9, 0, 0]), 16).unwrap();
+    assert_eq!(hops(&run(&mut f, &frames))[0], (Verdict::Forward(0), Some(MAC_A)));
+    assert_eq!(shared.tables().config().next_hops.len(), 2);
+    // Refused changes name what is wrong and change nothing.
+    let v = shared.tables().config().clone();
+    assert_eq!(shared.delete_route(IpAddr::V4([10, 9, 0, 0]), 16).err(), Some(L3fwdConfigError::NoSuchRoute));
+    let dup = shared.add_route(IpAddr::V4([10, 0, 0, 0]), 8, NextHop { port: 1, mac: MAC_B });
+    assert_eq!(dup.err(), Some(L3fwdConfigError::DuplicateRoute { family: Family::V4, index: 4 }));
+    let host = shared.add_route(IpAddr::V4([10, 0, 0, 1]), 8, NextHop { port: 1, mac: MAC_B });
+    assert_eq!(host.err(), Some(L3fwdConfigError::RouteHostBits { family: Family::V4, index: 4 }));
+    let port = shared.add_route(IpAddr::V4([11, 0, 0, 0]), 8, NextHop { port: 7, mac: MAC_B });
+    assert_eq!(port.err(), Some(L3fwdConfigError::NextHopPort { index: 2 }));
+    assert_eq!(shared.tables().config(), &v);
+}

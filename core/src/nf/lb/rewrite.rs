@@ -49,19 +49,27 @@ pub(crate) fn rewrite(frame: &mut [u8], p: &Parsed, side: Side, addr: &[u8], por
     let old = old.get_mut(..len)?;
     old.copy_from_slice(frame.get(at..at + len)?);
     // The transport checksum and port, when the packet carries the transport header.
+    // (checksum offset, UDP, covers the addresses through a pseudo-header).
     let l4_ck = match (p.l4, p.fragment) {
         (_, Fragment::Later) => None,
-        (L4Kind::Tcp, _) => Some((l4 + 16, false)),
-        (L4Kind::Udp, _) => Some((l4 + 6, true)),
+        (L4Kind::Tcp, _) => Some((l4 + 16, false, true)),
+        (L4Kind::Udp, _) => Some((l4 + 6, true, true)),
+        // ICMPv4: the checksum covers the message only; `port` is an echo identifier.
+        (L4Kind::Icmp, _) => Some((l4 + 2, false, false)),
         _ => None,
     };
-    let port_at = l4 + if side == Side::Src { 0 } else { 2 };
-    if let Some((ck_at, udp)) = l4_ck {
+    let port_at = match p.l4 {
+        L4Kind::Icmp => l4 + 4,
+        _ => l4 + if side == Side::Src { 0 } else { 2 },
+    };
+    if let Some((ck_at, udp, pseudo)) = l4_ck {
         let mut c = be16(frame, ck_at)?;
         let old_port = be16(frame, port_at)?;
         let none = udp && c == 0 && p.l3 == L3Kind::Ipv4;
         if !none {
-            c = update_bytes(c, old, addr);
+            if pseudo {
+                c = update_bytes(c, old, addr);
+            }
             if let Some(np) = port {
                 c = update16(c, old_port, np);
             }

@@ -281,3 +281,23 @@ fn lb_udp_without_checksum_stays_without() {
     assert_eq!(&out[0].frame[40..42], &[0, 0]);
     assert!(checksums_ok(&out[0].frame));
 }
+
+#[test]
+fn lb_backends_added_and_removed_one_at_a_time() {
+    let shared = lb_with(3, 1000);
+    let (addr, port, proto, list) = shared.vip(0).unwrap();
+    assert_eq!((addr, port, proto, list), (VIP, 80, 6, backends(3)));
+    let extra = backends(4)[3];
+    shared.add_backend(0, extra).unwrap();
+    assert_eq!(shared.vip(0).unwrap().3, backends(4));
+    assert_eq!(shared.slot_counts(0).unwrap().1.len(), 4);
+    shared.delete_backend(0, backends(3)[0]).unwrap();
+    assert_eq!(shared.vip(0).unwrap().3, backends(4)[1..].to_vec());
+    // Refusals name the problem and change nothing.
+    assert_eq!(shared.delete_backend(0, backends(3)[0]), Err(LbError::NoSuchBackend { vip: 0 }));
+    assert_eq!(shared.add_backend(0, extra), Err(LbError::DuplicateBackend { vip: 0, backend: 3 }));
+    let v6 = Backend { addr: IpAddr::V6([1; 16]), port: None };
+    assert_eq!(shared.add_backend(0, v6), Err(LbError::FamilyMismatch { vip: 0, backend: 3 }));
+    assert_eq!(shared.add_backend(5, extra), Err(LbError::UnknownVip { vip: 5 }));
+    assert_eq!(shared.vip(0).unwrap().3, backends(4)[1..].to_vec());
+}

@@ -245,3 +245,62 @@ proptest! {
         prop_assert_eq!(nat.shared().ports_in_use(), 0);
     }
 }
+
+/// An ICMP echo message (RFC 792) with its checksum.
+fn icmp(kind: u8, id: u16, seq: u16, data: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind, 0, 0, 0];
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(data);
+    let c = crate::checksum::checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+/// The ICMP message of a frame (after a 20-byte IPv4 header) and whether its checksum holds.
+fn icmp_of(f: &[u8]) -> (&[u8], bool) {
+    let m = &f[14 + 20..];
+    (m, crate::checksum::verify(m))
+}
+
+#[test]
+fn icmp_echo_is_translated_by_its_identifier() {
+    let mut nat = nat((40000, 40010), 1_000_000);
+    let (host, other, server) = ([192, 168, 1, 10], [192, 168, 1, 11], [8, 8, 8, 8]);
+    // Two inside hosts ping the same server with the same identifier: two mappings.
+    let a = frame(v4(host), v4(server), 1, 0, 0, &icmp(8, 77, 1, b"ping a"));
+    let b = frame(v4(other), v4(server), 1, 0, 0, &icmp(8, 77, 1, b"ping b"));
+    let outs = run(&mut nat, &[a, b], INSIDE, Instant(1));
+    let mut ids = Vec::new();
+    for o in &outs {
+        assert_eq!(o.verdict, Verdict::Forward(1));
+        let (m, ok) = icmp_of(&o.frame);
+        assert!(ok, "ICMP checksum kept valid");
+        assert!(checksums_ok(&o.frame), "IPv4 header checksum");
+        assert_eq!(&o.frame[14 + 12..14 + 16], &EXT, "source is the external address");
+        let id = u16::from_be_bytes([m[4], m[5]]);
+        assert!((40000..=40010).contains(&id), "identifier = an external port: {id}");
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1]);
+    // The server's replies come back to each inside host with its own identifier.
+    for (id, inside, data) in [(ids[0], host, b"pong a"), (ids[1], other, b"pong b")] {
+        let reply = frame(v4(server), v4(EXT), 1, 0, 0, &icmp(0, id, 1, data));
+        let r = &run(&mut nat, &[reply], OUTSIDE, Instant(2))[0];
+        assert_eq!(r.verdict, Verdict::Forward(0));
+        let (m, ok) = icmp_of(&r.frame);
+        assert!(ok);
+        assert_eq!(&r.frame[14 + 16..14 + 20], &inside);
+        assert_eq!(u16::from_be_bytes([m[4], m[5]]), 77, "the inside host's identifier restored");
+        assert_eq!(&m[8..], data);
+    }
+    // A reply to an identifier with no mapping, a request arriving from outside, and other ICMP
+    // (destination unreachable) are not translated.
+    let stray = frame(v4(server), v4(EXT), 1, 0, 0, &icmp(0, 12345, 1, b"?"));
+    assert_eq!(run(&mut nat, &[stray], OUTSIDE, Instant(3))[0].verdict, Verdict::Drop(DropReason::NatNoMapping));
+    let inbound_req = frame(v4(server), v4(EXT), 1, 0, 0, &icmp(8, ids[0], 2, b"x"));
+    assert_eq!(run(&mut nat, &[inbound_req], OUTSIDE, Instant(3))[0].verdict, Verdict::Drop(DropReason::NfUnsupported));
+    let unreach = frame(v4(host), v4(server), 1, 0, 0, &icmp(3, 0, 0, b"y"));
+    assert_eq!(run(&mut nat, &[unreach], INSIDE, Instant(3))[0].verdict, Verdict::Drop(DropReason::NfUnsupported));
+    assert_eq!(nat.counters().mappings, 2);
+}

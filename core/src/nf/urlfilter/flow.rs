@@ -7,7 +7,7 @@ use super::{
     UrlFilterShared,
 };
 use crate::buf::Pool;
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::nf::encrypt::{KEY_WORDS, flow_words};
 use crate::nf::{Pkt, Verdict};
 use crate::parse::{Fragment, L4Kind, PROTO_TCP};

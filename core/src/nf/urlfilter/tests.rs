@@ -2,7 +2,7 @@ use super::http::{Outcome, analyse};
 use super::*;
 use crate::buf::BUF_SIZE;
 use crate::checksum;
-use crate::forward::DropReason;
+use crate::drops::DropReason;
 use crate::nf::{Pkt, Verdict};
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, IpAddr, PROTO_TCP, PROTO_UDP, parse};
 use crate::test_frames::{SRC, eth, ipv4, ipv6, udp};

@@ -100,11 +100,7 @@ const _: () = assert!(core::mem::size_of::<Slot<2, 1>>() == 32);
 
 impl<const KW: usize, const DW: usize> Slot<KW, DW> {
     fn new() -> Self {
-        Self {
-            deadline: AtomicU64::new(0),
-            key: crate::sync::atomic::zeroed(),
-            data: crate::sync::atomic::zeroed(),
-        }
+        Self { deadline: AtomicU64::new(0), key: crate::sync::atomic::zeroed(), data: crate::sync::atomic::zeroed() }
     }
 
     #[inline]
@@ -278,7 +274,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             mask: (buckets - 1) as u64,
             used: AtomicUsize::new(0),
             profiles: p.into_boxed_slice(),
-            events: EventRing::new(cfg.event_ring),
+            events: EventRing::try_new(cfg.event_ring).ok_or(ConfigError::OutOfMemory)?,
             cfg,
             id: NEXT_TABLE_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
         })

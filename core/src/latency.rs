@@ -1,0 +1,114 @@
+//! The dataplane's own per-packet latency (SPEC §2: NetBlaze keeps the p99 *sojourn* under an
+//! SLO, so the dataplane must see it, not only the host).
+//!
+//! Span measured: from the poll that took the frame off the receive ring (the worker stamps
+//! every received buffer with that poll's clock reading, [`crate::buf::Pool::set_stamp`]) to
+//! the moment the worker hands it to a transmit ring (one clock reading per poll, before the
+//! TX bursts). It includes the chain's processing and any wait in the worker's batches; it
+//! excludes the time the frame sat in the receive ring before the poll (Metronome's vacation)
+//! and everything on the wire side. Dropped frames are counted by reason, not timed. Frames
+//! the dataplane makes itself (IPFIX) carry no stamp and are not timed.
+//!
+//! Recording is one subtraction, one `leading_zeros` and two increments per frame into a
+//! fixed [`LogHistogram`] (4 KiB, no allocation), plus one compare against the SLO.
+
+use core::fmt;
+
+use crate::hist::LogHistogram;
+use crate::time::{Duration, TickRate};
+
+/// One worker's (or, merged, every worker's) sojourn times.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Latency {
+    hist: LogHistogram,
+    /// The SLO in ticks (0: none).
+    slo: u64,
+    over: u64,
+}
+
+impl fmt::Debug for Latency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Latency").field("hist", &self.hist).field("over_slo", &self.over).finish()
+    }
+}
+
+impl Latency {
+    /// Empty, with the SLO `slo` (zero: no SLO, nothing counts as over).
+    pub const fn new(slo: Duration) -> Self {
+        Self { hist: LogHistogram::new(), slo: slo.ticks(), over: 0 }
+    }
+
+    /// Records one frame that spent `ticks` in the dataplane.
+    #[inline]
+    pub fn record(&mut self, ticks: u64) {
+        self.hist.record(ticks);
+        self.over += u64::from(self.slo != 0 && ticks > self.slo);
+    }
+
+    /// Adds `other`'s frames (summing workers).
+    pub fn merge(&mut self, other: &Latency) {
+        self.hist.merge(&other.hist);
+        self.over = self.over.saturating_add(other.over);
+        self.slo = self.slo.max(other.slo);
+    }
+
+    /// Frames recorded.
+    pub fn count(&self) -> u64 {
+        self.hist.count()
+    }
+
+    /// Frames over the SLO.
+    pub fn over_slo(&self) -> u64 {
+        self.over
+    }
+
+    /// The histogram of sojourn times, in ticks.
+    pub fn histogram(&self) -> &LogHistogram {
+        &self.hist
+    }
+
+    /// Writes ` {prefix}lat_count=… {prefix}lat_p50_ns=… {prefix}lat_p99_ns=…
+    /// {prefix}lat_p999_ns=… {prefix}over_slo=…` (the quantiles 0 when nothing was recorded).
+    pub fn write(&self, w: &mut dyn fmt::Write, prefix: &str, rate: TickRate) -> fmt::Result {
+        let ns = |q: f64| self.hist.quantile(q).map_or(0, |t| rate.ns(Duration(t)));
+        write!(
+            w,
+            " {prefix}lat_count={} {prefix}lat_p50_ns={} {prefix}lat_p99_ns={} {prefix}lat_p999_ns={} {prefix}over_slo={}",
+            self.count(),
+            ns(0.5),
+            ns(0.99),
+            ns(0.999),
+            self.over
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::String;
+
+    #[test]
+    fn records_quantiles_and_the_slo() {
+        let mut a = Latency::new(Duration(1000));
+        for t in [10, 20, 30, 2000] {
+            a.record(t);
+        }
+        let mut b = Latency::new(Duration(1000));
+        b.record(5000);
+        a.merge(&b);
+        assert_eq!((a.count(), a.over_slo()), (5, 2));
+        let mut s = String::new();
+        a.write(&mut s, "core0_", TickRate::try_new(1_000_000_000).expect("rate")).expect("write");
+        // 30 lies in the bucket [30, 32): quantiles come back as the middle of their bucket.
+        assert!(s.starts_with(" core0_lat_count=5 core0_lat_p50_ns=31 "), "{s}");
+        assert!(s.ends_with(" core0_over_slo=2"), "{s}");
+        // No SLO: nothing is over it.
+        let mut c = Latency::new(Duration::ZERO);
+        c.record(u64::MAX);
+        assert_eq!(c.over_slo(), 0);
+        let mut e = String::new();
+        Latency::default().write(&mut e, "", TickRate::try_new(1_000_000_000).expect("rate")).expect("write");
+        assert_eq!(e, " lat_count=0 lat_p50_ns=0 lat_p99_ns=0 lat_p999_ns=0 over_slo=0");
+    }
+}

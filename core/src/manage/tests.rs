@@ -1,0 +1,190 @@
+use std::string::String;
+use std::vec::Vec;
+use std::{format, vec};
+
+use super::*;
+use crate::nf::Egress;
+use crate::nf::config::ChainSpec;
+use crate::stage::PORTS;
+use crate::time::TickRate;
+
+fn chain(text: &str) -> ChainFactory {
+    let egress = Egress { own_mac: [[2, 0, 0, 0, 0, 1]; PORTS], peer_mac: [[2, 0, 0, 0, 0, 2]; PORTS], control: None };
+    ChainSpec::parse(text).unwrap().build(egress, TickRate::try_new(1_000_000_000).unwrap()).unwrap()
+}
+
+/// Runs one request line; returns the data lines and the final line, as the machine prints them.
+fn run(m: &mut Manager, c: &ChainFactory, line: &str) -> (Vec<String>, String) {
+    let mut data = Vec::new();
+    let fin = match parse(line) {
+        Err((id, e)) => format!("@ctl id={} {e}", id.map_or("-".into(), |i| format!("{i}"))),
+        Ok(req) => {
+            let r = m.execute(c, &req.cmd, Instant(0), &mut |a| data.push(format!("@ctl id={} | {a}", req.id)));
+            match r {
+                Ok(Done::Ok(s)) if s.is_empty() => format!("@ctl id={} ok", req.id),
+                Ok(Done::Ok(s)) => format!("@ctl id={} ok {s}", req.id),
+                Ok(Done::NotMine) => format!("@ctl id={} machine", req.id),
+                Err(e) => format!("@ctl id={} {e}", req.id),
+            }
+        }
+    };
+    (data, fin)
+}
+
+#[test]
+fn lines_are_assembled_bounded_and_checked() {
+    let mut lb = LineBuf::new();
+    let mut got = Vec::new();
+    for &b in b"ctl 1 stats\r\nctl 2 help\n" {
+        if let Some(i) = lb.push(b) {
+            got.push(format!("{i:?}"));
+        }
+    }
+    assert_eq!(got, ["Line(\"ctl 1 stats\")", "Line(\"ctl 2 help\")"]);
+    // Too long: the first MAX_LINE bytes come back, for the id.
+    let long = format!("ctl 9 acl add {}\n", "x".repeat(2 * MAX_LINE));
+    let mut last = None;
+    for &b in long.as_bytes() {
+        if let Some(i) = lb.push(b) {
+            last = Some(match i {
+                Input::TooLong(t) => (t.len(), request_id(t)),
+                other => panic!("{other:?}"),
+            });
+        }
+    }
+    assert_eq!(last, Some((MAX_LINE, Some(9))));
+    let mut r = None;
+    for &b in b"ctl 3 \xff\n" {
+        if let Some(i) = lb.push(b) {
+            r = Some(i == Input::NotText);
+        }
+    }
+    assert_eq!(r, Some(true));
+    // And the buffer works again afterwards.
+    let mut ok = None;
+    for &b in b"ctl 4 stop\n" {
+        if let Some(Input::Line(t)) = lb.push(b) {
+            ok = parse(t).ok();
+        }
+    }
+    assert_eq!(ok, Some(Request { id: 4, cmd: Command::Stop }));
+}
+
+#[test]
+fn requests_parse_or_name_what_is_wrong() {
+    assert_eq!(parse("ctl 7 show acl").unwrap(), Request { id: 7, cmd: Command::Show(Table::Acl) });
+    assert_eq!(parse("ctl 7  rss  move 0 1").unwrap().cmd, Command::RssMove(0, 1));
+    let e = |l: &str| parse(l).unwrap_err();
+    assert_eq!(e("stats").0, None);
+    assert_eq!(e("stats").1.kind, ErrorKind::BadRequest);
+    assert_eq!(e("ctl x stats").1.kind, ErrorKind::BadRequest);
+    assert_eq!(e("ctl 12345678901 stats").1.kind, ErrorKind::BadRequest);
+    assert_eq!(e("ctl 5 frobnicate").1.kind, ErrorKind::UnknownCommand);
+    assert_eq!(e("ctl 5").1.kind, ErrorKind::UnknownCommand);
+    assert_eq!(e("ctl 5 show tables").1.kind, ErrorKind::BadArgument);
+    let r = e("ctl 6 acl add prio:1,src:10.0.0.1/8,action:deny");
+    assert_eq!((r.0, r.1.kind), (Some(6), ErrorKind::BadArgument));
+    assert!(r.1.msg.starts_with("acl.rule.src:"), "{}", r.1.msg);
+    let r = e("ctl 6 acl add prio:1,action:maybe");
+    assert!(r.1.msg.starts_with("acl.rule.action: expected permit or deny"), "{}", r.1.msg);
+    let r = e("ctl 6 route add prefix:10.0.0.0/8,port:1");
+    assert!(r.1.msg.starts_with("l3fwd.route.mac: missing"), "{}", r.1.msg);
+    assert_eq!(e("ctl 6 rss move 0 256").1.kind, ErrorKind::BadArgument);
+    assert_eq!(e("ctl 6 lb backend add one 10.0.0.1").1.kind, ErrorKind::BadArgument);
+    assert_eq!(e("ctl 6 a b c d e f g").1.kind, ErrorKind::BadArgument);
+    // A message never carries a quote that would end msg="…".
+    let r = e("ctl 6 frob\"nicate");
+    assert!(!r.1.msg.contains('"'), "{}", r.1.msg);
+}
+
+#[test]
+fn acl_rules_are_added_shown_and_removed() {
+    let c = chain("version=1\nnf=acl\nacl.default=permit\nacl.rule=prio:5,dport:22,proto:tcp,action:deny\n");
+    let mut m = Manager::new();
+    let (_, fin) = run(&mut m, &c, "ctl 1 acl add prio:100,dst:10.0.0.2/32,action:deny");
+    assert_eq!(fin, "@ctl id=1 ok rule=1 generation=1");
+    let (data, fin) = run(&mut m, &c, "ctl 2 show acl");
+    assert_eq!(fin, "@ctl id=2 ok");
+    assert_eq!(
+        data,
+        [
+            "@ctl id=2 | default=permit rules=2 generation=1 cached_flows=0",
+            "@ctl id=2 | rule 0 prio:5,src:any,dst:any,sport:any,dport:22,proto:tcp,action:deny",
+            "@ctl id=2 | rule 1 prio:100,src:any,dst:10.0.0.2/32,sport:any,dport:any,proto:any,action:deny",
+        ]
+    );
+    let (_, fin) = run(&mut m, &c, "ctl 3 acl del 0");
+    assert_eq!(fin, "@ctl id=3 ok rules=1 generation=2");
+    let (_, fin) = run(&mut m, &c, "ctl 4 acl del 1");
+    assert_eq!(fin, "@ctl id=4 error=not_found msg=\"acl: no rule 1\"");
+    // Nobody reads the old versions: they are freed at the next command.
+    assert_eq!(m.collect(), 0);
+    // Commands for an NF the chain lacks.
+    let (_, fin) = run(&mut m, &c, "ctl 5 route del 10.0.0.0/8");
+    assert_eq!(fin, "@ctl id=5 error=no_such_nf msg=\"the chain has no l3fwd\"");
+    let (_, fin) = run(&mut m, &c, "ctl 6 stats");
+    assert_eq!(fin, "@ctl id=6 machine");
+}
+
+#[test]
+fn rows_are_bounded() {
+    let c = chain("version=1\nnf=acl\n");
+    let mut m = Manager::new();
+    for i in 0..SHOW_MAX + 3 {
+        let (_, fin) = run(&mut m, &c, &format!("ctl {} acl add prio:{i},dport:{i},action:deny", i + 1));
+        assert!(fin.contains(" ok "), "{fin}");
+    }
+    let (data, _) = run(&mut m, &c, "ctl 99 show acl");
+    assert_eq!(data.len(), 1 + SHOW_MAX + 1);
+    assert_eq!(data.last().map(String::as_str), Some("@ctl id=99 | more=3"));
+}
+
+#[test]
+fn routes_and_backends_change_and_show() {
+    let c = chain(
+        "version=1\nnf=lb\nlb.vip=addr:10.1.0.1,port:80,proto:tcp,backends:10.2.0.1;10.2.0.2\n\
+         nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:00:10\n",
+    );
+    let mut m = Manager::new();
+    let (_, fin) = run(&mut m, &c, "ctl 1 route add prefix:10.9.0.0/16,port:0,mac:02:00:00:00:00:99");
+    assert_eq!(fin, "@ctl id=1 ok routes=2");
+    let (_, fin) = run(&mut m, &c, "ctl 2 route add prefix:10.9.0.0/16,port:0,mac:02:00:00:00:00:98");
+    assert!(fin.starts_with("@ctl id=2 error=exists"), "{fin}");
+    let (_, fin) = run(&mut m, &c, "ctl 3 route add prefix:11.0.0.0/8,port:9,mac:02:00:00:00:00:98");
+    assert!(fin.starts_with("@ctl id=3 error=bad_argument"), "{fin}");
+    let (data, _) = run(&mut m, &c, "ctl 4 show l3fwd");
+    assert_eq!(
+        data,
+        [
+            "@ctl id=4 | routes=2 next_hops=2",
+            "@ctl id=4 | route prefix:10.0.0.0/8,port:1,mac:02:00:00:00:00:10",
+            "@ctl id=4 | route prefix:10.9.0.0/16,port:0,mac:02:00:00:00:00:99",
+        ]
+    );
+    let (_, fin) = run(&mut m, &c, "ctl 5 route del 10.9.0.0/16");
+    assert_eq!(fin, "@ctl id=5 ok routes=1");
+    let (_, fin) = run(&mut m, &c, "ctl 6 lb backend add 0 10.2.0.3");
+    assert_eq!(fin, "@ctl id=6 ok backends=3");
+    let (_, fin) = run(&mut m, &c, "ctl 7 lb backend del 0 10.2.0.1");
+    assert_eq!(fin, "@ctl id=7 ok backends=2");
+    let (_, fin) = run(&mut m, &c, "ctl 8 lb backend del 0 10.2.0.1");
+    assert!(fin.starts_with("@ctl id=8 error=not_found"), "{fin}");
+    let (_, fin) = run(&mut m, &c, "ctl 9 lb backend add 3 10.2.0.1");
+    assert!(fin.starts_with("@ctl id=9 error=not_found"), "{fin}");
+    let (data, _) = run(&mut m, &c, "ctl 10 show lb");
+    assert_eq!(data.len(), 1);
+    assert!(
+        data[0].starts_with("@ctl id=10 | vip 0 addr:10.1.0.1,port:80,proto:tcp,backends:10.2.0.2;10.2.0.3 count=2")
+    );
+}
+
+#[test]
+fn stats_pairs_become_one_json_object() {
+    let mut s = String::new();
+    write_json(" p0_rx=12 sched=metronome odd=\"x\\ big=99999999999999999999999", &mut s).unwrap();
+    assert_eq!(s, r#"{"p0_rx":12,"sched":"metronome","odd":"\"x\\","big":"99999999999999999999999"}"#);
+    let mut e = String::new();
+    write_json("", &mut e).unwrap();
+    assert_eq!(e, "{}");
+    let _ = vec![0u8];
+}

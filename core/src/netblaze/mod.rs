@@ -1,0 +1,222 @@
+//! NetBlaze: an NF chain's p99 latency under an SLO with as few core-seconds as possible
+//! (`SPEC.md` §2; seed paper "Scheduling Network Function Chains Under Sub-Millisecond
+//! Latency SLOs", §3).
+//!
+//! This module holds the **decisions** only — pure functions and small state machines over
+//! counts — so that the firmware and the simulator (`cadence-sim`, `cargo xtask sim
+//! netblaze`) run the very same code, the simulator in virtual time:
+//!
+//! - [`epoch`]: what a dedicated core counts per epoch ([`EpochCounters`]) and its backlog
+//!   ⟨flows, packets⟩ ([`Backlog`]).
+//! - [`profile`]: the capacity predictor, profiled offline by `cargo xtask profile`: the
+//!   Pareto frontier of ⟨flows, packets⟩ one core finishes within an epoch
+//!   ([`Frontier`]), per chain split point `k` ([`SplitProfile`]), and flows → packets/s for
+//!   the long term ([`RateCurve`]); its text form ([`Profile::parse`], docs/PROTOCOL.md
+//!   "NetBlaze profile").
+//! - [`core_mapper`]: every epoch, per dedicated core: keep what fits, hand whole flows to
+//!   auxiliary cores, split whales, boost mode ([`CoreMapper::decide`]).
+//! - [`follow`]: the rule that keeps per-flow order when a flow moves: later packets of a
+//!   migrated flow follow it until the auxiliary core has *completed* its last one
+//!   ([`FollowTable`]).
+//! - [`server_mapper`]: every period (1 s): RSS buckets → dedicated cores with the 85 / 75 /
+//!   50 % thresholds, writing only changed indirection entries ([`ServerMapper::period`]).
+//! - [`ingress`]: the rack-scale step: destination-prefix aggregates → servers with the
+//!   threshold τ ([`IngressMapper`]; simulated only).
+//!
+//! Nothing here allocates per decision: the mappers allocate their scratch space when they are
+//! built, the core mapper works in the caller's slices. Nothing panics on any input (profiles
+//! are validated once, at [`Profile::parse`] / [`Frontier::try_new`]).
+//!
+//! Floating point: the server mapper and the ingress mapper use `f64` (once per period); the
+//! per-epoch core mapper uses integers only.
+
+use core::fmt;
+
+pub mod core_mapper;
+pub mod epoch;
+pub mod follow;
+pub mod ingress;
+pub mod profile;
+pub mod server_mapper;
+
+#[cfg(test)]
+mod tests;
+
+pub use core_mapper::{AuxCore, AuxId, AuxState, CoreMapper, Decision, FlowBacklog, Placement};
+pub use epoch::{Backlog, EpochCounters};
+pub use follow::{Follow, FollowFull, FollowTable};
+pub use ingress::{IngressConfig, IngressMapper, ServerView, Steer};
+pub use profile::{
+    Frontier, FrontierError, FrontierPoint, Part, Profile, ProfileError, ProfileErrorKind, RateCurve, RatePoint,
+    ServiceCost, SplitProfile, WhaleChoice,
+};
+pub use server_mapper::{BucketLoad, PeriodOutcome, RetaChange, ServerMapper};
+
+/// The public code's epoch rule: `(SLO − 40 µs) / 2` (`nfvctrl` scripts, `short_epoch_period`).
+pub const fn default_epoch_ns(slo_ns: u64) -> u64 {
+    slo_ns.saturating_sub(40_000) / 2
+}
+
+/// NetBlaze's knobs (`SPEC.md` §2). Times in nanoseconds, thresholds as fractions of a core's
+/// predicted capacity. [`NetBlazeConfig::validate`] checks them once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct NetBlazeConfig {
+    /// The p99 latency SLO (default 200 µs; the paper: 100–500 µs).
+    pub slo_ns: u64,
+    /// Epoch length; `0` means [`default_epoch_ns`] of `slo_ns` (80 µs at 200 µs).
+    pub epoch_ns: u64,
+    /// An auxiliary core returns to background work after this many idle epochs (10).
+    pub aux_idle_epochs: u32,
+    /// Boost mode: a dedicated core whose backlog exceeds this many percent of its epoch
+    /// capacity only pulls and dispatches (default 200: two epochs of work).
+    pub boost_percent: u32,
+    /// Server mapper period (default 1 s).
+    pub server_period_ns: u64,
+    /// A dedicated core above this share of its predicted capacity is relieved (0.85).
+    pub overload: f64,
+    /// Buckets move only onto cores that stay below this share (0.75).
+    pub target: f64,
+    /// A core below this share may be emptied and released (0.5) …
+    pub reclaim: f64,
+    /// … once it has been active for more than this many periods (4).
+    pub reclaim_min_periods: u32,
+}
+
+impl Default for NetBlazeConfig {
+    fn default() -> Self {
+        Self {
+            slo_ns: 200_000,
+            epoch_ns: 0,
+            aux_idle_epochs: 10,
+            boost_percent: 200,
+            server_period_ns: 1_000_000_000,
+            overload: 0.85,
+            target: 0.75,
+            reclaim: 0.5,
+            reclaim_min_periods: 4,
+        }
+    }
+}
+
+/// Why a [`NetBlazeConfig`] was refused; [`ConfigError::field`] names the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `slo_ns` is zero.
+    SloZero,
+    /// `epoch_ns` (given or derived) is zero: the SLO leaves no epoch (SLO ≤ 40 µs).
+    EpochZero,
+    /// `epoch_ns` is not below `slo_ns`.
+    EpochNotBelowSlo,
+    /// `aux_idle_epochs` is zero.
+    AuxIdleEpochsZero,
+    /// `boost_percent` is below 100 (boost before the frontier is crossed).
+    BoostBelowCapacity,
+    /// `server_period_ns` is not above `epoch_ns`.
+    ServerPeriodTooShort,
+    /// `overload` not in `(0, 1]`.
+    Overload,
+    /// `target` not in `(0, overload]`.
+    Target,
+    /// `reclaim` not in `[0, target)`.
+    Reclaim,
+}
+
+impl ConfigError {
+    /// The field at fault.
+    pub const fn field(self) -> &'static str {
+        match self {
+            ConfigError::SloZero => "slo_ns",
+            ConfigError::EpochZero | ConfigError::EpochNotBelowSlo => "epoch_ns",
+            ConfigError::AuxIdleEpochsZero => "aux_idle_epochs",
+            ConfigError::BoostBelowCapacity => "boost_percent",
+            ConfigError::ServerPeriodTooShort => "server_period_ns",
+            ConfigError::Overload => "overload",
+            ConfigError::Target => "target",
+            ConfigError::Reclaim => "reclaim",
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self {
+            ConfigError::SloZero => "must be positive",
+            ConfigError::EpochZero => "is zero (an SLO of at most 40 us leaves no default epoch)",
+            ConfigError::EpochNotBelowSlo => "must be below slo_ns",
+            ConfigError::AuxIdleEpochsZero => "must be at least 1",
+            ConfigError::BoostBelowCapacity => "must be at least 100",
+            ConfigError::ServerPeriodTooShort => "must be longer than one epoch",
+            ConfigError::Overload => "must lie in (0, 1]",
+            ConfigError::Target => "must lie in (0, overload]",
+            ConfigError::Reclaim => "must lie in [0, target)",
+        };
+        write!(f, "netblaze.{}: {why}", self.field())
+    }
+}
+
+/// A checked [`NetBlazeConfig`] with the epoch resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Params {
+    cfg: NetBlazeConfig,
+}
+
+impl NetBlazeConfig {
+    /// Checks every field (in declaration order; the first fault is reported).
+    pub fn validate(&self) -> Result<Params, ConfigError> {
+        let in_unit = |x: f64| x > 0.0 && x <= 1.0;
+        if self.slo_ns == 0 {
+            return Err(ConfigError::SloZero);
+        }
+        let mut cfg = *self;
+        if cfg.epoch_ns == 0 {
+            cfg.epoch_ns = default_epoch_ns(self.slo_ns);
+        }
+        if cfg.epoch_ns == 0 {
+            return Err(ConfigError::EpochZero);
+        }
+        if cfg.epoch_ns >= cfg.slo_ns {
+            return Err(ConfigError::EpochNotBelowSlo);
+        }
+        if cfg.aux_idle_epochs == 0 {
+            return Err(ConfigError::AuxIdleEpochsZero);
+        }
+        if cfg.boost_percent < 100 {
+            return Err(ConfigError::BoostBelowCapacity);
+        }
+        if cfg.server_period_ns <= cfg.epoch_ns {
+            return Err(ConfigError::ServerPeriodTooShort);
+        }
+        if !in_unit(cfg.overload) {
+            return Err(ConfigError::Overload);
+        }
+        if !(in_unit(cfg.target) && cfg.target <= cfg.overload) {
+            return Err(ConfigError::Target);
+        }
+        if !(cfg.reclaim >= 0.0 && cfg.reclaim < cfg.target) {
+            return Err(ConfigError::Reclaim);
+        }
+        Ok(Params { cfg })
+    }
+}
+
+impl Params {
+    /// The checked configuration (its `epoch_ns` resolved).
+    pub fn config(&self) -> &NetBlazeConfig {
+        &self.cfg
+    }
+
+    /// The epoch length (ns).
+    pub fn epoch_ns(&self) -> u64 {
+        self.cfg.epoch_ns
+    }
+
+    /// The SLO (ns).
+    pub fn slo_ns(&self) -> u64 {
+        self.cfg.slo_ns
+    }
+}

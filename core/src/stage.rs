@@ -1,0 +1,91 @@
+//! The stage contract: what the worker loop hands a batch to ([`Stage`]), the counters every
+//! stage keeps ([`StageCounters`]), and the number of ports ([`PORTS`]).
+//!
+//! A [`Stage`] takes a batch received on one port and empties it: every frame either moves to
+//! the output batch of some port, or is returned to the pool and counted under one
+//! [`DropReason`] (or as a consumed control frame). The NF chain ([`crate::nf::Chain`]) is the
+//! stage the dataplane runs; with no NFs it is the L2 forwarder. The worker loop
+//! ([`crate::worker`]) only sees this trait.
+
+use crate::buf::{Batch, Pool};
+use crate::control::Commands;
+use crate::drops::DropReason;
+use crate::time::Instant;
+
+/// Ports of the dataplane (port `i`'s default egress is port `1 - i`).
+pub const PORTS: usize = 2;
+
+/// Counters every stage keeps: drops by reason and consumed control frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StageCounters {
+    /// Drops per reason, indexed by [`DropReason::index`].
+    pub drops: [u64; DropReason::COUNT],
+    /// Control frames consumed.
+    pub ctl: u64,
+    /// Frames the stage originated itself ([`Stage::idle`]: e.g. IPFIX export messages):
+    /// conservation is `rx + generated = tx + drops + ctl`.
+    pub generated: u64,
+}
+
+impl StageCounters {
+    /// Counts `n` drops for `reason`.
+    #[inline]
+    pub fn count_drop(&mut self, reason: DropReason, n: u64) {
+        if let Some(c) = self.drops.get_mut(reason.index()) {
+            *c = c.saturating_add(n);
+        }
+    }
+
+    /// Drops counted for `reason`.
+    pub fn drops_for(&self, reason: DropReason) -> u64 {
+        self.drops.get(reason.index()).copied().unwrap_or(0)
+    }
+
+    /// Drops over every reason.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().fold(0u64, |a, &d| a.saturating_add(d))
+    }
+
+    /// Adds `other`'s counters to these (summing cores).
+    pub fn merge(&mut self, other: &StageCounters) {
+        for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {
+            *a = a.saturating_add(*b);
+        }
+        self.ctl = self.ctl.saturating_add(other.ctl);
+        self.generated = self.generated.saturating_add(other.generated);
+    }
+}
+
+/// One step of the pipeline.
+///
+/// Contract:
+/// - `process` receives `input`, frames received on `port`, and leaves it empty.
+/// - Each frame ends in exactly one place: pushed onto `out[p]` (to be sent on port
+///   `p`, in the order of `input` for frames with the same `p`), or returned to
+///   `pool` and counted in `counters` (a drop under one reason, or a control frame).
+/// - When `out[p]` is full, or `p >= out.len()`, the frame is freed and counted as
+///   [`DropReason::TxFull`]: the caller should hand in output batches with room.
+/// - Never panics and never allocates.
+pub trait Stage {
+    /// Processes one batch received on `port` at time `now`; returns the control
+    /// commands seen.
+    fn process(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &mut Batch,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        now: Instant,
+    ) -> Commands;
+
+    /// Called once per poll, after the received batches: the stage may do bounded
+    /// housekeeping and originate frames of its own (pushed onto `out[p]`, counted in
+    /// `counters.generated`; what finds no room is freed and counted as `TxFull`), e.g. an
+    /// NF exporting records. The default does nothing. Same rules as `process`: never
+    /// panics, never allocates.
+    fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
+        let _ = (pool, out, counters, now);
+    }
+}

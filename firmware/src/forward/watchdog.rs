@@ -1,0 +1,115 @@
+//! Stall detection, and the watchdog that does not depend on any worker.
+//!
+//! Every worker checks the others' heartbeats every [`HEALTH_MS`] ([`check`], called from
+//! `watch`). That cannot see worker 0 stall when it is the only worker, and `max_s` and the
+//! wind-down run inside worker 0's own loop. So when the machine has a core (the image: an
+//! application core no worker uses) or a thread (the hosted build) to spare, [`run`] watches
+//! from there, independently of every worker:
+//! - it reports stalled and recovered workers, worker 0 included (`seen_by=watchdog`);
+//! - once the run should be over (a STOP was seen, or `max_s` passed) and it is not wound down
+//!   within [`GRACE_MS`], it says so on an `error:` line, prints `@summary` from what the
+//!   workers last published, and ends the run with [`Outcome::RuntimeFailure`] through
+//!   [`Machine::abort`] — a hung worker 0 no longer hangs the image.
+
+use core::fmt;
+use core::sync::atomic::Ordering;
+
+use cadence_core::time::{Clock, Instant, Sleeper};
+
+use super::{DRAIN_MS, FwdPort, HEALTH_MS, Machine, Outcome, PARK_TIMEOUT_MS, Shared, report, say};
+
+/// How long after the run should have ended the watchdog waits for worker 0's wind-down
+/// (which takes at most `PARK_TIMEOUT_MS + DRAIN_MS`) before it ends the run itself.
+pub const GRACE_MS: u64 = PARK_TIMEOUT_MS + DRAIN_MS + 1_000;
+
+/// Who noticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Seer {
+    /// Worker `w`.
+    Worker(usize),
+    /// The watchdog core or thread.
+    Watchdog,
+}
+
+impl fmt::Display for Seer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Seer::Worker(w) => write!(f, "{w}"),
+            Seer::Watchdog => f.write_str("watchdog"),
+        }
+    }
+}
+
+/// Reports every worker (but the caller) whose last round ended more than `stall_ms` ago
+/// (`@fault kind=stall`, once, by whoever sees it first) and every reported one whose rounds
+/// resumed (`@fault kind=recovered`).
+pub(super) fn check<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: Seer, now: Instant) {
+    let rate = sh.clock.rate();
+    for (v, hb) in sh.heartbeats.iter().enumerate().filter(|&(v, _)| me != Seer::Worker(v) && v < 64) {
+        let quiet = now.saturating_since(Instant(hb.load(Ordering::Relaxed)));
+        let bit = 1u64 << v;
+        if quiet > sh.stall_limit {
+            if sh.stalled.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+                sh.stalls.fetch_add(1, Ordering::Relaxed);
+                let lane = sh.last_lane.get(v).map_or(0, |l| l.load(Ordering::Relaxed));
+                say(
+                    sh.machine,
+                    format_args!(
+                        "@fault kind=stall core={v} lane={lane} quiet_ms={} seen_by={me}",
+                        rate.ns(quiet) / 1_000_000
+                    ),
+                );
+            }
+        } else if sh.stalled.load(Ordering::Acquire) & bit != 0
+            && sh.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        {
+            say(sh.machine, format_args!("@fault kind=recovered core={v} seen_by={me}"));
+        }
+    }
+}
+
+/// The watchdog's loop (see the module docs); returns once the run has wound down.
+pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>) {
+    let clock = sh.clock;
+    let rate = clock.rate();
+    let mut sleeper = match sh.machine.sleeper(sh.heartbeats.len()) {
+        Ok(s) => s,
+        Err(e) => {
+            say(sh.machine, format_args!("warning: watchdog: sleeper: {e}; the workers only watch each other"));
+            return;
+        }
+    };
+    let period = rate.ticks_from_ms(HEALTH_MS);
+    let grace = rate.ticks_from_ms(GRACE_MS);
+    // When the run should have ended (STOP seen or `max_s` passed), as first noticed here.
+    let mut due: Option<Instant> = None;
+    loop {
+        let now = sleeper.sleep_until(clock.now().saturating_add(period));
+        if sh.finished.load(Ordering::Acquire) {
+            return;
+        }
+        if sh.stall_limit.ticks() != 0 {
+            check(sh, Seer::Watchdog, now);
+        }
+        let should_end = sh.stop.load(Ordering::Acquire) || sh.max_deadline.is_some_and(|d| now >= d);
+        if should_end && due.is_none() {
+            due = Some(now);
+        }
+        if let Some(t) = due
+            && now.saturating_since(t) > grace
+            && !sh.finished.load(Ordering::Acquire)
+        {
+            let why = if sh.stop.load(Ordering::Acquire) { "after STOP" } else { "after max_s" };
+            say(
+                sh.machine,
+                format_args!(
+                    "error: watchdog: the run did not wind down within {GRACE_MS} ms {why} (worker 0 stalled?); \
+                     ending it"
+                ),
+            );
+            sh.stop.store(true, Ordering::Release);
+            report::line(sh, "@summary", sh.started, clock.now(), true);
+            sh.machine.abort(Outcome::RuntimeFailure);
+        }
+    }
+}
