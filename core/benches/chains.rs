@@ -11,75 +11,35 @@
 //!
 //! `cargo bench -p cadence-core --bench chains`
 
-use std::hint::black_box;
 use std::sync::Arc;
 
-use cadence_core::buf::{BATCH_SIZE, Pool};
-use cadence_core::checksum;
+use cadence_core::buf::BATCH_SIZE;
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclShared, example_rules};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
-use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
 use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
-use cadence_core::nf::{Chain, Egress, Nf};
+use cadence_core::nf::{Chain, Nf};
 use cadence_core::parse::IpAddr;
-use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
-use cadence_core::stage::{PORTS, Stage};
-
-use cadence_core::poll::{PollConfig, Poller};
+use cadence_core::poll::PollConfig;
+use cadence_core::stage::Stage;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 mod common {
+    pub mod frames;
+    pub mod l3;
     pub mod stages;
     pub mod tsc;
+    pub mod worker_loop;
 }
-use common::stages::{IoOnly, Tsc};
-use common::tsc::{TscCycles, rdtsc};
+use common::frames::VIP;
+use common::l3::{EGRESS, l3fwd};
+use common::stages::IoOnly;
+use common::tsc::TscCycles;
+use common::worker_loop::with_worker_cfg;
 
-const VIP: [u8; 4] = [10, 1, 0, 1];
 /// Flows each per-flow table holds (the shipped chain files' setting).
 const FLOW_CAPACITY: usize = 8192;
-
-/// A 64-byte IPv4/TCP frame (10 payload bytes, valid checksums) of flow `flow`, to the
-/// VIP's port 80 from 10.2.x.y:1024+flow.
-fn frame(flow: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 64];
-    f[0..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
-    f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 2]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let src = [10, 2, (flow >> 8) as u8, flow as u8];
-    {
-        let ip = &mut f[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&50u16.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 6;
-        ip[12..16].copy_from_slice(&src);
-        ip[16..20].copy_from_slice(&VIP);
-        let sum = checksum::checksum(ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    }
-    {
-        let tcp = &mut f[34..54];
-        tcp[0..2].copy_from_slice(&(1024 + flow).to_be_bytes());
-        tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
-        tcp[4..8].copy_from_slice(&1000u32.to_be_bytes());
-        tcp[12] = 5 << 4;
-        tcp[13] = 0x18; // PSH|ACK
-        tcp[14..16].copy_from_slice(&8192u16.to_be_bytes());
-    }
-    f[54..64].copy_from_slice(b"0123456789");
-    let sum = checksum::l4_checksum_v4(src, VIP, 6, &f[34..64]);
-    f[50..52].copy_from_slice(&sum.to_be_bytes());
-    f
-}
-
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    control: None,
-};
 
 fn acl() -> Box<dyn Nf> {
     // Rules from the generator plus a permit for the bench's source range at the top, so
@@ -123,50 +83,18 @@ fn encrypt() -> Box<dyn Nf> {
     Box::new(Encrypt::new(Arc::new(EncryptShared::try_new(&cfg).expect("encrypt"))))
 }
 
-fn l3fwd() -> Box<dyn Nf> {
-    let mut cfg = L3fwdConfig::default();
-    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
-    cfg.routes4 = (0..256u32)
-        .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
-        .collect();
-    // The bench's VIP destination must have a route.
-    cfg.routes4.push(Route4 { prefix: [10, 1, 0, 0], len: 16, next_hop: 1 });
-    Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))))
-}
-
 fn run<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16) {
     run_with(c, group, name, stage, flows, PollConfig::default());
 }
 
 fn run_with<S: Stage>(c: &mut Criterion<TscCycles>, group: &str, name: &str, stage: S, flows: u16, cfg: PollConfig) {
-    let mut mem = vec![0u8; 4096 * cadence_core::buf::BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).expect("pool");
-    let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
-    let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
-    let frames: Vec<Vec<u8>> = (0..flows).map(frame).collect();
-    let mut worker = Poller::new(stage, cfg);
-    let clock = Tsc;
-    let mut next = 0usize;
+    let frames: Vec<Vec<u8>> = (0..flows).map(common::frames::tcp64).collect();
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(BATCH_SIZE as u64));
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let mut cycles = 0;
-            for _ in 0..iters {
-                for _ in 0..BATCH_SIZE {
-                    let _ = rx[0].inject(&mut pool, &frames[next]);
-                    next = (next + 1) % frames.len();
-                }
-                let t0 = rdtsc();
-                let out = worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
-                cycles += rdtsc() - t0;
-                black_box(out);
-            }
-            cycles
-        })
+    let ((), s) = with_worker_cfg(stage, &frames, cfg, |poll| {
+        g.bench_function(name, |b| b.iter_custom(|iters| (0..iters).map(|_| poll()).sum()));
     });
     g.finish();
-    let s = worker.stats();
     eprintln!("{group}/{name}: rx {} tx {} drops {}", s.ports[0].rx, s.ports[1].tx, s.drops_total());
 }
 

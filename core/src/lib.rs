@@ -35,6 +35,7 @@ pub mod nic;
 pub mod parse;
 pub mod pna;
 pub mod poll;
+pub mod rand;
 pub mod rss;
 pub mod softnic;
 pub mod stage;

@@ -36,6 +36,7 @@ use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::hist::{AtomicHistogram, LogHistogram};
+use crate::rand::XorShift64;
 
 use crate::sync::{TryLock, TryLockGuard};
 use crate::time::{Duration, Instant, TickRate};
@@ -628,40 +629,6 @@ impl WorkerStats {
     }
 }
 
-/// A tiny xorshift64 generator (Marsaglia 2003) for the backup's queue choice; not for crypto.
-#[derive(Debug, Clone)]
-pub struct XorShift64 {
-    state: u64,
-}
-
-impl XorShift64 {
-    /// A generator from `seed` (a zero seed is replaced, xorshift's state must not be 0).
-    pub fn new(seed: u64) -> Self {
-        // Spread small seeds (core ids) over the state with one splitmix64 step.
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Self { state: if z == 0 { 0x2545_F491_4F6C_DD1D } else { z } }
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.state;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.state = x;
-        x
-    }
-
-    /// A value in `0..n` (multiply-shift; bias below 2^-32 for the small `n` used here);
-    /// 0 when `n` is 0.
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-}
-
 /// The outcome of one lock attempt.
 #[derive(Debug)]
 #[must_use = "a won round must be finished to update the estimator and release the lock"]
@@ -1108,15 +1075,6 @@ mod tests {
         c.line_rate_pps = 0;
         assert_eq!(c.ring_bound_ns(), None);
         assert!(!c.ring_bound_below_target());
-    }
-
-    #[test]
-    fn xorshift_below_stays_in_range() {
-        let mut r = XorShift64::new(0);
-        assert_eq!(r.below(0), 0);
-        for n in 1..50 {
-            assert!(r.below(n) < n);
-        }
     }
 
     proptest! {

@@ -209,8 +209,12 @@ pub fn virtio(data: &[u8]) {
 /// descriptor, including ones the driver has not posted or has already cleaned.
 #[cfg(any(feature = "ixgbe", feature = "igb"))]
 pub fn intel_rx(data: &[u8]) {
-    use crate::intel::desc::{DESC_LEN, rx};
+    use crate::intel::desc::{ADV_DESC_LEN as DESC_LEN, AdvRx, RX_LENGTH, RX_STATUS_ERROR};
     use crate::intel::rx::{IntelRx, MAX_RX_FRAME, RX_FRAME_OFFSET};
+    use crate::reg::Register;
+    // Byte offsets in an advanced RX write-back, from the format's declaration.
+    const STATUS_ERROR: usize = <RX_STATUS_ERROR as Register>::OFFSET;
+    const LENGTH: usize = <RX_LENGTH as Register>::OFFSET;
     use crate::shm::{ShmDma, ShmWindow};
 
     const BUFS: usize = 96;
@@ -220,7 +224,7 @@ pub fn intel_rx(data: &[u8]) {
     let mut pool = Pool::try_new(&mut mem, 0x4000_0000, BUFS).expect("pool");
     let mut dma = ShmDma::new(0x1000_0000, 64 * 1024);
     let tail = ShmWindow::new(4);
-    let mut q = IntelRx::try_new(&mut dma, size, tail.clone(), 0).expect("ring");
+    let mut q = IntelRx::<_, _, AdvRx>::try_new(&mut dma, size, tail.clone(), 0).expect("ring");
     let ring = dma.window(q.ring_phys()).expect("ring window");
     q.fill(&mut pool);
     let mut held = Held(Vec::new());
@@ -231,8 +235,8 @@ pub fn intel_rx(data: &[u8]) {
                 // The device writes back descriptor `i` (status/error word and length).
                 let i = inp.below(size as usize);
                 let d = i * DESC_LEN;
-                ring.w32(d + rx::STATUS_ERROR, inp.u32());
-                ring.w16(d + rx::LENGTH, inp.u16());
+                ring.w32(d + STATUS_ERROR, inp.u32());
+                ring.w16(d + LENGTH, inp.u16());
             }
             2 => {
                 // An honest write-back of the next descriptors: DD | EOP, a frame length.
@@ -244,8 +248,8 @@ pub fn intel_rx(data: &[u8]) {
                         break;
                     }
                     let d = i * DESC_LEN;
-                    ring.w16(d + rx::LENGTH, (60 + inp.below(MAX_RX_FRAME - 59)) as u16);
-                    ring.w32(d + rx::STATUS_ERROR, 0b11);
+                    ring.w16(d + LENGTH, (60 + inp.below(MAX_RX_FRAME - 59)) as u16);
+                    ring.w32(d + STATUS_ERROR, 0b11);
                 }
             }
             3 | 4 => {

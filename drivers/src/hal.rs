@@ -227,3 +227,29 @@ pub trait Kick {
     /// MSG_DONTWAIT)`). `AF_PACKET` needs none.
     fn kick_rx(&self) -> Result<(), KickError>;
 }
+
+/// `embedded_hal::delay::DelayNs` over any [`cadence_core::time::Clock`]: a busy wait
+/// until the clock has advanced by the delay. Drivers use it where a datasheet asks
+/// for a fixed delay ("wait 1 ms after setting CTRL.RST"), as opposed to a wait for a
+/// condition (`cadence_core::time::poll_until`, with a deadline). The image builds it
+/// over the TSC clock, host tests over their fake clocks.
+#[derive(Debug)]
+pub struct ClockDelay<'a, C: ?Sized> {
+    clock: &'a C,
+}
+
+impl<'a, C: cadence_core::time::Clock + ?Sized> ClockDelay<'a, C> {
+    /// Delays measured on `clock`.
+    pub const fn new(clock: &'a C) -> Self {
+        Self { clock }
+    }
+}
+
+impl<C: cadence_core::time::Clock + ?Sized> embedded_hal::delay::DelayNs for ClockDelay<'_, C> {
+    fn delay_ns(&mut self, ns: u32) {
+        let end = self.clock.now().saturating_add(self.clock.rate().ticks_from_ns(u64::from(ns)));
+        while self.clock.now() < end {
+            core::hint::spin_loop();
+        }
+    }
+}

@@ -24,12 +24,15 @@ extern crate alloc;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 pub mod hal;
+#[cfg(feature = "i40e")]
+pub mod i40e;
 #[cfg(feature = "igb")]
 pub mod igb;
-#[cfg(any(feature = "ixgbe", feature = "igb"))]
+#[cfg(any(feature = "ixgbe", feature = "igb", feature = "i40e"))]
 pub mod intel;
 #[cfg(feature = "ixgbe")]
 pub mod ixgbe;
+pub mod reg;
 // Test and fuzz scaffolding: a broken expectation is the point of a test.
 #[cfg(any(test, fuzzing))]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -37,6 +37,68 @@ impl core::fmt::Debug for Secret {
     }
 }
 
+/// A PCI address, bus:device.function (`nics=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PciAddr {
+    /// Bus 0..=255.
+    pub bus: u8,
+    /// Device 0..=31.
+    pub dev: u8,
+    /// Function 0..=7.
+    pub func: u8,
+}
+
+impl PciAddr {
+    /// Parses `BB:DD.F` (hexadecimal bus and device, as the `@nic` line prints them).
+    pub fn parse(s: &str) -> Option<Self> {
+        let (bus, rest) = s.split_once(':')?;
+        let (dev, func) = rest.split_once('.')?;
+        let hex = |t: &str, max: u8| {
+            (!t.is_empty() && t.len() <= 2).then(|| u8::from_str_radix(t, 16).ok()).flatten().filter(|v| *v <= max)
+        };
+        let func = (func.len() == 1).then(|| func.parse::<u8>().ok()).flatten().filter(|f| *f <= 7)?;
+        Some(Self { bus: hex(bus, 0xFF)?, dev: hex(dev, 31)?, func })
+    }
+}
+
+impl fmt::Display for PciAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:02x}:{:02x}.{}", self.bus, self.dev, self.func)
+    }
+}
+
+/// Most NICs `nics=` names (the image drives two ports).
+pub const MAX_NICS: usize = 2;
+
+/// The NICs `nics=` selects, in port order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NicSelect {
+    addrs: [PciAddr; MAX_NICS],
+    len: u8,
+}
+
+impl NicSelect {
+    /// Parses one or two distinct addresses separated by `,`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut addrs = [PciAddr { bus: 0, dev: 0, func: 0 }; MAX_NICS];
+        let mut len = 0;
+        for part in s.split(',') {
+            let a = PciAddr::parse(part)?;
+            if len == MAX_NICS || addrs[..len].contains(&a) {
+                return None;
+            }
+            addrs[len] = a;
+            len += 1;
+        }
+        Some(Self { addrs, len: len as u8 })
+    }
+
+    /// The addresses, port 0 first.
+    pub fn addrs(&self) -> &[PciAddr] {
+        self.addrs.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+}
+
 /// Every knob, with its default. See docs/PROTOCOL.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -83,6 +145,9 @@ pub struct BootConfig {
     pub stall_ms: u32,
     /// Debug: worker `.0` stops (spins forever without rounds) `.1` ms into the run.
     pub stall: Option<(u8, u32)>,
+    /// The NICs to drive, by PCI address, port 0 first (`nics=`); `None`: the first two
+    /// the image finds.
+    pub nics: Option<NicSelect>,
     /// The per-packet latency SLO in µs: frames whose sojourn in the dataplane exceeds it
     /// are counted (`over_slo`); 0: no SLO.
     pub slo_us: u32,
@@ -124,13 +189,14 @@ impl Default for BootConfig {
             line_mbps: 0,
             stall_ms: 1000,
             stall: None,
+            nics: None,
             slo_us: 200,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 22] = [
+pub const KEYS: [&str; 23] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -152,6 +218,7 @@ pub const KEYS: [&str; 22] = [
     "line_mbps",
     "stall_ms",
     "stall",
+    "nics",
     "slo_us",
 ];
 
@@ -296,6 +363,11 @@ impl BootConfig {
                     let ms = int_in(ms, 0, 86_400_000).ok_or(bad("WORKER:MS with MS in 0..=86400000"))?;
                     cfg.stall = Some((w as u8, ms));
                 }
+                "nics" => {
+                    cfg.nics = Some(NicSelect::parse(value).ok_or(bad(
+                        "one or two distinct PCI addresses BB:DD.F separated by ',' (e.g. 00:03.0,00:04.0)",
+                    ))?)
+                }
                 // Every key of KEYS is matched above.
                 _ => return Err(ConfigError::UnknownKey { key }),
             }
@@ -425,6 +497,33 @@ mod tests {
         assert_eq!(d.line_rate_mbps(Some(1000)), (1000, "port"));
         assert_eq!(d.line_rate_mbps(Some(0)), (DEFAULT_LINE_MBPS, "default"));
         assert_eq!(d.line_rate_mbps(None), (DEFAULT_LINE_MBPS, "default"));
+    }
+
+    #[test]
+    fn nics_select_by_pci_address() {
+        let c = BootConfig::parse("nics=00:04.0,1a:1f.7").unwrap();
+        let addrs = c.nics.map(|n| n.addrs().to_vec()).unwrap_or_default();
+        assert_eq!(addrs, [PciAddr { bus: 0, dev: 4, func: 0 }, PciAddr { bus: 0x1a, dev: 0x1f, func: 7 }]);
+        assert_eq!(alloc::format!("{}", addrs[1]), "1a:1f.7");
+        assert_eq!(BootConfig::parse("nics=03:00.1").unwrap().nics.map(|n| n.addrs().len()), Some(1));
+        assert_eq!(BootConfig::default().nics, None);
+        for bad in [
+            "nics=",
+            "nics=00:03",
+            "nics=00:20.0",
+            "nics=00:03.8",
+            "nics=100:03.0",
+            "nics=00:03.0,00:03.0",
+            "nics=00:03.0,00:04.0,00:05.0",
+            "nics=00:03.0,",
+            "nics=g0:03.0",
+        ] {
+            let e = BootConfig::parse(bad).unwrap_err();
+            assert!(matches!(e, ConfigError::BadValue { key: "nics", .. }), "{bad}: {e:?}");
+            assert!(
+                alloc::format!("{e}").starts_with("boot option 'nics': expected one or two distinct PCI addresses")
+            );
+        }
     }
 
     #[test]

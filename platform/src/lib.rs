@@ -45,6 +45,9 @@
 //! boot identity map, loaded the GDT and IDT, masked the PIC, set up COM1/COM2 and copied
 //! the boot information out of the loader's memory.
 #![cfg_attr(not(any(test, target_os = "linux")), no_std)]
+// Unsafe code lives only in the modules that carry `#[allow(unsafe_code)]` below, each for
+// a reason named there (hardware access, the boot path, system calls).
+#![deny(unsafe_code)]
 
 #[cfg(target_os = "none")]
 extern crate alloc;
@@ -52,42 +55,57 @@ extern crate alloc;
 pub mod acpi;
 pub mod bootinfo;
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)] // CPUID, MSRs, control registers
 pub mod cpu;
+#[allow(unsafe_code)] // the isa-debug-exit port
 pub mod exit;
 #[cfg(target_os = "linux")]
 pub mod hosted;
 pub mod lapic;
 pub mod mem;
 pub mod pci;
+#[allow(unsafe_code)] // the boot memory map read from loader memory
 pub mod physmem;
 pub mod smp;
 pub mod tsc;
 
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // the entry path: assembly, linker symbols, the boot stack
 mod boot;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // reads the PIT and the TSC with port I/O
 mod calibrate;
 #[cfg(target_os = "none")]
 pub mod clock;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // physical memory handed to devices
 pub mod dma;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // loads the GDT and segment registers
 mod gdt;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // the global allocator over the boot heap region
 pub mod heap;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // loads the IDT; naked interrupt stubs
 mod idt;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // early hardware set-up (PIC, serial, paging) before anything else runs
 mod init;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // the defmt global logger (critical section, its exported symbols)
 mod logger;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // volatile access to mapped device registers
 pub mod mmio;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // page tables and CR3
 pub mod paging;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // UART port I/O
 pub mod serial;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // sti; hlt / monitor; mwait
 pub mod sleep;
 
 #[cfg(target_os = "none")]

@@ -1,6 +1,6 @@
 //! Random numbers for the simulator: xorshift64* streams and the few distributions it needs.
 
-use cadence_core::metronome::XorShift64;
+use cadence_core::rand::XorShift64;
 
 /// One independent random stream (xorshift64 state, `*` output scrambling for good low bits).
 #[derive(Debug, Clone)]

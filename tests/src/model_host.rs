@@ -17,8 +17,8 @@ use cadence_drivers::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction}
 
 /// Fake physical base of DMA (ring) memory.
 pub const DMA_BASE: u64 = 0x1000_0000;
-/// Bytes of DMA memory.
-pub const DMA_LEN: usize = 4 << 20;
+/// Bytes of DMA memory (an XL710 port's HMC backing alone is 2 MiB).
+pub const DMA_LEN: usize = 24 << 20;
 /// Fake physical base of the packet pool.
 pub const POOL_BASE: u64 = 0x4000_0000;
 
@@ -304,6 +304,12 @@ impl Mmio for Region {
     }
     fn len(&self) -> usize {
         self.len
+    }
+    /// The fake physical address stands in for the CPU address (host memory has no
+    /// other stable one): enough for tests that check which word a driver names for a
+    /// MONITOR; nothing dereferences it.
+    fn cpu_address(&self, off: usize) -> Option<usize> {
+        (off < self.len).then(|| (DMA_BASE as usize) + self.off + off)
     }
 }
 

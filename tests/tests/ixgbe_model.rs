@@ -371,3 +371,76 @@ fn worker_forwards_between_two_model_ports() {
     m0.assert_clean();
     m1.assert_clean();
 }
+
+#[test]
+fn link_comes_up_after_the_autoneg_restart_and_its_absence_is_an_error() {
+    let mut h = Harness::new();
+    // Up: the bring-up restarted auto-negotiation (AUTOC, link mode kept) and waited.
+    let (model, nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    assert!(model.dev().link_up);
+    assert_eq!(model.dev().reg(off::AUTOC), cadence_tests::ixgbe_model::AUTOC_EEPROM, "LMS kept, RESTART_AN cleared");
+    assert_eq!(nic.speed_mbps(), Some(10_000));
+    // Cable pulled and plugged back: LINKS follows; the driver's wait sees it come back.
+    model.dev().set_partner(false);
+    assert!(!nic.link().up);
+    assert_eq!(nic.speed_mbps(), None);
+    model.dev().set_partner(true);
+    assert!(nic.wait_link(&h.clock, 100).up);
+    // No module in the SFP+ cage.
+    let model = Ixgbe82599::new(&h.host, MAC0);
+    model.dev().sfp_module = false;
+    let r = Ixgbe::try_new(&model.pci(), &mut h.dma, &h.clock, &mut h.pool, &Config::default());
+    assert_eq!(r.err(), Some(InitError::NoModule));
+    // No partner: a bounded wait, then an error; the rings' buffers come back.
+    let model = Ixgbe82599::new(&h.host, MAC0);
+    model.dev().partner = false;
+    let cfg = Config::default().with_rings(32, 32).with_link_timeout_ms(20);
+    let e = Ixgbe::try_new(&model.pci(), &mut h.dma, &h.clock, &mut h.pool, &cfg).err();
+    assert_eq!(e, Some(InitError::LinkDown { waited_ms: 20 }));
+    assert!(e.is_some_and(|e| e.to_string() == "link did not come up within 20 ms"));
+    assert_eq!(h.pool.in_use(), 31, "only the first port's ring holds buffers");
+    model.assert_clean();
+}
+
+#[test]
+fn octet_counters_accumulate_past_36_bits() {
+    let mut h = Harness::new();
+    let (model, nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    // Each reading sees less than the 36-bit register holds; the sum passes 2^36 and
+    // keeps every bit.
+    let step = (1u64 << 35) + 12_345;
+    for _ in 0..5 {
+        model.dev().add_octets(step, step / 2);
+        nic.hw_stats();
+    }
+    let s = nic.hw_stats();
+    assert_eq!(s.gorc, 5 * step);
+    assert_eq!(s.gotc, 5 * (step / 2));
+    assert!(s.gorc > 1 << 37);
+    model.assert_clean();
+}
+
+#[test]
+fn queues_move_out_for_the_lanes_and_name_their_write_back_word() {
+    let mut h = Harness::new();
+    let (model, mut nic) = h.port(MAC0, &Config::default().with_queues(2, 2).with_rings(32, 32));
+    let ring = nic.rx_queue(0).unwrap().ring_phys() as usize;
+    // The advanced descriptor's status dword (offset 8) of the next descriptor.
+    assert_eq!(nic.rx_queue(0).unwrap().wake_address().map(|a| a.get()), Some(ring + 8));
+    let f = frame(3, 0, 100, MAC0);
+    let q = model.queue_of(&f);
+    model.inject(&f);
+    let (mut rx, mut tx) = nic.take_queues();
+    assert_eq!((rx.len(), tx.len(), nic.rx_queues(), nic.tx_queues()), (2, 2, 2, 2));
+    let mut batch = Batch::new();
+    assert_eq!(rx[q].rx_burst(&mut h.pool, &mut batch), 1);
+    let r = rx[q].ring_phys() as usize;
+    assert_eq!(rx[q].wake_address().map(|a| a.get()), Some(r + 16 + 8));
+    assert_eq!(tx[0].tx_burst(&mut h.pool, &mut batch), 1);
+    assert_eq!(model.take_tx().len(), 1);
+    // The port keeps RSS and statistics.
+    nic.set_rss_table(&[1; 128]).expect("update");
+    assert_eq!(model.queue_of(&f), 1);
+    assert_eq!(nic.hw_stats().gprc, 1);
+    model.assert_clean();
+}

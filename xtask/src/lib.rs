@@ -12,6 +12,7 @@ pub mod image;
 pub mod netns;
 pub mod nightly;
 pub mod pcap;
+pub mod peers;
 pub mod profile;
 pub mod protocol;
 pub mod provision;

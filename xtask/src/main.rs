@@ -1,4 +1,4 @@
-//! `cargo xtask build | run | test` (the alias lives in `.cargo/config.toml`).
+//! `cargo xtask build | run | peers | test` (the alias lives in `.cargo/config.toml`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -153,6 +153,41 @@ enum Cmd {
         /// Epochs measured per grid point (median).
         #[arg(long, default_value_t = 9)]
         reps: usize,
+    },
+    /// Cadence side by side with DPDK in the same run: builds the DPDK peer programs
+    /// (benches/peers/, installing Debian's DPDK packages when missing) and Cadence's
+    /// `peers` bench, runs interleaved rounds on 4 KiB and 2 MiB pages, refuses rounds in
+    /// which other processes used more than 0.2 CPUs, and prints one table of ratios
+    /// (Cadence / peer); CSV and SVG go to target/bench/peers/.
+    Peers {
+        /// Accepted rounds wanted.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+        rounds: u32,
+        /// Rounds tried at most, counting refused ones (default: twice --rounds).
+        #[arg(long)]
+        max_rounds: Option<u32>,
+        /// Page sizes: 4k, 2M or both.
+        #[arg(long, default_value = "both", value_parser = ["4k", "2M", "both"])]
+        pages: String,
+        /// Samples per figure in each program.
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=63))]
+        samples: u32,
+        /// Seconds of forwarding per testpmd / l3fwd run.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+        seconds: u64,
+        /// The least time each table figure's samples span, in milliseconds.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+        table_ms: u64,
+        /// Only these groups (comma-separated): tables-64K, tables-1M, io, macswap, l3fwd, ring.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Output directory (default: target/bench/peers).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Before each round, wait up to this many seconds for a quiet machine (others using
+        /// at most 0.2 CPUs over 2 s); a round that turns noisy is still refused.
+        #[arg(long, default_value_t = 0)]
+        wait_quiet: u64,
     },
     /// Everything: fmt check, clippy (host and bare metal), the loom models, Miri, a short
     /// run of every fuzz target, QEMU provisioning, the image build, and `cargo test
@@ -343,6 +378,27 @@ fn real_main() -> Result<ExitCode> {
             std::fs::write(&out, &text).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
             print!("{text}");
             eprintln!("wrote {}", out.display());
+        }
+        Cmd::Peers { rounds, max_rounds, pages, samples, seconds, table_ms, only, out, wait_quiet } => {
+            use xtask::peers::plan::Pages;
+            let opts = xtask::peers::Options {
+                rounds: rounds as usize,
+                max_rounds: max_rounds.map_or(2 * rounds as usize, |m| m as usize),
+                pages: match pages.as_str() {
+                    "4k" => vec![Pages::Small],
+                    "2M" => vec![Pages::Huge],
+                    _ => vec![Pages::Small, Pages::Huge],
+                },
+                samples,
+                seconds,
+                table_ms,
+                only,
+                out,
+                wait_quiet: std::time::Duration::from_secs(wait_quiet),
+            };
+            if !xtask::peers::run(&opts)? {
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Cmd::Test => xtask::tasks::test()?,
         Cmd::Bench { study, rounds, max_rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {

@@ -241,7 +241,7 @@ pub fn ensure_tshark() -> Result<()> {
 
 /// Installs Debian `packages` unless `present()` already holds (as root with apt-get;
 /// otherwise fails with `why` and the packages to install).
-fn ensure_packages(why: &str, packages: &[&str], present: fn() -> bool) -> Result<()> {
+pub fn ensure_packages(why: &str, packages: &[&str], present: fn() -> bool) -> Result<()> {
     if present() {
         return Ok(());
     }

@@ -12,7 +12,9 @@ use serde::Serialize;
 use crate::image::{self, Profile};
 use crate::protocol::{self, Banner, BootOptions, Counters, Nic};
 use crate::rig::{Backend, NicModel, Rig, RigConfig};
-use crate::traffic::{Classes, LatencySummary, Pacer, Rng, Sizes};
+use cadence_core::rand::XorShift64;
+
+use crate::traffic::{Classes, LatencySummary, Pacer, Sizes};
 
 /// Default offered load, frames per second (see README: no loss under TCG on 2 cores).
 pub const DEFAULT_RATE: u64 = 2000;
@@ -260,7 +262,7 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     serve_ctl(&mut rig);
 
     // Traffic.
-    let mut rng = Rng::new(opts.seed);
+    let mut rng = XorShift64::new(opts.seed);
     let start = Instant::now();
     let end = start + Duration::from_secs(opts.seconds);
     let mut pacer = Pacer::new(opts.rate, start);

@@ -4,6 +4,11 @@ use anyhow::{Context, Result, bail};
 
 use crate::image::{self, Profile};
 
+/// The target `core` and `drivers` must also build for (and pass clippy on): the Arm
+/// cores of SmartNICs (issue 15 item 6). `rust-toolchain.toml` lists it, so the toolchain
+/// step installs it.
+pub const PORTABLE_TARGET: &str = "aarch64-unknown-none";
+
 /// One step of `cargo xtask test`.
 #[derive(Debug)]
 pub struct Step {
@@ -38,6 +43,27 @@ pub fn steps() -> Vec<Step> {
             defmt_log: true,
         },
         Step {
+            name: "build (portable crates for an Arm SmartNIC core)",
+            args: vec!["build", "-p", "cadence-core", "-p", "cadence-drivers", "--target", PORTABLE_TARGET],
+            defmt_log: false,
+        },
+        Step {
+            name: "clippy (portable crates for an Arm SmartNIC core)",
+            args: vec![
+                "clippy",
+                "-p",
+                "cadence-core",
+                "-p",
+                "cadence-drivers",
+                "--target",
+                PORTABLE_TARGET,
+                "--",
+                "-D",
+                "warnings",
+            ],
+            defmt_log: false,
+        },
+        Step {
             name: "tests (unit, integration and QEMU end-to-end)",
             args: vec!["test", "--workspace"],
             defmt_log: true,
@@ -64,7 +90,7 @@ pub fn test() -> Result<()> {
     println!("==> xtask test: Rust toolchain ({})", crate::toolchain::FILE);
     crate::toolchain::ensure().context("xtask test: step 'Rust toolchain' failed")?;
     let all = steps();
-    let (before, after) = all.split_at(3);
+    let (before, after) = all.split_at(5);
     for s in before {
         run_step(s)?;
     }
@@ -92,4 +118,19 @@ pub fn test() -> Result<()> {
     }
     println!("\nxtask test: all steps passed");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_portable_crates_are_built_and_linted_for_the_arm_target_before_the_tests() {
+        let all = steps();
+        let at = |needle: &str| all.iter().position(|s| s.args.contains(&needle) && s.args.contains(&PORTABLE_TARGET));
+        let (build, clippy) = (at("build"), at("clippy"));
+        assert!(build.is_some_and(|b| b < 5) && clippy.is_some_and(|c| c < 5), "{all:?}");
+        let want = crate::toolchain::wanted().expect("rust-toolchain.toml");
+        assert!(want.targets.iter().any(|t| t == PORTABLE_TARGET), "{want:?}");
+    }
 }

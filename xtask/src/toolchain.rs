@@ -291,33 +291,7 @@ pub fn fresh_machine_check() -> Result<()> {
     if !added.is_empty() {
         bail!("`cargo xtask run` passed but did not add {} itself", describe(&added));
     }
-    // A cargo started by its path (a CI script, an IDE, `$CARGO`) exports no
-    // `RUSTUP_TOOLCHAIN`; the image's dependencies that ship their own `rust-toolchain`
-    // must still be compiled by this toolchain ([`pin`]).
-    let by_path = Path::new(&std::env::var_os("RUSTUP_HOME").map(PathBuf::from).unwrap_or_else(rustup_home))
-        .join("toolchains")
-        .join(&tc)
-        .join("bin")
-        .join("cargo");
-    if by_path.is_file() {
-        // Its own target directory, so the dependencies are compiled afresh by that cargo
-        // rather than found built; a debug image keeps it short.
-        let mut cmd = Command::new(&by_path);
-        cmd.current_dir(image::workspace_root()).args(["xtask", "build", "--debug"]);
-        for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "CARGO"] {
-            cmd.env_remove(var);
-        }
-        cmd.env("CARGO_TARGET_DIR", image::target_dir().join("fresh-by-path"));
-        run(&mut cmd).context("`cargo xtask build` with the toolchain's cargo run by its path")?;
-    } else {
-        eprintln!("xtask: no {} to run by its path; that half of the check does not apply", by_path.display());
-    }
     Ok(())
-}
-
-/// rustup's default home, `~/.rustup`.
-fn rustup_home() -> PathBuf {
-    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".rustup")
 }
 
 #[cfg(test)]

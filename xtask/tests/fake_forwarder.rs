@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use cadence_core::rand::XorShift64;
 use xtask::traffic::frame::read_tag;
-use xtask::traffic::{Checker, Classes, Flow, Macs, Rng, Sizes};
+use xtask::traffic::{Checker, Classes, Flow, Macs, Sizes};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -116,7 +117,7 @@ fn run(fault: Fault, frames: u32) -> Result<Classes> {
             }
         }));
     }
-    let mut rng = Rng::new(7);
+    let mut rng = XorShift64::new(7);
     let sizes = Sizes::Range { min: 60, max: 1514 };
     for i in 0..frames {
         let (port, f) = {

@@ -5,6 +5,9 @@
 //! The TSC is invariant on the machines this runs on (constant rate across P-states),
 //! so a cycle here is a TSC tick, not a core clock cycle.
 
+// The peers bench uses only `rdtsc`.
+#![allow(dead_code)]
+
 use criterion::Throughput;
 use criterion::measurement::{Measurement, ValueFormatter};
 

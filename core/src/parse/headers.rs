@@ -3,7 +3,8 @@
 //!
 //! Getters and setters go through [`be16`], [`be32`], [`array`] and their `put_*`
 //! twins, which read or write fixed offsets with `slice::get`: even a view over a
-//! buffer whose `AsRef` misbehaves cannot panic (it reads zeros, writes nothing).
+//! buffer whose `AsRef` misbehaves cannot panic in a release build (it reads zeros,
+//! writes nothing); debug builds assert that no read goes past the checked length.
 //!
 //! Field layouts: Ethernet II (IEEE 802.3 §3.1.1), IEEE 802.1Q tags (§9.6), IPv4
 //! (RFC 791 §3.1), IPv6 (RFC 8200 §3), TCP (RFC 9293 §3.1), UDP (RFC 768), ICMP
@@ -12,35 +13,46 @@
 use super::ParseError;
 use crate::checksum;
 
-/// Reads a big-endian `u16` at `at`, or 0 if it is out of bounds.
+/// Reads a big-endian `u16` at `at` (out of bounds: as [`array`]).
 #[inline]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes(array(b, at))
 }
 
-/// Reads a big-endian `u32` at `at`, or 0 if it is out of bounds.
+/// Reads a big-endian `u32` at `at` (out of bounds: as [`array`]).
 #[inline]
 pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(array(b, at))
 }
 
-/// Reads `N` bytes at `at`, or zeros if they are out of bounds.
+/// Reads `N` bytes at `at`.
+///
+/// Every view checks its length once in `try_new`, so a read past the end is a bug in
+/// this module: debug builds (tests, fuzzing) stop on it; release builds, on the
+/// per-packet path, read zeros rather than panic.
 #[inline]
 pub(crate) fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    b.get(at..at.saturating_add(N)).and_then(|s| <[u8; N]>::try_from(s).ok()).unwrap_or([0; N])
+    let got = b.get(at..at.saturating_add(N)).and_then(|s| <[u8; N]>::try_from(s).ok());
+    debug_assert!(got.is_some(), "header read of {N} bytes at {at} past a {}-byte view", b.len());
+    got.unwrap_or([0; N])
 }
 
-/// Reads one byte at `at`, or 0 if it is out of bounds.
+/// Reads one byte at `at` (out of bounds: as [`array`]).
 #[inline]
 pub(crate) fn byte(b: &[u8], at: usize) -> u8 {
-    b.get(at).copied().unwrap_or(0)
+    let got = b.get(at).copied();
+    debug_assert!(got.is_some(), "header read of 1 byte at {at} past a {}-byte view", b.len());
+    got.unwrap_or(0)
 }
 
-/// Writes `v` at `at`, if it fits.
+/// Writes `v` at `at` (out of bounds: a bug, as for [`array`]; release builds write
+/// nothing).
 #[inline]
 pub(crate) fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    if let Some(d) = b.get_mut(at..at.saturating_add(v.len())) {
-        d.copy_from_slice(v);
+    let len = b.len();
+    match b.get_mut(at..at.saturating_add(v.len())) {
+        Some(d) => d.copy_from_slice(v),
+        None => debug_assert!(false, "header write of {} bytes at {at} past a {len}-byte view", v.len()),
     }
 }
 

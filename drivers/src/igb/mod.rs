@@ -22,12 +22,13 @@ use cadence_core::buf::Pool;
 use cadence_core::nic::{Port, PortStats, RssError};
 use cadence_core::rss::DEFAULT_KEY;
 use cadence_core::time::{Clock, poll_until};
+use embedded_hal::delay::DelayNs;
 
-use crate::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
-use crate::intel::field::{Field, Regs};
-use crate::intel::queue::{self, rxq, txq};
-use crate::intel::rss::{self, MRQC, RXCSUM, RXCSUM_PCSD, RetaShadow, mrqc_field};
+use crate::hal::{BarError, ClockDelay, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
+use crate::intel::queue::{self, RDT, RxBlock, TDT, TxBlock};
+use crate::intel::rss::{self, RXCSUM, RetaShadow};
 use crate::intel::{IntelRx, IntelTx, OwnedQueues, QueueMap, QueuePair, Queues, RX_BUF_KIB, valid_ring_size};
+use crate::reg::{Block, Field, Place, Regs};
 use regs::*;
 
 /// Intel's PCI vendor ID.
@@ -40,7 +41,7 @@ pub const MAX_QUEUES: u16 = 16;
 pub const RETA_ENTRIES: usize = 128;
 
 /// §8.2.1: CTRL.RST settles within 1 ms; no register access before.
-const RESET_SETTLE_MS: u64 = 1;
+const RESET_SETTLE_MS: u32 = 1;
 /// Bound on CTRL.RST self-clearing.
 const RESET_MS: u64 = 100;
 /// RXDCTL/TXDCTL.ENABLE read-back (Linux igb: 10 ms).
@@ -57,22 +58,22 @@ pub struct IgbQueues;
 
 impl QueueMap for IgbQueues {
     const QUEUES: u16 = MAX_QUEUES;
+    type Srrctl = SRRCTL;
+    const SRRCTL: SRRCTL = SRRCTL;
+    const SRRCTL_BSIZEPACKET: Field<SRRCTL> = SRRCTL::BSIZEPACKET;
+    const SRRCTL_BSIZEHEADER: Field<SRRCTL> = SRRCTL::BSIZEHEADER;
+    const SRRCTL_DESCTYPE: Field<SRRCTL> = SRRCTL::DESCTYPE;
     /// SRRCTL.DROP_EN is bit 31 on the 82576.
-    const SRRCTL_DROP_EN: Field = Field::bit(31);
+    const SRRCTL_DROP_EN: Field<SRRCTL> = SRRCTL::DROP_EN;
 
     /// RDBAL(n) at 0x0C000 + 0x40n (0x02800 + 0x100n is a legacy alias for n < 4).
-    fn rx_block(q: u16) -> usize {
-        0x0C000 + 0x40 * q as usize
+    fn rx_block(q: u16) -> Option<Block<RxBlock>> {
+        RX_BLOCKS.at(usize::from(q))
     }
 
     /// TDBAL(n) at 0x0E000 + 0x40n.
-    fn tx_block(q: u16) -> usize {
-        0x0E000 + 0x40 * q as usize
-    }
-
-    /// SRRCTL(n) at 0x0C00C + 0x40n.
-    fn srrctl(q: u16) -> usize {
-        Self::rx_block(q) + rxq::DEV_0C
+    fn tx_block(q: u16) -> Option<Block<TxBlock>> {
+        TX_BLOCKS.at(usize::from(q))
     }
 }
 
@@ -177,13 +178,9 @@ pub struct Igb<W, R> {
     queues: (u16, u16),
 }
 
-fn delay<C: Clock + ?Sized>(clock: &C, ms: u64) {
-    let _ = poll_until(clock, clock.rate().ticks_from_ms(ms), || false);
-}
-
 fn mask_interrupts<W: Mmio>(r: &Regs<'_, W>) {
-    r.write(IMC, u32::MAX);
-    r.write(EIMC, u32::MAX);
+    r.write(IMC, IMC::ALL.value(u64::MAX));
+    r.write(EIMC, EIMC::ALL.value(u64::MAX));
 }
 
 impl<W: Mmio, R: Dma> Igb<W, R> {
@@ -218,29 +215,34 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
         let bar = pci.map_bar(0, 0, BAR_LEN).map_err(InitError::MapBar)?;
         let r = Regs::new(&bar);
         let ms = |n: u64| clock.rate().ticks_from_ms(n);
+        let mut delay = ClockDelay::new(clock);
 
         // §4.5.1: interrupts off, global reset, interrupts off again.
         mask_interrupts(&r);
-        r.set_bits(CTRL, &[CTRL_RST]);
-        delay(clock, RESET_SETTLE_MS);
-        poll_until(clock, ms(RESET_MS), || !r.is_set(CTRL, CTRL_RST)).map_err(|_| InitError::ResetTimeout)?;
+        r.modify(CTRL, |v| v.set(CTRL::RST));
+        delay.delay_ms(RESET_SETTLE_MS);
+        poll_until(clock, ms(RESET_MS), || !r.is_set(CTRL, CTRL::RST)).map_err(|_| InitError::ResetTimeout)?;
         mask_interrupts(&r);
-        r.set_bits(CTRL, &[CTRL_SLU]);
+        r.modify(CTRL, |v| v.set(CTRL::SLU));
         // After a reset the link stays down until auto-negotiation runs (QEMU: a 500 ms
         // timer started by a PHY BMCR write with ANRESTART), so restart it through MDIC.
-        let an = bmcr::AUTOEN.mask() | bmcr::ANRESTART.mask() | bmcr::SPEED1000.mask() | bmcr::FD.mask();
+        let an = bmcr::BMCR::AUTOEN.value(1).set(bmcr::BMCR::ANRESTART).set(bmcr::BMCR::SPEED1000).set(bmcr::BMCR::FD);
         r.write(
             MDIC,
-            mdic::DATA.val(an) | mdic::REGADD.val(bmcr::REG) | mdic::PHYADD.val(1) | mdic::OP.val(mdic::OP_WRITE),
+            MDIC::DATA
+                .value(an.bits())
+                .with(MDIC::REGADD, bmcr::REG)
+                .with(MDIC::PHYADD, 1)
+                .with(MDIC::OP, MDIC_OP_WRITE),
         );
-        poll_until(clock, ms(MDIC_MS), || r.is_set(MDIC, mdic::READY)).map_err(|_| InitError::PhyTimeout)?;
-        if r.is_set(MDIC, mdic::ERROR) {
+        poll_until(clock, ms(MDIC_MS), || r.is_set(MDIC, MDIC::READY)).map_err(|_| InitError::PhyTimeout)?;
+        if r.is_set(MDIC, MDIC::ERROR) {
             return Err(InitError::PhyTimeout);
         }
-        r.set_bits(CTRL_EXT, &[CTRL_EXT_DRV_LOAD]);
-        let (ral, rah) = (r.read(RAL0), r.read(RAH0));
+        r.modify(CTRL_EXT, |v| v.set(CTRL_EXT::DRV_LOAD));
+        let (ral, rah) = (r.read(RAL0).raw(), r.read(RAH0).get(RAH0::ADDR) as u16);
         let [m0, m1, m2, m3] = ral.to_le_bytes();
-        let [m4, m5] = (RAH_ADDR.get(rah) as u16).to_le_bytes();
+        let [m4, m5] = rah.to_le_bytes();
         let mac = [m0, m1, m2, m3, m4, m5];
         let mut dev = Self {
             bar,
@@ -255,16 +257,25 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
 
         // §4.5.9 receive: RCTL.EN off while configuring; RSS (key, table, PCSD, MRQC).
         let r = Regs::new(&dev.bar);
-        r.clear_bits(RCTL, &[rctl::EN]);
+        r.modify(RCTL, |v| v.clear(RCTL::EN));
         rss::write_key(&dev.bar, &cfg.rss_key);
         dev.reta = RetaShadow::round_robin(RETA_ENTRIES, cfg.rx_queues);
-        dev.reta.write_all(&dev.bar, |i| rss::RETA + 4 * i);
-        r.set_bits(RXCSUM, &[RXCSUM_PCSD]);
-        r.modify(MRQC, |v| MRQC_MRQE.set(v, 0b010) | mrqc_field::ALL);
+        dev.reta.write_all(|i, v| rss::write_reta(&dev.bar, i, v));
+        r.modify(RXCSUM, |v| v.set(RXCSUM::PCSD));
+        r.modify(MRQC, |v| {
+            v.with(MRQC::MRQE, 0b010)
+                .set(MRQC::IPV4_TCP)
+                .set(MRQC::IPV4)
+                .set(MRQC::IPV6_EX_TCP)
+                .set(MRQC::IPV6)
+                .set(MRQC::IPV6_TCP)
+                .set(MRQC::IPV4_UDP)
+                .set(MRQC::IPV6_UDP)
+        });
 
         if let Err(e) = dev.init_queues(pci, dma, clock, pool, cfg) {
-            Regs::new(&dev.bar).set_bits(CTRL, &[CTRL_RST]);
-            delay(clock, RESET_SETTLE_MS);
+            Regs::new(&dev.bar).modify(CTRL, |v| v.set(CTRL::RST));
+            delay.delay_ms(RESET_SETTLE_MS);
             for q in &mut dev.rx {
                 q.release(pool);
             }
@@ -292,14 +303,15 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
         let r = Regs::new(bar);
         let timeout = clock.rate().ticks_from_ms(QUEUE_ENABLE_MS);
         for q in 0..cfg.rx_queues {
-            let tail = pci.map_bar(0, (IgbQueues::rx_block(q) + rxq::RDT) as u64, 4).map_err(InitError::MapBar)?;
+            let block = IgbQueues::rx_block(q).ok_or(InitError::BadConfig)?;
+            let tail = pci.map_bar(0, block.reg(RDT).offset() as u64, 4).map_err(InitError::MapBar)?;
             let mut ring = IntelRx::try_new(dma, cfg.ring, tail, q).map_err(InitError::RingAlloc)?;
-            queue::program_rx::<IgbQueues, W>(bar, q, ring.ring_phys(), ring.ring_bytes(), RX_BUF_KIB);
+            queue::program_rx::<IgbQueues, W>(bar, block, ring.ring_phys(), ring.ring_bytes(), RX_BUF_KIB);
             if cfg.fill_rx {
                 ring.refill(pool);
             }
             self.rx.push(ring);
-            queue::enable_rx::<IgbQueues, W, C>(bar, clock, q, timeout).map_err(|_| InitError::RxEnableTimeout(q))?;
+            queue::enable_rx(bar, clock, block, timeout).map_err(|_| InitError::RxEnableTimeout(q))?;
             // The tail only after ENABLE read back as 1 (as on the 82599).
             if let Some(ring) = self.rx.last_mut() {
                 ring.publish();
@@ -308,24 +320,31 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
         // Receive on: promiscuous, broadcast, CRC stripped, legacy DTYP 00b (SRRCTL
         // selects advanced descriptors), no long packets.
         r.modify(RCTL, |v| {
-            let v = rctl::DTYP.set(v, 0) & !rctl::LPE.mask();
-            v | rctl::EN.mask() | rctl::UPE.mask() | rctl::MPE.mask() | rctl::BAM.mask() | rctl::SECRC.mask()
+            v.with(RCTL::DTYP, 0)
+                .clear(RCTL::LPE)
+                .set(RCTL::EN)
+                .set(RCTL::UPE)
+                .set(RCTL::MPE)
+                .set(RCTL::BAM)
+                .set(RCTL::SECRC)
         });
         for q in 0..cfg.tx_queues {
-            let tail = pci.map_bar(0, (IgbQueues::tx_block(q) + txq::TDT) as u64, 4).map_err(InitError::MapBar)?;
+            let block = IgbQueues::tx_block(q).ok_or(InitError::BadConfig)?;
+            let tail = pci.map_bar(0, block.reg(TDT).offset() as u64, 4).map_err(InitError::MapBar)?;
             let ring = IntelTx::try_new(dma, cfg.ring, tail, q).map_err(InitError::RingAlloc)?;
-            queue::program_tx::<IgbQueues, W>(bar, q, ring.ring_phys(), ring.ring_bytes(), 8, 1);
+            queue::program_tx(bar, block, ring.ring_phys(), ring.ring_bytes(), 8, 1);
             self.tx.push(ring);
-            queue::enable_tx::<IgbQueues, W, C>(bar, clock, q, timeout).map_err(|_| InitError::TxEnableTimeout(q))?;
+            queue::enable_tx(bar, clock, block, timeout).map_err(|_| InitError::TxEnableTimeout(q))?;
         }
-        r.set_bits(TCTL, &[tctl::EN, tctl::PSP]);
+        r.modify(TCTL, |v| v.set(TCTL::EN).set(TCTL::PSP));
         Ok(())
     }
 
     /// Reads and clears the drop counters (MPC, RQDPC), returning the running total.
     fn read_drops(&self) -> u64 {
         let r = Regs::new(&self.bar);
-        let now = r.read(MPC) as u64 + (0..self.queues.0).map(|q| r.read(rqdpc(q)) as u64).sum::<u64>();
+        let now =
+            r.read(MPC).bits() + RQDPC.iter().take(usize::from(self.queues.0)).map(|q| r.read(q).bits()).sum::<u64>();
         let total = self.drops.get() + now;
         self.drops.set(total);
         total
@@ -333,13 +352,13 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
 
     /// Whether STATUS reports the link up.
     pub fn link_up(&self) -> bool {
-        Regs::new(&self.bar).is_set(STATUS, STATUS_LU)
+        Regs::new(&self.bar).is_set(STATUS, STATUS::LU)
     }
 
     /// The link speed in Mb/s from STATUS.SPEED (§8.2.2), when the link is up.
     pub fn speed_mbps(&self) -> Option<u32> {
         let status = Regs::new(&self.bar).read(STATUS);
-        STATUS_LU.is_set(status).then(|| match STATUS_SPEED.get(status) {
+        status.is_set(STATUS::LU).then(|| match status.get(STATUS::SPEED) {
             0 => 10,
             1 => 100,
             _ => 1000,
@@ -386,10 +405,10 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
     /// (GPRC/GPTC clear on read; octet counters read low half first).
     pub fn take_packet_counters(&self) -> (u64, u64, u64, u64) {
         let r = Regs::new(&self.bar);
-        let gprc = r.read(GPRC) as u64;
-        let gptc = r.read(GPTC) as u64;
-        let gorc = r.read(GORCL) as u64 | (OCTETS_HIGH.get(r.read(GORCH)) as u64) << 32;
-        let gotc = r.read(GOTCL) as u64 | (OCTETS_HIGH.get(r.read(GOTCH)) as u64) << 32;
+        let gprc = r.read(GPRC).bits();
+        let gptc = r.read(GPTC).bits();
+        let gorc = r.read(GORCL).bits() | r.read(GORCH).get(GORCH::HIGH) << 32;
+        let gotc = r.read(GOTCL).bits() | r.read(GOTCH).get(GOTCH::HIGH) << 32;
         let _ = r.read(CRCERRS);
         (gprc, gptc, gorc, gotc)
     }
@@ -417,9 +436,10 @@ impl<W: Mmio, R: Dma> Port for Igb<W, R> {
         if self.queues.0 < 2 {
             return Err(RssError::Unsupported);
         }
-        let written = self.reta.update(&self.bar, table, self.queues.0, |i| rss::RETA + 4 * i)?;
+        let bar = &self.bar;
+        let written = self.reta.update(table, self.queues.0, |i, v| rss::write_reta(bar, i, v))?;
         if written > 0 {
-            let _ = Regs::new(&self.bar).read(STATUS);
+            let _ = Regs::new(bar).read(STATUS);
         }
         Ok(())
     }
@@ -437,11 +457,15 @@ mod tests {
 
     #[test]
     fn queue_blocks_follow_the_e1000_map() {
-        assert_eq!(IgbQueues::rx_block(0), 0x0C000);
-        assert_eq!(IgbQueues::srrctl(0), 0x0C00C);
-        assert_eq!(IgbQueues::rx_block(0) + rxq::RXDCTL, 0x0C028);
-        assert_eq!(IgbQueues::tx_block(0), 0x0E000);
-        assert_eq!(IgbQueues::tx_block(0) + txq::TXDCTL, 0x0E028);
-        assert_eq!(IgbQueues::rx_block(15), 0x0C3C0);
+        use crate::intel::queue::{RXDCTL, TXDCTL};
+        let rx = |q| IgbQueues::rx_block(q).map(Block::base);
+        assert_eq!(rx(0), Some(0x0C000));
+        assert_eq!(IgbQueues::rx_block(0).map(|b| b.reg(SRRCTL).offset()), Some(0x0C00C));
+        assert_eq!(IgbQueues::rx_block(0).map(|b| b.reg(RXDCTL).offset()), Some(0x0C028));
+        assert_eq!(IgbQueues::tx_block(0).map(Block::base), Some(0x0E000));
+        assert_eq!(IgbQueues::tx_block(0).map(|b| b.reg(TXDCTL).offset()), Some(0x0E028));
+        assert_eq!(rx(15), Some(0x0C3C0));
+        assert_eq!(rx(16), None);
+        assert_eq!(RQDPC.at(1).map(Place::offset), Some(0x0C070));
     }
 }

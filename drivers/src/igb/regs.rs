@@ -1,191 +1,178 @@
 //! 82576 registers the igb driver touches (82576 datasheet §8, the e1000 register
-//! map), as QEMU's `igb` model implements them. Blocks are `#[repr(C)]` layouts with
-//! every offset asserted against the datasheet; bit fields are declared once.
+//! map), as QEMU's `igb` model implements them, declared once each with offset, width,
+//! access and fields ([`crate::reg`]). The queue blocks' shared skeleton is in
+//! [`crate::intel::queue`], the RSS key and table in [`crate::intel::rss`].
 
-use core::mem::offset_of;
-use volatile_register::{RO, RW};
+use crate::intel::queue::{RxBlock, TxBlock};
+use crate::reg::BlockArray;
+use crate::registers;
 
-use crate::intel::field::Field;
+registers! {
+    /// CTRL, device control (§8.2.1).
+    pub CTRL: Rw<u32> @ 0x00000 {
+        /// Set link up.
+        SLU: 6,
+        /// Device reset, self-clearing.
+        RST: 26,
+    }
+    /// STATUS, device status (§8.2.2).
+    pub STATUS: Ro<u32> @ 0x00008 {
+        /// Link up.
+        LU: 1,
+        /// Speed: 0 = 10, 1 = 100, 2/3 = 1000 Mb/s.
+        SPEED: 7:6,
+    }
+    /// CTRL_EXT, extended device control (§8.2.3).
+    pub CTRL_EXT: Rw<u32> @ 0x00018 {
+        /// Driver loaded.
+        DRV_LOAD: 28,
+    }
+    /// MDIC, MDI (PHY register) control (§8.2.4).
+    pub MDIC: Rw<u32> @ 0x00020 {
+        /// PHY register data.
+        DATA: 15:0,
+        /// PHY register address.
+        REGADD: 20:16,
+        /// PHY address (the internal PHY is 1).
+        PHYADD: 25:21,
+        /// Opcode: 01b write, 10b read.
+        OP: 27:26,
+        /// The access completed.
+        READY: 28,
+        /// The access failed.
+        ERROR: 30,
+    }
+    /// IMC, legacy interrupt mask clear (§8.8.6).
+    pub IMC: Wo<u32> @ 0x000D8 {
+        /// Every cause.
+        ALL: 31:0,
+    }
+    /// RCTL, receive control (§8.10.1).
+    pub RCTL: Rw<u32> @ 0x00100 {
+        /// Receive enable.
+        EN: 1,
+        /// Unicast promiscuous.
+        UPE: 3,
+        /// Multicast promiscuous.
+        MPE: 4,
+        /// Long packets (jumbo): kept off, see `intel::MAX_RX_FRAME`.
+        LPE: 5,
+        /// Descriptor type: must be 00b (SRRCTL selects advanced descriptors).
+        DTYP: 11:10,
+        /// Accept broadcast.
+        BAM: 15,
+        /// Strip the Ethernet CRC.
+        SECRC: 26,
+    }
+    /// TCTL, transmit control (§8.12.1).
+    pub TCTL: Rw<u32> @ 0x00400 {
+        /// Transmit enable.
+        EN: 1,
+        /// Pad short packets.
+        PSP: 3,
+    }
+    /// EIMC, extended interrupt mask clear (§8.8.10).
+    pub EIMC: Wo<u32> @ 0x01528 {
+        /// Every cause.
+        ALL: 31:0,
+    }
+    /// CRCERRS, clear on read (§8.19).
+    pub CRCERRS: Rc<u32> @ 0x04000 {}
+    /// MPC, missed packets, clear on read.
+    pub MPC: Rc<u32> @ 0x04010 {}
+    /// GPRC, good packets received, clear on read.
+    pub GPRC: Rc<u32> @ 0x04074 {}
+    /// GPTC, good packets transmitted, clear on read.
+    pub GPTC: Rc<u32> @ 0x04080 {}
+    /// GORCL (read before GORCH).
+    pub GORCL: Ro<u32> @ 0x04088 {}
+    /// GORCH; reading it clears the pair.
+    pub GORCH: Rc<u32> @ 0x0408C {
+        /// The counter's high bits.
+        HIGH: 31:0,
+    }
+    /// GOTCL.
+    pub GOTCL: Ro<u32> @ 0x04090 {}
+    /// GOTCH.
+    pub GOTCH: Rc<u32> @ 0x04094 {
+        /// The counter's high bits.
+        HIGH: 31:0,
+    }
+    /// RAL(0), MAC bytes 0..3 (§8.10.13).
+    pub RAL0: Rw<u32> @ 0x05400 {}
+    /// RAH(0), MAC bytes 4..5.
+    pub RAH0: Rw<u32> @ 0x05404 {
+        /// MAC bytes 4..5.
+        ADDR: 15:0,
+    }
+    /// MRQC, multiple receive queues command (§8.10.10).
+    pub MRQC: Rw<u32> @ 0x05818 {
+        /// MRQE: 010b = RSS (QEMU: `(MRQC & 3) == E1000_MRQC_ENABLE_RSS_MQ`).
+        MRQE: 2:0,
+        /// Hash TCP over IPv4.
+        IPV4_TCP: 16,
+        /// Hash IPv4 addresses.
+        IPV4: 17,
+        /// Hash TCP over IPv6 with extension headers.
+        IPV6_EX_TCP: 18,
+        /// Hash IPv6 addresses.
+        IPV6: 20,
+        /// Hash TCP over IPv6.
+        IPV6_TCP: 21,
+        /// Hash UDP over IPv4.
+        IPV4_UDP: 22,
+        /// Hash UDP over IPv6.
+        IPV6_UDP: 23,
+    }
+    /// RQDPC(0..15), per-queue receive drops (DROP_EN), clear on read.
+    pub RQDPC: Rc<u32> @ 0x0C030 [16; stride 0x40] {}
 
-macro_rules! reg {
-    ($(#[$m:meta])* $name:ident = $base:ident + $block:ident . $field:ident == $abs:literal) => {
-        $(#[$m])*
-        pub const $name: usize = $base + offset_of!($block, $field);
-        const _: () = assert!($name == $abs);
-    };
+    /// SRRCTL(n), split receive control, in the queue block (§8.10.2).
+    pub SRRCTL: Rw<u32> @ 0x0C in RxBlock {
+        /// Packet buffer size in KiB.
+        BSIZEPACKET: 6:0,
+        /// Header buffer size in 64-byte units.
+        BSIZEHEADER: 13:8,
+        /// Descriptor type.
+        DESCTYPE: 27:25,
+        /// Drop frames when the queue has no descriptor (bit 31 on the 82576).
+        DROP_EN: 31,
+    }
 }
 
-/// General and interrupt registers (§8.2, §8.8) at 0x00000. Layout only.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct General {
-    ctrl: RW<u32>,
-    _r04: u32,
-    status: RO<u32>,
-    _r0c: [u32; 3],
-    ctrl_ext: RW<u32>,
-    _r1c: u32,
-    mdic: RW<u32>,
-    _r24: [u32; 45],
-    imc: RW<u32>,
-    _rdc: [u32; 9],
-    rctl: RW<u32>,
-    _r104: [u32; 191],
-    tctl: RW<u32>,
-}
-const GENERAL: usize = 0x00000;
-reg!(/// CTRL (§8.2.1).
-    CTRL = GENERAL + General.ctrl == 0x00000);
-reg!(/// STATUS (§8.2.2).
-    STATUS = GENERAL + General.status == 0x00008);
-reg!(/// CTRL_EXT (§8.2.3).
-    CTRL_EXT = GENERAL + General.ctrl_ext == 0x00018);
-reg!(/// MDIC, MDI (PHY register) control (§8.2.4).
-    MDIC = GENERAL + General.mdic == 0x00020);
-reg!(/// IMC, legacy interrupt mask clear (§8.8.6).
-    IMC = GENERAL + General.imc == 0x000D8);
-reg!(/// RCTL, receive control (§8.10.1).
-    RCTL = GENERAL + General.rctl == 0x00100);
-reg!(/// TCTL, transmit control (§8.12.1).
-    TCTL = GENERAL + General.tctl == 0x00400);
-
-/// Extended interrupt mask clear (§8.8.10) at 0x01528. Layout only.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct ExtInterrupt {
-    eimc: RW<u32>,
-}
-const EXT_INTERRUPT: usize = 0x01528;
-reg!(/// EIMC.
-    EIMC = EXT_INTERRUPT + ExtInterrupt.eimc == 0x01528);
-
-/// Statistics (§8.19) at 0x04000, clear on read. Layout only.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct Stats {
-    crcerrs: RO<u32>,
-    _r4004: [u32; 3],
-    mpc: RO<u32>,
-    _r4014: [u32; 24],
-    gprc: RO<u32>,
-    _r4078: [u32; 2],
-    gptc: RO<u32>,
-    _r4084: u32,
-    gorcl: RO<u32>,
-    gorch: RO<u32>,
-    gotcl: RO<u32>,
-    gotch: RO<u32>,
-}
-const STATS: usize = 0x04000;
-reg!(/// CRCERRS.
-    CRCERRS = STATS + Stats.crcerrs == 0x04000);
-reg!(/// MPC, missed packets.
-    MPC = STATS + Stats.mpc == 0x04010);
-reg!(/// GPRC.
-    GPRC = STATS + Stats.gprc == 0x04074);
-reg!(/// GPTC.
-    GPTC = STATS + Stats.gptc == 0x04080);
-reg!(/// GORCL (read before GORCH).
-    GORCL = STATS + Stats.gorcl == 0x04088);
-reg!(/// GORCH.
-    GORCH = STATS + Stats.gorch == 0x0408C);
-reg!(/// GOTCL.
-    GOTCL = STATS + Stats.gotcl == 0x04090);
-reg!(/// GOTCH.
-    GOTCH = STATS + Stats.gotch == 0x04094);
-
-/// Receive address 0 (§8.10.13) at 0x05400. Layout only.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct RecvAddr {
-    ral: RW<u32>,
-    rah: RW<u32>,
-}
-const RECV_ADDR: usize = 0x05400;
-reg!(/// RAL(0).
-    RAL0 = RECV_ADDR + RecvAddr.ral == 0x05400);
-reg!(/// RAH(0).
-    RAH0 = RECV_ADDR + RecvAddr.rah == 0x05404);
-
-/// RQDPC(n), per-queue receive drops (DROP_EN), clear on read (§8.10.x) at 0x0C030 + 0x40n.
-pub const fn rqdpc(n: u16) -> usize {
-    0x0C030 + 0x40 * n as usize
-}
+/// Receive queues 0..15 (RDBAL(n) at 0x0C000 + 0x40n; 0x02800 + 0x100n is a legacy
+/// alias for n < 4).
+pub const RX_BLOCKS: BlockArray<RxBlock> = BlockArray::new(0x0C000, 0x40, 16);
+/// Transmit queues 0..15 (TDBAL(n) at 0x0E000 + 0x40n).
+pub const TX_BLOCKS: BlockArray<TxBlock> = BlockArray::new(0x0E000, 0x40, 16);
 
 /// Bytes of BAR 0 mapped (the 82576 register space).
 pub const BAR_LEN: u64 = 0x20000;
 
-/// CTRL.SLU: set link up (§8.2.1).
-pub const CTRL_SLU: Field = Field::bit(6);
-/// CTRL.RST: device reset, self-clearing (§8.2.1).
-pub const CTRL_RST: Field = Field::bit(26);
-/// STATUS.LU: link up (§8.2.2).
-pub const STATUS_LU: Field = Field::bit(1);
-/// STATUS.SPEED 7:6: 0 = 10, 1 = 100, 2/3 = 1000 Mb/s.
-pub const STATUS_SPEED: Field = Field::new(6, 2);
-/// CTRL_EXT.DRV_LOAD (§8.2.3).
-pub const CTRL_EXT_DRV_LOAD: Field = Field::bit(28);
-/// RCTL fields (§8.10.1).
-pub mod rctl {
-    use super::Field;
-    /// Receive enable.
-    pub const EN: Field = Field::bit(1);
-    /// Unicast promiscuous.
-    pub const UPE: Field = Field::bit(3);
-    /// Multicast promiscuous.
-    pub const MPE: Field = Field::bit(4);
-    /// Long packets (jumbo): kept off, see `intel::MAX_RX_FRAME`.
-    pub const LPE: Field = Field::bit(5);
-    /// Descriptor type 11:10: must be 00b (SRRCTL selects advanced descriptors).
-    pub const DTYP: Field = Field::new(10, 2);
-    /// Accept broadcast.
-    pub const BAM: Field = Field::bit(15);
-    /// Strip the Ethernet CRC.
-    pub const SECRC: Field = Field::bit(26);
-}
-/// TCTL fields (§8.12.1).
-pub mod tctl {
-    use super::Field;
-    /// Transmit enable.
-    pub const EN: Field = Field::bit(1);
-    /// Pad short packets.
-    pub const PSP: Field = Field::bit(3);
-}
-/// MRQC.MRQE 2:0 on the 82576: 010b = RSS (QEMU: `(MRQC & 3) == E1000_MRQC_ENABLE_RSS_MQ`).
-pub const MRQC_MRQE: Field = Field::new(0, 3);
-/// RAH.ADDR: MAC bytes 4..5.
-pub const RAH_ADDR: Field = Field::new(0, 16);
-/// GORCH/GOTCH: the high bits of the octet counters.
-pub const OCTETS_HIGH: Field = Field::new(0, 32);
-/// MDIC fields (§8.2.4).
-pub mod mdic {
-    use super::Field;
-    /// PHY register data 15:0.
-    pub const DATA: Field = Field::new(0, 16);
-    /// PHY register address 20:16.
-    pub const REGADD: Field = Field::new(16, 5);
-    /// PHY address 25:21 (the internal PHY is 1).
-    pub const PHYADD: Field = Field::new(21, 5);
-    /// Opcode 27:26: 01b write, 10b read.
-    pub const OP: Field = Field::new(26, 2);
-    /// Opcode of a write.
-    pub const OP_WRITE: u32 = 0b01;
-    /// The access completed.
-    pub const READY: Field = Field::bit(28);
-    /// The access failed.
-    pub const ERROR: Field = Field::bit(30);
-}
-/// The PHY's MII control register (IEEE 802.3 clause 22, register 0) and its bits.
+/// The PHY's MII control register (IEEE 802.3 clause 22, register 0), reached through
+/// MDIC.
 pub mod bmcr {
-    use super::Field;
-    /// Register number.
-    pub const REG: u32 = 0;
-    /// Speed select (MSB): 1000 Mb/s.
-    pub const SPEED1000: Field = Field::bit(6);
-    /// Full duplex.
-    pub const FD: Field = Field::bit(8);
-    /// Restart auto-negotiation (self-clearing).
-    pub const ANRESTART: Field = Field::bit(9);
-    /// Auto-negotiation enable.
-    pub const AUTOEN: Field = Field::bit(12);
+    crate::registers! {
+        /// BMCR: basic mode control (PHY register 0).
+        pub BMCR: Rw<u16> @ 0x00 in Phy {
+            /// Speed select (MSB): 1000 Mb/s.
+            SPEED1000: 6,
+            /// Full duplex.
+            FD: 8,
+            /// Restart auto-negotiation (self-clearing).
+            ANRESTART: 9,
+            /// Auto-negotiation enable.
+            AUTOEN: 12,
+        }
+    }
+
+    /// The space of PHY registers (reached through MDIC, not the BAR).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Phy {}
+
+    /// BMCR's PHY register number.
+    pub const REG: u64 = 0;
 }
+
+/// MDIC opcode of a write.
+pub const MDIC_OP_WRITE: u64 = 0b01;

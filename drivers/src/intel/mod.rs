@@ -1,14 +1,17 @@
-//! The Intel advanced-descriptor ring engine, shared by [`crate::ixgbe`] (82599/X5xx)
-//! and [`crate::igb`] (82576, as QEMU emulates it).
+//! The Intel ring engine, shared by [`crate::ixgbe`] (82599/X5xx), [`crate::igb`]
+//! (82576, as QEMU emulates it) and [`crate::i40e`] (XL710/X710).
 //!
-//! Both families use the same 16-byte advanced RX and TX descriptors, the same DD/EOP
-//! write-back protocol, the same per-queue register skeleton (base, length, head,
-//! tail, control with ENABLE at bit 25) and the same RSS registers. What differs is
-//! where the queue blocks live: a [`QueueMap`] per device says so.
+//! All three hand frames over through descriptor rings with a DD write-back, a tail
+//! register the driver bumps and a head the device advances. What differs is the
+//! descriptor layout ([`desc::RxFormat`] / [`desc::TxFormat`]: 16-byte advanced
+//! descriptors on the 82599 and 82576, 32-byte receive and 16-byte transmit
+//! descriptors on the XL710) and where the queue registers live (a [`QueueMap`] for the
+//! 82599 and the 82576, whose per-queue blocks share a skeleton; the XL710 programs its
+//! queues through HMC contexts instead). [`IntelRx`] / [`IntelTx`] are generic over the
+//! format, so the ring logic exists once.
 //!
-//! - [`field`]: declared register bit fields and `read`/`write`/`modify` access.
-//! - [`desc`]: the descriptor formats.
-//! - [`queue`]: per-queue register blocks, programming and enabling.
+//! - [`desc`]: the descriptor formats (typed descriptor words, [`crate::reg`]).
+//! - [`queue`]: the 82599/82576 per-queue register blocks, programming and enabling.
 //! - [`IntelRx`] / [`IntelTx`]: the `cadence_core::nic` queues.
 //! - [`rss`]: key, redirection table and its live update.
 //!
@@ -17,7 +20,6 @@
 //! `fence(Acquire)`, then the rest. Nothing on the RX/TX path panics or allocates.
 
 pub mod desc;
-pub mod field;
 pub mod queue;
 pub mod rss;
 pub(crate) mod rx;
@@ -27,11 +29,14 @@ pub use queue::QueueMap;
 pub use rx::{IntelRx, MAX_RX_FRAME, RX_BUF_KIB, RX_FRAME_OFFSET, valid_ring_size};
 pub use tx::{IntelTx, MAX_TX_FRAME};
 
+use desc::{AdvRx, AdvTx};
+
 /// A receive queue and a transmit queue of one port, borrowed together.
-pub type QueuePair<'a, W, R> = (&'a mut IntelRx<W, R>, &'a mut IntelTx<W, R>);
+pub type QueuePair<'a, W, R, RF = AdvRx, TF = AdvTx> = (&'a mut IntelRx<W, R, RF>, &'a mut IntelTx<W, R, TF>);
 
 /// Every receive and every transmit queue of one port, borrowed together.
 pub type Queues<'a, W, R> = (&'a mut [IntelRx<W, R>], &'a mut [IntelTx<W, R>]);
 
 /// Every receive and transmit ring, moved out of the port.
-pub type OwnedQueues<W, R> = (alloc::vec::Vec<IntelRx<W, R>>, alloc::vec::Vec<IntelTx<W, R>>);
+pub type OwnedQueues<W, R, RF = AdvRx, TF = AdvTx> =
+    (alloc::vec::Vec<IntelRx<W, R, RF>>, alloc::vec::Vec<IntelTx<W, R, TF>>);

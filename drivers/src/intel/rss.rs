@@ -6,6 +6,12 @@
 //! - RETA(0..31): 128 one-byte entries, four per register, entry `4i + j` in byte `j`;
 //!   the device takes the 7 low bits of the hash as the entry index. The X550 family
 //!   extends the table to 512 entries with ERETA(0..95) (ixgbe only).
+//! - MRQC is declared by each device (`ixgbe::regs`, `igb::regs`): its MRQE field
+//!   differs (82599 3:0 = 0001b, 82576 2:0 = 010b).
+//!
+//! [`RetaShadow`] is the driver's copy of a table of byte entries packed four per
+//! register, entry `4r + j` in byte `j` of register `r`: RETA/ERETA here, and the
+//! XL710's PFQF_HLUT (`crate::i40e`), which packs its 512 entries the same way.
 //!
 //! Live updates: every 32-bit RETA write retargets its four buckets atomically and the
 //! device has no commit register, so [`RetaShadow::update`] writes only registers
@@ -14,76 +20,38 @@
 //! next ones in the new queue. If per-flow order matters, drain the old queue past the
 //! moment of the write before serving the moved buckets from the new queue.
 
-use core::mem::offset_of;
-use volatile_register::RW;
-
 use cadence_core::nic::RssError;
 
-use super::field::{Field, Regs};
 use crate::hal::Mmio;
+use crate::reg::{Regs, Value};
+use crate::registers;
 
-/// The RSS register block at 0x05C00. Layout only.
-#[repr(C)]
-#[allow(dead_code)] // Layout only.
-pub(crate) struct RssBlock {
-    /// 0x05C00 RETA(0..31): redirection table, 4 entries per register.
-    reta: [RW<u32>; 32],
-    /// 0x05C80 RSSRK(0..9): the RSS random key.
-    rssrk: [RW<u32>; 10],
+registers! {
+    /// RETA(0..31) at 0x05C00: redirection table, 4 entries per register.
+    pub RETA: Rw<u32> @ 0x05C00 [32; stride 4] {}
+    /// RSSRK(0..9) at 0x05C80: the RSS random key.
+    pub RSSRK: Rw<u32> @ 0x05C80 [10; stride 4] {}
+    /// RXCSUM (82599 §8.2.3.7.5, 82576 §8.10.9).
+    pub RXCSUM: Rw<u32> @ 0x05000 {
+        /// PCSD: write the RSS hash into the descriptor instead of the fragment
+        /// checksum. The igb model of QEMU requires it for RSS at all.
+        PCSD: 13,
+    }
 }
 
-/// Base of [`RssBlock`].
-pub const RSS_BLOCK: usize = 0x05C00;
-/// RETA(0).
-pub const RETA: usize = RSS_BLOCK + offset_of!(RssBlock, reta);
-/// RSSRK(0).
-pub const RSSRK: usize = RSS_BLOCK + offset_of!(RssBlock, rssrk);
-/// MRQC (82599 §8.2.3.7.12, 82576 §8.10.10): multiple receive queues command.
-pub const MRQC: usize = 0x05818;
-/// RXCSUM (82599 §8.2.3.7.5, 82576 §8.10.9).
-pub const RXCSUM: usize = 0x05000;
-const _: () = assert!(RETA == 0x05C00);
-const _: () = assert!(RSSRK == 0x05C80);
-
-/// RXCSUM.PCSD (bit 13): write the RSS hash into the descriptor instead of the
-/// fragment checksum. The igb model of QEMU requires it for RSS at all.
-pub const RXCSUM_PCSD: Field = Field::bit(13);
-/// MRQC.MRQE 3:0 (82599): 0001b = RSS only. (82576 uses 2:0 = 010b; see igb.)
-pub const MRQC_MRQE: Field = Field::new(0, 4);
-/// MRQC hash-function enables (bits 16..24, the same on both devices).
-pub mod mrqc_field {
-    use super::Field;
-    /// TCP over IPv4.
-    pub const IPV4_TCP: Field = Field::bit(16);
-    /// IPv4 addresses.
-    pub const IPV4: Field = Field::bit(17);
-    /// TCP over IPv6 with extension headers.
-    pub const IPV6_EX_TCP: Field = Field::bit(18);
-    /// IPv6 with extension headers.
-    pub const IPV6_EX: Field = Field::bit(19);
-    /// IPv6 addresses.
-    pub const IPV6: Field = Field::bit(20);
-    /// TCP over IPv6.
-    pub const IPV6_TCP: Field = Field::bit(21);
-    /// UDP over IPv4.
-    pub const IPV4_UDP: Field = Field::bit(22);
-    /// UDP over IPv6.
-    pub const IPV6_UDP: Field = Field::bit(23);
-    /// Every hash type this driver enables: addresses and TCP/UDP ports, v4 and v6.
-    pub const ALL: u32 = IPV4_TCP.mask()
-        | IPV4.mask()
-        | IPV6_EX_TCP.mask()
-        | IPV6.mask()
-        | IPV6_TCP.mask()
-        | IPV4_UDP.mask()
-        | IPV6_UDP.mask();
-}
-
-/// Writes the 40-byte key into RSSRK(0..9).
+/// Writes the 40-byte key into RSSRK(0..9): key byte `4i + j` in bits `8j+7:8j` of
+/// register `i`.
 pub fn write_key<W: Mmio>(bar: &W, key: &[u8; 40]) {
     let r = Regs::new(bar);
-    for (i, k) in key.chunks_exact(4).enumerate() {
-        r.write(RSSRK + 4 * i, u32::from_le_bytes([k[0], k[1], k[2], k[3]]));
+    for (reg, k) in RSSRK.iter().zip(key.chunks_exact(4)) {
+        r.write(reg, Value::new(u32::from_le_bytes([k[0], k[1], k[2], k[3]]).into()));
+    }
+}
+
+/// Writes RETA register `i` (0..32) with `v`: the table of the 82599 and the 82576.
+pub fn write_reta<W: Mmio>(bar: &W, i: usize, v: u32) {
+    if let Some(reg) = RETA.at(i) {
+        Regs::new(bar).write(reg, Value::new(v.into()));
     }
 }
 
@@ -130,10 +98,16 @@ impl RetaShadow {
         u32::from_le_bytes([e(0), e(1), e(2), e(3)])
     }
 
-    /// Writes every register; `reg_off(r)` is the offset of register `r`.
-    pub fn write_all<W: Mmio>(&self, bar: &W, reg_off: impl Fn(usize) -> usize) {
-        for r in 0..self.len / 4 {
-            bar.write32(reg_off(r), self.reg_value(r));
+    /// Registers the table spans (four entries each).
+    pub fn regs(&self) -> usize {
+        self.len / 4
+    }
+
+    /// Writes every register through `write(r, value)` (the device's table registers:
+    /// RETA, ERETA, the XL710's HLUT).
+    pub fn write_all(&self, mut write: impl FnMut(usize, u32)) {
+        for r in 0..self.regs() {
+            write(r, self.reg_value(r));
         }
     }
 
@@ -142,13 +116,7 @@ impl RetaShadow {
     /// device's size; a shorter table is repeated (bucket `i` gets `table[i % len]`,
     /// which is what indexing with fewer hash bits means). Every entry must name one
     /// of the first `queues` queues. Nothing is written when the table is refused.
-    pub fn update<W: Mmio>(
-        &mut self,
-        bar: &W,
-        table: &[u16],
-        queues: u16,
-        reg_off: impl Fn(usize) -> usize,
-    ) -> Result<usize, RssError> {
+    pub fn update(&mut self, table: &[u16], queues: u16, mut write: impl FnMut(usize, u32)) -> Result<usize, RssError> {
         if table.is_empty() || !table.len().is_power_of_two() || table.len() > self.len {
             return Err(RssError::BadLength);
         }
@@ -166,7 +134,7 @@ impl RetaShadow {
             }
             let new = self.reg_value(r);
             if new != old {
-                bar.write32(reg_off(r), new);
+                write(r, new);
                 written += 1;
             }
         }
@@ -226,15 +194,16 @@ mod tests {
         for (i, e) in t.iter_mut().enumerate() {
             *e = (i % 4) as u16;
         }
-        assert_eq!(s.update(&log, &t, 4, |r| RETA + 4 * r), Ok(0));
+        let w = |r, v| write_reta(&log, r, v);
+        assert_eq!(s.update(&t, 4, w), Ok(0));
         t[5] = 3;
         t[127] = 0;
-        assert_eq!(s.update(&log, &t, 4, |r| RETA + 4 * r), Ok(2));
-        assert_eq!(log.0.borrow().as_slice(), &[(RETA + 4, 0x0302_0300), (RETA + 124, 0x0002_0100)]);
-        assert_eq!(s.update(&log, &t, 3, |r| RETA + 4 * r), Err(RssError::BadQueue));
-        assert_eq!(s.update(&log, &t[..100], 4, |r| RETA + 4 * r), Err(RssError::BadLength));
+        assert_eq!(s.update(&t, 4, w), Ok(2));
+        assert_eq!(log.0.borrow().as_slice(), &[(0x05C04, 0x0302_0300), (0x05C7C, 0x0002_0100)]);
+        assert_eq!(s.update(&t, 3, w), Err(RssError::BadQueue));
+        assert_eq!(s.update(&t[..100], 4, w), Err(RssError::BadLength));
         // A 2-entry table is repeated: everything alternates 1, 0.
-        assert!(s.update(&log, &[1, 0], 4, |r| RETA + 4 * r).is_ok());
+        assert!(s.update(&[1, 0], 4, w).is_ok());
         assert_eq!(s.reg_value(7), 0x0001_0001);
     }
 }

@@ -1,5 +1,6 @@
-//! The advanced-descriptor receive ring (82599 §7.1, 82576 §7.1), as a
-//! `cadence_core::nic::RxQueue`.
+//! The receive ring of the Intel NICs (82599 §7.1, 82576 §7.1, XL710 §8.3), as a
+//! `cadence_core::nic::RxQueue`, generic over the descriptor format ([`RxFormat`]:
+//! 16-byte advanced descriptors, the XL710's 32-byte ones).
 //!
 //! Ring indices: the device owns the descriptors from its head (RDH) up to the tail
 //! (RDT, exclusive); the driver owns the rest. `clean` is the next descriptor the
@@ -7,19 +8,26 @@
 //! it shows the device). At most `size - 1` descriptors are posted: head == tail
 //! means "empty" to the device.
 //!
-//! Frames land [`RX_FRAME_OFFSET`] bytes into their buffer. SRRCTL.BSIZEPACKET says 2
-//! KiB although only `BUF_SIZE - HEADROOM` = 1984 bytes follow the frame start: the
-//! device writes at most the maximum frame size into one buffer (1518 bytes, 1522
-//! with a VLAN tag — jumbo frames stay off, 82599 HLREG0.JUMBOEN = 0, 82576 RCTL.LPE =
-//! 0), so it never reaches the next buffer. The static assert below pins that.
+//! Frames land [`RX_FRAME_OFFSET`] bytes into their buffer. SRRCTL.BSIZEPACKET (the
+//! XL710 context's DBUFF) says 2 KiB although only `BUF_SIZE - HEADROOM` = 1984 bytes
+//! follow the frame start: the device writes at most the maximum frame size into one
+//! buffer (1518 bytes, 1522 with a VLAN tag — jumbo frames stay off, 82599
+//! HLREG0.JUMBOEN = 0, 82576 RCTL.LPE = 0, XL710 context RXMAX = 1522), so it never
+//! reaches the next buffer. The static assert below pins that.
+//!
+//! A write-back is handed up only when it is one whole, error-free frame of a plausible
+//! length; anything else (error bits, a length of 0 or over [`MAX_RX_FRAME`], a frame
+//! chained over several descriptors) goes straight back on the ring and is counted by
+//! reason ([`IntelRx::hw_errors`], [`IntelRx::bad_length`], [`IntelRx::multi_buffer`]).
 
 use alloc::vec::Vec;
+use core::marker::PhantomData;
 use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, PacketBuf, Pool};
-use cadence_core::nic::{RxQueue, RxStats};
+use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
 
-use super::desc::{DESC_LEN, RxStatus, rx};
+use super::desc::{AdvRx, RxFormat};
 use crate::hal::{Dma, DmaAlloc, DmaError, Mmio};
 
 /// Where a received frame starts in its buffer.
@@ -42,9 +50,9 @@ pub const fn valid_ring_size(size: u16) -> bool {
     size >= 16 && size <= 8192 && size.is_multiple_of(8)
 }
 
-/// One receive queue of an Intel NIC.
+/// One receive queue of an Intel NIC, with descriptors of format `F`.
 #[derive(Debug)]
-pub struct IntelRx<W, R> {
+pub struct IntelRx<W, R, F = AdvRx> {
     ring: R,
     tail: W,
     size: u16,
@@ -59,9 +67,11 @@ pub struct IntelRx<W, R> {
     stats: RxStats,
     multi_buffer: u64,
     hw_errors: u64,
+    bad_length: u64,
+    _format: PhantomData<fn() -> F>,
 }
 
-impl<W: Mmio, R: Dma> IntelRx<W, R> {
+impl<W: Mmio, R: Dma, F: RxFormat> IntelRx<W, R, F> {
     /// Allocates a ring of `size` descriptors (see [`valid_ring_size`]) for queue `queue`
     /// whose tail register is the 4-byte window `tail`.
     pub(crate) fn try_new<A: DmaAlloc<Region = R>>(
@@ -71,7 +81,7 @@ impl<W: Mmio, R: Dma> IntelRx<W, R> {
         queue: u16,
     ) -> Result<Self, DmaError> {
         debug_assert!(valid_ring_size(size));
-        let ring = dma.alloc(size as usize * DESC_LEN, RING_ALIGN)?;
+        let ring = dma.alloc(size as usize * F::LEN, RING_ALIGN)?;
         Ok(Self {
             ring,
             tail,
@@ -86,6 +96,8 @@ impl<W: Mmio, R: Dma> IntelRx<W, R> {
             stats: RxStats::default(),
             multi_buffer: 0,
             hw_errors: 0,
+            bad_length: 0,
+            _format: PhantomData,
         })
     }
 
@@ -96,7 +108,7 @@ impl<W: Mmio, R: Dma> IntelRx<W, R> {
 
     /// Ring bytes (RDLEN).
     pub fn ring_bytes(&self) -> u32 {
-        self.size as u32 * DESC_LEN as u32
+        self.size as u32 * F::LEN as u32
     }
 
     /// Descriptors in the ring.
@@ -124,16 +136,20 @@ impl<W: Mmio, R: Dma> IntelRx<W, R> {
         self.hw_errors
     }
 
+    /// Write-backs with a length of 0 or over [`MAX_RX_FRAME`] (dropped, buffer
+    /// recycled).
+    pub fn bad_length(&self) -> u64 {
+        self.bad_length
+    }
+
     /// Writes `b` into descriptor `fill` in read format and hands the slot over
     /// (the tail write in [`Self::publish`] shows it to the device). The caller
     /// checked that a slot is free.
     fn post(&mut self, pool: &Pool<'_>, b: PacketBuf) {
         let i = self.fill as usize;
-        let d = i * DESC_LEN;
-        self.ring.write64(d + rx::PKT_ADDR, pool.phys(b) + RX_FRAME_OFFSET as u64);
-        // 0: no header buffer. This also clears the DD bit a previous write-back left
-        // in the same bytes, so the driver cannot mistake the slot for a done one.
-        self.ring.write64(d + rx::HDR_ADDR, 0);
+        // No header buffer: this also clears the DD bit a previous write-back left in
+        // the same bytes, so the driver cannot mistake the slot for a done one.
+        F::post(&self.ring, i, pool.phys(b) + RX_FRAME_OFFSET as u64);
         if let Some(s) = self.slots.get_mut(i) {
             *s = Some(b);
         }
@@ -158,15 +174,18 @@ impl<W: Mmio, R: Dma> IntelRx<W, R> {
 
     /// Shows the device every descriptor posted since the last call (a tail write).
     pub(crate) fn publish(&mut self) {
-        if self.fill == self.published {
+        // Formats that fetch in groups see the tail rounded down to a group; the
+        // descriptors past it stay posted and show with a later tail.
+        let tail = self.fill - self.fill % F::TAIL_STEP.max(1);
+        if tail == self.published {
             return;
         }
-        // 82599 §7.1.9 / §7.2.3.5.1 (and Linux's wmb() before every tail write): the
+        // 82599 §7.1.9 / §7.2.3.5.1, XL710 §8.3.2.1 (and Linux's wmb() before every tail write): the
         // descriptor writes must be globally visible before the tail write that hands
         // them to the device. Release orders them (and any buffer writes) before it.
         fence(Ordering::Release);
-        self.tail.write32(0, self.fill as u32);
-        self.published = self.fill;
+        self.tail.write32(0, tail as u32);
+        self.published = tail;
     }
 
     /// Tops the ring up from `pool` and shows the new descriptors to the device (one
@@ -194,21 +213,19 @@ impl<W: Mmio, R: Dma> IntelRx<W, R> {
     }
 }
 
-impl<W: Mmio, R: Dma> RxQueue for IntelRx<W, R> {
+impl<W: Mmio, R: Dma, F: RxFormat> RxQueue for IntelRx<W, R, F> {
     fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
         let mut n = 0;
         while batch.room() > 0 && self.posted > 0 {
             let i = self.clean as usize;
-            let d = i * DESC_LEN;
-            let status = RxStatus(self.ring.read32(d + rx::STATUS_ERROR));
-            if !status.done() {
+            if !F::done(&self.ring, i) {
                 break;
             }
             // The device writes the descriptor body before DD (82599 §7.1.6.2: "DD is
             // set ... after the data and the descriptor were written"): DD first, then
             // Acquire, then the length and the buffer.
             fence(Ordering::Acquire);
-            let len = self.ring.read16(d + rx::LENGTH) as usize;
+            let wb = F::writeback(&self.ring, i);
             let slot = self.slots.get_mut(i).and_then(Option::take);
             self.clean = (self.clean + 1) % self.size;
             self.posted -= 1;
@@ -217,7 +234,7 @@ impl<W: Mmio, R: Dma> RxQueue for IntelRx<W, R> {
                 self.hw_errors += 1;
                 continue;
             };
-            if !status.eop() {
+            if !wb.eop {
                 // A frame longer than one buffer: drop every piece, count it once at EOP.
                 self.discarding = true;
                 self.recycle(pool, b);
@@ -230,13 +247,15 @@ impl<W: Mmio, R: Dma> RxQueue for IntelRx<W, R> {
                 self.recycle(pool, b);
                 continue;
             }
-            if status.error() {
+            if wb.error {
                 self.hw_errors += 1;
                 self.stats.errors += 1;
                 self.recycle(pool, b);
                 continue;
             }
+            let len = wb.len;
             if len == 0 || len > MAX_RX_FRAME || pool.set_frame(b, RX_FRAME_OFFSET, len).is_err() {
+                self.bad_length += 1;
                 self.stats.errors += 1;
                 self.recycle(pool, b);
                 continue;
@@ -258,5 +277,16 @@ impl<W: Mmio, R: Dma> RxQueue for IntelRx<W, R> {
 
     fn rx_stats(&self) -> RxStats {
         self.stats
+    }
+
+    /// The DD word of the next descriptor the driver will look at: the device writes it
+    /// last when it hands that descriptor back (the write-back of the next frame).
+    /// `None` with nothing posted (no write will come) or when the ring memory has no
+    /// CPU address (device models).
+    fn wake_address(&self) -> Option<WakeAddr> {
+        if self.posted == 0 {
+            return None;
+        }
+        self.ring.cpu_address(self.clean as usize * F::LEN + F::DONE_WORD).map(WakeAddr::new)
     }
 }

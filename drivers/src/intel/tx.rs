@@ -1,30 +1,32 @@
-//! The advanced-descriptor transmit ring (82599 §7.2, 82576 §7.2), as a
-//! `cadence_core::nic::TxQueue`.
+//! The transmit ring of the Intel NICs (82599 §7.2, 82576 §7.2, XL710 §8.4), as a
+//! `cadence_core::nic::TxQueue`, generic over the descriptor format ([`TxFormat`]).
 //!
 //! One data descriptor per frame. Completion is batched: only the last descriptor of
-//! each burst carries RS (report status), so the device writes DD back once per
-//! burst; [`IntelTx::reclaim`] checks the DD bit of the oldest RS descriptor and, when
-//! it is set, frees every buffer up to and including it (the device processes a
-//! ring in order). TXDCTL.WTHRESH is 0, so each RS descriptor is written back as soon
-//! as it is done.
+//! each burst carries RS (report status), so the device writes it back once per
+//! burst; [`IntelTx::reclaim`] checks the oldest RS descriptor and, when it is done,
+//! frees every buffer up to and including it (the device processes a ring in order).
+//! TXDCTL.WTHRESH is 0 (the XL710 writes back every RS descriptor), so each RS
+//! descriptor is written back as soon as it is done. Each descriptor is written once:
+//! the burst's last one is held back until the burst ends, then written with RS.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::marker::PhantomData;
 use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
 use cadence_core::nic::{TxQueue, TxStats};
 
-use super::desc::{DESC_LEN, tx, tx_cmd_type_len, tx_olinfo};
+use super::desc::{AdvTx, TxFormat};
 use super::rx::{RING_ALIGN, valid_ring_size};
 use crate::hal::{Dma, DmaAlloc, DmaError, Mmio};
 
 /// Longest frame taken: anything a pool buffer holds (DTALEN allows 16 KiB).
 pub const MAX_TX_FRAME: usize = BUF_SIZE;
 
-/// One transmit queue of an Intel NIC.
+/// One transmit queue of an Intel NIC, with descriptors of format `F`.
 #[derive(Debug)]
-pub struct IntelTx<W, R> {
+pub struct IntelTx<W, R, F = AdvTx> {
     ring: R,
     tail: W,
     size: u16,
@@ -39,9 +41,10 @@ pub struct IntelTx<W, R> {
     /// Descriptors carrying RS, oldest first (at most one per burst).
     rs: VecDeque<u16>,
     stats: TxStats,
+    _format: PhantomData<fn() -> F>,
 }
 
-impl<W: Mmio, R: Dma> IntelTx<W, R> {
+impl<W: Mmio, R: Dma, F: TxFormat> IntelTx<W, R, F> {
     /// Allocates a ring of `size` descriptors for queue `queue`, tail register `tail`.
     pub(crate) fn try_new<A: DmaAlloc<Region = R>>(
         dma: &mut A,
@@ -50,7 +53,7 @@ impl<W: Mmio, R: Dma> IntelTx<W, R> {
         queue: u16,
     ) -> Result<Self, DmaError> {
         debug_assert!(valid_ring_size(size));
-        let ring = dma.alloc(size as usize * DESC_LEN, RING_ALIGN)?;
+        let ring = dma.alloc(size as usize * F::LEN, RING_ALIGN)?;
         Ok(Self {
             ring,
             tail,
@@ -63,6 +66,7 @@ impl<W: Mmio, R: Dma> IntelTx<W, R> {
             // Allocated once here; never grows past `size` entries afterwards.
             rs: VecDeque::with_capacity(size as usize),
             stats: TxStats::default(),
+            _format: PhantomData,
         })
     }
 
@@ -73,7 +77,7 @@ impl<W: Mmio, R: Dma> IntelTx<W, R> {
 
     /// Ring bytes (TDLEN).
     pub fn ring_bytes(&self) -> u32 {
-        self.size as u32 * DESC_LEN as u32
+        self.size as u32 * F::LEN as u32
     }
 
     /// Descriptors in the ring.
@@ -92,15 +96,18 @@ impl<W: Mmio, R: Dma> IntelTx<W, R> {
     }
 }
 
-impl<W: Mmio, R: Dma> TxQueue for IntelTx<W, R> {
-    /// Empty frames are refused (freed and counted in `errors`).
+impl<W: Mmio, R: Dma, F: TxFormat> TxQueue for IntelTx<W, R, F> {
+    /// Frames shorter than the format's minimum (empty ones at least) are refused
+    /// (freed and counted in `errors`).
     fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
         self.reclaim(pool);
         let mut taken = 0;
-        let mut last = None;
+        // The burst's latest descriptor, written once the next one (or the end) shows
+        // whether it is the last.
+        let mut held: Option<(usize, u64, u16)> = None;
         for &b in batch.as_slice() {
             let len = pool.len(b);
-            if len == 0 || len > MAX_TX_FRAME {
+            if len < F::MIN_FRAME.max(1) || len > MAX_TX_FRAME {
                 let _ = pool.free(b);
                 self.stats.errors += 1;
                 taken += 1;
@@ -110,14 +117,13 @@ impl<W: Mmio, R: Dma> TxQueue for IntelTx<W, R> {
                 break;
             }
             let i = self.next as usize;
-            let d = i * DESC_LEN;
-            self.ring.write64(d + tx::BUFFER_ADDR, pool.phys(b) + pool.frame_offset(b) as u64);
-            self.ring.write32(d + tx::CMD_TYPE_LEN, tx_cmd_type_len(len as u16, false));
-            self.ring.write32(d + tx::OLINFO_STATUS, tx_olinfo(len as u16));
+            if let Some((j, addr, l)) = held.take() {
+                F::write(&self.ring, j, addr, l, false);
+            }
+            held = Some((i, pool.phys(b) + pool.frame_offset(b) as u64, len as u16));
             if let Some(s) = self.slots.get_mut(i) {
                 *s = Some(b);
             }
-            last = Some((i, len as u16));
             self.next = (self.next + 1) % self.size;
             self.used += 1;
             self.stats.packets += 1;
@@ -126,11 +132,11 @@ impl<W: Mmio, R: Dma> TxQueue for IntelTx<W, R> {
         }
         self.stats.ring_full += (batch.len() - taken) as u64;
         batch.drain_front(taken);
-        if let Some((i, len)) = last {
-            // RS on the burst's last descriptor only: one DD write-back per burst.
-            self.ring.write32(i * DESC_LEN + tx::CMD_TYPE_LEN, tx_cmd_type_len(len, true));
+        if let Some((i, addr, len)) = held {
+            // RS on the burst's last descriptor only: one write-back per burst.
+            F::write(&self.ring, i, addr, len, true);
             self.rs.push_back(i as u16);
-            // 82599 §7.2.3.5.1 / Linux's wmb() before the tail write: descriptors (and the
+            // 82599 §7.2.3.5.1, XL710 §8.4.2 / Linux's wmb() before the tail write: descriptors (and the
             // frames they point at) must be visible to the device before the tail that
             // hands them over. Release orders every earlier store before the tail store.
             fence(Ordering::Release);
@@ -142,8 +148,7 @@ impl<W: Mmio, R: Dma> TxQueue for IntelTx<W, R> {
     fn reclaim(&mut self, pool: &mut Pool<'_>) -> usize {
         let mut n = 0;
         while let Some(&i) = self.rs.front() {
-            let status = self.ring.read32(i as usize * DESC_LEN + tx::OLINFO_STATUS);
-            if !tx::DD.is_set(status) {
+            if !F::done(&self.ring, i as usize) {
                 break;
             }
             // DD first, then Acquire: the device is done with every buffer up to `i`.

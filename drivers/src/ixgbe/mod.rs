@@ -1,20 +1,28 @@
 //! The Intel 82599 (X520) 10 GbE controller, polled, on the shared ring engine of
 //! [`crate::intel`] (82599 datasheet rev. 3.3; X550 datasheet for the larger RSS table).
 //!
-//! - [`regs`]: register blocks (declared structs, offsets asserted against the
-//!   datasheet) and bit fields.
+//! - [`regs`]: every register the driver touches, declared once with offset, width,
+//!   access and fields ([`crate::reg`]).
 //! - `init`: bring-up in the order of §4.6.3 — master disable, reset, EEPROM and DMA
 //!   init done, interrupts masked, RX (§4.6.7) and TX (§4.6.8) global and per-queue
-//!   setup, RSS — every wait bounded by the datasheet's maximum.
-//! - [`Ixgbe`]: the port: queues, link, RSS (including live redirection-table
-//!   updates, [`cadence_core::nic::Port::set_rss_table`]) and statistics accumulated
-//!   from the clear-on-read counters.
+//!   setup, RSS — every wait bounded by the datasheet's maximum. It returns a plain
+//!   `BringUp` (BAR, MAC, rings, RSS shadow) that the port is built from, so the
+//!   bring-up does not know the port type.
+//! - `link`: SFP+ module presence (82599 SFP+ and X550EM SFP designs), an
+//!   auto-negotiation restart through AUTOC (the link mode the EEPROM loaded is kept)
+//!   and a bounded wait for LINKS.UP.
+//! - `stats`: the clear-on-read counters, accumulated in software (36-bit octets, low
+//!   half first).
+//! - [`Ixgbe`]: the port: queues (borrowed, or moved out with [`Ixgbe::take_queues`]),
+//!   link, RSS (including live redirection-table updates,
+//!   [`cadence_core::nic::Port::set_rss_table`]) and statistics.
 //!
 //! Verification status: this driver has been run only against the register-level
 //! 82599 model in `tests/src/ixgbe_model/`, which checks the datasheet's ordering
 //! rules. It is model-verified until real hardware is attached. X540/X550 device IDs
-//! are recognized (the X550 family gets its 512-entry table) but their PHY and link
-//! bring-up differ and are untested.
+//! are recognized (the X550 family gets its 512-entry table); their copper PHYs
+//! negotiate on their own after the reset and the driver only waits for LINKS, which
+//! is untested on silicon.
 //!
 //! ```text
 //! let mut nic = Ixgbe::try_new(&pci_fn, &mut dma, &tsc, &mut pool, &Config::default())?;
@@ -22,8 +30,10 @@
 //! ```
 
 mod init;
+mod link;
 mod port;
 pub mod regs;
+mod stats;
 
 use core::fmt;
 
@@ -31,9 +41,12 @@ use cadence_core::rss::DEFAULT_KEY;
 
 use crate::hal::{BarError, DmaError};
 use crate::intel::QueueMap;
-use crate::intel::field::Field;
+use crate::intel::queue::{RxBlock, TxBlock};
+use crate::reg::{Block, Field};
 
-pub use port::{HwStats, Ixgbe, Link};
+pub use link::Link;
+pub use port::Ixgbe;
+pub use stats::HwStats;
 
 /// Intel's PCI vendor ID.
 pub const VENDOR_ID: u16 = 0x8086;
@@ -55,9 +68,9 @@ impl MacType {
     pub const fn from_device_id(device: u16) -> Option<Self> {
         match device {
             // 82599: KX4, KX4 mezz, combo backplane, CX4, SFP+, XAUI, KR, T3, SFP+ FCoE,
-            // backplane FCoE, SFP+ SF2, SFP+ SF QP, EM, QSFP+.
+            // backplane FCoE, SFP+ SF2, SFP+ SF QP, 82599EN SFP+, LS, QSFP+ SF QP, SFP+ EM.
             0x10F7 | 0x1514 | 0x10F8 | 0x10F9 | 0x10FB | 0x10FC | 0x1517 | 0x151C | 0x1529 | 0x152A | 0x154D
-            | 0x1557 | 0x154F | 0x1558 | 0x1507 => Some(MacType::M82599),
+            | 0x154A | 0x1557 | 0x154F | 0x1558 | 0x1507 => Some(MacType::M82599),
             0x1528 | 0x1560 => Some(MacType::X540),
             0x1563 | 0x15D1 | 0x15AA | 0x15AB | 0x15AC | 0x15AD | 0x15AE | 0x15C2 | 0x15C3 | 0x15C4 | 0x15C6
             | 0x15C7 | 0x15C8 | 0x15CE | 0x15E4 | 0x15E5 => Some(MacType::X550),
@@ -83,33 +96,55 @@ impl MacType {
     }
 }
 
+/// How a port's SFP+ cage reports a module (82599 and X550EM SFP+ designs); `None` for
+/// backplane and copper parts, which have no cage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SfpCage {
+    /// 82599 SFP+ boards: ESDP.SDP2 reads 1 while a module sits in the cage.
+    Sdp2Present,
+    /// X550EM SFP+ boards: ESDP.SDP0 reads 1 while the cage is empty (MOD_ABS).
+    Sdp0Absent,
+}
+
+impl SfpCage {
+    /// The cage of PCI device `device`, if it has one.
+    pub const fn of_device(device: u16) -> Option<Self> {
+        match device {
+            // 82599 SFP+, SFP+ FCoE, SFP+ EM, SFP+ SF2, SFP+ SF QP, 82599EN SFP+.
+            0x10FB | 0x1529 | 0x1507 | 0x154D | 0x154A | 0x1557 => Some(SfpCage::Sdp2Present),
+            // X550EM_X SFP+, X550EM_A SFP+, X550EM_A SFP+ N.
+            0x15AC | 0x15CE | 0x15C4 => Some(SfpCage::Sdp0Absent),
+            _ => None,
+        }
+    }
+}
+
 /// Where the 82599 keeps its queue registers (§8.2.3.8, §8.2.3.9).
 #[derive(Debug, Clone, Copy)]
 pub struct IxgbeQueues;
 
 impl QueueMap for IxgbeQueues {
     const QUEUES: u16 = 128;
+    type Srrctl = regs::SRRCTL;
+    const SRRCTL: regs::SRRCTL = regs::SRRCTL;
+    const SRRCTL_BSIZEPACKET: Field<regs::SRRCTL> = regs::SRRCTL::BSIZEPACKET;
+    const SRRCTL_BSIZEHEADER: Field<regs::SRRCTL> = regs::SRRCTL::BSIZEHEADER;
+    const SRRCTL_DESCTYPE: Field<regs::SRRCTL> = regs::SRRCTL::DESCTYPE;
     /// SRRCTL.DROP_EN is bit 28 on the 82599 (§8.2.3.8.7).
-    const SRRCTL_DROP_EN: Field = Field::bit(28);
+    const SRRCTL_DROP_EN: Field<regs::SRRCTL> = regs::SRRCTL::DROP_EN;
 
     /// RDBAL(n) at 0x01000 + 0x40n for n < 64, 0x0D000 + 0x40(n - 64) above.
-    fn rx_block(q: u16) -> usize {
-        let q = q as usize;
-        if q < 64 { 0x01000 + 0x40 * q } else { 0x0D000 + 0x40 * (q - 64) }
+    fn rx_block(q: u16) -> Option<Block<RxBlock>> {
+        let q = usize::from(q);
+        if q < 64 { regs::RX_BLOCKS_LOW.at(q) } else { regs::RX_BLOCKS_HIGH.at(q - 64) }
     }
 
     /// TDBAL(n) at 0x06000 + 0x40n.
-    fn tx_block(q: u16) -> usize {
-        0x06000 + 0x40 * q as usize
-    }
-
-    /// SRRCTL(n) at 0x01014 + 0x40n (0x02100 + 4n is an alias for n < 16).
-    fn srrctl(q: u16) -> usize {
-        Self::rx_block(q) + crate::intel::queue::rxq::DEV_14
+    fn tx_block(q: u16) -> Option<Block<TxBlock>> {
+        regs::TX_BLOCKS.at(usize::from(q))
     }
 }
-
-const _: () = assert!(crate::intel::queue::rxq::DEV_14 == 0x14);
 
 /// Bring-up knobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +167,10 @@ pub struct Config {
     /// Fill the receive rings from the bring-up's pool. Default on; off when each
     /// queue gets buffers from its own pool later (`IntelRx::fill`).
     pub fill_rx: bool,
+    /// How long the bring-up waits for LINKS.UP after the auto-negotiation restart, in
+    /// ms; 0 = do not wait (the link is whatever it is). Default 5000 (KX4/KR
+    /// auto-negotiation and SFP+ link-up take well under a second; Linux allows 9 s).
+    pub link_timeout_ms: u32,
 }
 
 impl Default for Config {
@@ -144,6 +183,7 @@ impl Default for Config {
             rss_key: DEFAULT_KEY,
             promiscuous: true,
             fill_rx: true,
+            link_timeout_ms: 5000,
         }
     }
 }
@@ -159,6 +199,12 @@ impl Config {
     /// This configuration with the receive rings filled at bring-up or not.
     pub fn with_fill_rx(mut self, fill: bool) -> Self {
         self.fill_rx = fill;
+        self
+    }
+
+    /// This configuration waiting at most `ms` for the link (0: not at all).
+    pub fn with_link_timeout_ms(mut self, ms: u32) -> Self {
+        self.link_timeout_ms = ms;
         self
     }
 
@@ -199,6 +245,14 @@ pub enum InitError {
     TxEnableTimeout(u16),
     /// SECRXSTAT.SECRX_RDY did not set.
     SecRxTimeout,
+    /// The SFP+ cage is empty (ESDP).
+    NoModule,
+    /// LINKS.UP did not set within the configured time after the auto-negotiation
+    /// restart.
+    LinkDown {
+        /// How long the driver waited, in ms.
+        waited_ms: u32,
+    },
 }
 
 impl fmt::Display for InitError {
@@ -214,6 +268,8 @@ impl fmt::Display for InitError {
             InitError::RxEnableTimeout(q) => write!(f, "RXDCTL({q}).ENABLE did not read back"),
             InitError::TxEnableTimeout(q) => write!(f, "TXDCTL({q}).ENABLE did not read back"),
             InitError::SecRxTimeout => f.write_str("SECRXSTAT.SECRX_RDY did not set"),
+            InitError::NoModule => f.write_str("no SFP+ module in the cage"),
+            InitError::LinkDown { waited_ms } => write!(f, "link did not come up within {waited_ms} ms"),
         }
     }
 }
@@ -224,12 +280,15 @@ mod tests {
 
     #[test]
     fn queue_blocks_follow_the_register_summary() {
-        assert_eq!(IxgbeQueues::rx_block(0), 0x01000);
-        assert_eq!(IxgbeQueues::rx_block(63), 0x01FC0);
-        assert_eq!(IxgbeQueues::rx_block(64), 0x0D000);
-        assert_eq!(IxgbeQueues::srrctl(1), 0x01054);
-        assert_eq!(IxgbeQueues::tx_block(2), 0x06080);
-        assert_eq!(regs::qprdc(1), 0x01470);
+        use crate::reg::Place;
+        let rx = |q| IxgbeQueues::rx_block(q).map(Block::base);
+        assert_eq!(rx(0), Some(0x01000));
+        assert_eq!(rx(63), Some(0x01FC0));
+        assert_eq!(rx(64), Some(0x0D000));
+        assert_eq!(rx(128), None);
+        assert_eq!(IxgbeQueues::rx_block(1).map(|b| b.reg(regs::SRRCTL).offset()), Some(0x01054));
+        assert_eq!(IxgbeQueues::tx_block(2).map(Block::base), Some(0x06080));
+        assert_eq!(regs::QPRDC.at(1).map(Place::offset), Some(0x01470));
     }
 
     #[test]
@@ -237,5 +296,7 @@ mod tests {
         assert_eq!(MacType::from_device_id(0x10FB), Some(MacType::M82599));
         assert_eq!(MacType::from_device_id(0x1563).map(MacType::reta_entries), Some(512));
         assert_eq!(MacType::from_device_id(0x10C9), None);
+        assert_eq!(SfpCage::of_device(0x10FB), Some(SfpCage::Sdp2Present));
+        assert_eq!(SfpCage::of_device(0x10F8), None);
     }
 }

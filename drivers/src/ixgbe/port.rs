@@ -1,4 +1,5 @@
-//! The brought-up 82599: queues, link, RSS and statistics.
+//! The brought-up 82599: queues, link, RSS and statistics. Built from the plain
+//! `BringUp` that `init` returns.
 
 use alloc::vec::Vec;
 use core::cell::Cell;
@@ -7,58 +8,15 @@ use cadence_core::buf::Pool;
 use cadence_core::nic::{Port, PortStats, RssError};
 use cadence_core::time::Clock;
 
-use super::init::{bring_up, read_counters, reta_reg};
-use super::regs::{LINKS, links};
+use super::init::{BringUp, bring_up, write_reta};
+use super::link::{self, Link};
+use super::regs::STATUS;
+use super::stats::{HwStats, read_counters};
 use super::{Config, InitError, MacType};
 use crate::hal::{Dma, DmaAlloc, Mmio, PciFunction};
-use crate::intel::field::Regs;
 use crate::intel::rss::RetaShadow;
-use crate::intel::{IntelRx, IntelTx, QueuePair, Queues};
-
-/// Device counters accumulated from the clear-on-read registers (§8.2.3.23).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct HwStats {
-    /// GPRC: good packets received. Errata (82599 spec update #26): it also counts
-    /// packets dropped for lack of a descriptor, so it can exceed what queues saw.
-    pub gprc: u64,
-    /// GPTC: good packets transmitted.
-    pub gptc: u64,
-    /// GORC: good octets received (36-bit register).
-    pub gorc: u64,
-    /// GOTC: good octets transmitted (36-bit register).
-    pub gotc: u64,
-    /// MPC(0..7): packets missed for lack of packet-buffer room.
-    pub mpc: u64,
-    /// CRCERRS: frames with a bad CRC.
-    pub crcerrs: u64,
-    /// QPRDC: frames dropped by DROP_EN because their queue had no descriptor.
-    pub qprdc: u64,
-}
-
-impl HwStats {
-    fn add(self, o: HwStats) -> HwStats {
-        HwStats {
-            gprc: self.gprc + o.gprc,
-            gptc: self.gptc + o.gptc,
-            gorc: self.gorc + o.gorc,
-            gotc: self.gotc + o.gotc,
-            mpc: self.mpc + o.mpc,
-            crcerrs: self.crcerrs + o.crcerrs,
-            qprdc: self.qprdc + o.qprdc,
-        }
-    }
-}
-
-/// Link state from LINKS (§8.2.3.22.20).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Link {
-    /// Link up.
-    pub up: bool,
-    /// Speed in Mb/s (0 when down or unknown).
-    pub mbps: u32,
-}
+use crate::intel::{IntelRx, IntelTx, OwnedQueues, QueuePair, Queues};
+use crate::reg::Regs;
 
 /// An 82599/X5xx port driven by polling.
 #[derive(Debug)]
@@ -68,6 +26,10 @@ pub struct Ixgbe<W, R> {
     mac_type: MacType,
     rx: Vec<IntelRx<W, R>>,
     tx: Vec<IntelTx<W, R>>,
+    /// Receive and transmit queues brought up (they stay counted after
+    /// [`Ixgbe::take_queues`] moves the rings out).
+    queues: (u16, u16),
+    ring_size: u16,
     reta: RetaShadow,
     /// Accumulated device counters (the registers clear on read, `stats` takes `&self`).
     hw: Cell<HwStats>,
@@ -75,8 +37,10 @@ pub struct Ixgbe<W, R> {
 
 impl<W: Mmio, R: Dma> Ixgbe<W, R> {
     /// Brings up the 82599 function `pci` (82599 §4.6.3) with rings from `dma`, waits
-    /// against `clock`, and fills each receive ring from `pool`. On failure after the
-    /// rings were filled, the device is reset and the buffers are returned to `pool`.
+    /// against `clock`, and fills each receive ring from `pool` (unless
+    /// [`Config::fill_rx`] is off). On failure after the rings were filled, the device is
+    /// reset and the buffers are returned to `pool`. With [`Config::link_timeout_ms`]
+    /// set, a link that does not come up in time is [`InitError::LinkDown`].
     pub fn try_new<P, A, C>(
         pci: &P,
         dma: &mut A,
@@ -89,18 +53,19 @@ impl<W: Mmio, R: Dma> Ixgbe<W, R> {
         A: DmaAlloc<Region = R>,
         C: Clock + ?Sized,
     {
-        bring_up(pci, dma, clock, pool, config)
-    }
-
-    pub(super) fn new(
-        bar: W,
-        mac: [u8; 6],
-        mac_type: MacType,
-        rx: Vec<IntelRx<W, R>>,
-        tx: Vec<IntelTx<W, R>>,
-        reta: RetaShadow,
-    ) -> Self {
-        Self { bar, mac, mac_type, rx, tx, reta, hw: Cell::new(HwStats::default()) }
+        let b: BringUp<W, R> = bring_up(pci, dma, clock, pool, config)?;
+        let queues = (b.rx.len() as u16, b.tx.len() as u16);
+        Ok(Self {
+            bar: b.bar,
+            mac: b.mac,
+            mac_type: b.mac_type,
+            rx: b.rx,
+            tx: b.tx,
+            queues,
+            ring_size: config.rx_ring,
+            reta: b.reta,
+            hw: Cell::new(HwStats::default()),
+        })
     }
 
     /// The MAC generation.
@@ -110,16 +75,18 @@ impl<W: Mmio, R: Dma> Ixgbe<W, R> {
 
     /// The link as LINKS reads now.
     pub fn link(&self) -> Link {
-        let v = Regs::new(&self.bar).read(LINKS);
-        let up = links::UP.is_set(v);
-        let mbps = match (up, links::SPEED.get(v)) {
-            (false, _) => 0,
-            (true, 1) => 100,
-            (true, 2) => 1_000,
-            (true, 3) => 10_000,
-            _ => 0,
-        };
-        Link { up, mbps }
+        link::read(&Regs::new(&self.bar))
+    }
+
+    /// The link speed in Mb/s, when the link is up (the Metronome's line rate).
+    pub fn speed_mbps(&self) -> Option<u32> {
+        let l = self.link();
+        (l.up && l.mbps > 0).then_some(l.mbps)
+    }
+
+    /// Waits up to `timeout_ms` for the link (after a cable was plugged in); returns it.
+    pub fn wait_link<C: Clock + ?Sized>(&self, clock: &C, timeout_ms: u32) -> Link {
+        link::wait(&Regs::new(&self.bar), clock, timeout_ms)
     }
 
     /// Receive queue `i`.
@@ -142,6 +109,18 @@ impl<W: Mmio, R: Dma> Ixgbe<W, R> {
         (&mut self.rx, &mut self.tx)
     }
 
+    /// Moves every ring out (to hand each pair to a lane on its own), leaving the port
+    /// with its registers: MAC, link, statistics and the live RSS table update keep
+    /// working. The queue counts stay what was brought up.
+    pub fn take_queues(&mut self) -> OwnedQueues<W, R> {
+        (core::mem::take(&mut self.rx), core::mem::take(&mut self.tx))
+    }
+
+    /// Descriptors per receive ring.
+    pub fn ring_size(&self) -> u16 {
+        self.ring_size
+    }
+
     /// The redirection table as the device holds it.
     pub fn rss_table(&self) -> &[u8] {
         self.reta.entries()
@@ -149,8 +128,8 @@ impl<W: Mmio, R: Dma> Ixgbe<W, R> {
 
     /// Device counters since bring-up (reads and clears the registers, keeps the sums).
     pub fn hw_stats(&self) -> HwStats {
-        let now = read_counters(&Regs::new(&self.bar), self.rx.len() as u16);
-        let total = self.hw.get().add(now);
+        let now = read_counters(&Regs::new(&self.bar), self.queues.0);
+        let total = self.hw.get().plus(now);
         self.hw.set(total);
         total
     }
@@ -162,26 +141,33 @@ impl<W: Mmio, R: Dma> Port for Ixgbe<W, R> {
     }
 
     fn rx_queues(&self) -> usize {
-        self.rx.len()
+        usize::from(self.queues.0)
     }
 
     fn tx_queues(&self) -> usize {
-        self.tx.len()
+        usize::from(self.queues.1)
     }
 
     /// Live update of the redirection table (82599 §7.1.2.10): legal on a running port;
     /// only the registers whose four entries changed are written, each write switching
     /// its four buckets at once. `table` has 128 entries (512 on the X550), or fewer,
-    /// a power of two, repeated over the table.
+    /// a power of two, repeated over the table. Returns once the writes reached the
+    /// device: a register read after them flushes posted writes (PCIe ordering), so
+    /// the caller's switch point is behind it.
     ///
     /// Caveat: a moved bucket's flows may have frames in the old queue (received
     /// before the write) and in the new one (after it). A caller that needs per-flow
     /// order drains the old queue past the update before it serves the new queue.
     fn set_rss_table(&mut self, table: &[u16]) -> Result<(), RssError> {
-        if self.rx.len() < 2 {
+        if self.queues.0 < 2 {
             return Err(RssError::Unsupported);
         }
-        self.reta.update(&self.bar, table, self.rx.len() as u16, reta_reg).map(|_| ())
+        let bar = &self.bar;
+        let written = self.reta.update(table, self.queues.0, |i, v| write_reta(bar, i, v))?;
+        if written > 0 {
+            let _ = Regs::new(bar).read(STATUS);
+        }
+        Ok(())
     }
 
     fn stats(&self) -> PortStats {

@@ -1,328 +1,246 @@
-//! 82599 register blocks and bit fields (82599 datasheet §8.2.3, register summary
-//! table 8-3), used by the bring-up in [`super`].
+//! 82599 registers and their fields (82599 datasheet §8.2.3, register summary table
+//! 8-3), declared once each with offset, width and access ([`crate::reg`]); the X550's
+//! extended redirection table from the X550 datasheet §8.2.3.7.17.
 //!
-//! Each block is a `#[repr(C)]` struct of `volatile_register` fields used for its
-//! layout only: the driver reaches registers through [`crate::hal::Mmio`] at offsets
-//! derived with `offset_of!`, and a compile-time assert pins every offset to the
-//! datasheet's. Fields are declared once with offset and width ([`Field`]).
+//! The per-queue registers shared with the 82576 (ring base, length, head, tail,
+//! RXDCTL/TXDCTL) are in [`crate::intel::queue`]; the RSS key, RETA and RXCSUM in
+//! [`crate::intel::rss`].
 
-use core::mem::offset_of;
-use volatile_register::{RO, RW};
+use crate::intel::queue::{RxBlock, TxBlock};
+use crate::reg::BlockArray;
+use crate::registers;
 
-use crate::intel::field::Field;
+registers! {
+    /// CTRL, device control (§8.2.3.1.1).
+    pub CTRL: Rw<u32> @ 0x00000 {
+        /// GIO master disable: stop issuing new master requests.
+        GIO_DIS: 2,
+        /// Link reset.
+        LRST: 3,
+        /// Device reset; self-clearing.
+        RST: 26,
+    }
+    /// STATUS, device status (§8.2.3.1.2).
+    pub STATUS: Ro<u32> @ 0x00008 {
+        /// GIO master enable status: clear when no master request is pending.
+        GIO_MASTER_EN: 19,
+    }
+    /// CTRL_EXT, extended device control (§8.2.3.1.3).
+    pub CTRL_EXT: Rw<u32> @ 0x00018 {
+        /// No-snoop disable (§4.6.7: set it for a polled driver that does not use DCA).
+        NS_DIS: 16,
+        /// Driver loaded (tells firmware the driver took over).
+        DRV_LOAD: 28,
+    }
+    /// ESDP, extended SDP control (§8.2.3.1.4): the software-definable pins, which SFP+
+    /// boards wire to the cage's module-present / module-absent line.
+    pub ESDP: Rw<u32> @ 0x00020 {
+        /// SDP0 data: on X550EM SFP+ boards 1 = the cage is empty (MOD_ABS).
+        SDP0: 0,
+        /// SDP2 data: on 82599 SFP+ boards 1 = a module sits in the cage.
+        SDP2: 2,
+    }
+    /// EIMS, interrupt mask set (write 1 to enable; §8.2.3.5.3).
+    pub EIMS: Rw<u32> @ 0x00880 {}
+    /// EIMC, interrupt mask clear (write 1 to disable; §8.2.3.5.4).
+    pub EIMC: Wo<u32> @ 0x00888 {
+        /// Every cause the register covers (bit 31 is reserved).
+        ALL: 30:0,
+    }
+    /// EIMC_EX(0..1), the queue-interrupt halves of the mask clear (§8.2.3.5.5).
+    pub EIMC_EX: Wo<u32> @ 0x00AB0 [2; stride 4] {}
+    /// RDRXCTL, receive DMA control (§8.2.3.8.8).
+    pub RDRXCTL: Rw<u32> @ 0x02F00 {
+        /// Strip the Ethernet CRC (must agree with HLREG0.RXCRCSTRP).
+        CRCSTRIP: 1,
+        /// DMA init done (read only).
+        DMAIDONE: 3,
+        /// RSC first-size field: must be 0.
+        RSCFRSTSIZE: 21:17,
+        /// RSC coalescing on ACK change: must be 1.
+        RSCACKC: 25,
+        /// FCoE write-back fix: must be 1.
+        FCOE_WRFIX: 26,
+    }
+    /// RXCTRL, receive control (§8.2.3.8.10).
+    pub RXCTRL: Rw<u32> @ 0x03000 {
+        /// Receive enable.
+        RXEN: 0,
+    }
+    /// FCRTH(0..7), flow control receive threshold high (§8.2.3.3.4).
+    pub FCRTH: Rw<u32> @ 0x03260 [8; stride 4] {
+        /// Threshold in 32-byte units (the register value is the byte count).
+        RTH: 18:5,
+    }
+    /// RXPBSIZE(0..7), receive packet buffer sizes (§8.2.3.9.1).
+    pub RXPBSIZE: Rw<u32> @ 0x03C00 [8; stride 4] {
+        /// Size in KiB.
+        SIZE: 19:10,
+    }
+    /// MPC(0..7), missed packets (no room in the packet buffer), clear on read
+    /// (§8.2.3.23.4).
+    pub MPC: Rc<u32> @ 0x03FA0 [8; stride 4] {}
+    /// CRCERRS, CRC errors, clear on read (§8.2.3.23.1).
+    pub CRCERRS: Rc<u32> @ 0x04000 {}
+    /// GPRC, good packets received, clear on read (§8.2.3.23.18).
+    pub GPRC: Rc<u32> @ 0x04074 {}
+    /// GPTC, good packets transmitted, clear on read (§8.2.3.23.22).
+    pub GPTC: Rc<u32> @ 0x04080 {}
+    /// GORCL, good octets received, low 32 of 36 bits (read before GORCH; §8.2.3.23.23).
+    pub GORCL: Ro<u32> @ 0x04088 {}
+    /// GORCH, good octets received, high 4 bits; reading it clears the counter.
+    pub GORCH: Rc<u32> @ 0x0408C {
+        /// The counter's bits 35:32.
+        HIGH: 3:0,
+    }
+    /// GOTCL, good octets transmitted, low 32 of 36 bits (§8.2.3.23.25).
+    pub GOTCL: Ro<u32> @ 0x04090 {}
+    /// GOTCH, good octets transmitted, high 4 bits.
+    pub GOTCH: Rc<u32> @ 0x04094 {
+        /// The counter's bits 35:32.
+        HIGH: 3:0,
+    }
+    /// HLREG0, MAC core control 0 (§8.2.3.22.8).
+    pub HLREG0: Rw<u32> @ 0x04240 {
+        /// Append CRC on transmit.
+        TXCRCEN: 0,
+        /// Strip CRC on receive.
+        RXCRCSTRP: 1,
+        /// Jumbo frames (kept off: see `intel::MAX_RX_FRAME`).
+        JUMBOEN: 2,
+        /// Pad short frames on transmit.
+        TXPADEN: 10,
+    }
+    /// AUTOC, auto-negotiation control (§8.2.3.22.19). The link mode the EEPROM loaded
+    /// is kept; the driver only restarts auto-negotiation.
+    pub AUTOC: Rw<u32> @ 0x042A0 {
+        /// Restart auto-negotiation (self-clearing).
+        RESTART_AN: 12,
+        /// Link mode select (kept as loaded).
+        LMS: 15:13,
+    }
+    /// LINKS, link status (§8.2.3.22.20).
+    pub LINKS: Ro<u32> @ 0x042A4 {
+        /// Speed: 1 = 100 Mb/s, 2 = 1 Gb/s, 3 = 10 Gb/s.
+        SPEED: 29:28,
+        /// Link up.
+        UP: 30,
+    }
+    /// RTTDCS, DCB transmit descriptor plane control (§8.2.3.10.2).
+    pub RTTDCS: Rw<u32> @ 0x04900 {
+        /// TX descriptor arbiter disable (set while changing TX buffers).
+        ARBDIS: 6,
+    }
+    /// TXPBTHRESH(0..7), transmit packet buffer thresholds (§8.2.3.9.16).
+    pub TXPBTHRESH: Rw<u32> @ 0x04950 [8; stride 4] {
+        /// Threshold in KiB.
+        THRESH: 9:0,
+    }
+    /// DMATXCTL, DMA transmit control (§8.2.3.9.2).
+    pub DMATXCTL: Rw<u32> @ 0x04A80 {
+        /// Transmit enable, before any TXDCTL.ENABLE.
+        TE: 0,
+    }
+    /// FCTRL, filter control (§8.2.3.7.1); may change only while RXCTRL.RXEN = 0.
+    pub FCTRL: Rw<u32> @ 0x05080 {
+        /// Multicast promiscuous.
+        MPE: 8,
+        /// Unicast promiscuous.
+        UPE: 9,
+        /// Accept broadcast.
+        BAM: 10,
+    }
+    /// MRQC, multiple receive queues command (§8.2.3.7.12).
+    pub MRQC: Rw<u32> @ 0x05818 {
+        /// MRQE: 0001b = RSS only.
+        MRQE: 3:0,
+        /// Hash TCP over IPv4.
+        IPV4_TCP: 16,
+        /// Hash IPv4 addresses.
+        IPV4: 17,
+        /// Hash TCP over IPv6 with extension headers.
+        IPV6_EX_TCP: 18,
+        /// Hash IPv6 with extension headers.
+        IPV6_EX: 19,
+        /// Hash IPv6 addresses.
+        IPV6: 20,
+        /// Hash TCP over IPv6.
+        IPV6_TCP: 21,
+        /// Hash UDP over IPv4.
+        IPV4_UDP: 22,
+        /// Hash UDP over IPv6.
+        IPV6_UDP: 23,
+    }
+    /// DTXMXSZRQ, DMA TX max size of total outstanding requests (§8.2.3.9.12).
+    pub DTXMXSZRQ: Rw<u32> @ 0x08100 {
+        /// Maximum bytes of outstanding requests.
+        MAX_BYTES_NUM_REQ: 11:0,
+    }
+    /// MTQC, multiple transmit queues command (§8.2.3.9.15).
+    pub MTQC: Rw<u32> @ 0x08120 {}
+    /// SECRXCTRL, security RX control (§8.2.3.12.10).
+    pub SECRXCTRL: Rw<u32> @ 0x08D00 {
+        /// Stop the security block's receive path.
+        RX_DIS: 1,
+    }
+    /// SECRXSTAT, security RX status (§8.2.3.12.11).
+    pub SECRXSTAT: Ro<u32> @ 0x08D04 {
+        /// The security block's receive path is idle.
+        SECRX_RDY: 0,
+    }
+    /// RAL(0), MAC bytes 0..3 (§8.2.3.7.8).
+    pub RAL0: Rw<u32> @ 0x0A200 {}
+    /// RAH(0), MAC bytes 4..5 and AV (§8.2.3.7.9).
+    pub RAH0: Rw<u32> @ 0x0A204 {
+        /// MAC bytes 4..5.
+        ADDR: 15:0,
+        /// Address valid.
+        AV: 31,
+    }
+    /// TXPBSIZE(0..7), transmit packet buffer sizes (§8.2.3.9.13).
+    pub TXPBSIZE: Rw<u32> @ 0x0CC00 [8; stride 4] {
+        /// Size in KiB.
+        SIZE: 19:10,
+    }
+    /// ERETA(0..95): entries 128..511 of the X550 redirection table (X550 §8.2.3.7.17).
+    pub ERETA: Rw<u32> @ 0x0EE80 [96; stride 4] {}
+    /// EEC, EEPROM/flash control (§8.2.3.2.1).
+    pub EEC: Rw<u32> @ 0x10010 {
+        /// EEPROM present.
+        EE_PRES: 8,
+        /// Auto-read done: the hardware loaded its EEPROM defaults.
+        ARD: 9,
+    }
+    /// QPRDC(0..15), per-queue receive drops with DROP_EN, clear on read (§8.2.3.23.42).
+    pub QPRDC: Rc<u32> @ 0x01430 [16; stride 0x40] {}
 
-/// `$name = base + offset_of!(Block, field)`, asserted equal to the datasheet offset.
-macro_rules! reg {
-    ($(#[$m:meta])* $name:ident = $base:ident + $block:ident . $field:ident == $abs:literal) => {
-        $(#[$m])*
-        pub const $name: usize = $base + offset_of!($block, $field);
-        const _: () = assert!($name == $abs);
-    };
+    /// DCA_RXCTRL(n), receive DCA control, in the queue block (§8.2.3.11.1).
+    pub DCA_RXCTRL: Rw<u32> @ 0x0C in RxBlock {
+        /// "Reserved, must be set to 0", though it resets to 1.
+        BIT12: 12,
+    }
+    /// SRRCTL(n), split receive control, in the queue block (§8.2.3.8.7; 0x02100 + 4n
+    /// is an alias for n < 16).
+    pub SRRCTL: Rw<u32> @ 0x14 in RxBlock {
+        /// Packet buffer size in KiB.
+        BSIZEPACKET: 6:0,
+        /// Header buffer size in 64-byte units.
+        BSIZEHEADER: 13:8,
+        /// Descriptor type.
+        DESCTYPE: 27:25,
+        /// Drop frames when the queue has no descriptor.
+        DROP_EN: 28,
+    }
+    /// DCA_TXCTRL(n), transmit DCA control, in the queue block (§8.2.3.11.2).
+    pub DCA_TXCTRL: Rw<u32> @ 0x0C in TxBlock {}
 }
 
-/// General control registers (§8.2.3.1) at 0x00000. Layout only.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct General {
-    ctrl: RW<u32>,
-    _r04: u32,
-    status: RO<u32>,
-    _r0c: [u32; 3],
-    ctrl_ext: RW<u32>,
-}
-const GENERAL: usize = 0x00000;
-reg!(/// CTRL, device control (§8.2.3.1.1).
-    CTRL = GENERAL + General.ctrl == 0x00000);
-reg!(/// STATUS, device status (§8.2.3.1.2).
-    STATUS = GENERAL + General.status == 0x00008);
-reg!(/// CTRL_EXT, extended device control (§8.2.3.1.3).
-    CTRL_EXT = GENERAL + General.ctrl_ext == 0x00018);
-
-/// Interrupt registers (§8.2.3.5) at 0x00800. Layout only.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct Interrupt {
-    eicr: RW<u32>,
-    _r804: [u32; 31],
-    eims: RW<u32>,
-    _r884: u32,
-    eimc: RW<u32>,
-    _r88c: [u32; 137],
-    eimc_ex: [RW<u32>; 2],
-}
-const INTERRUPT: usize = 0x00800;
-reg!(/// EICR, extended interrupt cause (§8.2.3.5.1).
-    EICR = INTERRUPT + Interrupt.eicr == 0x00800);
-reg!(/// EIMS, interrupt mask set (write 1 to enable; §8.2.3.5.3).
-    EIMS = INTERRUPT + Interrupt.eims == 0x00880);
-reg!(/// EIMC, interrupt mask clear (write 1 to disable; §8.2.3.5.4).
-    EIMC = INTERRUPT + Interrupt.eimc == 0x00888);
-reg!(/// EIMC_EX(0), the queue-interrupt half of the mask clear (§8.2.3.5.5).
-    EIMC_EX0 = INTERRUPT + Interrupt.eimc_ex == 0x00AB0);
-
-/// Receive DMA and packet-buffer registers (§8.2.3.8, §8.2.3.9) at 0x02F00.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct RxDma {
-    rdrxctl: RW<u32>,
-    _r2f04: [u32; 63],
-    rxctrl: RW<u32>,
-    _r3004: [u32; 151],
-    fcrth: [RW<u32>; 8],
-    _r3280: [u32; 608],
-    rxpbsize: [RW<u32>; 8],
-    _r3c20: [u32; 224],
-    mpc: [RO<u32>; 8],
-}
-const RX_DMA: usize = 0x02F00;
-reg!(/// RDRXCTL, receive DMA control (§8.2.3.8.8).
-    RDRXCTL = RX_DMA + RxDma.rdrxctl == 0x02F00);
-reg!(/// RXCTRL, receive control: RXEN (§8.2.3.8.10).
-    RXCTRL = RX_DMA + RxDma.rxctrl == 0x03000);
-reg!(/// FCRTH(0..7), flow control receive threshold high (§8.2.3.3.4).
-    FCRTH0 = RX_DMA + RxDma.fcrth == 0x03260);
-reg!(/// RXPBSIZE(0..7), receive packet buffer sizes (§8.2.3.9.1).
-    RXPBSIZE0 = RX_DMA + RxDma.rxpbsize == 0x03C00);
-reg!(/// MPC(0..7), missed packets (no room in the packet buffer), clear on read (§8.2.3.23.4).
-    MPC0 = RX_DMA + RxDma.mpc == 0x03FA0);
-
-/// MAC registers and statistics (§8.2.3.22, §8.2.3.23) at 0x04000.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct Mac {
-    crcerrs: RO<u32>,
-    _r4004: [u32; 28],
-    gprc: RO<u32>,
-    _r4078: [u32; 2],
-    gptc: RO<u32>,
-    _r4084: u32,
-    gorcl: RO<u32>,
-    gorch: RO<u32>,
-    gotcl: RO<u32>,
-    gotch: RO<u32>,
-    _r4098: [u32; 106],
-    hlreg0: RW<u32>,
-    _r4244: [u32; 9],
-    maxfrs: RW<u32>,
-    _r426c: [u32; 13],
-    autoc: RW<u32>,
-    links: RO<u32>,
-    _r42a8: [u32; 406],
-    rttdcs: RW<u32>,
-    _r4904: [u32; 19],
-    txpbthresh: [RW<u32>; 8],
-    _r4970: [u32; 68],
-    dmatxctl: RW<u32>,
-}
-const MAC: usize = 0x04000;
-reg!(/// CRCERRS, CRC errors, clear on read (§8.2.3.23.1).
-    CRCERRS = MAC + Mac.crcerrs == 0x04000);
-reg!(/// GPRC, good packets received, clear on read (§8.2.3.23.18).
-    GPRC = MAC + Mac.gprc == 0x04074);
-reg!(/// GPTC, good packets transmitted, clear on read (§8.2.3.23.22).
-    GPTC = MAC + Mac.gptc == 0x04080);
-reg!(/// GORCL, good octets received, low 32 of 36 bits (read before GORCH; §8.2.3.23.23).
-    GORCL = MAC + Mac.gorcl == 0x04088);
-reg!(/// GORCH, good octets received, high 4 bits; reading it clears the counter.
-    GORCH = MAC + Mac.gorch == 0x0408C);
-reg!(/// GOTCL, good octets transmitted, low 32 of 36 bits (§8.2.3.23.25).
-    GOTCL = MAC + Mac.gotcl == 0x04090);
-reg!(/// GOTCH, good octets transmitted, high 4 bits.
-    GOTCH = MAC + Mac.gotch == 0x04094);
-reg!(/// HLREG0, MAC core control 0 (§8.2.3.22.8).
-    HLREG0 = MAC + Mac.hlreg0 == 0x04240);
-reg!(/// MAXFRS, max frame size (§8.2.3.22.13).
-    MAXFRS = MAC + Mac.maxfrs == 0x04268);
-reg!(/// AUTOC, auto-negotiation control (§8.2.3.22.19); left as the EEPROM set it.
-    AUTOC = MAC + Mac.autoc == 0x042A0);
-reg!(/// LINKS, link status (§8.2.3.22.20).
-    LINKS = MAC + Mac.links == 0x042A4);
-reg!(/// RTTDCS, DCB transmit descriptor plane control: ARBDIS (§8.2.3.10.2).
-    RTTDCS = MAC + Mac.rttdcs == 0x04900);
-reg!(/// TXPBTHRESH(0..7), transmit packet buffer thresholds (§8.2.3.9.16).
-    TXPBTHRESH0 = MAC + Mac.txpbthresh == 0x04950);
-reg!(/// DMATXCTL, DMA transmit control: TE (§8.2.3.9.2).
-    DMATXCTL = MAC + Mac.dmatxctl == 0x04A80);
-
-/// Receive filter registers (§8.2.3.7) at 0x05000 (RXCSUM and MRQC: [`crate::intel::rss`]).
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct Filter {
-    rxcsum: RW<u32>,
-    _r5004: [u32; 31],
-    fctrl: RW<u32>,
-}
-const FILTER: usize = 0x05000;
-reg!(/// FCTRL, filter control (§8.2.3.7.1); may change only while RXCTRL.RXEN = 0.
-    FCTRL = FILTER + Filter.fctrl == 0x05080);
-
-/// Transmit DMA and security registers at 0x08100.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct TxSec {
-    dtxmxszrq: RW<u32>,
-    _r8104: [u32; 7],
-    mtqc: RW<u32>,
-    _r8124: [u32; 759],
-    secrxctrl: RW<u32>,
-    secrxstat: RO<u32>,
-}
-const TX_SEC: usize = 0x08100;
-reg!(/// DTXMXSZRQ, DMA TX max size of total outstanding requests (§8.2.3.9.12).
-    DTXMXSZRQ = TX_SEC + TxSec.dtxmxszrq == 0x08100);
-reg!(/// MTQC, multiple transmit queues command (§8.2.3.9.15).
-    MTQC = TX_SEC + TxSec.mtqc == 0x08120);
-reg!(/// SECRXCTRL, security RX control: RX_DIS (§8.2.3.12.10).
-    SECRXCTRL = TX_SEC + TxSec.secrxctrl == 0x08D00);
-reg!(/// SECRXSTAT, security RX status: SECRX_RDY (§8.2.3.12.11).
-    SECRXSTAT = TX_SEC + TxSec.secrxstat == 0x08D04);
-
-/// Receive address 0 (§8.2.3.7.8, §8.2.3.7.9) at 0x0A200.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct RecvAddr {
-    ral: RW<u32>,
-    rah: RW<u32>,
-}
-const RECV_ADDR: usize = 0x0A200;
-reg!(/// RAL(0), MAC bytes 0..3.
-    RAL0 = RECV_ADDR + RecvAddr.ral == 0x0A200);
-reg!(/// RAH(0), MAC bytes 4..5 and AV.
-    RAH0 = RECV_ADDR + RecvAddr.rah == 0x0A204);
-
-/// Transmit packet buffer sizes (§8.2.3.9.13) at 0x0CC00.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct TxPb {
-    txpbsize: [RW<u32>; 8],
-}
-const TX_PB: usize = 0x0CC00;
-reg!(/// TXPBSIZE(0..7).
-    TXPBSIZE0 = TX_PB + TxPb.txpbsize == 0x0CC00);
-
-/// X550 extended redirection table (X550 datasheet §8.2.3.7.17) at 0x0EE80.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct Ereta {
-    ereta: [RW<u32>; 96],
-}
-const ERETA_BLOCK: usize = 0x0EE80;
-reg!(/// ERETA(0..95): entries 128..511 of the X550 redirection table.
-    ERETA = ERETA_BLOCK + Ereta.ereta == 0x0EE80);
-
-/// EEPROM/flash control (§8.2.3.2.1) at 0x10010.
-#[repr(C)]
-#[allow(dead_code)]
-pub(crate) struct Eeprom {
-    eec: RW<u32>,
-}
-const EEPROM: usize = 0x10010;
-reg!(/// EEC, EEPROM/flash control: auto-read done.
-    EEC = EEPROM + Eeprom.eec == 0x10010);
-
-/// QPRDC(n), per-queue receive drops with DROP_EN, clear on read (§8.2.3.23.42).
-pub const fn qprdc(n: u16) -> usize {
-    0x01430 + 0x40 * n as usize
-}
+/// Receive queues 0..63 (§8.2.3.8: RDBAL(n) at 0x01000 + 0x40n).
+pub const RX_BLOCKS_LOW: BlockArray<RxBlock> = BlockArray::new(0x01000, 0x40, 64);
+/// Receive queues 64..127 (at 0x0D000 + 0x40(n − 64)).
+pub const RX_BLOCKS_HIGH: BlockArray<RxBlock> = BlockArray::new(0x0D000, 0x40, 64);
+/// Transmit queues 0..127 (§8.2.3.9: TDBAL(n) at 0x06000 + 0x40n).
+pub const TX_BLOCKS: BlockArray<TxBlock> = BlockArray::new(0x06000, 0x40, 128);
 
 /// Bytes of BAR 0 the driver maps (the register space; flash follows).
 pub const BAR_LEN: u64 = 0x20000;
-
-/// CTRL fields (§8.2.3.1.1).
-pub mod ctrl {
-    use super::Field;
-    /// GIO master disable: stop issuing new master requests.
-    pub const GIO_DIS: Field = Field::bit(2);
-    /// Link reset.
-    pub const LRST: Field = Field::bit(3);
-    /// Device reset; self-clearing.
-    pub const RST: Field = Field::bit(26);
-}
-/// STATUS.GIO master enable status (§8.2.3.1.2): clear when no master request is pending.
-pub const STATUS_GIO_MASTER_EN: Field = Field::bit(19);
-/// CTRL_EXT fields (§8.2.3.1.3).
-pub mod ctrl_ext {
-    use super::Field;
-    /// No-snoop disable (§4.6.7: set it for a polled driver that does not use DCA).
-    pub const NS_DIS: Field = Field::bit(16);
-    /// Driver loaded (tells firmware the driver took over).
-    pub const DRV_LOAD: Field = Field::bit(28);
-}
-/// EEC fields (§8.2.3.2.1).
-pub mod eec {
-    use super::Field;
-    /// EEPROM present.
-    pub const EE_PRES: Field = Field::bit(8);
-    /// Auto-read done: the hardware loaded its EEPROM defaults.
-    pub const ARD: Field = Field::bit(9);
-}
-/// RDRXCTL fields (§8.2.3.8.8).
-pub mod rdrxctl {
-    use super::Field;
-    /// Strip the Ethernet CRC (must agree with HLREG0.RXCRCSTRP).
-    pub const CRCSTRIP: Field = Field::bit(1);
-    /// DMA init done (read only).
-    pub const DMAIDONE: Field = Field::bit(3);
-    /// RSC first-size field 21:17: must be 0.
-    pub const RSCFRSTSIZE: Field = Field::new(17, 5);
-    /// RSC coalescing on ACK change: must be 1.
-    pub const RSCACKC: Field = Field::bit(25);
-    /// FCoE write-back fix: must be 1.
-    pub const FCOE_WRFIX: Field = Field::bit(26);
-}
-/// RXCTRL.RXEN: receive enable (§8.2.3.8.10).
-pub const RXCTRL_RXEN: Field = Field::bit(0);
-/// RXPBSIZE.SIZE / TXPBSIZE.SIZE 19:10 in KiB.
-pub const PBSIZE_KIB: Field = Field::new(10, 10);
-/// FCRTH.RTH 18:5 (32-byte units; the register value is the byte count).
-pub const FCRTH_RTH: Field = Field::new(5, 14);
-/// TXPBTHRESH.THRESH 9:0 in KiB.
-pub const TXPBTHRESH_KIB: Field = Field::new(0, 10);
-/// HLREG0 fields (§8.2.3.22.8).
-pub mod hlreg0 {
-    use super::Field;
-    /// Append CRC on transmit.
-    pub const TXCRCEN: Field = Field::bit(0);
-    /// Strip CRC on receive.
-    pub const RXCRCSTRP: Field = Field::bit(1);
-    /// Jumbo frames (kept off: see `intel::MAX_RX_FRAME`).
-    pub const JUMBOEN: Field = Field::bit(2);
-    /// Pad short frames on transmit.
-    pub const TXPADEN: Field = Field::bit(10);
-}
-/// LINKS fields (§8.2.3.22.20).
-pub mod links {
-    use super::Field;
-    /// Link up.
-    pub const UP: Field = Field::bit(30);
-    /// Speed 29:28: 1 = 100 Mb/s, 2 = 1 Gb/s, 3 = 10 Gb/s.
-    pub const SPEED: Field = Field::new(28, 2);
-}
-/// RTTDCS.ARBDIS: TX descriptor arbiter disable (set while changing TX buffers).
-pub const RTTDCS_ARBDIS: Field = Field::bit(6);
-/// DMATXCTL.TE: transmit enable, before any TXDCTL.ENABLE.
-pub const DMATXCTL_TE: Field = Field::bit(0);
-/// DTXMXSZRQ.MAX_BYTES_NUM_REQ 11:0.
-pub const DTXMXSZRQ_MAX: Field = Field::new(0, 12);
-/// FCTRL fields (§8.2.3.7.1).
-pub mod fctrl {
-    use super::Field;
-    /// Multicast promiscuous.
-    pub const MPE: Field = Field::bit(8);
-    /// Unicast promiscuous.
-    pub const UPE: Field = Field::bit(9);
-    /// Accept broadcast.
-    pub const BAM: Field = Field::bit(10);
-}
-/// SECRXCTRL.RX_DIS (§8.2.3.12.10).
-pub const SECRXCTRL_RX_DIS: Field = Field::bit(1);
-/// SECRXSTAT.SECRX_RDY (§8.2.3.12.11).
-pub const SECRXSTAT_RDY: Field = Field::bit(0);
-/// DCA_RXCTRL bit 12: "reserved, must be set to 0" though it resets to 1 (§8.2.3.11.1).
-pub const DCA_RXCTRL_BIT12: Field = Field::bit(12);
-/// RAH.AV: address valid.
-pub const RAH_AV: Field = Field::bit(31);
-/// RAH bytes 4..5 of the MAC.
-pub const RAH_ADDR: Field = Field::new(0, 16);
-/// GORCH/GOTCH: the 4 high bits of the 36-bit octet counters.
-pub const OCTETS_HIGH: Field = Field::new(0, 4);

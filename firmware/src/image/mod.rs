@@ -66,7 +66,19 @@ fn kmain(boot: &'static BootInfo) -> ! {
     // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
     // the pool handed to the drivers only satisfies their signature.
     let ports = match nics::probe(&mut p, &mut pools[0], &cfg) {
-        Ok(ports) => ports,
+        Ok((ports, tried)) => {
+            // A NIC that failed was reported and skipped; with none left of those
+            // tried, there is nothing to run.
+            if ports.is_empty() && tried > 0 {
+                println!("error: no usable NIC ({tried} found, none came up)");
+                exit(ExitCode::RuntimeFailure)
+            }
+            ports
+        }
+        Err(e @ nics::NicError::NotFound(_)) => {
+            println!("error: {e}");
+            exit(ExitCode::ConfigError)
+        }
         Err(e) => {
             println!("error: {e}");
             exit(ExitCode::RuntimeFailure)

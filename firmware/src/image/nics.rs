@@ -1,6 +1,12 @@
-//! Finding and bringing up the NICs: virtio-net and igb (QEMU's 82576), behind one
-//! [`Nic`] type with enum-dispatching queues, so the forwarding loop is the same for
-//! either kind.
+//! Finding and bringing up the NICs: virtio-net, igb (QEMU's 82576), ixgbe
+//! (82599/X520/X540/X550) and i40e (XL710/X710), behind one [`Nic`] type with
+//! enum-dispatching queues, so the forwarding loop is the same for every kind.
+//!
+//! Which NICs: the ones `nics=` names, in its order; without it, the first
+//! [`MAX_PORTS`] the image drives, virtio-net first, then igb, ixgbe, i40e, each kind in
+//! PCI order (a warning line names what was left out). A NIC whose bring-up fails is
+//! reported (`error: <kind> <pci>: <why>`) and skipped; the caller decides what too few
+//! NICs mean.
 
 extern crate alloc;
 
@@ -11,27 +17,68 @@ use core::fmt;
 use cadence_core::buf::{Batch, Pool, PoolError};
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats, WakeAddr};
 use cadence_drivers::hal::DmaError;
+use cadence_drivers::i40e::desc::{I40eRx, I40eTx};
+use cadence_drivers::i40e::{self, I40e};
 use cadence_drivers::igb::{self, Igb};
 use cadence_drivers::intel::{IntelRx, IntelTx};
+use cadence_drivers::ixgbe::{self, Ixgbe, MacType};
 use cadence_drivers::virtio::{self, VirtioNet, VirtioRx, VirtioTx};
-use cadence_firmware::config::{BootConfig, MacFmt};
+use cadence_firmware::config::{BootConfig, MacFmt, PciAddr};
 use cadence_firmware::forward::FwdPort;
 use cadence_platform::Platform;
 use cadence_platform::dma::DmaRegion;
 use cadence_platform::mmio::MmioWindow;
-use cadence_platform::pci::Bdf;
+use cadence_platform::pci::{Bdf, Function, PciDevice};
 use cadence_platform::println;
 
 /// virtio PCI vendor ID (virtio 1.2 §4.1.2).
 pub const VIRTIO_VENDOR: u16 = 0x1af4;
 /// Modern virtio-net: 0x1040 + device type 1 (virtio 1.2 §4.1.2.1).
 pub const VIRTIO_NET: u16 = 0x1041;
+/// Intel's PCI vendor ID.
+pub const INTEL_VENDOR: u16 = 0x8086;
 /// Most ports the image drives.
 pub const MAX_PORTS: usize = 2;
 
+/// The kinds of NIC the image drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NicKind {
+    /// Modern virtio-net.
+    VirtioNet,
+    /// Intel 82576 (`-device igb`).
+    Igb,
+    /// Intel 82599/X520/X540/X550.
+    Ixgbe,
+    /// Intel XL710/X710/XXV710.
+    I40e,
+}
+
+impl NicKind {
+    /// The kind of PCI function `d`, if the image drives it.
+    pub fn of(d: &PciDevice) -> Option<Self> {
+        match (d.vendor, d.device) {
+            (VIRTIO_VENDOR, VIRTIO_NET) => Some(NicKind::VirtioNet),
+            (INTEL_VENDOR, igb::DEVICE_ID) => Some(NicKind::Igb),
+            (INTEL_VENDOR, dev) if MacType::from_device_id(dev).is_some() => Some(NicKind::Ixgbe),
+            (INTEL_VENDOR, dev) if i40e::is_supported_device(dev) => Some(NicKind::I40e),
+            _ => None,
+        }
+    }
+
+    /// The `kind=` of the `@nic` line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NicKind::VirtioNet => "virtio-net",
+            NicKind::Igb => "igb",
+            NicKind::Ixgbe => "ixgbe",
+            NicKind::I40e => "i40e",
+        }
+    }
+}
+
 /// A NIC as the image drives it.
-// At most MAX_PORTS of these exist, built once at boot: the size difference (the igb
-// port carries a 512-byte redirection-table shadow) costs nothing worth a Box.
+// At most MAX_PORTS of these exist, built once at boot: the size difference (the Intel
+// ports carry a 512-byte redirection-table shadow) costs nothing worth a Box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Nic {
@@ -39,42 +86,67 @@ pub enum Nic {
     Virtio(VirtioNet<MmioWindow, DmaRegion>),
     /// Intel 82576 (`-device igb`).
     Igb(Igb<MmioWindow, DmaRegion>),
+    /// Intel 82599/X5xx.
+    Ixgbe(Ixgbe<MmioWindow, DmaRegion>),
+    /// Intel XL710/X710.
+    I40e(I40e<MmioWindow, DmaRegion>),
 }
 
-/// A receive queue of either kind of [`Nic`], borrowed.
+/// A receive queue of any kind of [`Nic`], borrowed.
 #[derive(Debug)]
 pub enum NicRx<'a> {
     /// A virtio-net receive virtqueue.
     Virtio(&'a mut VirtioRx<MmioWindow, DmaRegion>),
-    /// An Intel advanced-descriptor receive ring.
-    Igb(&'a mut IntelRx<MmioWindow, DmaRegion>),
+    /// An Intel advanced-descriptor receive ring (igb, ixgbe).
+    Intel(&'a mut IntelRx<MmioWindow, DmaRegion>),
+    /// An XL710 receive ring.
+    I40e(&'a mut IntelRx<MmioWindow, DmaRegion, I40eRx>),
 }
 
-/// A transmit queue of either kind of [`Nic`], borrowed.
+/// A transmit queue of any kind of [`Nic`], borrowed.
 #[derive(Debug)]
 pub enum NicTx<'a> {
     /// A virtio-net transmit virtqueue.
     Virtio(&'a mut VirtioTx<MmioWindow, DmaRegion>),
-    /// An Intel advanced-descriptor transmit ring.
-    Igb(&'a mut IntelTx<MmioWindow, DmaRegion>),
+    /// An Intel advanced-descriptor transmit ring (igb, ixgbe).
+    Intel(&'a mut IntelTx<MmioWindow, DmaRegion>),
+    /// An XL710 transmit ring.
+    I40e(&'a mut IntelTx<MmioWindow, DmaRegion, I40eTx>),
+}
+
+/// Leaks `rx` and `tx` (they live as long as the image) and pairs them up.
+fn leak_pairs<R, T, A, B>(rx: Vec<R>, tx: Vec<T>, wrap_rx: A, wrap_tx: B) -> Vec<(NicRx<'static>, NicTx<'static>)>
+where
+    R: 'static,
+    T: 'static,
+    A: Fn(&'static mut R) -> NicRx<'static>,
+    B: Fn(&'static mut T) -> NicTx<'static>,
+{
+    let (rx, tx) = (Box::leak(Box::new(rx)), Box::leak(Box::new(tx)));
+    rx.iter_mut().zip(tx.iter_mut()).map(|(r, t)| (wrap_rx(r), wrap_tx(t))).collect()
 }
 
 impl Nic {
     /// Moves every queue pair out of the port (pair `k` = receive queue `k`, transmit
     /// queue `k`) to hand to the lanes for the rest of the run; the port keeps its
-    /// control path (MAC, RSS table, statistics registers). The rings are leaked: they
-    /// live as long as the image.
+    /// control path (MAC, RSS table, statistics registers).
     pub fn take_queues(&mut self) -> Vec<(NicRx<'static>, NicTx<'static>)> {
         match self {
             Nic::Virtio(n) => {
                 let (rx, tx) = n.take_queues();
-                let (rx, tx) = (Box::leak(Box::new(rx)), Box::leak(Box::new(tx)));
-                rx.iter_mut().zip(tx.iter_mut()).map(|(r, t)| (NicRx::Virtio(r), NicTx::Virtio(t))).collect()
+                leak_pairs(rx, tx, NicRx::Virtio, NicTx::Virtio)
             }
             Nic::Igb(n) => {
                 let (rx, tx) = n.take_queues();
-                let (rx, tx) = (Box::leak(Box::new(rx)), Box::leak(Box::new(tx)));
-                rx.iter_mut().zip(tx.iter_mut()).map(|(r, t)| (NicRx::Igb(r), NicTx::Igb(t))).collect()
+                leak_pairs(rx, tx, NicRx::Intel, NicTx::Intel)
+            }
+            Nic::Ixgbe(n) => {
+                let (rx, tx) = n.take_queues();
+                leak_pairs(rx, tx, NicRx::Intel, NicTx::Intel)
+            }
+            Nic::I40e(n) => {
+                let (rx, tx) = n.take_queues();
+                leak_pairs(rx, tx, NicRx::I40e, NicTx::I40e)
             }
         }
     }
@@ -82,17 +154,22 @@ impl Nic {
     /// The RSS indirection table the device holds (receive queue per bucket), if it
     /// does RSS.
     pub fn rss_table(&self) -> Option<Vec<u16>> {
+        let bytes = |t: &[u8]| t.iter().map(|&q| u16::from(q)).collect();
         match self {
             Nic::Virtio(n) => n.rss_table().map(<[u16]>::to_vec),
-            Nic::Igb(n) => Some(n.rss_table().iter().map(|&q| u16::from(q)).collect()),
+            Nic::Igb(n) => Some(bytes(n.rss_table())),
+            Nic::Ixgbe(n) => Some(bytes(n.rss_table())),
+            Nic::I40e(n) => Some(bytes(n.rss_table())),
         }
     }
 
-    /// The `kind=` of the `@nic` line.
-    pub fn kind(&self) -> &'static str {
+    /// The kind.
+    pub fn kind(&self) -> NicKind {
         match self {
-            Nic::Virtio(_) => "virtio-net",
-            Nic::Igb(_) => "igb",
+            Nic::Virtio(_) => NicKind::VirtioNet,
+            Nic::Igb(_) => NicKind::Igb,
+            Nic::Ixgbe(_) => NicKind::Ixgbe,
+            Nic::I40e(_) => NicKind::I40e,
         }
     }
 
@@ -101,6 +178,8 @@ impl Nic {
         match self {
             Nic::Virtio(n) => n.speed_mbps(),
             Nic::Igb(n) => n.speed_mbps(),
+            Nic::Ixgbe(n) => n.speed_mbps(),
+            Nic::I40e(n) => n.speed_mbps(),
         }
     }
 
@@ -109,8 +188,33 @@ impl Nic {
         match self {
             Nic::Virtio(n) => n.queue_size(),
             Nic::Igb(n) => n.ring_size(),
+            Nic::Ixgbe(n) => n.ring_size(),
+            Nic::I40e(n) => n.ring_size(),
         }
     }
+}
+
+/// Dispatches `$e` over every [`Nic`] variant with the port bound to `$n`.
+macro_rules! each_nic {
+    ($nic:expr, $n:ident => $e:expr) => {
+        match $nic {
+            Nic::Virtio($n) => $e,
+            Nic::Igb($n) => $e,
+            Nic::Ixgbe($n) => $e,
+            Nic::I40e($n) => $e,
+        }
+    };
+}
+
+/// Dispatches `$e` over every queue variant with the queue bound to `$q`.
+macro_rules! each_queue {
+    ($queue:expr, $ty:ident, $q:ident => $e:expr) => {
+        match $queue {
+            $ty::Virtio($q) => $e,
+            $ty::Intel($q) => $e,
+            $ty::I40e($q) => $e,
+        }
+    };
 }
 
 impl FwdPort for Nic {
@@ -132,38 +236,23 @@ impl FwdPort for Nic {
 
 impl Port for Nic {
     fn mac(&self) -> [u8; 6] {
-        match self {
-            Nic::Virtio(n) => n.mac(),
-            Nic::Igb(n) => n.mac(),
-        }
+        each_nic!(self, n => n.mac())
     }
 
     fn rx_queues(&self) -> usize {
-        match self {
-            Nic::Virtio(n) => n.rx_queues(),
-            Nic::Igb(n) => n.rx_queues(),
-        }
+        each_nic!(self, n => n.rx_queues())
     }
 
     fn tx_queues(&self) -> usize {
-        match self {
-            Nic::Virtio(n) => n.tx_queues(),
-            Nic::Igb(n) => n.tx_queues(),
-        }
+        each_nic!(self, n => n.tx_queues())
     }
 
     fn set_rss_table(&mut self, table: &[u16]) -> Result<(), RssError> {
-        match self {
-            Nic::Virtio(n) => n.set_rss_table(table),
-            Nic::Igb(n) => n.set_rss_table(table),
-        }
+        each_nic!(self, n => n.set_rss_table(table))
     }
 
     fn stats(&self) -> PortStats {
-        match self {
-            Nic::Virtio(n) => n.stats(),
-            Nic::Igb(n) => n.stats(),
-        }
+        each_nic!(self, n => n.stats())
     }
 }
 
@@ -171,89 +260,61 @@ impl NicRx<'_> {
     /// Tops the ring up from `pool` and notifies the device; returns how many buffers
     /// it posted.
     pub fn fill(&mut self, pool: &mut Pool<'_>) -> usize {
-        match self {
-            NicRx::Virtio(q) => q.fill(pool),
-            NicRx::Igb(q) => q.fill(pool),
-        }
+        each_queue!(self, NicRx, q => q.fill(pool))
     }
 }
 
 impl RxQueue for NicRx<'_> {
     #[inline]
     fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
-        match self {
-            NicRx::Virtio(q) => q.rx_burst(pool, batch),
-            NicRx::Igb(q) => q.rx_burst(pool, batch),
-        }
+        each_queue!(self, NicRx, q => q.rx_burst(pool, batch))
     }
 
     fn rx_stats(&self) -> RxStats {
-        match self {
-            NicRx::Virtio(q) => q.rx_stats(),
-            NicRx::Igb(q) => q.rx_stats(),
-        }
+        each_queue!(self, NicRx, q => q.rx_stats())
     }
 
     fn wake_address(&self) -> Option<WakeAddr> {
-        match self {
-            NicRx::Virtio(q) => q.wake_address(),
-            NicRx::Igb(q) => q.wake_address(),
-        }
+        each_queue!(self, NicRx, q => q.wake_address())
     }
 }
 
 impl TxQueue for NicTx<'_> {
     #[inline]
     fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
-        match self {
-            NicTx::Virtio(q) => q.tx_burst(pool, batch),
-            NicTx::Igb(q) => q.tx_burst(pool, batch),
-        }
+        each_queue!(self, NicTx, q => q.tx_burst(pool, batch))
     }
 
     fn reclaim(&mut self, pool: &mut Pool<'_>) -> usize {
-        match self {
-            NicTx::Virtio(q) => q.reclaim(pool),
-            NicTx::Igb(q) => q.reclaim(pool),
-        }
+        each_queue!(self, NicTx, q => q.reclaim(pool))
     }
 
     fn in_flight(&self) -> usize {
-        match self {
-            NicTx::Virtio(q) => q.in_flight(),
-            NicTx::Igb(q) => q.in_flight(),
-        }
+        each_queue!(self, NicTx, q => q.in_flight())
     }
 
     fn tx_stats(&self) -> TxStats {
-        match self {
-            NicTx::Virtio(q) => q.tx_stats(),
-            NicTx::Igb(q) => q.tx_stats(),
-        }
+        each_queue!(self, NicTx, q => q.tx_stats())
     }
 }
 
-/// Why the NICs could not be brought up.
+/// Why no NIC could be had, or a NIC could not be brought up.
 #[derive(Debug)]
 pub enum NicError {
     /// No DMA memory for the packet pool.
     PacketMemory(DmaError),
     /// The pool refused its region.
     Pool(PoolError),
+    /// `nics=` names an address with no NIC the image drives.
+    NotFound(PciAddr),
     /// A virtio-net function failed to initialize.
-    Virtio {
-        /// Its PCI address.
-        bdf: Bdf,
-        /// What went wrong.
-        err: virtio::InitError,
-    },
+    Virtio(virtio::InitError),
     /// An igb function failed to initialize.
-    Igb {
-        /// Its PCI address.
-        bdf: Bdf,
-        /// What went wrong.
-        err: igb::InitError,
-    },
+    Igb(igb::InitError),
+    /// An ixgbe function failed to initialize.
+    Ixgbe(ixgbe::InitError),
+    /// An i40e function failed to initialize.
+    I40e(i40e::InitError),
 }
 
 impl fmt::Display for NicError {
@@ -261,65 +322,136 @@ impl fmt::Display for NicError {
         match self {
             NicError::PacketMemory(e) => write!(f, "packet buffer memory: {e}"),
             NicError::Pool(e) => write!(f, "packet pool: {e}"),
-            NicError::Virtio { bdf, err } => write!(f, "virtio-net {bdf}: {err}"),
-            NicError::Igb { bdf, err } => write!(f, "igb {bdf}: {err}"),
+            NicError::NotFound(a) => write!(f, "boot option 'nics': no NIC the image drives at {a}"),
+            NicError::Virtio(e) => write!(f, "{e}"),
+            NicError::Igb(e) => write!(f, "{e}"),
+            NicError::Ixgbe(e) => write!(f, "{e}"),
+            NicError::I40e(e) => write!(f, "{e}"),
         }
     }
 }
 
-/// NIC functions the image will drive: virtio-net and igb, at most [`MAX_PORTS`] (the
-/// `nics=` of the banner, which the host waits for as many `@nic` lines).
-pub fn count(p: &Platform) -> usize {
-    let n = p.pci.iter().filter(|d| d.is(VIRTIO_VENDOR, VIRTIO_NET) || d.is(igb::VENDOR_ID, igb::DEVICE_ID)).count();
-    n.min(MAX_PORTS)
+fn same(a: &PciAddr, b: &Bdf) -> bool {
+    (a.bus, a.dev, a.func) == (b.bus, b.dev, b.func)
 }
 
-/// Brings up the NICs, at most [`MAX_PORTS`]: modern virtio-net functions first, then
-/// igb functions, each kind in PCI order, with `cfg.lanes` queue pairs each (as many as
-/// the device gives) and empty receive rings (each lane fills its own with
-/// [`NicRx::fill`]), and prints one `@nic` line each.
+/// The functions the image will drive, in port order (see the module docs), and how
+/// many it could drive in all. An address in `nics=` without such a function is an
+/// error.
+pub fn select(
+    p: &Platform,
+    cfg: &BootConfig,
+) -> Result<(heapless::Vec<(PciDevice, NicKind), MAX_PORTS>, usize), NicError> {
+    let mut all: Vec<(PciDevice, NicKind)> = p.pci.iter().filter_map(|d| NicKind::of(d).map(|k| (*d, k))).collect();
+    // Kind order, then PCI order.
+    all.sort_by_key(|(d, k)| (*k, d.bdf));
+    let mut chosen = heapless::Vec::new();
+    match cfg.nics {
+        Some(sel) => {
+            for a in sel.addrs() {
+                let Some(&found) = all.iter().find(|(d, _)| same(a, &d.bdf)) else {
+                    return Err(NicError::NotFound(*a));
+                };
+                // Cannot fail: `nics=` names at most MAX_PORTS addresses.
+                let _ = chosen.push(found);
+            }
+        }
+        None => {
+            for &f in all.iter().take(MAX_PORTS) {
+                let _ = chosen.push(f);
+            }
+        }
+    }
+    Ok((chosen, all.len()))
+}
+
+/// NIC functions the image will try to bring up (the `nics=` of the banner, which the
+/// host waits for as many `@nic` lines); 0 when `nics=` names a missing one.
+pub fn count(p: &Platform, cfg: &BootConfig) -> usize {
+    select(p, cfg).map_or(0, |(c, _)| c.len())
+}
+
+/// Brings up the selected NICs with `cfg.lanes` queue pairs each (as many as the
+/// device gives) and empty receive rings (each lane fills its own with
+/// [`NicRx::fill`]); prints one `@nic` line per NIC brought up and one `error:` line
+/// per NIC that failed (and is skipped). `Err` only when `nics=` names a missing NIC.
+/// Returns the NICs and how many were tried.
 pub fn probe(
     p: &mut Platform,
     pool: &mut Pool<'static>,
     cfg: &BootConfig,
-) -> Result<heapless::Vec<Nic, MAX_PORTS>, NicError> {
+) -> Result<(heapless::Vec<Nic, MAX_PORTS>, usize), NicError> {
+    let (chosen, present) = select(p, cfg)?;
+    if cfg.nics.is_none() && present > chosen.len() {
+        println!(
+            "warning: {present} NICs found, driving the first {} (choose others with nics=BB:DD.F,BB:DD.F)",
+            chosen.len()
+        );
+    }
     let mut ports = heapless::Vec::new();
-    // One queue pair per lane; each lane fills its receive rings from its own pool
-    // (forward.rs), so bring-up posts no buffers.
-    let pairs = cfg.lanes.clamp(1, usize::from(igb::MAX_QUEUES)) as u16;
-    let vcfg = virtio::Config::default().with_queue_size(cfg.qsize).with_queue_pairs(pairs).with_fill_rx(false);
-    let virtio_fns: heapless::Vec<_, MAX_PORTS> = p.pci_functions(VIRTIO_VENDOR, VIRTIO_NET).take(MAX_PORTS).collect();
-    for f in virtio_fns {
-        let bdf = f.device().bdf;
-        let nic =
-            VirtioNet::try_new(&f, &mut p.dma, &p.clock, pool, &vcfg).map_err(|err| NicError::Virtio { bdf, err })?;
-        announce(&mut ports, Nic::Virtio(nic), bdf);
+    let lanes = cfg.lanes.max(1);
+    for &(dev, kind) in &chosen {
+        let f = Function::new(dev);
+        let bdf = dev.bdf;
+        let nic = match kind {
+            NicKind::VirtioNet => {
+                let pairs = lanes.min(usize::from(u16::MAX)) as u16;
+                let c =
+                    virtio::Config::default().with_queue_size(cfg.qsize).with_queue_pairs(pairs).with_fill_rx(false);
+                VirtioNet::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::Virtio).map_err(NicError::Virtio)
+            }
+            NicKind::Igb => {
+                let pairs = lanes.min(usize::from(igb::MAX_QUEUES)) as u16;
+                let c = igb::Config::default().with_ring(cfg.qsize).with_queues(pairs, pairs).with_fill_rx(false);
+                Igb::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::Igb).map_err(NicError::Igb)
+            }
+            NicKind::Ixgbe => {
+                let max = MacType::from_device_id(dev.device).map_or(1, MacType::rss_queues);
+                let pairs = lanes.min(usize::from(max)) as u16;
+                let c = ixgbe::Config::default()
+                    .with_rings(cfg.qsize, cfg.qsize)
+                    .with_queues(pairs, pairs)
+                    .with_fill_rx(false);
+                Ixgbe::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::Ixgbe).map_err(NicError::Ixgbe)
+            }
+            NicKind::I40e => {
+                let pairs = lanes.min(usize::from(i40e::MAX_QUEUES)) as u16;
+                let c = i40e::Config::default().with_ring(cfg.qsize).with_queues(pairs).with_fill_rx(false);
+                I40e::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::I40e).map_err(NicError::I40e)
+            }
+        };
+        match nic {
+            Ok(nic) => announce(&mut ports, nic, bdf),
+            Err(e) => {
+                println!("error: {} {bdf}: {e}", kind.as_str());
+                defmt::error!("nic {=str} skipped: bring-up failed", kind.as_str());
+            }
+        }
     }
-    let icfg = igb::Config::default().with_ring(cfg.qsize).with_queues(pairs, pairs).with_fill_rx(false);
-    let igb_fns: heapless::Vec<_, MAX_PORTS> =
-        p.pci_functions(igb::VENDOR_ID, igb::DEVICE_ID).take(MAX_PORTS - ports.len()).collect();
-    for f in igb_fns {
-        let bdf = f.device().bdf;
-        let nic = Igb::try_new(&f, &mut p.dma, &p.clock, pool, &icfg).map_err(|err| NicError::Igb { bdf, err })?;
-        announce(&mut ports, Nic::Igb(nic), bdf);
-    }
-    Ok(ports)
+    Ok((ports, chosen.len()))
 }
 
 /// Prints the `@nic` line of `nic` and keeps it.
 fn announce(ports: &mut heapless::Vec<Nic, MAX_PORTS>, nic: Nic, bdf: Bdf) {
     let (rxq, txq, qsize) = (nic.rx_queues(), nic.tx_queues(), nic.queue_size());
     println!(
-        "@nic index={} kind={} pci={} mac={} rxq={} txq={} qsize={}",
+        "@nic index={} kind={} pci={} mac={} rxq={} txq={} qsize={} speed={}",
         ports.len(),
-        nic.kind(),
+        nic.kind().as_str(),
         bdf,
         MacFmt(nic.mac()),
         rxq,
         txq,
+        qsize,
+        nic.speed_mbps().unwrap_or(0)
+    );
+    defmt::info!(
+        "nic {=usize}: {=str} up, {=usize} queue pairs of {=u16}",
+        ports.len(),
+        nic.kind().as_str(),
+        rxq,
         qsize
     );
-    defmt::info!("nic {=usize}: {=str} up, {=usize} queue pairs of {=u16}", ports.len(), nic.kind(), rxq, qsize);
-    // Cannot fail: callers take at most MAX_PORTS functions in all.
+    // Cannot fail: callers select at most MAX_PORTS functions.
     let _ = ports.push(nic);
 }

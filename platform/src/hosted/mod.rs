@@ -22,17 +22,28 @@
 //! `unsafe` here is system calls and raw ring memory; every block says which invariant
 //! makes it sound.
 
+#[allow(unsafe_code)] // bpf(2) system calls and the program bytes the kernel reads
 pub mod bpf;
+#[allow(unsafe_code)] // clock_gettime and the TSC
 pub mod clock;
 mod errno;
+#[allow(unsafe_code)] // ioctl(2) on interfaces
 pub mod iface;
+#[allow(unsafe_code)] // sendto/poll wake-ups of the kernel rings
 pub mod kick;
+#[allow(unsafe_code)] // mmap of UMEM and rings, huge pages
 pub mod mem;
+#[allow(unsafe_code)] // AF_PACKET socket set-up system calls
 pub mod packet;
+#[allow(unsafe_code)] // the shared producer/consumer rings mapped from the kernel
 pub mod ring;
+#[allow(unsafe_code)] // timerfd, clock_nanosleep and prctl system calls
 pub mod sleep;
+#[allow(unsafe_code)] // thin wrappers of libc system calls
 mod sys;
+#[allow(unsafe_code)] // sched_setaffinity, gettid, the pinned thread start
 pub mod thread;
+#[allow(unsafe_code)] // AF_XDP socket set-up system calls
 pub mod xdp;
 
 pub use errno::Errno;

@@ -1,11 +1,15 @@
 //! The machine half of [`crate::lapic`]: register access in the selected mode, per-core
 //! enable, EOI, IPIs and the timer.
 
-use super::regs::{self, Ipi, Reg, TimerMode};
+use super::regs::{
+    self, EOI, IA32_APIC_BASE, IA32_TSC_DEADLINE, ICR_HIGH, ICR_LOW, ID, Ipi, LVT_TIMER, Lapic, SVR, TIMER_CURRENT,
+    TIMER_DIVIDE, TIMER_INITIAL, TPR, TimerMode, X2APIC_ICR,
+};
 use crate::cpu::{Features, rdmsr, rdtsc, wrmsr};
 use crate::paging::{self, Cache};
 use crate::physmem::IdentityMap;
 use cadence_core::time::{Duration, Instant, TickRate};
+use cadence_drivers::reg::{Readable, Register, Value, Writable};
 use core::fmt;
 
 /// The LAPIC timer's vector: its handler only sends EOI (the wake-up is the point).
@@ -120,11 +124,11 @@ pub(crate) fn select(features: &Features, tsc: TickRate, force_xapic: bool) -> R
         return Err(LapicError::NoApic);
     }
     // SAFETY: IA32_APIC_BASE exists on every CPU with an APIC (checked above); ring 0.
-    let base_msr = unsafe { rdmsr(regs::IA32_APIC_BASE) };
-    let mode = if regs::APIC_BASE_EXTD.decode(base_msr) == 1 || (features.x2apic && !force_xapic) {
+    let base_msr = Value::<IA32_APIC_BASE>::new(unsafe { rdmsr(regs::msr(IA32_APIC_BASE)) });
+    let mode = if base_msr.is_set(IA32_APIC_BASE::EXTD) || (features.x2apic && !force_xapic) {
         ApicMode::X2Apic
     } else {
-        let base = regs::APIC_BASE_ADDR.decode(base_msr) << 12;
+        let base = base_msr.get(IA32_APIC_BASE::ADDR) << 12;
         // Below 4 GiB the boot identity map covers it (write-back in the page tables;
         // the firmware's MTRRs make the APIC range uncached, and accesses to it are
         // claimed by the APIC regardless). Elsewhere, map it uncached.
@@ -140,27 +144,37 @@ pub(crate) fn select(features: &Features, tsc: TickRate, force_xapic: bool) -> R
     Ok(mode)
 }
 
-/// Reads a register in the selected mode (0 before [`select`]).
-fn read(reg: Reg) -> u32 {
-    match STATE.get().map(|s| s.mode) {
+/// Reads register `reg` in the selected mode (0 before [`select`]).
+fn read<R: Register<Space = Lapic, Value = u32>>(reg: R) -> Value<R>
+where
+    R::Access: Readable,
+{
+    Value::new(match STATE.get().map(|s| s.mode) {
         // SAFETY: x2APIC MSRs exist once this core's EXTD is set, which
         // `init_this_core` does before anything else touches the APIC on this core.
-        Some(ApicMode::X2Apic) => unsafe { rdmsr(reg.msr()) as u32 },
-        // SAFETY: `base` is the APIC's register page, identity-mapped (`select`), and
-        // `reg` an aligned offset inside it; register reads have no memory effects.
-        Some(ApicMode::XApic { base }) => unsafe { ((base + u64::from(reg.0)) as *const u32).read_volatile() },
+        Some(ApicMode::X2Apic) => unsafe { rdmsr(regs::x2apic_msr(reg)) & 0xFFFF_FFFF },
+        Some(ApicMode::XApic { base }) => {
+            // SAFETY: `base` is the APIC's register page, identity-mapped (`select`),
+            // and `R::OFFSET` an aligned offset inside it (every `Lapic` register is
+            // declared below 0x400); register reads have no memory effects.
+            let v = unsafe { ((base + R::OFFSET as u64) as *const u32).read_volatile() };
+            u64::from(v)
+        }
         None => 0,
-    }
+    })
 }
 
-/// Writes a register in the selected mode (dropped before [`select`]).
-fn write(reg: Reg, val: u32) {
+/// Writes `val` to register `reg` in the selected mode (dropped before [`select`]).
+fn write<R: Register<Space = Lapic, Value = u32>>(reg: R, val: Value<R>)
+where
+    R::Access: Writable,
+{
     match STATE.get().map(|s| s.mode) {
         // SAFETY: as in `read`; APIC register writes change interrupt delivery only,
         // never memory.
-        Some(ApicMode::X2Apic) => unsafe { wrmsr(reg.msr(), u64::from(val)) },
+        Some(ApicMode::X2Apic) => unsafe { wrmsr(regs::x2apic_msr(reg), val.bits()) },
         // SAFETY: as in `read`.
-        Some(ApicMode::XApic { base }) => unsafe { ((base + u64::from(reg.0)) as *mut u32).write_volatile(val) },
+        Some(ApicMode::XApic { base }) => unsafe { ((base + R::OFFSET as u64) as *mut u32).write_volatile(val.raw()) },
         None => {}
     }
 }
@@ -175,33 +189,32 @@ pub(crate) fn init_this_core() {
     // legal transitions disabled → xAPIC → x2APIC (SDM §11.12.5, Figure 11-27) and
     // keep the base address, so no memory changes meaning.
     unsafe {
-        let mut base = rdmsr(regs::IA32_APIC_BASE);
-        if regs::APIC_BASE_ENABLE.decode(base) == 0 {
-            base = regs::APIC_BASE_ENABLE.set(base, 1);
-            wrmsr(regs::IA32_APIC_BASE, base);
+        let msr = regs::msr(IA32_APIC_BASE);
+        let mut base = Value::<IA32_APIC_BASE>::new(rdmsr(msr));
+        if !base.is_set(IA32_APIC_BASE::ENABLE) {
+            base = base.set(IA32_APIC_BASE::ENABLE);
+            wrmsr(msr, base.bits());
         }
-        if s.mode == ApicMode::X2Apic && regs::APIC_BASE_EXTD.decode(base) == 0 {
-            wrmsr(regs::IA32_APIC_BASE, regs::APIC_BASE_EXTD.set(base, 1));
+        if s.mode == ApicMode::X2Apic && !base.is_set(IA32_APIC_BASE::EXTD) {
+            wrmsr(msr, base.set(IA32_APIC_BASE::EXTD).bits());
         }
     }
-    let svr = u64::from(read(Reg::SVR));
-    let svr = regs::SVR_ENABLE.set(regs::VECTOR.set(svr, u64::from(SPURIOUS_VECTOR)), 1);
-    write(Reg::SVR, svr as u32);
-    write(Reg::TPR, 0);
+    write(SVR, read(SVR).with(SVR::VECTOR, u64::from(SPURIOUS_VECTOR)).set(SVR::ENABLE));
+    write(TPR, Value::new(0));
     program_timer_lvt(TIMER.get().copied());
 }
 
 /// This core's APIC ID (after `init_this_core`).
 pub fn id() -> u32 {
     match mode() {
-        Some(ApicMode::XApic { .. }) => read(Reg::ID) >> 24,
-        _ => read(Reg::ID),
+        Some(ApicMode::XApic { .. }) => read(ID).get(ID::XAPIC_ID) as u32,
+        _ => read(ID).raw(),
     }
 }
 
 /// Signals the end of the interrupt being handled (not for the spurious vector).
 pub(crate) fn eoi() {
-    write(Reg::EOI, 0);
+    write(EOI, Value::new(0));
 }
 
 /// Sends `ipi` to the core with APIC ID `apic_id`. In xAPIC mode, waits (at most
@@ -212,7 +225,7 @@ pub(crate) fn send_ipi(apic_id: u32, ipi: Ipi) -> Result<(), LapicError> {
         ApicMode::X2Apic => {
             // SAFETY: the ICR MSR exists in x2APIC mode (EXTD set on this core); one
             // 64-bit write sends the IPI, with no memory effects (§11.12.9).
-            unsafe { wrmsr(Reg::ICR_LOW.msr(), ipi.x2apic(apic_id)) };
+            unsafe { wrmsr(regs::msr(X2APIC_ICR), ipi.x2apic(apic_id).bits()) };
             Ok(())
         }
         ApicMode::XApic { .. } => {
@@ -220,12 +233,12 @@ pub(crate) fn send_ipi(apic_id: u32, ipi: Ipi) -> Result<(), LapicError> {
             // The high/low pair must not be split by an interrupt handler that also
             // sends an IPI on this core.
             x86_64::instructions::interrupts::without_interrupts(|| {
-                write(Reg::ICR_HIGH, high);
-                write(Reg::ICR_LOW, ipi.low());
+                write(ICR_HIGH, high);
+                write(ICR_LOW, ipi.low());
             });
             let deadline = Instant(rdtsc()).saturating_add(s.tsc.ticks_from_us(ICR_SEND_TIMEOUT_US));
             loop {
-                if regs::ICR_PENDING.decode(u64::from(read(Reg::ICR_LOW))) == 0 {
+                if !read(ICR_LOW).is_set(ICR_LOW::PENDING) {
                     return Ok(());
                 }
                 if rdtsc() >= deadline.ticks() {
@@ -248,19 +261,19 @@ pub(crate) fn setup_timer(tsc_deadline: bool) -> Result<TimerKind, LapicError> {
     let kind = if tsc_deadline {
         TimerKind::TscDeadline
     } else {
-        write(Reg::TIMER_DIVIDE, regs::divide_config(TIMER_DIVISOR).unwrap_or(0));
-        write(Reg::LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::OneShot, true));
-        write(Reg::TIMER_INITIAL, u32::MAX);
+        write(TIMER_DIVIDE, regs::divide_config(TIMER_DIVISOR).unwrap_or_default());
+        write(LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::OneShot, true));
+        write(TIMER_INITIAL, Value::new(u32::MAX.into()));
         let t0 = rdtsc();
-        let c0 = read(Reg::TIMER_CURRENT);
+        let c0 = read(TIMER_CURRENT).raw();
         let window = s.tsc.ticks_from_ms(CALIBRATION_MS).ticks();
         // Bounded by the TSC itself.
         while rdtsc().wrapping_sub(t0) < window {
             core::hint::spin_loop();
         }
-        let c1 = read(Reg::TIMER_CURRENT);
+        let c1 = read(TIMER_CURRENT).raw();
         let t1 = rdtsc();
-        write(Reg::TIMER_INITIAL, 0);
+        write(TIMER_INITIAL, Value::new(0));
         let lapic_hz =
             regs::lapic_hz(u64::from(c0.saturating_sub(c1)), t1 - t0, s.tsc.hz()).ok_or(LapicError::TimerStopped)?;
         TimerKind::OneShot { lapic_hz }
@@ -274,16 +287,16 @@ pub(crate) fn setup_timer(tsc_deadline: bool) -> Result<TimerKind, LapicError> {
 fn program_timer_lvt(kind: Option<TimerKind>) {
     match kind {
         Some(TimerKind::TscDeadline) => {
-            write(Reg::LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::TscDeadline, false));
+            write(LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::TscDeadline, false));
             // §11.5.4.1: the LVT write must complete before the first IA32_TSC_DEADLINE
             // write, or that write may be ignored; MFENCE orders them.
             mfence();
         }
         Some(TimerKind::OneShot { .. }) => {
-            write(Reg::TIMER_DIVIDE, regs::divide_config(TIMER_DIVISOR).unwrap_or(0));
-            write(Reg::LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::OneShot, false));
+            write(TIMER_DIVIDE, regs::divide_config(TIMER_DIVISOR).unwrap_or_default());
+            write(LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::OneShot, false));
         }
-        None => write(Reg::LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::OneShot, true)),
+        None => write(LVT_TIMER, regs::lvt_timer(TIMER_VECTOR, TimerMode::OneShot, true)),
     }
 }
 
@@ -301,12 +314,12 @@ pub(crate) fn arm_timer(deadline: Instant, now: Instant) {
             mfence();
             // SAFETY: IA32_TSC_DEADLINE exists (CPUID `1:ECX[24]`, checked before
             // TscDeadline was chosen); 0 would disarm, so write at least 1.
-            unsafe { wrmsr(regs::IA32_TSC_DEADLINE, deadline.ticks().max(1)) }
+            unsafe { wrmsr(regs::msr(IA32_TSC_DEADLINE), deadline.ticks().max(1)) }
         }
         Some(TimerKind::OneShot { lapic_hz }) => {
             let tsc_hz = STATE.get().map_or(0, |s| s.tsc.hz());
             let delta: Duration = deadline.saturating_since(now);
-            write(Reg::TIMER_INITIAL, regs::oneshot_count(delta.ticks(), lapic_hz, tsc_hz));
+            write(TIMER_INITIAL, Value::new(regs::oneshot_count(delta.ticks(), lapic_hz, tsc_hz).into()));
         }
         None => {}
     }
@@ -316,8 +329,8 @@ pub(crate) fn arm_timer(deadline: Instant, now: Instant) {
 pub(crate) fn disarm_timer() {
     match TIMER.get().copied() {
         // SAFETY: as in `arm_timer`; writing 0 disarms (§11.5.4.1).
-        Some(TimerKind::TscDeadline) => unsafe { wrmsr(regs::IA32_TSC_DEADLINE, 0) },
-        Some(TimerKind::OneShot { .. }) => write(Reg::TIMER_INITIAL, 0),
+        Some(TimerKind::TscDeadline) => unsafe { wrmsr(regs::msr(IA32_TSC_DEADLINE), 0) },
+        Some(TimerKind::OneShot { .. }) => write(TIMER_INITIAL, Value::new(0)),
         None => {}
     }
 }

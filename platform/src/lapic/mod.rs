@@ -18,6 +18,7 @@
 pub mod regs;
 
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // the local APIC registers and MSRs
 mod local;
 
 #[cfg(target_os = "none")]

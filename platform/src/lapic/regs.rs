@@ -1,119 +1,128 @@
 //! Local APIC registers and bit fields (Intel SDM vol. 3A, chapter 11 "Advanced
 //! Programmable Interrupt Controller"), pure: compiled and tested on the host too.
 //!
-//! Every register is named once by its xAPIC MMIO offset (Table 11-1); its x2APIC MSR
-//! is `0x800 + offset / 16` (§11.12.1.2, Table 11-6). Bit fields declare their offset and
-//! width once ([`Field`]) and values are encoded through them, never by hand-typed masks.
+//! Every register is declared once ([`cadence_drivers::registers!`], the workspace's one
+//! register-field type) by its xAPIC MMIO offset (Table 11-1), in the [`Lapic`] space;
+//! its x2APIC MSR is `0x800 + offset / 16` (§11.12.1.2, Table 11-6, [`x2apic_msr`]).
+//! The MSRs the APIC code touches are declared in the [`Msr`] space by their number.
+//! Values are encoded through the declared fields, never by hand-typed masks, and a
+//! field of one register does not apply to another.
 
-/// A register, by its xAPIC MMIO offset from the APIC base.
+use cadence_drivers::reg::{Register, Value};
+use cadence_drivers::registers;
+
+/// The space of local APIC registers: offsets from the xAPIC register page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reg(pub u32);
+pub enum Lapic {}
 
-impl Reg {
+/// The space of model-specific registers: the "offset" is the MSR number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Msr {}
+
+registers! {
     /// Local APIC ID (xAPIC: bits 31:24; x2APIC: all 32 bits, §11.12.5.1).
-    pub const ID: Reg = Reg(0x020);
+    pub ID: Ro<u32> @ 0x020 in Lapic {
+        /// The xAPIC ID.
+        XAPIC_ID: 31:24,
+    }
     /// Task priority.
-    pub const TPR: Reg = Reg(0x080);
+    pub TPR: Rw<u32> @ 0x080 in Lapic {}
     /// End of interrupt: write 0.
-    pub const EOI: Reg = Reg(0x0b0);
-    /// Spurious interrupt vector register (bit 8: APIC software enable).
-    pub const SVR: Reg = Reg(0x0f0);
+    pub EOI: Wo<u32> @ 0x0B0 in Lapic {}
+    /// Spurious interrupt vector register (§11.9).
+    pub SVR: Rw<u32> @ 0x0F0 in Lapic {
+        /// Spurious vector.
+        VECTOR: 7:0,
+        /// APIC software enable.
+        ENABLE: 8,
+    }
     /// Error status.
-    pub const ESR: Reg = Reg(0x280);
-    /// Interrupt command, low half (x2APIC: the whole 64-bit ICR at MSR 0x830).
-    pub const ICR_LOW: Reg = Reg(0x300);
-    /// Interrupt command, high half (xAPIC only: destination in bits 31:24).
-    pub const ICR_HIGH: Reg = Reg(0x310);
-    /// LVT timer.
-    pub const LVT_TIMER: Reg = Reg(0x320);
+    pub ESR: Rw<u32> @ 0x280 in Lapic {}
+    /// Interrupt command, low half (§11.6.1, Figure 11-12).
+    pub ICR_LOW: Rw<u32> @ 0x300 in Lapic {
+        /// Vector (start-up: the page of the entry point).
+        VECTOR: 7:0,
+        /// Delivery mode.
+        DELIVERY: 10:8,
+        /// Delivery status (xAPIC only; 1 = send pending).
+        PENDING: 12,
+        /// Level (1 = assert; 0 only for INIT level de-assert).
+        LEVEL: 14,
+        /// Trigger mode (1 = level).
+        TRIGGER: 15,
+    }
+    /// Interrupt command, high half (xAPIC only).
+    pub ICR_HIGH: Rw<u32> @ 0x310 in Lapic {
+        /// Destination APIC ID (8 bits).
+        DEST: 31:24,
+    }
+    /// LVT timer (§11.5.4, Figure 11-8).
+    pub LVT_TIMER: Rw<u32> @ 0x320 in Lapic {
+        /// Vector.
+        VECTOR: 7:0,
+        /// Masked.
+        MASK: 16,
+        /// Mode ([`TimerMode`]).
+        MODE: 18:17,
+    }
     /// LVT error.
-    pub const LVT_ERROR: Reg = Reg(0x370);
+    pub LVT_ERROR: Rw<u32> @ 0x370 in Lapic {
+        /// Vector.
+        VECTOR: 7:0,
+        /// Masked.
+        MASK: 16,
+    }
     /// Timer initial count (one-shot / periodic modes; writing starts the count).
-    pub const TIMER_INITIAL: Reg = Reg(0x380);
+    pub TIMER_INITIAL: Rw<u32> @ 0x380 in Lapic {}
     /// Timer current count.
-    pub const TIMER_CURRENT: Reg = Reg(0x390);
-    /// Timer divide configuration.
-    pub const TIMER_DIVIDE: Reg = Reg(0x3e0);
+    pub TIMER_CURRENT: Ro<u32> @ 0x390 in Lapic {}
+    /// Timer divide configuration (§11.5.4, Figure 11-10): the 3-bit code split over
+    /// bits 1:0 and 3.
+    pub TIMER_DIVIDE: Rw<u32> @ 0x3E0 in Lapic {
+        /// Code bits 1:0.
+        LOW: 1:0,
+        /// Code bit 2.
+        HIGH: 3,
+    }
 
-    /// The register's x2APIC MSR.
-    pub const fn msr(self) -> u32 {
-        X2APIC_MSR_BASE + (self.0 >> 4)
+    /// IA32_APIC_BASE (§11.4.4).
+    pub IA32_APIC_BASE: Rw<u64> @ 0x1B in Msr {
+        /// x2APIC mode enable (EXTD).
+        EXTD: 10,
+        /// APIC global enable.
+        ENABLE: 11,
+        /// Physical base address bits (4 KiB aligned).
+        ADDR: 51:12,
+    }
+    /// IA32_TSC_DEADLINE (§11.5.4.1).
+    pub IA32_TSC_DEADLINE: Rw<u64> @ 0x6E0 in Msr {}
+    /// The x2APIC interrupt command register: one 64-bit MSR (§11.12.9).
+    pub X2APIC_ICR: Rw<u64> @ 0x830 in Msr {
+        /// Vector.
+        VECTOR: 7:0,
+        /// Delivery mode.
+        DELIVERY: 10:8,
+        /// Level.
+        LEVEL: 14,
+        /// Trigger mode.
+        TRIGGER: 15,
+        /// Destination APIC ID (32 bits).
+        DEST: 63:32,
     }
 }
 
 /// First x2APIC MSR (§11.12.1.2).
 pub const X2APIC_MSR_BASE: u32 = 0x800;
-/// IA32_APIC_BASE MSR (§11.4.4).
-pub const IA32_APIC_BASE: u32 = 0x1b;
-/// IA32_TSC_DEADLINE MSR (§11.5.4.1).
-pub const IA32_TSC_DEADLINE: u32 = 0x6e0;
-/// IA32_APIC_BASE: x2APIC mode enable (EXTD).
-pub const APIC_BASE_EXTD: Field = Field::new(10, 1);
-/// IA32_APIC_BASE: APIC global enable.
-pub const APIC_BASE_ENABLE: Field = Field::new(11, 1);
-/// IA32_APIC_BASE: physical base address bits (4 KiB aligned).
-pub const APIC_BASE_ADDR: Field = Field::new(12, 40);
 
-/// A bit field of a register: `BITS` bits at `OFFSET`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
-    /// Lowest bit.
-    pub offset: u32,
-    /// Width in bits.
-    pub bits: u32,
+/// The x2APIC MSR of local APIC register `R`.
+pub const fn x2apic_msr<R: Register<Space = Lapic>>(_: R) -> u32 {
+    X2APIC_MSR_BASE + (R::OFFSET >> 4) as u32
 }
 
-impl Field {
-    /// A field of `bits` bits at `offset`.
-    pub const fn new(offset: u32, bits: u32) -> Self {
-        Self { offset, bits }
-    }
-
-    /// The field's mask in place.
-    pub const fn mask(self) -> u64 {
-        (if self.bits >= 64 { u64::MAX } else { (1u64 << self.bits) - 1 }) << self.offset
-    }
-
-    /// `value` placed in the field (excess high bits dropped).
-    pub const fn encode(self, value: u64) -> u64 {
-        (value << self.offset) & self.mask()
-    }
-
-    /// The field's value in `reg`.
-    pub const fn decode(self, reg: u64) -> u64 {
-        (reg & self.mask()) >> self.offset
-    }
-
-    /// `reg` with the field replaced by `value`, every other bit preserved.
-    pub const fn set(self, reg: u64, value: u64) -> u64 {
-        (reg & !self.mask()) | self.encode(value)
-    }
+/// The number of MSR `R`.
+pub const fn msr<R: Register<Space = Msr>>(_: R) -> u32 {
+    R::OFFSET as u32
 }
-
-/// Interrupt vector (bits 7:0) of the LVT entries, the SVR and the ICR.
-pub const VECTOR: Field = Field::new(0, 8);
-/// SVR: APIC software enable (§11.9).
-pub const SVR_ENABLE: Field = Field::new(8, 1);
-/// LVT: masked.
-pub const LVT_MASK: Field = Field::new(16, 1);
-/// LVT timer: mode, bits 18:17 (§11.5.4, Figure 11-8).
-pub const LVT_TIMER_MODE: Field = Field::new(17, 2);
-/// ICR: delivery mode, bits 10:8 (§11.6.1, Figure 11-12).
-pub const ICR_DELIVERY: Field = Field::new(8, 3);
-/// ICR: delivery status (xAPIC only; 1 = send pending).
-pub const ICR_PENDING: Field = Field::new(12, 1);
-/// ICR: level (1 = assert; 0 only for INIT level de-assert).
-pub const ICR_LEVEL: Field = Field::new(14, 1);
-/// ICR: trigger mode (1 = level).
-pub const ICR_TRIGGER: Field = Field::new(15, 1);
-/// ICR: destination, xAPIC (bits 63:56 of the 64-bit ICR).
-pub const ICR_DEST_XAPIC: Field = Field::new(56, 8);
-/// ICR: destination, x2APIC (bits 63:32).
-pub const ICR_DEST_X2APIC: Field = Field::new(32, 32);
-/// Divide configuration: bits 0, 1 and 3 (§11.5.4, Figure 11-10).
-pub const DIVIDE_LOW: Field = Field::new(0, 2);
-/// Divide configuration: the high bit of the code, at bit 3.
-pub const DIVIDE_HIGH: Field = Field::new(3, 1);
 
 /// LVT timer modes (bits 18:17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,18 +137,18 @@ pub enum TimerMode {
 }
 
 /// An LVT timer value: `vector`, `mode`, masked or not.
-pub const fn lvt_timer(vector: u8, mode: TimerMode, masked: bool) -> u32 {
-    (VECTOR.encode(vector as u64) | LVT_TIMER_MODE.encode(mode as u64) | LVT_MASK.encode(masked as u64)) as u32
+pub const fn lvt_timer(vector: u8, mode: TimerMode, masked: bool) -> Value<LVT_TIMER> {
+    LVT_TIMER::VECTOR.value(vector as u64).with(LVT_TIMER::MODE, mode as u64).set_if(LVT_TIMER::MASK, masked)
 }
 
 /// The SVR value that enables the APIC with spurious vector `vector`.
-pub const fn svr_enabled(vector: u8) -> u32 {
-    (VECTOR.encode(vector as u64) | SVR_ENABLE.encode(1)) as u32
+pub const fn svr_enabled(vector: u8) -> Value<SVR> {
+    SVR::VECTOR.value(vector as u64).set(SVR::ENABLE)
 }
 
 /// The divide configuration value for dividing the bus clock by `divisor` (1, 2, 4,
 /// …, 128); `None` for any other divisor.
-pub const fn divide_config(divisor: u32) -> Option<u32> {
+pub const fn divide_config(divisor: u32) -> Option<Value<TIMER_DIVIDE>> {
     // Divide by 2^(code+1) for code 0..=6, by 1 for code 7; the 3-bit code is split
     // over bits 1:0 and 3.
     let code = match divisor {
@@ -153,7 +162,7 @@ pub const fn divide_config(divisor: u32) -> Option<u32> {
         1 => 7,
         _ => return None,
     };
-    Some((DIVIDE_LOW.encode(code & 0b11) | DIVIDE_HIGH.encode(code >> 2)) as u32)
+    Some(TIMER_DIVIDE::LOW.value(code & 0b11).with(TIMER_DIVIDE::HIGH, code >> 2))
 }
 
 /// ICR delivery modes (§11.6.1).
@@ -197,23 +206,29 @@ impl Ipi {
         Ipi { delivery: Delivery::Fixed, vector, assert: true, level_triggered: false }
     }
 
-    /// The ICR's low 32 bits (physical destination mode, no shorthand).
-    pub const fn low(self) -> u32 {
-        (VECTOR.encode(self.vector as u64)
-            | ICR_DELIVERY.encode(self.delivery as u64)
-            | ICR_LEVEL.encode(self.assert as u64)
-            | ICR_TRIGGER.encode(self.level_triggered as u64)) as u32
+    /// The xAPIC ICR's low 32 bits (physical destination mode, no shorthand).
+    pub const fn low(self) -> Value<ICR_LOW> {
+        ICR_LOW::VECTOR
+            .value(self.vector as u64)
+            .with(ICR_LOW::DELIVERY, self.delivery as u64)
+            .set_if(ICR_LOW::LEVEL, self.assert)
+            .set_if(ICR_LOW::TRIGGER, self.level_triggered)
     }
 
     /// The 64-bit x2APIC ICR value for destination `apic_id`.
-    pub const fn x2apic(self, apic_id: u32) -> u64 {
-        ICR_DEST_X2APIC.encode(apic_id as u64) | self.low() as u64
+    pub const fn x2apic(self, apic_id: u32) -> Value<X2APIC_ICR> {
+        X2APIC_ICR::VECTOR
+            .value(self.vector as u64)
+            .with(X2APIC_ICR::DELIVERY, self.delivery as u64)
+            .set_if(X2APIC_ICR::LEVEL, self.assert)
+            .set_if(X2APIC_ICR::TRIGGER, self.level_triggered)
+            .with(X2APIC_ICR::DEST, apic_id as u64)
     }
 
     /// The xAPIC ICR high word for destination `apic_id`, or `None` when the ID does not
     /// fit xAPIC's 8-bit destination field.
-    pub const fn xapic_high(apic_id: u32) -> Option<u32> {
-        if apic_id > 0xff { None } else { Some((ICR_DEST_XAPIC.encode(apic_id as u64) >> 32) as u32) }
+    pub const fn xapic_high(apic_id: u32) -> Option<Value<ICR_HIGH>> {
+        if apic_id > 0xff { None } else { Some(ICR_HIGH::DEST.value(apic_id as u64)) }
     }
 }
 
@@ -251,45 +266,48 @@ mod tests {
     #[test]
     fn x2apic_msrs_follow_the_offsets() {
         // SDM Table 11-6.
-        assert_eq!(Reg::ID.msr(), 0x802);
-        assert_eq!(Reg::EOI.msr(), 0x80b);
-        assert_eq!(Reg::SVR.msr(), 0x80f);
-        assert_eq!(Reg::ICR_LOW.msr(), 0x830);
-        assert_eq!(Reg::LVT_TIMER.msr(), 0x832);
-        assert_eq!(Reg::TIMER_INITIAL.msr(), 0x838);
-        assert_eq!(Reg::TIMER_CURRENT.msr(), 0x839);
-        assert_eq!(Reg::TIMER_DIVIDE.msr(), 0x83e);
+        assert_eq!(x2apic_msr(ID), 0x802);
+        assert_eq!(x2apic_msr(EOI), 0x80b);
+        assert_eq!(x2apic_msr(SVR), 0x80f);
+        assert_eq!(x2apic_msr(ICR_LOW), 0x830);
+        assert_eq!(msr(X2APIC_ICR), x2apic_msr(ICR_LOW));
+        assert_eq!(x2apic_msr(LVT_TIMER), 0x832);
+        assert_eq!(x2apic_msr(TIMER_INITIAL), 0x838);
+        assert_eq!(x2apic_msr(TIMER_CURRENT), 0x839);
+        assert_eq!(x2apic_msr(TIMER_DIVIDE), 0x83e);
+        assert_eq!((msr(IA32_APIC_BASE), msr(IA32_TSC_DEADLINE)), (0x1b, 0x6e0));
     }
 
     #[test]
     fn icr_values_match_the_sdm() {
         // The values every bring-up sequence uses (notes/platform.md §2).
-        assert_eq!(Ipi::INIT_ASSERT.low(), 0xc500);
-        assert_eq!(Ipi::INIT_DEASSERT.low(), 0x8500);
-        assert_eq!(Ipi::startup(0x08).low(), 0x4608);
-        assert_eq!(Ipi::fixed(0xf1).low(), 0x40f1);
-        assert_eq!(Ipi::startup(8).x2apic(3), 0x0000_0003_0000_4608);
-        assert_eq!(Ipi::xapic_high(3), Some(0x0300_0000));
+        assert_eq!(Ipi::INIT_ASSERT.low().bits(), 0xc500);
+        assert_eq!(Ipi::INIT_DEASSERT.low().bits(), 0x8500);
+        assert_eq!(Ipi::startup(0x08).low().bits(), 0x4608);
+        assert_eq!(Ipi::fixed(0xf1).low().bits(), 0x40f1);
+        assert_eq!(Ipi::startup(8).x2apic(3).bits(), 0x0000_0003_0000_4608);
+        assert_eq!(Ipi::xapic_high(3).map(Value::bits), Some(0x0300_0000));
         assert_eq!(Ipi::xapic_high(256), None);
     }
 
     #[test]
     fn lvt_svr_and_divide_encodings() {
-        assert_eq!(svr_enabled(0xff), 0x1ff);
-        assert_eq!(lvt_timer(0xf0, TimerMode::TscDeadline, false), 0x4_00f0);
-        assert_eq!(lvt_timer(0xf0, TimerMode::OneShot, true), 0x1_00f0);
-        assert_eq!(divide_config(16), Some(0b0011));
-        assert_eq!(divide_config(1), Some(0b1011));
-        assert_eq!(divide_config(128), Some(0b1010));
+        assert_eq!(svr_enabled(0xff).bits(), 0x1ff);
+        assert_eq!(lvt_timer(0xf0, TimerMode::TscDeadline, false).bits(), 0x4_00f0);
+        assert_eq!(lvt_timer(0xf0, TimerMode::OneShot, true).bits(), 0x1_00f0);
+        assert_eq!(divide_config(16).map(Value::bits), Some(0b0011));
+        assert_eq!(divide_config(1).map(Value::bits), Some(0b1011));
+        assert_eq!(divide_config(128).map(Value::bits), Some(0b1010));
         assert_eq!(divide_config(3), None);
     }
 
     #[test]
     fn fields_preserve_other_bits() {
-        let base = 0xfee0_0900u64; // BSP flag (bit 8) and global enable set
-        assert_eq!(APIC_BASE_EXTD.set(base, 1), 0xfee0_0d00);
-        assert_eq!(APIC_BASE_ADDR.decode(base) << 12, 0xfee0_0000);
-        assert_eq!(APIC_BASE_ENABLE.decode(base), 1);
+        // BSP flag (bit 8) and global enable set.
+        let base = Value::<IA32_APIC_BASE>::new(0xfee0_0900);
+        assert_eq!(base.set(IA32_APIC_BASE::EXTD).bits(), 0xfee0_0d00);
+        assert_eq!(base.get(IA32_APIC_BASE::ADDR) << 12, 0xfee0_0000);
+        assert!(base.is_set(IA32_APIC_BASE::ENABLE));
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! compile for the machine only.
 
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // PCI configuration space by port I/O
 mod config;
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // BAR mapping of a PCI function
 mod function;
 
 #[cfg(target_os = "none")]

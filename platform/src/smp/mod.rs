@@ -49,6 +49,7 @@ mod context;
 pub use context::{CoreContext, CoreId, CoreState, CoreStats};
 
 #[cfg(target_os = "none")]
+#[allow(unsafe_code)] // the AP trampoline: copies code below 1 MiB, INIT/SIPI, hand-over of stacks
 mod start;
 
 #[cfg(target_os = "none")]

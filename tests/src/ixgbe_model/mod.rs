@@ -7,6 +7,10 @@
 //! - Register file with reset values; CTRL.RST resets everything and self-clears after
 //!   a few reads; EEC.ARD, RDRXCTL.DMAIDONE, SECRXSTAT.SECRX_RDY and the queue ENABLE
 //!   bits take a few reads to appear (so a driver that does not poll fails).
+//! - Link (§4.6.4): a board with an SFP+ cage reports the module on ESDP.SDP2; the
+//!   link comes up only after software restarted auto-negotiation (AUTOC.RESTART_AN,
+//!   self-clearing) with a module in the cage and a partner on the cable, a few LINKS
+//!   reads later; pulling the cable takes it down, plugging it back brings it up.
 //! - Clear-on-read statistics (GPRC, GPTC, GORC/GOTC as 36-bit L/H pairs, MPC,
 //!   CRCERRS, QPRC, QPRDC).
 //! - RX engine ([`engine`]): an injected frame passes the MAC filter, gets a Toeplitz
@@ -25,7 +29,8 @@
 //! multiple of 128; ring registers changed while the queue is enabled; DCA_RXCTRL bit
 //! 12 left set on an enabled queue; GORCH/GOTCH read before GORCL/GOTCL; bad TX
 //! descriptors (DTYP, DEXT, IFCS, PAYLEN); any DMA outside allocated memory;
-//! sub-dword register accesses; interrupts left unmasked.
+//! sub-dword register accesses; interrupts left unmasked; AUTOC's link mode changed
+//! from what the EEPROM loaded.
 
 mod engine;
 
@@ -42,6 +47,7 @@ pub mod off {
     pub const CTRL: usize = 0x00000;
     pub const STATUS: usize = 0x00008;
     pub const CTRL_EXT: usize = 0x00018;
+    pub const ESDP: usize = 0x00020;
     pub const EIMS: usize = 0x00880;
     pub const EIMC: usize = 0x00888;
     pub const RDRXCTL: usize = 0x02F00;
@@ -57,6 +63,7 @@ pub mod off {
     pub const GOTCL: usize = 0x04090;
     pub const GOTCH: usize = 0x04094;
     pub const HLREG0: usize = 0x04240;
+    pub const AUTOC: usize = 0x042A0;
     pub const LINKS: usize = 0x042A4;
     pub const RTTDCS: usize = 0x04900;
     pub const DMATXCTL: usize = 0x04A80;
@@ -79,6 +86,10 @@ pub const QUEUES: usize = 16;
 pub const PB_FRAMES: usize = 64;
 /// Reads before a delayed status bit appears.
 const DELAY_READS: u32 = 3;
+/// LINKS reads between an auto-negotiation restart and the link coming up.
+const LINK_READS: u32 = 5;
+/// AUTOC as the EEPROM loads it on an SFP+ board: LMS (15:13) = 011b, 10 GbE serial.
+pub const AUTOC_EEPROM: u32 = 0b011 << 13;
 
 /// One receive queue, device side.
 #[derive(Debug, Clone, Default)]
@@ -149,6 +160,16 @@ pub struct Device {
     pub stuck_reset: bool,
     /// RETA register writes seen.
     pub reta_writes: u32,
+    /// A module sits in the SFP+ cage (ESDP.SDP2 reads 1). Default true.
+    pub sfp_module: bool,
+    /// A link partner is on the cable. Default true.
+    pub partner: bool,
+    /// Auto-negotiation was restarted since the last reset.
+    an_restarted: bool,
+    /// LINKS reads left before the link comes up.
+    link_delay: u32,
+    /// The link is up.
+    pub link_up: bool,
 }
 
 impl Device {
@@ -183,6 +204,11 @@ impl Device {
             resets: 0,
             stuck_reset: false,
             reta_writes: 0,
+            sfp_module: true,
+            partner: true,
+            an_restarted: false,
+            link_delay: 0,
+            link_up: false,
         };
         d.reset();
         d.resets = 0;
@@ -200,6 +226,7 @@ impl Device {
         self.regs.insert(off::RXPBSIZE0, 512 << 10);
         self.regs.insert(off::TXPBSIZE0, 160 << 10);
         self.regs.insert(off::EEC, 1 << 8);
+        self.regs.insert(off::AUTOC, AUTOC_EEPROM);
         self.regs.insert(off::SECRXSTAT, 0);
         for q in 0..QUEUES {
             self.regs.insert(rx_block(q) + 0x0C, 1 << 12);
@@ -218,6 +245,32 @@ impl Device {
         self.packet_buffer.clear();
         self.gorcl_read = false;
         self.gotcl_read = false;
+        self.an_restarted = false;
+        self.link_up = false;
+    }
+
+    /// LINKS: the link comes up `LINK_READS` reads after an auto-negotiation restart
+    /// with a module and a partner; without either it is down.
+    fn links(&mut self) -> u32 {
+        if !(self.sfp_module && self.partner && self.an_restarted) {
+            self.link_up = false;
+        } else if !self.link_up {
+            if self.link_delay > 0 {
+                self.link_delay -= 1;
+            } else {
+                self.link_up = true;
+            }
+        }
+        if self.link_up { 1 << 30 | 3 << 28 } else { 0 }
+    }
+
+    /// Pulls the cable (`false`) or plugs it back (`true`); a plugged link comes up
+    /// again after a few LINKS reads.
+    pub fn set_partner(&mut self, on: bool) {
+        self.partner = on;
+        if on {
+            self.link_delay = LINK_READS;
+        }
     }
 
     /// The raw value of register `o` (no read side effects).
@@ -261,7 +314,8 @@ impl Device {
                 let rdy = self.reg(off::SECRXCTRL) & 1 << 1 != 0 && countdown(&mut self.secrx_delay);
                 rdy as u32
             }
-            off::LINKS => 1 << 30 | 3 << 28,
+            off::LINKS => self.links(),
+            off::ESDP => self.reg(o) & !(1 << 2) | if self.sfp_module { 1 << 2 } else { 0 },
             off::GPRC => std::mem::take(&mut self.gprc) as u32,
             off::GPTC => std::mem::take(&mut self.gptc) as u32,
             off::CRCERRS => std::mem::take(&mut self.crcerrs) as u32,
@@ -343,6 +397,17 @@ impl Device {
                 }
             }
             off::EIMS => self.eims |= v,
+            off::AUTOC => {
+                if (v >> 13) & 0b111 != (self.reg(o) >> 13) & 0b111 {
+                    self.violations.push(format!("AUTOC.LMS changed from the EEPROM's value: {v:#x}"));
+                }
+                if v & 1 << 12 != 0 {
+                    self.an_restarted = true;
+                    self.link_delay = LINK_READS;
+                }
+                // RESTART_AN clears itself.
+                self.set(o, v & !(1 << 12));
+            }
             o if (off::RETA..off::RETA + 128).contains(&o) => {
                 self.reta_writes += 1;
                 self.set(o, v);

@@ -251,8 +251,7 @@ pub struct Instance {
     generator: Generator,
     proc: Option<Qemu>,
     ctl: Option<RawSender>,
-    /// The key Cadence's control frames are signed with (`ctl_key=`) and the counter of
-    /// the next one (each frame a fresh counter: a resent copy would be a replay).
+    /// The key Cadence's control frames are signed with (`ctl_key=`) and the next counter.
     ctl_key: [u8; 16],
     ctl_counter: u64,
     wiring: Wiring,
@@ -397,7 +396,13 @@ impl Instance {
         loop {
             inst.workers = match dut {
                 Dut::Testpmd { .. } => tasks_named(pid, |c| c.starts_with("rte-worker")),
-                _ => tasks_named(pid, |c| c == "cadence" || c.starts_with("cadence-w")),
+                // Worker 0 is the main thread; the others are `cadence-w<N>` (not the
+                // `cadence-watchdog`, `cadence-stdin`, `cadence-stdout` helpers).
+                _ => tasks_named(pid, |c| {
+                    c == "cadence"
+                        || c.strip_prefix("cadence-w")
+                            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                }),
             };
             if inst.workers.len() >= want || Instant::now() >= deadline {
                 break;
@@ -453,13 +458,6 @@ impl Instance {
         r
     }
 
-    /// A signed control frame for Cadence's port 0 (`ctl=port:0`) with the next counter.
-    fn control_frame(&mut self, cmd: Control) -> Vec<u8> {
-        let counter = self.ctl_counter;
-        self.ctl_counter += 1;
-        protocol::control_frame(Mac(DUT_MACS[0]), Mac(HOST_MACS[0]), cmd, &self.ctl_key, counter)
-    }
-
     /// Reads whatever the dataplane printed.
     fn pump(&mut self) {
         if let Some(p) = self.proc.as_ref() {
@@ -473,8 +471,16 @@ impl Instance {
     /// counters, or `None` if none came within 500 ms.
     pub fn stats_now(&mut self) -> Option<Counters> {
         self.pump();
-        let f = self.control_frame(Control::Stats);
-        self.ctl.as_ref()?.send(&f).ok()?;
+        let ctl = self.ctl.as_ref()?;
+        let f = protocol::control_frame(
+            Mac(DUT_MACS[0]),
+            Mac(HOST_MACS[0]),
+            Control::Stats,
+            &self.ctl_key,
+            self.ctl_counter,
+        );
+        self.ctl_counter += 1;
+        ctl.send(&f).ok()?;
         let p = self.proc.as_ref()?;
         let deadline = Instant::now() + Duration::from_millis(500);
         while Instant::now() < deadline {
@@ -507,11 +513,16 @@ impl Instance {
                             unsafe { libc::kill(pid, libc::SIGINT) };
                         }
                     }
-                    (_, Some(_)) => {
-                        let f = self.control_frame(Control::Stop);
-                        if let Some(ctl) = &self.ctl {
-                            let _ = ctl.send(&f);
-                        }
+                    (_, Some(ctl)) => {
+                        let f = protocol::control_frame(
+                            Mac(DUT_MACS[0]),
+                            Mac(HOST_MACS[0]),
+                            Control::Stop,
+                            &self.ctl_key,
+                            self.ctl_counter,
+                        );
+                        self.ctl_counter += 1;
+                        let _ = ctl.send(&f);
                     }
                     _ => {}
                 }

@@ -3,6 +3,8 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use cadence_core::rand::XorShift64;
+
 use anyhow::{Result, bail};
 use serde::Serialize;
 
@@ -43,7 +45,7 @@ impl FromStr for Sizes {
 
 impl Sizes {
     /// Draws a size.
-    pub fn draw(&self, rng: &mut Rng) -> usize {
+    pub fn draw(&self, rng: &mut XorShift64) -> usize {
         match *self {
             Sizes::Range { min, max } => min + (rng.next_u64() % (max - min + 1) as u64) as usize,
             Sizes::Imix => match rng.next_u64() % 12 {
@@ -52,32 +54,6 @@ impl Sizes {
                 _ => 1514,
             },
         }
-    }
-}
-
-/// xorshift64*: small, seeded, good enough for picking flows and sizes.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded generator (seed 0 is replaced by a constant).
-    pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
-    }
-
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -131,7 +107,7 @@ mod tests {
         for bad in ["59-100", "100-60", "60-1515", "x", "1-"] {
             assert!(bad.parse::<Sizes>().is_err(), "{bad}");
         }
-        let mut rng = Rng::new(1);
+        let mut rng = XorShift64::new(1);
         let s = Sizes::Range { min: 60, max: 70 };
         let mut seen = [false; 11];
         for _ in 0..1000 {

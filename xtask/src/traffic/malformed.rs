@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use cadence_core::rand::XorShift64;
+
 use super::frame::inet_checksum;
 use crate::protocol::Mac;
 
@@ -80,12 +82,9 @@ impl Malformed {
             }
             Malformed::RandomEthertype => {
                 f.extend_from_slice(&0x1234u16.to_be_bytes());
-                let mut x = salt.wrapping_mul(2_654_435_761) | 1;
+                let mut rng = XorShift64::from_state(u64::from(salt.wrapping_mul(2_654_435_761) | 1));
                 for _ in 0..50 {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    f.push(x as u8);
+                    f.push(rng.next_u64() as u8);
                 }
                 return f;
             }

@@ -11,5 +11,5 @@ pub mod stats;
 pub use checker::{Checker, Classes, Macs, Verdict};
 pub use expect::{Expectations, FlowExpect, UrlVerdict};
 pub use frame::{Flow, FlowKind};
-pub use generator::{Pacer, Rng, Sizes};
+pub use generator::{Pacer, Sizes};
 pub use stats::{Latencies, LatencySummary};

@@ -3,18 +3,14 @@
 use alloc::vec::Vec;
 
 use super::{AclAction, AclRule, Prefix};
+use crate::rand::XorShift64;
 
 /// A random rule set for tests and benches: `n` rules from `seed` (xorshift), IPv4 mostly, with
 /// /8–/32 prefixes inside 10.0.0.0/8 and 192.168.0.0/16, some IPv6 rules, port ranges, TCP/UDP,
 /// random priorities and actions. The same seed gives the same rules.
 pub fn example_rules(seed: u64, n: usize) -> Vec<AclRule> {
-    let mut s = seed | 1;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut rng = XorShift64::from_state(seed | 1);
+    let mut next = move || rng.next_u64();
     let mut rules = Vec::with_capacity(n);
     for _ in 0..n {
         let r = next();

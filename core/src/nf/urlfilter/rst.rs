@@ -14,6 +14,7 @@
 //! header would have to be reversed): the caller drops such a segment instead.
 
 use crate::checksum;
+use crate::parse::headers::{array, be16, be32, byte, put};
 use crate::parse::{IpAddr, Ipv4Header, L3Kind, Parsed};
 
 const FIN: u8 = 0x01;
@@ -100,26 +101,4 @@ pub(super) fn rewrite(frame: &mut [u8], p: &mut Parsed) -> Option<usize> {
         end
     };
     Some(len)
-}
-
-fn byte(b: &[u8], at: usize) -> u8 {
-    b.get(at).copied().unwrap_or(0)
-}
-
-fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    b.get(at..at + N).and_then(|s| <[u8; N]>::try_from(s).ok()).unwrap_or([0; N])
-}
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes(array(b, at))
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(array(b, at))
-}
-
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    if let Some(d) = b.get_mut(at..at + v.len()) {
-        d.copy_from_slice(v);
-    }
 }

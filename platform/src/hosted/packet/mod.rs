@@ -20,6 +20,7 @@
 //!    (flow-preserving: one flow always reaches the same socket); the first socket asks
 //!    for a fresh group id (`PACKET_FANOUT_FLAG_UNIQUEID`), the others join it.
 
+#[allow(unsafe_code)] // the kernel ABI structs read through raw pointers
 pub mod abi;
 
 use super::Errno;

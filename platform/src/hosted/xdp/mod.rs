@@ -32,6 +32,7 @@
 //! chunk. On transmit, `addr` may point anywhere in a chunk as long as the frame does not
 //! cross its end; the completion ring returns the `addr` that was sent.
 
+#[allow(unsafe_code)] // the kernel ABI structs read through raw pointers
 pub mod abi;
 mod error;
 

@@ -1,0 +1,66 @@
+//! The frames the forwarding benches send (shared so that the peer programs can send the
+//! same bytes: `benches/peers/l3fwd_hook.h` builds the TCP one).
+
+// Each bench uses some of these.
+#![allow(dead_code)]
+
+use cadence_core::checksum;
+
+/// The destination of the TCP frames (the chains' VIP).
+pub const VIP: [u8; 4] = [10, 1, 0, 1];
+
+/// A 60-byte IPv4/UDP frame of flow `flow` with a valid header checksum.
+pub fn udp60(flow: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, (flow >> 8) as u8, flow as u8]);
+    ip[16..20].copy_from_slice(&[10, 1, 0, 1]);
+    let sum = checksum::checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&(1024 + flow).to_be_bytes());
+    udp[2..4].copy_from_slice(&4789u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&26u16.to_be_bytes());
+    f
+}
+
+/// A 64-byte IPv4/TCP frame (10 payload bytes, valid checksums) of flow `flow`, to the
+/// VIP's port 80 from 10.2.x.y:1024+flow.
+pub fn tcp64(flow: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[0..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let src = [10, 2, (flow >> 8) as u8, flow as u8];
+    {
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&50u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&src);
+        ip[16..20].copy_from_slice(&VIP);
+        let sum = checksum::checksum(ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    }
+    {
+        let tcp = &mut f[34..54];
+        tcp[0..2].copy_from_slice(&(1024 + flow).to_be_bytes());
+        tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&1000u32.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = 0x18; // PSH|ACK
+        tcp[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    }
+    f[54..64].copy_from_slice(b"0123456789");
+    let sum = checksum::l4_checksum_v4(src, VIP, 6, &f[34..64]);
+    f[50..52].copy_from_slice(&sum.to_be_bytes());
+    f
+}

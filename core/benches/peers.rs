@@ -1,0 +1,321 @@
+//! Cadence's side of the DPDK side-by-side study (`cargo xtask peers`, `docs/PERFORMANCE.md`,
+//! "Side by side with DPDK"): the same operations as the peer programs in `benches/peers/`,
+//! measured the same way and printed in the same machine-readable line.
+//!
+//! ```text
+//! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
+//! peers io|l2fwd|l3fwd [--huge] [--samples S] [--min-ms M]         # the worker loop, software NICs
+//! ```
+//!
+//! Method (identical in `benches/peers/common.h`): one discarded warm-up sample, then samples
+//! until there are at least S and at least M milliseconds have passed (so that each figure spans
+//! a window the harness's noise guard can judge); each sample times a fixed number of
+//! operations with `rdtsc` around every burst (lookups: 1024 bursts of 32 keys; steady
+//! add-on-miss/delete: 512 steps of 32; forwarding: 2048 polls of 32 frames); its figure is TSC
+//! cycles per key (per packet); the line carries the median, min and max over the samples:
+//!
+//! `PEERBENCH impl=cadence op=hit_b32 size=64K pages=4k cycles=33.21 min=32.90 max=35.02 samples=7 ops=32768`
+//!
+//! Tables: the same splitmix64 16-byte keys (same seeds) as the peers; 8-byte action data; a
+//! table of capacity N holding 3/4 N keys (rte_hash's 75 % at `entries` = N); hit/miss bursts
+//! of 32 consecutive keys from a position that jumps by 32 × 7919 per burst; add-on-miss =
+//! burst lookup (all miss) + `add_on_miss` per key, and delete = `delete` by key, each step
+//! of a window of 3/4 N keys sliding over N keys; rearm = burst lookup (hit) +
+//! `restart_expire_timer` per hit on an `AutoDelete` table (the SWX learner's rearm).
+//!
+//! Pages: `--huge` puts every allocation of 1 MiB or more (tables, key lists, the packet pool)
+//! on hugetlbfs 2 MiB pages, otherwise on 4 KiB pages (`common/hugealloc.rs`); the line's
+//! `pages=` says what was obtained (`thp` if hugetlbfs ran short).
+
+use std::hint::black_box;
+use std::process::ExitCode;
+
+use cadence_core::buf::BATCH_SIZE;
+use cadence_core::nf::{Chain, Egress};
+use cadence_core::pna::exact::{ExactConfig, ExactTable, Lane, Lookup};
+use cadence_core::pna::{AddStatus, IdleTimeout};
+use cadence_core::stage::Stage;
+use cadence_core::time::{Duration, Instant};
+
+mod common {
+    pub mod frames;
+    pub mod hugealloc;
+    pub mod l3;
+    pub mod stages;
+    pub mod tsc;
+    pub mod worker_loop;
+}
+use common::hugealloc::{self, HugeAlloc, Pages};
+use common::stages::IoOnly;
+use common::tsc::rdtsc;
+use common::worker_loop::with_worker;
+
+#[global_allocator]
+static ALLOC: HugeAlloc = HugeAlloc;
+
+type Table = ExactTable<2, 1>;
+type Key = [u64; 2];
+const B: usize = 32;
+const STRIDE: usize = B * 7919;
+const LOOKUP_BURSTS: usize = 1024;
+const STEADY_STEPS: usize = 512;
+const POLLS: usize = 2048;
+const NOW: Instant = Instant(1);
+
+/// `n` keys from `seed`, exactly as `peer_keys` in `benches/peers/common.h` (splitmix64).
+fn keys(n: usize, seed: u64) -> Vec<Key> {
+    let mut s = seed;
+    let mut next = move || {
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    (0..n).map(|_| [next(), next()]).collect()
+}
+
+/// The sampling rule: at least `samples` samples after the warm-up, and at least `min` time.
+#[derive(Clone, Copy)]
+struct Rule {
+    samples: usize,
+    min: std::time::Duration,
+}
+
+impl Rule {
+    /// Takes samples from `f` by the rule; returns them (the warm-up dropped).
+    fn take(self, mut f: impl FnMut() -> f64) -> Vec<f64> {
+        let t0 = std::time::Instant::now();
+        f(); // warm-up
+        let mut v = Vec::new();
+        while v.len() < self.samples || t0.elapsed() < self.min {
+            v.push(f());
+        }
+        v
+    }
+}
+
+/// Prints one result line from the samples.
+fn report(op: &str, size: &str, mut s: Vec<f64>, ops: usize) {
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let med = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+    println!(
+        "PEERBENCH impl=cadence op={op} size={size} pages={} cycles={med:.2} min={:.2} max={:.2} samples={n} ops={ops}",
+        hugealloc::label(),
+        s[0],
+        s[n - 1]
+    );
+}
+
+/// Buckets per table (`--buckets-per 4`: capacity / 4); 0 keeps the table's default (capacity / 2).
+static BUCKETS_PER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn table(n: usize, mode: IdleTimeout) -> Table {
+    let mut cfg = ExactConfig::new(n);
+    cfg.idle_timeout = mode;
+    let per = BUCKETS_PER.load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(b) = n.checked_div(per) {
+        cfg.buckets = b.next_power_of_two();
+    }
+    let t = ExactTable::new(cfg);
+    t.set_expire_profile(0, Duration(u64::MAX / 4));
+    t
+}
+
+/// One burst of adds: lookup (all miss), then `add_on_miss` each miss. Returns the adds done.
+fn add_burst(t: &Table, lane: &mut Lane, ks: &[Key], out: &mut [Lookup<2, 1>; B]) -> usize {
+    t.lookup_burst(lane, ks, NOW, out);
+    let mut ok = 0;
+    for o in out.iter().take(ks.len()) {
+        if let Lookup::Miss(m) = o {
+            ok += usize::from(t.add_on_miss(lane, m, 0, &[1], 0, NOW) == AddStatus::Success);
+        }
+    }
+    ok
+}
+
+fn fill(t: &Table, lane: &mut Lane, ks: &[Key]) -> usize {
+    let mut out = [Lookup::EMPTY; B];
+    ks.chunks(B).map(|c| c.len() - add_burst(t, lane, c, &mut out)).sum()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Hit,
+    Miss,
+    Rearm,
+}
+
+/// Cycles per key of [`LOOKUP_BURSTS`] burst lookups of `keys[..live]`.
+fn lookups(t: &Table, lane: &mut Lane, keys: &[Key], live: usize, cur: &mut usize, kind: Kind, bad: &mut u64) -> f64 {
+    let mut out = [Lookup::EMPTY; B];
+    let mut spent = 0;
+    for _ in 0..LOOKUP_BURSTS {
+        let s = *cur % (live - B);
+        *cur = cur.wrapping_add(STRIDE);
+        let ks = &keys[s..s + B];
+        let t0 = rdtsc();
+        let hits = t.lookup_burst(lane, ks, NOW, &mut out);
+        if kind == Kind::Rearm {
+            for o in &out {
+                if let Lookup::Hit(h) = o {
+                    black_box(t.restart_expire_timer(lane, &h.handle, NOW).is_ok());
+                }
+            }
+        }
+        spent += rdtsc() - t0;
+        *bad += u64::from(hits != if kind == Kind::Miss { 0 } else { B });
+        black_box(&out);
+    }
+    spent as f64 / (LOOKUP_BURSTS * B) as f64
+}
+
+fn tables(n: usize, label: &str, rule: Rule) {
+    let live = (n * 3 / 4) / B * B;
+    let (present, absent, all) = (keys(n, 1), keys(n, 2), keys(n, 3));
+    let mut bad = 0u64;
+    let mut cur = 0usize;
+
+    // ---- lookups on a table holding `live` keys ----
+    let t = table(n, IdleTimeout::NoTimeout);
+    let mut lane = t.lane();
+    let mut fill_fail = fill(&t, &mut lane, &present[..live]);
+    for (kind, op, ks) in [(Kind::Hit, "hit_b32", &present), (Kind::Miss, "miss_b32", &absent)] {
+        let r = rule.take(|| lookups(&t, &mut lane, ks, live, &mut cur, kind, &mut bad));
+        report(op, label, r, LOOKUP_BURSTS * B);
+    }
+    drop(t);
+
+    // ---- rearm: lookup hit + restart the entry's timer, on an AutoDelete table ----
+    let t = table(n, IdleTimeout::AutoDelete);
+    let mut lane = t.lane();
+    fill_fail += fill(&t, &mut lane, &present[..live]);
+    let r = rule.take(|| lookups(&t, &mut lane, &present, live, &mut cur, Kind::Rearm, &mut bad));
+    report("rearm", label, r, LOOKUP_BURSTS * B);
+    drop(t);
+
+    // ---- add-on-miss and delete at a steady 75 % ----
+    let t = table(n, IdleTimeout::NoTimeout);
+    let mut lane = t.lane();
+    fill_fail += fill(&t, &mut lane, &all[..live]);
+    let (mut head, mut tail) = (live, 0usize);
+    let (mut add_fail, mut adds, mut del_fail) = (0usize, 0usize, 0usize);
+    let mut out = [Lookup::EMPTY; B];
+    for (phase, op) in ["add_on_miss", "delete"].into_iter().enumerate() {
+        let r = rule.take(|| {
+            let mut spent = 0;
+            for _ in 0..STEADY_STEPS {
+                let (h, d) = (head % n, tail % n);
+                head += B;
+                tail += B;
+                let t0 = rdtsc();
+                let ok = add_burst(&t, &mut lane, &all[h..h + B], &mut out);
+                let t1 = rdtsc();
+                for k in &all[d..d + B] {
+                    del_fail += usize::from(t.delete(&mut lane, k, NOW).is_err());
+                }
+                let t2 = rdtsc();
+                adds += B;
+                add_fail += B - ok;
+                spent += if phase == 0 { t1 - t0 } else { t2 - t1 };
+            }
+            spent as f64 / (STEADY_STEPS * B) as f64
+        });
+        report(op, label, r, STEADY_STEPS * B);
+    }
+    println!(
+        "PEERINFO impl=cadence size={label} fill_fail={fill_fail} add_fail={add_fail} adds={adds} del_fail={del_fail} bad={bad}"
+    );
+}
+
+/// Cycles per packet through the worker loop running `stage` on `frames`.
+fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
+    let (r, stats) = with_worker(stage, frames, |poll| {
+        rule.take(|| (0..POLLS).map(|_| poll()).sum::<u64>() as f64 / (POLLS * BATCH_SIZE) as f64)
+    });
+    report(op, "-", r, POLLS * BATCH_SIZE);
+    println!(
+        "PEERINFO impl=cadence op={op} rx={} tx={} drops={}",
+        stats.ports.iter().map(|p| p.rx).sum::<u64>(),
+        stats.ports.iter().map(|p| p.tx).sum::<u64>(),
+        stats.drops_total()
+    );
+}
+
+/// `64K`, `1M`, ...: a power of two of at least 1K keys.
+fn parse_size(s: &str) -> Option<usize> {
+    let (num, shift) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 10),
+        b'M' => (&s[..s.len() - 1], 20),
+        _ => return None,
+    };
+    let n = num.parse::<usize>().ok()?.checked_shl(shift)?;
+    n.is_power_of_two().then_some(n)
+}
+
+fn usage() -> ExitCode {
+    eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l3fwd  [--huge] [--samples S] [--min-ms M]");
+    ExitCode::FAILURE
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let huge = args.iter().any(|a| a == "--huge");
+    hugealloc::set_pages(if huge { Pages::Huge } else { Pages::Small });
+    let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str);
+    let samples = match opt("--samples").map(str::parse::<usize>) {
+        None => 7,
+        Some(Ok(s)) if (1..4096).contains(&s) => s,
+        Some(_) => return usage(),
+    };
+    let min = match opt("--min-ms").map(str::parse::<u64>) {
+        None => 0,
+        Some(Ok(ms)) => ms,
+        Some(Err(_)) => return usage(),
+    };
+    let rule = Rule { samples, min: std::time::Duration::from_millis(min) };
+    // Experiments only (`docs/PERFORMANCE.md`, "the lookup gap"): fewer, fuller buckets.
+    match opt("--buckets-per").map(str::parse::<usize>) {
+        None => {}
+        Some(Ok(per)) if per.is_power_of_two() => BUCKETS_PER.store(per, std::sync::atomic::Ordering::Relaxed),
+        Some(_) => return usage(),
+    }
+    let Some(case) = args.first().map(String::as_str) else {
+        // `cargo bench` runs every bench with `--bench`: this one is driven by `cargo xtask peers`.
+        eprintln!("peers: driven by `cargo xtask peers` (see the file's header); nothing to do");
+        return ExitCode::SUCCESS;
+    };
+    match case {
+        "--bench" => eprintln!("peers: driven by `cargo xtask peers` (see the file's header); nothing to do"),
+        "tables" => match opt("--size").and_then(|s| Some((s, parse_size(s)?))) {
+            Some((label, n)) => tables(n, label, rule),
+            None => return usage(),
+        },
+        "io" => forwarding("io", IoOnly, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule),
+        "l2fwd" => {
+            let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+            forwarding(
+                "l2fwd",
+                Chain::new(Vec::new(), egress),
+                &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(),
+                rule,
+            )
+        }
+        "l3fwd" => forwarding(
+            "l3fwd",
+            common::l3::l3fwd_chain(),
+            &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(),
+            rule,
+        ),
+        _ => return usage(),
+    }
+    if huge && hugealloc::fallback_bytes() > 0 {
+        eprintln!(
+            "peers: hugetlbfs ran short: {} MiB on transparent huge pages instead ({} MiB on hugetlbfs)",
+            hugealloc::fallback_bytes() >> 20,
+            hugealloc::hugetlb_bytes() >> 20
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,39 @@
+//! `nics=` under QEMU: the NICs are taken in the order the option names them, and an
+//! address without a NIC the image drives is a configuration error naming the option.
+
+use anyhow::Result;
+use cadence_tests::{boot_to_exit, expect_status};
+use xtask::protocol::{BootOptions, EXIT_BAD_CONFIG, EXIT_SUCCESS};
+
+#[test]
+fn nics_takes_the_named_functions_in_its_order() -> Result<()> {
+    let (exit, rig) = boot_to_exit("nic_select_default", BootOptions::default().set("mode", "boot"))?;
+    expect_status(&rig, exit, EXIT_SUCCESS)?;
+    let first = rig.report.nics.clone();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(first.iter().all(|n| n.kind == "virtio-net" && n.qsize > 0), "{first:?}");
+    // Swapped: port 0 is the function that was port 1.
+    let swapped = format!("{},{}", first[1].pci, first[0].pci);
+    let (exit, rig) =
+        boot_to_exit("nic_select_swapped", BootOptions::default().set("mode", "boot").set("nics", &swapped))?;
+    expect_status(&rig, exit, EXIT_SUCCESS)?;
+    let second = rig.report.nics.clone();
+    assert_eq!(
+        second.iter().map(|n| (n.index, n.pci.clone())).collect::<Vec<_>>(),
+        [(0, first[1].pci.clone()), (1, first[0].pci.clone())]
+    );
+    assert_eq!((second[0].mac, second[1].mac), (first[1].mac, first[0].mac));
+    Ok(())
+}
+
+#[test]
+fn nics_naming_a_missing_function_is_a_configuration_error() -> Result<()> {
+    let opts = BootOptions::default().set("mode", "boot").set("nics", "00:1f.7");
+    let (exit, rig) = boot_to_exit("nic_select_missing", opts)?;
+    expect_status(&rig, exit, EXIT_BAD_CONFIG)?;
+    let com1 = rig.qemu.com1();
+    let needle = "error: boot option 'nics': no NIC the image drives at 00:1f.7";
+    assert!(com1.iter().any(|l| l.contains(needle)), "no {needle:?} on COM1:\n{}", com1.join("\n"));
+    assert!(!com1.iter().any(|l| l.starts_with("@nic ")), "no NIC is brought up");
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! What one round runs (the groups of programs, in rotating order) and what is compared with
+//! what (the ratios and the issue's targets).
+
+use std::path::PathBuf;
+
+use super::stats::rotate;
+
+/// The page size a run puts its tables and packet memory on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// 4 KiB pages: DPDK `--no-huge`; Cadence's large allocations `MADV_NOHUGEPAGE`.
+    Small,
+    /// 2 MiB hugetlbfs pages: DPDK's hugepages (`--in-memory`); Cadence `MAP_HUGETLB`.
+    Huge,
+}
+
+impl Pages {
+    /// The `pages=` label a program prints when it got these pages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Pages::Small => "4k",
+            Pages::Huge => "2M",
+        }
+    }
+}
+
+/// A program the harness runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    /// `core/benches/peers.rs` (pinned to CPU 1 with `taskset`).
+    Cadence,
+    /// `benches/peers/hash.c`.
+    Hash,
+    /// `benches/peers/learner.c`.
+    Learner,
+    /// `benches/peers/ring.c`.
+    Ring,
+    /// Debian's `dpdk-testpmd`.
+    Testpmd,
+    /// DPDK's l3fwd example with Cadence's hook.
+    L3fwd,
+}
+
+/// How a program's run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exits by itself.
+    Exits,
+    /// testpmd (non-interactive): it forwards until a line arrives on its stdin.
+    StdinAfter(u64),
+    /// l3fwd: it forwards until SIGINT.
+    SigintAfter(u64),
+}
+
+/// One program run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// What the output calls it, e.g. `rte_hash 1M (2M pages)`.
+    pub label: String,
+    pub program: Program,
+    pub args: Vec<String>,
+    pub ending: Ending,
+    /// For testpmd: the forwarding mode, which its figure measures.
+    pub testpmd_mode: Option<&'static str>,
+}
+
+/// Programs run back to back in one round: a Cadence bench and its peers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub name: &'static str,
+    pub jobs: Vec<Job>,
+}
+
+/// The knobs of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Knobs {
+    /// Samples per figure in the programs that sample.
+    pub samples: u32,
+    /// Seconds of forwarding per testpmd / l3fwd run, and the least time each Cadence
+    /// forwarding figure and the ring figure spans.
+    pub seconds: u64,
+    /// The least time each table figure spans, in milliseconds (so that the noise guard,
+    /// whose clock ticks are 10 ms, judges windows of a useful length).
+    pub table_ms: u64,
+    /// The l3fwd route files (IPv4, IPv6).
+    pub routes4: PathBuf,
+    pub routes6: PathBuf,
+}
+
+/// The groups' names, in their order in round 0 (`--only` selects among them).
+pub const GROUPS: [&str; 6] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring"];
+
+/// EAL arguments: `lcores`, no PCI, `mem_mb` of memory on `pages`, a file prefix of our own
+/// (so that a colleague's DPDK process is never disturbed).
+fn eal(pages: Pages, lcores: &str, mem_mb: u32) -> Vec<String> {
+    let mut v: Vec<String> = ["-l", lcores, "--no-pci", "--log-level=error", "--file-prefix=cadence-peers"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    match pages {
+        Pages::Small => v.extend(["--no-huge".into(), "--no-shconf".into()]),
+        Pages::Huge => v.push("--in-memory".into()),
+    }
+    v.extend(["-m".into(), mem_mb.to_string()]);
+    v
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every group of one page size, in round 0's order.
+pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
+    let p = pages.label();
+    let huge: Vec<String> = if pages == Pages::Huge { vec!["--huge".into()] } else { vec![] };
+    let samples = k.samples.to_string();
+    let (table_ms, fwd_ms) = (k.table_ms.to_string(), (k.seconds * 1000).to_string());
+    let cadence = |what: &[&str], ms: &str| {
+        let mut a = strings(what);
+        a.extend(huge.iter().cloned());
+        a.extend(["--samples".into(), samples.clone(), "--min-ms".into(), ms.to_string()]);
+        a
+    };
+    let table_peer = |program, name: &str, size: &str| {
+        let mut a = eal(pages, "1", 1024);
+        a.extend(strings(&["--", "--size", size, "--samples", &samples, "--min-ms", &table_ms]));
+        Job { label: format!("{name} {size} ({p})"), program, args: a, ending: Ending::Exits, testpmd_mode: None }
+    };
+    let tables = |size: &str| {
+        vec![
+            Job {
+                label: format!("cadence tables {size} ({p})"),
+                program: Program::Cadence,
+                args: cadence(&["tables", "--size", size], &table_ms),
+                ending: Ending::Exits,
+                testpmd_mode: None,
+            },
+            table_peer(Program::Hash, "rte_hash", size),
+            table_peer(Program::Learner, "learner", size),
+        ]
+    };
+    let fwd = |op: &str| Job {
+        label: format!("cadence {op} ({p})"),
+        program: Program::Cadence,
+        args: cadence(&[op], &fwd_ms),
+        ending: Ending::Exits,
+        testpmd_mode: None,
+    };
+    let testpmd = |mode: &'static str| {
+        let mut a = eal(pages, "0,1", 256);
+        a.extend(strings(&["--vdev", "net_null0", "--vdev", "net_null1", "--"]));
+        a.extend(strings(&[
+            &format!("--forward-mode={mode}"),
+            "--record-core-cycles",
+            "--nb-cores=1",
+            "--total-num-mbufs=8192",
+        ]));
+        Job {
+            label: format!("testpmd {mode} ({p})"),
+            program: Program::Testpmd,
+            args: a,
+            ending: Ending::StdinAfter(k.seconds),
+            testpmd_mode: Some(mode),
+        }
+    };
+    let mut l3 = eal(pages, "1", 256);
+    l3.extend(strings(&["--vdev", "net_ring0", "--vdev", "net_ring1", "--"]));
+    l3.extend(strings(&["-p", "0x3", "-P", "--config=(0,0,1),(1,0,1)", "--parse-ptype"]));
+    l3.push(format!("--rule_ipv4={}", k.routes4.display()));
+    l3.push(format!("--rule_ipv6={}", k.routes6.display()));
+    let mut ring = eal(pages, "0,1", 256);
+    ring.extend(strings(&["--", "--samples", &samples, "--min-ms", &fwd_ms]));
+    vec![
+        Group { name: GROUPS[0], jobs: tables("64K") },
+        Group { name: GROUPS[1], jobs: tables("1M") },
+        Group { name: GROUPS[2], jobs: vec![fwd("io"), testpmd("io")] },
+        Group { name: GROUPS[3], jobs: vec![fwd("l2fwd"), testpmd("macswap")] },
+        Group {
+            name: GROUPS[4],
+            jobs: vec![
+                fwd("l3fwd"),
+                Job {
+                    label: format!("l3fwd-lpm ({p})"),
+                    program: Program::L3fwd,
+                    args: l3,
+                    ending: Ending::SigintAfter(k.seconds),
+                    testpmd_mode: None,
+                },
+            ],
+        },
+        Group {
+            name: GROUPS[5],
+            jobs: vec![Job {
+                label: format!("rte_ring 2 lcores ({p})"),
+                program: Program::Ring,
+                args: ring,
+                ending: Ending::Exits,
+                testpmd_mode: None,
+            }],
+        },
+    ]
+}
+
+/// Round `r`'s programs in order: the page sizes, the groups within a page size and the
+/// programs within a group each start one further along every round, so that no program
+/// always runs first (on a cold machine) or always right after the same neighbour.
+pub fn round_order(r: usize, pages: &[Pages], k: &Knobs, only: &[String]) -> Vec<(Pages, Job)> {
+    let mut out = Vec::new();
+    for p in rotate(pages, r) {
+        let gs: Vec<Group> =
+            groups(p, k).into_iter().filter(|g| only.is_empty() || only.iter().any(|o| o == g.name)).collect();
+        for g in rotate(&gs, r) {
+            for j in rotate(&g.jobs, r) {
+                out.push((p, j));
+            }
+        }
+    }
+    out
+}
+
+/// A target of issue 16: Cadence / peer at most `limit` (median of the rounds, each page size).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    pub limit: f64,
+}
+
+/// One ratio of the table: Cadence's `op` against `peer`'s `peer_op` at `size`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub op: &'static str,
+    pub size: &'static str,
+    pub peer: &'static str,
+    pub peer_op: &'static str,
+    pub target: Option<Target>,
+}
+
+/// Every ratio the table shows, in order.
+pub fn comparisons() -> Vec<Comparison> {
+    let c = |op, size, peer, peer_op, limit: Option<f64>| Comparison {
+        op,
+        size,
+        peer,
+        peer_op,
+        target: limit.map(|limit| Target { limit }),
+    };
+    let mut v = Vec::new();
+    for size in ["64K", "1M"] {
+        let big = size == "1M";
+        v.push(c("hit_b32", size, "rte_hash", "hit_b32", Some(if big { 0.8 } else { 1.0 })));
+        v.push(c("hit_b32", size, "learner", "hit_b32", None));
+        v.push(c("miss_b32", size, "rte_hash", "miss_b32", None));
+        v.push(c("miss_b32", size, "learner", "miss_b32", None));
+        v.push(c("add_on_miss", size, "rte_hash", "add_on_miss", big.then_some(0.5)));
+        v.push(c("add_on_miss", size, "learner", "add_on_miss", big.then_some(0.7)));
+        v.push(c("delete", size, "rte_hash", "delete", None));
+        v.push(c("delete", size, "learner", "delete", None));
+        v.push(c("rearm", size, "learner", "rearm", None));
+    }
+    v.push(c("io", "-", "testpmd", "io", Some(0.8)));
+    v.push(c("l2fwd", "-", "testpmd", "macswap", None));
+    v.push(c("l3fwd", "-", "l3fwd", "l3fwd_lpm", Some(0.7)));
+    v
+}
+
+/// Peer figures with no Cadence counterpart (shown as figures, never as ratios).
+pub const PEER_ONLY: [(&str, &str, &str, &str); 1] =
+    [("rte_ring", "ring_spsc_b32", "-", "Cadence has no SPSC hand-off ring yet")];
+
+/// The l3fwd IPv4 route file: the routes of Cadence's L3 forwarder bench
+/// (`core/benches/common/l3.rs`): route i = 10.(i/16).(i%16).0/24 via port i % 2, and
+/// 10.1.0.0/16 via port 1.
+pub fn l3fwd_routes4() -> String {
+    let mut s = String::from("# Cadence peers: the routes of core/benches/common/l3.rs\n");
+    for i in 0..256u32 {
+        s.push_str(&format!("R10.{}.{}.0/24 {}\n", i >> 4, i & 15, i % 2));
+    }
+    s.push_str("R10.1.0.0/16 1\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knobs() -> Knobs {
+        Knobs { samples: 7, seconds: 3, table_ms: 300, routes4: "/r4".into(), routes6: "/r6".into() }
+    }
+
+    #[test]
+    fn every_round_runs_every_program_once_per_page_size() {
+        let k = knobs();
+        let both = [Pages::Small, Pages::Huge];
+        let n = groups(Pages::Small, &k).iter().map(|g| g.jobs.len()).sum::<usize>();
+        for r in 0..4 {
+            let order = round_order(r, &both, &k, &[]);
+            assert_eq!(order.len(), 2 * n);
+            let mut labels: Vec<_> = order.iter().map(|(_, j)| j.label.clone()).collect();
+            labels.sort();
+            labels.dedup();
+            assert_eq!(labels.len(), 2 * n, "round {r} repeats a program");
+        }
+        // The rotation moves the first program and the first page size.
+        let first = |r| round_order(r, &both, &k, &[])[0].clone();
+        assert_eq!(first(0).0, Pages::Small);
+        assert_eq!(first(1).0, Pages::Huge);
+        assert_ne!(first(0).1.label, first(2).1.label);
+    }
+
+    #[test]
+    fn within_a_group_the_order_rotates() {
+        let k = knobs();
+        let only = vec!["io".to_string()];
+        let o0: Vec<_> = round_order(0, &[Pages::Small], &k, &only).into_iter().map(|(_, j)| j.program).collect();
+        let o1: Vec<_> = round_order(1, &[Pages::Small], &k, &only).into_iter().map(|(_, j)| j.program).collect();
+        assert_eq!(o0, vec![Program::Cadence, Program::Testpmd]);
+        assert_eq!(o1, vec![Program::Testpmd, Program::Cadence]);
+    }
+
+    #[test]
+    fn page_sizes_reach_both_sides() {
+        let k = knobs();
+        for (p, j) in round_order(0, &[Pages::Small, Pages::Huge], &k, &[]) {
+            let a = j.args.join(" ");
+            match (p, j.program) {
+                (Pages::Huge, Program::Cadence) => assert!(a.contains("--huge"), "{a}"),
+                (Pages::Small, Program::Cadence) => assert!(!a.contains("--huge"), "{a}"),
+                (Pages::Huge, _) => assert!(a.contains("--in-memory") && !a.contains("--no-huge"), "{a}"),
+                (Pages::Small, _) => assert!(a.contains("--no-huge"), "{a}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_issue_targets_are_there() {
+        let t = |op, size, peer| {
+            comparisons().into_iter().find(|c| c.op == op && c.size == size && c.peer == peer).and_then(|c| c.target)
+        };
+        assert_eq!(t("hit_b32", "1M", "rte_hash"), Some(Target { limit: 0.8 }));
+        assert_eq!(t("hit_b32", "64K", "rte_hash"), Some(Target { limit: 1.0 }));
+        assert_eq!(t("add_on_miss", "1M", "learner"), Some(Target { limit: 0.7 }));
+        assert_eq!(t("add_on_miss", "1M", "rte_hash"), Some(Target { limit: 0.5 }));
+        assert_eq!(t("io", "-", "testpmd"), Some(Target { limit: 0.8 }));
+        assert_eq!(t("l3fwd", "-", "l3fwd"), Some(Target { limit: 0.7 }));
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 6);
+    }
+
+    #[test]
+    fn l3fwd_routes_match_the_cadence_bench() {
+        let r = l3fwd_routes4();
+        let routes: Vec<_> = r.lines().filter(|l| l.starts_with('R')).collect();
+        assert_eq!(routes.len(), 257);
+        assert_eq!(routes[0], "R10.0.0.0/24 0");
+        // The bench's destination 10.1.0.1 falls in route 16, port 0, as in Cadence's.
+        assert_eq!(routes[16], "R10.1.0.0/24 0");
+        assert_eq!(routes[255], "R10.15.15.0/24 1");
+        assert_eq!(routes[256], "R10.1.0.0/16 1");
+    }
+}
