@@ -66,7 +66,9 @@ pub fn boot(dir: &Path, iso: &Path, fw: Firmware) -> Result<(Option<i32>, String
     let mut qemu = cmd
         .arg("-serial")
         .arg(format!("file:{}", com1.display()))
-        .args(["-serial", "null", "-cdrom"])
+        .arg("-serial")
+        .arg(format!("file:{}", dir.join("com2.defmt").display()))
+        .arg("-cdrom")
         .arg(iso)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
