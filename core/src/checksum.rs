@@ -259,6 +259,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn incremental_equals_full(
             mut data in proptest::collection::vec(any::<u8>(), 2..128),

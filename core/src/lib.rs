@@ -11,7 +11,8 @@
 //!
 //! The crate never names a driver or a platform: those come in through the traits
 //! in [`nic`] and [`time`]. It has no `unsafe` code outside [`sync`], whose
-//! [`sync::Guarded`] binds lane data to a queue lock (its module docs carry the argument).
+//! [`sync::Guarded`] binds lane data to a queue lock and whose [`sync::PacketMem`] holds the
+//! packet memory a device shares with the pool (their module docs carry the arguments).
 //!
 //! Memory: the crate uses `alloc` only while building things at initialization
 //! (the pool's bookkeeping arrays); nothing on the per-packet path allocates.
@@ -43,5 +44,16 @@ pub mod sync;
 pub mod time;
 pub mod worker;
 
+/// `native`, or `miri` when this crate runs under Miri (`cargo xtask test`, step "Miri").
+///
+/// Only sizes go through here: the default capacities of tables and rings are far smaller
+/// under Miri, which checks every access of every byte and takes minutes to build and sweep
+/// one 65 536-entry table. The code paths are the same at every size.
+pub(crate) const fn miri_or<T: Copy>(native: T, miri: T) -> T {
+    if cfg!(miri) { miri } else { native }
+}
+
 #[cfg(test)]
 mod test_frames;
+#[cfg(test)]
+mod testing;

@@ -1078,6 +1078,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn factor_equals_geometric_series_for_integer_m(rho in 0.0f64..1.0, m in 1u32..=64) {
             let series = f64::from(m) / geometric_sum(rho, m);

@@ -394,6 +394,11 @@ fn net_v6(b: &[u8]) -> Result<Net, ParseError> {
             return Err(ParseError::BadIpHeaderLen);
         }
         seen += 1;
+        // Next Header and Hdr Ext Len (the first two bytes of every extension header) must
+        // be inside the payload before they are read.
+        if off + 2 > end {
+            return Err(ParseError::TruncatedL3);
+        }
         let len = if next == EXT_FRAGMENT {
             // RFC 8200 §4.5: Fragment header is 8 bytes; offset in its upper 13 bits
             // of bytes 2..4, M flag in the lowest bit.

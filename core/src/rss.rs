@@ -311,6 +311,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn table_equals_bitwise(key in proptest::collection::vec(any::<u8>(), 40), input in proptest::collection::vec(any::<u8>(), 0..=36)) {
             let t = ToeplitzTable::try_new(&key, 36).unwrap();

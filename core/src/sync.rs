@@ -17,14 +17,24 @@
 //!
 //! The lock itself needs no `unsafe`: it guards no data of its own, so the guard is only a
 //! proof of ownership. Data that a lock protects but that lives elsewhere (a lane's NIC
-//! queues and buffer pool) is bound to it with [`Guarded`], the one `unsafe` corner of `core`. Under `--cfg loom` the atomics come from `loom` so that the tests at the
-//! bottom explore every interleaving and every memory-model outcome.
+//! queues and buffer pool) is bound to it with [`Guarded`]. Packet memory that the CPU
+//! shares with devices is [`PacketMem`] (a raw pointer, so that a device writing one buffer
+//! does not alias a reference to the whole region). Those two are the `unsafe` corners of
+//! `core`, each with its argument in its module docs. Under `--cfg loom` the atomics come
+//! from `loom` (`sync::atomic`, for every concurrent structure of `core`) so that the loom
+//! models explore every interleaving and every memory-model outcome.
 
+pub(crate) mod atomic;
 mod guarded;
+mod packet_mem;
 pub mod prefetch;
 pub mod swap;
 
+#[cfg(all(test, loom))]
+mod loom_swap;
+
 pub use guarded::Guarded;
+pub use packet_mem::PacketMem;
 pub use swap::{Reader, Retired, Swap};
 
 #[cfg(loom)]
@@ -32,6 +42,38 @@ use loom::sync::atomic::{AtomicU32, Ordering};
 
 #[cfg(not(loom))]
 use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Runs a loom model twice, exploring schedules with at most `bound` preemptions per
+/// execution unless `LOOM_MAX_PREEMPTIONS` says otherwise (the bound keeps `cargo xtask
+/// test`'s loom step short; raise it by hand to search deeper).
+///
+/// The model gets `others_first`: `false` on the first run, `true` on the second, where the
+/// model's main thread should call [`loom_others_first`] right before its racing part. Why:
+/// loom's DPOR reorders a spawned thread before the main thread only at conflicting
+/// accesses, and a load does not conflict with a load, so when both sides start by loading
+/// the same word, the schedules in which the spawned thread runs first (entirely, or up to
+/// some point) are never tried. A yield at the start of the main thread's part makes them
+/// the starting point of the second run, and DPOR explores the interleavings from there.
+#[cfg(all(test, loom))]
+pub(crate) fn loom_model(bound: usize, f: impl Fn(bool) + Sync + Send + 'static) {
+    let f = std::sync::Arc::new(f);
+    for others_first in [false, true] {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = Some(bound);
+        }
+        let f = f.clone();
+        b.check(move || f(others_first));
+    }
+}
+
+/// See [`loom_model`]: lets the spawned threads run first when `others_first` is set.
+#[cfg(all(test, loom))]
+pub(crate) fn loom_others_first(others_first: bool) {
+    if others_first {
+        loom::thread::yield_now();
+    }
+}
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
@@ -145,7 +187,7 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..2 {
                 s.spawn(|| {
-                    for _ in 0..20_000 {
+                    for _ in 0..crate::testing::miri_or(20_000, 200) {
                         if let Some(_g) = lock.try_lock() {
                             assert_eq!(inside.fetch_add(1, Ordering::Relaxed), 0);
                             wins.fetch_add(1, Ordering::Relaxed);

@@ -13,11 +13,16 @@
 //! (AF_XDP sockets) and [`tpacket`] (`AF_PACKET` with `TPACKET_V3` rings). They see only
 //! shared memory ([`hal::Mmio`] windows over the mmap'ed rings) and a doorbell
 //! ([`hal::Kick`]); the platform makes the system calls.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, fuzzing)), no_std)]
 #![deny(unsafe_code)]
+// Under `cfg(fuzzing)` the test-only device models are compiled for the fuzz harnesses,
+// which use part of them.
+#![cfg_attr(fuzzing, allow(dead_code, unused_imports))]
 
 extern crate alloc;
 
+#[cfg(fuzzing)]
+pub mod fuzzing;
 pub mod hal;
 #[cfg(feature = "i40e")]
 pub mod i40e;
@@ -28,8 +33,12 @@ pub mod intel;
 #[cfg(feature = "ixgbe")]
 pub mod ixgbe;
 pub mod reg;
-#[cfg(test)]
+// Test and fuzz scaffolding: a broken expectation is the point of a test.
+#[cfg(any(test, fuzzing))]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod shm;
+#[cfg(test)]
+mod testing;
 #[cfg(feature = "tpacket")]
 pub mod tpacket;
 #[cfg(feature = "virtio")]

@@ -117,6 +117,83 @@ impl Mmio for ShmWindow {
     }
 }
 
+/// DMA memory for ring drivers in host tests and fuzzing: each allocation is its own
+/// [`ShmWindow`] at a fake physical address; [`ShmDma::window`] hands the test (the
+/// "device") a clone that shares the bytes.
+#[derive(Debug)]
+pub(crate) struct ShmDma {
+    next: u64,
+    end: u64,
+    regions: Vec<ShmRegion>,
+}
+
+/// One [`ShmDma`] allocation.
+#[derive(Debug, Clone)]
+pub(crate) struct ShmRegion {
+    w: ShmWindow,
+    phys: u64,
+}
+
+impl ShmDma {
+    /// Allocations from physical `base` on, `len` bytes in all.
+    pub(crate) fn new(base: u64, len: u64) -> Self {
+        Self { next: base, end: base + len, regions: Vec::new() }
+    }
+
+    /// The window of the allocation at physical `phys`.
+    pub(crate) fn window(&self, phys: u64) -> Option<ShmWindow> {
+        self.regions.iter().find(|r| r.phys == phys).map(|r| r.w.clone())
+    }
+}
+
+impl crate::hal::DmaAlloc for ShmDma {
+    type Region = ShmRegion;
+
+    fn alloc(&mut self, size: usize, align: usize) -> Result<ShmRegion, crate::hal::DmaError> {
+        if !align.is_power_of_two() {
+            return Err(crate::hal::DmaError::BadAlignment);
+        }
+        let phys = self.next.next_multiple_of(align as u64);
+        if phys + size as u64 > self.end {
+            return Err(crate::hal::DmaError::Exhausted);
+        }
+        self.next = phys + size as u64;
+        let r = ShmRegion { w: ShmWindow::new(size), phys };
+        self.regions.push(r.clone());
+        Ok(r)
+    }
+}
+
+impl Mmio for ShmRegion {
+    fn read8(&self, off: usize) -> u8 {
+        self.w.read8(off)
+    }
+    fn read16(&self, off: usize) -> u16 {
+        self.w.read16(off)
+    }
+    fn read32(&self, off: usize) -> u32 {
+        self.w.read32(off)
+    }
+    fn write8(&self, off: usize, val: u8) {
+        self.w.write8(off, val)
+    }
+    fn write16(&self, off: usize, val: u16) {
+        self.w.write16(off, val)
+    }
+    fn write32(&self, off: usize, val: u32) {
+        self.w.write32(off, val)
+    }
+    fn len(&self) -> usize {
+        self.w.len()
+    }
+}
+
+impl crate::hal::Dma for ShmRegion {
+    fn phys(&self) -> u64 {
+        self.phys
+    }
+}
+
 /// A doorbell that counts rings and answers with queued failures first.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FakeKick {
@@ -162,6 +239,26 @@ impl Kick for FakeKick {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A DMA allocation and the device's window on it share their bytes.
+    #[test]
+    fn shm_dma_regions_are_aligned_and_shared() {
+        use crate::hal::{Dma, DmaAlloc, DmaError};
+        let mut dma = ShmDma::new(0x1000, 0x3000);
+        let a = dma.alloc(100, 64).unwrap();
+        let b = dma.alloc(16, 4096).unwrap();
+        assert_eq!((a.phys(), b.phys(), a.len()), (0x1000, 0x2000, 100));
+        assert_eq!(dma.alloc(8, 3).err(), Some(DmaError::BadAlignment));
+        assert_eq!(dma.alloc(0x2000, 8).err(), Some(DmaError::Exhausted));
+        let w = dma.window(0x2000).unwrap();
+        b.write32(4, 0xdead_beef);
+        assert_eq!(w.r32(4), 0xdead_beef);
+        w.w16(8, 7);
+        assert_eq!((b.read16(8), b.read8(8)), (7, 7));
+        b.write16(10, 1);
+        b.write8(12, 2);
+        assert!(dma.window(0x3000).is_none());
+    }
 
     /// The hal's default byte copies over every head/body/tail split.
     #[test]

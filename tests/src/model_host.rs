@@ -8,8 +8,10 @@
 //! violation.
 
 use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
 use std::rc::Rc;
 
+use cadence_core::buf::PacketMem;
 use cadence_core::time::{Clock, Instant, TickRate};
 use cadence_drivers::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction};
 
@@ -25,15 +27,28 @@ pub const POOL_BASE: u64 = 0x4000_0000;
 pub struct Host {
     dma: RefCell<Vec<u8>>,
     allocs: RefCell<Vec<(u64, u64)>>,
-    pool_ptr: *mut u8,
+    /// The pool's memory: a `Box<[u8]>` of `pool_len` bytes, freed when the host drops. The
+    /// pool and the models reach it through their own copies of this pointer (never through
+    /// a reference to all of it), so a model's DMA write aliases nothing the pool handed out.
+    pool_ptr: NonNull<u8>,
     pool_len: usize,
     pool_taken: Cell<bool>,
+}
+
+impl Drop for Host {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: `pool_ptr` came from `Box::into_raw` of a boxed slice of `pool_len` bytes;
+        // this is the one place that frees it.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.pool_ptr.as_ptr(), self.pool_len)) });
+    }
 }
 
 impl Host {
     /// Host memory with a pool region of `pool_bytes`.
     pub fn new(pool_bytes: usize) -> Rc<Self> {
-        let pool_ptr = Box::into_raw(vec![0u8; pool_bytes].into_boxed_slice()) as *mut u8;
+        let raw = Box::into_raw(vec![0u8; pool_bytes].into_boxed_slice());
+        let pool_ptr = NonNull::new(raw.cast::<u8>()).expect("Box::into_raw is never null");
         Rc::new(Self {
             dma: RefCell::new(vec![0; DMA_LEN]),
             allocs: RefCell::new(Vec::new()),
@@ -43,17 +58,18 @@ impl Host {
         })
     }
 
-    /// The pool memory, to build a `Pool` over at [`POOL_BASE`]. Once per host.
+    /// The pool memory, to build a `Pool` over at [`POOL_BASE`] with `Pool::try_with_mem`.
+    /// Once per host. The pool must not be used after the host is dropped (tests keep the
+    /// host alive as long as the pool; the `'static` only spares them a lifetime).
     #[allow(unsafe_code)]
-    pub fn pool_mem(&self) -> &'static mut [u8] {
+    pub fn pool_mem(&self) -> PacketMem<'static> {
         assert!(!self.pool_taken.replace(true), "pool memory handed out twice");
-        // SAFETY: `pool_ptr` comes from a leaked `Box<[u8]>` of `pool_len` bytes, valid
-        // for 'static, and this slice is handed out once (checked above). The models
-        // also write it, like a DMA device: only inside a register write or `step`, and
-        // only in buffers the driver posted to a ring and does not touch until the
-        // device hands them back — the discipline real DMA relies on. (Not a Miri-clean
-        // pattern: the slice nominally stays borrowed meanwhile.)
-        unsafe { std::slice::from_raw_parts_mut(self.pool_ptr, self.pool_len) }
+        // SAFETY: `pool_ptr` is a `Box<[u8]>` of `pool_len` bytes, freed only when the host
+        // drops (after which the pool is not used, above). The models also write it, like a
+        // DMA device: only inside a register write or `step`, and only in buffers the driver
+        // posted to a ring and does not touch until the device hands them back — the DMA
+        // discipline `PacketMem::from_raw_parts` asks for.
+        unsafe { PacketMem::from_raw_parts(self.pool_ptr, self.pool_len) }
     }
 
     /// A DMA allocator over this host's memory.
@@ -78,7 +94,7 @@ impl Host {
         if addr >= POOL_BASE {
             let o = (addr - POOL_BASE) as usize;
             // SAFETY: inside the pool (checked by `device_may_access`); see `pool_mem`.
-            unsafe { std::ptr::copy_nonoverlapping(self.pool_ptr.add(o), out.as_mut_ptr(), out.len()) };
+            unsafe { std::ptr::copy_nonoverlapping(self.pool_ptr.as_ptr().add(o), out.as_mut_ptr(), out.len()) };
         } else {
             let o = (addr - DMA_BASE) as usize;
             out.copy_from_slice(&self.dma.borrow()[o..o + out.len()]);
@@ -96,7 +112,7 @@ impl Host {
         if addr >= POOL_BASE {
             let o = (addr - POOL_BASE) as usize;
             // SAFETY: inside the pool (checked by `device_may_access`); see `pool_mem`.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool_ptr.add(o), data.len()) };
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool_ptr.as_ptr().add(o), data.len()) };
         } else {
             let o = (addr - DMA_BASE) as usize;
             self.dma.borrow_mut()[o..o + data.len()].copy_from_slice(data);

@@ -35,7 +35,7 @@ struct Harness {
 impl Harness {
     fn new() -> Self {
         let host = Host::new(POOL_BUFS * BUF_SIZE);
-        let pool = Pool::try_new(host.pool_mem(), POOL_BASE, POOL_BUFS).expect("pool");
+        let pool = Pool::try_with_mem(host.pool_mem(), POOL_BASE, POOL_BUFS).expect("pool");
         Self { dma: host.dma(), host, clock: FakeClock::new(), pool }
     }
 

@@ -17,7 +17,7 @@ fn frame(flow: u16, seq: u32) -> Vec<u8> {
 #[test]
 fn igb_init_forwarding_rss_and_live_reta() {
     let host = Host::new(1024 * BUF_SIZE);
-    let mut pool = Pool::try_new(host.pool_mem(), POOL_BASE, 1024).expect("pool");
+    let mut pool = Pool::try_with_mem(host.pool_mem(), POOL_BASE, 1024).expect("pool");
     let (mut dma, clock) = (host.dma(), FakeClock::new());
     let model = Igb82576::new(&host, MAC);
     let cfg = Config::default().with_queues(4, 1).with_ring(64);
@@ -63,9 +63,9 @@ fn igb_init_forwarding_rss_and_live_reta() {
 fn igb_rings_can_be_filled_after_bring_up_from_separate_pools() {
     let host = Host::new(1024 * BUF_SIZE);
     let mem = host.pool_mem();
-    let (a, b) = mem.split_at_mut(512 * BUF_SIZE);
-    let mut pool0 = Pool::try_new(a, POOL_BASE, 512).expect("pool");
-    let mut pool1 = Pool::try_new(b, POOL_BASE + (512 * BUF_SIZE) as u64, 512).expect("pool");
+    let (a, b) = mem.split_at(512 * BUF_SIZE);
+    let mut pool0 = Pool::try_with_mem(a, POOL_BASE, 512).expect("pool");
+    let mut pool1 = Pool::try_with_mem(b, POOL_BASE + (512 * BUF_SIZE) as u64, 512).expect("pool");
     let (mut dma, clock) = (host.dma(), FakeClock::new());
     let model = Igb82576::new(&host, MAC);
     let cfg = Config::default().with_queues(2, 2).with_ring(32).with_fill_rx(false);

@@ -189,8 +189,9 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         wait_quiet: u64,
     },
-    /// Everything: fmt check, clippy (host and bare metal), QEMU provisioning, the
-    /// image build, and `cargo test --workspace` (unit tests and QEMU end-to-end tests).
+    /// Everything: fmt check, clippy (host and bare metal), the loom models, Miri, a short
+    /// run of every fuzz target, QEMU provisioning, the image build, and `cargo test
+    /// --workspace` (unit tests and QEMU end-to-end tests).
     Test,
     /// Benchmark a study end to end (`hosted`: the hosted dataplane at speed on veth pairs,
     /// side by side with DPDK testpmd, RFC 2544 zero-loss rates, latency, and Metronome's
@@ -233,6 +234,26 @@ enum Cmd {
         /// its round flagged) when it does not get quiet within this.
         #[arg(long, default_value_t = 300.0)]
         wait_quiet: f64,
+    },
+    /// Every verification step of `cargo xtask test`, exactly as it runs them: the loom
+    /// models, Miri, the no-allocation test, every fuzz target for a few seconds.
+    Verify,
+    /// The loom models of `cadence-core` (`--cfg loom`, release, target/loom).
+    Loom,
+    /// `cadence-core`'s and `cadence-drivers`' library tests under Miri (installs nightly's
+    /// miri component when missing).
+    Miri,
+    /// Run the fuzz targets (cargo-fuzz on nightly; installed when missing): TARGET or each
+    /// in turn, from the seed corpus in fuzz/corpus/, new inputs to target/fuzz/.
+    Fuzz {
+        /// One target (default: all of them, one after the other).
+        target: Option<String>,
+        /// Seconds per target.
+        #[arg(long, conflicts_with = "runs")]
+        seconds: Option<u64>,
+        /// Executions per target instead of a time limit.
+        #[arg(long)]
+        runs: Option<u64>,
     },
 }
 
@@ -394,6 +415,18 @@ fn real_main() -> Result<ExitCode> {
                 wait_quiet_s: wait_quiet,
             };
             return xtask::bench::main(&study, &opts);
+        }
+        Cmd::Verify => xtask::verify::all()?,
+        Cmd::Loom => xtask::verify::loom()?,
+        Cmd::Miri => xtask::verify::miri()?,
+        Cmd::Fuzz { target, seconds, runs } => {
+            use xtask::verify::Budget;
+            let budget = match (seconds, runs) {
+                (_, Some(n)) => Budget::Runs(n),
+                (Some(s), None) => Budget::Seconds(s),
+                (None, None) => Budget::Seconds(60),
+            };
+            xtask::verify::fuzz(target.as_deref(), budget)?;
         }
     }
     Ok(ExitCode::SUCCESS)

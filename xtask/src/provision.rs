@@ -212,6 +212,20 @@ pub fn ensure_iproute() -> Result<()> {
     ensure_packages("the hosted dataplane's rig needs iproute2", &IPROUTE_PACKAGES, iproute_present)
 }
 
+/// What libFuzzer (built by `cargo fuzz` from C++ source) needs: a C++ compiler.
+pub const CXX_PACKAGES: [&str; 1] = ["g++"];
+
+/// Whether a C++ compiler (`c++`) runs.
+pub fn cxx_present() -> bool {
+    Command::new("c++").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure a C++ compiler is installed (as root with apt-get: installs g++), for the
+/// fuzz targets' libFuzzer.
+pub fn ensure_cxx() -> Result<()> {
+    ensure_packages("cargo fuzz builds libFuzzer from C++ source", &CXX_PACKAGES, cxx_present)
+}
+
 /// Wireshark's command-line decoder, the IPFIX test's independent reader of the export.
 pub const TSHARK_PACKAGES: [&str; 1] = ["tshark"];
 

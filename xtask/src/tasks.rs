@@ -94,6 +94,9 @@ pub fn test() -> Result<()> {
     for s in before {
         run_step(s)?;
     }
+    // Verification that needs no QEMU (README "Tests"): loom models, Miri, the allocation
+    // test, fuzz targets — what `cargo xtask verify` runs.
+    crate::verify::all()?;
     println!("\n==> xtask test: QEMU");
     let v = crate::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
     println!("{} {v}", crate::provision::QEMU);

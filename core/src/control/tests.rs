@@ -15,6 +15,7 @@ fn siphash_matches_the_papers_vectors() {
 }
 
 proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
     /// Any key, any message up to 100 bytes: the same as an independent implementation.
     #[test]
     fn siphash_agrees_with_the_siphasher_crate(key in any::<[u8; 16]>(), msg in proptest::collection::vec(any::<u8>(), 0..100)) {
@@ -82,6 +83,7 @@ fn anything_else_is_rejected_with_its_reason() {
 }
 
 proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
     /// Arbitrary bytes after the EtherType never panic and are never obeyed.
     #[test]
     fn arbitrary_payloads_are_never_obeyed(payload in proptest::collection::vec(any::<u8>(), 0..64)) {

@@ -42,6 +42,8 @@ use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
 
 pub mod ipfix;
+#[cfg(all(test, loom))]
+mod loom_ring;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -123,10 +125,10 @@ impl Default for AccountingConfig {
     /// 32 exports per batch.
     fn default() -> Self {
         Self {
-            capacity: 1 << 16,
+            capacity: crate::miri_or(1 << 16, 64),
             idle_timeout: Duration(1 << 35),
-            export_ring: 4096,
-            event_ring: 4096,
+            export_ring: crate::miri_or(4096, 16),
+            event_ring: crate::miri_or(4096, 16),
             sweep_buckets: 16,
             exports_per_batch: 32,
             export: None,

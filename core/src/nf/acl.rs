@@ -256,7 +256,7 @@ impl Default for AclConfig {
         Self {
             rules: Vec::new(),
             default_action: AclAction::Permit,
-            flow_capacity: 1 << 16,
+            flow_capacity: crate::miri_or(1 << 16, 64),
             flow_timeout: Duration(1 << 34),
             sweep_buckets: 16,
         }

@@ -96,8 +96,8 @@ impl Default for L3fwdConfig {
             routes4: Vec::new(),
             routes6: Vec::new(),
             first_stride4: 16,
-            max_groups4: 1024,
-            max_groups6: 1024,
+            max_groups4: crate::miri_or(1024, 16),
+            max_groups6: crate::miri_or(1024, 16),
             ports: PORTS as u8,
         }
     }

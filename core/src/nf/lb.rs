@@ -32,6 +32,8 @@ use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
 
+#[cfg(all(test, loom))]
+mod loom_maglev;
 pub mod maglev;
 pub(crate) mod rewrite;
 #[cfg(test)]
@@ -88,8 +90,8 @@ impl Default for LbConfig {
     fn default() -> Self {
         Self {
             vips: Vec::new(),
-            max_backends: 128,
-            affinity_capacity: 1 << 16,
+            max_backends: crate::miri_or(128, 16),
+            affinity_capacity: crate::miri_or(1 << 16, 64),
             affinity_timeout: Duration(1 << 35),
             sweep_buckets: 16,
         }

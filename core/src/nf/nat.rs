@@ -49,6 +49,8 @@ use crate::time::{Duration, Instant};
 
 use super::lb::rewrite::{Side, rewrite};
 
+#[cfg(all(test, loom))]
+mod loom_pool;
 mod pool;
 #[cfg(test)]
 mod tests;
@@ -94,7 +96,7 @@ impl Default for NatConfig {
     fn default() -> Self {
         Self {
             external_addr: [192, 0, 2, 1],
-            ports: (1024, u16::MAX),
+            ports: (1024, crate::miri_or(u16::MAX, 1279)),
             inside_port: 0,
             timeout: Duration(1 << 36),
             sweep_buckets: 16,

@@ -61,6 +61,8 @@
 
 mod flow;
 mod http;
+#[cfg(all(test, loom))]
+mod loom_slab;
 mod rst;
 mod slab;
 
@@ -71,7 +73,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, Anchored, Input, MatchKind, StartKind};
 
 use super::encrypt::KEY_WORDS;
 use super::{Nf, NfBatch, NfCtx};
@@ -124,8 +126,8 @@ impl Default for UrlFilterConfig {
         Self {
             banned: Vec::new(),
             window: 1024,
-            slabs: 4096,
-            flows: 65_536,
+            slabs: crate::miri_or(4096, 16),
+            flows: crate::miri_or(65_536, 64),
             ports: Vec::new(),
             inspect_timeout: Duration(1 << 32),
             flow_timeout: Duration(1 << 36),
@@ -328,6 +330,9 @@ impl UrlFilterShared {
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .start_kind(StartKind::Anchored)
+            // Under Miri the plain NFA (same matches; building the DFA is most of a test's
+            // time there).
+            .kind(crate::miri_or(None, Some(AhoCorasickKind::NoncontiguousNFA)))
             .build(&patterns)
             .map_err(|_| UrlFilterConfigError::Matcher)?;
         let mut decl = TableDecl::new(cfg.flows, FlowState::verdict(Phase::Allow, false));

@@ -31,20 +31,7 @@ pub mod ternary;
 mod tests;
 
 // Atomics: loom's under `--cfg loom` (so the model checker sees every access), core's otherwise.
-#[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
-
-#[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
-
-/// A pause inside a bounded retry loop (loom needs a yield to explore the other thread).
-#[inline]
-pub(crate) fn spin_hint() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    core::hint::spin_loop();
-}
+pub(crate) use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence, spin_hint};
 
 /// PNA `ExpireTimeProfileId_t`: the control plane maps each id to a duration.
 pub type ExpireProfileId = u8;

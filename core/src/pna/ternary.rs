@@ -351,11 +351,11 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(crate::testing::proptest_config(200))]
         #[test]
-        fn pna_ternary_matches_linear(rules in proptest::collection::vec(rule(), 0..60),
-                                      removals in proptest::collection::vec(any::<usize>(), 0..10),
-                                      packets in proptest::collection::vec(packet(), 1..40)) {
+        fn pna_ternary_matches_linear(rules in proptest::collection::vec(rule(), 0..crate::testing::miri_or(60, 8)),
+                                      removals in proptest::collection::vec(any::<usize>(), 0..crate::testing::miri_or(10, 3)),
+                                      packets in proptest::collection::vec(packet(), 1..crate::testing::miri_or(40, 6))) {
             let mut t = TernaryTable::new();
             let ids: Vec<RuleId> = rules.iter().map(|r| t.add(*r).expect("well-formed")).collect();
             for r in &removals {

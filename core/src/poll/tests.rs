@@ -98,8 +98,8 @@ fn expect_rewritten(frame: &[u8], original: &[u8], to: usize) {
 fn every_good_frame_is_forwarded_once_in_order() {
     let mut mem = vec![0u8; 512 * BUF_SIZE];
     let mut rig = Rig::new(&mut mem, 256, false, 4);
-    let sent0: Vec<_> = (0..200u16).map(|i| udp4(i, 9, &i.to_be_bytes())).collect();
-    let sent1: Vec<_> = (0..150u16).map(|i| tcp6(i, 80, &i.to_be_bytes())).collect();
+    let sent0: Vec<_> = (0..crate::testing::miri_or(200u16, 40)).map(|i| udp4(i, 9, &i.to_be_bytes())).collect();
+    let sent1: Vec<_> = (0..crate::testing::miri_or(150u16, 30)).map(|i| tcp6(i, 80, &i.to_be_bytes())).collect();
     let (mut got0, mut got1) = (Vec::new(), Vec::new());
     let (mut i0, mut i1) = (0, 0);
     while i0 < sent0.len() || i1 < sent1.len() || rig.rx.iter().any(|q| q.pending() > 0) {
@@ -280,11 +280,12 @@ fn counters_line_has_every_protocol_key_in_order() {
 }
 
 proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
     /// Random traffic, ring sizes and wire speeds: every received frame is sent,
     /// dropped or consumed exactly once, and no buffer leaks.
     #[test]
     fn conservation_and_no_leak(
-        frames in proptest::collection::vec((0usize..2, 0u8..6), 0..300),
+        frames in proptest::collection::vec((0usize..2, 0u8..6), 0..crate::testing::miri_or(300, 40)),
         tx_size in 1usize..40,
         wire_rate in 0usize..40,
         retries in 0u32..3,

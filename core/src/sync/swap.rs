@@ -21,9 +21,31 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(not(loom))]
 use spin::Mutex;
+
+use super::atomic::{AtomicU64, Ordering};
+#[cfg(loom)]
+use loom_mutex::Mutex;
+
+/// Under `--cfg loom` the lock is loom's, with `spin`'s signature (`lock` cannot fail), so
+/// that the model checker sees the lock readers and the control plane share
+/// (`sync::loom_swap`).
+#[cfg(loom)]
+mod loom_mutex {
+    pub(super) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(super) fn new(value: T) -> Self {
+            Self(loom::sync::Mutex::new(value))
+        }
+
+        pub(super) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+}
 
 /// A value the control plane replaces as a whole.
 pub struct Swap<T> {

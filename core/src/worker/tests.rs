@@ -202,77 +202,83 @@ impl Clock for RealClock {
 
 #[test]
 fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
-    const FRAMES: u64 = 3_000;
+    // Under Miri (whose data-race detector checks `Guarded` here) 60 frames and small pools.
+    const FRAMES: u64 = crate::testing::miri_or(3_000, 60);
+    const BUFS: usize = crate::testing::miri_or(512, 64);
     let ctl = Arc::new(controller(3, 2));
-    let make_lane = |k: usize| {
-        let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * BUF_SIZE].into_boxed_slice());
-        Guarded::new(ctl.queues()[k].lock(), lane(mem, 512))
-    };
-    let lanes: Arc<[Guarded<SoftLane<'static>>; 2]> = Arc::new([make_lane(0), make_lane(1)]);
+    // Scoped threads: the lanes borrow their memory, which the test frees at the end (Miri
+    // reports leaked memory).
+    let (mut mem0, mut mem1) = (vec![0u8; BUFS * BUF_SIZE], vec![0u8; BUFS * BUF_SIZE]);
+    let lanes: Arc<[Guarded<SoftLane<'_>>; 2]> = Arc::new([
+        Guarded::new(ctl.queues()[0].lock(), lane(&mut mem0, BUFS)),
+        Guarded::new(ctl.queues()[1].lock(), lane(&mut mem1, BUFS)),
+    ]);
     let sent = Arc::new(AtomicU64::new(0));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
 
-    // The wire: injects frames into both lanes, taking each lane's lock like a worker would
-    // (a real NIC needs no lock; the soft NIC does).
-    let wire = {
-        let (ctl, lanes, sent) = (Arc::clone(&ctl), Arc::clone(&lanes), Arc::clone(&sent));
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            while i < FRAMES {
-                let k = (i % 2) as usize;
-                if let Some(mut g) = ctl.queues()[k].lock().try_lock() {
-                    let l = lanes[k].get_mut(&mut g).unwrap();
-                    if l.rx[0].inject(&mut l.pool, &udp4(i as u16, 7, &i.to_le_bytes())).is_ok() {
-                        i += 1;
-                        sent.fetch_add(1, Ordering::Relaxed);
+    std::thread::scope(|s| {
+        // The wire: injects frames into both lanes, taking each lane's lock like a worker would
+        // (a real NIC needs no lock; the soft NIC does).
+        let wire = {
+            let (ctl, lanes, sent) = (Arc::clone(&ctl), Arc::clone(&lanes), Arc::clone(&sent));
+            s.spawn(move || {
+                let mut i = 0u64;
+                while i < FRAMES {
+                    let k = (i % 2) as usize;
+                    if let Some(mut g) = ctl.queues()[k].lock().try_lock() {
+                        let l = lanes[k].get_mut(&mut g).unwrap();
+                        if l.rx[0].inject(&mut l.pool, &udp4(i as u16, 7, &i.to_le_bytes())).is_ok() {
+                            i += 1;
+                            sent.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
+                    std::thread::yield_now();
                 }
-                std::thread::yield_now();
-            }
-        })
-    };
-    let workers: Vec<_> = (0..3)
-        .map(|w| {
-            let (ctl, lanes, done) = (Arc::clone(&ctl), Arc::clone(&lanes), Arc::clone(&done));
-            std::thread::spawn(move || {
-                let mut p = Worker::new(Mode::Metronome, w % 2, w as u64 + 1, forwarder(), PollConfig::default());
-                let mut sleeper = YieldSleeper;
-                while !done.load(Ordering::Relaxed) {
-                    p.round(&*ctl, &lanes[..], &RealClock, &mut sleeper);
-                }
-                (*p.forwarding(), p.stats())
             })
-        })
-        .collect();
-    wire.join().unwrap();
-    // Let the workers drain what is left (bounded: a hang guard, not a timing assertion).
-    let guard = std::time::Instant::now();
-    while guard.elapsed() < std::time::Duration::from_secs(30) {
-        // A worker may hold a lane right now: then it is not known to be empty yet.
-        let empty = (0..2).all(|k| {
-            ctl.queues()[k]
-                .lock()
-                .try_lock()
-                .is_some_and(|mut g| lanes[k].get_mut(&mut g).is_some_and(|l| l.rx[0].pending() == 0))
-        });
-        if empty {
-            break;
+        };
+        let workers: Vec<_> = (0..3)
+            .map(|w| {
+                let (ctl, lanes, done) = (Arc::clone(&ctl), Arc::clone(&lanes), Arc::clone(&done));
+                s.spawn(move || {
+                    let mut p = Worker::new(Mode::Metronome, w % 2, w as u64 + 1, forwarder(), PollConfig::default());
+                    let mut sleeper = YieldSleeper;
+                    while !done.load(Ordering::Relaxed) {
+                        p.round(&*ctl, &lanes[..], &RealClock, &mut sleeper);
+                    }
+                    (*p.forwarding(), p.stats())
+                })
+            })
+            .collect();
+        wire.join().unwrap();
+        // Let the workers drain what is left (bounded: a hang guard, not a timing assertion).
+        let guard = std::time::Instant::now();
+        while guard.elapsed() < std::time::Duration::from_secs(30) {
+            // A worker may hold a lane right now: then it is not known to be empty yet.
+            let empty = (0..2).all(|k| {
+                ctl.queues()[k]
+                    .lock()
+                    .try_lock()
+                    .is_some_and(|mut g| lanes[k].get_mut(&mut g).is_some_and(|l| l.rx[0].pending() == 0))
+            });
+            if empty {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    done.store(true, Ordering::Relaxed);
-    let results: Vec<(ForwardStats, WorkerStats)> = workers.into_iter().map(|h| h.join().unwrap()).collect();
-    let mut total = ForwardStats::default();
-    for (f, _) in &results {
-        total.merge(f);
-    }
-    assert_eq!(sent.load(Ordering::Relaxed), FRAMES);
-    assert_eq!(total.ports[0].rx, FRAMES, "every frame received once");
-    assert_eq!(total.ports[1].tx, FRAMES, "every frame forwarded once");
-    assert_eq!(total.drops_total(), 0);
-    for (i, (_, c)) in results.iter().enumerate() {
-        assert!(c.wins > 0, "worker {i} never won a round: {c:?}");
-    }
+        done.store(true, Ordering::Relaxed);
+        let results: Vec<(ForwardStats, WorkerStats)> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        let mut total = ForwardStats::default();
+        for (f, _) in &results {
+            total.merge(f);
+        }
+        assert_eq!(sent.load(Ordering::Relaxed), FRAMES);
+        assert_eq!(total.ports[0].rx, FRAMES, "every frame received once");
+        assert_eq!(total.ports[1].tx, FRAMES, "every frame forwarded once");
+        assert_eq!(total.drops_total(), 0);
+        for (i, (_, c)) in results.iter().enumerate() {
+            assert!(c.wins > 0, "worker {i} never won a round: {c:?}");
+        }
+    });
 }
 
 #[test]
@@ -300,13 +306,10 @@ fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
 
 #[test]
 fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
-    let mems: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let mut mems: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
     let ctl = controller(2, 5);
-    let lanes: Vec<_> = mems
-        .into_iter()
-        .enumerate()
-        .map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(Box::leak(m.into_boxed_slice()), 256)))
-        .collect();
+    let lanes: Vec<_> =
+        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut w1 = Worker::new(Mode::Metronome, 1, 2, forwarder(), PollConfig::default()).partition(1, 2);
@@ -329,13 +332,10 @@ fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
 
 #[test]
 fn a_repartition_hands_a_stalled_workers_lanes_to_the_live_ones() {
-    let mems: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let mut mems: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
     let ctl = controller(2, 4);
-    let lanes: Vec<_> = mems
-        .into_iter()
-        .enumerate()
-        .map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(Box::leak(m.into_boxed_slice()), 256)))
-        .collect();
+    let lanes: Vec<_> =
+        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut w0 = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).partition(0, 2);

@@ -22,7 +22,7 @@
 pub mod desc;
 pub mod queue;
 pub mod rss;
-mod rx;
+pub(crate) mod rx;
 mod tx;
 
 pub use queue::QueueMap;

@@ -85,13 +85,13 @@ fn write_block(k: &mut RxKernel, i: usize, f: &Fill, seed: &mut u32) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(crate::testing::proptest_config(256))]
 
     #[test]
     fn arbitrary_blocks_cannot_break_the_receive_queue(
         block_shift in 6u32..=12,
         block_nr in 1usize..4,
-        steps in prop::collection::vec((0usize..4, fill(), 0usize..33), 1..24),
+        steps in prop::collection::vec((0usize..4, fill(), 0usize..33), 1..crate::testing::miri_or(24, 6)),
     ) {
         let bs = 1usize << block_shift;
         let mut k = RxKernel::new(bs, block_nr);
@@ -128,7 +128,7 @@ proptest! {
 
     #[test]
     fn arbitrary_slot_statuses_cannot_break_the_transmit_queue(
-        ops in prop::collection::vec((0usize..8, any::<u32>(), 0usize..10, 0usize..1600), 1..60),
+        ops in prop::collection::vec((0usize..8, any::<u32>(), 0usize..10, 0usize..1600), 1..crate::testing::miri_or(60, 10)),
     ) {
         let (bs, nr, fs) = (4096, 2, 1024);
         let w = ShmWindow::new(bs * nr);

@@ -24,7 +24,7 @@ impl Harness {
     /// A device with `pairs` queue pairs, offering CTRL_VQ, MQ and RSS.
     fn new(pairs: u16) -> Self {
         let model = Model::with_pairs(POOL_BUFS * BUF_SIZE, pairs);
-        let pool = Pool::try_new(model.pool_mem(), POOL_BASE, POOL_BUFS).expect("pool");
+        let pool = Pool::try_with_mem(model.pool_mem(), POOL_BASE, POOL_BUFS).expect("pool");
         Self { pci: model.pci(), dma: model.dma(), clock: FakeClock::new(), model, pool }
     }
 

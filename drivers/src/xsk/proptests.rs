@@ -77,13 +77,13 @@ fn umem_addr(a: &Addr) -> u64 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(crate::testing::proptest_config(192))]
 
     #[test]
     fn a_hostile_kernel_cannot_break_conservation(
         start in any::<u32>(),
         sizes in prop::array::uniform4(prop::sample::select(vec![1u32, 2, 8, 32])),
-        ops in prop::collection::vec(op(), 1..120),
+        ops in prop::collection::vec(op(), 1..crate::testing::miri_or(120, 24)),
     ) {
         let mut mem = vec![0u8; BUFS * BUF_SIZE];
         let mut pool = Pool::try_new(&mut mem, 0, BUFS).unwrap();

@@ -318,7 +318,7 @@ impl Model {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(crate::testing::proptest_config(256))]
 
     /// Whatever the arrivals, service interleavings and epoch decisions (moves, whale splits,
     /// boost), every flow's packets leave in order and every packet leaves exactly once.

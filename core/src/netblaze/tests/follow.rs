@@ -29,6 +29,7 @@ fn a_full_table_refuses() {
 }
 
 proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
     #[test]
     fn behaves_like_a_map(ops in prop::collection::vec((0u64..24, 0u64..8, any::<bool>()), 1..300)) {
         let mut t = FollowTable::with_capacity(16);

@@ -117,6 +117,7 @@ fn text_errors_name_line_and_key() {
 }
 
 proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
     /// Any sorted non-increasing point list gives a lookup that is non-increasing in flows,
     /// passes through every point and stays between its neighbours.
     #[test]

@@ -100,6 +100,7 @@ fn a_busy_core_is_never_reclaimed() {
 }
 
 proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
     /// Whatever the loads: the changes list names exactly the entries whose core differs,
     /// with their old core; no core ends above 85 % unless it holds a single bucket or none
     /// could be activated; every bucket maps to an active core.

@@ -7,14 +7,12 @@
 //! record, copies it and frees the cell for the next lap with `p + n` (`Release`). A full ring
 //! refuses the push (the caller counts it); nothing blocks, nothing allocates after creation.
 
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering, RACE_LIMIT, spin_hint};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Words of one record.
 pub(crate) const WORDS: usize = 9;
-/// Attempts a push or pop makes while other cores keep winning the same position.
-const RACE_LIMIT: u32 = 1 << 12;
 
 struct Cell {
     seq: AtomicUsize,
@@ -39,7 +37,7 @@ impl Ring {
         let mut cells = Vec::new();
         cells.try_reserve_exact(n).ok()?;
         for i in 0..n {
-            cells.push(Cell { seq: AtomicUsize::new(i), data: core::array::from_fn(|_| AtomicU64::new(0)) });
+            cells.push(Cell { seq: AtomicUsize::new(i), data: crate::sync::atomic::zeroed() });
         }
         Some(Self {
             cells: cells.into_boxed_slice(),
@@ -83,7 +81,7 @@ impl Ring {
             } else if diff < 0 {
                 return false;
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         false
     }
@@ -109,7 +107,7 @@ impl Ring {
             } else if diff < 0 {
                 return None;
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         None
     }

@@ -29,7 +29,7 @@ fn ip_len(f: &[u8]) -> u64 {
 
 fn shared(timeout: u64, export_ring: usize) -> Arc<AccountingShared> {
     let cfg = AccountingConfig {
-        capacity: 4096,
+        capacity: crate::testing::miri_or(4096, 64),
         idle_timeout: Duration(timeout),
         export_ring,
         ..AccountingConfig::default()
@@ -72,14 +72,14 @@ fn drive(acc: &mut Accounting, rng: &mut Rng, flows: u64, batches: usize, step: 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(crate::testing::proptest_config(16))]
     /// Without expiry the table's records equal a reference map.
     #[test]
-    fn accounting_counts_match_reference(seed in any::<u64>(), flows in 1u64..80) {
+    fn accounting_counts_match_reference(seed in any::<u64>(), flows in 1u64..crate::testing::miri_or(80, 12)) {
         let s = shared(u64::MAX / 4, 64);
         let mut acc = Accounting::new(s.clone());
         let mut rng = Rng(seed);
-        let (reference, now) = drive(&mut acc, &mut rng, flows, 40, 10, 0);
+        let (reference, now) = drive(&mut acc, &mut rng, flows, crate::testing::miri_or(40, 6), 10, 0);
         prop_assert_eq!(s.flow_count(Instant(now)), reference.len());
         for (f, &(p, b, first, last)) in &reference {
             let r = s.record(f, Instant(now)).unwrap();
@@ -93,16 +93,16 @@ proptest! {
     /// flush add up to the reference totals, never overlap in time, and each expired entry
     /// comes out once.
     #[test]
-    fn accounting_expiry_exports_each_flow_once_with_totals(seed in any::<u64>(), flows in 1u64..40) {
+    fn accounting_expiry_exports_each_flow_once_with_totals(seed in any::<u64>(), flows in 1u64..crate::testing::miri_or(40, 8)) {
         let timeout = 400;
-        let s = shared(timeout, 8192);
+        let s = shared(timeout, crate::testing::miri_or(8192, 256));
         let mut acc = Accounting::new(s.clone());
         let mut rng = Rng(seed);
         let mut reference = Totals::new();
         let mut now = 0;
         // Bursts separated by quiet periods long enough for some flows to expire.
-        for _ in 0..6 {
-            let (t, end) = drive(&mut acc, &mut rng, flows, 12, 60, now);
+        for _ in 0..crate::testing::miri_or(6, 3) {
+            let (t, end) = drive(&mut acc, &mut rng, flows, crate::testing::miri_or(12, 4), 60, now);
             for (f, v) in t {
                 let e = reference.entry(f).or_insert((0, 0, v.2, v.3));
                 e.0 += v.0;
@@ -214,12 +214,13 @@ fn accounting_busy_flows_do_not_expire_and_full_tables_count() {
     let s = shared(100, 16);
     let mut acc = Accounting::new(s.clone());
     let f = frame_of(&flow(1), 0);
-    for t in (0..2000).step_by(50) {
+    let steps = crate::testing::miri_or(40, 8);
+    for t in (0..50 * steps).step_by(50) {
         run(&mut acc, std::slice::from_ref(&f), 0, Instant(t));
         acc.maintain(Instant(t), usize::MAX, usize::MAX);
     }
     assert_eq!(acc.counters().exported, 0, "a packet every half timeout keeps the flow alive");
-    assert_eq!(s.record(&flow(1), Instant(2000)).unwrap().packets, 40);
+    assert_eq!(s.record(&flow(1), Instant(50 * steps)).unwrap().packets, steps);
     let mut cfg = AccountingConfig { capacity: 3, ..AccountingConfig::default() };
     let mut small = Accounting::new(Arc::new(AccountingShared::try_new(&cfg).unwrap()));
     let frames: Vec<Vec<u8>> = (0..8).map(|i| frame_of(&flow(i), 0)).collect();

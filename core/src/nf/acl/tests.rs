@@ -87,16 +87,16 @@ fn frame_of(f: &FlowKey) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(crate::testing::proptest_config(12))]
     /// 1.5k random rules: the classifier, the shared classify and the NF (first packet
     /// classified, second from the cache) all agree with the linear reference.
     #[test]
     fn acl_matches_linear_reference_with_1500_rules(seed in any::<u64>(), deny_default in any::<bool>()) {
-        let rules = example_rules(seed, 1500);
+        let rules = example_rules(seed, crate::testing::miri_or(1500, 30));
         let default = if deny_default { AclAction::Deny } else { AclAction::Permit };
         let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules.clone(), default)).unwrap());
         let mut rng = Rng(seed ^ 0x5eed);
-        let flows = flows_for(&rules, &mut rng, 160);
+        let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(160, 8));
         let expected: Vec<AclAction> = flows.iter().map(|f| ref_verdict(&rules, default, f)).collect();
         for (f, e) in flows.iter().zip(&expected) {
             let now = shared.rules();
@@ -138,7 +138,7 @@ proptest! {
     fn acl_ties_and_overlaps_match_reference(
         rules in proptest::collection::vec(
             (0u32..3, 0usize..6, 0usize..6, 0u16..4, prop_oneof![Just(None), Just(Some(6u8)), Just(Some(17u8))], any::<bool>()),
-            0..80),
+            0..crate::testing::miri_or(80, 10)),
         seed in any::<u64>())
     {
         let prefixes = [None, Some(Prefix::v4([10, 0, 0, 0], 8)), Some(Prefix::v4([10, 1, 0, 0], 16)),
@@ -156,7 +156,7 @@ proptest! {
         prop_assert_eq!(cfg.validate(), Ok(()));
         let shared = AclShared::try_new(&cfg).unwrap();
         let mut rng = Rng(seed);
-        for f in flows_for(&rules, &mut rng, 64) {
+        for f in flows_for(&rules, &mut rng, crate::testing::miri_or(64, 8)) {
             let now = shared.rules();
             let (t, c) = (five_tuple(&f), now.classifier(false));
             prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
@@ -206,7 +206,10 @@ fn acl_validation_names_the_rule_and_field() {
     let e = AclConfigError::HostBitsSet { rule: 7, field: AclField::Src };
     assert_eq!(std::format!("{e}"), "rule 7: src has bits set beyond its length");
     // The example rule sets are valid.
-    assert_eq!(AclConfig::new(example_rules(42, 1500), AclAction::Deny).validate(), Ok(()));
+    assert_eq!(
+        AclConfig::new(example_rules(42, crate::testing::miri_or(1500, 40)), AclAction::Deny).validate(),
+        Ok(())
+    );
 }
 
 #[test]

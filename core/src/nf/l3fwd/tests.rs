@@ -195,12 +195,12 @@ fn mask(addr: u128, len: u8, width: u32) -> u128 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::testing::proptest_config(48))]
 
     #[test]
     fn lpm4_matches_a_linear_scan(
-        routes in proptest::collection::vec((any::<u32>(), 0u8..=32, 0u32..4), 1..40),
-        probes in proptest::collection::vec((any::<u32>(), 0usize..40, any::<u8>()), 1..64),
+        routes in proptest::collection::vec((any::<u32>(), 0u8..=32, 0u32..4), 1..crate::testing::miri_or(40, 6)),
+        probes in proptest::collection::vec((any::<u32>(), 0usize..40, any::<u8>()), 1..crate::testing::miri_or(64, 8)),
         stride in prop_oneof![Just(8u8), Just(16u8)],
     ) {
         let mut c = L3fwdConfig {
@@ -244,8 +244,8 @@ proptest! {
 
     #[test]
     fn lpm6_matches_a_linear_scan(
-        routes in proptest::collection::vec((any::<u128>(), 0u8..=128, 0u32..4), 1..24),
-        probes in proptest::collection::vec((any::<u128>(), 0usize..24, any::<u16>()), 1..32),
+        routes in proptest::collection::vec((any::<u128>(), 0u8..=128, 0u32..4), 1..crate::testing::miri_or(24, 6)),
+        probes in proptest::collection::vec((any::<u128>(), 0usize..24, any::<u16>()), 1..crate::testing::miri_or(32, 8)),
     ) {
         let mut c = L3fwdConfig {
             max_groups6: 8192,

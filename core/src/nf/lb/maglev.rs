@@ -15,25 +15,32 @@
 //! `seq` again: a writer that began rewriting that buffer meanwhile (two updates in a row) makes
 //! the read retry, so a reader never mixes two tables. Readers never write.
 
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence, spin_hint};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::pna::exact::hash_key;
 
 /// The table sizes to pick from (all prime).
+#[cfg(not(loom))]
 pub const PRIMES: [u32; 12] = [257, 521, 1031, 2053, 4099, 8209, 16411, 32771, 65537, 131_101, 262_147, 524_309];
+/// Under loom, tables of a few slots: every slot store is a step the model checker explores,
+/// and the publication protocol does not depend on the size.
+#[cfg(loom)]
+pub const PRIMES: [u32; 4] = [3, 5, 7, 11];
+/// M exceeds `SPREAD` × N (paper §5.3: 100 keeps the imbalance under 1 %; 1 under loom).
+const SPREAD: usize = if cfg!(loom) { 1 } else { 100 };
 /// Most backends a VIP can have (M must exceed 100 × N).
-pub const MAX_BACKENDS: usize = (PRIMES[PRIMES.len() - 1] as usize - 1) / 100;
+pub const MAX_BACKENDS: usize = (PRIMES[PRIMES.len() - 1] as usize - 1) / SPREAD;
 
 const SEED_OFFSET: u64 = 0x6d61_676c_6576_0001;
 const SEED_SKIP: u64 = 0x6d61_676c_6576_0002;
-const READ_RETRIES: u32 = 64;
+const READ_RETRIES: u32 = if cfg!(loom) { 3 } else { 64 };
 
 /// The smallest table size above 100 × `n` (at least [`PRIMES`]`[0]`).
 pub fn table_size(n: usize) -> Option<u32> {
-    PRIMES.iter().copied().find(|&p| p as usize > n.saturating_mul(100))
+    PRIMES.iter().copied().find(|&p| p as usize > n.saturating_mul(SPREAD))
 }
 
 /// A backend as the table stores it: address bits (IPv4 in the low 32) and port (0: keep).
@@ -105,7 +112,7 @@ impl Buffer {
         let mut slots = Vec::with_capacity(max_m as usize);
         slots.resize_with(max_m as usize, || AtomicU32::new(u32::MAX));
         let mut targets = Vec::with_capacity(max_n);
-        targets.resize_with(max_n, || core::array::from_fn(|_| AtomicU64::new(0)));
+        targets.resize_with(max_n, crate::sync::atomic::zeroed);
         Self {
             seq: AtomicU64::new(0),
             m: AtomicU32::new(PRIMES[0]),
@@ -205,7 +212,7 @@ impl Table {
                     return found;
                 }
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         Pick::Busy
     }

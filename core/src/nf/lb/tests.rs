@@ -15,10 +15,15 @@ fn backends(n: usize) -> Vec<Backend> {
     (0..n).map(|i| Backend { addr: IpAddr::V4([192, 168, (i / 250) as u8, (i % 250) as u8 + 1]), port: None }).collect()
 }
 
+/// Backends of the statistical tests below (10 under Miri, where 100 backends' tables and
+/// 100 000 picks take hours; the bounds scale with 1/N).
+const N: usize = crate::testing::miri_or(100, 10);
+
 fn lb_with(n: usize, timeout: u64) -> Arc<LbShared> {
     let cfg = LbConfig {
         vips: vec![Vip { addr: VIP, port: 80, proto: 6, backends: backends(n) }],
         affinity_timeout: Duration(timeout),
+        max_backends: n.max(crate::testing::miri_or(128, 1)),
         ..LbConfig::default()
     };
     Arc::new(LbShared::try_new(&cfg).unwrap())
@@ -43,14 +48,14 @@ fn lb_maglev_sizes_are_prime_and_above_100n() {
 /// Maglev's balance (paper §5.3): each backend's share of the M slots is within 1 % of M/N.
 #[test]
 fn lb_maglev_slot_shares_within_one_percent_over_100_backends() {
-    let shared = lb_with(100, 1000);
+    let shared = lb_with(N, 1000);
     let (m, counts) = shared.slot_counts(0).unwrap();
-    assert_eq!(m, 16411);
+    assert_eq!(Some(m), maglev::table_size(N));
     assert_eq!(counts.iter().sum::<u32>(), m);
-    let fair = f64::from(m) / 100.0;
+    let fair = f64::from(m) / N as f64;
     let worst = counts.iter().map(|&c| (f64::from(c) - fair).abs() / fair).fold(0.0, f64::max);
     println!(
-        "maglev M={m} N=100: slots per backend {}..={}, worst deviation {:.3} %",
+        "maglev M={m} N={N}: slots per backend {}..={}, worst deviation {:.3} %",
         counts.iter().min().unwrap(),
         counts.iter().max().unwrap(),
         100.0 * worst
@@ -58,26 +63,32 @@ fn lb_maglev_slot_shares_within_one_percent_over_100_backends() {
     assert!(worst <= 0.01, "worst slot share deviation {worst}");
     // Traffic over random 5-tuples follows the slots (statistical noise only).
     let mut rng = Rng(7);
-    let mut hits = vec![0u32; 100];
-    let index: HashMap<_, _> = backends(100).into_iter().enumerate().map(|(i, b)| (b, i)).collect();
-    for _ in 0..100_000 {
+    let mut hits = vec![0u32; N];
+    let index: HashMap<_, _> = backends(N).into_iter().enumerate().map(|(i, b)| (b, i)).collect();
+    let picks = crate::testing::miri_or(1000, 50) * N;
+    for _ in 0..picks {
         let b = shared.maglev_pick(0, &client(&mut rng)).unwrap();
         hits[index[&b]] += 1;
     }
     let max = f64::from(*hits.iter().max().unwrap());
-    println!("traffic over 100k flows: max/mean - 1 = {:.3}", max / 1000.0 - 1.0);
-    assert!(max / 1000.0 - 1.0 < 0.2);
+    let mean = (picks / N) as f64;
+    println!("traffic over {picks} flows: max/mean - 1 = {:.3}", max / mean - 1.0);
+    // 50 picks per backend under Miri (every pick interpreted): binomial noise is about
+    // 1/sqrt(50) there, so the bound is looser, still well short of a skewed table (a
+    // backend holding twice its share).
+    let bound = crate::testing::miri_or(0.2, 0.6);
+    assert!(max / mean - 1.0 < bound, "max/mean - 1 = {:.3} over {picks} picks", max / mean - 1.0);
 }
 
 /// Removing one of N backends moves its own keys and only about 1/N of all keys.
 #[test]
 fn lb_removing_a_backend_moves_about_one_nth_of_keys() {
-    let shared = lb_with(100, 1000);
+    let shared = lb_with(N, 1000);
     let mut rng = Rng(99);
-    let flows: Vec<FlowKey> = (0..50_000).map(|_| client(&mut rng)).collect();
+    let flows: Vec<FlowKey> = (0..crate::testing::miri_or(500, 50) * N).map(|_| client(&mut rng)).collect();
     let before: Vec<Backend> = flows.iter().map(|f| shared.maglev_pick(0, f).unwrap()).collect();
-    let removed = backends(100)[37];
-    let rest: Vec<Backend> = backends(100).into_iter().filter(|b| *b != removed).collect();
+    let removed = backends(N)[37 % N];
+    let rest: Vec<Backend> = backends(N).into_iter().filter(|b| *b != removed).collect();
     shared.set_backends(0, &rest).unwrap();
     let after: Vec<Backend> = flows.iter().map(|f| shared.maglev_pick(0, f).unwrap()).collect();
     let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
@@ -86,7 +97,7 @@ fn lb_removing_a_backend_moves_about_one_nth_of_keys() {
     assert!(after.iter().all(|b| *b != removed));
     let n = flows.len() as f64;
     println!(
-        "remove 1 of 100: moved {:.3} % of keys (1/N = 1 %), {:.3} % were on the removed backend, {:.3} % others",
+        "remove 1 of {N}: moved {:.3} % of keys, {:.3} % were on the removed backend, {:.3} % others",
         100.0 * moved as f64 / n,
         100.0 * on_removed as f64 / n,
         100.0 * moved_others as f64 / n
@@ -94,11 +105,15 @@ fn lb_removing_a_backend_moves_about_one_nth_of_keys() {
     // Maglev is not minimally disruptive: the other backends' fill order shifts a little. With
     // M = 16411 (164 slots per backend) about 1.4 % of all keys move besides the removed
     // backend's 1 %; a larger M shrinks that (printed below for M = 65537).
-    assert!((on_removed as f64 / n) < 0.015);
-    assert!((moved as f64 / n) < 3.0 / 100.0, "moved {moved}");
-    assert!((moved_others as f64 / n) < 0.02, "keys of other backends that moved: {moved_others}");
+    let nb = N as f64;
+    assert!((on_removed as f64 / n) < 1.5 / nb);
+    assert!((moved as f64 / n) < 3.0 / nb, "moved {moved}");
+    assert!((moved_others as f64 / n) < 2.0 / nb, "keys of other backends that moved: {moved_others}");
+    if crate::testing::MIRI {
+        return; // The comparison at M = 65537 below is a printout, and hours under Miri.
+    }
     let all: Vec<maglev::Target> =
-        backends(100).iter().map(|b| maglev::Target { addr: addr_bits(&b.addr), port: None }).collect();
+        backends(N).iter().map(|b| maglev::Target { addr: addr_bits(&b.addr), port: None }).collect();
     let less: Vec<maglev::Target> = all.iter().copied().filter(|t| t.addr != addr_bits(&removed.addr)).collect();
     let (a, b) = (maglev::populate(&all, 65537), maglev::populate(&less, 65537));
     let changed = a.iter().zip(&b).filter(|(x, y)| all[**x as usize] != less[**y as usize]).count();
@@ -135,10 +150,11 @@ fn lb_live_connections_keep_their_backend_across_changes() {
     let shared = lb_with(10, 1000);
     let mut lb = Lb::new(shared.clone());
     let mut rng = Rng(3);
-    let flows: Vec<FlowKey> = (0..64).map(|_| client(&mut rng)).collect();
+    let conns = crate::testing::miri_or(64u64, 12);
+    let flows: Vec<FlowKey> = (0..conns).map(|_| client(&mut rng)).collect();
     let frames: Vec<Vec<u8>> = flows.iter().map(conn_frame).collect();
     let first: Vec<IpAddr> = run(&mut lb, &frames, 0, Instant(10)).iter().map(|o| dst_of(&o.frame)).collect();
-    assert_eq!(lb.counters().new_conns, 64);
+    assert_eq!(lb.counters().new_conns, conns);
     // Replace every backend: live connections stay, new ones go to the new set.
     let new: Vec<Backend> =
         (0..10).map(|i| Backend { addr: IpAddr::V4([172, 16, 0, i + 1]), port: Some(8080) }).collect();
@@ -148,14 +164,14 @@ fn lb_live_connections_keep_their_backend_across_changes() {
         assert_eq!(dst_of(&o.frame), *d, "a live connection moved");
         assert!(checksums_ok(&o.frame));
     }
-    assert_eq!(lb.counters().affinity_hits, 64);
+    assert_eq!(lb.counters().affinity_hits, conns);
     let fresh = conn_frame(&client(&mut rng));
     let o = &run(&mut lb, &[fresh], 0, Instant(500))[0];
     let p = crate::parse::parse(&o.frame).unwrap();
     assert!(new.iter().any(|b| b.addr == p.flow.dst) && p.flow.dst_port == 8080);
     // The hit at 500 restarted the timers (500 − 10 ≥ 1000/8): alive at 1400, gone by 2500.
     run(&mut lb, &frames, 0, Instant(1400));
-    assert_eq!(lb.counters().affinity_hits, 128);
+    assert_eq!(lb.counters().affinity_hits, 2 * conns);
     let late = run(&mut lb, &frames, 0, Instant(2500));
     for o in &late {
         assert!(new.iter().any(|b| b.addr == dst_of(&o.frame)), "expired connections follow the new table");
@@ -231,7 +247,7 @@ fn lb_validation_errors() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::testing::proptest_config(48))]
     /// Rewritten frames verify (library and independent sums) and equal the frame built from
     /// scratch with the backend's address and port: the incremental updates are exact.
     #[test]

@@ -9,11 +9,9 @@
 //! the cell with `p + n`. The queue holds every port of the range, so a give-back never finds it
 //! full.
 
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, RACE_LIMIT, spin_hint};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-
-const RACE_LIMIT: u32 = 1 << 12;
 
 struct Cell {
     seq: AtomicUsize,
@@ -121,7 +119,7 @@ impl PortPool {
             } else if diff < 0 {
                 return false;
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         false
     }
@@ -145,7 +143,7 @@ impl PortPool {
             } else if diff < 0 {
                 return None;
             }
-            core::hint::spin_loop();
+            spin_hint();
         }
         None
     }

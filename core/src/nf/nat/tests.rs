@@ -187,19 +187,19 @@ fn a_refreshed_mapping_is_kept_and_reported_again_at_its_next_expiry() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(crate::testing::proptest_config(24))]
     /// Random flows over random time with reclamation: a port is never in two live mappings,
     /// a live flow keeps its port, every outbound translation and its reply restore exactly,
     /// and the pool's books balance.
     #[test]
-    fn nat_never_hands_out_a_port_twice(seed in any::<u64>(), ports in 2u16..12, flows in 2u64..30) {
+    fn nat_never_hands_out_a_port_twice(seed in any::<u64>(), ports in 2u16..12, flows in 2u64..crate::testing::miri_or(30, 8)) {
         let timeout = 200;
         let mut nat = nat((30000, 30000 + ports - 1), timeout);
         let mut rng = Rng(seed);
         let mut now = 0u64;
         // Last port each flow had, and when it last sent.
         let mut last: HashMap<u64, (u16, u64)> = HashMap::new();
-        for _ in 0..120 {
+        for _ in 0..crate::testing::miri_or(120, 12) {
             now += rng.next_u64() % 60;
             let n = 1 + rng.next_u64() % 6;
             let ids: Vec<u64> = (0..n).map(|_| rng.next_u64() % flows).collect();

@@ -385,7 +385,7 @@ fn write_counters_names_every_counter() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(crate::testing::proptest_config(96))]
 
     /// Any segmentation and order of the same request (with duplicates and overlaps, the SYN
     /// first) gives the same verdict.
@@ -442,15 +442,15 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::testing::proptest_config(64))]
 
     /// Arbitrary segments (flags, numbers, payload bytes) never panic the filter, and what
     /// it forwards — resets included — still parses with valid checksums.
     #[test]
     fn arbitrary_segments_never_panic(
         segs in proptest::collection::vec(
-            (any::<u8>(), any::<u32>(), any::<u32>(), any::<bool>(), 0u16..4, proptest::collection::vec(any::<u8>(), 0..200)),
-            1..48,
+            (any::<u8>(), any::<u32>(), any::<u32>(), any::<bool>(), 0u16..4, proptest::collection::vec(any::<u8>(), 0..crate::testing::miri_or(200, 40))),
+            1..crate::testing::miri_or(48, 6),
         ),
         v6 in any::<bool>(),
     ) {

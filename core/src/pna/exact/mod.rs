@@ -100,11 +100,7 @@ const _: () = assert!(core::mem::size_of::<Slot<2, 1>>() == 32);
 
 impl<const KW: usize, const DW: usize> Slot<KW, DW> {
     fn new() -> Self {
-        Self {
-            deadline: AtomicU64::new(0),
-            key: core::array::from_fn(|_| AtomicU64::new(0)),
-            data: core::array::from_fn(|_| AtomicU64::new(0)),
-        }
+        Self { deadline: AtomicU64::new(0), key: crate::sync::atomic::zeroed(), data: crate::sync::atomic::zeroed() }
     }
 
     #[inline]
@@ -152,11 +148,11 @@ impl Drop for Guard<'_> {
 
 impl Bucket {
     fn new() -> Self {
-        Self { seq: AtomicU64::new(0), tags: core::array::from_fn(|_| AtomicU64::new(0)) }
+        Self { seq: AtomicU64::new(0), tags: crate::sync::atomic::zeroed() }
     }
 
     /// Tests only: holds the bucket locked, as another writer (or a preempted vCPU) would.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn hold(&self) -> Option<impl Sized + '_> {
         self.lock()
     }

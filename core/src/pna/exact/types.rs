@@ -34,7 +34,7 @@ impl ExactConfig {
             idle_timeout: IdleTimeout::NoTimeout,
             add_on_miss: true,
             hit_actions: ActionMask::ALL,
-            event_ring: 1024,
+            event_ring: crate::miri_or(1024, 16),
             seed: 0x5171_7E5E_ED00_CAFE,
         }
     }

@@ -43,7 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
     let k = 0..KEYS;
     prop_oneof![
         3 => k.clone().prop_map(Op::Lookup),
-        2 => proptest::collection::vec(0..KEYS, 1..40).prop_map(Op::Burst),
+        2 => proptest::collection::vec(0..KEYS, 1..crate::testing::miri_or(40, 6)).prop_map(Op::Burst),
         6 => (k.clone(), 0u8..4, any::<u64>(), 0u8..4).prop_map(|(k, action, param, profile)| Op::AddOnMiss { k, action, param, profile }),
         2 => (k.clone(), 0u8..4, any::<u64>(), 0u8..4).prop_map(|(k, action, param, profile)| Op::Insert { k, action, param, profile }),
         3 => (k.clone(), any::<u64>()).prop_map(|(k, param)| Op::Update { k, param }),
@@ -348,7 +348,7 @@ fn mode_of(i: u8) -> IdleTimeout {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(crate::testing::proptest_config(300))]
 
     #[test]
     fn pna_exact_matches_model(
@@ -356,7 +356,7 @@ proptest! {
         capacity in 1usize..24,
         bexp in 0u32..3,
         add_on_miss in proptest::bool::weighted(0.9),
-        ops in proptest::collection::vec(op(), 1..150),
+        ops in proptest::collection::vec(op(), 1..crate::testing::miri_or(150, 20)),
     ) {
         run(mode_of(mode), capacity, 1 << bexp, add_on_miss, &ops)?;
     }
@@ -365,7 +365,7 @@ proptest! {
     #[test]
     fn pna_exact_matches_model_roomy(
         mode in 0u8..3,
-        ops in proptest::collection::vec(op(), 1..300),
+        ops in proptest::collection::vec(op(), 1..crate::testing::miri_or(300, 30)),
     ) {
         run(mode_of(mode), 64, 64, true, &ops)?;
     }

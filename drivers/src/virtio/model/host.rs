@@ -1,8 +1,11 @@
 //! The host side of the model: memory at fake physical addresses, the PCI function's
 //! configuration space and BAR windows, the DMA allocator and a fake clock.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
 use std::rc::Rc;
+
+use cadence_core::buf::PacketMem;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,30 +24,47 @@ pub(crate) struct Mem {
     pub(super) pool: PoolMem,
 }
 
-/// Packet-pool memory: a leaked host allocation that the test's `Pool` and the model
-/// both reach, as CPU and device share memory on real hardware.
-#[derive(Debug, Clone, Copy)]
+/// Packet-pool memory: one host allocation that the test's `Pool` and the model both
+/// reach, each through its own copy of one raw pointer, as CPU and device share memory on
+/// real hardware. Neither holds a reference to the whole of it (`core::buf::PacketMem`), so
+/// the model writing one buffer aliases nothing the pool handed out (Miri-checked: `cargo
+/// xtask test`, step "Miri"). Freed when the model's memory ([`Mem`]) is dropped.
+#[derive(Debug)]
 pub(crate) struct PoolMem {
-    ptr: *mut u8,
+    ptr: NonNull<u8>,
     len: usize,
+    handed_out: Cell<bool>,
 }
 
 impl PoolMem {
     pub(super) fn new(len: usize) -> Self {
-        let ptr = Box::into_raw(vec![0u8; len].into_boxed_slice()) as *mut u8;
-        Self { ptr, len }
+        let raw = Box::into_raw(vec![0u8; len].into_boxed_slice());
+        let ptr = NonNull::new(raw.cast::<u8>()).expect("Box::into_raw is never null");
+        Self { ptr, len, handed_out: Cell::new(false) }
     }
 
-    /// The memory as the slice a `Pool` is built over.
+    /// The memory a `Pool` is built over (`Pool::try_with_mem`). Once per model.
+    ///
+    /// The pool must not be used after the model's memory is dropped (the harnesses keep
+    /// the model alive as long as the pool; the `'static` only spares them a lifetime).
     #[allow(unsafe_code)]
-    pub(crate) fn slice(self) -> &'static mut [u8] {
-        // SAFETY: `ptr` comes from a leaked `Box<[u8]>` of `len` bytes, so it is valid for
-        // 'static. The model also reads and writes it (like a DMA device); it does so
-        // only inside `Model::step`, and only in buffers the driver posted to a ring,
-        // which the driver and the pool leave alone until the device hands them back —
-        // the same discipline real DMA relies on. (Not a Miri-clean pattern: the slice
-        // nominally stays borrowed while the model writes.) Called once per harness.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    pub(crate) fn packet_mem(&self) -> PacketMem<'static> {
+        assert!(!self.handed_out.replace(true), "pool memory handed out twice");
+        // SAFETY: `ptr` is a `Box<[u8]>` of `len` bytes, freed only when `Mem` drops, after
+        // which the harness no longer uses the pool (above). The model reads and writes it
+        // (like a DMA device) only inside `Model::step` and doorbell writes, and only in
+        // buffers the driver posted to a ring, which the driver and the pool leave alone
+        // until the device hands them back — the DMA discipline `PacketMem` asks for.
+        unsafe { PacketMem::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for PoolMem {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `Box::into_raw` of a boxed slice of `len` bytes, and this
+        // is the one place that frees it.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
     }
 }
 
@@ -59,8 +79,8 @@ impl Mem {
             true
         } else if addr >= POOL_BASE && addr + n <= POOL_BASE + self.pool.len as u64 {
             let o = (addr - POOL_BASE) as usize;
-            // SAFETY: `o + n <= len` was just checked; see `PoolMem::slice` for aliasing.
-            unsafe { std::ptr::copy_nonoverlapping(self.pool.ptr.add(o), out.as_mut_ptr(), out.len()) };
+            // SAFETY: `o + n <= len` was just checked; see `PoolMem::packet_mem` for aliasing.
+            unsafe { std::ptr::copy_nonoverlapping(self.pool.ptr.as_ptr().add(o), out.as_mut_ptr(), out.len()) };
             true
         } else {
             false
@@ -77,8 +97,8 @@ impl Mem {
             true
         } else if addr >= POOL_BASE && addr + n <= POOL_BASE + self.pool.len as u64 {
             let o = (addr - POOL_BASE) as usize;
-            // SAFETY: `o + n <= len` was just checked; see `PoolMem::slice` for aliasing.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool.ptr.add(o), data.len()) };
+            // SAFETY: `o + n <= len` was just checked; see `PoolMem::packet_mem` for aliasing.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool.ptr.as_ptr().add(o), data.len()) };
             true
         } else {
             false

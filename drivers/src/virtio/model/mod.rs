@@ -470,9 +470,9 @@ impl Model {
         model
     }
 
-    /// The pool memory (build the `Pool` over it at [`POOL_BASE`]).
-    pub(crate) fn pool_mem(&self) -> &'static mut [u8] {
-        self.mem.pool.slice()
+    /// The pool memory (build the `Pool` over it at [`POOL_BASE`] with `Pool::try_with_mem`).
+    pub(crate) fn pool_mem(&self) -> cadence_core::buf::PacketMem<'static> {
+        self.mem.pool.packet_mem()
     }
 
     /// Knobs and observations.
@@ -569,6 +569,30 @@ impl Model {
         let used = vq.used_idx.wrapping_add(1);
         self.mem.write(vq.device + 2, &used.to_le_bytes());
         d.vqs[q].used_idx = used;
+    }
+
+    /// Publishes a used entry `(id, len)` on queue `q` and advances the used index (a
+    /// hostile device: any id, any length).
+    pub(crate) fn push_used_raw(&self, q: usize, id: u32, len: u32) {
+        let mut d = self.dev();
+        let Some(vq) = d.vqs.get(q).cloned() else { return };
+        if vq.size == 0 {
+            return;
+        }
+        let e = vq.device + 4 + 8 * (vq.used_idx % vq.size) as u64;
+        self.mem.write(e, &id.to_le_bytes());
+        self.mem.write(e + 4, &len.to_le_bytes());
+        let used = vq.used_idx.wrapping_add(1);
+        self.mem.write(vq.device + 2, &used.to_le_bytes());
+        d.vqs[q].used_idx = used;
+    }
+
+    /// Moves queue `q`'s used index to `idx` (a hostile device: entries it never wrote).
+    pub(crate) fn set_used_idx(&self, q: usize, idx: u16) {
+        let mut d = self.dev();
+        let Some(vq) = d.vqs.get(q).cloned() else { return };
+        self.mem.write(vq.device + 2, &idx.to_le_bytes());
+        d.vqs[q].used_idx = idx;
     }
 
     /// Doorbell writes for queue `q` so far.

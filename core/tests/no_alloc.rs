@@ -1,0 +1,444 @@
+//! The per-packet path never allocates (DESIGN.md §3 "Memory"): a counting global
+//! allocator watches the real busy-poll step ([`Poller::poll_once`]) run each shipped kind of
+//! chain over software NICs, and every allocation or deallocation on the test's thread
+//! while 100 000 packets go through is a failure, with the backtrace of the first one.
+//!
+//! The traffic makes the chains do all their per-packet work, not only the hit path: a
+//! window of active flows slides over 6 000 flows, so flows keep arriving (add-on-miss:
+//! ACL classification, LB backend choice, Accounting records, NAT mappings and ports,
+//! URL-filter slab claims and verdicts, Encrypt counters) and going idle; the clock moves
+//! 1 000 ticks per poll against timeouts of 40 000, so entries expire, sweeps report them,
+//! NAT and Accounting take them back (ports return to the pool, records go to the export
+//! ring, which the "control plane" here drains between polls), and URL-filter slabs are
+//! reused. HTTP requests (some to banned URLs, which get a TCP reset) go through the URL
+//! filter; replies to NAT mappings come back on the outside port. Warm-up first (tables,
+//! rings and queues are allocated when built; the first packets find them cold), then the
+//! counted run.
+//!
+//! `cargo test -p cadence-core --release --test no_alloc` (also part of `cargo xtask test`).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
+use cadence_core::checksum;
+use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
+use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared, example_rules};
+use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
+use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
+use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
+use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
+use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
+use cadence_core::nf::{Chain, Egress, Nf};
+use cadence_core::parse::IpAddr;
+use cadence_core::poll::{PollConfig, Poller};
+use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::PORTS;
+use cadence_core::time::{Clock, Duration, Instant, TickRate};
+
+// ---- the counting allocator ----------------------------------------------------------
+
+/// Counts allocations, reallocations and deallocations made by a thread while it is armed.
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static DEALLOCS: AtomicU64 = AtomicU64::new(0);
+/// The backtrace of the first counted call (captured with counting off).
+static FIRST: Mutex<Option<String>> = Mutex::new(None);
+
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn armed() -> bool {
+    ARMED.try_with(Cell::get).unwrap_or(false)
+}
+
+fn set_armed(on: bool) {
+    let _ = ARMED.try_with(|a| a.set(on));
+}
+
+/// Counts one call; the first one also records where it came from.
+fn count(counter: &AtomicU64, what: &str) {
+    if !armed() {
+        return;
+    }
+    if counter.fetch_add(1, Ordering::Relaxed) == 0 {
+        set_armed(false);
+        let bt = std::backtrace::Backtrace::force_capture();
+        if let Ok(mut first) = FIRST.try_lock() {
+            first.get_or_insert_with(|| format!("first {what} during the counted run:\n{bt}"));
+        }
+        set_armed(true);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counting around it
+// neither allocates (the backtrace is taken with counting off) nor unwinds.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(&ALLOCS, "allocation");
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(&ALLOCS, "allocation");
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(&ALLOCS, "reallocation");
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(&DEALLOCS, "deallocation");
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Only one counted run at a time (the counters are global; the flag is per thread).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+// ---- traffic -------------------------------------------------------------------------
+
+const VIP: [u8; 4] = [10, 1, 0, 1];
+const NAT_EXT: [u8; 4] = [192, 0, 2, 1];
+/// Distinct flows the traffic cycles through.
+const FLOWS: usize = 6000;
+/// Flows active at once (the window slides by 4 flows per batch).
+const WINDOW: usize = 512;
+/// Idle timeouts of every table, in ticks (the clock moves 1 000 per poll).
+const TIMEOUT: u64 = 40_000;
+const WARMUP: usize = 20_000;
+const COUNTED: usize = 100_000;
+const BANNED: &str = "banned.example/secret";
+
+fn ipv4_header(ip: &mut [u8], proto: u8, len: usize, src: [u8; 4], dst: [u8; 4]) {
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let sum = checksum::checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// An IPv4 TCP (PSH|ACK, `payload`) or UDP frame from `src:sport` to `dst:dport`, checksums valid.
+fn frame4(tcp: bool, src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, payload: &[u8]) -> Vec<u8> {
+    let l4 = if tcp { 20 } else { 8 };
+    let mut f = vec![0u8; 14 + 20 + l4 + payload.len()];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 0]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = 20 + l4 + payload.len();
+    ipv4_header(&mut f[14..34], if tcp { 6 } else { 17 }, ip_len, src, dst);
+    let seg = &mut f[34..];
+    seg[0..2].copy_from_slice(&sport.to_be_bytes());
+    seg[2..4].copy_from_slice(&dport.to_be_bytes());
+    if tcp {
+        seg[4..8].copy_from_slice(&1000u32.to_be_bytes());
+        seg[12] = 5 << 4;
+        seg[13] = 0x18;
+        seg[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    } else {
+        seg[4..6].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    }
+    seg[l4..].copy_from_slice(payload);
+    let sum = checksum::l4_checksum_v4(src, dst, if tcp { 6 } else { 17 }, seg);
+    let at = if tcp { 16 } else { 6 };
+    seg[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+/// One frame per flow, built before anything is counted: TCP to port 80 carrying an HTTP
+/// request (one flow in 16 to the banned URL), TCP to the LB's VIP, UDP.
+fn frames() -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let src = [10, 2, (i >> 8) as u8, i as u8];
+            let sport = 1024 + (i % 50_000) as u16;
+            let server = [10, 3, (i % 7) as u8, 9];
+            match i % 4 {
+                0 | 1 => {
+                    let url = if i % 16 == 0 { BANNED.to_string() } else { format!("ok{}.example/page{i}", i % 5) };
+                    let (host, path) = url.split_once('/').unwrap_or((&url, ""));
+                    let req = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: t\r\n\r\n");
+                    frame4(true, src, sport, server, 80, req.as_bytes())
+                }
+                2 => frame4(true, src, sport, VIP, 80, b"0123456789"),
+                _ => frame4(false, src, sport, server, 53, b"query-bytes"),
+            }
+        })
+        .collect()
+}
+
+/// The flow of packet `j` of batch `k`.
+fn flow_of(k: usize, j: usize) -> usize {
+    let start = k * 4;
+    (start + (k * 7 + j * 13) % WINDOW) % FLOWS
+}
+
+/// A reply from a NAT'd frame's destination to its translated source, in `out` (same
+/// length as the frame; no allocation).
+fn nat_reply(sent: &[u8], out: &mut [u8; 128]) -> Option<usize> {
+    let n = sent.len();
+    if n < 42 || n > out.len() || sent[12..14] != [0x08, 0x00] || sent[23] != 17 {
+        return None;
+    }
+    let out = &mut out[..n];
+    out.copy_from_slice(sent);
+    out[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x11]);
+    out[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 1]);
+    let (src, dst): ([u8; 4], [u8; 4]) = (sent[30..34].try_into().ok()?, sent[26..30].try_into().ok()?);
+    let ip_len = n - 14;
+    ipv4_header(&mut out[14..34], 17, ip_len, src, dst);
+    out[34..36].copy_from_slice(&sent[36..38]);
+    out[36..38].copy_from_slice(&sent[34..36]);
+    out[40..42].copy_from_slice(&[0, 0]);
+    let sum = checksum::l4_checksum_v4(src, dst, 17, &out[34..]);
+    out[40..42].copy_from_slice(&sum.to_be_bytes());
+    Some(n)
+}
+
+/// A clock the test moves by hand.
+struct StepClock(Cell<u64>);
+
+impl Clock for StepClock {
+    fn now(&self) -> Instant {
+        Instant(self.0.get())
+    }
+    fn rate(&self) -> TickRate {
+        TickRate::try_new(1_000_000_000).expect("nonzero")
+    }
+}
+
+const EGRESS: Egress = Egress {
+    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
+    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
+    control: None,
+};
+
+// ---- the chains ----------------------------------------------------------------------
+
+fn acl() -> Box<dyn Nf> {
+    let mut rules = example_rules(7, 300);
+    let mut permit = AclRule::any(u32::MAX, AclAction::Permit);
+    permit.src = None;
+    rules.push(permit);
+    let mut cfg = AclConfig::new(rules, AclAction::Permit);
+    cfg.flow_capacity = 2048;
+    cfg.flow_timeout = Duration(TIMEOUT);
+    Box::new(Acl::new(Arc::new(AclShared::try_new(&cfg).expect("acl"))))
+}
+
+fn lb() -> Box<dyn Nf> {
+    let backends = (0..16u8).map(|i| Backend { addr: IpAddr::V4([10, 4, 0, i]), port: None }).collect();
+    let mut cfg = LbConfig::default();
+    cfg.affinity_capacity = 2048;
+    cfg.affinity_timeout = Duration(TIMEOUT);
+    cfg.vips.push(Vip { addr: IpAddr::V4(VIP), port: 80, proto: 6, backends });
+    Box::new(Lb::new(Arc::new(LbShared::try_new(&cfg).expect("lb"))))
+}
+
+fn accounting() -> (Box<dyn Nf>, Arc<AccountingShared>) {
+    let mut cfg = AccountingConfig::default();
+    cfg.capacity = 2048;
+    cfg.idle_timeout = Duration(TIMEOUT);
+    cfg.export_ring = 256;
+    cfg.event_ring = 256;
+    let shared = Arc::new(AccountingShared::try_new(&cfg).expect("accounting"));
+    (Box::new(Accounting::new(Arc::clone(&shared))), shared)
+}
+
+fn urlfilter() -> Box<dyn Nf> {
+    let mut cfg = UrlFilterConfig::default();
+    cfg.banned = vec![BANNED.to_string()];
+    cfg.slabs = 256;
+    cfg.flows = 2048;
+    cfg.inspect_timeout = Duration(TIMEOUT);
+    cfg.flow_timeout = Duration(TIMEOUT);
+    cfg.reset = true;
+    Box::new(UrlFilter::new(Arc::new(UrlFilterShared::try_new(&cfg).expect("urlfilter"))))
+}
+
+fn encrypt() -> Box<dyn Nf> {
+    let mut cfg = EncryptConfig::default();
+    cfg.key = [7; 32];
+    cfg.udp_flows = 2048;
+    cfg.udp_idle_timeout = Duration(TIMEOUT);
+    Box::new(Encrypt::new(Arc::new(EncryptShared::try_new(&cfg).expect("encrypt"))))
+}
+
+fn nat() -> Box<dyn Nf> {
+    let mut cfg = NatConfig::default();
+    cfg.external_addr = NAT_EXT;
+    cfg.ports = (20_000, 21_023);
+    cfg.timeout = Duration(TIMEOUT);
+    Box::new(Nat::new(Arc::new(NatShared::try_new(&cfg).expect("nat"))))
+}
+
+fn l3fwd() -> Box<dyn Nf> {
+    let mut cfg = L3fwdConfig::default();
+    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
+    cfg.routes4 = (0..64u32)
+        .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
+        .collect();
+    cfg.routes4.push(Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 1 });
+    Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))))
+}
+
+// ---- the run -------------------------------------------------------------------------
+
+/// What a counted run saw.
+struct Outcome {
+    allocs: u64,
+    deallocs: u64,
+    first: Option<String>,
+    counters: String,
+    forwarded: u64,
+    exported: usize,
+}
+
+/// Runs `chain` over two software NICs: `WARMUP` packets, then `COUNTED` packets counted.
+fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let frames = frames();
+    let mut mem = vec![0u8; 4096 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).expect("pool");
+    let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
+    let mut tx = [SoftTxQueue::new(512, false), SoftTxQueue::new(512, false)];
+    let mut poller = Poller::new(chain, PollConfig::default());
+    let clock = StepClock(Cell::new(1));
+    let mut reply = [0u8; 128];
+    let mut replies = [[0u8; 128]; BATCH_SIZE];
+    let mut reply_lens = [0usize; BATCH_SIZE];
+    let mut exported = 0usize;
+
+    let mut batch_no = 0usize;
+    let mut step = |pool: &mut Pool<'_>, rx: &mut [SoftRxQueue; 2], tx: &mut [SoftTxQueue; 2]| {
+        for j in 0..BATCH_SIZE {
+            let _ = rx[0].inject(pool, &frames[flow_of(batch_no, j)]);
+        }
+        poller.poll_once(pool, rx, tx, &clock);
+        // The wires: port 1's frames are what left toward the outside; answer the UDP
+        // ones (a NAT's mappings must translate replies back), then mark all sent.
+        let mut n_replies = 0;
+        tx[1].transmit(pool, usize::MAX, |f| {
+            if n_replies < BATCH_SIZE
+                && let Some(len) = nat_reply(f, &mut reply)
+            {
+                replies[n_replies][..len].copy_from_slice(&reply[..len]);
+                reply_lens[n_replies] = len;
+                n_replies += 1;
+            }
+        });
+        tx[0].transmit(pool, usize::MAX, |_| {});
+        for (r, len) in replies.iter().zip(reply_lens.iter()).take(n_replies) {
+            let _ = rx[1].inject(pool, &r[..*len]);
+        }
+        // The control plane drains the export ring now and then.
+        if batch_no.is_multiple_of(8)
+            && let Some(s) = &exports
+        {
+            exported += s.drain_exports(|_| {});
+        }
+        clock.0.set(clock.0.get() + 1_000);
+        batch_no += 1;
+    };
+
+    for _ in 0..WARMUP / BATCH_SIZE {
+        step(&mut pool, &mut rx, &mut tx);
+    }
+    ALLOCS.store(0, Ordering::Relaxed);
+    DEALLOCS.store(0, Ordering::Relaxed);
+    if let Ok(mut f) = FIRST.lock() {
+        *f = None;
+    }
+    set_armed(true);
+    for _ in 0..COUNTED / BATCH_SIZE {
+        step(&mut pool, &mut rx, &mut tx);
+    }
+    set_armed(false);
+    let (allocs, deallocs) = (ALLOCS.load(Ordering::Relaxed), DEALLOCS.load(Ordering::Relaxed));
+    let first = FIRST.lock().ok().and_then(|mut f| f.take());
+
+    // Wind down: everything back in the pool.
+    for _ in 0..4 {
+        poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+        tx[0].transmit(&pool, usize::MAX, |_| {});
+        tx[1].transmit(&pool, usize::MAX, |_| {});
+    }
+    use cadence_core::nic::TxQueue;
+    for q in tx.iter_mut() {
+        q.reclaim(&mut pool);
+    }
+    for q in rx.iter_mut() {
+        q.release(&mut pool);
+    }
+    assert_eq!(pool.in_use(), 0, "buffers leaked");
+    let stats = poller.stats();
+    let forwarded = stats.ports.iter().map(|p| p.tx).sum();
+    let mut counters = String::new();
+    poller.stage().write_counters(&mut counters).expect("counters");
+    Outcome { allocs, deallocs, first, counters, forwarded, exported }
+}
+
+/// The value of `key=` in a counters line (0 when absent: the callers require more).
+fn counter(line: &str, key: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn assert_no_alloc(name: &str, o: &Outcome) {
+    eprintln!("{name}: forwarded {} frames; counters:{}", o.forwarded, o.counters);
+    assert!(
+        o.allocs == 0 && o.deallocs == 0,
+        "{name}: {} allocations and {} deallocations while {COUNTED} packets went through\n{}",
+        o.allocs,
+        o.deallocs,
+        o.first.as_deref().unwrap_or("")
+    );
+    assert!(o.forwarded > (COUNTED / 4) as u64, "{name}: only {} frames forwarded", o.forwarded);
+}
+
+#[test]
+fn chain1_acl_lb_accounting_never_allocates_per_packet() {
+    let (acc, shared) = accounting();
+    let o = run(Chain::new(vec![acl(), lb(), acc], EGRESS), Some(shared));
+    assert_no_alloc("chain 1", &o);
+    assert!(counter(&o.counters, "lb_new_conns") > 0, "{}", o.counters);
+    assert!(o.exported > 1000, "expired flows were exported: {}", o.exported);
+}
+
+#[test]
+fn chain2_acl_urlfilter_encrypt_never_allocates_per_packet() {
+    let o = run(Chain::new(vec![acl(), urlfilter(), encrypt()], EGRESS), None);
+    assert_no_alloc("chain 2", &o);
+    assert!(counter(&o.counters, "urlfilter_blocked") > 0, "{}", o.counters);
+}
+
+#[test]
+fn acl_nat_never_allocates_per_packet() {
+    let o = run(Chain::new(vec![acl(), nat()], EGRESS), None);
+    assert_no_alloc("acl > nat", &o);
+    assert!(counter(&o.counters, "nat_reclaimed") > 1000, "mappings expired and came back: {}", o.counters);
+    assert!(counter(&o.counters, "nat_inbound") > 1000, "replies translated: {}", o.counters);
+}
+
+#[test]
+fn l3fwd_never_allocates_per_packet() {
+    let o = run(Chain::new(vec![l3fwd()], EGRESS), None);
+    assert_no_alloc("l3fwd", &o);
+}

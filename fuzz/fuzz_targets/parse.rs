@@ -1,0 +1,26 @@
+//! `core::parse::parse` over arbitrary frames: never panics, and what it reports lies inside
+//! the frame (offsets, lengths, payload) and agrees with itself, so that the NFs' accessors,
+//! which trust it, cannot index out of bounds.
+#![no_main]
+
+use cadence_core::parse::{self, L4Kind};
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let Ok(p) = parse::parse(data) else { return };
+    let n = data.len();
+    let l3 = usize::from(p.l3_offset);
+    let l4 = usize::from(p.l4_offset);
+    let pay = usize::from(p.payload_offset);
+    assert_eq!(l3, p.l2_len(), "l3_offset is the link header's length");
+    assert!(l3 <= l4 && l4 <= pay, "offsets out of order: {l3} {l4} {pay}");
+    assert!(l3 + usize::from(p.l3_len) <= n, "IP length past the frame");
+    assert!(pay + usize::from(p.payload_len) <= n, "payload past the frame");
+    assert!(pay + usize::from(p.payload_len) <= l3 + usize::from(p.l3_len), "payload past the IP packet");
+    match p.l4 {
+        L4Kind::Tcp => assert!(l4 + 20 <= pay, "TCP header shorter than 20 bytes"),
+        L4Kind::Udp => assert_eq!(l4 + 8, pay, "UDP header is 8 bytes"),
+        _ => {}
+    }
+    // Parsing is a function of the bytes.
+    assert_eq!(parse::parse(data).ok(), Some(p));
+});
