@@ -10,6 +10,7 @@ pub mod grub;
 pub mod igb_model;
 pub mod ixgbe_model;
 pub mod model_host;
+pub mod model_rig;
 pub mod xl710_model;
 
 use std::path::PathBuf;

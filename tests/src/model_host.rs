@@ -33,6 +33,9 @@ pub struct Host {
     pool_ptr: NonNull<u8>,
     pool_len: usize,
     pool_taken: Cell<bool>,
+    /// CPU-side (reads, writes) of DMA memory through [`Region`]s so far: the drivers'
+    /// descriptor accesses (the forwarding bench counts the ones a poll makes).
+    pub cpu_dma_accesses: Cell<(u64, u64)>,
 }
 
 impl Drop for Host {
@@ -55,6 +58,7 @@ impl Host {
             pool_ptr,
             pool_len: pool_bytes,
             pool_taken: Cell::new(false),
+            cpu_dma_accesses: Cell::new((0, 0)),
         })
     }
 
@@ -273,12 +277,16 @@ pub struct Region {
 impl Region {
     fn read<const N: usize>(&self, off: usize) -> [u8; N] {
         assert!(off.is_multiple_of(N) && off + N <= self.len, "bad DMA access at {off}");
+        let (r, w) = self.host.cpu_dma_accesses.get();
+        self.host.cpu_dma_accesses.set((r + 1, w));
         let mut b = [0; N];
         b.copy_from_slice(&self.host.dma.borrow()[self.off + off..self.off + off + N]);
         b
     }
     fn write(&self, off: usize, b: &[u8]) {
         assert!(off.is_multiple_of(b.len()) && off + b.len() <= self.len, "bad DMA access at {off}");
+        let (r, w) = self.host.cpu_dma_accesses.get();
+        self.host.cpu_dma_accesses.set((r, w + 1));
         self.host.dma.borrow_mut()[self.off + off..self.off + off + b.len()].copy_from_slice(b);
     }
 }

@@ -3,9 +3,8 @@
 //! ordering rules.
 
 use std::collections::HashMap;
-use std::rc::Rc;
 
-use cadence_core::buf::{BUF_SIZE, Batch, Pool};
+use cadence_core::buf::{Batch, Pool};
 use cadence_core::nf::{Chain, Egress};
 use cadence_core::nic::{Port, RssError, RxQueue, TxQueue};
 use cadence_core::poll::{PollConfig, Poller};
@@ -13,43 +12,17 @@ use cadence_core::rss::DEFAULT_KEY;
 use cadence_drivers::hal::{Mmio, PciFunction};
 use cadence_drivers::i40e::aq::{AqError, AqStatus};
 use cadence_drivers::i40e::cmd::opcode;
-use cadence_drivers::i40e::{Config, I40e, InitError};
-use cadence_tests::model_host::{FakeClock, FakeDma, Host, POOL_BASE, Region, Window};
-use cadence_tests::xl710_model::{Device, RxOutcome, VSI_SEID, Xl710, off};
+use cadence_drivers::i40e::{Config, InitError};
+use cadence_tests::model_rig::{I40eNic, ModelRig};
+use cadence_tests::xl710_model::{RxOutcome, VSI_SEID, Xl710, off};
 use xtask::protocol::Mac;
 use xtask::traffic::frame::{Flow, build, read_tag};
 
-type Nic = I40e<Window<Device>, Region>;
+type Nic = I40eNic;
 
 const POOL_BUFS: usize = 2048;
 const MAC0: [u8; 6] = [0x02, 0, 0, 0, 0x40, 0x00];
 const MAC1: [u8; 6] = [0x02, 0, 0, 0, 0x40, 0x01];
-
-struct Harness {
-    host: Rc<Host>,
-    dma: FakeDma,
-    clock: FakeClock,
-    pool: Pool<'static>,
-}
-
-impl Harness {
-    fn new() -> Self {
-        let host = Host::new(POOL_BUFS * BUF_SIZE);
-        let pool = Pool::try_with_mem(host.pool_mem(), POOL_BASE, POOL_BUFS).expect("pool");
-        Self { dma: host.dma(), host, clock: FakeClock::new(), pool }
-    }
-
-    fn try_port(&mut self, model: &Xl710, cfg: &Config) -> Result<Nic, InitError> {
-        I40e::try_new(&model.pci(), &mut self.dma, &self.clock, &mut self.pool, cfg)
-    }
-
-    fn port(&mut self, mac: [u8; 6], pf: usize, cfg: &Config) -> (Xl710, Nic) {
-        let model = Xl710::with_pf(&self.host, mac, pf);
-        let nic = self.try_port(&model, cfg).expect("init");
-        model.assert_clean();
-        (model, nic)
-    }
-}
 
 fn cfg(queues: u16, ring: u16) -> Config {
     Config::default().with_queues(queues).with_ring(ring)
@@ -78,8 +51,8 @@ fn drain(nic: &mut Nic, pool: &mut Pool<'_>, q: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn bring_up_follows_the_datasheet() {
-    let mut h = Harness::new();
-    let (model, nic) = h.port(MAC0, 0, &cfg(4, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, nic) = h.i40e_port(MAC0, 0, &cfg(4, 64));
     assert_eq!(nic.mac(), MAC0);
     assert_eq!((nic.rx_queues(), nic.tx_queues()), (4, 4));
     assert_eq!(nic.speed_mbps(), Some(40_000));
@@ -126,8 +99,8 @@ fn bring_up_follows_the_datasheet() {
 
 #[test]
 fn a_second_pf_uses_its_own_queues_port_and_counters() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC1, 1, &cfg(2, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC1, 1, &cfg(2, 32));
     assert_eq!(nic.pf_port(), (1, 1));
     let f = frame(0, 0, 100, MAC1);
     assert!(matches!(model.inject(&f), RxOutcome::Delivered(_)));
@@ -139,8 +112,8 @@ fn a_second_pf_uses_its_own_queues_port_and_counters() {
 
 #[test]
 fn frames_go_in_and_out_byte_exact_and_rings_wrap() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(1, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(1, 32));
     let mut batch = Batch::new();
     for i in 0..1500u32 {
         let f = frame((i % 4) as u16, i, 60 + (i as usize * 7) % 1400, MAC0);
@@ -165,8 +138,8 @@ fn frames_go_in_and_out_byte_exact_and_rings_wrap() {
 /// same model with the list broken holds it back.
 #[test]
 fn a_single_frame_is_written_back_at_once_in_poll_mode() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(1, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(1, 32));
     let f = frame(1, 0, 80, MAC0);
     model.inject(&f);
     assert_eq!(drain(&mut nic, &mut h.pool, 0), vec![f.clone()]);
@@ -186,9 +159,9 @@ fn a_single_frame_is_written_back_at_once_in_poll_mode() {
 /// in order.
 #[test]
 fn worker_forwards_between_two_model_ports() {
-    let mut h = Harness::new();
-    let (m0, mut n0) = h.port(MAC0, 0, &cfg(1, 128));
-    let (m1, mut n1) = h.port(MAC1, 1, &cfg(1, 128));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (m0, mut n0) = h.i40e_port(MAC0, 0, &cfg(1, 128));
+    let (m1, mut n1) = h.i40e_port(MAC1, 1, &cfg(1, 128));
     let peers = Egress::DEFAULT_PEERS;
     let mut worker = Poller::new(Chain::new(Vec::new(), Egress::new([MAC0, MAC1], peers, None)), PollConfig::default());
     let models = [&m0, &m1];
@@ -229,8 +202,8 @@ fn worker_forwards_between_two_model_ports() {
 /// when the old queue is drained first.
 #[test]
 fn rss_spreads_and_a_live_hlut_change_keeps_conservation_and_order() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(4, 512));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(4, 512));
     let flows: Vec<u16> = (0..32).collect();
     let mut injected = 0u64;
     let send = |seq_base: u32, injected: &mut u64| {
@@ -281,24 +254,24 @@ fn rss_spreads_and_a_live_hlut_change_keeps_conservation_and_order() {
 
 #[test]
 fn admin_queue_errors_and_timeouts_are_typed_and_leak_nothing() {
-    let mut h = Harness::new();
+    let mut h = ModelRig::new(POOL_BUFS);
     let model = Xl710::new(&h.host, MAC0);
     model.dev().aq_fail.push((opcode::GET_SWITCH_CONFIG, 12));
-    let e = h.try_port(&model, &cfg(2, 64)).err();
+    let e = h.try_i40e(&model, &cfg(2, 64)).err();
     assert_eq!(e, Some(InitError::Aq(AqError::Failed { opcode: opcode::GET_SWITCH_CONFIG, status: AqStatus::Ebusy })));
     assert!(e.is_some_and(|e| e.to_string().contains("0x0200 failed: EBUSY")));
     // A firmware that never answers: a timeout, not a hang.
     let model = Xl710::new(&h.host, MAC0);
     model.dev().aq_dead = true;
-    assert_eq!(h.try_port(&model, &cfg(2, 64)).err(), Some(InitError::Aq(AqError::Timeout { opcode: 1 })));
+    assert_eq!(h.try_i40e(&model, &cfg(2, 64)).err(), Some(InitError::Aq(AqError::Timeout { opcode: 1 })));
     // An API this driver does not speak.
     let model = Xl710::new(&h.host, MAC0);
     model.dev().api = (2, 0);
-    assert_eq!(h.try_port(&model, &cfg(2, 64)).err(), Some(InitError::UnsupportedApi { major: 2, minor: 0 }));
+    assert_eq!(h.try_i40e(&model, &cfg(2, 64)).err(), Some(InitError::UnsupportedApi { major: 2, minor: 0 }));
     // Failing late (the queues were filled): the PF is reset, the buffers come back.
     let model = Xl710::new(&h.host, MAC0);
     model.set_link(false);
-    let e = h.try_port(&model, &cfg(2, 64).with_link_timeout_ms(50)).err();
+    let e = h.try_i40e(&model, &cfg(2, 64).with_link_timeout_ms(50)).err();
     assert_eq!(e, Some(InitError::LinkDown { waited_ms: 50 }));
     assert_eq!(h.pool.in_use(), 0, "buffers returned");
     assert_eq!(model.dev().pf_resets, 2, "the PF was reset to stop DMA");
@@ -306,7 +279,7 @@ fn admin_queue_errors_and_timeouts_are_typed_and_leak_nothing() {
     // An old API writes the RX control registers directly, and that is fine.
     let model = Xl710::new(&h.host, MAC0);
     model.dev().api = (1, 4);
-    let nic = h.try_port(&model, &cfg(2, 64)).expect("init");
+    let nic = h.try_i40e(&model, &cfg(2, 64)).expect("init");
     assert!(!model.dev().aq_log.contains(&opcode::RX_CTL_REG_WRITE));
     assert_eq!(model.dev().reg(off::PFQF_CTL_0) >> 16 & 1, 1);
     model.assert_clean();
@@ -315,26 +288,26 @@ fn admin_queue_errors_and_timeouts_are_typed_and_leak_nothing() {
 
 #[test]
 fn a_device_that_never_becomes_ready_is_an_error() {
-    let mut h = Harness::new();
+    let mut h = ModelRig::new(POOL_BUFS);
     let model = Xl710::new(&h.host, MAC0);
     model.dev().fw_never_ready = true;
-    assert_eq!(h.try_port(&model, &cfg(1, 64)).err(), Some(InitError::FirmwareNotReady));
+    assert_eq!(h.try_i40e(&model, &cfg(1, 64)).err(), Some(InitError::FirmwareNotReady));
     let model = Xl710::new(&h.host, MAC0);
     model.dev().global_reset_reads = u32::MAX;
-    assert_eq!(h.try_port(&model, &cfg(1, 64)).err(), Some(InitError::GlobalReset));
+    assert_eq!(h.try_i40e(&model, &cfg(1, 64)).err(), Some(InitError::GlobalReset));
     let model = Xl710::new(&h.host, MAC0);
     model.dev().stuck_pf_reset = true;
-    assert_eq!(h.try_port(&model, &cfg(1, 64)).err(), Some(InitError::ResetTimeout));
+    assert_eq!(h.try_i40e(&model, &cfg(1, 64)).err(), Some(InitError::ResetTimeout));
     let model = Xl710::new(&h.host, MAC0);
-    assert_eq!(h.try_port(&model, &cfg(65, 64)).err(), Some(InitError::BadConfig));
-    assert_eq!(h.try_port(&model, &cfg(1, 100)).err(), Some(InitError::BadConfig));
+    assert_eq!(h.try_i40e(&model, &cfg(65, 64)).err(), Some(InitError::BadConfig));
+    assert_eq!(h.try_i40e(&model, &cfg(1, 100)).err(), Some(InitError::BadConfig));
     assert_eq!(h.pool.in_use(), 0);
 }
 
 #[test]
 fn link_down_and_up_arrive_as_events() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(1, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(1, 64));
     assert!(nic.link().up);
     model.set_link(false);
     assert!(!nic.poll_events().up);
@@ -364,8 +337,8 @@ fn link_down_and_up_arrive_as_events() {
 
 #[test]
 fn errored_chained_and_bad_length_write_backs_are_dropped_and_counted() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(1, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(1, 64));
     let good = frame(0, 1, 200, MAC0);
     model.inject(&good);
     // RXE (bit 19 → error bit 0).
@@ -395,8 +368,8 @@ fn errored_chained_and_bad_length_write_backs_are_dropped_and_counted() {
 
 #[test]
 fn statistics_are_48_bit_and_survive_a_wrap() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(1, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(1, 64));
     for i in 0..10 {
         model.inject(&frame(0, i, 100, MAC0));
     }
@@ -415,8 +388,8 @@ fn statistics_are_48_bit_and_survive_a_wrap() {
 
 #[test]
 fn queues_move_out_and_name_their_write_back_word() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, 0, &cfg(2, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.i40e_port(MAC0, 0, &cfg(2, 64));
     let first = nic.rx_queue(0).unwrap();
     let phys = first.ring_phys() as usize;
     assert_eq!(first.wake_address().map(|a| a.get()), Some(phys + 8), "descriptor 0's qword 1");
@@ -442,7 +415,7 @@ fn queues_move_out_and_name_their_write_back_word() {
 
 #[test]
 fn the_model_catches_ordering_violations() {
-    let h = Harness::new();
+    let h = ModelRig::new(POOL_BUFS);
     let model = Xl710::new(&h.host, MAC0);
     let bar = model.pci().map_bar(0, 0, 0x40_0000).unwrap();
     bar.write32(off::QRX_ENA, 1); // RX queue 0 enabled with no HMC and no context

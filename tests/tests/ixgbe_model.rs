@@ -3,47 +3,24 @@
 //! ordering rules.
 
 use std::collections::HashMap;
-use std::rc::Rc;
 
-use cadence_core::buf::{BUF_SIZE, Batch, Pool};
+use cadence_core::buf::{Batch, Pool};
 use cadence_core::nf::{Chain, Egress};
 use cadence_core::nic::{Port, RssError, RxQueue, TxQueue};
 use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::rss::DEFAULT_KEY;
 use cadence_drivers::hal::PciFunction;
 use cadence_drivers::ixgbe::{Config, InitError, Ixgbe};
-use cadence_tests::ixgbe_model::{Device, Ixgbe82599, RxOutcome, off};
-use cadence_tests::model_host::{FakeClock, FakeDma, Host, POOL_BASE, Region, Window};
+use cadence_tests::ixgbe_model::{Ixgbe82599, RxOutcome, off};
+use cadence_tests::model_rig::{IxgbeNic, ModelRig};
 use xtask::protocol::Mac;
 use xtask::traffic::frame::{Flow, build};
 
-type Nic = Ixgbe<Window<Device>, Region>;
+type Nic = IxgbeNic;
 
 const POOL_BUFS: usize = 2048;
 const MAC0: [u8; 6] = [0x02, 0, 0, 0, 0xA0, 0x00];
 const MAC1: [u8; 6] = [0x02, 0, 0, 0, 0xA0, 0x01];
-
-struct Harness {
-    host: Rc<Host>,
-    dma: FakeDma,
-    clock: FakeClock,
-    pool: Pool<'static>,
-}
-
-impl Harness {
-    fn new() -> Self {
-        let host = Host::new(POOL_BUFS * BUF_SIZE);
-        let pool = Pool::try_with_mem(host.pool_mem(), POOL_BASE, POOL_BUFS).expect("pool");
-        Self { dma: host.dma(), host, clock: FakeClock::new(), pool }
-    }
-
-    fn port(&mut self, mac: [u8; 6], cfg: &Config) -> (Ixgbe82599, Nic) {
-        let model = Ixgbe82599::new(&self.host, mac);
-        let nic = Ixgbe::try_new(&model.pci(), &mut self.dma, &self.clock, &mut self.pool, cfg).expect("init");
-        model.assert_clean();
-        (model, nic)
-    }
-}
 
 /// Frame `seq` of standard flow `flow`, `len` bytes, addressed to `dst`.
 fn frame(flow: u16, seq: u32, len: usize, dst: [u8; 6]) -> Vec<u8> {
@@ -68,7 +45,7 @@ fn drain(nic: &mut Nic, pool: &mut Pool<'_>, q: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn init_follows_the_datasheet_and_programs_rss() {
-    let mut h = Harness::new();
+    let mut h = ModelRig::new(POOL_BUFS);
     let model = Ixgbe82599::new(&h.host, MAC0);
     let pci = model.pci();
     let cfg = Config::default().with_queues(4, 2).with_rings(64, 64);
@@ -107,7 +84,7 @@ fn init_follows_the_datasheet_and_programs_rss() {
 
 #[test]
 fn bad_config_and_stuck_reset_are_errors_without_leaks() {
-    let mut h = Harness::new();
+    let mut h = ModelRig::new(POOL_BUFS);
     let model = Ixgbe82599::new(&h.host, MAC0);
     let cfg = Config::default().with_queues(17, 1);
     let r = Ixgbe::try_new(&model.pci(), &mut h.dma, &h.clock, &mut h.pool, &cfg);
@@ -120,8 +97,8 @@ fn bad_config_and_stuck_reset_are_errors_without_leaks() {
 
 #[test]
 fn frames_go_in_and_out_byte_exact() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_rings(64, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(64, 64));
     let sent: Vec<Vec<u8>> = (0..40).map(|i| frame(i % 8, i as u32, 60 + i as usize * 37, MAC0)).collect();
     for f in &sent {
         assert_eq!(model.inject(f), RxOutcome::Delivered(0));
@@ -148,8 +125,8 @@ fn frames_go_in_and_out_byte_exact() {
 
 #[test]
 fn rings_wrap_around_many_times() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_rings(16, 16));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(16, 16));
     let mut batch = Batch::new();
     for i in 0..2000u32 {
         let f = frame((i % 4) as u16, i, 64 + (i as usize % 900), MAC0);
@@ -168,8 +145,8 @@ fn rings_wrap_around_many_times() {
 
 #[test]
 fn a_full_rx_ring_drops_with_drop_en_and_counts() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(32, 32));
     let mut outcomes = HashMap::new();
     for i in 0..100u32 {
         *outcomes.entry(model.inject(&frame(0, i, 100, MAC0))).or_insert(0u64) += 1;
@@ -189,8 +166,8 @@ fn a_full_rx_ring_drops_with_drop_en_and_counts() {
 
 #[test]
 fn a_full_tx_ring_keeps_what_it_cannot_take_and_recovers() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(32, 32));
     model.dev().tx_paused = true;
     let tx = nic.tx_queue(0).unwrap();
     let mut taken = 0;
@@ -220,8 +197,8 @@ fn a_full_tx_ring_keeps_what_it_cannot_take_and_recovers() {
 
 #[test]
 fn errored_and_multi_buffer_frames_are_recycled_and_counted() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(32, 32));
     let good = frame(0, 1, 200, MAC0);
     model.inject(&good);
     // RXE (bit 29): a receive error the device reports in the write-back.
@@ -247,8 +224,8 @@ fn errored_and_multi_buffer_frames_are_recycled_and_counted() {
 /// the new one is served (the documented recipe).
 #[test]
 fn live_reta_update_mid_stream_keeps_conservation_and_order() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_queues(4, 1).with_rings(256, 64));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_queues(4, 1).with_rings(256, 64));
     let flows: Vec<u16> = (0..16).collect();
     let mut injected = 0u64;
     let send = |seq_base: u32, injected: &mut u64| {
@@ -292,8 +269,8 @@ fn live_reta_update_mid_stream_keeps_conservation_and_order() {
 
 #[test]
 fn statistics_accumulate_from_clear_on_read_registers() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(32, 32));
     for i in 0..10 {
         model.inject(&frame(0, i, 100, MAC0));
     }
@@ -313,7 +290,7 @@ fn statistics_accumulate_from_clear_on_read_registers() {
 
 #[test]
 fn the_model_catches_ordering_violations() {
-    let h = Harness::new();
+    let h = ModelRig::new(POOL_BUFS);
     let model = Ixgbe82599::new(&h.host, MAC0);
     let bar = model.pci().map_bar(0, 0, 0x20000).unwrap();
     use cadence_drivers::hal::Mmio;
@@ -333,10 +310,10 @@ fn the_model_catches_ordering_violations() {
 /// ports: what enters port 0 leaves port 1 rewritten, and back, exactly once, in order.
 #[test]
 fn worker_forwards_between_two_model_ports() {
-    let mut h = Harness::new();
+    let mut h = ModelRig::new(POOL_BUFS);
     let cfg = Config::default().with_rings(128, 128);
-    let (m0, mut n0) = h.port(MAC0, &cfg);
-    let (m1, mut n1) = h.port(MAC1, &cfg);
+    let (m0, mut n0) = h.ixgbe_port(MAC0, &cfg);
+    let (m1, mut n1) = h.ixgbe_port(MAC1, &cfg);
     let peers = Egress::DEFAULT_PEERS;
     let mut worker = Poller::new(Chain::new(Vec::new(), Egress::new([MAC0, MAC1], peers, None)), PollConfig::default());
     let models = [&m0, &m1];
@@ -374,9 +351,9 @@ fn worker_forwards_between_two_model_ports() {
 
 #[test]
 fn link_comes_up_after_the_autoneg_restart_and_its_absence_is_an_error() {
-    let mut h = Harness::new();
+    let mut h = ModelRig::new(POOL_BUFS);
     // Up: the bring-up restarted auto-negotiation (AUTOC, link mode kept) and waited.
-    let (model, nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    let (model, nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(32, 32));
     assert!(model.dev().link_up);
     assert_eq!(model.dev().reg(off::AUTOC), cadence_tests::ixgbe_model::AUTOC_EEPROM, "LMS kept, RESTART_AN cleared");
     assert_eq!(nic.speed_mbps(), Some(10_000));
@@ -404,8 +381,8 @@ fn link_comes_up_after_the_autoneg_restart_and_its_absence_is_an_error() {
 
 #[test]
 fn octet_counters_accumulate_past_36_bits() {
-    let mut h = Harness::new();
-    let (model, nic) = h.port(MAC0, &Config::default().with_rings(32, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(32, 32));
     // Each reading sees less than the 36-bit register holds; the sum passes 2^36 and
     // keeps every bit.
     let step = (1u64 << 35) + 12_345;
@@ -422,8 +399,8 @@ fn octet_counters_accumulate_past_36_bits() {
 
 #[test]
 fn queues_move_out_for_the_lanes_and_name_their_write_back_word() {
-    let mut h = Harness::new();
-    let (model, mut nic) = h.port(MAC0, &Config::default().with_queues(2, 2).with_rings(32, 32));
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_queues(2, 2).with_rings(32, 32));
     let ring = nic.rx_queue(0).unwrap().ring_phys() as usize;
     // The advanced descriptor's status dword (offset 8) of the next descriptor.
     assert_eq!(nic.rx_queue(0).unwrap().wake_address().map(|a| a.get()), Some(ring + 8));

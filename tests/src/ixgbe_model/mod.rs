@@ -160,6 +160,9 @@ pub struct Device {
     pub stuck_reset: bool,
     /// RETA register writes seen.
     pub reta_writes: u32,
+    /// Register reads and writes through BAR 0 so far (the forwarding bench counts
+    /// the ones a poll makes).
+    pub register_accesses: (u64, u64),
     /// A module sits in the SFP+ cage (ESDP.SDP2 reads 1). Default true.
     pub sfp_module: bool,
     /// A link partner is on the cable. Default true.
@@ -204,6 +207,7 @@ impl Device {
             resets: 0,
             stuck_reset: false,
             reta_writes: 0,
+            register_accesses: (0, 0),
             sfp_module: true,
             partner: true,
             an_restarted: false,
@@ -601,9 +605,11 @@ fn queue_reg(o: usize, base: usize) -> Option<(usize, usize)> {
 
 impl BarDevice for Device {
     fn read32(&mut self, off: usize) -> u32 {
+        self.register_accesses.0 += 1;
         self.read(off)
     }
     fn write32(&mut self, off: usize, v: u32) {
+        self.register_accesses.1 += 1;
         self.write(off, v)
     }
     fn violation(&mut self, what: String) {

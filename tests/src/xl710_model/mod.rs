@@ -186,6 +186,9 @@ pub struct Device {
     pfswr_delay: u32,
     /// PF resets seen.
     pub pf_resets: u32,
+    /// Register reads and writes through BAR 0 so far (the forwarding bench counts
+    /// the ones a poll makes).
+    pub register_accesses: (u64, u64),
     // Admin queue.
     /// The firmware never completes a command (ATQH stays).
     pub aq_dead: bool,
@@ -251,6 +254,7 @@ impl Device {
             stuck_pf_reset: false,
             pfswr_delay: 0,
             pf_resets: 0,
+            register_accesses: (0, 0),
             aq_dead: false,
             aq_fail: Vec::new(),
             got_version: false,
@@ -536,9 +540,11 @@ fn queue_index(o: usize, base: usize) -> Option<usize> {
 
 impl BarDevice for Device {
     fn read32(&mut self, off: usize) -> u32 {
+        self.register_accesses.0 += 1;
         self.read(off)
     }
     fn write32(&mut self, off: usize, v: u32) {
+        self.register_accesses.1 += 1;
         self.write(off, v)
     }
     fn violation(&mut self, what: String) {
