@@ -28,7 +28,7 @@ use crate::image;
 use crate::nightly;
 
 /// Every fuzz target (`fuzz/fuzz_targets/<name>.rs`), with what it feeds.
-pub const FUZZ_TARGETS: [(&str, &str); 9] = [
+pub const FUZZ_TARGETS: [(&str, &str); 10] = [
     ("parse", "core::parse over arbitrary frames"),
     ("chain_config", "core::nf::config::ChainSpec::parse (and build) over arbitrary text"),
     ("boot_cmdline", "firmware::config::BootConfig::parse over arbitrary command lines"),
@@ -38,6 +38,7 @@ pub const FUZZ_TARGETS: [(&str, &str); 9] = [
     ("xsk", "drivers::xsk rings with arbitrary kernel-written indices and descriptors"),
     ("tpacket", "drivers::tpacket RX blocks and TX frame statuses written by the input"),
     ("chain", "a whole NF chain (worker loop over software NICs) fed arbitrary frame sequences"),
+    ("pcap", "the NetBlaze simulator's capture reader (classic pcap and pcapng) over arbitrary files"),
 ];
 
 /// Seconds each fuzz target runs in `cargo xtask test`.

@@ -6,8 +6,9 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::*;
-use crate::nf::acl::testkit::{Rng, frame, run};
+use crate::nf::acl::testkit::{frame, run};
 use crate::parse::IpAddr;
+use crate::rand::XorShift64;
 
 fn flow(i: u64) -> FlowKey {
     let v6 = (i + 1).is_multiple_of(5);
@@ -48,7 +49,7 @@ fn add(t: &mut Totals, f: FlowKey, bytes: u64, now: u64) {
 }
 
 /// Drives random traffic; returns the reference totals.
-fn drive(acc: &mut Accounting, rng: &mut Rng, flows: u64, batches: usize, step: u64, t0: u64) -> (Totals, u64) {
+fn drive(acc: &mut Accounting, rng: &mut XorShift64, flows: u64, batches: usize, step: u64, t0: u64) -> (Totals, u64) {
     let mut reference = Totals::new();
     let mut now = t0;
     for _ in 0..batches {
@@ -78,7 +79,7 @@ proptest! {
     fn accounting_counts_match_reference(seed in any::<u64>(), flows in 1u64..crate::testing::miri_or(80, 12)) {
         let s = shared(u64::MAX / 4, 64);
         let mut acc = Accounting::new(s.clone());
-        let mut rng = Rng(seed);
+        let mut rng = XorShift64::from_state(seed);
         let (reference, now) = drive(&mut acc, &mut rng, flows, crate::testing::miri_or(40, 6), 10, 0);
         prop_assert_eq!(s.flow_count(Instant(now)), reference.len());
         for (f, &(p, b, first, last)) in &reference {
@@ -97,7 +98,7 @@ proptest! {
         let timeout = 400;
         let s = shared(timeout, crate::testing::miri_or(8192, 256));
         let mut acc = Accounting::new(s.clone());
-        let mut rng = Rng(seed);
+        let mut rng = XorShift64::from_state(seed);
         let mut reference = Totals::new();
         let mut now = 0;
         // Bursts separated by quiet periods long enough for some flows to expire.

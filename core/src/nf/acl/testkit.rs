@@ -189,19 +189,3 @@ pub fn run(nf: &mut dyn Nf, frames: &[Vec<u8>], ingress: u8, now: Instant) -> Ve
     }
     outs
 }
-
-/// A small xorshift generator for tests that want many values from one seed.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next value.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut s = self.0 | 1;
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        self.0 = s;
-        s
-    }
-}

@@ -4,8 +4,9 @@ use std::vec::Vec;
 
 use proptest::prelude::*;
 
-use super::testkit::{Rng, frame, run};
+use super::testkit::{frame, run};
 use super::*;
+use crate::rand::XorShift64;
 use crate::time::Instant;
 
 /// The reference, written from the rule semantics alone: a linear scan over the `AclRule`s.
@@ -36,7 +37,7 @@ fn ref_verdict(rules: &[AclRule], default: AclAction, f: &FlowKey) -> AclAction 
 }
 
 /// A random address inside `p` (or anywhere of `family6`'s family when `p` is `None`).
-fn addr_in(rng: &mut Rng, p: &Option<Prefix>, family6: bool) -> IpAddr {
+fn addr_in(rng: &mut XorShift64, p: &Option<Prefix>, family6: bool) -> IpAddr {
     let r = u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
     match p {
         Some(Prefix { addr: IpAddr::V4(a), len }) => {
@@ -54,7 +55,7 @@ fn addr_in(rng: &mut Rng, p: &Option<Prefix>, family6: bool) -> IpAddr {
 
 /// Packets aimed at the rules (inside their prefixes, at or next to their port bounds) and
 /// some at random, TCP or UDP.
-fn flows_for(rules: &[AclRule], rng: &mut Rng, n: usize) -> Vec<FlowKey> {
+fn flows_for(rules: &[AclRule], rng: &mut XorShift64, n: usize) -> Vec<FlowKey> {
     (0..n)
         .map(|_| {
             let pick = rng.next_u64();
@@ -64,7 +65,7 @@ fn flows_for(rules: &[AclRule], rng: &mut Rng, n: usize) -> Vec<FlowKey> {
             let v6 = matches!(r.src.or(r.dst), Some(Prefix { addr: IpAddr::V6(_), .. }))
                 || (r.src.or(r.dst).is_none() && pick >> 40 & 1 == 1);
             let (sp, dp) = if aimed { (r.src, r.dst) } else { (None, None) };
-            let port = |rng: &mut Rng, range: (u16, u16)| match rng.next_u64() % 5 {
+            let port = |rng: &mut XorShift64, range: (u16, u16)| match rng.next_u64() % 5 {
                 0 => range.0,
                 1 => range.1,
                 2 => range.0.wrapping_sub(1),
@@ -95,7 +96,7 @@ proptest! {
         let rules = example_rules(seed, crate::testing::miri_or(1500, 30));
         let default = if deny_default { AclAction::Deny } else { AclAction::Permit };
         let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules.clone(), default)).unwrap());
-        let mut rng = Rng(seed ^ 0x5eed);
+        let mut rng = XorShift64::from_state(seed ^ 0x5eed);
         let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(160, 8));
         let expected: Vec<AclAction> = flows.iter().map(|f| ref_verdict(&rules, default, f)).collect();
         for (f, e) in flows.iter().zip(&expected) {
@@ -155,7 +156,7 @@ proptest! {
         let cfg = AclConfig::new(rules.clone(), AclAction::Deny);
         prop_assert_eq!(cfg.validate(), Ok(()));
         let shared = AclShared::try_new(&cfg).unwrap();
-        let mut rng = Rng(seed);
+        let mut rng = XorShift64::from_state(seed);
         for f in flows_for(&rules, &mut rng, crate::testing::miri_or(64, 8)) {
             let now = shared.rules();
             let (t, c) = (five_tuple(&f), now.classifier(false));

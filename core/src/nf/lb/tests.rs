@@ -6,8 +6,9 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::*;
-use crate::nf::acl::testkit::{Rng, checksums_ok, frame, naive_sum, run};
+use crate::nf::acl::testkit::{checksums_ok, frame, naive_sum, run};
 use crate::parse::FlowKey;
+use crate::rand::XorShift64;
 
 const VIP: IpAddr = IpAddr::V4([10, 99, 0, 1]);
 
@@ -29,7 +30,7 @@ fn lb_with(n: usize, timeout: u64) -> Arc<LbShared> {
     Arc::new(LbShared::try_new(&cfg).unwrap())
 }
 
-fn client(rng: &mut Rng) -> FlowKey {
+fn client(rng: &mut XorShift64) -> FlowKey {
     let r = rng.next_u64();
     FlowKey { src: IpAddr::V4((r as u32).to_be_bytes()), dst: VIP, src_port: (r >> 32) as u16, dst_port: 80, proto: 6 }
 }
@@ -62,7 +63,7 @@ fn lb_maglev_slot_shares_within_one_percent_over_100_backends() {
     );
     assert!(worst <= 0.01, "worst slot share deviation {worst}");
     // Traffic over random 5-tuples follows the slots (statistical noise only).
-    let mut rng = Rng(7);
+    let mut rng = XorShift64::from_state(7);
     let mut hits = vec![0u32; N];
     let index: HashMap<_, _> = backends(N).into_iter().enumerate().map(|(i, b)| (b, i)).collect();
     let picks = crate::testing::miri_or(1000, 50) * N;
@@ -84,7 +85,7 @@ fn lb_maglev_slot_shares_within_one_percent_over_100_backends() {
 #[test]
 fn lb_removing_a_backend_moves_about_one_nth_of_keys() {
     let shared = lb_with(N, 1000);
-    let mut rng = Rng(99);
+    let mut rng = XorShift64::from_state(99);
     let flows: Vec<FlowKey> = (0..crate::testing::miri_or(500, 50) * N).map(|_| client(&mut rng)).collect();
     let before: Vec<Backend> = flows.iter().map(|f| shared.maglev_pick(0, f).unwrap()).collect();
     let removed = backends(N)[37 % N];
@@ -136,7 +137,7 @@ fn dst_of(out: &[u8]) -> IpAddr {
 #[test]
 fn packets_of_one_new_connection_in_one_burst_count_once_and_agree() {
     let mut lb = Lb::new(lb_with(10, 1000));
-    let mut rng = Rng(9);
+    let mut rng = XorShift64::from_state(9);
     let (a, b) = (client(&mut rng), client(&mut rng));
     let frames: Vec<Vec<u8>> = [&a, &a, &b, &a, &b].iter().map(|f| conn_frame(f)).collect();
     let out = run(&mut lb, &frames, 0, Instant(10));
@@ -149,7 +150,7 @@ fn packets_of_one_new_connection_in_one_burst_count_once_and_agree() {
 fn lb_live_connections_keep_their_backend_across_changes() {
     let shared = lb_with(10, 1000);
     let mut lb = Lb::new(shared.clone());
-    let mut rng = Rng(3);
+    let mut rng = XorShift64::from_state(3);
     let conns = crate::testing::miri_or(64u64, 12);
     let flows: Vec<FlowKey> = (0..conns).map(|_| client(&mut rng)).collect();
     let frames: Vec<Vec<u8>> = flows.iter().map(conn_frame).collect();

@@ -6,7 +6,8 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::*;
-use crate::nf::acl::testkit::{Rng, checksums_ok, frame, run};
+use crate::nf::acl::testkit::{checksums_ok, frame, run};
+use crate::rand::XorShift64;
 
 const EXT: [u8; 4] = [203, 0, 113, 7];
 const INSIDE: u8 = 0;
@@ -195,7 +196,7 @@ proptest! {
     fn nat_never_hands_out_a_port_twice(seed in any::<u64>(), ports in 2u16..12, flows in 2u64..crate::testing::miri_or(30, 8)) {
         let timeout = 200;
         let mut nat = nat((30000, 30000 + ports - 1), timeout);
-        let mut rng = Rng(seed);
+        let mut rng = XorShift64::from_state(seed);
         let mut now = 0u64;
         // Last port each flow had, and when it last sent.
         let mut last: HashMap<u64, (u16, u64)> = HashMap::new();
