@@ -32,7 +32,7 @@ use std::process::ExitCode;
 
 use cadence_core::buf::BATCH_SIZE;
 use cadence_core::nf::{Chain, Egress};
-use cadence_core::pna::exact::{ExactConfig, ExactTable, Lane, Lookup};
+use cadence_core::pna::exact::{ExactConfig, ExactTable, Local, Lookup};
 use cadence_core::pna::{AddStatus, IdleTimeout};
 use cadence_core::stage::Stage;
 use cadence_core::time::{Duration, Instant};
@@ -124,7 +124,7 @@ fn table(n: usize, mode: IdleTimeout) -> Table {
 }
 
 /// One burst of adds: lookup (all miss), then `add_on_miss` each miss. Returns the adds done.
-fn add_burst(t: &Table, lane: &mut Lane, ks: &[Key], out: &mut [Lookup<2, 1>; B]) -> usize {
+fn add_burst(t: &Table, lane: &mut Local, ks: &[Key], out: &mut [Lookup<2, 1>; B]) -> usize {
     t.lookup_burst(lane, ks, NOW, out);
     let mut ok = 0;
     for o in out.iter().take(ks.len()) {
@@ -135,7 +135,7 @@ fn add_burst(t: &Table, lane: &mut Lane, ks: &[Key], out: &mut [Lookup<2, 1>; B]
     ok
 }
 
-fn fill(t: &Table, lane: &mut Lane, ks: &[Key]) -> usize {
+fn fill(t: &Table, lane: &mut Local, ks: &[Key]) -> usize {
     let mut out = [Lookup::EMPTY; B];
     ks.chunks(B).map(|c| c.len() - add_burst(t, lane, c, &mut out)).sum()
 }
@@ -148,7 +148,7 @@ enum Kind {
 }
 
 /// Cycles per key of [`LOOKUP_BURSTS`] burst lookups of `keys[..live]`.
-fn lookups(t: &Table, lane: &mut Lane, keys: &[Key], live: usize, cur: &mut usize, kind: Kind, bad: &mut u64) -> f64 {
+fn lookups(t: &Table, lane: &mut Local, keys: &[Key], live: usize, cur: &mut usize, kind: Kind, bad: &mut u64) -> f64 {
     let mut out = [Lookup::EMPTY; B];
     let mut spent = 0;
     for _ in 0..LOOKUP_BURSTS {
@@ -179,7 +179,7 @@ fn tables(n: usize, label: &str, rule: Rule) {
 
     // ---- lookups on a table holding `live` keys ----
     let t = table(n, IdleTimeout::NoTimeout);
-    let mut lane = t.lane();
+    let mut lane = t.local();
     let mut fill_fail = fill(&t, &mut lane, &present[..live]);
     for (kind, op, ks) in [(Kind::Hit, "hit_b32", &present), (Kind::Miss, "miss_b32", &absent)] {
         let r = rule.take(|| lookups(&t, &mut lane, ks, live, &mut cur, kind, &mut bad));
@@ -189,7 +189,7 @@ fn tables(n: usize, label: &str, rule: Rule) {
 
     // ---- rearm: lookup hit + restart the entry's timer, on an AutoDelete table ----
     let t = table(n, IdleTimeout::AutoDelete);
-    let mut lane = t.lane();
+    let mut lane = t.local();
     fill_fail += fill(&t, &mut lane, &present[..live]);
     let r = rule.take(|| lookups(&t, &mut lane, &present, live, &mut cur, Kind::Rearm, &mut bad));
     report("rearm", label, r, LOOKUP_BURSTS * B);
@@ -197,7 +197,7 @@ fn tables(n: usize, label: &str, rule: Rule) {
 
     // ---- add-on-miss and delete at a steady 75 % ----
     let t = table(n, IdleTimeout::NoTimeout);
-    let mut lane = t.lane();
+    let mut lane = t.local();
     fill_fail += fill(&t, &mut lane, &all[..live]);
     let (mut head, mut tail) = (live, 0usize);
     let (mut add_fail, mut adds, mut del_fail) = (0usize, 0usize, 0usize);

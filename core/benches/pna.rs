@@ -12,7 +12,7 @@
 
 use std::hint::black_box;
 
-use cadence_core::pna::exact::{ExactConfig, ExactTable, Lane, Lookup};
+use cadence_core::pna::exact::{ExactConfig, ExactTable, Local, Lookup};
 use cadence_core::pna::{AddStatus, IdleTimeout};
 use cadence_core::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -47,7 +47,7 @@ fn table(n: usize, mode: IdleTimeout) -> Table {
 }
 
 /// Adds one burst: lookup (all miss), then add each miss. Returns the adds that succeeded.
-fn add_burst(t: &Table, lane: &mut Lane, ks: &[Key], now: Instant, out: &mut [Lookup<2, 1>; B]) -> usize {
+fn add_burst(t: &Table, lane: &mut Local, ks: &[Key], now: Instant, out: &mut [Lookup<2, 1>; B]) -> usize {
     t.lookup_burst(lane, ks, now, out);
     let mut ok = 0;
     for o in out.iter().take(ks.len()) {
@@ -58,7 +58,7 @@ fn add_burst(t: &Table, lane: &mut Lane, ks: &[Key], now: Instant, out: &mut [Lo
     ok
 }
 
-fn fill(t: &Table, lane: &mut Lane, ks: &[Key]) {
+fn fill(t: &Table, lane: &mut Local, ks: &[Key]) {
     let mut out = [Lookup::EMPTY; B];
     for c in ks.chunks(B) {
         add_burst(t, lane, c, NOW, &mut out);
@@ -71,7 +71,7 @@ fn bench_size(c: &mut Criterion<TscCycles>, n: usize, label: &str) {
 
     // ---- lookups on a table filled to capacity ----
     let t = table(n, IdleTimeout::NoTimeout);
-    let mut lane = t.lane();
+    let mut lane = t.local();
     let present = keys(n, 1);
     fill(&t, &mut lane, &present);
     let stored = t.count(NOW);
@@ -136,7 +136,7 @@ fn bench_size(c: &mut Criterion<TscCycles>, n: usize, label: &str) {
 
     // ---- add-on-miss and delete at a steady 75 % occupancy ----
     let t = table(n, IdleTimeout::NoTimeout);
-    let mut lane = t.lane();
+    let mut lane = t.local();
     let all = keys(n, 3);
     let window = (n * 3 / 4) / B * B;
     fill(&t, &mut lane, &all[..window]);
@@ -144,7 +144,7 @@ fn bench_size(c: &mut Criterion<TscCycles>, n: usize, label: &str) {
     let mut add_fail = 0usize;
     let mut adds = 0usize;
     // One step: add all[head..+B] (timed if `time_add`), delete all[tail..+B] (timed if not).
-    let mut step = |t: &Table, lane: &mut Lane, time_add: bool| -> u64 {
+    let mut step = |t: &Table, lane: &mut Local, time_add: bool| -> u64 {
         let h = head % all.len();
         let d = tail % all.len();
         let (hk, dk) = (&all[h..(h + B).min(all.len())], &all[d..(d + B).min(all.len())]);
@@ -172,7 +172,7 @@ fn bench_size(c: &mut Criterion<TscCycles>, n: usize, label: &str) {
     // ---- expiry: AutoDelete steady state: add-on-miss reclaims expired slots in its bucket, and
     // an incremental sweep (32 buckets per burst, timed with it) frees the others, no deletes ----
     let t = table(n, IdleTimeout::AutoDelete);
-    let mut lane = t.lane();
+    let mut lane = t.local();
     // Time advances one tick per added key; entries live 0.5 N ticks, so live + not-yet-swept
     // entries stay within the capacity when the sweep covers the table every 0.5 N ticks.
     t.set_expire_profile(0, Duration((n / 2) as u64));
@@ -180,7 +180,7 @@ fn bench_size(c: &mut Criterion<TscCycles>, n: usize, label: &str) {
     let mut now = 1u64;
     let mut pos = 0usize;
     let mut cursor = 0usize;
-    let mut expiry_step = |t: &Table, lane: &mut Lane| -> u64 {
+    let mut expiry_step = |t: &Table, lane: &mut Local| -> u64 {
         let s = pos % (stream.len() - B);
         pos += B;
         now += B as u64;
@@ -209,7 +209,7 @@ fn bench_size(c: &mut Criterion<TscCycles>, n: usize, label: &str) {
 
 /// Inserts (burst lookup + add_on_miss) `ks` into `t`; returns the TSC cycles taken.
 fn insert_all(t: &Table, ks: &[Key]) -> u64 {
-    let mut lane = t.lane();
+    let mut lane = t.local();
     let mut out = [Lookup::EMPTY; B];
     let t0 = rdtsc();
     for c in ks.chunks(B) {
@@ -220,7 +220,7 @@ fn insert_all(t: &Table, ks: &[Key]) -> u64 {
 
 /// Looks up `ks` in bursts; returns the TSC cycles taken.
 fn lookup_all(t: &Table, ks: &[Key]) -> u64 {
-    let mut lane = t.lane();
+    let mut lane = t.local();
     let mut out = [Lookup::EMPTY; B];
     let t0 = rdtsc();
     for c in ks.chunks(B) {

@@ -136,7 +136,7 @@ impl Default for MetronomeConfig {
 /// Why a [`MetronomeConfig`] was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ConfigError {
+pub enum MetronomeConfigError {
     /// `workers` was zero.
     NoWorkers,
     /// `queues` was zero.
@@ -151,15 +151,15 @@ pub enum ConfigError {
     FeedbackGain,
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for MetronomeConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ConfigError::NoWorkers => "metronome needs at least one worker",
-            ConfigError::NoQueues => "metronome needs at least one queue",
-            ConfigError::EwmaWeight => "ewma_weight must lie in [0, 1]",
-            ConfigError::RhoEpsilon => "rho_epsilon must lie in (0, 1)",
-            ConfigError::RingMargin => "ring_margin must lie in (0, 1]",
-            ConfigError::FeedbackGain => "vacation_feedback_gain must lie in [0, 1]",
+            MetronomeConfigError::NoWorkers => "metronome needs at least one worker",
+            MetronomeConfigError::NoQueues => "metronome needs at least one queue",
+            MetronomeConfigError::EwmaWeight => "ewma_weight must lie in [0, 1]",
+            MetronomeConfigError::RhoEpsilon => "rho_epsilon must lie in (0, 1)",
+            MetronomeConfigError::RingMargin => "ring_margin must lie in (0, 1]",
+            MetronomeConfigError::FeedbackGain => "vacation_feedback_gain must lie in [0, 1]",
         })
     }
 }
@@ -245,24 +245,29 @@ impl Params {
     ///
     /// The ring bound `margin·D/R` lowers the upper clamp; if it falls below the lower clamp,
     /// the ring bound wins (a full ring is worse than a busy poll).
-    pub fn new(cfg: &MetronomeConfig, rate: TickRate, workers: usize, queues: usize) -> Result<Self, ConfigError> {
+    pub fn new(
+        cfg: &MetronomeConfig,
+        rate: TickRate,
+        workers: usize,
+        queues: usize,
+    ) -> Result<Self, MetronomeConfigError> {
         if workers == 0 {
-            return Err(ConfigError::NoWorkers);
+            return Err(MetronomeConfigError::NoWorkers);
         }
         if queues == 0 {
-            return Err(ConfigError::NoQueues);
+            return Err(MetronomeConfigError::NoQueues);
         }
         if !(0.0..=1.0).contains(&cfg.ewma_weight) {
-            return Err(ConfigError::EwmaWeight);
+            return Err(MetronomeConfigError::EwmaWeight);
         }
         if !(cfg.rho_epsilon > 0.0 && cfg.rho_epsilon < 1.0) {
-            return Err(ConfigError::RhoEpsilon);
+            return Err(MetronomeConfigError::RhoEpsilon);
         }
         if !(cfg.ring_margin > 0.0 && cfg.ring_margin <= 1.0) {
-            return Err(ConfigError::RingMargin);
+            return Err(MetronomeConfigError::RingMargin);
         }
         if !(0.0..=1.0).contains(&cfg.vacation_feedback_gain) {
-            return Err(ConfigError::FeedbackGain);
+            return Err(MetronomeConfigError::FeedbackGain);
         }
         let ticks = |ns: u64| rate.ticks_from_ns(ns).ticks() as f64;
         let mut upper = ticks(cfg.max_short_timeout_ns);
@@ -561,7 +566,7 @@ impl Metronome<alloc::vec::Vec<QueueState>> {
         rate: TickRate,
         workers: usize,
         queues: usize,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, MetronomeConfigError> {
         let params = Params::new(cfg, rate, workers, queues)?;
         let qs = (0..queues).map(|_| QueueState::new(params.initial_short_timeout())).collect();
         Ok(Self { params, queues: qs })
@@ -836,23 +841,23 @@ mod tests {
     #[test]
     fn params_reject_bad_configs() {
         let c = MetronomeConfig::default();
-        assert_eq!(Params::new(&c, rate(), 0, 1), Err(ConfigError::NoWorkers));
-        assert_eq!(Params::new(&c, rate(), 1, 0), Err(ConfigError::NoQueues));
+        assert_eq!(Params::new(&c, rate(), 0, 1), Err(MetronomeConfigError::NoWorkers));
+        assert_eq!(Params::new(&c, rate(), 1, 0), Err(MetronomeConfigError::NoQueues));
         let mut bad = c;
         bad.ewma_weight = 1.5;
-        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(ConfigError::EwmaWeight));
+        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(MetronomeConfigError::EwmaWeight));
         bad = c;
         bad.ewma_weight = f64::NAN;
-        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(ConfigError::EwmaWeight));
+        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(MetronomeConfigError::EwmaWeight));
         bad = c;
         bad.rho_epsilon = 0.0;
-        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(ConfigError::RhoEpsilon));
+        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(MetronomeConfigError::RhoEpsilon));
         bad = c;
         bad.ring_margin = 0.0;
-        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(ConfigError::RingMargin));
+        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(MetronomeConfigError::RingMargin));
         bad = c;
         bad.vacation_feedback_gain = -0.1;
-        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(ConfigError::FeedbackGain));
+        assert_eq!(Params::new(&bad, rate(), 1, 1), Err(MetronomeConfigError::FeedbackGain));
     }
 
     #[test]

@@ -227,7 +227,7 @@ pub const DEFAULT_LINE_MBPS: u32 = 10_000;
 
 /// Why the command line was refused. Borrowed from the command line itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigError<'a> {
+pub enum BootConfigError<'a> {
     /// A token without `=`.
     NotKeyValue {
         /// The token.
@@ -261,13 +261,13 @@ pub enum ConfigError<'a> {
     },
 }
 
-impl fmt::Display for ConfigError<'_> {
+impl fmt::Display for BootConfigError<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            ConfigError::NotKeyValue { token } => {
+            BootConfigError::NotKeyValue { token } => {
                 write!(f, "boot option '{token}': expected key=value")
             }
-            ConfigError::UnknownKey { key } => {
+            BootConfigError::UnknownKey { key } => {
                 write!(f, "boot option '{key}': unknown key (known: ")?;
                 for (i, k) in KEYS.iter().enumerate() {
                     if i > 0 {
@@ -277,31 +277,31 @@ impl fmt::Display for ConfigError<'_> {
                 }
                 f.write_str(")")
             }
-            ConfigError::Duplicate { key } => write!(f, "boot option '{key}': given more than once"),
-            ConfigError::BadValue { key, expected, got } => {
+            BootConfigError::Duplicate { key } => write!(f, "boot option '{key}': given more than once"),
+            BootConfigError::BadValue { key, expected, got } => {
                 write!(f, "boot option '{key}': expected {expected}, got '{got}'")
             }
-            ConfigError::Missing { key, because } => write!(f, "boot option '{key}': required {because}"),
+            BootConfigError::Missing { key, because } => write!(f, "boot option '{key}': required {because}"),
         }
     }
 }
 
 impl BootConfig {
     /// Parses a kernel command line. An empty line gives the defaults.
-    pub fn parse(cmdline: &str) -> Result<Self, ConfigError<'_>> {
+    pub fn parse(cmdline: &str) -> Result<Self, BootConfigError<'_>> {
         let mut cfg = Self::default();
         let mut seen = [false; KEYS.len()];
         for token in cmdline.split_ascii_whitespace() {
             let Some((key, value)) = token.split_once('=') else {
-                return Err(ConfigError::NotKeyValue { token });
+                return Err(BootConfigError::NotKeyValue { token });
             };
             let Some(slot) = KEYS.iter().position(|k| *k == key) else {
-                return Err(ConfigError::UnknownKey { key });
+                return Err(BootConfigError::UnknownKey { key });
             };
             if core::mem::replace(&mut seen[slot], true) {
-                return Err(ConfigError::Duplicate { key });
+                return Err(BootConfigError::Duplicate { key });
             }
-            let bad = |expected| ConfigError::BadValue { key, expected, got: value };
+            let bad = |expected| BootConfigError::BadValue { key, expected, got: value };
             match key {
                 "mode" => {
                     cfg.mode = match value {
@@ -369,11 +369,11 @@ impl BootConfig {
                     ))?)
                 }
                 // Every key of KEYS is matched above.
-                _ => return Err(ConfigError::UnknownKey { key }),
+                _ => return Err(BootConfigError::UnknownKey { key }),
             }
         }
         if cfg.ctl.is_some() && cfg.ctl_key.is_none() {
-            return Err(ConfigError::Missing {
+            return Err(BootConfigError::Missing {
                 key: "ctl_key",
                 because: "with ctl=port:N (32 hex digits: control frames are signed with it)",
             });
@@ -488,7 +488,7 @@ mod tests {
         let c = BootConfig::parse("stall_ms=250 stall=1:500").unwrap();
         assert_eq!((c.stall_ms, c.stall), (250, Some((1, 500))));
         for bad in ["stall=1", "stall=64:5", "stall=1:x", "stall_ms=-1"] {
-            assert!(matches!(BootConfig::parse(bad), Err(ConfigError::BadValue { .. })), "{bad}");
+            assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { .. })), "{bad}");
         }
         let c = BootConfig::parse("line_mbps=25000").unwrap();
         assert_eq!(c.line_mbps, 25_000);
@@ -519,7 +519,7 @@ mod tests {
             "nics=g0:03.0",
         ] {
             let e = BootConfig::parse(bad).unwrap_err();
-            assert!(matches!(e, ConfigError::BadValue { key: "nics", .. }), "{bad}: {e:?}");
+            assert!(matches!(e, BootConfigError::BadValue { key: "nics", .. }), "{bad}: {e:?}");
             assert!(
                 alloc::format!("{e}").starts_with("boot option 'nics': expected one or two distinct PCI addresses")
             );
@@ -539,7 +539,7 @@ mod tests {
     #[test]
     fn unknown_key_is_named_with_the_known_ones() {
         let e = BootConfig::parse("ctl=off bogus=1").unwrap_err();
-        assert_eq!(e, ConfigError::UnknownKey { key: "bogus" });
+        assert_eq!(e, BootConfigError::UnknownKey { key: "bogus" });
         let msg = e.to_string();
         assert!(msg.starts_with("boot option 'bogus': unknown key (known: mode, stats_ms"), "{msg}");
     }
@@ -572,7 +572,7 @@ mod tests {
             ("line_mbps=10G", "line_mbps", "10G"),
         ] {
             match BootConfig::parse(line) {
-                Err(ConfigError::BadValue { key: k, got: g, .. }) => assert_eq!((k, g), (key, got), "{line}"),
+                Err(BootConfigError::BadValue { key: k, got: g, .. }) => assert_eq!((k, g), (key, got), "{line}"),
                 other => panic!("{line}: {other:?}"),
             }
         }
@@ -593,8 +593,8 @@ mod tests {
 
     #[test]
     fn duplicates_and_bare_tokens_are_refused() {
-        assert_eq!(BootConfig::parse("ctl=off ctl=off"), Err(ConfigError::Duplicate { key: "ctl" }));
-        assert_eq!(BootConfig::parse("quiet"), Err(ConfigError::NotKeyValue { token: "quiet" }));
+        assert_eq!(BootConfig::parse("ctl=off ctl=off"), Err(BootConfigError::Duplicate { key: "ctl" }));
+        assert_eq!(BootConfig::parse("quiet"), Err(BootConfigError::NotKeyValue { token: "quiet" }));
     }
 
     #[test]

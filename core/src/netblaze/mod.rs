@@ -100,11 +100,11 @@ impl Default for NetBlazeConfig {
     }
 }
 
-/// Why a [`NetBlazeConfig`] was refused; [`ConfigError::field`] names the field.
+/// Why a [`NetBlazeConfig`] was refused; [`NetBlazeConfigError::field`] names the field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum NetBlazeConfigError {
     /// `slo_ns` is zero.
     SloZero,
     /// `epoch_ns` (given or derived) is zero: the SLO leaves no epoch (SLO ≤ 40 µs).
@@ -125,34 +125,34 @@ pub enum ConfigError {
     Reclaim,
 }
 
-impl ConfigError {
+impl NetBlazeConfigError {
     /// The field at fault.
     pub const fn field(self) -> &'static str {
         match self {
-            ConfigError::SloZero => "slo_ns",
-            ConfigError::EpochZero | ConfigError::EpochNotBelowSlo => "epoch_ns",
-            ConfigError::AuxIdleEpochsZero => "aux_idle_epochs",
-            ConfigError::BoostBelowCapacity => "boost_percent",
-            ConfigError::ServerPeriodTooShort => "server_period_ns",
-            ConfigError::Overload => "overload",
-            ConfigError::Target => "target",
-            ConfigError::Reclaim => "reclaim",
+            NetBlazeConfigError::SloZero => "slo_ns",
+            NetBlazeConfigError::EpochZero | NetBlazeConfigError::EpochNotBelowSlo => "epoch_ns",
+            NetBlazeConfigError::AuxIdleEpochsZero => "aux_idle_epochs",
+            NetBlazeConfigError::BoostBelowCapacity => "boost_percent",
+            NetBlazeConfigError::ServerPeriodTooShort => "server_period_ns",
+            NetBlazeConfigError::Overload => "overload",
+            NetBlazeConfigError::Target => "target",
+            NetBlazeConfigError::Reclaim => "reclaim",
         }
     }
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for NetBlazeConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let why = match self {
-            ConfigError::SloZero => "must be positive",
-            ConfigError::EpochZero => "is zero (an SLO of at most 40 us leaves no default epoch)",
-            ConfigError::EpochNotBelowSlo => "must be below slo_ns",
-            ConfigError::AuxIdleEpochsZero => "must be at least 1",
-            ConfigError::BoostBelowCapacity => "must be at least 100",
-            ConfigError::ServerPeriodTooShort => "must be longer than one epoch",
-            ConfigError::Overload => "must lie in (0, 1]",
-            ConfigError::Target => "must lie in (0, overload]",
-            ConfigError::Reclaim => "must lie in [0, target)",
+            NetBlazeConfigError::SloZero => "must be positive",
+            NetBlazeConfigError::EpochZero => "is zero (an SLO of at most 40 us leaves no default epoch)",
+            NetBlazeConfigError::EpochNotBelowSlo => "must be below slo_ns",
+            NetBlazeConfigError::AuxIdleEpochsZero => "must be at least 1",
+            NetBlazeConfigError::BoostBelowCapacity => "must be at least 100",
+            NetBlazeConfigError::ServerPeriodTooShort => "must be longer than one epoch",
+            NetBlazeConfigError::Overload => "must lie in (0, 1]",
+            NetBlazeConfigError::Target => "must lie in (0, overload]",
+            NetBlazeConfigError::Reclaim => "must lie in [0, target)",
         };
         write!(f, "netblaze.{}: {why}", self.field())
     }
@@ -167,38 +167,38 @@ pub struct Params {
 
 impl NetBlazeConfig {
     /// Checks every field (in declaration order; the first fault is reported).
-    pub fn validate(&self) -> Result<Params, ConfigError> {
+    pub fn validate(&self) -> Result<Params, NetBlazeConfigError> {
         let in_unit = |x: f64| x > 0.0 && x <= 1.0;
         if self.slo_ns == 0 {
-            return Err(ConfigError::SloZero);
+            return Err(NetBlazeConfigError::SloZero);
         }
         let mut cfg = *self;
         if cfg.epoch_ns == 0 {
             cfg.epoch_ns = default_epoch_ns(self.slo_ns);
         }
         if cfg.epoch_ns == 0 {
-            return Err(ConfigError::EpochZero);
+            return Err(NetBlazeConfigError::EpochZero);
         }
         if cfg.epoch_ns >= cfg.slo_ns {
-            return Err(ConfigError::EpochNotBelowSlo);
+            return Err(NetBlazeConfigError::EpochNotBelowSlo);
         }
         if cfg.aux_idle_epochs == 0 {
-            return Err(ConfigError::AuxIdleEpochsZero);
+            return Err(NetBlazeConfigError::AuxIdleEpochsZero);
         }
         if cfg.boost_percent < 100 {
-            return Err(ConfigError::BoostBelowCapacity);
+            return Err(NetBlazeConfigError::BoostBelowCapacity);
         }
         if cfg.server_period_ns <= cfg.epoch_ns {
-            return Err(ConfigError::ServerPeriodTooShort);
+            return Err(NetBlazeConfigError::ServerPeriodTooShort);
         }
         if !in_unit(cfg.overload) {
-            return Err(ConfigError::Overload);
+            return Err(NetBlazeConfigError::Overload);
         }
         if !(in_unit(cfg.target) && cfg.target <= cfg.overload) {
-            return Err(ConfigError::Target);
+            return Err(NetBlazeConfigError::Target);
         }
         if !(cfg.reclaim >= 0.0 && cfg.reclaim < cfg.target) {
-            return Err(ConfigError::Reclaim);
+            return Err(NetBlazeConfigError::Reclaim);
         }
         Ok(Params { cfg })
     }

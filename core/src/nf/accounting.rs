@@ -36,7 +36,7 @@ use super::acl::{flow_key_from_words, flow_words};
 use super::{Nf, NfBatch, NfCtx, Pkt, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::parse::FlowKey;
-use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
+use crate::pna::exact::{Local, LocalStats, TableConfigError, Take};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
@@ -147,7 +147,7 @@ pub enum AccountingConfigError {
     /// `export_ring` or `event_ring` is zero or above [`MAX_RING`].
     ZeroRing,
     /// The flow table could not be built.
-    FlowTable(ConfigError),
+    FlowTable(TableConfigError),
     /// The export ring does not fit in the heap.
     OutOfMemory,
 }
@@ -321,7 +321,7 @@ pub struct AccountingCounters {
 #[derive(Debug)]
 pub struct Accounting {
     shared: Arc<AccountingShared>,
-    lane: Lane,
+    lane: Local,
     cursor: usize,
     counters: AccountingCounters,
     pending: heapless::Deque<Pending, PENDING>,
@@ -332,7 +332,7 @@ pub struct Accounting {
 impl Accounting {
     /// A worker's accounting over the shared state.
     pub fn new(shared: Arc<AccountingShared>) -> Self {
-        let lane = shared.flows.table().lane();
+        let lane = shared.flows.table().local();
         Self {
             shared,
             lane,
@@ -349,7 +349,7 @@ impl Accounting {
     }
 
     /// This worker's flow-table counters.
-    pub fn table_stats(&self) -> &LaneStats {
+    pub fn table_stats(&self) -> &LocalStats {
         self.lane.stats()
     }
 
@@ -546,7 +546,7 @@ impl Drop for Accounting {
             let Some(step) = self.pending.pop_front() else { break };
             self.run_step(step, Instant(u64::MAX));
         }
-        self.shared.flows.table().retire_lane(&mut self.lane);
+        self.shared.flows.table().retire_local(&mut self.lane);
     }
 }
 

@@ -28,7 +28,7 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::parse::{FlowKey, IpAddr};
-use crate::pna::exact::{ConfigError, Lane, LaneStats};
+use crate::pna::exact::{Local, LocalStats, TableConfigError};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::ternary::{FiveTuple, Rule};
 use crate::pna::{ActionId, ActionMask, IdleTimeout};
@@ -209,7 +209,7 @@ pub enum AclConfigError {
     /// `flow_timeout` is zero.
     ZeroFlowTimeout,
     /// The flow table could not be built.
-    FlowTable(ConfigError),
+    FlowTable(TableConfigError),
     /// A management command named a rule that does not exist.
     NoSuchRule {
         /// The rule id given.
@@ -571,7 +571,7 @@ pub struct AclCounters {
 pub struct Acl {
     shared: Arc<AclShared>,
     rules: Reader<AclRules>,
-    lane: Lane,
+    lane: Local,
     cursor: usize,
     counters: AclCounters,
 }
@@ -579,7 +579,7 @@ pub struct Acl {
 impl Acl {
     /// A worker's ACL over the shared state.
     pub fn new(shared: Arc<AclShared>) -> Self {
-        let lane = shared.flows.table().lane();
+        let lane = shared.flows.table().local();
         let rules = shared.rules.reader();
         Self { shared, rules, lane, cursor: 0, counters: AclCounters::default() }
     }
@@ -590,7 +590,7 @@ impl Acl {
     }
 
     /// This worker's flow-cache counters.
-    pub fn cache_stats(&self) -> &LaneStats {
+    pub fn cache_stats(&self) -> &LocalStats {
         self.lane.stats()
     }
 
@@ -602,7 +602,7 @@ impl Acl {
 
 impl Drop for Acl {
     fn drop(&mut self) {
-        self.shared.flows.table().retire_lane(&mut self.lane);
+        self.shared.flows.table().retire_local(&mut self.lane);
     }
 }
 

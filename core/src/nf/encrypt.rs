@@ -56,7 +56,7 @@ use crate::buf::Pool;
 use crate::checksum::Sum;
 use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, L4Kind};
-use crate::pna::exact::{Lane, hash_key};
+use crate::pna::exact::{Local, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
@@ -247,14 +247,14 @@ pub struct EncryptCounters {
 #[derive(Debug)]
 pub struct Encrypt {
     shared: Arc<EncryptShared>,
-    lane: Lane,
+    lane: Local,
     counters: EncryptCounters,
 }
 
 impl Encrypt {
     /// An instance over `shared` (with its own lane of the UDP table).
     pub fn new(shared: Arc<EncryptShared>) -> Self {
-        let lane = shared.udp.table().lane();
+        let lane = shared.udp.table().local();
         Self { shared, lane, counters: EncryptCounters::default() }
     }
 

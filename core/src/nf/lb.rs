@@ -27,7 +27,7 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, PROTO_TCP, PROTO_UDP, Parsed};
-use crate::pna::exact::{ConfigError, Lane, LaneStats, hash_key};
+use crate::pna::exact::{Local, LocalStats, TableConfigError, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
@@ -175,7 +175,7 @@ pub enum LbConfigError {
     /// `affinity_timeout` is zero.
     ZeroAffinityTimeout,
     /// The affinity table could not be built.
-    AffinityTable(ConfigError),
+    AffinityTable(TableConfigError),
 }
 
 impl fmt::Display for LbConfigError {
@@ -446,7 +446,7 @@ pub struct LbCounters {
 #[derive(Debug)]
 pub struct Lb {
     shared: Arc<LbShared>,
-    lane: Lane,
+    lane: Local,
     cursor: usize,
     counters: LbCounters,
 }
@@ -454,7 +454,7 @@ pub struct Lb {
 impl Lb {
     /// A worker's LB over the shared state.
     pub fn new(shared: Arc<LbShared>) -> Self {
-        let lane = shared.affinity.table().lane();
+        let lane = shared.affinity.table().local();
         Self { shared, lane, cursor: 0, counters: LbCounters::default() }
     }
 
@@ -464,7 +464,7 @@ impl Lb {
     }
 
     /// This worker's affinity-table counters.
-    pub fn affinity_stats(&self) -> &LaneStats {
+    pub fn affinity_stats(&self) -> &LocalStats {
         self.lane.stats()
     }
 
@@ -514,7 +514,7 @@ impl Lb {
 
 impl Drop for Lb {
     fn drop(&mut self) {
-        self.shared.affinity.table().retire_lane(&mut self.lane);
+        self.shared.affinity.table().retire_local(&mut self.lane);
     }
 }
 

@@ -41,7 +41,7 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::parse::{Fragment, IpAddr, L3Kind, L4Kind, Parsed};
-use crate::pna::exact::{ConfigError, Lane, LaneStats, Take};
+use crate::pna::exact::{Local, LocalStats, TableConfigError, Take};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, EntryError, IdleTimeout, NotDone};
 use crate::stage::PORTS;
@@ -116,7 +116,7 @@ pub enum NatConfigError {
     /// `timeout` is zero.
     ZeroTimeout,
     /// A mapping table could not be built.
-    Table(ConfigError),
+    Table(TableConfigError),
 }
 
 impl fmt::Display for NatConfigError {
@@ -319,8 +319,8 @@ pub struct NatCounters {
 #[derive(Debug)]
 pub struct Nat {
     shared: Arc<NatShared>,
-    out_lane: Lane,
-    in_lane: Lane,
+    out_lane: Local,
+    in_lane: Local,
     cursor: usize,
     counters: NatCounters,
     pending: heapless::Deque<Pending, PENDING>,
@@ -329,8 +329,8 @@ pub struct Nat {
 impl Nat {
     /// A worker's NAT over the shared state.
     pub fn new(shared: Arc<NatShared>) -> Self {
-        let out_lane = shared.out.table().lane();
-        let in_lane = shared.inb.table().lane();
+        let out_lane = shared.out.table().local();
+        let in_lane = shared.inb.table().local();
         Self { shared, out_lane, in_lane, cursor: 0, counters: NatCounters::default(), pending: heapless::Deque::new() }
     }
 
@@ -340,7 +340,7 @@ impl Nat {
     }
 
     /// This worker's outbound-table counters.
-    pub fn table_stats(&self) -> &LaneStats {
+    pub fn table_stats(&self) -> &LocalStats {
         self.out_lane.stats()
     }
 
@@ -503,8 +503,8 @@ impl Drop for Nat {
             let Some(step) = self.pending.pop_front() else { break };
             self.run_step(step, Instant(u64::MAX));
         }
-        self.shared.out.table().retire_lane(&mut self.out_lane);
-        self.shared.inb.table().retire_lane(&mut self.in_lane);
+        self.shared.out.table().retire_local(&mut self.out_lane);
+        self.shared.inb.table().retire_local(&mut self.in_lane);
     }
 }
 

@@ -78,7 +78,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, Anchored, Input, MatchKind, Sta
 use super::encrypt::KEY_WORDS;
 use super::{Nf, NfBatch, NfCtx};
 use crate::buf::Pool;
-use crate::pna::exact::Lane;
+use crate::pna::exact::Local;
 use crate::pna::p4::{Actions, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, IdleTimeout};
 use crate::time::{Duration, Instant};
@@ -402,7 +402,7 @@ pub struct UrlFilterCounters {
 /// The URL filter on one worker core.
 pub struct UrlFilter {
     shared: Arc<UrlFilterShared>,
-    lane: Lane,
+    lane: Local,
     cursor: usize,
     stream: Vec<u8>,
     url: Vec<u8>,
@@ -432,7 +432,7 @@ impl UrlFilter {
     /// An instance over `shared`, with its own table lane and scratch buffers.
     pub fn new(shared: Arc<UrlFilterShared>) -> Self {
         let window = shared.slabs.window();
-        let lane = shared.flows.table().lane();
+        let lane = shared.flows.table().local();
         // Spread the instances' slab cursors apart.
         let cursor = INSTANCES.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9E37_79B9);
         Self { shared, lane, cursor, stream: vec![0; window], url: vec![0; window + 256], counters: Default::default() }

@@ -28,23 +28,23 @@
 //! decl.idle_timeout = IdleTimeout::AutoDelete;
 //! let t = P4Table::<2, 1, Conn>::new(decl);
 //! t.table().set_expire_profile(1, Duration(1_000));
-//! let mut lane = t.table().lane();
+//! let mut local = t.table().local();
 //! let key = [[0x0a00_0001_0a00_0002, 0x0006_1234_0050]];
 //! let mut out = [t.placeholder(); 1];
-//! t.apply_burst(&mut lane, &key, Instant(0), &mut out);
+//! t.apply_burst(&mut local, &key, Instant(0), &mut out);
 //! let Applied::Miss { miss, .. } = out[0] else { unreachable!() };
-//! assert_eq!(t.add_entry(&mut lane, &miss, &Conn::Track { packets: 1 }, 1, Instant(0)), AddStatus::Success);
-//! t.apply_burst(&mut lane, &key, Instant(10), &mut out);
+//! assert_eq!(t.add_entry(&mut local, &miss, &Conn::Track { packets: 1 }, 1, Instant(0)), AddStatus::Success);
+//! t.apply_burst(&mut local, &key, Instant(10), &mut out);
 //! let Applied::Hit { action: Conn::Track { packets }, entry } = out[0] else { unreachable!() };
-//! t.update(&mut lane, &entry, &Conn::Track { packets: packets + 1 }, Instant(10)).unwrap();
-//! t.apply_burst(&mut lane, &key, Instant(2_000), &mut out); // idle for 1000 ticks: gone
+//! t.update(&mut local, &entry, &Conn::Track { packets: packets + 1 }, Instant(10)).unwrap();
+//! t.apply_burst(&mut local, &key, Instant(2_000), &mut out); // idle for 1000 ticks: gone
 //! assert!(matches!(out[0], Applied::Miss { .. }));
 //! ```
 
 use core::fmt;
 use core::marker::PhantomData;
 
-use super::exact::{EntryHandle, ExactConfig, ExactTable, Lane, Lookup, Miss, burst::BURST};
+use super::exact::{EntryHandle, ExactConfig, ExactTable, Local, Lookup, Miss, burst::BURST};
 use super::{ActionId, ActionMask, AddStatus, EntryError, ExpireProfileId, IdleTimeout};
 use crate::time::Instant;
 
@@ -138,7 +138,7 @@ impl<const KW: usize, const DW: usize, A: Actions<DW>> fmt::Debug for P4Table<KW
 
 impl<const KW: usize, const DW: usize, A: Actions<DW>> P4Table<KW, DW, A> {
     /// Builds the table; `Err` for an invalid declaration.
-    pub fn try_new(decl: TableDecl<A>) -> Result<Self, super::exact::ConfigError> {
+    pub fn try_new(decl: TableDecl<A>) -> Result<Self, super::exact::TableConfigError> {
         let mut cfg = ExactConfig::new(decl.capacity);
         cfg.add_on_miss = decl.add_on_miss;
         cfg.idle_timeout = decl.idle_timeout;
@@ -160,7 +160,7 @@ impl<const KW: usize, const DW: usize, A: Actions<DW>> P4Table<KW, DW, A> {
         }
     }
 
-    /// The underlying exact table (lanes, profiles, control plane, sweep, events).
+    /// The underlying exact table (locals, profiles, control plane, sweep, events).
     pub fn table(&self) -> &ExactTable<KW, DW> {
         &self.table
     }
@@ -190,13 +190,19 @@ impl<const KW: usize, const DW: usize, A: Actions<DW>> P4Table<KW, DW, A> {
     }
 
     /// Applies the table to each key (in groups of 32); returns the hits.
-    pub fn apply_burst(&self, lane: &mut Lane, keys: &[[u64; KW]], now: Instant, out: &mut [Applied<KW, A>]) -> usize {
+    pub fn apply_burst(
+        &self,
+        local: &mut Local,
+        keys: &[[u64; KW]],
+        now: Instant,
+        out: &mut [Applied<KW, A>],
+    ) -> usize {
         let mut raw = [Lookup::<KW, DW>::EMPTY; BURST];
         let mut hits = 0;
         for (k, o) in keys.chunks(BURST).zip(out.chunks_mut(BURST)) {
             let n = k.len().min(o.len());
             let (Some(kk), Some(rr)) = (k.get(..n), raw.get_mut(..n)) else { break };
-            hits += self.table.lookup_burst(lane, kk, now, rr);
+            hits += self.table.lookup_burst(local, kk, now, rr);
             for (dst, src) in o.iter_mut().zip(rr.iter()) {
                 *dst = self.convert(*src);
             }
@@ -205,71 +211,76 @@ impl<const KW: usize, const DW: usize, A: Actions<DW>> P4Table<KW, DW, A> {
     }
 
     /// Applies the table to one key.
-    pub fn apply(&self, lane: &mut Lane, key: &[u64; KW], now: Instant) -> Applied<KW, A> {
-        self.convert(self.table.lookup(lane, key, now))
+    pub fn apply(&self, local: &mut Local, key: &[u64; KW], now: Instant) -> Applied<KW, A> {
+        self.convert(self.table.lookup(local, key, now))
     }
 
     /// PNA `add_entry(action, params, expire_time_profile_id)` from the default action.
     pub fn add_entry(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         miss: &Miss<KW>,
         action: &A,
         profile: ExpireProfileId,
         now: Instant,
     ) -> AddStatus {
         let (id, params) = action.encode();
-        self.table.add_on_miss(lane, miss, id, &params, profile, now)
+        self.table.add_on_miss(local, miss, id, &params, profile, now)
     }
 
     /// Data-plane update of the hit entry's parameters (the action stays the one that hit;
     /// passing another action is `InvalidAction`).
-    pub fn update(&self, lane: &mut Lane, entry: &EntryRef<KW>, action: &A, now: Instant) -> Result<(), EntryError> {
+    pub fn update(&self, local: &mut Local, entry: &EntryRef<KW>, action: &A, now: Instant) -> Result<(), EntryError> {
         let (id, params) = action.encode();
         if id != entry.action {
             return Err(EntryError::InvalidAction);
         }
-        self.table.update_params(lane, &entry.handle, &params, now)
+        self.table.update_params(local, &entry.handle, &params, now)
     }
 
     /// PNA `set_entry_expire_time(profile)` for the hit entry.
     pub fn set_entry_expire_time(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         entry: &EntryRef<KW>,
         profile: ExpireProfileId,
         now: Instant,
     ) -> Result<(), EntryError> {
-        self.table.set_entry_expire_time(lane, &entry.handle, profile, now)
+        self.table.set_entry_expire_time(local, &entry.handle, profile, now)
     }
 
     /// PNA `restart_expire_timer()` for the hit entry.
-    pub fn restart_expire_timer(&self, lane: &mut Lane, entry: &EntryRef<KW>, now: Instant) -> Result<(), EntryError> {
-        self.table.restart_expire_timer(lane, &entry.handle, now)
+    pub fn restart_expire_timer(
+        &self,
+        local: &mut Local,
+        entry: &EntryRef<KW>,
+        now: Instant,
+    ) -> Result<(), EntryError> {
+        self.table.restart_expire_timer(local, &entry.handle, now)
     }
 
     /// Control-plane insert of a typed entry.
     pub fn insert(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         key: &[u64; KW],
         action: &A,
         profile: ExpireProfileId,
         now: Instant,
     ) -> AddStatus {
         let (id, params) = action.encode();
-        self.table.insert(lane, key, id, &params, profile, now)
+        self.table.insert(local, key, id, &params, profile, now)
     }
 
     /// Control-plane modify of a typed entry (action and parameters).
-    pub fn modify(&self, lane: &mut Lane, key: &[u64; KW], action: &A, now: Instant) -> Result<(), EntryError> {
+    pub fn modify(&self, local: &mut Local, key: &[u64; KW], action: &A, now: Instant) -> Result<(), EntryError> {
         let (id, params) = action.encode();
-        self.table.modify(lane, key, id, &params, now)
+        self.table.modify(local, key, id, &params, now)
     }
 
     /// Control-plane delete.
-    pub fn delete(&self, lane: &mut Lane, key: &[u64; KW], now: Instant) -> Result<(), EntryError> {
-        self.table.delete(lane, key, now)
+    pub fn delete(&self, local: &mut Local, key: &[u64; KW], now: Instant) -> Result<(), EntryError> {
+        self.table.delete(local, key, now)
     }
 
     /// The typed entry for `key`, if present at `now`.

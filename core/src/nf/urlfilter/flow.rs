@@ -13,14 +13,14 @@ use crate::nf::{Pkt, Verdict};
 use crate::parse::{Fragment, L4Kind, PROTO_TCP};
 use crate::pna::AddStatus;
 use crate::pna::NotDone;
-use crate::pna::exact::Lane;
+use crate::pna::exact::Local;
 use crate::pna::p4::{Applied, EntryRef};
 use crate::time::Instant;
 
 /// Everything one packet needs besides the instance's buffers.
 struct Step<'a, 'p, 'm> {
     shared: &'a UrlFilterShared,
-    lane: &'a mut Lane,
+    lane: &'a mut Local,
     counters: &'a mut UrlFilterCounters,
     pool: &'a mut Pool<'m>,
     p: &'p mut Pkt,

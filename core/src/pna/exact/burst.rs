@@ -14,7 +14,7 @@
 //! with the retrying single-key path.
 
 use super::super::{Ordering, fence};
-use super::{ExactTable, Found, LIVE, Lane, Lookup, SIG_MASK, WAYS};
+use super::{ExactTable, Found, LIVE, Local, Lookup, SIG_MASK, WAYS};
 use crate::sync::prefetch::prefetch;
 use crate::time::Instant;
 
@@ -24,15 +24,21 @@ pub const BURST: usize = 32;
 impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Looks up `keys` (any number; processed 32 at a time) into `out[i]`; returns the hits.
     /// Keys beyond `out.len()` are not looked up.
-    pub fn lookup_burst(&self, lane: &mut Lane, keys: &[[u64; KW]], now: Instant, out: &mut [Lookup<KW, DW>]) -> usize {
+    pub fn lookup_burst(
+        &self,
+        local: &mut Local,
+        keys: &[[u64; KW]],
+        now: Instant,
+        out: &mut [Lookup<KW, DW>],
+    ) -> usize {
         let mut hits = 0;
         for (k, o) in keys.chunks(BURST).zip(out.chunks_mut(BURST)) {
-            hits += self.lookup_group(lane, k, now, o);
+            hits += self.lookup_group(local, k, now, o);
         }
         hits
     }
 
-    fn lookup_group(&self, lane: &mut Lane, keys: &[[u64; KW]], now: Instant, out: &mut [Lookup<KW, DW>]) -> usize {
+    fn lookup_group(&self, local: &mut Local, keys: &[[u64; KW]], now: Instant, out: &mut [Lookup<KW, DW>]) -> usize {
         let n = keys.len().min(out.len()).min(BURST);
         let mut hash = [0u64; BURST];
         let mut seq = [1u64; BURST];
@@ -114,10 +120,10 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
                 // The tag read in phase 3 must agree with the candidate mask of phase 2; both came
                 // from the same validated snapshot, so it does.
                 debug_assert!(f.is_none_or(|f| f.tag & LIVE != 0));
-                self.conclude(lane, b, key, *h, *f, now)
+                self.conclude(local, b, key, *h, *f, now)
             } else {
-                lane.stats.read_retries += 1;
-                self.lookup_hashed(lane, key, *h, now)
+                local.stats.read_retries += 1;
+                self.lookup_hashed(local, key, *h, now)
             };
             hits += usize::from(matches!(o, Lookup::Hit(_)));
         }

@@ -6,7 +6,7 @@
 
 use super::super::events::ExpiryEvent;
 use super::super::{ActionId, AddStatus, EntryError, ExpireProfileId, IdleTimeout, Ordering, fence, spin_hint};
-use super::{Bucket, ExactTable, LIVE, Lane, NEVER, NOTIFIED, READ_RETRIES, SIG_MASK, WAYS, tag_action, tag_profile};
+use super::{Bucket, ExactTable, LIVE, Local, NEVER, NOTIFIED, READ_RETRIES, SIG_MASK, WAYS, tag_action, tag_profile};
 use crate::time::Instant;
 
 /// A stored entry, as the control plane sees it.
@@ -41,15 +41,15 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Control-plane insert (allowed whatever `add_on_miss` says). Counted like an add.
     pub fn insert(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         key: &[u64; KW],
         action: ActionId,
         params: &[u64; DW],
         profile: ExpireProfileId,
         now: Instant,
     ) -> AddStatus {
-        let r = self.insert_hashed(lane, key, self.hash(key), action, params, profile, now);
-        Self::count_add(lane, r)
+        let r = self.insert_hashed(local, key, self.hash(key), action, params, profile, now);
+        Self::count_add(local, r)
     }
 
     /// Finds `key` in a locked bucket: its way, if it is live and (under `AutoDelete`) not expired.
@@ -63,14 +63,14 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Control-plane modify: replaces the entry's action and parameters (its timer is untouched).
     pub fn modify(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         key: &[u64; KW],
         action: ActionId,
         params: &[u64; DW],
         now: Instant,
     ) -> Result<(), EntryError> {
         if !self.cfg.hit_actions.contains(action) {
-            lane.stats.update_failures += 1;
+            local.stats.update_failures += 1;
             return Err(EntryError::InvalidAction);
         }
         let hash = self.hash(key);
@@ -90,15 +90,15 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             Ok(())
         })();
         match r {
-            Ok(()) => lane.stats.updates += 1,
-            Err(_) => lane.stats.update_failures += 1,
+            Ok(()) => local.stats.updates += 1,
+            Err(_) => local.stats.update_failures += 1,
         }
         r
     }
 
     /// Control-plane delete. Under `AutoDelete` an expired entry counts as absent: its slot is
     /// freed and the answer is `NotFound`.
-    pub fn delete(&self, lane: &mut Lane, key: &[u64; KW], now: Instant) -> Result<(), EntryError> {
+    pub fn delete(&self, local: &mut Local, key: &[u64; KW], now: Instant) -> Result<(), EntryError> {
         let hash = self.hash(key);
         let (b, sig) = ((hash & self.mask) as usize, hash >> 32);
         let bucket = self.buckets.get(b).ok_or(EntryError::NotFound)?;
@@ -107,12 +107,12 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         let expired = self.slot(b, way).is_some_and(|s| self.is_expired(s.deadline.load(Ordering::Relaxed), now));
         bucket.set_tag(way, 0);
         drop(guard);
-        self.give_capacity(lane);
+        self.give_capacity(local);
         if expired {
-            lane.stats.expired_reclaimed += 1;
+            local.stats.expired_reclaimed += 1;
             return Err(EntryError::NotFound);
         }
-        lane.stats.deletes += 1;
+        local.stats.deletes += 1;
         Ok(())
     }
 
@@ -131,7 +131,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Unlike `delete`, an expired entry under `AutoDelete` is returned like any other.
     pub fn take(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         key: &[u64; KW],
         cond: impl FnOnce(&Entry<KW, DW>) -> bool,
     ) -> Result<Entry<KW, DW>, Take<KW, DW>> {
@@ -157,8 +157,8 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         }
         bucket.set_tag(way, 0);
         drop(guard);
-        self.give_capacity(lane);
-        lane.stats.deletes += 1;
+        self.give_capacity(local);
+        local.stats.deletes += 1;
         Ok(entry)
     }
 
@@ -265,7 +265,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// (0 after the last bucket). `NotifyControl`: each expired entry is reported once on the event
     /// ring (if the ring is full the report is counted as an overflow and retried by a later
     /// sweep); `AutoDelete`: expired entries are freed; `NoTimeout`: nothing to do.
-    pub fn sweep(&self, lane: &mut Lane, now: Instant, cursor: usize, max_buckets: usize) -> usize {
+    pub fn sweep(&self, local: &mut Local, now: Instant, cursor: usize, max_buckets: usize) -> usize {
         let n = self.buckets.len();
         if self.cfg.idle_timeout == IdleTimeout::NoTimeout {
             return 0;
@@ -273,12 +273,12 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         let start = if cursor < n { cursor } else { 0 };
         let end = start.saturating_add(max_buckets).min(n);
         for b in start..end {
-            self.sweep_bucket(lane, b, now);
+            self.sweep_bucket(local, b, now);
         }
         if end >= n { 0 } else { end }
     }
 
-    fn sweep_bucket(&self, lane: &mut Lane, b: usize, now: Instant) {
+    fn sweep_bucket(&self, local: &mut Local, b: usize, now: Instant) {
         let Some(bucket) = self.buckets.get(b) else { return };
         let due = |w: usize, tag: u64| {
             tag & LIVE != 0
@@ -310,13 +310,13 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             };
             if self.events.push(&ev) {
                 bucket.set_tag(w, tag | NOTIFIED);
-                lane.stats.expired_notified += 1;
+                local.stats.expired_notified += 1;
             }
         }
         drop(guard);
         for _ in 0..freed {
-            self.give_capacity(lane);
-            lane.stats.expired_reclaimed += 1;
+            self.give_capacity(local);
+            local.stats.expired_reclaimed += 1;
         }
     }
 }

@@ -52,13 +52,13 @@ use crate::time::{Duration, Instant};
 
 pub mod burst;
 mod control;
-mod lane;
+mod local;
 mod types;
 mod update;
 
 pub use control::{Entry, Take};
-pub use lane::{CHUNK, Lane, LaneStats};
-pub use types::{ConfigError, EntryHandle, ExactConfig, Hit, Lookup, Miss};
+pub use local::{CHUNK, Local, LocalStats};
+pub use types::{EntryHandle, ExactConfig, Hit, Lookup, Miss, TableConfigError};
 
 /// Slots per bucket (the header line holds `seq` plus one tag per slot).
 pub const WAYS: usize = 7;
@@ -226,7 +226,7 @@ struct Found<const DW: usize> {
     deadline: u64,
 }
 
-/// The exact-match table. Share it by reference between cores; give each core its own [`Lane`].
+/// The exact-match table. Share it by reference between cores; give each core its own [`Local`].
 pub struct ExactTable<const KW: usize, const DW: usize> {
     buckets: Box<[Bucket]>,
     slots: Box<[Slot<KW, DW>]>,
@@ -250,21 +250,21 @@ impl<const KW: usize, const DW: usize> fmt::Debug for ExactTable<KW, DW> {
 
 impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Builds a table (all memory is allocated here, never later).
-    pub fn try_new(cfg: ExactConfig) -> Result<Self, ConfigError> {
+    pub fn try_new(cfg: ExactConfig) -> Result<Self, TableConfigError> {
         if cfg.capacity == 0 {
-            return Err(ConfigError::ZeroCapacity);
+            return Err(TableConfigError::ZeroCapacity);
         }
         let buckets = if cfg.buckets == 0 { cfg.capacity.div_ceil(2).next_power_of_two() } else { cfg.buckets };
         if !buckets.is_power_of_two() || buckets > u32::MAX as usize {
-            return Err(ConfigError::BadBuckets);
+            return Err(TableConfigError::BadBuckets);
         }
-        let n_slots = buckets.checked_mul(WAYS).ok_or(ConfigError::BadBuckets)?;
+        let n_slots = buckets.checked_mul(WAYS).ok_or(TableConfigError::BadBuckets)?;
         // Fallible: a table too big for the heap is a configuration error, not a panic.
         let mut b = Vec::new();
-        b.try_reserve_exact(buckets).map_err(|_| ConfigError::OutOfMemory)?;
+        b.try_reserve_exact(buckets).map_err(|_| TableConfigError::OutOfMemory)?;
         b.resize_with(buckets, Bucket::new);
         let mut s = Vec::new();
-        s.try_reserve_exact(n_slots).map_err(|_| ConfigError::OutOfMemory)?;
+        s.try_reserve_exact(n_slots).map_err(|_| TableConfigError::OutOfMemory)?;
         s.resize_with(n_slots, Slot::new);
         let mut p = Vec::with_capacity(PROFILES);
         p.resize_with(PROFILES, || AtomicU64::new(NEVER));
@@ -274,7 +274,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             mask: (buckets - 1) as u64,
             used: AtomicUsize::new(0),
             profiles: p.into_boxed_slice(),
-            events: EventRing::try_new(cfg.event_ring).ok_or(ConfigError::OutOfMemory)?,
+            events: EventRing::try_new(cfg.event_ring).ok_or(TableConfigError::OutOfMemory)?,
             cfg,
             id: NEXT_TABLE_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
         })
@@ -302,20 +302,20 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         self.buckets.len()
     }
 
-    /// A new lane for one core (counters and a capacity reserve).
-    pub fn lane(&self) -> Lane {
-        Lane { table_id: self.id, reserve: 0, stats: LaneStats::default() }
+    /// A new local for one core (counters and a capacity reserve).
+    pub fn local(&self) -> Local {
+        Local { table_id: self.id, reserve: 0, stats: LocalStats::default() }
     }
 
-    /// Returns a lane's capacity reserve to the table (call when a core stops using the table).
-    pub fn retire_lane(&self, lane: &mut Lane) {
-        if lane.table_id == self.id && lane.reserve > 0 {
-            self.used.fetch_sub(lane.reserve, Ordering::Relaxed);
-            lane.reserve = 0;
+    /// Returns a local's capacity reserve to the table (call when a core stops using the table).
+    pub fn retire_local(&self, local: &mut Local) {
+        if local.table_id == self.id && local.reserve > 0 {
+            self.used.fetch_sub(local.reserve, Ordering::Relaxed);
+            local.reserve = 0;
         }
     }
 
-    /// Entries stored plus capacity held in lane reserves (an upper bound on the live entries).
+    /// Entries stored plus capacity held in local reserves (an upper bound on the live entries).
     pub fn used_capacity(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }
@@ -381,7 +381,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     #[inline]
     fn conclude(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         b: usize,
         key: &[u64; KW],
         hash: u64,
@@ -390,7 +390,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     ) -> Lookup<KW, DW> {
         if let Some(f) = found {
             if !self.is_expired(f.deadline, now) {
-                lane.stats.hits += 1;
+                local.stats.hits += 1;
                 return Lookup::Hit(Hit {
                     action: tag_action(f.tag),
                     params: f.params,
@@ -398,18 +398,18 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
                     handle: EntryHandle { key: *key, bucket: b as u32, way: f.way as u8 },
                 });
             }
-            lane.stats.expired_misses += 1;
+            local.stats.expired_misses += 1;
         }
-        lane.stats.misses += 1;
+        local.stats.misses += 1;
         Lookup::Miss(Miss { key: *key, hash })
     }
 
     /// Looks up one key whose hash is known.
-    pub(crate) fn lookup_hashed(&self, lane: &mut Lane, key: &[u64; KW], hash: u64, now: Instant) -> Lookup<KW, DW> {
+    pub(crate) fn lookup_hashed(&self, local: &mut Local, key: &[u64; KW], hash: u64, now: Instant) -> Lookup<KW, DW> {
         let b = (hash & self.mask) as usize;
         let sig = hash >> 32;
         let Some(bucket) = self.buckets.get(b) else {
-            lane.stats.misses += 1;
+            local.stats.misses += 1;
             return Lookup::Miss(Miss { key: *key, hash });
         };
         for _ in 0..READ_RETRIES {
@@ -418,27 +418,27 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
                 let found = self.scan(bucket, b, sig, key);
                 fence(Ordering::Acquire);
                 if bucket.seq.load(Ordering::Relaxed) == s {
-                    return self.conclude(lane, b, key, hash, found, now);
+                    return self.conclude(local, b, key, hash, found, now);
                 }
             }
-            lane.stats.read_retries += 1;
+            local.stats.read_retries += 1;
             spin_hint();
         }
         // No clean snapshot within the bound: a miss (an add re-checks the key under the lock).
-        lane.stats.misses += 1;
+        local.stats.misses += 1;
         Lookup::Miss(Miss { key: *key, hash })
     }
 
     /// Looks up one key (convenience; [`lookup_burst`](Self::lookup_burst) is faster per key).
     #[inline]
-    pub fn lookup(&self, lane: &mut Lane, key: &[u64; KW], now: Instant) -> Lookup<KW, DW> {
-        self.lookup_hashed(lane, key, self.hash(key), now)
+    pub fn lookup(&self, local: &mut Local, key: &[u64; KW], now: Instant) -> Lookup<KW, DW> {
+        self.lookup_hashed(local, key, self.hash(key), now)
     }
 
-    /// Takes one unit of capacity (lane reserve first, then the shared counter in chunks).
-    fn take_capacity(&self, lane: &mut Lane) -> bool {
-        if lane.table_id != self.id {
-            // A foreign lane: account one by one, correct but without the reserve.
+    /// Takes one unit of capacity (local reserve first, then the shared counter in chunks).
+    fn take_capacity(&self, local: &mut Local) -> bool {
+        if local.table_id != self.id {
+            // A foreign local: account one by one, correct but without the reserve.
             let mut cur = self.used.load(Ordering::Relaxed);
             while cur < self.cfg.capacity {
                 match self.used.compare_exchange(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed) {
@@ -448,36 +448,36 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             }
             return false;
         }
-        if lane.reserve == 0 {
+        if local.reserve == 0 {
             let mut cur = self.used.load(Ordering::Relaxed);
             while cur < self.cfg.capacity {
                 let n = (self.cfg.capacity - cur).min(CHUNK);
                 match self.used.compare_exchange(cur, cur + n, Ordering::Relaxed, Ordering::Relaxed) {
                     Ok(_) => {
-                        lane.reserve = n;
+                        local.reserve = n;
                         break;
                     }
                     Err(v) => cur = v,
                 }
             }
         }
-        if lane.reserve == 0 {
+        if local.reserve == 0 {
             return false;
         }
-        lane.reserve -= 1;
+        local.reserve -= 1;
         true
     }
 
-    /// Gives one unit of capacity back (into the lane's reserve; chunks spill to the table).
-    fn give_capacity(&self, lane: &mut Lane) {
-        if lane.table_id != self.id {
+    /// Gives one unit of capacity back (into the local's reserve; chunks spill to the table).
+    fn give_capacity(&self, local: &mut Local) {
+        if local.table_id != self.id {
             self.used.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        lane.reserve += 1;
-        if lane.reserve > 2 * CHUNK {
+        local.reserve += 1;
+        if local.reserve > 2 * CHUNK {
             self.used.fetch_sub(CHUNK, Ordering::Relaxed);
-            lane.reserve -= CHUNK;
+            local.reserve -= CHUNK;
         }
     }
 
@@ -488,7 +488,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     #[allow(clippy::too_many_arguments)]
     fn insert_hashed(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         key: &[u64; KW],
         hash: u64,
         action: ActionId,
@@ -521,12 +521,12 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             }
         }
         let way = if let Some(w) = same {
-            lane.stats.expired_reclaimed += 1;
+            local.stats.expired_reclaimed += 1;
             w
-        } else if let Some(w) = empty.filter(|_| self.take_capacity(lane)) {
+        } else if let Some(w) = empty.filter(|_| self.take_capacity(local)) {
             w
         } else if let Some(w) = self.find_expired(bucket, b, now) {
-            lane.stats.expired_reclaimed += 1;
+            local.stats.expired_reclaimed += 1;
             w
         } else if empty.is_some() {
             return Err(NotDone::TableFull);
@@ -552,14 +552,14 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         })
     }
 
-    fn count_add(lane: &mut Lane, r: Result<(), NotDone>) -> super::AddStatus {
+    fn count_add(local: &mut Local, r: Result<(), NotDone>) -> super::AddStatus {
         match r {
             Ok(()) => {
-                lane.stats.adds += 1;
+                local.stats.adds += 1;
                 super::AddStatus::Success
             }
             Err(e) => {
-                lane.stats.count_failure(e);
+                local.stats.count_failure(e);
                 super::AddStatus::NotDone(e)
             }
         }
@@ -569,7 +569,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// expire-time profile. The next lookup of the key hits. Never panics; failures are counted.
     pub fn add_on_miss(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         miss: &Miss<KW>,
         action: ActionId,
         params: &[u64; DW],
@@ -577,10 +577,10 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         now: Instant,
     ) -> super::AddStatus {
         let r = if self.cfg.add_on_miss {
-            self.insert_hashed(lane, &miss.key, miss.hash, action, params, profile, now)
+            self.insert_hashed(local, &miss.key, miss.hash, action, params, profile, now)
         } else {
             Err(NotDone::AddOnMissDisabled)
         };
-        Self::count_add(lane, r)
+        Self::count_add(local, r)
     }
 }

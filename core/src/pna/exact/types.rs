@@ -43,7 +43,7 @@ impl ExactConfig {
 /// Why a table could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ConfigError {
+pub enum TableConfigError {
     /// `capacity` is zero.
     ZeroCapacity,
     /// `buckets` is not a power of two, or the table would not fit the address space.
@@ -52,12 +52,12 @@ pub enum ConfigError {
     OutOfMemory,
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for TableConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ConfigError::ZeroCapacity => "capacity is zero",
-            ConfigError::BadBuckets => "bucket count is not a usable power of two",
-            ConfigError::OutOfMemory => "not enough memory for a table of this capacity",
+            TableConfigError::ZeroCapacity => "capacity is zero",
+            TableConfigError::BadBuckets => "bucket count is not a usable power of two",
+            TableConfigError::OutOfMemory => "not enough memory for a table of this capacity",
         })
     }
 }

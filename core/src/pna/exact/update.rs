@@ -4,14 +4,14 @@
 //! the handle's key (and, under `AutoDelete`, that it has not expired), then writes.
 
 use super::super::{EntryError, ExpireProfileId, IdleTimeout, Ordering};
-use super::{Bucket, EntryHandle, ExactTable, LIVE, Lane, NOTIFIED, PROFILE_SHIFT, Slot, tag_profile};
+use super::{Bucket, EntryHandle, ExactTable, LIVE, Local, NOTIFIED, PROFILE_SHIFT, Slot, tag_profile};
 use crate::time::Instant;
 
 impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Runs `f` on the entry `handle` names, under its bucket's lock, if the entry still lives.
     fn with_handle(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         handle: &EntryHandle<KW>,
         now: Instant,
         f: impl FnOnce(&Bucket, &Slot<KW, DW>, u64) -> Result<(), EntryError>,
@@ -32,8 +32,8 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             f(bucket, slot, tag)
         })();
         match r {
-            Ok(()) => lane.stats.updates += 1,
-            Err(_) => lane.stats.update_failures += 1,
+            Ok(()) => local.stats.updates += 1,
+            Err(_) => local.stats.update_failures += 1,
         }
         r
     }
@@ -41,12 +41,12 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// Data-plane update of the entry's action parameters; the next lookup sees them.
     pub fn update_params(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         handle: &EntryHandle<KW>,
         params: &[u64; DW],
         now: Instant,
     ) -> Result<(), EntryError> {
-        self.with_handle(lane, handle, now, |_, slot, _| {
+        self.with_handle(local, handle, now, |_, slot, _| {
             slot.write_data(params);
             Ok(())
         })
@@ -55,7 +55,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// PNA `set_entry_expire_time(profile)`: sets the entry's profile and restarts its timer.
     pub fn set_entry_expire_time(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         handle: &EntryHandle<KW>,
         profile: ExpireProfileId,
         now: Instant,
@@ -64,7 +64,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             return Err(EntryError::NoIdleTimeout);
         }
         let way = handle.way as usize;
-        self.with_handle(lane, handle, now, |bucket, slot, tag| {
+        self.with_handle(local, handle, now, |bucket, slot, tag| {
             let tag = (tag & !(0xFF << PROFILE_SHIFT) & !NOTIFIED) | (profile as u64) << PROFILE_SHIFT;
             bucket.set_tag(way, tag);
             slot.deadline.store(self.deadline(profile, now), Ordering::Relaxed);
@@ -75,7 +75,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// PNA `restart_expire_timer()`: the entry's timer starts again from `now`.
     pub fn restart_expire_timer(
         &self,
-        lane: &mut Lane,
+        local: &mut Local,
         handle: &EntryHandle<KW>,
         now: Instant,
     ) -> Result<(), EntryError> {
@@ -83,7 +83,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             return Err(EntryError::NoIdleTimeout);
         }
         let way = handle.way as usize;
-        self.with_handle(lane, handle, now, |bucket, slot, tag| {
+        self.with_handle(local, handle, now, |bucket, slot, tag| {
             bucket.set_tag(way, tag & !NOTIFIED);
             slot.deadline.store(self.deadline(tag_profile(tag), now), Ordering::Relaxed);
             Ok(())

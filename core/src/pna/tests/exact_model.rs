@@ -144,7 +144,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
     cfg.hit_actions = ActionMask::of(&[0, 1, 2]);
     cfg.event_ring = RING;
     let t = ExactTable::<2, 1>::new(cfg);
-    let mut lane = t.lane();
+    let mut local = t.local();
     let mut m = Model {
         mode,
         capacity,
@@ -168,7 +168,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
             | Op::Restart(k) => {
                 let kk = key(*k);
                 let b = t.bucket_of(&kk);
-                let got = t.lookup(&mut lane, &kk, now);
+                let got = t.lookup(&mut local, &kk, now);
                 match (m.present(b, &kk), got) {
                     (Some((w, e)), Lookup::Hit(h)) => {
                         hits += 1;
@@ -176,15 +176,15 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
                         handles.insert(*k, (h.handle, w));
                         match op {
                             Op::Update { param, .. } => {
-                                prop_assert_eq!(t.update_params(&mut lane, &h.handle, &[*param], now), Ok(()));
+                                prop_assert_eq!(t.update_params(&mut local, &h.handle, &[*param], now), Ok(()));
                                 m.buckets[b][w].as_mut().unwrap().param = *param;
                             }
                             Op::SetExpire { .. } | Op::Restart(_) => {
                                 let p = if let Op::SetExpire { profile, .. } = op { *profile } else { e.profile };
                                 let r = if let Op::SetExpire { .. } = op {
-                                    t.set_entry_expire_time(&mut lane, &h.handle, p, now)
+                                    t.set_entry_expire_time(&mut local, &h.handle, p, now)
                                 } else {
-                                    t.restart_expire_timer(&mut lane, &h.handle, now)
+                                    t.restart_expire_timer(&mut local, &h.handle, now)
                                 };
                                 if mode == IdleTimeout::NoTimeout {
                                     prop_assert_eq!(r, Err(EntryError::NoIdleTimeout));
@@ -208,7 +208,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
                             } else {
                                 AddStatus::NotDone(NotDone::AddOnMissDisabled)
                             };
-                            prop_assert_eq!(t.add_on_miss(&mut lane, &miss, *action, &[*param], *profile, now), want);
+                            prop_assert_eq!(t.add_on_miss(&mut local, &miss, *action, &[*param], *profile, now), want);
                         }
                     }
                     (want, got) => prop_assert!(false, "key {k}: model {want:?}, table {got:?}"),
@@ -217,7 +217,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
             Op::Burst(ks) => {
                 let keys: Vec<Key> = ks.iter().map(|k| key(*k)).collect();
                 let mut out = vec![Lookup::EMPTY; keys.len()];
-                let n = t.lookup_burst(&mut lane, &keys, now, &mut out);
+                let n = t.lookup_burst(&mut local, &keys, now, &mut out);
                 let mut want_hits = 0;
                 for (kk, got) in keys.iter().zip(out.iter()) {
                     let want = m.present(t.bucket_of(kk), kk).map(|(_, e)| (e.action, [e.param], e.profile));
@@ -232,14 +232,14 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
             Op::Insert { k, action, param, profile } => {
                 let kk = key(*k);
                 let want = status(m.insert(t.bucket_of(&kk), kk, *action, *param, *profile));
-                prop_assert_eq!(t.insert(&mut lane, &kk, *action, &[*param], *profile, now), want);
+                prop_assert_eq!(t.insert(&mut local, &kk, *action, &[*param], *profile, now), want);
             }
             Op::StaleUpdate { k, param } => {
                 if let Some((h, w)) = handles.get(k).copied() {
                     let kk = key(*k);
                     let b = t.bucket_of(&kk);
                     let live = m.buckets[b][w].is_some_and(|e| e.key == kk && !m.expired(&e));
-                    let r = t.update_params(&mut lane, &h, &[*param], now);
+                    let r = t.update_params(&mut local, &h, &[*param], now);
                     if live {
                         prop_assert_eq!(r, Ok(()));
                         m.buckets[b][w].as_mut().unwrap().param = *param;
@@ -251,7 +251,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
             Op::Modify { k, action, param } => {
                 let kk = key(*k);
                 let b = t.bucket_of(&kk);
-                let r = t.modify(&mut lane, &kk, *action, &[*param], now);
+                let r = t.modify(&mut local, &kk, *action, &[*param], now);
                 if !m.hit_actions.contains(*action) {
                     prop_assert_eq!(r, Err(EntryError::InvalidAction));
                 } else if let Some((w, _)) = m.present(b, &kk) {
@@ -270,7 +270,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
                 if let Some(w) = m.find(b, &kk) {
                     m.buckets[b][w] = None;
                 }
-                prop_assert_eq!(t.delete(&mut lane, &kk, now), want);
+                prop_assert_eq!(t.delete(&mut local, &kk, now), want);
             }
             Op::Advance(d) => m.now += d,
             Op::SetProfile { profile, dur } => {
@@ -280,7 +280,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
             Op::Sweep(step) => {
                 let mut cursor = 0;
                 loop {
-                    cursor = t.sweep(&mut lane, now, cursor, *step);
+                    cursor = t.sweep(&mut local, now, cursor, *step);
                     if cursor == 0 {
                         break;
                     }
@@ -335,7 +335,7 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
         prop_assert!(t.used_capacity() <= capacity);
     }
     prop_assert_eq!(t.events().overflows(), m.overflows);
-    prop_assert_eq!((lane.stats().hits, lane.stats().misses), (hits, misses));
+    prop_assert_eq!((local.stats().hits, local.stats().misses), (hits, misses));
     Ok(())
 }
 

@@ -36,16 +36,16 @@ fn table() -> Arc<T> {
     cfg.idle_timeout = IdleTimeout::NotifyControl;
     let t = T::new(cfg);
     t.set_expire_profile(PROFILE, Duration(10));
-    let mut lane = t.lane();
-    assert!(t.insert(&mut lane, &KEY, 0, &[1, 1], PROFILE, Instant(0)).is_success());
+    let mut local = t.local();
+    assert!(t.insert(&mut local, &KEY, 0, &[1, 1], PROFILE, Instant(0)).is_success());
     Arc::new(t)
 }
 
 /// Takes `KEY` if it is still expired at `now`, retrying while the bucket is busy.
 fn take_if_expired(t: &T, now: u64) -> Result<crate::pna::exact::Entry<1, 2>, Take<1, 2>> {
-    let mut lane = t.lane();
+    let mut local = t.local();
     loop {
-        match t.take(&mut lane, &KEY, |e| e.deadline.is_some_and(|d| d.ticks() <= now)) {
+        match t.take(&mut local, &KEY, |e| e.deadline.is_some_and(|d| d.ticks() <= now)) {
             Err(Take::Busy) => thread::yield_now(),
             r => return r,
         }
@@ -58,12 +58,12 @@ fn pna_loom_two_sweeps_report_once_and_the_entry_is_taken_once() {
         let t = table();
         let t2 = t.clone();
         let s = thread::spawn(move || {
-            let mut lane = t2.lane();
-            t2.sweep(&mut lane, Instant(20), 0, 1);
+            let mut local = t2.local();
+            t2.sweep(&mut local, Instant(20), 0, 1);
         });
         loom_others_first(others_first);
-        let mut lane = t.lane();
-        t.sweep(&mut lane, Instant(20), 0, 1);
+        let mut local = t.local();
+        t.sweep(&mut local, Instant(20), 0, 1);
         s.join().expect("sweeper");
         let ev = t.events().pop().expect("the expired entry was reported");
         assert_eq!(ev.key, KEY);
@@ -84,8 +84,8 @@ fn pna_loom_sweep_races_the_consumer_and_a_second_taker() {
         // A second worker that found the same key on its own pending list.
         let other = thread::spawn(move || take_if_expired(&t2, 20));
         loom_others_first(others_first);
-        let mut lane = t.lane();
-        t.sweep(&mut lane, Instant(20), 0, 1);
+        let mut local = t.local();
+        t.sweep(&mut local, Instant(20), 0, 1);
         let mine = t.events().pop().map(|ev| take_if_expired(&t, ev.deadline.ticks() + 10));
         let theirs = other.join().expect("taker");
         let taken = [mine.as_ref().is_some_and(Result::is_ok), theirs.is_ok()];
@@ -100,16 +100,16 @@ fn pna_loom_sweep_races_the_consumer_and_a_second_taker() {
 fn pna_loom_refresh_between_report_and_take_keeps_the_entry() {
     loom_model(3, |others_first| {
         let t = table();
-        let mut lane = t.lane();
+        let mut local = t.local();
         // The report is out before the race: the consumer acts on it at time 30.
-        t.sweep(&mut lane, Instant(20), 0, 1);
+        t.sweep(&mut local, Instant(20), 0, 1);
         let ev = t.events().pop().expect("reported");
-        let handle = t.lookup(&mut lane, &KEY, Instant(25)).hit().expect("NotifyControl keeps it matchable").handle;
+        let handle = t.lookup(&mut local, &KEY, Instant(25)).hit().expect("NotifyControl keeps it matchable").handle;
         let t2 = t.clone();
         // A packet of the flow at 25 restarts the timer: new deadline 35.
         let r = thread::spawn(move || {
-            let mut lane = t2.lane();
-            t2.restart_expire_timer(&mut lane, &handle, Instant(25))
+            let mut local = t2.local();
+            t2.restart_expire_timer(&mut local, &handle, Instant(25))
         });
         loom_others_first(others_first);
         let took = take_if_expired(&t, 30);
@@ -124,7 +124,7 @@ fn pna_loom_refresh_between_report_and_take_keeps_the_entry() {
                 let now = t.get(&KEY, Instant(30)).expect("kept");
                 assert!(!now.notified, "its report mark is cleared");
                 // ... so its next expiry is reported again, once.
-                t.sweep(&mut lane, Instant(40), 0, 1);
+                t.sweep(&mut local, Instant(40), 0, 1);
                 assert_eq!(t.events().pop().map(|e| e.deadline), Some(Instant(35)));
                 assert!(t.events().pop().is_none());
             }
@@ -137,15 +137,15 @@ fn pna_loom_refresh_between_report_and_take_keeps_the_entry() {
 fn pna_loom_update_racing_sweep_and_take_is_never_torn() {
     loom_model(2, |others_first| {
         let t = table();
-        let mut lane = t.lane();
-        let handle = t.lookup(&mut lane, &KEY, Instant(0)).hit().expect("present").handle;
+        let mut local = t.local();
+        let handle = t.lookup(&mut local, &KEY, Instant(0)).hit().expect("present").handle;
         let t2 = t.clone();
         let u = thread::spawn(move || {
-            let mut lane = t2.lane();
-            t2.update_params(&mut lane, &handle, &[2, 2], Instant(15))
+            let mut local = t2.local();
+            t2.update_params(&mut local, &handle, &[2, 2], Instant(15))
         });
         loom_others_first(others_first);
-        t.sweep(&mut lane, Instant(20), 0, 1);
+        t.sweep(&mut local, Instant(20), 0, 1);
         let took = t.events().pop().map(|_| take_if_expired(&t, 20));
         let updated = u.join().expect("updater");
         let Some(took) = took else { panic!("the expired entry was not reported") };

@@ -42,19 +42,19 @@ fn pna_loom_insert_vs_lookup_never_torn() {
         let done = Arc::new(AtomicBool::new(false));
         let (t2, d2) = (t.clone(), done.clone());
         let w = thread::spawn(move || {
-            let mut lane = t2.lane();
-            assert_eq!(t2.insert(&mut lane, &[7], 0, &[5, 5], 0, NOW), AddStatus::Success);
+            let mut local = t2.local();
+            assert_eq!(t2.insert(&mut local, &[7], 0, &[5, 5], 0, NOW), AddStatus::Success);
             d2.store(true, Ordering::Release);
         });
-        let mut lane = t.lane();
+        let mut local = t.local();
         let seen_done = done.load(Ordering::Acquire);
-        let got = params_of(&t.lookup(&mut lane, &[7], NOW));
+        let got = params_of(&t.lookup(&mut local, &[7], NOW));
         assert!(got.is_none() || got == Some([5, 5]), "torn or wrong: {got:?}");
         if seen_done {
             assert_eq!(got, Some([5, 5]), "insert finished before the lookup but was not seen");
         }
         w.join().expect("writer");
-        assert_eq!(params_of(&t.lookup(&mut lane, &[7], NOW)), Some([5, 5]));
+        assert_eq!(params_of(&t.lookup(&mut local, &[7], NOW)), Some([5, 5]));
     });
 }
 
@@ -62,19 +62,19 @@ fn pna_loom_insert_vs_lookup_never_torn() {
 fn pna_loom_update_vs_burst_lookup_never_torn_or_stale() {
     model(|| {
         let t = table(4);
-        let mut lane = t.lane();
-        assert!(t.insert(&mut lane, &[3], 0, &[1, 1], 0, NOW).is_success());
-        let h = t.lookup(&mut lane, &[3], NOW).hit().expect("present").handle;
+        let mut local = t.local();
+        assert!(t.insert(&mut local, &[3], 0, &[1, 1], 0, NOW).is_success());
+        let h = t.lookup(&mut local, &[3], NOW).hit().expect("present").handle;
         let done = Arc::new(AtomicBool::new(false));
         let (t2, d2) = (t.clone(), done.clone());
         let w = thread::spawn(move || {
-            let mut lane = t2.lane();
-            assert_eq!(t2.update_params(&mut lane, &h, &[2, 2], NOW), Ok(()));
+            let mut local = t2.local();
+            assert_eq!(t2.update_params(&mut local, &h, &[2, 2], NOW), Ok(()));
             d2.store(true, Ordering::Release);
         });
         let seen_done = done.load(Ordering::Acquire);
         let mut out = [Lookup::EMPTY; 1];
-        t.lookup_burst(&mut lane, &[[3]], NOW, &mut out);
+        t.lookup_burst(&mut local, &[[3]], NOW, &mut out);
         let got = params_of(&out[0]);
         assert!(got == Some([1, 1]) || got == Some([2, 2]) || got.is_none(), "torn: {got:?}");
         if seen_done {
@@ -88,17 +88,17 @@ fn pna_loom_update_vs_burst_lookup_never_torn_or_stale() {
 fn pna_loom_delete_vs_lookup_not_stale_after_release() {
     model(|| {
         let t = table(4);
-        let mut lane = t.lane();
-        assert!(t.insert(&mut lane, &[9], 0, &[4, 4], 0, NOW).is_success());
+        let mut local = t.local();
+        assert!(t.insert(&mut local, &[9], 0, &[4, 4], 0, NOW).is_success());
         let done = Arc::new(AtomicBool::new(false));
         let (t2, d2) = (t.clone(), done.clone());
         let w = thread::spawn(move || {
-            let mut lane = t2.lane();
-            assert_eq!(t2.delete(&mut lane, &[9], NOW), Ok(()));
+            let mut local = t2.local();
+            assert_eq!(t2.delete(&mut local, &[9], NOW), Ok(()));
             d2.store(true, Ordering::Release);
         });
         let seen_done = done.load(Ordering::Acquire);
-        let got = params_of(&t.lookup(&mut lane, &[9], NOW));
+        let got = params_of(&t.lookup(&mut local, &[9], NOW));
         assert!(got.is_none() || got == Some([4, 4]));
         if seen_done {
             assert_eq!(got, None, "deleted entry seen after the delete returned");
@@ -113,14 +113,14 @@ fn pna_loom_two_inserters_one_slot_of_capacity() {
         let t = table(1);
         let t2 = t.clone();
         let w = thread::spawn(move || {
-            let mut lane = t2.lane();
-            let r = t2.insert(&mut lane, &[1], 0, &[1, 1], 0, NOW);
-            t2.retire_lane(&mut lane);
+            let mut local = t2.local();
+            let r = t2.insert(&mut local, &[1], 0, &[1, 1], 0, NOW);
+            t2.retire_local(&mut local);
             r
         });
-        let mut lane = t.lane();
-        let a = t.insert(&mut lane, &[2], 0, &[2, 2], 0, NOW);
-        t.retire_lane(&mut lane);
+        let mut local = t.local();
+        let a = t.insert(&mut local, &[2], 0, &[2, 2], 0, NOW);
+        t.retire_local(&mut local);
         let b = w.join().expect("writer");
         let ok = [a, b].iter().filter(|s| s.is_success()).count();
         let full = [a, b].iter().filter(|s| **s == AddStatus::NotDone(NotDone::TableFull)).count();

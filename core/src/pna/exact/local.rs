@@ -1,20 +1,21 @@
 //! Per-core state of an exact table: counters and a small capacity reserve.
 //!
-//! Shared counters would put one cache line in every lookup and insert of every core; a [`Lane`]
-//! is owned by one core (plain integers, no atomics) and the control plane adds the lanes' figures
+//! Shared counters would put one cache line in every lookup and insert of every core; a [`Local`]
+//! (a core's own state of one table) is owned by that core (plain integers, no atomics) and the
+//! control plane adds every `Local`'s figures
 //! up when it reports. The capacity reserve is the same idea as rte_hash's per-lcore free-slot
-//! cache: a lane takes capacity from the table's shared counter [`CHUNK`] entries at a time, so two
+//! cache: a `Local` takes capacity from the table's shared counter [`CHUNK`] entries at a time, so two
 //! cores inserting at once do not fight over that counter's cache line on every insert.
 
 use super::super::NotDone;
 
-/// Capacity units a lane takes from (or returns to) the table's shared counter at once.
+/// Capacity units a `Local` takes from (or returns to) the table's shared counter at once.
 pub const CHUNK: usize = 32;
 
-/// Counters of one lane. Every `NotDone` is counted by reason.
+/// Counters of one core's [`Local`]. Every `NotDone` is counted by reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct LaneStats {
+pub struct LocalStats {
     /// Lookups that found a live entry.
     pub hits: u64,
     /// Lookups that found none (including `expired_misses`).
@@ -39,9 +40,9 @@ pub struct LaneStats {
     pub read_retries: u64,
 }
 
-impl LaneStats {
-    /// Adds `other` into `self` (to total the lanes of a table).
-    pub fn merge(&mut self, other: &LaneStats) {
+impl LocalStats {
+    /// Adds `other` into `self` (to total every core's `Local` of a table).
+    pub fn merge(&mut self, other: &LocalStats) {
         self.hits += other.hits;
         self.misses += other.misses;
         self.expired_misses += other.expired_misses;
@@ -76,22 +77,22 @@ impl LaneStats {
 }
 
 /// One core's handle on a table: counters plus a capacity reserve. Make one per core with
-/// [`ExactTable::lane`](super::ExactTable::lane); give it back with
-/// [`ExactTable::retire_lane`](super::ExactTable::retire_lane) so its reserve returns to the table.
+/// [`ExactTable::local`](super::ExactTable::local); give it back with
+/// [`ExactTable::retire_local`](super::ExactTable::retire_local) so its reserve returns to the table.
 #[derive(Debug)]
-pub struct Lane {
+pub struct Local {
     pub(crate) table_id: u64,
     pub(crate) reserve: usize,
-    pub(crate) stats: LaneStats,
+    pub(crate) stats: LocalStats,
 }
 
-impl Lane {
-    /// This lane's counters.
-    pub fn stats(&self) -> &LaneStats {
+impl Local {
+    /// This local's counters.
+    pub fn stats(&self) -> &LocalStats {
         &self.stats
     }
 
-    /// Capacity units this lane holds in reserve (counted as used by the table).
+    /// Capacity units this `Local` holds in reserve (counted as used by the table).
     pub fn reserve(&self) -> usize {
         self.reserve
     }
