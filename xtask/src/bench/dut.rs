@@ -396,13 +396,17 @@ impl Instance {
         loop {
             inst.workers = match dut {
                 Dut::Testpmd { .. } => tasks_named(pid, |c| c.starts_with("rte-worker")),
-                // Worker 0 is the main thread; the others are `cadence-w<N>` (not the
-                // `cadence-watchdog`, `cadence-stdin`, `cadence-stdout` helpers).
-                _ => tasks_named(pid, |c| {
-                    c == "cadence"
-                        || c.strip_prefix("cadence-w")
+                // Worker 0 is the main thread (tid = pid); the others are `cadence-w<N>`.
+                // Not by the name `cadence`: a thread nobody named (a library's) inherits
+                // it, and neither the `cadence-watchdog`/`-stdin`/`-stdout` helpers.
+                _ => {
+                    let mut v = tasks_named(pid, |c| {
+                        c.strip_prefix("cadence-w")
                             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                }),
+                    });
+                    v.insert(0, pid);
+                    v
+                }
             };
             if inst.workers.len() >= want || Instant::now() >= deadline {
                 break;
