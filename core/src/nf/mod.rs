@@ -310,27 +310,40 @@ impl Chain {
             match p.verdict {
                 Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
                 Verdict::Forward(to) => {
-                    let to = usize::from(to);
-                    let (Some(&own), Some(&peer)) = (self.egress.own_mac.get(to), self.egress.peer_mac.get(to)) else {
-                        Self::drop_frame(pool, counters, p.buf, DropReason::NoRoute);
-                        continue;
-                    };
-                    // The caller's output slice has no batch for this port (the Stage contract).
-                    let Some(q) = out.get_mut(to) else {
-                        Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
-                        continue;
-                    };
-                    if let Ok(mut eth) = EthernetFrame::try_new(pool.frame_mut(p.buf)) {
-                        eth.set_dst(p.dst_mac.unwrap_or(peer));
-                        eth.set_src(own);
-                    }
-                    if let Err(b) = q.push(p.buf) {
-                        Self::drop_frame(pool, counters, b, DropReason::TxFull);
-                    }
+                    Self::send(&self.egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
                 }
             }
         }
         self.batch.clear();
+    }
+
+    /// Sends `buf` out of port `to`: destination `dst_mac` or the port's peer, source the
+    /// port's own MAC; a port the chain or the caller does not have drops and counts it.
+    fn send(
+        egress: &Egress,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        buf: PacketBuf,
+        to: usize,
+        dst_mac: Option<[u8; 6]>,
+    ) {
+        let (Some(&own), Some(&peer)) = (egress.own_mac.get(to), egress.peer_mac.get(to)) else {
+            Self::drop_frame(pool, counters, buf, DropReason::NoRoute);
+            return;
+        };
+        // The caller's output slice has no batch for this port (the Stage contract).
+        let Some(q) = out.get_mut(to) else {
+            Self::drop_frame(pool, counters, buf, DropReason::TxFull);
+            return;
+        };
+        if let Ok(mut eth) = EthernetFrame::try_new(pool.frame_mut(buf)) {
+            eth.set_dst(dst_mac.unwrap_or(peer));
+            eth.set_src(own);
+        }
+        if let Err(b) = q.push(buf) {
+            Self::drop_frame(pool, counters, b, DropReason::TxFull);
+        }
     }
 }
 
