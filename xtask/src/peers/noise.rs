@@ -11,48 +11,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-/// Others may use at most this many CPUs during a measurement (the limit).
-pub const MAX_OTHERS_CPUS: f64 = 0.2;
+/// Others may use at most this many CPUs during a measurement (the limit; the same
+/// limit as the hosted bench's noise guard).
+pub const MAX_OTHERS_CPUS: f64 = crate::bench::sysstat::NOISE_LIMIT;
 
-/// The aggregate `cpu` line of `/proc/stat`, in clock ticks (`USER_HZ`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuTimes {
-    pub user: u64,
-    pub nice: u64,
-    pub system: u64,
-    pub idle: u64,
-    pub iowait: u64,
-    pub irq: u64,
-    pub softirq: u64,
-    pub steal: u64,
-}
-
-impl CpuTimes {
-    /// Ticks of work done on the guest's CPUs (guest time is already inside user).
-    pub fn busy(&self) -> u64 {
-        self.user + self.nice + self.system + self.irq + self.softirq
-    }
-}
-
-/// Parses the aggregate `cpu` line of `/proc/stat`.
-pub fn parse_proc_stat(s: &str) -> Option<CpuTimes> {
-    let line = s.lines().find(|l| l.split_whitespace().next() == Some("cpu"))?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).map(|w| w.parse().ok()).collect::<Option<_>>()?;
-    let at = |i: usize| v.get(i).copied().unwrap_or(0);
-    if v.len() < 4 {
-        return None;
-    }
-    Some(CpuTimes {
-        user: at(0),
-        nice: at(1),
-        system: at(2),
-        idle: at(3),
-        iowait: at(4),
-        irq: at(5),
-        softirq: at(6),
-        steal: at(7),
-    })
-}
+pub use crate::bench::sysstat::{CpuTimes, parse_proc_stat};
 
 /// One reading of everything the guard needs.
 #[derive(Debug, Clone, Copy)]
