@@ -234,6 +234,11 @@ enum Cmd {
         /// its round flagged) when it does not get quiet within this.
         #[arg(long, default_value_t = 300.0)]
         wait_quiet: f64,
+        /// One more boot option for every Cadence device (repeatable), e.g.
+        /// `--cadence-arg qsize=1024` or `--cadence-arg line_mbps=300`; recorded in the
+        /// facts file and the report.
+        #[arg(long = "cadence-arg", allow_hyphen_values = true)]
+        cadence_args: Vec<String>,
     },
     /// Every verification step of `cargo xtask test`, exactly as it runs them: the loom
     /// models, Miri, the no-allocation test, every fuzz target for a few seconds.
@@ -401,7 +406,20 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Cmd::Test => xtask::tasks::test()?,
-        Cmd::Bench { study, rounds, max_rounds, quick, out, trial_secs, flows, only, no_metronome, tx, wait_quiet } => {
+        Cmd::Bench {
+            study,
+            rounds,
+            max_rounds,
+            quick,
+            out,
+            trial_secs,
+            flows,
+            only,
+            no_metronome,
+            tx,
+            wait_quiet,
+            cadence_args,
+        } => {
             let opts = xtask::bench::Options {
                 rounds,
                 max_rounds,
@@ -413,6 +431,7 @@ fn real_main() -> Result<ExitCode> {
                 no_metronome,
                 tx,
                 wait_quiet_s: wait_quiet,
+                cadence_args,
             };
             return xtask::bench::main(&study, &opts);
         }

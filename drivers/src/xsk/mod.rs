@@ -173,6 +173,10 @@ pub struct XskConfig {
     /// `sendto`, a bounded number of frames per call, and needs this when the socket is
     /// bound without `XDP_USE_NEED_WAKEUP`. Default off.
     pub always_kick_tx: bool,
+    /// Kick the kernel (`kick_rx`) after every RX burst that found the RX ring empty,
+    /// whether or not it set NEED_WAKEUP on the fill ring. A socket in preferred busy-poll
+    /// mode needs this: its NAPI poll runs only inside such calls. Default off.
+    pub always_kick_rx: bool,
     /// Longest frame `tx_burst` puts on the TX ring; longer ones are refused and counted
     /// (the kernel would reject them, and in copy mode a rejected descriptor blocks the
     /// ring). Set it to the interface's MTU + 14 (+ 4 for a VLAN tag). Default
@@ -182,7 +186,7 @@ pub struct XskConfig {
 
 impl Default for XskConfig {
     fn default() -> Self {
-        Self { umem_base: 0, always_kick_tx: false, max_tx_frame: MAX_FRAME }
+        Self { umem_base: 0, always_kick_tx: false, always_kick_rx: false, max_tx_frame: MAX_FRAME }
     }
 }
 
@@ -195,6 +199,11 @@ impl XskConfig {
     /// With [`XskConfig::always_kick_tx`] set.
     pub fn with_always_kick_tx(mut self, on: bool) -> Self {
         self.always_kick_tx = on;
+        self
+    }
+    /// With [`XskConfig::always_kick_rx`] set.
+    pub fn with_always_kick_rx(mut self, on: bool) -> Self {
+        self.always_kick_rx = on;
         self
     }
     /// With [`XskConfig::max_tx_frame`] set.

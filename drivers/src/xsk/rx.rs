@@ -53,6 +53,8 @@ pub struct XskRx<W, K> {
     posted: Owned,
     /// Dropping the rest of a multi-buffer frame.
     in_fragment: bool,
+    /// [`XskConfig::always_kick_rx`].
+    always_kick: bool,
     stats: RxStats,
     counters: XskRxCounters,
 }
@@ -83,6 +85,7 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
             umem_base: config.umem_base,
             posted: Owned::new(pool.capacity()),
             in_fragment: false,
+            always_kick: config.always_kick_rx,
             stats: RxStats::default(),
             counters: XskRxCounters::default(),
         })
@@ -113,7 +116,7 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     pub fn fill(&mut self, pool: &mut Pool<'_>) -> usize {
         let n = self.refill(pool);
         if n > 0 {
-            self.wake(true);
+            self.wake(true, false);
         }
         n as usize
     }
@@ -170,9 +173,11 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
 
     /// Rings `kick_rx` if the kernel set NEED_WAKEUP on the fill ring, when `reason`
     /// holds (new fill entries, or an empty RX ring: the kernel may have stopped for lack
-    /// of fill entries just after our last look).
-    fn wake(&mut self, reason: bool) {
-        if !reason || !self.fill.needs_wakeup() {
+    /// of fill entries just after our last look); and, with `always_kick_rx`, whenever
+    /// the RX ring was `empty` (busy polling: the call is what runs the NAPI poll).
+    fn wake(&mut self, reason: bool, empty: bool) {
+        let asked = reason && self.fill.needs_wakeup();
+        if !(asked || self.always_kick && empty) {
             return;
         }
         match self.kick.kick_rx() {
@@ -246,7 +251,8 @@ impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
         // Every entry read, good or bad, goes back to the kernel.
         self.rx.release(avail);
         let produced = self.refill(pool);
-        self.wake(produced > 0 || (room > 0 && avail == 0));
+        let empty = room > 0 && avail == 0;
+        self.wake(produced > 0 || empty, empty);
         n
     }
 

@@ -430,6 +430,42 @@ fn fill_need_wakeup_kicks_exactly_when_entries_are_new_or_rx_is_empty() {
 }
 
 #[test]
+fn busy_poll_kicks_on_every_empty_burst_and_only_then() {
+    let mut m = mem(64);
+    let mut h = H::with(&mut m, [8, 8, 8, 8], 0, 0, XskConfig::default().with_always_kick_rx(true));
+    h.rx.fill(&mut h.pool);
+    assert_eq!(h.kick.rx(), 0, "posting without NEED_WAKEUP is not a reason");
+    // Each burst that finds the RX ring empty calls into the kernel (the busy poll).
+    for k in 1..=3 {
+        assert_eq!(h.rx.rx_burst(&mut h.pool, &mut Batch::new()), 0);
+        assert_eq!(h.kick.rx(), k);
+    }
+    // A burst that took frames (and refilled) does not, while the kernel asks for nothing.
+    for i in 0..3 {
+        h.k.deliver(&mut h.pool, &frame_bytes(i, 64));
+    }
+    let mut batch = Batch::new();
+    assert_eq!(h.rx.rx_burst(&mut h.pool, &mut batch), 3);
+    assert_eq!(h.kick.rx(), 3);
+    h.free_all(batch.as_slice());
+    // No room in the batch: nothing read, nothing polled.
+    let mut full = Batch::new();
+    let extra: Vec<_> = (0..32).map(|_| h.pool.alloc().unwrap()).collect();
+    for &b in &extra {
+        full.push(b).unwrap();
+    }
+    h.rx.rx_burst(&mut h.pool, &mut full);
+    assert_eq!(h.kick.rx(), 3);
+    h.free_all(&extra);
+    // NEED_WAKEUP still works as without busy polling, one kick per burst.
+    h.k.fill.set_need_wakeup(true);
+    h.rx.rx_burst(&mut h.pool, &mut Batch::new());
+    assert_eq!(h.kick.rx(), 4);
+    assert_eq!(h.rx.counters().kicks, 4);
+    h.assert_clean();
+}
+
+#[test]
 fn cached_indices_spare_the_shared_words() {
     let mut m = mem(128);
     let mut h = H::new(&mut m, [64, 64, 64, 64], 0);

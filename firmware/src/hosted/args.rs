@@ -46,6 +46,11 @@ pub struct Args {
     pub huge: bool,
     /// Spin margin of the sleeper, µs (the last part of a sleep is spun, not slept).
     pub spin_us: u64,
+    /// Entries of each AF_XDP ring (fill, completion, RX, TX); `None`: `qsize`.
+    pub xdp_ring: Option<u32>,
+    /// Preferred busy polling on the AF_XDP sockets with this budget (packets per
+    /// busy-poll call); 0: off.
+    pub busy_poll: u32,
     /// The boot options, as the image's parser read them.
     pub boot: BootConfig,
 }
@@ -79,6 +84,9 @@ options:
   --unpinned               do not pin the workers
   --huge                   packet memory on 2 MiB pages
   --spin-us N              spin the last N us of each sleep (default 0: sleep in the kernel only)
+  --xdp-ring N             entries of each AF_XDP ring, a power of two in 64..=8192 (default: qsize)
+  --busy-poll N            AF_XDP preferred busy polling, N packets per poll (1..=1024; default 0: off):
+                           the worker's own system calls run the interface's NAPI poll
   key=value, --key value   every boot option of the image (workers, lanes, sched, vbar_us, ...)
 ";
 
@@ -87,6 +95,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
     let mut ports: [Option<String>; 2] = [None, None];
     let (mut io, mut xdp_mode, mut chain) = (Io::Auto, XdpMode::Auto, None);
     let (mut cpus, mut unpinned, mut huge, mut spin_us) = (Vec::new(), false, false, 0u64);
+    let (mut xdp_ring, mut busy_poll) = (None, 0u32);
     let mut boot: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -157,6 +166,24 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
                     .filter(|&v| v <= 10_000)
                     .ok_or_else(|| ArgError(format!("option '--spin-us': expected 0..=10000, got '{value}'")))?
             }
+            "xdp-ring" => {
+                xdp_ring = Some(
+                    value.parse::<u32>().ok().filter(|v| v.is_power_of_two() && (64..=8192).contains(v)).ok_or_else(
+                        || {
+                            ArgError(format!(
+                                "option '--xdp-ring': expected a power of two in 64..=8192, got '{value}'"
+                            ))
+                        },
+                    )?,
+                )
+            }
+            "busy-poll" => {
+                busy_poll = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&v| v <= 1024)
+                    .ok_or_else(|| ArgError(format!("option '--busy-poll': expected 0..=1024, got '{value}'")))?
+            }
             other => {
                 let key = other.replace('-', "_");
                 if !KEYS.contains(&key.as_str()) {
@@ -181,7 +208,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
             boot.workers
         )));
     }
-    Ok(Some(Args { ports: [p0, p1], io, xdp_mode, chain, cpus, unpinned, huge, spin_us, boot }))
+    Ok(Some(Args { ports: [p0, p1], io, xdp_mode, chain, cpus, unpinned, huge, spin_us, xdp_ring, busy_poll, boot }))
 }
 
 #[cfg(test)]
@@ -202,6 +229,10 @@ mod tests {
         assert_eq!(a.boot.sched, cadence_firmware::config::Sched::Poll);
         assert_eq!((a.cpus, a.huge, a.unpinned, a.spin_us), (vec![1, 0], true, false, 0));
         assert!(p("--help").unwrap().is_none());
+        let a = p("--port0 a --port1 b --xdp-ring 2048 --busy-poll=64").unwrap().unwrap();
+        assert_eq!((a.xdp_ring, a.busy_poll), (Some(2048), 64));
+        let a = p("--port0 a --port1 b").unwrap().unwrap();
+        assert_eq!((a.xdp_ring, a.busy_poll), (None, 0), "defaults: qsize's ring, no busy polling");
     }
 
     #[test]
@@ -216,6 +247,10 @@ mod tests {
             ("--port0 a --port1 b --cpus 1,x", "option '--cpus'"),
             ("--port0 a --port1 b workers=3 --cpus 1", "listed for workers=3"),
             ("--port0 a --port1 b --spin-us 99999", "option '--spin-us'"),
+            ("--port0 a --port1 b --xdp-ring 1000", "option '--xdp-ring'"),
+            ("--port0 a --port1 b --xdp-ring 16384", "option '--xdp-ring'"),
+            ("--port0 a --port1 b --busy-poll 5000", "option '--busy-poll'"),
+            ("--port0 a --port1 b --busy-poll x", "option '--busy-poll'"),
             ("--port0 a --port1 b stray", "argument 'stray'"),
             ("--port0", "option '--port0' needs a value"),
             ("--port0 a --port1 b --huge=1", "'--huge' takes no value"),

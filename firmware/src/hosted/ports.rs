@@ -319,7 +319,16 @@ fn window(ring: MappedRing, o: xdp::RingOffsets, size: u32) -> RingWindow<Mapped
 
 fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<String>) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
-    let ring = usize::from(cfg.qsize).next_power_of_two();
+    let ring = args.xdp_ring.map_or(usize::from(cfg.qsize).next_power_of_two(), |r| r as usize);
+    // A lane's pool feeds two sockets, each holding up to a fill ring of posted buffers
+    // and a TX ring of frames in flight: with less, the kernel runs short of fill entries.
+    if 4 * ring > cfg.pool {
+        notes.push(format!(
+            "warning: pool={} buffers is below 4 x {ring} (two sockets' fill and TX rings): \
+             raise pool= or lower --xdp-ring",
+            cfg.pool
+        ));
+    }
     let mode = match args.xdp_mode {
         XdpMode::Auto => BindMode::Auto,
         XdpMode::Copy => BindMode::Copy,
@@ -346,6 +355,9 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
         let s1 = XskSocket::open(&ifaces[1].name, k as u32, Umem::SharedWith(&s0), &xcfg)
             .map_err(|e| OpenError(e.to_string()))?;
         for (port, mut s) in [s0, s1].into_iter().enumerate() {
+            if args.busy_poll > 0 {
+                s.busy_poll(args.busy_poll).map_err(|e| OpenError(e.to_string()))?;
+            }
             let rings = s.take_rings().ok_or_else(|| OpenError("AF_XDP rings already taken".into()))?;
             let (o, z) = (s.offsets(), s.sizes());
             let dr = xsk::XskRings {
@@ -356,6 +368,7 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
             };
             let dcfg = xsk::XskConfig::default()
                 .with_always_kick_tx(s.data_path() == DataPath::Copy || !s.need_wakeup())
+                .with_always_kick_rx(args.busy_poll > 0)
                 .with_max_tx_frame(ifaces[port].mtu as usize + L2_OVERHEAD);
             let (rx, tx) = xsk::try_new_queues(dr, s.kick(), &pool, &dcfg)
                 .map_err(|e| OpenError(format!("AF_XDP queue {k} of {}: {e}", ifaces[port].name)))?;
@@ -380,7 +393,12 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
         };
         let detail =
             format!(" iface={} xdp={attached} data_path={path} memory={}", iface.name, pages.replace(' ', "_"));
-        notes.push(format!("hosted: {} AF_XDP, XDP program {attached}, {path} mode, {lanes} queue(s)", iface.name));
+        let busy =
+            if args.busy_poll > 0 { format!(", busy polling (budget {})", args.busy_poll) } else { String::new() };
+        notes.push(format!(
+            "hosted: {} AF_XDP, XDP program {attached}, {path} mode, {lanes} queue(s) of {ring} entries{busy}",
+            iface.name
+        ));
         ports.push(HostedPort { iface, ring, queues: q, lanes, keep: Keep::Xdp { _program: program }, detail });
     }
     Ok(Opened { ports, pools, notes, stats })

@@ -78,8 +78,9 @@ pub enum Placement {
 pub enum Dut {
     /// Generator → veth → sink, nothing in between.
     Ceiling,
-    /// The hosted Cadence binary.
-    Cadence { io: Io, chain: bool, sched: Sched, workers: usize, placement: Placement, vbar_us: u32 },
+    /// The hosted Cadence binary. `line_mbps` 0: the interface's own speed (a veth says
+    /// 10 Gb/s) for Metronome's ring bound; else `line_mbps=` on its command line.
+    Cadence { io: Io, chain: bool, sched: Sched, workers: usize, placement: Placement, vbar_us: u32, line_mbps: u32 },
     /// DPDK testpmd, `--forward-mode=mac`.
     Testpmd { io: Io, workers: usize },
 }
@@ -90,15 +91,23 @@ pub const VBAR_DEFAULT_US: u32 = 15;
 impl Dut {
     /// One pinned Cadence worker, V̄ = 15 µs.
     pub fn cadence(io: Io, chain: bool, sched: Sched) -> Dut {
-        Dut::Cadence { io, chain, sched, workers: 1, placement: Placement::Pinned, vbar_us: VBAR_DEFAULT_US }
+        Dut::Cadence {
+            io,
+            chain,
+            sched,
+            workers: 1,
+            placement: Placement::Pinned,
+            vbar_us: VBAR_DEFAULT_US,
+            line_mbps: 0,
+        }
     }
 
     /// A short unique name: `ceiling`, `cadence/af_xdp/l2/poll`, `testpmd/af_packet`,
-    /// with `/w2`, `/unpinned`, `/vbar50` when not the defaults.
+    /// with `/w2`, `/unpinned`, `/vbar50`, `/line300` when not the defaults.
     pub fn name(&self) -> String {
         match self {
             Dut::Ceiling => "ceiling".into(),
-            Dut::Cadence { io, chain, sched, workers, placement, vbar_us } => {
+            Dut::Cadence { io, chain, sched, workers, placement, vbar_us, line_mbps } => {
                 let mut s = format!("cadence/{}/{}/{}", io.name(), if *chain { "chain1" } else { "l2" }, sched.name());
                 if *workers != 1 {
                     s += &format!("/w{workers}");
@@ -108,6 +117,9 @@ impl Dut {
                 }
                 if *vbar_us != VBAR_DEFAULT_US && *sched == Sched::Metronome {
                     s += &format!("/vbar{vbar_us}");
+                }
+                if *line_mbps != 0 {
+                    s += &format!("/line{line_mbps}");
                 }
                 s
             }
@@ -149,6 +161,8 @@ pub struct Ctx {
     pub log_dir: PathBuf,
     pub clock: HostClock,
     pub tx_path: TxPath,
+    /// Boot options added to every Cadence command line, last (they override the bench's).
+    pub cadence_args: Vec<String>,
 }
 
 /// A veth pair in the host's namespace (the ceiling).
@@ -345,7 +359,7 @@ impl Instance {
         let mut cmd = Command::new(netns::IP);
         cmd.args(["netns", "exec", &ns]);
         match dut {
-            Dut::Cadence { io, chain, sched, workers, placement, vbar_us } => {
+            Dut::Cadence { io, chain, sched, workers, placement, vbar_us, line_mbps } => {
                 cmd.arg(&ctx.cadence).args(["--port0", &ports[0], "--port1", &ports[1], "--io", io.name()]);
                 if *chain {
                     cmd.arg("--chain").arg(&ctx.chain_txt);
@@ -365,6 +379,10 @@ impl Instance {
                     format!("workers={workers}"),
                     format!("vbar_us={vbar_us}"),
                 ]);
+                if *line_mbps != 0 {
+                    cmd.arg(format!("line_mbps={line_mbps}"));
+                }
+                cmd.args(&ctx.cadence_args);
                 inst.ctl = Some(RawSender::open(&gen_ifs[0])?);
             }
             Dut::Testpmd { io, workers } => {
@@ -589,8 +607,19 @@ mod tests {
             workers: 3,
             placement: Placement::Unpinned,
             vbar_us: 50,
+            line_mbps: 0,
         };
         assert_eq!(d.name(), "cadence/af_packet/chain1/metronome/w3/unpinned/vbar50");
+        let l = Dut::Cadence {
+            io: Io::AfPacket,
+            chain: true,
+            sched: Sched::Metronome,
+            workers: 1,
+            placement: Placement::Pinned,
+            vbar_us: 50,
+            line_mbps: 300,
+        };
+        assert_eq!(l.name(), "cadence/af_packet/chain1/metronome/vbar50/line300");
         assert_eq!(Dut::Testpmd { io: Io::AfXdp, workers: 2 }.name(), "testpmd/af_xdp/w2");
         assert_eq!((d.workers(), d.io(), Dut::Ceiling.io()), (3, Some(Io::AfPacket), None));
     }

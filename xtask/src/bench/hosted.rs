@@ -45,17 +45,27 @@ fn search_duts(with_dpdk: bool) -> Vec<Dut> {
     v
 }
 
+/// The line rate, Mb/s, at which `pps` frames of 64 B arrive (84 B on the wire each:
+/// preamble, start delimiter and gap included), rounded up.
+pub fn line_mbps_of(pps: f64) -> u32 {
+    (pps * 84.0 * 8.0 / 1e6).ceil().clamp(1.0, 400_000.0) as u32
+}
+
 /// The configurations of the Metronome study (AF_XDP, L2) and the loads (% of the
-/// reference rate) each runs at.
-fn metronome_configs(with_dpdk: bool, loads: &[u32]) -> Vec<(Dut, Vec<u32>)> {
-    let met = |workers, placement, vbar_us| Dut::Cadence {
+/// reference rate) each runs at. `rig_line_mbps`: the rig's ceiling as a line rate; the
+/// workers given it as `line_mbps=` bound `T_S` by the rate a veth can really fill their
+/// ring at, not by the 10 Gb/s it reports.
+fn metronome_configs(with_dpdk: bool, loads: &[u32], rig_line_mbps: Option<u32>) -> Vec<(Dut, Vec<u32>)> {
+    let met_at = |workers, placement, vbar_us, line_mbps| Dut::Cadence {
         io: Io::AfXdp,
         chain: false,
         sched: Sched::Metronome,
         workers,
         placement,
         vbar_us,
+        line_mbps,
     };
+    let met = |workers, placement, vbar_us| met_at(workers, placement, vbar_us, 0);
     let poll = |workers| Dut::Cadence {
         io: Io::AfXdp,
         chain: false,
@@ -63,6 +73,7 @@ fn metronome_configs(with_dpdk: bool, loads: &[u32]) -> Vec<(Dut, Vec<u32>)> {
         workers,
         placement: Placement::Pinned,
         vbar_us: VBAR_DEFAULT_US,
+        line_mbps: 0,
     };
     let mut v = Vec::new();
     for w in [1, 2] {
@@ -70,6 +81,10 @@ fn metronome_configs(with_dpdk: bool, loads: &[u32]) -> Vec<(Dut, Vec<u32>)> {
         if w == 1 {
             v.push((met(1, Placement::Pinned, 50), loads.to_vec()));
             v.push((met(1, Placement::Pinned, 100), loads.to_vec()));
+            if let Some(line) = rig_line_mbps {
+                v.push((met_at(1, Placement::Pinned, 50, line), loads.to_vec()));
+                v.push((met_at(1, Placement::Pinned, 100, line), loads.to_vec()));
+            }
         }
         v.push((poll(w), loads.to_vec()));
         if with_dpdk {
@@ -239,7 +254,10 @@ pub fn run(o: &Options) -> Result<()> {
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let started = Instant::now();
 
-    let facts = machine_facts();
+    let mut facts = machine_facts();
+    if !o.cadence_args.is_empty() {
+        facts.push(("cadence_args".into(), o.cadence_args.join(" ")));
+    }
     for (k, v) in &facts {
         println!("bench: {k}: {v}");
     }
@@ -261,7 +279,14 @@ pub fn run(o: &Options) -> Result<()> {
     println!("bench: TSC {} Hz; {rounds} round(s), trials of {secs} s, {} flows", clock.rate().hz(), o.flows);
 
     let mut st = Study {
-        ctx: Ctx { cadence, chain_txt, log_dir: logs, clock, tx_path: TxPath::Ring },
+        ctx: Ctx {
+            cadence,
+            chain_txt,
+            log_dir: logs,
+            clock,
+            tx_path: TxPath::Ring,
+            cadence_args: o.cadence_args.clone(),
+        },
         secs,
         wait_s: o.wait_quiet_s,
         flows: o.flows,
@@ -299,7 +324,7 @@ pub fn run(o: &Options) -> Result<()> {
     if !o.no_metronome {
         let loads: Vec<u32> = if o.quick { vec![0, 50, 100] } else { (0..=100).step_by(10).collect() };
         let configs: Vec<(Dut, Vec<u32>)> =
-            metronome_configs(with_dpdk, &loads).into_iter().filter(|(d, _)| keep(d)).collect();
+            metronome_configs(with_dpdk, &loads, rig_line_mbps(&st.res)).into_iter().filter(|(d, _)| keep(d)).collect();
         metronome_phase(&mut st, &configs)?;
         st.save()?;
     }
@@ -480,6 +505,11 @@ fn run_latency(st: &mut Study, dut: &Dut, rates: &[(SizeMix, f64, f64)]) -> Resu
     Ok(())
 }
 
+/// The rig's ceiling (64 B) as a line rate, when it was measured.
+fn rig_line_mbps(res: &Results) -> Option<u32> {
+    res.zero_loss_median(&Dut::Ceiling, SizeMix::Fixed(60)).filter(|p| *p > 0.0).map(line_mbps_of)
+}
+
 /// Metronome vs poll vs testpmd: worker CPU, vacation and wake-up lateness against load;
 /// a fresh instance per point, so each `@summary` describes that load alone.
 fn metronome_phase(st: &mut Study, configs: &[(Dut, Vec<u32>)]) -> Result<()> {
@@ -529,4 +559,27 @@ fn metronome_phase(st: &mut Study, configs: &[(Dut, Vec<u32>)]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_rate_of_64_byte_frames() {
+        // 10 GbE carries 14 880 952 frames/s of 64 B (84 B on the wire).
+        assert_eq!(line_mbps_of(14_880_952.0), 10_000);
+        assert_eq!(line_mbps_of(439_000.0), 296);
+        assert_eq!(line_mbps_of(0.0), 1, "never 0, which would mean 'the port's speed'");
+    }
+
+    #[test]
+    fn rig_line_adds_metronome_workers_bounded_by_it() {
+        let without = metronome_configs(false, &[0, 50], None);
+        let with = metronome_configs(false, &[0, 50], Some(296));
+        assert_eq!(with.len(), without.len() + 2);
+        let names: Vec<String> = with.iter().map(|(d, _)| d.name()).collect();
+        assert!(names.contains(&"cadence/af_xdp/l2/metronome/vbar100/line296".to_string()), "{names:?}");
+        assert!(without.iter().all(|(d, _)| !d.name().contains("/line")));
+    }
 }

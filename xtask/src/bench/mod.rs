@@ -73,6 +73,9 @@ pub struct Options {
     /// Seconds to wait for other processes to use ≤ 0.2 CPUs before a measurement (and
     /// before repeating a noisy trial).
     pub wait_quiet_s: f64,
+    /// Boot options added to every Cadence device's command line (after the bench's own,
+    /// so they win).
+    pub cadence_args: Vec<String>,
 }
 
 /// Runs `study` (`hosted`). A debug build of xtask re-runs itself as a release build: the

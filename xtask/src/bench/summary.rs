@@ -261,6 +261,7 @@ fn targets(res: &Results, s: &mut String) {
                 workers: w,
                 placement: Placement::Pinned,
                 vbar_us: VBAR_DEFAULT_US,
+                line_mbps: 0,
             };
             if let Some(c) = met_cpu(res, &d, 0) {
                 let _ = writeln!(
@@ -276,15 +277,7 @@ fn targets(res: &Results, s: &mut String) {
     {
         let _ = writeln!(s, "  (testpmd, 1 worker, zero load: {:.1} % of its core)", t.r.usage.workers_total() * 100.0);
     }
-    let met_vbar = |vbar_us| Dut::Cadence {
-        io: Io::AfXdp,
-        chain: false,
-        sched: Sched::Metronome,
-        workers: 1,
-        placement: Placement::Pinned,
-        vbar_us,
-    };
-    let met1 = met_vbar(VBAR_DEFAULT_US);
+    let met1 = Dut::cadence(Io::AfXdp, false, Sched::Metronome);
     let poll1 = Dut::cadence(Io::AfXdp, false, Sched::Poll);
     if let (Some(m), Some(p)) = (met_cpu(res, &met1, 50), met_cpu(res, &poll1, 50)) {
         let r = m / p.max(1e-9);
@@ -294,12 +287,27 @@ fn targets(res: &Results, s: &mut String) {
             verdict(r <= 0.5)
         );
     }
-    for vbar in [VBAR_DEFAULT_US, 50, 100] {
-        let d = met_vbar(vbar);
+    // Every one-worker Metronome configuration of the study, in the order it ran.
+    let mut met_w1: Vec<&Dut> = Vec::new();
+    for m in &res.metronome {
+        if matches!(m.dut, Dut::Cadence { sched: Sched::Metronome, workers: 1, .. }) && !met_w1.contains(&&m.dut) {
+            met_w1.push(&m.dut);
+        }
+    }
+    for d in met_w1 {
+        let Dut::Cadence { vbar_us: vbar, .. } = *d else { continue };
+        if let (Some(idle), Some(full)) = (met_cpu(res, d, 0), met_cpu(res, d, 100)) {
+            let _ = writeln!(
+                s,
+                "- {}: worker CPU {idle:.3} at 0 % load, {full:.3} at 100 % (idle/full {:.2})",
+                d.name(),
+                idle / full.max(1e-9)
+            );
+        }
         let v: Vec<(u32, f64)> = res
             .metronome
             .iter()
-            .filter(|m| m.dut == d && m.load_pct > 0)
+            .filter(|m| m.dut == *d && m.load_pct > 0)
             .filter_map(|m| m.vac_window_ns.map(|x| (m.load_pct, x / 1e3)))
             .collect();
         if v.is_empty() {
@@ -310,7 +318,8 @@ fn targets(res: &Results, s: &mut String) {
         let (lo, hi) = v.iter().fold((f64::MAX, 0.0f64), |(a, b), (_, x)| (a.min(*x), b.max(*x)));
         let _ = writeln!(
             s,
-            "- mean vacation within ±10 % of V̄ = {vbar} µs across load (10–100 %): {lo:.1}–{hi:.1} µs, worst {:+.0} % — {}",
+            "- {}: mean vacation within ±10 % of V̄ = {vbar} µs across load (10–100 %): {lo:.1}–{hi:.1} µs, worst {:+.0} % — {}",
+            d.name(),
             worst * 100.0 * if hi - vb >= vb - lo { 1.0 } else { -1.0 },
             verdict(worst <= 0.10)
         );

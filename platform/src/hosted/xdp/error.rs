@@ -37,6 +37,9 @@ pub enum XdpCall {
     Options,
     /// `getsockopt(XDP_STATISTICS)`.
     Statistics,
+    /// `setsockopt` of the busy-polling options (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`,
+    /// `SO_BUSY_POLL_BUDGET`).
+    BusyPoll,
 }
 
 impl fmt::Display for XdpCall {
@@ -56,6 +59,7 @@ impl fmt::Display for XdpCall {
             XdpCall::Bind => f.write_str("bind"),
             XdpCall::Options => f.write_str("XDP_OPTIONS"),
             XdpCall::Statistics => f.write_str("XDP_STATISTICS"),
+            XdpCall::BusyPoll => f.write_str("busy-poll setup"),
         }
     }
 }
@@ -106,6 +110,7 @@ impl XdpError {
                 "no such queue on this interface (ethtool -l), or the rings/UMEM were refused"
             }
             (XdpCall::Bind, libc::ENODEV) => "the interface disappeared",
+            (XdpCall::BusyPoll, libc::ENOPROTOOPT) => "this kernel has no preferred busy polling (needs Linux >= 5.11)",
             _ => return None,
         })
     }

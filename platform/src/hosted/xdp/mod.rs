@@ -51,6 +51,9 @@ use std::sync::Arc;
 
 /// UMEM chunk size: one Cadence packet buffer.
 pub const CHUNK_SIZE: u32 = 2048;
+/// `SO_BUSY_POLL` of a busy-polling socket, µs: how long one call may poll an empty
+/// queue (DPDK's `net_af_xdp` uses the same 20 µs).
+pub const BUSY_POLL_US: i32 = 20;
 /// UMEM headroom: none (the kernel still keeps its own 256 bytes on receive).
 pub const UMEM_HEADROOM: u32 = 0;
 
@@ -379,6 +382,26 @@ impl XskSocket {
             data_path,
             need_wakeup: owner_wakeup,
         })
+    }
+
+    /// Turns on preferred busy polling (Linux ≥ 5.11, `Documentation/networking/napi.rst`,
+    /// "Busy polling"): `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = [`BUSY_POLL_US`] and
+    /// `SO_BUSY_POLL_BUDGET` = `budget` packets. From then on this socket's `recvfrom` and
+    /// `sendto` run the NAPI poll of the queue it is bound to in the caller's thread, so
+    /// the driver must make those calls when its RX ring is empty (see
+    /// `cadence_drivers::xsk::XskConfig::always_kick_rx`), not only on NEED_WAKEUP.
+    /// Raising `SO_BUSY_POLL` above `net.core.busy_read` needs CAP_NET_ADMIN.
+    pub fn busy_poll(&self, budget: u32) -> Result<(), XdpError> {
+        if budget == 0 || budget > u32::from(u16::MAX) {
+            return Err(XdpError::BadConfig("busy-poll budget must be in 1..=65535"));
+        }
+        let s = self.fd.as_fd();
+        let err =
+            |errno| XdpError::Sys { call: XdpCall::BusyPoll, ifname: self.ifname.clone(), queue: self.queue, errno };
+        sys::setsockopt_int(s, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1).map_err(err)?;
+        sys::setsockopt_int(s, libc::SOL_SOCKET, libc::SO_BUSY_POLL, BUSY_POLL_US).map_err(err)?;
+        sys::setsockopt_int(s, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, budget as i32).map_err(err)?;
+        Ok(())
     }
 
     /// The four ring windows, once: a driver takes them and owns them from then on.
