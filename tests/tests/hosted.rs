@@ -59,8 +59,15 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -> Result<Rig> {
+    start_with(name, io, boot, chain, &[])
+}
+
+/// [`start`] with more command-line options for the hosted binary.
+fn start_with(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>, args: &[&str]) -> Result<Rig> {
     let mut cfg = RigConfig::new(hosted()?, out_dir(name), FLOWS);
-    cfg.backend = Backend::Veth { queues: 1, io, args: vec!["--unpinned".into()] };
+    let mut argv = vec!["--unpinned".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    cfg.backend = Backend::Veth { queues: 1, io, args: argv };
     let mut all = BootOptions::default().set("max_s", 300).set("stats_ms", 0);
     for (k, v) in &boot.0 {
         all = all.set(k, v);
@@ -117,10 +124,11 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
     assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, k.received, "{fw:?}");
     assert_eq!(fw.require("drops")?, denied, "{fw:?}");
     // Both workers ran rounds; the pool is back at rest (`stop` checked it against @ready):
-    // only the two fill rings' buffers (one ring of qsize per socket) are out of it.
+    // only the two fill rings' buffers (one ring per socket, the hosted default of 2048
+    // entries: `--xdp-ring`) are out of it.
     assert!(fw.require("core0_tries")? > 0 && fw.require("core1_tries")? > 0, "{fw:?}");
-    let qsize: u64 = 256;
-    assert_eq!(fw.require("pool_in_use")?, 2 * qsize, "{fw:?}");
+    let ring: u64 = 2048;
+    assert_eq!(fw.require("pool_in_use")?, 2 * ring, "{fw:?}");
     // The kernel dropped nothing on the way in either.
     assert_eq!(fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?, 0, "{fw:?}");
     Ok(())
@@ -192,7 +200,7 @@ fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> 
         .set("ts0_us", 10_000)
         .set("line_mbps", 1)
         .set("feedback", 0);
-    let mut rig = start("hosted_xdp_overload", "af_xdp", boot, None)?;
+    let mut rig = start_with("hosted_xdp_overload", "af_xdp", boot, None, &["--xdp-ring=64"])?;
     let overload = 40_000;
     send_paced(&mut rig, overload, 20_000, |i| ((i % u64::from(FLOWS)) as u16, 60))?;
     rig.drain(Duration::from_secs(2), Duration::from_secs(30), &mut |_| {});

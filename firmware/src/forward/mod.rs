@@ -204,6 +204,11 @@ pub trait FwdPort: Port + 'static {
     fn fill(rx: &mut Self::Rx, pool: &mut Pool<'static>) -> usize;
     /// The RSS indirection table the device holds, if it does RSS.
     fn rss_table(&self) -> Option<Vec<u16>>;
+    /// Entries of each receive ring as the device was set up (what Metronome's ring bound
+    /// counts); `None`: the boot option `qsize` says.
+    fn ring_entries(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Writes `args` as one line and waits (messages: `error: …`, `warning: …`).
@@ -269,15 +274,16 @@ struct Shared<M: Machine, P: FwdPort> {
     finished: AtomicBool,
 }
 
-/// The Metronome configuration of the boot options, with the ports' line rate.
-pub fn metronome_config(cfg: &BootConfig, line_rate_pps: Option<u64>) -> MetronomeConfig {
+/// The Metronome configuration of the boot options, with the ports' line rate and the
+/// entries of their smallest receive ring (`None`: `qsize`).
+pub fn metronome_config(cfg: &BootConfig, line_rate_pps: Option<u64>, ring: Option<u32>) -> MetronomeConfig {
     let mut mcfg = MetronomeConfig::default();
     mcfg.target_vacation_ns = u64::from(cfg.vbar_us) * 1_000;
     mcfg.long_timeout_ns = u64::from(cfg.tl_us) * 1_000;
     mcfg.initial_short_timeout_ns = u64::from(cfg.ts0_us) * 1_000;
     mcfg.ewma_weight = f64::from(cfg.ewma_permille) / 1000.0;
     mcfg.vacation_feedback_gain = f64::from(cfg.feedback_permille) / 1000.0;
-    mcfg.ring_descriptors = u32::from(cfg.qsize);
+    mcfg.ring_descriptors = ring.filter(|&r| r > 0).unwrap_or(u32::from(cfg.qsize));
     // T_S near zero load is about V̄: a clamp below V̄ would make the target unreachable.
     mcfg.max_short_timeout_ns = mcfg.max_short_timeout_ns.max(mcfg.target_vacation_ns);
     if let Some(r) = line_rate_pps.filter(|&r| r > 0) {
@@ -320,7 +326,8 @@ pub fn run<M: Machine, P: FwdPort>(
         return Outcome::RuntimeFailure;
     }
     let clock = machine.clock();
-    let mcfg = metronome_config(cfg, line_rate_pps);
+    let ring = ports.iter().filter_map(|p| p.ring_entries()).min();
+    let mcfg = metronome_config(cfg, line_rate_pps, ring);
     let ctl = match Metronome::with_queues(&mcfg, clock.rate(), cfg.workers, lanes) {
         Ok(c) => c,
         Err(e) => {
@@ -437,7 +444,7 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
         say(
             m,
             format_args!(
-                "warning: T_S is bounded by the ring at {:.1} us (qsize={} at {} pps), below vbar={} us: \
+                "warning: T_S is bounded by the ring at {:.1} us (ring={} at {} pps), below vbar={} us: \
                  the vacation target cannot be met; raise qsize or set line_mbps to the port's real rate",
                 b / 1000.0,
                 mcfg.ring_descriptors,

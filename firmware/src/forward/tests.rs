@@ -459,7 +459,7 @@ fn a_ring_bound_below_the_target_vacation_is_reported() {
     let _ = rig.run.join().expect("run");
     let lines = m.lines();
     let w = lines.iter().find(|l| l.starts_with("warning: T_S is bounded by the ring")).expect("warning");
-    assert!(w.contains("8.6 us") && w.contains("qsize=256") && w.contains("vbar=15 us"), "{w}");
+    assert!(w.contains("8.6 us") && w.contains("ring=256") && w.contains("vbar=15 us"), "{w}");
     // A bigger ring clears it.
     let m = FakeMachine::leak(1, vec![], 0);
     let rig = start("CTL qsize=1024 max_s=1", m);
@@ -553,7 +553,7 @@ fn with_a_live_worker_0_the_watchdog_stays_quiet() {
 fn the_upper_clamp_of_t_s_never_sits_below_the_vacation_target() {
     let cfg = |s: &str| BootConfig::parse(s).expect("valid");
     // Default V̄ (15 µs): the clamp stays at 1 ms.
-    assert_eq!(metronome_config(&cfg(""), None).max_short_timeout_ns, 1_000_000);
+    assert_eq!(metronome_config(&cfg(""), None, None).max_short_timeout_ns, 1_000_000);
     // V̄ above 1 ms raises it, or T_S could never reach the target at low load.
-    assert_eq!(metronome_config(&cfg("vbar_us=10000"), None).max_short_timeout_ns, 10_000_000);
+    assert_eq!(metronome_config(&cfg("vbar_us=10000"), None, None).max_short_timeout_ns, 10_000_000);
 }

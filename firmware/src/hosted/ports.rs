@@ -140,6 +140,10 @@ impl FwdPort for HostedPort {
     fn rss_table(&self) -> Option<Vec<u16>> {
         None
     }
+
+    fn ring_entries(&self) -> Option<u32> {
+        u32::try_from(self.ring).ok()
+    }
 }
 
 impl RxQueue for HostedRx {
@@ -319,7 +323,7 @@ fn window(ring: MappedRing, o: xdp::RingOffsets, size: u32) -> RingWindow<Mapped
 
 fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<String>) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
-    let ring = args.xdp_ring.map_or(usize::from(cfg.qsize).next_power_of_two(), |r| r as usize);
+    let ring = args.xdp_ring as usize;
     // A lane's pool feeds two sockets, each holding up to a fill ring of posted buffers
     // and a TX ring of frames in flight: with less, the kernel runs short of fill entries.
     if 4 * ring > cfg.pool {

@@ -232,6 +232,10 @@ impl FwdPort for Nic {
     fn rss_table(&self) -> Option<Vec<u16>> {
         Nic::rss_table(self)
     }
+
+    fn ring_entries(&self) -> Option<u32> {
+        Some(u32::from(self.queue_size()))
+    }
 }
 
 impl Port for Nic {
