@@ -242,11 +242,15 @@ impl Stage for Chain {
     ) -> Commands {
         let mut commands = Commands::default();
         self.batch.clear();
+        // With no NF (the L2 forwarder) a frame that parses goes straight to `send`: the
+        // per-packet batch of parse results would only be written and read back.
+        let direct = self.nfs.is_empty();
         // Parse once; malformed and control frames never reach the NFs.
         for &b in input.as_slice() {
             match parse::parse(pool.frame(b)) {
                 // Nowhere to send it: the caller named a port the chain does not have.
                 Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
+                Ok(_) if direct => Self::send(&self.egress, pool, out, counters, b, PORTS - 1 - port, None),
                 Ok(parsed) => {
                     let default_out = (PORTS - 1 - port) as u8;
                     let pkt = Pkt {
@@ -275,6 +279,9 @@ impl Stage for Chain {
             }
         }
         input.clear();
+        if direct {
+            return commands;
+        }
 
         let ctx = NfCtx { now };
         for nf in &mut self.nfs {
@@ -319,6 +326,7 @@ impl Chain {
 
     /// Sends `buf` out of port `to`: destination `dst_mac` or the port's peer, source the
     /// port's own MAC; a port the chain or the caller does not have drops and counts it.
+    #[inline(always)]
     fn send(
         egress: &Egress,
         pool: &mut Pool<'_>,

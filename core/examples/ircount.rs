@@ -1,0 +1,106 @@
+//! Instructions per packet of the forwarding loop, for a noisy machine: a fixed number of
+//! batches through the real `Poller` over software NICs, with a deterministic clock, so that
+//! `valgrind --tool=cachegrind` counts the same instructions on every run.
+//!
+//! ```text
+//! cargo build --release -p cadence-core --example ircount
+//! valgrind --tool=cachegrind --cache-sim=no target/release/examples/ircount l2 2000
+//! valgrind --tool=cachegrind --cache-sim=no target/release/examples/ircount l2 4000
+//! ```
+//!
+//! Instructions per packet = (Ir at 4000 − Ir at 2000) / (2000 × 32): the difference cancels
+//! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
+//! `l3` (the L3 forwarder chain of the benches); a third argument `notiming` turns the latency
+//! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
+//! criterion benches leave outside their measurement: compare modes or commits, not absolute
+//! figures with the benches'. docs/PERFORMANCE.md ("Restructuring, before and after") uses it.
+
+use std::cell::Cell;
+use std::hint::black_box;
+
+use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Batch, Pool};
+use cadence_core::control::Commands;
+use cadence_core::nf::Chain;
+use cadence_core::poll::{PollConfig, Poller};
+use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
+use cadence_core::stage::{Stage, StageCounters};
+use cadence_core::time::{Clock, Instant, TickRate};
+
+#[path = "../benches/common/frames.rs"]
+mod frames;
+#[path = "../benches/common/l3.rs"]
+mod l3;
+
+/// A clock that advances 1 000 ticks per reading: no `rdtsc`, the same path every run.
+struct Steps(Cell<u64>);
+
+impl Clock for Steps {
+    fn now(&self) -> Instant {
+        let t = self.0.get() + 1_000;
+        self.0.set(t);
+        Instant(t)
+    }
+    fn rate(&self) -> TickRate {
+        TickRate::try_new(2_600_000_000).expect("nonzero")
+    }
+}
+
+/// Moves every frame to the other port untouched (the benches' baseline).
+struct IoOnly;
+
+impl Stage for IoOnly {
+    fn process(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &mut Batch,
+        out: &mut [Batch],
+        _counters: &mut StageCounters,
+        _now: Instant,
+    ) -> Commands {
+        let Some(dst) = out.get_mut(1 - port) else { return Commands::default() };
+        while let Some(b) = input.pop() {
+            if let Err(b) = dst.push(b) {
+                let _ = pool.free(b);
+            }
+        }
+        Commands::default()
+    }
+}
+
+fn run<S: Stage>(stage: S, batches: usize, cfg: PollConfig) -> Result<(), String> {
+    let mut mem = vec![0u8; 4096 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).map_err(|e| format!("pool: {e:?}"))?;
+    let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
+    let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
+    let mut worker = Poller::new(stage, cfg);
+    let clock = Steps(Cell::new(0));
+    let frames: Vec<Vec<u8>> = (0..BATCH_SIZE as u16).map(frames::udp60).collect();
+    for _ in 0..batches {
+        for f in &frames {
+            let _ = rx[0].inject(&mut pool, f);
+        }
+        black_box(worker.poll_once(&mut pool, &mut rx, &mut tx, &clock));
+    }
+    match worker.stats().drops_total() {
+        0 => Ok(()),
+        n => Err(format!("{n} frames dropped: the count would not describe forwarding")),
+    }
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: ircount io|l2|l3 BATCHES [notiming]";
+    let batches: usize = args.get(1).and_then(|n| n.parse().ok()).ok_or(usage)?;
+    let cfg = match args.get(2).map(String::as_str) {
+        None => PollConfig::default(),
+        Some("notiming") => PollConfig::default().without_timing(),
+        Some(_) => return Err(usage.into()),
+    };
+    match args.first().map(String::as_str) {
+        Some("io") => run(IoOnly, batches, cfg),
+        Some("l2") => run(Chain::new(Vec::new(), l3::EGRESS), batches, cfg),
+        Some("l3") => run(l3::l3fwd_chain(), batches, cfg),
+        _ => Err(usage.into()),
+    }
+}
