@@ -9,8 +9,11 @@
 //! and everything on the wire side. Dropped frames are counted by reason, not timed. Frames
 //! the dataplane makes itself (IPFIX) carry no stamp and are not timed.
 //!
-//! Recording is one subtraction, one `leading_zeros` and two increments per frame into a
-//! fixed [`LogHistogram`] (4 KiB, no allocation), plus one compare against the SLO.
+//! Recording is one subtraction, one `leading_zeros` and two increments into a fixed
+//! [`LogHistogram`] (4 KiB, no allocation), plus one compare against the SLO, per *run* of
+//! frames with the same stamp in a TX batch ([`Latency::record_n`]): frames received in one
+//! poll and sent in one poll have the same sojourn time, so a batch usually costs one update,
+//! and each frame only the load and compare of its stamp.
 
 use core::fmt;
 
@@ -41,8 +44,17 @@ impl Latency {
     /// Records one frame that spent `ticks` in the dataplane.
     #[inline]
     pub fn record(&mut self, ticks: u64) {
-        self.hist.record(ticks);
-        self.over += u64::from(self.slo != 0 && ticks > self.slo);
+        self.record_n(ticks, 1);
+    }
+
+    /// Records `n` frames of the same sojourn time `ticks` (a worker times every frame of a
+    /// batch received in one poll and sent in one poll alike: one histogram update for the run).
+    #[inline]
+    pub fn record_n(&mut self, ticks: u64, n: u64) {
+        self.hist.record_n(ticks, n);
+        if self.slo != 0 && ticks > self.slo {
+            self.over = self.over.saturating_add(n);
+        }
     }
 
     /// Adds `other`'s frames (summing workers).

@@ -301,11 +301,22 @@ impl<S: Stage> Poller<S> {
         };
         let mut sent = 0;
         if self.cfg.timing {
+            // Frames received in one poll share its stamp and leave with one `now`: record each
+            // run of equal stamps once (the histogram is the same as frame by frame).
+            let (mut run_stamp, mut run) = (0u64, 0u64);
             for &b in out.as_slice() {
                 let t = pool.stamp(b);
-                if t != 0 {
-                    self.latency.record(now.ticks().saturating_sub(t));
+                if t == run_stamp {
+                    run += 1;
+                    continue;
                 }
+                if run_stamp != 0 {
+                    self.latency.record_n(now.ticks().saturating_sub(run_stamp), run);
+                }
+                (run_stamp, run) = (t, 1);
+            }
+            if run_stamp != 0 {
+                self.latency.record_n(now.ticks().saturating_sub(run_stamp), run);
             }
         }
         if let Some(q) = txq {

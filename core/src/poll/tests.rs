@@ -357,3 +357,69 @@ fn every_forwarded_frame_is_timed_from_its_poll_to_its_tx_burst() {
     assert_eq!(off.poll().tx, 1);
     assert_eq!(off.worker.latency().count(), 0);
 }
+
+/// Holds every other frame of a poll until the next poll, and sends held and new frames
+/// interleaved: one TX batch then mixes stamps of two polls, run after run.
+struct Interleave {
+    held: Batch,
+}
+
+impl Stage for Interleave {
+    fn process(
+        &mut self,
+        _port: usize,
+        _pool: &mut Pool<'_>,
+        input: &mut Batch,
+        out: &mut [Batch],
+        _counters: &mut crate::stage::StageCounters,
+        _now: Instant,
+    ) -> Commands {
+        let mut older = core::mem::replace(&mut self.held, Batch::new());
+        let mut keep = false;
+        while let Some(b) = input.pop() {
+            if keep {
+                let _ = self.held.push(b);
+            } else if let Some(o) = out.get_mut(1) {
+                let _ = o.push(b);
+                if let (Some(h), Some(o)) = (older.pop(), out.get_mut(1)) {
+                    let _ = o.push(h);
+                }
+            }
+            keep = !keep;
+        }
+        if let Some(o) = out.get_mut(1) {
+            while let Some(h) = older.pop() {
+                let _ = o.push(h);
+            }
+        }
+        Commands::default()
+    }
+}
+
+#[test]
+fn a_tx_batch_mixing_polls_times_each_frame_by_its_own_poll() {
+    let mut mem = alloc::vec![0u8; 512 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 512).unwrap();
+    let mut rx = [SoftRxQueue::new(&mut pool, RING), SoftRxQueue::new(&mut pool, RING)];
+    let mut tx = [SoftTxQueue::new(256, true), SoftTxQueue::new(256, true)];
+    let mut w = Poller::new(Interleave { held: Batch::new() }, PollConfig::new(0, Duration::ZERO));
+    // Readings: poll 1 stamps at 10 and sends at 20; poll 2 stamps at 30 and sends at 40.
+    let clock = FakeClock::new(10);
+    let _ = clock.now();
+    for i in 0..8u16 {
+        rx[0].inject(&mut pool, &udp4(1000 + i, 53, b"x")).unwrap();
+    }
+    assert_eq!(w.poll_once(&mut pool, &mut rx, &mut tx, &clock).tx, 4, "poll 1 sends half, holds half");
+    for i in 0..8u16 {
+        rx[0].inject(&mut pool, &udp4(2000 + i, 53, b"x")).unwrap();
+    }
+    // Poll 2's TX batch alternates its own frames (10 ticks) with poll 1's (30 ticks).
+    assert_eq!(w.poll_once(&mut pool, &mut rx, &mut tx, &clock).tx, 8);
+    let l = w.latency();
+    assert_eq!(l.count(), 12, "every transmitted frame timed once");
+    let h = l.histogram();
+    // 4 frames of poll 1 at 10, 4 of poll 2 at 10, 4 held ones at 30.
+    assert_eq!(h.quantile(0.0), Some(10));
+    assert_eq!(h.quantile(8.0 / 12.0), Some(10));
+    assert!(h.quantile(9.0 / 12.0).is_some_and(|t| (30..32).contains(&t)), "{:?}", h.quantile(0.75));
+}
