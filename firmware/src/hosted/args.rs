@@ -93,7 +93,7 @@ options:
                            AF_XDP binding (default auto: zero-copy where the driver has it)
   --chain FILE             the NF chain in its text form (docs/PROTOCOL.md); none: L2 forwarding
   --cpus LIST              CPU of each worker, e.g. 1,2,3 (default: worker w on CPU w)
-  --unpinned               do not pin the workers
+  --unpinned               do not pin the workers (then up to 4 workers per online CPU)
   --huge                   packet memory on 2 MiB pages
   --spin-us N              spin the last N us of each sleep (default 0: sleep in the kernel only)
   --xdp-ring N             entries of each AF_XDP ring, a power of two in 64..=8192 (default 2048);

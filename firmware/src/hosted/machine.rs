@@ -48,6 +48,9 @@ pub struct Hosted {
     mgmt: Mutex<MgmtIn>,
 }
 
+/// Unpinned workers allowed per online CPU ([`Machine::max_workers`]).
+pub const UNPINNED_PER_CPU: usize = 4;
+
 /// Chunks of stdin queued before the reader thread waits (backpressure, nothing dropped).
 const MGMT_CHUNKS: usize = 8;
 /// Bytes per chunk read from stdin.
@@ -219,8 +222,13 @@ impl Machine for Hosted {
         self.clock
     }
 
+    /// Pinned: one worker per online CPU. Unpinned (`--unpinned`): up to
+    /// [`UNPINNED_PER_CPU`] per CPU — the kernel shares the CPUs between them, which is how
+    /// Metronome's M > N idle case (several workers sleeping on one lane) can be measured on
+    /// a machine with fewer CPUs than workers.
     fn max_workers(&self) -> usize {
-        thread::cpus_online().max(1)
+        let cpus = thread::cpus_online().max(1);
+        if self.cpus.iter().all(Option::is_none) { cpus * UNPINNED_PER_CPU } else { cpus }
     }
 
     fn sleeper(&self, _worker: usize) -> Result<NanoSleeper, HostedError> {

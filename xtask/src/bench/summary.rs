@@ -236,20 +236,26 @@ fn targets(res: &Results, s: &mut String) {
             }
         }
     }
-    let w3 = res.metronome.iter().find(|m| {
-        matches!(m.dut, Dut::Cadence { sched: Sched::Metronome, workers: 3, placement: Placement::Unpinned, .. })
-            && m.load_pct == 0
-    });
-    if let Some(m) = w3 {
+    let w3: Vec<_> = res
+        .metronome
+        .iter()
+        .filter(|m| {
+            matches!(m.dut, Dut::Cadence { sched: Sched::Metronome, workers: 3, placement: Placement::Unpinned, .. })
+                && m.load_pct == 0
+        })
+        .collect();
+    for m in &w3 {
         let share = m.r.usage.workers_total() / 3.0;
         let _ = writeln!(
             s,
-            "- zero load, 3 Metronome workers (unpinned on 2 vCPUs) ≤ 5 % of 3 cores: {:.2} % ({:.4} CPUs) — {}",
+            "- {}: zero load, 3 Metronome workers (unpinned on 2 vCPUs) ≤ 5 % of 3 cores: {:.2} % ({:.4} CPUs) — {}",
+            m.dut.name(),
             share * 100.0,
             m.r.usage.workers_total(),
             verdict(share <= 0.05)
         );
-    } else {
+    }
+    if w3.is_empty() {
         let why = res.failures.iter().find(|f| f.contains("/w3/")).map_or("not run", String::as_str);
         let _ = writeln!(s, "- zero load, 3 Metronome workers ≤ 5 % of 3 cores: **not measurable here** ({why})");
         // What one and two idle workers cost, scaled to three (an estimate, not a measurement).
