@@ -297,6 +297,19 @@ pub fn parse_l2(frame: &[u8]) -> Result<L2, ParseError> {
 
 /// Parses `frame` down to the transport header. Never panics.
 pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
+    parse_inline(frame)
+}
+
+/// Whether `frame` parses, and if not why: exactly [`parse`]'s checks, without building its
+/// result (the compiler drops what only the result needed). For a stage that forwards a
+/// frame untouched once it is known to be well formed (the L2 forwarder).
+pub fn check(frame: &[u8]) -> Result<(), ParseError> {
+    parse_inline(frame).map(|_| ())
+}
+
+/// The one parser behind [`parse`] and [`check`].
+#[inline(always)]
+fn parse_inline(frame: &[u8]) -> Result<Parsed, ParseError> {
     // Offsets are u16: a frame is at most a buffer (2 KiB). Longer input is parsed as
     // its first 64 KiB - 1, which no IP length field can reach past anyway.
     let frame = frame.get(..usize::from(u16::MAX)).unwrap_or(frame);

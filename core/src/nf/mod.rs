@@ -223,6 +223,30 @@ impl Chain {
         Ok(())
     }
 
+    /// A frame that did not parse: a control frame (another ethertype) becomes a command if
+    /// the egress settings accept it from `port`; everything else is dropped by reason.
+    fn refuse(
+        egress: &Egress,
+        pool: &mut Pool<'_>,
+        counters: &mut StageCounters,
+        commands: &mut Commands,
+        port: usize,
+        b: PacketBuf,
+        e: ParseError,
+    ) {
+        if e != ParseError::UnsupportedEthertype {
+            return Self::drop_frame(pool, counters, b, e.into());
+        }
+        match control_verdict(egress.control.as_ref(), port, pool.frame(b)) {
+            Ok(c) => {
+                commands.record(c);
+                counters.ctl += 1;
+                let _ = pool.free(b);
+            }
+            Err(reason) => Self::drop_frame(pool, counters, b, reason),
+        }
+    }
+
     /// Frees `b` and counts the drop.
     fn drop_frame(pool: &mut Pool<'_>, counters: &mut StageCounters, b: PacketBuf, reason: DropReason) {
         let _ = pool.free(b);
@@ -243,14 +267,21 @@ impl Stage for Chain {
         let mut commands = Commands::default();
         self.batch.clear();
         // With no NF (the L2 forwarder) a frame that parses goes straight to `send`: the
-        // per-packet batch of parse results would only be written and read back.
+        // per-packet batch of parse results would only be written and read back, and only
+        // whether the frame parses matters (`parse::check`, the same checks).
         let direct = self.nfs.is_empty();
-        // Parse once; malformed and control frames never reach the NFs.
         for &b in input.as_slice() {
+            if direct {
+                match parse::check(pool.frame(b)) {
+                    Ok(()) if port < PORTS => Self::send(&self.egress, pool, out, counters, b, PORTS - 1 - port, None),
+                    // Nowhere to send it: the caller named a port the chain does not have.
+                    Ok(()) => Self::drop_frame(pool, counters, b, DropReason::TxFull),
+                    Err(e) => Self::refuse(&self.egress, pool, counters, &mut commands, port, b, e),
+                }
+                continue;
+            }
             match parse::parse(pool.frame(b)) {
-                // Nowhere to send it: the caller named a port the chain does not have.
                 Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
-                Ok(_) if direct => Self::send(&self.egress, pool, out, counters, b, PORTS - 1 - port, None),
                 Ok(parsed) => {
                     let default_out = (PORTS - 1 - port) as u8;
                     let pkt = Pkt {
@@ -265,17 +296,7 @@ impl Stage for Chain {
                         Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                     }
                 }
-                Err(ParseError::UnsupportedEthertype) => {
-                    match control_verdict(self.egress.control.as_ref(), port, pool.frame(b)) {
-                        Ok(c) => {
-                            commands.record(c);
-                            counters.ctl += 1;
-                            let _ = pool.free(b);
-                        }
-                        Err(reason) => Self::drop_frame(pool, counters, b, reason),
-                    }
-                }
-                Err(e) => Self::drop_frame(pool, counters, b, e.into()),
+                Err(e) => Self::refuse(&self.egress, pool, counters, &mut commands, port, b, e),
             }
         }
         input.clear();

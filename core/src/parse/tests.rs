@@ -392,6 +392,7 @@ proptest! {
         if let Ok(p) = parse(&frame) {
             check_bounds(&frame, &p);
         }
+        prop_assert_eq!(check(&frame), parse(&frame).map(|_| ()), "check and parse disagree");
     }
 
     #[test]
@@ -410,5 +411,7 @@ proptest! {
         if let Ok(p) = parse(f) {
             check_bounds(f, &p);
         }
+        // The L2 forwarder's check is the same verdict, reason included.
+        prop_assert_eq!(check(f), parse(f).map(|_| ()), "check and parse disagree");
     }
 }
