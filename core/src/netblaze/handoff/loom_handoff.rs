@@ -9,6 +9,13 @@
 //! - **return path**: every buffer handed over is received once in order, every give-back
 //!   of held buffers is whole (the credit argument of `link.rs`), and after teardown every
 //!   buffer was freed into the pool exactly once (pool full, no double free).
+//!
+//! Teeth: the producer side's `Release`/`Acquire` (slot writes before `prod`) made
+//! `Relaxed` fails both models (a stale slot read: `[0, 0]` for `[0, 1]`). The consumer
+//! side's pair (slot reads before `cons`) guards against load buffering — a read returning
+//! a value the other core writes later — which loom does not model, so weakening it is not
+//! caught here; that side rests on the argument in `mod.rs` (and x86's TSO never reorders a
+//! load after a later store; Arm's model does).
 
 use std::vec::Vec;
 

@@ -8,7 +8,12 @@
 //! [`try_ring`] builds one ring and splits it into a [`Producer`] and a [`Consumer`]. Each
 //! half is `Send` (it moves to the core that uses it), neither is `Clone`, and pushing or
 //! popping takes `&mut self`: the type system is what makes it *single* producer, *single*
-//! consumer. Everything is allocated by [`try_ring`]; a push or a pop
+//! consumer. A second producer cannot be made:
+//!
+//! ```compile_fail,E0599
+//! let (p, _c) = cadence_core::netblaze::handoff::try_ring(2).expect("ring");
+//! let _second = p.clone(); // `Producer` is not `Clone`
+//! ``` Everything is allocated by [`try_ring`]; a push or a pop
 //! allocates nothing, takes no lock, never waits and never panics.
 //!
 //! - [`Producer::push_burst`] takes as many handles from the front of a slice as there is
