@@ -5,6 +5,7 @@
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
 //! peers io|l2fwd|l3fwd [--huge] [--samples S] [--min-ms M]         # the worker loop, software NICs
+//! peers ring [--huge] [--samples S] [--min-ms M]                   # netblaze::handoff, CPU 0 -> CPU 1
 //! ```
 //!
 //! Method (identical in `benches/peers/common.h`): one discarded warm-up sample, then samples
@@ -23,6 +24,12 @@
 //! of a window of 3/4 N keys sliding over N keys; rearm = burst lookup (hit) +
 //! `restart_expire_timer` per hit on an `AutoDelete` table (the SWX learner's rearm).
 //!
+//! Ring: as `benches/peers/ring.c` — a 2048-slot hand-off ring, the producer on CPU 0 (this
+//! thread), the consumer on CPU 1 (both pinned here; `cargo xtask peers` starts this case
+//! with `taskset -c 0,1`), bursts of 32 handles; a sample moves 2^22 handles, each side times
+//! its own loop (its waits included) and the figure is the two sides' cycles per handle
+//! added (`op=ring_spsc_b32`, the `rte_ring` peer's op, so the harness pairs them).
+//!
 //! Pages: `--huge` puts every allocation of 1 MiB or more (tables, key lists, the packet pool)
 //! on hugetlbfs 2 MiB pages, otherwise on 4 KiB pages (`common/hugealloc.rs`); the line's
 //! `pages=` says what was obtained (`thp` if hugetlbfs ran short).
@@ -39,8 +46,10 @@ use cadence_core::time::{Duration, Instant};
 
 mod common {
     pub mod frames;
+    pub mod handoff_pair;
     pub mod hugealloc;
     pub mod l3;
+    pub mod pin;
     pub mod stages;
     pub mod tsc;
     pub mod worker_loop;
@@ -243,6 +252,17 @@ fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
     );
 }
 
+/// Handles per ring sample: `PEER_RING_OBJS` of `benches/peers/ring.c`.
+const RING_OBJS: u64 = 1 << 22;
+
+/// Cycles per handle (producer + consumer) through the hand-off ring, CPU 0 -> CPU 1.
+fn ring(rule: Rule) {
+    common::pin::pin_or_warn(0, "peers ring");
+    let mut pair = common::handoff_pair::Pair::<common::handoff_pair::Ring>::start("peers ring");
+    let r = rule.take(|| pair.sample(RING_OBJS) as f64 / RING_OBJS as f64);
+    report("ring_spsc_b32", "-", r, RING_OBJS as usize);
+}
+
 /// `64K`, `1M`, ...: a power of two of at least 1K keys.
 fn parse_size(s: &str) -> Option<usize> {
     let (num, shift) = match s.as_bytes().last()? {
@@ -255,7 +275,7 @@ fn parse_size(s: &str) -> Option<usize> {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l3fwd  [--huge] [--samples S] [--min-ms M]");
+    eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l3fwd | ring  [--huge] [--samples S] [--min-ms M]");
     ExitCode::FAILURE
 }
 
@@ -302,6 +322,7 @@ fn main() -> ExitCode {
                 rule,
             )
         }
+        "ring" => ring(rule),
         "l3fwd" => forwarding(
             "l3fwd",
             common::l3::l3fwd_chain(),

@@ -42,6 +42,18 @@ impl PacketBuf {
     pub const fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The handle as the raw `u16` a hand-off ring's atomic slot holds
+    /// ([`crate::netblaze::handoff`]).
+    pub(crate) const fn raw(self) -> u16 {
+        self.0
+    }
+
+    /// The handle a hand-off ring's slot held ([`PacketBuf::raw`]). Not a way to forge
+    /// buffers: only `core`'s rings call it, on values that were handles when pushed.
+    pub(crate) const fn from_raw(raw: u16) -> Self {
+        Self(raw)
+    }
 }
 
 /// Why a pool operation was refused.

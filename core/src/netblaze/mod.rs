@@ -2,9 +2,10 @@
 //! (`SPEC.md` §2; seed paper "Scheduling Network Function Chains Under Sub-Millisecond
 //! Latency SLOs", §3).
 //!
-//! This module holds the **decisions** only — pure functions and small state machines over
+//! This module holds the **decisions** — pure functions and small state machines over
 //! counts — so that the firmware and the simulator (`cadence-sim`, `cargo xtask sim
-//! netblaze`) run the very same code, the simulator in virtual time:
+//! netblaze`) run the very same code, the simulator in virtual time — and, in [`handoff`],
+//! the one piece that moves packets between cores:
 //!
 //! - [`epoch`]: what a dedicated core counts per epoch ([`EpochCounters`]) and its backlog
 //!   ⟨flows, packets⟩ ([`Backlog`]).
@@ -20,6 +21,9 @@
 //!   ([`FollowTable`]).
 //! - [`server_mapper`]: every period (1 s): RSS buckets → dedicated cores with the 85 / 75 /
 //!   50 % thresholds, writing only changed indirection entries ([`ServerMapper::period`]).
+//! - [`handoff`]: what moves packets, not decisions — the SPSC hand-off ring of buffer
+//!   handles between a dedicated and an auxiliary core ([`handoff::try_ring`]) and the
+//!   return path that brings every buffer back to its lane's pool ([`handoff::try_link`]).
 //! - [`ingress`]: the rack-scale step: destination-prefix aggregates → servers with the
 //!   threshold τ ([`IngressMapper`]; simulated only).
 //!
@@ -35,6 +39,7 @@ use core::fmt;
 pub mod core_mapper;
 pub mod epoch;
 pub mod follow;
+pub mod handoff;
 pub mod ingress;
 pub mod profile;
 pub mod server_mapper;

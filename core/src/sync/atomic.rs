@@ -2,15 +2,19 @@
 //! `--cfg loom`, so that the model checker sees every access, `core`'s otherwise.
 //!
 //! Structures shared between cores (`pna` tables and their event ring, the NAT port pool,
-//! the Accounting export ring, the Maglev tables, the URL filter's slab leases, `Swap`) import their
+//! the Accounting export ring, the Maglev tables, the URL filter's slab leases, `Swap`, NetBlaze's hand-off rings) import their
 //! atomics from here rather than from `core::sync::atomic`; that is what lets each of them be
 //! model-checked (`cargo xtask test`, step "loom"; README "Tests"). Nothing here is `unsafe`.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use core::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 
 /// A pause inside a bounded retry loop. Under loom it yields, so that the model checker
 /// runs the thread that the loop waits for instead of reporting a livelock.

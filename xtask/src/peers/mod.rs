@@ -138,6 +138,12 @@ fn command(bins: &Binaries, job: &Job) -> Result<Command, String> {
             c.args(["-c", "1"]).arg(&bins.cadence);
             c
         }
+        Program::CadenceRing => {
+            // Its producer pins itself to CPU 0 and its consumer to CPU 1 (the peer's lcores).
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0,1"]).arg(&bins.cadence);
+            c
+        }
         Program::Hash => Command::new(&bins.hash),
         Program::Learner => Command::new(&bins.learner),
         Program::Ring => Command::new(&bins.ring),

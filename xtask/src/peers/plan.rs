@@ -29,6 +29,9 @@ impl Pages {
 pub enum Program {
     /// `core/benches/peers.rs` (pinned to CPU 1 with `taskset`).
     Cadence,
+    /// `core/benches/peers.rs ring`: two threads, which pin themselves to CPUs 0 and 1 (the
+    /// `rte_ring` peer's two lcores), so it starts with `taskset -c 0,1`.
+    CadenceRing,
     /// `benches/peers/hash.c`.
     Hash,
     /// `benches/peers/learner.c`.
@@ -190,13 +193,22 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
         },
         Group {
             name: GROUPS[5],
-            jobs: vec![Job {
-                label: format!("rte_ring 2 lcores ({p})"),
-                program: Program::Ring,
-                args: ring,
-                ending: Ending::Exits,
-                testpmd_mode: None,
-            }],
+            jobs: vec![
+                Job {
+                    label: format!("cadence ring 2 cpus ({p})"),
+                    program: Program::CadenceRing,
+                    args: cadence(&["ring"], &fwd_ms),
+                    ending: Ending::Exits,
+                    testpmd_mode: None,
+                },
+                Job {
+                    label: format!("rte_ring 2 lcores ({p})"),
+                    program: Program::Ring,
+                    args: ring,
+                    ending: Ending::Exits,
+                    testpmd_mode: None,
+                },
+            ],
         },
     ]
 }
@@ -259,12 +271,13 @@ pub fn comparisons() -> Vec<Comparison> {
     v.push(c("io", "-", "testpmd", "io", Some(0.8)));
     v.push(c("l2fwd", "-", "testpmd", "macswap", None));
     v.push(c("l3fwd", "-", "l3fwd", "l3fwd_lpm", Some(0.7)));
+    v.push(c("ring_spsc_b32", "-", "rte_ring", "ring_spsc_b32", None));
     v
 }
 
-/// Peer figures with no Cadence counterpart (shown as figures, never as ratios).
-pub const PEER_ONLY: [(&str, &str, &str, &str); 1] =
-    [("rte_ring", "ring_spsc_b32", "-", "Cadence has no SPSC hand-off ring yet")];
+/// Peer figures with no Cadence counterpart (shown as figures, never as ratios): none since
+/// the hand-off ring (`netblaze::handoff`) pairs with `rte_ring`.
+pub const PEER_ONLY: [(&str, &str, &str, &str); 0] = [];
 
 /// The l3fwd IPv4 route file: the routes of Cadence's L3 forwarder bench
 /// (`core/benches/common/l3.rs`): route i = 10.(i/16).(i%16).0/24 via port i % 2, and
@@ -322,12 +335,26 @@ mod tests {
         for (p, j) in round_order(0, &[Pages::Small, Pages::Huge], &k, &[]) {
             let a = j.args.join(" ");
             match (p, j.program) {
-                (Pages::Huge, Program::Cadence) => assert!(a.contains("--huge"), "{a}"),
-                (Pages::Small, Program::Cadence) => assert!(!a.contains("--huge"), "{a}"),
+                (Pages::Huge, Program::Cadence | Program::CadenceRing) => assert!(a.contains("--huge"), "{a}"),
+                (Pages::Small, Program::Cadence | Program::CadenceRing) => assert!(!a.contains("--huge"), "{a}"),
                 (Pages::Huge, _) => assert!(a.contains("--in-memory") && !a.contains("--no-huge"), "{a}"),
                 (Pages::Small, _) => assert!(a.contains("--no-huge"), "{a}"),
             }
         }
+    }
+
+    #[test]
+    fn the_ring_pairs_cadence_with_rte_ring_on_two_cpus() {
+        let k = knobs();
+        let only = vec!["ring".to_string()];
+        let jobs: Vec<_> = round_order(0, &[Pages::Small], &k, &only).into_iter().map(|(_, j)| j).collect();
+        let progs: Vec<_> = jobs.iter().map(|j| j.program).collect();
+        assert_eq!(progs, vec![Program::CadenceRing, Program::Ring]);
+        assert_eq!(jobs[0].args[0], "ring");
+        assert!(jobs[0].args.join(" ").contains("--min-ms 3000"), "{:?}", jobs[0].args);
+        let ring = comparisons().into_iter().find(|c| c.peer == "rte_ring").expect("a ring comparison");
+        assert_eq!((ring.op, ring.peer_op, ring.size, ring.target), ("ring_spsc_b32", "ring_spsc_b32", "-", None));
+        assert!(PEER_ONLY.is_empty());
     }
 
     #[test]

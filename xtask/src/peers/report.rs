@@ -334,6 +334,19 @@ mod tests {
     }
 
     #[test]
+    fn the_ring_row_is_cadence_over_rte_ring() {
+        let s = Pages::Small;
+        let rs =
+            vec![rec(0, s, "cadence", "ring_spsc_b32", "-", 10.0), rec(0, s, "rte_ring", "ring_spsc_b32", "-", 8.0)];
+        let rows = rows(&rs, &[0], &[s]);
+        let r = rows.iter().find(|r| r.cmp.op == "ring_spsc_b32" && r.pages == s).expect("ring row");
+        assert_eq!(r.ratios, vec![1.25]);
+        assert_eq!(verdict(r), None, "no target for the ring");
+        let t = table(&rows, &rs, &[0], &[s]);
+        assert!(t.contains("| ring_spsc_b32 | - | rte_ring | **1.25** [1.25–1.25] | 10.0 / 8.0 | – |"), "{t}");
+    }
+
+    #[test]
     fn the_table_shows_verdicts_and_the_peer_only_figures() {
         let s = Pages::Small;
         let rs = vec![
@@ -349,8 +362,8 @@ mod tests {
             ),
             "{t}"
         );
-        assert!(t.contains("peer 12.5"), "{t}");
-        assert!(t.contains("no SPSC hand-off ring"), "{t}");
+        // The ring is a ratio row now; this round has only the peer's figure.
+        assert!(t.contains("| ring_spsc_b32 | - | rte_ring | – | – |"), "{t}");
         let csv = ratios_csv(&rows);
         assert!(
             csv.contains(
