@@ -39,8 +39,6 @@ use crate::time::Duration;
 pub mod classifier;
 mod examples;
 #[cfg(test)]
-pub(crate) mod testkit;
-#[cfg(test)]
 mod tests;
 
 pub use classifier::Classifier;

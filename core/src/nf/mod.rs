@@ -377,4 +377,6 @@ impl Chain {
 }
 
 #[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
 mod tests;

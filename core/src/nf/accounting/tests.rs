@@ -6,7 +6,7 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::*;
-use crate::nf::acl::testkit::{frame, run};
+use crate::nf::testkit::{frame, run};
 use crate::parse::IpAddr;
 use crate::rand::XorShift64;
 

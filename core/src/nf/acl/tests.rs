@@ -4,8 +4,8 @@ use std::vec::Vec;
 
 use proptest::prelude::*;
 
-use super::testkit::{frame, run};
 use super::*;
+use crate::nf::testkit::{frame, run};
 use crate::rand::XorShift64;
 use crate::time::Instant;
 
@@ -287,7 +287,7 @@ fn rules_changed_live_take_effect_at_the_next_batch_and_cached_flows_follow() {
     let mut acl = Acl::new(shared.clone());
     let (a, b, c) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), IpAddr::V4([10, 0, 0, 3]));
     let frames = [frame(a, b, 6, 1000, 80, b""), frame(a, c, 6, 1000, 80, b"")];
-    let v = |out: &[super::testkit::Out]| out.iter().map(|o| o.verdict).collect::<Vec<_>>();
+    let v = |out: &[crate::nf::testkit::Out]| out.iter().map(|o| o.verdict).collect::<Vec<_>>();
     assert_eq!(v(&run(&mut acl, &frames, 0, Instant(0))), [Verdict::Forward(1), Verdict::Forward(1)]);
     assert_eq!(shared.cached_flows(Instant(0)), 2);
     // Deny traffic to b: the cached permit is decided again at the flow's next packet.

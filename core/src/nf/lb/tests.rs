@@ -6,7 +6,7 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::*;
-use crate::nf::acl::testkit::{checksums_ok, frame, naive_sum, run};
+use crate::nf::testkit::{checksums_ok, frame, naive_sum, run};
 use crate::parse::FlowKey;
 use crate::rand::XorShift64;
 

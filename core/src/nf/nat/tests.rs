@@ -6,7 +6,7 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::*;
-use crate::nf::acl::testkit::{checksums_ok, frame, run};
+use crate::nf::testkit::{checksums_ok, frame, run};
 use crate::rand::XorShift64;
 
 const EXT: [u8; 4] = [203, 0, 113, 7];

@@ -1,7 +1,8 @@
 #![cfg(not(loom))]
 
-//! Test support shared by the ACL, LB, accounting and NAT tests: frame builders for any
-//! addresses and ports, a one-batch runner, and an independent checksum check.
+//! Test support shared by the NFs' tests (ACL, LB, accounting, NAT): frame builders for any
+//! addresses and ports, a one-batch runner, and an independent checksum check. Compiled for
+//! `core`'s own tests only: no part of the crate's API.
 
 use std::vec::Vec;
 
