@@ -18,18 +18,24 @@
 use std::cell::Cell;
 use std::hint::black_box;
 
-use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Batch, Pool};
-use cadence_core::control::Commands;
+use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
 use cadence_core::nf::Chain;
 use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
-use cadence_core::stage::{Stage, StageCounters};
+use cadence_core::stage::Stage;
 use cadence_core::time::{Clock, Instant, TickRate};
 
 #[path = "../benches/common/frames.rs"]
 mod frames;
 #[path = "../benches/common/l3.rs"]
 mod l3;
+#[path = "../benches/common/stages.rs"]
+#[allow(dead_code)] // the benches' `Tsc` clock is not used: the count needs a clock without `rdtsc`
+mod stages;
+#[path = "../benches/common/tsc.rs"]
+mod tsc;
+
+use stages::IoOnly;
 
 /// A clock that advances 1 000 ticks per reading: no `rdtsc`, the same path every run.
 struct Steps(Cell<u64>);
@@ -42,29 +48,6 @@ impl Clock for Steps {
     }
     fn rate(&self) -> TickRate {
         TickRate::try_new(2_600_000_000).expect("nonzero")
-    }
-}
-
-/// Moves every frame to the other port untouched (the benches' baseline).
-struct IoOnly;
-
-impl Stage for IoOnly {
-    fn process(
-        &mut self,
-        port: usize,
-        pool: &mut Pool<'_>,
-        input: &mut Batch,
-        out: &mut [Batch],
-        _counters: &mut StageCounters,
-        _now: Instant,
-    ) -> Commands {
-        let Some(dst) = out.get_mut(1 - port) else { return Commands::default() };
-        while let Some(b) = input.pop() {
-            if let Err(b) = dst.push(b) {
-                let _ = pool.free(b);
-            }
-        }
-        Commands::default()
     }
 }
 
