@@ -74,7 +74,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             return Err(EntryError::InvalidAction);
         }
         let hash = self.hash(key);
-        let (b, sig) = ((hash & self.mask) as usize, hash >> 32);
+        let (b, sig) = ((hash & self.mask) as usize, u64::from(super::sig_of(hash)));
         let r = (|| {
             let bucket = self.buckets.get(b).ok_or(EntryError::NotFound)?;
             let _g = bucket.lock().ok_or(EntryError::Busy)?;
@@ -100,7 +100,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     /// freed and the answer is `NotFound`.
     pub fn delete(&self, local: &mut Local, key: &[u64; KW], now: Instant) -> Result<(), EntryError> {
         let hash = self.hash(key);
-        let (b, sig) = ((hash & self.mask) as usize, hash >> 32);
+        let (b, sig) = ((hash & self.mask) as usize, u64::from(super::sig_of(hash)));
         let bucket = self.buckets.get(b).ok_or(EntryError::NotFound)?;
         let guard = bucket.lock().ok_or(EntryError::Busy)?;
         let way = self.find_locked(bucket, b, key, sig).ok_or(EntryError::NotFound)?;
@@ -136,7 +136,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         cond: impl FnOnce(&Entry<KW, DW>) -> bool,
     ) -> Result<Entry<KW, DW>, Take<KW, DW>> {
         let hash = self.hash(key);
-        let (b, sig) = ((hash & self.mask) as usize, hash >> 32);
+        let (b, sig) = ((hash & self.mask) as usize, u64::from(super::sig_of(hash)));
         let bucket = self.buckets.get(b).ok_or(Take::NotFound)?;
         let guard = bucket.lock().ok_or(Take::Busy)?;
         let way = self.find_locked(bucket, b, key, sig).ok_or(Take::NotFound)?;

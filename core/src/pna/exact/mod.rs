@@ -11,7 +11,9 @@
 //! Slot   (align 32):        deadline: u64 | key: [u64; KW] | params: [u64; DW]   (KW=2, DW=1: 32 B)
 //! ```
 //!
-//! A hit reads two lines (the header, then one slot), a miss usually one. There is a single
+//! A way that holds no entry has tag 0, and a signature always has its low bit set
+//! ([`sig_of`]), so one 32-bit compare per way tests signature and liveness together. A hit
+//! reads two lines (the header, then one slot), a miss usually one. There is a single
 //! candidate bucket (no cuckoo moves, so an entry never changes place and a handle stays valid
 //! while the entry lives); buckets are sized so that a full table loads them at two entries on
 //! average (λ ≤ 2 of 7 ways: about 0.5 % of adds at full occupancy find their bucket full, the
@@ -186,9 +188,17 @@ impl Bucket {
     }
 }
 
+/// A hash's 32-bit signature, never 0: its high half with the low bit set. A tag that is not
+/// live is 0 (every path that frees a way stores 0), so comparing a tag's low 32 bits with the
+/// signature tests both the signature and liveness in one compare.
+#[inline]
+pub(crate) const fn sig_of(hash: u64) -> u32 {
+    (hash >> 32) as u32 | 1
+}
+
 #[inline]
 const fn make_tag(sig: u64, action: ActionId, profile: ExpireProfileId) -> u64 {
-    (sig & SIG_MASK) | (action as u64) << ACTION_SHIFT | (profile as u64) << PROFILE_SHIFT | LIVE
+    (sig & SIG_MASK | 1) | (action as u64) << ACTION_SHIFT | (profile as u64) << PROFILE_SHIFT | LIVE
 }
 
 #[inline]
@@ -364,7 +374,8 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
     fn scan(&self, bucket: &Bucket, b: usize, sig: u64, key: &[u64; KW]) -> Option<Found<DW>> {
         for way in 0..WAYS {
             let tag = bucket.tag(way);
-            if tag & (SIG_MASK | LIVE) != (sig | LIVE) {
+            // Signature and liveness in one compare (`sig_of`).
+            if tag as u32 != sig as u32 {
                 continue;
             }
             let slot = self.slot(b, way)?;
@@ -401,16 +412,16 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             local.stats.expired_misses += 1;
         }
         local.stats.misses += 1;
-        Lookup::Miss(Miss { key: *key, hash })
+        Lookup::Miss(Miss::new(*key, hash))
     }
 
     /// Looks up one key whose hash is known.
     pub(crate) fn lookup_hashed(&self, local: &mut Local, key: &[u64; KW], hash: u64, now: Instant) -> Lookup<KW, DW> {
         let b = (hash & self.mask) as usize;
-        let sig = hash >> 32;
+        let sig = u64::from(sig_of(hash));
         let Some(bucket) = self.buckets.get(b) else {
             local.stats.misses += 1;
-            return Lookup::Miss(Miss { key: *key, hash });
+            return Lookup::Miss(Miss::new(*key, hash));
         };
         for _ in 0..READ_RETRIES {
             let s = bucket.seq.load(Ordering::Acquire);
@@ -426,7 +437,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         }
         // No clean snapshot within the bound: a miss (an add re-checks the key under the lock).
         local.stats.misses += 1;
-        Lookup::Miss(Miss { key: *key, hash })
+        Lookup::Miss(Miss::new(*key, hash))
     }
 
     /// Looks up one key (convenience; [`lookup_burst`](Self::lookup_burst) is faster per key).
@@ -500,26 +511,31 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             return Err(NotDone::InvalidAction);
         }
         let b = (hash & self.mask) as usize;
-        let sig = hash >> 32;
+        let sig = u64::from(sig_of(hash));
         let bucket = self.buckets.get(b).ok_or(NotDone::BucketFull)?;
         let _guard = bucket.lock().ok_or(NotDone::Busy)?;
-        let mut empty = None;
+        // Branch-free over the ways: the free ones, and the live ones whose signature matches
+        // (a way that is not live has tag 0, and a signature is never 0: see `sig_of`).
+        let (mut free, mut cand) = (0u32, 0u32);
+        for w in 0..WAYS {
+            let tag = bucket.tag(w);
+            free |= u32::from(tag & LIVE == 0) << w;
+            cand |= u32::from(tag as u32 == sig as u32) << w;
+        }
         let mut same = None;
-        for way in 0..WAYS {
-            let tag = bucket.tag(way);
-            if tag & LIVE == 0 {
-                empty = empty.or(Some(way));
-            } else if tag & SIG_MASK == sig {
-                let Some(slot) = self.slot(b, way) else { continue };
-                if slot.key_eq(key) {
-                    if !self.is_expired(slot.deadline.load(Ordering::Relaxed), now) {
-                        return Err(NotDone::KeyExists);
-                    }
-                    same = Some(way);
-                    break;
+        while cand != 0 {
+            let way = cand.trailing_zeros() as usize;
+            cand &= cand - 1;
+            let Some(slot) = self.slot(b, way) else { continue };
+            if slot.key_eq(key) {
+                if !self.is_expired(slot.deadline.load(Ordering::Relaxed), now) {
+                    return Err(NotDone::KeyExists);
                 }
+                same = Some(way);
+                break;
             }
         }
+        let empty = (free != 0).then(|| free.trailing_zeros() as usize);
         let way = if let Some(w) = same {
             local.stats.expired_reclaimed += 1;
             w
@@ -539,6 +555,45 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         slot.write_data(params);
         bucket.set_tag(way, make_tag(sig, action, profile));
         Ok(())
+    }
+
+    /// The add that follows a burst lookup's miss, without a second scan: if the bucket's `seq`
+    /// still is the value of the lookup's validated snapshot, no writer has entered the bucket
+    /// since (every writer leaves `seq` two higher), so the bucket is exactly what the lookup
+    /// saw — the key in no way of it, `miss.free` the first free way — and taking the lock
+    /// with `compare_exchange(seen → seen + 1)` both checks that and locks. `None` (nothing
+    /// written): the miss has no snapshot of this table, a writer came in between, or no
+    /// capacity is left; the full path decides then.
+    fn insert_seen(
+        &self,
+        local: &mut Local,
+        miss: &Miss<KW>,
+        action: ActionId,
+        params: &[u64; DW],
+        profile: ExpireProfileId,
+        now: Instant,
+    ) -> Option<Result<(), NotDone>> {
+        if miss.seen & 1 != 0 || miss.table != self.id as u32 || usize::from(miss.free) >= WAYS {
+            return None;
+        }
+        if !self.cfg.hit_actions.contains(action) {
+            return Some(Err(NotDone::InvalidAction));
+        }
+        let b = (miss.hash & self.mask) as usize;
+        let bucket = self.buckets.get(b)?;
+        let slot = self.slot(b, usize::from(miss.free))?;
+        bucket.seq.compare_exchange(miss.seen, miss.seen | 1, Ordering::Acquire, Ordering::Relaxed).ok()?;
+        // As in `Bucket::lock`: the odd `seq` before every store of the critical section.
+        fence(Ordering::Release);
+        let _guard = Guard { bucket, odd: miss.seen | 1 };
+        if !self.take_capacity(local) {
+            return None;
+        }
+        slot.deadline.store(self.deadline(profile, now), Ordering::Relaxed);
+        slot.write_key(&miss.key);
+        slot.write_data(params);
+        bucket.set_tag(usize::from(miss.free), make_tag(u64::from(sig_of(miss.hash)), action, profile));
+        Some(Ok(()))
     }
 
     /// A live but expired slot of a locked bucket (`AutoDelete` only).
@@ -577,7 +632,10 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         now: Instant,
     ) -> super::AddStatus {
         let r = if self.cfg.add_on_miss {
-            self.insert_hashed(local, &miss.key, miss.hash, action, params, profile, now)
+            match self.insert_seen(local, miss, action, params, profile, now) {
+                Some(r) => r,
+                None => self.insert_hashed(local, &miss.key, miss.hash, action, params, profile, now),
+            }
         } else {
             Err(NotDone::AddOnMissDisabled)
         };

@@ -91,16 +91,28 @@ pub struct Hit<const KW: usize, const DW: usize> {
     pub handle: EntryHandle<KW>,
 }
 
-/// A lookup that found nothing: the token for `add_on_miss` (it keeps the key and its hash).
+/// A lookup that found nothing: the token for `add_on_miss` (it keeps the key and its hash,
+/// and — from a burst lookup — what the lookup saw of the key's bucket, so that an add right
+/// after it need not scan the bucket again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Miss<const KW: usize> {
     pub(super) key: [u64; KW],
     pub(super) hash: u64,
+    /// The bucket's `seq` in the lookup's validated snapshot, or [`Miss::UNSEEN`] (odd: never a
+    /// snapshot's value).
+    pub(super) seen: u64,
+    /// The table that made the snapshot (low 32 bits of its id).
+    pub(super) table: u32,
+    /// The first free way in the snapshot (the key matched no way of it).
+    pub(super) free: u8,
 }
 
 impl<const KW: usize> Miss<KW> {
+    /// `seen` of a miss whose bucket snapshot is not known.
+    pub(super) const UNSEEN: u64 = 1;
+
     pub(crate) const fn new(key: [u64; KW], hash: u64) -> Self {
-        Self { key, hash }
+        Self { key, hash, seen: Self::UNSEEN, table: 0, free: 0 }
     }
 
     /// The key that missed.
@@ -120,7 +132,7 @@ pub enum Lookup<const KW: usize, const DW: usize> {
 
 impl<const KW: usize, const DW: usize> Lookup<KW, DW> {
     /// A placeholder for output arrays (a miss on the all-zero key).
-    pub const EMPTY: Self = Lookup::Miss(Miss { key: [0; KW], hash: 0 });
+    pub const EMPTY: Self = Lookup::Miss(Miss::new([0; KW], 0));
 
     /// The hit, if any.
     pub fn hit(&self) -> Option<&Hit<KW, DW>> {

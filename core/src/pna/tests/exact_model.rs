@@ -168,7 +168,15 @@ fn run(mode: IdleTimeout, capacity: usize, buckets: usize, add_on_miss: bool, op
             | Op::Restart(k) => {
                 let kk = key(*k);
                 let b = t.bucket_of(&kk);
-                let got = t.lookup(&mut local, &kk, now);
+                // An add-on-miss starts from a burst lookup (whose miss carries the bucket's
+                // snapshot, `insert_seen`), the other operations from a single lookup.
+                let got = if matches!(op, Op::AddOnMiss { .. }) {
+                    let mut out = [Lookup::EMPTY; 1];
+                    t.lookup_burst(&mut local, &[kk], now, &mut out);
+                    out[0]
+                } else {
+                    t.lookup(&mut local, &kk, now)
+                };
                 match (m.present(b, &kk), got) {
                     (Some((w, e)), Lookup::Hit(h)) => {
                         hits += 1;

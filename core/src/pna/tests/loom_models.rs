@@ -132,3 +132,70 @@ fn pna_loom_two_inserters_one_slot_of_capacity() {
         assert_eq!(t.used_capacity(), ok);
     });
 }
+
+/// The add that follows a burst lookup's miss starts from the lookup's snapshot
+/// (`insert_seen`) only if no writer entered the bucket since: two cores that both missed the
+/// same key add it once; a writer between one core's lookup and its add (another key, same
+/// bucket) sends that add down the full path, and both keys end up stored.
+#[test]
+fn pna_loom_add_after_burst_miss_races() {
+    model(|| {
+        let t = table(2 * crate::pna::exact::CHUNK); // each local's reserve is one chunk
+        let t2 = t.clone();
+        let w = thread::spawn(move || {
+            let mut local = t2.local();
+            let mut out = [Lookup::EMPTY; 1];
+            t2.lookup_burst(&mut local, &[[5]], NOW, &mut out);
+            let r = match &out[0] {
+                Lookup::Miss(m) => t2.add_on_miss(&mut local, m, 0, &[5, 5], 0, NOW),
+                Lookup::Hit(_) => AddStatus::NotDone(NotDone::KeyExists),
+            };
+            t2.retire_local(&mut local);
+            r
+        });
+        let mut local = t.local();
+        let mut out = [Lookup::EMPTY; 1];
+        t.lookup_burst(&mut local, &[[5]], NOW, &mut out);
+        let a = match &out[0] {
+            Lookup::Miss(m) => t.add_on_miss(&mut local, m, 0, &[5, 5], 0, NOW),
+            Lookup::Hit(_) => AddStatus::NotDone(NotDone::KeyExists),
+        };
+        t.retire_local(&mut local);
+        let b = w.join().expect("adder");
+        let ok = [a, b].iter().filter(|s| s.is_success()).count();
+        let lost =
+            [a, b].iter().filter(|s| matches!(s, AddStatus::NotDone(NotDone::KeyExists | NotDone::Busy))).count();
+        assert!(ok <= 1 && ok + lost == 2, "{a:?} {b:?}");
+        let mut local = t.local();
+        assert_eq!(t.count(NOW), ok, "the key is stored once at most");
+        assert_eq!(params_of(&t.lookup(&mut local, &[5], NOW)).is_some(), ok == 1);
+    });
+}
+
+#[test]
+fn pna_loom_writer_between_burst_miss_and_add() {
+    model(|| {
+        let t = table(2 * crate::pna::exact::CHUNK); // each local's reserve is one chunk
+        let mut local = t.local();
+        let mut out = [Lookup::EMPTY; 1];
+        t.lookup_burst(&mut local, &[[6]], NOW, &mut out);
+        let Lookup::Miss(miss) = out[0] else { panic!("an empty table hits") };
+        let t2 = t.clone();
+        let w = thread::spawn(move || {
+            let mut local = t2.local();
+            let r = t2.insert(&mut local, &[8], 0, &[8, 8], 0, NOW);
+            t2.retire_local(&mut local);
+            r
+        });
+        let a = t.add_on_miss(&mut local, &miss, 0, &[6, 6], 0, NOW);
+        let b = w.join().expect("writer");
+        t.retire_local(&mut local);
+        // Under loom's tiny spin bound a lock may give up (`Busy`); whatever was added is
+        // there, and neither add overwrote the other's way.
+        for (r, k, p) in [(a, 6, [6, 6]), (b, 8, [8, 8])] {
+            assert!(r.is_success() || r == AddStatus::NotDone(NotDone::Busy), "{r:?}");
+            let got = params_of(&t.lookup(&mut local, &[k], NOW));
+            assert_eq!(got, r.is_success().then_some(p), "key {k}");
+        }
+    });
+}
