@@ -19,9 +19,12 @@
 //!    borrowed auxiliary core with room, else to a newly recruited one; with none left it
 //!    stays, best effort, an SLO-risk event.
 //!
-//! Flows marked [`FlowBacklog::pinned`] (a packet of theirs is being processed, or they still
-//! follow an earlier move, see [`super::follow`]) always stay: moving them could let a later
-//! packet finish before an earlier one.
+//! Flows marked [`FlowBacklog::pinned`] (they still follow an earlier move or split, see
+//! [`super::follow`]) always stay: moving them could let a later packet finish before an
+//! earlier one. A flow marked [`FlowBacklog::busy`] (a packet of it is being processed here
+//! right now) may not move whole, for the same reason, but a busy whale may still be split:
+//! its queued packets run their head here, after the packet in service, and their tail on the
+//! booster in order, so none can finish before it.
 //!
 //! Shares of an epoch are fixed-point (1/65536); the decision uses integers only and touches
 //! only the caller's slices (no allocation).
@@ -60,8 +63,10 @@ pub enum Placement {
 pub struct FlowBacklog {
     /// Its queued packets (not yet started).
     pub packets: u32,
-    /// Must stay where it is (a packet in service, or bound by an earlier move).
+    /// Must stay where it is, whole or split (bound by an earlier move or split).
     pub pinned: bool,
+    /// A packet of it is in service here now: it may not move whole, but a whale may split.
+    pub busy: bool,
     /// The decision (output).
     pub place: Placement,
 }
@@ -69,7 +74,7 @@ pub struct FlowBacklog {
 impl FlowBacklog {
     /// A movable flow with `packets` queued.
     pub const fn new(packets: u32) -> Self {
-        Self { packets, pinned: false, place: Placement::Local }
+        Self { packets, pinned: false, busy: false, place: Placement::Local }
     }
 }
 
@@ -216,12 +221,12 @@ impl CoreMapper {
         let cap = u64::from(full.max_packets(d.backlog.flows)).max(1);
         d.boost = u64::from(d.backlog.packets) * 100 > cap * u64::from(self.params.config().boost_percent);
 
-        // Pinned flows stay and count first.
+        // Pinned flows, and busy ones that are not whales, stay and count first.
         let mut local = Backlog::EMPTY;
-        for f in flows.iter().filter(|f| f.pinned && f.packets > 0) {
+        for f in flows.iter().filter(|f| (f.pinned || f.busy && !profile.is_whale(f.packets)) && f.packets > 0) {
             local = local.plus(Backlog::flow(f.packets));
         }
-        // Whales: split, heads here.
+        // Whales (busy ones too): split, heads here.
         let mut reserved = 0u64;
         for f in flows.iter_mut().filter(|f| !f.pinned && profile.is_whale(f.packets)) {
             d.whales = d.whales.saturating_add(1);
@@ -261,7 +266,7 @@ impl CoreMapper {
             }
         }
         // The rest: first fit here (unless boosting), else whole to an auxiliary core.
-        for f in flows.iter_mut().filter(|f| !f.pinned && f.packets > 0 && f.place == Placement::Local) {
+        for f in flows.iter_mut().filter(|f| !f.pinned && !f.busy && f.packets > 0 && f.place == Placement::Local) {
             if profile.is_whale(f.packets) {
                 continue; // handled above (kept whole, best effort)
             }

@@ -265,8 +265,9 @@ impl Policy {
                     f.mark = self.stamp;
                     f.idx = self.scratch.len() as u32;
                     self.scratch_ids.push(p.flow);
-                    let pinned = Some(p.flow) == in_service || f.split.is_some();
-                    self.scratch.push(FlowBacklog { packets: 0, pinned, place: Placement::Local });
+                    let busy = Some(p.flow) == in_service;
+                    let pinned = f.split.is_some();
+                    self.scratch.push(FlowBacklog { packets: 0, pinned, busy, place: Placement::Local });
                 }
                 let e = &mut self.scratch[f.idx as usize];
                 e.packets += 1;

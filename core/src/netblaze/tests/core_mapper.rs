@@ -62,13 +62,36 @@ fn first_fit_keeps_what_fits_and_recruits_for_the_rest() {
 #[test]
 fn pinned_flows_stay_and_no_room_is_an_slo_risk() {
     let m = CoreMapper::new(params());
-    let mut flows = [FlowBacklog { packets: 90, pinned: true, place: Placement::Aux(0) }, FlowBacklog::new(50)];
+    let mut flows =
+        [FlowBacklog { packets: 90, pinned: true, busy: false, place: Placement::Aux(0) }, FlowBacklog::new(50)];
     let mut aux = pool(0);
     let d = m.decide(&fixture(), &mut flows, &mut aux);
     assert_eq!(flows[0].place, Placement::Local);
     assert_eq!(flows[1].place, Placement::Local);
     assert_eq!(d.slo_risk, 1);
     assert_eq!(d.kept, Backlog::new(2, 140));
+}
+
+#[test]
+fn a_busy_whale_is_split_but_a_busy_minnow_never_moves() {
+    let m = CoreMapper::new(params());
+    // A packet of the whale is in service: it cannot move whole, but its queued packets can
+    // run their head here after that packet and their tail on a booster.
+    let busy = |packets| FlowBacklog { packets, pinned: false, busy: true, place: Placement::Local };
+    let mut flows = [busy(150), FlowBacklog::new(10)];
+    let d = m.decide(&fixture(), &mut flows, &mut pool(2));
+    assert_eq!(flows[0].place, Placement::Split { k: 2, booster: 0 });
+    assert_eq!((d.whales, d.splits), (1, 1));
+    // A busy flow that is not a whale stays, even when the core is over its frontier.
+    let mut flows = [busy(60), FlowBacklog::new(60), FlowBacklog::new(60)];
+    let d = m.decide(&fixture(), &mut flows, &mut pool(2));
+    assert_eq!(flows[0].place, Placement::Local);
+    assert!(flows[1..].iter().any(|f| matches!(f.place, Placement::Aux(_))), "{flows:?}");
+    assert!(d.kept.packets >= 60);
+    // A pinned whale (still bound by an earlier split) is not split again.
+    let mut flows = [FlowBacklog { packets: 150, pinned: true, busy: false, place: Placement::Local }];
+    let d = m.decide(&fixture(), &mut flows, &mut pool(2));
+    assert_eq!((flows[0].place, d.splits), (Placement::Local, 0));
 }
 
 #[test]
@@ -276,9 +299,9 @@ impl Model {
             .iter()
             .map(|&f| FlowBacklog {
                 packets: self.queues[0].iter().filter(|p| p.flow == f).count() as u32,
-                pinned: in_service == Some(f)
-                    || self.heads.get(&f).copied().unwrap_or(0) > 0
+                pinned: self.heads.get(&f).copied().unwrap_or(0) > 0
                     || self.follow.lookup(f, |a| completed[usize::from(a)]).is_some(),
+                busy: in_service == Some(f),
                 place: Placement::Local,
             })
             .collect();
