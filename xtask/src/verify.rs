@@ -94,7 +94,9 @@ pub fn loom() -> Result<()> {
 /// What runs under Miri: per crate, the library tests of the modules that hold `unsafe` code
 /// and of those that drive it (libtest filters, `--skip` included). `cadence-core`: `sync`
 /// (`TryLock`, `Guarded`, `PacketMem`, `Swap`), `buf` (the pool over `PacketMem`), `softnic`
-/// and `worker` (lanes bound to locks by `Guarded`, three workers racing over two lanes);
+/// and `worker` (lanes bound to locks by `Guarded`, three workers racing over two lanes),
+/// and `pna` (no `unsafe`, but the exact table's lock-free seqlock reads and the add after a
+/// burst miss, with two threads racing on crowded buckets, under the data-race detector);
 /// `cadence-drivers`: `shm` and the virtio driver against its device model, which writes
 /// frames into the pool's memory through its own pointer (`virtio::model::host`, the one
 /// `unsafe` of `drivers`). The rest of both crates is safe Rust whose tests run natively;
@@ -102,7 +104,7 @@ pub fn loom() -> Result<()> {
 /// `unstable_config_generation_times_out` (spins until a clock deadline, two minutes under
 /// Miri; no memory access of interest).
 pub const MIRI_TESTS: [(&str, &[&str]); 2] = [
-    ("cadence-core", &["sync::", "buf::", "softnic::", "worker::"]),
+    ("cadence-core", &["sync::", "buf::", "softnic::", "worker::", "pna::"]),
     ("cadence-drivers", &["shm::", "virtio::tests::", "--skip", "unstable_config_generation_times_out"]),
 ];
 
