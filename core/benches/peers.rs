@@ -48,6 +48,7 @@ mod common {
     pub mod frames;
     pub mod handoff_pair;
     pub mod hugealloc;
+    pub mod keys;
     pub mod l3;
     pub mod pin;
     pub mod stages;
@@ -55,6 +56,7 @@ mod common {
     pub mod worker_loop;
 }
 use common::hugealloc::{self, HugeAlloc, Pages};
+use common::keys::{Key, keys};
 use common::stages::IoOnly;
 use common::tsc::rdtsc;
 use common::worker_loop::with_worker;
@@ -63,26 +65,12 @@ use common::worker_loop::with_worker;
 static ALLOC: HugeAlloc = HugeAlloc;
 
 type Table = ExactTable<2, 1>;
-type Key = [u64; 2];
 const B: usize = 32;
 const STRIDE: usize = B * 7919;
 const LOOKUP_BURSTS: usize = 1024;
 const STEADY_STEPS: usize = 512;
 const POLLS: usize = 2048;
 const NOW: Instant = Instant(1);
-
-/// `n` keys from `seed`, exactly as `peer_keys` in `benches/peers/common.h` (splitmix64).
-fn keys(n: usize, seed: u64) -> Vec<Key> {
-    let mut s = seed;
-    let mut next = move || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    (0..n).map(|_| [next(), next()]).collect()
-}
 
 /// The sampling rule: at least `samples` samples after the warm-up, and at least `min` time.
 #[derive(Clone, Copy)]

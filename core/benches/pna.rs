@@ -18,27 +18,15 @@ use cadence_core::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
 
 mod common {
+    pub mod keys;
     pub mod tsc;
 }
+use common::keys::{Key, keys};
 use common::tsc::{TscCycles, rdtsc};
 
 type Table = ExactTable<2, 1>;
-type Key = [u64; 2];
 const B: usize = 32;
 const NOW: Instant = Instant(1);
-
-fn keys(n: usize, seed: u64) -> Vec<Key> {
-    let mut s = seed;
-    let mut next = move || {
-        // splitmix64
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    (0..n).map(|_| [next(), next()]).collect()
-}
 
 fn table(n: usize, mode: IdleTimeout) -> Table {
     let mut cfg = ExactConfig::new(n);

@@ -20,21 +20,13 @@ use cadence_core::pna::AddStatus;
 use cadence_core::pna::exact::{ExactConfig, ExactTable, Lookup};
 use cadence_core::time::Instant;
 
-type Key = [u64; 2];
+#[path = "../benches/common/keys.rs"]
+mod keys;
+
+use keys::keys;
+
 const B: usize = 32;
 const NOW: Instant = Instant(1);
-
-fn keys(n: usize, seed: u64) -> Vec<Key> {
-    let mut s = seed;
-    let mut next = move || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    (0..n).map(|_| [next(), next()]).collect()
-}
 
 fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().skip(1).collect();
