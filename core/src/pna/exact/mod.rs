@@ -164,15 +164,24 @@ impl Bucket {
     fn lock(&self) -> Option<Guard<'_>> {
         for _ in 0..SPIN_LIMIT {
             let s = self.seq.load(Ordering::Relaxed);
-            if s & 1 == 0 && self.seq.compare_exchange(s, s | 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                // Orders the odd `seq` before every data store of this critical section, for
-                // readers that validate with `fence(Acquire)` + `seq` reload.
-                fence(Ordering::Release);
-                return Some(Guard { bucket: self, odd: s | 1 });
+            if let Some(g) = self.lock_from(s) {
+                return Some(g);
             }
             spin_hint();
         }
         None
+    }
+
+    /// One attempt to take the bucket for writing, only if its `seq` is `seen` (even).
+    #[inline]
+    fn lock_from(&self, seen: u64) -> Option<Guard<'_>> {
+        if seen & 1 != 0 || self.seq.compare_exchange(seen, seen | 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return None;
+        }
+        // Orders the odd `seq` before every data store of this critical section, for readers
+        // that validate with `fence(Acquire)` + `seq` reload.
+        fence(Ordering::Release);
+        Some(Guard { bucket: self, odd: seen | 1 })
     }
 
     #[inline]
@@ -550,11 +559,29 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             return Err(NotDone::BucketFull);
         };
         let slot = self.slot(b, way).ok_or(NotDone::BucketFull)?;
+        self.write_entry(bucket, way, slot, key, sig, action, params, profile, now);
+        Ok(())
+    }
+
+    /// Writes an entry into `way` of a bucket the caller holds locked: slot first, tag last.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn write_entry(
+        &self,
+        bucket: &Bucket,
+        way: usize,
+        slot: &Slot<KW, DW>,
+        key: &[u64; KW],
+        sig: u64,
+        action: ActionId,
+        params: &[u64; DW],
+        profile: ExpireProfileId,
+        now: Instant,
+    ) {
         slot.deadline.store(self.deadline(profile, now), Ordering::Relaxed);
         slot.write_key(key);
         slot.write_data(params);
         bucket.set_tag(way, make_tag(sig, action, profile));
-        Ok(())
     }
 
     /// The add that follows a burst lookup's miss, without a second scan: if the bucket's `seq`
@@ -573,7 +600,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         profile: ExpireProfileId,
         now: Instant,
     ) -> Option<Result<(), NotDone>> {
-        if miss.seen & 1 != 0 || miss.table != self.id as u32 || usize::from(miss.free) >= WAYS {
+        if miss.table != self.id as u32 || usize::from(miss.free) >= WAYS {
             return None;
         }
         if !self.cfg.hit_actions.contains(action) {
@@ -581,18 +608,13 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         }
         let b = (miss.hash & self.mask) as usize;
         let bucket = self.buckets.get(b)?;
-        let slot = self.slot(b, usize::from(miss.free))?;
-        bucket.seq.compare_exchange(miss.seen, miss.seen | 1, Ordering::Acquire, Ordering::Relaxed).ok()?;
-        // As in `Bucket::lock`: the odd `seq` before every store of the critical section.
-        fence(Ordering::Release);
-        let _guard = Guard { bucket, odd: miss.seen | 1 };
+        let way = usize::from(miss.free);
+        let slot = self.slot(b, way)?;
+        let _guard = bucket.lock_from(miss.seen)?;
         if !self.take_capacity(local) {
             return None;
         }
-        slot.deadline.store(self.deadline(profile, now), Ordering::Relaxed);
-        slot.write_key(&miss.key);
-        slot.write_data(params);
-        bucket.set_tag(usize::from(miss.free), make_tag(u64::from(sig_of(miss.hash)), action, profile));
+        self.write_entry(bucket, way, slot, &miss.key, u64::from(sig_of(miss.hash)), action, params, profile, now);
         Some(Ok(()))
     }
 
