@@ -10,7 +10,8 @@
 //!
 //! Instructions per packet = (Ir at 4000 − Ir at 2000) / (2000 × 32): the difference cancels
 //! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
-//! `l3` (the L3 forwarder chain of the benches); a third argument `notiming` turns the latency
+//! `l3` (the L3 forwarder chain of the benches), `l2m` and `l3m` (the same with the server
+//! mapper's per-bucket meter, `netblaze::BucketMeter`); a third argument `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
 //! criterion benches leave outside their measurement: compare modes or commits, not absolute
 //! figures with the benches'. docs/PERFORMANCE.md ("Restructuring, before and after") uses it.
@@ -19,11 +20,12 @@ use std::cell::Cell;
 use std::hint::black_box;
 
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
+use cadence_core::netblaze::BucketMeter;
 use cadence_core::nf::Chain;
 use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::stage::Stage;
-use cadence_core::time::{Clock, Instant, TickRate};
+use cadence_core::time::{Clock, Duration, Instant, TickRate};
 
 #[path = "../benches/common/frames.rs"]
 mod frames;
@@ -73,7 +75,12 @@ fn run<S: Stage>(stage: S, batches: usize, cfg: PollConfig) -> Result<(), String
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3 BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2m|l3m BATCHES [notiming]";
+    let metered = |mut c: Chain| {
+        let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
+        c.set_meter(Some(meter));
+        c
+    };
     let batches: usize = args.get(1).and_then(|n| n.parse().ok()).ok_or(usage)?;
     let cfg = match args.get(2).map(String::as_str) {
         None => PollConfig::default(),
@@ -84,6 +91,8 @@ fn main() -> Result<(), String> {
         Some("io") => run(IoOnly, batches, cfg),
         Some("l2") => run(Chain::new(Vec::new(), l3::EGRESS), batches, cfg),
         Some("l3") => run(l3::l3fwd_chain(), batches, cfg),
+        Some("l2m") => run(metered(Chain::new(Vec::new(), l3::EGRESS)), batches, cfg),
+        Some("l3m") => run(metered(l3::l3fwd_chain()), batches, cfg),
         _ => Err(usage.into()),
     }
 }

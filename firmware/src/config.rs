@@ -151,6 +151,10 @@ pub struct BootConfig {
     /// The per-packet latency SLO in µs: frames whose sojourn in the dataplane exceeds it
     /// are counted (`over_slo`); 0: no SLO.
     pub slo_us: u32,
+    /// NetBlaze's server mapper period in ms (`mapper_ms`): with a profile in the chain
+    /// module and RSS over more than one lane, every period the mapper moves RSS buckets
+    /// between queues; 0 turns it off.
+    pub mapper_ms: u32,
 }
 
 impl BootConfig {
@@ -191,12 +195,13 @@ impl Default for BootConfig {
             stall: None,
             nics: None,
             slo_us: 200,
+            mapper_ms: 1000,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 23] = [
+pub const KEYS: [&str; 24] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -220,6 +225,7 @@ pub const KEYS: [&str; 23] = [
     "stall",
     "nics",
     "slo_us",
+    "mapper_ms",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -357,6 +363,7 @@ impl BootConfig {
                 }
                 "stall_ms" => cfg.stall_ms = int_in(value, 0, 600_000).ok_or(bad("an integer in 0..=600000"))?,
                 "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
+                "mapper_ms" => cfg.mapper_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
                 "stall" => {
                     let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
                     let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;
@@ -485,6 +492,11 @@ mod tests {
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
+        let c = BootConfig::parse("mapper_ms=250").unwrap();
+        assert_eq!((c.mapper_ms, BootConfig::default().mapper_ms), (250, 1000));
+        for bad in ["mapper_ms=60001", "mapper_ms=-1", "mapper_ms=x"] {
+            assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "mapper_ms", .. })), "{bad}");
+        }
         let c = BootConfig::parse("stall_ms=250 stall=1:500").unwrap();
         assert_eq!((c.stall_ms, c.stall), (250, Some((1, 500))));
         for bad in ["stall=1", "stall=64:5", "stall=1:x", "stall_ms=-1"] {

@@ -131,6 +131,27 @@ fn bad_chain_config_exits_35_naming_the_line() -> Result<()> {
 }
 
 #[test]
+fn a_non_monotone_netblaze_profile_exits_35_naming_the_modules_line() -> Result<()> {
+    // The chain, then the profile after its marker; the rate curve rises with flows (line 8).
+    let text = "version=1\nnf=acl\n[netblaze.profile]\nversion=1\ntsc_hz=1000000000\nepoch_ns=80000\n\
+                frontier=1:100\nrate=1:400,8:500\nservice=packet_cycles:500,flow_cycles:300\n"
+        .to_string();
+    let mut rig = start_with("chain_bad_profile", 1, BootOptions::default(), |c| c.chain_text = Some(text))?;
+    let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
+    rig.pump(Duration::from_millis(200));
+    expect_status(&rig, exit, protocol::EXIT_BAD_CONFIG)?;
+    let line = rig
+        .report
+        .errors
+        .iter()
+        .find(|l| l.starts_with("error: chain config"))
+        .cloned()
+        .ok_or_else(|| anyhow!("no chain config error\n{}", rig.qemu.diagnostics()))?;
+    assert!(line.starts_with("error: chain config line 8: profile: rate: "), "{line}");
+    Ok(())
+}
+
+#[test]
 fn rings_too_big_for_the_heap_are_a_runtime_error_not_a_panic() -> Result<()> {
     // Both rings at the largest size validation accepts: ~80 MiB of export records and
     // ~64 MiB of expiry events against a 32 MiB heap. Before the rings were allocated

@@ -1,6 +1,7 @@
 //! igb RSS in QEMU (the 82576 model hashes and steers inside QEMU, so dgram backends
-//! are enough): 16 queue pairs spread the flows over the lanes, and a live RSS_MOVE
-//! moves one queue's buckets to another mid-stream without losing or reordering a frame.
+//! are enough): 16 queue pairs spread the flows over the lanes, a live RSS_MOVE
+//! moves one queue's buckets to another mid-stream without losing or reordering a frame, and
+//! NetBlaze's server mapper moves buckets by itself as the load falls and rises.
 
 use std::time::{Duration, Instant};
 
@@ -132,6 +133,63 @@ fn rss_restore_undoes_a_move_without_loss_or_reordering() -> Result<()> {
     Ok(())
 }
 
+/// A NetBlaze profile whose queue (core) sustains 400 frames/s whatever the flows: the
+/// mapper's thresholds are then 340 (relieve), 300 (move onto) and 200 (reclaim) frames/s,
+/// far from the rates the test sends, so TCG's pace does not decide the outcome.
+const PROFILE_400PPS: &str = "version=1\ntsc_hz=1000000000\nepoch_ns=80000\nfrontier=1:100,64:80\n\
+                              service=packet_cycles:500,flow_cycles:300\nrate=1:400\n";
+
+#[test]
+fn the_server_mapper_releases_idle_queues_and_recruits_one_under_load() -> Result<()> {
+    const FLOWS: u16 = 48;
+    const LANES: u32 = 3;
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = RigConfig::new(image()?, out_dir("igb_mapper"), FLOWS);
+    cfg.nic_model = NicModel::Igb;
+    cfg.smp = 2;
+    cfg.chain_text = Some(format!("version=1\n[netblaze.profile]\n{PROFILE_400PPS}"));
+    cfg.boot = BootOptions::default()
+        .set("max_s", MAX_S)
+        .set("stats_ms", 0)
+        .set("workers", 2)
+        .set("lanes", LANES)
+        .set("qsize", 256)
+        .set("pool", 1024)
+        .set("mapper_ms", 500);
+    let mut rig = Rig::start(&cfg)?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    assert!(ready.ends_with(" mapper=on"), "{ready}");
+    // Light load, 100 frames/s over three queues (~33 each, under the 200 of reclaim): after
+    // four periods the mapper empties queues onto the others, which stay under 300.
+    let mark = rig.qemu.com1().len();
+    send(&mut rig, FLOWS, 450, 100, 0)?;
+    let released = wait_line(&mut rig, mark, "@mapper ", Duration::from_secs(60))?;
+    assert!(field(&released, "released")? >= 1 && field(&released, "moved")? > 0, "{released}");
+    assert_eq!(field(&released, "activated")?, 0, "{released}");
+    let active_low = field(&released, "active")?;
+    assert!(active_low < u64::from(LANES), "{released}");
+    // Heavy load, 700 frames/s: more than one queue's 340, so the mapper relieves the queue
+    // that holds everything — onto a queue it activates (none of the active ones has room).
+    let mark = rig.qemu.com1().len();
+    send(&mut rig, FLOWS, 2800, 700, 450)?;
+    let recruited = wait_line_with(&mut rig, mark, "@mapper ", "activated=", Duration::from_secs(60), |l| {
+        field(l, "activated").is_ok_and(|a| a >= 1)
+    })?;
+    assert!(field(&recruited, "moved")? > 0 && field(&recruited, "active")? > active_low, "{recruited}");
+    assert_eq!(field(&recruited, "empty")?, 1, "the old lanes were drained before the new ones served: {recruited}");
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let fw = stop_ok(&mut rig)?;
+    // Every frame exactly once, each flow in order, across every move.
+    let k = rig.checker().classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), rig.checker().examples);
+    assert_eq!((k.sent, k.received), (3250, 3250));
+    assert!(fw.require("mapper_released")? >= 1 && fw.require("mapper_activated")? >= 1, "{fw:?}");
+    assert_eq!(fw.require("mapper_failed")?, 0, "{fw:?}");
+    assert!(fw.require("mapper_periods")? >= 6, "{fw:?}");
+    Ok(())
+}
+
 /// Pumps COM1 until a line starting with `prefix` appears after the first `from` lines;
 /// returns it.
 fn wait_line(rig: &mut Rig, from: usize, prefix: &str, timeout: Duration) -> Result<String> {
@@ -143,6 +201,25 @@ fn wait_line(rig: &mut Rig, from: usize, prefix: &str, timeout: Duration) -> Res
         }
     }
     bail!("no {prefix:?} line within {timeout:?}\n{}", rig.qemu.diagnostics())
+}
+
+/// [`wait_line`] for the first such line that `want` accepts (`what` names it in the error).
+fn wait_line_with(
+    rig: &mut Rig,
+    from: usize,
+    prefix: &str,
+    what: &str,
+    timeout: Duration,
+    want: impl Fn(&str) -> bool,
+) -> Result<String> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        rig.pump(Duration::from_millis(20));
+        if let Some(l) = rig.qemu.com1().iter().skip(from).find(|l| l.starts_with(prefix) && want(l)) {
+            return Ok(l.clone());
+        }
+    }
+    bail!("no {prefix:?} line with {what} within {timeout:?}\n{}", rig.qemu.diagnostics())
 }
 
 fn field(line: &str, key: &str) -> Result<u64> {

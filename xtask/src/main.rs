@@ -80,6 +80,11 @@ enum Cmd {
         /// `none` runs the plain L2 forwarder. The checker expects what the chain does.
         #[arg(long, default_value = run::DEFAULT_CHAIN)]
         chain: String,
+        /// A NetBlaze profile (`cargo xtask profile` writes them: chains/*.profile) to pass
+        /// with the chain: with RSS over two lanes or more, the server mapper then moves
+        /// RSS buckets between queues every `mapper_ms` (docs/PROTOCOL.md).
+        #[arg(long)]
+        profile: Option<PathBuf>,
         /// Record every frame that comes out of the image (both ports) to this pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
@@ -294,6 +299,7 @@ fn real_main() -> Result<ExitCode> {
             sched,
             nic,
             chain,
+            profile,
             pcap,
             hosted,
             io,
@@ -315,6 +321,7 @@ fn real_main() -> Result<ExitCode> {
                 sched,
                 nic,
                 chain: (chain != "none").then(|| PathBuf::from(chain)),
+                profile,
                 pcap,
                 hosted,
                 io,

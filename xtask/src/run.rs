@@ -46,6 +46,9 @@ pub struct RunOptions {
     /// The chain file (TOML) the image runs; `None`: the plain L2 forwarder
     /// (`--chain none`). Relative paths are taken from the workspace root.
     pub chain: Option<PathBuf>,
+    /// A NetBlaze profile sent with the chain (after a `[netblaze.profile]` line of boot
+    /// module 0), for the server mapper. Relative paths are taken from the workspace root.
+    pub profile: Option<PathBuf>,
     /// Record every frame that comes out of the image here (pcap).
     pub pcap: Option<PathBuf>,
     /// Run the hosted Linux build on veth pairs in a namespace of its own instead of the
@@ -79,6 +82,7 @@ impl Default for RunOptions {
             nic: "virtio-net".to_string(),
             defmt_print_max: 50,
             chain: Some(PathBuf::from(DEFAULT_CHAIN)),
+            profile: None,
             pcap: None,
             hosted: false,
             io: "auto".to_string(),
@@ -227,6 +231,15 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
         cfg.chain_text = Some(c.text);
     } else {
         println!("xtask: no chain (plain L2 forwarding)");
+    }
+    if let Some(path) = &opts.profile {
+        let path = if path.is_absolute() { path.clone() } else { image::workspace_root().join(path) };
+        let text = std::fs::read_to_string(&path).with_context(|| format!("--profile {}", path.display()))?;
+        cadence_core::netblaze::Profile::parse(&text)
+            .map_err(|e| anyhow::anyhow!("--profile {}: {e}", path.display()))?;
+        let chain = cfg.chain_text.take().unwrap_or_else(|| "version=1\n".to_string());
+        cfg.chain_text = Some(format!("{chain}\n{}\n{text}", cadence_core::netblaze::module::PROFILE_MARKER));
+        println!("xtask: NetBlaze profile {} (the server mapper runs with RSS over 2+ lanes)", path.display());
     }
     cfg.pcap = opts.pcap.clone();
     cfg.kvm = kvm;
@@ -481,6 +494,20 @@ fn render_metronome(o: &mut String, c: &Counters) {
             us("vac_p99_ns"),
             get(format!("lane{k}_wins")).unwrap_or(0),
             get(format!("lane{k}_busy_tries")).unwrap_or(0),
+        );
+    }
+    if let Some(periods) = c.0.get("mapper_periods") {
+        let m = |key: &str| get(format!("mapper_{key}")).unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "mapper:   {periods} periods | moved {} buckets | queues activated {} released {} | active {} | \
+             unplaced {} | failed {}",
+            m("moved"),
+            m("activated"),
+            m("released"),
+            m("active"),
+            m("unplaced"),
+            m("failed"),
         );
     }
 }

@@ -41,6 +41,8 @@ pub mod epoch;
 pub mod follow;
 pub mod handoff;
 pub mod ingress;
+pub mod meter;
+pub mod module;
 pub mod profile;
 pub mod server_mapper;
 
@@ -51,6 +53,7 @@ pub use core_mapper::{AuxCore, AuxId, AuxState, CoreMapper, Decision, FlowBacklo
 pub use epoch::{Backlog, EpochCounters};
 pub use follow::{Follow, FollowFull, FollowTable};
 pub use ingress::{IngressConfig, IngressMapper, ServerView, Steer};
+pub use meter::{BucketMeter, MeterError, MeterSnapshot, PeriodSum};
 pub use profile::{
     Frontier, FrontierError, FrontierPoint, Part, Profile, ProfileError, ProfileErrorKind, RateCurve, RatePoint,
     ServiceCost, SplitProfile, WhaleChoice,

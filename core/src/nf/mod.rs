@@ -25,6 +25,7 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
+use crate::netblaze::BucketMeter;
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
@@ -186,6 +187,8 @@ pub struct Chain {
     nfs: Vec<Box<dyn Nf>>,
     egress: Egress,
     batch: NfBatch,
+    /// Per-bucket load for the server mapper ([`Chain::set_meter`]); `None`: not measured.
+    meter: Option<BucketMeter>,
 }
 
 impl core::fmt::Debug for Chain {
@@ -199,7 +202,19 @@ impl Chain {
     /// A chain of `nfs` with `egress` settings. With no NFs it forwards port `i` →
     /// port `1 - i`, like the L2 forwarder.
     pub fn new(nfs: Vec<Box<dyn Nf>>, egress: Egress) -> Self {
-        Self { nfs, egress, batch: NfBatch::new() }
+        Self { nfs, egress, batch: NfBatch::new(), meter: None }
+    }
+
+    /// Measures every parsed frame's RSS bucket into `meter` from now on (`None`: stops).
+    /// A chain with a meter parses every frame, also with no NFs (the L2 forwarder otherwise
+    /// only checks them).
+    pub fn set_meter(&mut self, meter: Option<BucketMeter>) {
+        self.meter = meter;
+    }
+
+    /// The per-bucket meter, if one is set.
+    pub fn meter(&self) -> Option<&BucketMeter> {
+        self.meter.as_ref()
     }
 
     /// The NFs, in order.
@@ -212,7 +227,7 @@ impl Chain {
     /// tail.
     pub fn split_off(&mut self, at: usize) -> Chain {
         let at = at.min(self.nfs.len());
-        Chain { nfs: self.nfs.split_off(at), egress: self.egress.clone(), batch: NfBatch::new() }
+        Chain { nfs: self.nfs.split_off(at), egress: self.egress.clone(), batch: NfBatch::new(), meter: None }
     }
 
     /// Writes every NF's counters (see [`Nf::write_counters`]).
@@ -269,7 +284,7 @@ impl Stage for Chain {
         // With no NF (the L2 forwarder) a frame that parses goes straight to `send`: the
         // per-packet batch of parse results would only be written and read back, and only
         // whether the frame parses matters (`parse::check`, the same checks).
-        let direct = self.nfs.is_empty();
+        let direct = self.nfs.is_empty() && self.meter.is_none();
         for &b in input.as_slice() {
             if direct {
                 match parse::check(pool.frame(b)) {
@@ -302,6 +317,13 @@ impl Stage for Chain {
         input.clear();
         if direct {
             return commands;
+        }
+        // Every frame that parsed, in its RSS bucket (after the parse loop, which stays the
+        // same with the meter off).
+        if let Some(m) = &mut self.meter {
+            for p in self.batch.pkts() {
+                m.record(&p.parsed.flow, now);
+            }
         }
 
         let ctx = NfCtx { now };

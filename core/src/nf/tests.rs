@@ -88,6 +88,34 @@ fn an_empty_chain_forwards_like_the_l2_forwarder() {
 }
 
 #[test]
+fn a_metered_empty_chain_forwards_the_same_and_counts_each_parsed_frame_in_its_bucket() {
+    use crate::netblaze::{BucketMeter, MeterSnapshot};
+    use crate::parse::parse;
+    use crate::time::Duration;
+    let frames: Vec<_> = (0..12u16).map(|i| udp4(1000 + i, 53, &[i as u8])).chain([tcp6(7, 8, b"v6")]).collect();
+    let mut bad = udp4(1, 2, b"x");
+    bad.truncate(20);
+    let mut all = frames.clone();
+    all.push(bad);
+    let mut plain = Chain::new(Vec::new(), egress());
+    let mut metered = Chain::new(Vec::new(), egress());
+    metered.set_meter(Some(BucketMeter::new(16, Instant(0), Duration(1000)).unwrap()));
+    let (sent_plain, c_plain, _) = run(&mut plain, &all, 0);
+    let (sent_metered, c_metered, _) = run(&mut metered, &all, 0);
+    assert_eq!(sent_metered, sent_plain, "the meter changes nothing that goes out");
+    assert_eq!(c_metered, c_plain);
+    let meter = metered.meter().unwrap();
+    let mut snap = MeterSnapshot::with_buckets(16);
+    meter.snapshot_into(&mut snap, Instant(7));
+    let mut expect = [0u64; 16];
+    for f in &frames {
+        expect[meter.bucket_of(&parse(f).unwrap().flow).0] += 1;
+    }
+    assert_eq!(snap.cur.packets, expect.to_vec(), "13 parsed frames by bucket; the truncated one in none");
+    assert_eq!(snap.cur.total(), 13);
+}
+
+#[test]
 fn nfs_run_in_order_drop_with_reasons_and_redirect() {
     let mut chain = Chain::new(vec![Box::new(OddDropper { seen: 0 }), Box::new(Counter(0))], egress());
     let frames: Vec<_> = (0..10u16).map(|i| udp4(1000 + i, 53, &[i as u8])).collect();

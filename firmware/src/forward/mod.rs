@@ -21,6 +21,7 @@
 //! a refused line is skipped and counted (`stats_skipped`), never waited for.
 
 mod chains;
+mod mapper;
 pub mod mgmt;
 mod report;
 mod rss;
@@ -37,6 +38,7 @@ use cadence_core::buf::Pool;
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
+use cadence_core::netblaze::{MeterSnapshot, Profile};
 use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
@@ -246,6 +248,13 @@ struct Shared<M: Machine, P: FwdPort> {
     rss_saved: Mutex<Option<rss::Saved>>,
     /// Per worker: what its sleeper said at its last publication.
     sleeps: Vec<Mutex<SleepSummary>>,
+    /// The server mapper's metering plan (`None`: the mapper is off), each worker's meter
+    /// at its last publication, and the mapper's counters.
+    meter_plan: Option<mapper::MeterPlan>,
+    meters: Vec<Mutex<MeterSnapshot>>,
+    mapper: Mutex<mapper::MapperCounters>,
+    /// Why the mapper is off (`None`: on).
+    mapper_off: Option<&'static str>,
     /// Per worker: its sojourn histogram at its last publication; and the SLO.
     latency: Vec<Mutex<Latency>>,
     slo: Duration,
@@ -300,6 +309,7 @@ pub fn run<M: Machine, P: FwdPort>(
     pools: Vec<Pool<'static>>,
     mut ports: Vec<P>,
     spec: &ChainSpec,
+    profile: Option<&Profile>,
     line: LineRate,
 ) -> Outcome {
     let line_rate_pps = Some(cadence_core::metronome::line_rate_pps_for_mbps(u64::from(line.mbps)));
@@ -361,6 +371,19 @@ pub fn run<M: Machine, P: FwdPort>(
             return Outcome::RuntimeFailure;
         }
     };
+    let setup = match mapper::setup(cfg, profile, &ports, lanes, clock.rate()) {
+        Ok(s) => s,
+        Err(e) => {
+            say(machine, format_args!("error: {e}"));
+            return Outcome::ConfigError;
+        }
+    };
+    let started_at = clock.now();
+    let (plan, mapper_off) = match setup {
+        mapper::Setup::On(plan) => (Some(plan), None),
+        mapper::Setup::Off(why) => (None, Some(why)),
+    };
+    let meter_plan = plan.as_ref().map(|p| p.meter_plan(started_at));
     let shared: &'static Shared<M, P> = Box::leak(Box::new(Shared {
         machine,
         ctl,
@@ -375,6 +398,10 @@ pub fn run<M: Machine, P: FwdPort>(
         rss_saved: Mutex::new(None),
         sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
         latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
+        meters: mapper::slots(meter_plan.as_ref(), cfg.workers),
+        meter_plan,
+        mapper: Mutex::new(mapper::MapperCounters::default()),
+        mapper_off,
         slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
         slo_us: cfg.slo_us,
         stats_skipped: AtomicU64::new(0),
@@ -388,7 +415,7 @@ pub fn run<M: Machine, P: FwdPort>(
         inject_stall: cfg
             .stall
             .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
-        started: clock.now(),
+        started: started_at,
         max_deadline: (cfg.max_s > 0)
             .then(|| clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(cfg.max_s) * 1000))),
         finished: AtomicBool::new(false),
@@ -423,15 +450,18 @@ pub fn run<M: Machine, P: FwdPort>(
         say(
             machine,
             format_args!(
-                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={}",
+                "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={} \
+                 mapper={}",
                 cfg.workers,
                 if cfg.mwait { "on" } else { "off" },
                 line.mbps,
                 line.from,
-                if watched { "core" } else { "workers" }
+                if watched { "core" } else { "workers" },
+                shared.mapper_off.unwrap_or("on")
             ),
         );
-        outcome = boot_worker(shared, cfg, &mut ports);
+        let mapper = plan.map(|p| mapper::Mapper::new(p, started_at, lanes));
+        outcome = boot_worker(shared, cfg, &mut ports, mapper);
     }
     wind_down(shared, started, outcome)
 }
@@ -459,6 +489,8 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<Chain> {
     let stage = sh.chains.for_worker();
     let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
+    let mut stage = stage;
+    stage.set_meter(sh.meter_plan.and_then(|p| p.meter()));
     Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
 }
 
@@ -549,6 +581,7 @@ fn step<M: Machine, P: FwdPort>(
     if local.rounds.is_multiple_of(PUBLISH_EVERY) || stopping {
         publish_sleeps(sh, w, sleeper);
         publish_latency(sh, w, pl, false);
+        mapper::publish(sh, w, pl, false);
     }
     !stopping
 }
@@ -576,6 +609,7 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
             publish_latency(sh, w, &pl, true);
+            mapper::publish(sh, w, &pl, true);
             if let Some(s) = sh.sleeps.get(w) {
                 *s.lock() = M::sleep_summary(&sleeper);
             }
@@ -590,7 +624,12 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
 }
 
 /// Worker 0 on the calling core, plus the clock: `@stats`, `max_s`, RSS moves.
-fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConfig, ports: &mut [P]) -> Outcome {
+fn boot_worker<M: Machine, P: FwdPort>(
+    sh: &'static Shared<M, P>,
+    cfg: &BootConfig,
+    ports: &mut [P],
+    mut mapper: Option<mapper::Mapper>,
+) -> Outcome {
     let mut sleeper = match sh.machine.sleeper(0) {
         Ok(s) => s,
         Err(e) => {
@@ -639,6 +678,9 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
                 let _ = rss::move_buckets(sh, &mut pl, ports, (mv >> 8) as u8, mv as u8);
             }
         }
+        if let Some(m) = &mut mapper {
+            m.poll(sh, &mut pl, ports, now);
+        }
         if deadline.is_some_and(|d| now >= d) {
             say(sh.machine, format_args!("error: max_s={} reached without a STOP control frame", cfg.max_s));
             sh.stop.store(true, Ordering::Release);
@@ -647,6 +689,7 @@ fn boot_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, cfg: &BootConf
     }
     publish(sh, 0, &pl, true);
     publish_latency(sh, 0, &pl, true);
+    mapper::publish(sh, 0, &pl, true);
     if let Some(s) = sh.sleeps.first() {
         *s.lock() = M::sleep_summary(&sleeper);
     }

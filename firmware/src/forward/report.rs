@@ -75,6 +75,15 @@ fn snapshot<M: Machine, P: FwdPort>(
         write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
         write!(w, " slo_us={}", sh.slo_us)?;
+        if sh.meter_plan.is_some() {
+            let c = *sh.mapper.lock();
+            write!(
+                w,
+                " mapper_periods={} mapper_moved={} mapper_activated={} mapper_released={} mapper_unplaced={} \
+                 mapper_active={} mapper_failed={} mapper_stale={}",
+                c.periods, c.moved, c.activated, c.released, c.unplaced, c.active, c.failed, c.stale
+            )?;
+        }
         lat.write(w, "", sh.clock.rate())?;
         write_cores(sh, w, &per_core)?;
         write_lanes(sh, w)?;

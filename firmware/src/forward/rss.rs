@@ -3,6 +3,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
+use cadence_core::netblaze::RetaChange;
 use cadence_core::nf::Chain;
 use cadence_core::time::Clock;
 use cadence_core::worker::Worker;
@@ -136,6 +137,61 @@ pub(super) fn restore<M: Machine, P: FwdPort>(
             Err(reason)
         }
     }
+}
+
+/// What [`apply_changes`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Applied {
+    /// RSS_MOVE steps: one per (from, to) pair of queues.
+    pub steps: usize,
+    /// Frames drained from the old lanes.
+    pub drained: u64,
+    /// Whether every old lane was found empty.
+    pub empty: bool,
+}
+
+impl Default for Applied {
+    fn default() -> Self {
+        Self { steps: 0, drained: 0, empty: true }
+    }
+}
+
+/// Writes the server mapper's changed entries on both ports, live, without reordering any
+/// flow: one step per (from, to) pair of queues, each the RSS_MOVE protocol of
+/// [`move_buckets`] with only that pair's entries changed. Every step leaves each bucket's
+/// queued frames in one lane (the one the table names), so any order of steps keeps that;
+/// a step that fails leaves the tables as far as they got, and the mapper's next period
+/// starts from the table the port holds. The saved tables of an earlier RSS_MOVE are
+/// dropped (RSS_RESTORE after the mapper moved buckets has nothing to undo).
+pub(super) fn apply_changes<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    pl: &mut Worker<Chain>,
+    ports: &mut [P],
+    changes: &[RetaChange],
+) -> Result<Applied, &'static str> {
+    let mut pairs: Vec<(u16, u16)> = changes.iter().map(|c| (c.from, c.to)).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    *sh.rss_saved.lock() = None;
+    let mut out = Applied::default();
+    for (from, to) in pairs {
+        let (Ok(from8), Ok(to8)) = (u8::try_from(from), u8::try_from(to)) else { return Err("bad_queue") };
+        let mut tables = Vec::with_capacity(ports.len());
+        for port in ports.iter() {
+            let Some(mut table) = port.rss_table() else { return Err("no_rss") };
+            for c in changes.iter().filter(|c| (c.from, c.to) == (from, to)) {
+                if let Some(e) = table.get_mut(usize::from(c.bucket)) {
+                    *e = to;
+                }
+            }
+            tables.push(table);
+        }
+        let (drained, empty) = switch(sh, pl, ports, &tables, from8, to8)?;
+        out.steps += 1;
+        out.drained += drained;
+        out.empty &= empty;
+    }
+    Ok(out)
 }
 
 /// Locks lanes `drain` and `other`, writes `tables` (one per port), drains lane `drain`,

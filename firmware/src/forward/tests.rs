@@ -335,6 +335,11 @@ fn start(cfg: &str, machine: &'static FakeMachine) -> Rig {
 
 /// [`start`]; `stuck_tx`: port 1's TX ring never drains.
 fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
+    start_profiled(cfg, machine, stuck_tx, None)
+}
+
+/// [`start_with`], with a NetBlaze profile (what a chain module may carry).
+fn start_profiled(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool, profile: Option<Profile>) -> Rig {
     let cfg = cfg.replace("CTL", CTL);
     let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
     let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
@@ -358,7 +363,15 @@ fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
     let run = std::thread::spawn(move || {
         let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * cadence_core::buf::BUF_SIZE].into_boxed_slice());
         let pools = vec![Pool::try_new(mem, 0, 512).expect("pool")];
-        run(machine, &cfg, pools, ports, &ChainSpec::default(), LineRate { mbps: 10_000, from: "default" })
+        run(
+            machine,
+            &cfg,
+            pools,
+            ports,
+            &ChainSpec::default(),
+            profile.as_ref(),
+            LineRate { mbps: 10_000, from: "default" },
+        )
     });
     Rig { in0, out1, run, machine }
 }
@@ -520,7 +533,7 @@ fn the_watchdog_reports_a_lone_stalled_worker_and_ends_the_run_at_max_s() {
     // `max_s` cannot run in the hung worker's loop, the watchdog ends the run.
     let m = FakeMachine::with_watchdog(1);
     let rig = start("CTL workers=1 stall=0:30 stall_ms=100 max_s=1", m);
-    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready") && l.ends_with(" watchdog=core")));
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready") && l.contains(" watchdog=core ")));
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@fault kind=stall core=0 ")));
     wait_for(|| m.aborted.lock().expect("aborted").is_some());
     assert_eq!(*m.aborted.lock().expect("aborted"), Some(Outcome::RuntimeFailure));
@@ -556,4 +569,53 @@ fn the_upper_clamp_of_t_s_never_sits_below_the_vacation_target() {
     assert_eq!(metronome_config(&cfg(""), None, None).max_short_timeout_ns, 1_000_000);
     // V̄ above 1 ms raises it, or T_S could never reach the target at low load.
     assert_eq!(metronome_config(&cfg("vbar_us=10000"), None, None).max_short_timeout_ns, 10_000_000);
+}
+
+/// A profile whose core sustains 400 frames/s.
+fn profile_400pps() -> Profile {
+    Profile::parse(
+        "version=1\ntsc_hz=1000000000\nepoch_ns=80000\nfrontier=1:100\nservice=packet_cycles:500,flow_cycles:300\n\
+         rate=1:400\n",
+    )
+    .expect("profile")
+}
+
+#[test]
+fn the_mapper_says_why_it_is_off() {
+    // No profile: off, whatever mapper_ms says.
+    let m = FakeMachine::leak(2, vec![], 0);
+    let rig = start("CTL", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+    let lines = m.lines();
+    let ready = lines.iter().find(|l| l.starts_with("@ready")).expect("@ready");
+    assert!(ready.ends_with(" mapper=no_profile"), "{ready}");
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!(key(summary, "mapper_periods"), None, "no mapper counters when it is off: {summary}");
+    // A profile, but these ports have one queue pair and no RSS table.
+    for (cfg, why) in [("CTL", "one_lane"), ("CTL mapper_ms=0", "mapper_ms=0")] {
+        let m = FakeMachine::leak(2, vec![], 0);
+        let rig = start_profiled(cfg, m, false, Some(profile_400pps()));
+        wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+        rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+        assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+        let lines = m.lines();
+        let ready = lines.iter().find(|l| l.starts_with("@ready")).expect("@ready");
+        assert!(ready.ends_with(&format!(" mapper={why}")), "{cfg}: {ready}");
+    }
+}
+
+#[test]
+fn an_slo_that_leaves_no_epoch_is_a_configuration_error_naming_the_field() {
+    // slo_us=30: (SLO − 40 us) / 2 is no epoch. Without a profile the SLO only counts.
+    let m = FakeMachine::leak(2, vec![], 0);
+    let rig = start_profiled("CTL slo_us=30", m, false, Some(profile_400pps()));
+    assert_eq!(rig.run.join().expect("run"), Outcome::ConfigError);
+    let lines = m.lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with("error: boot option 'mapper_ms'/'slo_us': netblaze.epoch_ns: ")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("@ready")), "{lines:?}");
 }

@@ -12,6 +12,7 @@ mod ports;
 use std::process::ExitCode;
 
 use cadence_core::buf::Pool;
+use cadence_core::netblaze::{Profile, module};
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::time::Clock;
 use cadence_firmware::config::{MacFmt, Mode};
@@ -40,7 +41,7 @@ pub fn main() -> ExitCode {
         }
     };
     println!("Cadence {} (hosted)", env!("CARGO_PKG_VERSION"));
-    let spec = match read_chain(&args) {
+    let (spec, profile) = match read_chain(&args) {
         Ok(s) => s,
         Err(msg) => {
             println!("error: {msg}");
@@ -57,22 +58,26 @@ pub fn main() -> ExitCode {
         .collect();
     let machine: &'static Hosted =
         Box::leak(Box::new(Hosted::new(clock, SleepConfig::with_spin_margin_ns(args.spin_us * 1000), pins)));
-    let code = run(machine, &args, &spec, clock);
+    let code = run(machine, &args, &spec, profile.as_ref(), clock);
     machine.flush();
     code
 }
 
-fn read_chain(args: &args::Args) -> Result<ChainSpec, String> {
-    let Some(path) = &args.chain else { return Ok(ChainSpec::default()) };
+/// The chain file, and its NetBlaze profile if it carries one after a `[netblaze.profile]`
+/// line (the same text as the image's boot module 0).
+fn read_chain(args: &args::Args) -> Result<(ChainSpec, Option<Profile>), String> {
+    let Some(path) = &args.chain else { return Ok((ChainSpec::default(), None)) };
     let text = std::fs::read_to_string(path).map_err(|e| format!("chain config {}: {e}", path.display()))?;
-    ChainSpec::parse(&text).map_err(|e| {
-        let msg = e.to_string();
-        let rest = msg.split_once(": ").map_or(msg.as_str(), |(_, r)| r);
-        format!("chain config line {}: {rest}", e.line)
-    })
+    module::parse(&text).map_err(|e| e.to_string())
 }
 
-fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock) -> ExitCode {
+fn run(
+    m: &'static Hosted,
+    args: &args::Args,
+    spec: &ChainSpec,
+    profile: Option<&Profile>,
+    clock: HostClock,
+) -> ExitCode {
     let cfg = &args.boot;
     let cal = clock.calibration();
     m.say(format_args!(
@@ -94,9 +99,10 @@ fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock
         names.push_str(n);
     }
     m.say(format_args!(
-        "@chain nfs={} source={}",
+        "@chain nfs={} source={} profile={}",
         if names.is_empty() { "none" } else { &names },
-        if args.chain.is_some() { "file" } else { "none" }
+        if args.chain.is_some() { "file" } else { "none" },
+        if profile.is_some() { "file" } else { "none" }
     ));
     let mut opened = match ports::open(args, cfg) {
         Ok(p) => p,
@@ -133,7 +139,7 @@ fn run(m: &'static Hosted, args: &args::Args, spec: &ChainSpec, clock: HostClock
     m.watch(opened.ports.iter().map(|p| (p.ifname().to_string(), p.ifindex())).collect());
     let pools: Vec<Pool<'static>> = opened.pools.drain(..).collect();
     let ports = std::mem::take(&mut opened.ports);
-    let outcome = forward::run(m, cfg, pools, ports, spec, forward::LineRate { mbps, from });
+    let outcome = forward::run(m, cfg, pools, ports, spec, profile, forward::LineRate { mbps, from });
     match outcome {
         Outcome::Success => ExitCode::SUCCESS,
         Outcome::ConfigError => ExitCode::from(EXIT_CONFIG),

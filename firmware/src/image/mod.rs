@@ -46,7 +46,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
     };
     report::banner(&p, &cfg);
     // The chain configuration (boot module 0) is checked before any device is touched.
-    let spec = chain::spec(&p);
+    let (spec, profile) = chain::spec(&p);
     // One pool per lane: a lane's queues draw from and return to its own buffers only.
     let mut pools = Vec::with_capacity(cfg.lanes);
     for _ in 0..cfg.lanes {
@@ -108,11 +108,21 @@ fn kmain(boot: &'static BootInfo) -> ! {
                 Box::leak(Box::new(machine::BareMetal { cores, clock: p.clock, sleep }));
             let (mbps, from) = cfg.line_rate_mbps(ports.iter().filter_map(nics::Nic::speed_mbps).min());
             let ports: Vec<nics::Nic> = ports.into_iter().collect();
-            exit(match forward::run(machine, &cfg, pools, ports, &spec, forward::LineRate { mbps, from }) {
-                Outcome::Success => ExitCode::Success,
-                Outcome::ConfigError => ExitCode::ConfigError,
-                Outcome::RuntimeFailure => ExitCode::RuntimeFailure,
-            })
+            exit(
+                match forward::run(
+                    machine,
+                    &cfg,
+                    pools,
+                    ports,
+                    &spec,
+                    profile.as_ref(),
+                    forward::LineRate { mbps, from },
+                ) {
+                    Outcome::Success => ExitCode::Success,
+                    Outcome::ConfigError => ExitCode::ConfigError,
+                    Outcome::RuntimeFailure => ExitCode::RuntimeFailure,
+                },
+            )
         }
     }
 }
