@@ -21,6 +21,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::sync::MetaTable;
 pub use crate::sync::PacketMem;
 
 /// Bytes in one packet buffer.
@@ -88,23 +89,32 @@ impl fmt::Display for PoolError {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-struct Meta {
+pub(crate) struct Meta {
     off: u16,
     len: u16,
     free: bool,
+    /// Where a view's holder says the frame goes when it gives the buffer back
+    /// ([`Pool::set_out`]): a port, or [`OUT_NONE`].
+    out: u8,
     /// Clock ticks when the frame was received (0: not stamped), for the dataplane's own
     /// latency accounting ([`crate::latency`]).
     stamp: u64,
 }
+
+/// [`Meta::out`] when no port was set.
+const OUT_NONE: u8 = u8::MAX;
 
 /// A fixed pool of packet buffers over one DMA-able region.
 #[derive(Debug)]
 pub struct Pool<'m> {
     mem: PacketMem<'m>,
     phys_base: u64,
-    meta: Vec<Meta>,
+    meta: MetaTable<Meta>,
+    /// The owner: its free buffers. A view ([`Pool::view`]): the buffers its holder freed,
+    /// to give back to the owner.
     free: Vec<PacketBuf>,
     double_frees: u64,
+    view: bool,
 }
 
 impl<'m> Pool<'m> {
@@ -127,10 +137,12 @@ impl<'m> Pool<'m> {
         if !phys_base.is_multiple_of(BUF_SIZE as u64) {
             return Err(PoolError::Misaligned);
         }
-        let meta = alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true, stamp: 0 }; count];
+        let meta = MetaTable::new(
+            alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true, out: OUT_NONE, stamp: 0 }; count],
+        );
         // Highest index on top: allocation hands out low indices first.
         let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
-        Ok(Self { mem, phys_base, meta, free, double_frees: 0 })
+        Ok(Self { mem, phys_base, meta, free, double_frees: 0, view: false })
     }
 
     /// Buffers in the pool, free or not.
@@ -138,9 +150,9 @@ impl<'m> Pool<'m> {
         self.meta.len()
     }
 
-    /// Buffers currently free.
+    /// Buffers currently free (a view: none).
     pub fn available(&self) -> usize {
-        self.free.len()
+        if self.view { 0 } else { self.free.len() }
     }
 
     /// Buffers currently owned by rings, batches or hand-off rings.
@@ -153,22 +165,34 @@ impl<'m> Pool<'m> {
         self.double_frees
     }
 
-    /// Takes a free buffer, reset to an empty frame at `HEADROOM`.
+    /// Takes a free buffer, reset to an empty frame at `HEADROOM` (a view has none).
     #[inline]
     pub fn alloc(&mut self) -> Option<PacketBuf> {
+        if self.view {
+            return None;
+        }
         let b = self.free.pop()?;
         if let Some(m) = self.meta.get_mut(b.index()) {
-            *m = Meta { off: HEADROOM as u16, len: 0, free: false, stamp: 0 };
+            *m = Meta { off: HEADROOM as u16, len: 0, free: false, out: OUT_NONE, stamp: 0 };
         }
         Some(b)
     }
 
-    /// Returns `b` to the pool.
+    /// Returns `b` to the pool. In a view ([`Pool::view`]) the buffer is kept aside for its
+    /// holder to give back to the owner ([`Pool::take_released`]), its metadata untouched
+    /// (the owner frees it, and counts a double free if there is one).
     #[inline]
     pub fn free(&mut self, b: PacketBuf) -> Result<(), PoolError> {
         let Some(m) = self.meta.get_mut(b.index()) else {
             return Err(PoolError::BadHandle);
         };
+        if self.view {
+            m.out = OUT_NONE;
+            // Cannot overflow: the list has room for every buffer. A buffer freed twice here
+            // goes back twice, and the owner refuses the second.
+            self.free.push(b);
+            return Ok(());
+        }
         if m.free {
             self.double_frees += 1;
             return Err(PoolError::DoubleFree);
@@ -177,6 +201,59 @@ impl<'m> Pool<'m> {
         // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
         self.free.push(b);
         Ok(())
+    }
+
+    /// The region and the metadata, for [`Pool::view`] (`core::sync::pool_view`, where the
+    /// aliasing is argued).
+    pub(crate) fn view_parts(&self) -> (&PacketMem<'m>, &MetaTable<Meta>) {
+        (&self.mem, &self.meta)
+    }
+
+    /// A view over `mem` and `meta` (aliases of an owner's, made by [`Pool::view`]).
+    pub(crate) fn from_view_parts(mem: PacketMem<'m>, meta: MetaTable<Meta>, phys_base: u64) -> Self {
+        let free = Vec::with_capacity(meta.len());
+        Pool { mem, phys_base, meta, free, double_frees: 0, view: true }
+    }
+
+    /// Whether this pool is a view ([`Pool::view`]).
+    pub fn is_view(&self) -> bool {
+        self.view
+    }
+
+    /// A view's released buffers (freed by its holder's chain: drops), moved into `into` as
+    /// far as it has room, for the holder to give back. Returns how many. An owner has none.
+    pub fn take_released(&mut self, into: &mut Batch) -> usize {
+        if !self.view {
+            return 0;
+        }
+        let mut n = 0;
+        while !into.is_full() {
+            let Some(b) = self.free.pop() else { break };
+            // Cannot fail: the batch is not full.
+            let _ = into.push(b);
+            n += 1;
+        }
+        n
+    }
+
+    /// Buffers a view's holder freed and has not taken yet.
+    pub fn released(&self) -> usize {
+        if self.view { self.free.len() } else { 0 }
+    }
+
+    /// Says where `b`'s frame goes when its holder gives it back (a port; `None`: nowhere,
+    /// it was dropped). Reset when the buffer is allocated or freed.
+    #[inline]
+    pub fn set_out(&mut self, b: PacketBuf, port: Option<u8>) {
+        if let Some(m) = self.meta.get_mut(b.index()) {
+            m.out = port.filter(|&p| p != OUT_NONE).unwrap_or(OUT_NONE);
+        }
+    }
+
+    /// Where `b`'s holder said it goes ([`Pool::set_out`]).
+    #[inline]
+    pub fn out(&self, b: PacketBuf) -> Option<u8> {
+        self.meta.get(b.index()).map(|m| m.out).filter(|&p| p != OUT_NONE)
     }
 
     /// Stamps `b` with the clock reading `ticks` (its arrival; see [`Pool::stamp`]).

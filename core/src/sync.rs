@@ -19,14 +19,16 @@
 //! proof of ownership. Data that a lock protects but that lives elsewhere (a lane's NIC
 //! queues and buffer pool) is bound to it with [`Guarded`]. Packet memory that the CPU
 //! shares with devices is [`PacketMem`] (a raw pointer, so that a device writing one buffer
-//! does not alias a reference to the whole region). Those two are the `unsafe` corners of
-//! `core`, each with its argument in its module docs. Under `--cfg loom` the atomics come
+//! does not alias a reference to the whole region), with its metadata table and the view of a
+//! pool that a NetBlaze auxiliary core takes buffers through (`pool_view`). Those are the
+//! `unsafe` corners of `core`, each with its argument in its module docs. Under `--cfg loom` the atomics come
 //! from `loom` (`sync::atomic`, for every concurrent structure of `core`) so that the loom
 //! models explore every interleaving and every memory-model outcome.
 
 pub(crate) mod atomic;
 mod guarded;
 mod packet_mem;
+mod pool_view;
 pub mod prefetch;
 pub mod swap;
 
@@ -34,7 +36,7 @@ pub mod swap;
 mod loom_swap;
 
 pub use guarded::Guarded;
-pub use packet_mem::PacketMem;
+pub use packet_mem::{MetaTable, PacketMem};
 pub use swap::{Reader, Retired, Swap};
 
 #[cfg(loom)]

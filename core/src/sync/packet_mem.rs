@@ -58,6 +58,18 @@ impl<'m> PacketMem<'m> {
         Self { ptr, len, _region: PhantomData }
     }
 
+    /// A second handle on the same region, for another core that takes buffers over by the
+    /// hand-off discipline (NetBlaze's auxiliary cores: [`crate::buf::Pool::view`]).
+    ///
+    /// # Safety
+    /// The region outlives the alias, and the two handles keep to the DMA discipline of the
+    /// module docs between themselves: each buffer is touched through one handle at a time —
+    /// the one whose side holds it — and passes from one side to the other only through a
+    /// `Release` store that the other side reads with `Acquire` (a hand-off ring).
+    pub unsafe fn alias(&self) -> PacketMem<'m> {
+        Self { ptr: self.ptr, len: self.len, _region: PhantomData }
+    }
+
     /// Splits the region at `mid` (at most its length) into two disjoint regions, e.g. one
     /// pool per lane over one allocation.
     pub fn split_at(self, mid: usize) -> (Self, Self) {
@@ -108,6 +120,93 @@ impl<'m> PacketMem<'m> {
     }
 }
 
+/// A table of per-buffer records (a pool's metadata) held as a raw pointer for the same
+/// reason as [`PacketMem`]: two pools over the same buffers (an owner and a view, for a core
+/// that takes buffers over by hand-off) each make a reference to one record at a time, so
+/// the owner writing record `i` aliases nothing the view holds for record `j`. The owner
+/// (made by [`MetaTable::new`]) frees the table when dropped; an alias never does.
+pub struct MetaTable<T: Copy> {
+    ptr: NonNull<T>,
+    len: usize,
+    owner: bool,
+}
+
+// SAFETY: as for `PacketMem`: the table stands for a `Box<[T]>` (`Send`/`Sync` when `T` is),
+// records are read through `&self` and written through `&mut self` only, and an alias is
+// made only under `alias`'s contract.
+unsafe impl<T: Copy + Send> Send for MetaTable<T> {}
+// SAFETY: as above.
+unsafe impl<T: Copy + Sync> Sync for MetaTable<T> {}
+
+impl<T: Copy> MetaTable<T> {
+    /// Takes `records` over (the owner).
+    pub fn new(records: alloc::vec::Vec<T>) -> Self {
+        let boxed = records.into_boxed_slice();
+        let len = boxed.len();
+        let ptr = NonNull::from(alloc::boxed::Box::leak(boxed)).cast::<T>();
+        Self { ptr, len, owner: true }
+    }
+
+    /// A second handle on the same records, which never frees them.
+    ///
+    /// # Safety
+    /// The owner outlives the alias, and each record is touched through one handle at a time,
+    /// passing between them as [`PacketMem::alias`] says.
+    pub unsafe fn alias(&self) -> Self {
+        Self { ptr: self.ptr, len: self.len, owner: false }
+    }
+
+    /// Records in the table.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Record `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&T> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: `i < len`: inside the allocation, which lives as long as the owner (and an
+        // alias by its contract). Writers of record `i` need `&mut self` on this handle, and
+        // the other handle keeps off records this side holds (`alias`'s contract).
+        Some(unsafe { &*self.ptr.as_ptr().add(i) })
+    }
+
+    /// Record `i`, writable.
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: inside the allocation as above; `&mut self` excludes every other reference
+        // through this handle while the record's lives, and the other handle keeps off it.
+        Some(unsafe { &mut *self.ptr.as_ptr().add(i) })
+    }
+}
+
+impl<T: Copy> Drop for MetaTable<T> {
+    fn drop(&mut self) {
+        if self.owner {
+            let slice = core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
+            // SAFETY: the owner's pointer and length came from `Box::leak` of a boxed slice in
+            // `new`, and only the owner frees it, once.
+            drop(unsafe { alloc::boxed::Box::from_raw(slice) });
+        }
+    }
+}
+
+impl<T: Copy + fmt::Debug> fmt::Debug for MetaTable<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetaTable").field("len", &self.len).field("owner", &self.owner).finish()
+    }
+}
+
 impl fmt::Debug for PacketMem<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PacketMem").field("ptr", &self.ptr).field("len", &self.len).finish()
@@ -137,6 +236,30 @@ mod tests {
         let (c, d) = b.split_at(9);
         assert_eq!((c.len(), d.len(), d.is_empty()), (1, 0, true));
         assert_eq!(backing, [9, 2, 7, 4]);
+    }
+
+    #[test]
+    fn a_meta_table_hands_out_records_in_range_and_its_alias_sees_the_owners_writes() {
+        let mut t = MetaTable::new(vec![1u32, 2, 3]);
+        assert_eq!((t.len(), t.is_empty()), (3, false));
+        assert_eq!(t.get(2), Some(&3));
+        assert!(t.get(3).is_none() && t.get_mut(usize::MAX).is_none());
+        *t.get_mut(0).expect("inside") = 10;
+        // SAFETY: `t` outlives `a`; records 0 and 1 are touched through one handle at a time.
+        let mut a = unsafe { t.alias() };
+        assert_eq!(a.get(0), Some(&10));
+        *a.get_mut(1).expect("inside") = 20;
+        *t.get_mut(2).expect("inside") = 30;
+        assert_eq!((t.get(1), a.get(2)), (Some(&20), Some(&30)));
+        drop(a); // frees nothing
+        assert_eq!(t.get(1), Some(&20));
+        let mut backing = [0u8; 4];
+        let mut m = PacketMem::new(&mut backing);
+        // SAFETY: the region outlives the alias; the two write different bytes.
+        let mut n = unsafe { m.alias() };
+        n.get_mut(2, 2).expect("inside").copy_from_slice(&[5, 6]);
+        m.get_mut(0, 2).expect("inside").copy_from_slice(&[1, 2]);
+        assert_eq!(m.get(0, 4), Some(&[1u8, 2, 5, 6][..]));
     }
 
     /// The pattern of the device models: the pool and the "device" reach the same

@@ -1,11 +1,15 @@
-//! The return path: buffers an auxiliary core is done with (transmitted or dropped) go back
+//! The return path: buffers an auxiliary core is done with (processed, or dropped) go back
 //! to the lane pool that owns them.
 //!
 //! A [`try_link`] is two rings of the same capacity `C` between one dedicated core and one
 //! auxiliary core: the hand-off ring (dedicated → aux) and a return ring (aux → dedicated).
-//! The auxiliary core never touches the pool (a lane's pool has one owner, the core that
-//! holds the lane); it gives buffers back with [`AuxEnd::give_back`], and the dedicated core
-//! frees them into its pool with [`DedicatedEnd::reclaim`] on its next round.
+//! The auxiliary core never allocates from or frees into the lane's pool (it has one owner,
+//! the core that holds the lane); it reaches the frames it holds through a view of that pool
+//! ([`Pool::view`]: bytes and metadata of held buffers, `free` keeps a buffer aside), marks
+//! where each processed frame goes ([`Pool::set_out`]), and gives buffers back with
+//! [`AuxEnd::give_back`]; the dedicated core, on its next round, routes what came back in
+//! order — onto its transmit batches, say, for the frames marked with a port — and frees the
+//! rest into its pool ([`DedicatedEnd::reclaim_with`]; [`DedicatedEnd::reclaim`] frees all).
 //!
 //! **Credit.** The dedicated end counts the buffers it handed over and has not reclaimed
 //! yet ([`DedicatedEnd::outstanding`]) and hands over only while that stays at most `C`. So:
@@ -57,6 +61,8 @@ pub(crate) fn try_link_at(capacity: usize, start: u32) -> Result<(DedicatedEnd, 
 pub struct Reclaimed {
     /// Buffers returned to the pool.
     pub freed: usize,
+    /// Buffers `route` took ([`DedicatedEnd::reclaim_with`]).
+    pub routed: usize,
     /// Buffers the pool refused (already free, or not its own); the pool counts them too.
     pub refused: usize,
 }
@@ -123,6 +129,19 @@ impl DedicatedEnd {
     /// Frees into `pool` every buffer the auxiliary core gave back so far (at most one
     /// capacity's worth per call), and returns the credit they held.
     pub fn reclaim(&mut self, pool: &mut Pool<'_>) -> Reclaimed {
+        self.reclaim_with(pool, |_, _| false)
+    }
+
+    /// [`DedicatedEnd::reclaim`], offering each given-back buffer to `route` first, in the
+    /// order the auxiliary core gave them back: `route` returns `true` when it took the
+    /// buffer (e.g. onto a transmit batch, for a frame the auxiliary core processed and
+    /// marked with [`Pool::set_out`] through its view), `false` to have it freed. A taken
+    /// buffer counts in neither field of [`Reclaimed`] but `routed`.
+    pub fn reclaim_with(
+        &mut self,
+        pool: &mut Pool<'_>,
+        mut route: impl FnMut(&mut Pool<'_>, PacketBuf) -> bool,
+    ) -> Reclaimed {
         let mut done = Reclaimed::default();
         let mut scratch = Batch::new();
         // Bounded: the return ring never holds more than the capacity.
@@ -133,12 +152,17 @@ impl DedicatedEnd {
             }
             // Each popped buffer has left the auxiliary side, whatever the pool says of it.
             self.outstanding = self.outstanding.saturating_sub(n);
-            while let Some(b) = scratch.pop() {
+            for &b in scratch.as_slice() {
+                if route(pool, b) {
+                    done.routed += 1;
+                    continue;
+                }
                 match pool.free(b) {
                     Ok(()) => done.freed += 1,
                     Err(_) => done.refused += 1,
                 }
             }
+            scratch.clear();
         }
         done
     }

@@ -172,7 +172,7 @@ fn handoff_link_credit_caps_what_the_aux_side_holds() {
     assert_eq!(a.held(), 0);
     // Still no credit until the dedicated core reclaims.
     assert_eq!(d.hand_off(&bufs[4..]), 0);
-    assert_eq!(d.reclaim(&mut pool), Reclaimed { freed: 4, refused: 0 });
+    assert_eq!(d.reclaim(&mut pool), Reclaimed { freed: 4, routed: 0, refused: 0 });
     assert_eq!(d.outstanding(), 0);
     assert_eq!(pool.available(), 6);
     assert_eq!(d.hand_off(&bufs[4..]), 2);
@@ -195,7 +195,7 @@ fn handoff_link_aux_cannot_give_back_more_than_it_holds() {
     assert_eq!(a.receive(&mut got), 1);
     // It offers two (one it never received): only one is taken.
     assert_eq!(a.give_back(&[got.as_slice()[0], bufs[1]]), 1);
-    assert_eq!(d.reclaim(&mut pool), Reclaimed { freed: 1, refused: 0 });
+    assert_eq!(d.reclaim(&mut pool), Reclaimed { freed: 1, routed: 0, refused: 0 });
     pool.free(bufs[1]).expect("still the caller's");
     assert_eq!(pool.available(), 4);
 }
@@ -212,7 +212,7 @@ fn handoff_link_reclaim_refuses_a_buffer_the_pool_already_has() {
     let mut got = Batch::new();
     a.receive(&mut got);
     a.give_back_batch(&mut got);
-    assert_eq!(d.reclaim(&mut pool), Reclaimed { freed: 0, refused: 1 });
+    assert_eq!(d.reclaim(&mut pool), Reclaimed { freed: 0, routed: 0, refused: 1 });
     assert_eq!(pool.double_frees(), 1);
     assert_eq!(d.outstanding(), 0, "the credit comes back anyway");
     assert_eq!(pool.available(), 4);
@@ -400,7 +400,7 @@ proptest! {
                 }
                 LinkOp::Reclaim => {
                     let r = d.reclaim(&mut pool);
-                    prop_assert_eq!(r, Reclaimed { freed: returned, refused: 0 });
+                    prop_assert_eq!(r, Reclaimed { freed: returned, routed: 0, refused: 0 });
                     returned = 0;
                 }
             }
