@@ -123,13 +123,5 @@ fn chains(c: &mut Criterion<TscCycles>) {
     }
 }
 
-fn config() -> Criterion<TscCycles> {
-    Criterion::default()
-        .with_measurement(TscCycles)
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(2))
-        .sample_size(30)
-}
-
-criterion_group! { name = benches; config = config(); targets = chains }
+criterion_group! { name = benches; config = common::tsc::criterion(2, 30); targets = chains }
 criterion_main!(benches);

@@ -36,13 +36,5 @@ fn forward(c: &mut Criterion<TscCycles>) {
     run(c, "l2 forwarder (parse + validate + rewrite)", Chain::new(Vec::new(), egress));
 }
 
-fn config() -> Criterion<TscCycles> {
-    Criterion::default()
-        .with_measurement(TscCycles)
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(3))
-        .sample_size(50)
-}
-
-criterion_group! { name = benches; config = config(); targets = forward }
+criterion_group! { name = benches; config = common::tsc::criterion(3, 50); targets = forward }
 criterion_main!(benches);

@@ -54,13 +54,5 @@ fn one_thread(c: &mut Criterion<TscCycles>) {
     g.finish();
 }
 
-fn config() -> Criterion<TscCycles> {
-    Criterion::default()
-        .with_measurement(TscCycles)
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(3))
-        .sample_size(50)
-}
-
-criterion_group! { name = benches; config = config(); targets = one_thread, handoff }
+criterion_group! { name = benches; config = common::tsc::criterion(3, 50); targets = one_thread, handoff }
 criterion_main!(benches);

@@ -71,13 +71,5 @@ fn controller(c: &mut Criterion<TscCycles>) {
     g.finish();
 }
 
-fn config() -> Criterion<TscCycles> {
-    Criterion::default()
-        .with_measurement(TscCycles)
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(2))
-        .sample_size(50)
-}
-
-criterion_group! { name = benches; config = config(); targets = trylock, controller }
+criterion_group! { name = benches; config = common::tsc::criterion(2, 50); targets = trylock, controller }
 criterion_main!(benches);

@@ -339,13 +339,5 @@ fn intel_forward(c: &mut Criterion<TscCycles>) {
     g.finish();
 }
 
-fn config() -> Criterion<TscCycles> {
-    Criterion::default()
-        .with_measurement(TscCycles)
-        .warm_up_time(std::time::Duration::from_millis(500))
-        .measurement_time(std::time::Duration::from_secs(3))
-        .sample_size(50)
-}
-
-criterion_group! { name = benches; config = config(); targets = intel_forward }
+criterion_group! { name = benches; config = tsc::criterion(3, 50); targets = intel_forward }
 criterion_main!(benches);

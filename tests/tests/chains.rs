@@ -112,20 +112,24 @@ fn chain2_acl_urlfilter_encrypt() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn bad_chain_config_exits_35_naming_the_line() -> Result<()> {
-    let text = "version=1\nnf=acl\nacl.default=permit\nacl.rule=prio:1,src:10.0.0.0/33,action:deny\n".to_string();
-    let mut rig = start_with("chain_bad", 1, BootOptions::default(), |c| c.chain_text = Some(text))?;
+/// Boots with the chain module `text`, expects exit 35, returns its `error: chain config` line.
+fn refused_chain(name: &str, text: String) -> Result<String> {
+    let mut rig = start_with(name, 1, BootOptions::default(), |c| c.chain_text = Some(text))?;
     let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
     rig.pump(Duration::from_millis(200));
     expect_status(&rig, exit, protocol::EXIT_BAD_CONFIG)?;
-    let line = rig
-        .report
+    rig.report
         .errors
         .iter()
         .find(|l| l.starts_with("error: chain config"))
         .cloned()
-        .ok_or_else(|| anyhow!("no chain config error\n{}", rig.qemu.diagnostics()))?;
+        .ok_or_else(|| anyhow!("no chain config error\n{}", rig.qemu.diagnostics()))
+}
+
+#[test]
+fn bad_chain_config_exits_35_naming_the_line() -> Result<()> {
+    let text = "version=1\nnf=acl\nacl.default=permit\nacl.rule=prio:1,src:10.0.0.0/33,action:deny\n".to_string();
+    let line = refused_chain("chain_bad", text)?;
     assert_eq!(line, "error: chain config line 4: acl.rule.src: expected an IPv4/IPv6 prefix");
     Ok(())
 }
@@ -136,17 +140,7 @@ fn a_non_monotone_netblaze_profile_exits_35_naming_the_modules_line() -> Result<
     let text = "version=1\nnf=acl\n[netblaze.profile]\nversion=1\ntsc_hz=1000000000\nepoch_ns=80000\n\
                 frontier=1:100\nrate=1:400,8:500\nservice=packet_cycles:500,flow_cycles:300\n"
         .to_string();
-    let mut rig = start_with("chain_bad_profile", 1, BootOptions::default(), |c| c.chain_text = Some(text))?;
-    let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
-    rig.pump(Duration::from_millis(200));
-    expect_status(&rig, exit, protocol::EXIT_BAD_CONFIG)?;
-    let line = rig
-        .report
-        .errors
-        .iter()
-        .find(|l| l.starts_with("error: chain config"))
-        .cloned()
-        .ok_or_else(|| anyhow!("no chain config error\n{}", rig.qemu.diagnostics()))?;
+    let line = refused_chain("chain_bad_profile", text)?;
     assert!(line.starts_with("error: chain config line 8: profile: rate: "), "{line}");
     Ok(())
 }

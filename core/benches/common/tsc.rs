@@ -29,6 +29,16 @@ pub fn rdtsc() -> u64 {
     }
 }
 
+/// The benches' criterion set-up: TSC cycles, half a second of warm-up, `measure_s` seconds
+/// of measurement in `samples` samples.
+pub fn criterion(measure_s: u64, samples: usize) -> criterion::Criterion<TscCycles> {
+    criterion::Criterion::default()
+        .with_measurement(TscCycles)
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(measure_s))
+        .sample_size(samples)
+}
+
 /// Criterion measurement in TSC cycles.
 pub struct TscCycles;
 

@@ -76,6 +76,11 @@ impl PeriodLoad {
         Self { index: 0, packets: vec![0; buckets], sketch: vec![0; buckets] }
     }
 
+    /// Zero counts standing for no period (index `u64::MAX`, which no clock reaches).
+    fn none(buckets: usize) -> Self {
+        Self { index: u64::MAX, ..Self::zeroed(buckets) }
+    }
+
     fn reset(&mut self, index: u64) {
         self.index = index;
         self.packets.iter_mut().for_each(|p| *p = 0);
@@ -103,9 +108,7 @@ impl MeterSnapshot {
     /// An empty snapshot for `buckets` buckets (its storage allocated now, so copying a
     /// meter into it never allocates).
     pub fn with_buckets(buckets: usize) -> Self {
-        let mut done = PeriodLoad::zeroed(buckets);
-        done.index = u64::MAX; // no period yet
-        Self { at: Instant(0), cur: PeriodLoad { index: u64::MAX, ..PeriodLoad::zeroed(buckets) }, done }
+        Self { at: Instant(0), cur: PeriodLoad::none(buckets), done: PeriodLoad::none(buckets) }
     }
 
     /// This worker's counts for period `index`, if it has them.
@@ -151,9 +154,8 @@ impl BucketMeter {
             // DEFAULT_KEY is 40 bytes, MAX_INPUT 36: cannot fail.
             Err(_) => return Err(MeterError::Buckets),
         };
-        let mut done = PeriodLoad::zeroed(buckets);
-        done.index = u64::MAX;
-        Ok(Self { toeplitz, start, period, next: start.saturating_add(period), cur: PeriodLoad::zeroed(buckets), done })
+        let (cur, done) = (PeriodLoad::zeroed(buckets), PeriodLoad::none(buckets));
+        Ok(Self { toeplitz, start, period, next: start.saturating_add(period), cur, done })
     }
 
     /// Buckets.
