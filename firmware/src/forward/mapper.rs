@@ -18,9 +18,9 @@
 //!
 //! A period that moved, activated, released or could not place anything prints `@mapper`;
 //! the counters are on `@stats`/`@summary` (`mapper_*`, docs/PROTOCOL.md). "Active" queues
-//! are the queues that hold buckets: a released queue's lane goes idle, and Metronome's
-//! workers then find it empty and sleep longer (the two combine that way: NetBlaze decides
-//! which queues carry traffic, Metronome how much CPU serving them takes).
+//! are the queues that hold buckets. A released queue's lane receives nothing more, but
+//! Metronome's workers still visit it on their schedule: skipping such lanes, so that the
+//! consolidation also saves CPU, is not built (docs/ARCHITECTURE.md "NetBlaze").
 
 use alloc::vec;
 use alloc::vec::Vec;
