@@ -106,7 +106,18 @@ pub struct Worker<S> {
     halted: u64,
     /// `(w, M)` when this worker visits lanes `k ≡ w (mod M)` in turn.
     partition: Option<(usize, usize)>,
+    /// Lanes that receive nothing (bit `k`: lane `k`, [`Worker::set_parked`]).
+    parked: u64,
+    /// Rounds since this worker last let a parked lane be its next one (the sweep), and the
+    /// lane the next sweep starts looking from (sweeps take the parked lanes in turn).
+    since_sweep: u32,
+    sweep_from: usize,
 }
+
+/// A worker lets a parked lane be its next one once in this many rounds, so that frames that
+/// reached a lane as it was parked (the device's last writes before a table change) are
+/// forwarded, late but not lost ([`Worker::set_parked`]).
+pub const PARKED_SWEEP_ROUNDS: u32 = 64;
 
 impl<S: Stage> Worker<S> {
     /// A worker that first tries lane `first_lane`, seeding its random lane choice with
@@ -120,7 +131,25 @@ impl<S: Stage> Worker<S> {
             last: Instant(0),
             halted: 0,
             partition: None,
+            parked: 0,
+            since_sweep: 0,
+            sweep_from: 0,
         }
+    }
+
+    /// Declares the lanes that receive nothing (bit `k` for lane `k` < 64): lanes whose queue
+    /// holds no entry of any port's RSS table, e.g. the queues NetBlaze's server mapper
+    /// released. The worker then goes to them only once every [`PARKED_SWEEP_ROUNDS`] rounds
+    /// (to forward what the device wrote just before the change): a worker whose next lane is
+    /// parked takes the next one of its share that is not (partitioned), or the next lane
+    /// that is not (otherwise), and when there is none it sleeps `T_L` instead of `T_S`. So
+    /// the cores NetBlaze saves show as halted cycles. 0 (the default): every lane is visited.
+    pub fn set_parked(&mut self, mask: u64) {
+        self.parked = mask;
+    }
+
+    fn is_parked(&self, lane: usize) -> bool {
+        lane < 64 && self.parked & (1 << lane) != 0
     }
 
     /// Declares this worker as worker `w` of `workers`. With fewer workers than lanes it
@@ -203,7 +232,7 @@ impl<S: Stage> Worker<S> {
         // Where a frame for this worker's lane will show up next (port 0's receive queue),
         // for a sleeper that can watch memory; known only after a won round.
         let mut watch = None;
-        let sleep = match self.sched.try_poll(ctl, now) {
+        let mut sleep = match self.sched.try_poll(ctl, now) {
             Poll::Won(mut session) => {
                 round.won = true;
                 round.lane = session.queue();
@@ -228,6 +257,24 @@ impl<S: Stage> Worker<S> {
             // Next lane of this worker's share, whatever the round's outcome.
             let next = round.lane + m;
             self.sched.set_queue(if next < lanes.len() { next } else { w });
+        }
+        if self.parked != 0 && !lanes.is_empty() {
+            self.since_sweep += 1;
+            let unparked = self.lane_from(self.sched.queue(), lanes.len(), false);
+            if unparked.is_none() {
+                // Nothing this worker can go to receives anything: the long sleep.
+                sleep = sleep.max(ctl.params().long_timeout());
+            }
+            if self.since_sweep >= PARKED_SWEEP_ROUNDS {
+                // The sweep: the next parked lane of the share, in turn.
+                self.since_sweep = 0;
+                if let Some(k) = self.lane_from(self.sweep_from, lanes.len(), true) {
+                    self.sched.set_queue(k);
+                    self.sweep_from = self.step(k, lanes.len());
+                }
+            } else if let Some(k) = unparked.filter(|_| self.is_parked(self.sched.queue())) {
+                self.sched.set_queue(k);
+            }
         }
         round.now = match self.mode {
             Mode::Poll => clock.now(),
@@ -263,6 +310,33 @@ impl<S: Stage> Worker<S> {
             }
         }
         d
+    }
+
+    /// The lane after `k` in this worker's rotation: its share when partitioned (wrapping to
+    /// its first lane), else every lane.
+    fn step(&self, k: usize, lanes: usize) -> usize {
+        let (first, step) = match self.partition {
+            Some((w, m)) if m < lanes => (w, m),
+            _ => (0, 1),
+        };
+        if k + step < lanes { k + step } else { first }
+    }
+
+    /// The first lane from `from` on, in this worker's rotation, that is parked (`parked`)
+    /// or not.
+    fn lane_from(&self, from: usize, lanes: usize, parked: bool) -> Option<usize> {
+        let mut k = match self.partition {
+            // A lane outside the share (the sweep's first start): begin at the share's first.
+            Some((w, m)) if m < lanes && (from >= lanes || from % m != w) => w,
+            _ => from.min(lanes.saturating_sub(1)),
+        };
+        for _ in 0..lanes {
+            if self.is_parked(k) == parked {
+                return Some(k);
+            }
+            k = self.step(k, lanes);
+        }
+        None
     }
 
     /// Whether this worker's next round is on the lane it just had (not when it cycles

@@ -169,6 +169,11 @@ fn the_server_mapper_releases_idle_queues_and_recruits_one_under_load() -> Resul
     assert_eq!(field(&released, "activated")?, 0, "{released}");
     let active_low = field(&released, "active")?;
     assert!(active_low < u64::from(LANES), "{released}");
+    // The released queues' lanes are parked: the workers visit them only on sweeps.
+    let mark = rig.qemu.com1().len();
+    rig.send_control(protocol::Control::Stats)?;
+    let stats = wait_line(&mut rig, mark, "@stats ", Duration::from_secs(30))?;
+    assert_eq!(field(&stats, "lanes_parked")?, u64::from(LANES) - active_low, "{stats}");
     // Heavy load, 700 frames/s: more than one queue's 340, so the mapper relieves the queue
     // that holds everything — onto a queue it activates (none of the active ones has room).
     let mark = rig.qemu.com1().len();
@@ -187,6 +192,7 @@ fn the_server_mapper_releases_idle_queues_and_recruits_one_under_load() -> Resul
     assert!(fw.require("mapper_released")? >= 1 && fw.require("mapper_activated")? >= 1, "{fw:?}");
     assert_eq!(fw.require("mapper_failed")?, 0, "{fw:?}");
     assert!(fw.require("mapper_periods")? >= 6, "{fw:?}");
+    assert_eq!(fw.require("lanes_parked")?, u64::from(LANES) - fw.require("mapper_active")?, "{fw:?}");
     Ok(())
 }
 

@@ -352,6 +352,69 @@ fn a_repartition_hands_a_stalled_workers_lanes_to_the_live_ones() {
     assert_eq!(visited, [0, 2, 0, 2]);
 }
 
+#[test]
+fn parked_lanes_are_visited_only_by_the_sweep_and_their_frames_still_go_out() {
+    let mut mems: Vec<Vec<u8>> = (0..3).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let ctl = controller(1, 3);
+    let lanes: Vec<_> =
+        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    let mut w = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).partition(0, 1);
+    // Frames that reached lane 2 just before it was parked.
+    with_lane(&ctl, &lanes, 2, |l| {
+        for i in 0..5u16 {
+            l.rx[0].inject(&mut l.pool, &udp4(1000 + i, 53, b"late")).unwrap();
+        }
+    });
+    w.set_parked(0b110);
+    let visits: Vec<usize> =
+        (0..3 * PARKED_SWEEP_ROUNDS).map(|_| w.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    let on = |k: usize| visits.iter().filter(|&&l| l == k).count();
+    assert!(on(1) + on(2) <= 4, "parked lanes only on sweeps: {} + {} of {}", on(1), on(2), visits.len());
+    assert!(on(0) >= visits.len() - 4);
+    let sent = with_lane(&ctl, &lanes, 2, |l| l.tx[1].tx_stats().packets);
+    assert_eq!(sent, 5, "the sweep forwarded the parked lane's last frames");
+    // Unparked again: the share is visited in turn.
+    w.set_parked(0);
+    let visited: Vec<usize> = (0..6).map(|_| w.round(&ctl, &lanes, &time, &mut sleeper).lane).collect();
+    assert!([0, 1, 2].iter().all(|k| visited.contains(k)), "{visited:?}");
+}
+
+#[test]
+fn a_worker_whose_lanes_are_all_parked_sleeps_t_l_and_one_whose_lane_is_parked_moves() {
+    let mut mems: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let ctl = controller(2, 4);
+    let lanes: Vec<_> =
+        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    let t_l = ctl.params().long_timeout();
+    // Worker 1 of 2 owns lanes 1 and 3, both parked: every round but the sweeps ends in T_L.
+    let mut w1 = Worker::new(Mode::Metronome, 1, 2, forwarder(), PollConfig::default()).partition(1, 2);
+    w1.set_parked(0b1010);
+    let mut seen = Vec::new();
+    for _ in 0..2 * PARKED_SWEEP_ROUNDS {
+        let before = time.t.get();
+        let r = w1.round(&ctl, &lanes, &time, &mut sleeper);
+        assert!(r.now.saturating_since(Instant(before)) >= t_l, "slept T_L");
+        seen.push(r.lane);
+    }
+    assert!(seen.iter().all(|&k| k == 1 || k == 3), "the sweeps stay in the share: {seen:?}");
+    // With as many workers as lanes, a primary whose lane is parked takes the next lane.
+    let ctl2 = controller(2, 2);
+    let mut m0 = vec![0u8; 256 * BUF_SIZE];
+    let mut m1 = vec![0u8; 256 * BUF_SIZE];
+    let lanes2 = [
+        Guarded::new(ctl2.queues()[0].lock(), lane(&mut m0, 256)),
+        Guarded::new(ctl2.queues()[1].lock(), lane(&mut m1, 256)),
+    ];
+    let mut p = Worker::new(Mode::Metronome, 1, 1, forwarder(), PollConfig::default()).partition(1, 2);
+    p.set_parked(0b10);
+    let visited: Vec<usize> = (0..4).map(|_| p.round(&ctl2, &lanes2, &time, &mut sleeper).lane).collect();
+    assert_eq!(visited, [1, 0, 0, 0], "off the parked lane after one round");
+}
+
 /// Records what each sleep was asked to watch.
 struct WatchingSleeper<'a> {
     inner: JumpSleeper<'a>,

@@ -18,9 +18,10 @@
 //!
 //! A period that moved, activated, released or could not place anything prints `@mapper`;
 //! the counters are on `@stats`/`@summary` (`mapper_*`, docs/PROTOCOL.md). "Active" queues
-//! are the queues that hold buckets. A released queue's lane receives nothing more, but
-//! Metronome's workers still visit it on their schedule: skipping such lanes, so that the
-//! consolidation also saves CPU, is not built (docs/ARCHITECTURE.md "NetBlaze").
+//! are the queues that hold buckets. A released queue's lane receives nothing more and is
+//! parked (`rss::refresh_parked`): the workers visit it only on sweeps, and a worker left
+//! with parked lanes only sleeps `T_L` — so the consolidation shows as halted cycles
+//! (`core::worker::Worker::set_parked`).
 
 use alloc::vec;
 use alloc::vec::Vec;

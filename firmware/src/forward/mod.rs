@@ -246,6 +246,9 @@ struct Shared<M: Machine, P: FwdPort> {
     rss_move: AtomicU32,
     /// The tables before the last RSS_MOVE (for RSS_RESTORE).
     rss_saved: Mutex<Option<rss::Saved>>,
+    /// Lanes whose queue holds no RSS entry on any port (bit `k`), after the last table
+    /// change: the workers visit them only on sweeps (`Worker::set_parked`).
+    parked_lanes: AtomicU64,
     /// Per worker: what its sleeper said at its last publication.
     sleeps: Vec<Mutex<SleepSummary>>,
     /// The server mapper's metering plan (`None`: the mapper is off), each worker's meter
@@ -396,6 +399,7 @@ pub fn run<M: Machine, P: FwdPort>(
         stats_requested: AtomicBool::new(false),
         rss_move: AtomicU32::new(0),
         rss_saved: Mutex::new(None),
+        parked_lanes: AtomicU64::new(0),
         sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
         latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
         meters: mapper::slots(meter_plan.as_ref(), cfg.workers),
@@ -545,6 +549,7 @@ fn step<M: Machine, P: FwdPort>(
     sleeper: &mut M::Sleeper,
     local: &mut Local,
 ) -> bool {
+    pl.set_parked(sh.parked_lanes.load(Ordering::Relaxed));
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
     if let (Some(hb), Some(lane)) = (sh.heartbeats.get(w), sh.last_lane.get(w)) {
         hb.store(r.now.ticks(), Ordering::Relaxed);

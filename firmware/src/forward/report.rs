@@ -74,6 +74,7 @@ fn snapshot<M: Machine, P: FwdPort>(
         write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
         write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
+        write!(w, " lanes_parked={}", sh.parked_lanes.load(Ordering::Relaxed).count_ones())?;
         write!(w, " slo_us={}", sh.slo_us)?;
         if sh.meter_plan.is_some() {
             let c = *sh.mapper.lock();

@@ -242,6 +242,28 @@ fn switch<M: Machine, P: FwdPort>(
         }
     }
     drop(guards);
+    refresh_parked(sh, ports);
     publish(sh, 0, pl, false);
     if refused { Err("device_refused") } else { Ok(result) }
+}
+
+/// Lanes whose queue no port's RSS table names any more (bit `k`, `k` < 64): the workers
+/// visit them only on sweeps, so a queue the server mapper released costs its cores (nearly)
+/// nothing. A port without a table parks nothing.
+fn refresh_parked<M: Machine, P: FwdPort>(sh: &Shared<M, P>, ports: &[P]) {
+    let lanes = sh.lanes.len().min(64);
+    let all = if lanes == 64 { u64::MAX } else { (1u64 << lanes) - 1 };
+    let mut used = 0u64;
+    for port in ports {
+        let Some(table) = port.rss_table() else {
+            sh.parked_lanes.store(0, Ordering::Relaxed);
+            return;
+        };
+        for &q in &table {
+            if usize::from(q) < lanes {
+                used |= 1 << q;
+            }
+        }
+    }
+    sh.parked_lanes.store(all & !used, Ordering::Relaxed);
 }
