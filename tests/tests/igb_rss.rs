@@ -6,9 +6,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use cadence_core::netblaze::BucketMeter;
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, send_paced, stop_ok};
+use xtask::protocol::Mac;
 use xtask::protocol::{self, BootOptions, Counters, MachineLine};
 use xtask::rig::{NicModel, Rig, RigConfig};
+use xtask::traffic::Flow;
+use xtask::traffic::frame::build;
 
 /// One QEMU at a time: two vCPUs each, on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -59,6 +63,25 @@ fn sixteen_rss_queues_spread_the_flows() -> Result<()> {
     eprintln!("frames per lane: {per_lane:?}");
     // 128 flows hashed over 16 queues: (15/16)^128 < 0.03 % per queue of staying empty.
     assert_eq!(used, LANES as usize, "every queue got flows: {per_lane:?}");
+    // The device steered each frame where the dataplane's own hash says (the bucket NetBlaze's
+    // server mapper meters, `netblaze::BucketMeter`), through the driver's round-robin table
+    // of 128 entries: lane by lane, exactly. The STOP control frame (not IP) adds one frame
+    // to the lane of the device's default queue.
+    let meter = BucketMeter::new(128, cadence_core::time::Instant(0), cadence_core::time::Duration(1))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut expect = vec![0u64; LANES as usize];
+    for flow in Flow::standard_set(FLOWS) {
+        let frame = build(&flow, 0, 60, 0, Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 2]));
+        let parsed = cadence_core::parse::parse(&frame).map_err(|e| anyhow::anyhow!("flow {}: {e:?}", flow.id))?;
+        let (bucket, _) = meter.bucket_of(&parsed.flow);
+        expect[bucket % LANES as usize] += 2; // two frames per flow
+    }
+    eprintln!("predicted by the dataplane hash: {expect:?}");
+    let extra: Vec<i64> = per_lane.iter().zip(&expect).map(|(&a, &e)| a as i64 - e as i64).collect();
+    assert!(
+        extra.iter().all(|&d| d == 0 || d == 1) && extra.iter().sum::<i64>() <= 1,
+        "frames per lane {per_lane:?}, the dataplane's hash predicts {expect:?}"
+    );
     Ok(())
 }
 
