@@ -57,6 +57,16 @@ fn controller(workers: usize, lanes: usize) -> Metronome<Vec<QueueState>> {
     Metronome::with_queues(&MetronomeConfig::default(), rate, workers, lanes).unwrap()
 }
 
+/// Backing memory for `n` lanes of 256 buffers.
+fn memories(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|_| vec![0u8; 256 * BUF_SIZE]).collect()
+}
+
+/// One lane over each of `mems`, lane `k` bound to `ctl`'s lock `k`.
+fn bound_lanes<'m>(ctl: &Metronome<Vec<QueueState>>, mems: &'m mut [Vec<u8>]) -> Vec<Guarded<SoftLane<'m>>> {
+    mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect()
+}
+
 fn forwarder() -> Chain {
     Chain::new(Vec::new(), Egress::new(OWN, Egress::DEFAULT_PEERS, ctl_on(0)))
 }
@@ -306,10 +316,9 @@ fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
 
 #[test]
 fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
-    let mut mems: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let mut mems = memories(5);
     let ctl = controller(2, 5);
-    let lanes: Vec<_> =
-        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
+    let lanes = bound_lanes(&ctl, &mut mems);
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut w1 = Worker::new(Mode::Metronome, 1, 2, forwarder(), PollConfig::default()).partition(1, 2);
@@ -332,10 +341,9 @@ fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
 
 #[test]
 fn a_repartition_hands_a_stalled_workers_lanes_to_the_live_ones() {
-    let mut mems: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let mut mems = memories(4);
     let ctl = controller(2, 4);
-    let lanes: Vec<_> =
-        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
+    let lanes = bound_lanes(&ctl, &mut mems);
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut w0 = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).partition(0, 2);
@@ -354,10 +362,9 @@ fn a_repartition_hands_a_stalled_workers_lanes_to_the_live_ones() {
 
 #[test]
 fn parked_lanes_are_visited_only_by_the_sweep_and_their_frames_still_go_out() {
-    let mut mems: Vec<Vec<u8>> = (0..3).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let mut mems = memories(3);
     let ctl = controller(1, 3);
-    let lanes: Vec<_> =
-        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
+    let lanes = bound_lanes(&ctl, &mut mems);
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut w = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).partition(0, 1);
@@ -383,10 +390,9 @@ fn parked_lanes_are_visited_only_by_the_sweep_and_their_frames_still_go_out() {
 
 #[test]
 fn a_worker_whose_lanes_are_all_parked_sleeps_t_l_and_one_whose_lane_is_parked_moves() {
-    let mut mems: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 256 * BUF_SIZE]).collect();
+    let mut mems = memories(4);
     let ctl = controller(2, 4);
-    let lanes: Vec<_> =
-        mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect();
+    let lanes = bound_lanes(&ctl, &mut mems);
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let t_l = ctl.params().long_timeout();
