@@ -11,7 +11,11 @@
 //! Instructions per packet = (Ir at 4000 − Ir at 2000) / (2000 × 32): the difference cancels
 //! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
 //! `l3` (the L3 forwarder chain of the benches), `l2m` and `l3m` (the same with the server
-//! mapper's per-bucket meter, `netblaze::BucketMeter`); a third argument `notiming` turns the latency
+//! mapper's per-bucket meter, `netblaze::BucketMeter`), `l3off` (the L3 chain in
+//! `netblaze::lane::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
+//! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
+//! inside the profile's frontier: what placement costs when nothing moves); a third argument
+//! `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
 //! criterion benches leave outside their measurement: compare modes or commits, not absolute
 //! figures with the benches'. docs/PERFORMANCE.md ("Restructuring, before and after") uses it.
@@ -20,7 +24,10 @@ use std::cell::Cell;
 use std::hint::black_box;
 
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
-use cadence_core::netblaze::BucketMeter;
+use std::sync::Arc;
+
+use cadence_core::netblaze::lane::{self, LaneConfig, NetBlazeStage, SharedLanes};
+use cadence_core::netblaze::{BucketMeter, CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::Chain;
 use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
@@ -73,9 +80,26 @@ fn run<S: Stage>(stage: S, batches: usize, cfg: PollConfig) -> Result<(), String
     }
 }
 
+/// `chain` as the dedicated stage of one lane with one auxiliary core (which never runs: with
+/// this profile nothing leaves the frontier, so nothing is handed over).
+fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
+    let profile = Profile::parse(
+        "version=1\ntsc_hz=2600000000\nepoch_ns=80000\nfrontier=1:1000000,1000:900000\n\
+         service=packet_cycles:500,flow_cycles:300\nrate=1:1000000\n",
+    )
+    .map_err(|e| format!("profile: {e:?}"))?;
+    let cfg = LaneConfig { epoch: Duration(208_000), link_capacity: 256, tracked_flows: 256, follow_flows: 256 };
+    let (states, _ends) = lane::build(1, 1, cfg).map_err(|e| format!("links: {e}"))?;
+    let lanes: SharedLanes = states.into_iter().map(spin::Mutex::new).collect::<Vec<_>>().into();
+    let params = NetBlazeConfig::default().validate().map_err(|e| format!("{e}"))?;
+    let mut stage = NetBlazeStage::new(chain, lanes, CoreMapper::new(params), Arc::new(profile));
+    stage.enter_lane(0);
+    Ok(stage)
+}
+
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2m|l3m BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2m|l3m|l3off|l3nb BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -93,6 +117,8 @@ fn main() -> Result<(), String> {
         Some("l3") => run(l3::l3fwd_chain(), batches, cfg),
         Some("l2m") => run(metered(Chain::new(Vec::new(), l3::EGRESS)), batches, cfg),
         Some("l3m") => run(metered(l3::l3fwd_chain()), batches, cfg),
+        Some("l3off") => run(NetBlazeStage::off(l3::l3fwd_chain()), batches, cfg),
+        Some("l3nb") => run(dedicated(l3::l3fwd_chain())?, batches, cfg),
         _ => Err(usage.into()),
     }
 }

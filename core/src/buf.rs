@@ -209,6 +209,11 @@ impl<'m> Pool<'m> {
         (&self.mem, &self.meta)
     }
 
+    /// Makes the metadata table permanent (never freed), for [`Pool::aux_views`].
+    pub(crate) fn make_meta_permanent(&mut self) {
+        self.meta.make_permanent();
+    }
+
     /// A view over `mem` and `meta` (aliases of an owner's, made by [`Pool::view`]).
     pub(crate) fn from_view_parts(mem: PacketMem<'m>, meta: MetaTable<Meta>, phys_base: u64) -> Self {
         let free = Vec::with_capacity(meta.len());

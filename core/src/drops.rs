@@ -76,6 +76,10 @@ drop_reasons! {
     /// A control frame (EtherType 0x88B5) that may not be obeyed: not on the control port,
     /// not signed with the boot key, or replayed (`crate::control`).
     CtlRejected = "ctl_rejected",
+    /// A packet of a flow NetBlaze moved to an auxiliary core found no room in the hand-off
+    /// link: it may not run here before its flow's earlier packets there
+    /// (`crate::netblaze::lane`).
+    HandoffFull = "handoff_full",
 }
 
 impl DropReason {

@@ -88,4 +88,11 @@ pub trait Stage {
     fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
         let _ = (pool, out, counters, now);
     }
+
+    /// Called when the worker has won lane `lane` (its queue lock), before that lane's
+    /// batches: a stage that keeps state per lane (NetBlaze's placement,
+    /// [`crate::netblaze::lane`]) switches to it. The default does nothing.
+    fn enter_lane(&mut self, lane: usize) {
+        let _ = lane;
+    }
 }

@@ -37,6 +37,7 @@ mod loom_swap;
 
 pub use guarded::Guarded;
 pub use packet_mem::{MetaTable, PacketMem};
+pub use pool_view::AuxView;
 pub use swap::{Reader, Retired, Swap};
 
 #[cfg(loom)]

@@ -236,7 +236,9 @@ impl<S: Stage> Worker<S> {
             Poll::Won(mut session) => {
                 round.won = true;
                 round.lane = session.queue();
-                if let Some(lane) = lanes.get(session.queue()).and_then(|l| l.get_mut(session.guard_mut())) {
+                let k = session.queue();
+                if let Some(lane) = lanes.get(k).and_then(|l| l.get_mut(session.guard_mut())) {
+                    self.fwd.stage_mut().enter_lane(k);
                     watch = lane.rx.first().and_then(|q| q.wake_address());
                     loop {
                         let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
@@ -287,18 +289,19 @@ impl<S: Stage> Worker<S> {
         round
     }
 
-    /// Drains `lane` outside the Metronome rounds: polls it until a poll receives nothing,
+    /// Drains `lane` (lane `k`) outside the Metronome rounds: polls it until a poll receives nothing,
     /// at most `max_polls` times, forwarding what it gets through this worker's stage. For a
     /// caller that already holds the lane's lock (e.g. a live RSS change draining the old
     /// queue past the switch point); the controller's estimators are not touched. Returns the
     /// frames received, the control commands seen, and whether the lane was found empty (a
     /// lane that still delivered after `max_polls` polls is not).
-    pub fn drain_lane<R, T, C>(&mut self, lane: &mut Lane<'_, R, T>, clock: &C, max_polls: usize) -> Drained
+    pub fn drain_lane<R, T, C>(&mut self, k: usize, lane: &mut Lane<'_, R, T>, clock: &C, max_polls: usize) -> Drained
     where
         R: RxQueue,
         T: TxQueue,
         C: Clock + ?Sized,
     {
+        self.fwd.stage_mut().enter_lane(k);
         let mut d = Drained::default();
         for _ in 0..max_polls {
             let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);

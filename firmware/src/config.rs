@@ -155,6 +155,10 @@ pub struct BootConfig {
     /// module and RSS over more than one lane, every period the mapper moves RSS buckets
     /// between queues; 0 turns it off.
     pub mapper_ms: u32,
+    /// NetBlaze's auxiliary cores (`aux`): the last `aux` of the `workers` serve no lane;
+    /// the dedicated workers hand them whole flows when the chain module's profile says a
+    /// lane's traffic does not fit one core's epoch. 0: none (needs a profile otherwise).
+    pub aux: usize,
 }
 
 impl BootConfig {
@@ -196,12 +200,13 @@ impl Default for BootConfig {
             nics: None,
             slo_us: 200,
             mapper_ms: 1000,
+            aux: 0,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 24] = [
+pub const KEYS: [&str; 25] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -226,6 +231,7 @@ pub const KEYS: [&str; 24] = [
     "nics",
     "slo_us",
     "mapper_ms",
+    "aux",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -364,6 +370,7 @@ impl BootConfig {
                 "stall_ms" => cfg.stall_ms = int_in(value, 0, 600_000).ok_or(bad("an integer in 0..=600000"))?,
                 "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "mapper_ms" => cfg.mapper_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
+                "aux" => cfg.aux = int_in(value, 0, 63).ok_or(bad("an integer in 0..=63"))? as usize,
                 "stall" => {
                     let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
                     let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;
@@ -492,6 +499,11 @@ mod tests {
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
+        let c = BootConfig::parse("aux=2").unwrap();
+        assert_eq!((c.aux, BootConfig::default().aux), (2, 0));
+        for bad in ["aux=64", "aux=-1", "aux=x"] {
+            assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "aux", .. })), "{bad}");
+        }
         let c = BootConfig::parse("mapper_ms=250").unwrap();
         assert_eq!((c.mapper_ms, BootConfig::default().mapper_ms), (250, 1000));
         for bad in ["mapper_ms=60001", "mapper_ms=-1", "mapper_ms=x"] {

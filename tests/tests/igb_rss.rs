@@ -258,3 +258,73 @@ fn field(line: &str, key: &str) -> Result<u64> {
         .parse()
         .with_context(|| format!("{key} in {line}"))
 }
+
+/// A core of this profile finishes 4 frames of one flow, 2 of 64, per 50 ms epoch (TCG's
+/// pace: a few hundred frames/s are well outside it, 50 frames/s inside); its queue carries
+/// 400 frames/s for the server mapper.
+const PROFILE_SMALL_CORE: &str = "version=1\ntsc_hz=1000000000\nepoch_ns=50000000\nfrontier=1:4,64:2\n\
+                                  service=packet_cycles:500,flow_cycles:300\nrate=1:400\n";
+
+/// NetBlaze end to end: 3 cores (2 dedicated, 1 auxiliary), 3 igb queues, 8 flows (so that a
+/// flow placed on the auxiliary core for the next epoch sends in it: the placement is made
+/// from one epoch's arrivals for the next). Light traffic (the
+/// server mapper releases queues), then a whale (every second frame one flow) at 700 frames/s
+/// and a burst at 1400 frames/s: the lanes' traffic no longer fits the profile's epoch, the
+/// dedicated workers hand whole flows to the auxiliary core, which runs the chain and gives
+/// them back to be sent on their own lanes; light again, the auxiliary core is released.
+/// Every frame exactly once, each flow in order, the pool full at the end.
+#[test]
+fn an_aux_core_takes_flows_in_a_whale_and_a_burst_and_is_released_after() -> Result<()> {
+    const FLOWS: u16 = 8;
+    const LANES: u32 = 3;
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = RigConfig::new(image()?, out_dir("igb_aux"), FLOWS);
+    cfg.nic_model = NicModel::Igb;
+    cfg.smp = 3;
+    cfg.chain_text = Some(format!("version=1\n[netblaze.profile]\n{PROFILE_SMALL_CORE}"));
+    cfg.boot = BootOptions::default()
+        .set("max_s", MAX_S)
+        .set("stats_ms", 0)
+        .set("workers", 3)
+        .set("aux", 1)
+        .set("lanes", LANES)
+        .set("qsize", 256)
+        .set("pool", 1024)
+        .set("mapper_ms", 500);
+    let mut rig = Rig::start(&cfg)?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    assert!(ready.contains(" aux=1 ") && ready.ends_with(" mapper=on"), "{ready}");
+    let whale = |first: u64| {
+        move |i: u64| {
+            let n = first + i;
+            let flow = if n.is_multiple_of(2) { 0 } else { (1 + n / 2 % u64::from(FLOWS - 1)) as u16 };
+            (flow, 60 + (n * 131 % 700) as usize)
+        }
+    };
+    // Light: 100 frames/s for 4.5 s, inside the frontier; the server mapper releases queues.
+    let mark = rig.qemu.com1().len();
+    send(&mut rig, FLOWS, 450, 100, 0)?;
+    let released = wait_line(&mut rig, mark, "@mapper ", Duration::from_secs(60))?;
+    assert!(field(&released, "released")? >= 1, "{released}");
+    // The whale at 700 frames/s, then the burst at 1400 frames/s.
+    send_paced(&mut rig, 2100, 700, whale(450))?;
+    send_paced(&mut rig, 1400, 1400, whale(2550))?;
+    // Light again: 50 frames/s for 3 s; the auxiliary core idles and is released.
+    send(&mut rig, FLOWS, 150, 50, 3950)?;
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let fw = stop_ok(&mut rig)?;
+    let k = rig.checker().classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), rig.checker().examples);
+    assert_eq!((k.sent, k.received), (4100, 4100));
+    let handed = fw.require("nb_handed")?;
+    assert!(handed > 0, "flows were handed to the auxiliary core: {fw:?}");
+    assert_eq!(fw.require("aux_frames")?, handed, "{fw:?}");
+    assert_eq!(fw.require("nb_returned")?, handed, "every handed frame came back to be sent: {fw:?}");
+    assert_eq!(fw.require("core2_packets")?, handed, "the auxiliary core is core 2: {fw:?}");
+    assert!(fw.require("nb_recruited")? >= 1 && fw.require("nb_released")? >= 1, "{fw:?}");
+    assert!(fw.require("nb_whales")? >= 1 && fw.require("nb_outside")? >= 1, "{fw:?}");
+    assert_eq!((fw.require("drop_handoff_full")?, fw.require("nb_lane_busy")?), (0, 0), "{fw:?}");
+    assert!(fw.require("mapper_moved")? > 0, "{fw:?}");
+    Ok(())
+}

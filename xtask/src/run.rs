@@ -510,6 +510,23 @@ fn render_metronome(o: &mut String, c: &Counters) {
             m("failed"),
         );
     }
+    if let Some(aux) = c.0.get("aux") {
+        let n = |key: &str| get(format!("nb_{key}")).unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "netblaze: {aux} aux cores | {} epochs, {} outside the frontier | {} frames handed over, {} sent back, \
+             {} dropped there | aux cores recruited {} released {} | whales {} | SLO-risk events {}",
+            n("epochs"),
+            n("outside"),
+            n("handed"),
+            n("returned"),
+            n("returned_dropped"),
+            n("recruited"),
+            n("released"),
+            n("whales"),
+            n("slo_risk"),
+        );
+    }
 }
 
 /// The final human summary.

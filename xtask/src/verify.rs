@@ -104,7 +104,7 @@ pub fn loom() -> Result<()> {
 /// `unstable_config_generation_times_out` (spins until a clock deadline, two minutes under
 /// Miri; no memory access of interest).
 pub const MIRI_TESTS: [(&str, &[&str]); 2] = [
-    ("cadence-core", &["sync::", "buf::", "softnic::", "worker::", "pna::"]),
+    ("cadence-core", &["sync::", "buf::", "softnic::", "worker::", "pna::", "netblaze::tests::lane::"]),
     ("cadence-drivers", &["shm::", "virtio::tests::", "--skip", "unstable_config_generation_times_out"]),
 ];
 

@@ -158,6 +158,12 @@ impl FollowTable {
         }
     }
 
+    /// Whether flow `key` is recorded (bound to an auxiliary core until its entry is dropped
+    /// by [`FollowTable::lookup`]).
+    pub fn contains(&self, key: u64) -> bool {
+        self.find(key).is_some()
+    }
+
     /// Whether another flow fits.
     pub fn has_room(&self) -> bool {
         (self.len + 1) * 2 <= self.slots.len()

@@ -41,6 +41,7 @@ pub mod epoch;
 pub mod follow;
 pub mod handoff;
 pub mod ingress;
+pub mod lane;
 pub mod meter;
 pub mod module;
 pub mod profile;

@@ -217,6 +217,12 @@ impl Chain {
         self.meter.as_ref()
     }
 
+    /// The per-bucket meter, to record frames the chain does not see (NetBlaze hands some to
+    /// auxiliary cores, [`crate::netblaze::lane`]).
+    pub fn meter_mut(&mut self) -> Option<&mut BucketMeter> {
+        self.meter.as_mut()
+    }
+
     /// The NFs, in order.
     pub fn nfs(&self) -> &[Box<dyn Nf>] {
         &self.nfs
@@ -262,6 +268,67 @@ impl Chain {
         }
     }
 
+    /// Empties the chain's batch before [`Chain::admit`]s (for a caller that parsed the frames
+    /// itself: NetBlaze's lane stage).
+    pub(crate) fn begin(&mut self) {
+        self.batch.clear();
+    }
+
+    /// One frame received on `port` with its parse result: into the chain's batch if it
+    /// parsed, else dropped by reason or taken as a control frame (into `commands`).
+    #[inline(always)]
+    pub(crate) fn admit(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        counters: &mut StageCounters,
+        commands: &mut Commands,
+        b: PacketBuf,
+        parsed: Result<parse::Parsed, ParseError>,
+    ) {
+        match parsed {
+            Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
+            Ok(parsed) => {
+                let default_out = (PORTS - 1 - port) as u8;
+                let pkt =
+                    Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst_mac: None };
+                if let Err(p) = self.batch.push(pkt) {
+                    // Cannot happen: a batch never holds more than BATCH_SIZE frames.
+                    Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
+                }
+            }
+            Err(e) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
+        }
+    }
+
+    /// Runs the admitted frames through the meter, the NFs and the egress.
+    #[inline]
+    pub(crate) fn run_admitted(
+        &mut self,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        now: Instant,
+    ) {
+        if self.batch.is_empty() {
+            return;
+        }
+        // Every frame that parsed, in its RSS bucket (after the parse loop, which stays the
+        // same with the meter off).
+        if let Some(m) = &mut self.meter {
+            for p in self.batch.pkts() {
+                m.record(&p.parsed.flow, now);
+            }
+        }
+        let ctx = NfCtx { now };
+        for nf in &mut self.nfs {
+            if self.batch.pkts().iter().any(Pkt::alive) {
+                nf.process(&ctx, pool, &mut self.batch);
+            }
+        }
+        self.egress(pool, out, counters);
+    }
+
     /// Frees `b` and counts the drop.
     fn drop_frame(pool: &mut Pool<'_>, counters: &mut StageCounters, b: PacketBuf, reason: DropReason) {
         let _ = pool.free(b);
@@ -295,45 +362,14 @@ impl Stage for Chain {
                 }
                 continue;
             }
-            match parse::parse(pool.frame(b)) {
-                Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
-                Ok(parsed) => {
-                    let default_out = (PORTS - 1 - port) as u8;
-                    let pkt = Pkt {
-                        buf: b,
-                        parsed,
-                        ingress: port as u8,
-                        verdict: Verdict::Forward(default_out),
-                        dst_mac: None,
-                    };
-                    if let Err(p) = self.batch.push(pkt) {
-                        // Cannot happen: a batch never holds more than BATCH_SIZE frames.
-                        Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
-                    }
-                }
-                Err(e) => Self::refuse(&self.egress, pool, counters, &mut commands, port, b, e),
-            }
+            let parsed = parse::parse(pool.frame(b));
+            self.admit(port, pool, counters, &mut commands, b, parsed);
         }
         input.clear();
         if direct {
             return commands;
         }
-        // Every frame that parsed, in its RSS bucket (after the parse loop, which stays the
-        // same with the meter off).
-        if let Some(m) = &mut self.meter {
-            for p in self.batch.pkts() {
-                m.record(&p.parsed.flow, now);
-            }
-        }
-
-        let ctx = NfCtx { now };
-        for nf in &mut self.nfs {
-            if self.batch.pkts().iter().any(Pkt::alive) {
-                nf.process(&ctx, pool, &mut self.batch);
-            }
-        }
-
-        self.egress(pool, out, counters);
+        self.run_admitted(pool, out, counters, now);
         commands
     }
 

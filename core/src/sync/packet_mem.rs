@@ -156,6 +156,12 @@ impl<T: Copy> MetaTable<T> {
         Self { ptr: self.ptr, len: self.len, owner: false }
     }
 
+    /// Makes the table permanent: it is never freed (its owner no longer frees it when
+    /// dropped), so no alias of it can outlive it.
+    pub fn make_permanent(&mut self) {
+        self.owner = false;
+    }
+
     /// Records in the table.
     pub fn len(&self) -> usize {
         self.len

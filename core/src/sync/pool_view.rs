@@ -14,7 +14,45 @@
 //! allocator never hands it out; the view allocates nothing, and its `free` only keeps a
 //! buffer aside for the holder to give back.
 
+use alloc::vec::Vec;
+
 use crate::buf::Pool;
+
+/// A view of a lane's pool that only an auxiliary core's loop can use
+/// ([`crate::netblaze::lane::AuxWorker::with_views`]): the holder cannot reach its pool, so
+/// it touches exactly the buffers the hand-off link gives that loop.
+pub struct AuxView(Pool<'static>);
+
+impl core::fmt::Debug for AuxView {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("AuxView")
+    }
+}
+
+impl AuxView {
+    /// The view, for the auxiliary loop.
+    pub(crate) fn into_pool(self) -> Pool<'static> {
+        self.0
+    }
+}
+
+impl Pool<'static> {
+    /// Views of this pool for `n` auxiliary cores, for a pool that lives as long as the
+    /// program's packet memory: its metadata table is made permanent first (never freed), so
+    /// no view can outlive what it aliases, whatever is dropped when. The hand-off discipline
+    /// is kept by the only code that holds both sides of a buffer — NetBlaze's lane stage,
+    /// which touches no buffer it handed over until the link gives it back, and the
+    /// auxiliary loop, which touches only what it received and gives it back in one push
+    /// ([`crate::netblaze::lane`]) — as a driver keeps it for the buffers a device holds
+    /// ([`super::packet_mem`]).
+    pub fn aux_views(&mut self, n: usize) -> Vec<AuxView> {
+        self.make_meta_permanent();
+        // SAFETY: the memory is `'static` and the metadata table is now never freed, so the
+        // views outlive nothing they alias; the discipline is the lane stage's and the
+        // auxiliary loop's, the only users of an `AuxView` (doc comment above).
+        (0..n).map(|_| AuxView(unsafe { self.view() })).collect()
+    }
+}
 
 impl<'m> Pool<'m> {
     /// A second pool over the same buffers and metadata that owns none of them, for a core

@@ -304,9 +304,9 @@ fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
     let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default());
     let before = ctl.queues()[0].snapshot();
     // A bound of one poll takes one batch and says the lane was not found empty.
-    let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(l, &time, 1));
+    let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(0, l, &time, 1));
     assert_eq!((d.packets, d.empty), (32, false));
-    let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(l, &time, 64));
+    let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(0, l, &time, 64));
     assert_eq!((d.packets, d.empty), (28, true));
     assert!(d.commands.is_empty());
     assert_eq!(p.forwarding().ports[0].tx, 60);

@@ -26,11 +26,11 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use cadence_core::netblaze::lane::NetBlazeStage;
 use cadence_core::netblaze::profile::RateCurve;
 use cadence_core::netblaze::{
     BucketLoad, BucketMeter, MeterSnapshot, NetBlazeConfig, Params, PeriodSum, Profile, RetaChange, ServerMapper,
 };
-use cadence_core::nf::Chain;
 use cadence_core::time::{Clock, Duration, Instant};
 use cadence_core::worker::Worker;
 
@@ -172,7 +172,7 @@ impl Mapper {
     pub fn poll<M: Machine, P: FwdPort>(
         &mut self,
         sh: &Shared<M, P>,
-        pl: &mut Worker<Chain>,
+        pl: &mut Worker<NetBlazeStage>,
         ports: &mut [P],
         now: Instant,
     ) {
@@ -249,8 +249,8 @@ impl Mapper {
 
 /// Copies worker `w`'s meter into its slot (unless the mapper reads it right now; `wait`:
 /// also then — the final counters).
-pub(super) fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
-    let (Some(meter), Some(slot)) = (pl.stage().meter(), sh.meters.get(w)) else { return };
+pub(super) fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<NetBlazeStage>, wait: bool) {
+    let (Some(meter), Some(slot)) = (pl.stage().chain().meter(), sh.meters.get(w)) else { return };
     let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
     if let Some(mut s) = guard {
         meter.snapshot_into(&mut s, sh.clock.now());

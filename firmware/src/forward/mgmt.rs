@@ -15,7 +15,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
 
 use cadence_core::manage::{self, Command, Done, Error, ErrorKind, Input, LineBuf, Manager, Table};
-use cadence_core::nf::Chain;
+use cadence_core::netblaze::lane::NetBlazeStage;
 use cadence_core::time::{Clock, Duration, Instant, TickRate};
 use cadence_core::worker::Worker;
 
@@ -56,7 +56,7 @@ impl Channel {
     pub(super) fn poll<M: Machine, P: FwdPort>(
         &mut self,
         sh: &Shared<M, P>,
-        pl: &mut Worker<Chain>,
+        pl: &mut Worker<NetBlazeStage>,
         ports: &mut [P],
         start: Instant,
         now: Instant,
@@ -105,7 +105,7 @@ impl Channel {
     fn request<M: Machine, P: FwdPort>(
         &mut self,
         sh: &Shared<M, P>,
-        pl: &mut Worker<Chain>,
+        pl: &mut Worker<NetBlazeStage>,
         ports: &mut [P],
         start: Instant,
         text: &str,

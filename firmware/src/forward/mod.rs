@@ -20,6 +20,7 @@
 //! [`Machine::try_line`], which may refuse (a console still busy with the previous line);
 //! a refused line is skipped and counted (`stats_skipped`), never waited for.
 
+mod aux;
 mod chains;
 mod mapper;
 pub mod mgmt;
@@ -38,8 +39,8 @@ use cadence_core::buf::Pool;
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
 use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
+use cadence_core::netblaze::lane::{AuxStats, NetBlazeCounters, NetBlazeStage};
 use cadence_core::netblaze::{MeterSnapshot, Profile};
-use cadence_core::nf::Chain;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_core::poll::{ForwardStats, PollConfig};
@@ -225,6 +226,9 @@ type FwLane<P> = Lane<'static, <P as FwdPort>::Rx, <P as FwdPort>::Tx>;
 struct Slot {
     fwd: ForwardStats,
     core: WorkerStats,
+    /// A dedicated worker's NetBlaze counters; an auxiliary worker's loop counters.
+    nb: NetBlazeCounters,
+    aux: AuxStats,
 }
 
 /// Everything the workers share, leaked at start-up (`'static`, never freed).
@@ -264,6 +268,16 @@ struct Shared<M: Machine, P: FwdPort> {
     slo_us: u32,
     /// `@stats` lines skipped because the console was still busy.
     stats_skipped: AtomicU64,
+    /// NetBlaze's auxiliary cores (`aux=`): what the dedicated workers' stages share, and
+    /// each auxiliary core's links until it takes them; `None`/empty without.
+    aux: Option<aux::Plan>,
+    aux_parts: Vec<aux::Slot>,
+    /// Workers that serve lanes (the first `dedicated`; the rest are auxiliary), and how
+    /// many of them have left their loop.
+    dedicated: usize,
+    dedicated_done: AtomicUsize,
+    /// Set once the lanes are settled at shutdown: the auxiliary workers may return.
+    aux_exit: AtomicBool,
     /// Workers other than 0 that have returned.
     parked: AtomicUsize,
     /// Per worker: the clock at the end of its last round (its heartbeat), and its lane.
@@ -309,7 +323,7 @@ pub fn metronome_config(cfg: &BootConfig, line_rate_pps: Option<u64>, ring: Opti
 pub fn run<M: Machine, P: FwdPort>(
     machine: &'static M,
     cfg: &BootConfig,
-    pools: Vec<Pool<'static>>,
+    mut pools: Vec<Pool<'static>>,
     mut ports: Vec<P>,
     spec: &ChainSpec,
     profile: Option<&Profile>,
@@ -339,9 +353,20 @@ pub fn run<M: Machine, P: FwdPort>(
         return Outcome::RuntimeFailure;
     }
     let clock = machine.clock();
+    pools.truncate(lanes);
+    // Before the pools move into the lanes: the auxiliary cores' views are made from them.
+    let (aux_plan, aux_parts) = match aux::setup(cfg, profile, &mut pools, clock.rate()) {
+        Ok(Some((plan, parts))) => (Some(plan), parts),
+        Ok(None) => (None, Vec::new()),
+        Err(e) => {
+            say(machine, format_args!("error: {e}"));
+            return Outcome::ConfigError;
+        }
+    };
+    let dedicated = cfg.workers - aux_parts.len();
     let ring = ports.iter().filter_map(|p| p.ring_entries()).min();
     let mcfg = metronome_config(cfg, line_rate_pps, ring);
-    let ctl = match Metronome::with_queues(&mcfg, clock.rate(), cfg.workers, lanes) {
+    let ctl = match Metronome::with_queues(&mcfg, clock.rate(), dedicated, lanes) {
         Ok(c) => c,
         Err(e) => {
             say(machine, format_args!("error: metronome: {e}"));
@@ -409,6 +434,11 @@ pub fn run<M: Machine, P: FwdPort>(
         slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
         slo_us: cfg.slo_us,
         stats_skipped: AtomicU64::new(0),
+        aux: aux_plan,
+        aux_parts,
+        dedicated,
+        dedicated_done: AtomicUsize::new(0),
+        aux_exit: AtomicBool::new(false),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
         heartbeats: (0..cfg.workers).map(|_| AtomicU64::new(clock.now().ticks())).collect(),
@@ -439,7 +469,12 @@ pub fn run<M: Machine, P: FwdPort>(
 
     let mut started = 1;
     for w in 1..cfg.workers {
-        if let Err(e) = machine.spawn(w, Box::new(move || worker(shared, w))) {
+        let job: Box<dyn FnOnce() + Send> = if w < dedicated {
+            Box::new(move || worker(shared, w))
+        } else {
+            Box::new(move || aux::run(shared, w, w - dedicated))
+        };
+        if let Err(e) = machine.spawn(w, job) {
             say(machine, format_args!("error: worker {w}: {e}"));
             shared.stop.store(true, Ordering::Release);
             break;
@@ -455,12 +490,13 @@ pub fn run<M: Machine, P: FwdPort>(
             machine,
             format_args!(
                 "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={} \
-                 mapper={}",
+                 aux={} mapper={}",
                 cfg.workers,
                 if cfg.mwait { "on" } else { "off" },
                 line.mbps,
                 line.from,
                 if watched { "core" } else { "workers" },
+                cfg.workers - dedicated,
                 shared.mapper_off.unwrap_or("on")
             ),
         );
@@ -490,17 +526,17 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 }
 
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
-fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<Chain> {
-    let stage = sh.chains.for_worker();
+fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<NetBlazeStage> {
+    let mut chain = sh.chains.for_worker();
+    chain.set_meter(sh.meter_plan.and_then(|p| p.meter()));
     let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
-    let mut stage = stage;
-    stage.set_meter(sh.meter_plan.and_then(|p| p.meter()));
-    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.slots.len())
+    let stage = aux::stage(sh.aux.as_ref(), chain);
+    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.dedicated)
 }
 
 /// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]
 /// rounds and at the end, not after every round); `wait` as for [`publish`].
-fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
+fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<NetBlazeStage>, wait: bool) {
     if let Some(slot) = sh.latency.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut l) = guard {
@@ -510,14 +546,14 @@ fn publish_latency<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Wor
 }
 
 /// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
-fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<Chain>, wait: bool) {
+fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<NetBlazeStage>, wait: bool) {
     if let Some(slot) = sh.slots.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
-            *s = Slot { fwd: *pl.forwarding(), core: pl.stats() };
+            *s = Slot { fwd: *pl.forwarding(), core: pl.stats(), nb: *pl.stage().counters(), ..*s };
         }
     }
-    sh.chains.publish(w, pl.stage(), wait);
+    sh.chains.publish(w, pl.stage().chain(), wait);
 }
 
 /// Copies what worker `w`'s sleeper says into its slot (unless the reporter reads it now).
@@ -545,7 +581,7 @@ impl Local {
 fn step<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
     w: usize,
-    pl: &mut Worker<Chain>,
+    pl: &mut Worker<NetBlazeStage>,
     sleeper: &mut M::Sleeper,
     local: &mut Local,
 ) -> bool {
@@ -595,10 +631,10 @@ fn step<M: Machine, P: FwdPort>(
 /// machine has one): reports stalled and recovered workers ([`watchdog::check`]) and shares
 /// the lanes among the live workers (a stalled worker holding no lane loses none; one stalled
 /// inside a round keeps that lane locked, and the shutdown reports it).
-fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Worker<Chain>, now: Instant) {
+fn watch<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: usize, pl: &mut Worker<NetBlazeStage>, now: Instant) {
     watchdog::check(sh, watchdog::Seer::Worker(me), now);
     let stalled = sh.stalled.load(Ordering::Acquire);
-    let workers = sh.heartbeats.len();
+    let workers = sh.dedicated;
     let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
     let rank = (0..me).filter(|&v| v >= 64 || stalled & (1 << v) == 0).count();
     pl.repartition(rank, live);
@@ -611,6 +647,7 @@ fn worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) {
             let mut pl = pipeline(sh, w);
             let mut local = Local::new(sh);
             while step(sh, w, &mut pl, &mut sleeper, &mut local) {}
+            sh.dedicated_done.fetch_add(1, Ordering::Release);
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
             publish_latency(sh, w, &pl, true);
@@ -692,6 +729,10 @@ fn boot_worker<M: Machine, P: FwdPort>(
             outcome = Outcome::RuntimeFailure;
         }
     }
+    sh.dedicated_done.fetch_add(1, Ordering::Release);
+    if sh.aux.is_some() && !settle_lanes(sh, &mut pl) {
+        outcome = Outcome::RuntimeFailure;
+    }
     publish(sh, 0, &pl, true);
     publish_latency(sh, 0, &pl, true);
     mapper::publish(sh, 0, &pl, true);
@@ -704,11 +745,38 @@ fn boot_worker<M: Machine, P: FwdPort>(
     outcome
 }
 
+/// With auxiliary cores, after STOP: waits for the other dedicated workers to leave their
+/// loops, then polls each lane until everything it placed on an auxiliary core (still
+/// running) is back and transmitted ([`aux::settle`]), then lets the auxiliary workers return.
+/// `false` (said) when a lane does not settle; a lane still held is reported by `wind_down`.
+fn settle_lanes<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, pl: &mut Worker<NetBlazeStage>) -> bool {
+    let m = sh.machine;
+    let rate = sh.clock.rate();
+    // A dedicated worker that does not leave (stalled) is reported by `wind_down`.
+    let _ = poll_until(&sh.clock, rate.ticks_from_ms(PARK_TIMEOUT_MS), || {
+        sh.dedicated_done.load(Ordering::Acquire) >= sh.dedicated
+    });
+    let mut settled = true;
+    for (k, lane) in sh.lanes.iter().enumerate() {
+        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else { continue };
+        if let Some(lane) = lane.get_mut(&mut guard)
+            && !aux::settle(sh, pl, k, lane)
+        {
+            say(m, format_args!("error: lane {k}: frames still with auxiliary cores at shutdown"));
+            settled = false;
+        }
+    }
+    sh.aux_exit.store(true, Ordering::Release);
+    settled
+}
+
 /// After STOP: waits for the other `started − 1` workers to return, drains TX, prints
 /// `@summary`.
 fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, outcome: Outcome) -> Outcome {
     let m = sh.machine;
     m.log(format_args!("forward: stopping"));
+    // Whatever path got here, the auxiliary workers may now return.
+    sh.aux_exit.store(true, Ordering::Release);
     let clock = sh.clock;
     let rate = clock.rate();
     let others = started.saturating_sub(1);

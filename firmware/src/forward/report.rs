@@ -7,6 +7,7 @@ use core::sync::atomic::Ordering;
 
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
+use cadence_core::netblaze::lane::NetBlazeCounters;
 use cadence_core::poll::{DriverCounters, ForwardStats};
 use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant};
@@ -43,9 +44,13 @@ fn snapshot<M: Machine, P: FwdPort>(
     // Everything is gathered before the console is touched, so the line is one snapshot.
     let mut total = ForwardStats::default();
     let mut per_core: heapless::Vec<WorkerStats, 64> = heapless::Vec::new();
+    let mut nb = NetBlazeCounters::default();
+    let mut aux_frames = 0u64;
     for slot in &sh.slots {
         let s = *slot.lock();
         total.merge(&s.fwd);
+        nb.merge(&s.nb);
+        aux_frames = aux_frames.saturating_add(s.aux.frames);
         let _ = per_core.push(s.core);
     }
     let mut lat = Latency::default();
@@ -84,6 +89,10 @@ fn snapshot<M: Machine, P: FwdPort>(
                  mapper_active={} mapper_failed={} mapper_stale={}",
                 c.periods, c.moved, c.activated, c.released, c.unplaced, c.active, c.failed, c.stale
             )?;
+        }
+        if sh.aux.is_some() {
+            write!(w, " aux={} aux_frames={aux_frames}", sh.slots.len() - sh.dedicated)?;
+            nb.write(w)?;
         }
         lat.write(w, "", sh.clock.rate())?;
         write_cores(sh, w, &per_core)?;

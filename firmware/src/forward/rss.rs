@@ -4,7 +4,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use cadence_core::netblaze::RetaChange;
-use cadence_core::nf::Chain;
+use cadence_core::netblaze::lane::NetBlazeStage;
 use cadence_core::time::Clock;
 use cadence_core::worker::Worker;
 
@@ -42,7 +42,7 @@ pub(super) struct Saved {
 /// drained=… empty=…` (or `@rss failed … reason=…`) and returns the same.
 pub(super) fn move_buckets<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Worker<Chain>,
+    pl: &mut Worker<NetBlazeStage>,
     ports: &mut [P],
     from: u8,
     to: u8,
@@ -109,7 +109,7 @@ pub(super) struct Moved {
 /// returns the same.
 pub(super) fn restore<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Worker<Chain>,
+    pl: &mut Worker<NetBlazeStage>,
     ports: &mut [P],
 ) -> Result<Moved, &'static str> {
     let m = sh.machine;
@@ -165,7 +165,7 @@ impl Default for Applied {
 /// dropped (RSS_RESTORE after the mapper moved buckets has nothing to undo).
 pub(super) fn apply_changes<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Worker<Chain>,
+    pl: &mut Worker<NetBlazeStage>,
     ports: &mut [P],
     changes: &[RetaChange],
 ) -> Result<Applied, &'static str> {
@@ -198,7 +198,7 @@ pub(super) fn apply_changes<M: Machine, P: FwdPort>(
 /// unlocks. Returns the frames drained and whether the lane was found empty.
 fn switch<M: Machine, P: FwdPort>(
     sh: &Shared<M, P>,
-    pl: &mut Worker<Chain>,
+    pl: &mut Worker<NetBlazeStage>,
     ports: &mut [P],
     tables: &[Vec<u16>],
     drain: u8,
@@ -231,8 +231,11 @@ fn switch<M: Machine, P: FwdPort>(
     if let (Some(guard), Some(lane)) = (guards.first_mut(), sh.lanes.get(usize::from(drain)))
         && let Some(lane) = lane.get_mut(guard)
     {
-        let d = pl.drain_lane(lane, &clock, DRAIN_POLLS);
-        result = (d.packets, d.empty);
+        let d = pl.drain_lane(usize::from(drain), lane, &clock, DRAIN_POLLS);
+        // Frames the old lane handed to auxiliary cores leave before the new lane serves
+        // their flows (a lane that does not settle is reported as not drained).
+        let settled = super::aux::settle(sh, pl, usize::from(drain), lane);
+        result = (d.packets, d.empty && settled);
         // Commands met while draining count like any other.
         if d.commands.stop {
             sh.stop.store(true, Ordering::Release);

@@ -619,3 +619,91 @@ fn an_slo_that_leaves_no_epoch_is_a_configuration_error_naming_the_field() {
     );
     assert!(!lines.iter().any(|l| l.starts_with("@ready")), "{lines:?}");
 }
+
+/// Flow `flow`'s frame `seq`: [`udp_frame`] from UDP port 1000 + `flow`.
+fn flow_frame(dst: [u8; 6], flow: u16, seq: u32) -> Vec<u8> {
+    let mut f = udp_frame(dst, seq);
+    f[34..36].copy_from_slice(&(1000 + flow).to_be_bytes());
+    f
+}
+
+/// A profile for one core that finishes 64 packets of one flow per 1 ms epoch, 32 of 1000
+/// flows: 256 flows arriving faster than that are outside it.
+fn profile_small_core() -> Profile {
+    Profile::parse(
+        "version=1\ntsc_hz=1000000000\nepoch_ns=1000000\nfrontier=1:64,1000:32\n\
+         service=packet_cycles:500,flow_cycles:300\nrate=1:64000\n",
+    )
+    .expect("profile")
+}
+
+#[test]
+fn an_aux_core_takes_flows_from_the_lane_and_every_frame_leaves_once_in_flow_order() {
+    let m = FakeMachine::leak(3, vec![], 0);
+    let rig = start_profiled("CTL workers=2 aux=1 qsize=1024 stats_ms=0", m, false, Some(profile_small_core()));
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    const FLOWS: u16 = 256;
+    const FRAMES: u32 = 12_000;
+    for i in 0..FRAMES {
+        let flow = (i % u32::from(FLOWS)) as u16;
+        rig.in0.lock().expect("wire").push_back(flow_frame(MAC0, flow, i / u32::from(FLOWS)));
+        if i % 2000 == 1999 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    // Everything out, or (a starved auxiliary thread: its lane's queue for it overflowed,
+    // dropping and counting frames of the flows bound to it) nothing more for 300 ms.
+    let (mut last, mut since) = (0, StdInstant::now());
+    wait_for(|| {
+        let n = rig.out1.lock().expect("wire").len();
+        if n != last {
+            (last, since) = (n, StdInstant::now());
+        }
+        n == FRAMES as usize || since.elapsed().as_millis() > 300
+    });
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+    let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
+    let mut next = vec![0u32; usize::from(FLOWS)];
+    for f in &out {
+        let flow = usize::from(u16::from_be_bytes([f[34], f[35]]) - 1000);
+        let seq = u32::from_be_bytes([f[42], f[43], f[44], f[45]]);
+        assert!(seq >= next[flow], "flow {flow}: frame {seq} after {}: reordered or twice", next[flow]);
+        next[flow] = seq + 1;
+    }
+    let lines = m.lines();
+    let ready = lines.iter().find(|l| l.starts_with("@ready")).expect("@ready");
+    assert!(ready.contains(" aux=1 "), "{ready}");
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    let handed = key(summary, "nb_handed").expect("nb_handed");
+    assert!(handed > 0, "the lane handed flows over: {summary}");
+    assert_eq!(key(summary, "aux_frames"), Some(handed), "{summary}");
+    assert_eq!(key(summary, "nb_returned"), Some(handed), "{summary}");
+    assert!(key(summary, "nb_recruited").unwrap_or(0) >= 1, "{summary}");
+    assert_eq!(key(summary, "core1_packets"), Some(handed), "the auxiliary core's frames: {summary}");
+    // Each frame transmitted once or dropped and counted (`handoff_full` only: nothing else
+    // may drop here).
+    let dropped = key(summary, "drop_handoff_full").expect("drop_handoff_full");
+    assert_eq!(key(summary, "p1_tx"), Some(out.len() as u64), "{summary}");
+    assert_eq!(out.len() as u64 + dropped, u64::from(FRAMES), "{summary}");
+    assert_eq!(key(summary, "drops"), Some(dropped), "{summary}");
+    assert_eq!(key(summary, "nb_lane_busy"), Some(0), "{summary}");
+    let resting = key(ready, "pool_in_use").expect("pool_in_use");
+    assert_eq!(key(summary, "pool_in_use"), Some(resting), "every buffer back in its pool: {summary}");
+    assert!(!lines.iter().any(|l| l.starts_with("warning") || l.starts_with("error")), "{lines:?}");
+}
+
+#[test]
+fn aux_without_a_profile_or_without_a_dedicated_worker_is_a_configuration_error() {
+    for (cfg, profile, msg) in [
+        ("CTL workers=2 aux=1", None, "error: boot option 'aux': auxiliary cores need a NetBlaze profile"),
+        ("CTL workers=2 aux=2", Some(profile_small_core()), "error: boot option 'aux': 2 auxiliary of 2 workers"),
+    ] {
+        let m = FakeMachine::leak(3, vec![], 0);
+        let rig = start_profiled(cfg, m, false, profile);
+        assert_eq!(rig.run.join().expect("run"), Outcome::ConfigError, "{cfg}");
+        let lines = m.lines();
+        assert!(lines.iter().any(|l| l.starts_with(msg)), "{cfg}: {lines:?}");
+        assert!(!lines.iter().any(|l| l.starts_with("@ready")), "{lines:?}");
+    }
+}

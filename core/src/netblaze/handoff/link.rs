@@ -140,13 +140,30 @@ impl DedicatedEnd {
     pub fn reclaim_with(
         &mut self,
         pool: &mut Pool<'_>,
+        route: impl FnMut(&mut Pool<'_>, PacketBuf) -> bool,
+    ) -> Reclaimed {
+        self.reclaim_upto(pool, usize::MAX, route)
+    }
+
+    /// [`DedicatedEnd::reclaim_with`] of at most `max` buffers, the oldest given back: the
+    /// rest stay in the return ring, in order, for a later call (e.g. as many as the
+    /// transmit batches have room for).
+    pub fn reclaim_upto(
+        &mut self,
+        pool: &mut Pool<'_>,
+        max: usize,
         mut route: impl FnMut(&mut Pool<'_>, PacketBuf) -> bool,
     ) -> Reclaimed {
         let mut done = Reclaimed::default();
         let mut scratch = Batch::new();
+        let mut left = max;
         // Bounded: the return ring never holds more than the capacity.
         for _ in 0..self.capacity().div_ceil(BATCH_SIZE) {
-            let n = self.from_aux.pop_burst(&mut scratch);
+            if left == 0 {
+                break;
+            }
+            let n = self.from_aux.pop_burst_max(&mut scratch, left);
+            left -= n;
             if n == 0 {
                 break;
             }

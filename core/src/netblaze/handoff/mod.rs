@@ -352,7 +352,13 @@ impl Consumer {
     /// Never blocks, never allocates, never panics.
     #[inline]
     pub fn pop_burst(&mut self, batch: &mut Batch) -> usize {
-        let want = batch.room() as u32;
+        self.pop_burst_max(batch, usize::MAX)
+    }
+
+    /// [`Consumer::pop_burst`] of at most `max` handles.
+    #[inline]
+    pub fn pop_burst_max(&mut self, batch: &mut Batch, max: usize) -> usize {
+        let want = batch.room().min(max) as u32;
         if want == 0 {
             return 0;
         }

@@ -4,6 +4,7 @@
 mod core_mapper;
 mod follow;
 mod ingress;
+mod lane;
 mod profile;
 mod server_mapper;
 

@@ -1,0 +1,372 @@
+//! NetBlaze on a lane: the dedicated side ([`NetBlazeStage`]) and an auxiliary core
+//! ([`AuxWorker`]) on two threads over one lane's pool.
+
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use spin::Mutex;
+
+use super::fixture;
+use crate::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
+use crate::drops::DropReason;
+use crate::netblaze::lane::{AuxWorker, LaneConfig, LaneState, NetBlazeStage, SharedLanes, build};
+use crate::netblaze::{CoreMapper, NetBlazeConfig};
+use crate::nf::{Chain, Egress};
+use crate::stage::{PORTS, Stage, StageCounters};
+use crate::test_frames::udp4;
+use crate::time::{Duration, Instant};
+
+const EPOCH: u64 = 1_000;
+
+fn cfg(link_capacity: usize) -> LaneConfig {
+    LaneConfig { epoch: Duration(EPOCH), link_capacity, tracked_flows: 128, follow_flows: 128 }
+}
+
+fn stage(lanes: &SharedLanes) -> NetBlazeStage {
+    let params = NetBlazeConfig::default().validate().expect("params");
+    NetBlazeStage::new(
+        Chain::new(vec![], Egress::default()),
+        lanes.clone(),
+        CoreMapper::new(params),
+        Arc::new(fixture()),
+    )
+}
+
+fn shared(states: Vec<LaneState>) -> SharedLanes {
+    states.into_iter().map(Mutex::new).collect::<Vec<_>>().into()
+}
+
+/// Flow `flow`'s packet `seq`: UDP from port 1000 + flow, the sequence number as payload.
+fn load(pool: &mut Pool<'_>, flow: u16, seq: u32) -> PacketBuf {
+    let frame = udp4(1000 + flow, 80, &seq.to_be_bytes());
+    let b = pool.alloc().expect("a buffer");
+    pool.set_len(b, frame.len()).expect("len");
+    pool.frame_mut(b).copy_from_slice(&frame);
+    b
+}
+
+/// (flow, seq) of a frame `load` made (the chain rewrote only its MACs).
+fn ident(pool: &Pool<'_>, b: PacketBuf) -> (u16, u32) {
+    let f = pool.frame(b);
+    let sp = u16::from_be_bytes([f[34], f[35]]) - 1000;
+    let seq = u32::from_be_bytes([f[42], f[43], f[44], f[45]]);
+    (sp, seq)
+}
+
+/// What left on port 1 ("transmitted": checked and freed) and what is left on port 0.
+fn transmit(pool: &mut Pool<'_>, out: &mut [Batch; PORTS], seen: &mut BTreeMap<u16, Vec<u32>>) {
+    assert!(out[0].is_empty(), "frames from port 0 leave on port 1");
+    for &b in out[1].as_slice() {
+        let (flow, seq) = ident(pool, b);
+        seen.entry(flow).or_default().push(seq);
+        pool.free(b).expect("a frame of the pool");
+    }
+    out[1].clear();
+}
+
+/// Reclaims and transmits until the auxiliary core has given back everything (bounded).
+fn settle(
+    dedicated: &mut NetBlazeStage,
+    pool: &mut Pool<'_>,
+    out: &mut [Batch; PORTS],
+    counters: &mut StageCounters,
+    seen: &mut BTreeMap<u16, Vec<u32>>,
+    lane: &Mutex<LaneState>,
+    now: Instant,
+) {
+    for _ in 0..10_000_000 {
+        dedicated.idle(pool, out, counters, now);
+        transmit(pool, out, seen);
+        if lane.lock().all_reclaimed() {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    panic!("the auxiliary core never gave everything back");
+}
+
+/// A burst of 20 epochs (40 flows × 4 packets and a ~126-packet whale per epoch, outside the
+/// fixture's frontier), then 20 quiet epochs (2 packets each). The dedicated side hands flows
+/// to the auxiliary core on another thread, which runs the chain through a view of the pool
+/// and gives them back; the lane transmits them. Every frame transmitted exactly once or
+/// counted as a drop, each flow's in order, the auxiliary core recruited then released after
+/// its idle epochs, the whale's split decided and kept here, the pool full at the end.
+#[test]
+#[allow(unsafe_code)] // `Pool::view` (core::sync::pool_view); the SAFETY comment below keeps its contract
+fn a_lane_hands_flows_to_an_aux_core_and_transmits_them_back_in_order() {
+    const POOL: usize = 1024;
+    let mut mem = vec![0u8; POOL * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
+    // SAFETY: `pool` outlives the view (the scope ends before it), and the test keeps the
+    // hand-off discipline: the main thread touches a buffer before the stage hands it off and
+    // after the stage reclaims it, the aux thread only between its `receive` and `give_back`.
+    let view = unsafe { pool.view() };
+    let (states, mut ends) = build(1, 1, cfg(256)).expect("links");
+    let lanes = shared(states);
+    let mut dedicated = stage(&lanes);
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let done = AtomicBool::new(false);
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
+    let mut sent = 0u64;
+    let mut counters = StageCounters::default();
+    let aux_stats = std::thread::scope(|s| {
+        let aux_thread = s.spawn(|| {
+            while !done.load(Ordering::Acquire) || aux.pending() > 0 {
+                if aux.poll_once(Instant(0)) == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            (*aux.stats(), *aux.counters(), aux.held())
+        });
+        let _done = Done(&done);
+        let mut out = [Batch::new(), Batch::new()];
+        let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
+        dedicated.enter_lane(0);
+        // Under Miri, fewer and shorter burst epochs (the whale still above the frontier's 100)
+        // and just enough quiet ones for the release.
+        let (burst, quiet) = crate::testing::miri_or((20, 20), (3, 12));
+        let (rounds, whale) = crate::testing::miri_or((4, 30), (1, 110));
+        for e in 0..burst + quiet {
+            let now = Instant(e * EPOCH);
+            let mut frames: Vec<u16> = Vec::new();
+            if e < burst {
+                for round in 0..rounds {
+                    frames.extend(1..=40u16);
+                    frames.extend(core::iter::repeat_n(0u16, whale + round));
+                }
+            } else {
+                frames.extend([1u16, 2]);
+            }
+            for chunk in frames.chunks(32) {
+                let mut input = Batch::new();
+                for &flow in chunk {
+                    let n = seq.entry(flow).or_insert(0);
+                    input.push(load(&mut pool, flow, *n)).expect("room");
+                    *n += 1;
+                    sent += 1;
+                }
+                let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, now);
+                assert!(input.is_empty());
+                dedicated.idle(&mut pool, &mut out, &mut counters, now);
+                transmit(&mut pool, &mut out, &mut seen);
+            }
+            // The aux core keeps up within the epoch (virtual time waits for the thread).
+            settle(&mut dedicated, &mut pool, &mut out, &mut counters, &mut seen, &lanes[0], now);
+        }
+        drop(_done);
+        aux_thread.join().expect("aux thread")
+    });
+    let (stats, aux_counters, held) = aux_stats;
+    assert_eq!(held, 0);
+    assert!(lanes[0].lock().all_reclaimed(), "every handed buffer came back");
+    let nb = *dedicated.counters();
+    let dropped = counters.drops_for(DropReason::HandoffFull) + aux_counters.drops_total();
+    let transmitted: u64 = seen.values().map(|v| v.len() as u64).sum();
+    assert_eq!(transmitted + dropped + counters.drops_total() - counters.drops_for(DropReason::HandoffFull), sent);
+    for (flow, seqs) in &seen {
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} reordered or duplicated: {seqs:?}");
+    }
+    assert!(nb.handed > 0 && stats.frames == nb.handed, "{nb:?} {stats:?}");
+    assert_eq!(nb.returned + nb.returned_dropped, nb.handed);
+    assert!(nb.recruited >= 1 && nb.released >= 1, "recruited then released: {nb:?}");
+    assert!(nb.whales > 0 && nb.split_kept > 0, "the whale's split is decided and kept here: {nb:?}");
+    assert!(nb.outside > 0 && nb.outside < nb.epochs, "{nb:?}");
+    assert_eq!(nb.lane_busy, 0);
+    assert_eq!(pool.available(), POOL, "the pool is full at the end");
+}
+
+/// An auxiliary core that does not run: the link's credit (8) is all the lane lends it, and
+/// the lane queues at most as many more plus a batch (40) for it. Flows placed there beyond that stay here
+/// (`kept_full`); packets of a flow that follows it are dropped and counted (`handoff_full`),
+/// never run here ahead of their flow, never lost. Once the core runs and the lane reclaims,
+/// the queued frames follow, in order, and the pool is full.
+#[test]
+#[allow(unsafe_code)] // `Pool::view`, as above
+fn a_stalled_aux_core_holds_at_most_the_credit_and_following_packets_are_dropped_counted() {
+    const POOL: usize = 512;
+    let mut mem = vec![0u8; POOL * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
+    // SAFETY: as above; here a single thread plays both sides, in turn.
+    let view = unsafe { pool.view() };
+    let (states, mut ends) = build(1, 1, cfg(8)).expect("links");
+    let lanes = shared(states);
+    let mut dedicated = stage(&lanes);
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut out = [Batch::new(), Batch::new()];
+    let mut counters = StageCounters::default();
+    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
+    let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
+    let mut sent = 0u64;
+    dedicated.enter_lane(0);
+    for e in 0..4u64 {
+        let now = Instant(e * EPOCH);
+        for _ in 0..5 {
+            let mut input = Batch::new();
+            for flow in 1..=32u16 {
+                let n = seq.entry(flow).or_insert(0);
+                input.push(load(&mut pool, flow, *n)).expect("room");
+                *n += 1;
+                sent += 1;
+            }
+            let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, now);
+            dedicated.idle(&mut pool, &mut out, &mut counters, now);
+            transmit(&mut pool, &mut out, &mut seen);
+        }
+    }
+    let nb = *dedicated.counters();
+    assert_eq!(lanes[0].lock().outstanding(), 8, "the stalled core holds exactly the credit");
+    assert_eq!((nb.handed, nb.queued_max), (48, 40), "8 handed over, 40 queued: {nb:?}");
+    assert!(nb.kept_full > 0, "{nb:?}");
+    let refused = counters.drops_for(DropReason::HandoffFull);
+    assert!(refused > 0, "following packets beyond the credit are dropped, counted");
+    // The core runs; the lane reclaims, hands the queued frames over, and transmits.
+    for _ in 0..8 {
+        while aux.poll_once(Instant(0)) > 0 {}
+        dedicated.idle(&mut pool, &mut out, &mut counters, Instant(10 * EPOCH));
+        transmit(&mut pool, &mut out, &mut seen);
+    }
+    assert!(lanes[0].lock().all_reclaimed());
+    let transmitted: u64 = seen.values().map(|v| v.len() as u64).sum();
+    assert_eq!(transmitted + refused, sent, "every frame transmitted or counted");
+    for (flow, seqs) in &seen {
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} reordered: {seqs:?}");
+    }
+    assert_eq!(pool.available(), POOL);
+}
+
+/// Per-flow order across a move back: flows moved to a (stalled) auxiliary core in a burst
+/// epoch; the next decisions keep everything here (a quiet epoch); packets of a moved flow
+/// that arrive while its earlier ones are still on the auxiliary core follow them there
+/// instead of running here first. Once the core runs, each flow leaves in order.
+#[test]
+#[allow(unsafe_code)] // `Pool::view`, as above
+fn a_moved_flow_follows_its_packets_on_the_aux_core_after_the_decision_brings_it_back() {
+    const POOL: usize = 1024;
+    let mut mem = vec![0u8; POOL * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
+    // SAFETY: as above; a single thread plays both sides, in turn.
+    let view = unsafe { pool.view() };
+    let (states, mut ends) = build(1, 1, cfg(512)).expect("links");
+    let lanes = shared(states);
+    let mut dedicated = stage(&lanes);
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut out = [Batch::new(), Batch::new()];
+    let mut counters = StageCounters::default();
+    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
+    let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
+    dedicated.enter_lane(0);
+    let mut send = |dedicated: &mut NetBlazeStage, pool: &mut Pool<'_>, flows: &[u16], e: u64| {
+        for chunk in flows.chunks(32) {
+            let mut input = Batch::new();
+            for &flow in chunk {
+                let n = seq.entry(flow).or_insert(0);
+                input.push(load(pool, flow, *n)).expect("room");
+                *n += 1;
+            }
+            let _ = dedicated.process(0, pool, &mut input, &mut out, &mut counters, Instant(e * EPOCH));
+            dedicated.idle(pool, &mut out, &mut counters, Instant(e * EPOCH));
+            transmit(pool, &mut out, &mut seen);
+        }
+    };
+    let burst: Vec<u16> = (0..4).flat_map(|_| 1..=40u16).collect();
+    send(&mut dedicated, &mut pool, &burst, 0); // counted
+    send(&mut dedicated, &mut pool, &burst, 1); // placed on the aux core, which does not run
+    let handed = dedicated.counters().handed;
+    assert!(handed > 0, "{:?}", dedicated.counters());
+    send(&mut dedicated, &mut pool, &[1, 2, 3], 2); // still placed (epoch 1's decision)
+    send(&mut dedicated, &mut pool, &[1, 2, 3, 4, 5, 6, 7, 8], 3); // epoch 2 was quiet: nothing placed
+    // The core runs now; the lane reclaims and transmits.
+    while aux.poll_once(Instant(0)) > 0 {}
+    for _ in 0..64 {
+        dedicated.idle(&mut pool, &mut out, &mut counters, Instant(4 * EPOCH));
+        transmit(&mut pool, &mut out, &mut seen);
+    }
+    assert!(lanes[0].lock().all_reclaimed());
+    for (flow, seqs) in &seen {
+        assert_eq!(*seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "flow {flow}: every packet once, in order");
+    }
+    let transmitted: u64 = seen.values().map(|v| v.len() as u64).sum();
+    assert_eq!(transmitted, seq.values().map(|&n| u64::from(n)).sum::<u64>());
+    let nb = *dedicated.counters();
+    assert!(nb.followed > 0 && nb.handed > handed, "packets of moved flows followed them: {nb:?}");
+    assert_eq!(pool.available(), POOL);
+}
+
+/// Per-flow order through the lane's queue: a flow whose earlier frame is completed on the
+/// auxiliary core while a later one still waits in the lane's queue (no credit) stays bound,
+/// so its next frame queues behind instead of running here first.
+#[test]
+#[allow(unsafe_code)] // `Pool::view`, as above
+fn a_flow_with_a_frame_still_queued_stays_bound_though_its_handed_frames_are_completed() {
+    const POOL: usize = 512;
+    let mut mem = vec![0u8; POOL * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
+    // SAFETY: as above; a single thread plays both sides, in turn.
+    let view = unsafe { pool.view() };
+    let (states, mut ends) = build(1, 1, cfg(4)).expect("links");
+    let lanes = shared(states);
+    let mut dedicated = stage(&lanes);
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut out = [Batch::new(), Batch::new()];
+    let mut counters = StageCounters::default();
+    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
+    let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
+    dedicated.enter_lane(0);
+    let mut batch = |pool: &mut Pool<'_>, flows: &[u16]| {
+        let mut input = Batch::new();
+        for &flow in flows {
+            let n = seq.entry(flow).or_insert(0);
+            input.push(load(pool, flow, *n)).expect("room");
+            *n += 1;
+        }
+        input
+    };
+    let t1 = Instant(EPOCH);
+    // Epoch 0: a burst outside the frontier, counted; flows 1 and 2 come first.
+    for _ in 0..5 {
+        let mut input = batch(&mut pool, &(1..=32u16).collect::<Vec<_>>());
+        let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+        dedicated.idle(&mut pool, &mut out, &mut counters, Instant(0));
+        transmit(&mut pool, &mut out, &mut seen);
+    }
+    // Epoch 1: flows 1 and 2 are placed on the auxiliary core (credit 4). Flow 2 takes 3.
+    let mut input = batch(&mut pool, &[2, 2, 2]);
+    let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, t1);
+    assert_eq!(lanes[0].lock().outstanding(), 3, "{:?}", dedicated.counters());
+    // Flow 1's first frame takes the last credit; 5 of flow 2 and flow 1's second queue.
+    let mut input = batch(&mut pool, &[1, 2, 2, 2, 2, 2, 1]);
+    let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, t1);
+    assert_eq!(lanes[0].lock().outstanding(), 4);
+    assert_eq!(aux.poll_once(t1), 4); // all four done, flow 1's first among them
+    // Reclaimed (flow 1's first frame completed); the credit takes 4 of flow 2's queued
+    // frames: flow 2's last and flow 1's second still wait.
+    dedicated.idle(&mut pool, &mut out, &mut counters, t1);
+    transmit(&mut pool, &mut out, &mut seen);
+    // Epoch 2 (epoch 1 was quiet: nothing placed): flow 1's third frame must queue behind its
+    // second, not run here.
+    let t2 = Instant(2 * EPOCH);
+    let mut input = batch(&mut pool, &[1]);
+    let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, t2);
+    dedicated.idle(&mut pool, &mut out, &mut counters, t2);
+    transmit(&mut pool, &mut out, &mut seen);
+    for _ in 0..8 {
+        while aux.poll_once(t1) > 0 {}
+        dedicated.idle(&mut pool, &mut out, &mut counters, t1);
+        transmit(&mut pool, &mut out, &mut seen);
+    }
+    assert!(lanes[0].lock().all_reclaimed());
+    for (flow, seqs) in &seen {
+        assert_eq!(*seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "flow {flow}: every frame once, in order");
+    }
+    assert_eq!(seen.get(&1).map(Vec::len), Some(8));
+    assert_eq!(pool.available(), POOL);
+}

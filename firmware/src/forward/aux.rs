@@ -1,0 +1,234 @@
+//! NetBlaze's auxiliary cores in the forwarding run (`SPEC.md` §2 "Core mapper"; issue 10
+//! item 4; `core::netblaze::lane` has the mechanism and its argument).
+//!
+//! With `aux=N` (and a profile in the chain module) the last `N` workers serve no lane: they
+//! run [`AuxWorker`] over one hand-off link per lane. The dedicated workers (the others;
+//! Metronome shares the lanes among them alone) run their chain wrapped in a
+//! [`NetBlazeStage`]: every epoch of the profile (`epoch_ns`, the span its frontier was
+//! measured for) each lane's holder decides, from that epoch's per-flow arrivals, which whole
+//! flows go to an auxiliary core, hands them over with their ingress port, and transmits what
+//! comes back on the lane's own TX queues — so per-flow order is the lane's, and every buffer
+//! returns to its lane's pool.
+//!
+//! An auxiliary core with nothing in its rings sleeps `vbar_us` (watching its one ring's
+//! producer index where the machine can, when it serves a single lane), so an idle one
+//! shows as halted cycles (`core{i}_halted_cycles`). Shutdown order: the dedicated workers
+//! stop first and count themselves done; worker 0 then polls every lane until nothing it
+//! placed on an auxiliary core is queued, handed over or unreturned ([`settle`]) — the
+//! auxiliary cores still running — so all of it is transmitted before the TX rings are
+//! drained; only then do the auxiliary workers return. A live RSS
+//! change settles the old lane the same way before it is released, so a flow handed over
+//! from the old queue leaves before the new queue serves it.
+
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+use cadence_core::buf::Pool;
+use cadence_core::netblaze::handoff::AuxEnd;
+use cadence_core::netblaze::lane::{self, AuxStats, AuxWorker, LaneConfig, NetBlazeStage, SharedLanes};
+use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
+use cadence_core::nf::Chain;
+use cadence_core::poll::ForwardStats;
+use cadence_core::sync::AuxView;
+use cadence_core::time::{Clock, Duration, Instant, Sleeper, TickRate, poll_until};
+use cadence_core::worker::Worker;
+use spin::Mutex;
+
+use super::{FwLane, FwdPort, Machine, PUBLISH_EVERY, Shared, say};
+use crate::config::BootConfig;
+
+/// Flows per lane whose arrivals are counted one by one per epoch, and that may be bound to
+/// auxiliary cores at once.
+const TRACKED_FLOWS: usize = 256;
+/// Most slots of one hand-off link (buffers one auxiliary core may hold of one lane).
+const MAX_LINK: usize = 1024;
+/// How long worker 0 polls one lane at shutdown for what the auxiliary cores gave back.
+const SETTLE_MS: u64 = 100;
+
+/// The dedicated workers' side: what every [`NetBlazeStage`] shares.
+pub(super) struct Plan {
+    lanes: SharedLanes,
+    mapper: CoreMapper,
+    profile: Arc<Profile>,
+    /// How long an idle auxiliary core sleeps.
+    pub sleep: Duration,
+}
+
+/// One auxiliary core's ends of the links and views of the lanes' pools, taken by the core
+/// when it starts.
+pub(super) struct Parts {
+    ends: Vec<AuxEnd>,
+    views: Vec<AuxView>,
+}
+
+/// One auxiliary core's [`Parts`] until it takes them.
+pub(super) type Slot = Mutex<Option<Parts>>;
+
+/// The auxiliary cores' wiring, or `None` with `aux=0`. Must run before the pools move into
+/// the lanes (the views are made from them). A setting that cannot work is `Err`, naming the
+/// boot option (exit 35).
+pub(super) fn setup(
+    cfg: &BootConfig,
+    profile: Option<&Profile>,
+    pools: &mut [Pool<'static>],
+    rate: TickRate,
+) -> Result<Option<(Plan, Vec<Slot>)>, String> {
+    if cfg.aux == 0 {
+        return Ok(None);
+    }
+    let Some(profile) = profile else {
+        return Err(String::from(
+            "boot option 'aux': auxiliary cores need a NetBlaze profile in the chain module ([netblaze.profile])",
+        ));
+    };
+    if cfg.aux >= cfg.workers {
+        return Err(alloc::format!(
+            "boot option 'aux': {} auxiliary of {} workers leaves no worker to serve the lanes",
+            cfg.aux,
+            cfg.workers
+        ));
+    }
+    let mut nb = NetBlazeConfig::default();
+    if cfg.slo_us > 0 {
+        nb.slo_ns = u64::from(cfg.slo_us) * 1_000;
+    }
+    let params = nb.validate().map_err(|e| alloc::format!("boot option 'aux'/'slo_us': {e}"))?;
+    let smallest = pools.iter().map(Pool::capacity).min().unwrap_or(0);
+    // A quarter of the smallest pool over the auxiliary cores, in 32..=1024 slots.
+    let link = prev_power_of_two((smallest / 4 / cfg.aux).clamp(32, MAX_LINK));
+    let lcfg = LaneConfig {
+        epoch: rate.ticks_from_ns(profile.epoch_ns),
+        link_capacity: link,
+        tracked_flows: TRACKED_FLOWS,
+        follow_flows: TRACKED_FLOWS,
+    };
+    let (states, mut ends) =
+        lane::build(pools.len(), cfg.aux, lcfg).map_err(|e| alloc::format!("boot option 'aux': {e}"))?;
+    let mut views: Vec<Vec<AuxView>> = (0..cfg.aux).map(|_| Vec::with_capacity(pools.len())).collect();
+    for pool in pools.iter_mut() {
+        for (a, v) in pool.aux_views(cfg.aux).into_iter().enumerate() {
+            if let Some(list) = views.get_mut(a) {
+                list.push(v);
+            }
+        }
+    }
+    let parts = ends.drain(..).zip(views).map(|(ends, views)| Mutex::new(Some(Parts { ends, views }))).collect();
+    let plan = Plan {
+        lanes: states.into_iter().map(Mutex::new).collect::<Vec<_>>().into(),
+        mapper: CoreMapper::new(params),
+        profile: Arc::new(profile.clone()),
+        sleep: rate.ticks_from_us(u64::from(cfg.vbar_us).max(1)),
+    };
+    Ok(Some((plan, parts)))
+}
+
+fn prev_power_of_two(n: usize) -> usize {
+    if n.is_power_of_two() { n } else { n.next_power_of_two() / 2 }
+}
+
+/// A dedicated worker's stage: `chain`, wrapped when auxiliary cores exist.
+pub(super) fn stage(plan: Option<&Plan>, chain: Chain) -> NetBlazeStage {
+    match plan {
+        Some(p) => NetBlazeStage::new(chain, p.lanes.clone(), p.mapper, p.profile.clone()),
+        None => NetBlazeStage::off(chain),
+    }
+}
+
+/// Polls lane `k` (held by the caller) through `pl` until every buffer it handed to an
+/// auxiliary core is back and transmitted, or `SETTLE_MS` passes; `true` when settled.
+pub(super) fn settle<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    pl: &mut Worker<NetBlazeStage>,
+    k: usize,
+    lane: &mut FwLane<P>,
+) -> bool {
+    let Some(plan) = &sh.aux else { return true };
+    let Some(state) = plan.lanes.get(k) else { return true };
+    let clock = sh.clock;
+    poll_until(&clock, clock.rate().ticks_from_ms(SETTLE_MS), || {
+        let _ = pl.drain_lane(k, lane, &clock, 1);
+        state.lock().all_reclaimed()
+    })
+    .is_ok()
+}
+
+/// Auxiliary worker `w` (the `a`-th): serves its links until the dedicated workers are done
+/// and its rings are empty, publishing like any worker; then returns.
+pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a: usize) {
+    let parts = sh.aux_parts.get(a).and_then(|p| p.lock().take());
+    let (Some(plan), Some(parts)) = (&sh.aux, parts) else {
+        say(sh.machine, format_args!("error: worker {w}: auxiliary core {a} has no links"));
+        sh.failed.fetch_add(1, Ordering::Relaxed);
+        sh.stop.store(true, Ordering::Release);
+        sh.parked.fetch_add(1, Ordering::Release);
+        return;
+    };
+    let mut sleeper = match sh.machine.sleeper(w) {
+        Ok(s) => s,
+        Err(e) => {
+            say(sh.machine, format_args!("error: worker {w}: sleeper: {e}"));
+            sh.failed.fetch_add(1, Ordering::Relaxed);
+            sh.stop.store(true, Ordering::Release);
+            sh.parked.fetch_add(1, Ordering::Release);
+            return;
+        }
+    };
+    let clock = sh.clock;
+    let mut aux = AuxWorker::with_views(parts.ends, parts.views, sh.chains.for_worker());
+    let first = clock.now();
+    let mut halted = 0u64;
+    let mut loops = 0u64;
+    loop {
+        let now = clock.now();
+        let n = aux.poll_once(now);
+        if let Some(hb) = sh.heartbeats.get(w) {
+            hb.store(now.ticks(), Ordering::Relaxed);
+        }
+        loops += 1;
+        if loops.is_multiple_of(PUBLISH_EVERY) {
+            publish(sh, w, &aux, first, clock.now(), halted, false);
+        }
+        if n > 0 {
+            continue;
+        }
+        if sh.aux_exit.load(Ordering::Acquire) && aux.pending() == 0 && aux.held() == 0 {
+            break;
+        }
+        let before = clock.now();
+        let woke = sleeper.sleep_until_watching(before.saturating_add(plan.sleep), aux.wake_address());
+        halted = halted.saturating_add(woke.saturating_since(before).ticks());
+    }
+    publish(sh, w, &aux, first, clock.now(), halted, true);
+    if let Some(s) = sh.sleeps.get(w) {
+        *s.lock() = M::sleep_summary(&sleeper);
+    }
+    sh.parked.fetch_add(1, Ordering::Release);
+}
+
+/// Copies an auxiliary core's counters into its slot: its chain's drops (conservation sums
+/// them with the dedicated workers'), its elapsed and halted time, the frames it processed.
+fn publish<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    w: usize,
+    aux: &AuxWorker<'static>,
+    first: Instant,
+    now: Instant,
+    halted: u64,
+    wait: bool,
+) {
+    if let Some(slot) = sh.slots.get(w) {
+        let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
+        if let Some(mut s) = guard {
+            let st: AuxStats = *aux.stats();
+            let fwd = ForwardStats { stage: *aux.counters(), polls: st.polls, busy_polls: st.busy_polls, ..s.fwd };
+            let mut core = s.core;
+            core.elapsed_ticks = now.saturating_since(first).ticks();
+            core.halted_ticks = halted;
+            core.packets = st.frames;
+            *s = super::Slot { fwd, core, aux: st, ..*s };
+        }
+    }
+    sh.chains.publish(w, aux.chain(), wait);
+}
