@@ -96,10 +96,31 @@ pub(crate) struct Meta {
     /// Where a view's holder says the frame goes when it gives the buffer back
     /// ([`Pool::set_out`]): a port, or [`OUT_NONE`].
     out: u8,
+    /// A frame whose chain head ran on another core: the first NF of the tail (0: none) and
+    /// the head's verdict port, bit 7 set when the head chose the destination MAC (then in
+    /// the frame) ([`Pool::set_tail`]).
+    tail: u8,
+    tail_port: u8,
     /// Clock ticks when the frame was received (0: not stamped), for the dataplane's own
     /// latency accounting ([`crate::latency`]).
     stamp: u64,
 }
+
+/// What a core running a chain's tail needs of a frame whose head ran on another core
+/// (NetBlaze's whale split, `crate::netblaze::lane`): kept in the buffer's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TailMark {
+    /// The tail's first NF (1 ..: the head ran NFs `0..from`).
+    pub from: u8,
+    /// The port the head's verdict sends the frame to (0..=127).
+    pub port: u8,
+    /// The head chose the frame's destination MAC (written in the frame already).
+    pub dst_set: bool,
+}
+
+// Two lines per eight buffers: the hand-off fields fit in what was padding.
+const _: () = assert!(core::mem::size_of::<Meta>() == 16);
 
 /// [`Meta::out`] when no port was set.
 const OUT_NONE: u8 = u8::MAX;
@@ -138,7 +159,7 @@ impl<'m> Pool<'m> {
             return Err(PoolError::Misaligned);
         }
         let meta = MetaTable::new(
-            alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true, out: OUT_NONE, stamp: 0 }; count],
+            alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true, out: OUT_NONE, tail: 0, tail_port: 0, stamp: 0 }; count],
         );
         // Highest index on top: allocation hands out low indices first.
         let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
@@ -173,7 +194,7 @@ impl<'m> Pool<'m> {
         }
         let b = self.free.pop()?;
         if let Some(m) = self.meta.get_mut(b.index()) {
-            *m = Meta { off: HEADROOM as u16, len: 0, free: false, out: OUT_NONE, stamp: 0 };
+            *m = Meta { off: HEADROOM as u16, len: 0, free: false, out: OUT_NONE, tail: 0, tail_port: 0, stamp: 0 };
         }
         Some(b)
     }
@@ -259,6 +280,26 @@ impl<'m> Pool<'m> {
     #[inline]
     pub fn out(&self, b: PacketBuf) -> Option<u8> {
         self.meta.get(b.index()).map(|m| m.out).filter(|&p| p != OUT_NONE)
+    }
+
+    /// Marks `b` as a frame whose chain head ran here and whose tail runs on the core it is
+    /// handed to (NetBlaze's whale split): `None` clears it. Reset when the buffer is
+    /// allocated.
+    #[inline]
+    pub fn set_tail(&mut self, b: PacketBuf, tail: Option<TailMark>) {
+        if let Some(m) = self.meta.get_mut(b.index()) {
+            (m.tail, m.tail_port) = match tail {
+                Some(t) if t.from > 0 => (t.from, (t.port & 0x7F) | if t.dst_set { 0x80 } else { 0 }),
+                _ => (0, 0),
+            };
+        }
+    }
+
+    /// `b`'s tail mark ([`Pool::set_tail`]).
+    #[inline]
+    pub fn tail(&self, b: PacketBuf) -> Option<TailMark> {
+        let m = self.meta.get(b.index())?;
+        (m.tail > 0).then_some(TailMark { from: m.tail, port: m.tail_port & 0x7F, dst_set: m.tail_port & 0x80 != 0 })
     }
 
     /// Stamps `b` with the clock reading `ticks` (its arrival; see [`Pool::stamp`]).
@@ -462,6 +503,30 @@ mod tests {
         assert_eq!(Pool::try_new(&mut mem, 0, 5).err(), Some(PoolError::RegionTooSmall));
         assert_eq!(Pool::try_new(&mut mem, 0, 0).err(), Some(PoolError::BadCount));
         assert_eq!(Pool::try_new(&mut mem, 100, 4).err(), Some(PoolError::Misaligned));
+    }
+
+    #[test]
+    fn a_tail_mark_round_trips_is_per_buffer_and_cleared_by_alloc() {
+        let mut mem = vec![0u8; 4 * BUF_SIZE];
+        let mut p = pool(&mut mem, 4);
+        let (a, b) = (p.alloc().unwrap(), p.alloc().unwrap());
+        assert_eq!(p.tail(a), None);
+        let mark = TailMark { from: 2, port: 1, dst_set: true };
+        p.set_tail(a, Some(mark));
+        p.set_out(a, Some(0));
+        assert_eq!((p.tail(a), p.tail(b), p.out(a)), (Some(mark), None, Some(0)));
+        // A port beyond 7 bits is cut to them; `from` 0 is no mark.
+        p.set_tail(b, Some(TailMark { from: 1, port: 0xFF, dst_set: false }));
+        assert_eq!(p.tail(b), Some(TailMark { from: 1, port: 0x7F, dst_set: false }));
+        p.set_tail(b, Some(TailMark { from: 0, port: 1, dst_set: true }));
+        assert_eq!(p.tail(b), None);
+        p.set_tail(a, None);
+        assert_eq!(p.tail(a), None);
+        p.set_tail(a, Some(mark));
+        p.free(a).unwrap();
+        let again = p.alloc().unwrap();
+        assert_eq!(again, a);
+        assert_eq!((p.tail(again), p.out(again)), (None, None), "alloc resets the hand-off fields");
     }
 
     #[test]

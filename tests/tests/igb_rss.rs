@@ -259,11 +259,17 @@ fn field(line: &str, key: &str) -> Result<u64> {
         .with_context(|| format!("{key} in {line}"))
 }
 
-/// A core of this profile finishes 4 frames of one flow, 2 of 64, per 50 ms epoch (TCG's
-/// pace: a few hundred frames/s are well outside it, 50 frames/s inside); its queue carries
-/// 400 frames/s for the server mapper.
-const PROFILE_SMALL_CORE: &str = "version=1\ntsc_hz=1000000000\nepoch_ns=50000000\nfrontier=1:4,64:2\n\
-                                  service=packet_cycles:500,flow_cycles:300\nrate=1:400\n";
+/// Chain 1 (ACL, load balancer, accounting) on a core of this profile finishes 4 frames of
+/// one flow, 2 of 64, per 50 ms epoch (TCG's pace: a few hundred frames/s are well outside
+/// it, 50 frames/s inside), and 40 of one flow split after the ACL or after the load
+/// balancer (a whale of up to 40 frames an epoch is split, above that best effort); its
+/// queue carries 400 frames/s for the server mapper.
+const PROFILE_SMALL_CORE: &str = "version=1\nnfs=acl,lb,accounting\ntsc_hz=1000000000\nepoch_ns=50000000\n\
+                                  frontier=1:4,64:2\nservice=packet_cycles:500,flow_cycles:300\nrate=1:400\n\
+                                  split.1.head.frontier=1:40,64:20\nsplit.1.head.service=packet_cycles:200,flow_cycles:100\n\
+                                  split.1.tail.frontier=1:40,64:20\nsplit.1.tail.service=packet_cycles:300,flow_cycles:200\n\
+                                  split.2.head.frontier=1:40,64:20\nsplit.2.head.service=packet_cycles:300,flow_cycles:200\n\
+                                  split.2.tail.frontier=1:40,64:20\nsplit.2.tail.service=packet_cycles:200,flow_cycles:100\n";
 
 /// NetBlaze end to end: 3 cores (2 dedicated, 1 auxiliary), 3 igb queues, 8 flows (so that a
 /// flow placed on the auxiliary core for the next epoch sends in it: the placement is made
@@ -281,7 +287,8 @@ fn an_aux_core_takes_flows_in_a_whale_and_a_burst_and_is_released_after() -> Res
     let mut cfg = RigConfig::new(image()?, out_dir("igb_aux"), FLOWS);
     cfg.nic_model = NicModel::Igb;
     cfg.smp = 3;
-    cfg.chain_text = Some(format!("version=1\n[netblaze.profile]\n{PROFILE_SMALL_CORE}"));
+    let chain1 = xtask::chain::load(&xtask::image::workspace_root().join("chains/chain1.toml"))?.text;
+    cfg.chain_text = Some(format!("{chain1}\n[netblaze.profile]\n{PROFILE_SMALL_CORE}"));
     cfg.boot = BootOptions::default()
         .set("max_s", MAX_S)
         .set("stats_ms", 0)
@@ -324,6 +331,9 @@ fn an_aux_core_takes_flows_in_a_whale_and_a_burst_and_is_released_after() -> Res
     assert_eq!(fw.require("core2_packets")?, handed, "the auxiliary core is core 2: {fw:?}");
     assert!(fw.require("nb_recruited")? >= 1 && fw.require("nb_released")? >= 1, "{fw:?}");
     assert!(fw.require("nb_whales")? >= 1 && fw.require("nb_outside")? >= 1, "{fw:?}");
+    // The whale split: its head (ACL, or ACL and load balancer) on its lane, the rest on the
+    // auxiliary core — and still every frame as chain 1 makes it (the checker's expectations).
+    assert!(fw.require("nb_splits")? >= 1 && fw.require("nb_heads")? >= 1, "{fw:?}");
     assert_eq!((fw.require("drop_handoff_full")?, fw.require("nb_lane_busy")?), (0, 0), "{fw:?}");
     assert!(fw.require("mapper_moved")? > 0, "{fw:?}");
     Ok(())

@@ -30,7 +30,6 @@ use crate::protocol::{self, BootOptions, Control, MachineLine, Report};
 use crate::qemu::{DgramNic, Exit, Qemu, QemuConfig, QemuNic, TapNic, free_udp_port};
 use crate::tap::{self, PacketSocket};
 use crate::traffic::{Checker, Expectations, Flow, Macs};
-use cadence_core::nf::config::ChainSpec;
 
 /// How the rig connects the two NICs to the host.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -653,8 +652,10 @@ fn open_pcap(cfg: &RigConfig) -> Result<Arc<SharedPcap>> {
 /// The checker for the configuration's flows, with the chain's expectations.
 fn new_checker(cfg: &RigConfig) -> Arc<Mutex<Checker>> {
     let mut checker = Checker::new(cfg.flows.clone(), cfg.macs, Instant::now());
-    // A text the dataplane will refuse (a test of that) gets no expectations.
-    if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(ChainSpec::parse) {
+    // A text the dataplane will refuse (a test of that) gets no expectations; a NetBlaze
+    // profile after the chain (`[netblaze.profile]`) is the dataplane's, not the checker's.
+    let spec = |text: &str| cadence_core::netblaze::module::parse(text).map(|(spec, _)| spec);
+    if let Some(Ok(spec)) = cfg.chain_text.as_deref().map(spec) {
         checker = checker.with_expectations(Expectations::new(&spec, &cfg.flows));
         // An Accounting NF that exports IPFIX: the rig is its collector.
         checker.ipfix = spec.nfs.iter().find_map(|nf| match nf {

@@ -166,6 +166,11 @@ impl FollowTable {
 
     /// Whether another flow fits.
     pub fn has_room(&self) -> bool {
-        (self.len + 1) * 2 <= self.slots.len()
+        self.room() > 0
+    }
+
+    /// How many more flows fit.
+    pub fn room(&self) -> usize {
+        (self.slots.len() / 2).saturating_sub(self.len)
     }
 }

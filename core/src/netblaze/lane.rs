@@ -13,12 +13,14 @@
 //! flow (a hash of the 5-tuple); its arrival is counted for this epoch; a flow the follow table
 //! still binds to auxiliary core `a` (its earlier packets there are not all *completed*,
 //! [`super::follow`]) goes to `a`, else a flow this epoch's decision placed on `a` goes there
-//! (and is recorded in the follow table with its ring position), else it runs through the
-//! chain here. A frame for `a` carries its ingress port in the buffer's metadata
-//! ([`Pool::set_out`]) and is handed over in one burst per batch. What may not go: a
-//! newly placed flow for which the link has no credit or the follow table no room stays here
-//! (counted `kept_full`); a packet of a flow that *follows* `a` may not run here (it would
-//! overtake its flow's earlier packets), so with no credit left it is dropped and counted
+//! (and is bound in the follow table), else it runs through the chain here (which takes the
+//! parse made here: one parse per frame). A frame for `a` carries its ingress port in the
+//! buffer's metadata ([`Pool::set_out`]) and joins the link's queue, which is handed over as
+//! far as the link's credit allows (recording each flow's last ring position; a flow with a
+//! frame still queued stays bound without one). What may not go: a newly placed flow that
+//! finds the queue (a link's capacity plus a batch) or the follow table full stays here
+//! (counted `kept_full`); a packet of a *bound* flow may not run here (it would overtake its
+//! flow's earlier packets), so with the queue full it is dropped and counted
 //! ([`DropReason::HandoffFull`]). Frames that do not parse stay here: the chain drops them by
 //! reason or takes them as control frames.
 //!
@@ -38,14 +40,21 @@
 //! decides on is *predicted* from them, because Metronome's loop never holds packets in
 //! per-flow queues (the ring holds them, unparsed): flows still bound by the follow table are
 //! pinned, untracked arrivals (more flows than [`LaneConfig::tracked_flows`]) form one pinned
-//! flow. The flows it hands to auxiliary cores make the placement of the next epoch. Whale
-//! splits are decided but not carried out in the dataplane yet: such a flow stays whole here
-//! (counted `split_kept`; the SLO-risk count is the decision's).
+//! flow. The flows it hands to auxiliary cores, whole or split, make the placement of the
+//! next epoch.
+//!
+//! **Whale split** (placement with split point `k` > 0): the frame's queue place is reserved
+//! while the batch is classified; then the chain's head (NFs `0..k`, [`Chain`]'s `run_head`)
+//! runs here over the batch's frames of that `k`, and each frame still alive is marked for its
+//! tail ([`Pool::set_tail`]: the tail's first NF, the head's verdict port, whether the head
+//! chose the destination MAC, then written into the frame) and queued like a whole flow's, its
+//! flow bound with `split_k = k`; what the head drops is freed and counted here.
 //!
 //! **The auxiliary side** ([`AuxWorker`]): per lane, the [`AuxEnd`] and a view of the lane's
-//! pool ([`Pool::view`]); per poll and link, one burst received, split by ingress port, run
-//! through the worker's own chain on the view, each frame marked with its output port (or
-//! none: dropped), and given back in the order received, in one push.
+//! pool ([`Pool::view`]); per poll and link, one burst received, split by ingress port (and
+//! tail marks: one tail pass, NFs `k..`, per split point), run through the worker's own chain
+//! on the view, each frame marked with its output port (or none: dropped), and given back in
+//! the order received, in one push.
 //!
 //! Nothing here allocates after construction, nothing panics on any input.
 
@@ -61,7 +70,7 @@ use super::epoch::Backlog;
 use super::follow::{Follow, FollowTable};
 use super::handoff::{AuxEnd, DedicatedEnd, HandoffError, try_link};
 use super::profile::Profile;
-use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
+use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool, TailMark};
 use crate::control::Commands;
 use crate::drops::DropReason;
 use crate::nf::Chain;
@@ -188,8 +197,11 @@ pub struct NetBlazeCounters {
     pub slo_risk: u64,
     /// Whales the decisions saw.
     pub whales: u64,
-    /// Whale splits decided and not carried out (the flow stayed whole here).
-    pub split_kept: u64,
+    /// Whale splits placed by the decisions (the whale's head runs here, its tail on a
+    /// booster).
+    pub splits: u64,
+    /// Of the frames handed over, those whose chain head ran here (whale splits).
+    pub heads: u64,
     /// Most frames one link had queued after a hand-off (its credit was used up): how far
     /// behind an auxiliary core fell (the maximum over lanes and workers).
     pub queued_max: u64,
@@ -214,7 +226,8 @@ impl NetBlazeCounters {
         f(&mut self.released, o.released);
         f(&mut self.slo_risk, o.slo_risk);
         f(&mut self.whales, o.whales);
-        f(&mut self.split_kept, o.split_kept);
+        f(&mut self.splits, o.splits);
+        f(&mut self.heads, o.heads);
         f(&mut self.lane_busy, o.lane_busy);
         self.queued_max = self.queued_max.max(o.queued_max);
     }
@@ -225,7 +238,7 @@ impl NetBlazeCounters {
             w,
             " nb_epochs={} nb_outside={} nb_boost={} nb_handed={} nb_followed={} nb_returned={} \
              nb_returned_dropped={} nb_kept_full={} nb_recruited={} nb_released={} nb_slo_risk={} \
-             nb_whales={} nb_split_kept={} nb_queued_max={} nb_lane_busy={}",
+             nb_whales={} nb_splits={} nb_heads={} nb_queued_max={} nb_lane_busy={}",
             self.epochs,
             self.outside,
             self.boost,
@@ -238,7 +251,8 @@ impl NetBlazeCounters {
             self.released,
             self.slo_risk,
             self.whales,
-            self.split_kept,
+            self.splits,
+            self.heads,
             self.queued_max,
             self.lane_busy
         )
@@ -260,13 +274,17 @@ pub struct LaneState {
     arrivals: EpochMap<u32>,
     /// Arrivals of flows beyond `tracked_flows` this epoch.
     untracked: u32,
-    placed: EpochMap<AuxId>,
+    /// This epoch's placement: flow → (auxiliary core, split point; 0 = the whole chain).
+    placed: EpochMap<(AuxId, u8)>,
     deadline: Option<Instant>,
     epoch: Duration,
     scratch: Vec<FlowBacklog>,
+    /// Per link: queue places promised to this batch's whale frames (their head runs after
+    /// the batch is classified).
+    reserved: Vec<usize>,
     /// Per link: frames placed on its auxiliary core, oldest first, not handed over yet
     /// (the link had no credit); bounded by the link's capacity plus one batch.
-    queued: Vec<VecDeque<(PacketBuf, u64)>>,
+    queued: Vec<VecDeque<(PacketBuf, u64, u8)>>,
     queue_cap: usize,
 }
 
@@ -310,6 +328,7 @@ pub fn build(lanes: usize, aux: usize, cfg: LaneConfig) -> Result<(Vec<LaneState
             deadline: None,
             epoch,
             scratch: Vec::with_capacity(cfg.tracked_flows + 1),
+            reserved: vec![0; aux],
             queued: (0..aux).map(|_| VecDeque::with_capacity(queue_cap)).collect(),
             queue_cap,
         });
@@ -326,6 +345,21 @@ pub struct NetBlazeStage {
     chain: Chain,
     nb: Option<Dedicated>,
     counters: NetBlazeCounters,
+    /// This batch's whale frames, for the head passes (allocated once, a batch at most).
+    heads: Vec<Head>,
+    /// Flows of `heads` the follow table does not hold yet (each needs a slot).
+    new_head_flows: usize,
+}
+
+/// A whale's frame waiting for its head pass.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    buf: PacketBuf,
+    parsed: parse::Parsed,
+    aux: AuxId,
+    k: u8,
+    key: u64,
+    port: u8,
 }
 
 /// What a dedicated worker decides with.
@@ -350,12 +384,24 @@ impl NetBlazeStage {
     /// `chain` wrapped, over the lanes' states `lanes`, deciding with `mapper` and `profile`.
     pub fn new(chain: Chain, lanes: SharedLanes, mapper: CoreMapper, profile: Arc<Profile>) -> Self {
         let nb = Some(Dedicated { lanes, lane: 0, mapper, profile });
-        Self { chain, nb, counters: NetBlazeCounters::default() }
+        Self {
+            chain,
+            nb,
+            counters: NetBlazeCounters::default(),
+            heads: Vec::with_capacity(BATCH_SIZE),
+            new_head_flows: 0,
+        }
     }
 
     /// `chain` alone: every frame runs here (one branch per batch over the bare chain).
     pub fn off(chain: Chain) -> Self {
-        Self { chain, nb: None, counters: NetBlazeCounters::default() }
+        Self {
+            chain,
+            nb: None,
+            counters: NetBlazeCounters::default(),
+            heads: Vec::with_capacity(BATCH_SIZE),
+            new_head_flows: 0,
+        }
     }
 
     /// Whether NetBlaze places flows (built with [`NetBlazeStage::new`]).
@@ -371,6 +417,45 @@ impl NetBlazeStage {
     /// What NetBlaze did on the lanes this worker served.
     pub fn counters(&self) -> &NetBlazeCounters {
         &self.counters
+    }
+}
+
+/// The head passes of this batch's whale frames, one per split point: NFs `0..k` here, then
+/// each frame still alive is marked for its tail (`Pool::set_tail`; the head's destination MAC
+/// written into the frame) and queued for its booster, its flow bound in the follow table;
+/// what the head drops is freed and counted here.
+fn run_heads(
+    chain: &mut Chain,
+    heads: &mut Vec<Head>,
+    nb: &mut NetBlazeCounters,
+    st: &mut LaneState,
+    pool: &mut Pool<'_>,
+    counters: &mut StageCounters,
+    now: Instant,
+) {
+    while let Some(k) = heads.first().map(|h| h.k) {
+        chain.begin();
+        let mut none = Commands::default();
+        for h in heads.iter().filter(|h| h.k == k) {
+            chain.admit(usize::from(h.port), pool, counters, &mut none, h.buf, Ok(h.parsed));
+        }
+        let these: &Vec<Head> = heads;
+        chain.run_head(usize::from(k), pool, counters, now, |pool, b, to, dst| {
+            let Some(h) = these.iter().find(|h| h.buf == b) else { return };
+            if let (Some(d), Some(f)) = (dst, pool.frame_mut(b).get_mut(..6)) {
+                f.copy_from_slice(&d);
+            }
+            pool.set_out(b, Some(h.port));
+            pool.set_tail(b, Some(TailMark { from: k, port: to, dst_set: dst.is_some() }));
+            // Within the place reserved for it when the batch was classified.
+            if let Some(q) = st.queued.get_mut(usize::from(h.aux)) {
+                q.push_back((b, h.key, k));
+            }
+            let _ = st.follow.record(h.key, Follow { aux: h.aux, split_k: k }, u64::MAX);
+            nb.handed += 1;
+            nb.heads += 1;
+        });
+        heads.retain(|h| h.k != k);
     }
 }
 
@@ -430,9 +515,12 @@ fn tick(d: &Dedicated, counters: &mut NetBlazeCounters, st: &mut LaneState, now:
         match f.place {
             Placement::Local => {}
             Placement::Aux(a) => {
-                let _ = st.placed.entry(key, a);
+                let _ = st.placed.entry(key, (a, 0));
             }
-            Placement::Split { .. } => counters.split_kept += 1,
+            Placement::Split { k, booster } => {
+                counters.splits += 1;
+                let _ = st.placed.entry(key, (booster, k));
+            }
         }
     }
     st.arrivals.clear();
@@ -464,6 +552,9 @@ impl Stage for NetBlazeStage {
         };
         let st = &mut *st;
         tick(d, &mut self.counters, st, now);
+        st.reserved.iter_mut().for_each(|r| *r = 0);
+        self.heads.clear();
+        self.new_head_flows = 0;
         let mut commands = Commands::default();
         // Frames that stay here go straight into the chain's batch with the parse made here.
         self.chain.begin();
@@ -483,15 +574,20 @@ impl Stage for NetBlazeStage {
             }
             let completed = &st.completed;
             let following = st.follow.lookup(key, |a| completed.get(usize::from(a)).copied().unwrap_or(u64::MAX));
-            let target = following.map(|f| f.aux).or_else(|| st.placed.get(key));
-            let Some((a, queue)) = target.and_then(|a| Some((a, st.queued.get_mut(usize::from(a))?))) else {
+            let target = following.map(|f| (f.aux, f.split_k)).or_else(|| st.placed.get(key));
+            let Some(((a, k), queue)) = target.and_then(|t| Some((t, st.queued.get_mut(usize::from(t.0))?))) else {
                 self.chain.admit(port, pool, counters, &mut commands, b, Ok(parsed));
                 continue;
             };
-            let cap = st.queue_cap;
-            let room = queue.len() < cap && (following.is_some() || st.follow.has_room());
+            let ai = usize::from(a);
+            let reserved = st.reserved.get(ai).copied().unwrap_or(0);
+            // A flow with an earlier frame of this batch in a head pass is bound like one
+            // the follow table holds (its binding is recorded when that frame is queued).
+            let bound = following.is_some() || (k > 0 && self.heads.iter().any(|h| h.key == key));
+            let new_binds = usize::from(!bound) + self.new_head_flows;
+            let room = queue.len() + reserved < st.queue_cap && (bound || st.follow.room() >= new_binds);
             if !room {
-                if following.is_some() {
+                if bound {
                     // It may not run here before its flow's earlier packets: dropped, counted.
                     let _ = pool.free(b);
                     counters.count_drop(DropReason::HandoffFull, 1);
@@ -501,19 +597,29 @@ impl Stage for NetBlazeStage {
                 }
                 continue;
             }
+            self.counters.followed += u64::from(following.is_some());
+            if k > 0 {
+                // A whale's frame: its head runs here after this loop, then it is queued.
+                if let Some(r) = st.reserved.get_mut(ai) {
+                    *r += 1;
+                }
+                self.new_head_flows += usize::from(!bound);
+                self.heads.push(Head { buf: b, parsed, aux: a, k, key, port: port as u8 });
+                continue;
+            }
             pool.set_out(b, Some(port as u8));
-            queue.push_back((b, key));
+            queue.push_back((b, key, 0));
             // Bound to `a` until handed over and completed (`flush` records the position).
             let _ = st.follow.record(key, Follow { aux: a, split_k: 0 }, u64::MAX);
             if let Some(m) = self.chain.meter_mut() {
                 m.record(&parsed.flow, now);
             }
             self.counters.handed += 1;
-            self.counters.followed += u64::from(following.is_some());
         }
         input.clear();
-        flush(st, &mut self.counters);
         self.chain.run_admitted(pool, out, counters, now);
+        run_heads(&mut self.chain, &mut self.heads, &mut self.counters, st, pool, counters, now);
+        flush(st, &mut self.counters);
         commands
     }
 
@@ -547,21 +653,21 @@ fn flush(st: &mut LaneState, nb: &mut NetBlazeCounters) {
             if n == 0 {
                 break;
             }
-            for (slot, &(b, _)) in bufs.iter_mut().zip(queue.iter()) {
+            for (slot, &(b, _, _)) in bufs.iter_mut().zip(queue.iter()) {
                 *slot = b;
             }
             // Takes all `n`: they are within the credit.
             let took = link.hand_off(bufs.get(..n).unwrap_or(&[]));
-            for (i, (_, key)) in queue.drain(..took).enumerate() {
-                let _ = st.follow.record(key, Follow { aux, split_k: 0 }, *handed + i as u64 + 1);
+            for (i, (_, key, split_k)) in queue.drain(..took).enumerate() {
+                let _ = st.follow.record(key, Follow { aux, split_k }, *handed + i as u64 + 1);
             }
             *handed += took as u64;
             if took < n {
                 break;
             }
         }
-        for &(_, key) in queue.iter() {
-            let _ = st.follow.record(key, Follow { aux, split_k: 0 }, u64::MAX);
+        for &(_, key, split_k) in queue.iter() {
+            let _ = st.follow.record(key, Follow { aux, split_k }, u64::MAX);
         }
         nb.queued_max = nb.queued_max.max(queue.len() as u64);
     }
@@ -632,6 +738,8 @@ pub struct AuxWorker<'m> {
     counters: StageCounters,
     stats: AuxStats,
     by_port: [Batch; PORTS],
+    /// This burst's whale frames: (buffer, tail mark, ingress port).
+    tails: Vec<(PacketBuf, TailMark, usize)>,
     out: [Batch; PORTS],
     scratch: Batch,
 }
@@ -661,6 +769,7 @@ impl<'m> AuxWorker<'m> {
             counters: StageCounters::default(),
             stats: AuxStats::default(),
             by_port: [Batch::new(), Batch::new()],
+            tails: Vec::with_capacity(BATCH_SIZE),
             out: [Batch::new(), Batch::new()],
             scratch: Batch::new(),
         }
@@ -683,9 +792,13 @@ impl<'m> AuxWorker<'m> {
                 continue;
             }
             total += n;
+            self.tails.clear();
             for &b in got.as_slice() {
                 let p = link.view.out(b).map(usize::from).filter(|&p| p < PORTS).unwrap_or(0);
-                if let Some(batch) = self.by_port.get_mut(p) {
+                if let Some(mark) = link.view.tail(b) {
+                    // A whale's frame whose head ran on its lane.
+                    self.tails.push((b, mark, p));
+                } else if let Some(batch) = self.by_port.get_mut(p) {
                     let _ = batch.push(b);
                 }
             }
@@ -694,6 +807,15 @@ impl<'m> AuxWorker<'m> {
                     // Control frames never come here (they do not parse): no commands.
                     let _ = self.chain.process(p, &mut link.view, batch, &mut self.out, &mut self.counters, now);
                 }
+            }
+            // The tails, one pass per split point.
+            while let Some(from) = self.tails.first().map(|t| t.1.from) {
+                self.chain.begin();
+                for &(b, mark, p) in self.tails.iter().filter(|t| t.1.from == from) {
+                    self.chain.admit_tail(p, &mut link.view, &mut self.counters, b, mark);
+                }
+                self.chain.run_tail(usize::from(from), &mut link.view, &mut self.out, &mut self.counters, now);
+                self.tails.retain(|t| t.1.from != from);
             }
             // Where each frame goes: a port, or nowhere (the chain dropped it; the view kept it
             // aside, and it goes back with the rest, in the order received).

@@ -313,19 +313,95 @@ impl Chain {
         if self.batch.is_empty() {
             return;
         }
-        // Every frame that parsed, in its RSS bucket (after the parse loop, which stays the
-        // same with the meter off).
+        self.record_meter(now);
+        self.run_nfs(pool, 0, usize::MAX, now);
+        self.egress(pool, out, counters);
+    }
+
+    /// Every admitted frame in its RSS bucket (after the parse loop, which stays the same
+    /// with the meter off).
+    #[inline]
+    fn record_meter(&mut self, now: Instant) {
         if let Some(m) = &mut self.meter {
             for p in self.batch.pkts() {
                 m.record(&p.parsed.flow, now);
             }
         }
+    }
+
+    /// NFs `from..to` (clamped to the chain) over the admitted frames.
+    #[inline]
+    fn run_nfs(&mut self, pool: &mut Pool<'_>, from: usize, to: usize, now: Instant) {
         let ctx = NfCtx { now };
-        for nf in &mut self.nfs {
+        let to = to.min(self.nfs.len());
+        for nf in self.nfs.get_mut(from.min(to)..to).unwrap_or(&mut []) {
             if self.batch.pkts().iter().any(Pkt::alive) {
                 nf.process(&ctx, pool, &mut self.batch);
             }
         }
+    }
+
+    /// A whale's head (NetBlaze's split at `k`): the admitted frames through the meter and
+    /// NFs `0..k`; each frame still alive goes to `hand` with its verdict's port and the
+    /// destination MAC an NF chose (the caller hands it to the core that runs the tail, see
+    /// [`Chain::admit_tail`]); the dropped ones are freed and counted here.
+    pub(crate) fn run_head(
+        &mut self,
+        k: usize,
+        pool: &mut Pool<'_>,
+        counters: &mut StageCounters,
+        now: Instant,
+        mut hand: impl FnMut(&mut Pool<'_>, PacketBuf, u8, Option<[u8; 6]>),
+    ) {
+        if self.batch.is_empty() {
+            return;
+        }
+        self.record_meter(now);
+        self.run_nfs(pool, 0, k, now);
+        for p in self.batch.pkts() {
+            match p.verdict {
+                Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+                Verdict::Forward(to) => hand(pool, p.buf, to, p.dst_mac),
+            }
+        }
+        self.batch.clear();
+    }
+
+    /// One frame whose head ran on another core ([`Chain::run_head`]), received on `port`:
+    /// into the chain's batch with the head's verdict and, if the head chose one, the
+    /// destination MAC the frame carries; a frame that no longer parses is dropped by reason.
+    pub(crate) fn admit_tail(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        counters: &mut StageCounters,
+        b: PacketBuf,
+        mark: crate::buf::TailMark,
+    ) {
+        let parsed = match parse::parse(pool.frame(b)) {
+            Ok(p) => p,
+            Err(e) => return Self::drop_frame(pool, counters, b, e.into()),
+        };
+        let dst_mac = mark.dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(mark.port), dst_mac };
+        if let Err(p) = self.batch.push(pkt) {
+            Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
+        }
+    }
+
+    /// The tail: NFs `from..` over the admitted frames, then the egress.
+    pub(crate) fn run_tail(
+        &mut self,
+        from: usize,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        now: Instant,
+    ) {
+        if self.batch.is_empty() {
+            return;
+        }
+        self.run_nfs(pool, from, usize::MAX, now);
         self.egress(pool, out, counters);
     }
 

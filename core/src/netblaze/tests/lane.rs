@@ -14,7 +14,7 @@ use crate::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
 use crate::drops::DropReason;
 use crate::netblaze::lane::{AuxWorker, LaneConfig, LaneState, NetBlazeStage, SharedLanes, build};
 use crate::netblaze::{CoreMapper, NetBlazeConfig};
-use crate::nf::{Chain, Egress};
+use crate::nf::{Chain, Egress, Nf, NfBatch, NfCtx};
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::test_frames::udp4;
 use crate::time::{Duration, Instant};
@@ -27,21 +27,42 @@ fn cfg(link_capacity: usize) -> LaneConfig {
 
 fn stage(lanes: &SharedLanes) -> NetBlazeStage {
     let params = NetBlazeConfig::default().validate().expect("params");
-    NetBlazeStage::new(
-        Chain::new(vec![], Egress::default()),
-        lanes.clone(),
-        CoreMapper::new(params),
-        Arc::new(fixture()),
-    )
+    NetBlazeStage::new(chain(), lanes.clone(), CoreMapper::new(params), Arc::new(fixture()))
 }
 
 fn shared(states: Vec<LaneState>) -> SharedLanes {
     states.into_iter().map(Mutex::new).collect::<Vec<_>>().into()
 }
 
-/// Flow `flow`'s packet `seq`: UDP from port 1000 + flow, the sequence number as payload.
+/// NF `i` of the test chains: bumps payload byte `i` after the sequence number, so a frame
+/// that left shows which NFs ran on it, and how often (here, on an auxiliary core, or split).
+struct Mark(usize);
+
+impl Nf for Mark {
+    fn name(&self) -> &'static str {
+        "mark"
+    }
+
+    fn process(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        for p in batch.alive_mut() {
+            if let Some(x) = pool.frame_mut(p.buf).get_mut(46 + self.0) {
+                *x += 1;
+            }
+        }
+    }
+}
+
+/// The three-NF chain of the fixture profile (`acl`, `lb`, `accounting` there), as marks.
+fn chain() -> Chain {
+    Chain::new(vec![Box::new(Mark(0)), Box::new(Mark(1)), Box::new(Mark(2))], Egress::default())
+}
+
+/// Flow `flow`'s packet `seq`: UDP from port 1000 + flow, the sequence number and three mark
+/// bytes as payload.
 fn load(pool: &mut Pool<'_>, flow: u16, seq: u32) -> PacketBuf {
-    let frame = udp4(1000 + flow, 80, &seq.to_be_bytes());
+    let mut payload = seq.to_be_bytes().to_vec();
+    payload.extend([0, 0, 0]);
+    let frame = udp4(1000 + flow, 80, &payload);
     let b = pool.alloc().expect("a buffer");
     pool.set_len(b, frame.len()).expect("len");
     pool.frame_mut(b).copy_from_slice(&frame);
@@ -61,6 +82,7 @@ fn transmit(pool: &mut Pool<'_>, out: &mut [Batch; PORTS], seen: &mut BTreeMap<u
     assert!(out[0].is_empty(), "frames from port 0 leave on port 1");
     for &b in out[1].as_slice() {
         let (flow, seq) = ident(pool, b);
+        assert_eq!(pool.frame(b).get(46..49), Some(&[1u8, 1, 1][..]), "flow {flow} frame {seq}: every NF once");
         seen.entry(flow).or_default().push(seq);
         pool.free(b).expect("a frame of the pool");
     }
@@ -107,7 +129,7 @@ fn a_lane_hands_flows_to_an_aux_core_and_transmits_them_back_in_order() {
     let (states, mut ends) = build(1, 1, cfg(256)).expect("links");
     let lanes = shared(states);
     let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
     let done = AtomicBool::new(false);
     struct Done<'a>(&'a AtomicBool);
     impl Drop for Done<'_> {
@@ -178,7 +200,7 @@ fn a_lane_hands_flows_to_an_aux_core_and_transmits_them_back_in_order() {
     assert!(nb.handed > 0 && stats.frames == nb.handed, "{nb:?} {stats:?}");
     assert_eq!(nb.returned + nb.returned_dropped, nb.handed);
     assert!(nb.recruited >= 1 && nb.released >= 1, "recruited then released: {nb:?}");
-    assert!(nb.whales > 0 && nb.split_kept > 0, "the whale's split is decided and kept here: {nb:?}");
+    assert!(nb.whales > 0 && nb.splits > 0 && nb.heads > 0, "the whale is split, its heads run here: {nb:?}");
     assert!(nb.outside > 0 && nb.outside < nb.epochs, "{nb:?}");
     assert_eq!(nb.lane_busy, 0);
     assert_eq!(pool.available(), POOL, "the pool is full at the end");
@@ -200,7 +222,7 @@ fn a_stalled_aux_core_holds_at_most_the_credit_and_following_packets_are_dropped
     let (states, mut ends) = build(1, 1, cfg(8)).expect("links");
     let lanes = shared(states);
     let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
     let mut out = [Batch::new(), Batch::new()];
     let mut counters = StageCounters::default();
     let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
@@ -258,7 +280,7 @@ fn a_moved_flow_follows_its_packets_on_the_aux_core_after_the_decision_brings_it
     let (states, mut ends) = build(1, 1, cfg(512)).expect("links");
     let lanes = shared(states);
     let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
     let mut out = [Batch::new(), Batch::new()];
     let mut counters = StageCounters::default();
     let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
@@ -315,7 +337,7 @@ fn a_flow_with_a_frame_still_queued_stays_bound_though_its_handed_frames_are_com
     let (states, mut ends) = build(1, 1, cfg(4)).expect("links");
     let lanes = shared(states);
     let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], Chain::new(vec![], Egress::default()));
+    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
     let mut out = [Batch::new(), Batch::new()];
     let mut counters = StageCounters::default();
     let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
