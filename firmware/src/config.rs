@@ -159,6 +159,9 @@ pub struct BootConfig {
     /// the dedicated workers hand them whole flows when the chain module's profile says a
     /// lane's traffic does not fit one core's epoch. 0: none (needs a profile otherwise).
     pub aux: usize,
+    /// NetBlaze's epoch in µs (`epoch_us`): 0 = the profile's (`epoch_ns`, the span its
+    /// frontier was measured for); any other value must be that one.
+    pub epoch_us: u32,
 }
 
 impl BootConfig {
@@ -201,12 +204,13 @@ impl Default for BootConfig {
             slo_us: 200,
             mapper_ms: 1000,
             aux: 0,
+            epoch_us: 0,
         }
     }
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 25] = [
+pub const KEYS: [&str; 26] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -232,6 +236,7 @@ pub const KEYS: [&str; 25] = [
     "slo_us",
     "mapper_ms",
     "aux",
+    "epoch_us",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -371,6 +376,7 @@ impl BootConfig {
                 "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "mapper_ms" => cfg.mapper_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
                 "aux" => cfg.aux = int_in(value, 0, 63).ok_or(bad("an integer in 0..=63"))? as usize,
+                "epoch_us" => cfg.epoch_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "stall" => {
                     let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
                     let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;
@@ -499,8 +505,9 @@ mod tests {
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
-        let c = BootConfig::parse("aux=2").unwrap();
-        assert_eq!((c.aux, BootConfig::default().aux), (2, 0));
+        let c = BootConfig::parse("aux=2 epoch_us=80").unwrap();
+        assert_eq!((c.aux, BootConfig::default().aux, c.epoch_us, BootConfig::default().epoch_us), (2, 0, 80, 0));
+        assert!(matches!(BootConfig::parse("epoch_us=x"), Err(BootConfigError::BadValue { key: "epoch_us", .. })));
         for bad in ["aux=64", "aux=-1", "aux=x"] {
             assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "aux", .. })), "{bad}");
         }

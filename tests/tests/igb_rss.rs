@@ -294,6 +294,8 @@ fn an_aux_core_takes_flows_in_a_whale_and_a_burst_and_is_released_after() -> Res
         .set("stats_ms", 0)
         .set("workers", 3)
         .set("aux", 1)
+        // TCG's pace: 50 ms epochs, so an SLO above them.
+        .set("slo_us", 200_000)
         .set("lanes", LANES)
         .set("qsize", 256)
         .set("pool", 1024)

@@ -90,11 +90,23 @@ pub(super) fn setup(
             cfg.workers
         ));
     }
+    // The epoch is the profile's: its frontier holds for that span only.
+    let want_ns = u64::from(cfg.epoch_us) * 1_000;
+    if want_ns > 0 && want_ns != profile.epoch_ns {
+        return Err(alloc::format!(
+            "boot option 'epoch_us': {} us, but the profile's frontier was measured for {} us epochs \
+             (cargo xtask profile --epoch-us {})",
+            cfg.epoch_us,
+            profile.epoch_ns / 1_000,
+            cfg.epoch_us
+        ));
+    }
     let mut nb = NetBlazeConfig::default();
     if cfg.slo_us > 0 {
         nb.slo_ns = u64::from(cfg.slo_us) * 1_000;
     }
-    let params = nb.validate().map_err(|e| alloc::format!("boot option 'aux'/'slo_us': {e}"))?;
+    nb.epoch_ns = profile.epoch_ns;
+    let params = nb.validate().map_err(|e| alloc::format!("boot option 'aux'/'slo_us'/'epoch_us': {e}"))?;
     let smallest = pools.iter().map(Pool::capacity).min().unwrap_or(0);
     // A quarter of the smallest pool over the auxiliary cores, in 32..=1024 slots.
     let link = prev_power_of_two((smallest / 4 / cfg.aux).clamp(32, MAX_LINK));

@@ -640,7 +640,13 @@ fn profile_small_core() -> Profile {
 #[test]
 fn an_aux_core_takes_flows_from_the_lane_and_every_frame_leaves_once_in_flow_order() {
     let m = FakeMachine::leak(3, vec![], 0);
-    let rig = start_profiled("CTL workers=2 aux=1 qsize=1024 stats_ms=0", m, false, Some(profile_small_core()));
+    // The profile's 1 ms epochs need an SLO above them.
+    let rig = start_profiled(
+        "CTL workers=2 aux=1 qsize=1024 stats_ms=0 slo_us=5000 epoch_us=1000",
+        m,
+        false,
+        Some(profile_small_core()),
+    );
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
     const FLOWS: u16 = 256;
     const FRAMES: u32 = 12_000;
@@ -694,10 +700,20 @@ fn an_aux_core_takes_flows_from_the_lane_and_every_frame_leaves_once_in_flow_ord
 }
 
 #[test]
-fn aux_without_a_profile_or_without_a_dedicated_worker_is_a_configuration_error() {
+fn aux_without_a_profile_a_dedicated_worker_or_an_epoch_below_the_slo_is_a_configuration_error() {
     for (cfg, profile, msg) in [
         ("CTL workers=2 aux=1", None, "error: boot option 'aux': auxiliary cores need a NetBlaze profile"),
         ("CTL workers=2 aux=2", Some(profile_small_core()), "error: boot option 'aux': 2 auxiliary of 2 workers"),
+        (
+            "CTL workers=2 aux=1 slo_us=5000 epoch_us=80",
+            Some(profile_small_core()),
+            "error: boot option 'epoch_us': 80 us, but the profile's frontier was measured for 1000 us epochs",
+        ),
+        (
+            "CTL workers=2 aux=1",
+            Some(profile_small_core()),
+            "error: boot option 'aux'/'slo_us'/'epoch_us': netblaze.epoch_ns: ",
+        ),
     ] {
         let m = FakeMachine::leak(3, vec![], 0);
         let rig = start_profiled(cfg, m, false, profile);
