@@ -45,6 +45,14 @@ pub trait RxQueue {
     fn wake_address(&self) -> Option<WakeAddr> {
         None
     }
+
+    /// Frames the device has handed over and the driver has not taken yet: what waits in
+    /// the ring (a snapshot; more may arrive at once). Read only, never per packet: NetBlaze
+    /// adds it to a lane's backlog at the end of an epoch. `None` (the default): the queue
+    /// cannot tell without taking them.
+    fn pending(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A CPU address a sleeper may monitor for writes ([`RxQueue::wake_address`]). Only an
@@ -227,6 +235,10 @@ impl<Q: RxQueue + ?Sized> RxQueue for &mut Q {
 
     fn wake_address(&self) -> Option<WakeAddr> {
         (**self).wake_address()
+    }
+
+    fn pending(&self) -> Option<usize> {
+        (**self).pending()
     }
 }
 

@@ -251,6 +251,10 @@ impl<S: Stage> Poller<S> {
         let now = clock.now();
         let drops_before = self.stats.stage.drops_total();
         let mut outcome = PollOutcome { now, ..PollOutcome::default() };
+        if self.stage.backlog_due(now) {
+            let waiting = rx.iter().take(PORTS).filter_map(|q| q.pending()).sum();
+            self.stage.ring_backlog(waiting);
+        }
 
         for (port, q) in rx.iter_mut().take(PORTS).enumerate() {
             // Left empty by the stage; cleared anyway so a faulty stage cannot make

@@ -146,6 +146,10 @@ impl RxQueue for SoftRxQueue {
     fn wake_address(&self) -> Option<crate::nic::WakeAddr> {
         self.wake
     }
+
+    fn pending(&self) -> Option<usize> {
+        Some(SoftRxQueue::pending(self))
+    }
 }
 
 /// A software transmit queue.

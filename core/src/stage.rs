@@ -95,4 +95,18 @@ pub trait Stage {
     fn enter_lane(&mut self, lane: usize) {
         let _ = lane;
     }
+
+    /// Whether the stage wants to know, before this poll's bursts, how many frames wait in
+    /// the lane's receive rings (NetBlaze, when an epoch ends: its backlog). The default:
+    /// never (the check then costs nothing).
+    fn backlog_due(&self, now: Instant) -> bool {
+        let _ = now;
+        false
+    }
+
+    /// The frames waiting in the lane's receive rings ([`crate::nic::RxQueue::pending`],
+    /// summed over the ports that can tell), given when [`Stage::backlog_due`] says so.
+    fn ring_backlog(&mut self, frames: usize) {
+        let _ = frames;
+    }
 }

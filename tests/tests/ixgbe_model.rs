@@ -406,11 +406,15 @@ fn queues_move_out_for_the_lanes_and_name_their_write_back_word() {
     assert_eq!(nic.rx_queue(0).unwrap().wake_address().map(|a| a.get()), Some(ring + 8));
     let f = frame(3, 0, 100, MAC0);
     let q = model.queue_of(&f);
+    assert_eq!(nic.rx_queue(q).unwrap().pending(), Some(0));
     model.inject(&f);
+    // Written back and not taken: what NetBlaze counts in a lane's backlog.
+    assert_eq!(nic.rx_queue(q).unwrap().pending(), Some(1));
     let (mut rx, mut tx) = nic.take_queues();
     assert_eq!((rx.len(), tx.len(), nic.rx_queues(), nic.tx_queues()), (2, 2, 2, 2));
     let mut batch = Batch::new();
     assert_eq!(rx[q].rx_burst(&mut h.pool, &mut batch), 1);
+    assert_eq!(rx[q].pending(), Some(0));
     let r = rx[q].ring_phys() as usize;
     assert_eq!(rx[q].wake_address().map(|a| a.get()), Some(r + 16 + 8));
     assert_eq!(tx[0].tx_burst(&mut h.pool, &mut batch), 1);

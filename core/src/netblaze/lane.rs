@@ -205,6 +205,9 @@ pub struct NetBlazeCounters {
     /// Most frames one link had queued after a hand-off (its credit was used up): how far
     /// behind an auxiliary core fell (the maximum over lanes and workers).
     pub queued_max: u64,
+    /// Frames found waiting in the lanes' receive rings at the ends of epochs (summed): the
+    /// part of the backlog the decisions see as one pinned flow.
+    pub ring: u64,
     /// Calls that found the lane's state held by someone else (a wiring fault: the frames
     /// then ran here, so this must stay 0).
     pub lane_busy: u64,
@@ -229,6 +232,7 @@ impl NetBlazeCounters {
         f(&mut self.splits, o.splits);
         f(&mut self.heads, o.heads);
         f(&mut self.lane_busy, o.lane_busy);
+        f(&mut self.ring, o.ring);
         self.queued_max = self.queued_max.max(o.queued_max);
     }
 
@@ -238,7 +242,7 @@ impl NetBlazeCounters {
             w,
             " nb_epochs={} nb_outside={} nb_boost={} nb_handed={} nb_followed={} nb_returned={} \
              nb_returned_dropped={} nb_kept_full={} nb_recruited={} nb_released={} nb_slo_risk={} \
-             nb_whales={} nb_splits={} nb_heads={} nb_queued_max={} nb_lane_busy={}",
+             nb_whales={} nb_splits={} nb_heads={} nb_queued_max={} nb_ring={} nb_lane_busy={}",
             self.epochs,
             self.outside,
             self.boost,
@@ -254,6 +258,7 @@ impl NetBlazeCounters {
             self.splits,
             self.heads,
             self.queued_max,
+            self.ring,
             self.lane_busy
         )
     }
@@ -274,6 +279,9 @@ pub struct LaneState {
     arrivals: EpochMap<u32>,
     /// Arrivals of flows beyond `tracked_flows` this epoch.
     untracked: u32,
+    /// Frames waiting in the lane's receive rings as this epoch ended (read before the poll
+    /// that ends it; `Stage::ring_backlog`).
+    ring: u32,
     /// This epoch's placement: flow → (auxiliary core, split point; 0 = the whole chain).
     placed: EpochMap<(AuxId, u8)>,
     deadline: Option<Instant>,
@@ -324,6 +332,7 @@ pub fn build(lanes: usize, aux: usize, cfg: LaneConfig) -> Result<(Vec<LaneState
             follow: FollowTable::with_capacity(cfg.follow_flows),
             arrivals: EpochMap::with_capacity(cfg.tracked_flows),
             untracked: 0,
+            ring: 0,
             placed: EpochMap::with_capacity(cfg.tracked_flows),
             deadline: None,
             epoch,
@@ -349,6 +358,8 @@ pub struct NetBlazeStage {
     heads: Vec<Head>,
     /// Flows of `heads` the follow table does not hold yet (each needs a slot).
     new_head_flows: usize,
+    /// The current lane's epoch deadline as last seen (for `Stage::backlog_due`).
+    due: Option<Instant>,
 }
 
 /// A whale's frame waiting for its head pass.
@@ -390,18 +401,13 @@ impl NetBlazeStage {
             counters: NetBlazeCounters::default(),
             heads: Vec::with_capacity(BATCH_SIZE),
             new_head_flows: 0,
+            due: None,
         }
     }
 
     /// `chain` alone: every frame runs here (one branch per batch over the bare chain).
     pub fn off(chain: Chain) -> Self {
-        Self {
-            chain,
-            nb: None,
-            counters: NetBlazeCounters::default(),
-            heads: Vec::with_capacity(BATCH_SIZE),
-            new_head_flows: 0,
-        }
+        Self { chain, nb: None, counters: NetBlazeCounters::default(), heads: Vec::new(), new_head_flows: 0, due: None }
     }
 
     /// Whether NetBlaze places flows (built with [`NetBlazeStage::new`]).
@@ -498,11 +504,16 @@ fn tick(d: &Dedicated, counters: &mut NetBlazeCounters, st: &mut LaneState, now:
         f.pinned = st.follow.contains(key);
         st.scratch.push(f);
     }
-    if st.untracked > 0 {
-        let mut f = FlowBacklog::new(st.untracked);
-        f.pinned = true;
-        st.scratch.push(f);
+    // Untracked arrivals, and the frames still in the rings (their flows unknown until
+    // parsed): local load that cannot move.
+    for pinned in [st.untracked, st.ring] {
+        if pinned > 0 {
+            let mut f = FlowBacklog::new(pinned);
+            f.pinned = true;
+            st.scratch.push(f);
+        }
     }
+    counters.ring = counters.ring.saturating_add(u64::from(st.ring));
     let decision = d.mapper.decide(&d.profile, &mut st.scratch, &mut st.aux);
     counters.epochs += 1;
     counters.outside += u64::from(!decision.inside);
@@ -525,12 +536,24 @@ fn tick(d: &Dedicated, counters: &mut NetBlazeCounters, st: &mut LaneState, now:
     }
     st.arrivals.clear();
     st.untracked = 0;
+    st.ring = 0;
 }
 
 impl Stage for NetBlazeStage {
     fn enter_lane(&mut self, lane: usize) {
         if let Some(d) = &mut self.nb {
             d.lane = lane;
+            self.due = d.lanes.get(lane).and_then(|l| l.try_lock()).and_then(|st| st.deadline);
+        }
+    }
+
+    fn backlog_due(&self, now: Instant) -> bool {
+        self.due.is_some_and(|d| now >= d)
+    }
+
+    fn ring_backlog(&mut self, frames: usize) {
+        if let Some(mut st) = self.nb.as_ref().and_then(|d| d.lanes.get(d.lane)).and_then(|l| l.try_lock()) {
+            st.ring = u32::try_from(frames).unwrap_or(u32::MAX);
         }
     }
 
@@ -552,6 +575,7 @@ impl Stage for NetBlazeStage {
         };
         let st = &mut *st;
         tick(d, &mut self.counters, st, now);
+        self.due = st.deadline;
         st.reserved.iter_mut().for_each(|r| *r = 0);
         self.heads.clear();
         self.new_head_flows = 0;
@@ -630,6 +654,7 @@ impl Stage for NetBlazeStage {
                 reclaim(st, pool, out, counters, &mut self.counters);
                 flush(st, &mut self.counters);
                 tick(d, &mut self.counters, st, now);
+                self.due = st.deadline;
             } else {
                 self.counters.lane_busy += 1;
             }

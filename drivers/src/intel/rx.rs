@@ -289,4 +289,12 @@ impl<W: Mmio, R: Dma, F: RxFormat> RxQueue for IntelRx<W, R, F> {
         }
         self.ring.cpu_address(self.clean as usize * F::LEN + F::DONE_WORD).map(WakeAddr::new)
     }
+
+    /// Posted descriptors written back (DD set) from the next one the driver looks at, in
+    /// ring order: one read per waiting frame, at most the ring.
+    fn pending(&self) -> Option<usize> {
+        let size = usize::from(self.size).max(1);
+        let clean = usize::from(self.clean);
+        Some((0..usize::from(self.posted)).take_while(|j| F::done(&self.ring, (clean + j) % size)).count())
+    }
 }

@@ -214,6 +214,13 @@ impl<R: Dma> SplitQueue<R> {
         self.mem.cpu_address(self.used_off + used::IDX)
     }
 
+    /// Used entries the device wrote that the driver has not taken (read only; bounded by
+    /// the descriptors the device holds, as in [`Self::poll_used`]).
+    pub(crate) fn pending_used(&self) -> usize {
+        let idx = self.mem.read16(self.used_off + used::IDX);
+        usize::from(idx.wrapping_sub(self.last_used)).min(self.in_flight())
+    }
+
     /// Reads the device's used index and returns how many used entries are new.
     ///
     /// A device can have used at most the descriptors it holds, so an index further ahead

@@ -161,6 +161,11 @@ impl<W: Mmio, R: Dma> RxQueue for VirtioRx<W, R> {
     fn wake_address(&self) -> Option<WakeAddr> {
         self.vq.used_idx_address().map(WakeAddr::new)
     }
+
+    /// The used ring's new entries (one read of `idx`).
+    fn pending(&self) -> Option<usize> {
+        Some(self.vq.pending_used())
+    }
 }
 
 /// One transmit virtqueue (virtqueue `2n + 1` for queue pair `n`, §5.1.2).

@@ -207,6 +207,13 @@ impl<W: Mmio> Consumer<W> {
         self.w.cpu_address(self.off.producer)
     }
 
+    /// Entries the kernel published and we have not read (one read of its producer index,
+    /// no state changed; a corrupt index counts as a full ring).
+    pub(crate) fn pending(&self) -> u32 {
+        let n = self.w.read32(self.off.producer).wrapping_sub(self.cons);
+        n.min(self.size)
+    }
+
     /// Entries ready to read, at most `max`; reads the kernel's producer index only when
     /// the cached one shows none (libxdp `xsk_cons_nb_avail`).
     pub(crate) fn available(&mut self, max: u32) -> u32 {

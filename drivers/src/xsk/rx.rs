@@ -256,6 +256,11 @@ impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
         n
     }
 
+    /// The RX ring's entries the kernel published and we have not read.
+    fn pending(&self) -> Option<usize> {
+        usize::try_from(self.rx.pending()).ok()
+    }
+
     fn rx_stats(&self) -> RxStats {
         self.stats
     }

@@ -502,6 +502,7 @@ fn wake_address_is_the_rx_producer_word() {
     let mut m = mem(16);
     let h = H::new(&mut m, [8, 8, 8, 8], 0);
     assert_eq!(h.rx.wake_address().map(|a| a.get()), Some(SHM_CPU_BASE + LINUX_OFFSETS.producer));
+    assert_eq!(h.rx.pending(), Some(0), "nothing published yet");
 }
 
 #[test]

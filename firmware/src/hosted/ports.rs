@@ -166,6 +166,12 @@ impl RxQueue for HostedRx {
             HostedRx::Packet(q) => q.wake_address(),
         }
     }
+    fn pending(&self) -> Option<usize> {
+        match self {
+            HostedRx::Xdp(q) => q.pending(),
+            HostedRx::Packet(q) => q.pending(),
+        }
+    }
 }
 
 impl TxQueue for HostedTx {

@@ -281,6 +281,10 @@ impl RxQueue for NicRx<'_> {
     fn wake_address(&self) -> Option<WakeAddr> {
         each_queue!(self, NicRx, q => q.wake_address())
     }
+
+    fn pending(&self) -> Option<usize> {
+        each_queue!(self, NicRx, q => q.pending())
+    }
 }
 
 impl TxQueue for NicTx<'_> {

@@ -392,3 +392,54 @@ fn a_flow_with_a_frame_still_queued_stays_bound_though_its_handed_frames_are_com
     assert_eq!(seen.get(&1).map(Vec::len), Some(8));
     assert_eq!(pool.available(), POOL);
 }
+
+/// The rings' occupancy joins the backlog: the poll that ends an epoch first asks the lane's
+/// receive queues how many frames wait (`RxQueue::pending`), and the decision sees them as
+/// one pinned flow — here 200 waiting frames of 2 flows put an epoch whose own arrivals (64
+/// frames of 2 flows) sit inside the frontier outside it.
+#[test]
+fn frames_waiting_in_the_rings_at_an_epoch_end_count_in_the_backlog() {
+    use crate::poll::{PollConfig, Poller};
+    use crate::softnic::{SoftRxQueue, SoftTxQueue};
+    use crate::time::{Clock, TickRate};
+    use core::cell::Cell;
+
+    struct Manual(Cell<u64>);
+    impl Clock for Manual {
+        fn now(&self) -> Instant {
+            Instant(self.0.get())
+        }
+        fn rate(&self) -> TickRate {
+            TickRate::try_new(1_000_000_000).expect("rate")
+        }
+    }
+    let mut mem = vec![0u8; 1024 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 1024).expect("pool");
+    let (states, _ends) = build(1, 1, cfg(256)).expect("links");
+    let lanes = shared(states);
+    let mut st = stage(&lanes);
+    st.enter_lane(0);
+    let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 8)];
+    let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
+    let mut poller = Poller::new(st, PollConfig::default());
+    let clock = Manual(Cell::new(0));
+    let frame = |flow: u16| udp4(1000 + flow, 80, &[0, 0, 0, 0, 0, 0, 0]);
+    // Epoch 0: 64 frames of 2 flows arrive and are forwarded (the deadline is set).
+    for i in 0..64u16 {
+        rx[0].inject(&mut pool, &frame(i % 2)).expect("room");
+    }
+    while poller.poll_once(&mut pool, &mut rx, &mut tx, &clock).rx > 0 {}
+    // Epoch 1: nothing polled until the deadline has passed; 200 frames wait in the ring.
+    for i in 0..200u16 {
+        rx[0].inject(&mut pool, &frame(i % 2)).expect("room");
+    }
+    assert_eq!(crate::nic::RxQueue::pending(&rx[0]), Some(200));
+    clock.0.set(EPOCH);
+    let _ = poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+    let nb = *poller.stage().counters();
+    assert_eq!((nb.epochs, nb.ring, nb.outside), (1, 200, 1), "{nb:?}");
+    // Without the rings' frames the same epoch was inside (the check has teeth): 64 frames
+    // of 2 flows, 96 a core finishes.
+    let profile = super::fixture();
+    assert!(profile.full.frontier.contains(crate::netblaze::Backlog::new(2, 64)));
+}
