@@ -167,21 +167,8 @@ fn the_server_mapper_releases_idle_queues_and_recruits_one_under_load() -> Resul
     const FLOWS: u16 = 48;
     const LANES: u32 = 3;
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cfg = RigConfig::new(image()?, out_dir("igb_mapper"), FLOWS);
-    cfg.nic_model = NicModel::Igb;
-    cfg.smp = 2;
-    cfg.chain_text = Some(format!("version=1\n[netblaze.profile]\n{PROFILE_400PPS}"));
-    cfg.boot = BootOptions::default()
-        .set("max_s", MAX_S)
-        .set("stats_ms", 0)
-        .set("workers", 2)
-        .set("lanes", LANES)
-        .set("qsize", 256)
-        .set("pool", 1024)
-        .set("mapper_ms", 500);
-    let mut rig = Rig::start(&cfg)?;
-    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
-    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    let chain = format!("version=1\n[netblaze.profile]\n{PROFILE_400PPS}");
+    let (mut rig, ready) = boot_netblaze("igb_mapper", FLOWS, LANES, 2, chain, |b| b)?;
     assert!(ready.ends_with(" mapper=on"), "{ready}");
     // Light load, 100 frames/s over three queues (~33 each, under the 200 of reclaim): after
     // four periods the mapper empties queues onto the others, which stay under 300.
@@ -217,6 +204,37 @@ fn the_server_mapper_releases_idle_queues_and_recruits_one_under_load() -> Resul
     assert!(fw.require("mapper_periods")? >= 6, "{fw:?}");
     assert_eq!(fw.require("lanes_parked")?, u64::from(LANES) - fw.require("mapper_active")?, "{fw:?}");
     Ok(())
+}
+
+/// Boots `workers` workers on `lanes` igb queues with the chain module `chain` (a chain and
+/// its NetBlaze profile), the server mapper every 500 ms, and `more` boot options; returns
+/// the rig, ready, and its `@ready` line.
+fn boot_netblaze(
+    name: &str,
+    flows: u16,
+    lanes: u32,
+    workers: u32,
+    chain: String,
+    more: impl FnOnce(BootOptions) -> BootOptions,
+) -> Result<(Rig, String)> {
+    let mut cfg = RigConfig::new(image()?, out_dir(name), flows);
+    cfg.nic_model = NicModel::Igb;
+    cfg.smp = workers;
+    cfg.chain_text = Some(chain);
+    cfg.boot = more(
+        BootOptions::default()
+            .set("max_s", MAX_S)
+            .set("stats_ms", 0)
+            .set("workers", workers)
+            .set("lanes", lanes)
+            .set("qsize", 256)
+            .set("pool", 1024)
+            .set("mapper_ms", 500),
+    );
+    let mut rig = Rig::start(&cfg)?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    Ok((rig, ready))
 }
 
 /// Pumps COM1 until a line starting with `prefix` appears after the first `from` lines;
@@ -284,25 +302,11 @@ fn an_aux_core_takes_flows_in_a_whale_and_a_burst_and_is_released_after() -> Res
     const FLOWS: u16 = 8;
     const LANES: u32 = 3;
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cfg = RigConfig::new(image()?, out_dir("igb_aux"), FLOWS);
-    cfg.nic_model = NicModel::Igb;
-    cfg.smp = 3;
     let chain1 = xtask::chain::load(&xtask::image::workspace_root().join("chains/chain1.toml"))?.text;
-    cfg.chain_text = Some(format!("{chain1}\n[netblaze.profile]\n{PROFILE_SMALL_CORE}"));
-    cfg.boot = BootOptions::default()
-        .set("max_s", MAX_S)
-        .set("stats_ms", 0)
-        .set("workers", 3)
-        .set("aux", 1)
-        // TCG's pace: 50 ms epochs, so an SLO above them.
-        .set("slo_us", 200_000)
-        .set("lanes", LANES)
-        .set("qsize", 256)
-        .set("pool", 1024)
-        .set("mapper_ms", 500);
-    let mut rig = Rig::start(&cfg)?;
-    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
-    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    let chain = format!("{chain1}\n[netblaze.profile]\n{PROFILE_SMALL_CORE}");
+    // TCG's pace: 50 ms epochs, so an SLO above them.
+    let (mut rig, ready) =
+        boot_netblaze("igb_aux", FLOWS, LANES, 3, chain, |b| b.set("aux", 1).set("slo_us", 200_000))?;
     assert!(ready.contains(" aux=1 ") && ready.ends_with(" mapper=on"), "{ready}");
     let whale = |first: u64| {
         move |i: u64| {

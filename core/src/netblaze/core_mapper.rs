@@ -266,8 +266,10 @@ impl CoreMapper {
             }
         }
         // The rest: first fit here (unless boosting), else whole to an auxiliary core.
+        let mut slack = Slack::new(full, aux);
+        let whale = profile.whale_threshold();
         for f in flows.iter_mut().filter(|f| !f.pinned && !f.busy && f.packets > 0 && f.place == Placement::Local) {
-            if profile.is_whale(f.packets) {
+            if f.packets > whale {
                 continue; // handled above (kept whole, best effort)
             }
             let b = Backlog::flow(f.packets);
@@ -275,11 +277,17 @@ impl CoreMapper {
                 local = local.plus(b);
                 continue;
             }
-            match pick(aux, &mut d, |a| a.fits(full, b, 0)) {
-                Some(i) => {
+            // Either way the core taking the flow gets its backlog.
+            let target = match &mut slack {
+                Some(s) => s.pick(full, aux, &mut d, f.packets),
+                None => pick(aux, &mut d, |a| a.fits(full, b, 0)).inspect(|&i| {
                     if let Some(a) = aux.get_mut(usize::from(i)) {
                         a.backlog = a.backlog.plus(b);
                     }
+                }),
+            };
+            match target {
+                Some(i) => {
                     f.place = Placement::Aux(i);
                     d.moved = d.moved.plus(b);
                 }
@@ -291,6 +299,68 @@ impl CoreMapper {
         }
         d.kept = local;
         d
+    }
+}
+
+/// Most auxiliary cores [`Slack`] keeps (more: the plain first fit, [`pick`]).
+const SLACK_CORES: usize = 16;
+
+/// First fit of whole flows with each core's room cached: per auxiliary core the most packets
+/// one more flow may bring (`fits` solved for the flow's packets), recomputed only for the core
+/// that takes a flow. The same choices as [`pick`] with [`AuxCore::fits`], one compare per core
+/// tried instead of a frontier lookup and two multiplications.
+struct Slack {
+    room: [i64; SLACK_CORES],
+}
+
+impl Slack {
+    /// `None` with more cores than it keeps.
+    fn new(full: &Frontier, aux: &[AuxCore]) -> Option<Self> {
+        if aux.len() > SLACK_CORES {
+            return None;
+        }
+        let mut s = Slack { room: [-1; SLACK_CORES] };
+        for (r, a) in s.room.iter_mut().zip(aux) {
+            *r = Self::room_of(full, a);
+        }
+        Some(s)
+    }
+
+    /// The most packets one more flow may bring to `a`: `fits(full, backlog + ⟨1, p⟩,
+    /// tail)` holds exactly for `p ≤` this (−1: none).
+    fn room_of(full: &Frontier, a: &AuxCore) -> i64 {
+        let reserved = u64::from(a.tail_q16);
+        if reserved > ONE {
+            return -1;
+        }
+        let cap = u64::from(full.max_packets(a.backlog.flows.saturating_add(1)));
+        ((cap * (ONE - reserved)) >> 16) as i64 - i64::from(a.backlog.packets)
+    }
+
+    /// [`pick`] for a whole flow of `packets` (> 0): the first borrowed core with room, else
+    /// the first free one with room, recruited; the core taking it gets its backlog and room
+    /// updated.
+    fn pick(&mut self, full: &Frontier, aux: &mut [AuxCore], d: &mut Decision, packets: u32) -> Option<AuxId> {
+        let p = i64::from(packets);
+        let fits = |state: AuxState| aux.iter().zip(&self.room).position(|(a, &r)| a.state == state && r >= p);
+        let i = match fits(AuxState::Borrowed) {
+            Some(i) => i,
+            None => {
+                let i = fits(AuxState::Free)?;
+                if let Some(a) = aux.get_mut(i) {
+                    a.state = AuxState::Borrowed;
+                    a.idle_epochs = 0;
+                }
+                d.recruited = d.recruited.saturating_add(1);
+                i
+            }
+        };
+        let id = AuxId::try_from(i).ok()?;
+        if let (Some(a), Some(r)) = (aux.get_mut(i), self.room.get_mut(i)) {
+            a.backlog = a.backlog.plus(Backlog::flow(packets));
+            *r = Self::room_of(full, a);
+        }
+        Some(id)
     }
 }
 
@@ -308,4 +378,65 @@ fn pick(aux: &mut [AuxCore], d: &mut Decision, room: impl Fn(&AuxCore) -> bool) 
     }
     d.recruited = d.recruited.saturating_add(1);
     Some(id)
+}
+
+#[cfg(test)]
+mod slack_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::netblaze::profile::FrontierPoint;
+
+    fn frontier(points: &[(u32, u32)]) -> Frontier {
+        Frontier::try_new(points.iter().map(|&(flows, packets)| FrontierPoint { flows, packets }).collect())
+            .expect("frontier")
+    }
+
+    fn core() -> impl Strategy<Value = AuxCore> {
+        (any::<bool>(), 0u32..40, 0u32..300, prop_oneof![Just(0u32), 0u32..70_000]).prop_map(
+            |(borrowed, flows, packets, tail_q16)| AuxCore {
+                state: if borrowed { AuxState::Borrowed } else { AuxState::Free },
+                backlog: Backlog::new(flows, if flows == 0 { 0 } else { packets }),
+                tail_q16,
+                idle_epochs: 3,
+                borrowed_epochs: 0,
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
+
+        /// The cached first fit makes every choice the plain one makes, and leaves the cores
+        /// and the decision's counts the same.
+        #[test]
+        fn slack_picks_what_first_fit_picks(
+            aux in proptest::collection::vec(core(), 0..=SLACK_CORES),
+            flows in proptest::collection::vec(1u32..120, 0..80),
+        ) {
+            let full = frontier(&[(1, 160), (8, 150), (16, 128), (64, 96), (128, 64)]);
+            let (mut plain, mut cached) = (aux.clone(), aux.clone());
+            let (mut dp, mut dc) = (Decision::default(), Decision::default());
+            let mut slack = Slack::new(&full, &cached).expect("at most SLACK_CORES");
+            for &p in &flows {
+                let b = Backlog::flow(p);
+                let want = pick(&mut plain, &mut dp, |a| a.fits(&full, b, 0));
+                if let Some(i) = want {
+                    plain[usize::from(i)].backlog = plain[usize::from(i)].backlog.plus(b);
+                }
+                let got = slack.pick(&full, &mut cached, &mut dc, p);
+                prop_assert_eq!(got, want);
+            }
+            prop_assert_eq!(cached, plain);
+            prop_assert_eq!(dc, dp);
+        }
+    }
+
+    /// More cores than it keeps: no cache (the plain first fit runs).
+    #[test]
+    fn slack_keeps_at_most_its_cores() {
+        let full = frontier(&[(1, 10)]);
+        assert!(Slack::new(&full, &[AuxCore::default(); SLACK_CORES]).is_some());
+        assert!(Slack::new(&full, &[AuxCore::default(); SLACK_CORES + 1]).is_none());
+    }
 }

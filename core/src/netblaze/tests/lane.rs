@@ -206,63 +206,131 @@ fn a_lane_hands_flows_to_an_aux_core_and_transmits_them_back_in_order() {
     assert_eq!(pool.available(), POOL, "the pool is full at the end");
 }
 
-/// An auxiliary core that does not run: the link's credit (8) is all the lane lends it, and
-/// the lane queues at most as many more plus a batch (40) for it. Flows placed there beyond that stay here
-/// (`kept_full`); packets of a flow that follows it are dropped and counted (`handoff_full`),
-/// never run here ahead of their flow, never lost. Once the core runs and the lane reclaims,
-/// the queued frames follow, in order, and the pool is full.
-#[test]
-#[allow(unsafe_code)] // `Pool::view`, as above
-fn a_stalled_aux_core_holds_at_most_the_credit_and_following_packets_are_dropped_counted() {
-    const POOL: usize = 512;
-    let mut mem = vec![0u8; POOL * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
-    // SAFETY: as above; here a single thread plays both sides, in turn.
-    let view = unsafe { pool.view() };
-    let (states, mut ends) = build(1, 1, cfg(8)).expect("links");
-    let lanes = shared(states);
-    let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
-    let mut out = [Batch::new(), Batch::new()];
-    let mut counters = StageCounters::default();
-    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
-    let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
-    let mut sent = 0u64;
-    dedicated.enter_lane(0);
-    for e in 0..4u64 {
+/// One lane with one auxiliary core, both driven by the test's thread in turn: the
+/// single-threaded tests below.
+struct Rig<'m> {
+    // Declared before `pool`, so the view inside is dropped first.
+    aux: AuxWorker<'m>,
+    dedicated: NetBlazeStage,
+    lanes: SharedLanes,
+    pool: Pool<'m>,
+    out: [Batch; PORTS],
+    counters: StageCounters,
+    /// What left, per flow; the next sequence number per flow.
+    seen: BTreeMap<u16, Vec<u32>>,
+    seq: BTreeMap<u16, u32>,
+}
+
+impl<'m> Rig<'m> {
+    /// `mem.len() / BUF_SIZE` buffers, a link of `link` slots.
+    #[allow(unsafe_code)] // `Pool::view`
+    fn new(mem: &'m mut [u8], link: usize) -> Self {
+        let bufs = mem.len() / BUF_SIZE;
+        let pool = Pool::try_new(mem, 0, bufs).expect("pool");
+        // SAFETY: the view lives in the rig with the pool and is dropped before it; the rig
+        // keeps the hand-off discipline: the stage touches a buffer before it hands it off
+        // and after it reclaims it, the auxiliary loop only between its `receive` and
+        // `give_back`, and the test's thread runs one of them at a time.
+        let view = unsafe { pool.view() };
+        let (states, mut ends) = build(1, 1, cfg(link)).expect("links");
+        let lanes = shared(states);
+        let mut dedicated = stage(&lanes);
+        dedicated.enter_lane(0);
+        let aux = AuxWorker::new(ends.remove(0), vec![view], chain());
+        let (out, counters) = ([Batch::new(), Batch::new()], StageCounters::default());
+        Rig { aux, dedicated, lanes, pool, out, counters, seen: BTreeMap::new(), seq: BTreeMap::new() }
+    }
+
+    /// A batch of the next frame of each flow in `flows`, in order, processed at epoch `e`
+    /// (no poll end: nothing reclaimed or transmitted).
+    fn process(&mut self, flows: &[u16], e: u64) {
+        let mut input = Batch::new();
+        for &flow in flows {
+            let n = self.seq.entry(flow).or_insert(0);
+            input.push(load(&mut self.pool, flow, *n)).expect("room");
+            *n += 1;
+        }
         let now = Instant(e * EPOCH);
-        for _ in 0..5 {
-            let mut input = Batch::new();
-            for flow in 1..=32u16 {
-                let n = seq.entry(flow).or_insert(0);
-                input.push(load(&mut pool, flow, *n)).expect("room");
-                *n += 1;
-                sent += 1;
-            }
-            let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, now);
-            dedicated.idle(&mut pool, &mut out, &mut counters, now);
-            transmit(&mut pool, &mut out, &mut seen);
+        let _ = self.dedicated.process(0, &mut self.pool, &mut input, &mut self.out, &mut self.counters, now);
+        assert!(input.is_empty());
+    }
+
+    /// The end of a poll at epoch `e`: reclaim, hand over, transmit.
+    fn idle(&mut self, e: u64) {
+        self.dedicated.idle(&mut self.pool, &mut self.out, &mut self.counters, Instant(e * EPOCH));
+        transmit(&mut self.pool, &mut self.out, &mut self.seen);
+    }
+
+    /// `flows` in batches of 32, each a whole poll, at epoch `e`.
+    fn send(&mut self, flows: &[u16], e: u64) {
+        for chunk in flows.chunks(32) {
+            self.process(chunk, e);
+            self.idle(e);
         }
     }
-    let nb = *dedicated.counters();
-    assert_eq!(lanes[0].lock().outstanding(), 8, "the stalled core holds exactly the credit");
+
+    /// Runs the auxiliary core and the lane's poll ends until everything came back.
+    fn finish(&mut self, e: u64) {
+        for _ in 0..64 {
+            while self.aux.poll_once(Instant(0)) > 0 {}
+            self.idle(e);
+        }
+        assert!(self.lanes[0].lock().all_reclaimed());
+    }
+
+    /// Frames transmitted, over every flow.
+    fn transmitted(&self) -> u64 {
+        self.seen.values().map(|v| v.len() as u64).sum()
+    }
+
+    /// Frames sent, over every flow.
+    fn sent(&self) -> u64 {
+        self.seq.values().map(|&n| u64::from(n)).sum()
+    }
+
+    /// Each flow's transmitted frames: every one once, in order (`gaps`: frames dropped and
+    /// counted may be missing).
+    fn assert_in_order(&self, gaps: bool) {
+        for (flow, seqs) in &self.seen {
+            if gaps {
+                assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} reordered: {seqs:?}");
+            } else {
+                assert_eq!(
+                    *seqs,
+                    (0..seqs.len() as u32).collect::<Vec<_>>(),
+                    "flow {flow}: every frame once, in order"
+                );
+            }
+        }
+    }
+}
+
+/// An auxiliary core that does not run: the link's credit (8) is all the lane lends it, and
+/// the lane queues at most as many more plus a batch (40) for it. Flows placed there beyond
+/// that stay here (`kept_full`); packets of a flow that follows it are dropped and counted
+/// (`handoff_full`), never run here ahead of their flow, never lost. Once the core runs and
+/// the lane reclaims, the queued frames follow, in order, and the pool is full.
+#[test]
+fn a_stalled_aux_core_holds_at_most_the_credit_and_following_packets_are_dropped_counted() {
+    let mut mem = vec![0u8; 512 * BUF_SIZE];
+    let mut r = Rig::new(&mut mem, 8);
+    let flows: Vec<u16> = (1..=32).collect();
+    for e in 0..4 {
+        for _ in 0..5 {
+            r.send(&flows, e);
+        }
+    }
+    let nb = *r.dedicated.counters();
+    assert_eq!(r.lanes[0].lock().outstanding(), 8, "the stalled core holds exactly the credit");
     assert_eq!((nb.handed, nb.queued_max), (48, 40), "8 handed over, 40 queued: {nb:?}");
     assert!(nb.kept_full > 0, "{nb:?}");
-    let refused = counters.drops_for(DropReason::HandoffFull);
+    let refused = r.counters.drops_for(DropReason::HandoffFull);
     assert!(refused > 0, "following packets beyond the credit are dropped, counted");
     // The core runs; the lane reclaims, hands the queued frames over, and transmits.
-    for _ in 0..8 {
-        while aux.poll_once(Instant(0)) > 0 {}
-        dedicated.idle(&mut pool, &mut out, &mut counters, Instant(10 * EPOCH));
-        transmit(&mut pool, &mut out, &mut seen);
-    }
-    assert!(lanes[0].lock().all_reclaimed());
-    let transmitted: u64 = seen.values().map(|v| v.len() as u64).sum();
-    assert_eq!(transmitted + refused, sent, "every frame transmitted or counted");
-    for (flow, seqs) in &seen {
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} reordered: {seqs:?}");
-    }
-    assert_eq!(pool.available(), POOL);
+    r.finish(10);
+    assert_eq!(r.transmitted() + refused, r.sent(), "every frame transmitted or counted");
+    r.assert_in_order(true);
+    assert_eq!(r.pool.available(), 512);
 }
 
 /// Per-flow order across a move back: flows moved to a (stalled) auxiliary core in a burst
@@ -270,127 +338,52 @@ fn a_stalled_aux_core_holds_at_most_the_credit_and_following_packets_are_dropped
 /// that arrive while its earlier ones are still on the auxiliary core follow them there
 /// instead of running here first. Once the core runs, each flow leaves in order.
 #[test]
-#[allow(unsafe_code)] // `Pool::view`, as above
 fn a_moved_flow_follows_its_packets_on_the_aux_core_after_the_decision_brings_it_back() {
-    const POOL: usize = 1024;
-    let mut mem = vec![0u8; POOL * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
-    // SAFETY: as above; a single thread plays both sides, in turn.
-    let view = unsafe { pool.view() };
-    let (states, mut ends) = build(1, 1, cfg(512)).expect("links");
-    let lanes = shared(states);
-    let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
-    let mut out = [Batch::new(), Batch::new()];
-    let mut counters = StageCounters::default();
-    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
-    let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
-    dedicated.enter_lane(0);
-    let mut send = |dedicated: &mut NetBlazeStage, pool: &mut Pool<'_>, flows: &[u16], e: u64| {
-        for chunk in flows.chunks(32) {
-            let mut input = Batch::new();
-            for &flow in chunk {
-                let n = seq.entry(flow).or_insert(0);
-                input.push(load(pool, flow, *n)).expect("room");
-                *n += 1;
-            }
-            let _ = dedicated.process(0, pool, &mut input, &mut out, &mut counters, Instant(e * EPOCH));
-            dedicated.idle(pool, &mut out, &mut counters, Instant(e * EPOCH));
-            transmit(pool, &mut out, &mut seen);
-        }
-    };
+    let mut mem = vec![0u8; 1024 * BUF_SIZE];
+    let mut r = Rig::new(&mut mem, 512);
     let burst: Vec<u16> = (0..4).flat_map(|_| 1..=40u16).collect();
-    send(&mut dedicated, &mut pool, &burst, 0); // counted
-    send(&mut dedicated, &mut pool, &burst, 1); // placed on the aux core, which does not run
-    let handed = dedicated.counters().handed;
-    assert!(handed > 0, "{:?}", dedicated.counters());
-    send(&mut dedicated, &mut pool, &[1, 2, 3], 2); // still placed (epoch 1's decision)
-    send(&mut dedicated, &mut pool, &[1, 2, 3, 4, 5, 6, 7, 8], 3); // epoch 2 was quiet: nothing placed
-    // The core runs now; the lane reclaims and transmits.
-    while aux.poll_once(Instant(0)) > 0 {}
-    for _ in 0..64 {
-        dedicated.idle(&mut pool, &mut out, &mut counters, Instant(4 * EPOCH));
-        transmit(&mut pool, &mut out, &mut seen);
-    }
-    assert!(lanes[0].lock().all_reclaimed());
-    for (flow, seqs) in &seen {
-        assert_eq!(*seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "flow {flow}: every packet once, in order");
-    }
-    let transmitted: u64 = seen.values().map(|v| v.len() as u64).sum();
-    assert_eq!(transmitted, seq.values().map(|&n| u64::from(n)).sum::<u64>());
-    let nb = *dedicated.counters();
+    r.send(&burst, 0); // counted
+    r.send(&burst, 1); // placed on the aux core, which does not run
+    let handed = r.dedicated.counters().handed;
+    assert!(handed > 0, "{:?}", r.dedicated.counters());
+    r.send(&[1, 2, 3], 2); // still placed (epoch 1's decision)
+    r.send(&[1, 2, 3, 4, 5, 6, 7, 8], 3); // epoch 2 was quiet: nothing placed
+    r.finish(4);
+    r.assert_in_order(false);
+    assert_eq!(r.transmitted(), r.sent());
+    let nb = *r.dedicated.counters();
     assert!(nb.followed > 0 && nb.handed > handed, "packets of moved flows followed them: {nb:?}");
-    assert_eq!(pool.available(), POOL);
+    assert_eq!(r.pool.available(), 1024);
 }
 
 /// Per-flow order through the lane's queue: a flow whose earlier frame is completed on the
 /// auxiliary core while a later one still waits in the lane's queue (no credit) stays bound,
 /// so its next frame queues behind instead of running here first.
 #[test]
-#[allow(unsafe_code)] // `Pool::view`, as above
 fn a_flow_with_a_frame_still_queued_stays_bound_though_its_handed_frames_are_completed() {
-    const POOL: usize = 512;
-    let mut mem = vec![0u8; POOL * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, POOL).expect("pool");
-    // SAFETY: as above; a single thread plays both sides, in turn.
-    let view = unsafe { pool.view() };
-    let (states, mut ends) = build(1, 1, cfg(4)).expect("links");
-    let lanes = shared(states);
-    let mut dedicated = stage(&lanes);
-    let mut aux = AuxWorker::new(ends.remove(0), vec![view], chain());
-    let mut out = [Batch::new(), Batch::new()];
-    let mut counters = StageCounters::default();
-    let mut seen: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
-    let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
-    dedicated.enter_lane(0);
-    let mut batch = |pool: &mut Pool<'_>, flows: &[u16]| {
-        let mut input = Batch::new();
-        for &flow in flows {
-            let n = seq.entry(flow).or_insert(0);
-            input.push(load(pool, flow, *n)).expect("room");
-            *n += 1;
-        }
-        input
-    };
-    let t1 = Instant(EPOCH);
+    let mut mem = vec![0u8; 512 * BUF_SIZE];
+    let mut r = Rig::new(&mut mem, 4);
     // Epoch 0: a burst outside the frontier, counted; flows 1 and 2 come first.
     for _ in 0..5 {
-        let mut input = batch(&mut pool, &(1..=32u16).collect::<Vec<_>>());
-        let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
-        dedicated.idle(&mut pool, &mut out, &mut counters, Instant(0));
-        transmit(&mut pool, &mut out, &mut seen);
+        r.send(&(1..=32u16).collect::<Vec<_>>(), 0);
     }
     // Epoch 1: flows 1 and 2 are placed on the auxiliary core (credit 4). Flow 2 takes 3.
-    let mut input = batch(&mut pool, &[2, 2, 2]);
-    let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, t1);
-    assert_eq!(lanes[0].lock().outstanding(), 3, "{:?}", dedicated.counters());
+    r.process(&[2, 2, 2], 1);
+    assert_eq!(r.lanes[0].lock().outstanding(), 3, "{:?}", r.dedicated.counters());
     // Flow 1's first frame takes the last credit; 5 of flow 2 and flow 1's second queue.
-    let mut input = batch(&mut pool, &[1, 2, 2, 2, 2, 2, 1]);
-    let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, t1);
-    assert_eq!(lanes[0].lock().outstanding(), 4);
-    assert_eq!(aux.poll_once(t1), 4); // all four done, flow 1's first among them
+    r.process(&[1, 2, 2, 2, 2, 2, 1], 1);
+    assert_eq!(r.lanes[0].lock().outstanding(), 4);
+    assert_eq!(r.aux.poll_once(Instant(0)), 4); // all four done, flow 1's first among them
     // Reclaimed (flow 1's first frame completed); the credit takes 4 of flow 2's queued
     // frames: flow 2's last and flow 1's second still wait.
-    dedicated.idle(&mut pool, &mut out, &mut counters, t1);
-    transmit(&mut pool, &mut out, &mut seen);
+    r.idle(1);
     // Epoch 2 (epoch 1 was quiet: nothing placed): flow 1's third frame must queue behind its
     // second, not run here.
-    let t2 = Instant(2 * EPOCH);
-    let mut input = batch(&mut pool, &[1]);
-    let _ = dedicated.process(0, &mut pool, &mut input, &mut out, &mut counters, t2);
-    dedicated.idle(&mut pool, &mut out, &mut counters, t2);
-    transmit(&mut pool, &mut out, &mut seen);
-    for _ in 0..8 {
-        while aux.poll_once(t1) > 0 {}
-        dedicated.idle(&mut pool, &mut out, &mut counters, t1);
-        transmit(&mut pool, &mut out, &mut seen);
-    }
-    assert!(lanes[0].lock().all_reclaimed());
-    for (flow, seqs) in &seen {
-        assert_eq!(*seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "flow {flow}: every frame once, in order");
-    }
-    assert_eq!(seen.get(&1).map(Vec::len), Some(8));
-    assert_eq!(pool.available(), POOL);
+    r.send(&[1], 2);
+    r.finish(2);
+    r.assert_in_order(false);
+    assert_eq!(r.seen.get(&1).map(Vec::len), Some(8));
+    assert_eq!(r.pool.available(), 512);
 }
 
 /// The rings' occupancy joins the backlog: the poll that ends an epoch first asks the lane's
