@@ -310,12 +310,10 @@ impl Chain {
         counters: &mut StageCounters,
         now: Instant,
     ) {
-        if self.batch.is_empty() {
-            return;
+        if !self.batch.is_empty() {
+            self.record_meter(now);
         }
-        self.record_meter(now);
-        self.run_nfs(pool, 0, usize::MAX, now);
-        self.egress(pool, out, counters);
+        self.run_tail(0, pool, out, counters, now);
     }
 
     /// Every admitted frame in its RSS bucket (after the parse loop, which stays the same
@@ -390,6 +388,7 @@ impl Chain {
     }
 
     /// The tail: NFs `from..` over the admitted frames, then the egress.
+    #[inline]
     pub(crate) fn run_tail(
         &mut self,
         from: usize,
