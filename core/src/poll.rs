@@ -229,6 +229,13 @@ impl<S: Stage> Poller<S> {
         &self.latency
     }
 
+    /// Turns the latency accounting ([`PollConfig::timing`]) on or off from the next poll.
+    /// Frames a stage holds across the switch keep the stamp they had (none, or a buffer's
+    /// earlier one): for measuring what the accounting costs, not for a running dataplane.
+    pub fn set_timing(&mut self, on: bool) {
+        self.cfg.timing = on;
+    }
+
     /// The stage.
     pub fn stage(&self) -> &S {
         &self.stage

@@ -207,12 +207,12 @@ impl CoreMapper {
     pub fn decide(&self, profile: &Profile, flows: &mut [FlowBacklog], aux: &mut [AuxCore]) -> Decision {
         let full = &profile.full.frontier;
         let mut d = Decision::default();
+        let mut all = Sum::default();
         for f in flows.iter_mut() {
             f.place = Placement::Local;
-            if f.packets > 0 {
-                d.backlog = d.backlog.plus(Backlog::flow(f.packets));
-            }
+            all.add(f.packets);
         }
+        d.backlog = all.backlog();
         if full.contains(d.backlog) {
             d.inside = true;
             d.kept = d.backlog;
@@ -220,15 +220,22 @@ impl CoreMapper {
         }
         let cap = u64::from(full.max_packets(d.backlog.flows)).max(1);
         d.boost = u64::from(d.backlog.packets) * 100 > cap * u64::from(self.params.config().boost_percent);
+        let whale = profile.whale_threshold();
 
-        // Pinned flows, and busy ones that are not whales, stay and count first.
-        let mut local = Backlog::EMPTY;
-        for f in flows.iter().filter(|f| (f.pinned || f.busy && !profile.is_whale(f.packets)) && f.packets > 0) {
-            local = local.plus(Backlog::flow(f.packets));
-        }
-        // Whales (busy ones too): split, heads here.
+        // Pinned flows, and busy ones that are not whales, stay; whales (busy ones too) split,
+        // heads here. One pass: a whale's split reads only the auxiliary cores, never what
+        // stays here.
+        let mut local = Sum::default();
         let mut reserved = 0u64;
-        for f in flows.iter_mut().filter(|f| !f.pinned && profile.is_whale(f.packets)) {
+        for f in flows.iter_mut() {
+            let is_whale = f.packets > whale;
+            if f.pinned || f.busy && !is_whale {
+                local.add(f.packets);
+                continue;
+            }
+            if !is_whale {
+                continue;
+            }
             d.whales = d.whales.saturating_add(1);
             let k = match profile.whale_split(f.packets) {
                 WhaleChoice::Split { k } => k,
@@ -238,7 +245,7 @@ impl CoreMapper {
                 }
                 WhaleChoice::Whole => {
                     d.slo_risk = d.slo_risk.saturating_add(1);
-                    local = local.plus(Backlog::flow(f.packets));
+                    local.add(f.packets);
                     continue;
                 }
             };
@@ -261,56 +268,113 @@ impl CoreMapper {
                 }
                 None => {
                     d.slo_risk = d.slo_risk.saturating_add(1);
-                    local = local.plus(Backlog::flow(f.packets));
+                    local.add(f.packets);
                 }
             }
         }
-        // The rest: first fit here (unless boosting), else whole to an auxiliary core.
+        // The rest (every flow still here is no whale): first fit here (unless boosting),
+        // else whole to an auxiliary core.
+        let mut moved = Sum::default();
         let mut slack = Slack::new(full, aux);
-        let whale = profile.whale_threshold();
-        for f in flows.iter_mut().filter(|f| !f.pinned && !f.busy && f.packets > 0 && f.place == Placement::Local) {
-            if f.packets > whale {
-                continue; // handled above (kept whole, best effort)
+        for f in flows.iter_mut() {
+            let p = f.packets;
+            if f.pinned || f.busy || p == 0 || p > whale {
+                continue; // stayed above, or a whale handled above
             }
-            let b = Backlog::flow(f.packets);
-            if !d.boost && fits(full, local.plus(b), reserved) {
-                local = local.plus(b);
+            if !d.boost && fits(full, local.with(p), reserved) {
+                local.add(p);
                 continue;
             }
             // Either way the core taking the flow gets its backlog.
             let target = match &mut slack {
-                Some(s) => s.pick(full, aux, &mut d, f.packets),
-                None => pick(aux, &mut d, |a| a.fits(full, b, 0)).inspect(|&i| {
-                    if let Some(a) = aux.get_mut(usize::from(i)) {
-                        a.backlog = a.backlog.plus(b);
-                    }
-                }),
+                Some(s) => s.pick(full, aux, &mut d, p),
+                None => {
+                    let b = Backlog::flow(p);
+                    pick(aux, &mut d, |a| a.fits(full, b, 0)).inspect(|&i| {
+                        if let Some(a) = aux.get_mut(usize::from(i)) {
+                            a.backlog = a.backlog.plus(b);
+                        }
+                    })
+                }
             };
             match target {
                 Some(i) => {
                     f.place = Placement::Aux(i);
-                    d.moved = d.moved.plus(b);
+                    moved.add(p);
                 }
                 None => {
                     d.slo_risk = d.slo_risk.saturating_add(1);
-                    local = local.plus(b);
+                    local.add(p);
                 }
             }
         }
-        d.kept = local;
+        if let Some(s) = slack {
+            s.finish(aux);
+        }
+        d.kept = local.backlog();
+        d.moved = moved.backlog();
         d
+    }
+}
+
+/// A sum of flows in wide counters ([`Backlog::plus`] saturates at every step; summing
+/// non-negative counts wide and saturating once at the end gives the same result).
+#[derive(Debug, Clone, Copy, Default)]
+struct Sum {
+    flows: u64,
+    packets: u64,
+}
+
+impl Sum {
+    /// Adds one flow of `packets` (none if 0).
+    #[inline(always)]
+    fn add(&mut self, packets: u32) {
+        self.flows += u64::from(packets > 0);
+        self.packets += u64::from(packets);
+    }
+
+    /// The sum with one more flow of `packets` (> 0), as a backlog.
+    #[inline(always)]
+    fn with(self, packets: u32) -> Backlog {
+        let mut s = self;
+        s.add(packets);
+        s.backlog()
+    }
+
+    /// As a backlog (saturating).
+    #[inline(always)]
+    fn backlog(self) -> Backlog {
+        let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        Backlog::new(sat(self.flows), sat(self.packets))
     }
 }
 
 /// Most auxiliary cores [`Slack`] keeps (more: the plain first fit, [`pick`]).
 const SLACK_CORES: usize = 16;
 
-/// First fit of whole flows with each core's room cached: per auxiliary core the most packets
-/// one more flow may bring (`fits` solved for the flow's packets), recomputed only for the core
-/// that takes a flow. The same choices as [`pick`] with [`AuxCore::fits`], one compare per core
-/// tried instead of a frontier lookup and two multiplications.
+/// First fit of whole flows with each core's room cached: per auxiliary core its backlog in
+/// wide counters and the most packets one more flow may bring (`fits` solved for the flow's
+/// packets), recomputed only for the core that takes a flow, and which cores are borrowed and
+/// free as bit masks. The same choices as [`pick`] with [`AuxCore::fits`], one compare per
+/// core tried (only the borrowed, then only the free ones, found by their bits) instead of a
+/// frontier lookup and two multiplications; the cores' backlogs are written back by
+/// [`Slack::finish`].
 struct Slack {
+    /// Room per core (−1: none; a core past `aux.len()` has none).
     room: [i64; SLACK_CORES],
+    /// Flows queued per core.
+    flows: [u64; SLACK_CORES],
+    /// Packets queued per core.
+    packets: [u64; SLACK_CORES],
+    /// Per core the share of an epoch left after its whale tails (`ONE − tail_q16`, 0 when
+    /// the tails take an epoch or more: no room for any flow).
+    scale: [u64; SLACK_CORES],
+    /// Bit `i`: core `i` is borrowed.
+    borrowed: u32,
+    /// Bit `i`: core `i` is free.
+    free: u32,
+    /// Bit `i`: core `i` took a flow (its backlog is written back).
+    took: u32,
 }
 
 impl Slack {
@@ -319,34 +383,61 @@ impl Slack {
         if aux.len() > SLACK_CORES {
             return None;
         }
-        let mut s = Slack { room: [-1; SLACK_CORES] };
-        for (r, a) in s.room.iter_mut().zip(aux) {
-            *r = Self::room_of(full, a);
+        let mut s = Slack {
+            room: [-1; SLACK_CORES],
+            flows: [0; SLACK_CORES],
+            packets: [0; SLACK_CORES],
+            scale: [0; SLACK_CORES],
+            borrowed: 0,
+            free: 0,
+            took: 0,
+        };
+        for (i, a) in aux.iter().enumerate() {
+            s.flows[i] = u64::from(a.backlog.flows);
+            s.packets[i] = u64::from(a.backlog.packets);
+            s.scale[i] = ONE.saturating_sub(u64::from(a.tail_q16));
+            s.room[i] = s.room_of(full, i);
+            match a.state {
+                AuxState::Borrowed => s.borrowed |= 1 << i,
+                AuxState::Free => s.free |= 1 << i,
+            }
         }
         Some(s)
     }
 
-    /// The most packets one more flow may bring to `a`: `fits(full, backlog + ⟨1, p⟩,
-    /// tail)` holds exactly for `p ≤` this (−1: none).
-    fn room_of(full: &Frontier, a: &AuxCore) -> i64 {
-        let reserved = u64::from(a.tail_q16);
-        if reserved > ONE {
-            return -1;
+    /// The most packets one more flow may bring to core `i`: `fits(full, backlog + ⟨1, p⟩,
+    /// tail)` holds exactly for `p ≤` this (≤ 0: none).
+    #[inline(always)]
+    fn room_of(&self, full: &Frontier, i: usize) -> i64 {
+        let flows = u32::try_from(self.flows[i] + 1).unwrap_or(u32::MAX);
+        let cap = u64::from(full.max_packets(flows));
+        ((cap * self.scale[i]) >> 16) as i64 - self.packets[i] as i64
+    }
+
+    /// The first core of `cores` (a bit mask) with room for `p` packets.
+    #[inline(always)]
+    fn first_fit(&self, mut cores: u32, p: i64) -> Option<usize> {
+        while cores != 0 {
+            let i = cores.trailing_zeros() as usize;
+            if self.room.get(i).is_some_and(|&r| r >= p) {
+                return Some(i);
+            }
+            cores &= cores - 1;
         }
-        let cap = u64::from(full.max_packets(a.backlog.flows.saturating_add(1)));
-        ((cap * (ONE - reserved)) >> 16) as i64 - i64::from(a.backlog.packets)
+        None
     }
 
     /// [`pick`] for a whole flow of `packets` (> 0): the first borrowed core with room, else
     /// the first free one with room, recruited; the core taking it gets its backlog and room
-    /// updated.
+    /// updated (here; in `aux` by [`Slack::finish`]).
     fn pick(&mut self, full: &Frontier, aux: &mut [AuxCore], d: &mut Decision, packets: u32) -> Option<AuxId> {
         let p = i64::from(packets);
-        let fits = |state: AuxState| aux.iter().zip(&self.room).position(|(a, &r)| a.state == state && r >= p);
-        let i = match fits(AuxState::Borrowed) {
+        let i = match self.first_fit(self.borrowed, p) {
             Some(i) => i,
             None => {
-                let i = fits(AuxState::Free)?;
+                let i = self.first_fit(self.free, p)?;
+                self.free &= !(1 << i);
+                self.borrowed |= 1 << i;
                 if let Some(a) = aux.get_mut(i) {
                     a.state = AuxState::Borrowed;
                     a.idle_epochs = 0;
@@ -355,12 +446,21 @@ impl Slack {
                 i
             }
         };
-        let id = AuxId::try_from(i).ok()?;
-        if let (Some(a), Some(r)) = (aux.get_mut(i), self.room.get_mut(i)) {
-            a.backlog = a.backlog.plus(Backlog::flow(packets));
-            *r = Self::room_of(full, a);
+        // `i < SLACK_CORES`: `first_fit` found it in `room`.
+        self.flows[i] += 1;
+        self.packets[i] += u64::from(packets);
+        self.room[i] = self.room_of(full, i);
+        self.took |= 1 << i;
+        AuxId::try_from(i).ok()
+    }
+
+    /// Writes the backlogs of the cores that took flows into `aux` (saturating, as
+    /// [`Backlog::plus`] would have step by step).
+    fn finish(self, aux: &mut [AuxCore]) {
+        let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        for (i, a) in aux.iter_mut().enumerate().filter(|&(i, _)| self.took & (1 << i) != 0) {
+            a.backlog = Backlog::new(sat(self.flows[i]), sat(self.packets[i]));
         }
-        Some(id)
     }
 }
 
@@ -427,6 +527,7 @@ mod slack_tests {
                 let got = slack.pick(&full, &mut cached, &mut dc, p);
                 prop_assert_eq!(got, want);
             }
+            slack.finish(&mut cached);
             prop_assert_eq!(cached, plain);
             prop_assert_eq!(dc, dp);
         }

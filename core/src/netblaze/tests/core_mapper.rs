@@ -380,3 +380,56 @@ proptest! {
         prop_assert_eq!(s.out, s.sent, "every packet leaves exactly once");
     }
 }
+
+/// An auxiliary core of the cached first fit's range: free or borrowed, some whole-chain work,
+/// some whale tails queued.
+fn aux_core() -> impl Strategy<Value = AuxCore> {
+    (any::<bool>(), 0u32..30, 0u32..200, prop_oneof![Just(0u32), 0u32..70_000]).prop_map(
+        |(borrowed, flows, packets, tail_q16)| AuxCore {
+            state: if borrowed { AuxState::Borrowed } else { AuxState::Free },
+            backlog: Backlog::new(flows, if flows == 0 { 0 } else { packets }),
+            tail_q16,
+            idle_epochs: 2,
+            borrowed_epochs: 0,
+        },
+    )
+}
+
+/// A flow of a backlog: minnows mostly, a whale now and then, some pinned or busy.
+fn flow() -> impl Strategy<Value = FlowBacklog> {
+    (prop_oneof![8 => 0u32..60, 1 => 100u32..400], any::<bool>(), any::<bool>(), 0u8..4).prop_map(
+        |(packets, pinned, busy, roll)| FlowBacklog {
+            packets,
+            pinned: pinned && roll == 0,
+            busy: busy && roll == 1,
+            place: Placement::Aux(7),
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
+
+    /// With up to 16 auxiliary cores `decide` keeps their room cached; with more it runs the
+    /// plain first fit. Given the same cores plus ones that can take nothing (whale tails of
+    /// more than an epoch queued, so not even an idle-core best effort picks them), both
+    /// paths make the same decision, place every flow alike and leave the same cores.
+    #[test]
+    fn the_cached_and_the_plain_first_fit_decide_alike(
+        aux in prop::collection::vec(aux_core(), 0..=16),
+        flows in prop::collection::vec(flow(), 0..120),
+    ) {
+        let m = CoreMapper::new(params());
+        let profile = fixture();
+        let dead = AuxCore { tail_q16: u32::MAX, ..AuxCore::default() };
+        let (mut cached, mut plain) = (aux.clone(), aux.clone());
+        plain.resize(17, dead);
+        let (mut fc, mut fp) = (flows.clone(), flows);
+        let dc = m.decide(&profile, &mut fc, &mut cached);
+        let dp = m.decide(&profile, &mut fp, &mut plain);
+        prop_assert_eq!(dc, dp);
+        prop_assert_eq!(fc, fp);
+        prop_assert_eq!(&plain[..cached.len()], &cached[..]);
+        prop_assert!(plain[cached.len()..].iter().all(|a| *a == dead), "nothing went to a core with no room");
+    }
+}
