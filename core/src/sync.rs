@@ -26,6 +26,7 @@
 //! models explore every interleaving and every memory-model outcome.
 
 pub(crate) mod atomic;
+pub mod doorbell;
 mod guarded;
 mod packet_mem;
 mod pool_view;
@@ -35,6 +36,7 @@ pub mod swap;
 #[cfg(all(test, loom))]
 mod loom_swap;
 
+pub use doorbell::Doorbell;
 pub use guarded::Guarded;
 pub use packet_mem::{MetaTable, PacketMem};
 pub use pool_view::AuxView;

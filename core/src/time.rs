@@ -128,6 +128,22 @@ pub trait Sleeper {
         let _ = watch;
         self.sleep_until(deadline)
     }
+
+    /// Sleeps until `deadline` or until `bell` is rung ([`crate::sync::Doorbell`]: the caller
+    /// armed it, then found nothing to do); returns at once if it is rung already. The
+    /// default watches the bell's word ([`Sleeper::sleep_until_watching`]) — a ring's store
+    /// ends the sleep where a watch wakes on stores, else the deadline does; a sleeper whose
+    /// platform has a wake call (a futex) overrides it.
+    fn sleep_until_rung(&mut self, deadline: Instant, bell: &crate::sync::Doorbell) -> Instant {
+        self.sleep_until_watching(deadline, Some(bell.wake_address()))
+    }
+
+    /// Whether [`Sleeper::sleep_until_rung`] ends when the bell is rung (with the machine's
+    /// wake hook), rather than only at its deadline: a caller sleeps long on a bell only
+    /// then. The default: no.
+    fn wakes_on_ring(&self) -> bool {
+        false
+    }
 }
 
 /// A bounded wait ran out: the condition never became true before its deadline.

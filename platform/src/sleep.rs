@@ -22,6 +22,7 @@ use crate::cpu::rdtsc;
 use crate::lapic::{self, TimerKind};
 use crate::smp::{self, CoreContext};
 use cadence_core::nic::WakeAddr;
+use cadence_core::sync::Doorbell;
 use cadence_core::time::{Instant, Sleeper};
 use core::fmt;
 use core::marker::PhantomData;
@@ -176,6 +177,23 @@ impl Sleeper for HaltSleeper {
             }
             _ => self.sleep_until(deadline),
         }
+    }
+
+    /// With MWAIT on: MONITOR on the bell's word, then a last look that it is still armed
+    /// (a ring between the caller's check and the MONITOR returns at once); a ring's store
+    /// to the word ends the wait — no wake call needed (the wake hook is
+    /// [`cadence_core::sync::doorbell::no_wake`]). Without MWAIT: to the deadline.
+    fn wakes_on_ring(&self) -> bool {
+        self.mwait
+    }
+
+    fn sleep_until_rung(&mut self, deadline: Instant, bell: &Doorbell) -> Instant {
+        if !self.mwait {
+            return self.sleep_until(deadline);
+        }
+        self.watched += 1;
+        // A reference's address: mapped memory, as `mwait_until` requires.
+        self.mwait_until(bell.wake_address().get(), || bell.is_armed(), deadline)
     }
 }
 

@@ -515,7 +515,8 @@ fn render_metronome(o: &mut String, c: &Counters) {
         let _ = writeln!(
             o,
             "netblaze: {aux} aux cores | {} epochs, {} outside the frontier | {} frames handed over, {} sent back, \
-             {} dropped there | aux cores recruited {} released {} | whales {} | SLO-risk events {}",
+             {} dropped there | aux cores recruited {} released {}, woken from their doorbell {} | whales {} | \
+             SLO-risk events {}",
             n("epochs"),
             n("outside"),
             n("handed"),
@@ -523,6 +524,7 @@ fn render_metronome(o: &mut String, c: &Counters) {
             n("returned_dropped"),
             n("recruited"),
             n("released"),
+            n("wakes"),
             n("whales"),
             n("slo_risk"),
         );

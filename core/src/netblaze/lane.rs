@@ -78,6 +78,8 @@ use crate::nf::acl::flow_words;
 use crate::parse;
 use crate::pna::exact::hash_key;
 use crate::stage::{PORTS, Stage, StageCounters};
+use crate::sync::Doorbell;
+use crate::sync::doorbell::{WakeHook, no_wake};
 use crate::time::{Duration, Instant};
 
 /// Sizes of a lane's NetBlaze state, fixed at construction.
@@ -211,6 +213,8 @@ pub struct NetBlazeCounters {
     /// Calls that found the lane's state held by someone else (a wiring fault: the frames
     /// then ran here, so this must stay 0).
     pub lane_busy: u64,
+    /// Hand-offs that found their auxiliary core asleep on its doorbell and woke it.
+    pub wakes: u64,
 }
 
 impl NetBlazeCounters {
@@ -233,6 +237,7 @@ impl NetBlazeCounters {
         f(&mut self.heads, o.heads);
         f(&mut self.lane_busy, o.lane_busy);
         f(&mut self.ring, o.ring);
+        f(&mut self.wakes, o.wakes);
         self.queued_max = self.queued_max.max(o.queued_max);
     }
 
@@ -242,7 +247,7 @@ impl NetBlazeCounters {
             w,
             " nb_epochs={} nb_outside={} nb_boost={} nb_handed={} nb_followed={} nb_returned={} \
              nb_returned_dropped={} nb_kept_full={} nb_recruited={} nb_released={} nb_slo_risk={} \
-             nb_whales={} nb_splits={} nb_heads={} nb_queued_max={} nb_ring={} nb_lane_busy={}",
+             nb_whales={} nb_splits={} nb_heads={} nb_queued_max={} nb_ring={} nb_lane_busy={} nb_wakes={}",
             self.epochs,
             self.outside,
             self.boost,
@@ -259,7 +264,8 @@ impl NetBlazeCounters {
             self.heads,
             self.queued_max,
             self.ring,
-            self.lane_busy
+            self.lane_busy,
+            self.wakes
         )
     }
 }
@@ -294,6 +300,8 @@ pub struct LaneState {
     /// (the link had no credit); bounded by the link's capacity plus one batch.
     queued: Vec<VecDeque<(PacketBuf, u64, u8)>>,
     queue_cap: usize,
+    /// Per auxiliary core: its doorbell (shared by every lane; rung after a hand-off).
+    bells: Vec<Arc<Doorbell>>,
 }
 
 impl LaneState {
@@ -306,6 +314,12 @@ impl LaneState {
     pub fn outstanding(&self) -> usize {
         self.links.iter().map(DedicatedEnd::outstanding).sum()
     }
+
+    /// Auxiliary core `a`'s doorbell (the same for every lane): what the core sleeps on when
+    /// it has been idle long, and what a hand-off to it rings ([`AuxWorker::with_bell`]).
+    pub fn bell(&self, a: usize) -> Option<Arc<Doorbell>> {
+        self.bells.get(a).cloned()
+    }
 }
 
 /// Builds, for `lanes` lanes and `aux` auxiliary cores, each lane's state and each auxiliary
@@ -316,6 +330,7 @@ pub fn build(lanes: usize, aux: usize, cfg: LaneConfig) -> Result<(Vec<LaneState
     let epoch = Duration(cfg.epoch.ticks().max(1));
     // A link's worth plus one received batch: a whole batch always fits behind a full link.
     let queue_cap = cfg.link_capacity.saturating_add(BATCH_SIZE);
+    let bells: Vec<Arc<Doorbell>> = (0..aux).map(|_| Arc::new(Doorbell::new())).collect();
     for _ in 0..lanes {
         let mut links = Vec::with_capacity(aux);
         for e in ends.iter_mut() {
@@ -340,6 +355,7 @@ pub fn build(lanes: usize, aux: usize, cfg: LaneConfig) -> Result<(Vec<LaneState
             reserved: vec![0; aux],
             queued: (0..aux).map(|_| VecDeque::with_capacity(queue_cap)).collect(),
             queue_cap,
+            bells: bells.clone(),
         });
     }
     Ok((states, ends))
@@ -360,6 +376,8 @@ pub struct NetBlazeStage {
     new_head_flows: usize,
     /// The current lane's epoch deadline as last seen (for `Stage::backlog_due`).
     due: Option<Instant>,
+    /// How a hand-off wakes an auxiliary core asleep on its doorbell (the platform's).
+    wake: WakeHook,
 }
 
 /// A whale's frame waiting for its head pass.
@@ -402,12 +420,30 @@ impl NetBlazeStage {
             heads: Vec::with_capacity(BATCH_SIZE),
             new_head_flows: 0,
             due: None,
+            wake: no_wake,
         }
+    }
+
+    /// The same, waking sleeping auxiliary cores with `wake` (the platform's
+    /// [`WakeHook`]: a futex wake for threads; [`no_wake`] where the doorbell's store
+    /// itself wakes the core, or where auxiliary cores never sleep on it).
+    #[must_use]
+    pub fn with_wake(mut self, wake: WakeHook) -> Self {
+        self.wake = wake;
+        self
     }
 
     /// `chain` alone: every frame runs here (one branch per batch over the bare chain).
     pub fn off(chain: Chain) -> Self {
-        Self { chain, nb: None, counters: NetBlazeCounters::default(), heads: Vec::new(), new_head_flows: 0, due: None }
+        Self {
+            chain,
+            nb: None,
+            counters: NetBlazeCounters::default(),
+            heads: Vec::new(),
+            new_head_flows: 0,
+            due: None,
+            wake: no_wake,
+        }
     }
 
     /// Whether NetBlaze places flows (built with [`NetBlazeStage::new`]).
@@ -643,7 +679,7 @@ impl Stage for NetBlazeStage {
         input.clear();
         self.chain.run_admitted(pool, out, counters, now);
         run_heads(&mut self.chain, &mut self.heads, &mut self.counters, st, pool, counters, now);
-        flush(st, &mut self.counters);
+        flush(st, &mut self.counters, self.wake);
         commands
     }
 
@@ -652,7 +688,7 @@ impl Stage for NetBlazeStage {
             if let Some(mut st) = d.lanes.get(d.lane).and_then(|l| l.try_lock()) {
                 let st = &mut *st;
                 reclaim(st, pool, out, counters, &mut self.counters);
-                flush(st, &mut self.counters);
+                flush(st, &mut self.counters, self.wake);
                 tick(d, &mut self.counters, st, now);
                 self.due = st.deadline;
             } else {
@@ -665,11 +701,13 @@ impl Stage for NetBlazeStage {
 
 /// Hands each link's queued frames over, oldest first, as far as its credit allows, and
 /// records in the follow table the ring position of each flow's last frame handed; a flow
-/// with a frame still queued stays bound without a position (module docs).
-fn flush(st: &mut LaneState, nb: &mut NetBlazeCounters) {
+/// with a frame still queued stays bound without a position (module docs). A link that took
+/// frames rings its auxiliary core's doorbell (it may be asleep on it).
+fn flush(st: &mut LaneState, nb: &mut NetBlazeCounters, wake: WakeHook) {
     for (a, ((link, queue), handed)) in
         st.links.iter_mut().zip(st.queued.iter_mut()).zip(st.handed.iter_mut()).enumerate()
     {
+        let before = *handed;
         let Ok(aux) = AuxId::try_from(a) else { continue };
         let mut bufs = [PacketBuf::from_raw(0); BATCH_SIZE];
         while !queue.is_empty() {
@@ -690,6 +728,9 @@ fn flush(st: &mut LaneState, nb: &mut NetBlazeCounters) {
             if took < n {
                 break;
             }
+        }
+        if *handed != before && st.bells.get(a).is_some_and(|b| b.ring(wake)) {
+            nb.wakes += 1;
         }
         for &(_, key, split_k) in queue.iter() {
             let _ = st.follow.record(key, Follow { aux, split_k }, u64::MAX);
@@ -767,6 +808,8 @@ pub struct AuxWorker<'m> {
     tails: Vec<(PacketBuf, TailMark, usize)>,
     out: [Batch; PORTS],
     scratch: Batch,
+    /// What it sleeps on when idle long ([`LaneState::bell`]); `None`: it never does.
+    bell: Option<Arc<Doorbell>>,
 }
 
 impl core::fmt::Debug for AuxWorker<'_> {
@@ -797,6 +840,7 @@ impl<'m> AuxWorker<'m> {
             tails: Vec::with_capacity(BATCH_SIZE),
             out: [Batch::new(), Batch::new()],
             scratch: Batch::new(),
+            bell: None,
         }
     }
 
@@ -862,6 +906,19 @@ impl<'m> AuxWorker<'m> {
         self.stats.busy_polls += u64::from(total > 0);
         self.stats.frames += total as u64;
         total
+    }
+
+    /// The same, with its doorbell ([`LaneState::bell`]): the lanes ring it after each
+    /// hand-off, so the core may sleep on it ([`crate::time::Sleeper::sleep_until_rung`]).
+    #[must_use]
+    pub fn with_bell(mut self, bell: Arc<Doorbell>) -> Self {
+        self.bell = Some(bell);
+        self
+    }
+
+    /// Its doorbell, if it has one.
+    pub fn bell(&self) -> Option<&Doorbell> {
+        self.bell.as_deref()
     }
 
     /// Frames waiting in the hand-off rings (0: nothing to do; a lower bound).

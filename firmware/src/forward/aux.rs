@@ -12,7 +12,16 @@
 //!
 //! An auxiliary core with nothing in its rings sleeps `vbar_us` (watching its one ring's
 //! producer index where the machine can, when it serves a single lane), so an idle one
-//! shows as halted cycles (`core{i}_halted_cycles`). Shutdown order: the dedicated workers
+//! shows as halted cycles (`core{i}_halted_cycles`). Idle for a whole epoch (no backlog
+//! left: the next frames find it asleep whatever it does), it sleeps on its doorbell instead
+//! (`cadence_core::sync::Doorbell`), where its sleeper can be woken by a ring
+//! (`Sleeper::wakes_on_ring`): until a lane hands it frames and rings, at most
+//! `DEEP_SLEEP_MS` — so a sleeper that cannot halt for short sleeps (the hosted build spins
+//! through sleeps under its 50 µs margin) gives its CPU back too, and one that serves several
+//! lanes (no single ring to watch) still wakes on the first hand-off. The hand-off wakes it
+//! with the machine's `Machine::wake_hook` (a futex wake on the hosted build, a system call
+//! only when the core sleeps; nothing on bare metal, where the ring's store to the watched
+//! word wakes MWAIT). Shutdown order: the dedicated workers
 //! stop first and count themselves done; worker 0 then polls every lane until nothing it
 //! placed on an auxiliary core is queued, handed over or unreturned ([`settle`]) — the
 //! auxiliary cores still running — so all of it is transmitted before the TX rings are
@@ -31,7 +40,8 @@ use cadence_core::netblaze::lane::{self, AuxStats, AuxWorker, LaneConfig, NetBla
 use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::Chain;
 use cadence_core::poll::ForwardStats;
-use cadence_core::sync::AuxView;
+use cadence_core::sync::doorbell::WakeHook;
+use cadence_core::sync::{AuxView, Doorbell};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, TickRate, poll_until};
 use cadence_core::worker::Worker;
 use spin::Mutex;
@@ -46,6 +56,9 @@ const TRACKED_FLOWS: usize = 256;
 const MAX_LINK: usize = 1024;
 /// How long worker 0 polls one lane at shutdown for what the auxiliary cores gave back.
 const SETTLE_MS: u64 = 100;
+/// Longest doorbell sleep of an auxiliary core (a backstop: a ring or the shutdown's ring
+/// ends it sooner).
+const DEEP_SLEEP_MS: u64 = 100;
 
 /// The dedicated workers' side: what every [`NetBlazeStage`] shares.
 pub(super) struct Plan {
@@ -54,6 +67,10 @@ pub(super) struct Plan {
     profile: Arc<Profile>,
     /// How long an idle auxiliary core sleeps.
     pub sleep: Duration,
+    /// Idle this long (one epoch), an auxiliary core sleeps on its doorbell.
+    deep_after: Duration,
+    /// Each auxiliary core's doorbell (rung at shutdown, so a sleeping core returns).
+    bells: Vec<Arc<Doorbell>>,
 }
 
 /// One auxiliary core's ends of the links and views of the lanes' pools, taken by the core
@@ -61,6 +78,7 @@ pub(super) struct Plan {
 pub(super) struct Parts {
     ends: Vec<AuxEnd>,
     views: Vec<AuxView>,
+    bell: Option<Arc<Doorbell>>,
 }
 
 /// One auxiliary core's [`Parts`] until it takes them.
@@ -126,12 +144,20 @@ pub(super) fn setup(
             }
         }
     }
-    let parts = ends.drain(..).zip(views).map(|(ends, views)| Mutex::new(Some(Parts { ends, views }))).collect();
+    let bells: Vec<Arc<Doorbell>> = (0..cfg.aux).filter_map(|a| states.first().and_then(|s| s.bell(a))).collect();
+    let parts = ends
+        .drain(..)
+        .zip(views)
+        .enumerate()
+        .map(|(a, (ends, views))| Mutex::new(Some(Parts { ends, views, bell: bells.get(a).cloned() })))
+        .collect();
     let plan = Plan {
         lanes: states.into_iter().map(Mutex::new).collect::<Vec<_>>().into(),
         mapper: CoreMapper::new(params),
         profile: Arc::new(profile.clone()),
         sleep: rate.ticks_from_us(u64::from(cfg.vbar_us).max(1)),
+        deep_after: rate.ticks_from_ns(profile.epoch_ns),
+        bells,
     };
     Ok(Some((plan, parts)))
 }
@@ -140,11 +166,23 @@ fn prev_power_of_two(n: usize) -> usize {
     if n.is_power_of_two() { n } else { n.next_power_of_two() / 2 }
 }
 
-/// A dedicated worker's stage: `chain`, wrapped when auxiliary cores exist.
-pub(super) fn stage(plan: Option<&Plan>, chain: Chain) -> NetBlazeStage {
+/// A dedicated worker's stage: `chain`, wrapped when auxiliary cores exist; a hand-off wakes
+/// a sleeping auxiliary core with `wake`.
+pub(super) fn stage(plan: Option<&Plan>, chain: Chain, wake: WakeHook) -> NetBlazeStage {
     match plan {
-        Some(p) => NetBlazeStage::new(chain, p.lanes.clone(), p.mapper, p.profile.clone()),
+        Some(p) => NetBlazeStage::new(chain, p.lanes.clone(), p.mapper, p.profile.clone()).with_wake(wake),
         None => NetBlazeStage::off(chain),
+    }
+}
+
+/// Lets the auxiliary workers return (once their rings are empty), waking any asleep on its
+/// doorbell.
+pub(super) fn exit<M: Machine, P: FwdPort>(sh: &Shared<M, P>) {
+    sh.aux_exit.store(true, Ordering::Release);
+    if let Some(plan) = &sh.aux {
+        for bell in &plan.bells {
+            bell.ring(sh.machine.wake_hook());
+        }
     }
 }
 
@@ -189,9 +227,13 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
     };
     let clock = sh.clock;
     let mut aux = AuxWorker::with_views(parts.ends, parts.views, sh.chains.for_worker());
+    if let Some(bell) = parts.bell {
+        aux = aux.with_bell(bell);
+    }
     let first = clock.now();
     let mut halted = 0u64;
     let mut loops = 0u64;
+    let mut busy_at = first;
     loop {
         let now = clock.now();
         let n = aux.poll_once(now);
@@ -203,13 +245,29 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
             publish(sh, w, &aux, first, clock.now(), halted, false);
         }
         if n > 0 {
+            busy_at = now;
             continue;
         }
         if sh.aux_exit.load(Ordering::Acquire) && aux.pending() == 0 && aux.held() == 0 {
             break;
         }
         let before = clock.now();
-        let woke = sleeper.sleep_until_watching(before.saturating_add(plan.sleep), aux.wake_address());
+        let woke = match aux.bell() {
+            // Idle as long as the lanes take to release it: off until a lane rings. Armed
+            // before the last look at the rings (no lost wake-up, `Doorbell`).
+            Some(bell) if sleeper.wakes_on_ring() && before.saturating_since(busy_at) >= plan.deep_after => {
+                bell.arm();
+                let woke = if aux.pending() == 0 && !sh.aux_exit.load(Ordering::Acquire) {
+                    let deep = clock.rate().ticks_from_ms(DEEP_SLEEP_MS);
+                    sleeper.sleep_until_rung(before.saturating_add(deep), bell)
+                } else {
+                    before
+                };
+                bell.disarm();
+                woke
+            }
+            _ => sleeper.sleep_until_watching(before.saturating_add(plan.sleep), aux.wake_address()),
+        };
         halted = halted.saturating_add(woke.saturating_since(before).ticks());
     }
     publish(sh, w, &aux, first, clock.now(), halted, true);

@@ -46,6 +46,7 @@ use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_core::poll::{ForwardStats, PollConfig};
 use cadence_core::stage::PORTS;
 use cadence_core::sync::Guarded;
+use cadence_core::sync::doorbell::{WakeHook, no_wake};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
 use cadence_core::worker::{Lane, Mode, Worker};
 use spin::Mutex;
@@ -113,6 +114,12 @@ pub trait Machine: Sync + 'static {
     fn sleeper(&self, worker: usize) -> Result<Self::Sleeper, Self::Error>;
     /// What `s` can say about its sleeps, for the stats lines.
     fn sleep_summary(s: &Self::Sleeper) -> SleepSummary;
+    /// How a core wakes another asleep on a `Doorbell` (its `Sleeper::sleep_until_rung`):
+    /// by default nothing — the bell's store wakes a core that watches it (MONITOR/MWAIT),
+    /// and a sleeper that does not watch sleeps to its deadline.
+    fn wake_hook(&self) -> WakeHook {
+        no_wake
+    }
     /// Runs `job` as worker `worker` (1 ..) on its own core/thread.
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), Self::Error>;
     /// Waits at most `timeout` for worker `worker`'s job to have returned.
@@ -530,7 +537,7 @@ fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<NetBl
     let mut chain = sh.chains.for_worker();
     chain.set_meter(sh.meter_plan.and_then(|p| p.meter()));
     let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
-    let stage = aux::stage(sh.aux.as_ref(), chain);
+    let stage = aux::stage(sh.aux.as_ref(), chain, sh.machine.wake_hook());
     Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.dedicated)
 }
 
@@ -766,7 +773,7 @@ fn settle_lanes<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, pl: &mut Work
             settled = false;
         }
     }
-    sh.aux_exit.store(true, Ordering::Release);
+    aux::exit(sh);
     settled
 }
 
@@ -776,7 +783,7 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
     let m = sh.machine;
     m.log(format_args!("forward: stopping"));
     // Whatever path got here, the auxiliary workers may now return.
-    sh.aux_exit.store(true, Ordering::Release);
+    aux::exit(sh);
     let clock = sh.clock;
     let rate = clock.rate();
     let others = started.saturating_sub(1);

@@ -150,6 +150,21 @@ impl Sleeper for ThreadSleeper {
         }
         self.0.now()
     }
+
+    /// Looks at the bell every 50 µs (the fake machine's wake hook does nothing).
+    fn sleep_until_rung(&mut self, deadline: Instant, bell: &cadence_core::sync::Doorbell) -> Instant {
+        loop {
+            let now = self.0.now();
+            if now >= deadline || !bell.is_armed() {
+                return now;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    fn wakes_on_ring(&self) -> bool {
+        true
+    }
 }
 
 struct FakeMachine {
@@ -648,6 +663,9 @@ fn an_aux_core_takes_flows_from_the_lane_and_every_frame_leaves_once_in_flow_ord
         Some(profile_small_core()),
     );
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    // Idle for many epochs (of 1 ms): the auxiliary core is asleep on its doorbell when the
+    // first flows are handed to it, and the hand-off must wake it.
+    std::thread::sleep(std::time::Duration::from_millis(30));
     const FLOWS: u16 = 256;
     const FRAMES: u32 = 12_000;
     for i in 0..FRAMES {
@@ -686,6 +704,7 @@ fn an_aux_core_takes_flows_from_the_lane_and_every_frame_leaves_once_in_flow_ord
     assert_eq!(key(summary, "aux_frames"), Some(handed), "{summary}");
     assert_eq!(key(summary, "nb_returned"), Some(handed), "{summary}");
     assert!(key(summary, "nb_recruited").unwrap_or(0) >= 1, "{summary}");
+    assert!(key(summary, "nb_wakes").unwrap_or(0) >= 1, "a hand-off woke the sleeping core: {summary}");
     assert_eq!(key(summary, "core1_packets"), Some(handed), "the auxiliary core's frames: {summary}");
     // Each frame transmitted once or dropped and counted (`handoff_full` only: nothing else
     // may drop here).

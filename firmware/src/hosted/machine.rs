@@ -7,11 +7,12 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use cadence_core::sync::doorbell::WakeHook;
 use cadence_core::time::{Clock, Duration};
 use cadence_firmware::forward::{Machine, Outcome, SleepSummary};
 use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::iface;
-use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError};
+use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError, futex_wake};
 use cadence_platform::hosted::thread::{self, Pin, ThreadError, Worker};
 
 /// Lines queued for stdout before `try_line` starts skipping.
@@ -229,6 +230,11 @@ impl Machine for Hosted {
     fn max_workers(&self) -> usize {
         let cpus = thread::cpus_online().max(1);
         if self.cpus.iter().all(Option::is_none) { cpus * UNPINNED_PER_CPU } else { cpus }
+    }
+
+    /// A futex wake: a thread asleep on a doorbell is in a futex wait on its word.
+    fn wake_hook(&self) -> WakeHook {
+        futex_wake
     }
 
     fn sleeper(&self, _worker: usize) -> Result<NanoSleeper, HostedError> {

@@ -28,6 +28,8 @@
 use super::Errno;
 use super::clock::HostClock;
 use cadence_core::hist::LogHistogram;
+use cadence_core::nic::WakeAddr;
+use cadence_core::sync::{Doorbell, doorbell};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper};
 use core::fmt;
 use core::marker::PhantomData;
@@ -179,7 +181,63 @@ impl NanoSleeper {
     }
 }
 
+/// The hosted [`cadence_core::sync::doorbell::WakeHook`]: wakes the thread waiting on a
+/// bell's word in [`NanoSleeper`]'s `sleep_until_rung` (a `futex` wake; a word nobody waits
+/// on costs one system call that finds no waiter).
+pub fn futex_wake(addr: WakeAddr) {
+    // SAFETY: FUTEX_WAKE reads no memory at `addr`: the kernel hashes the address to find
+    // waiters; a word nobody waits on wakes nobody. The address is a `Doorbell`'s word (a
+    // live, 4-byte aligned `AtomicU32`, `Doorbell::wake_address`).
+    unsafe {
+        libc::syscall(libc::SYS_futex, addr.get() as *const u32, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1i32);
+    }
+}
+
 impl Sleeper for NanoSleeper {
+    /// Off the CPU until the bell is rung ([`futex_wake`]) or the deadline: a `futex` wait on
+    /// the bell's word while it reads armed (so a ring between the caller's last check and
+    /// the wait returns at once: the kernel compares the word before it sleeps), with the
+    /// deadline as an absolute `CLOCK_MONOTONIC` timeout. No spin phase: what this sleep
+    /// waits for is an event, not a deadline to hit. Counted as a kernel sleep.
+    fn wakes_on_ring(&self) -> bool {
+        true
+    }
+
+    fn sleep_until_rung(&mut self, deadline: Instant, bell: &Doorbell) -> Instant {
+        let now = self.clock.now();
+        if now >= deadline || !bell.is_armed() {
+            return now;
+        }
+        let ts = self.clock.monotonic_deadline(deadline);
+        while bell.is_armed() {
+            // SAFETY: the word is a live, 4-byte aligned `AtomicU32` (`Doorbell::wake_address`)
+            // that outlives the call (`bell` is borrowed for it); `ts` is a valid timespec;
+            // FUTEX_WAIT_BITSET takes an absolute timeout on CLOCK_MONOTONIC; the second
+            // address is unused by this operation.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    bell.wake_address().get() as *const u32,
+                    libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+                    doorbell::ARMED,
+                    &ts as *const libc::timespec,
+                    core::ptr::null::<u32>(),
+                    libc::FUTEX_BITSET_MATCH_ANY,
+                )
+            };
+            // 0: woken (the loop re-reads the bell: a spurious wake-up sleeps again);
+            // EAGAIN: the word changed before the wait (rung); EINTR: a signal, wait on;
+            // ETIMEDOUT or anything else: the deadline, or a wait that cannot work — return.
+            if r != 0 && Errno::last().0 != libc::EINTR && Errno::last().0 != libc::EAGAIN {
+                break;
+            }
+        }
+        let woke = self.clock.now();
+        self.stats.kernel_sleeps += 1;
+        self.stats.kernel_ns += self.ns(woke.saturating_since(now));
+        woke
+    }
+
     fn sleep_until(&mut self, deadline: Instant) -> Instant {
         let now = self.clock.now();
         if now >= deadline {
@@ -289,5 +347,45 @@ mod tests {
         // SAFETY: PR_GET_TIMERSLACK reads an integer, touches no memory.
         let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
         assert_eq!(slack, 1);
+    }
+
+    /// A thread asleep on an armed bell is woken by another thread's ring (futex wake), long
+    /// before its deadline; an unarmed bell, or a passed deadline, returns at once; an armed
+    /// bell nobody rings sleeps to its deadline, off the CPU.
+    #[test]
+    fn a_rung_bell_wakes_the_sleeper_and_the_deadline_is_the_backstop() {
+        use std::sync::Arc;
+        let mut s = sleeper(DEFAULT_SPIN_MARGIN_NS);
+        assert!(s.wakes_on_ring());
+        let c = s.clock();
+        let bell = Arc::new(Doorbell::new());
+        // Not armed: at once, no kernel sleep.
+        let t0 = c.now();
+        let far = t0.saturating_add(c.rate().ticks_from_ms(10_000));
+        assert!(s.sleep_until_rung(far, &bell) < far);
+        assert_eq!(s.stats().kernel_sleeps, 0);
+        // Armed, rung by another thread after 20 ms: woken (the bell disarmed), not timed out.
+        bell.arm();
+        let ringer = {
+            let bell = bell.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                assert!(bell.ring(futex_wake), "the sleeper was armed");
+            })
+        };
+        let woke = s.sleep_until_rung(far, &bell);
+        ringer.join().expect("ringer");
+        assert!(woke < far, "woken by the ring, not the 10 s deadline");
+        assert!(!bell.is_armed());
+        assert_eq!(s.stats().kernel_sleeps, 1);
+        // Armed and never rung: the deadline ends it (the kernel's timeout on CLOCK_MONOTONIC,
+        // converted from the TSC deadline: within the calibration's error of it, far from
+        // the 5 ms this sleep lasts).
+        bell.arm();
+        let near = c.now().saturating_add(c.rate().ticks_from_ms(5));
+        let slack = c.rate().ticks_from_ms(1);
+        assert!(s.sleep_until_rung(near, &bell).saturating_add(slack) >= near);
+        assert!(bell.is_armed(), "nobody rang");
+        assert_eq!(s.stats().kernel_sleeps, 2);
     }
 }

@@ -305,6 +305,49 @@ impl<'m> Rig<'m> {
     }
 }
 
+/// A hand-off rings the auxiliary core's doorbell: an armed bell (the core asleep on it) is
+/// rung once — the wake hook runs, `nb_wakes` counts it — and the bell is disarmed; hand-offs
+/// while nobody sleeps ring nothing. The core's bell and the lane's are one.
+#[test]
+fn a_hand_off_wakes_an_aux_core_asleep_on_its_doorbell() {
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    static WOKEN: AtomicUsize = AtomicUsize::new(0);
+    fn hook(_: crate::nic::WakeAddr) {
+        WOKEN.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut mem = vec![0u8; 512 * BUF_SIZE];
+    let mut r = Rig::new(&mut mem, 64);
+    let bell = r.lanes[0].lock().bell(0).expect("a bell per auxiliary core");
+    r.aux = core::mem::replace(&mut r.aux, AuxWorker::new(Vec::new(), Vec::new(), chain())).with_bell(bell.clone());
+    assert!(core::ptr::eq(r.aux.bell().expect("its bell"), &*bell));
+    r.dedicated = core::mem::replace(&mut r.dedicated, NetBlazeStage::off(chain())).with_wake(hook);
+    let flows: Vec<u16> = (1..=32).collect();
+    // Burst epochs: flows go to the auxiliary core while it is awake (not armed).
+    for e in 0..3 {
+        for _ in 0..5 {
+            r.send(&flows, e);
+        }
+    }
+    let handed = r.dedicated.counters().handed;
+    assert!(handed > 0, "the burst placed flows on the auxiliary core");
+    assert_eq!((r.dedicated.counters().wakes, WOKEN.load(Ordering::Relaxed)), (0, 0), "nobody slept");
+    // The core empties its ring and sleeps on its bell; the next hand-offs ring it once.
+    r.finish(3);
+    bell.arm();
+    for _ in 0..5 {
+        r.send(&flows, 3);
+    }
+    assert!(r.dedicated.counters().handed > handed, "more flows handed over");
+    assert_eq!((r.dedicated.counters().wakes, WOKEN.load(Ordering::Relaxed)), (1, 1), "woken once");
+    assert!(!bell.is_armed(), "the ring disarmed it");
+    r.finish(4);
+    // The core did not run during the sends: frames past its credit were dropped, counted.
+    let refused = r.counters.drops_for(DropReason::HandoffFull);
+    assert_eq!(r.transmitted() + refused, r.sent(), "every frame transmitted or counted");
+    r.assert_in_order(true);
+    assert_eq!(r.pool.available(), 512);
+}
+
 /// An auxiliary core that does not run: the link's credit (8) is all the lane lends it, and
 /// the lane queues at most as many more plus a batch (40) for it. Flows placed there beyond
 /// that stay here (`kept_full`); packets of a flow that follows it are dropped and counted
