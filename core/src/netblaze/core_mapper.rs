@@ -492,18 +492,6 @@ mod slack_tests {
             .expect("frontier")
     }
 
-    fn core() -> impl Strategy<Value = AuxCore> {
-        (any::<bool>(), 0u32..40, 0u32..300, prop_oneof![Just(0u32), 0u32..70_000]).prop_map(
-            |(borrowed, flows, packets, tail_q16)| AuxCore {
-                state: if borrowed { AuxState::Borrowed } else { AuxState::Free },
-                backlog: Backlog::new(flows, if flows == 0 { 0 } else { packets }),
-                tail_q16,
-                idle_epochs: 3,
-                borrowed_epochs: 0,
-            },
-        )
-    }
-
     proptest! {
         #![proptest_config(crate::testing::proptest_config(256))]
 
@@ -511,7 +499,7 @@ mod slack_tests {
         /// and the decision's counts the same.
         #[test]
         fn slack_picks_what_first_fit_picks(
-            aux in proptest::collection::vec(core(), 0..=SLACK_CORES),
+            aux in proptest::collection::vec(crate::netblaze::tests::core_mapper::aux_core(), 0..=SLACK_CORES),
             flows in proptest::collection::vec(1u32..120, 0..80),
         ) {
             let full = frontier(&[(1, 160), (8, 150), (16, 128), (64, 96), (128, 64)]);

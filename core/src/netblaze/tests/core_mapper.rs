@@ -382,8 +382,8 @@ proptest! {
 }
 
 /// An auxiliary core of the cached first fit's range: free or borrowed, some whole-chain work,
-/// some whale tails queued.
-fn aux_core() -> impl Strategy<Value = AuxCore> {
+/// some whale tails queued (more than an epoch's now and then).
+pub(in crate::netblaze) fn aux_core() -> impl Strategy<Value = AuxCore> {
     (any::<bool>(), 0u32..30, 0u32..200, prop_oneof![Just(0u32), 0u32..70_000]).prop_map(
         |(borrowed, flows, packets, tail_q16)| AuxCore {
             state: if borrowed { AuxState::Borrowed } else { AuxState::Free },

@@ -1,7 +1,7 @@
 //! Tests of `core::netblaze`: unit tests next to a small fixture profile, and proptests
 //! against reference models (the queues of a dedicated core and its auxiliary cores).
 
-mod core_mapper;
+pub(super) mod core_mapper;
 mod follow;
 mod ingress;
 mod lane;
