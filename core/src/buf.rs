@@ -310,6 +310,26 @@ impl<'m> Pool<'m> {
         }
     }
 
+    /// Stamps every frame of `batch` with `ticks` ([`Pool::set_stamp`]) and returns their
+    /// bytes: one pass over their metadata where a receive path needs both.
+    #[inline]
+    pub fn stamp_batch(&mut self, batch: &Batch, ticks: u64) -> u64 {
+        let mut bytes = 0u64;
+        for &b in batch.as_slice() {
+            if let Some(m) = self.meta.get_mut(b.index()) {
+                m.stamp = ticks;
+                bytes += u64::from(m.len);
+            }
+        }
+        bytes
+    }
+
+    /// `b`'s frame length and arrival stamp ([`Pool::len`], [`Pool::stamp`]) in one lookup.
+    #[inline]
+    pub fn len_stamp(&self, b: PacketBuf) -> (usize, u64) {
+        self.meta.get(b.index()).map_or((0, 0), |m| (m.len as usize, m.stamp))
+    }
+
     /// The arrival stamp of `b` (0: never stamped, e.g. a frame the dataplane made).
     #[inline]
     pub fn stamp(&self, b: PacketBuf) -> u64 {

@@ -274,15 +274,16 @@ impl<S: Stage> Poller<S> {
                 continue;
             }
             outcome.rx += n;
-            // Arrival stamps for the latency accounting: this poll's clock reading.
-            if self.cfg.timing {
-                for &b in self.rx_batch.as_slice() {
-                    pool.set_stamp(b, now.ticks());
-                }
-            }
+            // Arrival stamps for the latency accounting (this poll's clock reading), in the
+            // same pass over the frames' metadata as the byte count.
+            let bytes = if self.cfg.timing {
+                pool.stamp_batch(&self.rx_batch, now.ticks())
+            } else {
+                self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>()
+            };
             if let Some(c) = self.stats.ports.get_mut(port) {
                 c.rx += n as u64;
-                c.rx_bytes += self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>();
+                c.rx_bytes += bytes;
             }
             let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage, now);
             outcome.commands.merge(cmds);
@@ -311,12 +312,16 @@ impl<S: Stage> Poller<S> {
             return 0;
         };
         let mut sent = 0;
+        // One pass over the frames' metadata: their lengths (the bytes sent) and, with the
+        // latency accounting on, their stamps. Frames received in one poll share its stamp
+        // and leave with one `now`: each run of equal stamps is recorded once (the histogram
+        // is the same as frame by frame).
+        let mut lens = [0u64; BATCH_SIZE];
         if self.cfg.timing {
-            // Frames received in one poll share its stamp and leave with one `now`: record each
-            // run of equal stamps once (the histogram is the same as frame by frame).
             let (mut run_stamp, mut run) = (0u64, 0u64);
-            for &b in out.as_slice() {
-                let t = pool.stamp(b);
+            for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
+                let (len, t) = pool.len_stamp(b);
+                *l = len as u64;
                 if t == run_stamp {
                     run += 1;
                     continue;
@@ -329,19 +334,20 @@ impl<S: Stage> Poller<S> {
             if run_stamp != 0 {
                 self.latency.record_n(now.ticks().saturating_sub(run_stamp), run);
             }
+        } else {
+            for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
+                *l = pool.len(b) as u64;
+            }
         }
         if let Some(q) = txq {
             for _ in 0..=self.cfg.tx_retries {
                 if out.is_empty() {
                     break;
                 }
-                let mut lens = [0u64; BATCH_SIZE];
-                for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
-                    *l = pool.len(b) as u64;
-                }
+                // `tx_burst` takes from the front: these are `lens[sent..]`.
                 let n = q.tx_burst(pool, out).min(BATCH_SIZE);
                 counters.tx += n as u64;
-                counters.tx_bytes += lens.iter().take(n).sum::<u64>();
+                counters.tx_bytes += lens.iter().skip(sent).take(n).sum::<u64>();
                 sent += n;
             }
         }

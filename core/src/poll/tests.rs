@@ -423,3 +423,65 @@ fn a_tx_batch_mixing_polls_times_each_frame_by_its_own_poll() {
     assert_eq!(h.quantile(8.0 / 12.0), Some(10));
     assert!(h.quantile(9.0 / 12.0).is_some_and(|t| (30..32).contains(&t)), "{:?}", h.quantile(0.75));
 }
+
+/// A TX queue that takes at most three frames per call (a ring the device drains between
+/// attempts) and frees them at once, remembering the bytes of what it took.
+struct ThreePerBurst {
+    took: Vec<usize>,
+}
+
+impl TxQueue for ThreePerBurst {
+    fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let mut n = 0;
+        while n < 3 {
+            let Some(&b) = batch.as_slice().first() else { break };
+            self.took.push(pool.len(b));
+            batch.drain_front(1);
+            let _ = pool.free(b);
+            n += 1;
+        }
+        n
+    }
+    fn reclaim(&mut self, _: &mut Pool<'_>) -> usize {
+        0
+    }
+    fn in_flight(&self) -> usize {
+        0
+    }
+    fn tx_stats(&self) -> crate::nic::TxStats {
+        crate::nic::TxStats::default()
+    }
+}
+
+/// Frames a TX ring takes over several attempts of one poll: `tx_bytes` is the bytes of the
+/// frames each attempt took (not the first ones' again), with the latency accounting on and
+/// off, and every frame taken is timed once.
+#[test]
+fn tx_bytes_count_what_each_attempt_took() {
+    for timing in [true, false] {
+        let mut mem = vec![0u8; 64 * BUF_SIZE];
+        let count = mem.len() / BUF_SIZE;
+        let mut pool = Pool::try_new(&mut mem, 0, count).unwrap();
+        let mut rx = [SoftRxQueue::new(&mut pool, RING), SoftRxQueue::new(&mut pool, RING)];
+        let mut tx = [ThreePerBurst { took: Vec::new() }, ThreePerBurst { took: Vec::new() }];
+        let cfg = PollConfig::new(3, Duration::ZERO);
+        let mut worker = Poller::new(
+            Chain::new(Vec::new(), Egress::new(OWN, PEER, None)),
+            if timing { cfg } else { cfg.without_timing() },
+        );
+        // Ten frames of different lengths: 3 + 3 + 3 + 1 taken over four attempts.
+        for i in 0..10u16 {
+            rx[0].inject(&mut pool, &udp4(i, 1, &vec![0xAB; usize::from(i) * 7])).unwrap();
+        }
+        // Stamp 0 means "never stamped": the clock starts past it.
+        let clock = FakeClock::new(1);
+        let _ = clock.now();
+        let out = worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+        assert_eq!(out.tx, 10);
+        let st = *worker.stats();
+        assert_eq!(tx[1].took.len(), 10);
+        assert_eq!(st.ports[1].tx_bytes, tx[1].took.iter().map(|&l| l as u64).sum::<u64>(), "timing {timing}");
+        assert_eq!(st.ports[1].tx_bytes, st.ports[0].rx_bytes, "L2 forwarding keeps lengths");
+        assert_eq!(worker.latency().count(), if timing { 10 } else { 0 });
+    }
+}
