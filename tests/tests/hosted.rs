@@ -11,6 +11,8 @@
 //!   20 000 frames/s, cannot take it all: the excess is what the kernel counted as dropped at
 //!   the sockets' fill rings (`p*_xdp_rx_dropped`), nothing else is lost, and at a load it
 //!   can take afterwards every frame comes back.
+//! - NetBlaze: an auxiliary thread asleep on its doorbell (a futex wait) is woken by the
+//!   lane's first hand-off and gives every frame back once, in order.
 //! - Bad input: interfaces that do not exist, and an interface that vanishes mid-run, each
 //!   end with a clear line and the runtime-failure status.
 //!
@@ -64,6 +66,15 @@ fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -
 
 /// [`start`] with more command-line options for the hosted binary.
 fn start_with(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>, args: &[&str]) -> Result<Rig> {
+    let text = match chain {
+        Some(c) => Some(xtask::chain::load(&image::workspace_root().join(c))?.text),
+        None => None,
+    };
+    start_text(name, io, boot, text, args)
+}
+
+/// [`start_with`] with the chain module's text itself (a chain and a NetBlaze profile).
+fn start_text(name: &str, io: &'static str, boot: BootOptions, chain: Option<String>, args: &[&str]) -> Result<Rig> {
     let mut cfg = RigConfig::new(hosted()?, out_dir(name), FLOWS);
     let mut argv = vec!["--unpinned".to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
@@ -73,10 +84,7 @@ fn start_with(name: &str, io: &'static str, boot: BootOptions, chain: Option<&st
         all = all.set(k, v);
     }
     cfg.boot = all;
-    if let Some(c) = chain {
-        let path = image::workspace_root().join(c);
-        cfg.chain_text = Some(xtask::chain::load(&path)?.text);
-    }
+    cfg.chain_text = chain;
     let mut rig = Rig::start(&cfg)?;
     rig.wait_ready(READY_TIMEOUT, &mut |_| {})?;
     Ok(rig)
@@ -131,6 +139,47 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
     assert_eq!(fw.require("pool_in_use")?, 2 * ring, "{fw:?}");
     // The kernel dropped nothing on the way in either.
     assert_eq!(fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?, 0, "{fw:?}");
+    Ok(())
+}
+
+/// Chain 1's profile for a core that finishes 4 packets per 50 ms epoch (2 with many flows):
+/// any real traffic is outside the frontier, so the lane hands flows to the auxiliary thread.
+const PROFILE_SMALL_CORE: &str = "version=1\nnfs=acl,lb,accounting\ntsc_hz=1000000000\nepoch_ns=50000000\n\
+                                  frontier=1:4,64:2\nservice=packet_cycles:500,flow_cycles:300\nrate=1:400\n";
+
+/// NetBlaze's auxiliary thread on the hosted build: 1 dedicated worker, 1 auxiliary, AF_XDP,
+/// chain 1 with a profile any traffic of many flows overflows. The auxiliary thread idles first (a second,
+/// twenty epochs): asleep on its doorbell (a futex wait), it must be woken by the lane's
+/// hand-off (`nb_wakes`), take the flows, and give every frame back — each exactly once, in
+/// per-flow order, as chain 1 makes it — and the pool is back at rest.
+#[test]
+fn af_xdp_an_aux_thread_asleep_on_its_doorbell_is_woken_by_a_hand_off() -> Result<()> {
+    const SENT: u64 = 2000;
+    let _one = serial();
+    let chain1 = xtask::chain::load(&image::workspace_root().join("chains/chain1.toml"))?.text;
+    let boot = BootOptions::default().set("workers", 2).set("aux", 1).set("slo_us", 200_000);
+    let chain = format!("{chain1}\n[netblaze.profile]\n{PROFILE_SMALL_CORE}");
+    let mut rig = start_text("hosted_aux_doorbell", "af_xdp", boot, Some(chain), &[])?;
+    let ready = rig.qemu.com1().iter().find(|l| l.starts_with("@ready")).cloned().unwrap_or_default();
+    assert!(ready.contains(" aux=1 "), "{ready}");
+    std::thread::sleep(Duration::from_secs(1));
+    // 500 frames/s over 16 flows: 25 frames per epoch, under 2 per flow (no whales: the
+    // profile has no split), 16 flows far outside the frontier (≈ 3.5 packets at 16 flows).
+    send_paced(&mut rig, SENT, 500, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 700) as usize))?;
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let fw = stop(&mut rig)?;
+    let c = rig.checker();
+    let k = c.classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), c.examples);
+    let denied = c.sent_where(|e| e.drop == Some("acl_deny"));
+    drop(c);
+    assert_eq!((k.sent, k.received + denied), (SENT, SENT), "{k:?}");
+    let handed = fw.require("nb_handed")?;
+    assert!(handed > 0, "the lane handed flows to the auxiliary thread: {fw:?}");
+    assert_eq!(fw.require("aux_frames")?, handed, "{fw:?}");
+    assert_eq!(fw.require("nb_returned")? + fw.require("nb_returned_dropped")?, handed, "{fw:?}");
+    assert!(fw.require("nb_wakes")? >= 1, "a hand-off woke the sleeping auxiliary thread: {fw:?}");
+    assert_eq!(fw.require("nb_lane_busy")?, 0, "{fw:?}");
     Ok(())
 }
 

@@ -12,8 +12,8 @@
 //!
 //! An auxiliary core with nothing in its rings sleeps `vbar_us` (watching its one ring's
 //! producer index where the machine can, when it serves a single lane), so an idle one
-//! shows as halted cycles (`core{i}_halted_cycles`). Idle for a whole epoch (no backlog
-//! left: the next frames find it asleep whatever it does), it sleeps on its doorbell instead
+//! shows as halted cycles (`core{i}_halted_cycles`). Idle as long as `DEEP_AFTER_SLEEPS` such
+//! sleeps, or a whole epoch if that is shorter, it sleeps on its doorbell instead
 //! (`cadence_core::sync::Doorbell`), where its sleeper can be woken by a ring
 //! (`Sleeper::wakes_on_ring`): until a lane hands it frames and rings, at most
 //! `DEEP_SLEEP_MS` — so a sleeper that cannot halt for short sleeps (the hosted build spins
@@ -59,6 +59,11 @@ const SETTLE_MS: u64 = 100;
 /// Longest doorbell sleep of an auxiliary core (a backstop: a ring or the shutdown's ring
 /// ends it sooner).
 const DEEP_SLEEP_MS: u64 = 100;
+/// Empty `vbar_us` sleeps in a row after which an auxiliary core sleeps on its doorbell (150 µs
+/// at the default `vbar_us`), unless an epoch is shorter: a trickle of frames — one every few
+/// milliseconds — then costs a wake per frame instead of a CPU spinning between them (the hosted
+/// sleeper spins through sleeps under its 50 µs margin).
+const DEEP_AFTER_SLEEPS: u64 = 10;
 
 /// The dedicated workers' side: what every [`NetBlazeStage`] shares.
 pub(super) struct Plan {
@@ -67,7 +72,8 @@ pub(super) struct Plan {
     profile: Arc<Profile>,
     /// How long an idle auxiliary core sleeps.
     pub sleep: Duration,
-    /// Idle this long (one epoch), an auxiliary core sleeps on its doorbell.
+    /// Idle this long (`DEEP_AFTER_SLEEPS` sleeps, at most an epoch), an auxiliary core sleeps
+    /// on its doorbell.
     deep_after: Duration,
     /// Each auxiliary core's doorbell (rung at shutdown, so a sleeping core returns).
     bells: Vec<Arc<Doorbell>>,
@@ -156,7 +162,9 @@ pub(super) fn setup(
         mapper: CoreMapper::new(params),
         profile: Arc::new(profile.clone()),
         sleep: rate.ticks_from_us(u64::from(cfg.vbar_us).max(1)),
-        deep_after: rate.ticks_from_ns(profile.epoch_ns),
+        deep_after: rate.ticks_from_ns(
+            profile.epoch_ns.min(u64::from(cfg.vbar_us).max(1).saturating_mul(1_000 * DEEP_AFTER_SLEEPS)),
+        ),
         bells,
     };
     Ok(Some((plan, parts)))
