@@ -261,9 +261,14 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
         }
         let before = clock.now();
         let woke = match aux.bell() {
-            // Idle as long as the lanes take to release it: off until a lane rings. Armed
-            // before the last look at the rings (no lost wake-up, `Doorbell`).
-            Some(bell) if sleeper.wakes_on_ring() && before.saturating_since(busy_at) >= plan.deep_after => {
+            // Idle for `deep_after` and holding nothing (a give-back still owed is retried by
+            // the next poll, not after a long sleep): off until a lane rings. Armed before the
+            // last look at the rings (no lost wake-up, `Doorbell`).
+            Some(bell)
+                if sleeper.wakes_on_ring()
+                    && aux.held() == 0
+                    && before.saturating_since(busy_at) >= plan.deep_after =>
+            {
                 bell.arm();
                 let woke = if aux.pending() == 0 && !sh.aux_exit.load(Ordering::Acquire) {
                     let deep = clock.rate().ticks_from_ms(DEEP_SLEEP_MS);
