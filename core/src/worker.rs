@@ -12,11 +12,22 @@
 //! 1. one `try_lock` on the lane the worker is bound to ([`metronome::Scheduler::try_poll`]);
 //! 2. **lost**: the worker becomes a backup, picks a random lane for next time, and (in
 //!    `metronome` mode) sleeps `T_L`;
-//! 3. **won**: the vacation is recorded, the lane is drained — [`worker::Worker::poll_once`]
+//! 3. **won**: the vacation is recorded, the lane is drained — [`crate::poll::Poller::poll_once`]
 //!    (RX burst on every port, the stage, TX burst on the destination port) until a poll
 //!    receives nothing — then ρ and `T_S` are updated, the lock is released, and (in
 //!    `metronome` mode) the worker sleeps `T_S`. TX needs no separate flush: `poll_once`
 //!    hands every frame to a TX ring (or drops it as `tx_full`) before it returns.
+//!
+//! **The round budget** ([`RoundBudget`]): a lane that never empties (one flow faster than
+//! the core) would keep "until a poll receives nothing" going for ever, and with it
+//! everything the caller does between rounds — the heartbeat, the control channel, `@stats`,
+//! RSS moves, `max_s`, a partitioned worker's other lanes. So a won round also ends after
+//! [`RoundBudget::polls`] polls or once [`RoundBudget::time`] has passed since the lock was
+//! won (checked at the start of each poll: a poll that has begun runs whole). Such a **cut**
+//! round updates ρ and `T_S` like any other and releases the lock, but the worker does not
+//! sleep: the lane still holds frames, so it comes straight back (a primary keeps its lane;
+//! a partitioned worker moves to the next lane of its share, as after every round). A lane
+//! that empties within the budget keeps Metronome's drain-then-sleep unchanged.
 //!
 //! Fewer workers than lanes (M < N; the paper assumes M ≥ N, and a primary that never
 //! loses would keep its lane forever while the others starve): each worker then owns the
@@ -25,7 +36,7 @@
 //!
 //! Accounting per core ([`WorkerStats`]): elapsed ticks since the first round, ticks halted
 //! in the sleeper (the rest is busy: polling, processing, losing races), tries, wins, busy
-//! tries, packets. Per lane, the controller's [`metronome::QueueSnapshot`] has ρ, `T_S`
+//! tries, packets, sleeps taken and rounds cut by the budget. Per lane, the controller's [`metronome::QueueSnapshot`] has ρ, `T_S`
 //! and the vacation statistics.
 
 use crate::buf::Pool;
@@ -68,6 +79,39 @@ pub struct Lane<'m, R, T> {
     pub pool: Pool<'m>,
 }
 
+/// How much one won round may drain before it lets go of its lane (module docs, "The round
+/// budget"): whichever of the two bounds comes first ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct RoundBudget {
+    /// Polls at most (at least one poll always runs).
+    pub polls: u32,
+    /// Time at most since the lock was won, checked before each further poll; zero: no
+    /// time bound (the polls still bound the round).
+    pub time: Duration,
+}
+
+impl RoundBudget {
+    /// At most `polls` polls (≥ 1) and `time` (zero: no time bound).
+    pub const fn new(polls: u32, time: Duration) -> Self {
+        Self { polls: if polls == 0 { 1 } else { polls }, time }
+    }
+}
+
+impl Default for RoundBudget {
+    /// [`RoundBudget::DEFAULT_POLLS`] polls, no time bound (a caller with a clock sets one:
+    /// the firmware's `round_us`).
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_POLLS, Duration::ZERO)
+    }
+}
+
+impl RoundBudget {
+    /// The default bound in polls: 256 polls of up to a batch per port.
+    pub const DEFAULT_POLLS: u32 = 256;
+}
+
 /// What one round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -76,6 +120,9 @@ pub struct Round {
     pub lane: usize,
     /// Whether the lock was won.
     pub won: bool,
+    /// Whether the round ended on its budget with the lane still delivering (no sleep
+    /// followed).
+    pub cut: bool,
     /// Frames received.
     pub packets: u64,
     /// Control commands seen while draining.
@@ -104,6 +151,9 @@ pub struct Worker<S> {
     first: Option<Instant>,
     last: Instant,
     halted: u64,
+    sleeps: u64,
+    cut_rounds: u64,
+    budget: RoundBudget,
     /// `(w, M)` when this worker visits lanes `k ≡ w (mod M)` in turn.
     partition: Option<(usize, usize)>,
     /// Lanes that receive nothing (bit `k`: lane `k`, [`Worker::set_parked`]).
@@ -130,11 +180,21 @@ impl<S: Stage> Worker<S> {
             first: None,
             last: Instant(0),
             halted: 0,
+            sleeps: 0,
+            cut_rounds: 0,
+            budget: RoundBudget::default(),
             partition: None,
             parked: 0,
             since_sweep: 0,
             sweep_from: 0,
         }
+    }
+
+    /// Bounds each won round by `budget` (module docs, "The round budget"); the default is
+    /// [`RoundBudget::default`].
+    pub fn with_budget(mut self, budget: RoundBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Declares the lanes that receive nothing (bit `k` for lane `k` < 64): lanes whose queue
@@ -189,6 +249,8 @@ impl<S: Stage> Worker<S> {
         WorkerStats {
             elapsed_ticks: self.first.map_or(0, |f| self.last.saturating_since(f).ticks()),
             halted_ticks: self.halted,
+            sleeps: self.sleeps,
+            cut_rounds: self.cut_rounds,
             ..*self.sched.stats()
         }
     }
@@ -208,7 +270,8 @@ impl<S: Stage> Worker<S> {
         self.fwd.stage()
     }
 
-    /// One wake-up: one lock attempt, a drained lane if won, then the mode's sleep.
+    /// One wake-up: one lock attempt, a drained lane if won (within the round budget), then
+    /// the mode's sleep (none after a cut round).
     ///
     /// `lanes[k]` must be bound to `ctl.queues()[k].lock()`; a lane that is missing or
     /// bound to another lock is treated as empty (the round still releases the lock).
@@ -237,14 +300,22 @@ impl<S: Stage> Worker<S> {
                 round.won = true;
                 round.lane = session.queue();
                 let k = session.queue();
+                let start = session.start();
                 if let Some(lane) = lanes.get(k).and_then(|l| l.get_mut(session.guard_mut())) {
                     self.fwd.stage_mut().enter_lane(k);
                     watch = lane.rx.first().and_then(|q| q.wake_address());
+                    let mut polls = 0u32;
                     loop {
                         let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
+                        polls += 1;
                         round.packets += out.rx as u64;
                         round.commands.merge(out.commands);
                         if out.rx == 0 || round.commands.stop {
+                            break;
+                        }
+                        let b = self.budget;
+                        if polls >= b.polls || (b.time != Duration::ZERO && out.now.saturating_since(start) >= b.time) {
+                            round.cut = true;
                             break;
                         }
                     }
@@ -278,8 +349,13 @@ impl<S: Stage> Worker<S> {
                 self.sched.set_queue(k);
             }
         }
+        if round.cut {
+            self.cut_rounds += 1;
+        }
         round.now = match self.mode {
+            // A cut round left frames on the lane: straight back, no sleep.
             Mode::Poll => clock.now(),
+            Mode::Metronome if round.cut => clock.now(),
             // A primary keeps its lane (unless partitioned), so it watches that lane.
             Mode::Metronome => {
                 self.sleep(clock, sleeper, sleep, watch.filter(|_| self.partition_keeps_lane(lanes.len())))
@@ -360,6 +436,7 @@ impl<S: Stage> Worker<S> {
         let before = clock.now();
         let woke = sleeper.sleep_until_watching(before.saturating_add(d), watch);
         let halted = woke.saturating_since(before);
+        self.sleeps += 1;
         self.halted = self.halted.saturating_add(halted.ticks());
         self.sched.record_halted(halted);
         woke

@@ -131,6 +131,10 @@ pub struct BootConfig {
     pub tl_us: u32,
     /// Metronome's first short timeout T_S, µs.
     pub ts0_us: u32,
+    /// The round budget in µs: a won round that is still receiving after this long lets
+    /// its lane go and comes straight back (`core::worker::RoundBudget`), so a flood on one
+    /// lane cannot hold the worker's other duties.
+    pub round_us: u32,
     /// Weight of the old ρ in the EWMA, in thousandths.
     pub ewma_permille: u16,
     /// Vacation feedback gain, in thousandths (0 = the paper's T_S rule alone).
@@ -145,6 +149,9 @@ pub struct BootConfig {
     pub stall_ms: u32,
     /// Debug: worker `.0` stops (spins forever without rounds) `.1` ms into the run.
     pub stall: Option<(u8, u32)>,
+    /// Debug: every received frame costs this many spin-loop iterations on its worker (an
+    /// expensive chain on demand, to overload a worker under emulation); 0: off.
+    pub burn: u32,
     /// The NICs to drive, by PCI address, port 0 first (`nics=`); `None`: the first two
     /// the image finds.
     pub nics: Option<NicSelect>,
@@ -194,12 +201,14 @@ impl Default for BootConfig {
             vbar_us: 15,
             tl_us: 500,
             ts0_us: 20,
+            round_us: 500,
             ewma_permille: 750,
             feedback_permille: 30,
             mwait: false,
             line_mbps: 0,
             stall_ms: 1000,
             stall: None,
+            burn: 0,
             nics: None,
             slo_us: 200,
             mapper_ms: 1000,
@@ -210,7 +219,7 @@ impl Default for BootConfig {
 }
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 26] = [
+pub const KEYS: [&str; 28] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -226,12 +235,14 @@ pub const KEYS: [&str; 26] = [
     "vbar_us",
     "tl_us",
     "ts0_us",
+    "round_us",
     "ewma",
     "feedback",
     "mwait",
     "line_mbps",
     "stall_ms",
     "stall",
+    "burn",
     "nics",
     "slo_us",
     "mapper_ms",
@@ -276,6 +287,13 @@ pub enum BootConfigError<'a> {
         /// Why it is needed.
         because: &'static str,
     },
+    /// Two keys whose values cannot work together.
+    Conflict {
+        /// The key whose value is refused.
+        key: &'static str,
+        /// Why, naming the other key.
+        because: &'static str,
+    },
 }
 
 impl fmt::Display for BootConfigError<'_> {
@@ -299,6 +317,7 @@ impl fmt::Display for BootConfigError<'_> {
                 write!(f, "boot option '{key}': expected {expected}, got '{got}'")
             }
             BootConfigError::Missing { key, because } => write!(f, "boot option '{key}': required {because}"),
+            BootConfigError::Conflict { key, because } => write!(f, "boot option '{key}': {because}"),
         }
     }
 }
@@ -360,6 +379,7 @@ impl BootConfig {
                 "vbar_us" => cfg.vbar_us = int_in(value, 1, 10_000).ok_or(bad("an integer in 1..=10000"))?,
                 "tl_us" => cfg.tl_us = int_in(value, 1, 100_000).ok_or(bad("an integer in 1..=100000"))?,
                 "ts0_us" => cfg.ts0_us = int_in(value, 1, 10_000).ok_or(bad("an integer in 1..=10000"))?,
+                "round_us" => cfg.round_us = int_in(value, 10, 100_000).ok_or(bad("an integer in 10..=100000"))?,
                 "ewma" => cfg.ewma_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.75)"))?,
                 "feedback" => cfg.feedback_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.03)"))?,
                 "mwait" => {
@@ -372,6 +392,7 @@ impl BootConfig {
                 "line_mbps" => {
                     cfg.line_mbps = int_in(value, 0, 400_000).ok_or(bad("an integer in 0..=400000 (Mb/s)"))?
                 }
+                "burn" => cfg.burn = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "stall_ms" => cfg.stall_ms = int_in(value, 0, 600_000).ok_or(bad("an integer in 0..=600000"))?,
                 "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "mapper_ms" => cfg.mapper_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
@@ -391,6 +412,12 @@ impl BootConfig {
                 // Every key of KEYS is matched above.
                 _ => return Err(BootConfigError::UnknownKey { key }),
             }
+        }
+        if cfg.stall_ms != 0 && u64::from(cfg.round_us) * 4 > u64::from(cfg.stall_ms) * 1000 {
+            return Err(BootConfigError::Conflict {
+                key: "round_us",
+                because: "must be at most a quarter of stall_ms (a worker's heartbeat beats once a round)",
+            });
         }
         if cfg.ctl.is_some() && cfg.ctl_key.is_none() {
             return Err(BootConfigError::Missing {
@@ -516,6 +543,20 @@ mod tests {
         for bad in ["mapper_ms=60001", "mapper_ms=-1", "mapper_ms=x"] {
             assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "mapper_ms", .. })), "{bad}");
         }
+        let c = BootConfig::parse("burn=5000").unwrap();
+        assert_eq!((c.burn, BootConfig::default().burn), (5000, 0));
+        assert!(matches!(BootConfig::parse("burn=x"), Err(BootConfigError::BadValue { key: "burn", .. })));
+        let c = BootConfig::parse("round_us=2000").unwrap();
+        assert_eq!((c.round_us, BootConfig::default().round_us), (2000, 500));
+        for bad in ["round_us=9", "round_us=100001", "round_us=x"] {
+            assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "round_us", .. })), "{bad}");
+        }
+        // A round longer than a quarter of the watchdog's limit would read as a stall.
+        let e = BootConfig::parse("stall_ms=100 round_us=25001").unwrap_err();
+        assert!(matches!(e, BootConfigError::Conflict { key: "round_us", .. }), "{e:?}");
+        assert!(alloc::format!("{e}").contains("stall_ms"), "{e}");
+        assert!(BootConfig::parse("stall_ms=100 round_us=25000").is_ok());
+        assert!(BootConfig::parse("stall_ms=0 round_us=100000").is_ok(), "no watchdog, no conflict");
         let c = BootConfig::parse("stall_ms=250 stall=1:500").unwrap();
         assert_eq!((c.stall_ms, c.stall), (250, Some((1, 500))));
         for bad in ["stall=1", "stall=64:5", "stall=1:x", "stall_ms=-1"] {

@@ -2,12 +2,17 @@
 //! firmware runs it — fed arbitrary frame sequences on both ports, with the clock moved by
 //! the input so that entries expire, sweeps report them and NAT/Accounting reclaim them.
 //! The first byte picks the chain: ACL → LB → Accounting, ACL → UrlFilter → Encrypt,
-//! ACL → NAT, L3fwd, or all of LB, Accounting, NAT, UrlFilter and Encrypt behind the ACL.
+//! ACL → NAT, L3fwd, or all of LB, Accounting, NAT, UrlFilter and Encrypt behind the ACL
+//! (byte % 5); and how it runs (byte / 5 % 3): wrapped in NetBlaze's stage as the firmware runs
+//! it without auxiliary cores (0), or with NetBlaze on and one auxiliary core (1, 2) whose
+//! loop the input also drives — a tiny profile and a short epoch, so flows are placed,
+//! handed over, followed and given back while the input goes on.
 //!
 //! Asserted after every step: no panic; every pool buffer is owned by exactly one of the RX
-//! rings and the TX rings (the worker and the NFs keep none between polls); no double free;
-//! NAT's port pool never hands out a port twice or takes back one it did not give, and
-//! never has more ports out than its range. At the end everything comes back.
+//! rings, the TX rings and the lane's hand-off to the auxiliary core (the worker and the NFs
+//! keep none between polls); no double free; NAT's port pool never hands out a port twice
+//! or takes back one it did not give, and never has more ports out than its range. At the
+//! end everything comes back.
 #![no_main]
 
 use std::sync::Arc;
@@ -22,6 +27,8 @@ use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
 use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
+use cadence_core::netblaze::lane::{AuxWorker, LaneConfig, NetBlazeStage, SharedLanes, build, share};
+use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::nic::TxQueue;
 use cadence_core::parse::IpAddr;
@@ -56,16 +63,16 @@ impl Clock for StepClock {
     }
 }
 
-fn acl() -> Box<dyn Nf> {
+fn acl() -> Arc<AclShared> {
     let mut deny = AclRule::any(10, AclAction::Deny);
     deny.dport = (23, 23);
     let mut cfg = AclConfig::new(vec![deny], AclAction::Permit);
     cfg.flow_capacity = 64;
     cfg.flow_timeout = TIMEOUT;
-    Box::new(Acl::new(Arc::new(AclShared::try_new(&cfg).expect("acl"))))
+    Arc::new(AclShared::try_new(&cfg).expect("acl"))
 }
 
-fn lb() -> Box<dyn Nf> {
+fn lb() -> Arc<LbShared> {
     let mut cfg = LbConfig::default();
     cfg.max_backends = 4;
     cfg.affinity_capacity = 64;
@@ -74,28 +81,26 @@ fn lb() -> Box<dyn Nf> {
     cfg.vips.push(Vip { addr: IpAddr::V4([10, 1, 0, 1]), port: 80, proto: 6, backends });
     let backends = vec![Backend { addr: IpAddr::V4([10, 4, 1, 1]), port: Some(5353) }];
     cfg.vips.push(Vip { addr: IpAddr::V4([10, 1, 0, 2]), port: 53, proto: 17, backends });
-    Box::new(Lb::new(Arc::new(LbShared::try_new(&cfg).expect("lb"))))
+    Arc::new(LbShared::try_new(&cfg).expect("lb"))
 }
 
-fn accounting() -> (Box<dyn Nf>, Arc<AccountingShared>) {
+fn accounting() -> Arc<AccountingShared> {
     let mut cfg = AccountingConfig::default();
     cfg.capacity = 64;
     cfg.idle_timeout = TIMEOUT;
     cfg.export_ring = 8;
     cfg.event_ring = 8;
-    let s = Arc::new(AccountingShared::try_new(&cfg).expect("accounting"));
-    (Box::new(Accounting::new(Arc::clone(&s))), s)
+    Arc::new(AccountingShared::try_new(&cfg).expect("accounting"))
 }
 
-fn nat() -> (Box<dyn Nf>, Arc<NatShared>) {
+fn nat() -> Arc<NatShared> {
     let mut cfg = NatConfig::default();
     cfg.ports = NAT_PORTS;
     cfg.timeout = TIMEOUT;
-    let s = Arc::new(NatShared::try_new(&cfg).expect("nat"));
-    (Box::new(Nat::new(Arc::clone(&s))), s)
+    Arc::new(NatShared::try_new(&cfg).expect("nat"))
 }
 
-fn urlfilter() -> Box<dyn Nf> {
+fn urlfilter() -> Arc<UrlFilterShared> {
     let mut cfg = UrlFilterConfig::default();
     cfg.banned = vec!["bad.example/x".to_string(), "evil.org".to_string()];
     cfg.window = 128;
@@ -104,18 +109,18 @@ fn urlfilter() -> Box<dyn Nf> {
     cfg.inspect_timeout = TIMEOUT;
     cfg.flow_timeout = TIMEOUT;
     cfg.reset = true;
-    Box::new(UrlFilter::new(Arc::new(UrlFilterShared::try_new(&cfg).expect("urlfilter"))))
+    Arc::new(UrlFilterShared::try_new(&cfg).expect("urlfilter"))
 }
 
-fn encrypt() -> Box<dyn Nf> {
+fn encrypt() -> Arc<EncryptShared> {
     let mut cfg = EncryptConfig::default();
     cfg.key = [9; 32];
     cfg.udp_flows = 32;
     cfg.udp_idle_timeout = TIMEOUT;
-    Box::new(Encrypt::new(Arc::new(EncryptShared::try_new(&cfg).expect("encrypt"))))
+    Arc::new(EncryptShared::try_new(&cfg).expect("encrypt"))
 }
 
-fn l3fwd() -> Box<dyn Nf> {
+fn l3fwd() -> Arc<L3fwdShared> {
     let mut cfg = L3fwdConfig::default();
     cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
     cfg.routes4 = vec![
@@ -125,7 +130,7 @@ fn l3fwd() -> Box<dyn Nf> {
     ];
     cfg.max_groups4 = 8;
     cfg.max_groups6 = 8;
-    Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))))
+    Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))
 }
 
 /// An IPv4 TCP or UDP frame whose addresses, ports, flags and payload come from the input
@@ -176,40 +181,98 @@ fn shaped(inp: &mut Input<'_>) -> Vec<u8> {
     f
 }
 
+/// A profile whose one core finishes 8 packets of 1 flow per epoch: almost any burst is
+/// outside it, so the decisions place flows on the auxiliary core.
+const PROFILE: &str = "version=1\ntsc_hz=1000\nepoch_ns=20000000\nfrontier=1:8,4:4\n\
+                       service=packet_cycles:100,flow_cycles:100\nrate=1:400\n";
+
+/// The chain `sel` picks; a second call gives another worker's instances over the same
+/// shared tables (what the auxiliary core runs).
+struct Nfs {
+    sel: u8,
+    acl: Arc<AclShared>,
+    lb: Arc<LbShared>,
+    accounting: Arc<AccountingShared>,
+    nat: Arc<NatShared>,
+    urlfilter: Arc<UrlFilterShared>,
+    encrypt: Arc<EncryptShared>,
+    l3fwd: Arc<L3fwdShared>,
+}
+
+impl Nfs {
+    fn chain(&self) -> Chain {
+        let acl = || -> Box<dyn Nf> { Box::new(Acl::new(Arc::clone(&self.acl))) };
+        let lb = || -> Box<dyn Nf> { Box::new(Lb::new(Arc::clone(&self.lb))) };
+        let acc = || -> Box<dyn Nf> { Box::new(Accounting::new(Arc::clone(&self.accounting))) };
+        let nat = || -> Box<dyn Nf> { Box::new(Nat::new(Arc::clone(&self.nat))) };
+        let uf = || -> Box<dyn Nf> { Box::new(UrlFilter::new(Arc::clone(&self.urlfilter))) };
+        let enc = || -> Box<dyn Nf> { Box::new(Encrypt::new(Arc::clone(&self.encrypt))) };
+        let nfs: Vec<Box<dyn Nf>> = match self.sel % 5 {
+            0 => vec![acl(), lb(), acc()],
+            1 => vec![acl(), uf(), enc()],
+            2 => vec![acl(), nat()],
+            3 => vec![Box::new(L3fwd::new(Arc::clone(&self.l3fwd)))],
+            _ => vec![acl(), lb(), acc(), nat(), uf(), enc()],
+        };
+        Chain::new(nfs, egress())
+    }
+    fn exports(&self) -> bool {
+        matches!(self.sel % 5, 0 | 4)
+    }
+    fn nat(&self) -> bool {
+        matches!(self.sel % 5, 2 | 4)
+    }
+}
+
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut inp = Input::new(data);
-    let mut nat_shared = None;
-    let mut exports = None;
-    let nfs: Vec<Box<dyn Nf>> = match inp.u8() % 5 {
-        0 => {
-            let (a, s) = accounting();
-            exports = Some(s);
-            vec![acl(), lb(), a]
-        }
-        1 => vec![acl(), urlfilter(), encrypt()],
-        2 => {
-            let (n, s) = nat();
-            nat_shared = Some(s);
-            vec![acl(), n]
-        }
-        3 => vec![l3fwd()],
-        _ => {
-            let (a, s) = accounting();
-            let (n, ns) = nat();
-            exports = Some(s);
-            nat_shared = Some(ns);
-            vec![acl(), lb(), a, n, urlfilter(), encrypt()]
-        }
+    let sel = inp.u8();
+    let nfs = Nfs {
+        sel,
+        acl: acl(),
+        lb: lb(),
+        accounting: accounting(),
+        nat: nat(),
+        urlfilter: urlfilter(),
+        encrypt: encrypt(),
+        l3fwd: l3fwd(),
     };
+    let exports = nfs.exports().then(|| Arc::clone(&nfs.accounting));
+    let nat_shared = nfs.nat().then(|| Arc::clone(&nfs.nat));
     let mut mem = vec![0u8; BUFS * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, BUFS).expect("pool");
     let mut rx = [SoftRxQueue::new(&mut pool, 16), SoftRxQueue::new(&mut pool, 16)];
     let mut tx = [SoftTxQueue::new(16, false), SoftTxQueue::new(16, false)];
-    let mut poller = Poller::new(Chain::new(nfs, egress()), PollConfig::default());
+    // NetBlaze on: one lane, one auxiliary core over a view of the lane's pool, both driven
+    // by the input on this one thread.
+    let mut aux: Option<(AuxWorker<'_>, SharedLanes)> = None;
+    let stage = if sel / 5 % 3 == 0 {
+        NetBlazeStage::off(nfs.chain())
+    } else {
+        let profile = Profile::parse(PROFILE).expect("profile");
+        let mut nb = NetBlazeConfig::default();
+        nb.epoch_ns = profile.epoch_ns;
+        nb.slo_ns = 4 * profile.epoch_ns;
+        let params = nb.validate().expect("netblaze parameters");
+        let lcfg = LaneConfig { epoch: Duration(20), link_capacity: 32, tracked_flows: 8, follow_flows: 8 };
+        let (states, mut ends) = build(1, 1, lcfg).expect("links");
+        let lanes: SharedLanes = share(states);
+        // SAFETY: `pool` outlives the view (both live to the end of this function, the view
+        // inside `aux`, dropped first), and the stage and the auxiliary loop keep the
+        // hand-off discipline (a buffer is touched only by the side holding it, passed
+        // through the link's Release/Acquire); here they even run on one thread.
+        let view = unsafe { pool.view() };
+        aux = Some((AuxWorker::new(ends.remove(0), vec![view], nfs.chain()), Arc::clone(&lanes)));
+        let mut st = NetBlazeStage::new(nfs.chain(), lanes, CoreMapper::new(params), Arc::new(profile));
+        cadence_core::stage::Stage::enter_lane(&mut st, 0);
+        st
+    };
+    let mut poller = Poller::new(stage, PollConfig::default());
     let clock = StepClock(std::cell::Cell::new(1));
     let (first, last) = NAT_PORTS;
-    let owned = |rx: &[SoftRxQueue; 2], tx: &[SoftTxQueue; 2]| {
-        rx[0].owned() + rx[1].owned() + tx[0].in_flight() + tx[1].in_flight()
+    let owned = |rx: &[SoftRxQueue; 2], tx: &[SoftTxQueue; 2], aux: &Option<(AuxWorker<'_>, SharedLanes)>| {
+        let handed = aux.as_ref().map_or(0, |(_, lanes)| lanes[0].lock().held());
+        rx[0].owned() + rx[1].owned() + tx[0].in_flight() + tx[1].in_flight() + handed
     };
     while !inp.is_empty() {
         match inp.u8() % 4 {
@@ -226,6 +289,12 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             2 => {
                 clock.0.set(clock.0.get() + u64::from(inp.u8()));
                 poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+                // The auxiliary core runs at its own pace: after some polls, not others.
+                if let Some((a, _)) = &mut aux
+                    && inp.u8() & 1 == 0
+                {
+                    a.poll_once(clock.now());
+                }
             }
             _ => {
                 let max = inp.below(20);
@@ -235,21 +304,33 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                 }
             }
         }
-        assert_eq!(pool.in_use(), owned(&rx, &tx), "a buffer was lost or duplicated");
+        assert_eq!(pool.in_use(), owned(&rx, &tx, &aux), "a buffer was lost or duplicated");
         assert_eq!(pool.double_frees(), 0);
         if let Some(s) = &nat_shared {
             assert_eq!(s.pool_anomalies(), 0, "a NAT port handed out or returned twice");
             assert!(s.ports_in_use() <= usize::from(last - first) + 1);
         }
     }
-    // Wind down: send everything, then give every buffer back.
+    // Wind down: everything back from the auxiliary core, sent, then every buffer given back.
     for _ in 0..3 {
-        poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+        for _ in 0..64 {
+            if let Some((a, _)) = &mut aux {
+                a.poll_once(clock.now());
+            }
+            poller.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+            for q in tx.iter_mut() {
+                q.transmit(&pool, usize::MAX, |_| {});
+            }
+        }
         for q in tx.iter_mut() {
             q.transmit(&pool, usize::MAX, |_| {});
             q.reclaim(&mut pool);
         }
     }
+    if let Some((_, lanes)) = &aux {
+        assert!(lanes[0].lock().all_reclaimed(), "the auxiliary core gave everything back");
+    }
+    drop(aux);
     for q in rx.iter_mut() {
         q.release(&mut pool);
     }

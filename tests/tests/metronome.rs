@@ -2,8 +2,8 @@
 //! queue pairs per NIC (tap backends with `queues=2`, `mq=on,rss=on`; needs root, as CI
 //! has), and the CPU it spends against busy polling under the same configuration.
 //!
-//! Timing precision is never asserted (QEMU TCG): the tests compare counts the firmware
-//! keeps — frames, rounds won, busy and halted TSC cycles.
+//! Timing is never asserted (QEMU TCG): the tests check what the schedulers decided and
+//! counted — frames, rounds tried and won, sleeps, rounds cut — not how long emulation took.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -56,14 +56,22 @@ fn send(rig: &mut Rig, frames: u64, rate: u64) -> Result<()> {
     Ok(())
 }
 
-/// Σ busy / Σ (busy + halted) over the workers.
-fn busy_share(fw: &Counters) -> Result<f64> {
-    let (mut busy, mut halted) = (0u64, 0u64);
-    for i in 0..WORKERS {
-        busy += fw.require(&format!("core{i}_busy_cycles"))?;
-        halted += fw.require(&format!("core{i}_halted_cycles"))?;
-    }
-    Ok(busy as f64 / (busy + halted).max(1) as f64)
+/// What one worker's scheduler decided, from `@summary`.
+#[derive(Debug)]
+struct Decisions {
+    tries: u64,
+    sleeps: u64,
+    cut_rounds: u64,
+    halted_cycles: u64,
+}
+
+fn decisions(fw: &Counters, i: u64) -> Result<Decisions> {
+    Ok(Decisions {
+        tries: fw.require(&format!("core{i}_tries"))?,
+        sleeps: fw.require(&format!("core{i}_sleeps"))?,
+        cut_rounds: fw.require(&format!("core{i}_cut_rounds"))?,
+        halted_cycles: fw.require(&format!("core{i}_halted_cycles"))?,
+    })
 }
 
 #[test]
@@ -94,22 +102,39 @@ fn three_workers_share_two_rss_lanes_without_loss() -> Result<()> {
     Ok(())
 }
 
+/// What the schedulers decided at low load, not how long TCG took to run them: in `poll` mode
+/// no worker ever sleeps or halts; in `metronome` mode every round that drained its lane (or
+/// lost its race) ends in one sleep, most rounds do (a round is cut by `round_us` only if it
+/// ran that long — at 100 frames/s only a preempted vCPU does), and every worker halted.
+/// (The CPU share itself depends on the host's speed under TCG: `cargo xtask run` reports it,
+/// and docs/PERFORMANCE.md measures it on Linux.)
 #[test]
-fn metronome_spends_at_most_a_third_of_poll_modes_busy_cycles_at_low_load() -> Result<()> {
+fn at_low_load_metronome_workers_sleep_after_their_rounds_and_poll_mode_workers_never_do() -> Result<()> {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut shares = Vec::new();
     for sched in ["poll", "metronome"] {
-        let mut rig = boot(&format!("metronome_share_{sched}"), sched)?;
+        let mut rig = boot(&format!("metronome_sleeps_{sched}"), sched)?;
         send(&mut rig, 300, 100)?;
         let fw = stop_ok(&mut rig)?;
         let k = rig.checker().classes();
         assert!(k.clean(), "{sched}: host saw {:?}: {k:?}", k.failures());
-        shares.push(busy_share(&fw)?);
+        let (mut tries, mut sleeps) = (0, 0);
+        for i in 0..WORKERS {
+            let d = decisions(&fw, i)?;
+            eprintln!("{sched}: worker {i}: {d:?}");
+            assert!(d.tries > 0, "{sched}: worker {i} never tried a lane: {d:?}");
+            if sched == "poll" {
+                assert_eq!((d.sleeps, d.halted_cycles), (0, 0), "poll mode never sleeps: worker {i}: {d:?}");
+            } else {
+                assert_eq!(d.sleeps + d.cut_rounds, d.tries, "one sleep after every uncut round: worker {i}: {d:?}");
+                assert!(d.sleeps > 0 && d.halted_cycles > 0, "worker {i} never halted: {d:?}");
+            }
+            tries += d.tries;
+            sleeps += d.sleeps;
+        }
+        if sched == "metronome" {
+            assert!(2 * sleeps >= tries, "most low-load rounds end in a sleep: {sleeps} sleeps in {tries} rounds");
+        }
     }
-    let (poll, metronome) = (shares[0], shares[1]);
-    eprintln!("busy share: poll {poll:.3}, metronome {metronome:.3}");
-    assert!(poll > 0.9, "poll mode never halts: busy share {poll:.3}");
-    assert!(metronome <= poll / 3.0, "metronome busy share {metronome:.3} vs poll {poll:.3}");
     Ok(())
 }
 

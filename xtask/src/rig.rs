@@ -498,6 +498,30 @@ impl Rig {
         Ok(())
     }
 
+    /// Sends `frame` into `port` over and over at `rate` frames/s (token bucket), on a thread
+    /// of its own, until `until` is set; the thread returns how many it sent. For floods:
+    /// the frames are not registered with the checker (send one the chain drops — an
+    /// ACL-denied flow's, a malformed one — or expect them as unexpected). A rate the host
+    /// can just sustain floods best: a sender that takes a whole core starves QEMU's own
+    /// thread, which then delivers less.
+    pub fn flood(&self, port: usize, frame: Vec<u8>, rate: u64, until: Arc<AtomicBool>) -> Result<JoinHandle<u64>> {
+        let s = self.ports.get(port).ok_or_else(|| anyhow!("no port {port}"))?.try_clone()?;
+        Ok(std::thread::spawn(move || {
+            let mut pacer = crate::traffic::Pacer::new(rate, Instant::now());
+            let mut sent = 0u64;
+            while !until.load(Ordering::Relaxed) {
+                for _ in 0..pacer.take(Instant::now()) {
+                    // A full socket or tap queue drops it: a flood does not wait.
+                    if s.send(&frame).is_ok() {
+                        sent += 1;
+                    }
+                }
+                std::thread::sleep(pacer.wait().max(Duration::from_micros(50)));
+            }
+            sent
+        }))
+    }
+
     /// A signed control frame for port 0 (the control port) with the next counter.
     pub fn control_frame(&mut self, cmd: Control) -> Vec<u8> {
         let m = self.checker().macs();

@@ -41,6 +41,42 @@ pub const FUZZ_TARGETS: [(&str, &str); 10] = [
     ("pcap", "the NetBlaze simulator's capture reader (classic pcap and pcapng) over arbitrary files"),
 ];
 
+/// Every loom model of `cadence-core` (test paths): the step fails when one of them did not
+/// run and pass, and when a model ran that is not listed here (add it: the list is what the
+/// step promises). docs/VERIFICATION.md says what each proves.
+pub const LOOM_MODELS: [&str; 30] = [
+    "netblaze::handoff::loom_handoff::doorbell_never_loses_a_wake_up",
+    "netblaze::handoff::loom_handoff::handoff_loom_bursts_arrive_once_in_order",
+    "netblaze::handoff::loom_handoff::handoff_loom_return_path_frees_each_buffer_once",
+    "nf::accounting::loom_ring::accounting_loom_export_ring_full_then_drained_concurrently",
+    "nf::accounting::loom_ring::accounting_loom_export_ring_two_producers_one_consumer",
+    "nf::lb::loom_maglev::lb_loom_maglev_reader_never_sees_a_torn_table",
+    "nf::lb::loom_maglev::lb_loom_maglev_second_writer_is_refused_not_mixed",
+    "nf::nat::loom_pool::nat_loom_pool_alloc_release_conserves_ports",
+    "nf::nat::loom_pool::nat_loom_pool_three_workers_two_ports",
+    "nf::urlfilter::loom_slab::urlfilter_loom_release_then_claim_hands_over_a_clean_window",
+    "nf::urlfilter::loom_slab::urlfilter_loom_stale_renewal_detected_and_harmless",
+    "nf::urlfilter::loom_slab::urlfilter_loom_two_claims_one_owner",
+    "pna::tests::loom_events::pna_loom_event_ring_two_consumers_never_share_an_event",
+    "pna::tests::loom_events::pna_loom_event_ring_two_producers_one_consumer",
+    "pna::tests::loom_expiry::pna_loom_refresh_between_report_and_take_keeps_the_entry",
+    "pna::tests::loom_expiry::pna_loom_sweep_races_the_consumer_and_a_second_taker",
+    "pna::tests::loom_expiry::pna_loom_two_sweeps_report_once_and_the_entry_is_taken_once",
+    "pna::tests::loom_expiry::pna_loom_update_racing_sweep_and_take_is_never_torn",
+    "pna::tests::loom_models::pna_loom_add_after_burst_miss_races",
+    "pna::tests::loom_models::pna_loom_delete_vs_lookup_not_stale_after_release",
+    "pna::tests::loom_models::pna_loom_insert_vs_lookup_never_torn",
+    "pna::tests::loom_models::pna_loom_two_inserters_one_slot_of_capacity",
+    "pna::tests::loom_models::pna_loom_update_vs_burst_lookup_never_torn_or_stale",
+    "pna::tests::loom_models::pna_loom_writer_between_burst_miss_and_add",
+    "sync::guarded::loom_tests::sync_loom_guarded_data_is_reached_only_under_its_lock",
+    "sync::loom_swap::swap_loom_readers_never_go_back_and_retired_versions_are_freed",
+    "sync::loom_tests::sync_relaxed_lock_is_caught",
+    "sync::loom_tests::sync_three_threads_exclusive_and_releases_observed",
+    "sync::loom_tests::sync_two_threads_exclusive_and_releases_observed",
+    "sync::loom_tests::sync_value_written_under_the_lock_is_seen_by_the_next_holder",
+];
+
 /// Seconds each fuzz target runs in `cargo xtask test`.
 pub const TEST_SECONDS: u64 = 10;
 
@@ -69,12 +105,12 @@ pub fn loom() -> Result<()> {
     println!("\n==> xtask test: loom models ({cmd:?})");
     let t0 = Instant::now();
     let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
-    let mut passed = 0usize;
+    let mut passed = Vec::new();
     if let Some(out) = child.stdout.take() {
         for line in BufReader::new(out).lines() {
             let line = line?;
-            if line.starts_with("test ") && line.ends_with(" ok") {
-                passed += 1;
+            if let Some(name) = passed_test(&line) {
+                passed.push(name.to_string());
             }
             println!("{line}");
         }
@@ -83,12 +119,49 @@ pub fn loom() -> Result<()> {
     if !st.success() {
         bail!("xtask test: step 'loom models' failed ({st})");
     }
-    // A renamed module must not turn the step into a silent no-op.
-    if passed == 0 {
-        bail!("xtask test: step 'loom models' ran no model (no test path contains `loom`)");
-    }
-    println!("==> loom models: {passed} passed in {:.0} s", t0.elapsed().as_secs_f64());
+    // A renamed module or a filter that matches less must not quietly run fewer models.
+    check_models(&LOOM_MODELS, &passed).context("xtask test: step 'loom models' failed")?;
+    println!("==> loom models: all {} passed in {:.0} s", passed.len(), t0.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The test a libtest line says passed (`test PATH ... ok`).
+fn passed_test(line: &str) -> Option<&str> {
+    line.strip_prefix("test ")?.strip_suffix(" ... ok")
+}
+
+/// Every model of `want` passed, and nothing else ran.
+fn check_models(want: &[&str], passed: &[String]) -> Result<()> {
+    let missing: Vec<&str> = want.iter().copied().filter(|w| !passed.iter().any(|p| p == w)).collect();
+    let extra: Vec<&str> = passed.iter().map(String::as_str).filter(|p| !want.contains(p)).collect();
+    if !missing.is_empty() {
+        bail!("{} of {} loom models did not run or pass: {}", missing.len(), want.len(), missing.join(", "));
+    }
+    if !extra.is_empty() {
+        bail!("loom models ran that xtask's LOOM_MODELS does not list (add them): {}", extra.join(", "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod loom_list_tests {
+    use super::*;
+
+    #[test]
+    fn the_loom_step_wants_every_listed_model_and_nothing_unlisted() {
+        let all: Vec<String> = LOOM_MODELS.iter().map(|s| s.to_string()).collect();
+        assert!(check_models(&LOOM_MODELS, &all).is_ok());
+        let one_short = &all[1..];
+        let e = check_models(&LOOM_MODELS, one_short).unwrap_err().to_string();
+        assert!(e.contains(LOOM_MODELS[0]) && e.contains("1 of"), "{e}");
+        assert!(check_models(&LOOM_MODELS, &[]).is_err(), "no model run is a failure");
+        let mut more = all.clone();
+        more.push("sync::loom_tests::new_model".into());
+        assert!(check_models(&LOOM_MODELS, &more).unwrap_err().to_string().contains("new_model"));
+        assert_eq!(passed_test("test sync::loom_tests::a ... ok"), Some("sync::loom_tests::a"));
+        assert_eq!(passed_test("test sync::loom_tests::a ... FAILED"), None);
+        assert_eq!(passed_test("test sync::loom_tests::a ... ignored"), None);
+    }
 }
 
 /// What runs under Miri: per crate, the library tests of the modules that hold `unsafe` code

@@ -32,6 +32,12 @@ pub struct WorkerStats {
     pub busy_ticks: u64,
     /// Ticks spent halted (in the sleeper).
     pub halted_ticks: u64,
+    /// Sleeps taken between rounds (filled in by [`crate::worker::Worker::stats`]): after a
+    /// won round whose lane emptied, after a lost one; never in `poll` mode.
+    pub sleeps: u64,
+    /// Won rounds that ended on the round budget with the lane still delivering
+    /// ([`crate::worker::RoundBudget`]): the worker came back without sleeping.
+    pub cut_rounds: u64,
 }
 
 impl WorkerStats {

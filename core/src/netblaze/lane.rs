@@ -315,6 +315,13 @@ impl LaneState {
         self.links.iter().map(DedicatedEnd::outstanding).sum()
     }
 
+    /// Buffers of the lane's pool that NetBlaze holds between polls: handed over and not
+    /// reclaimed, or queued for a link without credit (what a lane's buffer accounting adds
+    /// to its rings').
+    pub fn held(&self) -> usize {
+        self.outstanding() + self.queued.iter().map(VecDeque::len).sum::<usize>()
+    }
+
     /// Auxiliary core `a`'s doorbell (the same for every lane): what the core sleeps on when
     /// it has been idle long, and what a hand-off to it rings ([`AuxWorker::with_bell`]).
     pub fn bell(&self, a: usize) -> Option<Arc<Doorbell>> {
@@ -351,7 +358,7 @@ pub fn build(lanes: usize, aux: usize, cfg: LaneConfig) -> Result<(Vec<LaneState
             placed: EpochMap::with_capacity(cfg.tracked_flows),
             deadline: None,
             epoch,
-            scratch: Vec::with_capacity(cfg.tracked_flows + 1),
+            scratch: Vec::with_capacity(cfg.tracked_flows + PINNED_ENTRIES),
             reserved: vec![0; aux],
             queued: (0..aux).map(|_| VecDeque::with_capacity(queue_cap)).collect(),
             queue_cap,
@@ -361,8 +368,19 @@ pub fn build(lanes: usize, aux: usize, cfg: LaneConfig) -> Result<(Vec<LaneState
     Ok((states, ends))
 }
 
+/// Entries of an epoch's backlog beyond the tracked flows: the untracked arrivals and the
+/// frames still in the receive rings, each one pinned flow. The scratch vector is reserved
+/// for `tracked_flows` + these, so a decision never reallocates (on the bare-metal heap a
+/// failed allocation is a panic).
+const PINNED_ENTRIES: usize = 2;
+
 /// The lanes' states, shared by every dedicated worker's [`NetBlazeStage`].
 pub type SharedLanes = Arc<[Mutex<LaneState>]>;
+
+/// The lanes' states of [`build`], ready to share.
+pub fn share(states: Vec<LaneState>) -> SharedLanes {
+    states.into_iter().map(Mutex::new).collect::<Vec<_>>().into()
+}
 
 /// A dedicated worker's stage: its chain, wrapped with NetBlaze's placement (module docs),
 /// or the chain alone ([`NetBlazeStage::off`]: no auxiliary cores).
@@ -541,7 +559,7 @@ fn tick(d: &Dedicated, counters: &mut NetBlazeCounters, st: &mut LaneState, now:
         st.scratch.push(f);
     }
     // Untracked arrivals, and the frames still in the rings (their flows unknown until
-    // parsed): local load that cannot move.
+    // parsed): local load that cannot move ([`PINNED_ENTRIES`] of them at most).
     for pinned in [st.untracked, st.ring] {
         if pinned > 0 {
             let mut f = FlowBacklog::new(pinned);

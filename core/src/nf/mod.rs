@@ -223,6 +223,12 @@ impl Chain {
         self.meter.as_mut()
     }
 
+    /// Puts `nf` before the chain's first NF (a platform's own stage of the chain, such as
+    /// the firmware's debug `burn`).
+    pub fn push_front(&mut self, nf: Box<dyn Nf>) {
+        self.nfs.insert(0, nf);
+    }
+
     /// The NFs, in order.
     pub fn nfs(&self) -> &[Box<dyn Nf>] {
         &self.nfs

@@ -285,8 +285,14 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
         assert_eq!(total.ports[0].rx, FRAMES, "every frame received once");
         assert_eq!(total.ports[1].tx, FRAMES, "every frame forwarded once");
         assert_eq!(total.drops_total(), 0);
+        // Who won how often is the OS scheduler's business (three threads on however many
+        // cores the machine has): the counters must add up, whoever won.
+        let wins: u64 = results.iter().map(|(_, c)| c.wins).sum();
+        let lane_wins: u64 = (0..2).map(|k| ctl.queues()[k].snapshot().wins).sum();
+        assert_eq!(wins, lane_wins, "every won round counted once per worker and once per lane");
         for (i, (_, c)) in results.iter().enumerate() {
-            assert!(c.wins > 0, "worker {i} never won a round: {c:?}");
+            assert_eq!(c.tries, c.wins + c.busy_tries, "worker {i}: {c:?}");
+            assert_eq!(c.sleeps, c.tries - c.cut_rounds, "worker {i}: a sleep after every uncut round: {c:?}");
         }
     });
 }
@@ -456,4 +462,139 @@ fn a_primary_sleeps_watching_its_lanes_receive_queue_and_a_backup_does_not() {
     assert!(!p.round(&ctl, &lanes, &time, &mut sleeper).won);
     drop(held);
     assert_eq!(sleeper.watched, [Some(WakeAddr::new(0x1234)), None]);
+}
+
+/// A receive queue under a flood: before every burst, `per_burst` more frames arrive (until
+/// `limit` have), so the ring never runs dry while the flood lasts.
+struct FloodRx {
+    inner: SoftRxQueue,
+    per_burst: usize,
+    limit: u64,
+    injected: u64,
+}
+
+impl FloodRx {
+    fn new(pool: &mut Pool<'_>, per_burst: usize, limit: u64) -> Self {
+        Self { inner: SoftRxQueue::new(pool, 64), per_burst, limit, injected: 0 }
+    }
+}
+
+impl crate::nic::RxQueue for FloodRx {
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut crate::buf::Batch) -> usize {
+        for _ in 0..self.per_burst {
+            if self.injected >= self.limit {
+                break;
+            }
+            let i = self.injected;
+            if self.inner.inject(pool, &udp4(4000 + (i % 8) as u16, 53, &i.to_le_bytes())).is_ok() {
+                self.injected += 1;
+            }
+        }
+        self.inner.rx_burst(pool, batch)
+    }
+
+    fn rx_stats(&self) -> crate::nic::RxStats {
+        self.inner.rx_stats()
+    }
+}
+
+type FloodLane<'m> = Lane<'m, FloodRx, SoftTxQueue>;
+
+/// A lane whose port 0 is flooded with `per_burst` frames before every burst (up to 200 000
+/// frames: without a round budget, one round would forward all of them).
+fn flood_lane(mem: &mut [u8], per_burst: usize) -> FloodLane<'_> {
+    let mut pool = Pool::try_new(mem, 0x100_0000, 256).unwrap();
+    let rx = [FloodRx::new(&mut pool, per_burst, 200_000), FloodRx::new(&mut pool, 0, 0)];
+    Lane { rx, tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)], pool }
+}
+
+#[test]
+fn a_flooded_lane_ends_the_round_on_its_poll_budget_and_the_worker_comes_back_without_sleeping() {
+    let mut mem = vec![0u8; 256 * BUF_SIZE];
+    let ctl = controller(1, 1);
+    let lanes = [Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut mem, 32))];
+    let time = VirtualTime { t: Cell::new(1_000) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    let budget = RoundBudget::new(8, Duration::ZERO);
+    let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).with_budget(budget);
+    for round in 1..=3u64 {
+        let r = p.round(&ctl, &lanes, &time, &mut sleeper);
+        assert!(r.won && r.cut, "round {round}: {r:?}");
+        assert_eq!(r.packets, 8 * 32, "round {round}: eight polls of a full batch, then the lane is let go");
+        assert!(sleeper.deadlines.is_empty(), "a cut round is not followed by a sleep");
+        let s = p.stats();
+        assert_eq!((s.wins, s.cut_rounds, s.sleeps, s.packets), (round, round, 0, round * 256), "{s:?}");
+    }
+    // Every frame of those rounds went out (none dropped to make the budget).
+    assert_eq!(p.forwarding().ports[1].tx, 3 * 256);
+    assert_eq!(p.forwarding().drops_total(), 0);
+    // The estimator saw a busy lane: ρ rose and the lock was released each time.
+    assert!(ctl.queues()[0].snapshot().rho > 0.0);
+    assert!(ctl.queues()[0].lock().try_lock().is_some(), "the lock is free between rounds");
+}
+
+#[test]
+fn a_flooded_lane_ends_the_round_on_its_time_budget() {
+    let mut mem = vec![0u8; 256 * BUF_SIZE];
+    let ctl = controller(1, 1);
+    let lanes = [Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut mem, 32))];
+    let time = VirtualTime { t: Cell::new(1_000) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    // Virtual time moves 10 ticks per clock read: 2 000 ticks is a few dozen polls, far
+    // fewer than the 100 000 polls the poll bound would allow.
+    let budget = RoundBudget::new(100_000, Duration(2_000));
+    let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).with_budget(budget);
+    let r = p.round(&ctl, &lanes, &time, &mut sleeper);
+    assert!(r.won && r.cut, "{r:?}");
+    assert!(r.packets >= 32 && r.packets < 200_000, "the time bound ended the round: {} frames", r.packets);
+    let polls = p.forwarding().polls;
+    assert!(polls < 1_000, "{polls} polls in one round");
+    assert!(sleeper.deadlines.is_empty());
+    // Once the flood is over the round drains and sleeps as Metronome always did.
+    let mut rounds = 1;
+    while !p.round(&ctl, &lanes, &time, &mut sleeper).packets.eq(&0) && rounds < 10_000 {
+        rounds += 1;
+    }
+    assert_eq!(p.forwarding().ports[1].tx, 200_000, "every frame of the flood forwarded");
+    assert!(!sleeper.deadlines.is_empty(), "the lane emptied: the worker slept");
+    assert_eq!(p.stats().sleeps as usize, sleeper.deadlines.len());
+}
+
+#[test]
+fn a_worker_with_a_flooded_lane_still_serves_the_other_lanes_of_its_share() {
+    let (mut m0, mut m1) = (vec![0u8; 256 * BUF_SIZE], vec![0u8; 256 * BUF_SIZE]);
+    let ctl = controller(1, 2);
+    let lanes = [
+        Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut m0, 32)),
+        Guarded::new(ctl.queues()[1].lock(), flood_lane(&mut m1, 0)),
+    ];
+    // Lane 1 holds ten frames that must not wait for lane 0's flood to end.
+    with_lane_of(&ctl, &lanes, 1, |l| {
+        for i in 0..10u16 {
+            l.rx[0].inner.inject(&mut l.pool, &udp4(7000 + i, 53, b"other")).unwrap();
+        }
+    });
+    let time = VirtualTime { t: Cell::new(0) };
+    let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
+    let mut w = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default())
+        .partition(0, 1)
+        .with_budget(RoundBudget::new(4, Duration::ZERO));
+    let rounds: Vec<Round> = (0..4).map(|_| w.round(&ctl, &lanes, &time, &mut sleeper)).collect();
+    let lanes_visited: Vec<usize> = rounds.iter().map(|r| r.lane).collect();
+    assert_eq!(lanes_visited, [0, 1, 0, 1], "{rounds:?}");
+    assert!(rounds[0].cut && rounds[2].cut);
+    assert_eq!(rounds[1].packets, 10, "lane 1's frames went out while lane 0 was flooded");
+    let sent = with_lane_of(&ctl, &lanes, 1, |l| l.tx[1].tx_stats().packets);
+    assert_eq!(sent, 10);
+}
+
+/// [`with_lane`] for flooded lanes.
+fn with_lane_of<R>(
+    ctl: &Metronome<Vec<QueueState>>,
+    lanes: &[Guarded<FloodLane<'_>>],
+    k: usize,
+    f: impl FnOnce(&mut FloodLane<'_>) -> R,
+) -> R {
+    let mut g = ctl.queues()[k].lock().try_lock().expect("lane free");
+    f(lanes[k].get_mut(&mut g).expect("bound"))
 }

@@ -158,7 +158,7 @@ pub(super) fn setup(
         .map(|(a, (ends, views))| Mutex::new(Some(Parts { ends, views, bell: bells.get(a).cloned() })))
         .collect();
     let plan = Plan {
-        lanes: states.into_iter().map(Mutex::new).collect::<Vec<_>>().into(),
+        lanes: lane::share(states),
         mapper: CoreMapper::new(params),
         profile: Arc::new(profile.clone()),
         sleep: rate.ticks_from_us(u64::from(cfg.vbar_us).max(1)),

@@ -2,12 +2,20 @@
 //! worker; and the NF counters of the stats lines, summed over workers.
 //!
 //! An empty spec is L2 forwarding port `i` → port `1 - i`.
+//!
+//! Debug `burn=N` puts [`Burn`] first in every worker's chain: each frame then costs `N`
+//! spin-loop iterations on its worker — an expensive chain on demand, so that a test can
+//! overload a worker under emulation, where the host cannot deliver frames faster than the
+//! guest forwards them.
 
 use alloc::vec::Vec;
 use core::fmt::Write;
 
+use alloc::boxed::Box;
 use cadence_core::nf::config::{BuildError, ChainFactory, ChainSpec};
-use cadence_core::nf::{Chain, Egress};
+
+use cadence_core::buf::Pool;
+use cadence_core::nf::{Chain, Egress, Nf, NfBatch, NfCtx};
 use cadence_core::time::TickRate;
 use spin::Mutex;
 
@@ -23,6 +31,8 @@ type Text = heapless::String<COUNTERS_MAX>;
 pub struct Chains {
     factory: ChainFactory,
     slots: Vec<Mutex<Text>>,
+    /// Debug `burn=`: spin-loop iterations per frame (0: off).
+    burn: u32,
 }
 
 impl core::fmt::Debug for Chains {
@@ -43,7 +53,7 @@ impl Chains {
     ) -> Result<Chains, BuildError> {
         let egress = Egress { own_mac: own, peer_mac: cfg.peer, control: cfg.control() };
         let factory = spec.build(egress, rate)?;
-        Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect() })
+        Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect(), burn: cfg.burn })
     }
 
     /// The chain's shared NF state (the management channel changes its tables).
@@ -51,15 +61,19 @@ impl Chains {
         &self.factory
     }
 
-    /// A worker's own chain.
+    /// A worker's own chain (with [`Burn`] first under debug `burn=`).
     pub fn for_worker(&self) -> Chain {
-        self.factory.chain_for_worker()
+        let mut chain = self.factory.chain_for_worker();
+        if self.burn > 0 {
+            chain.push_front(Box::new(Burn { spins: self.burn, frames: 0 }));
+        }
+        chain
     }
 
     /// Copies worker `w`'s NF counters into its slot; `wait` = also when the reporter
     /// holds it right now (final counters).
     pub fn publish(&self, w: usize, chain: &Chain, wait: bool) {
-        if self.factory.is_empty() {
+        if chain.nfs().is_empty() {
             return;
         }
         let Some(slot) = self.slots.get(w) else { return };
@@ -75,7 +89,7 @@ impl Chains {
     /// them (` key=value` pairs; a value that is not a number is taken from the first
     /// worker that has the key).
     pub fn write_summed(&self, w: &mut dyn Write) -> core::fmt::Result {
-        if self.factory.is_empty() {
+        if self.factory.is_empty() && self.burn == 0 {
             return Ok(());
         }
         let texts: Vec<Text> = self.slots.iter().map(|s| s.lock().clone()).collect();
@@ -97,5 +111,31 @@ impl Chains {
             }
         }
         Ok(())
+    }
+}
+
+/// Debug `burn=N`: every alive frame costs `spins` spin-loop iterations, then goes on
+/// unchanged (module docs); counted as `burn_frames`.
+struct Burn {
+    spins: u32,
+    frames: u64,
+}
+
+impl Nf for Burn {
+    fn name(&self) -> &'static str {
+        "burn"
+    }
+
+    fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        for _ in batch.alive_mut() {
+            for _ in 0..self.spins {
+                core::hint::spin_loop();
+            }
+            self.frames += 1;
+        }
+    }
+
+    fn write_counters(&self, w: &mut dyn Write) -> core::fmt::Result {
+        write!(w, " burn_frames={}", self.frames)
     }
 }

@@ -48,7 +48,7 @@ use cadence_core::stage::PORTS;
 use cadence_core::sync::Guarded;
 use cadence_core::sync::doorbell::{WakeHook, no_wake};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
-use cadence_core::worker::{Lane, Mode, Worker};
+use cadence_core::worker::{Lane, Mode, RoundBudget, Worker};
 use spin::Mutex;
 
 use crate::config::{BootConfig, Sched};
@@ -246,6 +246,8 @@ struct Shared<M: Machine, P: FwdPort> {
     /// The NF chain every worker runs (its own instance) and their NF counters.
     chains: Chains,
     mode: Mode,
+    /// How long one won round may drain its lane (`round_us`).
+    round_budget: RoundBudget,
     clock: M::Clock,
     slots: Vec<Mutex<Slot>>,
     /// Set by whichever worker sees STOP, or by worker 0 at `max_s`.
@@ -425,6 +427,7 @@ pub fn run<M: Machine, P: FwdPort>(
         lanes: bound,
         chains,
         mode,
+        round_budget: RoundBudget::new(RoundBudget::DEFAULT_POLLS, clock.rate().ticks_from_us(u64::from(cfg.round_us))),
         clock,
         slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),
         stop: AtomicBool::new(false),
@@ -538,7 +541,9 @@ fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<NetBl
     chain.set_meter(sh.meter_plan.and_then(|p| p.meter()));
     let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
     let stage = aux::stage(sh.aux.as_ref(), chain, sh.machine.wake_hook());
-    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg).partition(w, sh.dedicated)
+    Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg)
+        .partition(w, sh.dedicated)
+        .with_budget(sh.round_budget)
 }
 
 /// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]

@@ -120,13 +120,16 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
         write!(
             w,
             " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
-             core{i}_busy_tries={} core{i}_packets={} core{i}_mwait_sleeps={}",
+             core{i}_busy_tries={} core{i}_packets={} core{i}_sleeps={} core{i}_cut_rounds={} \
+             core{i}_mwait_sleeps={}",
             c.awake_ticks(),
             c.halted_ticks,
             c.tries,
             c.wins,
             c.busy_tries,
             c.packets,
+            c.sleeps,
+            c.cut_rounds,
             s.watched
         )?;
         if let Some(l) = sh.latency.get(i) {

@@ -24,6 +24,9 @@ type Wire = Arc<StdMutex<VecDeque<Vec<u8>>>>;
 struct WireRx {
     wire: Wire,
     stats: RxStats,
+    /// While set, every burst is topped up with flood frames after the wire's own: the
+    /// queue never runs dry (one flow faster than the core).
+    flood: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RxQueue for WireRx {
@@ -31,7 +34,11 @@ impl RxQueue for WireRx {
         let mut n = 0;
         let mut wire = self.wire.lock().expect("wire");
         while batch.room() > 0 {
-            let Some(frame) = wire.pop_front() else { break };
+            let frame = match wire.pop_front() {
+                Some(f) => f,
+                None if self.flood.load(std::sync::atomic::Ordering::Relaxed) => udp_frame(MAC0, u32::MAX),
+                None => break,
+            };
             let Some(b) = pool.alloc() else {
                 self.stats.no_buffer += 1;
                 wire.push_front(frame);
@@ -340,6 +347,8 @@ fn control_frame(dst: [u8; 6], cmd: Command) -> Vec<u8> {
 struct Rig {
     in0: Wire,
     out1: Wire,
+    /// Floods port 0 while set ([`WireRx::flood`]).
+    flood0: Arc<std::sync::atomic::AtomicBool>,
     run: JoinHandle<Outcome>,
     machine: &'static FakeMachine,
 }
@@ -358,19 +367,20 @@ fn start_profiled(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool, prof
     let cfg = cfg.replace("CTL", CTL);
     let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
     let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
+    let flood0: Arc<std::sync::atomic::AtomicBool> = Arc::default();
     let cfg = BootConfig::parse(&cfg).expect("config");
     let ports = vec![
         WirePort {
             mac: MAC0,
             queues: Some((
-                WireRx { wire: in0.clone(), stats: RxStats::default() },
+                WireRx { wire: in0.clone(), stats: RxStats::default(), flood: flood0.clone() },
                 WireTx { wire: out0, stats: TxStats::default(), stuck: false },
             )),
         },
         WirePort {
             mac: MAC1,
             queues: Some((
-                WireRx { wire: in1, stats: RxStats::default() },
+                WireRx { wire: in1, stats: RxStats::default(), flood: Arc::default() },
                 WireTx { wire: out1.clone(), stats: TxStats::default(), stuck: stuck_tx },
             )),
         },
@@ -388,7 +398,7 @@ fn start_profiled(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool, prof
             LineRate { mbps: 10_000, from: "default" },
         )
     });
-    Rig { in0, out1, run, machine }
+    Rig { in0, out1, flood0, run, machine }
 }
 
 /// Waits (bounded) until `cond`.
@@ -435,6 +445,33 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
     assert_eq!((key(summary, "core0_late_p50_ns"), key(summary, "core1_late_p50_ns")), (Some(7), Some(7)));
     assert_eq!(key(summary, "core0_idle_ns"), None, "{summary}");
     assert!(!lines.iter().any(|l| l.starts_with("warning") || l.starts_with("error")), "{lines:?}");
+}
+
+#[test]
+fn under_a_flood_on_its_only_lane_a_lone_worker_still_reports_watches_and_obeys_stop() {
+    // One worker, one lane that never runs dry, a watchdog core: before the round budget the
+    // first round never ended — no `@stats`, no heartbeat (the watchdog called the working
+    // worker stalled), no STOP.
+    let m = FakeMachine::with_watchdog(2);
+    let rig = start("CTL workers=1 stats_ms=5 stall_ms=100 round_us=200", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    rig.flood0.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The flood has begun: frames leave, the rounds are cut, and the lines still come.
+    wait_for(|| rig.out1.lock().expect("wire").len() > 10_000);
+    let before = m.lines().iter().filter(|l| l.starts_with("@stats")).count();
+    wait_for(|| m.lines().iter().filter(|l| l.starts_with("@stats")).count() >= before + 5);
+    // Long enough for a watchdog period or two: it must not call the working worker stalled.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+    rig.flood0.store(false, std::sync::atomic::Ordering::Relaxed);
+    let lines = m.lines();
+    assert!(!lines.iter().any(|l| l.starts_with("@fault")), "{lines:?}");
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert!(key(summary, "core0_cut_rounds").is_some_and(|c| c > 10), "{summary}");
+    assert_eq!(key(summary, "stalls"), Some(0), "{summary}");
+    assert_eq!(key(summary, "drops"), Some(0), "{summary}");
+    assert_eq!(*m.aborted.lock().expect("aborted"), None);
 }
 
 #[test]

@@ -31,7 +31,7 @@ fn stage(lanes: &SharedLanes) -> NetBlazeStage {
 }
 
 fn shared(states: Vec<LaneState>) -> SharedLanes {
-    states.into_iter().map(Mutex::new).collect::<Vec<_>>().into()
+    crate::netblaze::lane::share(states)
 }
 
 /// NF `i` of the test chains: bumps payload byte `i` after the sequence number, so a frame
