@@ -127,6 +127,8 @@ fn urlfilter_blocks_banned_requests() -> Result<()> {
         "urlfilter_gave_up",
         "urlfilter_no_host",
         "urlfilter_lost",
+        "urlfilter_undecided_denied",
+        "urlfilter_handshakes",
         "urlfilter_slab_exhausted",
         "urlfilter_table_full",
         "urlfilter_untracked",

@@ -112,6 +112,8 @@ pub struct Timeouts {
     pub nat_ms: Option<u64>,
     /// `urlfilter.inspect_timeout_ms`.
     pub inspect_ms: Option<u64>,
+    /// `urlfilter.handshake_timeout_ms`.
+    pub handshake_ms: Option<u64>,
     /// `encrypt.udp_idle_timeout_ms`.
     pub udp_idle_ms: Option<u64>,
 }
@@ -435,6 +437,7 @@ impl ChainSpec {
                 NfSpec::UrlFilter(c) => {
                     set(&mut c.inspect_timeout, t.inspect_ms);
                     set(&mut c.flow_timeout, t.flow_ms);
+                    set(&mut c.handshake_timeout, t.handshake_ms);
                 }
                 NfSpec::Encrypt(c) => set(&mut c.udp_idle_timeout, t.udp_idle_ms),
                 NfSpec::L3fwd(_) => {}

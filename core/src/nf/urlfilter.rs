@@ -11,9 +11,15 @@
 //! client), `Allow` or `Block`:
 //!
 //! - A miss on a SYN makes the sender the client and `ISN + 1` offset 0; on a SYN-ACK the
-//!   receiver is the client and the SYN-ACK's acknowledgment number is offset 0; on a data
-//!   segment without a SYN seen (mid-stream pickup) the sender is the client and the segment
-//!   starts the stream. Pure ACKs, FINs and RSTs of unknown flows pass untracked.
+//!   receiver is the client and the SYN-ACK's acknowledgment number is offset 0. Such a flow
+//!   waits for data in an `Await` entry that holds no slab, under expire profile 2
+//!   ([`UrlFilterConfig::handshake_timeout`], short, restarted by each client packet): a
+//!   bare SYN claims a flow entry, never a slab, so spoofed SYNs cannot use up the slabs
+//!   (only the much larger flow table, and each entry for a short while). The client's first
+//!   data segment claims the slab.
+//! - On a data segment without a SYN seen (mid-stream pickup, or an `Await` entry that
+//!   expired) the sender is the client and the segment starts the stream. Pure ACKs, FINs and
+//!   RSTs of unknown flows pass untracked.
 //! - `Inspect` entries use expire profile 0 ([`UrlFilterConfig::inspect_timeout`]), restarted
 //!   by each client packet, together with the slab's lease (same instant, same timeout): when
 //!   the entry expires, so does the lease, and the slab is free for the next claim.
@@ -35,10 +41,21 @@
 //! it never answers; the segments before it were forwarded as they came (nothing is held
 //! back).
 //!
-//! Giving up, counted, with the connection allowed: the stream does not open with an HTTP
-//! request line (`not_http`); the window filled before the request line or Host header was
-//! complete (`gave_up`); a complete head without Host (`no_host`). Only the first request of
-//! a connection is inspected (keep-alive requests after it are not).
+//! Empty lines before the request line are skipped, as servers do (RFC 9112 §2.2).
+//!
+//! **Undecided streams** — the filter could not tell the URL: the window filled before the
+//! request line or Host header was complete (`gave_up`: headers padded past the window), a
+//! complete head without Host (`no_host`), the flow's slab lost under it (`lost`: a client
+//! idle past the inspection timeout mid-request), or, on a port listed in
+//! [`UrlFilterConfig::ports`], a stream that does not open with an HTTP request line
+//! (`not_http`: whatever speaks on a declared HTTP port must speak HTTP). They get
+//! [`UrlFilterConfig::undecided`]: `Deny` (the default, fail closed: the connection is
+//! blocked like a banned one, counted as `undecided_denied`) or `Allow`. With no ports listed
+//! every TCP connection is inspected, and a stream that is not HTTP at all (TLS, SSH) is
+//! allowed (`not_http`) — and so is one picked up mid-stream whose first bytes are not a
+//! request line, which a client can provoke by pausing mid-request for longer than
+//! `inspect_timeout` (its entry expires): list the HTTP ports to close that. Only the first
+//! request of a connection is inspected (keep-alive requests after it are not).
 //!
 //! # Matching
 //!
@@ -94,6 +111,17 @@ pub enum Exhaustion {
     Allow,
 }
 
+/// What to do with a stream the filter could not read a URL from (module docs, "Undecided
+/// streams").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Undecided {
+    /// Block the connection (fail closed).
+    Deny,
+    /// Let it through.
+    Allow,
+}
+
 /// Configuration of the URL filter (plain data; see [`UrlFilterConfig::validate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -110,6 +138,11 @@ pub struct UrlFilterConfig {
     pub ports: Vec<u16>,
     /// Idle time after which a flow under inspection is forgotten and its slab reused (ticks).
     pub inspect_timeout: Duration,
+    /// Idle time after which a flow that opened (SYN, SYN-ACK) but sent no data yet is
+    /// forgotten (ticks; short: such a flow holds no slab, only a flow entry).
+    pub handshake_timeout: Duration,
+    /// Streams the filter could not read a URL from.
+    pub undecided: Undecided,
     /// Idle time after which an allowed or blocked flow is forgotten (ticks).
     pub flow_timeout: Duration,
     /// Answer blocked client segments with a TCP reset (rewritten in place) instead of
@@ -121,7 +154,8 @@ pub struct UrlFilterConfig {
 
 impl Default for UrlFilterConfig {
     /// No patterns, 1 KiB windows, 4096 slabs (4 MiB), 65 536 flows, every port, timeouts of
-    /// 2^32 and 2^36 ticks (about 1.4 s and 23 s at 3 GHz), no resets, fail closed.
+    /// 2^32, 2^36 and 2^30 ticks (inspection, verdict, handshake: about 1.4 s, 23 s and 0.36 s
+    /// at 3 GHz), no resets, fail closed (exhaustion and undecided streams).
     fn default() -> Self {
         Self {
             banned: Vec::new(),
@@ -130,6 +164,8 @@ impl Default for UrlFilterConfig {
             flows: crate::miri_or(65_536, 64),
             ports: Vec::new(),
             inspect_timeout: Duration(1 << 32),
+            handshake_timeout: Duration(1 << 30),
+            undecided: Undecided::Deny,
             flow_timeout: Duration(1 << 36),
             reset: false,
             on_exhaustion: Exhaustion::Drop,
@@ -171,6 +207,8 @@ pub enum UrlFilterConfigError {
     InspectTimeout,
     /// `flow_timeout` is zero.
     FlowTimeout,
+    /// `handshake_timeout` is zero.
+    HandshakeTimeout,
     /// The automaton could not be built (too many patterns).
     Matcher,
     /// The heap has no room for `slabs` × `window` bytes.
@@ -189,6 +227,7 @@ impl fmt::Display for UrlFilterConfigError {
             Self::Flows => f.write_str("urlfilter flows: zero, below slabs, or too large"),
             Self::InspectTimeout => f.write_str("urlfilter inspect_timeout: zero"),
             Self::FlowTimeout => f.write_str("urlfilter flow_timeout: zero"),
+            Self::HandshakeTimeout => f.write_str("urlfilter handshake_timeout: zero"),
             Self::Matcher => f.write_str("urlfilter banned: automaton too large"),
             Self::OutOfMemory => f.write_str("urlfilter slabs: not enough memory for slabs x window bytes"),
         }
@@ -230,6 +269,9 @@ impl UrlFilterConfig {
         if self.flow_timeout.ticks() == 0 {
             return Err(E::FlowTimeout);
         }
+        if self.handshake_timeout.ticks() == 0 {
+            return Err(E::HandshakeTimeout);
+        }
         Ok(())
     }
 }
@@ -249,6 +291,8 @@ fn normalize(p: &str) -> Vec<u8> {
 /// Where a flow stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// Opened (SYN or SYN-ACK seen), no client data yet: no slab.
+    Await,
     Inspect,
     Allow,
     Block,
@@ -278,6 +322,7 @@ impl Actions<2> for FlowState {
             Phase::Inspect => 0,
             Phase::Allow => 1,
             Phase::Block => 2,
+            Phase::Await => 3,
         };
         let w0 = phase | u64::from(self.client_first) << 2 | u64::from(self.slab.idx) << 32;
         (0, [w0, u64::from(self.base) | u64::from(self.slab.generation) << 32])
@@ -287,6 +332,7 @@ impl Actions<2> for FlowState {
             (0, 0) => Phase::Inspect,
             (0, 1) => Phase::Allow,
             (0, 2) => Phase::Block,
+            (0, 3) => Phase::Await,
             _ => return None,
         };
         Some(Self {
@@ -300,6 +346,7 @@ impl Actions<2> for FlowState {
 
 const PROFILE_INSPECT: u8 = 0;
 const PROFILE_FLOW: u8 = 1;
+const PROFILE_HANDSHAKE: u8 = 2;
 
 /// The automaton, slabs and flow table, built once and shared by every core.
 pub struct UrlFilterShared {
@@ -310,6 +357,7 @@ pub struct UrlFilterShared {
     inspect_timeout: Duration,
     reset: bool,
     on_exhaustion: Exhaustion,
+    undecided: Undecided,
 }
 
 impl fmt::Debug for UrlFilterShared {
@@ -340,6 +388,7 @@ impl UrlFilterShared {
         let flows = P4Table::try_new(decl).map_err(|_| UrlFilterConfigError::Flows)?;
         flows.table().set_expire_profile(PROFILE_INSPECT, cfg.inspect_timeout);
         flows.table().set_expire_profile(PROFILE_FLOW, cfg.flow_timeout);
+        flows.table().set_expire_profile(PROFILE_HANDSHAKE, cfg.handshake_timeout);
         Ok(Self {
             matcher,
             slabs: Slabs::try_new(cfg.slabs, cfg.window).ok_or(UrlFilterConfigError::OutOfMemory)?,
@@ -348,6 +397,7 @@ impl UrlFilterShared {
             inspect_timeout: cfg.inspect_timeout,
             reset: cfg.reset,
             on_exhaustion: cfg.on_exhaustion,
+            undecided: cfg.undecided,
         })
     }
 
@@ -377,14 +427,19 @@ pub struct UrlFilterCounters {
     pub blocked_pkts: u64,
     /// Blocked client segments turned into resets.
     pub resets: u64,
-    /// Flows allowed because the stream is not an HTTP request.
+    /// Flows whose stream is not an HTTP request.
     pub not_http: u64,
-    /// Flows allowed because the window filled before the request line / Host was complete.
+    /// Flows whose window filled before the request line / Host was complete.
     pub gave_up: u64,
-    /// Flows allowed because the complete head had no Host.
+    /// Flows whose complete head had no Host.
     pub no_host: u64,
-    /// Flows allowed because their slab was lost (a lease that expired under a live flow).
+    /// Flows whose slab was lost (a lease that expired under a live flow).
     pub lost: u64,
+    /// Undecided flows (`not_http` on a listed port, `gave_up`, `no_host`, `lost`) blocked
+    /// by [`Undecided::Deny`].
+    pub undecided_denied: u64,
+    /// Flows that opened (SYN or SYN-ACK) and waited for data without a slab.
+    pub handshakes: u64,
     /// New flows picked up mid-stream (no SYN seen).
     pub midstream: u64,
     /// New flows that found no slab.
@@ -464,8 +519,9 @@ impl Nf for UrlFilter {
             w,
             " urlfilter_inspected={} urlfilter_allowed={} urlfilter_blocked={} urlfilter_blocked_pkts={} \
              urlfilter_resets={} urlfilter_not_http={} urlfilter_gave_up={} urlfilter_no_host={} \
-             urlfilter_lost={} urlfilter_midstream={} urlfilter_slab_exhausted={} urlfilter_table_full={} \
-             urlfilter_untracked={} urlfilter_non_tcp={} urlfilter_fragments={}",
+             urlfilter_lost={} urlfilter_undecided_denied={} urlfilter_handshakes={} urlfilter_midstream={} \
+             urlfilter_slab_exhausted={} urlfilter_table_full={} urlfilter_untracked={} urlfilter_non_tcp={} \
+             urlfilter_fragments={}",
             c.inspected,
             c.allowed,
             c.blocked,
@@ -475,6 +531,8 @@ impl Nf for UrlFilter {
             c.gave_up,
             c.no_host,
             c.lost,
+            c.undecided_denied,
+            c.handshakes,
             c.midstream,
             c.slab_exhausted,
             c.table_full,

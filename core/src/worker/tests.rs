@@ -500,11 +500,15 @@ impl crate::nic::RxQueue for FloodRx {
 
 type FloodLane<'m> = Lane<'m, FloodRx, SoftTxQueue>;
 
-/// A lane whose port 0 is flooded with `per_burst` frames before every burst (up to 200 000
-/// frames: without a round budget, one round would forward all of them).
+/// Frames a flood brings (under Miri, which interprets every step, fewer): without a round
+/// budget, one round would forward all of them.
+const FLOOD_FRAMES: u64 = crate::testing::miri_or(200_000, 1_000);
+
+/// A lane whose port 0 is flooded with `per_burst` frames before every burst (up to
+/// [`FLOOD_FRAMES`]).
 fn flood_lane(mem: &mut [u8], per_burst: usize) -> FloodLane<'_> {
     let mut pool = Pool::try_new(mem, 0x100_0000, 256).unwrap();
-    let rx = [FloodRx::new(&mut pool, per_burst, 200_000), FloodRx::new(&mut pool, 0, 0)];
+    let rx = [FloodRx::new(&mut pool, per_burst, FLOOD_FRAMES), FloodRx::new(&mut pool, 0, 0)];
     Lane { rx, tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)], pool }
 }
 
@@ -515,18 +519,19 @@ fn a_flooded_lane_ends_the_round_on_its_poll_budget_and_the_worker_comes_back_wi
     let lanes = [Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut mem, 32))];
     let time = VirtualTime { t: Cell::new(1_000) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
-    let budget = RoundBudget::new(8, Duration::ZERO);
+    const POLLS: u64 = crate::testing::miri_or(8, 4);
+    let budget = RoundBudget::new(POLLS as u32, Duration::ZERO);
     let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).with_budget(budget);
     for round in 1..=3u64 {
         let r = p.round(&ctl, &lanes, &time, &mut sleeper);
         assert!(r.won && r.cut, "round {round}: {r:?}");
-        assert_eq!(r.packets, 8 * 32, "round {round}: eight polls of a full batch, then the lane is let go");
+        assert_eq!(r.packets, POLLS * 32, "round {round}: {POLLS} polls of a full batch, then the lane is let go");
         assert!(sleeper.deadlines.is_empty(), "a cut round is not followed by a sleep");
         let s = p.stats();
-        assert_eq!((s.wins, s.cut_rounds, s.sleeps, s.packets), (round, round, 0, round * 256), "{s:?}");
+        assert_eq!((s.wins, s.cut_rounds, s.sleeps, s.packets), (round, round, 0, round * POLLS * 32), "{s:?}");
     }
     // Every frame of those rounds went out (none dropped to make the budget).
-    assert_eq!(p.forwarding().ports[1].tx, 3 * 256);
+    assert_eq!(p.forwarding().ports[1].tx, 3 * POLLS * 32);
     assert_eq!(p.forwarding().drops_total(), 0);
     // The estimator saw a busy lane: ρ rose and the lock was released each time.
     assert!(ctl.queues()[0].snapshot().rho > 0.0);
@@ -540,22 +545,22 @@ fn a_flooded_lane_ends_the_round_on_its_time_budget() {
     let lanes = [Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut mem, 32))];
     let time = VirtualTime { t: Cell::new(1_000) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
-    // Virtual time moves 10 ticks per clock read: 2 000 ticks is a few dozen polls, far
-    // fewer than the 100 000 polls the poll bound would allow.
-    let budget = RoundBudget::new(100_000, Duration(2_000));
+    // Virtual time moves 10 ticks per clock read: 200 ticks is a handful of polls, far fewer
+    // than the 100 000 polls the poll bound would allow.
+    let budget = RoundBudget::new(100_000, Duration(200));
     let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).with_budget(budget);
     let r = p.round(&ctl, &lanes, &time, &mut sleeper);
     assert!(r.won && r.cut, "{r:?}");
-    assert!(r.packets >= 32 && r.packets < 200_000, "the time bound ended the round: {} frames", r.packets);
+    assert!(r.packets >= 32 && r.packets < FLOOD_FRAMES, "the time bound ended the round: {} frames", r.packets);
     let polls = p.forwarding().polls;
-    assert!(polls < 1_000, "{polls} polls in one round");
+    assert!(polls < 100, "{polls} polls in one round");
     assert!(sleeper.deadlines.is_empty());
     // Once the flood is over the round drains and sleeps as Metronome always did.
     let mut rounds = 1;
     while !p.round(&ctl, &lanes, &time, &mut sleeper).packets.eq(&0) && rounds < 10_000 {
         rounds += 1;
     }
-    assert_eq!(p.forwarding().ports[1].tx, 200_000, "every frame of the flood forwarded");
+    assert_eq!(p.forwarding().ports[1].tx, FLOOD_FRAMES, "every frame of the flood forwarded");
     assert!(!sleeper.deadlines.is_empty(), "the lane emptied: the worker slept");
     assert_eq!(p.stats().sleeps as usize, sleeper.deadlines.len());
 }

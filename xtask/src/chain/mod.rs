@@ -397,6 +397,9 @@ fn emit_urlfilter(emit: &mut Emit, t: Option<&Spanned<schema::UrlFilterTable>>) 
     if let Some(v) = &t.on_exhaustion {
         emit.scalar("urlfilter.on_exhaustion", "urlfilter.on_exhaustion", v.span(), v.get_ref())?;
     }
+    if let Some(v) = &t.undecided {
+        emit.scalar("urlfilter.undecided", "urlfilter.undecided", v.span(), v.get_ref())?;
+    }
     emit_numbers(
         emit,
         "urlfilter",
@@ -406,6 +409,7 @@ fn emit_urlfilter(emit: &mut Emit, t: Option<&Spanned<schema::UrlFilterTable>>) 
             ("flows", t.flows.as_ref()),
             ("inspect_timeout_ms", t.inspect_timeout_ms.as_ref()),
             ("flow_timeout_ms", t.flow_timeout_ms.as_ref()),
+            ("handshake_timeout_ms", t.handshake_timeout_ms.as_ref()),
         ],
     )
 }

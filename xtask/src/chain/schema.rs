@@ -11,7 +11,7 @@
 //! flow_timeout_ms = 10000               # optional; a flow is reclassified after this
 //! #   Timeouts (`*_timeout_ms`) are milliseconds, 1..=86400000 (one day); absent: the
 //! #   NF's default. [lb] affinity_timeout_ms, [accounting] idle_timeout_ms,
-//! #   [nat] timeout_ms, [urlfilter] inspect_timeout_ms and flow_timeout_ms,
+//! #   [nat] timeout_ms, [urlfilter] inspect_timeout_ms, flow_timeout_ms and handshake_timeout_ms,
 //! #   [encrypt] udp_idle_timeout_ms.
 //! [[acl.rule]]
 //! priority = 10                         # higher wins; ties: the earlier rule
@@ -216,9 +216,12 @@ pub struct UrlFilterTable {
     pub reset: Option<Spanned<bool>>,
     /// `drop` or `allow`.
     pub on_exhaustion: Option<Spanned<String>>,
+    /// `deny` or `allow`: streams the filter cannot read a URL from.
+    pub undecided: Option<Spanned<String>>,
     pub window: Option<Spanned<u64>>,
     pub slabs: Option<Spanned<u64>>,
     pub flows: Option<Spanned<u64>>,
     pub inspect_timeout_ms: Option<Spanned<u64>>,
     pub flow_timeout_ms: Option<Spanned<u64>>,
+    pub handshake_timeout_ms: Option<Spanned<u64>>,
 }

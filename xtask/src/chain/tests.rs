@@ -268,6 +268,8 @@ timeout_ms = 1
 [urlfilter]
 inspect_timeout_ms = 250
 flow_timeout_ms = 60000
+handshake_timeout_ms = 40
+undecided = "allow"
 [encrypt]
 key = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 udp_idle_timeout_ms = 1500
@@ -286,6 +288,8 @@ fn timeouts_round_trip_in_milliseconds() {
         "nat.timeout_ms=1",
         "urlfilter.inspect_timeout_ms=250",
         "urlfilter.flow_timeout_ms=60000",
+        "urlfilter.handshake_timeout_ms=40",
+        "urlfilter.undecided=allow",
         "encrypt.udp_idle_timeout_ms=1500",
     ] {
         assert!(lines.contains(&want), "{want} missing in\n{}", c.text);
@@ -299,7 +303,7 @@ fn timeouts_round_trip_in_milliseconds() {
             Timeouts { affinity_ms: Some(300_000), ..none },
             Timeouts { idle_ms: Some(86_400_000), ..none },
             Timeouts { nat_ms: Some(1), ..none },
-            Timeouts { inspect_ms: Some(250), flow_ms: Some(60_000), ..none },
+            Timeouts { inspect_ms: Some(250), flow_ms: Some(60_000), handshake_ms: Some(40), ..none },
             Timeouts { udp_idle_ms: Some(1_500), ..none },
         ]
     );
@@ -313,7 +317,10 @@ fn timeouts_round_trip_in_milliseconds() {
             NfSpec::Lb(c) => vec![c.affinity_timeout],
             NfSpec::Accounting(c) => vec![c.idle_timeout],
             NfSpec::Nat(c) => vec![c.timeout],
-            NfSpec::UrlFilter(c) => vec![c.inspect_timeout, c.flow_timeout],
+            NfSpec::UrlFilter(c) => {
+                assert_eq!(c.undecided, cadence_core::nf::urlfilter::Undecided::Allow);
+                vec![c.inspect_timeout, c.flow_timeout, c.handshake_timeout]
+            }
             NfSpec::Encrypt(c) => vec![c.udp_idle_timeout],
             _ => vec![],
         })
@@ -326,7 +333,7 @@ fn timeouts_round_trip_in_milliseconds() {
             vec![d(300_000_000)],
             vec![d(86_400_000_000)],
             vec![d(1_000)],
-            vec![d(250_000), d(60_000_000)],
+            vec![d(250_000), d(60_000_000), d(40_000)],
             vec![d(1_500_000)]
         ]
     );
@@ -366,8 +373,13 @@ fn timeout_errors_name_file_line_and_field() {
         "chains/x.toml:14: urlfilter.inspect_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"0\"",
     );
     fails(
-        &at(18, "99999999999"),
-        "chains/x.toml:18: encrypt.udp_idle_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"99999999999\"",
+        &at(16, "0"),
+        "chains/x.toml:16: urlfilter.handshake_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"0\"",
+    );
+    fails(&at(17, "\"maybe\""), "chains/x.toml:17: urlfilter.undecided: expected deny or allow, got \"maybe\"");
+    fails(
+        &at(20, "99999999999"),
+        "chains/x.toml:20: encrypt.udp_idle_timeout_ms: expected milliseconds 1..=86400000 (at most one day), got \"99999999999\"",
     );
     // Not a number, negative, or a key the NF does not have: serde's errors, at the key.
     let e = compile("chains/x.toml", &at(12, "-5")).expect_err("negative");

@@ -3,8 +3,8 @@
 use super::http::{self, Outcome};
 use super::rst;
 use super::{
-    ACK, Exhaustion, FIN, FlowState, PROFILE_FLOW, PROFILE_INSPECT, Phase, RST, SYN, Seg, UrlFilter, UrlFilterCounters,
-    UrlFilterShared,
+    ACK, Exhaustion, FIN, FlowState, PROFILE_FLOW, PROFILE_HANDSHAKE, PROFILE_INSPECT, Phase, RST, SYN, Seg, Undecided,
+    UrlFilter, UrlFilterCounters, UrlFilterShared,
 };
 use crate::buf::Pool;
 use crate::drops::DropReason;
@@ -63,32 +63,45 @@ impl UrlFilter {
         // Miss → add → hit; an add that lost a race to another core (KeyExists) looks again.
         for _ in 0..3 {
             match shared.flows.apply(st.lane, &key, now) {
-                Applied::Hit { action, entry } => return st.hit(action, &entry, stream, url),
+                Applied::Hit { action, entry } => return st.hit(action, &entry, cursor, stream, url),
                 Applied::Miss { miss, .. } => {
                     let syn = seg.flags & SYN != 0;
                     let ack = seg.flags & ACK != 0;
-                    let (client_is_sender, base) = if syn && !ack {
-                        (true, seg.seq.wrapping_add(1))
-                    } else if syn {
-                        (false, seg.ack)
-                    } else if seg.flags & (RST | FIN) != 0 || pr.payload_len == 0 {
+                    if syn {
+                        // A new connection: the client and offset 0 from the handshake; a flow
+                        // entry that waits for data, no slab (module docs).
+                        let (client_is_sender, base) =
+                            if ack { (false, seg.ack) } else { (true, seg.seq.wrapping_add(1)) };
+                        let client_first = client_is_sender == sender_first;
+                        let state = FlowState { base, ..FlowState::verdict(Phase::Await, client_first) };
+                        match shared.flows.add_entry(st.lane, &miss, &state, PROFILE_HANDSHAKE, now) {
+                            AddStatus::Success => {
+                                st.counters.handshakes += 1;
+                                return;
+                            }
+                            AddStatus::NotDone(NotDone::KeyExists) => continue,
+                            AddStatus::NotDone(_) => {
+                                st.counters.table_full += 1;
+                                return st.exhausted(&miss, client_first);
+                            }
+                        }
+                    }
+                    if seg.flags & (RST | FIN) != 0 || pr.payload_len == 0 {
                         st.counters.untracked += 1;
                         return;
-                    } else {
-                        (true, seg.seq)
-                    };
-                    let client_first = client_is_sender == sender_first;
+                    }
+                    // Data of a flow not seen opening: the sender is the client, this segment
+                    // starts the stream.
+                    let client_first = sender_first;
                     let Some(slab) = shared.slabs.claim(cursor, now, shared.inspect_timeout) else {
                         st.counters.slab_exhausted += 1;
                         return st.exhausted(&miss, client_first);
                     };
-                    let state = FlowState { phase: Phase::Inspect, client_first, slab, base };
+                    let state = FlowState { phase: Phase::Inspect, client_first, slab, base: seg.seq };
                     match shared.flows.add_entry(st.lane, &miss, &state, PROFILE_INSPECT, now) {
                         AddStatus::Success => {
                             st.counters.inspected += 1;
-                            if !syn {
-                                st.counters.midstream += 1;
-                            }
+                            st.counters.midstream += 1;
                         }
                         AddStatus::NotDone(NotDone::KeyExists) => shared.slabs.release(slab),
                         AddStatus::NotDone(_) => {
@@ -115,10 +128,53 @@ impl Step<'_, '_, '_> {
         }
     }
 
-    fn hit(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, stream: &mut [u8], url: &mut [u8]) {
+    fn hit(
+        &mut self,
+        st: FlowState,
+        entry: &EntryRef<KEY_WORDS>,
+        cursor: &mut usize,
+        stream: &mut [u8],
+        url: &mut [u8],
+    ) {
         let from_client = self.sender_first == st.client_first;
         let flows = &self.shared.flows;
         match st.phase {
+            // The handshake's other packets, and the server's, pass; the client's renew it.
+            Phase::Await if !from_client => {}
+            Phase::Await if self.p.parsed.payload_len == 0 => {
+                let _ = flows.restart_expire_timer(self.lane, entry, self.now);
+            }
+            // The client's first data: now the flow needs a slab.
+            Phase::Await => {
+                let shared = self.shared;
+                let Some(slab) = shared.slabs.claim(cursor, self.now, shared.inspect_timeout) else {
+                    self.counters.slab_exhausted += 1;
+                    return match shared.on_exhaustion {
+                        // This segment is dropped; the flow keeps waiting, and the client's
+                        // retransmission tries for a slab again.
+                        Exhaustion::Drop => self.p.verdict = Verdict::Drop(DropReason::FlowTableFull),
+                        Exhaustion::Allow => {
+                            let _ = flows.update(
+                                self.lane,
+                                entry,
+                                &FlowState::verdict(Phase::Allow, st.client_first),
+                                self.now,
+                            );
+                            let _ = flows.set_entry_expire_time(self.lane, entry, PROFILE_FLOW, self.now);
+                        }
+                    };
+                };
+                let inspect = FlowState { phase: Phase::Inspect, slab, ..st };
+                if flows.update(self.lane, entry, &inspect, self.now).is_err() {
+                    // The entry went away under us (expired and taken by a sweep): the next
+                    // segment starts over.
+                    shared.slabs.release(slab);
+                    return;
+                }
+                let _ = flows.set_entry_expire_time(self.lane, entry, PROFILE_INSPECT, self.now);
+                self.counters.inspected += 1;
+                self.inspect(inspect, entry, stream, url);
+            }
             Phase::Allow => {
                 let _ = flows.restart_expire_timer(self.lane, entry, self.now);
             }
@@ -160,13 +216,36 @@ impl Step<'_, '_, '_> {
         self.shared.slabs.release(st.slab);
     }
 
+    /// A stream the filter could not read a URL from: [`Undecided`] says (module docs).
+    fn undecided(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>) {
+        match self.shared.undecided {
+            Undecided::Allow => self.finish(st, entry, Phase::Allow),
+            Undecided::Deny => {
+                self.counters.undecided_denied += 1;
+                self.finish(st, entry, Phase::Block);
+                self.block(true);
+            }
+        }
+    }
+
     /// A client packet of a flow under inspection.
     fn inspect(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, stream: &mut [u8], url: &mut [u8]) {
         let shared = self.shared;
         if !shared.slabs.renew(st.slab, self.now, shared.inspect_timeout) {
+            // The slab went to another flow: this one cannot be read any more.
             self.counters.lost += 1;
-            let _ = shared.flows.update(self.lane, entry, &FlowState::verdict(Phase::Allow, st.client_first), self.now);
+            let phase = match shared.undecided {
+                Undecided::Deny => {
+                    self.counters.undecided_denied += 1;
+                    Phase::Block
+                }
+                Undecided::Allow => Phase::Allow,
+            };
+            let _ = shared.flows.update(self.lane, entry, &FlowState::verdict(phase, st.client_first), self.now);
             let _ = shared.flows.set_entry_expire_time(self.lane, entry, PROFILE_FLOW, self.now);
+            if phase == Phase::Block {
+                self.block(true);
+            }
             return;
         }
         let _ = shared.flows.restart_expire_timer(self.lane, entry, self.now);
@@ -194,15 +273,20 @@ impl Step<'_, '_, '_> {
             Outcome::Wait => {}
             Outcome::NotHttp => {
                 self.counters.not_http += 1;
-                self.finish(st, entry, Phase::Allow);
+                // Not HTTP at all: allowed, unless the port was declared an HTTP port.
+                if shared.ports.is_empty() {
+                    self.finish(st, entry, Phase::Allow);
+                } else {
+                    self.undecided(st, entry);
+                }
             }
             Outcome::GaveUp => {
                 self.counters.gave_up += 1;
-                self.finish(st, entry, Phase::Allow);
+                self.undecided(st, entry);
             }
             Outcome::NoHost => {
                 self.counters.no_host += 1;
-                self.finish(st, entry, Phase::Allow);
+                self.undecided(st, entry);
             }
             Outcome::Url(k) => {
                 if shared.banned(url.get(..k).unwrap_or(&[])) {

@@ -102,6 +102,10 @@ fn absolute(target: &[u8]) -> Option<(&[u8], &[u8])> {
 /// bytes will come). On `Url(n)` the URL is in `out[..n]`.
 pub(super) fn analyse(s: &[u8], full: bool, out: &mut [u8]) -> Outcome {
     let more = if full { Outcome::GaveUp } else { Outcome::Wait };
+    // RFC 9112 §2.2: "a server that is expecting to receive and parse a request-line SHOULD
+    // ignore at least one empty line (CRLF) received prior to the request-line" — servers
+    // skip any number (and bare LFs), so the filter reads the request after them too.
+    let s = s.get(s.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(s.len())..).unwrap_or(&[]);
     // The method: a token, then one space.
     let method_end = s.iter().position(|&b| !tchar(b));
     match method_end {

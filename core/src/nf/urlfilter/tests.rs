@@ -233,16 +233,17 @@ fn slab_exhaustion_drops_by_default_and_expiry_returns_slabs() {
     c.slabs = 1;
     let mut r = Rig::new(&c);
     let (a, b) = (Conn::new(41_000), Conn::new(41_001));
-    let out = r.send(&[a.syn(), b.syn()]);
-    assert_eq!(out[0].1, Verdict::Forward(1));
-    assert_eq!(out[1].1, Verdict::Drop(DropReason::FlowTableFull));
-    assert_eq!(r.counters().slab_exhausted, 1);
-    // `a` goes idle; once its inspection times out the slab is free again.
+    // Both open (no slab yet); `a`'s first data takes the only slab, `b`'s finds none.
+    let out = r.send(&[a.syn(), b.syn(), a.data(0, &ALLOWED[..10]), b.data(0, BANNED)]);
+    assert!(out[..3].iter().all(|o| matches!(o.1, Verdict::Forward(_))));
+    assert_eq!(out[3].1, Verdict::Drop(DropReason::FlowTableFull));
+    assert_eq!((r.counters().slab_exhausted, r.counters().handshakes), (1, 2));
+    // `a` goes idle; once its inspection times out the slab is free again, and `b`'s
+    // retransmission (its flow still waits for data) gets it.
     r.now += 1_000;
-    let out = r.send(&[b.syn(), b.data(0, BANNED)]);
-    assert_eq!(out[0].1, Verdict::Forward(1));
-    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
-    assert_eq!(r.counters().inspected, 2);
+    let out = r.send(&[b.data(0, BANNED)]);
+    assert_eq!(out[0].1, Verdict::Drop(DropReason::UrlBlocked));
+    assert_eq!((r.counters().inspected, r.counters().blocked), (2, 1));
 }
 
 #[test]
@@ -252,7 +253,7 @@ fn slab_exhaustion_can_fail_open() {
     c.on_exhaustion = Exhaustion::Allow;
     let mut r = Rig::new(&c);
     let (a, b) = (Conn::new(41_002), Conn::new(41_003));
-    let frames = vec![a.syn(), b.syn(), b.data(0, BANNED)];
+    let frames = vec![a.syn(), b.syn(), a.data(0, &ALLOWED[..10]), b.data(0, BANNED)];
     let out = r.send(&frames);
     assert!(passed(&out, &frames), "the second flow passes uninspected");
     assert_eq!((r.counters().slab_exhausted, r.counters().blocked), (1, 0));
@@ -267,9 +268,38 @@ fn flow_table_exhaustion_is_counted() {
     let out = r.send(&frames);
     let dropped = out.iter().filter(|o| o.1 == Verdict::Drop(DropReason::FlowTableFull)).count() as u64;
     let k = r.counters();
-    assert_eq!(dropped, k.slab_exhausted + k.table_full);
-    assert_eq!(k.inspected + dropped, 40);
-    assert!(k.inspected <= 8);
+    assert_eq!(dropped, k.table_full);
+    assert_eq!(k.handshakes + dropped, 40);
+    assert!(k.handshakes <= 8);
+    assert_eq!((k.inspected, k.slab_exhausted), (0, 0), "a SYN claims no slab");
+}
+
+/// Spoofed SYNs (never followed by data) fill only flow entries, never slabs, and those for
+/// the short handshake timeout: a real client still gets inspected — during the flood, and
+/// after it when the table was full.
+#[test]
+fn a_syn_flood_uses_no_slab_and_its_entries_expire_after_the_handshake_timeout() {
+    let mut c = cfg();
+    c.slabs = 2;
+    c.flows = 64;
+    c.handshake_timeout = Duration(100);
+    let mut r = Rig::new(&c);
+    let spoofed: Vec<Vec<u8>> = (0..20).map(|i| Conn::new(50_000 + i).syn()).collect();
+    r.send(&spoofed);
+    assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0, "20 SYNs, 2 slabs: none taken");
+    let client = Conn::new(40_100);
+    let out = r.send(&[client.syn(), client.data(0, BANNED)]);
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked), "inspected in the middle of the flood");
+    // A flood that fills the table: new connections are refused (fail closed) until the
+    // handshake timeout frees the entries — far sooner than the inspection timeout would.
+    let spoofed: Vec<Vec<u8>> = (0..200).map(|i| Conn::new(51_000 + i).syn()).collect();
+    r.send(&spoofed);
+    assert!(r.counters().table_full > 0, "the table filled: {:?}", r.counters());
+    r.now += 100;
+    let late = Conn::new(40_101);
+    let out = r.send(&[late.syn(), late.data(0, BANNED)]);
+    assert_eq!(out[0].1, Verdict::Forward(1), "the spoofed entries expired");
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
 }
 
 #[test]
@@ -313,19 +343,78 @@ fn reset_rewrites_the_blocked_segment_toward_the_client() {
 }
 
 #[test]
-fn window_full_without_request_line_gives_up() {
+fn window_full_without_request_line_is_undecided_and_denied_unless_allowed() {
     let mut c = cfg();
     c.window = 64;
     c.banned.clear();
     c.banned.push("example.com/bad".to_string());
-    let mut r = Rig::new(&c);
     let conn = Conn::new(44_000);
     let mut long = b"GET /".to_vec();
     long.resize(100, b'a');
     let frames = vec![conn.syn(), conn.data(0, &long)];
+    let mut r = Rig::new(&c);
+    let out = r.send(&frames);
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked), "fail closed by default");
+    assert_eq!((r.counters().gave_up, r.counters().undecided_denied), (1, 1));
+    c.undecided = Undecided::Allow;
+    let mut r = Rig::new(&c);
     let out = r.send(&frames);
     assert!(passed(&out, &frames));
-    assert_eq!(r.counters().gave_up, 1);
+    assert_eq!((r.counters().gave_up, r.counters().undecided_denied), (1, 0));
+}
+
+/// Headers padded before `Host` past the window: the filter cannot see the host, so the
+/// request is undecided — denied by default (it was allowed, uninspected, before).
+#[test]
+fn a_host_header_pushed_past_the_window_is_denied() {
+    let conn = Conn::new(44_001);
+    let mut req = b"GET /bad HTTP/1.1\r\n".to_vec();
+    for i in 0..40 {
+        req.extend_from_slice(format!("X-Pad-{i}: aaaaaaaaaaaaaaaa\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"Host: example.com\r\n\r\n");
+    assert!(req.len() > cfg().window);
+    let mut r = Rig::new(&cfg());
+    let out = r.send(&[conn.syn(), conn.data(0, &req)]);
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
+    assert_eq!((r.counters().gave_up, r.counters().undecided_denied, r.counters().allowed), (1, 1, 0));
+}
+
+/// RFC 9112 §2.2: servers skip empty lines before the request line, so the filter does too
+/// (a CRLF in front made the request "not HTTP" and let it through).
+#[test]
+fn empty_lines_before_the_request_line_are_skipped() {
+    for prefix in [&b"\r\n"[..], b"\r\n\r\n\r\n", b"\n", b"\r\n\n"] {
+        let conn = Conn::new(44_100 + prefix.len() as u16);
+        let mut req = prefix.to_vec();
+        req.extend_from_slice(BANNED);
+        let mut r = Rig::new(&cfg());
+        let out = r.send(&[conn.syn(), conn.data(0, &req)]);
+        assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked), "{prefix:?}");
+        assert_eq!((r.counters().blocked, r.counters().not_http), (1, 0));
+    }
+    let mut out = [0u8; 256];
+    assert_eq!(analyse(b"\r\n\r\n", false, &mut out), Outcome::Wait, "only empty lines so far");
+    assert_eq!(analyse(b"\r\n\r\n", true, &mut out), Outcome::GaveUp);
+}
+
+/// On a port declared as HTTP (`ports`), a stream that is not an HTTP request is undecided
+/// (denied by default); with no ports listed (every TCP connection inspected) it passes.
+#[test]
+fn not_http_on_a_listed_port_is_denied_and_elsewhere_allowed() {
+    let tls = [0x16u8, 3, 1, 0, 0x20, 1, 0, 0];
+    let conn = Conn::new(44_200);
+    let frames = vec![conn.syn(), conn.data(0, &tls)];
+    let mut c = cfg();
+    c.ports = vec![80];
+    let mut r = Rig::new(&c);
+    let out = r.send(&frames);
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
+    assert_eq!((r.counters().not_http, r.counters().undecided_denied), (1, 1));
+    let mut r = Rig::new(&cfg());
+    let out = r.send(&frames);
+    assert!(passed(&out, &frames));
+    assert_eq!((r.counters().not_http, r.counters().undecided_denied), (1, 0));
 }
 
 #[test]
@@ -372,6 +461,9 @@ fn config_errors_name_the_pattern() {
     let mut c = cfg();
     c.inspect_timeout = Duration(0);
     assert_eq!(c.validate(), Err(UrlFilterConfigError::InspectTimeout));
+    let mut c = cfg();
+    c.handshake_timeout = Duration(0);
+    assert_eq!(c.validate(), Err(UrlFilterConfigError::HandshakeTimeout));
 }
 
 #[test]
@@ -380,7 +472,7 @@ fn write_counters_names_every_counter() {
     let mut s = String::new();
     r.nf.write_counters(&mut s).unwrap();
     assert!(s.starts_with(" urlfilter_inspected=0 urlfilter_allowed=0 urlfilter_blocked=0"));
-    assert_eq!(s.matches(" urlfilter_").count(), 15);
+    assert_eq!(s.matches(" urlfilter_").count(), 17);
     assert_eq!(r.nf.name(), "urlfilter");
 }
 
