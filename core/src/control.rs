@@ -4,14 +4,27 @@
 //! A control frame is an Ethernet frame with EtherType 0x88B5 whose payload is
 //!
 //! ```text
-//! "CADENCE!" (8) | counter: u64 BE (8) | command byte (+ argument bytes) | tag: u64 BE (8)
+//! "CADENCE2" (8) | boot nonce: u64 BE (8) | counter: u64 BE (8) | command byte (+ argument bytes) | tag: u64 BE (8)
 //! ```
 //!
 //! `tag` is SipHash-2-4 (Aumasson & Bernstein 2012) under the 128-bit key given at boot
 //! (`ctl_key=`) over everything before it, from the magic to the last argument byte. A frame
 //! is accepted only when it arrives on the control port given at boot (`ctl=port:N`), its
-//! tag is right, and its counter is above every counter accepted before (one counter for
-//! the whole dataplane, shared by every worker, so a captured frame cannot be replayed).
+//! tag is right, it names this boot's nonce, and its counter is above every counter accepted
+//! before (one counter for the whole dataplane, shared by every worker).
+//!
+//! **Why a boot nonce.** The counter alone lives in RAM and starts from 0 at every boot, and
+//! nothing else in the signed bytes says which dataplane the frame is for: a STOP captured
+//! once would stop the dataplane again after every restart, and any other instance that
+//! shares the key. So each boot draws a 64-bit nonce (the platform's: RDRAND mixed with the
+//! TSC and the real-time clock on bare metal, `getrandom(2)` hosted), announces it on
+//! `@ready` (`ctl_nonce=`), and accepts only frames signed over it: a frame of another boot
+//! or another instance fails, whatever its counter ([`Rejected::OtherBoot`]). The nonce is
+//! not secret — the key is — only fresh; a sender reads it from `@ready` (the rig does) and
+//! starts its counter anywhere. Other designs weighed: a persistent counter needs storage the
+//! image does not have; binding to the destination MAC and an instance id stops
+//! cross-instance replays but not replays across restarts of the same one.
+//!
 //! Everything else with EtherType 0x88B5 is dropped and counted as
 //! [`DropReason::CtlRejected`](crate::drops::DropReason::CtlRejected); with control off
 //! (`ctl=off`) such frames are `unsupported_ethertype`, like any other unknown EtherType.
@@ -24,8 +37,9 @@ use crate::parse;
 
 /// EtherType of Cadence control frames (IEEE 802 local experimental 1).
 pub const CONTROL_ETHERTYPE: u16 = 0x88B5;
-/// The 8 bytes that open a control frame's payload.
-pub const CONTROL_MAGIC: [u8; 8] = *b"CADENCE!";
+/// The 8 bytes that open a control frame's payload (the `2`: the format with a boot nonce;
+/// the first format, `CADENCE!` without one, is refused as malformed).
+pub const CONTROL_MAGIC: [u8; 8] = *b"CADENCE2";
 /// Bytes of the authentication tag at the end of the signed part.
 pub const TAG_LEN: usize = 8;
 
@@ -116,6 +130,8 @@ impl Commands {
 /// A control frame whose format is right (its tag not checked yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlFrame<'a> {
+    /// The boot nonce the sender signed for.
+    pub nonce: u64,
     /// The sender's counter.
     pub counter: u64,
     /// The command.
@@ -138,20 +154,23 @@ pub fn parse_control(frame: &[u8]) -> Option<ControlFrame<'_>> {
     if payload.get(..CONTROL_MAGIC.len())? != CONTROL_MAGIC {
         return None;
     }
-    let counter = u64::from_be_bytes(payload.get(8..16)?.try_into().ok()?);
-    let (command, n) = Command::from_bytes(payload.get(16..)?)?;
-    let end = 16 + n;
+    let nonce = u64::from_be_bytes(payload.get(8..16)?.try_into().ok()?);
+    let counter = u64::from_be_bytes(payload.get(16..24)?.try_into().ok()?);
+    let (command, n) = Command::from_bytes(payload.get(24..)?)?;
+    let end = 24 + n;
     let tag = u64::from_be_bytes(payload.get(end..end + TAG_LEN)?.try_into().ok()?);
-    Some(ControlFrame { counter, command, tag, signed: payload.get(..end)? })
+    Some(ControlFrame { nonce, counter, command, tag, signed: payload.get(..end)? })
 }
 
 /// The payload of a control frame (everything after the EtherType) for `command` with
-/// `counter`, signed under `key`: what a sender puts after the Ethernet header.
-pub fn signed_payload(key: &[u8; 16], counter: u64, command: Command) -> heapless::Vec<u8, 48> {
+/// `counter`, for the boot whose nonce is `nonce`, signed under `key`: what a sender puts
+/// after the Ethernet header.
+pub fn signed_payload(key: &[u8; 16], nonce: u64, counter: u64, command: Command) -> heapless::Vec<u8, 48> {
     let mut p: heapless::Vec<u8, 48> = heapless::Vec::new();
     let (cmd, n) = command.to_bytes();
-    // Cannot fail: 8 + 8 + 3 + 8 < 48.
+    // Cannot fail: 8 + 8 + 8 + 3 + 8 < 48.
     let _ = p.extend_from_slice(&CONTROL_MAGIC);
+    let _ = p.extend_from_slice(&nonce.to_be_bytes());
     let _ = p.extend_from_slice(&counter.to_be_bytes());
     let _ = p.extend_from_slice(&cmd[..n]);
     let tag = siphash24(key, &p);
@@ -169,6 +188,8 @@ pub enum Rejected {
     Malformed,
     /// Its tag does not match.
     BadTag,
+    /// Signed for another boot or another instance (its nonce is not this boot's).
+    OtherBoot,
     /// Its counter is not above the last accepted one (a replay, or out of order).
     Replayed,
 }
@@ -179,17 +200,19 @@ impl fmt::Display for Rejected {
             Rejected::WrongPort => "not on the control port",
             Rejected::Malformed => "malformed",
             Rejected::BadTag => "bad authentication tag",
+            Rejected::OtherBoot => "signed for another boot or instance (nonce)",
             Rejected::Replayed => "counter not above the last accepted one",
         })
     }
 }
 
-/// Who may send control frames: one port, one key, and the highest counter accepted so far
-/// (shared by every worker's copy).
+/// Who may send control frames: one port, one key, this boot's nonce, and the highest
+/// counter accepted so far (shared by every worker's copy).
 #[derive(Clone)]
 pub struct ControlAuth {
     port: usize,
     key: [u8; 16],
+    nonce: u64,
     last: Arc<AtomicU64>,
 }
 
@@ -198,6 +221,7 @@ impl fmt::Debug for ControlAuth {
         // Never the key.
         f.debug_struct("ControlAuth")
             .field("port", &self.port)
+            .field("nonce", &self.nonce)
             .field("last", &self.last.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -205,21 +229,30 @@ impl fmt::Debug for ControlAuth {
 
 impl PartialEq for ControlAuth {
     fn eq(&self, other: &Self) -> bool {
-        self.port == other.port && self.key == other.key && Arc::ptr_eq(&self.last, &other.last)
+        self.port == other.port
+            && self.key == other.key
+            && self.nonce == other.nonce
+            && Arc::ptr_eq(&self.last, &other.last)
     }
 }
 
 impl Eq for ControlAuth {}
 
 impl ControlAuth {
-    /// Control frames accepted on `port` under `key`, counters from 1.
-    pub fn new(port: usize, key: [u8; 16]) -> Self {
-        Self { port, key, last: Arc::new(AtomicU64::new(0)) }
+    /// Control frames accepted on `port` under `key` for the boot whose nonce is `nonce`,
+    /// counters from 1.
+    pub fn new(port: usize, key: [u8; 16], nonce: u64) -> Self {
+        Self { port, key, nonce, last: Arc::new(AtomicU64::new(0)) }
     }
 
     /// The control port.
     pub fn port(&self) -> usize {
         self.port
+    }
+
+    /// This boot's nonce (what `@ready` announces as `ctl_nonce`).
+    pub fn nonce(&self) -> u64 {
+        self.nonce
     }
 
     /// The command of `frame` (EtherType 0x88B5) received on `port`, if it may be obeyed.
@@ -234,6 +267,9 @@ impl ControlAuth {
         // counter, which does not help forge the next one.
         if siphash24(&self.key, f.signed) != f.tag {
             return Err(Rejected::BadTag);
+        }
+        if f.nonce != self.nonce {
+            return Err(Rejected::OtherBoot);
         }
         let mut last = self.last.load(Ordering::Acquire);
         loop {

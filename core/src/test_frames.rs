@@ -128,10 +128,11 @@ pub fn control(cmd: u8) -> Vec<u8> {
     static COUNTER: AtomicU64 = AtomicU64::new(1);
     let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
     match crate::control::Command::from_bytes(&[cmd, 0, 0]) {
-        Some((c, _)) => eth(&[], CONTROL_ETHERTYPE, &crate::control::signed_payload(&CTL_KEY, counter, c)),
+        Some((c, _)) => eth(&[], CONTROL_ETHERTYPE, &crate::control::signed_payload(&CTL_KEY, CTL_NONCE, counter, c)),
         // An unknown command byte: the right shape otherwise, so only the byte is wrong.
         None => {
             let mut p = CONTROL_MAGIC.to_vec();
+            p.extend_from_slice(&CTL_NONCE.to_be_bytes());
             p.extend_from_slice(&counter.to_be_bytes());
             p.push(cmd);
             p.extend_from_slice(&[0; 8]);
@@ -143,7 +144,10 @@ pub fn control(cmd: u8) -> Vec<u8> {
 /// The control key of the test frames.
 pub const CTL_KEY: [u8; 16] = *b"cadence-test-key";
 
+/// The boot nonce of the test frames.
+pub const CTL_NONCE: u64 = 0x5eed_0000_0000_0001;
+
 /// Control accepted on `port` under [`CTL_KEY`] (a fresh counter).
 pub fn ctl_on(port: usize) -> Option<crate::control::ControlAuth> {
-    Some(crate::control::ControlAuth::new(port, CTL_KEY))
+    Some(crate::control::ControlAuth::new(port, CTL_KEY, CTL_NONCE))
 }

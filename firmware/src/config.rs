@@ -428,10 +428,11 @@ impl BootConfig {
         Ok(cfg)
     }
 
-    /// Who may send control frames, as `core` checks it (`None`: control off).
-    pub fn control(&self) -> Option<cadence_core::control::ControlAuth> {
+    /// Who may send control frames, as `core` checks it, for the boot whose nonce is
+    /// `nonce` (`None`: control off).
+    pub fn control(&self, nonce: u64) -> Option<cadence_core::control::ControlAuth> {
         let (port, Secret(key)) = (self.ctl?, self.ctl_key?);
-        Some(cadence_core::control::ControlAuth::new(usize::from(port), key))
+        Some(cadence_core::control::ControlAuth::new(usize::from(port), key, nonce))
     }
 }
 
@@ -521,7 +522,7 @@ mod tests {
         assert_eq!((c.ctl, c.ctl_key), (Some(1), Some(Secret([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]))));
         // The key never shows in the configuration's debug output (printed on COM1).
         assert!(!alloc::format!("{c:?}").contains("14, 15"), "{c:?}");
-        assert_eq!(c.control().map(|a| a.port()), Some(1));
+        assert_eq!(c.control(7).map(|a| (a.port(), a.nonce())), Some((1, 7)));
         assert_eq!(c.peer[0], [0x52, 0x54, 0, 0xaa, 0xbb, 1]);
         assert_eq!(c.peer[1], [2, 0, 0, 0, 0, 9]);
         assert_eq!((c.pool, c.qsize), (1024, 512));
@@ -659,8 +660,8 @@ mod tests {
             e.to_string(),
             "boot option 'ctl_key': required with ctl=port:N (32 hex digits: control frames are signed with it)"
         );
-        assert_eq!(BootConfig::parse("ctl=off").unwrap().control(), None);
-        assert_eq!(BootConfig::default().control(), None);
+        assert_eq!(BootConfig::parse("ctl=off").unwrap().control(7), None);
+        assert_eq!(BootConfig::default().control(7), None);
     }
 
     #[test]

@@ -48,7 +48,7 @@ fn egress() -> Egress {
     Egress {
         own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
         peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-        control: Some(ControlAuth::new(0, [0x5a; 16])),
+        control: Some(ControlAuth::new(0, [0x5a; 16], 0x5a5a)),
     }
 }
 

@@ -15,6 +15,7 @@
 //! | [`pci`] | configuration mechanism #1 behind one lock, enumeration, BAR sizing, [`cadence_drivers::hal::PciFunction`] |
 //! | `serial`, `logger` | 16550 text console on COM1 (`println!`), `defmt` frames on COM2 |
 //! | [`cpu`], [`exit`] | CPUID/MSR/TSC/brand string; isa-debug-exit |
+//! | `entropy` | the boot nonce: RDRAND, the TSC and the CMOS clock, mixed |
 //! | [`lapic`] | local APIC (x2APIC or xAPIC), EOI, IPIs, timer in TSC-deadline or calibrated one-shot mode |
 //! | [`smp`] | cores from the MADT, INIT-SIPI-SIPI through a real-mode trampoline at 0x8000, per-core context/stacks/GDT/TSS, parked APs and a job mailbox |
 //! | `sleep` | `HaltSleeper`: [`cadence_core::time::Sleeper`] that halts until a TSC deadline, per-core halted-cycle accounting, optional MONITOR/MWAIT |
@@ -80,6 +81,9 @@ pub mod clock;
 #[cfg(target_os = "none")]
 #[allow(unsafe_code)] // physical memory handed to devices
 pub mod dma;
+#[cfg(target_os = "none")]
+#[allow(unsafe_code)] // RDRAND and the CMOS clock's ports
+pub mod entropy;
 #[cfg(target_os = "none")]
 #[allow(unsafe_code)] // loads the GDT and segment registers
 mod gdt;

@@ -1,7 +1,8 @@
-//! Control frames are obeyed only from the control port, signed with the boot key, and
-//! once: an unsigned STOP on a data port (what any host on the segment could send), a
-//! forged one, one on the wrong port and a replayed STATS are each dropped and counted as
-//! `ctl_rejected` while forwarding goes on; the real STOP then ends the run.
+//! Control frames are obeyed only from the control port, signed with the boot key for this
+//! boot, and once: an unsigned STOP on a data port (what any host on the segment could send),
+//! a forged one, one signed for another boot (another nonce), one on the wrong port and a
+//! replayed STATS are each dropped and counted as `ctl_rejected` while forwarding goes on; the
+//! real STOP then ends the run.
 
 use std::time::Duration;
 
@@ -21,12 +22,19 @@ fn unauthenticated_control_is_dropped_and_counted_while_forwarding_continues() -
     rig.send_raw(1, &protocol::unsigned_control_frame(m.nic[1], m.peer[1], Control::Stop))?;
     rig.send_raw(0, &protocol::unsigned_control_frame(m.nic[0], m.peer[0], Control::Stop))?;
     // 3: a STOP signed with another key, on the control port.
-    rig.send_raw(0, &protocol::control_frame(m.nic[0], m.peer[0], Control::Stop, &[0x5a; 16], 1_000_000))?;
+    let nonce = rig.report.ctl_nonce.expect("@ready announces the boot nonce");
+    rig.send_raw(0, &protocol::control_frame(m.nic[0], m.peer[0], Control::Stop, &[0x5a; 16], nonce, 1_000_000))?;
+    // 3b: a STOP signed with the right key for another boot (a captured frame replayed after
+    // a restart, or one meant for another instance sharing the key).
+    rig.send_raw(
+        0,
+        &protocol::control_frame(m.nic[0], m.peer[0], Control::Stop, &rig.ctl_key(), nonce ^ 1, 2_000_000),
+    )?;
     // 4: a correctly signed STOP on the data port.
-    let good_on_wrong_port = rig.control_frame(Control::Stop);
+    let good_on_wrong_port = rig.control_frame(Control::Stop)?;
     rig.send_raw(1, &good_on_wrong_port)?;
     // 5: a STATS obeyed once, then replayed.
-    let stats = rig.control_frame(Control::Stats);
+    let stats = rig.control_frame(Control::Stats)?;
     rig.send_raw(0, &stats)?;
     rig.send_raw(0, &stats)?;
     send_paced(&mut rig, 400, 2000, |i| ((i % u64::from(FLOWS)) as u16, 100))?;
@@ -37,7 +45,7 @@ fn unauthenticated_control_is_dropped_and_counted_while_forwarding_continues() -
     let k = rig.checker().classes();
     assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), rig.checker().examples);
     assert_eq!((k.sent, k.received), (800, 800));
-    assert_eq!(fw.require("drop_ctl_rejected")?, 5, "{fw:?}");
+    assert_eq!(fw.require("drop_ctl_rejected")?, 6, "{fw:?}");
     assert_eq!(fw.require("ctl")?, 2, "the first STATS and the real STOP: {fw:?}");
     let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
     let tx = fw.require("p0_tx")? + fw.require("p1_tx")?;

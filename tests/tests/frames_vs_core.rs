@@ -36,16 +36,19 @@ fn control_frames_are_understood_and_authenticated() {
     // must agree, and the image must refuse what is not signed with its key.
     let m = Macs::DEFAULT;
     let key = *b"0123456789abcdef";
-    let auth = ControlAuth::new(0, key);
-    let f = |cmd, counter| control_frame(m.nic[0], m.peer[0], cmd, &key, counter);
+    let nonce = 0x1122_3344_5566_7788;
+    let auth = ControlAuth::new(0, key, nonce);
+    let f = |cmd, counter| control_frame(m.nic[0], m.peer[0], cmd, &key, nonce, counter);
     assert_eq!(parse_control(&f(Control::Stop, 1)).map(|c| (c.counter, c.command)), Some((1, Command::Stop)));
     assert_eq!(auth.check(0, &f(Control::Stats, 2)), Ok(Command::Stats));
     assert_eq!(auth.check(0, &f(Control::RssMove { from: 3, to: 1 }, 3)), Ok(Command::RssMove { from: 3, to: 1 }));
     assert_eq!(auth.check(0, &f(Control::RssRestore, 4)), Ok(Command::RssRestore));
     assert_eq!(auth.check(0, &f(Control::Stop, 4)), Err(Rejected::Replayed));
     assert_eq!(auth.check(1, &f(Control::Stop, 5)), Err(Rejected::WrongPort));
-    let other = control_frame(m.nic[0], m.peer[0], Control::Stop, b"fedcba9876543210", 6);
+    let other = control_frame(m.nic[0], m.peer[0], Control::Stop, b"fedcba9876543210", nonce, 6);
     assert_eq!(auth.check(0, &other), Err(Rejected::BadTag));
+    let other_boot = control_frame(m.nic[0], m.peer[0], Control::Stop, &key, nonce + 1, 6);
+    assert_eq!(auth.check(0, &other_boot), Err(Rejected::OtherBoot));
     assert_eq!(auth.check(0, &unsigned_control_frame(m.nic[0], m.peer[0], Control::Stop)), Err(Rejected::Malformed));
     assert_eq!(auth.check(0, &f(Control::Stop, 7)), Ok(Command::Stop));
 }

@@ -111,8 +111,10 @@ fn three_workers_share_two_rss_lanes_without_loss() -> Result<()> {
 #[test]
 fn at_low_load_metronome_workers_sleep_after_their_rounds_and_poll_mode_workers_never_do() -> Result<()> {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut nonces = Vec::new();
     for sched in ["poll", "metronome"] {
         let mut rig = boot(&format!("metronome_sleeps_{sched}"), sched)?;
+        nonces.push(rig.report.ctl_nonce);
         send(&mut rig, 300, 100)?;
         let fw = stop_ok(&mut rig)?;
         let k = rig.checker().classes();
@@ -135,6 +137,9 @@ fn at_low_load_metronome_workers_sleep_after_their_rounds_and_poll_mode_workers_
             assert!(2 * sleeps >= tries, "most low-load rounds end in a sleep: {sleeps} sleeps in {tries} rounds");
         }
     }
+    // (These two boots also show control frames' boot binding: each boot drew its own
+    // nonce, so a frame signed for one is refused by the other, docs/PROTOCOL.md.)
+    assert!(nonces.iter().all(Option::is_some) && nonces[0] != nonces[1], "boot nonces: {nonces:?}");
     Ok(())
 }
 

@@ -67,7 +67,7 @@ pub const TSC_SOURCES: [&str; 5] = ["hv-leaf", "cpuid-15h", "cpuid-16h", "pm-tim
 /// EtherType of control frames (IEEE 802 local experimental).
 pub const CONTROL_ETHERTYPE: u16 = 0x88B5;
 /// The 8 ASCII bytes that start a control frame's payload.
-pub const CONTROL_MAGIC: &[u8; 8] = b"CADENCE!";
+pub const CONTROL_MAGIC: &[u8; 8] = b"CADENCE2";
 
 /// A control command (docs/PROTOCOL.md, "Control frames").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,14 +116,15 @@ pub fn ctl_key_hex(key: &[u8; 16]) -> String {
     key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Builds a signed control frame: Ethernet header (dst, src, 0x88B5), `CADENCE!`, the
-/// counter (u64 big-endian), the command bytes, and the SipHash-2-4 tag (u64 big-endian)
-/// under `key` of everything from the magic on; zero padding to the 60-byte minimum.
-/// Written from docs/PROTOCOL.md with the `siphasher` crate, independently of the image's
-/// own check (`cadence_core::control`).
-pub fn control_frame(dst: Mac, src: Mac, cmd: Control, key: &[u8; 16], counter: u64) -> Vec<u8> {
+/// Builds a signed control frame: Ethernet header (dst, src, 0x88B5), `CADENCE2`, the boot's
+/// nonce (`ctl_nonce` of `@ready`) and the counter (u64 big-endian each), the command bytes,
+/// and the SipHash-2-4 tag (u64 big-endian) under `key` of everything from the magic on; zero
+/// padding to the 60-byte minimum. Written from docs/PROTOCOL.md with the `siphasher` crate,
+/// independently of the image's own check (`cadence_core::control`).
+pub fn control_frame(dst: Mac, src: Mac, cmd: Control, key: &[u8; 16], nonce: u64, counter: u64) -> Vec<u8> {
     use std::hash::Hasher as _;
     let mut signed = CONTROL_MAGIC.to_vec();
+    signed.extend_from_slice(&nonce.to_be_bytes());
     signed.extend_from_slice(&counter.to_be_bytes());
     signed.extend_from_slice(&cmd.bytes());
     let mut h = siphasher::sip::SipHasher24::new_with_key(key);
@@ -413,6 +414,8 @@ pub struct Report {
     pub ready: bool,
     /// `pool_in_use` of `@ready`: buffers out of the pools at rest (in the receive rings).
     pub resting_pool: Option<u64>,
+    /// `ctl_nonce` of `@ready`: the boot nonce control frames must be signed for.
+    pub ctl_nonce: Option<u64>,
     /// `error: …` lines (bad boot options) and machine lines that failed to parse.
     pub errors: Vec<String>,
     /// Management replies (`@ctl` lines), gathered per request.
@@ -450,6 +453,7 @@ impl Report {
                     "ready" => {
                         self.ready = true;
                         self.resting_pool = l.u64("pool_in_use").ok();
+                        self.ctl_nonce = l.str("ctl_nonce").ok().and_then(|h| u64::from_str_radix(h, 16).ok());
                         Ok(())
                     }
                     "chain" => l.str("nfs").map(|n| {
@@ -522,16 +526,20 @@ mod tests {
     #[test]
     fn control_frame_layout() {
         let key = [7u8; 16];
-        let f = control_frame(Mac([1; 6]), Mac([2; 6]), Control::RssMove { from: 2, to: 5 }, &key, 0x0102);
+        let mv = Control::RssMove { from: 2, to: 5 };
+        let f = control_frame(Mac([1; 6]), Mac([2; 6]), mv, &key, 0xA1A2_A3A4_A5A6_A7A8, 0x0102);
         assert_eq!(f.len(), 60);
         assert_eq!(&f[12..14], &[0x88, 0xB5]);
-        assert_eq!(&f[14..22], b"CADENCE!");
-        assert_eq!(&f[22..30], &[0, 0, 0, 0, 0, 0, 1, 2], "counter, big-endian");
-        assert_eq!(&f[30..33], &[3, 2, 5]);
-        // The tag covers magic..arguments; a different counter changes it.
-        let g = control_frame(Mac([1; 6]), Mac([2; 6]), Control::RssMove { from: 2, to: 5 }, &key, 0x0103);
-        assert_ne!(&f[33..41], &g[33..41]);
-        assert!(f[41..].iter().all(|&b| b == 0));
+        assert_eq!(&f[14..22], b"CADENCE2");
+        assert_eq!(&f[22..30], &[0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8], "nonce, big-endian");
+        assert_eq!(&f[30..38], &[0, 0, 0, 0, 0, 0, 1, 2], "counter, big-endian");
+        assert_eq!(&f[38..41], &[3, 2, 5]);
+        // The tag covers magic..arguments; a different counter or nonce changes it.
+        let g = control_frame(Mac([1; 6]), Mac([2; 6]), mv, &key, 0xA1A2_A3A4_A5A6_A7A8, 0x0103);
+        assert_ne!(&f[41..49], &g[41..49]);
+        let h = control_frame(Mac([1; 6]), Mac([2; 6]), mv, &key, 0xA1A2_A3A4_A5A6_A7A9, 0x0102);
+        assert_ne!(&f[41..49], &h[41..49]);
+        assert!(f[49..].iter().all(|&b| b == 0));
         assert_eq!(ctl_key_hex(&[0xab; 16]), "ab".repeat(16));
         assert_ne!(random_ctl_key(), random_ctl_key());
     }

@@ -117,9 +117,34 @@ pub struct QemuConfig {
     pub kvm: Option<crate::accel::Kvm>,
     /// More arguments, appended last.
     pub extra_args: Vec<String>,
+    /// Where the kernel command line goes instead of `-append`: a QEMU configuration file
+    /// (`-readconfig`, `[machine] append = "…"`) that only the owner may read, so a
+    /// `ctl_key=` in it stays out of the process listing and the logs
+    /// ([`QemuConfig::write_cmdline_file`]). `None`: `-append`.
+    pub cmdline_file: Option<PathBuf>,
 }
 
 impl QemuConfig {
+    /// The file the kernel command line goes in, when set and when the line fits QEMU's
+    /// config-file reader (it reads lines of at most 1023 bytes: a longer command line — only
+    /// a test's, past the image's own 1024-byte limit — goes with `-append`).
+    fn cmdline_via_file(&self) -> Option<&PathBuf> {
+        const QEMU_CONFIG_LINE: usize = 1023;
+        let line = "  append = \"\"\n".len() + self.append.to_cmdline().len();
+        self.cmdline_file.as_ref().filter(|_| line <= QEMU_CONFIG_LINE)
+    }
+
+    /// Writes the kernel command line into [`QemuConfig::cmdline_file`] (mode 0600), if it
+    /// goes there.
+    pub fn write_cmdline_file(&self) -> Result<()> {
+        let Some(path) = self.cmdline_via_file() else { return Ok(()) };
+        let line = self.append.to_cmdline();
+        if line.contains(['"', '\\', '\n']) {
+            bail!("boot options with quotes, backslashes or newlines cannot go in a QEMU config file: {line}");
+        }
+        write_private(path, &format!("[machine]\n  append = \"{line}\"\n"))
+    }
+
     /// The arguments of `qemu-system-x86_64`.
     pub fn args(&self) -> Vec<String> {
         let mut a: Vec<String> = ["-machine", "q35"].map(String::from).to_vec();
@@ -152,8 +177,16 @@ impl QemuConfig {
         }
         a.push("-kernel".into());
         a.push(self.image.display().to_string());
-        a.push("-append".into());
-        a.push(self.append.to_cmdline());
+        match self.cmdline_via_file() {
+            Some(p) => {
+                a.push("-readconfig".into());
+                a.push(p.display().to_string());
+            }
+            None => {
+                a.push("-append".into());
+                a.push(self.append.to_cmdline());
+            }
+        }
         a.extend(self.extra_args.iter().cloned());
         a
     }
@@ -171,6 +204,22 @@ impl QemuConfig {
         }
         s
     }
+}
+
+/// Writes `text` to `path`, readable and writable by its owner only (a key, or a command line
+/// that holds one): created with mode 0600, or truncated and set to 0600.
+pub fn write_private(path: &std::path::Path, text: &str) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }
 
 /// A free UDP port on 127.0.0.1 (bound and released; QEMU binds it right after).
@@ -212,6 +261,7 @@ impl Qemu {
     /// Starts QEMU. COM1 lines are kept in memory, handed out by
     /// [`Qemu::next_line`], and appended to `com1_log` when given.
     pub fn spawn(cfg: &QemuConfig, com1_log: Option<PathBuf>) -> Result<Qemu> {
+        cfg.write_cmdline_file()?;
         let mut cmd = Command::new(QEMU);
         cmd.args(cfg.args());
         Self::spawn_process(cmd, "QEMU", false, com1_log)
@@ -420,6 +470,7 @@ mod tests {
             smp: 1,
             kvm: None,
             extra_args: vec![],
+            cmdline_file: None,
         };
         let s = cfg.display();
         for part in [
@@ -461,6 +512,40 @@ mod tests {
             "-netdev tap,id=n3,ifname=t,script=no,downscript=no,queues=1,vhost=off \
              -device virtio-net-pci,disable-legacy=on,netdev=n3,speed=1000,duplex=full,mac=52:54:00:ca:de:00"
         );
+    }
+
+    /// With a command-line file, the key stays out of the arguments (and so out of `ps`) and
+    /// the file is the owner's alone.
+    #[test]
+    fn a_command_line_file_keeps_the_key_out_of_the_arguments() -> Result<()> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("cadence-qemu-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join("cmdline.ini");
+        let cfg = QemuConfig {
+            image: "/x/cadence".into(),
+            append: BootOptions::default().set("ctl", "port:0").set("ctl_key", "00112233445566778899aabbccddeeff"),
+            nics: vec![],
+            com2: "/out/com2.defmt".into(),
+            smp: 1,
+            kvm: None,
+            extra_args: vec![],
+            cmdline_file: Some(file.clone()),
+        };
+        let args = cfg.args().join(" ");
+        assert!(!args.contains("00112233") && !args.contains("-append"), "{args}");
+        assert!(args.contains(&format!("-readconfig {}", file.display())), "{args}");
+        cfg.write_cmdline_file()?;
+        let text = std::fs::read_to_string(&file)?;
+        assert_eq!(text, "[machine]\n  append = \"ctl=port:0 ctl_key=00112233445566778899aabbccddeeff\"\n");
+        assert_eq!(std::fs::metadata(&file)?.permissions().mode() & 0o777, 0o600);
+        let bad = QemuConfig { append: BootOptions::default().set("x", "a\"b"), ..cfg.clone() };
+        assert!(bad.write_cmdline_file().is_err());
+        // Past what QEMU's config reader takes on one line: -append.
+        let long = QemuConfig { append: BootOptions::default().set("x", "0".repeat(1100)), ..cfg };
+        assert!(long.args().join(" ").contains("-append x=000"));
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
     }
 
     #[test]

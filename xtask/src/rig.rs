@@ -253,8 +253,13 @@ impl Rig {
             smp: cfg.smp,
             kvm: cfg.kvm.then(crate::accel::detect),
             extra_args,
+            // The command line holds the control key: in a file only we can read, not in
+            // QEMU's arguments (`ps`) or the logs.
+            cmdline_file: Some(cfg.out_dir.join("cmdline.ini")),
         };
         std::fs::write(cfg.out_dir.join("qemu.cmdline"), qemu_config.display() + "\n")?;
+        // The operator's copy of the key (`ctl.key`, 0600): control frames need it.
+        crate::qemu::write_private(&cfg.out_dir.join("ctl.key"), &(protocol::ctl_key_hex(&cfg.ctl_key) + "\n"))?;
         let checker = new_checker(cfg);
         let stop = Arc::new(AtomicBool::new(false));
         let host_noise = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
@@ -321,7 +326,11 @@ impl Rig {
             cmd.arg("--chain").arg(p);
         }
         cmd.args(args);
-        cmd.args(boot_options(cfg).0.iter().map(|(k, v)| format!("{k}={v}")));
+        // The key from a file only we read (`--ctl-key-file`), not the arguments (`ps`).
+        let key_file = cfg.out_dir.join("ctl.key");
+        crate::qemu::write_private(&key_file, &(protocol::ctl_key_hex(&cfg.ctl_key) + "\n"))?;
+        cmd.arg("--ctl-key-file").arg(&key_file);
+        cmd.args(boot_options(cfg).0.iter().filter(|(k, _)| k != "ctl_key").map(|(k, v)| format!("{k}={v}")));
         let cmdline = format!("{cmd:?}");
         std::fs::write(cfg.out_dir.join("hosted.cmdline"), format!("{cmdline}\n"))?;
         let pcap = open_pcap(cfg)?;
@@ -522,17 +531,26 @@ impl Rig {
         }))
     }
 
-    /// A signed control frame for port 0 (the control port) with the next counter.
-    pub fn control_frame(&mut self, cmd: Control) -> Vec<u8> {
+    /// A signed control frame for port 0 (the control port) with the next counter, for this
+    /// boot (the nonce `@ready` announced; an error before `@ready`).
+    pub fn control_frame(&mut self, cmd: Control) -> Result<Vec<u8>> {
+        let nonce = self.report.ctl_nonce.ok_or_else(|| {
+            anyhow!("no ctl_nonce on @ready yet: control frames are signed for one boot\n{}", self.qemu.diagnostics())
+        })?;
         let m = self.checker().macs();
         let counter = self.ctl_counter;
         self.ctl_counter += 1;
-        protocol::control_frame(m.nic[0], m.peer[0], cmd, &self.ctl_key, counter)
+        Ok(protocol::control_frame(m.nic[0], m.peer[0], cmd, &self.ctl_key, nonce, counter))
+    }
+
+    /// The control key the dataplane was given.
+    pub fn ctl_key(&self) -> [u8; 16] {
+        self.ctl_key
     }
 
     /// Sends a signed control frame into port 0.
     pub fn send_control(&mut self, cmd: Control) -> Result<()> {
-        let f = self.control_frame(cmd);
+        let f = self.control_frame(cmd)?;
         self.send_raw(0, &f)
     }
 

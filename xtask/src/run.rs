@@ -270,6 +270,10 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let mut rig = Rig::start(&cfg)?;
     println!("xtask: {}", rig.cmdline);
     println!("xtask: artifacts in {}", out_dir.display());
+    println!(
+        "xtask: control key in {} (mode 0600; control frames are signed with it for this boot's ctl_nonce)",
+        out_dir.join("ctl.key").display()
+    );
     let mut echo = |l: &str| echo_line(l);
     rig.wait_ready(cfg.boot_timeout, &mut echo)?;
     serve_ctl(&mut rig);

@@ -43,15 +43,16 @@ impl core::fmt::Debug for Chains {
 
 impl Chains {
     /// Builds every NF's shared state for `workers` workers, timeouts in ticks of the
-    /// clock at `rate`.
+    /// clock at `rate`; control frames must be signed for the boot nonce `nonce`.
     pub fn build(
         spec: &ChainSpec,
         cfg: &BootConfig,
         own: [[u8; 6]; 2],
         workers: usize,
         rate: TickRate,
+        nonce: u64,
     ) -> Result<Chains, BuildError> {
-        let egress = Egress { own_mac: own, peer_mac: cfg.peer, control: cfg.control() };
+        let egress = Egress { own_mac: own, peer_mac: cfg.peer, control: cfg.control(nonce) };
         let factory = spec.build(egress, rate)?;
         Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect(), burn: cfg.burn })
     }

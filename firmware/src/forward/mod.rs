@@ -163,6 +163,10 @@ pub trait Machine: Sync + 'static {
         let _ = (index, job);
         false
     }
+    /// This boot's nonce (called once, at the start of the run): 64 bits that differ from
+    /// one boot — and one instance — to the next, which signed control frames must name
+    /// (`cadence_core::control`); and where they came from (`@ready` prints both).
+    fn boot_nonce(&self) -> BootNonce;
     /// Ends the whole run at once with `outcome`, from the watchdog, when worker 0 cannot
     /// wind it down (it is stalled): the image exits QEMU, the hosted process exits.
     fn abort(&self, outcome: Outcome) -> !;
@@ -199,6 +203,15 @@ pub struct SleepSummary {
     pub late_p50_ns: Option<u64>,
     /// See `late_p50_ns`.
     pub late_p99_ns: Option<u64>,
+}
+
+/// A boot's nonce ([`Machine::boot_nonce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootNonce {
+    /// The nonce.
+    pub value: u64,
+    /// Where its unpredictability came from (`rdrand`, `clock`, `getrandom`, …).
+    pub source: &'static str,
 }
 
 /// A NIC whose queues the lanes take.
@@ -401,7 +414,8 @@ pub fn run<M: Machine, P: FwdPort>(
         Sched::Metronome => Mode::Metronome,
         Sched::Poll => Mode::Poll,
     };
-    let chains = match Chains::build(spec, cfg, own, cfg.workers, clock.rate()) {
+    let nonce = machine.boot_nonce();
+    let chains = match Chains::build(spec, cfg, own, cfg.workers, clock.rate(), nonce.value) {
         Ok(c) => c,
         Err(e) => {
             say(machine, format_args!("error: chain: {e}"));
@@ -500,14 +514,16 @@ pub fn run<M: Machine, P: FwdPort>(
             machine,
             format_args!(
                 "@ready workers={} lanes={lanes} mwait={} pool_in_use={resting} line_mbps={} line_from={} watchdog={} \
-                 aux={} mapper={}",
+                 aux={} mapper={} ctl_nonce={:016x} nonce_source={}",
                 cfg.workers,
                 if cfg.mwait { "on" } else { "off" },
                 line.mbps,
                 line.from,
                 if watched { "core" } else { "workers" },
                 cfg.workers - dedicated,
-                shared.mapper_off.unwrap_or("on")
+                shared.mapper_off.unwrap_or("on"),
+                nonce.value,
+                nonce.source
             ),
         );
         let mapper = plan.map(|p| mapper::Mapper::new(p, started_at, lanes));

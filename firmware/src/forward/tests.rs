@@ -189,6 +189,14 @@ struct FakeMachine {
     watchdog: bool,
     /// What the watchdog's `abort` ended the run with.
     aborted: StdMutex<Option<Outcome>>,
+    /// This machine's boot nonce (each fake machine is another boot).
+    nonce: u64,
+}
+
+/// Nonces of the fake machines: one per machine, never repeated in a test process.
+fn next_nonce() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x00c0_ffee_0000_0001);
+    NEXT.fetch_add(0x1_0000_0001, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl FakeMachine {
@@ -203,6 +211,7 @@ impl FakeMachine {
             busy: StdMutex::new(busy),
             watchdog: false,
             aborted: StdMutex::new(None),
+            nonce: next_nonce(),
         }))
     }
 
@@ -218,6 +227,7 @@ impl FakeMachine {
             busy: StdMutex::new(0),
             watchdog: true,
             aborted: StdMutex::new(None),
+            nonce: next_nonce(),
         }))
     }
 
@@ -239,6 +249,9 @@ impl Machine for FakeMachine {
     }
     fn sleeper(&self, _worker: usize) -> Result<ThreadSleeper, String> {
         Ok(ThreadSleeper(self.clock))
+    }
+    fn boot_nonce(&self) -> BootNonce {
+        BootNonce { value: self.nonce, source: "test" }
     }
     fn sleep_summary(_s: &ThreadSleeper) -> SleepSummary {
         SleepSummary { late_p50_ns: Some(7), ..SleepSummary::default() }
@@ -332,14 +345,27 @@ fn udp_frame(dst: [u8; 6], seq: u32) -> Vec<u8> {
 const CTL: &str = "ctl=port:0 ctl_key=000102030405060708090a0b0c0d0e0f";
 const KEY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
-fn control_frame(dst: [u8; 6], cmd: Command) -> Vec<u8> {
+fn control_frame(m: &FakeMachine, dst: [u8; 6], cmd: Command) -> Vec<u8> {
+    // Signed for the boot `@ready` announced (wait for it: no frame can be signed before).
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    let ready = m.lines().into_iter().find(|l| l.starts_with("@ready")).unwrap_or_default();
+    let nonce = ready
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("ctl_nonce="))
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .expect("@ready announces ctl_nonce");
+    signed_frame(dst, cmd, nonce)
+}
+
+/// A control frame signed under [`KEY`] for the boot whose nonce is `nonce`.
+fn signed_frame(dst: [u8; 6], cmd: Command, nonce: u64) -> Vec<u8> {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let counter = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut f = Vec::new();
     f.extend_from_slice(&dst);
     f.extend_from_slice(&[2, 0, 0, 0, 0, 0x55]);
     f.extend_from_slice(&CONTROL_ETHERTYPE.to_be_bytes());
-    f.extend_from_slice(&cadence_core::control::signed_payload(&KEY, counter, cmd));
+    f.extend_from_slice(&cadence_core::control::signed_payload(&KEY, nonce, counter, cmd));
     f.resize(60, 0);
     f
 }
@@ -425,7 +451,7 @@ fn two_workers_forward_every_frame_in_order_then_stop() {
     wait_for(|| rig.out1.lock().expect("wire").len() == 2000);
     // The periodic line (every 5 ms) comes while the run goes on.
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@stats")));
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
     for (seq, f) in out.iter().enumerate() {
@@ -462,7 +488,7 @@ fn under_a_flood_on_its_only_lane_a_lone_worker_still_reports_watches_and_obeys_
     wait_for(|| m.lines().iter().filter(|l| l.starts_with("@stats")).count() >= before + 5);
     // Long enough for a watchdog period or two: it must not call the working worker stalled.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     rig.flood0.store(false, std::sync::atomic::Ordering::Relaxed);
     let lines = m.lines();
@@ -475,11 +501,41 @@ fn under_a_flood_on_its_only_lane_a_lone_worker_still_reports_watches_and_obeys_
 }
 
 #[test]
+fn a_stop_captured_from_one_boot_stops_neither_the_next_boot_nor_another_instance() {
+    // Boot 1 obeys its STOP; an eavesdropper keeps a copy.
+    let m1 = FakeMachine::leak(2, vec![], 0);
+    let run1 = start("CTL", m1);
+    let captured = control_frame(m1, MAC0, Command::Stop);
+    run1.in0.lock().expect("wire").push_back(captured.clone());
+    assert_eq!(run1.run.join().expect("run"), Outcome::Success);
+    // Boot 2 (a restart, or another instance with the same key): its counter starts from 0
+    // again, so only the nonce tells the old frame apart. Replayed, it is refused and counted.
+    let m2 = FakeMachine::leak(2, vec![], 0);
+    let run2 = start("CTL stats_ms=5", m2);
+    wait_for(|| m2.lines().iter().any(|l| l.starts_with("@ready")));
+    run2.in0.lock().expect("wire").push_back(captured);
+    wait_for(|| m2.lines().iter().any(|l| l.starts_with("@stats") && key(l, "drop_ctl_rejected") == Some(1)));
+    assert!(!run2.run.is_finished(), "the captured STOP stopped another boot");
+    run2.in0.lock().expect("wire").push_back(control_frame(m2, MAC0, Command::Stop));
+    assert_eq!(run2.run.join().expect("run"), Outcome::Success);
+    let summary = m2.lines().into_iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    assert_eq!((key(&summary, "drop_ctl_rejected"), key(&summary, "ctl")), (Some(1), Some(1)), "{summary}");
+    // The two boots announced different nonces.
+    let nonce = |m: &FakeMachine| {
+        m.lines()
+            .into_iter()
+            .find(|l| l.starts_with("@ready"))
+            .and_then(|l| l.split_whitespace().find_map(|kv| kv.strip_prefix("ctl_nonce=").map(String::from)))
+    };
+    assert_ne!(nonce(m1), nonce(m2));
+}
+
+#[test]
 fn a_busy_console_skips_stats_lines_and_counts_them() {
     let m = FakeMachine::leak(2, vec![], 3);
     let rig = start("CTL stats_ms=1", m);
     wait_for(|| m.lines().iter().filter(|l| l.starts_with("@stats")).count() >= 2);
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let lines = m.lines();
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
@@ -549,7 +605,7 @@ fn a_tx_ring_that_never_drains_fails_the_run_even_after_stop() {
     let m = FakeMachine::leak(1, vec![], 0);
     let rig = start_with("CTL", m, true);
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
     let lines = m.lines();
     assert!(lines.iter().any(|l| l == "error: lane 0: TX not drained after 100 ms"), "{lines:?}");
@@ -568,7 +624,7 @@ fn a_stalled_worker_is_reported_its_lane_kept_forwarding_and_the_run_fails() {
         rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
     }
     wait_for(|| rig.out1.lock().expect("wire").len() == 500);
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure, "a worker never parked");
     let lines = m.lines();
     let fault = lines.iter().find(|l| l.starts_with("@fault")).expect("fault");
@@ -638,11 +694,11 @@ fn the_mapper_says_why_it_is_off() {
     let m = FakeMachine::leak(2, vec![], 0);
     let rig = start("CTL", m);
     wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let lines = m.lines();
     let ready = lines.iter().find(|l| l.starts_with("@ready")).expect("@ready");
-    assert!(ready.ends_with(" mapper=no_profile"), "{ready}");
+    assert!(ready.contains(" mapper=no_profile "), "{ready}");
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
     assert_eq!(key(summary, "mapper_periods"), None, "no mapper counters when it is off: {summary}");
     // A profile, but these ports have one queue pair and no RSS table.
@@ -650,11 +706,11 @@ fn the_mapper_says_why_it_is_off() {
         let m = FakeMachine::leak(2, vec![], 0);
         let rig = start_profiled(cfg, m, false, Some(profile_400pps()));
         wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
-        rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+        rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
         assert_eq!(rig.run.join().expect("run"), Outcome::Success);
         let lines = m.lines();
         let ready = lines.iter().find(|l| l.starts_with("@ready")).expect("@ready");
-        assert!(ready.ends_with(&format!(" mapper={why}")), "{cfg}: {ready}");
+        assert!(ready.contains(&format!(" mapper={why} ")), "{cfg}: {ready}");
     }
 }
 
@@ -722,7 +778,7 @@ fn an_aux_core_takes_flows_from_the_lane_and_every_frame_leaves_once_in_flow_ord
         }
         n == FRAMES as usize || since.elapsed().as_millis() > 300
     });
-    rig.in0.lock().expect("wire").push_back(control_frame(MAC0, Command::Stop));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
     assert_eq!(rig.run.join().expect("run"), Outcome::Success);
     let out: Vec<Vec<u8>> = rig.out1.lock().expect("wire").drain(..).collect();
     let mut next = vec![0u32; usize::from(FLOWS)];

@@ -53,6 +53,8 @@ pub struct Args {
     pub busy_poll: u32,
     /// The boot options, as the image's parser read them.
     pub boot: BootConfig,
+    /// Lines to print before starting (`warning: …`).
+    pub warnings: Vec<String>,
 }
 
 /// AF_XDP ring entries by default: libxdp's and DPDK `net_af_xdp`'s 2048. With 256 (the
@@ -100,6 +102,8 @@ options:
                            without pool=, the pool is sized to 4 x N buffers per lane (at least 4096)
   --busy-poll N            AF_XDP preferred busy polling, N packets per poll (1..=1024; default 0: off):
                            the worker's own system calls run the interface's NAPI poll
+  --ctl-key-file FILE      the control key (32 hex digits) from FILE, which only its owner may
+                           read (mode 0600 or 0400): ctl_key= on the command line shows in `ps`
   key=value, --key value   every boot option of the image (workers, lanes, sched, vbar_us, ...)
 ";
 
@@ -110,6 +114,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
     let (mut cpus, mut unpinned, mut huge, mut spin_us) = (Vec::new(), false, false, 0u64);
     let (mut xdp_ring, mut busy_poll) = (DEFAULT_XDP_RING, 0u32);
     let mut boot: Vec<String> = Vec::new();
+    let mut warnings = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--help" || a == "-h" {
@@ -165,6 +170,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
                 }
             }
             "chain" => chain = Some(PathBuf::from(value)),
+            "ctl-key-file" => boot.push(format!("ctl_key={}", read_key_file(&value)?)),
             "cpus" => {
                 cpus = value
                     .split(',')
@@ -204,6 +210,11 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
             }
         }
     }
+    if boot.iter().filter(|b| b.starts_with("ctl_key=")).count() == 1 && !args.iter().any(|a| a == "--ctl-key-file") {
+        warnings.push(
+            "warning: ctl_key on the command line shows in process listings (ps); use --ctl-key-file FILE".into(),
+        );
+    }
     // The pool must feed two sockets' fill and TX rings per lane (4 rings' worth); the
     // image's default pool (4096) is sized for its own NICs' 256-entry rings.
     if !boot.iter().any(|b| b.starts_with("pool=")) {
@@ -224,7 +235,38 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
             boot.workers
         )));
     }
-    Ok(Some(Args { ports: [p0, p1], io, xdp_mode, chain, cpus, unpinned, huge, spin_us, xdp_ring, busy_poll, boot }))
+    Ok(Some(Args {
+        ports: [p0, p1],
+        io,
+        xdp_mode,
+        chain,
+        cpus,
+        unpinned,
+        huge,
+        spin_us,
+        xdp_ring,
+        busy_poll,
+        boot,
+        warnings,
+    }))
+}
+
+/// The control key in `path`: 32 hex digits (surrounding whitespace allowed), in a file that
+/// neither its group nor others may read or write.
+fn read_key_file(path: &str) -> Result<String, ArgError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let err = |why: String| ArgError(format!("option '--ctl-key-file': {path}: {why}"));
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(err(format!("mode {mode:03o} lets others at the key: chmod 600 {path}")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let key = text.trim();
+    if key.len() != 32 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(err("expected 32 hex digits (a 128-bit key, e.g. from `openssl rand -hex 16`)".into()));
+    }
+    Ok(key.to_string())
 }
 
 #[cfg(test)]
@@ -253,6 +295,35 @@ mod tests {
         assert_eq!(a.boot.pool, 4096, "never below the image's default pool");
         let a = p("--port0 a --port1 b --xdp-ring 4096 pool=2048").unwrap().unwrap();
         assert_eq!(a.boot.pool, 2048, "an explicit pool= wins");
+    }
+
+    #[test]
+    fn the_control_key_comes_from_a_file_only_its_owner_reads() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("cadence-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("ctl.key");
+        std::fs::write(&key, "00112233445566778899aabbccddeeff\n").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let line = format!("--port0 a --port1 b ctl=port:0 --ctl-key-file {}", key.display());
+        let a = p(&line).unwrap().unwrap();
+        assert_eq!(a.boot.control(1).map(|c| c.port()), Some(0));
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+        // On the command line it works, with a warning.
+        let a = p("--port0 a --port1 b ctl=port:0 ctl_key=00112233445566778899aabbccddeeff").unwrap().unwrap();
+        assert!(a.warnings.iter().any(|w| w.contains("process listings")), "{:?}", a.warnings);
+        // A key others may read is refused; so is one that is not a key; so is a missing file.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = p(&line).unwrap_err().0;
+        assert!(e.contains("--ctl-key-file") && e.contains("mode 644") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+        std::fs::remove_file(&key).unwrap();
+        std::fs::write(&key, "not a key\n").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(p(&line).unwrap_err().0.contains("32 hex digits"));
+        let missing = format!("--port0 a --port1 b --ctl-key-file {}", dir.join("nope").display());
+        assert!(p(&missing).unwrap_err().0.contains("--ctl-key-file"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

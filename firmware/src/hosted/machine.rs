@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use cadence_core::sync::doorbell::WakeHook;
 use cadence_core::time::{Clock, Duration};
-use cadence_firmware::forward::{Machine, Outcome, SleepSummary};
+use cadence_firmware::forward::{BootNonce, Machine, Outcome, SleepSummary};
 use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::iface;
 use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError, futex_wake};
@@ -239,6 +239,11 @@ impl Machine for Hosted {
 
     fn sleeper(&self, _worker: usize) -> Result<NanoSleeper, HostedError> {
         NanoSleeper::new(self.clock, self.sleep).map_err(HostedError::Sleeper)
+    }
+
+    fn boot_nonce(&self) -> BootNonce {
+        let (value, source) = cadence_platform::hosted::process::boot_nonce();
+        BootNonce { value, source }
     }
 
     fn sleep_summary(s: &NanoSleeper) -> SleepSummary {

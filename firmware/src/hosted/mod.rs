@@ -41,6 +41,9 @@ pub fn main() -> ExitCode {
         }
     };
     println!("Cadence {} (hosted)", env!("CARGO_PKG_VERSION"));
+    for w in &args.warnings {
+        println!("{w}");
+    }
     let (spec, profile) = match read_chain(&args) {
         Ok(s) => s,
         Err(msg) => {

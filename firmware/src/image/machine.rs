@@ -7,7 +7,7 @@ use alloc::boxed::Box;
 use core::fmt::{self, Write};
 
 use cadence_core::time::Duration;
-use cadence_firmware::forward::{Event, Machine, Outcome, SleepSummary};
+use cadence_firmware::forward::{BootNonce, Event, Machine, Outcome, SleepSummary};
 use cadence_platform::clock::TscClock;
 use cadence_platform::exit::{ExitCode, exit};
 use cadence_platform::serial;
@@ -70,6 +70,11 @@ impl Machine for BareMetal {
 
     fn sleeper(&self, _worker: usize) -> Result<HaltSleeper, BareMetalError> {
         HaltSleeper::new(self.sleep).map_err(BareMetalError::Sleeper)
+    }
+
+    fn boot_nonce(&self) -> BootNonce {
+        let n = cadence_platform::entropy::boot_nonce();
+        BootNonce { value: n.value, source: n.source.as_str() }
     }
 
     fn sleep_summary(s: &HaltSleeper) -> SleepSummary {

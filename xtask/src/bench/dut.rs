@@ -499,6 +499,7 @@ impl Instance {
             Mac(HOST_MACS[0]),
             Control::Stats,
             &self.ctl_key,
+            self.report.ctl_nonce?,
             self.ctl_counter,
         );
         self.ctl_counter += 1;
@@ -541,6 +542,8 @@ impl Instance {
                             Mac(HOST_MACS[0]),
                             Control::Stop,
                             &self.ctl_key,
+                            // Before `@ready` no frame can be signed: the deadline kills it.
+                            self.report.ctl_nonce.unwrap_or(0),
                             self.ctl_counter,
                         );
                         self.ctl_counter += 1;
