@@ -7,7 +7,7 @@
 mod netns;
 
 use cadence_drivers::hal::{Kick, Mmio};
-use cadence_platform::hosted::bpf::{AttachMode, Attached, XdpProgram};
+use cadence_platform::hosted::bpf::{AttachMode, Attached, IngressDrop, XdpProgram};
 use cadence_platform::hosted::iface;
 use cadence_platform::hosted::mem::packet_memory;
 use cadence_platform::hosted::packet::{PacketConfig, PacketSocket, abi as pk};
@@ -89,6 +89,37 @@ fn recv_tagged(fd: &OwnedFd, tag: &[u8], timeout: Duration) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+/// An IPv4/UDP frame from `src` to `dst` (to 10.9.9.9, a host nobody in the namespace is),
+/// valid header checksum, carrying `tag`.
+fn ipv4_frame(dst: [u8; 6], src: [u8; 6], tag: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(64);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + tag.len()) as u16;
+    let mut ip = [0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 9, 9, 1, 10, 9, 9, 9];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let sum = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum::<u32>();
+    let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x39]);
+    f.extend_from_slice(&(8 + tag.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(tag);
+    f.resize(f.len().max(60), 0);
+    f
+}
+
+/// IPv4 packets this namespace's stack received (`/proc/net/snmp`, `Ip: … InReceives`).
+fn ip_in_receives() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").expect("/proc/net/snmp");
+    let mut ip = snmp.lines().filter(|l| l.starts_with("Ip:"));
+    let (names, values) = (ip.next().unwrap_or_default(), ip.next().unwrap_or_default());
+    let at = names.split_whitespace().position(|n| n == "InReceives").expect("InReceives");
+    values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("a count")
 }
 
 fn mac(ifname: &str) -> [u8; 6] {
@@ -294,6 +325,68 @@ fn xdp_copy_mode_receives_over_veth() {
         assert_eq!((st.rx_dropped, st.rx_invalid_descs, st.rx_ring_full), (0, 0, 0));
         prog.unregister(0).unwrap();
     });
+}
+
+/// A frame on a queue no socket owns (a NIC with more receive queues than lanes) is dropped
+/// and counted in the program — never passed to the kernel's stack, which would let it skip
+/// the chain (it used to be: `XDP_PASS`).
+#[test]
+fn xdp_frames_no_socket_owns_are_dropped_and_counted_not_passed_to_the_stack() {
+    netns::run("xdp_frames_no_socket_owns_are_dropped_and_counted_not_passed_to_the_stack", (1, 1), || {
+        let prog = XdpProgram::attach("va", 1, AttachMode::Auto).unwrap();
+        let tap = raw_socket("va");
+        let before = ip_in_receives();
+        let vb = raw_socket("vb");
+        for i in 0..20u8 {
+            send_raw(&vb, &ipv4_frame(mac("va"), mac("vb"), &[b'u', b'n', b'o', b'w', b'n', i]));
+        }
+        // Queue 0's slot is empty: all 20 dropped in the driver, counted.
+        let end = Instant::now() + Duration::from_secs(3);
+        while prog.unowned().unwrap() < 20 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(prog.unowned().unwrap(), 20);
+        assert!(recv_tagged(&tap, b"unown", Duration::from_millis(300)).is_none(), "a tap on va saw a frame");
+        assert_eq!(ip_in_receives(), before, "the stack got frames no lane owns");
+        // The control: without the program the same frames do reach the stack (the check
+        // above can see them).
+        drop(prog);
+        send_raw(&vb, &ipv4_frame(mac("va"), mac("vb"), b"stack"));
+        let end = Instant::now() + Duration::from_secs(3);
+        while ip_in_receives() == before && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(ip_in_receives() > before, "the stack never counts a frame: the check above proves nothing");
+    });
+}
+
+/// With `AF_PACKET` the kernel's stack gets every frame the dataplane reads, unless the tcx
+/// ingress program drops them — after the packet taps have seen them.
+#[test]
+fn tcx_ingress_drop_keeps_frames_from_the_stack_but_not_from_packet_sockets() {
+    netns::run("tcx_ingress_drop_keeps_frames_from_the_stack_but_not_from_packet_sockets", (1, 1), || {
+        let tap = raw_socket("va");
+        let vb = raw_socket("vb");
+        let before = ip_in_receives();
+        let drop = IngressDrop::attach("va").unwrap();
+        send_raw(&vb, &ipv4_frame(mac("va"), mac("vb"), b"tcx-dropped"));
+        assert!(recv_tagged(&tap, b"tcx-dropped", Duration::from_secs(3)).is_some(), "the tap must still see it");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(ip_in_receives(), before, "the stack got a frame the tcx program drops");
+        drop_and_check(drop, &tap, &vb, before);
+    });
+}
+
+/// Unlinked, the frames reach the stack again (the control of the test above).
+fn drop_and_check(drop: IngressDrop, tap: &OwnedFd, vb: &OwnedFd, before: u64) {
+    std::mem::drop(drop);
+    send_raw(vb, &ipv4_frame(mac("va"), mac("vb"), b"tcx-gone"));
+    assert!(recv_tagged(tap, b"tcx-gone", Duration::from_secs(3)).is_some());
+    let end = Instant::now() + Duration::from_secs(3);
+    while ip_in_receives() == before && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(ip_in_receives() > before, "the stack never counts a frame: the check above proves nothing");
 }
 
 #[test]

@@ -15,6 +15,11 @@
 //!   lane's first hand-off and gives every frame back once, in order.
 //! - Bad input: interfaces that do not exist, and an interface that vanishes mid-run, each
 //!   end with a clear line and the runtime-failure status.
+//! - Nothing behind the chain's back: on a 4-queue NIC with one lane, AF_XDP frames RSS puts
+//!   on queues no lane owns are dropped and counted, and the kernel's stack in the
+//!   dataplane's namespace receives none of them; over AF_PACKET (which only taps the
+//!   traffic) the stack receives nothing either. The dataplane runs without privileges
+//!   after set-up (`nobody`, read from /proc), and SIGINT ends a run as cleanly as STOP.
 //!
 //! Timeouts are hang guards; nothing asserts on time.
 
@@ -64,6 +69,62 @@ fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -
     start_with(name, io, boot, chain, &[])
 }
 
+/// IPv4 and IPv6 packets the kernel's stack received in `netns` (`/proc/net/snmp`
+/// `Ip: InReceives`, `/proc/net/snmp6` `Ip6InReceives`).
+fn stack_received(netns: &str) -> Result<u64> {
+    let read = |file: &str| -> Result<String> {
+        let out = std::process::Command::new(xtask::netns::IP).args(["netns", "exec", netns, "cat", file]).output()?;
+        if !out.status.success() {
+            bail!("reading {file} in {netns}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let snmp = read("/proc/net/snmp")?;
+    let mut ip = snmp.lines().filter(|l| l.starts_with("Ip:"));
+    let (names, values) = (ip.next().unwrap_or_default(), ip.next().unwrap_or_default());
+    let at = names.split_whitespace().position(|n| n == "InReceives").ok_or_else(|| anyhow!("no InReceives"))?;
+    let v4: u64 = values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("no count"))?;
+    let snmp6 = read("/proc/net/snmp6")?;
+    let v6: u64 = snmp6
+        .lines()
+        .find_map(|l| l.strip_prefix("Ip6InReceives").and_then(|v| v.trim().parse().ok()))
+        .ok_or_else(|| anyhow!("no Ip6InReceives"))?;
+    Ok(v4 + v6)
+}
+
+/// Ends the run with signal `sig` (SIGINT, SIGTERM) instead of a STOP frame: it must wind
+/// down as cleanly (`stopping: SIG…`, `@summary`, the success status, conservation).
+fn interrupt(rig: &mut Rig, sig: i32) -> Result<Counters> {
+    // SAFETY: kill(2) on the child we started and have not reaped.
+    if unsafe { libc::kill(rig.qemu.pid() as i32, sig) } != 0 {
+        bail!("kill: {}", std::io::Error::last_os_error());
+    }
+    let exit = rig.qemu.wait(STOP_TIMEOUT)?;
+    rig.pump(Duration::from_millis(200));
+    rig.shutdown_receivers();
+    if exit.status != Some(protocol::EXIT_SUCCESS) {
+        bail!("hosted dataplane exit {:?} after signal {sig}\n{}", exit.status, rig.qemu.diagnostics());
+    }
+    let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+    let com1 = rig.qemu.com1();
+    if !com1.iter().any(|l| l == &format!("stopping: {name}")) {
+        bail!("no `stopping: {name}` line\n{com1:#?}");
+    }
+    let fw =
+        rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary after {name}\n{}", rig.qemu.diagnostics()))?;
+    cadence_tests::check_conservation(rig, &fw)?;
+    Ok(fw)
+}
+
+/// The real uid of process `pid` (`/proc/PID/status`, `Uid:` line).
+fn uid_of(pid: u32) -> Result<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()))
+        .ok_or_else(|| anyhow!("no Uid line for {pid}"))
+}
+
 /// [`start`] with more command-line options for the hosted binary.
 fn start_with(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>, args: &[&str]) -> Result<Rig> {
     let text = match chain {
@@ -75,10 +136,22 @@ fn start_with(name: &str, io: &'static str, boot: BootOptions, chain: Option<&st
 
 /// [`start_with`] with the chain module's text itself (a chain and a NetBlaze profile).
 fn start_text(name: &str, io: &'static str, boot: BootOptions, chain: Option<String>, args: &[&str]) -> Result<Rig> {
+    start_queues(name, io, boot, chain, args, 1)
+}
+
+/// [`start_text`] on veths with `queues` RX/TX queues each (lanes as `boot` says).
+fn start_queues(
+    name: &str,
+    io: &'static str,
+    boot: BootOptions,
+    chain: Option<String>,
+    args: &[&str],
+    queues: u16,
+) -> Result<Rig> {
     let mut cfg = RigConfig::new(hosted()?, out_dir(name), FLOWS);
     let mut argv = vec!["--unpinned".to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
-    cfg.backend = Backend::Veth { queues: 1, io, args: argv };
+    cfg.backend = Backend::Veth { queues, io, args: argv };
     let mut all = BootOptions::default().set("max_s", 300).set("stats_ms", 0);
     for (k, v) in &boot.0 {
         all = all.set(k, v);
@@ -187,6 +260,12 @@ fn af_xdp_an_aux_thread_asleep_on_its_doorbell_is_woken_by_a_hand_off() -> Resul
 fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
     let _one = serial();
     let mut rig = start("hosted_packet_malformed", "af_packet", BootOptions::default(), None)?;
+    let netns = rig.veths.as_ref().map(|v| v.netns.clone()).ok_or_else(|| anyhow!("no veths"))?;
+    let stack_before = stack_received(&netns)?;
+    // Set-up done, privileges gone: the dataplane runs as nobody.
+    assert_eq!(uid_of(rig.qemu.pid())?, 65_534, "{}", rig.qemu.diagnostics());
+    let com1 = rig.qemu.com1();
+    assert!(com1.iter().any(|l| l.starts_with("hosted: privileges dropped after set-up: uid 65534")), "{com1:#?}");
     let macs = rig.checker().macs();
     let mut injected: BTreeMap<&str, u64> = BTreeMap::new();
     let mut pacer = Pacer::new(RATE, Instant::now());
@@ -218,7 +297,11 @@ fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
         rig.pump(pacer.wait().min(Duration::from_millis(2)));
     }
     rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
-    let fw = stop(&mut rig)?;
+    // AF_PACKET sockets only tap the traffic: the tcx program kept every frame from the
+    // namespace's own stack.
+    assert_eq!(stack_received(&netns)?, stack_before, "the kernel's stack got frames the dataplane owns");
+    // Ctrl-C: the run winds down as after STOP, with @summary and the success status.
+    let fw = interrupt(&mut rig, libc::SIGINT)?;
     let k = rig.checker().classes();
     let examples = rig.checker().examples.clone();
     assert!(k.clean(), "host saw {:?}: {k:?}\n{examples:#?}", k.failures());
@@ -226,7 +309,7 @@ fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
     let arrived: u64 = injected.values().sum();
     assert_eq!(arrived + refused, bad);
     let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
-    assert_eq!(rx, FRAMES + arrived + fw.require("ctl")?, "{fw:?}");
+    assert_eq!(rx, FRAMES + arrived, "no control frame: SIGINT ended it: {fw:?}");
     assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, FRAMES, "{fw:?}");
     let got = fw.drops_by_reason();
     for (reason, n) in &injected {
@@ -235,6 +318,41 @@ fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
     assert_eq!(fw.require("drops")?, arrived, "{fw:?}");
     // A copying driver: every buffer is back in the pool.
     assert_eq!(fw.require("pool_in_use")?, 0, "{fw:?}");
+    Ok(())
+}
+
+/// A NIC with more receive queues than lanes (veths of 4 queues, `lanes=1`): the frames the
+/// kernel puts on queues 1–3 are dropped and counted by the XDP program (`p*_xdp_unowned`),
+/// the start says so, every frame on queue 0 goes through the chain once and in order — and
+/// the namespace's stack received none of them (before, they went to it: `XDP_PASS`).
+#[test]
+fn af_xdp_frames_on_queues_no_lane_owns_are_dropped_and_counted_never_given_to_the_stack() -> Result<()> {
+    const SENT: u64 = 4_000;
+    let _one = serial();
+    let mut rig = start_queues("hosted_xdp_unowned", "af_xdp", BootOptions::default(), None, &[], 4)?;
+    let netns = rig.veths.as_ref().map(|v| v.netns.clone()).ok_or_else(|| anyhow!("no veths"))?;
+    let com1 = rig.qemu.com1();
+    assert!(
+        com1.iter().any(|l| l.starts_with("warning: ")
+            && l.contains("has 4 RX queues and lanes=1")
+            && l.contains("xdp_unowned")),
+        "{com1:#?}"
+    );
+    let stack_before = stack_received(&netns)?;
+    send_paced(&mut rig, SENT, 2_000, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    assert_eq!(stack_received(&netns)?, stack_before, "the kernel's stack got frames no lane owns");
+    // SIGTERM, not a STOP frame: a control frame may hash to a queue no lane owns as well.
+    let fw = interrupt(&mut rig, libc::SIGTERM)?;
+    let k = rig.checker().classes();
+    let unowned = fw.require("p0_xdp_unowned")? + fw.require("p1_xdp_unowned")?;
+    assert!(unowned > 0, "the flows all hashed to queue 0: the test proves nothing ({fw:?})");
+    // What was not forwarded is exactly what the program dropped; what was forwarded is clean.
+    assert_eq!(k.lost, unowned, "{k:?} {fw:?}");
+    assert_eq!(k.received + unowned, SENT, "{k:?}");
+    let k_rest = xtask::traffic::Classes { lost: 0, ..k };
+    assert!(k_rest.clean(), "host saw {:?}: {k:?}", k_rest.failures());
+    assert_eq!(fw.require("drops")?, 0, "{fw:?}");
     Ok(())
 }
 

@@ -352,6 +352,11 @@ impl Qemu {
         self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
+    /// The process id (QEMU's, or the hosted dataplane's: `ip netns exec` execs it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether QEMU has exited; the exit when it has.
     pub fn try_exit(&mut self) -> Result<Option<Exit>> {
         if let Some(e) = self.exit {

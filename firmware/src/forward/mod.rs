@@ -177,6 +177,12 @@ pub trait Machine: Sync + 'static {
         let _ = buf;
         0
     }
+    /// A stop the platform was asked for from outside the dataplane (the hosted build:
+    /// `SIGINT`, `SIGTERM`), by name; polled by worker 0 between rounds. The run then winds
+    /// down as after a STOP frame (`@summary`, success).
+    fn stop_requested(&self) -> Option<&'static str> {
+        None
+    }
     /// Checks that the ports are still there (the hosted build: an interface may vanish);
     /// `Err` names what is gone. Called by worker 0 every [`HEALTH_MS`], never per packet.
     fn check(&self) -> Result<(), alloc::string::String> {
@@ -724,6 +730,12 @@ fn boot_worker<M: Machine, P: FwdPort>(
         sh.machine.pump_console();
         let now = clock.now();
         mgmt.poll(sh, &mut pl, ports, start, now);
+        if let Some(why) = sh.machine.stop_requested()
+            && !sh.stop.load(Ordering::Relaxed)
+        {
+            say(sh.machine, format_args!("stopping: {why}"));
+            sh.stop.store(true, Ordering::Release);
+        }
         if now >= next_check {
             next_check = now.saturating_add(health);
             if let Err(what) = sh.machine.check() {

@@ -29,6 +29,15 @@ pub enum XdpMode {
     ZeroCopy,
 }
 
+/// What the kernel's stack gets of the frames an `AF_PACKET` dataplane reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketStack {
+    /// Nothing: a tcx ingress program drops them after the dataplane's sockets saw them.
+    Drop,
+    /// A copy of each (`AF_PACKET` sockets are taps): the host may act on them.
+    Share,
+}
+
 /// Everything the command line says.
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -36,6 +45,8 @@ pub struct Args {
     pub ports: [String; 2],
     pub io: Io,
     pub xdp_mode: XdpMode,
+    /// `AF_PACKET`: what the kernel's stack gets.
+    pub packet_stack: PacketStack,
     /// The chain in its text form (docs/PROTOCOL.md; `cargo xtask chain FILE.toml` writes it).
     pub chain: Option<PathBuf>,
     /// CPU of worker `w`; empty: worker `w` on CPU `w` (modulo the CPUs online).
@@ -51,6 +62,8 @@ pub struct Args {
     /// Preferred busy polling on the AF_XDP sockets with this budget (packets per
     /// busy-poll call); 0: off.
     pub busy_poll: u32,
+    /// Who the process becomes once the ports are set up (as root; `root`: stays root).
+    pub user: String,
     /// The boot options, as the image's parser read them.
     pub boot: BootConfig,
     /// Lines to print before starting (`warning: …`).
@@ -93,6 +106,10 @@ options:
                            port I/O (default auto: AF_XDP, else AF_PACKET with a line saying why)
   --xdp-mode auto|copy|zerocopy
                            AF_XDP binding (default auto: zero-copy where the driver has it)
+  --packet-stack drop|share
+                           AF_PACKET only: drop (default) keeps every frame of the ports from the
+                           kernel's stack (a tcx ingress program, Linux >= 6.6); share lets the stack
+                           have a copy of each too, as plain AF_PACKET does
   --chain FILE             the NF chain in its text form (docs/PROTOCOL.md); none: L2 forwarding
   --cpus LIST              CPU of each worker, e.g. 1,2,3 (default: worker w on CPU w)
   --unpinned               do not pin the workers (then up to 4 workers per online CPU)
@@ -102,6 +119,9 @@ options:
                            without pool=, the pool is sized to 4 x N buffers per lane (at least 4096)
   --busy-poll N            AF_XDP preferred busy polling, N packets per poll (1..=1024; default 0: off):
                            the worker's own system calls run the interface's NAPI poll
+  --user NAME              who to become once the ports are set up, when started as root (default
+                           nobody; `root` keeps root); started as another user, every capability
+                           is dropped then instead
   --ctl-key-file FILE      the control key (32 hex digits) from FILE, which only its owner may
                            read (mode 0600 or 0400): ctl_key= on the command line shows in `ps`
   key=value, --key value   every boot option of the image (workers, lanes, sched, vbar_us, ...)
@@ -111,6 +131,8 @@ options:
 pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
     let mut ports: [Option<String>; 2] = [None, None];
     let (mut io, mut xdp_mode, mut chain) = (Io::Auto, XdpMode::Auto, None);
+    let mut packet_stack = PacketStack::Drop;
+    let mut user = String::from("nobody");
     let (mut cpus, mut unpinned, mut huge, mut spin_us) = (Vec::new(), false, false, 0u64);
     let (mut xdp_ring, mut busy_poll) = (DEFAULT_XDP_RING, 0u32);
     let mut boot: Vec<String> = Vec::new();
@@ -169,7 +191,20 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
                     }
                 }
             }
+            "packet-stack" => {
+                packet_stack = match value.as_str() {
+                    "drop" => PacketStack::Drop,
+                    "share" => PacketStack::Share,
+                    v => return Err(ArgError(format!("option '--packet-stack': expected drop or share, got '{v}'"))),
+                }
+            }
             "chain" => chain = Some(PathBuf::from(value)),
+            "user" => {
+                if value.is_empty() {
+                    return Err(ArgError("option '--user': expected a user name".into()));
+                }
+                user = value
+            }
             "ctl-key-file" => boot.push(format!("ctl_key={}", read_key_file(&value)?)),
             "cpus" => {
                 cpus = value
@@ -239,6 +274,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
         ports: [p0, p1],
         io,
         xdp_mode,
+        packet_stack,
         chain,
         cpus,
         unpinned,
@@ -246,6 +282,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
         spin_us,
         xdp_ring,
         busy_poll,
+        user,
         boot,
         warnings,
     }))
@@ -286,6 +323,8 @@ mod tests {
         assert_eq!((a.io, a.boot.workers, a.boot.stats_ms), (Io::AfPacket, 2, 250));
         assert_eq!(a.boot.sched, cadence_firmware::config::Sched::Poll);
         assert_eq!((a.cpus, a.huge, a.unpinned, a.spin_us), (vec![1, 0], true, false, 0));
+        assert_eq!(a.packet_stack, PacketStack::Drop, "the safe choice by default");
+        assert_eq!(p("--port0 a --port1 b --packet-stack share").unwrap().unwrap().packet_stack, PacketStack::Share);
         assert!(p("--help").unwrap().is_none());
         let a = p("--port0 a --port1 b --xdp-ring 2048 --busy-poll=64").unwrap().unwrap();
         assert_eq!((a.xdp_ring, a.busy_poll, a.boot.pool), (2048, 64, 8192));
@@ -333,6 +372,7 @@ mod tests {
             ("--port0 a --port1 a", "same interface 'a'"),
             ("--port0 a --port1 b --io dpdk", "option '--io'"),
             ("--port0 a --port1 b --xdp-mode fast", "option '--xdp-mode'"),
+            ("--port0 a --port1 b --packet-stack keep", "option '--packet-stack'"),
             ("--port0 a --port1 b --bogus 1", "option '--bogus': unknown"),
             ("--port0 a --port1 b workers=0", "boot option 'workers'"),
             ("--port0 a --port1 b --cpus 1,x", "option '--cpus'"),

@@ -344,6 +344,10 @@ impl Machine for Hosted {
         n
     }
 
+    fn stop_requested(&self) -> Option<&'static str> {
+        cadence_platform::hosted::process::stop_requested()
+    }
+
     fn check(&self) -> Result<(), String> {
         let ifaces = self.ifaces.lock().unwrap_or_else(|p| p.into_inner());
         for (port, (name, index)) in ifaces.iter().enumerate() {

@@ -41,6 +41,11 @@ pub fn main() -> ExitCode {
         }
     };
     println!("Cadence {} (hosted)", env!("CARGO_PKG_VERSION"));
+    // Ctrl-C and `kill` end the run cleanly, with `@summary` (before anything is set up, so
+    // no signal can leave an XDP program or a half-made socket behind).
+    if let Err(e) = cadence_platform::hosted::process::catch_stop_signals() {
+        println!("warning: SIGINT/SIGTERM will kill the run without @summary (sigaction: {e})");
+    }
     for w in &args.warnings {
         println!("{w}");
     }
@@ -132,6 +137,18 @@ fn run(
     if cfg.mode == Mode::Boot {
         m.log_line(format_args!("boot: done (2 NICs up)"));
         return ExitCode::SUCCESS;
+    }
+    // Everything that needed privileges is in hand (sockets, programs, memory): give them up.
+    match cadence_platform::hosted::process::drop_privileges(&args.user) {
+        Ok(Some(d)) => m.say(format_args!(
+            "hosted: privileges dropped after set-up: uid {} gid {} ({}), no capabilities",
+            d.uid, d.gid, d.user
+        )),
+        Ok(None) => m.say(format_args!("warning: --user root: the dataplane keeps running as root")),
+        Err(e) => {
+            m.say(format_args!("error: dropping privileges: {e}"));
+            return ExitCode::from(EXIT_RUNTIME);
+        }
     }
     let (mbps, from) = cfg.line_rate_mbps(opened.ports.iter().filter_map(ports::HostedPort::speed_mbps).min());
     if let Err(e) = m.pin_current(0) {

@@ -3,8 +3,15 @@
 //! both its sockets share, so a frame is forwarded without a copy in user space) or over
 //! `AF_PACKET` `TPACKET_V3` rings (one fanout socket per lane and interface; the driver
 //! copies frames in and out of the pool). The ring protocols are `cadence_drivers::xsk`
-//! and `cadence_drivers::tpacket`; the sockets, mappings and the BPF program are
+//! and `cadence_drivers::tpacket`; the sockets, mappings and the BPF programs are
 //! `cadence_platform::hosted`.
+//!
+//! Nothing reaches the host's stack behind the chain's back: over AF_XDP a frame on a
+//! receive queue no lane owns (a NIC with more queues than `lanes`) is dropped and counted
+//! by the XDP program (`p{i}_xdp_unowned`, with a warning at start); over `AF_PACKET`, whose
+//! sockets only tap the traffic, a tcx ingress program drops every frame before the stack
+//! unless `--packet-stack share` asks for the old behaviour (both kernel and dataplane get
+//! each frame).
 
 use std::fmt::{self, Write};
 use std::sync::{Arc, Mutex};
@@ -15,7 +22,7 @@ use cadence_drivers::tpacket::{RxGeometry, TpacketRx, TpacketTx, TxGeometry};
 use cadence_drivers::xsk::{self, RingWindow, XskRx, XskTx};
 use cadence_firmware::config::BootConfig;
 use cadence_firmware::forward::FwdPort;
-use cadence_platform::hosted::bpf::{AttachMode, Attached, XdpProgram};
+use cadence_platform::hosted::bpf::{AttachMode, Attached, IngressDrop, XdpProgram};
 use cadence_platform::hosted::iface::{self, Interface};
 use cadence_platform::hosted::kick::{PacketKick, XskKick};
 use cadence_platform::hosted::mem::{self, POOL_PHYS_BASE};
@@ -23,7 +30,7 @@ use cadence_platform::hosted::packet::{PacketConfig, PacketSocket, PacketStats};
 use cadence_platform::hosted::ring::MappedRing;
 use cadence_platform::hosted::xdp::{self, BindMode, DataPath, Umem, UmemRegion, XskConfig, XskSocket, XskStats};
 
-use super::args::{Args, Io, XdpMode};
+use super::args::{Args, Io, PacketStack, XdpMode};
 use super::machine::Extra;
 
 /// Ethernet header + a VLAN tag on top of the MTU: the longest frame a port sends.
@@ -47,8 +54,8 @@ pub enum HostedTx {
 /// [`SocketStats`]).
 #[derive(Debug)]
 enum Keep {
-    Xdp { _program: XdpProgram },
-    Packet,
+    Xdp { _program: Arc<XdpProgram> },
+    Packet { _stack: Option<IngressDrop> },
 }
 
 /// One interface, as the forwarding run drives it.
@@ -67,7 +74,7 @@ impl HostedPort {
     pub fn kind(&self) -> &'static str {
         match self.keep {
             Keep::Xdp { .. } => "af_xdp",
-            Keep::Packet => "af_packet",
+            Keep::Packet { .. } => "af_packet",
         }
     }
 
@@ -226,6 +233,8 @@ impl Opened {
 pub struct SocketStats {
     xdp: Vec<(usize, Arc<Mutex<XskSocket>>)>,
     packet: Vec<(usize, Arc<Mutex<PacketSocket>>)>,
+    /// Per port, its XDP program (the frames no lane owns).
+    programs: Vec<Arc<XdpProgram>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -263,6 +272,9 @@ impl Extra for SocketStats {
                     x[i].rx_invalid_descs,
                     x[i].tx_invalid_descs
                 )?;
+                if let Some(Ok(n)) = self.programs.get(i).map(|p| p.unowned()) {
+                    write!(out, " p{i}_xdp_unowned={n}")?;
+                }
             }
             if !self.packet.is_empty() {
                 write!(out, " p{i}_packet_drops={} p{i}_packet_freezes={}", p[i].drops, p[i].freezes)?;
@@ -346,15 +358,28 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
     };
     let xcfg = XskConfig::with_ring_size(ring as u32).mode(mode).need_wakeup(true);
     let mut programs = Vec::new();
-    for i in ifaces {
+    for (port, i) in ifaces.iter().enumerate() {
         let p = XdpProgram::attach(&i.name, lanes as u32, AttachMode::Auto)
             .map_err(|e| OpenError(format!("XDP program on {}: {e}", i.name)))?;
-        programs.push(p);
+        programs.push(Arc::new(p));
+        if i.rx_queues as usize > lanes {
+            notes.push(format!(
+                "warning: {} has {} RX queues and lanes={lanes}: frames the NIC puts on queues {lanes}..{} are dropped \
+                 and counted (p{port}_xdp_unowned), not forwarded; steer them with `ethtool -L {} combined {lanes}` \
+                 (or RSS: `ethtool -X {} equal {lanes}`), or give lanes={}",
+                i.name,
+                i.rx_queues,
+                i.rx_queues - 1,
+                i.name,
+                i.name,
+                i.rx_queues
+            ));
+        }
     }
     let mut pools = Vec::new();
     let mut paths = [DataPath::Copy; 2];
     let mut queues: [Vec<(HostedRx, HostedTx)>; 2] = [Vec::new(), Vec::new()];
-    let mut stats = SocketStats::default();
+    let mut stats = SocketStats { programs: programs.clone(), ..SocketStats::default() };
     let mut pages = String::new();
     for k in 0..lanes {
         let (pool, umem, p) = pool_for(args, cfg)?;
@@ -432,6 +457,26 @@ fn open_packet(
     let mut stats = SocketStats::default();
     let mut ports = Vec::new();
     for (port, iface) in ifaces.into_iter().enumerate() {
+        let stack = match args.packet_stack {
+            PacketStack::Drop => {
+                let d = IngressDrop::attach(&iface.name)
+                    .map_err(|e| OpenError(format!("keeping {}'s frames from the kernel's stack: {e}", iface.name)))?;
+                notes.push(format!(
+                    "hosted: {}: the kernel's stack gets none of its frames (tcx ingress drop; --packet-stack share \
+                     gives it a copy of each)",
+                    iface.name
+                ));
+                Some(d)
+            }
+            PacketStack::Share => {
+                notes.push(format!(
+                    "warning: {}: --packet-stack share: the kernel's stack gets every frame the dataplane reads too \
+                     (the host may answer, route or deliver traffic the chain filters)",
+                    iface.name
+                ));
+                None
+            }
+        };
         let socks = PacketSocket::open_lanes(&iface.name, lanes, &pcfg).map_err(|e| OpenError(e.to_string()))?;
         let mut queues = Vec::new();
         let mut ring = 0;
@@ -461,7 +506,7 @@ fn open_packet(
         }
         let detail = format!(" iface={} fanout={} memory={}", iface.name, lanes > 1, pages.replace(' ', "_"));
         notes.push(format!("hosted: {} AF_PACKET TPACKET_V3, {lanes} socket(s)", iface.name));
-        ports.push(HostedPort { iface, ring, queues, lanes, keep: Keep::Packet, detail });
+        ports.push(HostedPort { iface, ring, queues, lanes, keep: Keep::Packet { _stack: stack }, detail });
     }
     Ok(Opened { ports, pools, notes, stats })
 }

@@ -13,7 +13,7 @@
 //! | [`clock`] | `TscClock` and its calibration | `rdtsc` vs `CLOCK_MONOTONIC_RAW` |
 //! | [`sleep`] | `HaltSleeper` | `clock_nanosleep(TIMER_ABSTIME)` + spin |
 //! | [`thread`] | SMP bring-up, one worker per core | pinned `std::thread`s, CPU-time clocks |
-//! | [`process`] | the boot nonce (RDRAND, the RTC) | `getrandom(2)` |
+//! | [`process`] | the boot nonce (RDRAND, the RTC); what runs at ring 0 | `getrandom(2)`; SIGINT/SIGTERM as a clean stop; `setuid`/`capset` after set-up |
 //!
 //! The drivers crate never sees a file descriptor: it gets windows, offsets, sizes and a
 //! kick object. Errors carry the call that failed, the interface and the `errno`, and
@@ -36,7 +36,7 @@ pub mod kick;
 pub mod mem;
 #[allow(unsafe_code)] // AF_PACKET socket set-up system calls
 pub mod packet;
-#[allow(unsafe_code)] // getrandom(2)
+#[allow(unsafe_code)] // getrandom(2), sigaction, setuid/capset
 pub mod process;
 #[allow(unsafe_code)] // the shared producer/consumer rings mapped from the kernel
 pub mod ring;

@@ -9,6 +9,8 @@ use core::mem::offset_of;
 
 /// `BPF_MAP_CREATE`.
 pub const BPF_MAP_CREATE: i32 = 0;
+/// `BPF_MAP_LOOKUP_ELEM`.
+pub const BPF_MAP_LOOKUP_ELEM: i32 = 1;
 /// `BPF_MAP_UPDATE_ELEM`.
 pub const BPF_MAP_UPDATE_ELEM: i32 = 2;
 /// `BPF_MAP_DELETE_ELEM`.
@@ -20,10 +22,16 @@ pub const BPF_LINK_CREATE: i32 = 28;
 
 /// `BPF_MAP_TYPE_XSKMAP`: queue index → AF_XDP socket.
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+/// `BPF_MAP_TYPE_ARRAY`: index → fixed-size value.
+pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 /// `BPF_PROG_TYPE_XDP`.
 pub const BPF_PROG_TYPE_XDP: u32 = 6;
+/// `BPF_PROG_TYPE_SCHED_CLS` (tc / tcx programs).
+pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// `BPF_XDP` (`enum bpf_attach_type`).
 pub const BPF_XDP: u32 = 37;
+/// `BPF_TCX_INGRESS` (`enum bpf_attach_type`; tcx links, Linux ≥ 6.6).
+pub const BPF_TCX_INGRESS: u32 = 46;
 /// `BPF_ANY`: create or update a map element.
 pub const BPF_ANY: u64 = 0;
 /// `XDP_FLAGS_SKB_MODE`: generic XDP, after the stack has built an skb.
@@ -32,6 +40,12 @@ pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// `XDP_PASS`: hand the frame to the kernel's stack.
 pub const XDP_PASS: i32 = 2;
+/// `XDP_DROP`.
+pub const XDP_DROP: i32 = 1;
+/// `TC_ACT_SHOT`: a tc program's "drop".
+pub const TC_ACT_SHOT: i32 = 2;
+/// `BPF_FUNC_map_lookup_elem`: `void *bpf_map_lookup_elem(map, key)`.
+pub const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 /// `BPF_FUNC_redirect_map`: `long bpf_redirect_map(map, key, flags)`.
 pub const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 /// `BPF_PSEUDO_MAP_FD`: an `ld_imm64` whose immediate is a map descriptor.
@@ -47,6 +61,20 @@ pub const LDX_W_MEM: u8 = 0x61;
 pub const LD_DW_IMM: u8 = 0x18;
 /// Opcode `BPF_ALU64 | BPF_MOV | BPF_K`: `dst = imm`.
 pub const ALU64_MOV_K: u8 = 0xb7;
+/// Opcode `BPF_ALU64 | BPF_MOV | BPF_X`: `dst = src`.
+pub const ALU64_MOV_X: u8 = 0xbf;
+/// Opcode `BPF_ALU64 | BPF_ADD | BPF_K`: `dst += imm`.
+pub const ALU64_ADD_K: u8 = 0x07;
+/// Opcode `BPF_ST | BPF_MEM | BPF_W`: `*(u32 *)(dst + off) = imm`.
+pub const ST_W_MEM: u8 = 0x62;
+/// Opcode `BPF_JMP | BPF_JNE | BPF_K`: `if dst != imm goto pc + 1 + off`.
+pub const JMP_JNE_K: u8 = 0x55;
+/// Opcode `BPF_JMP | BPF_JEQ | BPF_K`: `if dst == imm goto pc + 1 + off`.
+pub const JMP_JEQ_K: u8 = 0x15;
+/// Opcode `BPF_STX | BPF_ATOMIC | BPF_DW` with `imm = BPF_ADD`: `lock *(u64 *)(dst + off) += src`.
+pub const STX_ATOMIC_DW: u8 = 0xdb;
+/// `BPF_ADD`, as the immediate of an atomic instruction.
+pub const BPF_ATOMIC_ADD: i32 = 0x00;
 /// Opcode `BPF_JMP | BPF_CALL`: call helper `imm`.
 pub const JMP_CALL: u8 = 0x85;
 /// Opcode `BPF_JMP | BPF_EXIT`: return `r0`.

@@ -1,10 +1,12 @@
-//! The XDP program that steers every receive queue's frames into its AF_XDP socket,
-//! assembled and loaded by this crate itself (no libbpf, no clang at build time).
+//! The eBPF programs the hosted build loads itself (no libbpf, no clang at build time):
+//! the XDP program that steers every receive queue's frames into its AF_XDP socket, and the
+//! tcx program that keeps frames an `AF_PACKET` dataplane reads from the kernel's stack.
 //!
-//! Per interface ([`XdpProgram::attach`]):
+//! **XDP** per interface ([`XdpProgram::attach`]):
 //!
-//! 1. `bpf(BPF_MAP_CREATE)` of a `BPF_MAP_TYPE_XSKMAP`: key = queue index (`u32`),
-//!    value = AF_XDP socket descriptor (`u32`), one entry per receive queue;
+//! 1. `bpf(BPF_MAP_CREATE)` of a `BPF_MAP_TYPE_XSKMAP` (key = queue index, `u32`; value =
+//!    AF_XDP socket descriptor, `u32`; one entry per lane), and of a one-entry
+//!    `BPF_MAP_TYPE_ARRAY` of `u64`: the frames no lane owns;
 //! 2. `bpf(BPF_PROG_LOAD)` of [`redirect_program`], type `BPF_PROG_TYPE_XDP`, license
 //!    `"Dual MIT/GPL"` (GPL-compatible; `bpf_redirect_map` is not GPL-only anyway). When
 //!    the verifier refuses it, it is loaded again with a log buffer and the log goes into
@@ -16,8 +18,18 @@
 //!    however it exits.
 //!
 //! [`XdpProgram::register`] then puts `queue → socket` into the map
-//! (`BPF_MAP_UPDATE_ELEM`). Until a queue's slot is filled its frames pass to the
-//! kernel's stack (the program's default action, `XDP_PASS`).
+//! (`BPF_MAP_UPDATE_ELEM`). A frame on a queue whose slot is empty — a queue at or above
+//! `lanes` on a NIC with more receive queues than lanes, or a lane not registered yet — is
+//! **dropped and counted** ([`XdpProgram::unowned`]), never passed to the kernel's stack:
+//! passing it would let it skip the chain (not filtered, NATed or counted) and reach the
+//! host. (`bpf_redirect_map` returns the low bits of its `flags` argument when the lookup
+//! fails: `XDP_DROP` here.)
+//!
+//! **tcx** ([`IngressDrop::attach`]): an `AF_PACKET` socket is a tap — the kernel's stack
+//! still gets every frame it reads. A `BPF_PROG_TYPE_SCHED_CLS` program that returns
+//! `TC_ACT_SHOT`, linked at `BPF_TCX_INGRESS` (Linux ≥ 6.6), drops them after the taps have
+//! seen them (`__netif_receive_skb_core` delivers to `ptype_all` taps, fanout groups
+//! included, before the ingress hook), so the host never acts on traffic the dataplane owns.
 
 pub mod abi;
 
@@ -27,25 +39,53 @@ use abi::*;
 use core::fmt;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
-/// The program: `bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`.
+/// The XDP program: `bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_DROP)`; a frame no
+/// socket takes is dropped and counted in `unowned[0]`.
 ///
 /// ```text
-/// r2 = *(u32 *)(r1 + 16)      ; xdp_md.rx_queue_index
-/// r1 = map_fd ll              ; ld_imm64, src_reg = BPF_PSEUDO_MAP_FD
-/// r3 = 2                      ; XDP_PASS: the action when the slot is empty
-/// call bpf_redirect_map       ; helper 51
-/// exit                        ; return r0
+///  0: r2 = *(u32 *)(r1 + 16)      ; xdp_md.rx_queue_index
+///  1: r1 = xsks ll                ; ld_imm64, src_reg = BPF_PSEUDO_MAP_FD (two slots)
+///  3: r3 = 1                      ; XDP_DROP: the action when the queue's slot is empty
+///  4: call bpf_redirect_map       ; helper 51
+///  5: if r0 != 1 goto 16          ; redirected (XDP_REDIRECT): return it
+///  6: *(u32 *)(r10 - 4) = 0       ; key 0 on the stack
+///  7: r2 = r10
+///  8: r2 += -4
+///  9: r1 = unowned ll             ; the counter's array map (two slots)
+/// 11: call bpf_map_lookup_elem    ; helper 1
+/// 12: if r0 == 0 goto 15
+/// 13: r1 = 1
+/// 14: lock *(u64 *)(r0 + 0) += r1
+/// 15: r0 = 1                      ; XDP_DROP
+/// 16: exit                        ; return r0
 /// ```
-pub fn redirect_program(map_fd: i32) -> [Insn; 6] {
+pub fn redirect_program(xsks_fd: i32, unowned_fd: i32) -> [Insn; 17] {
     [
         Insn::new(LDX_W_MEM, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
-        Insn::new(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
+        Insn::new(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, xsks_fd),
         // Second half of ld_imm64: the upper 32 bits of the immediate (0).
         Insn::new(0, 0, 0, 0, 0),
-        Insn::new(ALU64_MOV_K, 3, 0, 0, XDP_PASS),
+        Insn::new(ALU64_MOV_K, 3, 0, 0, XDP_DROP),
         Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        Insn::new(JMP_JNE_K, 0, 0, 10, XDP_DROP),
+        Insn::new(ST_W_MEM, 10, 0, -4, 0),
+        Insn::new(ALU64_MOV_X, 2, 10, 0, 0),
+        Insn::new(ALU64_ADD_K, 2, 0, 0, -4),
+        Insn::new(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, unowned_fd),
+        Insn::new(0, 0, 0, 0, 0),
+        Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM),
+        Insn::new(JMP_JEQ_K, 0, 0, 2, 0),
+        Insn::new(ALU64_MOV_K, 1, 0, 0, 1),
+        Insn::new(STX_ATOMIC_DW, 0, 1, 0, BPF_ATOMIC_ADD),
+        Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP),
         Insn::new(JMP_EXIT, 0, 0, 0, 0),
     ]
+}
+
+/// The tcx ingress program: every frame is dropped before the kernel's stack
+/// (`return TC_ACT_SHOT`).
+pub fn ingress_drop_program() -> [Insn; 2] {
+    [Insn::new(ALU64_MOV_K, 0, 0, 0, TC_ACT_SHOT), Insn::new(JMP_EXIT, 0, 0, 0, 0)]
 }
 
 /// The license the program is loaded under.
@@ -93,8 +133,10 @@ impl fmt::Display for Attached {
 /// The `bpf(2)` command that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BpfCall {
-    /// `BPF_MAP_CREATE` of the XSKMAP.
+    /// `BPF_MAP_CREATE` of the XSKMAP or the counter.
     MapCreate,
+    /// `BPF_LINK_CREATE` at tcx ingress.
+    TcxCreate,
     /// `BPF_PROG_LOAD`.
     ProgLoad,
     /// `BPF_LINK_CREATE` in this mode.
@@ -103,16 +145,20 @@ pub enum BpfCall {
     MapUpdate,
     /// `BPF_MAP_DELETE_ELEM`.
     MapDelete,
+    /// `BPF_MAP_LOOKUP_ELEM` of the counter.
+    MapLookup,
 }
 
 impl fmt::Display for BpfCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BpfCall::MapCreate => f.write_str("XSKMAP creation (BPF_MAP_CREATE)"),
+            BpfCall::MapCreate => f.write_str("map creation (BPF_MAP_CREATE)"),
+            BpfCall::TcxCreate => f.write_str("tcx ingress attach (BPF_LINK_CREATE)"),
             BpfCall::ProgLoad => f.write_str("program load (BPF_PROG_LOAD)"),
             BpfCall::LinkCreate(m) => write!(f, "{m} attach (BPF_LINK_CREATE)"),
             BpfCall::MapUpdate => f.write_str("XSKMAP update"),
             BpfCall::MapDelete => f.write_str("XSKMAP delete"),
+            BpfCall::MapLookup => f.write_str("counter read (BPF_MAP_LOOKUP_ELEM)"),
         }
     }
 }
@@ -164,6 +210,10 @@ impl BpfError {
             }
             (BpfCall::LinkCreate(Attached::Driver), libc::EOPNOTSUPP) => "the driver has no native XDP",
             (BpfCall::LinkCreate(_), libc::EINVAL) => "kernel without XDP links (needs Linux >= 5.9)",
+            (BpfCall::TcxCreate, libc::EINVAL | libc::EOPNOTSUPP) => {
+                "kernel without tcx links (needs Linux >= 6.6): run with --packet-stack share to let the \
+                 kernel's stack have the frames too"
+            }
             (BpfCall::MapUpdate, libc::EOPNOTSUPP | libc::EINVAL) => "the descriptor is not a bound AF_XDP socket",
             _ => return None,
         })
@@ -201,6 +251,7 @@ pub struct XdpProgram {
     ifindex: u32,
     queues: u32,
     map: OwnedFd,
+    unowned: OwnedFd,
     _prog: OwnedFd,
     _link: OwnedFd,
     attached: Attached,
@@ -228,7 +279,17 @@ impl XdpProgram {
             ..Default::default()
         };
         let map = bpf_fd(BPF_MAP_CREATE, &mut m).map_err(err(BpfCall::MapCreate))?;
-        let prog = load(&name, &map)?;
+        let mut c = MapCreateAttr {
+            map_type: BPF_MAP_TYPE_ARRAY,
+            key_size: 4,
+            value_size: 8,
+            max_entries: 1,
+            map_name: obj_name("cadence_unowned"),
+            ..Default::default()
+        };
+        let unowned = bpf_fd(BPF_MAP_CREATE, &mut c).map_err(err(BpfCall::MapCreate))?;
+        let insns = redirect_program(map.as_raw_fd(), unowned.as_raw_fd());
+        let prog = load(&name, BPF_PROG_TYPE_XDP, BPF_XDP, "cadence_xsk", &insns)?;
         let try_mode = |a: Attached| {
             let mut l = LinkCreateAttr {
                 prog_fd: prog.as_raw_fd() as u32,
@@ -251,7 +312,23 @@ impl XdpProgram {
                 Err(e) => return Err(e),
             },
         };
-        Ok(Self { ifname: name, ifindex, queues, map, _prog: prog, _link: link, attached })
+        Ok(Self { ifname: name, ifindex, queues, map, unowned, _prog: prog, _link: link, attached })
+    }
+
+    /// Frames dropped because no lane owns their queue (since the program was attached).
+    pub fn unowned(&self) -> Result<u64, BpfError> {
+        let key = 0u32;
+        let mut value = 0u64;
+        let mut a = MapElemAttr {
+            map_fd: self.unowned.as_raw_fd() as u32,
+            key: (&raw const key).expose_provenance() as u64,
+            value: (&raw mut value).expose_provenance() as u64,
+            ..Default::default()
+        };
+        // `key` and `value` live on this frame until `bpf` returns; the kernel writes the
+        // 8-byte value into `value`.
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut a).map_err(|errno| self.sys(BpfCall::MapLookup, errno))?;
+        Ok(value)
     }
 
     /// Steers queue `queue`'s frames to `socket` (an AF_XDP socket bound to that queue
@@ -270,7 +347,7 @@ impl XdpProgram {
         bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(drop).map_err(|errno| self.sys(BpfCall::MapUpdate, errno))
     }
 
-    /// Empties queue `queue`'s slot: its frames go to the kernel's stack again.
+    /// Empties queue `queue`'s slot: its frames are dropped and counted again.
     pub fn unregister(&self, queue: u32) -> Result<(), BpfError> {
         self.check(queue)?;
         let mut a = MapElemAttr {
@@ -308,16 +385,16 @@ impl XdpProgram {
 /// The kernel-internal `ENOTSUPP` (524) that some drivers leak to user space.
 const ENOTSUPP: i32 = 524;
 
-/// Loads [`redirect_program`] over `map`; on refusal, loads it again with a log.
-fn load(ifname: &IfName, map: &OwnedFd) -> Result<OwnedFd, BpfError> {
-    let insns = redirect_program(map.as_raw_fd());
+/// Loads `insns` as a program of `prog_type` for `attach`; on refusal, loads it again with a
+/// log.
+fn load(ifname: &IfName, prog_type: u32, attach: u32, name: &str, insns: &[Insn]) -> Result<OwnedFd, BpfError> {
     let mut attr = ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_XDP,
+        prog_type,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr().expose_provenance() as u64,
         license: LICENSE.as_ptr().expose_provenance() as u64,
-        prog_name: obj_name("cadence_xsk"),
-        expected_attach_type: BPF_XDP,
+        prog_name: obj_name(name),
+        expected_attach_type: attach,
         ..Default::default()
     };
     // `insns` and `LICENSE` outlive both calls below.
@@ -340,6 +417,36 @@ fn load(ifname: &IfName, map: &OwnedFd) -> Result<OwnedFd, BpfError> {
             let log = String::from_utf8_lossy(&log[..end]).into_owned();
             Err(BpfError::Verifier { ifname: ifname.clone(), errno, log })
         }
+    }
+}
+
+/// [`ingress_drop_program`] linked at an interface's tcx ingress: the kernel's stack gets
+/// none of its frames (module docs). Dropping it unlinks the program.
+#[derive(Debug)]
+pub struct IngressDrop {
+    _prog: OwnedFd,
+    _link: OwnedFd,
+}
+
+impl IngressDrop {
+    /// Loads the program and links it at `ifname`'s tcx ingress.
+    pub fn attach(ifname: &str) -> Result<Self, BpfError> {
+        let name = iface::if_name(ifname).map_err(BpfError::Interface)?;
+        let ifindex = iface::ifindex(ifname).map_err(BpfError::Interface)?;
+        let insns = ingress_drop_program();
+        let prog = load(&name, BPF_PROG_TYPE_SCHED_CLS, BPF_TCX_INGRESS, "cadence_nostack", &insns)?;
+        let mut l = LinkCreateAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: BPF_TCX_INGRESS,
+            flags: 0,
+        };
+        let link = bpf_fd(BPF_LINK_CREATE, &mut l).map_err(|errno| BpfError::Sys {
+            call: BpfCall::TcxCreate,
+            ifname: name.clone(),
+            errno,
+        })?;
+        Ok(Self { _prog: prog, _link: link })
     }
 }
 
@@ -367,24 +474,41 @@ mod tests {
 
     #[test]
     fn program_bytes() {
-        let bytes: Vec<[u8; 8]> = redirect_program(7).iter().map(|i| i.to_bytes()).collect();
+        let bytes: Vec<[u8; 8]> = redirect_program(7, 9).iter().map(|i| i.to_bytes()).collect();
         assert_eq!(
             bytes,
             [
                 [0x61, 0x12, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = *(u32 *)(r1 + 16)
                 [0x18, 0x11, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00], // r1 = map fd 7 (pseudo)
                 [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], //   upper half
-                [0xb7, 0x03, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00], // r3 = XDP_PASS
+                [0xb7, 0x03, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00], // r3 = XDP_DROP
                 [0x85, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00], // call 51
+                [0x55, 0x00, 0x0a, 0x00, 0x01, 0x00, 0x00, 0x00], // if r0 != 1 goto +10
+                [0x62, 0x0a, 0xfc, 0xff, 0x00, 0x00, 0x00, 0x00], // *(u32 *)(r10 - 4) = 0
+                [0xbf, 0xa2, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = r10
+                [0x07, 0x02, 0x00, 0x00, 0xfc, 0xff, 0xff, 0xff], // r2 += -4
+                [0x18, 0x11, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00], // r1 = map fd 9 (pseudo)
+                [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], //   upper half
+                [0x85, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00], // call 1
+                [0x15, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00], // if r0 == 0 goto +2
+                [0xb7, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00], // r1 = 1
+                [0xdb, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // lock *(u64 *)(r0 + 0) += r1
+                [0xb7, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00], // r0 = XDP_DROP
                 [0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // exit
             ]
         );
+        // The jumps land where the listing says: the exit, and the final r0 = XDP_DROP.
+        let p = redirect_program(7, 9);
+        assert_eq!(p[5 + 1 + p[5].off as usize], Insn::new(JMP_EXIT, 0, 0, 0, 0));
+        assert_eq!(p[12 + 1 + p[12].off as usize], Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP));
         // In memory, an Insn is exactly its bytes.
-        let insn = redirect_program(-2)[1];
+        let insn = redirect_program(-2, 9)[1];
         // SAFETY: Insn is repr(C), 8 bytes, no padding.
         let raw: [u8; 8] = unsafe { core::mem::transmute(insn) };
         assert_eq!(raw, insn.to_bytes());
         assert_eq!(raw[4..], (-2i32).to_le_bytes());
+        let drop: Vec<[u8; 8]> = ingress_drop_program().iter().map(|i| i.to_bytes()).collect();
+        assert_eq!(drop, [[0xb7, 0, 0, 0, 2, 0, 0, 0], [0x95, 0, 0, 0, 0, 0, 0, 0]]);
     }
 
     #[test]
