@@ -224,6 +224,28 @@ impl<'m> Pool<'m> {
         Ok(())
     }
 
+    /// Rebuilds the free list from the buffers' own records: exactly the buffers marked free.
+    /// For a lane taken over from a worker stopped inside its round (`sync::TryLock::revoke`):
+    /// its last `alloc` or `free` may have been cut between the list and the record, and the
+    /// record is the one that is written in one store. A buffer the stopped worker took but
+    /// had not marked yet goes back to the list (it will never use it); one it marked free but
+    /// had not pushed is added. Buffers it held (its batch) stay out: they are lost with it,
+    /// and the caller counts them. Returns the buffers now free. A view has no list: 0.
+    pub fn rebuild_free_list(&mut self) -> usize {
+        if self.view {
+            return 0;
+        }
+        self.free.clear();
+        // Highest index first, as at construction.
+        for i in (0..self.meta.len()).rev() {
+            if self.meta.get(i).is_some_and(|m| m.free) {
+                // Cannot overflow: the list has room for every buffer.
+                self.free.push(PacketBuf(i as u16));
+            }
+        }
+        self.free.len()
+    }
+
     /// The region and the metadata, for [`Pool::view`] (`core::sync::pool_view`, where the
     /// aliasing is argued).
     pub(crate) fn view_parts(&self) -> (&PacketMem<'m>, &MetaTable<Meta>) {
@@ -515,6 +537,34 @@ mod tests {
 
     fn pool(mem: &mut [u8], n: usize) -> Pool<'_> {
         Pool::try_new(mem, 0x10_0000, n).unwrap()
+    }
+
+    /// A free list cut between its two steps (a holder stopped inside `alloc` or `free`) is
+    /// rebuilt from the records: every buffer marked free is in it exactly once, the held
+    /// ones are not, and allocation goes on without handing a buffer out twice.
+    #[test]
+    fn the_free_list_is_rebuilt_from_the_buffers_records() {
+        let mut mem = vec![0u8; 8 * BUF_SIZE];
+        let mut p = pool(&mut mem, 8);
+        let held: Vec<PacketBuf> = (0..3).map(|_| p.alloc().unwrap()).collect();
+        // `alloc` cut after the pop, before the record: the buffer is marked free, out of the
+        // list (the stopped holder never uses it).
+        let popped = p.free.pop().unwrap();
+        // `free` cut after the record, before the push: marked free, not in the list.
+        let half_freed = held[2];
+        p.meta.get_mut(half_freed.index()).unwrap().free = true;
+        // A duplicated entry (the list's length written before its slot): two copies.
+        let dup = *p.free.last().unwrap();
+        p.free.push(dup);
+        assert_eq!(p.rebuild_free_list(), 8 - 2, "all but the two still held");
+        assert_eq!(p.in_use(), 2);
+        let mut got: Vec<usize> = (0..6).map(|_| p.alloc().unwrap().index()).collect();
+        got.sort_unstable();
+        let mut want: Vec<usize> = (0..8).filter(|&i| i != held[0].index() && i != held[1].index()).collect();
+        want.sort_unstable();
+        assert_eq!(got, want, "each free buffer once: {popped:?} and {half_freed:?} back, {dup:?} once");
+        assert!(p.alloc().is_none());
+        assert_eq!(p.double_frees(), 0);
     }
 
     #[test]

@@ -15,12 +15,24 @@
 //! After `poll_once` returns, the worker holds no buffers: every buffer is in a ring
 //! or in the pool. The loop never panics and never allocates.
 //!
+//! **In-driver mark** ([`Poller::set_in_driver_word`]): a word that is set for exactly the
+//! span of each driver call on the lane (`rx_burst`, `tx_burst`) and clear otherwise. If the
+//! worker is stopped for good inside its round (a hung NF, a fault), whoever takes its lane
+//! over reads it: clear means the lane's rings were left between two driver calls, consistent
+//! (the pool, which the stage also touches, is rebuilt from its metadata:
+//! `Pool::rebuild_free_list`); set means a ring may be half-written, and the lane is not
+//! taken. The stores are `Relaxed` with a compiler fence on each side: the one who reads the
+//! word runs after the stopped side acknowledged the stop with a `Release` store in its
+//! program order.
+//!
 //! Counters the worker cannot see (the driver's `rx_err`, `no_buf`, and the pool's
 //! `pool_in_use`) are passed to [`ForwardStats::write_counters`] by the caller in a
 //! [`DriverCounters`], so one function writes every counter of docs/PROTOCOL.md in
 //! its documented order.
 
+use alloc::sync::Arc;
 use core::fmt;
+use core::sync::atomic::{AtomicBool, Ordering, compiler_fence};
 
 use crate::buf::{BATCH_SIZE, Batch, Pool};
 use crate::control::Commands;
@@ -203,6 +215,18 @@ pub struct Poller<S> {
     rx_batch: Batch,
     out: [Batch; PORTS],
     next_stats: Option<Instant>,
+    /// Set around each driver call (module docs, "In-driver mark"); `None`: not kept.
+    in_driver: Option<Arc<AtomicBool>>,
+}
+
+/// Sets (or clears) `word` with nothing moved across it by the compiler.
+#[inline(always)]
+fn mark(word: &Option<Arc<AtomicBool>>, on: bool) {
+    if let Some(w) = word {
+        compiler_fence(Ordering::SeqCst);
+        w.store(on, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+    }
 }
 
 impl<S: Stage> Poller<S> {
@@ -216,7 +240,13 @@ impl<S: Stage> Poller<S> {
             rx_batch: Batch::new(),
             out: [const { Batch::new() }; PORTS],
             next_stats: None,
+            in_driver: None,
         }
+    }
+
+    /// Keeps `word` set for the span of each driver call (module docs, "In-driver mark").
+    pub fn set_in_driver_word(&mut self, word: Arc<AtomicBool>) {
+        self.in_driver = Some(word);
     }
 
     /// The counters so far.
@@ -269,7 +299,9 @@ impl<S: Stage> Poller<S> {
             if !self.rx_batch.is_empty() {
                 pool.free_batch(&mut self.rx_batch);
             }
+            mark(&self.in_driver, true);
             let n = q.rx_burst(pool, &mut self.rx_batch);
+            mark(&self.in_driver, false);
             if n == 0 {
                 continue;
             }
@@ -345,7 +377,9 @@ impl<S: Stage> Poller<S> {
                     break;
                 }
                 // `tx_burst` takes from the front: these are `lens[sent..]`.
+                mark(&self.in_driver, true);
                 let n = q.tx_burst(pool, out).min(BATCH_SIZE);
+                mark(&self.in_driver, false);
                 counters.tx += n as u64;
                 counters.tx_bytes += lens.iter().skip(sent).take(n).sum::<u64>();
                 sent += n;

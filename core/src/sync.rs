@@ -42,6 +42,9 @@ pub use packet_mem::{MetaTable, PacketMem};
 pub use pool_view::AuxView;
 pub use swap::{Reader, Retired, Swap};
 
+#[cfg(all(test, loom))]
+mod loom_lease;
+
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicU32, Ordering};
 
@@ -83,6 +86,52 @@ pub(crate) fn loom_others_first(others_first: bool) {
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 
+/// Who holds a [`TryLock`]: a tag above 1 that names one holder (a worker), written into the
+/// lock word by [`TryLock::try_lock_as`], so that a lock held by a holder that stopped for
+/// good can be revoked ([`TryLock::revoke`]). [`TryLock::try_lock`] holds anonymously.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder(u32);
+
+impl Holder {
+    /// Holder number `n` (a worker's index): tag `n + 2` (0 is free, 1 anonymous).
+    pub const fn of(n: u32) -> Self {
+        Self(n.saturating_add(2))
+    }
+
+    /// The tag in the lock word.
+    pub const fn tag(self) -> u32 {
+        self.0
+    }
+}
+
+/// Proof that a [`Holder`] stopped for good: it will never execute another instruction, so
+/// what it held may be taken from it ([`TryLock::revoke`]). Only the platform can know that
+/// (it stopped the core or thread itself, and the stopped side acknowledged), hence the
+/// `unsafe` constructor.
+#[derive(Debug)]
+pub struct Fenced {
+    holder: Holder,
+}
+
+impl Fenced {
+    /// The proof that `holder` stopped.
+    ///
+    /// # Safety
+    /// `holder` (the core or thread that takes locks as it) has stopped and will never run
+    /// again — not a single instruction, not a deferred store — and everything it stored
+    /// before stopping is visible to the caller (the platform's acknowledgement was read
+    /// with `Acquire`). Then no live guard of its can be used again, and taking its locks
+    /// away cannot make two holders of one lock.
+    pub const unsafe fn new(holder: Holder) -> Self {
+        Self { holder }
+    }
+
+    /// Who stopped.
+    pub const fn holder(&self) -> Holder {
+        self.holder
+    }
+}
+
 /// A non-blocking lock that occupies one cache line.
 ///
 /// `try_lock` either takes the lock at once or reports that another core holds it.
@@ -120,11 +169,54 @@ impl TryLock {
         }
     }
 
+    /// [`TryLock::try_lock`] as `holder`: the lock word names it until the guard is dropped
+    /// (or the lock revoked from it), for [`TryLock::holder`] and [`TryLock::revoke`].
+    #[inline]
+    pub fn try_lock_as(&self, holder: Holder) -> Option<TryLockGuard<'_>> {
+        match self.state.compare_exchange(UNLOCKED, holder.tag().max(LOCKED), Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Some(TryLockGuard { lock: self }),
+            Err(_) => None,
+        }
+    }
+
     /// Whether some holder has the lock at this instant (a racy hint for statistics only:
     /// the answer may be stale by the time the caller looks at it).
     #[inline]
     pub fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == LOCKED
+        self.state.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// The holder named in the lock word at this instant (`None`: free, or held
+    /// anonymously). A racy reading, like [`TryLock::is_locked`]: only
+    /// [`TryLock::revoke`] acts on it, atomically.
+    #[inline]
+    pub fn holder(&self) -> Option<Holder> {
+        match self.state.load(Ordering::Relaxed) {
+            UNLOCKED | LOCKED => None,
+            tag => Some(Holder(tag)),
+        }
+    }
+
+    /// Takes the lock from the holder `fenced` names if it holds it right now, and only then
+    /// (one compare-and-exchange from its tag to held-anonymously: a lock it released
+    /// meanwhile, and perhaps someone else took, is left alone). The caller gets the guard —
+    /// the lock passes straight to it, no one else can slip in before it has repaired what
+    /// the stopped holder may have left half-done — and releases it like any other. The
+    /// stopped holder's guard, never dropped, can never be used again (the [`Fenced`]
+    /// contract).
+    ///
+    /// Ordering: `Acquire` — the caller sees what the stopped holder wrote (its last stores
+    /// reached the caller through the platform's acknowledgement too); the guard's `Release`
+    /// drop publishes the caller's repairs to the next holder.
+    pub fn revoke(&self, fenced: &Fenced) -> Option<TryLockGuard<'_>> {
+        let tag = fenced.holder().tag();
+        if tag <= LOCKED {
+            return None;
+        }
+        match self.state.compare_exchange(tag, LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Some(TryLockGuard { lock: self }),
+            Err(_) => None,
+        }
     }
 }
 
@@ -172,6 +264,36 @@ mod tests {
         drop(g);
         assert!(!l.is_locked());
         assert!(l.try_lock().is_some());
+    }
+
+    #[test]
+    fn a_lock_names_its_holder_and_only_a_fenced_holder_loses_it() {
+        let l = TryLock::new();
+        let (w1, w2) = (Holder::of(1), Holder::of(2));
+        let g = l.try_lock_as(w1).expect("free lock");
+        assert_eq!(l.holder(), Some(w1));
+        assert!(l.try_lock_as(w2).is_none() && l.try_lock().is_none());
+        // SAFETY: (test) worker 2 holds nothing; a proof for it revokes nothing.
+        let other = unsafe { Fenced::new(w2) };
+        assert!(l.revoke(&other).is_none(), "a lock its holder did not lose stays held");
+        assert_eq!(l.holder(), Some(w1));
+        // SAFETY: (test) `g` is forgotten below and never used again: worker 1 "stopped".
+        let stopped = unsafe { Fenced::new(w1) };
+        core::mem::forget(g);
+        let taken = l.revoke(&stopped).expect("revoked");
+        assert!(l.is_locked() && l.holder().is_none(), "passed straight to the revoker");
+        assert!(l.try_lock().is_none(), "no one slips in before the revoker releases");
+        assert!(l.revoke(&stopped).is_none(), "once");
+        drop(taken);
+        let g2 = l.try_lock_as(w2).expect("taken over");
+        assert_eq!(l.holder(), Some(w2));
+        drop(g2);
+        // Anonymous holders cannot be revoked (nothing names them).
+        let anon = l.try_lock().expect("free");
+        assert!(l.is_locked() && l.holder().is_none());
+        // SAFETY: (test) a proof naming the anonymous tag is refused by `revoke` itself.
+        assert!(l.revoke(&unsafe { Fenced::new(Holder(1)) }).is_none());
+        drop(anon);
     }
 
     #[test]

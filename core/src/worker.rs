@@ -190,6 +190,20 @@ impl<S: Stage> Worker<S> {
         }
     }
 
+    /// Takes lane locks as `holder` (the lock word names it: a lane this worker holds when it
+    /// stops for good can be revoked from it, `sync::TryLock::revoke`), and keeps `in_driver`
+    /// set for the span of each driver call (`poll::Poller::set_in_driver_word`), which tells
+    /// the one taking its lane over whether the rings were left consistent.
+    pub fn with_lease(
+        mut self,
+        holder: crate::sync::Holder,
+        in_driver: alloc::sync::Arc<core::sync::atomic::AtomicBool>,
+    ) -> Self {
+        self.sched.set_holder(holder);
+        self.fwd.set_in_driver_word(in_driver);
+        self
+    }
+
     /// Bounds each won round by `budget` (module docs, "The round budget"); the default is
     /// [`RoundBudget::default`].
     pub fn with_budget(mut self, budget: RoundBudget) -> Self {

@@ -149,6 +149,10 @@ pub struct BootConfig {
     pub stall_ms: u32,
     /// Debug: worker `.0` stops (spins forever without rounds) `.1` ms into the run.
     pub stall: Option<(u8, u32)>,
+    /// Debug (`stall=W:MS:round`): the stalled worker stops inside its next round, in the
+    /// stage, holding its lane and the frames of the batch (a hung NF), instead of between
+    /// rounds.
+    pub stall_in_round: bool,
     /// Debug: every received frame costs this many spin-loop iterations on its worker (an
     /// expensive chain on demand, to overload a worker under emulation); 0: off.
     pub burn: u32,
@@ -208,6 +212,7 @@ impl Default for BootConfig {
             line_mbps: 0,
             stall_ms: 1000,
             stall: None,
+            stall_in_round: false,
             burn: 0,
             nics: None,
             slo_us: 200,
@@ -399,9 +404,15 @@ impl BootConfig {
                 "aux" => cfg.aux = int_in(value, 0, 63).ok_or(bad("an integer in 0..=63"))? as usize,
                 "epoch_us" => cfg.epoch_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "stall" => {
-                    let (w, ms) = value.split_once(':').ok_or(bad("WORKER:MS, e.g. 1:500"))?;
-                    let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS with WORKER in 0..=63"))?;
-                    let ms = int_in(ms, 0, 86_400_000).ok_or(bad("WORKER:MS with MS in 0..=86400000"))?;
+                    let (w, rest) = value.split_once(':').ok_or(bad("WORKER:MS[:round], e.g. 1:500"))?;
+                    let (ms, at) = rest.split_once(':').unwrap_or((rest, ""));
+                    let w = int_in(w, 0, 63).ok_or(bad("WORKER:MS[:round] with WORKER in 0..=63"))?;
+                    let ms = int_in(ms, 0, 86_400_000).ok_or(bad("WORKER:MS[:round] with MS in 0..=86400000"))?;
+                    cfg.stall_in_round = match at {
+                        "" => false,
+                        "round" => true,
+                        _ => return Err(bad("WORKER:MS or WORKER:MS:round")),
+                    };
                     cfg.stall = Some((w as u8, ms));
                 }
                 "nics" => {
@@ -559,7 +570,10 @@ mod tests {
         assert!(BootConfig::parse("stall_ms=100 round_us=25000").is_ok());
         assert!(BootConfig::parse("stall_ms=0 round_us=100000").is_ok(), "no watchdog, no conflict");
         let c = BootConfig::parse("stall_ms=250 stall=1:500").unwrap();
-        assert_eq!((c.stall_ms, c.stall), (250, Some((1, 500))));
+        assert_eq!((c.stall_ms, c.stall, c.stall_in_round), (250, Some((1, 500)), false));
+        let c = BootConfig::parse("stall=0:20:round").unwrap();
+        assert_eq!((c.stall, c.stall_in_round), (Some((0, 20)), true));
+        assert!(matches!(BootConfig::parse("stall=0:20:later"), Err(BootConfigError::BadValue { key: "stall", .. })));
         for bad in ["stall=1", "stall=64:5", "stall=1:x", "stall_ms=-1"] {
             assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { .. })), "{bad}");
         }

@@ -224,6 +224,10 @@ const NAMES: [&str; 32] = [
 ];
 
 extern "C" fn exception_report(f: &ExceptionFrame) -> ! {
+    if f.vector == 2 {
+        // An NMI the platform sent to stop this core for good does not return from here.
+        crate::fence::on_nmi();
+    }
     let mut out = crate::serial::emergency_console();
     let name = NAMES.get(f.vector as usize).copied().unwrap_or("?");
     let _ = write!(

@@ -16,6 +16,7 @@
 //! | `serial`, `logger` | 16550 text console on COM1 (`println!`), `defmt` frames on COM2 |
 //! | [`cpu`], [`exit`] | CPUID/MSR/TSC/brand string; isa-debug-exit |
 //! | `entropy` | the boot nonce: RDRAND, the TSC and the CMOS clock, mixed |
+//! | `fence` | stopping a hung core for good (an NMI whose handler halts it), the proof a lane take-over needs |
 //! | [`lapic`] | local APIC (x2APIC or xAPIC), EOI, IPIs, timer in TSC-deadline or calibrated one-shot mode |
 //! | [`smp`] | cores from the MADT, INIT-SIPI-SIPI through a real-mode trampoline at 0x8000, per-core context/stacks/GDT/TSS, parked APs and a job mailbox |
 //! | `sleep` | `HaltSleeper`: [`cadence_core::time::Sleeper`] that halts until a TSC deadline, per-core halted-cycle accounting, optional MONITOR/MWAIT |
@@ -84,6 +85,9 @@ pub mod dma;
 #[cfg(target_os = "none")]
 #[allow(unsafe_code)] // RDRAND and the CMOS clock's ports
 pub mod entropy;
+#[cfg(target_os = "none")]
+#[allow(unsafe_code)] // cli; hlt for good in the NMI handler; the proof that a core stopped
+pub mod fence;
 #[cfg(target_os = "none")]
 #[allow(unsafe_code)] // loads the GDT and segment registers
 mod gdt;

@@ -393,6 +393,39 @@ fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> 
     Ok(())
 }
 
+/// A worker that hangs inside its round (`stall=1:300:round`: in its stage, holding the
+/// lane and a batch) is seen by the other (`@fault kind=stall`), stopped for good by a signal
+/// whose handler never returns, and loses the lane to it (`@fault kind=takeover`): traffic
+/// goes on; the hung batch's frames are lost and counted (`stranded`), every other frame
+/// comes back once and in order; the run fails at the end (a worker never parked).
+#[test]
+fn af_xdp_a_worker_hung_inside_its_round_loses_its_lane_and_the_run_goes_on() -> Result<()> {
+    const SENT: u64 = 3_000;
+    let _one = serial();
+    let boot = BootOptions::default().set("workers", 2).set("stall", "1:300:round").set("stall_ms", 200);
+    let mut rig = start("hosted_takeover", "af_xdp", boot, None)?;
+    // 1 000 frames/s for 3 s: worker 1 hangs on the first batch it wins after 300 ms.
+    send_paced(&mut rig, SENT, 1_000, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 1455) as usize))?;
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let exit = rig.stop(STOP_TIMEOUT, &mut |_| {})?;
+    let com1 = rig.qemu.com1();
+    assert_eq!(exit.status, Some(protocol::EXIT_RUNTIME_FAILURE), "a worker never parked: {com1:#?}");
+    assert!(com1.iter().any(|l| l.starts_with("@fault kind=stall core=1 ")), "{com1:#?}");
+    assert!(com1.iter().any(|l| l.starts_with("@fault kind=takeover core=1 lane=0 ")), "{com1:#?}");
+    assert!(com1.iter().any(|l| l == "error: 0 of 1 workers parked"), "{com1:#?}");
+    assert!(!com1.iter().any(|l| l.contains("still held at shutdown")), "{com1:#?}");
+    let fw = rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary\n{}", rig.qemu.diagnostics()))?;
+    let stranded = fw.require("stranded")?;
+    assert_eq!(fw.require("takeovers")?, 1, "{fw:?}");
+    assert!((1..=64).contains(&stranded), "the hung batch: {fw:?}");
+    let k = rig.checker().classes();
+    assert_eq!(k.sent, SENT);
+    assert_eq!(k.lost, stranded, "lost = the hung batch: {k:?} {fw:?}");
+    let rest = xtask::traffic::Classes { lost: 0, ..k };
+    assert!(rest.clean(), "host saw {:?}: {k:?}", rest.failures());
+    Ok(())
+}
+
 #[test]
 fn missing_interfaces_are_a_clear_runtime_failure() -> Result<()> {
     let out = std::process::Command::new(hosted()?)

@@ -44,7 +44,7 @@ pub const FUZZ_TARGETS: [(&str, &str); 10] = [
 /// Every loom model of `cadence-core` (test paths): the step fails when one of them did not
 /// run and pass, and when a model ran that is not listed here (add it: the list is what the
 /// step promises). docs/VERIFICATION.md says what each proves.
-pub const LOOM_MODELS: [&str; 30] = [
+pub const LOOM_MODELS: [&str; 31] = [
     "netblaze::handoff::loom_handoff::doorbell_never_loses_a_wake_up",
     "netblaze::handoff::loom_handoff::handoff_loom_bursts_arrive_once_in_order",
     "netblaze::handoff::loom_handoff::handoff_loom_return_path_frees_each_buffer_once",
@@ -70,6 +70,7 @@ pub const LOOM_MODELS: [&str; 30] = [
     "pna::tests::loom_models::pna_loom_update_vs_burst_lookup_never_torn_or_stale",
     "pna::tests::loom_models::pna_loom_writer_between_burst_miss_and_add",
     "sync::guarded::loom_tests::sync_loom_guarded_data_is_reached_only_under_its_lock",
+    "sync::loom_lease::lease_loom_a_stopped_holders_lane_is_taken_over_only_when_consistent",
     "sync::loom_swap::swap_loom_readers_never_go_back_and_retired_versions_are_freed",
     "sync::loom_tests::sync_relaxed_lock_is_caught",
     "sync::loom_tests::sync_three_threads_exclusive_and_releases_observed",
@@ -125,9 +126,10 @@ pub fn loom() -> Result<()> {
     Ok(())
 }
 
-/// The test a libtest line says passed (`test PATH ... ok`).
+/// The test a libtest line says passed (`test PATH ... ok`, or `test PATH - should panic ... ok`).
 fn passed_test(line: &str) -> Option<&str> {
-    line.strip_prefix("test ")?.strip_suffix(" ... ok")
+    let name = line.strip_prefix("test ")?.strip_suffix(" ... ok")?;
+    Some(name.strip_suffix(" - should panic").unwrap_or(name))
 }
 
 /// Every model of `want` passed, and nothing else ran.
@@ -161,6 +163,7 @@ mod loom_list_tests {
         assert_eq!(passed_test("test sync::loom_tests::a ... ok"), Some("sync::loom_tests::a"));
         assert_eq!(passed_test("test sync::loom_tests::a ... FAILED"), None);
         assert_eq!(passed_test("test sync::loom_tests::a ... ignored"), None);
+        assert_eq!(passed_test("test sync::loom_tests::b - should panic ... ok"), Some("sync::loom_tests::b"));
     }
 }
 

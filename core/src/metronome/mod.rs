@@ -43,7 +43,7 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::hist::{AtomicHistogram, LogHistogram};
 use crate::rand::XorShift64;
 
-use crate::sync::{TryLock, TryLockGuard};
+use crate::sync::{Holder, TryLock, TryLockGuard};
 use crate::time::{Duration, Instant, TickRate};
 
 mod config;

@@ -106,6 +106,8 @@ impl<'q> Session<'q> {
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     pub(super) queue: usize,
+    /// The name this worker takes queue locks under (`TryLock::try_lock_as`).
+    pub(super) holder: Holder,
     pub(super) role: Role,
     pub(super) rng: XorShift64,
     pub(super) stats: WorkerStats,
@@ -114,7 +116,19 @@ pub struct Scheduler {
 impl Scheduler {
     /// A worker that first tries `first_queue`, with its PRNG seeded from `seed` (e.g. the core id).
     pub fn new(first_queue: usize, seed: u64) -> Self {
-        Self { queue: first_queue, role: Role::Primary, rng: XorShift64::new(seed), stats: WorkerStats::default() }
+        Self {
+            queue: first_queue,
+            holder: Holder::of(0),
+            role: Role::Primary,
+            rng: XorShift64::new(seed),
+            stats: WorkerStats::default(),
+        }
+    }
+
+    /// Takes queue locks as `holder` from now on (the lock word names it, so a lane it holds
+    /// can be taken over if it stops for good: `TryLock::revoke`).
+    pub fn set_holder(&mut self, holder: Holder) {
+        self.holder = holder;
     }
 
     /// The queue this worker tries next.
@@ -154,7 +168,7 @@ impl Scheduler {
         let qi = self.queue % queues.len();
         let q = &queues[qi];
         self.stats.tries += 1;
-        match q.lock.try_lock() {
+        match q.lock.try_lock_as(self.holder) {
             Some(guard) => {
                 self.queue = qi;
                 self.role = Role::Primary;

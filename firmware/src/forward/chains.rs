@@ -140,3 +140,24 @@ impl Nf for Burn {
         write!(w, " burn_frames={}", self.frames)
     }
 }
+
+/// Debug `stall=W:MS:round`: first in worker `W`'s chain; from `at` on, the first frames it
+/// sees make the worker hang right here, in its stage, holding its lane and their batch (an
+/// NF stuck in a loop), until the machine fences it.
+pub(super) struct Hang<M: 'static> {
+    pub(super) at: cadence_core::time::Instant,
+    pub(super) worker: usize,
+    pub(super) machine: &'static M,
+}
+
+impl<M: super::Machine> Nf for Hang<M> {
+    fn name(&self) -> &'static str {
+        "hang"
+    }
+
+    fn process(&mut self, ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        if ctx.now >= self.at && !batch.is_empty() {
+            self.machine.stall_forever(self.worker);
+        }
+    }
+}

@@ -31,6 +31,7 @@ mod watchdog;
 pub use chains::Chains;
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -45,8 +46,8 @@ use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_core::poll::{ForwardStats, PollConfig};
 use cadence_core::stage::PORTS;
-use cadence_core::sync::Guarded;
 use cadence_core::sync::doorbell::{WakeHook, no_wake};
+use cadence_core::sync::{Fenced, Guarded, Holder};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
 use cadence_core::worker::{Lane, Mode, RoundBudget, Worker};
 use spin::Mutex;
@@ -149,12 +150,25 @@ pub trait Machine: Sync + 'static {
     fn event(&self, e: Event) {
         let _ = e;
     }
-    /// Debug `stall=`: never returns, doing no work (a worker that hangs). The default
-    /// spins; a machine may wait more cheaply.
-    fn stall_forever(&self) -> ! {
+    /// Debug `stall=`: worker `worker` never returns, doing no work (a worker that hangs).
+    /// The default spins; a machine may wait more cheaply. It must stay fenceable
+    /// ([`Machine::fence`]).
+    fn stall_forever(&self, worker: usize) -> ! {
+        let _ = worker;
         loop {
             core::hint::spin_loop();
         }
+    }
+    /// Stops worker `worker` (≥ 1, or 0 when the watchdog has a core of its own) for good,
+    /// wherever it is — the bare-metal image with an NMI whose handler halts the core, the
+    /// hosted build with a signal whose handler never returns — and waits (boundedly) for
+    /// it to acknowledge; then returns the proof that it stopped, with which the lanes it
+    /// held can be taken over (`cadence_core::sync::TryLock::revoke`). `None` when the
+    /// machine cannot stop a worker or it did not acknowledge: its lanes stay held, and the
+    /// run reports them. The default cannot.
+    fn fence(&self, worker: usize) -> Option<Fenced> {
+        let _ = worker;
+        None
     }
     /// Runs the watchdog `job` on a core or thread that is not a worker's (`index` is the
     /// first worker index no worker has: the image uses that worker's core, if it exists);
@@ -311,14 +325,26 @@ struct Shared<M: Machine, P: FwdPort> {
     /// Per worker: the clock at the end of its last round (its heartbeat), and its lane.
     heartbeats: Vec<AtomicU64>,
     last_lane: Vec<AtomicUsize>,
+    /// Per worker: set for the span of each driver call it makes on a lane (what a take-over
+    /// reads to know whether the lane's rings were left consistent).
+    in_driver: Vec<Arc<AtomicBool>>,
+    /// Workers stopped for good by [`Machine::fence`] (bit `w`).
+    fenced: AtomicU64,
+    /// Per lane: buffers out of its pool at rest (its receive rings'), and how often it was
+    /// taken over from a stopped worker.
+    lane_resting: Vec<usize>,
+    takeovers: Vec<AtomicU64>,
+    /// Buffers lost with stopped workers, found at shutdown (lanes taken over: their pools'
+    /// shortfall from resting once their TX rings drained).
+    stranded: AtomicU64,
     /// Workers reported stalled (bit `w`).
     stalled: AtomicU64,
     /// Stalls reported (`stalls=`).
     stalls: AtomicU64,
     /// A worker whose heartbeat is this old is stalled (0: watchdog off).
     stall_limit: Duration,
-    /// Debug (`stall=W:MS`): worker `.0` stops at `.1`.
-    inject_stall: Option<(usize, Instant)>,
+    /// Debug (`stall=W:MS[:round]`): worker `.0` stops at `.1`, inside a round if `.2`.
+    inject_stall: Option<(usize, Instant, bool)>,
     /// Workers that could not make their sleeper.
     failed: AtomicUsize,
     /// When the run started (`t_ms=` of the lines) and when `max_s` ends it, if it does.
@@ -408,12 +434,14 @@ pub fn run<M: Machine, P: FwdPort>(
     // Buffers out of the pools once the receive rings are filled: where `pool_in_use`
     // returns to when the run is idle (printed on `@ready`, checked against `@summary`).
     let mut resting = 0;
+    let mut lane_resting = Vec::with_capacity(lanes);
     for (k, ((mut pool, (r0, t0)), (r1, t1))) in pools.into_iter().zip(q0).zip(q1).take(lanes).enumerate() {
         let mut rx = [r0, r1];
         for r in &mut rx {
             P::fill(r, &mut pool);
         }
         resting += pool.in_use();
+        lane_resting.push(pool.in_use());
         bound.push(Guarded::new(ctl.queues()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
     }
     let mode = match cfg.sched {
@@ -476,9 +504,14 @@ pub fn run<M: Machine, P: FwdPort>(
         stalled: AtomicU64::new(0),
         stalls: AtomicU64::new(0),
         stall_limit: clock.rate().ticks_from_ms(u64::from(cfg.stall_ms)),
-        inject_stall: cfg
-            .stall
-            .map(|(w, ms)| (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))))),
+        inject_stall: cfg.stall.map(|(w, ms)| {
+            (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))), cfg.stall_in_round)
+        }),
+        in_driver: (0..cfg.workers).map(|_| Arc::new(AtomicBool::new(false))).collect(),
+        fenced: AtomicU64::new(0),
+        lane_resting,
+        takeovers: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
+        stranded: AtomicU64::new(0),
         started: started_at,
         max_deadline: (cfg.max_s > 0)
             .then(|| clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(cfg.max_s) * 1000))),
@@ -558,14 +591,22 @@ fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {
 }
 
 /// A worker's pipeline: first lane `w mod lanes`, its own PRNG seed.
-fn pipeline<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize) -> Worker<NetBlazeStage> {
+fn pipeline<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) -> Worker<NetBlazeStage> {
     let mut chain = sh.chains.for_worker();
+    if let Some((who, at, true)) = sh.inject_stall
+        && who == w
+    {
+        // Debug `stall=W:MS:round`: this worker hangs in its stage, holding its lane.
+        chain.push_front(alloc::boxed::Box::new(chains::Hang { at, worker: w, machine: sh.machine }));
+    }
     chain.set_meter(sh.meter_plan.and_then(|p| p.meter()));
     let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
     let stage = aux::stage(sh.aux.as_ref(), chain, sh.machine.wake_hook());
+    let in_driver = sh.in_driver.get(w).cloned().unwrap_or_default();
     Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg)
         .partition(w, sh.dedicated)
         .with_budget(sh.round_budget)
+        .with_lease(Holder::of(w as u32), in_driver)
 }
 
 /// Copies `pl`'s latency histogram into worker `w`'s slot (4 KiB: every [`PUBLISH_EVERY`]
@@ -625,12 +666,12 @@ fn step<M: Machine, P: FwdPort>(
         hb.store(r.now.ticks(), Ordering::Relaxed);
         lane.store(r.lane, Ordering::Relaxed);
     }
-    if let Some((who, at)) = sh.inject_stall
+    if let Some((who, at, false)) = sh.inject_stall
         && who == w
         && r.now >= at
     {
         // Debug `stall=`: this worker stops between rounds (holding no lane) for good.
-        sh.machine.stall_forever();
+        sh.machine.stall_forever(w);
     }
     if sh.stall_limit.ticks() != 0 && r.now >= local.next_watch {
         local.next_watch = r.now.saturating_add(sh.clock.rate().ticks_from_ms(HEALTH_MS));
@@ -847,6 +888,12 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
             if ok.is_err() {
                 say(m, format_args!("error: lane {k}: TX not drained after {DRAIN_MS} ms"));
                 clean = false;
+            }
+            // A lane taken over from a stopped worker: what it held is gone with it.
+            if sh.takeovers.get(k).is_some_and(|t| t.load(Ordering::Relaxed) > 0) {
+                let resting = sh.lane_resting.get(k).copied().unwrap_or(0);
+                let lost = lane.pool.in_use().saturating_sub(resting) as u64;
+                sh.stranded.fetch_add(lost, Ordering::Relaxed);
             }
         }
     }

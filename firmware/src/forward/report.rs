@@ -78,6 +78,8 @@ fn snapshot<M: Machine, P: FwdPort>(
         sh.chains.write_summed(&mut *w)?;
         write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
         write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
+        let takeovers: u64 = sh.takeovers.iter().map(|t| t.load(Ordering::Relaxed)).sum();
+        write!(w, " takeovers={takeovers} stranded={}", sh.stranded.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
         write!(w, " lanes_parked={}", sh.parked_lanes.load(Ordering::Relaxed).count_ones())?;
         write!(w, " slo_us={}", sh.slo_us)?;

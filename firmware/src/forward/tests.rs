@@ -191,6 +191,9 @@ struct FakeMachine {
     aborted: StdMutex<Option<Outcome>>,
     /// This machine's boot nonce (each fake machine is another boot).
     nonce: u64,
+    /// Workers asked to stop for good (bit `w`), and those that acknowledged.
+    fence_request: std::sync::atomic::AtomicU64,
+    fence_ack: std::sync::atomic::AtomicU64,
 }
 
 /// Nonces of the fake machines: one per machine, never repeated in a test process.
@@ -212,6 +215,8 @@ impl FakeMachine {
             watchdog: false,
             aborted: StdMutex::new(None),
             nonce: next_nonce(),
+            fence_request: std::sync::atomic::AtomicU64::new(0),
+            fence_ack: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
@@ -228,6 +233,8 @@ impl FakeMachine {
             watchdog: true,
             aborted: StdMutex::new(None),
             nonce: next_nonce(),
+            fence_request: std::sync::atomic::AtomicU64::new(0),
+            fence_ack: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
@@ -273,10 +280,34 @@ impl Machine for FakeMachine {
             None => true,
         }
     }
-    fn stall_forever(&self) -> ! {
+    /// The hung worker looks for a fence request every millisecond — the fake's stand-in for
+    /// an interrupt that lands wherever the worker is — then acknowledges and never runs again.
+    fn stall_forever(&self, worker: usize) -> ! {
+        use std::sync::atomic::Ordering;
         loop {
-            std::thread::sleep(std::time::Duration::from_secs(3600));
+            if self.fence_request.load(Ordering::Acquire) & (1 << worker) != 0 {
+                self.fence_ack.fetch_or(1 << worker, Ordering::Release);
+                loop {
+                    std::thread::park();
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+    #[allow(unsafe_code)]
+    fn fence(&self, worker: usize) -> Option<cadence_core::sync::Fenced> {
+        use std::sync::atomic::Ordering;
+        self.fence_request.fetch_or(1 << worker, Ordering::Release);
+        let t = StdInstant::now();
+        while self.fence_ack.load(Ordering::Acquire) & (1 << worker) == 0 {
+            if t.elapsed().as_secs() >= 2 {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // SAFETY: the worker's thread acknowledged from `stall_forever` and parks for good
+        // after it (the acknowledgement is its last store, read here with Acquire).
+        Some(unsafe { cadence_core::sync::Fenced::new(cadence_core::sync::Holder::of(worker as u32)) })
     }
     fn spawn_watchdog(&self, _index: usize, job: Box<dyn FnOnce() + Send + 'static>) -> bool {
         self.watchdog && std::thread::Builder::new().spawn(job).is_ok()
@@ -633,6 +664,57 @@ fn a_stalled_worker_is_reported_its_lane_kept_forwarding_and_the_run_fails() {
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
     assert_eq!(key(summary, "stalls"), Some(1), "{summary}");
     assert_eq!(key(summary, "p1_tx"), Some(500), "{summary}");
+}
+
+/// Worker 1 hangs inside a round (`stall=1:30:round`: in its stage, holding lane 0 and its
+/// batch). Worker 0 sees it stall, the machine stops it for good, and worker 0 takes lane 0
+/// over (`@fault kind=takeover`): forwarding goes on; the frames of the hung batch are lost
+/// and counted (`stranded=`), every other frame leaves once and in order; the run still fails
+/// at the end (a worker never parked).
+#[test]
+fn a_worker_hung_inside_its_round_loses_its_lane_to_a_live_worker() {
+    let m = FakeMachine::leak(2, vec![], 0);
+    let rig = start("CTL workers=2 stall=1:30:round stall_ms=100", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    // Frames until worker 1 has some in hand when it hangs (either worker may win a round).
+    let mut seq = 0u32;
+    while !m.lines().iter().any(|l| l.starts_with("@fault kind=takeover")) {
+        assert!(seq < 200_000, "no takeover: {:?}", m.lines());
+        for _ in 0..8 {
+            rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
+            seq += 1;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    // The lane is worker 0's now: more frames, all forwarded.
+    let before = seq;
+    for _ in 0..500 {
+        rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
+        seq += 1;
+    }
+    wait_for(|| {
+        let out = rig.out1.lock().expect("wire");
+        out.iter().filter(|f| u32::from_be_bytes([f[42], f[43], f[44], f[45]]) >= before).count() == 500
+    });
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure, "worker 1 never parks");
+    let lines = m.lines();
+    assert!(lines.iter().any(|l| l.starts_with("@fault kind=stall core=1 ")), "{lines:?}");
+    let takeover = lines.iter().find(|l| l.starts_with("@fault kind=takeover")).expect("takeover");
+    assert!(
+        takeover.starts_with("@fault kind=takeover core=1 lane=0 free=") && takeover.contains("seen_by=0"),
+        "{takeover}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("still held at shutdown")), "{lines:?}");
+    let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
+    let stranded = key(summary, "stranded").expect("stranded");
+    assert_eq!(key(summary, "takeovers"), Some(1), "{summary}");
+    assert!((1..=32).contains(&stranded), "the hung batch: {summary}");
+    // What left: every frame but the hung batch's, once, in order.
+    let out: Vec<u32> =
+        rig.out1.lock().expect("wire").iter().map(|f| u32::from_be_bytes([f[42], f[43], f[44], f[45]])).collect();
+    assert_eq!(out.len() as u64 + stranded, u64::from(seq), "lost = stranded");
+    assert!(out.windows(2).all(|w| w[0] < w[1]), "in order, once");
 }
 
 #[test]

@@ -16,6 +16,8 @@ use core::sync::atomic::Ordering;
 
 use cadence_core::time::{Clock, Instant, Sleeper};
 
+use cadence_core::sync::Holder;
+
 use super::{DRAIN_MS, FwdPort, HEALTH_MS, Machine, Outcome, PARK_TIMEOUT_MS, Shared, report, say};
 
 /// How long after the run should have ended the watchdog waits for worker 0's wind-down
@@ -59,12 +61,59 @@ pub(super) fn check<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: Seer, now: In
                         rate.ns(quiet) / 1_000_000
                     ),
                 );
+                take_over(sh, v, me);
             }
+        } else if sh.fenced.load(Ordering::Acquire) & bit != 0 {
+            // Stopped for good: it cannot recover (its heartbeat only looks fresh because the
+            // clock read it before the stop).
         } else if sh.stalled.load(Ordering::Acquire) & bit != 0
             && sh.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
         {
             say(sh.machine, format_args!("@fault kind=recovered core={v} seen_by={me}"));
         }
+    }
+}
+
+/// Takes the lanes stalled worker `v` holds away from it, if the machine can stop it for good
+/// and it stopped outside every driver call (module docs, "Taking a lane over").
+fn take_over<M: Machine, P: FwdPort>(sh: &Shared<M, P>, v: usize, me: Seer) {
+    let holder = Holder::of(v as u32);
+    let held: heapless::Vec<usize, 64> =
+        (0..sh.lanes.len()).filter(|&k| sh.ctl.queues()[k].lock().holder() == Some(holder)).take(64).collect();
+    if held.is_empty() {
+        // Stalled between rounds: it holds nothing; the live workers share its lanes.
+        return;
+    }
+    let Some(proof) = sh.machine.fence(v) else {
+        for k in &held {
+            say(sh.machine, format_args!("@fault kind=lane_held core={v} lane={k} why=no_fence seen_by={me}"));
+        }
+        return;
+    };
+    sh.fenced.fetch_or(1 << v, Ordering::AcqRel);
+    // The stopped side acknowledged (with `Release`, read by the fence with `Acquire`): its
+    // last in-driver store is visible here.
+    if sh.in_driver.get(v).is_none_or(|w| w.load(Ordering::Relaxed)) {
+        for k in &held {
+            say(sh.machine, format_args!("@fault kind=lane_held core={v} lane={k} why=in_driver seen_by={me}"));
+        }
+        return;
+    }
+    for &k in &held {
+        // The lock passes straight to us: the pool is repaired before anyone else gets it.
+        let Some(mut g) = sh.ctl.queues()[k].lock().revoke(&proof) else { continue };
+        let rebuilt = sh.lanes.get(k).and_then(|lane| lane.get_mut(&mut g)).map(|lane| lane.pool.rebuild_free_list());
+        drop(g);
+        if let Some(t) = sh.takeovers.get(k) {
+            t.fetch_add(1, Ordering::Relaxed);
+        }
+        say(
+            sh.machine,
+            format_args!(
+                "@fault kind=takeover core={v} lane={k} free={} seen_by={me}",
+                rebuilt.map_or(-1, |n| n as i64)
+            ),
+        );
     }
 }
 
@@ -88,7 +137,8 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>) {
         if sh.finished.load(Ordering::Acquire) {
             return;
         }
-        if sh.stall_limit.ticks() != 0 {
+        // Once the run winds down, workers leave their loops and stop beating by design.
+        if sh.stall_limit.ticks() != 0 && !sh.stop.load(Ordering::Acquire) {
             check(sh, Seer::Watchdog, now);
         }
         let should_end = sh.stop.load(Ordering::Acquire) || sh.max_deadline.is_some_and(|d| now >= d);

@@ -237,7 +237,9 @@ impl Machine for Hosted {
         futex_wake
     }
 
-    fn sleeper(&self, _worker: usize) -> Result<NanoSleeper, HostedError> {
+    fn sleeper(&self, worker: usize) -> Result<NanoSleeper, HostedError> {
+        // Called on the worker's own thread: the thread a fence would stop.
+        cadence_platform::hosted::process::register_worker_thread(worker);
         NanoSleeper::new(self.clock, self.sleep).map_err(HostedError::Sleeper)
     }
 
@@ -303,11 +305,16 @@ impl Machine for Hosted {
         self.send(s, false)
     }
 
-    fn stall_forever(&self) -> ! {
-        // A hung thread that costs no CPU (the other workers and the generator need it).
+    fn stall_forever(&self, _worker: usize) -> ! {
+        // A hung thread that costs no CPU (the other workers and the generator need it); the
+        // fence signal interrupts it like any other code.
         loop {
             std::thread::park();
         }
+    }
+
+    fn fence(&self, worker: usize) -> Option<cadence_core::sync::Fenced> {
+        cadence_platform::hosted::process::fence(worker, std::time::Duration::from_millis(500))
     }
 
     fn log(&self, args: fmt::Arguments<'_>) {

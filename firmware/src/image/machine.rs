@@ -14,6 +14,10 @@ use cadence_platform::serial;
 use cadence_platform::sleep::{HaltSleeper, SleepConfig};
 use cadence_platform::smp::{CoreId, Cores, RunError};
 
+/// How long a fenced core has to acknowledge the NMI (it takes it at the next instruction
+/// boundary; the margin is for an emulator's scheduling).
+const FENCE_TIMEOUT_US: u64 = 100_000;
+
 /// Bytes of queued console output moved per pump (one call per worker-0 round).
 const PUMP_BYTES: usize = 256;
 
@@ -70,6 +74,13 @@ impl Machine for BareMetal {
 
     fn sleeper(&self, _worker: usize) -> Result<HaltSleeper, BareMetalError> {
         HaltSleeper::new(self.sleep).map_err(BareMetalError::Sleeper)
+    }
+
+    fn fence(&self, worker: usize) -> Option<cadence_core::sync::Fenced> {
+        // Worker 0 runs on the BSP, worker w on the w-th online application core.
+        let core = if worker == 0 { Some(CoreId::BSP) } else { self.core_of(worker) }?;
+        let holder = cadence_core::sync::Holder::of(worker as u32);
+        cadence_platform::fence::fence(&self.cores, core, holder, FENCE_TIMEOUT_US).ok()
     }
 
     fn boot_nonce(&self) -> BootNonce {

@@ -175,3 +175,90 @@ fn clear_capabilities() -> Result<(), String> {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Fencing a worker thread
+// ---------------------------------------------------------------------------------------
+
+use core::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Once;
+
+/// Worker slots that can be fenced (the forwarding run's limit on workers, plus the watchdog).
+pub const FENCE_SLOTS: usize = 65;
+
+/// Per slot: the registered thread (`pthread_t`; 0: none), and whether it stopped for good.
+static THREADS: [AtomicU64; FENCE_SLOTS] = [const { AtomicU64::new(0) }; FENCE_SLOTS];
+static FENCED: [AtomicBool; FENCE_SLOTS] = [const { AtomicBool::new(false) }; FENCE_SLOTS];
+
+std::thread_local! {
+    /// The calling thread's slot (`usize::MAX`: none), read by the fence handler.
+    static SLOT: core::cell::Cell<usize> = const { core::cell::Cell::new(usize::MAX) };
+}
+
+/// The signal that fences a worker thread.
+const FENCE_SIGNAL: libc::c_int = libc::SIGUSR2;
+
+extern "C" fn on_fence(_sig: libc::c_int) {
+    // Async-signal-safe: a const-initialized thread-local without destructor (a plain TLS
+    // read), one atomic store, then pause(2) for ever. The thread never returns to what it
+    // was doing.
+    let slot = SLOT.with(core::cell::Cell::get);
+    if let Some(f) = FENCED.get(slot) {
+        f.store(true, Ordering::Release);
+    }
+    loop {
+        // SAFETY: pause(2) takes no arguments; it returns only after another handler ran.
+        unsafe { libc::pause() };
+    }
+}
+
+/// Registers the calling thread as worker slot `slot`, so that [`fence`] can stop it (call it
+/// on the worker's own thread, before its first round). Installs the fence signal's handler
+/// the first time.
+pub fn register_worker_thread(slot: usize) {
+    static HANDLER: Once = Once::new();
+    HANDLER.call_once(|| {
+        // SAFETY: as in `catch_stop_signals`: a zeroed sigaction with the handler set; the
+        // handler touches only async-signal-safe state (see `on_fence`).
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_fence as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(FENCE_SIGNAL, &sa, core::ptr::null_mut());
+        }
+    });
+    let Some(t) = THREADS.get(slot) else { return };
+    SLOT.with(|s| s.set(slot));
+    // SAFETY: pthread_self has no preconditions.
+    t.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
+}
+
+/// Stops worker thread `slot` for good: sends it the fence signal, whose handler
+/// acknowledges and never returns, and waits at most `timeout` for the acknowledgement.
+/// The proof that it stopped, or `None` (no such thread registered, or no acknowledgement).
+pub fn fence(slot: usize, timeout: std::time::Duration) -> Option<cadence_core::sync::Fenced> {
+    let tid = THREADS.get(slot)?.load(Ordering::Acquire);
+    let fenced = FENCED.get(slot)?;
+    if tid == 0 {
+        return None;
+    }
+    if !fenced.load(Ordering::Acquire) {
+        // SAFETY: `tid` is a thread of this process registered by itself; a worker thread
+        // never exits while the run lasts (the run ends the process), so the id is live.
+        if unsafe { libc::pthread_kill(tid as libc::pthread_t, FENCE_SIGNAL) } != 0 {
+            return None;
+        }
+    }
+    let end = std::time::Instant::now() + timeout;
+    while !fenced.load(Ordering::Acquire) {
+        if std::time::Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let holder = cadence_core::sync::Holder::of(u32::try_from(slot).ok()?);
+    // SAFETY: the thread acknowledged from `on_fence`, which never returns: it runs no
+    // further instruction of its own, and its stores before the acknowledgement are visible
+    // here (Release there, Acquire here).
+    Some(unsafe { cadence_core::sync::Fenced::new(holder) })
+}

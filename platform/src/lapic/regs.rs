@@ -171,6 +171,8 @@ pub const fn divide_config(divisor: u32) -> Option<Value<TIMER_DIVIDE>> {
 pub enum Delivery {
     /// The vector, to the destination.
     Fixed = 0b000,
+    /// Non-maskable interrupt (vector ignored, taken through IDT vector 2).
+    Nmi = 0b100,
     /// INIT.
     Init = 0b101,
     /// Start-up IPI: the AP starts in real mode at `vector << 12`.
@@ -200,6 +202,9 @@ impl Ipi {
     pub const fn startup(page: u8) -> Ipi {
         Ipi { delivery: Delivery::StartUp, vector: page, assert: true, level_triggered: false }
     }
+
+    /// A non-maskable interrupt (§11.6.1: delivery mode NMI; the vector field is ignored).
+    pub const NMI: Ipi = Ipi { delivery: Delivery::Nmi, vector: 0, assert: true, level_triggered: false };
 
     /// A fixed, edge-triggered interrupt with `vector`.
     pub const fn fixed(vector: u8) -> Ipi {

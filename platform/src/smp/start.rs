@@ -181,6 +181,11 @@ pub struct Cores {
 }
 
 impl Cores {
+    /// The TSC's rate (what deadlines on the cores are counted in).
+    pub fn tsc(&self) -> TickRate {
+        self.tsc
+    }
+
     /// Cores known (the MADT's enabled entries, capped at `max_cores`), BSP included.
     pub fn len(&self) -> usize {
         self.all.len()
