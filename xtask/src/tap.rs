@@ -48,9 +48,19 @@ pub fn prepare(ifname: &str, timeout: Duration, alive: &mut dyn FnMut() -> bool)
         std::thread::sleep(Duration::from_millis(10));
     }
     let v6 = Path::new("/proc/sys/net/ipv6/conf").join(ifname).join("disable_ipv6");
-    // A kernel without IPv6 has no such file and sends no IPv6 noise either.
+    // A kernel without IPv6 has no such file and sends no IPv6 noise either. The
+    // interface's IPv6 sysctls are registered by a notifier after its sysfs entry
+    // appears, so a fresh interface may not have them yet: wait for them too.
     if Path::new("/proc/sys/net/ipv6").exists() {
-        std::fs::write(&v6, "1").with_context(|| format!("writing {}", v6.display()))?;
+        loop {
+            match std::fs::write(&v6, "1") {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && Instant::now() < deadline && alive() => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e).with_context(|| format!("writing {}", v6.display())),
+            }
+        }
     }
     set_up(ifname).with_context(|| format!("bringing {ifname} up"))
 }
