@@ -1,4 +1,4 @@
-//! The NetBlaze hand-off ring (`core::netblaze::handoff`) between two pinned threads, burst
+//! The NetBlaze hand-off ring (`core::offload::handoff`) between two pinned threads, burst
 //! 32, in TSC cycles per packet handle (producer side + consumer side, as DPDK's
 //! `ring_perf_autotest` reports its two-lcore SP/SC case), against a baseline measured in
 //! the same run: the same loop over a `Mutex<VecDeque>` bounded at the same 2048 slots.
@@ -41,7 +41,7 @@ fn one_thread(c: &mut Criterion<TscCycles>) {
     let mut g = c.benchmark_group("hand-off, one thread: push_burst(32) + pop_burst(32)");
     g.throughput(Throughput::Elements(BURST));
     let burst = common::handoff_pair::burst_handles();
-    let (mut p, mut q) = cadence_core::netblaze::handoff::try_ring(common::handoff_pair::RING_SLOTS).expect("ring");
+    let (mut p, mut q) = cadence_core::offload::handoff::try_ring(common::handoff_pair::RING_SLOTS).expect("ring");
     let mut batch = cadence_core::buf::Batch::new();
     g.bench_function("handoff ring (SPSC, 2048 slots)", |b| {
         b.iter(|| {

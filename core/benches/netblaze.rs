@@ -14,7 +14,8 @@
 
 use std::hint::black_box;
 
-use cadence_core::netblaze::{AuxCore, BucketLoad, CoreMapper, FlowBacklog, NetBlazeConfig, Profile, ServerMapper};
+use cadence_core::netblaze::{AuxCore, CoreMapper, FlowBacklog, NetBlazeConfig, Profile, ServerMapper};
+use cadence_core::rss::BucketLoad;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 mod common {

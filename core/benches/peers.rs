@@ -5,7 +5,7 @@
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
 //! peers io|l2fwd|l3fwd [--huge] [--samples S] [--min-ms M]         # the worker loop, software NICs
-//! peers ring [--huge] [--samples S] [--min-ms M]                   # netblaze::handoff, CPU 0 -> CPU 1
+//! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
 //! ```
 //!
 //! Method (identical in `benches/peers/common.h`): one discarded warm-up sample, then samples

@@ -11,8 +11,8 @@
 //! Instructions per packet = (Ir at 4000 − Ir at 2000) / (2000 × 32): the difference cancels
 //! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
 //! `l3` (the L3 forwarder chain of the benches), `l2m` and `l3m` (the same with the server
-//! mapper's per-bucket meter, `netblaze::BucketMeter`), `l3off` (the L3 chain in
-//! `netblaze::lane::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
+//! mapper's per-bucket meter, `rss::BucketMeter`), `l3off` (the L3 chain in
+//! `offload::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
 //! inside the profile's frontier: what placement costs when nothing moves); a third argument
 //! `notiming` turns the latency
@@ -26,10 +26,11 @@ use std::hint::black_box;
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
 use std::sync::Arc;
 
-use cadence_core::netblaze::lane::{self, LaneConfig, NetBlazeStage, SharedLanes};
-use cadence_core::netblaze::{BucketMeter, CoreMapper, NetBlazeConfig, Profile};
+use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::Chain;
+use cadence_core::offload::{self, LaneConfig, NetBlazeStage, SharedLanes};
 use cadence_core::poll::{PollConfig, Poller};
+use cadence_core::rss::BucketMeter;
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::stage::Stage;
 use cadence_core::time::{Clock, Duration, Instant, TickRate};
@@ -89,7 +90,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
     )
     .map_err(|e| format!("profile: {e:?}"))?;
     let cfg = LaneConfig { epoch: Duration(208_000), link_capacity: 256, tracked_flows: 256, follow_flows: 256 };
-    let (states, _ends) = lane::build(1, 1, cfg).map_err(|e| format!("links: {e}"))?;
+    let (states, _ends) = offload::build(1, 1, cfg).map_err(|e| format!("links: {e}"))?;
     let lanes: SharedLanes = states.into_iter().map(spin::Mutex::new).collect::<Vec<_>>().into();
     let params = NetBlazeConfig::default().validate().map_err(|e| format!("{e}"))?;
     let mut stage = NetBlazeStage::new(chain, lanes, CoreMapper::new(params), Arc::new(profile));

@@ -24,6 +24,11 @@ use core::fmt;
 use crate::sync::MetaTable;
 pub use crate::sync::PacketMem;
 
+// The aliasing of a second pool over the same buffers is argued in its module docs.
+#[allow(unsafe_code)]
+mod view;
+pub use view::AuxView;
+
 /// Bytes in one packet buffer.
 pub const BUF_SIZE: usize = 2048;
 /// Bytes reserved in front of a received frame for driver headers and encapsulation.
@@ -45,7 +50,7 @@ impl PacketBuf {
     }
 
     /// The handle as the raw `u16` a hand-off ring's atomic slot holds
-    /// ([`crate::netblaze::handoff`]).
+    /// ([`crate::offload::handoff`]).
     pub(crate) const fn raw(self) -> u16 {
         self.0
     }
@@ -88,42 +93,34 @@ impl fmt::Display for PoolError {
     }
 }
 
+/// Bytes of each buffer's metadata that belong to the layer above the pool
+/// ([`Pool::opaque`]), as VPP's buffer opaque and DPDK's dynamic mbuf fields do: the pool
+/// only zeroes them when it hands the buffer out and when a view's holder frees it
+/// ([`Pool::view`]), and never reads them. NetBlaze's hand-off keeps a frame's output port and tail mark there
+/// (`crate::offload::marks`).
+pub const OPAQUE: usize = 3;
+
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Meta {
     off: u16,
     len: u16,
     free: bool,
-    /// Where a view's holder says the frame goes when it gives the buffer back
-    /// ([`Pool::set_out`]): a port, or [`OUT_NONE`].
-    out: u8,
-    /// A frame whose chain head ran on another core: the first NF of the tail (0: none) and
-    /// the head's verdict port, bit 7 set when the head chose the destination MAC (then in
-    /// the frame) ([`Pool::set_tail`]).
-    tail: u8,
-    tail_port: u8,
+    /// The upper layer's bytes ([`OPAQUE`]).
+    opaque: [u8; OPAQUE],
     /// Clock ticks when the frame was received (0: not stamped), for the dataplane's own
     /// latency accounting ([`crate::latency`]).
     stamp: u64,
 }
 
-/// What a core running a chain's tail needs of a frame whose head ran on another core
-/// (NetBlaze's whale split, `crate::netblaze::lane`): kept in the buffer's metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct TailMark {
-    /// The tail's first NF (1 ..: the head ran NFs `0..from`).
-    pub from: u8,
-    /// The port the head's verdict sends the frame to (0..=127).
-    pub port: u8,
-    /// The head chose the frame's destination MAC (written in the frame already).
-    pub dst_set: bool,
+impl Meta {
+    /// A buffer's record when it is handed out (and, with `free`, when it is taken back).
+    const fn fresh(free: bool) -> Meta {
+        Meta { off: HEADROOM as u16, len: 0, free, opaque: [0; OPAQUE], stamp: 0 }
+    }
 }
 
-// Two lines per eight buffers: the hand-off fields fit in what was padding.
+// Two lines per eight buffers.
 const _: () = assert!(core::mem::size_of::<Meta>() == 16);
-
-/// [`Meta::out`] when no port was set.
-const OUT_NONE: u8 = u8::MAX;
 
 /// A fixed pool of packet buffers over one DMA-able region.
 #[derive(Debug)]
@@ -158,9 +155,7 @@ impl<'m> Pool<'m> {
         if !phys_base.is_multiple_of(BUF_SIZE as u64) {
             return Err(PoolError::Misaligned);
         }
-        let meta = MetaTable::new(
-            alloc::vec![Meta { off: HEADROOM as u16, len: 0, free: true, out: OUT_NONE, tail: 0, tail_port: 0, stamp: 0 }; count],
-        );
+        let meta = MetaTable::new(alloc::vec![Meta::fresh(true); count]);
         // Highest index on top: allocation hands out low indices first.
         let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
         Ok(Self { mem, phys_base, meta, free, double_frees: 0, view: false })
@@ -194,7 +189,7 @@ impl<'m> Pool<'m> {
         }
         let b = self.free.pop()?;
         if let Some(m) = self.meta.get_mut(b.index()) {
-            *m = Meta { off: HEADROOM as u16, len: 0, free: false, out: OUT_NONE, tail: 0, tail_port: 0, stamp: 0 };
+            *m = Meta::fresh(false);
         }
         Some(b)
     }
@@ -208,7 +203,8 @@ impl<'m> Pool<'m> {
             return Err(PoolError::BadHandle);
         };
         if self.view {
-            m.out = OUT_NONE;
+            // What the holder marked is void: the buffer comes back as dropped.
+            m.opaque = [0; OPAQUE];
             // Cannot overflow: the list has room for every buffer. A buffer freed twice here
             // goes back twice, and the owner refuses the second.
             self.free.push(b);
@@ -246,7 +242,7 @@ impl<'m> Pool<'m> {
         self.free.len()
     }
 
-    /// The region and the metadata, for [`Pool::view`] (`core::sync::pool_view`, where the
+    /// The region and the metadata, for [`Pool::view`] (`view`, where the
     /// aliasing is argued).
     pub(crate) fn view_parts(&self) -> (&PacketMem<'m>, &MetaTable<Meta>) {
         (&self.mem, &self.meta)
@@ -289,39 +285,19 @@ impl<'m> Pool<'m> {
         if self.view { self.free.len() } else { 0 }
     }
 
-    /// Says where `b`'s frame goes when its holder gives it back (a port; `None`: nowhere,
-    /// it was dropped). Reset when the buffer is allocated or freed.
+    /// `b`'s upper-layer bytes ([`OPAQUE`]; zero for a buffer just handed out or taken back,
+    /// and for a handle outside the pool).
     #[inline]
-    pub fn set_out(&mut self, b: PacketBuf, port: Option<u8>) {
+    pub fn opaque(&self, b: PacketBuf) -> [u8; OPAQUE] {
+        self.meta.get(b.index()).map_or([0; OPAQUE], |m| m.opaque)
+    }
+
+    /// Sets `b`'s upper-layer bytes ([`Pool::opaque`]); a handle outside the pool is ignored.
+    #[inline]
+    pub fn set_opaque(&mut self, b: PacketBuf, bytes: [u8; OPAQUE]) {
         if let Some(m) = self.meta.get_mut(b.index()) {
-            m.out = port.filter(|&p| p != OUT_NONE).unwrap_or(OUT_NONE);
+            m.opaque = bytes;
         }
-    }
-
-    /// Where `b`'s holder said it goes ([`Pool::set_out`]).
-    #[inline]
-    pub fn out(&self, b: PacketBuf) -> Option<u8> {
-        self.meta.get(b.index()).map(|m| m.out).filter(|&p| p != OUT_NONE)
-    }
-
-    /// Marks `b` as a frame whose chain head ran here and whose tail runs on the core it is
-    /// handed to (NetBlaze's whale split): `None` clears it. Reset when the buffer is
-    /// allocated.
-    #[inline]
-    pub fn set_tail(&mut self, b: PacketBuf, tail: Option<TailMark>) {
-        if let Some(m) = self.meta.get_mut(b.index()) {
-            (m.tail, m.tail_port) = match tail {
-                Some(t) if t.from > 0 => (t.from, (t.port & 0x7F) | if t.dst_set { 0x80 } else { 0 }),
-                _ => (0, 0),
-            };
-        }
-    }
-
-    /// `b`'s tail mark ([`Pool::set_tail`]).
-    #[inline]
-    pub fn tail(&self, b: PacketBuf) -> Option<TailMark> {
-        let m = self.meta.get(b.index())?;
-        (m.tail > 0).then_some(TailMark { from: m.tail, port: m.tail_port & 0x7F, dst_set: m.tail_port & 0x80 != 0 })
     }
 
     /// Stamps `b` with the clock reading `ticks` (its arrival; see [`Pool::stamp`]).
@@ -576,27 +552,29 @@ mod tests {
     }
 
     #[test]
-    fn a_tail_mark_round_trips_is_per_buffer_and_cleared_by_alloc() {
+    #[allow(unsafe_code)] // a view of the pool (`Pool::view`), under its discipline
+    fn the_opaque_bytes_are_per_buffer_and_zeroed_by_alloc_and_by_a_views_free() {
         let mut mem = vec![0u8; 4 * BUF_SIZE];
         let mut p = pool(&mut mem, 4);
         let (a, b) = (p.alloc().unwrap(), p.alloc().unwrap());
-        assert_eq!(p.tail(a), None);
-        let mark = TailMark { from: 2, port: 1, dst_set: true };
-        p.set_tail(a, Some(mark));
-        p.set_out(a, Some(0));
-        assert_eq!((p.tail(a), p.tail(b), p.out(a)), (Some(mark), None, Some(0)));
-        // A port beyond 7 bits is cut to them; `from` 0 is no mark.
-        p.set_tail(b, Some(TailMark { from: 1, port: 0xFF, dst_set: false }));
-        assert_eq!(p.tail(b), Some(TailMark { from: 1, port: 0x7F, dst_set: false }));
-        p.set_tail(b, Some(TailMark { from: 0, port: 1, dst_set: true }));
-        assert_eq!(p.tail(b), None);
-        p.set_tail(a, None);
-        assert_eq!(p.tail(a), None);
-        p.set_tail(a, Some(mark));
+        assert_eq!(p.opaque(a), [0; OPAQUE]);
+        p.set_opaque(a, [1, 2, 3]);
+        assert_eq!((p.opaque(a), p.opaque(b)), ([1, 2, 3], [0; OPAQUE]));
+        // A handle outside the pool reads zero and writes nothing.
+        let outside = PacketBuf(9);
+        p.set_opaque(outside, [7; OPAQUE]);
+        assert_eq!(p.opaque(outside), [0; OPAQUE]);
+        // The owner's free leaves them (nothing reads a free buffer's); alloc zeroes them.
         p.free(a).unwrap();
         let again = p.alloc().unwrap();
-        assert_eq!(again, a);
-        assert_eq!((p.tail(again), p.out(again)), (None, None), "alloc resets the hand-off fields");
+        assert_eq!((again, p.opaque(again)), (a, [0; OPAQUE]));
+        // A view's free zeroes them: the frame comes back unmarked.
+        p.set_opaque(b, [4, 5, 6]);
+        // SAFETY: the view is used only here, on `b`, which the owner does not touch meanwhile.
+        let mut view = unsafe { p.view() };
+        view.free(b).unwrap();
+        drop(view);
+        assert_eq!(p.opaque(b), [0; OPAQUE]);
     }
 
     #[test]

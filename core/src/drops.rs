@@ -78,7 +78,7 @@ drop_reasons! {
     CtlRejected = "ctl_rejected",
     /// A packet of a flow NetBlaze moved to an auxiliary core found no room in the hand-off
     /// link: it may not run here before its flow's earlier packets there
-    /// (`crate::netblaze::lane`).
+    /// (`crate::offload`).
     HandoffFull = "handoff_full",
 }
 

@@ -1,21 +1,40 @@
-//! Cadence's decision layer.
+//! Cadence's decision layer: everything that decides, running unchanged on the host (unit
+//! tests, property tests, the simulator) and on bare metal (the firmware). It never names a
+//! driver or a platform: those come in through the traits of [`nic`] and [`time`].
 //!
-//! Everything that decides lives here and runs unchanged on the host (unit tests,
-//! property tests, the simulator) and on bare metal (the firmware): packet buffers
-//! and batches ([`buf`]), header parsing ([`parse`]), checksums ([`checksum`]), the
-//! Toeplitz RSS hash ([`rss`]), time ([`time`]), the NIC queue contract ([`nic`]),
-//! drop reasons ([`drops`]), the stage contract ([`stage`]), one poll of a lane's queues
-//! ([`poll`]), the Metronome controller ([`metronome`]) and the worker that runs rounds with
-//! both ([`worker`]), plus software
-//! NIC queues for host tests and the simulator ([`softnic`]).
+//! From the ground up (a module uses only those above it in this list, never one below):
 //!
-//! The crate never names a driver or a platform: those come in through the traits
-//! in [`nic`] and [`time`]. It has no `unsafe` code outside [`sync`], whose
-//! [`sync::Guarded`] binds lane data to a queue lock and whose [`sync::PacketMem`] holds the
-//! packet memory a device shares with the pool (their module docs carry the arguments).
+//! | module | what it holds |
+//! |---|---|
+//! | [`checksum`] | the Internet checksum (RFC 1071), pseudo-headers, incremental updates (RFC 1624) |
+//! | [`drops`] | why frames are dropped: [`drops::DropReason`], declared once |
+//! | [`hist`] | the one log-bucket histogram of tick counts |
+//! | [`rand`] | the one pseudo-random generator (xorshift64) |
+//! | [`parse`] | header parsing (Ethernet, VLAN, IPv4/IPv6, TCP, UDP, ICMP); cannot panic |
+//! | [`control`] | signed control frames and who may send them |
+//! | [`sync`] | the lane trylock, [`sync::Guarded`], [`sync::Swap`], [`sync::Doorbell`], [`sync::PacketMem`] |
+//! | [`buf`] | the packet pool, `PacketBuf` handles, batches; [`buf::Pool::view`] for another core |
+//! | [`nic`] | the RX/TX queue contract every driver keeps |
+//! | [`time`] | clock ticks, `Clock`, `Sleeper`, deadlines |
+//! | [`rss`] | the Toeplitz hash, indirection tables, and [`rss::meter`], the load per RSS bucket |
+//! | [`softnic`] | in-memory queues that keep the [`nic`] contract (tests, simulator) |
+//! | [`stage`] | the [`stage::Stage`] contract the worker hands batches to, [`stage::StageCounters`] |
+//! | [`latency`] | the dataplane's own per-packet sojourn (RX stamp to TX) |
+//! | [`metronome`] | the Metronome controller: shared lanes, trylocks, adaptive sleep |
+//! | [`pna`] | P4 PNA match-action tables: exact (add-on-miss, expiry), LPM, ternary |
+//! | [`poll`] | one poll of a lane: RX burst, the stage, TX burst, counters |
+//! | [`nf`] | network functions and the [`nf::Chain`] that runs them (its phases) |
+//! | [`netblaze`] | NetBlaze's decisions: profile, core mapper, follow rule, server and ingress mappers |
+//! | [`offload`] | NetBlaze's runtime: the stage every worker runs, auxiliary cores, hand-off rings |
+//! | [`worker`] | the multi-core round: workers over lanes, Metronome or poll mode |
+//! | [`manage`] | the management channel's protocol and its commands on the chain's tables |
 //!
-//! Memory: the crate uses `alloc` only while building things at initialization
-//! (the pool's bookkeeping arrays); nothing on the per-packet path allocates.
+//! `unsafe` lives in two places only, each with its argument in its module docs: [`sync`]
+//! (packet memory shared with devices, the metadata table, data bound to a lane's lock) and
+//! `buf::view` (a second pool over a pool's buffers, for the core a buffer is handed to).
+//!
+//! Memory: the crate uses `alloc` only while building things at initialization (the pool's
+//! bookkeeping, tables, rings); nothing on the per-packet path allocates.
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_code)]
 
@@ -32,6 +51,7 @@ pub mod metronome;
 pub mod netblaze;
 pub mod nf;
 pub mod nic;
+pub mod offload;
 pub mod parse;
 pub mod pna;
 pub mod poll;

@@ -17,6 +17,7 @@
 //!   or was handed to the caller, or was returned to the pool.
 
 use crate::buf::{Batch, Pool};
+pub use crate::sync::doorbell::WakeAddr;
 
 /// A receive queue.
 pub trait RxQueue {
@@ -52,24 +53,6 @@ pub trait RxQueue {
     /// cannot tell without taking them.
     fn pending(&self) -> Option<usize> {
         None
-    }
-}
-
-/// A CPU address a sleeper may monitor for writes ([`RxQueue::wake_address`]). Only an
-/// identity: `core` never dereferences it; the platform's sleeper hands it to MONITOR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct WakeAddr(usize);
-
-impl WakeAddr {
-    /// The address `addr`.
-    pub const fn new(addr: usize) -> Self {
-        Self(addr)
-    }
-
-    /// The address.
-    pub const fn get(self) -> usize {
-        self.0
     }
 }
 

@@ -15,6 +15,10 @@
 //! 128-entry redirection table"); [`reta_index`] does the same in software so that a
 //! core can predict where the NIC steers a flow.
 
+pub mod meter;
+
+pub use meter::{BucketLoad, BucketMeter, MeterError, MeterSnapshot, PeriodSum};
+
 use alloc::vec::Vec;
 use core::fmt;
 

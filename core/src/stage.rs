@@ -4,8 +4,10 @@
 //! A [`Stage`] takes a batch received on one port and empties it: every frame either moves to
 //! the output batch of some port, or is returned to the pool and counted under one
 //! [`DropReason`] (or as a consumed control frame). The NF chain ([`crate::nf::Chain`]) is the
-//! stage the dataplane runs; with no NFs it is the L2 forwarder. The worker loop
-//! ([`crate::worker`]) only sees this trait.
+//! stage the dataplane runs; with no NFs it is the L2 forwarder. Every worker runs it wrapped
+//! in NetBlaze's stage ([`crate::offload::NetBlazeStage`], the chain alone when NetBlaze is
+//! off), which drives the chain through its phases (the chain's "Phases" section). The worker
+//! loop ([`crate::worker`]) only sees this trait.
 
 use crate::buf::{Batch, Pool};
 use crate::control::Commands;
@@ -91,7 +93,7 @@ pub trait Stage {
 
     /// Called when the worker has won lane `lane` (its queue lock), before that lane's
     /// batches: a stage that keeps state per lane (NetBlaze's placement,
-    /// [`crate::netblaze::lane`]) switches to it. The default does nothing.
+    /// [`crate::offload`]) switches to it. The default does nothing.
     fn enter_lane(&mut self, lane: usize) {
         let _ = lane;
     }

@@ -20,7 +20,7 @@
 //! queues and buffer pool) is bound to it with [`Guarded`]. Packet memory that the CPU
 //! shares with devices is [`PacketMem`] (a raw pointer, so that a device writing one buffer
 //! does not alias a reference to the whole region), with its metadata table and the view of a
-//! pool that a NetBlaze auxiliary core takes buffers through (`pool_view`). Those are the
+//! pool that a NetBlaze auxiliary core takes buffers through (`buf::view`). Those are the
 //! `unsafe` corners of `core`, each with its argument in its module docs. Under `--cfg loom` the atomics come
 //! from `loom` (`sync::atomic`, for every concurrent structure of `core`) so that the loom
 //! models explore every interleaving and every memory-model outcome.
@@ -29,7 +29,6 @@ pub(crate) mod atomic;
 pub mod doorbell;
 mod guarded;
 mod packet_mem;
-mod pool_view;
 pub mod prefetch;
 pub mod swap;
 
@@ -39,7 +38,6 @@ mod loom_swap;
 pub use doorbell::Doorbell;
 pub use guarded::Guarded;
 pub use packet_mem::{MetaTable, PacketMem};
-pub use pool_view::AuxView;
 pub use swap::{Reader, Retired, Swap};
 
 #[cfg(all(test, loom))]

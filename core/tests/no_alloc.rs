@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
 use cadence_core::checksum;
-use cadence_core::netblaze::lane::{AuxWorker, LaneConfig, NetBlazeStage, SharedLanes, build, share};
 use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared, example_rules};
@@ -37,6 +36,7 @@ use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
 use cadence_core::nf::{Chain, Egress, Nf};
+use cadence_core::offload::{AuxWorker, LaneConfig, NetBlazeStage, SharedLanes, build, share};
 use cadence_core::parse::IpAddr;
 use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};

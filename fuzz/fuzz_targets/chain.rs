@@ -27,7 +27,7 @@ use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
 use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
-use cadence_core::netblaze::lane::{AuxWorker, LaneConfig, NetBlazeStage, SharedLanes, build, share};
+use cadence_core::offload::{AuxWorker, LaneConfig, NetBlazeStage, SharedLanes, build, share};
 use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::nic::TxQueue;

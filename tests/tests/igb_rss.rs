@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use cadence_core::netblaze::BucketMeter;
+use cadence_core::rss::BucketMeter;
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, send_paced, stop_ok};
 use xtask::protocol::Mac;
 use xtask::protocol::{self, BootOptions, Counters, MachineLine};
@@ -64,7 +64,7 @@ fn sixteen_rss_queues_spread_the_flows() -> Result<()> {
     // 128 flows hashed over 16 queues: (15/16)^128 < 0.03 % per queue of staying empty.
     assert_eq!(used, LANES as usize, "every queue got flows: {per_lane:?}");
     // The device steered each frame where the dataplane's own hash says (the bucket NetBlaze's
-    // server mapper meters, `netblaze::BucketMeter`), through the driver's round-robin table
+    // server mapper meters, `rss::BucketMeter`), through the driver's round-robin table
     // of 128 entries: lane by lane, exactly. The STOP control frame (not IP) adds one frame
     // to the lane of the device's default queue.
     let meter = BucketMeter::new(128, cadence_core::time::Instant(0), cadence_core::time::Duration(1))

@@ -45,9 +45,9 @@ pub const FUZZ_TARGETS: [(&str, &str); 10] = [
 /// run and pass, and when a model ran that is not listed here (add it: the list is what the
 /// step promises). docs/VERIFICATION.md says what each proves.
 pub const LOOM_MODELS: [&str; 31] = [
-    "netblaze::handoff::loom_handoff::doorbell_never_loses_a_wake_up",
-    "netblaze::handoff::loom_handoff::handoff_loom_bursts_arrive_once_in_order",
-    "netblaze::handoff::loom_handoff::handoff_loom_return_path_frees_each_buffer_once",
+    "offload::handoff::loom_handoff::doorbell_never_loses_a_wake_up",
+    "offload::handoff::loom_handoff::handoff_loom_bursts_arrive_once_in_order",
+    "offload::handoff::loom_handoff::handoff_loom_return_path_frees_each_buffer_once",
     "nf::accounting::loom_ring::accounting_loom_export_ring_full_then_drained_concurrently",
     "nf::accounting::loom_ring::accounting_loom_export_ring_two_producers_one_consumer",
     "nf::lb::loom_maglev::lb_loom_maglev_reader_never_sees_a_torn_table",
@@ -180,7 +180,18 @@ mod loom_list_tests {
 /// `unstable_config_generation_times_out` (spins until a clock deadline, two minutes under
 /// Miri; no memory access of interest).
 pub const MIRI_TESTS: [(&str, &[&str]); 2] = [
-    ("cadence-core", &["sync::", "buf::", "softnic::", "worker::", "pna::", "netblaze::tests::lane::"]),
+    (
+        "cadence-core",
+        &[
+            "sync::",
+            "buf::",
+            "softnic::",
+            "worker::",
+            "pna::",
+            "offload::tests::",
+            "offload::handoff::tests::handoff_an_aux_core",
+        ],
+    ),
     ("cadence-drivers", &["shm::", "virtio::tests::", "--skip", "unstable_config_generation_times_out"]),
 ];
 

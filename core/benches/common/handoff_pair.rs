@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Batch, PacketBuf, Pool};
-use cadence_core::netblaze::handoff::{self, Consumer, Producer};
+use cadence_core::offload::handoff::{self, Consumer, Producer};
 
 use super::pin::pin_or_warn;
 use super::tsc::rdtsc;
@@ -31,7 +31,7 @@ pub trait Channel {
     fn pop(rx: &mut Self::Rx, batch: &mut Batch) -> usize;
 }
 
-/// The hand-off ring (`core::netblaze::handoff`), 2048 slots.
+/// The hand-off ring (`core::offload::handoff`), 2048 slots.
 pub struct Ring;
 
 impl Channel for Ring {

@@ -4,8 +4,10 @@
 //!
 //! This module holds the **decisions** — pure functions and small state machines over
 //! counts — so that the firmware and the simulator (`cadence-sim`, `cargo xtask sim
-//! netblaze`) run the very same code, the simulator in virtual time — and, in [`handoff`],
-//! the one piece that moves packets between cores:
+//! netblaze`) run the very same code, the simulator in virtual time. What moves packets
+//! between cores (the stage every worker runs, the auxiliary loop, the hand-off rings) is
+//! NetBlaze's runtime, [`crate::offload`]; the per-bucket load the server mapper reads is
+//! measured by [`crate::rss::meter`].
 //!
 //! - [`epoch`]: what a dedicated core counts per epoch ([`EpochCounters`]) and its backlog
 //!   ⟨flows, packets⟩ ([`Backlog`]).
@@ -21,9 +23,6 @@
 //!   ([`FollowTable`]).
 //! - [`server_mapper`]: every period (1 s): RSS buckets → dedicated cores with the 85 / 75 /
 //!   50 % thresholds, writing only changed indirection entries ([`ServerMapper::period`]).
-//! - [`handoff`]: what moves packets, not decisions — the SPSC hand-off ring of buffer
-//!   handles between a dedicated and an auxiliary core ([`handoff::try_ring`]) and the
-//!   return path that brings every buffer back to its lane's pool ([`handoff::try_link`]).
 //! - [`ingress`]: the rack-scale step: destination-prefix aggregates → servers with the
 //!   threshold τ ([`IngressMapper`]; simulated only).
 //!
@@ -39,27 +38,23 @@ use core::fmt;
 pub mod core_mapper;
 pub mod epoch;
 pub mod follow;
-pub mod handoff;
 pub mod ingress;
-pub mod lane;
-pub mod meter;
 pub mod module;
 pub mod profile;
 pub mod server_mapper;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use core_mapper::{AuxCore, AuxId, AuxState, CoreMapper, Decision, FlowBacklog, Placement};
 pub use epoch::{Backlog, EpochCounters};
 pub use follow::{Follow, FollowFull, FollowTable};
 pub use ingress::{IngressConfig, IngressMapper, ServerView, Steer};
-pub use meter::{BucketMeter, MeterError, MeterSnapshot, PeriodSum};
 pub use profile::{
     Frontier, FrontierError, FrontierPoint, Part, Profile, ProfileError, ProfileErrorKind, RateCurve, RatePoint,
     ServiceCost, SplitProfile, WhaleChoice,
 };
-pub use server_mapper::{BucketLoad, PeriodOutcome, RetaChange, ServerMapper};
+pub use server_mapper::{PeriodOutcome, RetaChange, ServerMapper};
 
 /// The public code's epoch rule: `(SLO − 40 µs) / 2` (`nfvctrl` scripts, `short_epoch_period`).
 pub const fn default_epoch_ns(slo_ns: u64) -> u64 {

@@ -24,16 +24,7 @@ use alloc::vec::Vec;
 
 use super::Params;
 use super::profile::RateCurve;
-
-/// One bucket's load over the last period.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct BucketLoad {
-    /// Average active flows.
-    pub flows: f64,
-    /// Average packets per second.
-    pub pps: f64,
-}
+use crate::rss::meter::BucketLoad;
 
 /// One indirection entry to rewrite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

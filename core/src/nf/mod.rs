@@ -25,8 +25,8 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::netblaze::BucketMeter;
 use crate::parse::{self, EthernetFrame, ParseError, Parsed};
+use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
 
@@ -183,6 +183,27 @@ impl Default for Egress {
 }
 
 /// NFs in order, run as one [`Stage`].
+///
+/// # Phases
+///
+/// [`Stage::process`] runs a received batch through the whole chain at once. A stage that
+/// wraps the chain and sends some flows elsewhere (NetBlaze's, [`crate::offload`]) parses the
+/// frames itself and drives the chain through its phases instead, in this order and with the
+/// same pool and counters throughout:
+///
+/// 1. [`Chain::begin`] empties the chain's batch.
+/// 2. [`Chain::admit`], once per frame kept here, with the frame's parse result: the frame
+///    joins the batch, or is dropped by reason, or is taken as a control frame.
+/// 3. Then exactly one of:
+///    - [`Chain::run_admitted`]: the meter, every NF and the egress (what `process` does);
+///    - [`Chain::run_head`] with split point `k`: the meter and NFs `0..k`; each surviving
+///      frame is handed to the caller with its verdict port (it goes to the core that runs
+///      the tail), the dropped ones are freed and counted. The batch is empty afterwards.
+///
+/// On the core that runs a tail: [`Chain::begin`], then [`Chain::admit_tail`] per frame (with
+/// the verdict port and MAC choice its head made), then [`Chain::run_tail`] from the same `k`:
+/// NFs `k..` and the egress. Every phase leaves each frame either in the chain's batch, on an
+/// output batch, handed to the caller, or freed and counted — never lost.
 pub struct Chain {
     nfs: Vec<Box<dyn Nf>>,
     egress: Egress,
@@ -218,7 +239,7 @@ impl Chain {
     }
 
     /// The per-bucket meter, to record frames the chain does not see (NetBlaze hands some to
-    /// auxiliary cores, [`crate::netblaze::lane`]).
+    /// auxiliary cores, [`crate::offload`]).
     pub fn meter_mut(&mut self) -> Option<&mut BucketMeter> {
         self.meter.as_mut()
     }
@@ -276,14 +297,14 @@ impl Chain {
 
     /// Empties the chain's batch before [`Chain::admit`]s (for a caller that parsed the frames
     /// itself: NetBlaze's lane stage).
-    pub(crate) fn begin(&mut self) {
+    pub fn begin(&mut self) {
         self.batch.clear();
     }
 
     /// One frame received on `port` with its parse result: into the chain's batch if it
     /// parsed, else dropped by reason or taken as a control frame (into `commands`).
     #[inline(always)]
-    pub(crate) fn admit(
+    pub fn admit(
         &mut self,
         port: usize,
         pool: &mut Pool<'_>,
@@ -309,13 +330,7 @@ impl Chain {
 
     /// Runs the admitted frames through the meter, the NFs and the egress.
     #[inline]
-    pub(crate) fn run_admitted(
-        &mut self,
-        pool: &mut Pool<'_>,
-        out: &mut [Batch],
-        counters: &mut StageCounters,
-        now: Instant,
-    ) {
+    pub fn run_admitted(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
         if !self.batch.is_empty() {
             self.record_meter(now);
         }
@@ -349,7 +364,7 @@ impl Chain {
     /// NFs `0..k`; each frame still alive goes to `hand` with its verdict's port and the
     /// destination MAC an NF chose (the caller hands it to the core that runs the tail, see
     /// [`Chain::admit_tail`]); the dropped ones are freed and counted here.
-    pub(crate) fn run_head(
+    pub fn run_head(
         &mut self,
         k: usize,
         pool: &mut Pool<'_>,
@@ -372,22 +387,24 @@ impl Chain {
     }
 
     /// One frame whose head ran on another core ([`Chain::run_head`]), received on `port`:
-    /// into the chain's batch with the head's verdict and, if the head chose one, the
-    /// destination MAC the frame carries; a frame that no longer parses is dropped by reason.
-    pub(crate) fn admit_tail(
+    /// into the chain's batch with the head's verdict (`to`) and, if the head chose one
+    /// (`dst_set`), the destination MAC the frame carries; a frame that no longer parses is
+    /// dropped by reason.
+    pub fn admit_tail(
         &mut self,
         port: usize,
         pool: &mut Pool<'_>,
         counters: &mut StageCounters,
         b: PacketBuf,
-        mark: crate::buf::TailMark,
+        to: u8,
+        dst_set: bool,
     ) {
         let parsed = match parse::parse(pool.frame(b)) {
             Ok(p) => p,
             Err(e) => return Self::drop_frame(pool, counters, b, e.into()),
         };
-        let dst_mac = mark.dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
-        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(mark.port), dst_mac };
+        let dst_mac = dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst_mac };
         if let Err(p) = self.batch.push(pkt) {
             Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
         }
@@ -395,7 +412,7 @@ impl Chain {
 
     /// The tail: NFs `from..` over the admitted frames, then the egress.
     #[inline]
-    pub(crate) fn run_tail(
+    pub fn run_tail(
         &mut self,
         from: usize,
         pool: &mut Pool<'_>,

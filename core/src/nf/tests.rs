@@ -89,8 +89,8 @@ fn an_empty_chain_forwards_like_the_l2_forwarder() {
 
 #[test]
 fn a_metered_empty_chain_forwards_the_same_and_counts_each_parsed_frame_in_its_bucket() {
-    use crate::netblaze::{BucketMeter, MeterSnapshot};
     use crate::parse::parse;
+    use crate::rss::{BucketMeter, MeterSnapshot};
     use crate::time::Duration;
     let frames: Vec<_> = (0..12u16).map(|i| udp4(1000 + i, 53, &[i as u8])).chain([tcp6(7, 8, b"v6")]).collect();
     let mut bad = udp4(1, 2, b"x");

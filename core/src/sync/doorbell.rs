@@ -18,7 +18,24 @@
 //! arms.
 
 use super::atomic::{AtomicU32, Ordering, fence};
-use crate::nic::WakeAddr;
+
+/// A CPU address a sleeper may monitor for writes ([`crate::nic::RxQueue::wake_address`], a [`Doorbell`]'s word). Only an
+/// identity: `core` never dereferences it; the platform's sleeper hands it to MONITOR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct WakeAddr(usize);
+
+impl WakeAddr {
+    /// The address `addr`.
+    pub const fn new(addr: usize) -> Self {
+        Self(addr)
+    }
+
+    /// The address.
+    pub const fn get(self) -> usize {
+        self.0
+    }
+}
 
 /// The bell's word: nobody waits.
 pub const IDLE: u32 = 0;

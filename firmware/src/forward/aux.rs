@@ -1,5 +1,5 @@
 //! NetBlaze's auxiliary cores in the forwarding run (`SPEC.md` §2 "Core mapper"; issue 10
-//! item 4; `core::netblaze::lane` has the mechanism and its argument).
+//! item 4; `core::offload` has the mechanism and its argument).
 //!
 //! With `aux=N` (and a profile in the chain module) the last `N` workers serve no lane: they
 //! run [`AuxWorker`] over one hand-off link per lane. The dedicated workers (the others;
@@ -34,14 +34,15 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
+use cadence_core::buf::AuxView;
 use cadence_core::buf::Pool;
-use cadence_core::netblaze::handoff::AuxEnd;
-use cadence_core::netblaze::lane::{self, AuxStats, AuxWorker, LaneConfig, NetBlazeStage, SharedLanes};
 use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::Chain;
+use cadence_core::offload::handoff::AuxEnd;
+use cadence_core::offload::{self, AuxStats, AuxWorker, LaneConfig, NetBlazeStage, SharedLanes};
 use cadence_core::poll::ForwardStats;
+use cadence_core::sync::Doorbell;
 use cadence_core::sync::doorbell::WakeHook;
-use cadence_core::sync::{AuxView, Doorbell};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, TickRate, poll_until};
 use cadence_core::worker::Worker;
 use spin::Mutex;
@@ -141,7 +142,7 @@ pub(super) fn setup(
         follow_flows: TRACKED_FLOWS,
     };
     let (states, mut ends) =
-        lane::build(pools.len(), cfg.aux, lcfg).map_err(|e| alloc::format!("boot option 'aux': {e}"))?;
+        offload::build(pools.len(), cfg.aux, lcfg).map_err(|e| alloc::format!("boot option 'aux': {e}"))?;
     let mut views: Vec<Vec<AuxView>> = (0..cfg.aux).map(|_| Vec::with_capacity(pools.len())).collect();
     for pool in pools.iter_mut() {
         for (a, v) in pool.aux_views(cfg.aux).into_iter().enumerate() {
@@ -158,7 +159,7 @@ pub(super) fn setup(
         .map(|(a, (ends, views))| Mutex::new(Some(Parts { ends, views, bell: bells.get(a).cloned() })))
         .collect();
     let plan = Plan {
-        lanes: lane::share(states),
+        lanes: offload::share(states),
         mapper: CoreMapper::new(params),
         profile: Arc::new(profile.clone()),
         sleep: rate.ticks_from_us(u64::from(cfg.vbar_us).max(1)),

@@ -26,11 +26,10 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cadence_core::netblaze::lane::NetBlazeStage;
 use cadence_core::netblaze::profile::RateCurve;
-use cadence_core::netblaze::{
-    BucketLoad, BucketMeter, MeterSnapshot, NetBlazeConfig, Params, PeriodSum, Profile, RetaChange, ServerMapper,
-};
+use cadence_core::netblaze::{NetBlazeConfig, Params, Profile, RetaChange, ServerMapper};
+use cadence_core::offload::NetBlazeStage;
+use cadence_core::rss::{BucketLoad, BucketMeter, MeterSnapshot, PeriodSum};
 use cadence_core::time::{Clock, Duration, Instant};
 use cadence_core::worker::Worker;
 
@@ -120,7 +119,7 @@ pub(super) fn setup<P: FwdPort>(
     if tables.iter().any(|t| t.as_ref().map(Vec::len) != Some(buckets)) {
         return Ok(Setup::Off("rss_tables_differ"));
     }
-    if !(buckets.is_power_of_two() && buckets <= cadence_core::netblaze::meter::MAX_BUCKETS) {
+    if !(buckets.is_power_of_two() && buckets <= cadence_core::rss::meter::MAX_BUCKETS) {
         return Ok(Setup::Off("rss_table_size"));
     }
     Ok(Setup::On(Plan {

@@ -15,7 +15,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
 
 use cadence_core::manage::{self, Command, Done, Error, ErrorKind, Input, LineBuf, Manager, Table};
-use cadence_core::netblaze::lane::NetBlazeStage;
+use cadence_core::offload::NetBlazeStage;
 use cadence_core::time::{Clock, Duration, Instant, TickRate};
 use cadence_core::worker::Worker;
 

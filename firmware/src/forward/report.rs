@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering;
 
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
-use cadence_core::netblaze::lane::NetBlazeCounters;
+use cadence_core::offload::NetBlazeCounters;
 use cadence_core::poll::{DriverCounters, ForwardStats};
 use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant};

@@ -4,7 +4,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use cadence_core::netblaze::RetaChange;
-use cadence_core::netblaze::lane::NetBlazeStage;
+use cadence_core::offload::NetBlazeStage;
 use cadence_core::time::Clock;
 use cadence_core::worker::Worker;
 

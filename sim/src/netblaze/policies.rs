@@ -18,10 +18,9 @@
 //!   changes or a core is above 90 %; moves follow (no reordering).
 
 use cadence_core::netblaze::{
-    AuxCore, AuxState, Backlog, BucketLoad, CoreMapper, FlowBacklog, NetBlazeConfig, Params, Placement, Profile,
-    ServerMapper,
+    AuxCore, AuxState, Backlog, CoreMapper, FlowBacklog, NetBlazeConfig, Params, Placement, Profile, ServerMapper,
 };
-use cadence_core::rss::reta_index;
+use cadence_core::rss::{BucketLoad, reta_index};
 
 use super::engine::{Engine, Stage};
 use super::trace::FlowInfo;

@@ -276,7 +276,7 @@ pub fn comparisons() -> Vec<Comparison> {
 }
 
 /// Peer figures with no Cadence counterpart (shown as figures, never as ratios): none since
-/// the hand-off ring (`netblaze::handoff`) pairs with `rte_ring`.
+/// the hand-off ring (`offload::handoff`) pairs with `rte_ring`.
 pub const PEER_ONLY: [(&str, &str, &str, &str); 0] = [];
 
 /// The l3fwd IPv4 route file: the routes of Cadence's L3 forwarder bench

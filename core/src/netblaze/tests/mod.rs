@@ -4,7 +4,6 @@
 pub(super) mod core_mapper;
 mod follow;
 mod ingress;
-mod lane;
 mod profile;
 mod server_mapper;
 
@@ -19,7 +18,7 @@ pub(super) fn frontier(points: &[(u32, u32)]) -> Frontier {
 
 /// A three-NF profile: 100 packets of one flow per epoch whole; split at 1 gives 150, at 2
 /// gives 250 (a split suffices up to 250 packets).
-pub(super) fn fixture() -> Profile {
+pub(crate) fn fixture() -> Profile {
     let part = |f: &[(u32, u32)]| Part {
         frontier: frontier(f),
         service: ServiceCost { packet_cycles: 100, flow_cycles: 500 },

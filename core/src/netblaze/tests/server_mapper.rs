@@ -5,8 +5,9 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use crate::netblaze::profile::{RateCurve, RatePoint};
-use crate::netblaze::server_mapper::{BucketLoad, ServerMapper};
+use crate::netblaze::server_mapper::ServerMapper;
 use crate::netblaze::{NetBlazeConfig, Params};
+use crate::rss::BucketLoad;
 
 fn params() -> Params {
     NetBlazeConfig::default().validate().expect("config")

@@ -1,5 +1,5 @@
-//! Per-bucket load as the dataplane sees it, for the server mapper (`SPEC.md` §2 "Server
-//! mapper"; issue 10 item 5).
+//! Per-bucket load as the dataplane sees it: the input of NetBlaze's server mapper
+//! (`crate::netblaze::server_mapper`), which moves RSS buckets between cores.
 //!
 //! The server mapper needs, per RSS bucket (indirection-table entry), the last period's
 //! packets/s and active flows. The NIC does not hand Cadence its RSS hash, so each worker
@@ -32,7 +32,15 @@ use crate::parse::FlowKey;
 use crate::rss::{DEFAULT_KEY, MAX_INPUT, ToeplitzTable, reta_index};
 use crate::time::{Duration, Instant};
 
-use super::server_mapper::BucketLoad;
+/// One bucket's load over the last period.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BucketLoad {
+    /// Average active flows.
+    pub flows: f64,
+    /// Average packets per second.
+    pub pps: f64,
+}
 
 /// Most buckets a meter keeps (the largest indirection table of the drivers: i40e's 512).
 pub const MAX_BUCKETS: usize = 512;

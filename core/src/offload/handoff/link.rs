@@ -6,7 +6,7 @@
 //! The auxiliary core never allocates from or frees into the lane's pool (it has one owner,
 //! the core that holds the lane); it reaches the frames it holds through a view of that pool
 //! ([`Pool::view`]: bytes and metadata of held buffers, `free` keeps a buffer aside), marks
-//! where each processed frame goes ([`Pool::set_out`]), and gives buffers back with
+//! where each processed frame goes ([`super::super::marks::set_out`]), and gives buffers back with
 //! [`AuxEnd::give_back`]; the dedicated core, on its next round, routes what came back in
 //! order — onto its transmit batches, say, for the frames marked with a port — and frees the
 //! rest into its pool ([`DedicatedEnd::reclaim_with`]; [`DedicatedEnd::reclaim`] frees all).
@@ -135,7 +135,7 @@ impl DedicatedEnd {
     /// [`DedicatedEnd::reclaim`], offering each given-back buffer to `route` first, in the
     /// order the auxiliary core gave them back: `route` returns `true` when it took the
     /// buffer (e.g. onto a transmit batch, for a frame the auxiliary core processed and
-    /// marked with [`Pool::set_out`] through its view), `false` to have it freed. A taken
+    /// marked with [`super::super::marks::set_out`] through its view), `false` to have it freed. A taken
     /// buffer counts in neither field of [`Reclaimed`] but `routed`.
     pub fn reclaim_with(
         &mut self,

@@ -11,7 +11,7 @@
 //! consumer. A second producer cannot be made:
 //!
 //! ```compile_fail,E0599
-//! let (p, _c) = cadence_core::netblaze::handoff::try_ring(2).expect("ring");
+//! let (p, _c) = cadence_core::offload::handoff::try_ring(2).expect("ring");
 //! let _second = p.clone(); // `Producer` is not `Clone`
 //! ``` Everything is allocated by [`try_ring`]; a push or a pop
 //! allocates nothing, takes no lock, never waits and never panics.

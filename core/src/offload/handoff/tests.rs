@@ -1,7 +1,7 @@
 //! Tests of the hand-off ring and its return path: construction errors, full and empty
 //! rings, the cached indices, the `u32` index wrap, the wake address, the credit of the
-//! return path, a two-thread run that ends with the pool full, and proptests against a
-//! `VecDeque` model.
+//! return path, a two-thread run that ends with the pool full, an auxiliary core working
+//! through a view of the lane's pool, and proptests against a `VecDeque` model.
 #![cfg(not(loom))]
 
 use std::collections::VecDeque;
@@ -421,4 +421,134 @@ proptest! {
         prop_assert_eq!(pool.available(), pool.capacity());
         prop_assert_eq!(pool.double_frees(), 0);
     }
+}
+
+/// An auxiliary core runs "its chain" on frames handed over, through a view of the lane's
+/// pool: reads and rewrites them (a byte bumped, the length cut by one), drops every fifth
+/// (the view's `free` keeps it aside) and marks the rest with an output port; the lane routes
+/// what comes back in order — the frames marked for port 1 onto its "transmit" path (taken),
+/// the others freed. Every frame processed once and seen rewritten, each port's frames in
+/// hand-off order, the drops freed, the pool full at the end. Miri runs it (data races and
+/// aliasing between the pool and its view).
+#[test]
+#[allow(unsafe_code)] // a view of the pool (`Pool::view`), under its discipline
+fn handoff_an_aux_core_processes_frames_through_a_view_and_the_lane_routes_them_back() {
+    use std::sync::atomic::{
+        AtomicBool,
+        Ordering::{Acquire, Release},
+    };
+    const N: u32 = crate::testing::miri_or(5_000, 150);
+    let mut mem = vec![0u8; 64 * BUF_SIZE];
+    let mut pool = pool(&mut mem, 64);
+    // SAFETY: `pool` outlives the view (the scope below ends before it), and the test keeps
+    // the hand-off discipline: the main thread touches a buffer before `hand_off` and after
+    // `reclaim_with` gives it back, the aux thread between `receive` and `give_back`.
+    let mut view = unsafe { pool.view() };
+    assert!(view.is_view() && !pool.is_view());
+    let (mut d, mut a) = try_link(16).expect("link");
+    let done = AtomicBool::new(false);
+    /// Sets `done` however the main thread leaves (a failed assertion too), so the aux
+    /// thread ends and the scope reports the failure instead of hanging.
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Release);
+        }
+    }
+    let (ports, routed, freed) = std::thread::scope(|s| {
+        let done = &done;
+        let finish = Done(done);
+        let aux = s.spawn(move || {
+            let (mut got, mut back) = (Batch::new(), Batch::new());
+            loop {
+                let finished = done.load(Acquire);
+                a.receive(&mut got);
+                if got.is_empty() {
+                    if finished && a.pending() == 0 {
+                        break;
+                    }
+                    std::thread::yield_now();
+                    continue;
+                }
+                for &b in got.as_slice() {
+                    let f = view.frame_mut(b);
+                    let seq = u32::from_be_bytes([f[0], f[1], f[2], f[3]]);
+                    if seq % 5 == 4 {
+                        view.free(b).expect("a view keeps a dropped buffer aside");
+                        continue;
+                    }
+                    f[4] = f[4].wrapping_add(1);
+                    let len = view.len(b);
+                    view.set_len(b, len - 1).expect("shorter fits");
+                    crate::offload::marks::set_out(&mut view, b, Some((seq % 2) as u8));
+                    back.push(b).expect("room: one batch in, one out");
+                }
+                got.clear();
+                let n = back.len();
+                assert_eq!(a.give_back_batch(&mut back), n, "room for what aux holds");
+                view.take_released(&mut back);
+                let n = back.len();
+                assert_eq!(a.give_back_batch(&mut back), n);
+            }
+            assert_eq!((a.held(), view.released()), (0, 0));
+            assert_eq!(view.alloc(), None, "a view owns no buffer");
+        });
+        let mut ports: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+        let (mut seq, mut routed, mut freed) = (0u32, 0usize, 0usize);
+        let route = |p: &mut Pool<'_>, b: PacketBuf, ports: &mut [Vec<u32>; 2]| -> bool {
+            let f = p.frame(b);
+            let s = u32::from_be_bytes([f[0], f[1], f[2], f[3]]);
+            let Some(port) = crate::offload::marks::out(p, b) else {
+                assert_eq!(s % 5, 4, "only the dropped frames come back without a port");
+                return false;
+            };
+            assert_ne!(s % 5, 4, "a dropped frame came back marked");
+            assert_eq!((f.len(), f[4]), (59, (s as u8).wrapping_add(1)), "frame {s} rewritten once");
+            assert_eq!(u32::from(port), s % 2);
+            ports[usize::from(port)].push(s);
+            if port == 1 {
+                // "Transmitted" right away: the caller took it, and it frees it itself.
+                p.free(b).expect("own buffer");
+                return true;
+            }
+            false
+        };
+        while seq < N || d.outstanding() > 0 {
+            let r = d.reclaim_with(&mut pool, |p, b| route(p, b, &mut ports));
+            (routed, freed) = (routed + r.routed, freed + r.freed);
+            assert_eq!(r.refused, 0);
+            let mut batch = Vec::new();
+            while seq < N
+                && batch.len() < BATCH_SIZE
+                && let Some(b) = pool.alloc()
+            {
+                pool.set_frame(b, crate::buf::HEADROOM, 60).expect("fits");
+                let f = pool.frame_mut(b);
+                f[..4].copy_from_slice(&seq.to_be_bytes());
+                f[4] = seq as u8;
+                batch.push(b);
+                seq += 1;
+            }
+            let n = d.hand_off(&batch);
+            // What the link did not take is "processed here": put back, numbers reused.
+            for b in batch[n..].iter().rev() {
+                pool.free(*b).expect("local free");
+                seq -= 1;
+            }
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        drop(finish);
+        aux.join().expect("aux thread");
+        (ports, routed, freed)
+    });
+    let expect = |port: u32| (0..N).filter(|s| s % 5 != 4 && s % 2 == port).collect::<Vec<_>>();
+    assert_eq!(ports[0], expect(0), "port 0's frames, each once, in hand-off order");
+    assert_eq!(ports[1], expect(1), "port 1's frames, each once, in hand-off order");
+    assert_eq!(routed, ports[1].len());
+    let drops = (0..N).filter(|s| s % 5 == 4).count();
+    assert_eq!(freed, ports[0].len() + drops, "port 0's frames and the drops freed");
+    assert_eq!(pool.available(), pool.capacity(), "no buffer leaked");
+    assert_eq!(pool.double_frees(), 0, "no buffer freed twice");
 }

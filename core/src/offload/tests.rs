@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use spin::Mutex;
 
-use super::fixture;
 use crate::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
 use crate::drops::DropReason;
-use crate::netblaze::lane::{AuxWorker, LaneConfig, LaneState, NetBlazeStage, SharedLanes, build};
+use crate::netblaze::tests::fixture;
 use crate::netblaze::{CoreMapper, NetBlazeConfig};
 use crate::nf::{Chain, Egress, Nf, NfBatch, NfCtx};
+use crate::offload::{AuxWorker, LaneConfig, LaneState, NetBlazeStage, SharedLanes, build};
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::test_frames::udp4;
 use crate::time::{Duration, Instant};
@@ -31,7 +31,7 @@ fn stage(lanes: &SharedLanes) -> NetBlazeStage {
 }
 
 fn shared(states: Vec<LaneState>) -> SharedLanes {
-    crate::netblaze::lane::share(states)
+    crate::offload::share(states)
 }
 
 /// NF `i` of the test chains: bumps payload byte `i` after the sequence number, so a frame
@@ -117,7 +117,7 @@ fn settle(
 /// counted as a drop, each flow's in order, the auxiliary core recruited then released after
 /// its idle epochs, the whale's split decided and kept here, the pool full at the end.
 #[test]
-#[allow(unsafe_code)] // `Pool::view` (core::sync::pool_view); the SAFETY comment below keeps its contract
+#[allow(unsafe_code)] // `Pool::view` (core::buf::view); the SAFETY comment below keeps its contract
 fn a_lane_hands_flows_to_an_aux_core_and_transmits_them_back_in_order() {
     const POOL: usize = 1024;
     let mut mem = vec![0u8; POOL * BUF_SIZE];
@@ -476,6 +476,6 @@ fn frames_waiting_in_the_rings_at_an_epoch_end_count_in_the_backlog() {
     assert_eq!((nb.epochs, nb.ring, nb.outside), (1, 200, 1), "{nb:?}");
     // Without the rings' frames the same epoch was inside (the check has teeth): 64 frames
     // of 2 flows, 96 a core finishes.
-    let profile = super::fixture();
+    let profile = fixture();
     assert!(profile.full.frontier.contains(crate::netblaze::Backlog::new(2, 64)));
 }
