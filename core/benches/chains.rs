@@ -1,6 +1,6 @@
 //! Cycles per packet per NF chain on one core over software NICs, batch 32, 64-byte
 //! TCP frames, at 500 and 3000 flows, against an I/O-only stage measured in the same
-//! run (SPEC §4; NetBlaze's per-core profiles are the anchors, `docs/PERFORMANCE.md`).
+//! run (NetBlaze's per-core profiles are the anchors, `docs/PERFORMANCE.md`).
 //!
 //! - Chain 1: ACL (1500 random rules) → LB (one VIP, 100 backends, Maglev) → Accounting.
 //! - Chain 2: ACL (1500 rules) → UrlFilter (10 banned URLs; these flows are not HTTP, so

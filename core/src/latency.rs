@@ -1,4 +1,4 @@
-//! The dataplane's own per-packet latency (SPEC §2: NetBlaze keeps the p99 *sojourn* under an
+//! The dataplane's own per-packet latency (NetBlaze keeps the p99 *sojourn* under an
 //! SLO, so the dataplane must see it, not only the host).
 //!
 //! Span measured: from the poll that took the frame off the receive ring (the worker stamps

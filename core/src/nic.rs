@@ -5,7 +5,7 @@
 //! each call rather than held by the queue, so one pool can serve several queues
 //! and the borrow checker sees who touches buffers when.
 //!
-//! Ownership rules (DESIGN.md §3, "buffers"):
+//! Ownership rules:
 //! - A buffer the driver posts to its RX ring belongs to the ring until `rx_burst`
 //!   returns it in the batch; from then on it belongs to the caller.
 //! - A buffer handed to `tx_burst` and accepted (removed from the batch) belongs to the

@@ -1,4 +1,4 @@
-//! The per-queue trylock of Metronome (`SPEC.md` §1, DESIGN.md §3 "TryLock").
+//! The per-lane trylock of Metronome and the other shared-memory primitives of `core`.
 //!
 //! Every receive queue has one [`TryLock`]. A worker that wakes up makes exactly one attempt,
 //! a single `compare_exchange(0 → 1, Acquire, Relaxed)` (one `LOCK CMPXCHG` on x86_64); the
@@ -8,7 +8,7 @@
 //!
 //! Each lock fills a cache line of its own (`#[repr(align(64))]`), so that losers hammering
 //! one lock never invalidate the line of another queue's lock or of the data next to it (the
-//! public Metronome code packs its locks into one 8-byte array, `notes/dataplane.md` §1).
+//! public Metronome code packs its locks into one 8-byte array).
 //!
 //! Ordering: the `Acquire` of a successful exchange synchronizes with the `Release` store of the
 //! previous holder, so everything that holder wrote before releasing (the queue's load estimate,

@@ -94,7 +94,7 @@ pub trait Clock {
 }
 
 /// Idles the calling core until a deadline on its clock: the Metronome's sleep
-/// (SPEC §1 "Sleep").
+///.
 ///
 /// On bare metal the platform halts the core until a LAPIC timer interrupt at the TSC
 /// deadline; in the simulator time jumps; in tests a fake advances a counter.
@@ -122,7 +122,7 @@ pub trait Sleeper {
 
     /// Like [`Sleeper::sleep_until`], but may also end as soon as the device writes
     /// `watch` (a receive queue's [`crate::nic::RxQueue::wake_address`]): the "beyond" of
-    /// SPEC §1, a packet arrival ends the sleep and the deadline stays the backstop. The
+    /// Metronome, a packet arrival ends the sleep and the deadline stays the backstop. The
     /// default ignores `watch`.
     fn sleep_until_watching(&mut self, deadline: Instant, watch: Option<crate::nic::WakeAddr>) -> Instant {
         let _ = watch;

@@ -1,4 +1,4 @@
-//! The multi-core worker loop of SPEC §1: M workers share N lanes through Metronome's
+//! The multi-core worker loop of Metronome: M workers share N lanes through Metronome's
 //! trylocks and either sleep between rounds (`metronome` mode) or never do (`poll` mode,
 //! the DPDK-like busy-polling baseline).
 //!
@@ -8,7 +8,7 @@
 //! holds its lock owns all of it. Lanes are bound to the controller's queue locks with
 //! [`Guarded`], so only the round's winner can reach one.
 //!
-//! One [`Worker::round`] per wake-up (SPEC §1 "Worker loop"):
+//! One [`Worker::round`] per wake-up:
 //! 1. one `try_lock` on the lane the worker is bound to ([`metronome::Scheduler::try_poll`]);
 //! 2. **lost**: the worker becomes a backup, picks a random lane for next time, and (in
 //!    `metronome` mode) sleeps `T_L`;
@@ -54,7 +54,7 @@ use crate::time::{Clock, Duration, Instant, Sleeper};
 pub enum Mode {
     /// Never sleep: try the next lane at once (busy polling, the DPDK-like baseline).
     Poll,
-    /// Sleep `T_S` after a won round and `T_L` after a lost one (SPEC §1).
+    /// Sleep `T_S` after a won round and `T_L` after a lost one.
     Metronome,
 }
 

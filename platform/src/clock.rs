@@ -2,7 +2,7 @@
 //! `embedded_hal::delay::DelayNs` for drivers' datasheet waits.
 //!
 //! `DelayNs` busy-waits on `rdtsc` (it never halts: a halting sleep is a separate,
-//! interrupt-driven API; notes/platform.md §3).
+//! interrupt-driven API).
 
 use crate::cpu::rdtsc;
 use cadence_core::time::{Clock, Instant, TickRate};

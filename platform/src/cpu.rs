@@ -1,6 +1,6 @@
 //! CPU identification (CPUID), the time-stamp counter, and model-specific registers.
 //!
-//! CPUID bits used (Intel SDM vol. 2A, CPUID; notes/platform.md §3): `1:EDX[4]` TSC,
+//! CPUID bits used (Intel SDM vol. 2A, CPUID): `1:EDX[4]` TSC,
 //! `1:ECX[3]` MONITOR/MWAIT, `1:ECX[21]` x2APIC, `1:ECX[24]` TSC-deadline, `1:ECX[31]` hypervisor present,
 //! `0x80000001:EDX[26]` 1 GiB pages, `0x80000007:EDX[8]` invariant TSC,
 //! `0x80000008:EAX[7:0]` physical address bits, `0x80000002..4` brand string.

@@ -1,7 +1,7 @@
 //! The init-time heap: a first-fit allocator (`linked_list_allocator`) behind a spin
 //! lock, over a block of the managed range, registered as the global allocator.
 //!
-//! DESIGN.md §3: the heap is for initialization (classifiers, tables, pool
+//! The heap is for initialization (classifiers, tables, pool
 //! bookkeeping); after the workers start the per-packet path never allocates.
 //! [`stats`] exposes an allocation counter so tests can prove that.
 

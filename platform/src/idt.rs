@@ -1,6 +1,6 @@
 //! The IDT: every CPU exception (vectors 0–31) reports on COM1 and ends the run with
 //! exit status 39; the legacy 8259 PIC is masked (it would otherwise deliver IRQ0 as
-//! vector 8, #DF, on the first `sti`; notes/platform.md §2).
+//! vector 8, #DF, on the first `sti`).
 //!
 //! Handlers are naked functions (stable since Rust 1.88): they push a zero error code
 //! where the CPU pushes none (Intel SDM vol. 3A §6.15 lists which vectors have one),

@@ -1,5 +1,5 @@
 //! The `defmt` global logger: rzcobs frames on COM2, timestamped with the TSC
-//! (notes/platform.md §4).
+//!.
 //!
 //! `acquire` disables interrupts (an interrupt handler that logs must not re-enter a
 //! frame) and takes a spin flag (cores take turns); `release` ends the frame, drops the

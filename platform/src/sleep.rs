@@ -1,5 +1,5 @@
 //! Halting until a TSC deadline: [`HaltSleeper`], the platform's
-//! [`cadence_core::time::Sleeper`] (SPEC §1 "Sleep"), and the Rust side of the LAPIC
+//! [`cadence_core::time::Sleeper`], and the Rust side of the LAPIC
 //! interrupt handlers.
 //!
 //! A sleep arms this core's LAPIC timer for the deadline (TSC-deadline mode, or a
@@ -11,12 +11,12 @@
 //! wake-up is the point. Halted TSC cycles are accounted per core
 //! ([`crate::smp::CoreStats`]), so busy vs halted cycles (CPU share) is observable.
 //!
-//! Beyond SPEC: with [`SleepConfig::mwait`] set and CPUID `1:ECX[3]` (MONITOR/MWAIT)
+//! Beyond the deadline: with [`SleepConfig::mwait`] set and CPUID `1:ECX[3]` (MONITOR/MWAIT)
 //! present, [`HaltSleeper::sleep_until_written`] arms MONITOR on the address the core
 //! will poll next (an RX descriptor's write-back, a used-ring index) and waits in
 //! `sti; mwait`, so a device write ends the sleep early; the deadline timer stays the
 //! backstop. Off by default: QEMU TCG wakes from MWAIT slowly and KVM hides it
-//! (notes/platform.md §3).
+//!.
 
 use crate::cpu::rdtsc;
 use crate::lapic::{self, TimerKind};

@@ -1,6 +1,6 @@
 //! TSC frequency: the arithmetic and the choice between sources.
 //!
-//! The TSC rate comes from an ordered chain (notes/platform.md §3, PROTOCOL.md names):
+//! The TSC rate comes from an ordered chain (docs/PROTOCOL.md names):
 //!
 //! 1. `hv-leaf` — hypervisor CPUID leaf 0x40000010 EAX (TSC kHz), only where the
 //!    hypervisor's maximum leaf (0x40000000 EAX) reaches it;

@@ -1,7 +1,7 @@
 //! Cadence's discrete-event simulator (host only).
 //!
 //! It runs the very controllers of `cadence-core` in virtual time, so a behaviour the
-//! simulator shows is the behaviour the firmware runs (DESIGN.md §2, §5 layer 4).
+//! simulator shows is the behaviour the firmware runs.
 //!
 //! - [`metronome`]: M workers sharing N receive queues through `cadence_core::metronome`.
 //! - [`sweep`]: the Metronome load sweep and its figures ([`run_metronome_sweep`], the entry

@@ -1,4 +1,4 @@
-//! Metronome in virtual time (`SPEC.md` §1; seed paper §IV–V).
+//! Metronome in virtual time (seed paper §IV–V).
 //!
 //! M workers share N receive queues through the very controller the firmware runs
 //! ([`cadence_core::metronome`]): the same trylock, estimator, `T_S` rule and roles. The model

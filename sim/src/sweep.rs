@@ -25,7 +25,7 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// The paper's rule exactly (`SPEC.md` §1).
+    /// The paper's rule exactly.
     pub const PRIMARY_BACKUP: Variant =
         Variant { name: "primary-backup", policy: LossPolicy::PrimaryBackup, feedback_gain: 0.0 };
     /// The paper's rule plus Cadence's vacation feedback (gain 0.03).

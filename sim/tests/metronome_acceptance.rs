@@ -1,4 +1,4 @@
-//! Acceptance criteria of "Metronome on bare metal" (`SPEC.md` §1, paper results to reproduce),
+//! Acceptance criteria of "Metronome on bare metal" (the seed paper's results to reproduce),
 //! checked on the simulator running the core controller. M = 3, N = 1, V̄ = 15 µs, Poisson
 //! arrivals, loads 0.05–0.95, fixed seeds.
 //!

@@ -133,7 +133,7 @@ fn frames_go_in_and_out_byte_exact_and_rings_wrap() {
     model.assert_clean();
 }
 
-/// notes/drivers.md §2.7: a queue outside the interrupt list is written back only every
+/// A queue outside the interrupt list is written back only every
 /// few descriptors. The driver links every queue, so a lone frame shows at once; the
 /// same model with the list broken holds it back.
 #[test]

@@ -1,5 +1,5 @@
 //! A criterion measurement in TSC cycles, so benches report what DPDK's figures report
-//! (`notes/dpdk-baseline.md`: TSC ticks at 2.6 GHz on this machine kind).
+//! (the TSC ticks at 2.6 GHz on the machines these benches were recorded on, docs/PERFORMANCE.md).
 //!
 //! Criterion's time unit is replaced by `rdtsc` deltas; the reports say "cycles".
 //! The TSC is invariant on the machines this runs on (constant rate across P-states),

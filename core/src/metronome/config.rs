@@ -52,7 +52,7 @@ pub struct MetronomeConfig {
 }
 
 impl MetronomeConfig {
-    /// The ring bound of SPEC §1 rule 7, `margin·D/R`, in ns: how long `T_S` may be so that a
+    /// The ring bound of Metronome's T_S rule, `margin·D/R`, in ns: how long `T_S` may be so that a
     /// ring of `D` descriptors filling at line rate `R` never overflows during one sleep.
     /// `None` when `D` or `R` is 0 (no bound). The simulator, the image and the hosted build all
     /// bound `T_S` through this one function.

@@ -1,5 +1,5 @@
-//! The Metronome controller: shared RX queues, one trylock each, adaptive sleep (`SPEC.md` §1;
-//! seed paper §IV, eq. (13) and its multi-queue form).
+//! The Metronome controller: shared RX queues, one trylock each, adaptive sleep
+//! (seed paper §IV, eq. (13) and its multi-queue form).
 //!
 //! M workers share N receive queues (M ≥ N is the intended setting). The pieces:
 //!

@@ -1,4 +1,4 @@
-//! The core mapper (`SPEC.md` §2 "Core mapper", "Whales", "Boost mode"; seed paper §3.2,
+//! The core mapper (seed paper §3.2,
 //! "Handling minnows and whales"; public code `nfv_core_short.cc` `ShortEpochProcess`).
 //!
 //! At the end of every epoch each dedicated core calls [`CoreMapper::decide`] with the flows

@@ -1,4 +1,4 @@
-//! Epoch accounting (`SPEC.md` §2 "Epochs"; seed paper §3.2 "Determining queue occupancy").
+//! Epoch accounting (seed paper §3.2 "Determining queue occupancy").
 //!
 //! Each dedicated core counts, per epoch, the packets and the new flows that arrived
 //! ([`EpochCounters`]) and, at the epoch's end, its backlog ⟨flows, packets⟩ ([`Backlog`]):

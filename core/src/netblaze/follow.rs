@@ -1,5 +1,5 @@
-//! Per-flow order across a move (`SPEC.md` §2: "Later packets of a migrated flow follow it
-//! until its queue drains (no reordering)").
+//! Per-flow order across a move: later packets of a migrated flow follow it until its queue
+//! drains (no reordering).
 //!
 //! When the core mapper hands a flow to an auxiliary core (or splits a whale onto a booster),
 //! the dedicated core records the position its last handed-over packet has in that core's

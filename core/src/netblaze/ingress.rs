@@ -1,4 +1,4 @@
-//! The ingress mapper (`SPEC.md` §2 "Ingress mapper"; seed paper §3.4): rack scale, run by the
+//! The ingress mapper (seed paper §3.4): rack scale, run by the
 //! ToR's controller, simulated here (`cargo xtask sim netblaze`, docs/NETBLAZE.md "Ingress at
 //! rack scale").
 //!

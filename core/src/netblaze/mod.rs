@@ -1,5 +1,5 @@
 //! NetBlaze: an NF chain's p99 latency under an SLO with as few core-seconds as possible
-//! (`SPEC.md` §2; seed paper "Scheduling Network Function Chains Under Sub-Millisecond
+//! (seed paper "Scheduling Network Function Chains Under Sub-Millisecond
 //! Latency SLOs", §3).
 //!
 //! This module holds the **decisions** — pure functions and small state machines over
@@ -61,7 +61,7 @@ pub const fn default_epoch_ns(slo_ns: u64) -> u64 {
     slo_ns.saturating_sub(40_000) / 2
 }
 
-/// NetBlaze's knobs (`SPEC.md` §2). Times in nanoseconds, thresholds as fractions of a core's
+/// NetBlaze's knobs. Times in nanoseconds, thresholds as fractions of a core's
 /// predicted capacity. [`NetBlazeConfig::validate`] checks them once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -1,4 +1,4 @@
-//! The capacity predictor (`SPEC.md` §2 "Capacity predictor"; seed paper §3.2 "Predicting
+//! The capacity predictor (seed paper §3.2 "Predicting
 //! core usage", Fig. 3).
 //!
 //! Profiled offline per chain by `cargo xtask profile --chain FILE`, which runs the chain's
@@ -290,7 +290,7 @@ pub enum WhaleChoice {
     Whole,
 }
 
-/// A chain's profile: the predictor of `SPEC.md` §2.
+/// A chain's profile: NetBlaze's capacity predictor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
     /// NF names in order (informational; `nfs=`).

@@ -1,4 +1,4 @@
-//! The server mapper (`SPEC.md` §2 "Server mapper"; seed paper §3.3, Fig. A.1; public code
+//! The server mapper (seed paper §3.3, Fig. A.1; public code
 //! `nfv_ctrl_long.cc`).
 //!
 //! Every period (1 s) the caller hands over, per RSS bucket (indirection-table entry), the

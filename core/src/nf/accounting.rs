@@ -1,5 +1,5 @@
-//! Accounting: per-flow packet and byte counters with idle expiry and export (`SPEC.md` §4
-//! "Accounting"; NetFlow-style records).
+//! Accounting: per-flow packet and byte counters with idle expiry and export (NetFlow-style
+//! records).
 //!
 //! - Per-flow state is a PNA exact table keyed by the 5-tuple ([`flow_words`]) with
 //!   `add_on_miss` (first packet) and data-plane parameter updates through the hit handle

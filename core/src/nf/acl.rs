@@ -1,4 +1,4 @@
-//! ACL: 5-tuple permit/deny rules, classified once per flow (`SPEC.md` §4 "ACL").
+//! ACL: 5-tuple permit/deny rules, classified once per flow.
 //!
 //! - Rules: source and destination prefixes (IPv4 or IPv6; `None` = any address of either
 //!   family), source and destination port ranges, an optional protocol, a priority (higher
@@ -6,8 +6,8 @@
 //!   gets the configured default action.
 //! - The first packet of a flow is classified by [`Classifier`] (merged tuple space search);
 //!   the verdict goes into a flow cache, a PNA exact table with `add_on_miss` keyed by the
-//!   5-tuple ([`flow_words`]), so later packets cost one hash lookup (`notes/dataplane.md` §6:
-//!   "classify work per flow, not per packet"). The cache is `AutoDelete` with one expire-time
+//!   5-tuple ([`flow_words`]), so later packets cost one hash lookup
+//!   (classify work per flow, not per packet). The cache is `AutoDelete` with one expire-time
 //!   profile of `flow_timeout`, counted from classification and not refreshed by hits: a flow
 //!   is reclassified at most once per `flow_timeout`, stale flows go away, and a hit costs no
 //!   write. Each batch also sweeps a few buckets so that expired slots return to the table.
@@ -28,20 +28,21 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::parse::{FlowKey, IpAddr};
-use crate::pna::exact::{Local, LocalStats, TableConfigError};
+use crate::pna::exact::{Local, LocalStats};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::ternary::{FiveTuple, Rule};
 use crate::pna::{ActionId, ActionMask, IdleTimeout};
 use crate::pna::{AddStatus, NotDone};
 use crate::sync::{Reader, Swap};
-use crate::time::Duration;
 
 pub mod classifier;
+mod config;
 mod examples;
 #[cfg(test)]
 mod tests;
 
 pub use classifier::Classifier;
+pub use config::{AclConfig, AclConfigError, AclField};
 pub use examples::example_rules;
 
 /// Most rules an ACL takes.
@@ -139,170 +140,6 @@ impl AclRule {
                 AclAction::Deny => 1,
             },
         }
-    }
-}
-
-/// Which field of a rule is wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum AclField {
-    /// The source prefix.
-    Src,
-    /// The destination prefix.
-    Dst,
-    /// The source port range.
-    SrcPort,
-    /// The destination port range.
-    DstPort,
-}
-
-impl fmt::Display for AclField {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AclField::Src => "src",
-            AclField::Dst => "dst",
-            AclField::SrcPort => "sport",
-            AclField::DstPort => "dport",
-        })
-    }
-}
-
-/// Why an ACL configuration was refused (rule indices count from 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum AclConfigError {
-    /// More than [`MAX_RULES`] rules.
-    TooManyRules {
-        /// How many were given.
-        count: usize,
-    },
-    /// A prefix length beyond 32 (IPv4) or 128 (IPv6).
-    BadPrefixLen {
-        /// The rule's index.
-        rule: usize,
-        /// `Src` or `Dst`.
-        field: AclField,
-    },
-    /// A prefix with address bits set beyond its length.
-    HostBitsSet {
-        /// The rule's index.
-        rule: usize,
-        /// `Src` or `Dst`.
-        field: AclField,
-    },
-    /// An IPv4 source with an IPv6 destination or the other way round (could never match).
-    FamilyMismatch {
-        /// The rule's index.
-        rule: usize,
-    },
-    /// A port range whose start is above its end.
-    EmptyPortRange {
-        /// The rule's index.
-        rule: usize,
-        /// `SrcPort` or `DstPort`.
-        field: AclField,
-    },
-    /// `flow_capacity` is zero.
-    ZeroFlowCapacity,
-    /// `flow_timeout` is zero.
-    ZeroFlowTimeout,
-    /// The flow table could not be built.
-    FlowTable(TableConfigError),
-    /// A management command named a rule that does not exist.
-    NoSuchRule {
-        /// The rule id given.
-        rule: usize,
-    },
-}
-
-impl fmt::Display for AclConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TooManyRules { count } => write!(f, "{count} rules, at most {MAX_RULES}"),
-            Self::BadPrefixLen { rule, field } => write!(f, "rule {rule}: {field} prefix length too long"),
-            Self::HostBitsSet { rule, field } => write!(f, "rule {rule}: {field} has bits set beyond its length"),
-            Self::FamilyMismatch { rule } => write!(f, "rule {rule}: src and dst are of different IP versions"),
-            Self::EmptyPortRange { rule, field } => write!(f, "rule {rule}: {field} range is empty"),
-            Self::ZeroFlowCapacity => f.write_str("flow_capacity is zero"),
-            Self::ZeroFlowTimeout => f.write_str("flow_timeout is zero"),
-            Self::FlowTable(e) => write!(f, "flow table: {e}"),
-            Self::NoSuchRule { rule } => write!(f, "no rule {rule}"),
-        }
-    }
-}
-
-/// An ACL's configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AclConfig {
-    /// The rules (rule id = index).
-    pub rules: Vec<AclRule>,
-    /// The action for flows no rule matches.
-    pub default_action: AclAction,
-    /// Flow cache capacity (flows).
-    pub flow_capacity: usize,
-    /// How long a cached verdict lives, in clock ticks, counted from classification.
-    pub flow_timeout: Duration,
-    /// Flow-cache buckets each batch sweeps for expired entries (0: only lazy reclamation).
-    pub sweep_buckets: usize,
-}
-
-impl Default for AclConfig {
-    /// No rules, default permit, 65 536 flows, a timeout of 2^34 ticks (about 8 s at 2 GHz),
-    /// 16 buckets swept per batch.
-    fn default() -> Self {
-        Self {
-            rules: Vec::new(),
-            default_action: AclAction::Permit,
-            flow_capacity: crate::miri_or(1 << 16, 64),
-            flow_timeout: Duration(1 << 34),
-            sweep_buckets: 16,
-        }
-    }
-}
-
-impl AclConfig {
-    /// `rules` with `default_action`, the other fields as in [`Default`].
-    pub fn new(rules: Vec<AclRule>, default_action: AclAction) -> Self {
-        Self { rules, default_action, ..Self::default() }
-    }
-
-    /// Checks every rule and knob; the first problem found is returned.
-    pub fn validate(&self) -> Result<(), AclConfigError> {
-        if self.rules.len() > MAX_RULES {
-            return Err(AclConfigError::TooManyRules { count: self.rules.len() });
-        }
-        for (i, r) in self.rules.iter().enumerate() {
-            for (p, field) in [(r.src, AclField::Src), (r.dst, AclField::Dst)] {
-                let Some(p) = p else { continue };
-                if p.len > p.max_len() {
-                    return Err(AclConfigError::BadPrefixLen { rule: i, field });
-                }
-                let (a, len) = p.mapped();
-                let host = if len == 0 { a } else { a & !(u128::MAX << (128 - u32::from(len))) };
-                if host != 0 {
-                    return Err(AclConfigError::HostBitsSet { rule: i, field });
-                }
-            }
-            if let (Some(s), Some(d)) = (r.src, r.dst)
-                && core::mem::discriminant(&s.addr) != core::mem::discriminant(&d.addr)
-            {
-                return Err(AclConfigError::FamilyMismatch { rule: i });
-            }
-            if r.sport.0 > r.sport.1 {
-                return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::SrcPort });
-            }
-            if r.dport.0 > r.dport.1 {
-                return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::DstPort });
-            }
-        }
-        if self.flow_capacity == 0 {
-            return Err(AclConfigError::ZeroFlowCapacity);
-        }
-        if self.flow_timeout.ticks() == 0 {
-            return Err(AclConfigError::ZeroFlowTimeout);
-        }
-        Ok(())
     }
 }
 

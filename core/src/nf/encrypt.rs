@@ -1,5 +1,5 @@
 //! Encrypt: ChaCha20 (RFC 8439 §2.4) over the L4 payload of TCP and UDP packets, with a
-//! per-flow nonce (SPEC §4 "Encrypt"; NetBlaze's chain 2 ends with it).
+//! per-flow nonce (NetBlaze's chain 2 ends with it).
 //!
 //! ChaCha20 is a stream cipher: encrypting is XOR with the keystream, so decrypting is the
 //! same operation. A "decrypt" chain is an `Encrypt` with the same [`EncryptConfig`]; it

@@ -1,4 +1,4 @@
-//! The L3 forwarder (SPEC §4 "L3 forwarder"; Metronome's application): longest-prefix match
+//! The L3 forwarder (Metronome's application): longest-prefix match
 //! of the destination address to a next hop, destination MAC rewrite, TTL / hop-limit
 //! decrement and the incremental IPv4 header checksum update.
 //!

@@ -1,5 +1,5 @@
 //! L4 load balancer: VIP → backend by Maglev hashing, with per-connection affinity
-//! (`SPEC.md` §4 "LB"; Maglev, NSDI'16; `notes/dataplane.md` §6).
+//! (Maglev, NSDI'16).
 //!
 //! - A VIP is (address, port, protocol TCP/UDP). Traffic to no VIP passes untouched.
 //! - A new connection (5-tuple) to a VIP gets the backend its hash selects in the VIP's

@@ -1,4 +1,4 @@
-//! Network functions and chains (SPEC §4).
+//! Network functions and chains.
 //!
 //! A [`Chain`] is a [`Stage`]: for each received batch it parses every frame once (a frame
 //! that does not parse is dropped and counted, a signed control frame on the control port is
@@ -17,7 +17,7 @@
 //! is per worker and holds its core's `pna` lane handles.
 //!
 //! Chains can be cut at a position ([`Chain::split_off`]) so that a booster core runs the
-//! tail of a chain for a whale flow (NetBlaze, SPEC §2).
+//! tail of a chain for a whale flow (NetBlaze).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -256,7 +256,7 @@ impl Chain {
     }
 
     /// Cuts the chain before NF `at`: `self` keeps NFs `..at`, the returned chain runs
-    /// `at..` (for a booster core, SPEC §2 "Whales"). `at` past the end gives an empty
+    /// `at..` (for a booster core). `at` past the end gives an empty
     /// tail.
     pub fn split_off(&mut self, at: usize) -> Chain {
         let at = at.min(self.nfs.len());

@@ -1,4 +1,4 @@
-//! Source NAT for IPv4 with one external address and a port pool (`SPEC.md` §4 "NAT").
+//! Source NAT for IPv4 with one external address and a port pool.
 //!
 //! - Outbound (a packet arriving on `inside_port`): the outbound table maps the 5-tuple to the
 //!   external port. On a miss the NF takes a port from the pool (`nat::pool`, a lock-free free

@@ -1,6 +1,6 @@
 //! UrlFilter: bounded per-flow TCP reassembly of the client's request head, multi-pattern
 //! matching of its URL against banned host+path prefixes, and blocking (optionally
-//! resetting) the connections that ask for one (SPEC §4 "UrlFilter"; NetBlaze chain 2).
+//! resetting) the connections that ask for one (NetBlaze chain 2).
 //!
 //! # Flows
 //!

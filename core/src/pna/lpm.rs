@@ -1,4 +1,4 @@
-//! Longest-prefix match for IPv4 and IPv6 routes (`SPEC.md` §3 "LPM tables", §4 L3 forwarder).
+//! Longest-prefix match for IPv4 and IPv6 routes (the L3 forwarder's routes).
 //!
 //! One multibit trie serves both families. Addresses are left-aligned in a `u128` (IPv4 in the top
 //! 32 bits). The first level has `2^first_stride` entries (16 or 24 bits: DIR-24-8 with 24, which

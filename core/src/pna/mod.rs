@@ -1,5 +1,5 @@
-//! P4 Portable NIC Architecture match-action tables (`SPEC.md` §3; PNA v0.7 §"add-on-miss",
-//! §"idle timeout"; `notes/dataplane.md` §4).
+//! P4 Portable NIC Architecture match-action tables (PNA v0.7 §"add-on-miss",
+//! §"idle timeout").
 //!
 //! - [`exact`]: the exact-match table that the data plane fills itself: `add_on_miss`, data-plane
 //!   updates of an entry's parameters, idle timeout (`NoTimeout`, `NotifyControl`, `AutoDelete`)

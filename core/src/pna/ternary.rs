@@ -1,4 +1,4 @@
-//! A ternary/range table for 5-tuple rules (`SPEC.md` §3 "ternary/range tables", §4 ACL).
+//! A ternary/range table for 5-tuple rules (the ACL's rules).
 //!
 //! A [`Rule`] matches a source and a destination prefix, source and destination port ranges and
 //! an optional protocol; the highest `priority` wins (ties: the rule added first). IPv4 and IPv6

@@ -19,7 +19,7 @@
 //! 5. descriptor write-back in poll mode: every queue in interrupt 0's linked list
 //!    with its cause enabled and no ITR delay, interrupt 0 enabled (INTx stays off in
 //!    PCI, MSI-X unconfigured): without it the XL710 writes completions back only
-//!    every few descriptors (notes/drivers.md §2.7);
+//!    every few descriptors ;
 //! 6. per queue: context, then (TX) QTX_CTL, pre-disable cleared, QTX_ENA with a
 //!    bounded wait for QENA_STAT; (RX) QRX_ENA with a bounded wait, then the tail;
 //! 7. PFHMC_ERRORINFO checked (HMC errors are silent), the link read with events on,

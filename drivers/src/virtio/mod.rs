@@ -28,6 +28,7 @@
 //! queue, MSI-X vectors are `NO_VECTOR` and INTx is disabled in the PCI command
 //! register. Every wait on the device has a deadline.
 
+mod bringup;
 mod ctrl;
 mod error;
 pub mod mq;
@@ -46,10 +47,9 @@ mod mq_tests;
 #[cfg(test)]
 mod tests;
 
+pub use bringup::{Config, DEVICE_ID, TRANSITIONAL_DEVICE_ID, VENDOR_ID, negotiate};
 pub use ctrl::CtrlError;
 pub use error::InitError;
 pub use mq::hash_type;
-pub use net::{
-    Config, DEVICE_ID, OwnedQueues, QueuePair, Queues, TRANSITIONAL_DEVICE_ID, VENDOR_ID, VirtioNet, negotiate,
-};
+pub use net::{OwnedQueues, QueuePair, Queues, VirtioNet};
 pub use rxtx::{NET_HDR_LEN, VirtioRx, VirtioTx};

@@ -2,7 +2,7 @@
 //! the FADT for the PM timer and the MADT for the cores.
 //!
 //! A small hand-written parser instead of the `acpi` crate (whose current versions need
-//! nightly; notes/platform.md §2). Sources: ACPI 6.5 §5.2.5 (RSDP), §5.2.6 (system
+//! nightly). Sources: ACPI 6.5 §5.2.5 (RSDP), §5.2.6 (system
 //! description table header), §5.2.7/§5.2.8 (RSDT/XSDT), §5.2.9 (FADT), §5.2.12 (MADT).
 //! Every table is read through [`PhysMem`], its length bounded and its checksum
 //! verified before a field is looked at; all field reads are bounds-checked.

@@ -13,7 +13,7 @@
 //! Timer (`TimerKind`): TSC-deadline where CPUID `1:ECX[24]` has it (LVT timer mode 2,
 //! then `mfence`, then `wrmsr IA32_TSC_DEADLINE`, §11.5.4.1); otherwise one-shot with
 //! divide-by-16, whose frequency is measured against the TSC once, on the BSP (QEMU TCG
-//! has no TSC-deadline, so one-shot is what CI runs; notes/platform.md §3).
+//! has no TSC-deadline, so one-shot is what CI runs).
 
 pub mod regs;
 

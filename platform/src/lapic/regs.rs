@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn icr_values_match_the_sdm() {
-        // The values every bring-up sequence uses (notes/platform.md §2).
+        // The values every bring-up sequence uses.
         assert_eq!(Ipi::INIT_ASSERT.low().bits(), 0xc500);
         assert_eq!(Ipi::INIT_DEASSERT.low().bits(), 0x8500);
         assert_eq!(Ipi::startup(0x08).low().bits(), 0x4608);

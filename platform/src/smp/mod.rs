@@ -15,7 +15,7 @@
 //! Two steps, so that bring-up and the workload stay separate: `start_aps` starts
 //! every AP and leaves it **parked** — halted with interrupts enabled, waking only for
 //! the wake-up IPI (nothing spins, which matters under QEMU TCG with more vCPUs than
-//! host cores; notes/platform.md §5). `Cores::run` puts a boxed closure in the core's
+//! host cores). `Cores::run` puts a boxed closure in the core's
 //! one-slot mailbox and sends the wake-up IPI; the AP runs it with interrupts disabled
 //! (like the BSP's `kmain`) and parks again when it returns. A job that never returns
 //! (a worker loop) keeps the core.

@@ -1,4 +1,4 @@
-//! NetBlaze in virtual time (`SPEC.md` §2; issue 11; docs/NETBLAZE.md).
+//! NetBlaze in virtual time (issue 11; docs/NETBLAZE.md).
 //!
 //! The decisions are `cadence_core::netblaze`'s — the core mapper every epoch, the server
 //! mapper every period, the capacity predictor read from the profile file that `cargo xtask

@@ -1,4 +1,4 @@
-//! The policies (`SPEC.md` §2 "Baselines"; docs/NETBLAZE.md "Policies"). All steer by a
+//! The policies (docs/NETBLAZE.md "Policies"). All steer by a
 //! 128-entry RSS indirection table (bucket = `reta_index(Toeplitz hash)`, `core::rss`) and move
 //! buckets between dedicated cores; only NetBlaze has auxiliary cores.
 //!

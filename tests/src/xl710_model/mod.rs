@@ -2,7 +2,7 @@
 //! `cadence_drivers::i40e`.
 //!
 //! Written from the datasheet's facts (XL710 datasheet §7.9 HMC, §7.10 admin queue,
-//! §8.3/§8.4 LAN queues, §10 registers; ../shared/notes/drivers.md §2), independently of
+//! §8.3/§8.4 LAN queues, §10 registers), independently of
 //! the driver: every offset and bit below is typed here, none is imported from the
 //! driver, so that a wrong constant in the driver shows up as a violation or a failure.
 //!

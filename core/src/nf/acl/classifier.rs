@@ -1,5 +1,5 @@
 //! The ACL's rule classifier: tuple space search with merged tuples (TupleMerge, Daly et al.,
-//! ToN 2019; `notes/dataplane.md` §6).
+//! ToN 2019).
 //!
 //! Plain tuple space search ([`crate::pna::ternary::TernaryTable`]) keeps one hash table per
 //! exact (source length, destination length, protocol-given) tuple, so a rule set with many

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::nf::testkit::{frame, run};
 use crate::rand::XorShift64;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// The reference, written from the rule semantics alone: a linear scan over the `AclRule`s.
 fn ref_prefix(p: &Option<Prefix>, a: &IpAddr) -> bool {

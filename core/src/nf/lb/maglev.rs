@@ -1,4 +1,4 @@
-//! Maglev consistent hashing (Eisenbud et al., NSDI'16 §3.4; `notes/dataplane.md` §6), with a
+//! Maglev consistent hashing (Eisenbud et al., NSDI'16 §3.4), with a
 //! lookup table that the control plane replaces while the data plane reads it without a lock.
 //!
 //! Population (the paper's Pseudocode 1): backend `i` has `offset = h1(name) mod M` and

@@ -1,5 +1,5 @@
 //! NetBlaze's hand-off ring: a bounded single-producer single-consumer ring of packet
-//! buffer handles ([`PacketBuf`]) from one core to another (`SPEC.md` §2, "Core mapper":
+//! buffer handles ([`PacketBuf`]) from one core to another (the core mapper:
 //! "hand the rest, whole flows only, to auxiliary cores through SPSC rings"), and the
 //! return path that brings every buffer back to the lane pool that owns it ([`link`]).
 //!

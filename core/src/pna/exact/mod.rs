@@ -1,4 +1,4 @@
-//! The PNA exact-match table: add-on-miss, data-plane updates, lazy expiry (`SPEC.md` §3).
+//! The PNA exact-match table: add-on-miss, data-plane updates, lazy expiry.
 //!
 //! # Layout
 //!
