@@ -6,7 +6,7 @@
 
 use std::hint::black_box;
 
-use cadence_core::metronome::{Metronome, MetronomeConfig, Poll, Scheduler};
+use cadence_core::metronome::{Attempt, Metronome, MetronomeConfig, Scheduler};
 use cadence_core::sync::TryLock;
 use cadence_core::time::{Instant, TickRate};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -35,35 +35,35 @@ fn controller(c: &mut Criterion<TscCycles>) {
     let rate = TickRate::try_new(2_600_000_000).expect("nonzero");
     let mut cfg = MetronomeConfig::default();
     cfg.vacation_feedback_gain = 0.0;
-    let ctl = Metronome::with_queues(&cfg, rate, 3, 1).expect("valid config");
+    let ctl = Metronome::with_lanes(&cfg, rate, 3, 1).expect("valid config");
     let mut w = Scheduler::new(0, 1);
     let mut now = 1_000_000u64;
     let mut g = c.benchmark_group("metronome controller");
     g.bench_function("round: win + finish (rho EWMA, T_S rule, release)", |b| {
         b.iter(|| {
             now += 40_000; // 15 µs of vacation at 2.6 GHz
-            let t = match w.try_poll(&ctl, Instant(now)) {
-                Poll::Won(s) => {
+            let t = match w.attempt(&ctl, Instant(now)) {
+                Attempt::Won(s) => {
                     now += 2_000;
                     w.finish(s, Instant(now), 8)
                 }
-                Poll::Lost { sleep } => sleep,
+                Attempt::Lost { sleep } => sleep,
             };
             black_box(t)
         })
     });
     let mut cfg_m = cfg;
     cfg_m.vacation_feedback_gain = 0.03;
-    let ctl_fb = Metronome::with_queues(&cfg_m, rate, 3, 2).expect("valid config");
+    let ctl_fb = Metronome::with_lanes(&cfg_m, rate, 3, 2).expect("valid config");
     g.bench_function("round with vacation feedback, m = 1.5 (libm pow)", |b| {
         b.iter(|| {
             now += 40_000;
-            let t = match w.try_poll(&ctl_fb, Instant(now)) {
-                Poll::Won(s) => {
+            let t = match w.attempt(&ctl_fb, Instant(now)) {
+                Attempt::Won(s) => {
                     now += 2_000;
                     w.finish(s, Instant(now), 8)
                 }
-                Poll::Lost { sleep } => sleep,
+                Attempt::Lost { sleep } => sleep,
             };
             black_box(t)
         })

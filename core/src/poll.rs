@@ -26,7 +26,7 @@
 //! program order.
 //!
 //! Counters the worker cannot see (the driver's `rx_err`, `no_buf`, and the pool's
-//! `pool_in_use`) are passed to [`ForwardStats::write_counters`] by the caller in a
+//! `pool_in_use`) are passed to [`PollStats::write_counters`] by the caller in a
 //! [`DriverCounters`], so one function writes every counter of docs/PROTOCOL.md in
 //! its documented order.
 
@@ -99,10 +99,11 @@ pub struct PortCounters {
     pub tx_full: u64,
 }
 
-/// Every counter of a worker.
+/// What a worker's polls counted: frames and bytes per port, drops by reason, polls (its
+/// scheduling counters are [`crate::metronome::WorkerStats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ForwardStats {
+pub struct PollStats {
     /// Per-port counters.
     pub ports: [PortCounters; PORTS],
     /// Drops by reason (TX-full drops included) and control frames.
@@ -139,9 +140,9 @@ impl DriverCounters {
     }
 }
 
-impl ForwardStats {
+impl PollStats {
     /// Adds `other`'s counters to these (summing the workers of several cores).
-    pub fn merge(&mut self, other: &ForwardStats) {
+    pub fn merge(&mut self, other: &PollStats) {
         for (a, b) in self.ports.iter_mut().zip(other.ports.iter()) {
             a.rx = a.rx.saturating_add(b.rx);
             a.rx_bytes = a.rx_bytes.saturating_add(b.rx_bytes);
@@ -210,7 +211,7 @@ pub struct PollOutcome {
 pub struct Poller<S> {
     stage: S,
     cfg: PollConfig,
-    stats: ForwardStats,
+    stats: PollStats,
     latency: Latency,
     rx_batch: Batch,
     out: [Batch; PORTS],
@@ -235,7 +236,7 @@ impl<S: Stage> Poller<S> {
         Self {
             stage,
             cfg,
-            stats: ForwardStats::default(),
+            stats: PollStats::default(),
             latency: Latency::new(cfg.slo),
             rx_batch: Batch::new(),
             out: [const { Batch::new() }; PORTS],
@@ -250,7 +251,7 @@ impl<S: Stage> Poller<S> {
     }
 
     /// The counters so far.
-    pub fn stats(&self) -> &ForwardStats {
+    pub fn stats(&self) -> &PollStats {
         &self.stats
     }
 

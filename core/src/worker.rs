@@ -9,7 +9,7 @@
 //! [`Guarded`], so only the round's winner can reach one.
 //!
 //! One [`Worker::round`] per wake-up:
-//! 1. one `try_lock` on the lane the worker is bound to ([`metronome::Scheduler::try_poll`]);
+//! 1. one `try_lock` on the lane the worker is bound to ([`metronome::Scheduler::attempt`]);
 //! 2. **lost**: the worker becomes a backup, picks a random lane for next time, and (in
 //!    `metronome` mode) sleeps `T_L`;
 //! 3. **won**: the vacation is recorded, the lane is drained — [`crate::poll::Poller::poll_once`]
@@ -36,14 +36,14 @@
 //!
 //! Accounting per core ([`WorkerStats`]): elapsed ticks since the first round, ticks halted
 //! in the sleeper (the rest is busy: polling, processing, losing races), tries, wins, busy
-//! tries, packets, sleeps taken and rounds cut by the budget. Per lane, the controller's [`metronome::QueueSnapshot`] has ρ, `T_S`
+//! tries, packets, sleeps taken and rounds cut by the budget. Per lane, the controller's [`metronome::LaneSnapshot`] has ρ, `T_S`
 //! and the vacation statistics.
 
 use crate::buf::Pool;
 use crate::control::Commands;
-use crate::metronome::{self, Metronome, Poll, QueueState, WorkerStats};
+use crate::metronome::{self, Attempt, LaneShare, Metronome, WorkerStats};
 use crate::nic::{RxQueue, TxQueue, WakeAddr};
-use crate::poll::{ForwardStats, PollConfig, Poller};
+use crate::poll::{PollConfig, PollStats, Poller};
 use crate::stage::{PORTS, Stage};
 use crate::sync::Guarded;
 use crate::time::{Clock, Duration, Instant, Sleeper};
@@ -275,7 +275,7 @@ impl<S: Stage> Worker<S> {
     }
 
     /// This core's forwarding counters (ports, drops, control frames).
-    pub fn forwarding(&self) -> &ForwardStats {
+    pub fn forwarding(&self) -> &PollStats {
         self.fwd.stats()
     }
 
@@ -297,7 +297,7 @@ impl<S: Stage> Worker<S> {
         sleeper: &mut Z,
     ) -> Round
     where
-        Q: AsRef<[QueueState]>,
+        Q: AsRef<[LaneShare]>,
         R: RxQueue,
         T: TxQueue,
         C: Clock + ?Sized,
@@ -305,15 +305,15 @@ impl<S: Stage> Worker<S> {
     {
         let now = clock.now();
         self.first.get_or_insert(now);
-        let mut round = Round { lane: self.sched.queue(), now, ..Round::default() };
+        let mut round = Round { lane: self.sched.lane(), now, ..Round::default() };
         // Where a frame for this worker's lane will show up next (port 0's receive queue),
         // for a sleeper that can watch memory; known only after a won round.
         let mut watch = None;
-        let mut sleep = match self.sched.try_poll(ctl, now) {
-            Poll::Won(mut session) => {
+        let mut sleep = match self.sched.attempt(ctl, now) {
+            Attempt::Won(mut session) => {
                 round.won = true;
-                round.lane = session.queue();
-                let k = session.queue();
+                round.lane = session.lane();
+                let k = session.lane();
                 let start = session.start();
                 if let Some(lane) = lanes.get(k).and_then(|l| l.get_mut(session.guard_mut())) {
                     self.fwd.stage_mut().enter_lane(k);
@@ -336,7 +336,7 @@ impl<S: Stage> Worker<S> {
                 }
                 self.sched.finish(session, clock.now(), round.packets)
             }
-            Poll::Lost { sleep } => sleep,
+            Attempt::Lost { sleep } => sleep,
         };
         if let Some((w, m)) = self.partition
             && m < lanes.len()
@@ -347,7 +347,7 @@ impl<S: Stage> Worker<S> {
         }
         if self.parked != 0 && !lanes.is_empty() {
             self.since_sweep += 1;
-            let unparked = self.lane_from(self.sched.queue(), lanes.len(), false);
+            let unparked = self.lane_from(self.sched.lane(), lanes.len(), false);
             if unparked.is_none() {
                 // Nothing this worker can go to receives anything: the long sleep.
                 sleep = sleep.max(ctl.params().long_timeout());
@@ -359,7 +359,7 @@ impl<S: Stage> Worker<S> {
                     self.sched.set_queue(k);
                     self.sweep_from = self.step(k, lanes.len());
                 }
-            } else if let Some(k) = unparked.filter(|_| self.is_parked(self.sched.queue())) {
+            } else if let Some(k) = unparked.filter(|_| self.is_parked(self.sched.lane())) {
                 self.sched.set_queue(k);
             }
         }

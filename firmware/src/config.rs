@@ -7,24 +7,16 @@
 
 use core::fmt;
 
-/// What the image does after booting.
+pub use cadence_core::worker::Mode;
+
+/// What the image does after booting (boot option `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(target_os = "none", derive(defmt::Format))]
-pub enum Mode {
+pub enum Job {
     /// Forward port 0 ↔ port 1 until a STOP control frame or `max_s`.
     Forward,
     /// Print the banner and the NICs found, then exit with success.
     Boot,
-}
-
-/// How worker cores spend the time between polls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(target_os = "none", derive(defmt::Format))]
-pub enum Sched {
-    /// Metronome: shared lanes, trylock, sleep `T_S`/`T_L` between rounds.
-    Metronome,
-    /// Busy polling, never sleeping (the DPDK-like baseline).
-    Poll,
 }
 
 /// A key that must not be printed: its `Debug` says `<secret>`.
@@ -104,7 +96,7 @@ impl NicSelect {
 #[non_exhaustive]
 pub struct BootConfig {
     /// What to do.
-    pub mode: Mode,
+    pub mode: Job,
     /// Period of `@stats` lines in milliseconds; 0 = off.
     pub stats_ms: u32,
     /// Give up after this many seconds without STOP; 0 = never.
@@ -124,7 +116,7 @@ pub struct BootConfig {
     /// Queue pairs per NIC, one lane each.
     pub lanes: usize,
     /// Scheduling mode of the workers.
-    pub sched: Sched,
+    pub sched: Mode,
     /// Metronome's target vacation V̄, µs.
     pub vbar_us: u32,
     /// Metronome's long timeout T_L, µs.
@@ -191,7 +183,7 @@ impl BootConfig {
 impl Default for BootConfig {
     fn default() -> Self {
         Self {
-            mode: Mode::Forward,
+            mode: Job::Forward,
             stats_ms: 1000,
             max_s: 0,
             ctl: None,
@@ -201,7 +193,7 @@ impl Default for BootConfig {
             qsize: 256,
             workers: 1,
             lanes: 1,
-            sched: Sched::Metronome,
+            sched: Mode::Metronome,
             vbar_us: 15,
             tl_us: 500,
             ts0_us: 20,
@@ -346,8 +338,8 @@ impl BootConfig {
             match key {
                 "mode" => {
                     cfg.mode = match value {
-                        "forward" => Mode::Forward,
-                        "boot" => Mode::Boot,
+                        "forward" => Job::Forward,
+                        "boot" => Job::Boot,
                         _ => return Err(bad("one of forward, boot")),
                     }
                 }
@@ -376,8 +368,8 @@ impl BootConfig {
                 "lanes" => cfg.lanes = int_in(value, 1, 16).ok_or(bad("an integer in 1..=16"))? as usize,
                 "sched" => {
                     cfg.sched = match value {
-                        "metronome" => Sched::Metronome,
-                        "poll" => Sched::Poll,
+                        "metronome" => Mode::Metronome,
+                        "poll" => Mode::Poll,
                         _ => return Err(bad("one of metronome, poll")),
                     }
                 }
@@ -527,7 +519,7 @@ mod tests {
             "mode=boot stats_ms=0 max_s=70 ctl=port:1 ctl_key=000102030405060708090a0b0c0d0E0F peer0=52:54:00:AA:bb:01 peer1=02:00:00:00:00:09 pool=1024 qsize=512",
         )
         .unwrap();
-        assert_eq!(c.mode, Mode::Boot);
+        assert_eq!(c.mode, Job::Boot);
         assert_eq!(c.stats_ms, 0);
         assert_eq!(c.max_s, 70);
         assert_eq!((c.ctl, c.ctl_key), (Some(1), Some(Secret([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]))));
@@ -541,7 +533,7 @@ mod tests {
             "workers=3 lanes=2 sched=poll vbar_us=10 tl_us=400 ts0_us=25 ewma=0.5 feedback=.03 mwait=on",
         )
         .unwrap();
-        assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Sched::Poll));
+        assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Mode::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
         let c = BootConfig::parse("aux=2 epoch_us=80").unwrap();

@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 
 use cadence_core::hist::LogHistogram;
-use cadence_core::metronome::{Metronome, MetronomeConfig, Poll, QueueSnapshot, Scheduler, Session, WorkerStats};
+use cadence_core::metronome::{Attempt, LaneSnapshot, Metronome, MetronomeConfig, Scheduler, Session, WorkerStats};
 use cadence_core::time::{Duration, Instant, TickRate};
 
 use crate::rng::Rng;
@@ -174,7 +174,7 @@ pub struct WorkerResult {
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueResult {
     /// The controller's view: ρ, `T_S`, vacations, busy tries.
-    pub snapshot: QueueSnapshot,
+    pub snapshot: LaneSnapshot,
     /// Mean of the `T_S` values computed at each release (ns).
     pub mean_short_timeout_ns: f64,
     /// Packets that arrived.
@@ -382,7 +382,7 @@ pub fn run(cfg: &SimConfig) -> anyhow::Result<RunResult> {
     let mut mc = cfg.controller;
     mc.ring_descriptors = u32::try_from(cfg.ring_depth).unwrap_or(u32::MAX);
     mc.line_rate_pps = (1e9 / cfg.service_ns).round() as u64;
-    let ctl = Metronome::with_queues(&mc, rate, cfg.workers, cfg.queues)
+    let ctl = Metronome::with_lanes(&mc, rate, cfg.workers, cfg.queues)
         .map_err(|e| anyhow::anyhow!("metronome config: {e}"))?;
 
     let mut queues: Vec<SimQueue> = (0..cfg.queues).map(|i| SimQueue::new(cfg, i)).collect();
@@ -413,15 +413,15 @@ pub fn run(cfg: &SimConfig) -> anyhow::Result<RunResult> {
         }
         let w = &mut workers[i];
         match w.what {
-            Next::Wake => match w.core.try_poll(&ctl, Instant(t)) {
-                Poll::Won(session) => {
-                    let (release, packets) = queues[session.queue()].busy_period(cfg, t, &mut latency);
+            Next::Wake => match w.core.attempt(&ctl, Instant(t)) {
+                Attempt::Won(session) => {
+                    let (release, packets) = queues[session.lane()].busy_period(cfg, t, &mut latency);
                     w.session = Some(session);
                     w.packets = packets;
                     w.next = release;
                     w.what = Next::Release;
                 }
-                Poll::Lost { sleep } => {
+                Attempt::Lost { sleep } => {
                     let j = jitter(cfg, &mut w.jitter);
                     w.active += cfg.wake_cost_ns;
                     w.core.record_halted(Duration(sleep.ticks() + j));
@@ -432,7 +432,7 @@ pub fn run(cfg: &SimConfig) -> anyhow::Result<RunResult> {
                 let Some(session) = w.session.take() else {
                     anyhow::bail!("worker {i} released without a session");
                 };
-                let qi = session.queue();
+                let qi = session.lane();
                 let busy = t - session.start().ticks();
                 let t_s = w.core.finish(session, Instant(t), w.packets);
                 let j = jitter(cfg, &mut w.jitter);
@@ -451,7 +451,7 @@ pub fn run(cfg: &SimConfig) -> anyhow::Result<RunResult> {
                         t_ns: t,
                         queue: qi,
                         offered: cfg.load.at(t as f64, cfg.duration_ns as f64),
-                        rho: ctl.queues()[qi].rho(),
+                        rho: ctl.lanes()[qi].rho(),
                         short_timeout_ns: t_s.ticks(),
                     });
                 }
@@ -467,7 +467,7 @@ pub fn run(cfg: &SimConfig) -> anyhow::Result<RunResult> {
     drop(workers); // ends the borrows of `ctl` held by unfinished sessions, releasing their locks
     let queue_results = queues
         .iter()
-        .zip(ctl.queues())
+        .zip(ctl.lanes())
         .map(|(q, s)| QueueResult {
             snapshot: s.snapshot(),
             mean_short_timeout_ns: if q.ts_count == 0 { 0.0 } else { q.ts_sum / q.ts_count as f64 },

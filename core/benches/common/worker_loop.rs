@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
-use cadence_core::poll::{ForwardStats, PollConfig, Poller};
+use cadence_core::poll::{PollConfig, PollStats, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::stage::Stage;
 
@@ -26,7 +26,7 @@ pub fn with_worker<S: Stage, R>(
     stage: S,
     frames: &[Vec<u8>],
     body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
-) -> (R, ForwardStats) {
+) -> (R, PollStats) {
     with_worker_cfg(stage, frames, PollConfig::default(), body)
 }
 
@@ -37,7 +37,7 @@ pub fn with_worker_ab<S: Stage, R>(
     stage: S,
     frames: &[Vec<u8>],
     body: impl FnOnce(&mut dyn FnMut(bool) -> u64) -> R,
-) -> (R, ForwardStats) {
+) -> (R, PollStats) {
     let mut worker = Poller::new(stage, PollConfig::default());
     let r = with_poller(&mut worker, frames, body);
     (r, *worker.stats())
@@ -49,7 +49,7 @@ pub fn with_worker_cfg<S: Stage, R>(
     frames: &[Vec<u8>],
     cfg: PollConfig,
     body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
-) -> (R, ForwardStats) {
+) -> (R, PollStats) {
     let mut worker = Poller::new(stage, cfg);
     let r = with_poller(&mut worker, frames, |poll| body(&mut || poll(cfg.timing)));
     (r, *worker.stats())

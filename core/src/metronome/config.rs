@@ -9,7 +9,7 @@ use super::*;
 pub enum LossPolicy {
     /// Metronome: a loser becomes a backup and sleeps the long timeout `T_L` (spec item 2).
     PrimaryBackup,
-    /// The paper's strawman (Fig. 6): a loser sleeps the queue's current `T_S` like a winner.
+    /// The paper's strawman (Fig. 6): a loser sleeps the lane's current `T_S` like a winner.
     EqualTimeouts,
 }
 
@@ -18,11 +18,11 @@ pub enum LossPolicy {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct MetronomeConfig {
-    /// Target vacation `V̄`: how long a queue may sit unpolled on average (default 15 µs).
+    /// Target vacation `V̄`: how long a lane may sit unpolled on average (default 15 µs).
     pub target_vacation_ns: u64,
     /// Long timeout `T_L` slept by a backup after a lost race (default 500 µs).
     pub long_timeout_ns: u64,
-    /// `T_S` of a queue until its first measured busy period (default 20 µs).
+    /// `T_S` of a lane until its first measured busy period (default 20 µs).
     pub initial_short_timeout_ns: u64,
     /// Lower clamp of `T_S` (default 1 µs).
     pub min_short_timeout_ns: u64,
@@ -43,7 +43,7 @@ pub struct MetronomeConfig {
     pub loss_policy: LossPolicy,
     /// Beyond the paper: gain `g` of an integral correction `c` on `T_S`, in `[0, 1]`; 0 (the
     /// default) is the paper's rule exactly. With `g > 0` every measured vacation `V` updates
-    /// `c ← c·(1 + g·(1 − V/V̄))` (the ratio capped at 3, `c` kept in `[1/20, 20]`) and the queue
+    /// `c ← c·(1 + g·(1 − V/V̄))` (the ratio capped at 3, `c` kept in `[1/20, 20]`) and the lane
     /// sleeps `c·T_S`. The rule's model takes another worker to be primary with probability
     /// `1 − ρ`; backups that sleep `T_L ≫ T_S` are primary far less often, and the measured
     /// vacation then overshoots `V̄` (up to 2.3× at M = 3 in `cadence-sim`). The correction pulls
@@ -100,8 +100,8 @@ impl Default for MetronomeConfig {
 pub enum MetronomeConfigError {
     /// `workers` was zero.
     NoWorkers,
-    /// `queues` was zero.
-    NoQueues,
+    /// `lanes` was zero.
+    NoLanes,
     /// `ewma_weight` not in `[0, 1]`.
     EwmaWeight,
     /// `rho_epsilon` not in `(0, 1)`.
@@ -116,7 +116,7 @@ impl fmt::Display for MetronomeConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             MetronomeConfigError::NoWorkers => "metronome needs at least one worker",
-            MetronomeConfigError::NoQueues => "metronome needs at least one queue",
+            MetronomeConfigError::NoLanes => "metronome needs at least one lane",
             MetronomeConfigError::EwmaWeight => "ewma_weight must lie in [0, 1]",
             MetronomeConfigError::RhoEpsilon => "rho_epsilon must lie in (0, 1)",
             MetronomeConfigError::RingMargin => "ring_margin must lie in (0, 1]",

@@ -1,27 +1,27 @@
-//! The Metronome controller: shared RX queues, one trylock each, adaptive sleep
+//! The Metronome controller: shared lanes (queue k of every port), one trylock each, adaptive sleep
 //! (seed paper §IV, eq. (13) and its multi-queue form).
 //!
 //! M workers share N receive queues (M ≥ N is the intended setting). The pieces:
 //!
-//! - [`QueueState`]: per queue, shared by all workers: the [`TryLock`], the load estimate ρ, the
-//!   time of the last release, the current short timeout `T_S` and the queue's statistics. All of
+//! - [`LaneShare`]: per lane, shared by all workers: the [`TryLock`], the load estimate ρ, the
+//!   time of the last release, the current short timeout `T_S` and the lane's statistics. All of
 //!   it is kept in atomics; the estimator fields are written only by the lock holder, so
 //!   `Relaxed` accesses suffice (the lock's Acquire/Release orders them).
-//! - [`Scheduler`]: per worker core, owned: the queue it will try next, its role (primary after a win,
-//!   backup after a loss), a small PRNG for the backup's random queue choice, and its counters.
-//! - [`Metronome`]: the parameters (in ticks) plus the queues.
+//! - [`Scheduler`]: per worker core, owned: the lane it will try next, its role (primary after a win,
+//!   backup after a loss), a small PRNG for the backup's random lane choice, and its counters.
+//! - [`Metronome`]: the parameters (in ticks) plus the lanes.
 //!
 //! One round of a worker is a pure state machine that the firmware loop and the simulator both
 //! drive with their own clock:
 //!
 //! ```text
-//! match worker.try_poll(&metronome, now) {
-//!     Poll::Won(session) => {            // primary; session.vacation() = V
+//! match worker.attempt(&metronome, now) {
+//!     Attempt::Won(session) => {            // primary; session.vacation() = V
 //!         /* rx_burst until it returns 0, process, count packets */
 //!         let t_s = worker.finish(session, clock.now(), packets); // updates ρ, T_S; releases
 //!         /* flush TX, sleep t_s */
 //!     }
-//!     Poll::Lost { sleep } => { /* backup: sleep T_L; worker.queue() is now random */ }
+//!     Attempt::Lost { sleep } => { /* backup: sleep T_L; worker.lane() is now random */ }
 //! }
 //! ```
 //!
@@ -34,7 +34,7 @@
 
 //!
 //! Files: `config` (the parameters and their validation), `rule` (the `T_S` rule and the
-//! estimator's parameters in ticks), `queue` (per-queue shared state), `scheduler` (a worker's
+//! estimator's parameters in ticks), `lane` (per-lane shared state), `scheduler` (a worker's
 //! state machine and its counters); the controller [`Metronome`] ties them together here.
 
 use core::fmt;
@@ -47,41 +47,41 @@ use crate::sync::{Holder, TryLock, TryLockGuard};
 use crate::time::{Duration, Instant, TickRate};
 
 mod config;
-mod queue;
+mod lane;
 mod rule;
 mod scheduler;
 
 pub use config::*;
-pub use queue::*;
+pub use lane::*;
 pub use rule::*;
 pub use scheduler::*;
 
-/// The parameters plus the queues they govern. `Q` is any owner of a slice of queues:
-/// `Vec<QueueState>` / `Box<[QueueState]>` built at init, or a `&'static [QueueState]`.
+/// The parameters plus the lanes they govern. `Q` is any owner of a slice of lanes:
+/// `Vec<LaneShare>` / `Box<[LaneShare]>` built at init, or a `&'static [LaneShare]`.
 #[derive(Debug)]
 pub struct Metronome<Q> {
     params: Params,
-    queues: Q,
+    lanes: Q,
 }
 
-impl Metronome<alloc::vec::Vec<QueueState>> {
-    /// A controller for `workers` cores and `queues` fresh queues (allocates at init only).
-    pub fn with_queues(
+impl Metronome<alloc::vec::Vec<LaneShare>> {
+    /// A controller for `workers` cores and `lanes` fresh lanes (allocates at init only).
+    pub fn with_lanes(
         cfg: &MetronomeConfig,
         rate: TickRate,
         workers: usize,
-        queues: usize,
+        lanes: usize,
     ) -> Result<Self, MetronomeConfigError> {
-        let params = Params::new(cfg, rate, workers, queues)?;
-        let qs = (0..queues).map(|_| QueueState::new(params.initial_short_timeout())).collect();
-        Ok(Self { params, queues: qs })
+        let params = Params::new(cfg, rate, workers, lanes)?;
+        let qs = (0..lanes).map(|_| LaneShare::new(params.initial_short_timeout())).collect();
+        Ok(Self { params, lanes: qs })
     }
 }
 
-impl<Q: AsRef<[QueueState]>> Metronome<Q> {
-    /// A controller over existing queue states (`queues` must not be empty: then `None`).
-    pub fn new(params: Params, queues: Q) -> Option<Self> {
-        if queues.as_ref().is_empty() { None } else { Some(Self { params, queues }) }
+impl<Q: AsRef<[LaneShare]>> Metronome<Q> {
+    /// A controller over existing lane states (`lanes` must not be empty: then `None`).
+    pub fn new(params: Params, lanes: Q) -> Option<Self> {
+        if lanes.as_ref().is_empty() { None } else { Some(Self { params, lanes }) }
     }
 
     /// The parameters.
@@ -89,9 +89,9 @@ impl<Q: AsRef<[QueueState]>> Metronome<Q> {
         &self.params
     }
 
-    /// All queues.
-    pub fn queues(&self) -> &[QueueState] {
-        self.queues.as_ref()
+    /// All lanes.
+    pub fn lanes(&self) -> &[LaneShare] {
+        self.lanes.as_ref()
     }
 }
 

@@ -18,7 +18,7 @@ pub(super) const M_SERIES_MAX: f64 = 64.0;
 ///   precision as ρ → 1 where the direct form cancels (the public code's `0/0` at ρ = 1).
 ///
 /// For `m ≥ 1` the factor is non-increasing in ρ (from `m` down to 1); for `m = 1` it is 1; for
-/// `m < 1` (fewer workers than queues, outside the paper's setting) it rises from `m` to 1.
+/// `m < 1` (fewer workers than lanes, outside the paper's setting) it rises from `m` to 1.
 pub fn short_timeout_factor(rho: f64, m: f64) -> f64 {
     let m = if m.is_nan() { 1.0 } else { m.clamp(M_MIN, M_MAX) };
     let rho = if rho.is_nan() { 0.0 } else { rho.clamp(0.0, 1.0) };
@@ -79,7 +79,7 @@ pub(super) const CORRECTION_MIN: f64 = 0.05;
 pub(super) const CORRECTION_MAX: f64 = 20.0;
 
 impl Params {
-    /// Parameters for `workers` cores sharing `queues` queues on a clock of `rate`.
+    /// Parameters for `workers` cores sharing `lanes` lanes on a clock of `rate`.
     ///
     /// The ring bound `margin·D/R` lowers the upper clamp; if it falls below the lower clamp,
     /// the ring bound wins (a full ring is worse than a busy poll).
@@ -87,13 +87,13 @@ impl Params {
         cfg: &MetronomeConfig,
         rate: TickRate,
         workers: usize,
-        queues: usize,
+        lanes: usize,
     ) -> Result<Self, MetronomeConfigError> {
         if workers == 0 {
             return Err(MetronomeConfigError::NoWorkers);
         }
-        if queues == 0 {
-            return Err(MetronomeConfigError::NoQueues);
+        if lanes == 0 {
+            return Err(MetronomeConfigError::NoLanes);
         }
         if !(0.0..=1.0).contains(&cfg.ewma_weight) {
             return Err(MetronomeConfigError::EwmaWeight);
@@ -116,7 +116,7 @@ impl Params {
         let initial = ticks(cfg.initial_short_timeout_ns).clamp(lower, upper);
         Ok(Self {
             v_bar: ticks(cfg.target_vacation_ns),
-            m: workers as f64 / queues as f64,
+            m: workers as f64 / lanes as f64,
             a: cfg.ewma_weight,
             rho_max: 1.0 - cfg.rho_epsilon,
             long_timeout: rate.ticks_from_ns(cfg.long_timeout_ns),
@@ -128,8 +128,8 @@ impl Params {
         })
     }
 
-    /// `m = M/N`, workers per queue.
-    pub fn workers_per_queue(&self) -> f64 {
+    /// `m = M/N`, workers per lane.
+    pub fn workers_per_lane(&self) -> f64 {
         self.m
     }
 
@@ -138,7 +138,7 @@ impl Params {
         self.long_timeout
     }
 
-    /// `T_S` before a queue's first measured busy period.
+    /// `T_S` before a lane's first measured busy period.
     pub fn initial_short_timeout(&self) -> Duration {
         self.initial_short_timeout
     }

@@ -6,9 +6,9 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Role {
-    /// Won its last race (or has not raced yet): keeps its queue, sleeps `T_S`.
+    /// Won its last race (or has not raced yet): keeps its lane, sleeps `T_S`.
     Primary,
-    /// Lost its last race: tries a random queue next, after `T_L`.
+    /// Lost its last race: tries a random lane next, after `T_L`.
     Backup,
 }
 
@@ -24,7 +24,7 @@ pub struct WorkerStats {
     pub tries: u64,
     /// Attempts won.
     pub wins: u64,
-    /// Attempts lost: the queue was locked by another worker.
+    /// Attempts lost: the lane was locked by another worker.
     pub busy_tries: u64,
     /// Packets drained in won rounds.
     pub packets: u64,
@@ -55,39 +55,39 @@ impl WorkerStats {
 /// The outcome of one lock attempt.
 #[derive(Debug)]
 #[must_use = "a won round must be finished to update the estimator and release the lock"]
-pub enum Poll<'q> {
-    /// The worker holds the queue: drain it, then call [`Scheduler::finish`].
+pub enum Attempt<'q> {
+    /// The worker holds the lane: drain it, then call [`Scheduler::finish`].
     Won(Session<'q>),
-    /// Another worker holds the queue: sleep `sleep` (`T_L`, or `T_S` under
-    /// [`LossPolicy::EqualTimeouts`]). [`Scheduler::queue`] now names a random queue.
+    /// Another worker holds the lane: sleep `sleep` (`T_L`, or `T_S` under
+    /// [`LossPolicy::EqualTimeouts`]). [`Scheduler::lane`] now names a random lane.
     Lost {
         /// How long to sleep.
         sleep: Duration,
     },
 }
 
-/// A won round: the lock of queue [`Session::queue`] is held until [`Scheduler::finish`]
+/// A won round: the lock of lane [`Session::lane`] is held until [`Scheduler::finish`]
 /// (dropping the session releases the lock without updating the estimator).
 #[derive(Debug)]
 pub struct Session<'q> {
     guard: TryLockGuard<'q>,
-    state: &'q QueueState,
+    state: &'q LaneShare,
     params: &'q Params,
-    queue: usize,
+    lane: usize,
     start: Instant,
     vacation: Option<Duration>,
 }
 
 impl<'q> Session<'q> {
-    /// The guard of the held queue's lock, to reach data bound to it
+    /// The guard of the held lane's lock, to reach data bound to it
     /// ([`crate::sync::Guarded::get_mut`]) for the length of the round.
     pub fn guard_mut(&mut self) -> &mut TryLockGuard<'q> {
         &mut self.guard
     }
 
-    /// Index of the held queue.
-    pub fn queue(&self) -> usize {
-        self.queue
+    /// Index of the held lane.
+    pub fn lane(&self) -> usize {
+        self.lane
     }
 
     /// When the lock was won.
@@ -95,8 +95,8 @@ impl<'q> Session<'q> {
         self.start
     }
 
-    /// The vacation `V` that just ended: time since the queue's last release (`None` on the
-    /// queue's first round).
+    /// The vacation `V` that just ended: time since the lane's last release (`None` on the
+    /// lane's first round).
     pub fn vacation(&self) -> Option<Duration> {
         self.vacation
     }
@@ -105,8 +105,8 @@ impl<'q> Session<'q> {
 /// One core's side of Metronome.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
-    pub(super) queue: usize,
-    /// The name this worker takes queue locks under (`TryLock::try_lock_as`).
+    pub(super) lane: usize,
+    /// The name this worker takes lane locks under (`TryLock::try_lock_as`).
     pub(super) holder: Holder,
     pub(super) role: Role,
     pub(super) rng: XorShift64,
@@ -117,7 +117,7 @@ impl Scheduler {
     /// A worker that first tries `first_queue`, with its PRNG seeded from `seed` (e.g. the core id).
     pub fn new(first_queue: usize, seed: u64) -> Self {
         Self {
-            queue: first_queue,
+            lane: first_queue,
             holder: Holder::of(0),
             role: Role::Primary,
             rng: XorShift64::new(seed),
@@ -125,21 +125,21 @@ impl Scheduler {
         }
     }
 
-    /// Takes queue locks as `holder` from now on (the lock word names it, so a lane it holds
+    /// Takes lane locks as `holder` from now on (the lock word names it, so a lane it holds
     /// can be taken over if it stops for good: `TryLock::revoke`).
     pub fn set_holder(&mut self, holder: Holder) {
         self.holder = holder;
     }
 
-    /// The queue this worker tries next.
-    pub fn queue(&self) -> usize {
-        self.queue
+    /// The lane this worker tries next.
+    pub fn lane(&self) -> usize {
+        self.lane
     }
 
-    /// Points the next round at `queue` (a caller that partitions the queues among its
+    /// Points the next round at `lane` (a caller that partitions the lanes among its
     /// workers moves them itself; see `pipeline`).
-    pub fn set_queue(&mut self, queue: usize) {
-        self.queue = queue;
+    pub fn set_queue(&mut self, lane: usize) {
+        self.lane = lane;
     }
 
     /// The role of the last round.
@@ -157,20 +157,20 @@ impl Scheduler {
         self.stats.halted_ticks = self.stats.halted_ticks.saturating_add(d.ticks());
     }
 
-    /// One wake-up at `now`: one trylock on [`Scheduler::queue`].
+    /// One wake-up at `now`: one trylock on [`Scheduler::lane`].
     ///
     /// Won: the vacation since the last release is measured and recorded, the worker is primary
-    /// and keeps the queue. Lost: the worker is a backup, picks a uniformly random queue for its
+    /// and keeps the lane. Lost: the worker is a backup, picks a uniformly random lane for its
     /// next round and is told to sleep `T_L` (spec items 1–3).
-    pub fn try_poll<'q, Q: AsRef<[QueueState]>>(&mut self, ctl: &'q Metronome<Q>, now: Instant) -> Poll<'q> {
-        let queues = ctl.queues();
-        // A queue index from another controller cannot panic; `Metronome` is never empty.
-        let qi = self.queue % queues.len();
-        let q = &queues[qi];
+    pub fn attempt<'q, Q: AsRef<[LaneShare]>>(&mut self, ctl: &'q Metronome<Q>, now: Instant) -> Attempt<'q> {
+        let lanes = ctl.lanes();
+        // A lane index from another controller cannot panic; `Metronome` is never empty.
+        let qi = self.lane % lanes.len();
+        let q = &lanes[qi];
         self.stats.tries += 1;
         match q.lock.try_lock_as(self.holder) {
             Some(guard) => {
-                self.queue = qi;
+                self.lane = qi;
                 self.role = Role::Primary;
                 self.stats.wins += 1;
                 q.wins.fetch_add(1, Relaxed);
@@ -181,18 +181,18 @@ impl Scheduler {
                     q.vacations.fetch_add(1, Relaxed);
                     q.vacation_hist.record(v.ticks());
                 }
-                Poll::Won(Session { guard, state: q, params: &ctl.params, queue: qi, start: now, vacation })
+                Attempt::Won(Session { guard, state: q, params: &ctl.params, lane: qi, start: now, vacation })
             }
             None => {
                 self.role = Role::Backup;
                 self.stats.busy_tries += 1;
                 q.busy_tries.fetch_add(1, Relaxed);
-                self.queue = self.rng.below(queues.len());
+                self.lane = self.rng.below(lanes.len());
                 let sleep = match ctl.params.loss_policy {
                     LossPolicy::PrimaryBackup => ctl.params.long_timeout,
                     LossPolicy::EqualTimeouts => q.short_timeout(),
                 };
-                Poll::Lost { sleep }
+                Attempt::Lost { sleep }
             }
         }
     }

@@ -9,8 +9,8 @@ fn rate() -> TickRate {
     TickRate::try_new(GHZ).expect("nonzero")
 }
 
-fn ctl(workers: usize, queues: usize, cfg: &MetronomeConfig) -> Metronome<Vec<QueueState>> {
-    Metronome::with_queues(cfg, rate(), workers, queues).expect("valid config")
+fn ctl(workers: usize, queues: usize, cfg: &MetronomeConfig) -> Metronome<Vec<LaneShare>> {
+    Metronome::with_lanes(cfg, rate(), workers, queues).expect("valid config")
 }
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -60,7 +60,7 @@ fn factor_is_finite_for_hostile_inputs() {
 fn params_reject_bad_configs() {
     let c = MetronomeConfig::default();
     assert_eq!(Params::new(&c, rate(), 0, 1), Err(MetronomeConfigError::NoWorkers));
-    assert_eq!(Params::new(&c, rate(), 1, 0), Err(MetronomeConfigError::NoQueues));
+    assert_eq!(Params::new(&c, rate(), 1, 0), Err(MetronomeConfigError::NoLanes));
     let mut bad = c;
     bad.ewma_weight = 1.5;
     assert_eq!(Params::new(&bad, rate(), 1, 1), Err(MetronomeConfigError::EwmaWeight));
@@ -82,7 +82,7 @@ fn params_reject_bad_configs() {
 fn short_timeout_in_ticks_follows_the_rule() {
     let c = MetronomeConfig::default();
     let p = Params::new(&c, rate(), 3, 1).expect("valid");
-    assert_eq!(p.workers_per_queue(), 3.0);
+    assert_eq!(p.workers_per_lane(), 3.0);
     assert_eq!(p.short_timeout(0.0), Duration(45_000));
     assert_eq!(p.short_timeout(1.0), Duration(15_000)); // clamped to 1 − ε: 15_000.03
     assert_eq!(p.short_timeout(f64::NAN), Duration(45_000));
@@ -132,27 +132,27 @@ fn winner_measures_vacation_updates_rho_and_keeps_its_queue() {
     let m = ctl(3, 1, &c);
     let mut w = Scheduler::new(0, 1);
     // First round: no vacation yet, T_S stays at its initial value.
-    let Poll::Won(s) = w.try_poll(&m, Instant(1_000)) else { unreachable!("free lock") };
+    let Attempt::Won(s) = w.attempt(&m, Instant(1_000)) else { unreachable!("free lock") };
     assert_eq!(s.vacation(), None);
     assert_eq!(w.finish(s, Instant(2_000), 3), Duration(20_000));
-    assert_eq!(m.queues()[0].rho(), 0.0);
+    assert_eq!(m.lanes()[0].rho(), 0.0);
     // Second round: V = 10 µs, B = 10 µs → ρ_sample = 0.5 → ρ = 0.25·0.5 = 0.125.
-    let Poll::Won(s) = w.try_poll(&m, Instant(12_000)) else { unreachable!("free lock") };
+    let Attempt::Won(s) = w.attempt(&m, Instant(12_000)) else { unreachable!("free lock") };
     assert_eq!(s.vacation(), Some(Duration(10_000)));
-    assert_eq!(s.queue(), 0);
+    assert_eq!(s.lane(), 0);
     let t_s = w.finish(s, Instant(22_000), 7);
-    let rho = m.queues()[0].rho();
+    let rho = m.lanes()[0].rho();
     assert!(rel(rho, 0.125) < 1e-12);
     assert_eq!(t_s, m.params().short_timeout(0.125));
-    assert_eq!(m.queues()[0].short_timeout(), t_s);
+    assert_eq!(m.lanes()[0].short_timeout(), t_s);
     assert_eq!(w.role(), Role::Primary);
-    assert_eq!(w.queue(), 0);
+    assert_eq!(w.lane(), 0);
     let st = *w.stats();
     assert_eq!((st.tries, st.wins, st.busy_tries, st.packets, st.busy_ticks), (2, 2, 0, 10, 11_000));
-    let q = m.queues()[0].snapshot();
+    let q = m.lanes()[0].snapshot();
     assert_eq!((q.wins, q.vacations, q.packets, q.busy_ticks), (2, 1, 10, 11_000));
     assert_eq!(q.vacation_mean(), Some(10_000.0));
-    assert!(!m.queues()[0].lock().is_locked());
+    assert!(!m.lanes()[0].lock().is_locked());
 }
 
 #[test]
@@ -160,25 +160,25 @@ fn loser_becomes_backup_sleeps_long_and_picks_random_queues() {
     let c = MetronomeConfig::default();
     let m = ctl(8, 4, &c);
     let mut a = Scheduler::new(2, 1);
-    let Poll::Won(held) = a.try_poll(&m, Instant(0)) else { unreachable!("free lock") };
+    let Attempt::Won(held) = a.attempt(&m, Instant(0)) else { unreachable!("free lock") };
     let mut b = Scheduler::new(2, 2);
     let mut seen = [0u32; 4];
     for i in 0..400 {
-        b.queue = 2;
-        match b.try_poll(&m, Instant(i)) {
-            Poll::Lost { sleep } => assert_eq!(sleep, Duration(500_000)),
-            Poll::Won(_) => unreachable!("queue 2 is held"),
+        b.lane = 2;
+        match b.attempt(&m, Instant(i)) {
+            Attempt::Lost { sleep } => assert_eq!(sleep, Duration(500_000)),
+            Attempt::Won(_) => unreachable!("queue 2 is held"),
         }
         assert_eq!(b.role(), Role::Backup);
-        seen[b.queue()] += 1;
+        seen[b.lane()] += 1;
     }
     assert!(seen.iter().all(|&n| n > 60), "uniform-ish random queue choice: {seen:?}");
     assert_eq!(b.stats().busy_tries, 400);
-    assert_eq!(m.queues()[2].snapshot().busy_try_ratio(), 400.0 / 401.0);
+    assert_eq!(m.lanes()[2].snapshot().busy_try_ratio(), 400.0 / 401.0);
     drop(held);
     // The backup wins another queue and becomes primary there.
-    b.queue = 1;
-    assert!(matches!(b.try_poll(&m, Instant(500)), Poll::Won(_)));
+    b.lane = 1;
+    assert!(matches!(b.attempt(&m, Instant(500)), Attempt::Won(_)));
     assert_eq!(b.role(), Role::Primary);
 }
 
@@ -188,8 +188,8 @@ fn equal_timeouts_losers_sleep_t_s() {
     let m = ctl(2, 1, &c);
     let mut a = Scheduler::new(0, 1);
     let mut b = Scheduler::new(0, 2);
-    let Poll::Won(_held) = a.try_poll(&m, Instant(0)) else { unreachable!("free lock") };
-    let Poll::Lost { sleep } = b.try_poll(&m, Instant(1)) else { unreachable!("held") };
+    let Attempt::Won(_held) = a.attempt(&m, Instant(0)) else { unreachable!("free lock") };
+    let Attempt::Lost { sleep } = b.attempt(&m, Instant(1)) else { unreachable!("held") };
     assert_eq!(sleep, Duration(20_000));
 }
 
@@ -200,12 +200,12 @@ fn rho_converges_to_the_busy_fraction() {
     let mut w = Scheduler::new(0, 7);
     let mut t = 0u64;
     for _ in 0..100 {
-        let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
+        let Attempt::Won(s) = w.attempt(&m, Instant(t)) else { unreachable!("free lock") };
         t += 30_000; // B = 30 µs after a V = 10 µs vacation → ρ = 0.75
         let _ = w.finish(s, Instant(t), 1);
         t += 10_000;
     }
-    let q = m.queues()[0].snapshot();
+    let q = m.lanes()[0].snapshot();
     assert!((q.rho - 0.75).abs() < 1e-9, "rho = {}", q.rho);
     assert_eq!(q.short_timeout, m.params().short_timeout(0.75));
     assert_eq!(q.vacation_p99(), Some(histogram_bucket_bounds(histogram_bucket(10_000)).0 + 512));
@@ -218,12 +218,12 @@ fn rho_stays_below_one_even_if_always_busy() {
     let mut w = Scheduler::new(0, 7);
     let mut t = 0u64;
     for _ in 0..200 {
-        let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
+        let Attempt::Won(s) = w.attempt(&m, Instant(t)) else { unreachable!("free lock") };
         t += 1_000_000;
         let t_s = w.finish(s, Instant(t), 1);
         assert!(t_s >= Duration(15_000) && t_s <= Duration(30_000));
     }
-    let rho = m.queues()[0].rho();
+    let rho = m.lanes()[0].rho();
     assert!(rho <= 1.0 - 1e-6 && rho > 0.99, "rho = {rho}");
 }
 
@@ -249,14 +249,14 @@ fn vacation_feedback_scales_t_s_towards_the_target() {
     let mut t = 0u64;
     let mut t_s = Vec::new();
     for _ in 0..20 {
-        let Poll::Won(s) = w.try_poll(&m, Instant(t)) else { unreachable!("free lock") };
+        let Attempt::Won(s) = w.attempt(&m, Instant(t)) else { unreachable!("free lock") };
         t += 100;
         t_s.push(w.finish(s, Instant(t), 0));
         t += 30_000;
     }
     // From the second round on (the first has no vacation), T_S only shrinks.
     assert!(t_s[1..].windows(2).all(|w| w[1] <= w[0]), "{t_s:?}");
-    assert!(m.queues()[0].correction() < 0.2, "c = {}", m.queues()[0].correction());
+    assert!(m.lanes()[0].correction() < 0.2, "c = {}", m.lanes()[0].correction());
     assert!(t_s[19] < Duration(9_000), "{t_s:?}");
 }
 

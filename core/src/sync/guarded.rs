@@ -1,6 +1,6 @@
 //! Data that only the holder of a given [`TryLock`] may touch.
 //!
-//! Metronome's queue locks live in the controller ([`crate::metronome::QueueState`]); the
+//! Metronome's queue locks live in the controller ([`crate::metronome::LaneShare`]); the
 //! things they protect (a lane's NIC queues and its buffer pool) live elsewhere and are
 //! owned by no single core. [`Guarded<T>`] binds such data to one lock: a mutable
 //! reference comes only from a live guard of exactly that lock, and lasts no longer than a

@@ -52,9 +52,9 @@ fn lane(mem: &mut [u8], buffers: usize) -> SoftLane<'_> {
     Lane { rx, tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)], pool }
 }
 
-fn controller(workers: usize, lanes: usize) -> Metronome<Vec<QueueState>> {
+fn controller(workers: usize, lanes: usize) -> Metronome<Vec<LaneShare>> {
     let rate = TickRate::try_new(1_000_000_000).unwrap();
-    Metronome::with_queues(&MetronomeConfig::default(), rate, workers, lanes).unwrap()
+    Metronome::with_lanes(&MetronomeConfig::default(), rate, workers, lanes).unwrap()
 }
 
 /// Backing memory for `n` lanes of 256 buffers.
@@ -63,8 +63,8 @@ fn memories(n: usize) -> Vec<Vec<u8>> {
 }
 
 /// One lane over each of `mems`, lane `k` bound to `ctl`'s lock `k`.
-fn bound_lanes<'m>(ctl: &Metronome<Vec<QueueState>>, mems: &'m mut [Vec<u8>]) -> Vec<Guarded<SoftLane<'m>>> {
-    mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.queues()[k].lock(), lane(m, 256))).collect()
+fn bound_lanes<'m>(ctl: &Metronome<Vec<LaneShare>>, mems: &'m mut [Vec<u8>]) -> Vec<Guarded<SoftLane<'m>>> {
+    mems.iter_mut().enumerate().map(|(k, m)| Guarded::new(ctl.lanes()[k].lock(), lane(m, 256))).collect()
 }
 
 fn forwarder() -> Chain {
@@ -73,12 +73,12 @@ fn forwarder() -> Chain {
 
 /// Takes lane `k`'s lock for the test itself (the "wire" side) and runs `f` on it.
 fn with_lane<R>(
-    ctl: &Metronome<Vec<QueueState>>,
+    ctl: &Metronome<Vec<LaneShare>>,
     lanes: &[Guarded<SoftLane<'_>>],
     k: usize,
     f: impl FnOnce(&mut SoftLane<'_>) -> R,
 ) -> R {
-    let mut g = ctl.queues()[k].lock().try_lock().expect("lane free");
+    let mut g = ctl.lanes()[k].lock().try_lock().expect("lane free");
     f(lanes[k].get_mut(&mut g).expect("bound"))
 }
 
@@ -86,7 +86,7 @@ fn with_lane<R>(
 fn a_won_round_drains_the_lane_forwards_and_sleeps_t_s() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(1, 1);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), lane(&mut mem, 256))];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), lane(&mut mem, 256))];
     for i in 0..40u16 {
         with_lane(&ctl, &lanes, 0, |l| l.rx[0].inject(&mut l.pool, &udp4(1000 + i, 53, &[i as u8; 20])).unwrap());
     }
@@ -100,7 +100,7 @@ fn a_won_round_drains_the_lane_forwards_and_sleeps_t_s() {
     assert_eq!(p.forwarding().ports[1].tx, 40);
     // One sleep, of the lane's new T_S, starting within the round.
     assert_eq!(sleeper.deadlines.len(), 1);
-    let ts = ctl.queues()[0].short_timeout().ticks();
+    let ts = ctl.lanes()[0].short_timeout().ticks();
     let started = sleeper.deadlines[0].0 - ts;
     assert!((1_000..r.now.0).contains(&started), "sleep of {ts} ticks started at {started}");
     let s = p.stats();
@@ -121,14 +121,14 @@ fn a_lost_round_sleeps_t_l_and_moves_to_a_random_lane() {
     let mut m1 = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(3, 2);
     let lanes = [
-        Guarded::new(ctl.queues()[0].lock(), lane(&mut m0, 256)),
-        Guarded::new(ctl.queues()[1].lock(), lane(&mut m1, 256)),
+        Guarded::new(ctl.lanes()[0].lock(), lane(&mut m0, 256)),
+        Guarded::new(ctl.lanes()[1].lock(), lane(&mut m1, 256)),
     ];
     let time = VirtualTime { t: Cell::new(5_000) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut p = Worker::new(Mode::Metronome, 0, 7, forwarder(), PollConfig::default());
 
-    let held = ctl.queues()[0].lock().try_lock().unwrap();
+    let held = ctl.lanes()[0].lock().try_lock().unwrap();
     let r = p.round(&ctl, &lanes, &time, &mut sleeper);
     drop(held);
     assert!(!r.won);
@@ -137,7 +137,7 @@ fn a_lost_round_sleeps_t_l_and_moves_to_a_random_lane() {
     assert_eq!(p.stats().busy_tries, 1);
     // Over many losses the backup's random choice visits both lanes.
     let mut seen = [false; 2];
-    let guards: Vec<_> = ctl.queues().iter().map(|q| q.lock().try_lock().unwrap()).collect();
+    let guards: Vec<_> = ctl.lanes().iter().map(|q| q.lock().try_lock().unwrap()).collect();
     for _ in 0..64 {
         seen[p.round(&ctl, &lanes, &time, &mut sleeper).lane] = true;
     }
@@ -149,7 +149,7 @@ fn a_lost_round_sleeps_t_l_and_moves_to_a_random_lane() {
 fn poll_mode_never_sleeps_and_still_forwards() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(1, 1);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), lane(&mut mem, 256))];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), lane(&mut mem, 256))];
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     let mut p = Worker::new(Mode::Poll, 0, 1, forwarder(), PollConfig::default());
@@ -168,7 +168,7 @@ fn poll_mode_never_sleeps_and_still_forwards() {
 fn stop_ends_the_drain_and_is_reported() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(1, 1);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), lane(&mut mem, 256))];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), lane(&mut mem, 256))];
     with_lane(&ctl, &lanes, 0, |l| {
         l.rx[0].inject(&mut l.pool, &udp4(1, 2, b"a")).unwrap();
         l.rx[0].inject(&mut l.pool, &control(1)).unwrap();
@@ -220,8 +220,8 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
     // reports leaked memory).
     let (mut mem0, mut mem1) = (vec![0u8; BUFS * BUF_SIZE], vec![0u8; BUFS * BUF_SIZE]);
     let lanes: Arc<[Guarded<SoftLane<'_>>; 2]> = Arc::new([
-        Guarded::new(ctl.queues()[0].lock(), lane(&mut mem0, BUFS)),
-        Guarded::new(ctl.queues()[1].lock(), lane(&mut mem1, BUFS)),
+        Guarded::new(ctl.lanes()[0].lock(), lane(&mut mem0, BUFS)),
+        Guarded::new(ctl.lanes()[1].lock(), lane(&mut mem1, BUFS)),
     ]);
     let sent = Arc::new(AtomicU64::new(0));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -235,7 +235,7 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
                 let mut i = 0u64;
                 while i < FRAMES {
                     let k = (i % 2) as usize;
-                    if let Some(mut g) = ctl.queues()[k].lock().try_lock() {
+                    if let Some(mut g) = ctl.lanes()[k].lock().try_lock() {
                         let l = lanes[k].get_mut(&mut g).unwrap();
                         if l.rx[0].inject(&mut l.pool, &udp4(i as u16, 7, &i.to_le_bytes())).is_ok() {
                             i += 1;
@@ -265,7 +265,7 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
         while guard.elapsed() < std::time::Duration::from_secs(30) {
             // A worker may hold a lane right now: then it is not known to be empty yet.
             let empty = (0..2).all(|k| {
-                ctl.queues()[k]
+                ctl.lanes()[k]
                     .lock()
                     .try_lock()
                     .is_some_and(|mut g| lanes[k].get_mut(&mut g).is_some_and(|l| l.rx[0].pending() == 0))
@@ -276,8 +276,8 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         done.store(true, Ordering::Relaxed);
-        let results: Vec<(ForwardStats, WorkerStats)> = workers.into_iter().map(|h| h.join().unwrap()).collect();
-        let mut total = ForwardStats::default();
+        let results: Vec<(PollStats, WorkerStats)> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        let mut total = PollStats::default();
         for (f, _) in &results {
             total.merge(f);
         }
@@ -288,7 +288,7 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
         // Who won how often is the OS scheduler's business (three threads on however many
         // cores the machine has): the counters must add up, whoever won.
         let wins: u64 = results.iter().map(|(_, c)| c.wins).sum();
-        let lane_wins: u64 = (0..2).map(|k| ctl.queues()[k].snapshot().wins).sum();
+        let lane_wins: u64 = (0..2).map(|k| ctl.lanes()[k].snapshot().wins).sum();
         assert_eq!(wins, lane_wins, "every won round counted once per worker and once per lane");
         for (i, (_, c)) in results.iter().enumerate() {
             assert_eq!(c.tries, c.wins + c.busy_tries, "worker {i}: {c:?}");
@@ -301,14 +301,14 @@ fn three_workers_on_two_lanes_forward_every_frame_exactly_once() {
 fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(1, 1);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), lane(&mut mem, 256))];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), lane(&mut mem, 256))];
     // 60 of a 64-descriptor ring: more than one batch, no descriptor shortage.
     for i in 0..60u16 {
         with_lane(&ctl, &lanes, 0, |l| l.rx[1].inject(&mut l.pool, &udp4(i, 9, b"d")).unwrap());
     }
     let time = VirtualTime { t: Cell::new(0) };
     let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default());
-    let before = ctl.queues()[0].snapshot();
+    let before = ctl.lanes()[0].snapshot();
     // A bound of one poll takes one batch and says the lane was not found empty.
     let d = with_lane(&ctl, &lanes, 0, |l| p.drain_lane(0, l, &time, 1));
     assert_eq!((d.packets, d.empty), (32, false));
@@ -316,7 +316,7 @@ fn drain_lane_forwards_everything_pending_without_touching_the_estimators() {
     assert_eq!((d.packets, d.empty), (28, true));
     assert!(d.commands.is_empty());
     assert_eq!(p.forwarding().ports[0].tx, 60);
-    assert_eq!(ctl.queues()[0].snapshot(), before, "no round was counted");
+    assert_eq!(ctl.lanes()[0].snapshot(), before, "no round was counted");
     assert_eq!(p.stats().tries, 0);
 }
 
@@ -338,8 +338,8 @@ fn fewer_workers_than_lanes_visit_every_lane_of_their_share() {
     let mut m0 = vec![0u8; 256 * BUF_SIZE];
     let mut m1 = vec![0u8; 256 * BUF_SIZE];
     let lanes2 = [
-        Guarded::new(ctl2.queues()[0].lock(), lane(&mut m0, 256)),
-        Guarded::new(ctl2.queues()[1].lock(), lane(&mut m1, 256)),
+        Guarded::new(ctl2.lanes()[0].lock(), lane(&mut m0, 256)),
+        Guarded::new(ctl2.lanes()[1].lock(), lane(&mut m1, 256)),
     ];
     let mut p = Worker::new(Mode::Metronome, 1, 1, forwarder(), PollConfig::default()).partition(1, 2);
     assert!((0..4).all(|_| p.round(&ctl2, &lanes2, &time, &mut sleeper).lane == 1));
@@ -418,8 +418,8 @@ fn a_worker_whose_lanes_are_all_parked_sleeps_t_l_and_one_whose_lane_is_parked_m
     let mut m0 = vec![0u8; 256 * BUF_SIZE];
     let mut m1 = vec![0u8; 256 * BUF_SIZE];
     let lanes2 = [
-        Guarded::new(ctl2.queues()[0].lock(), lane(&mut m0, 256)),
-        Guarded::new(ctl2.queues()[1].lock(), lane(&mut m1, 256)),
+        Guarded::new(ctl2.lanes()[0].lock(), lane(&mut m0, 256)),
+        Guarded::new(ctl2.lanes()[1].lock(), lane(&mut m1, 256)),
     ];
     let mut p = Worker::new(Mode::Metronome, 1, 1, forwarder(), PollConfig::default()).partition(1, 2);
     p.set_parked(0b10);
@@ -452,13 +452,13 @@ fn a_primary_sleeps_watching_its_lanes_receive_queue_and_a_backup_does_not() {
     let mut l = lane(&mut mem, 256);
     l.rx[0] =
         core::mem::replace(&mut l.rx[0], SoftRxQueue::new(&mut l.pool, 0)).with_wake_address(WakeAddr::new(0x1234));
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), l)];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), l)];
     let time = VirtualTime { t: Cell::new(0) };
     let mut sleeper =
         WatchingSleeper { inner: JumpSleeper { time: &time, deadlines: Vec::new() }, watched: Vec::new() };
     let mut p = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default());
     assert!(p.round(&ctl, &lanes, &time, &mut sleeper).won);
-    let held = ctl.queues()[0].lock().try_lock().unwrap();
+    let held = ctl.lanes()[0].lock().try_lock().unwrap();
     assert!(!p.round(&ctl, &lanes, &time, &mut sleeper).won);
     drop(held);
     assert_eq!(sleeper.watched, [Some(WakeAddr::new(0x1234)), None]);
@@ -516,7 +516,7 @@ fn flood_lane(mem: &mut [u8], per_burst: usize) -> FloodLane<'_> {
 fn a_flooded_lane_ends_the_round_on_its_poll_budget_and_the_worker_comes_back_without_sleeping() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(1, 1);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut mem, 32))];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), flood_lane(&mut mem, 32))];
     let time = VirtualTime { t: Cell::new(1_000) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     const POLLS: u64 = crate::testing::miri_or(8, 4);
@@ -534,15 +534,15 @@ fn a_flooded_lane_ends_the_round_on_its_poll_budget_and_the_worker_comes_back_wi
     assert_eq!(p.forwarding().ports[1].tx, 3 * POLLS * 32);
     assert_eq!(p.forwarding().drops_total(), 0);
     // The estimator saw a busy lane: ρ rose and the lock was released each time.
-    assert!(ctl.queues()[0].snapshot().rho > 0.0);
-    assert!(ctl.queues()[0].lock().try_lock().is_some(), "the lock is free between rounds");
+    assert!(ctl.lanes()[0].snapshot().rho > 0.0);
+    assert!(ctl.lanes()[0].lock().try_lock().is_some(), "the lock is free between rounds");
 }
 
 #[test]
 fn a_flooded_lane_ends_the_round_on_its_time_budget() {
     let mut mem = vec![0u8; 256 * BUF_SIZE];
     let ctl = controller(1, 1);
-    let lanes = [Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut mem, 32))];
+    let lanes = [Guarded::new(ctl.lanes()[0].lock(), flood_lane(&mut mem, 32))];
     let time = VirtualTime { t: Cell::new(1_000) };
     let mut sleeper = JumpSleeper { time: &time, deadlines: Vec::new() };
     // Virtual time moves 10 ticks per clock read: 200 ticks is a handful of polls, far fewer
@@ -570,8 +570,8 @@ fn a_worker_with_a_flooded_lane_still_serves_the_other_lanes_of_its_share() {
     let (mut m0, mut m1) = (vec![0u8; 256 * BUF_SIZE], vec![0u8; 256 * BUF_SIZE]);
     let ctl = controller(1, 2);
     let lanes = [
-        Guarded::new(ctl.queues()[0].lock(), flood_lane(&mut m0, 32)),
-        Guarded::new(ctl.queues()[1].lock(), flood_lane(&mut m1, 0)),
+        Guarded::new(ctl.lanes()[0].lock(), flood_lane(&mut m0, 32)),
+        Guarded::new(ctl.lanes()[1].lock(), flood_lane(&mut m1, 0)),
     ];
     // Lane 1 holds ten frames that must not wait for lane 0's flood to end.
     with_lane_of(&ctl, &lanes, 1, |l| {
@@ -595,11 +595,11 @@ fn a_worker_with_a_flooded_lane_still_serves_the_other_lanes_of_its_share() {
 
 /// [`with_lane`] for flooded lanes.
 fn with_lane_of<R>(
-    ctl: &Metronome<Vec<QueueState>>,
+    ctl: &Metronome<Vec<LaneShare>>,
     lanes: &[Guarded<FloodLane<'_>>],
     k: usize,
     f: impl FnOnce(&mut FloodLane<'_>) -> R,
 ) -> R {
-    let mut g = ctl.queues()[k].lock().try_lock().expect("lane free");
+    let mut g = ctl.lanes()[k].lock().try_lock().expect("lane free");
     f(lanes[k].get_mut(&mut g).expect("bound"))
 }

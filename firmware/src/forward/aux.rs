@@ -40,7 +40,7 @@ use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::Chain;
 use cadence_core::offload::handoff::AuxEnd;
 use cadence_core::offload::{self, AuxStats, AuxWorker, LaneConfig, NetBlazeStage, SharedLanes};
-use cadence_core::poll::ForwardStats;
+use cadence_core::poll::PollStats;
 use cadence_core::sync::Doorbell;
 use cadence_core::sync::doorbell::WakeHook;
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, TickRate, poll_until};
@@ -306,7 +306,7 @@ fn publish<M: Machine, P: FwdPort>(
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
             let st: AuxStats = *aux.stats();
-            let fwd = ForwardStats { stage: *aux.counters(), polls: st.polls, busy_polls: st.busy_polls, ..s.fwd };
+            let fwd = PollStats { stage: *aux.counters(), polls: st.polls, busy_polls: st.busy_polls, ..s.fwd };
             let mut core = s.core;
             core.elapsed_ticks = now.saturating_since(first).ticks();
             core.halted_ticks = halted;

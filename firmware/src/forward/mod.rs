@@ -39,12 +39,12 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 use cadence_core::buf::Pool;
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
-use cadence_core::metronome::{Metronome, MetronomeConfig, QueueState};
+use cadence_core::metronome::{LaneShare, Metronome, MetronomeConfig};
 use cadence_core::netblaze::Profile;
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_core::offload::{AuxStats, NetBlazeCounters, NetBlazeStage};
-use cadence_core::poll::{ForwardStats, PollConfig};
+use cadence_core::poll::{PollConfig, PollStats};
 use cadence_core::rss::MeterSnapshot;
 use cadence_core::stage::PORTS;
 use cadence_core::sync::doorbell::{WakeHook, no_wake};
@@ -53,7 +53,7 @@ use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
 use cadence_core::worker::{Lane, Mode, RoundBudget, Worker};
 use spin::Mutex;
 
-use crate::config::{BootConfig, Sched};
+use crate::config::BootConfig;
 
 /// Extra `tx_burst` attempts for frames a full TX ring did not take, within one poll.
 const TX_RETRIES: u32 = 4;
@@ -265,7 +265,7 @@ type FwLane<P> = Lane<'static, <P as FwdPort>::Rx, <P as FwdPort>::Tx>;
 /// One worker's published counters.
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    fwd: ForwardStats,
+    fwd: PollStats,
     core: WorkerStats,
     /// A dedicated worker's NetBlaze counters; an auxiliary worker's loop counters.
     nb: NetBlazeCounters,
@@ -275,7 +275,7 @@ struct Slot {
 /// Everything the workers share, leaked at start-up (`'static`, never freed).
 struct Shared<M: Machine, P: FwdPort> {
     machine: &'static M,
-    ctl: Metronome<Vec<QueueState>>,
+    ctl: Metronome<Vec<LaneShare>>,
     lanes: Vec<Guarded<FwLane<P>>>,
     /// The NF chain every worker runs (its own instance) and their NF counters.
     chains: Chains,
@@ -421,7 +421,7 @@ pub fn run<M: Machine, P: FwdPort>(
     let dedicated = cfg.workers - aux_parts.len();
     let ring = ports.iter().filter_map(|p| p.ring_entries()).min();
     let mcfg = metronome_config(cfg, line_rate_pps, ring);
-    let ctl = match Metronome::with_queues(&mcfg, clock.rate(), dedicated, lanes) {
+    let ctl = match Metronome::with_lanes(&mcfg, clock.rate(), dedicated, lanes) {
         Ok(c) => c,
         Err(e) => {
             say(machine, format_args!("error: metronome: {e}"));
@@ -443,12 +443,9 @@ pub fn run<M: Machine, P: FwdPort>(
         }
         resting += pool.in_use();
         lane_resting.push(pool.in_use());
-        bound.push(Guarded::new(ctl.queues()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
+        bound.push(Guarded::new(ctl.lanes()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
     }
-    let mode = match cfg.sched {
-        Sched::Metronome => Mode::Metronome,
-        Sched::Poll => Mode::Poll,
-    };
+    let mode = cfg.sched;
     let nonce = machine.boot_nonce();
     let chains = match Chains::build(spec, cfg, own, cfg.workers, clock.rate(), nonce.value) {
         Ok(c) => c,
@@ -840,7 +837,7 @@ fn settle_lanes<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, pl: &mut Work
     });
     let mut settled = true;
     for (k, lane) in sh.lanes.iter().enumerate() {
-        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else { continue };
+        let Some(mut guard) = sh.ctl.lanes()[k].lock().try_lock() else { continue };
         if let Some(lane) = lane.get_mut(&mut guard)
             && !aux::settle(sh, pl, k, lane)
         {
@@ -874,7 +871,7 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
         let _ = m.join(w, rate.ticks_from_ms(10));
     }
     for (k, lane) in sh.lanes.iter().enumerate() {
-        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else {
+        let Some(mut guard) = sh.ctl.lanes()[k].lock().try_lock() else {
             say(m, format_args!("error: lane {k} still held at shutdown; not drained"));
             clean = false;
             continue;

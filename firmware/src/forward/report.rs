@@ -8,7 +8,7 @@ use core::sync::atomic::Ordering;
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
 use cadence_core::offload::NetBlazeCounters;
-use cadence_core::poll::{DriverCounters, ForwardStats};
+use cadence_core::poll::{DriverCounters, PollStats};
 use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant};
 
@@ -42,7 +42,7 @@ fn snapshot<M: Machine, P: FwdPort>(
     into: Option<&mut dyn Write>,
 ) -> bool {
     // Everything is gathered before the console is touched, so the line is one snapshot.
-    let mut total = ForwardStats::default();
+    let mut total = PollStats::default();
     let mut per_core: heapless::Vec<WorkerStats, 64> = heapless::Vec::new();
     let mut nb = NetBlazeCounters::default();
     let mut aux_frames = 0u64;
@@ -61,7 +61,7 @@ fn snapshot<M: Machine, P: FwdPort>(
     for (k, lane) in sh.lanes.iter().enumerate() {
         // A lane held by a worker right now is skipped: the line is a snapshot, and
         // waiting for the lock would stall the reporter behind a busy period.
-        let Some(mut guard) = sh.ctl.queues()[k].lock().try_lock() else { continue };
+        let Some(mut guard) = sh.ctl.lanes()[k].lock().try_lock() else { continue };
         if let Some(lane) = lane.get_mut(&mut guard) {
             let d = DriverCounters::from_queues(&lane.rx, &lane.pool);
             for p in 0..PORTS {
@@ -153,7 +153,7 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
 
 fn write_lanes<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write) -> fmt::Result {
     let rate = sh.clock.rate();
-    for (k, q) in sh.ctl.queues().iter().enumerate() {
+    for (k, q) in sh.ctl.lanes().iter().enumerate() {
         let s = q.snapshot();
         write!(
             w,

@@ -206,7 +206,7 @@ fn switch<M: Machine, P: FwdPort>(
 ) -> Result<(u64, bool), &'static str> {
     let clock = sh.clock;
     let deadline = clock.now().saturating_add(clock.rate().ticks_from_ms(RSS_LOCK_MS));
-    let queues = sh.ctl.queues();
+    let queues = sh.ctl.lanes();
     let (Some(qd), Some(qo)) = (queues.get(usize::from(drain)), queues.get(usize::from(other))) else {
         return Err("bad_queue");
     };

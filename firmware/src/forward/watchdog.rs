@@ -79,7 +79,7 @@ pub(super) fn check<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: Seer, now: In
 fn take_over<M: Machine, P: FwdPort>(sh: &Shared<M, P>, v: usize, me: Seer) {
     let holder = Holder::of(v as u32);
     let held: heapless::Vec<usize, 64> =
-        (0..sh.lanes.len()).filter(|&k| sh.ctl.queues()[k].lock().holder() == Some(holder)).take(64).collect();
+        (0..sh.lanes.len()).filter(|&k| sh.ctl.lanes()[k].lock().holder() == Some(holder)).take(64).collect();
     if held.is_empty() {
         // Stalled between rounds: it holds nothing; the live workers share its lanes.
         return;
@@ -101,7 +101,7 @@ fn take_over<M: Machine, P: FwdPort>(sh: &Shared<M, P>, v: usize, me: Seer) {
     }
     for &k in &held {
         // The lock passes straight to us: the pool is repaired before anyone else gets it.
-        let Some(mut g) = sh.ctl.queues()[k].lock().revoke(&proof) else { continue };
+        let Some(mut g) = sh.ctl.lanes()[k].lock().revoke(&proof) else { continue };
         let rebuilt = sh.lanes.get(k).and_then(|lane| lane.get_mut(&mut g)).map(|lane| lane.pool.rebuild_free_list());
         drop(g);
         if let Some(t) = sh.takeovers.get(k) {

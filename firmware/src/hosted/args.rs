@@ -321,7 +321,7 @@ mod tests {
             .unwrap();
         assert_eq!(a.ports, ["a".to_string(), "b".to_string()]);
         assert_eq!((a.io, a.boot.workers, a.boot.stats_ms), (Io::AfPacket, 2, 250));
-        assert_eq!(a.boot.sched, cadence_firmware::config::Sched::Poll);
+        assert_eq!(a.boot.sched, cadence_core::worker::Mode::Poll);
         assert_eq!((a.cpus, a.huge, a.unpinned, a.spin_us), (vec![1, 0], true, false, 0));
         assert_eq!(a.packet_stack, PacketStack::Drop, "the safe choice by default");
         assert_eq!(p("--port0 a --port1 b --packet-stack share").unwrap().unwrap().packet_stack, PacketStack::Share);

@@ -15,7 +15,7 @@ use cadence_core::buf::Pool;
 use cadence_core::netblaze::{Profile, module};
 use cadence_core::nf::config::ChainSpec;
 use cadence_core::time::Clock;
-use cadence_firmware::config::{MacFmt, Mode};
+use cadence_firmware::config::{Job, MacFmt};
 use cadence_firmware::forward::{self, Outcome};
 use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::sleep::SleepConfig;
@@ -134,7 +134,7 @@ fn run(
             p.detail()
         ));
     }
-    if cfg.mode == Mode::Boot {
+    if cfg.mode == Job::Boot {
         m.log_line(format_args!("boot: done (2 NICs up)"));
         return ExitCode::SUCCESS;
     }

@@ -2,7 +2,7 @@
 //! sleeper a few times, and report (`@cpu` per core, then `@smp`; docs/PROTOCOL.md).
 //!
 //! Only that the timer fired and woke the core is checked, never how precisely: under
-//! QEMU TCG a 1 ms sleep ends 0.1–20 ms late (notes/platform.md §3).
+//! QEMU TCG a 1 ms sleep ends 0.1–20 ms late.
 
 use cadence_core::time::{Clock, Duration, Sleeper};
 use cadence_platform::Platform;

@@ -12,7 +12,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use cadence_core::buf::Pool;
-use cadence_firmware::config::{BootConfig, Mode};
+use cadence_firmware::config::{BootConfig, Job};
 use cadence_firmware::forward::{self, Outcome};
 use cadence_platform::bootinfo::BootInfo;
 use cadence_platform::exit::{ExitCode, exit};
@@ -85,7 +85,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
         }
     };
     match cfg.mode {
-        Mode::Boot => {
+        Job::Boot => {
             // Every core up, each one's deadline sleeper fired: `@cpu` lines and `@smp`.
             if let Err(e) = cores::check(&p) {
                 println!("error: smp: {e}");
@@ -94,7 +94,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
             log(format_args!("boot: done ({} NICs up)", ports.len()));
             exit(ExitCode::Success)
         }
-        Mode::Forward => {
+        Job::Forward => {
             let cores = match smp::start_aps(&p, &SmpConfig::default()) {
                 Ok(c) => c,
                 Err(e) => {

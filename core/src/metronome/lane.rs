@@ -9,7 +9,7 @@ pub(super) const NEVER: u64 = u64::MAX;
 ///
 /// The lock sits alone on its cache line; the estimator fields are written only while holding
 /// it. Statistics counters are `Relaxed` and may be read by a reporting core at any time.
-pub struct QueueState {
+pub struct LaneShare {
     pub(super) lock: TryLock,
     /// ρ as `f64` bits.
     pub(super) rho: AtomicU64,
@@ -28,9 +28,9 @@ pub struct QueueState {
     pub(super) vacation_hist: AtomicHistogram,
 }
 
-impl fmt::Debug for QueueState {
+impl fmt::Debug for LaneShare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QueueState")
+        f.debug_struct("LaneShare")
             .field("locked", &self.lock.is_locked())
             .field("rho", &self.rho())
             .field("short_timeout", &self.short_timeout())
@@ -38,8 +38,8 @@ impl fmt::Debug for QueueState {
     }
 }
 
-impl QueueState {
-    /// A queue with ρ = 0 whose first `T_S` is `initial_short_timeout`.
+impl LaneShare {
+    /// A lane with ρ = 0 whose first `T_S` is `initial_short_timeout`.
     pub fn new(initial_short_timeout: Duration) -> Self {
         Self {
             lock: TryLock::new(),
@@ -72,14 +72,14 @@ impl QueueState {
         f64::from_bits(self.correction.load(Relaxed))
     }
 
-    /// The queue's lock (for statistics and tests; rounds go through [`Scheduler::try_poll`]).
+    /// The lane's lock (for statistics and tests; rounds go through [`Scheduler::attempt`]).
     pub fn lock(&self) -> &TryLock {
         &self.lock
     }
 
-    /// A copy of the queue's counters and vacation histogram.
-    pub fn snapshot(&self) -> QueueSnapshot {
-        QueueSnapshot {
+    /// A copy of the lane's counters and vacation histogram.
+    pub fn snapshot(&self) -> LaneSnapshot {
+        LaneSnapshot {
             rho: self.rho(),
             short_timeout: self.short_timeout(),
             correction: self.correction(),
@@ -121,9 +121,9 @@ impl QueueState {
     }
 }
 
-/// A copy of one queue's state and counters.
+/// A copy of one lane's state and counters.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QueueSnapshot {
+pub struct LaneSnapshot {
     /// Load estimate ρ.
     pub rho: f64,
     /// Current `T_S`.
@@ -132,7 +132,7 @@ pub struct QueueSnapshot {
     pub correction: f64,
     /// Lock races won (busy periods started).
     pub wins: u64,
-    /// Lock races lost (a worker found the queue taken).
+    /// Lock races lost (a worker found the lane taken).
     pub busy_tries: u64,
     /// Packets drained.
     pub packets: u64,
@@ -146,7 +146,7 @@ pub struct QueueSnapshot {
     pub vacation_histogram: LogHistogram,
 }
 
-impl QueueSnapshot {
+impl LaneSnapshot {
     /// Mean measured vacation in ticks.
     pub fn vacation_mean(&self) -> Option<f64> {
         (self.vacations > 0).then(|| self.vacation_sum_ticks as f64 / self.vacations as f64)
@@ -157,7 +157,7 @@ impl QueueSnapshot {
         self.vacation_histogram.quantile(0.99)
     }
 
-    /// Lost tries / all tries on this queue.
+    /// Lost tries / all tries on this lane.
     pub fn busy_try_ratio(&self) -> f64 {
         let tries = self.wins + self.busy_tries;
         if tries == 0 { 0.0 } else { self.busy_tries as f64 / tries as f64 }
