@@ -13,7 +13,6 @@
 //!
 //! Both allocate their rings when created and never afterwards.
 
-use alloc::collections::VecDeque;
 use core::fmt;
 
 use crate::buf::{Batch, HEADROOM, MAX_FRAME, PacketBuf, Pool};
@@ -40,25 +39,62 @@ impl fmt::Display for InjectError {
     }
 }
 
-/// A software receive queue.
+/// A ring of buffer handles with free-running `u32` indices: slot `i` is `slots[i & mask]`.
+/// The capacity is a power of two at least the queue's size, so the index arithmetic is a mask
+/// and a wrapping subtraction, as in a device's descriptor ring.
+#[derive(Debug)]
+struct Ring {
+    slots: alloc::boxed::Box<[PacketBuf]>,
+    mask: u32,
+}
+
+impl Ring {
+    /// Room for `size` handles (at least 1, at most 2^31).
+    fn new(size: usize) -> Self {
+        let cap = size.clamp(1, 1 << 31).next_power_of_two();
+        Self { slots: alloc::vec![PacketBuf::from_raw(0); cap].into_boxed_slice(), mask: (cap - 1) as u32 }
+    }
+
+    #[inline(always)]
+    fn get(&self, i: u32) -> PacketBuf {
+        // The mask keeps the index inside the slice: the fallback is never taken.
+        self.slots.get((i & self.mask) as usize).copied().unwrap_or(PacketBuf::from_raw(0))
+    }
+
+    #[inline(always)]
+    fn set(&mut self, i: u32, b: PacketBuf) {
+        if let Some(s) = self.slots.get_mut((i & self.mask) as usize) {
+            *s = b;
+        }
+    }
+}
+
+/// A software receive queue: `size` descriptors on a [`Ring`]. From `head` on: frames the wire
+/// delivered and the caller has not taken (`head..filled`), then posted empty buffers
+/// (`filled..posted`); `posted - head` never exceeds `size`.
 #[derive(Debug)]
 pub struct SoftRxQueue {
-    size: usize,
+    size: u32,
     wake: Option<crate::nic::WakeAddr>,
-    posted: VecDeque<PacketBuf>,
-    filled: VecDeque<PacketBuf>,
+    ring: Ring,
+    head: u32,
+    filled: u32,
+    posted: u32,
     stats: RxStats,
     device_drops: u64,
 }
 
 impl SoftRxQueue {
-    /// A ring of `size` descriptors, filled from `pool` (as many as it has).
+    /// A ring of `size` descriptors (at most 2^31), filled from `pool` (as many as it has).
     pub fn new(pool: &mut Pool<'_>, size: usize) -> Self {
+        let size = size.min(1 << 31);
         let mut q = Self {
-            size,
+            size: size as u32,
             wake: None,
-            posted: VecDeque::with_capacity(size),
-            filled: VecDeque::with_capacity(size),
+            ring: Ring::new(size),
+            head: 0,
+            filled: 0,
+            posted: 0,
             stats: RxStats::default(),
             device_drops: 0,
         };
@@ -66,10 +102,14 @@ impl SoftRxQueue {
         q
     }
 
+    #[inline]
     fn refill(&mut self, pool: &mut Pool<'_>) {
-        while self.posted.len() + self.filled.len() < self.size {
+        while self.posted.wrapping_sub(self.head) < self.size {
             match pool.alloc() {
-                Some(b) => self.posted.push_back(b),
+                Some(b) => {
+                    self.ring.set(self.posted, b);
+                    self.posted = self.posted.wrapping_add(1);
+                }
                 None => {
                     self.stats.no_buffer += 1;
                     break;
@@ -79,30 +119,32 @@ impl SoftRxQueue {
     }
 
     /// The wire delivers `frame`: it lands in the next posted buffer at `HEADROOM`.
+    #[inline]
     pub fn inject(&mut self, pool: &mut Pool<'_>, frame: &[u8]) -> Result<(), InjectError> {
         if frame.is_empty() || frame.len() > MAX_FRAME {
             self.stats.errors += 1;
             return Err(InjectError::BadLength);
         }
-        let Some(b) = self.posted.pop_front() else {
+        if self.filled == self.posted {
             self.device_drops += 1;
             return Err(InjectError::NoDescriptor);
-        };
+        }
+        let b = self.ring.get(self.filled);
+        self.filled = self.filled.wrapping_add(1);
         // Cannot fail: HEADROOM + MAX_FRAME == BUF_SIZE.
         let _ = pool.set_frame(b, HEADROOM, frame.len());
         pool.frame_mut(b).copy_from_slice(frame);
-        self.filled.push_back(b);
         Ok(())
     }
 
     /// Buffers owned by the ring (posted or holding frames not yet handed out).
     pub fn owned(&self) -> usize {
-        self.posted.len() + self.filled.len()
+        self.posted.wrapping_sub(self.head) as usize
     }
 
     /// Frames waiting to be handed out.
     pub fn pending(&self) -> usize {
-        self.filled.len()
+        self.filled.wrapping_sub(self.head) as usize
     }
 
     /// This queue with `addr` as its [`RxQueue::wake_address`] (for tests of sleepers).
@@ -118,23 +160,26 @@ impl SoftRxQueue {
 
     /// Returns every buffer the ring owns to `pool` (teardown).
     pub fn release(&mut self, pool: &mut Pool<'_>) {
-        for b in self.posted.drain(..).chain(self.filled.drain(..)) {
-            let _ = pool.free(b);
+        while self.head != self.posted {
+            let _ = pool.free(self.ring.get(self.head));
+            self.head = self.head.wrapping_add(1);
         }
+        self.filled = self.head;
     }
 }
 
 impl RxQueue for SoftRxQueue {
+    #[inline]
     fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
-        let mut n = 0;
-        while !batch.is_full() {
-            let Some(b) = self.filled.pop_front() else { break };
-            self.stats.packets += 1;
+        let n = (self.filled.wrapping_sub(self.head) as usize).min(batch.room());
+        for _ in 0..n {
+            let b = self.ring.get(self.head);
+            self.head = self.head.wrapping_add(1);
             self.stats.bytes += pool.len(b) as u64;
-            // Cannot fail: the batch is not full.
+            // Cannot fail: `n` is at most the batch's room.
             let _ = batch.push(b);
-            n += 1;
         }
+        self.stats.packets += n as u64;
         self.refill(pool);
         n
     }
@@ -152,43 +197,73 @@ impl RxQueue for SoftRxQueue {
     }
 }
 
-/// A software transmit queue.
+/// A software transmit queue: `size` slots on a [`Ring`]. From `head` on: frames the wire has
+/// sent and the next `tx_burst` or `reclaim` frees (`head..sent`), then frames waiting for the
+/// wire (`sent..tail`).
 #[derive(Debug)]
 pub struct SoftTxQueue {
-    size: usize,
-    /// Frames on the ring, oldest first, with their done flag.
-    ring: VecDeque<(PacketBuf, bool)>,
+    size: u32,
+    ring: Ring,
+    head: u32,
+    sent: u32,
+    tail: u32,
     auto_complete: bool,
     stats: TxStats,
 }
 
 impl SoftTxQueue {
-    /// A ring of `size` slots. With `auto_complete`, frames are done as soon as they
-    /// are taken (an infinitely fast wire that nobody watches).
+    /// A ring of `size` slots (at most 2^31). With `auto_complete`, frames are done as soon as
+    /// they are taken (an infinitely fast wire that nobody watches).
     pub fn new(size: usize, auto_complete: bool) -> Self {
-        Self { size, ring: VecDeque::with_capacity(size), auto_complete, stats: TxStats::default() }
+        let size = size.min(1 << 31);
+        Self {
+            size: size as u32,
+            ring: Ring::new(size),
+            head: 0,
+            sent: 0,
+            tail: 0,
+            auto_complete,
+            stats: TxStats::default(),
+        }
     }
 
     /// The wire sends up to `max` of the oldest frames not yet sent, handing each to
     /// `sink`, and marks them done. Returns how many it sent.
     pub fn transmit(&mut self, pool: &Pool<'_>, max: usize, mut sink: impl FnMut(&[u8])) -> usize {
-        let mut n = 0;
-        for (b, done) in self.ring.iter_mut().filter(|(_, d)| !*d).take(max) {
-            sink(pool.frame(*b));
-            *done = true;
-            n += 1;
+        let n = (self.tail.wrapping_sub(self.sent) as usize).min(max);
+        for _ in 0..n {
+            sink(pool.frame(self.ring.get(self.sent)));
+            self.sent = self.sent.wrapping_add(1);
         }
         n
     }
 
     /// Free slots on the ring (done frames still occupy theirs until reclaimed).
     pub fn room(&self) -> usize {
-        self.size.saturating_sub(self.ring.len())
+        self.size.saturating_sub(self.tail.wrapping_sub(self.head)) as usize
     }
 }
 
 impl TxQueue for SoftTxQueue {
+    #[inline]
     fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        if self.auto_complete {
+            // Every frame is sent and done as soon as it is taken: it never waits on the ring
+            // (what `net_null`'s transmit does with an mbuf).
+            for &b in batch.as_slice() {
+                let len = pool.len(b);
+                if len == 0 || len > MAX_FRAME {
+                    self.stats.errors += 1;
+                } else {
+                    self.stats.packets += 1;
+                    self.stats.bytes += len as u64;
+                }
+                let _ = pool.free(b);
+            }
+            let taken = batch.len();
+            batch.clear();
+            return taken;
+        }
         self.reclaim(pool);
         let mut taken = 0;
         for &b in batch.as_slice() {
@@ -196,8 +271,9 @@ impl TxQueue for SoftTxQueue {
             if len == 0 || len > MAX_FRAME {
                 let _ = pool.free(b);
                 self.stats.errors += 1;
-            } else if self.ring.len() < self.size {
-                self.ring.push_back((b, self.auto_complete));
+            } else if self.tail.wrapping_sub(self.head) < self.size {
+                self.ring.set(self.tail, b);
+                self.tail = self.tail.wrapping_add(1);
                 self.stats.packets += 1;
                 self.stats.bytes += len as u64;
             } else {
@@ -207,24 +283,21 @@ impl TxQueue for SoftTxQueue {
         }
         self.stats.ring_full += (batch.len() - taken) as u64;
         batch.drain_front(taken);
-        if self.auto_complete {
-            self.reclaim(pool);
-        }
         taken
     }
 
+    #[inline]
     fn reclaim(&mut self, pool: &mut Pool<'_>) -> usize {
-        let mut n = 0;
-        while let Some(&(b, true)) = self.ring.front() {
-            self.ring.pop_front();
-            let _ = pool.free(b);
-            n += 1;
+        let n = self.sent.wrapping_sub(self.head) as usize;
+        while self.head != self.sent {
+            let _ = pool.free(self.ring.get(self.head));
+            self.head = self.head.wrapping_add(1);
         }
         n
     }
 
     fn in_flight(&self) -> usize {
-        self.ring.len()
+        self.tail.wrapping_sub(self.head) as usize
     }
 
     fn tx_stats(&self) -> TxStats {
@@ -283,5 +356,77 @@ mod tests {
         assert_eq!(seen, [0, 1, 2]);
         assert_eq!(tx.reclaim(&mut pool), 2);
         assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn an_auto_completing_tx_queue_frees_at_once_and_counts_bad_lengths() {
+        let mut mem = vec![0u8; 8 * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
+        let mut tx = SoftTxQueue::new(2, true);
+        let mut batch = Batch::new();
+        for len in [60, 0, 100] {
+            let b = pool.alloc().unwrap();
+            pool.set_len(b, len).unwrap();
+            batch.push(b).unwrap();
+        }
+        // More frames than the ring has slots: none waits, so all are taken.
+        assert_eq!(tx.tx_burst(&mut pool, &mut batch), 3);
+        let st = tx.tx_stats();
+        assert_eq!((st.packets, st.bytes, st.errors, st.ring_full), (2, 160, 1, 0));
+        assert_eq!((batch.len(), tx.in_flight(), tx.room(), pool.in_use()), (0, 0, 2, 0));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::testing::proptest_config(64))]
+        /// Against a model (two `VecDeque`s): every frame the wire injects comes out of
+        /// `rx_burst` once, in order, while the ring holds at most `size` buffers; every frame
+        /// taken by `tx_burst` is sent once, in order, and freed after it was sent; sizes that
+        /// are not powers of two included. The pool ends full.
+        #[test]
+        fn rings_keep_order_and_buffers_against_a_model(
+            rx_size in 1usize..9,
+            tx_size in 1usize..9,
+            ops in proptest::collection::vec((0u8..4, 1usize..6), 1..200),
+        ) {
+            use std::collections::VecDeque;
+            let mut mem = vec![0u8; 32 * BUF_SIZE];
+            let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+            let mut rx = SoftRxQueue::new(&mut pool, rx_size);
+            let mut tx = SoftTxQueue::new(tx_size, false);
+            let (mut next, mut wire_in, mut wire_out) = (0u8, VecDeque::new(), Vec::new());
+            let mut taken = Vec::new();
+            let mut held = Batch::new();
+            for (op, n) in ops {
+                match op {
+                    0 => for _ in 0..n {
+                        match rx.inject(&mut pool, &[next; 20]) {
+                            Ok(()) => { wire_in.push_back(next); next = next.wrapping_add(1); }
+                            Err(e) => proptest::prop_assert_eq!(e, InjectError::NoDescriptor),
+                        }
+                    },
+                    1 => {
+                        let got = rx.rx_burst(&mut pool, &mut held);
+                        for &b in &held.as_slice()[held.len() - got..] {
+                            let f = pool.frame(b)[0];
+                            proptest::prop_assert_eq!(Some(f), wire_in.pop_front());
+                            taken.push(f);
+                        }
+                    }
+                    2 => { tx.tx_burst(&mut pool, &mut held); }
+                    _ => { tx.transmit(&pool, n, |f| wire_out.push(f[0])); }
+                }
+                proptest::prop_assert!(rx.owned() <= rx_size && tx.in_flight() <= tx_size);
+                proptest::prop_assert_eq!(rx.pending(), wire_in.len());
+            }
+            // Drain: everything taken from rx leaves on tx, in order.
+            while !held.is_empty() || tx.in_flight() > 0 {
+                tx.tx_burst(&mut pool, &mut held);
+                tx.transmit(&pool, usize::MAX, |f| wire_out.push(f[0]));
+                tx.reclaim(&mut pool);
+            }
+            proptest::prop_assert_eq!(&wire_out, &taken);
+            rx.release(&mut pool);
+            proptest::prop_assert_eq!(pool.in_use(), 0);
+        }
     }
 }
