@@ -15,8 +15,10 @@
 //! present, [`HaltSleeper::sleep_until_written`] arms MONITOR on the address the core
 //! will poll next (an RX descriptor's write-back, a used-ring index) and waits in
 //! `sti; mwait`, so a device write ends the sleep early; the deadline timer stays the
-//! backstop. Off by default: QEMU TCG wakes from MWAIT slowly and KVM hides it
-//!.
+//! backstop. Off by default: QEMU TCG wakes from MWAIT slowly and KVM hides it.
+//!
+//! The timer ISR (vector 0xF0, a naked stub) only sends EOI and counts. Per core
+//! ([`crate::smp::CoreStats`]): halted cycles, halts, sleeps and interrupts.
 
 use crate::cpu::rdtsc;
 use crate::lapic::{self, TimerKind};

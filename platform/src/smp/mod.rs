@@ -20,7 +20,7 @@
 //! (like the BSP's `kmain`) and parks again when it returns. A job that never returns
 //! (a worker loop) keeps the core.
 //!
-//! # Bring-up (SDM vol. 3A §9.4.4 "MP Initialization Example", notes §2)
+//! # Bring-up (SDM vol. 3A §9.4.4 "MP Initialization Example")
 //!
 //! 1. The BSP selects x2APIC or xAPIC ([`crate::lapic`]), enables its own APIC and
 //!    chooses the timer (TSC-deadline, or one-shot calibrated against the TSC).
@@ -41,8 +41,22 @@
 //!    GDT/TSS and the shared IDT, sets its `GS` base, enables its APIC and timer,
 //!    checks in and parks.
 //!
-//! Every wait of the BSP halts on its own LAPIC timer in short steps rather than
+//! Every wait of the BSP halts on its own LAPIC timer in short steps (50 µs) rather than
 //! spinning.
+//!
+//! Details of the steps above: the BSP enables its APIC with SVR = 0x1FF; the one-shot
+//! timer (divide-by-16) is measured against the TSC over 10 ms (QEMU TCG, i.e. CI, has no
+//! TSC-deadline); each AP gets a 64 KiB heap stack with an unmapped guard page, a 16 KiB
+//! double-fault stack and its own GDT + TSS, while the IDT is shared. The BSP checks that
+//! the trampoline's page at 0x8000 is free RAM before copying it there. The AP clears
+//! CR0.CD/NW on its way to 64-bit mode and, once checked in, parks in `sti; hlt` until the
+//! wake-up IPI (vector 0xF1). The default check-in deadline is 1 s.
+//! [`Cores::wait_idle`] waits, halting, for a job to finish.
+//!
+//! `mode=boot` (`firmware/src/image/cores.rs`) starts every core; each sleeps 5 × 1 ms
+//! (plus one MWAIT sleep where available) and prints `@cpu`; the BSP collects them
+//! (bounded) and prints `@smp` (`tests/tests/smp.rs`: `-smp 4` with x2APIC and `-smp 2`
+//! with `-cpu max,-x2apic`).
 
 mod context;
 
