@@ -25,13 +25,51 @@
 //! 7. PFHMC_ERRORINFO checked (HMC errors are silent), the link read with events on,
 //!    and waited for at most [`Config::link_timeout_ms`].
 //!
+//! Details of the steps: any failure resets the PF (which stops DMA) and returns the
+//! receive buffers; a global reset or firmware not ready is `GlobalReset` /
+//! `FirmwareNotReady`. The admin queue ([`aq`]) has 32-entry ASQ and ARQ of 32-byte
+//! descriptors, one command at a time, `fence(Release)` before ATQT, a 250 ms deadline on
+//! ATQH, DD then `fence(Acquire)`, cookie echo and `retval` as a typed `AqStatus`; a
+//! timed-out command blocks later ones (`AqError::Busy`) until the firmware returns it;
+//! ARQ events are read and re-posted with ARQT = the index cleaned. Get Version needs API
+//! 1.x (else `UnsupportedApi`); Clear PXE Mode's EEXIST is success. The HMC ([`hmc`]) is in
+//! direct mode with 2 MiB of backing in SD 0, TX objects at FPM 0 and RX objects after
+//! them, 512-aligned (GLHMC_LAN{TX,RX}{BASE,CNT}); contexts are bit-packed by `CtxField`
+//! from the datasheet's tables and checked against hand-packed byte images; PFHMC_ERRORINFO
+//! becomes an `HmcError`. Interrupt 0's linked list is RX q → TX q → RX q+1, ITR none,
+//! PFINT_DYN_CTL0.INTENA. TX enable: QTX_CTL (PF queue), GLLAN_TXPRE_QDIS clear, 10 µs,
+//! QTX_ENA and QENA_STAT; RX: QRX_ENA and QENA_STAT, then the tail rounded down to a
+//! multiple of 8 (`RxFormat::TAIL_STEP`); link: Get Link Status with events on
+//! (`LinkDown`). Rings: the shared engine with the XL710's formats ([`desc`]: 32-byte RX,
+//! 16-byte TX data descriptors with ICRC|EOP[|RS], done = DTYPE 0xF; frames under 17 bytes
+//! are refused before they could trip malicious-driver detection). The port keeps the admin
+//! queue (link events through `poll_events`, `refresh_link`), `set_rss_table` writes only
+//! changed HLUT registers and flushes them with a read, `take_queues` hands the rings to
+//! lanes.
+//!
 //! Statistics are the port's 48-bit counters, which do not clear on read: a baseline
-//! and a wrap-aware difference ([`HwStats`]). Live RSS updates write only the changed
+//! and a wrap-aware difference ([`HwStats`]), read high–low–high against tearing. Live RSS updates write only the changed
 //! lookup-table registers ([`cadence_core::nic::Port::set_rss_table`]).
 //!
 //! Verification status: model-verified only, against the XL710 model in
 //! `tests/src/xl710_model/`, written from the datasheet's facts independently of this
-//! driver; X722 (which differs in RSS and write-back) is not supported.
+//! driver; X722 (which differs in RSS and write-back) is not supported. The model has
+//! readiness knobs (never ready, a global reset that never ends, a stuck PF reset), a
+//! firmware answering the commands above (cookie echo, error injection, a firmware that
+//! never answers, API version), link events on the ARQ with overflow, the HMC segment and
+//! contexts read from host memory at enable, RSS (HENA packet types, 52-byte key,
+//! 128/512-entry HLUT, the VSI's queue map), RX write-back DD last and held back unless the
+//! queue is in the interrupt list, TX with DTYPE 0xF write-back and malicious-driver
+//! detection, 48-bit counters. It records a violation for an admin command before Get
+//! Version, with a bad length or flags or an out-of-memory buffer; a queue enabled before
+//! its context, QTX_CTL or the pre-disable clear; a malformed context; a tail before
+//! QENA_STAT or not a multiple of 8; direct RX control writes with API ≥ 1.5; DMA outside
+//! allocated memory. `tests/tests/i40e_model.rs`: bring-up, two PFs forwarding through the
+//! real worker loop, RSS spread predicted by `cadence_core::rss` and a live HLUT change
+//! mid-stream with conservation and per-flow order, admin errors and timeouts, readiness
+//! failures, link down/up events and ARQ overflow, errored/chained/short frames, 48-bit
+//! wrap, queues moved out with their wake address, and the model catching injected
+//! breaches.
 
 pub mod aq;
 pub mod cmd;

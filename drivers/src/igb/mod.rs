@@ -10,6 +10,13 @@
 //! queue without RXDCTL.ENABLE are dropped; RSS runs inside the device model, so 16
 //! queues work over a single-queue netdev.
 //!
+//! Global enables are RCTL.EN / TCTL.EN; the link comes up after an auto-negotiation
+//! restart through MDIC. Exercised end to end in QEMU: `tests/tests/igb.rs`, and
+//! `tests/tests/igb_rss.rs` (16 RSS queues spread the flows; a live RSS_MOVE control frame
+//! moves one queue's buckets mid-stream with no loss or reordering, RSS_RESTORE undoes it;
+//! NetBlaze's server mapper releasing and recruiting queues). Control frames are
+//! authenticated (`cadence_core::control`; `tests/tests/control_auth.rs`).
+//!
 //! Not done: the EEPROM auto-read wait (QEMU loads instantly; real 82576 silicon needs
 //! EECD.AUTO_RD polled), PHY setup beyond restarting auto-negotiation, VMDq/SR-IOV.
 

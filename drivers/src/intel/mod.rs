@@ -18,6 +18,17 @@
 //! The rules the engine keeps (STYLE habit 5): descriptor writes, then
 //! `fence(Release)`, then the tail write; on a write-back, DD is read first, then
 //! `fence(Acquire)`, then the rest. Nothing on the RX/TX path panics or allocates.
+//!
+//! Where the queue blocks live ([`QueueMap`]): ixgbe 0x01000 (RX) / 0x06000 (TX) + 0x40n,
+//! igb 0x0C000 / 0x0E000 + 0x40n; ENABLE is bit 25, SRRCTL is advanced one-buffer with
+//! DROP_EN. [`IntelRx`]'s wake address (`RxQueue::wake_address`) is the DD word of the next
+//! descriptor it will look at, where the device's next write-back lands, so `mwait=on`
+//! works on Intel rings. [`IntelTx`] writes each descriptor once, RS only on a burst's
+//! last, one tail write per burst after `fence(Release)`.
+//!
+//! In the image (`firmware/src/image/nics.rs`) the `Nic` enum's queues dispatch by enum:
+//! `NicRx::Intel` serves igb and ixgbe, whose rings are the same type, `NicRx::I40e` the
+//! XL710's; every NIC's link speed goes on its `@nic` line and into Metronome's line rate.
 
 pub mod desc;
 pub mod queue;

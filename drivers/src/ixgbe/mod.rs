@@ -17,9 +17,21 @@
 //!   link, RSS (including live redirection-table updates,
 //!   [`cadence_core::nic::Port::set_rss_table`]) and statistics.
 //!
+//! The bring-up order in detail (§4.6.3): master disable, reset, EEC.ARD and
+//! RDRXCTL.DMAIDONE, EIMC, packet buffers, FCRTH, CRC strip in HLREG0 and RDRXCTL, RDRXCTL
+//! magic bits, SECRXCTRL around RXEN, DMATXCTL.TE before any TXDCTL.ENABLE, RXDCTL.ENABLE read
+//! back before the first tail write, DCA_RXCTRL bit 12, NS_DIS; every wait bounded. Link: an
+//! SFP+ board needs a module in its cage (82599: ESDP.SDP2 set; X550EM: ESDP.SDP0 clear;
+//! otherwise `InitError::NoModule`), and the bring-up waits for LINKS.UP at most
+//! `Config::link_timeout_ms` (`InitError::LinkDown`: device reset, buffers returned).
+//! Statistics totals past 2^36 keep counting. `take_queues` moves the rings out like igb's.
+//!
 //! Verification status: this driver has been run only against the register-level
 //! 82599 model in `tests/src/ixgbe_model/`, which checks the datasheet's ordering
-//! rules. It is model-verified until real hardware is attached. X540/X550 device IDs
+//! rules (written from the datasheet independently of the driver, it fails a test on any
+//! ordering breach: a tail before ENABLE read back, FCTRL written with RXEN set, TXDCTL
+//! before TE, misaligned rings, DMA outside allocated memory, …). It is model-verified
+//! until real hardware is attached. X540/X550 device IDs
 //! are recognized (the X550 family gets its 512-entry table); their copper PHYs
 //! negotiate on their own after the reset and the driver only waits for LINKS, which
 //! is untested on silicon.

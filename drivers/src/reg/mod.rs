@@ -25,7 +25,14 @@
 //! device through [`crate::hal::Mmio`] so that the same code runs against the
 //! register-level models of `tests/`, and in-place `repr(C)` blocks would need a raw
 //! pointer into the BAR. The declarations here give the same guarantees (offset, width
-//! and access fixed once, checked at compile time) over that trait.
+//! and access fixed once, checked at compile time) over that trait. `volatile-register`
+//! stays for virtio's layout structs. The local APIC's declarations are in
+//! `platform/src/lapic/regs.rs` (spaces `Lapic` and `Msr`).
+//!
+//! Datasheet delays that are not waits for a condition ("wait 1 ms after CTRL.RST") go
+//! through `embedded_hal::delay::DelayNs`: [`crate::hal::ClockDelay`] implements it over any
+//! `cadence_core::time::Clock` (the image's TSC clock, the tests' fake clocks); waits for a
+//! condition use `cadence_core::time::poll_until` with a deadline.
 //!
 //! ```
 //! use cadence_drivers::reg::{Place, Regs, Value};

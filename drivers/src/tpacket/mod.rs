@@ -24,6 +24,20 @@
 //! against the block before it is followed, so no byte pattern in the ring can make the
 //! driver read outside it.
 //!
+//! RX walks the blocks in ring order, copies each packet into a pool buffer at `HEADROOM`
+//! (re-inserting a VLAN tag the kernel stripped, TPID from `tp_vlan_tpid` or 802.1Q), and
+//! returns a block (`TP_STATUS_KERNEL` after a `Release` fence) as soon as its last packet
+//! is read, keeping its place when a batch fills mid-block. TX copies frames into slots
+//! (data at 48, `tp_len`, `tp_next_offset = 0`, `Release`, `TP_STATUS_SEND_REQUEST`), frees
+//! the buffer at once, kicks once per burst, and reclaims slots in order
+//! (`TP_STATUS_WRONG_FORMAT` counted, slot made available).
+//!
+//! Tests (`tests.rs`, `proptests.rs`) run against a fake kernel (`model.rs`) over shared
+//! `Vec<u8>` windows that panic on any access outside a ring: round trips, mid-block
+//! resumption, VLAN re-insertion, truncation, `WRONG_FORMAT`, a full TX ring, kick
+//! failures, and proptests writing arbitrary block and packet headers. Nothing has run
+//! against a real kernel in this crate; that is the hosted platform's test.
+//!
 //! [`Mmio`]: crate::hal::Mmio
 //! [`Kick::kick_tx`]: crate::hal::Kick::kick_tx
 

@@ -27,6 +27,26 @@
 //! The driver never takes interrupts: `VIRTQ_AVAIL_F_NO_INTERRUPT` is set on every
 //! queue, MSI-X vectors are `NO_VECTOR` and INTx is disabled in the PCI command
 //! register. Every wait on the device has a deadline.
+//!
+//! # Queue pairs and RSS
+//!
+//! `Config::queue_pairs` (default 1) asks for N pairs. With N > 1 the driver negotiates
+//! `CTRL_VQ` with `MQ` and/or `RSS` when offered, reads `max_virtqueue_pairs` and the RSS
+//! limits from the device configuration (generation loop), and sets up pairs 0..min(N, max)
+//! (rx `2k`, tx `2k+1`) plus the control queue (`2·max_virtqueue_pairs`, virtio 1.2 §5.1.2).
+//! After `DRIVER_OK` and before posting RX buffers it sends `VIRTIO_NET_CTRL_MQ_RSS_CONFIG`
+//! (hash types IPv4/TCPv4/UDPv4/IPv6/TCPv6/UDPv6 ∩ supported, `cadence_core::rss::DEFAULT_KEY`
+//! cut to `rss_max_key_size`, a power-of-two indirection table of ≤ 128 entries filled
+//! round-robin, unclassified → pair 0), or `VQ_PAIRS_SET` with `MQ` only; a refusal or
+//! timeout fails the bring-up. `Port::set_rss_table` checks the table (length, queue
+//! indices) and resends `RSS_CONFIG`; it takes `&mut self`, so it never races itself. The
+//! control queue carries one command at a time (header + payload descriptor,
+//! device-writable ack descriptor) and waits for the used entry with a deadline; a command
+//! that timed out blocks later ones (`Busy`) until the device returns it. QEMU's software
+//! RSS steers exactly as `cadence_core::rss` predicts (checked over a tap backend).
+//!
+//! A receive queue's wake address (`RxQueue::wake_address`, for a sleeper that watches
+//! memory, `mwait=on`) is the used ring's `idx`, the word the device writes on arrival.
 
 mod bringup;
 mod ctrl;
