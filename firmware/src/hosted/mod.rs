@@ -3,7 +3,62 @@
 //! machine lines as the image (`cadence_firmware::forward`), on `platform::hosted`.
 //!
 //! Exit codes: 0 success (STOP), 1 runtime failure, 2 bad configuration
-//! (`xtask::protocol::hosted_exit_status` maps them onto the image's 33/37/35).
+//! (`xtask::protocol::hosted_exit_status` maps them onto the image's 33/37/35, so one
+//! checker serves both).
+//!
+//! Built with `cargo xtask run --hosted`, or `cargo build --release -p cadence-firmware` →
+//! `target/release/cadence`. The parts:
+//!
+//! - `args`: its own options plus every boot option, as `key=value` or `--key value`,
+//!   through the image's own strict parser.
+//! - `ports`: two interfaces with `lanes=` queue pairs each. Over AF_XDP the XDP program is
+//!   attached to each interface, lane `k`'s pool is the UMEM of both its sockets (port 0
+//!   queue `k` registers it, port 1 queue `k` shares it), and `cadence_drivers::xsk` drives
+//!   the rings, so a frame is forwarded without a user-space copy. Its rings have
+//!   `--xdp-ring` entries (default 2048, libxdp's and DPDK's: with the image's 256 a worker
+//!   the kernel preempts for ~0.6 ms at 400 kpps overflows its RX ring, which halved the
+//!   zero-loss rate) and, without `pool=`, the lane's pool is sized to feed two sockets'
+//!   fill and TX rings (`args::hosted_pool`). `--busy-poll N` turns on preferred busy
+//!   polling (`XskSocket::busy_poll`, and `XskConfig::always_kick_rx` so that every empty
+//!   RX burst calls into the kernel, which runs the interface's NAPI poll in the worker's
+//!   thread). Over `AF_PACKET`: one `TPACKET_V3` socket per lane and interface in a
+//!   hash-fanout group, and `cadence_drivers::tpacket` copies frames in and out of the
+//!   pool. `--io auto` tries AF_XDP and falls back with a line saying why.
+//! - `machine`: the `forward::Machine`: `HostClock`, a `NanoSleeper` per worker, workers as
+//!   threads pinned by `--cpus` (or unpinned with `--unpinned`, which allows up to four
+//!   workers per online CPU, so that M > N idle workers can be measured on a small
+//!   machine), stdout through a printer thread with a 4-line queue so a slow reader costs a
+//!   skipped `@stats` line, never a stalled worker; `check` watches that both interfaces
+//!   still exist, every 100 ms from worker 0.
+//!
+//! Everything above the ports — `forward::run`, the chains, `TryLock`, the Metronome
+//! workers, the counters and lines — is the image's code. Extra keys in its
+//! `@stats`/`@summary`: per worker `core{i}_cpu_ns` / `core{i}_wall_ns` (thread CPU time, so
+//! CPU share is measured, not inferred from sleeps), `core{i}_idle_ns` / `core{i}_spin_ns`
+//! and `core{i}_late_p50_ns` / `core{i}_late_p99_ns` (the sleeper's kernel-sleep time, spin
+//! time and wake-up lateness), and per port the kernel's socket counters
+//! (`p{i}_xdp_rx_dropped`, `p{i}_xdp_rx_ring_full`, `p{i}_xdp_fill_empty`, …;
+//! `p{i}_packet_drops`, `p{i}_packet_freezes`).
+//!
+//! # How it is tested
+//!
+//! The rig's veth backend (`xtask::rig::Backend::Veth`, `xtask::netns`): a network
+//! namespace of its own holding the dataplane's ends of two veth pairs (IPv6 off, the NIC
+//! MACs the checker expects), the host ends (the peers' MACs) carrying the same generator
+//! and checker as the QEMU runs through `AF_PACKET` sockets, and `ip netns exec NS
+//! target/release/cadence …`; everything is deleted with the namespace.
+//! `tests/tests/hosted.rs` (root; CI runs as root): 20 000 frames through Chain 1 over
+//! AF_XDP with two workers (exactly once, in order, NF rewrites checked, ACL-denied flows
+//! expected, pool back at rest), 20 000 frames over `AF_PACKET` with every kind of
+//! malformed frame dropped and counted by reason (a frame shorter than an Ethernet header
+//! cannot be sent into a veth at all: the kernel refuses it), missing interfaces and a bad
+//! option (exit 1 / 2 with the line), an interface deleted mid-run (`error: port 1:
+//! interface … vanished`, exit 1, `@summary` still printed), and an overload (10 ms sleeps
+//! on 64-entry rings offered 20 000 frames/s: every lost frame is one the kernel counted in
+//! `p*_xdp_rx_dropped`, the dataplane drops nothing, and at 500 frames/s afterwards every
+//! frame comes back). The overload test runs hosted because there the kernel counts the
+//! excess; under QEMU a full virtio or igb RX ring makes QEMU's backend drop or hold frames
+//! without telling the guest.
 
 mod args;
 mod machine;

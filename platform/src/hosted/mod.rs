@@ -22,6 +22,45 @@
 //!
 //! `unsafe` here is system calls and raw ring memory; every block says which invariant
 //! makes it sound.
+//!
+//! # What each piece does
+//!
+//! - `mem::packet_memory` maps a lane's pool memory (anonymous, zeroed, pre-faulted,
+//!   leaked; 2 MiB aligned with `MADV_HUGEPAGE`, or `MAP_HUGETLB` where hugetlbfs pages are
+//!   reserved, reporting which); the pool uses `phys_base = 0`, so a buffer's address is
+//!   its UMEM offset.
+//! - `xdp::XskSocket::open` does the AF_XDP set-up of af_xdp.rst (UMEM chunk 2048 =
+//!   `BUF_SIZE`, headroom 0; fill/completion/RX/TX sizes; `XDP_MMAP_OFFSETS`; four `mmap`s;
+//!   bind in copy, zero-copy or auto mode, reading back which one `XDP_OPTIONS` reports); a
+//!   lane's second port shares the first port's UMEM with `XDP_SHARED_UMEM` and its own
+//!   fill/completion rings.
+//! - `bpf::XdpProgram` assembles the redirect program (`bpf_redirect_map(xskmap,
+//!   rx_queue_index, …)`), loads it with `bpf(2)` (verifier log in the error) and attaches
+//!   it through a BPF link (native, else generic), so it detaches itself when the process
+//!   ends.
+//! - `packet::PacketSocket` is the portable path: `TPACKET_V3` RX blocks and TX frames in
+//!   one mapping, `PACKET_IGNORE_OUTGOING`, `PACKET_QDISC_BYPASS`, and `PACKET_FANOUT_HASH`
+//!   across a port's lanes.
+//! - Drivers get `MappedRing` windows (volatile, bounds-checked, `Send`), the kernel's ring
+//!   offsets, sizes and an `XskKick`/`PacketKick`; the ABI structs carry compile-time
+//!   size/offset asserts checked against the uapi headers.
+//! - `clock::HostClock` is the TSC (invariant per CPUID and the kernel's clocksource, two
+//!   50 ms windows against `CLOCK_MONOTONIC_RAW` agreeing within 0.1 %) or
+//!   `CLOCK_MONOTONIC`.
+//! - `sleep::NanoSleeper` sleeps in `clock_nanosleep(TIMER_ABSTIME)` until `deadline − spin
+//!   margin` with 1 ns timer slack, then spins to the deadline (the library default margin
+//!   is 50 µs; the hosted binary uses `--spin-us`, default 0, because a Metronome `T_S` of a
+//!   few µs would otherwise be spun entirely), and counts kernel (idle) vs spin (busy) time
+//!   and a lateness histogram (`cargo run -p cadence-platform --release --example
+//!   hosted_sleep` measures it).
+//! - `thread::spawn` starts named workers pinned to a CPU (or reports why not) whose CPU
+//!   time other threads can read.
+//!
+//! Tests: layout/encoding/errno unit tests, and `platform/tests/hosted_netns.rs` (root) runs
+//! each case in a fresh network namespace with a veth pair: `TPACKET_V3` RX and TX, AF_XDP
+//! copy-mode receive through the loaded program, zero-copy refused on veth with auto
+//! falling back to copy, and a shared UMEM across both veth ends (TX on one socket, RX on
+//! the other).
 
 #[allow(unsafe_code)] // bpf(2) system calls and the program bytes the kernel reads
 pub mod bpf;
