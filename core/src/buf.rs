@@ -17,6 +17,12 @@
 //! holds its region as a [`PacketMem`] (not one `&mut [u8]` over all of it) and makes a
 //! reference to one buffer at a time, so a device writing another buffer aliases nothing
 //! ([`Pool::try_with_mem`] for memory a device reaches through its own pointer).
+//!
+//! In the dataplane there is one pool per lane (2048-byte buffers, 64 bytes of headroom), and
+//! frames received on lane `k` leave on lane `k`. Every buffer is in exactly one place: the
+//! pool, an RX ring, a batch, a TX ring, or a NetBlaze hand-off link (its two rings, or the
+//! auxiliary core's hands, `crate::offload::handoff`). `pool_in_use` in the stats lines is
+//! the number of buffers outside the pools (at rest: the RX rings).
 
 use alloc::vec::Vec;
 use core::fmt;

@@ -8,10 +8,14 @@
 //! @ctl id=ID error=NAME msg="…"    … or of one that did not (nothing changed)
 //! ```
 //!
-//! The machine polls its management input at a low rate on the boot core (never per packet);
+//! The machine polls its management input at a low rate on the boot core (never per packet:
+//! worker 0, every 2 ms, through the firmware's `Machine::read_mgmt` — the image reads
+//! COM1's receiver, the hosted build a stdin reader thread behind a bounded channel);
 //! [`LineBuf`] assembles lines of at most [`MAX_LINE`] bytes from what arrives, [`parse`] turns
 //! a line into a [`Command`], and [`Manager::execute`] carries out the commands on the chain's
-//! shared NF state (the machine itself handles `stats`, `show rss`, `rss …` and `stop`).
+//! shared NF state (`ChainFactory`'s `acl()`, `lb()`, `nat()`, `accounting()`, `l3fwd()`: the
+//! chain's first NF of each kind; the machine itself handles `stats`, `show rss`, `rss …` and
+//! `stop`, in `firmware/src/forward/mgmt.rs`).
 //!
 //! A table change is built whole on the boot core and published for the workers
 //! ([`crate::sync::Swap`]): each worker takes it at its next batch, so a change lands

@@ -33,6 +33,21 @@
 //! it runs once per busy period, not per packet). `pow` for a non-integer `m` comes from `libm`.
 
 //!
+//! What the controller keeps: per queue the ρ EWMA, the `T_S` rule with a real-valued `m`
+//! (finite for every input), the clamps and the ring-depth bound, the primary/backup worker
+//! state machine ([`Scheduler::try_poll`] / [`Scheduler::finish`]), per-queue counters and a
+//! fixed log histogram for the vacation p99.
+//!
+//! **Beyond the paper: vacation feedback.** `MetronomeConfig::vacation_feedback_gain`
+//! corrects `T_S` from the measured vacation: the simulator shows that backups sleeping
+//! `T_L` make the paper's rule overshoot `V̄` by up to 2.4× at low load
+//! (`sim/tests/metronome_acceptance.rs`). The library default is 0 (the paper's rule); the
+//! image's `feedback=` boot option defaults to 0.03. The correction has anti-windup: it
+//! never integrates past the value at which `c·T_S(ρ)` meets a clamp (the ring bound
+//! `MetronomeConfig::ring_bound_ns`, the min/max timeouts), so a `T_S` pinned at a clamp
+//! recovers as soon as the load moves. The simulator (`cadence-sim`, `cargo xtask sim
+//! metronome`) runs this same controller in virtual time.
+//!
 //! Files: `config` (the parameters and their validation), `rule` (the `T_S` rule and the
 //! estimator's parameters in ticks), `lane` (per-lane shared state), `scheduler` (a worker's
 //! state machine and its counters); the controller [`Metronome`] ties them together here.

@@ -30,6 +30,37 @@
 //! built, the core mapper works in the caller's slices. Nothing panics on any input (profiles
 //! are validated once, at [`Profile::parse`] / [`Frontier::try_new`]).
 //!
+//! Details per file: `NetBlazeConfig` (SLO; epoch = (SLO − 40 µs)/2 by default; 10 idle
+//! epochs; boost at 200 % of epoch capacity; 1 s period; 85/75/50 %; 4 periods) →
+//! `validate()` → `Params`, and `NetBlazeConfigError::field()` names the field
+//! (`netblaze.epoch_ns: must be below slo_ns`). The `Frontier` keeps sorted points with
+//! monotone interpolation; `max_packets` is a table per flow count up to 1024 built at
+//! creation, the interpolation beyond. `CoreMapper::decide(&Profile, &mut [FlowBacklog], &mut
+//! [AuxCore]) -> Decision`: inside the frontier nothing; whales split at the predicted `k`
+//! onto a booster; boost; first fit locally, whole flows to borrowed auxiliary cores,
+//! recruiting free ones; pinned flows stay, busy ones (a packet in service) never move whole
+//! but a busy whale splits (its head runs here after the packet in service, so order holds).
+//! Its whole-flow first fit keeps each core's room cached (`Slack`, up to 16 aux cores: per
+//! core its backlog in wide counters and the most packets one more flow may bring,
+//! recomputed only for the core that takes one, borrowed and free cores as bit masks,
+//! backlogs written back at the end — the same choices as the plain first fit: one proptest
+//! per pick, one over whole decisions against the plain path forced by a 17th core).
+//! [`module`]: boot module 0 = the chain configuration, then after a line
+//! `[netblaze.profile]` the profile (`module::parse` → `(ChainSpec, Option<Profile>)`, errors
+//! carry the module's line). The per-bucket meter ([`crate::rss::meter`]) costs ~115
+//! instructions per frame (docs/PERFORMANCE.md).
+//!
+//! **Boost mode** is the decision's: `CoreMapper::decide` keeps no whole flow on a boosting
+//! lane (every movable flow goes to an auxiliary core with room), so a boosting dedicated
+//! core only parses, places and hands over, plus the whale heads — NetBlaze's "only pulls
+//! and dispatches".
+//!
+//! Costs: `cargo bench -p cadence-core --bench netblaze` (`CoreMapper::decide` over a
+//! 1393-packet backlog and inside the frontier, `ServerMapper::period`); the latency
+//! accounting's: `cargo bench -p cadence-core --bench latency` (pairs of polls of one Chain 1
+//! worker with the accounting on and off, `Poller::set_timing`; an off/off control). Both in
+//! docs/PERFORMANCE.md, "NetBlaze decisions".
+//!
 //! Floating point: the server mapper and the ingress mapper use `f64` (once per period); the
 //! per-epoch core mapper uses integers only.
 

@@ -18,6 +18,48 @@
 //!
 //! Chains can be cut at a position ([`Chain::split_off`]) so that a booster core runs the
 //! tail of a chain for a whale flow (NetBlaze).
+//!
+//! # From a file to a worker's chain
+//!
+//! A chain is configured in TOML (`chains/*.toml`); the host tool deserializes it (every
+//! leaf with its span), writes the compact text form of [`config`] (docs/PROTOCOL.md) and
+//! runs this crate's parser over it, mapping its errors (line, key, field) back to the TOML
+//! file. The text goes to QEMU as `-initrd`, i.e. PVH boot module 0 (with an optional
+//! NetBlaze profile after it, `crate::netblaze::module`). The image parses it with
+//! [`config::ChainSpec::parse`] (no_std; errors name line and field → exit 35) right after
+//! the banner and prints `@chain`; the forwarding run builds it once
+//! ([`config::ChainSpec::build`]`(egress, tick rate)` → [`config::ChainFactory`]: the
+//! timeouts converted from ms to clock ticks, every NF's `XxxShared` tables, `Arc`ed) and
+//! gives each worker [`config::ChainFactory::chain_for_worker`] (per-worker NF instances)
+//! as its stage. An empty chain is L2 forwarding. Each worker formats its chain's counters
+//! into its slot when it publishes; the reporter sums them per key into
+//! `@stats`/`@summary`. The host's checker derives from the same `ChainSpec` what each
+//! generated flow should undergo (independent models of ACL, LB, NAT, L3fwd; Encrypt frames
+//! are decrypted with the NF itself) and compares every frame with that
+//! (`tests/tests/chains.rs`, `chain_nat_l3fwd.rs`, `chain_urlfilter.rs`).
+//!
+//! # Live changes
+//!
+//! The management channel ([`crate::manage`]) changes tables while the chain runs.
+//! Tables that change are behind [`crate::sync::Swap`]: the ACL's `AclRules` (rule list,
+//! classifiers, generation; cached verdicts carry the generation that made them and are
+//! decided again when it changed) and the L3 forwarder's `L3Tables` (route list and tries,
+//! rebuilt fallibly); each NF instance holds a `Reader` and calls `get` once per batch. LB
+//! backends change through `LbShared::add_backend` / `delete_backend` (the Maglev seqlock
+//! table). Record syntax is shared with the chain parser (`nf::config::sections::{acl_rule,
+//! route, backend}`) and written back by `nf::config::text`. `tests/tests/mgmt.rs` changes
+//! an ACL rule and a route mid-stream and checks frame by frame that each flow switched once
+//! per change, inside the window between request and reply.
+//!
+//! # Frames the dataplane originates
+//!
+//! [`Stage::idle`] runs once per poll after the received batches ([`Chain`]'s `idle` calls every
+//! NF's [`Nf::generate`], then the same egress as forwarded frames) and counts them as
+//! `generated`. Accounting uses it to keep sweeping when no traffic comes and, with
+//! `accounting.export=ipfix:…`, to send expired records as IPFIX messages
+//! (`accounting/ipfix.rs`: RFC 7011 encoder; one message per poll at most). The host's
+//! collector checks every exported flow against the host's counts; `tests/tests/ipfix.rs`
+//! also decodes the export with `tshark`.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;

@@ -13,6 +13,38 @@
 //! - [`ternary`]: a 5-tuple rule classifier (prefixes, port ranges, protocol, priority) by tuple
 //!   space search, with a linear reference.
 //!
+//! Details beyond the submodules' own docs:
+//!
+//! - `ExactTable::lookup_burst` works in phases over 32 keys (hash and prefetch headers;
+//!   snapshot and compare tags, prefetch the candidate or the free slot; read the candidate
+//!   slots; validate every snapshot), and its `Miss` token keeps the validated snapshot
+//!   (`seq`, first free way): `add_on_miss` right after it locks with `compare_exchange(seq →
+//!   seq+1)` and writes that way without a second scan — valid exactly when no writer
+//!   entered the bucket since; otherwise the full add path runs. The prefetch is
+//!   [`crate::sync::prefetch`], the one `unsafe` this needs (`_mm_prefetch` is a
+//!   `#[target_feature]` fn; a no-op on the soft-float bare-metal target).
+//! - Idle timeout: `NotifyControl` reports an expired entry once on
+//!   [`events::EventRing`] (overflow is counted and retried); `AutoDelete` is lazy (an expired
+//!   entry is a miss and its slot is reused by adds; the sweep frees the rest). `take(key,
+//!   cond)` is the consumer side of an expiry report: under the bucket's lock it deletes and
+//!   returns the entry only if `cond` still holds for it (e.g. "still expired"), else keeps
+//!   it and clears its reported mark so its next expiry is reported again — no
+//!   check-then-delete race with a packet on another core. NAT and Accounting reclaim
+//!   through it, and every step that finds a bucket busy (take, the inbound NAT delete, the
+//!   port's return to the pool, a record the export ring had no room for after all) goes on
+//!   the worker's bounded pending list, retried by later batches; while that list is full
+//!   they take no new reports (and NAT creates no new mapping), so nothing is forgotten
+//!   (`nf/nat/tests.rs`, `nf/accounting/tests.rs` hold a bucket busy to prove it).
+//! - Expire profiles are 256 durations set by the control plane; a hit never refreshes a
+//!   timer, `set_entry_expire_time` / `restart_expire_timer` do. Counters live in a per-core
+//!   `Local` (`ExactTable::local()`, plain integers) that also holds a 32-entry capacity
+//!   reserve, so cores inserting at once share no counter line per insert.
+//!
+//! Tests: proptest against a reference model with a virtual clock (every op, every mode),
+//! loom models of the bucket seqlock (`RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom
+//! cargo test -p cadence-core --release pna`), proptests of LPM and ternary against linear
+//! scans. Figures: docs/PERFORMANCE.md, "PNA tables".
+//!
 //! Time is always passed in ([`Instant`](crate::time::Instant)); nothing here reads a clock.
 //! Memory is allocated when a table is built; the per-packet paths never allocate and never
 //! panic (results are `Option`/`Result`/status enums, failures are counted by reason).

@@ -28,6 +28,15 @@
 //! queue, MSI-X vectors are `NO_VECTOR` and INTx is disabled in the PCI command
 //! register. Every wait on the device has a deadline.
 //!
+//! # The datapath
+//!
+//! `VirtioRx::rx_burst` turns used-ring entries into `PacketBuf` handles, the frame at
+//! `HEADROOM` with the 12-byte virtio header just before it, and refills the ring from the
+//! pool at once. `VirtioTx::tx_burst` writes the header into the headroom, one descriptor
+//! per frame, then `fence(Release)` → avail idx → `fence(SeqCst)` → doorbell (once per
+//! burst); the device consumes, and the used ring's buffers go back to the pool on the next
+//! `tx_burst` / reclaim.
+//!
 //! # Queue pairs and RSS
 //!
 //! `Config::queue_pairs` (default 1) asks for N pairs. With N > 1 the driver negotiates

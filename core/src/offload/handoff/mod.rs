@@ -13,7 +13,10 @@
 //! ```compile_fail,E0599
 //! let (p, _c) = cadence_core::offload::handoff::try_ring(2).expect("ring");
 //! let _second = p.clone(); // `Producer` is not `Clone`
-//! ``` Everything is allocated by [`try_ring`]; a push or a pop
+//! ```
+//!
+//! Everything is allocated by [`try_ring`] (capacity a power of two in 2..=65 536, else
+//! `HandoffError::{TooSmall, NotPowerOfTwo, TooLarge}`; `OutOfMemory`); a push or a pop
 //! allocates nothing, takes no lock, never waits and never panics.
 //!
 //! - [`Producer::push_burst`] takes as many handles from the front of a slice as there is
