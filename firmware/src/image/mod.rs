@@ -1,4 +1,15 @@
 //! The bare-metal half of the image: entry, NIC bring-up, the forwarding loop.
+//!
+//! - this file: `kmain` (boot options first, then `cadence_platform::init`, the banner, the
+//!   pool, the NICs, then `mode=boot` or `mode=forward`; the whole sequence is in the
+//!   platform's `boot` module docs);
+//! - `nics`: NIC selection (`nics=`) and probe over virtio-net, igb, ixgbe and i40e;
+//! - `cores`: `mode=boot`'s SMP check;
+//! - `chain`: the chain spec (and NetBlaze profile) from boot module 0;
+//! - `machine`: the bare-metal `forward::Machine`: TSC, `HaltSleeper`, the SMP job mailbox,
+//!   COM1 with a non-blocking backlog for machine lines, `Machine::log` → defmt on COM2 for
+//!   the human log;
+//! - `report`: the banner and the report lines.
 
 mod chain;
 mod cores;
