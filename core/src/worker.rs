@@ -34,6 +34,13 @@
 //! lanes `k ≡ w (mod M)` ([`Worker::partition`]) and moves to the next of them after
 //! every round, so every lane is visited.
 //!
+//! A worker that stops (the firmware's watchdog reports it stalled) leaves its lanes to the
+//! live workers, which re-partition them among themselves ([`Worker::repartition`]).
+//! End to end, `tests/tests/flood.rs` runs one worker under a flood of a denied flow and
+//! checks that `@stats` and a signed STOP are still served (the round budget), and
+//! `tests/tests/metronome.rs` runs 3 workers on 2 RSS lanes over tap and checks what the
+//! schedulers decided at low load (sleeps after rounds in `metronome` mode, none in `poll`).
+//!
 //! **Parked lanes** ([`Worker::set_parked`]): a lane whose queue no port's RSS table names
 //! (released by NetBlaze's server mapper, or after an RSS move) is skipped: before each
 //! round the worker's next lane, if parked, becomes the next of its share (or of all lanes,

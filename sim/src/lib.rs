@@ -8,7 +8,9 @@
 //!   point of `cargo xtask sim metronome`).
 //! - [`netblaze`]: NetBlaze (`cadence_core::netblaze`'s mappers and predictor) against the
 //!   paper's baselines on bursty traces ([`netblaze::run_study`], the entry point of `cargo
-//!   xtask sim netblaze`).
+//!   xtask sim netblaze`): traces (synthetic presets or a pcap, `netblaze::pcap`), NetBlaze
+//!   against four baselines (static RSS, Metron-, Quadrant- and Dyssect-like), and the rack
+//!   ingress step (`cadence_core::netblaze::IngressMapper`).
 //! - [`plot`]: a tiny hand-written SVG line plot.
 //! - [`rng`]: seeded random streams.
 

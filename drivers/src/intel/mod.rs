@@ -26,6 +26,12 @@
 //! works on Intel rings. [`IntelTx`] writes each descriptor once, RS only on a burst's
 //! last, one tail write per burst after `fence(Release)`.
 //!
+//! Benchmarked by `tests`' `intel_forward` bench (criterion, TSC cycles: the ixgbe and i40e
+//! RX/TX path through the real `Poller` over two model ports, I/O-only and L2 forwarder,
+//! the model's tail-write work and the host's DMA-memory emulation timed alone;
+//! docs/PERFORMANCE.md), over `tests/src/model_rig.rs` (a host with its pool and the
+//! ixgbe/i40e bring-up over the models).
+//!
 //! In the image (`firmware/src/image/nics.rs`) the `Nic` enum's queues dispatch by enum:
 //! `NicRx::Intel` serves igb and ixgbe, whose rings are the same type, `NicRx::I40e` the
 //! XL710's; every NIC's link speed goes on its `@nic` line and into Metronome's line rate.

@@ -24,6 +24,9 @@
 //! nic.set_rss_table(&table)?;                        // table.len() == nic.rss_table().len()
 //! ```
 //!
+//! Host tests run the driver against a register-level device model (`model/`: the
+//! common configuration, the virtqueues, the control queue and Toeplitz steering included).
+//!
 //! The driver never takes interrupts: `VIRTQ_AVAIL_F_NO_INTERRUPT` is set on every
 //! queue, MSI-X vectors are `NO_VECTOR` and INTx is disabled in the PCI command
 //! register. Every wait on the device has a deadline.
