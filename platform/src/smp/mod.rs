@@ -51,7 +51,7 @@
 //! the trampoline's page at 0x8000 is free RAM before copying it there. The AP clears
 //! CR0.CD/NW on its way to 64-bit mode and, once checked in, parks in `sti; hlt` until the
 //! wake-up IPI (vector 0xF1). The default check-in deadline is 1 s.
-//! [`Cores::wait_idle`] waits, halting, for a job to finish.
+//! `Cores::wait_idle` waits, halting, for a job to finish.
 //!
 //! `mode=boot` (`firmware/src/image/cores.rs`) starts every core; each sleeps 5 × 1 ms
 //! (plus one MWAIT sleep where available) and prints `@cpu`; the BSP collects them
