@@ -31,11 +31,10 @@
 //!
 //! Floating point: the estimator and the rule use `f64` (soft-float on `x86_64-unknown-none`;
 //! it runs once per busy period, not per packet). `pow` for a non-integer `m` comes from `libm`.
-
 //!
-//! What the controller keeps: per queue the ρ EWMA, the `T_S` rule with a real-valued `m`
+//! What the controller keeps: per lane the ρ EWMA, the `T_S` rule with a real-valued `m`
 //! (finite for every input), the clamps and the ring-depth bound, the primary/backup worker
-//! state machine ([`Scheduler::try_poll`] / [`Scheduler::finish`]), per-queue counters and a
+//! state machine ([`Scheduler::attempt`] / [`Scheduler::finish`]), per-lane counters and a
 //! fixed log histogram for the vacation p99.
 //!
 //! **Beyond the paper: vacation feedback.** `MetronomeConfig::vacation_feedback_gain`
