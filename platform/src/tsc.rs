@@ -21,7 +21,7 @@ pub const MIN_HZ: u64 = 500_000_000;
 /// Fastest plausible TSC.
 pub const MAX_HZ: u64 = 10_000_000_000;
 /// Two readings agree when they differ by at most this share of the larger one.
-/// PIT calibration under QEMU TCG reads 5–12% high (notes §3), so 15%.
+/// PIT calibration under QEMU TCG reads 5–12% high (measured across runs), so 15%.
 pub const AGREE_PERCENT: u64 = 15;
 /// 8254 PIT input clock.
 pub const PIT_HZ: u64 = 1_193_182;

@@ -7,7 +7,7 @@ use super::*;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum LossPolicy {
-    /// Metronome: a loser becomes a backup and sleeps the long timeout `T_L` (spec item 2).
+    /// Metronome: a loser becomes a backup and sleeps the long timeout `T_L`.
     PrimaryBackup,
     /// The paper's strawman (Fig. 6): a loser sleeps the lane's current `T_S` like a winner.
     EqualTimeouts,

@@ -105,7 +105,7 @@ impl LaneShare {
     ) -> Duration {
         if let Some(v) = vacation {
             let (b, v) = (busy.ticks() as f64, v.ticks() as f64);
-            // ρ_sample = B/(B+V) (spec item 4); a round with neither carries no information.
+            // ρ_sample = B/(B+V): a round with neither carries no information.
             if b + v > 0.0 {
                 let rho = p.ewma(self.rho(), b / (b + v));
                 let c = p.feedback(self.correction(), Duration(v as u64), rho);

@@ -25,9 +25,9 @@
 //! }
 //! ```
 //!
-//! The rule for `T_S` ("5." in the spec) is [`short_timeout_factor`] times `V̄`, then clamped
+//! The rule for `T_S` is [`short_timeout_factor`] times `V̄`, then clamped
 //! (`min`/`max`, and below `margin·D/R` so that a ring of `D` descriptors cannot fill at line
-//! rate `R` while every worker sleeps, spec item 7).
+//! rate `R` while every worker sleeps).
 //!
 //! Floating point: the estimator and the rule use `f64` (soft-float on `x86_64-unknown-none`;
 //! it runs once per busy period, not per packet). `pow` for a non-integer `m` comes from `libm`.

@@ -8,7 +8,7 @@ pub(super) const M_MAX: f64 = 1e9;
 /// Integer `m` up to this use the geometric series (at most 63 multiply-adds).
 pub(super) const M_SERIES_MAX: f64 = 64.0;
 
-/// `T_S / V̄ = m·(1−ρ)/(1−ρ^m)` (spec item 5), finite for every input.
+/// `T_S / V̄ = m·(1−ρ)/(1−ρ^m)`, finite for every input.
 ///
 /// - `ρ` is clamped into `[0, 1]` (NaN counts as 0); `m` into `[1e-6, 1e9]` (NaN counts as 1).
 /// - `ρ = 0` gives `m` (all m workers primary, `E[V] = T_S/m`); `ρ = 1` gives the limit 1 (one

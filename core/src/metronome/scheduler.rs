@@ -161,7 +161,7 @@ impl Scheduler {
     ///
     /// Won: the vacation since the last release is measured and recorded, the worker is primary
     /// and keeps the lane. Lost: the worker is a backup, picks a uniformly random lane for its
-    /// next round and is told to sleep `T_L` (spec items 1–3).
+    /// next round and is told to sleep `T_L`.
     pub fn attempt<'q, Q: AsRef<[LaneShare]>>(&mut self, ctl: &'q Metronome<Q>, now: Instant) -> Attempt<'q> {
         let lanes = ctl.lanes();
         // A lane index from another controller cannot panic; `Metronome` is never empty.
