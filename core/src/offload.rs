@@ -21,7 +21,8 @@
 //! auxiliary core, the follow table, this epoch's per-flow arrivals, the current placement,
 //! the lane's view of the auxiliary cores) and is touched only by whoever holds the lane's
 //! queue lock. [`NetBlazeStage`] wraps a worker's [`Chain`](crate::nf::Chain); the worker tells it which lane
-//! its round won ([`Stage::enter_lane`](crate::stage::Stage::enter_lane)), and it locks that lane's state (uncontended: only
+//! its round won ([`Stage::enter_lane`](crate::stage::Stage::enter_lane); also before
+//! `Worker::drain_lane` drains a lane for an RSS move), and it locks that lane's state (uncontended: only
 //! the lane's holder ever does) for each call.
 //!
 //! **Per received batch** ([`NetBlazeStage`]'s `process`): each frame that parses is keyed by its
