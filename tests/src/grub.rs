@@ -49,7 +49,7 @@ pub fn iso(dir: &Path, image: &Path, cmdline: &str, module: Option<&[u8]>) -> Re
 /// the exit status and COM1.
 pub fn boot(dir: &Path, iso: &Path, fw: Firmware) -> Result<(Option<i32>, String)> {
     let com1 = dir.join("com1.log");
-    let mut cmd = Command::new(xtask::provision::QEMU);
+    let mut cmd = Command::new(cadence_build::provision::QEMU);
     cmd.args(["-machine", "q35", "-cpu", "max", "-smp", "2", "-m", "256M", "-display", "none", "-monitor", "none"])
         .args(["-no-reboot", "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
     if fw == Firmware::Uefi {

@@ -18,11 +18,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
-use xtask::image::{self, Profile};
-use xtask::protocol::{self, BootOptions};
-use xtask::qemu::Exit;
-use xtask::rig::{Rig, RigConfig};
-use xtask::traffic::Pacer;
+use cadence_build::image::{self, Profile};
+use cadence_harness::protocol::{self, BootOptions};
+use cadence_harness::qemu::Exit;
+use cadence_harness::rig::{Rig, RigConfig};
+use cadence_harness::traffic::Pacer;
 
 /// Hang guard for a boot that should end on its own.
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -34,7 +34,7 @@ pub fn image() -> Result<PathBuf> {
     static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     IMAGE
         .get_or_init(|| {
-            xtask::provision::require_qemu().map_err(|e| format!("{e:#}"))?;
+            cadence_build::provision::require_qemu().map_err(|e| format!("{e:#}"))?;
             image::build(Profile::Release).map_err(|e| format!("{e:#}"))
         })
         .clone()

@@ -1,8 +1,8 @@
 //! Bad boot options: exit status 35 and one `error: boot option '<key>'` line on COM1.
 
 use anyhow::Result;
+use cadence_harness::protocol::{BootOptions, EXIT_BAD_CONFIG};
 use cadence_tests::{boot_to_exit, expect_status};
-use xtask::protocol::{BootOptions, EXIT_BAD_CONFIG};
 
 fn expect_rejected(name: &str, opts: &str, key: &str) -> Result<()> {
     let (exit, rig) = boot_to_exit(name, BootOptions::default().extend_raw(opts))?;

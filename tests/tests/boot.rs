@@ -1,9 +1,9 @@
 //! `mode=boot`: the image prints its banner and one `@nic` line per NIC, then exits 33.
 
 use anyhow::Result;
+use cadence_harness::protocol::{BootOptions, EXIT_SUCCESS, TSC_SOURCES};
+use cadence_harness::traffic::Macs;
 use cadence_tests::{boot_to_exit, expect_status, image};
-use xtask::protocol::{BootOptions, EXIT_SUCCESS, TSC_SOURCES};
-use xtask::traffic::Macs;
 
 #[test]
 fn boot_mode_reports_banner_and_nics() -> Result<()> {
@@ -26,7 +26,7 @@ fn boot_mode_reports_banner_and_nics() -> Result<()> {
     assert!(rig.report.errors.is_empty(), "{:?}", rig.report.errors);
     // COM2 carries defmt frames that decode with the exact ELF that booted (built with
     // DEFMT_LOG=info, so the boot logs something).
-    let d = xtask::defmt::decode_file(&image()?, &rig.out_dir.join("com2.defmt"))?;
+    let d = cadence_harness::defmt::decode_file(&image()?, &rig.out_dir.join("com2.defmt"))?;
     assert_eq!(d.malformed, 0, "malformed defmt frames; decoded: {:#?}", d.lines);
     assert!(!d.lines.is_empty(), "COM2 had no defmt frames (DEFMT_LOG unset when building?)");
     Ok(())

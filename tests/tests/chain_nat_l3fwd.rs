@@ -2,7 +2,7 @@
 //! (`chains/chain3-nat.toml`) and the L3 forwarder alone (`chains/l3fwd.toml`). Each boots
 //! with its chain as boot module 0, sends the standard flows round robin, drains and stops
 //! (exit 33); every frame that came back is checked by the host checker against its NF
-//! models (`xtask::traffic::expect`), and the firmware's NF counters are compared with the
+//! models (`cadence_harness::traffic::expect`), and the firmware's NF counters are compared with the
 //! host's counts. The per-flow outcome the chain files describe is asserted on the models
 //! first, so that a model and a chain file cannot drift apart silently.
 //!
@@ -14,11 +14,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
+use cadence_build::image;
+use cadence_harness::protocol::{BootOptions, Counters};
+use cadence_harness::rig::Rig;
+use cadence_harness::traffic::expect::FlowExpect;
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start_with, stop_ok};
-use xtask::image;
-use xtask::protocol::{BootOptions, Counters};
-use xtask::rig::Rig;
-use xtask::traffic::expect::FlowExpect;
 
 /// One QEMU at a time: two shared cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -32,7 +32,7 @@ const RATE: u64 = 2000;
 /// Boots `file`'s chain, sends [`FRAMES`] frames round robin over the flows, drains,
 /// stops; returns the rig and the firmware's `@summary`.
 fn run_chain(name: &str, file: &str) -> Result<(Rig, Counters)> {
-    let text = xtask::chain::load(&image::workspace_root().join("chains").join(file))?.text;
+    let text = cadence_ctl::chain::load(&image::workspace_root().join("chains").join(file))?.text;
     let mut rig = start_with(name, FLOWS, BootOptions::default().set("stats_ms", 0), |c| {
         c.chain_text = Some(text);
         c.pcap = Some(c.out_dir.join("out.pcap"));
@@ -73,12 +73,12 @@ fn clean_run(rig: &Rig, fw: &Counters, nfs: &[&str]) -> Result<()> {
 
 /// The frames of the capture: (flow id, frame), in capture order.
 fn captured(rig: &Rig) -> Result<Vec<(u16, Vec<u8>)>> {
-    let (_, records) = xtask::pcap::read(&std::fs::read(rig.out_dir.join("out.pcap"))?)?;
+    let (_, records) = cadence_harness::pcap::read(&std::fs::read(rig.out_dir.join("out.pcap"))?)?;
     records
         .into_iter()
         .map(|r| {
-            let tag =
-                xtask::traffic::frame::read_tag(&r.data).ok_or_else(|| anyhow!("untagged frame in the capture"))?;
+            let tag = cadence_harness::traffic::frame::read_tag(&r.data)
+                .ok_or_else(|| anyhow!("untagged frame in the capture"))?;
             Ok((tag.flow, r.data))
         })
         .collect()

@@ -4,7 +4,7 @@
 //! advance by the payload length, so the filter's reassembly sees one stream that opens with
 //! the head); the other two TCP flows and the UDP flows carry the generator's binary filler.
 //! Boot, send the flows round robin, drain, stop (exit 33); every frame that came back is
-//! checked by the host checker against its model (`xtask::traffic::expect`): the banned
+//! checked by the host checker against its model (`cadence_harness::traffic::expect`): the banned
 //! flows' frames are expected drops (`url_blocked`), everything else comes back byte for
 //! byte. The firmware's drop and UrlFilter counters must equal what the model predicts.
 //!
@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
+use cadence_build::image;
+use cadence_harness::protocol::BootOptions;
+use cadence_harness::traffic::UrlVerdict::{Allowed, Blocked, NotHttp};
+use cadence_harness::traffic::{Flow, FlowExpect};
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start_with, stop_ok};
-use xtask::image;
-use xtask::protocol::BootOptions;
-use xtask::traffic::UrlVerdict::{Allowed, Blocked, NotHttp};
-use xtask::traffic::{Flow, FlowExpect};
 
 const FLOWS: u16 = 16;
 /// 30 frames per flow.
@@ -47,7 +47,7 @@ fn flows() -> Vec<Flow> {
 
 #[test]
 fn urlfilter_blocks_banned_requests() -> Result<()> {
-    let text = xtask::chain::load(&image::workspace_root().join("chains").join("urlfilter.toml"))?.text;
+    let text = cadence_ctl::chain::load(&image::workspace_root().join("chains").join("urlfilter.toml"))?.text;
     let mut rig = start_with("chain_urlfilter", FLOWS, BootOptions::default().set("stats_ms", 0), |c| {
         c.flows = flows();
         c.chain_text = Some(text);
@@ -95,11 +95,12 @@ fn urlfilter_blocks_banned_requests() -> Result<()> {
 
     // The capture, independently of the checker: per flow, PER_FLOW frames of every flow but
     // the banned ones; the allowed requests' heads intact.
-    let (_, records) = xtask::pcap::read(&std::fs::read(rig.out_dir.join("out.pcap"))?)?;
+    let (_, records) = cadence_harness::pcap::read(&std::fs::read(rig.out_dir.join("out.pcap"))?)?;
     let flows = flows();
     let mut per_flow: BTreeMap<u16, u64> = BTreeMap::new();
     for r in &records {
-        let tag = xtask::traffic::frame::read_tag(&r.data).ok_or_else(|| anyhow!("untagged frame in the capture"))?;
+        let tag = cadence_harness::traffic::frame::read_tag(&r.data)
+            .ok_or_else(|| anyhow!("untagged frame in the capture"))?;
         let f = &flows[usize::from(tag.flow)];
         *per_flow.entry(tag.flow).or_default() += 1;
         let head = f.http_head();

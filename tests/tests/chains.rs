@@ -7,10 +7,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
+use cadence_build::image;
+use cadence_harness::protocol::{self, BootOptions, Counters};
+use cadence_harness::rig::Rig;
 use cadence_tests::{BOOT_TIMEOUT, expect_status, start_with, stop_ok};
-use xtask::image;
-use xtask::protocol::{self, BootOptions, Counters};
-use xtask::rig::Rig;
 
 /// 16 flows: with the chain files, flows 8 and 9 are denied by the ACL and (chain 1)
 /// flows 12 and 13 go to VIPs.
@@ -19,7 +19,7 @@ const FRAMES: u64 = 3000;
 const RATE: u64 = 2000;
 
 fn chain_text(file: &str) -> Result<String> {
-    let c = xtask::chain::load(&image::workspace_root().join("chains").join(file))?;
+    let c = cadence_ctl::chain::load(&image::workspace_root().join("chains").join(file))?;
     Ok(c.text)
 }
 
@@ -32,7 +32,7 @@ fn run_chain(name: &str, file: &str) -> Result<(Rig, Counters)> {
         c.pcap = Some(c.out_dir.join("out.pcap"));
     })?;
     rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
-    let mut pacer = xtask::traffic::Pacer::new(RATE, Instant::now());
+    let mut pacer = cadence_harness::traffic::Pacer::new(RATE, Instant::now());
     let mut sent = 0u64;
     while sent < FRAMES {
         for _ in 0..pacer.take(Instant::now()) {
@@ -89,8 +89,8 @@ fn chain1_acl_lb_accounting() -> Result<()> {
     assert_eq!(fw.require("acl_cache_add_failed")?, 0, "{fw:?}");
     assert_eq!(fw.require("lb_passed")? + vip, c.classes().received, "{fw:?}");
     // The capture holds every frame that came out, as it came out.
-    let (linktype, records) = xtask::pcap::read(&std::fs::read(rig.out_dir.join("out.pcap"))?)?;
-    assert_eq!(linktype, xtask::pcap::LINKTYPE_ETHERNET);
+    let (linktype, records) = cadence_harness::pcap::read(&std::fs::read(rig.out_dir.join("out.pcap"))?)?;
+    assert_eq!(linktype, cadence_harness::pcap::LINKTYPE_ETHERNET);
     assert_eq!(records.len() as u64, c.classes().received);
     assert_eq!(rig.pcap_frames(), c.classes().received);
     // Accounting saw every permitted frame, 14 flows.

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use cadence_harness::protocol::{self, BootOptions, Control};
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start, stop_ok};
-use xtask::protocol::{self, BootOptions, Control};
 
 const FLOWS: u16 = 8;
 

@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use cadence_build::image;
+use cadence_harness::protocol::BootOptions;
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start_with, stop_ok};
-use xtask::image;
-use xtask::protocol::BootOptions;
 
 /// Flows the checker knows: 0–7 carry checked traffic; 8 is denied by chain 1's ACL.
 const FLOWS: u16 = 16;
@@ -33,7 +33,7 @@ const BURN: u32 = 500;
 
 #[test]
 fn under_a_flood_a_lone_worker_keeps_reporting_and_a_signed_stop_ends_the_run() -> Result<()> {
-    let chain = xtask::chain::load(&image::workspace_root().join("chains").join("chain1.toml"))?;
+    let chain = cadence_ctl::chain::load(&image::workspace_root().join("chains").join("chain1.toml"))?;
     let boot = BootOptions::default().set("stats_ms", 200).set("workers", 1).set("burn", BURN);
     let mut rig = start_with("flood", FLOWS, boot, |c| c.chain_text = Some(chain.text))?;
     rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;

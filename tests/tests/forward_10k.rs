@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use cadence_harness::protocol::BootOptions;
+use cadence_harness::traffic::FlowKind;
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start, stop_ok};
-use xtask::protocol::BootOptions;
-use xtask::traffic::FlowKind;
 
 const FRAMES: u64 = 10_000;
 /// Modest: well below what TCG forwards without loss (see README).
@@ -32,7 +32,7 @@ fn forwards_10k_frames_exactly_once_in_order() -> Result<()> {
     // read went to COM2 as defmt.
     let human: Vec<&String> = com1.iter().filter(|l| !l.is_empty() && !l.starts_with('@')).collect();
     assert!(human.is_empty(), "non-machine lines on COM1: {human:#?}");
-    let d = xtask::defmt::decode_file(&cadence_tests::image()?, &rig.out_dir.join("com2.defmt"))?;
+    let d = cadence_harness::defmt::decode_file(&cadence_tests::image()?, &rig.out_dir.join("com2.defmt"))?;
     assert!(d.lines.iter().any(|l| l.contains("forward: 1 workers on 1 lanes")), "{:#?}", d.lines);
     assert!(!com1.iter().any(|l| l.starts_with("warning: T_S is bounded")), "{com1:#?}");
     let k = rig.checker().classes();

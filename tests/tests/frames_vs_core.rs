@@ -6,9 +6,9 @@
 use cadence_core::control::{Command, ControlAuth, Rejected, parse_control};
 use cadence_core::drops::DropReason;
 use cadence_core::parse::parse;
-use xtask::protocol::{Control, control_frame, unsigned_control_frame};
-use xtask::traffic::malformed::Malformed;
-use xtask::traffic::{Checker, Flow, Macs};
+use cadence_harness::protocol::{Control, control_frame, unsigned_control_frame};
+use cadence_harness::traffic::malformed::Malformed;
+use cadence_harness::traffic::{Checker, Flow, Macs};
 
 #[test]
 fn generated_frames_parse() {

@@ -10,14 +10,14 @@ use cadence_tests::{image, out_dir};
 
 fn boots_through_grub(name: &str, fw: Firmware) -> Result<()> {
     let img = image()?;
-    xtask::provision::require_grub_tools()?;
+    cadence_build::provision::require_grub_tools()?;
     let dir = out_dir(name);
     let chain = b"version=1\nnf=acl\nacl.default=permit\n";
     let iso = grub::iso(&dir, &img, "mode=boot stats_ms=0", Some(chain))?;
     let (status, text) = grub::boot(&dir, &iso, fw)?;
     ensure!(status == Some(33), "QEMU exit {status:?} (want 33); COM1:\n{text}");
     // The human log (entry protocol, parsed configuration) is defmt on COM2.
-    let log = xtask::defmt::decode_file(&img, &dir.join("com2.defmt"))?.lines;
+    let log = cadence_harness::defmt::decode_file(&img, &dir.join("com2.defmt"))?.lines;
     ensure!(log.iter().any(|l| l.contains("(Multiboot2 boot)")), "not entered through multiboot2; COM2:\n{log:#?}");
     ensure!(log.iter().any(|l| l.contains("mode: Boot")), "the command line did not reach the image; COM2:\n{log:#?}");
     ensure!(text.lines().any(|l| l.starts_with("@banner ")), "no @banner; COM1:\n{text}");

@@ -29,12 +29,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
+use cadence_build::image::{self, Profile};
+use cadence_harness::protocol::{self, BootOptions, Counters};
+use cadence_harness::rig::{Backend, Rig, RigConfig};
+use cadence_harness::traffic::Pacer;
+use cadence_harness::traffic::malformed::Malformed;
 use cadence_tests::{STOP_TIMEOUT, out_dir, send_paced};
-use xtask::image::{self, Profile};
-use xtask::protocol::{self, BootOptions, Counters};
-use xtask::rig::{Backend, Rig, RigConfig};
-use xtask::traffic::Pacer;
-use xtask::traffic::malformed::Malformed;
 
 const FRAMES: u64 = 20_000;
 const RATE: u64 = 5_000;
@@ -46,7 +46,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 fn hosted() -> Result<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BIN.get_or_init(|| {
-        if !xtask::netns::can_create() {
+        if !cadence_harness::netns::can_create() {
             return Err("the hosted end-to-end tests need root and iproute2's `ip` (network namespaces, \
                         veth pairs); CI runs as root: run `cargo xtask test` as root"
                 .into());
@@ -73,7 +73,9 @@ fn start(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>) -
 /// `Ip: InReceives`, `/proc/net/snmp6` `Ip6InReceives`).
 fn stack_received(netns: &str) -> Result<u64> {
     let read = |file: &str| -> Result<String> {
-        let out = std::process::Command::new(xtask::netns::IP).args(["netns", "exec", netns, "cat", file]).output()?;
+        let out = std::process::Command::new(cadence_harness::netns::IP)
+            .args(["netns", "exec", netns, "cat", file])
+            .output()?;
         if !out.status.success() {
             bail!("reading {file} in {netns}: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -128,7 +130,7 @@ fn uid_of(pid: u32) -> Result<u32> {
 /// [`start`] with more command-line options for the hosted binary.
 fn start_with(name: &str, io: &'static str, boot: BootOptions, chain: Option<&str>, args: &[&str]) -> Result<Rig> {
     let text = match chain {
-        Some(c) => Some(xtask::chain::load(&image::workspace_root().join(c))?.text),
+        Some(c) => Some(cadence_ctl::chain::load(&image::workspace_root().join(c))?.text),
         None => None,
     };
     start_text(name, io, boot, text, args)
@@ -229,7 +231,7 @@ const PROFILE_SMALL_CORE: &str = "version=1\nnfs=acl,lb,accounting\ntsc_hz=10000
 fn af_xdp_an_aux_thread_asleep_on_its_doorbell_is_woken_by_a_hand_off() -> Result<()> {
     const SENT: u64 = 2000;
     let _one = serial();
-    let chain1 = xtask::chain::load(&image::workspace_root().join("chains/chain1.toml"))?.text;
+    let chain1 = cadence_ctl::chain::load(&image::workspace_root().join("chains/chain1.toml"))?.text;
     let boot = BootOptions::default().set("workers", 2).set("aux", 1).set("slo_us", 200_000);
     let chain = format!("{chain1}\n[netblaze.profile]\n{PROFILE_SMALL_CORE}");
     let mut rig = start_text("hosted_aux_doorbell", "af_xdp", boot, Some(chain), &[])?;
@@ -350,7 +352,7 @@ fn af_xdp_frames_on_queues_no_lane_owns_are_dropped_and_counted_never_given_to_t
     // What was not forwarded is exactly what the program dropped; what was forwarded is clean.
     assert_eq!(k.lost, unowned, "{k:?} {fw:?}");
     assert_eq!(k.received + unowned, SENT, "{k:?}");
-    let k_rest = xtask::traffic::Classes { lost: 0, ..k };
+    let k_rest = cadence_harness::traffic::Classes { lost: 0, ..k };
     assert!(k_rest.clean(), "host saw {:?}: {k:?}", k_rest.failures());
     assert_eq!(fw.require("drops")?, 0, "{fw:?}");
     Ok(())
@@ -382,7 +384,7 @@ fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> 
     let examples = rig.checker().examples.clone();
     assert_eq!(k2.lost, k1.lost, "frames lost after the load dropped: {k2:?}");
     assert_eq!(k2.received - k1.received, 2_000, "{k2:?}");
-    let k2_rest = xtask::traffic::Classes { lost: 0, ..k2 };
+    let k2_rest = cadence_harness::traffic::Classes { lost: 0, ..k2 };
     assert!(k2_rest.clean(), "host saw {:?}: {k2:?}\n{examples:#?}", k2_rest.failures());
     // Every lost frame is one the kernel counted at a socket whose fill ring was empty;
     // the dataplane itself dropped nothing.
@@ -421,7 +423,7 @@ fn af_xdp_a_worker_hung_inside_its_round_loses_its_lane_and_the_run_goes_on() ->
     let k = rig.checker().classes();
     assert_eq!(k.sent, SENT);
     assert_eq!(k.lost, stranded, "lost = the hung batch: {k:?} {fw:?}");
-    let rest = xtask::traffic::Classes { lost: 0, ..k };
+    let rest = cadence_harness::traffic::Classes { lost: 0, ..k };
     assert!(rest.clean(), "host saw {:?}: {k:?}", rest.failures());
     Ok(())
 }

@@ -13,10 +13,10 @@ use cadence_drivers::hal::{Mmio, PciFunction};
 use cadence_drivers::i40e::aq::{AqError, AqStatus};
 use cadence_drivers::i40e::cmd::opcode;
 use cadence_drivers::i40e::{Config, InitError};
+use cadence_harness::protocol::Mac;
+use cadence_harness::traffic::frame::{Flow, build, read_tag};
 use cadence_tests::model_rig::{I40eNic, ModelRig};
 use cadence_tests::xl710_model::{RxOutcome, VSI_SEID, Xl710, off};
-use xtask::protocol::Mac;
-use xtask::traffic::frame::{Flow, build, read_tag};
 
 type Nic = I40eNic;
 

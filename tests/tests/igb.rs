@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use cadence_harness::protocol::BootOptions;
+use cadence_harness::rig::{NicModel, Rig, RigConfig};
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, send_paced, stop_ok};
-use xtask::protocol::BootOptions;
-use xtask::rig::{NicModel, Rig, RigConfig};
 
 const FRAMES: u64 = 3000;
 /// Modest: igb pays a VM exit per doorbell under TCG.

@@ -3,10 +3,10 @@
 use cadence_core::buf::{BUF_SIZE, Batch, Pool};
 use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_drivers::igb::{Config, Igb};
+use cadence_harness::protocol::Mac;
+use cadence_harness::traffic::frame::{Flow, build};
 use cadence_tests::igb_model::Igb82576;
 use cadence_tests::model_host::{FakeClock, Host, POOL_BASE};
-use xtask::protocol::Mac;
-use xtask::traffic::frame::{Flow, build};
 
 const MAC: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
 

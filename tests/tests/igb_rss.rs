@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use cadence_core::rss::BucketMeter;
+use cadence_harness::protocol::Mac;
+use cadence_harness::protocol::{self, BootOptions, Counters, MachineLine};
+use cadence_harness::rig::{NicModel, Rig, RigConfig};
+use cadence_harness::traffic::Flow;
+use cadence_harness::traffic::frame::build;
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, image, out_dir, send_paced, stop_ok};
-use xtask::protocol::Mac;
-use xtask::protocol::{self, BootOptions, Counters, MachineLine};
-use xtask::rig::{NicModel, Rig, RigConfig};
-use xtask::traffic::Flow;
-use xtask::traffic::frame::build;
 
 /// One QEMU at a time: two vCPUs each, on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -302,7 +302,7 @@ fn an_aux_core_takes_flows_in_a_whale_and_a_burst_and_is_released_after() -> Res
     const FLOWS: u16 = 8;
     const LANES: u32 = 3;
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let chain1 = xtask::chain::load(&xtask::image::workspace_root().join("chains/chain1.toml"))?.text;
+    let chain1 = cadence_ctl::chain::load(&cadence_build::image::workspace_root().join("chains/chain1.toml"))?.text;
     let chain = format!("{chain1}\n[netblaze.profile]\n{PROFILE_SMALL_CORE}");
     // TCG's pace: 50 ms epochs, so an SLO above them.
     let (mut rig, ready) =

@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use cadence_harness::protocol::BootOptions;
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start_with, stop_ok};
-use xtask::protocol::BootOptions;
 
 const FLOWS: u16 = 16;
 const FRAMES: u64 = 1600;
@@ -30,7 +30,7 @@ fn expired_flows_are_exported_as_ipfix_and_decode_to_the_hosts_counts() -> Resul
     let c = rig.checker();
     let k = c.classes();
     assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), c.examples);
-    let summary = xtask::run::ipfix_summary(&c).context("a collector")?;
+    let summary = cadence_harness::traffic::ipfix::summary(&c).context("a collector")?;
     assert!(summary.errors.is_empty() && summary.mismatches.is_empty(), "{summary:#?}");
     assert_eq!((summary.flows, summary.flows_matching), (u64::from(FLOWS), u64::from(FLOWS)));
     // The dataplane counted what it originated: generated = IPFIX messages.
@@ -40,7 +40,7 @@ fn expired_flows_are_exported_as_ipfix_and_decode_to_the_hosts_counts() -> Resul
     let col = c.ipfix.as_ref().context("collector")?;
     let dir = cadence_tests::out_dir("ipfix");
     let pcap = dir.join("ipfix.pcap");
-    let mut w = xtask::pcap::PcapWriter::create(&pcap)?;
+    let mut w = cadence_harness::pcap::PcapWriter::create(&pcap)?;
     for f in &col.frames {
         w.write(std::time::SystemTime::now(), f)?;
     }
@@ -48,7 +48,7 @@ fn expired_flows_are_exported_as_ipfix_and_decode_to_the_hosts_counts() -> Resul
     let sent: HashMap<(String, u16), (u64, u64)> = c
         .sent_totals()
         .into_iter()
-        .map(|(k, p, b)| ((xtask::traffic::ipfix::std_addrs(&k).0.to_string(), k.src_port), (p, b)))
+        .map(|(k, p, b)| ((cadence_harness::traffic::ipfix::std_addrs(&k).0.to_string(), k.src_port), (p, b)))
         .collect();
     drop(c);
     let out = Command::new("tshark")

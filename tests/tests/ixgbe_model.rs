@@ -11,10 +11,10 @@ use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::rss::DEFAULT_KEY;
 use cadence_drivers::hal::PciFunction;
 use cadence_drivers::ixgbe::{Config, InitError, Ixgbe};
+use cadence_harness::protocol::Mac;
+use cadence_harness::traffic::frame::{Flow, build};
 use cadence_tests::ixgbe_model::{Ixgbe82599, RxOutcome, off};
 use cadence_tests::model_rig::{IxgbeNic, ModelRig};
-use xtask::protocol::Mac;
-use xtask::traffic::frame::{Flow, build};
 
 type Nic = IxgbeNic;
 
@@ -255,7 +255,7 @@ fn live_reta_update_mid_stream_keeps_conservation_and_order() {
     let mut seen: HashMap<u16, Vec<u32>> = HashMap::new();
     for q in [1usize, 0, 2, 3] {
         for f in drain(&mut nic, &mut h.pool, q) {
-            let tag = xtask::traffic::frame::read_tag(&f).expect("tagged");
+            let tag = cadence_harness::traffic::frame::read_tag(&f).expect("tagged");
             seen.entry(tag.flow).or_default().push(tag.seq);
         }
     }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use cadence_core::drops::DropReason;
+use cadence_harness::protocol::BootOptions;
+use cadence_harness::traffic::Pacer;
+use cadence_harness::traffic::malformed::Malformed;
 use cadence_tests::{BOOT_TIMEOUT, start, stop_ok};
-use xtask::protocol::BootOptions;
-use xtask::traffic::Pacer;
-use xtask::traffic::malformed::Malformed;
 
 const GOOD: u64 = 1200;
 const FLOWS: u16 = 8;

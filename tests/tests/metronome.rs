@@ -9,9 +9,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use cadence_harness::protocol::{BootOptions, Counters};
+use cadence_harness::rig::{Backend, Rig};
 use cadence_tests::{BOOT_TIMEOUT, send_paced, start_with, stop_ok};
-use xtask::protocol::{BootOptions, Counters};
-use xtask::rig::{Backend, Rig};
 
 const WORKERS: u64 = 3;
 const LANES: u64 = 2;

@@ -19,13 +19,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
+use cadence_build::image;
 use cadence_core::nf::l3fwd::NextHop;
+use cadence_ctl::ctl::Reply;
+use cadence_harness::protocol::BootOptions;
+use cadence_harness::rig::Rig;
+use cadence_harness::traffic::Pacer;
 use cadence_tests::{BOOT_TIMEOUT, start_with, stop_ok};
-use xtask::ctl::Reply;
-use xtask::image;
-use xtask::protocol::BootOptions;
-use xtask::rig::Rig;
-use xtask::traffic::Pacer;
 
 /// One QEMU at a time: two shared cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -201,7 +201,7 @@ fn acl_rule_added_and_removed_mid_stream_switches_each_flow_once() -> Result<()>
 #[test]
 fn route_changed_and_restored_through_the_relay_moves_a_flow_at_one_point() -> Result<()> {
     let _one = serial();
-    let text = xtask::chain::load(&image::workspace_root().join("chains").join("l3fwd.toml"))?.text;
+    let text = cadence_ctl::chain::load(&image::workspace_root().join("chains").join("l3fwd.toml"))?.text;
     let mut rig = start_chain("mgmt_route", &text, 1)?;
     let sock = rig.out_dir.join("ctl.sock");
     rig.serve_ctl(&sock)?;
@@ -216,7 +216,7 @@ fn route_changed_and_restored_through_the_relay_moves_a_flow_at_one_point() -> R
     let (done_tx, done_rx) = mpsc::channel::<Result<Reply, String>>();
     let client_sock = sock.clone();
     let client = std::thread::spawn(move || {
-        let mut c = match xtask::ctl::Client::connect(&client_sock) {
+        let mut c = match cadence_ctl::ctl::Client::connect(&client_sock) {
             Ok(c) => c,
             Err(e) => return done_tx.send(Err(format!("{e:#}"))).unwrap_or(()),
         };

@@ -2,8 +2,8 @@
 //! address without a NIC the image drives is a configuration error naming the option.
 
 use anyhow::Result;
+use cadence_harness::protocol::{BootOptions, EXIT_BAD_CONFIG, EXIT_SUCCESS};
 use cadence_tests::{boot_to_exit, expect_status};
-use xtask::protocol::{BootOptions, EXIT_BAD_CONFIG, EXIT_SUCCESS};
 
 #[test]
 fn nics_takes_the_named_functions_in_its_order() -> Result<()> {

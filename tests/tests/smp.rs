@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use cadence_harness::protocol::{BootOptions, EXIT_SUCCESS, MachineLine};
+use cadence_harness::qemu::{QemuConfig, boot_and_wait};
+use cadence_harness::rig::{Rig, RigConfig};
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, expect_status, image, out_dir};
-use xtask::protocol::{BootOptions, EXIT_SUCCESS, MachineLine};
-use xtask::qemu::{QemuConfig, boot_and_wait};
-use xtask::rig::{Rig, RigConfig};
 
 /// The `@cpu` and `@smp` lines of a run.
 fn machine_lines(com1: &[String], kind: &str) -> Result<Vec<MachineLine>> {

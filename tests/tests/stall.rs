@@ -15,9 +15,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use cadence_harness::protocol::{BootOptions, EXIT_RUNTIME_FAILURE};
+use cadence_harness::rig::{NicModel, Rig, RigConfig};
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, STOP_TIMEOUT, expect_status, image, out_dir, send_paced};
-use xtask::protocol::{BootOptions, EXIT_RUNTIME_FAILURE};
-use xtask::rig::{NicModel, Rig, RigConfig};
 
 const FLOWS: u16 = 32;
 const LANES: u32 = 4;
@@ -68,7 +68,7 @@ fn a_worker_hung_inside_its_round_is_stopped_and_its_lane_taken_over() -> Result
     let k = rig.checker().classes();
     assert_eq!(k.sent, sent);
     assert_eq!(k.lost, stranded, "lost = the hung batch: {k:?} {fw:?}");
-    let rest = xtask::traffic::Classes { lost: 0, ..k };
+    let rest = cadence_harness::traffic::Classes { lost: 0, ..k };
     assert!(rest.clean(), "host saw {:?}: {k:?}\n{:#?}", rest.failures(), rig.checker().examples);
     // Every lane was served after the take-over (worker 0 visits them all).
     let per_lane: Vec<u64> = (0..LANES).map(|l| fw.require(&format!("lane{l}_packets"))).collect::<Result<_>>()?;

@@ -1,13 +1,13 @@
-//! `cargo xtask build | run | peers | test` (the alias lives in `.cargo/config.toml`).
+//! `cargo xtask build | run | test | …` (the alias lives in `.cargo/config.toml`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use cadence_build::image::{self, Profile};
+use cadence_harness::traffic::Sizes;
 use clap::{Parser, Subcommand};
-use xtask::image::{self, Profile};
 use xtask::run::{self, RunOptions};
-use xtask::traffic::Sizes;
 
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask", about = "Cadence developer commands")]
@@ -100,29 +100,6 @@ enum Cmd {
         #[arg(long = "hosted-arg", allow_hyphen_values = true)]
         hosted_args: Vec<String>,
     },
-    /// Send one management command to a running dataplane and print the reply: to a
-    /// `cargo xtask run` in progress (it serves target/cadence-ctl.sock), or to an image
-    /// started by hand with `-serial unix:PATH,server=on,wait=off` (`--socket PATH`).
-    /// Commands: stats, show acl|lb|nat|accounting|l3fwd|rss, acl add RULE, acl del ID,
-    /// route add prefix:P,port:N,mac:M, route del P, lb backend add|del VIP BACKEND,
-    /// rss move FROM TO, rss restore, stop, help (docs/PROTOCOL.md).
-    Ctl {
-        /// The socket (default: target/cadence-ctl.sock).
-        #[arg(long)]
-        socket: Option<PathBuf>,
-        /// Seconds to wait for the reply.
-        #[arg(long, default_value_t = 10)]
-        timeout: u64,
-        /// The command and its arguments.
-        #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
-        command: Vec<String>,
-    },
-    /// Check a chain file (TOML) and print its text form: what the image gets as boot
-    /// module 0 and the hosted binary reads with `--chain`.
-    Chain {
-        /// The chain file.
-        file: PathBuf,
-    },
     /// Run a simulator study, writing CSV and SVG files: `metronome` (the Metronome sweep
     /// of CPU share, vacation and T_S against offered load for M = 1..4, and equal timeouts
     /// vs primary/backup) or `netblaze` (NetBlaze against static RSS, Metron-, Quadrant- and
@@ -139,26 +116,11 @@ enum Cmd {
         #[arg(last = true)]
         rest: Vec<String>,
     },
-    /// Measure NetBlaze's capacity predictor of a chain on this machine (the chain's real
-    /// code over software NICs, timed with the TSC) and write the profile file
-    /// (docs/PROTOCOL.md "NetBlaze profile"). Runs a release build of itself.
-    Profile {
-        /// The chain file (TOML).
-        #[arg(long)]
-        chain: PathBuf,
-        /// Output file (default: the chain file with `.profile`).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Epoch length in µs the frontiers are for ((SLO − 40)/2: 80 for a 200 µs SLO).
-        #[arg(long, default_value_t = 80)]
-        epoch_us: u64,
-        /// Generated rules added to the chain's ACL (the paper's ACL holds 1.5k rules).
-        #[arg(long, default_value_t = 1500)]
-        acl_rules: usize,
-        /// Epochs measured per grid point (median).
-        #[arg(long, default_value_t = 9)]
-        reps: usize,
-    },
+    /// The operator's commands (`cadence-ctl`'s): `ctl` (one management command to a
+    /// running dataplane), `chain` (a chain file checked and converted), `profile` (NetBlaze's
+    /// capacity predictor measured).
+    #[command(flatten)]
+    Ops(cadence_ctl::cli::Cmd),
     /// Cadence side by side with DPDK in the same run: builds the DPDK peer programs
     /// (benches/peers/, installing Debian's DPDK packages when missing) and Cadence's
     /// `peers` bench, runs interleaved rounds on 4 KiB and 2 MiB pages, refuses rounds in
@@ -334,26 +296,7 @@ fn real_main() -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
-        Cmd::Ctl { socket, timeout, command } => {
-            let path = socket.unwrap_or_else(xtask::ctl::default_socket);
-            let mut client = xtask::ctl::Client::connect(&path)?;
-            let reply = client.request(&command.join(" "), std::time::Duration::from_secs(timeout))?;
-            for d in &reply.data {
-                println!("{d}");
-            }
-            match &reply.result {
-                Ok(s) if s.is_empty() => println!("ok"),
-                Ok(s) => println!("ok {s}"),
-                Err((name, msg)) => {
-                    eprintln!("error={name}: {msg}");
-                    return Ok(ExitCode::FAILURE);
-                }
-            }
-        }
-        Cmd::Chain { file } => {
-            let c = xtask::chain::load(&file)?;
-            print!("{}", c.text);
-        }
+        Cmd::Ops(cmd) => return cadence_ctl::cli::run(cmd),
         Cmd::Sim { study, out, rest } => {
             let out = out.unwrap_or_else(|| image::target_dir().join("sim").join(&study));
             let status = image::cargo()
@@ -366,34 +309,9 @@ fn real_main() -> Result<ExitCode> {
                 anyhow::bail!("cadence-sim {study} failed: {status}");
             }
         }
-        Cmd::Profile { chain, out, epoch_us, acl_rules, reps } => {
-            if cfg!(debug_assertions) {
-                // Measure optimized code: run this command again from a release build.
-                let mut cmd = image::cargo();
-                cmd.args(["run", "--release", "--quiet", "-p", "xtask", "--", "profile", "--chain"])
-                    .arg(&chain)
-                    .args(["--epoch-us", &epoch_us.to_string(), "--acl-rules", &acl_rules.to_string()])
-                    .args(["--reps", &reps.to_string()]);
-                if let Some(o) = &out {
-                    cmd.arg("--out").arg(o);
-                }
-                let status = cmd.status()?;
-                if !status.success() {
-                    anyhow::bail!("cargo xtask profile (release) failed: {status}");
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            let opts = xtask::profile::ProfileOptions { chain, epoch_us, acl_rules, reps };
-            let p = xtask::profile::profile(&opts, &mut |line| eprintln!("{line}"))?;
-            let text = xtask::profile::render(&p, &opts, &xtask::profile::today())?;
-            let out = out.unwrap_or_else(|| xtask::profile::default_out(&opts.chain));
-            std::fs::write(&out, &text).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
-            print!("{text}");
-            eprintln!("wrote {}", out.display());
-        }
         Cmd::Peers { rounds, max_rounds, pages, samples, seconds, table_ms, only, out, wait_quiet } => {
-            use xtask::peers::plan::Pages;
-            let opts = xtask::peers::Options {
+            use cadence_bench::peers::plan::Pages;
+            let opts = cadence_bench::peers::Options {
                 rounds: rounds as usize,
                 max_rounds: max_rounds.map_or(2 * rounds as usize, |m| m as usize),
                 pages: match pages.as_str() {
@@ -408,7 +326,7 @@ fn real_main() -> Result<ExitCode> {
                 out,
                 wait_quiet: std::time::Duration::from_secs(wait_quiet),
             };
-            if !xtask::peers::run(&opts)? {
+            if !cadence_bench::peers::run(&opts)? {
                 return Ok(ExitCode::FAILURE);
             }
         }
@@ -427,7 +345,7 @@ fn real_main() -> Result<ExitCode> {
             wait_quiet,
             cadence_args,
         } => {
-            let opts = xtask::bench::Options {
+            let opts = cadence_bench::bench::Options {
                 rounds,
                 max_rounds,
                 quick,
@@ -440,7 +358,7 @@ fn real_main() -> Result<ExitCode> {
                 wait_quiet_s: wait_quiet,
                 cadence_args,
             };
-            return xtask::bench::main(&study, &opts);
+            return cadence_bench::bench::main(&study, &opts);
         }
         Cmd::Verify => xtask::verify::all()?,
         Cmd::Loom => xtask::verify::loom()?,

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::image::{self, Profile};
-use crate::protocol::{self, Banner, BootOptions, Counters, Nic};
-use crate::rig::{Backend, NicModel, Rig, RigConfig};
+use cadence_build::image::{self, Profile};
 use cadence_core::rand::XorShift64;
+use cadence_harness::protocol::{self, Banner, BootOptions, Counters, Nic};
+use cadence_harness::rig::{Backend, NicModel, Rig, RigConfig};
 
-use crate::traffic::{Classes, LatencySummary, Pacer, Sizes};
+use cadence_harness::traffic::{Classes, LatencySummary, Pacer, Sizes};
 
 /// Default offered load, frames per second (see README: no loss under TCG on 2 cores).
 pub const DEFAULT_RATE: u64 = 2000;
@@ -104,7 +104,7 @@ pub struct RunSummary {
     /// nothing about the image's speed), or `hosted` (the Linux build on veths).
     pub accel: String,
     /// What `--kvm` found (`null` without `--kvm`).
-    pub kvm: Option<crate::accel::Kvm>,
+    pub kvm: Option<cadence_harness::accel::Kvm>,
     pub exit_status: Option<i32>,
     pub exit_meaning: String,
     pub traffic_seconds: f64,
@@ -125,52 +125,7 @@ pub struct RunSummary {
     /// Frames written to the pcap file (`--pcap`).
     pub pcap_frames: u64,
     /// What the rig's IPFIX collector received (chains whose Accounting exports).
-    pub ipfix: Option<IpfixSummary>,
-}
-
-/// The IPFIX export of a run, checked against the host's own counts.
-#[derive(Debug, Clone, Serialize, Default, PartialEq, Eq)]
-pub struct IpfixSummary {
-    pub messages: u64,
-    pub records: u64,
-    /// Flows with at least one record.
-    pub flows: u64,
-    /// Exported flows whose packets and IP bytes equal what the host sent on them.
-    pub flows_matching: u64,
-    /// The others: `flow: exported packets/bytes vs sent packets/bytes`.
-    pub mismatches: Vec<String>,
-    /// Malformed messages and data without a template.
-    pub errors: Vec<String>,
-}
-
-/// Compares the collector's records with the checker's sent totals (per flow: records of
-/// several expiries add up; flows not exported yet are not counted).
-pub fn ipfix_summary(c: &crate::traffic::Checker) -> Option<IpfixSummary> {
-    let col = c.ipfix.as_ref()?;
-    let sent: std::collections::HashMap<_, _> = c.sent_totals().into_iter().map(|(k, p, b)| (k, (p, b))).collect();
-    let mut s = IpfixSummary {
-        messages: col.messages,
-        records: col.records.len() as u64,
-        errors: col.errors.clone(),
-        ..IpfixSummary::default()
-    };
-    if col.without_template > 0 {
-        s.errors.push(format!("{} data sets before their template", col.without_template));
-    }
-    for (flow, (p, b)) in col.totals() {
-        s.flows += 1;
-        match sent.get(&flow) {
-            Some(&(sp, sb)) if (sp, sb) == (p, b) => s.flows_matching += 1,
-            other => {
-                let (src, dst) = crate::traffic::ipfix::std_addrs(&flow);
-                s.mismatches.push(format!(
-                    "{src}:{} -> {dst}:{} proto {}: exported {p} packets / {b} bytes, sent {:?}",
-                    flow.src_port, flow.dst_port, flow.proto, other
-                ));
-            }
-        }
-    }
-    Some(s)
+    pub ipfix: Option<cadence_harness::traffic::ipfix::IpfixSummary>,
 }
 
 /// `run-YYYYMMDD-HHMMSS` (UTC).
@@ -203,25 +158,25 @@ fn echo_line(l: &str) {
 pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let profile = if opts.debug { Profile::Debug } else { Profile::Release };
     let image = if opts.hosted {
-        crate::provision::ensure_iproute()?;
-        if !crate::netns::can_create() {
+        cadence_build::provision::ensure_iproute()?;
+        if !cadence_harness::netns::can_create() {
             anyhow::bail!("--hosted needs root and iproute2's `ip`: it creates a network namespace and two veth pairs");
         }
         image::build_hosted(profile)?
     } else {
-        crate::provision::ensure_qemu()?;
+        cadence_build::provision::ensure_qemu()?;
         image::build(profile)?
     };
     let out_dir = image::target_dir().join("xtask").join(timestamp_dir_name(SystemTime::now()));
-    let accel = (opts.kvm && !opts.hosted).then(crate::accel::detect);
-    if let Some(w) = accel.as_ref().and_then(crate::accel::Kvm::warning) {
+    let accel = (opts.kvm && !opts.hosted).then(cadence_harness::accel::detect);
+    if let Some(w) = accel.as_ref().and_then(cadence_harness::accel::Kvm::warning) {
         println!("{w}");
     }
-    let kvm = accel.as_ref().is_some_and(|k| *k != crate::accel::Kvm::Unusable);
+    let kvm = accel.as_ref().is_some_and(|k| *k != cadence_harness::accel::Kvm::Unusable);
     let mut cfg = RigConfig::new(image.clone(), out_dir.clone(), opts.flows.max(1));
     if let Some(path) = &opts.chain {
         let path = if path.is_absolute() { path.clone() } else { image::workspace_root().join(path) };
-        let c = crate::chain::load(&path)?;
+        let c = cadence_ctl::chain::load(&path)?;
         println!(
             "xtask: chain {} ({}), module {}",
             path.display(),
@@ -344,7 +299,7 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
 /// Serves the management channel for `cargo xtask ctl` on target/cadence-ctl.sock (or, when
 /// another run serves that one, on a socket named after this process).
 fn serve_ctl(rig: &mut Rig) {
-    let default = crate::ctl::default_socket();
+    let default = cadence_ctl::ctl::default_socket();
     let path = if std::os::unix::net::UnixStream::connect(&default).is_ok() {
         default.with_file_name(format!("cadence-ctl-{}.sock", std::process::id()))
     } else {
@@ -386,7 +341,7 @@ fn finish(
     // defmt (the image's COM2; the hosted build logs nothing there)
     let com2 = rig.out_dir.join("com2.defmt");
     let (mut defmt_lines, mut defmt_malformed, mut defmt_log) = (0, 0, None);
-    match crate::defmt::decode_file(image, &com2) {
+    match cadence_harness::defmt::decode_file(image, &com2) {
         _ if opts.hosted => {}
         Ok(d) => {
             let p = rig.out_dir.join("defmt.log");
@@ -409,7 +364,7 @@ fn finish(
         }
         Err(e) => println!("xtask: could not decode the defmt log: {e:#}"),
     }
-    let ipfix = ipfix_summary(&rig.checker());
+    let ipfix = cadence_harness::traffic::ipfix::summary(&rig.checker());
     if let Some(i) = ipfix.as_ref().filter(|i| !i.mismatches.is_empty() || !i.errors.is_empty()) {
         failures.push(format!(
             "ipfix: {} flow(s) not matching the host's counts, {} error(s)",
@@ -427,7 +382,7 @@ fn finish(
         qemu_cmdline: rig.cmdline.clone(),
         accel: match &rig.qemu_config {
             None => "hosted".into(),
-            Some(q) => q.kvm.as_ref().map_or("tcg", crate::accel::Kvm::accel_name).into(),
+            Some(q) => q.kvm.as_ref().map_or("tcg", cadence_harness::accel::Kvm::accel_name).into(),
         },
         kvm: rig.qemu_config.as_ref().and_then(|q| q.kvm.clone()),
         exit_status: status,

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::image::{self, Profile};
+use cadence_build::image::{self, Profile};
 
 /// The target `core` and `drivers` must also build for (and pass clippy on): the Arm
 /// cores of SmartNICs (issue 15 item 6). `rust-toolchain.toml` lists it, so the toolchain
@@ -87,8 +87,8 @@ fn run_step(s: &Step) -> Result<()> {
 
 /// Runs every step; stops at the first failure.
 pub fn test() -> Result<()> {
-    println!("==> xtask test: Rust toolchain ({})", crate::toolchain::FILE);
-    crate::toolchain::ensure().context("xtask test: step 'Rust toolchain' failed")?;
+    println!("==> xtask test: Rust toolchain ({})", cadence_build::toolchain::FILE);
+    cadence_build::toolchain::ensure().context("xtask test: step 'Rust toolchain' failed")?;
     let all = steps();
     let (before, after) = all.split_at(5);
     for s in before {
@@ -98,18 +98,18 @@ pub fn test() -> Result<()> {
     // test, fuzz targets — what `cargo xtask verify` runs.
     crate::verify::all()?;
     println!("\n==> xtask test: QEMU");
-    let v = crate::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
-    println!("{} {v}", crate::provision::QEMU);
+    let v = cadence_build::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
+    println!("{} {v}", cadence_build::provision::QEMU);
     println!("\n==> xtask test: GRUB tools (multiboot2 boot test)");
-    crate::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
+    cadence_build::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
     println!("\n==> xtask test: iproute2 (hosted end-to-end tests: namespaces and veth pairs)");
-    crate::provision::ensure_iproute().context("xtask test: step 'iproute2' failed")?;
+    cadence_build::provision::ensure_iproute().context("xtask test: step 'iproute2' failed")?;
     println!("\n==> xtask test: tshark (the IPFIX test's independent decoder)");
-    crate::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
+    cadence_build::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
     println!(
         "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
     );
-    crate::toolchain::fresh_machine_check().context("xtask test: step 'fresh machine' failed")?;
+    cadence_build::toolchain::fresh_machine_check().context("xtask test: step 'fresh machine' failed")?;
     println!("\n==> xtask test: build the image");
     let img = image::build(Profile::Release).context("xtask test: step 'build the image' failed")?;
     println!("{}", img.display());
@@ -130,7 +130,7 @@ mod tests {
         let at = |needle: &str| all.iter().position(|s| s.args.contains(&needle) && s.args.contains(&PORTABLE_TARGET));
         let (build, clippy) = (at("build"), at("clippy"));
         assert!(build.is_some_and(|b| b < 5) && clippy.is_some_and(|c| c < 5), "{all:?}");
-        let want = crate::toolchain::wanted().expect("rust-toolchain.toml");
+        let want = cadence_build::toolchain::wanted().expect("rust-toolchain.toml");
         assert!(want.targets.iter().any(|t| t == PORTABLE_TARGET), "{want:?}");
     }
 }

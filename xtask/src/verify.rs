@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::image;
-use crate::nightly;
+use cadence_build::image;
+use cadence_build::nightly;
 
 /// Every fuzz target (`fuzz/fuzz_targets/<name>.rs`), with what it feeds.
 pub const FUZZ_TARGETS: [(&str, &str); 10] = [

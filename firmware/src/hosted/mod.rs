@@ -3,7 +3,7 @@
 //! machine lines as the image (`cadence_firmware::forward`), on `platform::hosted`.
 //!
 //! Exit codes: 0 success (STOP), 1 runtime failure, 2 bad configuration
-//! (`xtask::protocol::hosted_exit_status` maps them onto the image's 33/37/35, so one
+//! (`cadence_harness::protocol::hosted_exit_status` maps them onto the image's 33/37/35, so one
 //! checker serves both).
 //!
 //! Built with `cargo xtask run --hosted`, or `cargo build --release -p cadence-firmware` →
@@ -42,7 +42,7 @@
 //!
 //! # How it is tested
 //!
-//! The rig's veth backend (`xtask::rig::Backend::Veth`, `xtask::netns`): a network
+//! The rig's veth backend (`cadence_harness::rig::Backend::Veth`, `cadence_harness::netns`): a network
 //! namespace of its own holding the dataplane's ends of two veth pairs (IPv6 off, the NIC
 //! MACs the checker expects), the host ends (the peers' MACs) carrying the same generator
 //! and checker as the QEMU runs through `AF_PACKET` sockets, and `ip netns exec NS

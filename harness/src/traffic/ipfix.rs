@@ -179,6 +179,51 @@ pub fn std_addrs(k: &FlowKey) -> (IpAddr, IpAddr) {
     (conv(k.src), conv(k.dst))
 }
 
+/// The IPFIX export of a run, checked against the host's own counts.
+#[derive(Debug, Clone, serde::Serialize, Default, PartialEq, Eq)]
+pub struct IpfixSummary {
+    pub messages: u64,
+    pub records: u64,
+    /// Flows with at least one record.
+    pub flows: u64,
+    /// Exported flows whose packets and IP bytes equal what the host sent on them.
+    pub flows_matching: u64,
+    /// The others: `flow: exported packets/bytes vs sent packets/bytes`.
+    pub mismatches: Vec<String>,
+    /// Malformed messages and data without a template.
+    pub errors: Vec<String>,
+}
+
+/// Compares the collector's records with the checker's sent totals (per flow: records of
+/// several expiries add up; flows not exported yet are not counted).
+pub fn summary(c: &super::Checker) -> Option<IpfixSummary> {
+    let col = c.ipfix.as_ref()?;
+    let sent: std::collections::HashMap<_, _> = c.sent_totals().into_iter().map(|(k, p, b)| (k, (p, b))).collect();
+    let mut s = IpfixSummary {
+        messages: col.messages,
+        records: col.records.len() as u64,
+        errors: col.errors.clone(),
+        ..IpfixSummary::default()
+    };
+    if col.without_template > 0 {
+        s.errors.push(format!("{} data sets before their template", col.without_template));
+    }
+    for (flow, (p, b)) in col.totals() {
+        s.flows += 1;
+        match sent.get(&flow) {
+            Some(&(sp, sb)) if (sp, sb) == (p, b) => s.flows_matching += 1,
+            other => {
+                let (src, dst) = std_addrs(&flow);
+                s.mismatches.push(format!(
+                    "{src}:{} -> {dst}:{} proto {}: exported {p} packets / {b} bytes, sent {:?}",
+                    flow.src_port, flow.dst_port, flow.proto, other
+                ));
+            }
+        }
+    }
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

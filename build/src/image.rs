@@ -1,33 +1,16 @@
 //! Building the firmware image with a nested cargo call.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-/// The bare-metal target.
-pub const TARGET: &str = "x86_64-unknown-none";
+pub use crate::toolchain::cargo;
+pub use crate::workspace::{TARGET, target_dir, workspace_root};
+
 /// The firmware package and its binary.
 pub const PACKAGE: &str = "cadence-firmware";
 /// The image's binary name.
 pub const BIN: &str = "cadence";
-
-/// The workspace root (xtask lives one level below it).
-pub fn workspace_root() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent().unwrap_or(here).to_path_buf()
-}
-
-/// The cargo target directory: `CARGO_TARGET_DIR` or `<root>/target`.
-pub fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) if !d.is_empty() => {
-            let d = PathBuf::from(d);
-            if d.is_absolute() { d } else { workspace_root().join(d) }
-        }
-        _ => workspace_root().join("target"),
-    }
-}
 
 /// Build profile of the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,15 +36,6 @@ pub fn image_path(profile: Profile) -> PathBuf {
 /// The `DEFMT_LOG` the image is built with: the user's, or `info`.
 pub fn defmt_log() -> String {
     std::env::var("DEFMT_LOG").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "info".to_string())
-}
-
-/// The cargo to nest: `$CARGO` (set by cargo for `cargo run` and tests) or `cargo`,
-/// pinned to the workspace's toolchain ([`crate::toolchain::pin`]) so that a dependency's
-/// own `rust-toolchain` file cannot pick another compiler for that dependency.
-pub fn cargo() -> Command {
-    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    crate::toolchain::pin(&mut c);
-    c
 }
 
 /// Builds the image and returns its path. Adds the bare-metal target (and whatever else

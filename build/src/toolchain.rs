@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::image;
+use crate::workspace;
 
 /// The toolchain file, relative to the workspace root.
 pub const FILE: &str = "rust-toolchain.toml";
@@ -43,7 +43,7 @@ pub fn parse(text: &str) -> Result<Wanted> {
 
 /// Reads `<root>/rust-toolchain.toml`.
 pub fn wanted() -> Result<Wanted> {
-    let path = image::workspace_root().join(FILE);
+    let path = workspace::workspace_root().join(FILE);
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     parse(&text).with_context(|| format!("parsing {}", path.display()))
 }
@@ -102,9 +102,18 @@ fn active_toolchain() -> Result<String> {
             "rustup has no toolchain for {} (rustup show active-toolchain: {}): run `rustup toolchain install` in {}",
             FILE,
             String::from_utf8_lossy(&out.stderr).trim(),
-            image::workspace_root().display()
+            workspace::workspace_root().display()
         ),
     }
+}
+
+/// The cargo to nest: `$CARGO` (set by cargo for `cargo run` and tests) or `cargo`,
+/// pinned to the workspace's toolchain ([`pin`]) so that a dependency's
+/// own `rust-toolchain` file cannot pick another compiler for that dependency.
+pub fn cargo() -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    pin(&mut c);
+    c
 }
 
 /// Pins a nested cargo to the workspace's toolchain by exporting `RUSTUP_TOOLCHAIN`.
@@ -129,7 +138,7 @@ pub fn pin(cmd: &mut Command) {
 
 fn rustup() -> Command {
     let mut c = Command::new("rustup");
-    c.current_dir(image::workspace_root());
+    c.current_dir(workspace::workspace_root());
     c
 }
 
@@ -153,8 +162,11 @@ fn list(toolchain: &str, what: &str) -> Result<Vec<String>> {
 
 /// The host triple (`rustc -vV`).
 fn host_triple() -> Result<String> {
-    let out =
-        Command::new("rustc").arg("-vV").current_dir(image::workspace_root()).output().context("running rustc -vV")?;
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .current_dir(workspace::workspace_root())
+        .output()
+        .context("running rustc -vV")?;
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("host: "))
@@ -188,7 +200,7 @@ fn has_libcore(dir: &Path) -> bool {
 fn tool_runs(component: &str) -> bool {
     let mut cmd = match component {
         "clippy" => {
-            let mut c = image::cargo();
+            let mut c = cargo();
             c.arg("clippy");
             c
         }
@@ -269,17 +281,17 @@ pub fn fresh_machine_check() -> Result<()> {
     if !before.is_empty() {
         bail!("toolchain {tc} lacks {} before the check; `cargo xtask test` should have added it", describe(&before));
     }
-    run(rustup().args(["target", "remove", "--toolchain", &tc, image::TARGET]))?;
+    run(rustup().args(["target", "remove", "--toolchain", &tc, workspace::TARGET]))?;
     run(rustup().args(["component", "remove", "--toolchain", &tc, "rustfmt"]))?;
     let removed = missing(&want, &installed(&tc)?);
-    let expect = Missing { targets: vec![image::TARGET.to_string()], components: vec!["rustfmt".to_string()] };
+    let expect = Missing { targets: vec![workspace::TARGET.to_string()], components: vec!["rustfmt".to_string()] };
     if removed != expect {
         bail!("after removing {}, rustup reports {} missing", describe(&expect), describe(&removed));
     }
     // Exactly as a user's shell runs it: `cargo` from PATH (rustup's proxy, which resolves
     // the toolchain file), with nothing inherited from this cargo.
     let mut cmd = Command::new("cargo");
-    cmd.current_dir(image::workspace_root()).args(["xtask", "run", "--seconds", "2", "--rate", "500"]);
+    cmd.current_dir(workspace::workspace_root()).args(["xtask", "run", "--seconds", "2", "--rate", "500"]);
     for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "CARGO", "CARGO_TARGET_DIR"] {
         cmd.env_remove(var);
     }
@@ -302,7 +314,7 @@ mod tests {
     fn parses_the_projects_file() {
         let w = wanted().unwrap();
         assert_eq!(w.channel.as_deref(), Some("stable"));
-        assert!(w.targets.contains(&image::TARGET.to_string()), "{w:?}");
+        assert!(w.targets.contains(&workspace::TARGET.to_string()), "{w:?}");
         assert!(w.components.contains(&"rustfmt".to_string()) && w.components.contains(&"clippy".to_string()));
     }
 

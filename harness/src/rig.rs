@@ -14,9 +14,7 @@
 //!   sends (IPv6/ARP/LLDP noise, none expected with IPv6 off) are counted in
 //!   [`Rig::host_noise`] instead of reaching the checker. The interfaces vanish with QEMU.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::host_port::{HostPort, SharedPcap, host_socket, receive_loop};
 use crate::pcap::PcapWriter;
 use crate::protocol::{self, BootOptions, Control, MachineLine, Report};
 use crate::qemu::{DgramNic, Exit, Qemu, QemuConfig, QemuNic, TapNic, free_udp_port};
@@ -121,45 +120,6 @@ impl RigConfig {
     }
 }
 
-/// The host end of one port.
-#[derive(Debug)]
-enum HostPort {
-    /// A UDP socket connected to QEMU's dgram netdev at `target`.
-    Udp { sock: UdpSocket, target: SocketAddr },
-    /// A packet socket on the tap interface `ifname`.
-    Tap { sock: PacketSocket, ifname: String },
-}
-
-impl HostPort {
-    fn try_clone(&self) -> std::io::Result<HostPort> {
-        Ok(match self {
-            HostPort::Udp { sock, target } => HostPort::Udp { sock: sock.try_clone()?, target: *target },
-            HostPort::Tap { sock, ifname } => HostPort::Tap { sock: sock.try_clone()?, ifname: ifname.clone() },
-        })
-    }
-
-    fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            HostPort::Udp { sock, .. } => sock.recv(buf),
-            HostPort::Tap { sock, .. } => sock.recv(buf),
-        }
-    }
-
-    fn send(&self, frame: &[u8]) -> std::io::Result<usize> {
-        match self {
-            HostPort::Udp { sock, .. } => sock.send(frame),
-            HostPort::Tap { sock, .. } => sock.send(frame),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            HostPort::Udp { target, .. } => target.to_string(),
-            HostPort::Tap { ifname, .. } => format!("tap {ifname}"),
-        }
-    }
-}
-
 /// A running rig.
 #[derive(Debug)]
 pub struct Rig {
@@ -186,18 +146,7 @@ pub struct Rig {
     ctl_key: [u8; 16],
     ctl_counter: u64,
     /// The management socket served for `cargo xtask ctl` ([`Rig::serve_ctl`]).
-    relay: Option<crate::ctl::Relay>,
-}
-
-fn host_socket() -> Result<UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    // Large buffers: the sink must never be where frames get lost.
-    let _ = s.set_recv_buffer_size(8 << 20);
-    let _ = s.set_send_buffer_size(4 << 20);
-    let addr: SocketAddr = "127.0.0.1:0".parse()?;
-    s.bind(&addr.into())?;
-    Ok(s.into())
+    relay: Option<cadence_ctl::ctl::Relay>,
 }
 
 impl Rig {
@@ -415,7 +364,7 @@ impl Rig {
     /// while the rig pumps, clients' request lines go to the dataplane and every `@ctl`
     /// line comes back to them.
     pub fn serve_ctl(&mut self, path: &std::path::Path) -> Result<()> {
-        self.relay = Some(crate::ctl::Relay::bind(path)?);
+        self.relay = Some(cadence_ctl::ctl::Relay::bind(path)?);
         Ok(())
     }
 
@@ -430,18 +379,18 @@ impl Rig {
     /// Sends the management command `cmd` (one line, without `ctl ID`); returns its id.
     /// The reply is gathered while the rig pumps ([`Rig::ctl_reply`]).
     pub fn ctl_send(&mut self, cmd: &str) -> Result<u32> {
-        let id = crate::ctl::fresh_id();
-        self.qemu.send_input(&crate::ctl::request(id, cmd)?)?;
+        let id = cadence_ctl::ctl::fresh_id();
+        self.qemu.send_input(&cadence_ctl::ctl::request(id, cmd)?)?;
         Ok(id)
     }
 
     /// The whole reply to request `id`, once it has come.
-    pub fn ctl_reply(&mut self, id: u32) -> Option<crate::ctl::Reply> {
+    pub fn ctl_reply(&mut self, id: u32) -> Option<cadence_ctl::ctl::Reply> {
         self.report.ctl.take(id)
     }
 
     /// Sends `cmd` and pumps until its reply came (at most `timeout`).
-    pub fn ctl(&mut self, cmd: &str, timeout: Duration) -> Result<crate::ctl::Reply> {
+    pub fn ctl(&mut self, cmd: &str, timeout: Duration) -> Result<cadence_ctl::ctl::Reply> {
         let id = self.ctl_send(cmd)?;
         let deadline = Instant::now() + timeout;
         loop {
@@ -708,46 +657,4 @@ fn new_checker(cfg: &RigConfig) -> Arc<Mutex<Checker>> {
         });
     }
     Arc::new(Mutex::new(checker))
-}
-
-/// The capture every receiver appends to.
-type SharedPcap = Mutex<Option<PcapWriter<BufWriter<File>>>>;
-
-fn receive_loop(
-    port: usize,
-    s: &HostPort,
-    checker: &Mutex<Checker>,
-    stop: &AtomicBool,
-    noise: &[AtomicU64; 2],
-    pcap: &SharedPcap,
-) {
-    let mut buf = vec![0u8; 65536];
-    let tap = matches!(s, HostPort::Tap { .. });
-    while !stop.load(Ordering::Relaxed) {
-        let got = s.recv(&mut buf);
-        if let Ok(n) = got
-            && let Some(w) = pcap.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
-        {
-            // A capture that cannot be written must not stop the checking.
-            let _ = w.write(std::time::SystemTime::now(), &buf[..n]);
-        }
-        match got {
-            Ok(n) if tap && tap::is_host_noise(&buf[..n]) => {
-                noise[port].fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(n) => {
-                let mut c = checker.lock().unwrap_or_else(|p| p.into_inner());
-                c.receive(port, &buf[..n]);
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::ConnectionRefused
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
 }

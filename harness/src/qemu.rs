@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::protocol::{BootOptions, Mac};
-use crate::provision::QEMU;
+use cadence_build::provision::QEMU;
 
 /// One NIC: a modern virtio-net device on a `dgram` netdev (one UDP datagram = one
 /// Ethernet frame without FCS, notes/drivers.md §3.4). One queue pair only.

@@ -3,7 +3,7 @@
 //! `AF_PACKET` sockets.
 //!
 //! Needs root and QEMU, so it is `#[ignore]`d; run it with
-//! `cargo test -p xtask --test tap_rig -- --ignored --nocapture`
+//! `cargo test -p cadence-harness --test tap_rig -- --ignored --nocapture`
 //! (`CADENCE_IMAGE=<path>` uses a prebuilt image instead of building one).
 //!
 //! Sends each flow on its own and drains before the next, so every flow's fate is
@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
-use xtask::image::{self, Profile};
-use xtask::protocol::{self, BootOptions};
-use xtask::rig::{Backend, Rig, RigConfig};
+use cadence_build::image::{self, Profile};
+use cadence_harness::protocol::{self, BootOptions};
+use cadence_harness::rig::{Backend, Rig, RigConfig};
 
 const FLOWS: u16 = 8;
 const PER_FLOW: u64 = 100;

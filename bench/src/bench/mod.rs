@@ -28,16 +28,19 @@
 //! (full at ≈ 28 frames of 64 B, or after 1 ms): its latency columns say `sink-poll`.
 
 pub mod dpdk;
+#[allow(unsafe_code)] // signals to the dataplane under test, PR_SET_PDEATHSIG before exec
 pub mod dut;
 pub mod frames;
 pub mod generator;
 pub mod hosted;
 pub mod plot;
+#[allow(unsafe_code)] // an AF_PACKET socket bound to an interface
 pub mod rawsock;
 pub mod report;
 pub mod search;
 pub mod stamped;
 pub mod summary;
+#[allow(unsafe_code)] // sysconf(_SC_CLK_TCK)
 pub mod sysstat;
 pub mod tally;
 
@@ -87,8 +90,8 @@ pub fn main(study: &str, opts: &Options) -> Result<ExitCode> {
             "xtask: bench needs an optimized generator: running `cargo run --release -p xtask -- {}`",
             args.join(" ")
         );
-        let st = crate::image::cargo()
-            .current_dir(crate::image::workspace_root())
+        let st = cadence_build::image::cargo()
+            .current_dir(cadence_build::image::workspace_root())
             .args(["run", "--release", "--quiet", "-p", "xtask", "--"])
             .args(&args)
             .env(REEXEC_ENV, "1")

@@ -10,7 +10,7 @@ use super::frames::SizeMix;
 use super::generator::TrialResult;
 use super::plot::{BarChart, BarGroup, LineChart, Series};
 use super::search::Outcome;
-use crate::protocol::Counters;
+use cadence_harness::protocol::Counters;
 
 /// One trial as run.
 #[derive(Debug, Clone)]

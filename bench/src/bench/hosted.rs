@@ -20,7 +20,7 @@ use super::generator::{SinkKind, TrialResult, TrialSpec, TxPath};
 use super::report::{self, LatRec, MetRec, Results, SearchRec, TrialRow};
 use super::search::{self, Search, Verdict};
 use super::sysstat::{CpuProbe, clk_tck, noise_of, usage};
-use crate::image::{self, Profile};
+use cadence_build::image::{self, Profile};
 
 /// Precision of the throughput search (RFC 2544 bracket).
 const PRECISION: f64 = 0.02;
@@ -241,7 +241,7 @@ fn wait_quiet(probe: &CpuProbe, max_s: f64) -> bool {
 
 /// Runs the whole study.
 pub fn run(o: &Options) -> Result<()> {
-    if !crate::netns::can_create() {
+    if !cadence_harness::netns::can_create() {
         bail!("cargo xtask bench hosted needs root and iproute2's `ip`: it creates network namespaces and veth pairs");
     }
     let cpus = thread::cpus_online();
@@ -264,7 +264,7 @@ pub fn run(o: &Options) -> Result<()> {
         println!("bench: {k}: {v}");
     }
     let cadence = image::build_hosted(Profile::Release)?;
-    let chain = crate::chain::load(&image::workspace_root().join("chains/chain1.toml"))?;
+    let chain = cadence_ctl::chain::load(&image::workspace_root().join("chains/chain1.toml"))?;
     let chain_txt = out.join("chain1.txt");
     std::fs::write(&chain_txt, &chain.text)?;
     let with_dpdk = match dpdk::ensure() {

@@ -20,8 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context, Result, bail};
 
-/// The `ip` command (iproute2).
-pub const IP: &str = "ip";
+pub use cadence_build::provision::IP;
 
 /// One namespace and two veth pairs.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! The host side of the management channel (docs/PROTOCOL.md, "Management channel").
 //!
 //! - [`Line`]: one `@ctl` reply line parsed; [`Replies`] gathers them into whole [`Reply`]s.
-//! - [`Relay`]: what `cargo xtask run` (and any [`crate::rig::Rig`] that asks for it) serves
+//! - [`Relay`]: what `cargo xtask run` (and any `cadence_harness::rig::Rig` that asks for it) serves
 //!   on a Unix socket: request lines from clients go to the dataplane's management input
 //!   (QEMU's COM1 / the hosted build's stdin), every `@ctl` line the dataplane prints goes to
 //!   every client.
@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-/// The socket `cargo xtask run` serves and `cargo xtask ctl` connects to by default.
+/// The socket `cargo xtask run` serves and `cadence-ctl ctl` connects to by default: this
+/// checkout's `target/cadence-ctl.sock`.
 pub fn default_socket() -> PathBuf {
-    crate::image::workspace_root().join("target").join("cadence-ctl.sock")
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).join("target").join("cadence-ctl.sock")
 }
 
 /// One `@ctl` line.
@@ -124,9 +126,27 @@ pub fn request(id: u32, cmd: &str) -> Result<String> {
     Ok(format!("ctl {id} {cmd}\n"))
 }
 
+/// A fresh random 128-bit key (from the OS): the rig's control key for each image it boots,
+/// and the source of request ids.
+pub fn random_ctl_key() -> [u8; 16] {
+    let mut k = [0u8; 16];
+    // getrandom via std: a RandomState hash of two values is not a key; read the OS pool.
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom")
+        && f.read_exact(&mut k).is_ok()
+    {
+        return k;
+    }
+    // No /dev/urandom: derive one from the clock and the process (tests only need
+    // distinct keys, not secret ones).
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    k[..8].copy_from_slice(&(t as u64).to_le_bytes());
+    k[8..].copy_from_slice(&(u64::from(std::process::id()) ^ (t >> 64) as u64).to_le_bytes());
+    k
+}
+
 /// A fresh request id (random, so several clients rarely collide).
 pub fn fresh_id() -> u32 {
-    let k = crate::protocol::random_ctl_key();
+    let k = random_ctl_key();
     u32::from_le_bytes([k[0], k[1], k[2], k[3]]) % 1_000_000_000 + 1
 }
 

@@ -528,8 +528,8 @@ mod tests {
     #[test]
     fn urlfilter_model() {
         use crate::traffic::expect::UrlVerdict::{Allowed, Blocked, NotHttp};
-        let path = crate::image::workspace_root().join("chains").join("urlfilter.toml");
-        let spec = crate::chain::load(&path).expect("chains/urlfilter.toml").spec;
+        let path = cadence_build::image::workspace_root().join("chains").join("urlfilter.toml");
+        let spec = cadence_ctl::chain::load(&path).expect("chains/urlfilter.toml").spec;
         let mut flows = Flow::standard_set(8);
         flows[1] = flows[1].clone().with_http("example.com", "/forbidden/x");
         flows[3] = flows[3].clone().with_http("Example.COM.:8080", "/forbiddenfruit");

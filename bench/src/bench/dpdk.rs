@@ -1,5 +1,5 @@
 //! DPDK's `testpmd` as the reference dataplane: provisioning (Debian's DPDK 22.11
-//! packages, installed like `crate::provision` installs QEMU), its command line, and
+//! packages, installed like `cadence_build::provision` installs QEMU), its command line, and
 //! reading its output.
 //!
 //! `testpmd` runs in the dataplane's namespace on the same two veths, with the

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use cadence_core::rand::XorShift64;
-use xtask::traffic::frame::read_tag;
-use xtask::traffic::{Checker, Classes, Flow, Macs, Sizes};
+use cadence_harness::traffic::frame::read_tag;
+use cadence_harness::traffic::{Checker, Classes, Flow, Macs, Sizes};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

@@ -13,6 +13,8 @@ use anyhow::{Context, Result, bail};
 
 /// The QEMU binary.
 pub const QEMU: &str = "qemu-system-x86_64";
+/// iproute2's command (the hosted tests' namespaces and veth pairs).
+pub const IP: &str = "ip";
 /// Oldest QEMU that works (igb needs 8.0; dgram netdevs 7.2).
 pub const MIN_VERSION: Version = Version(8, 0, 0);
 /// The deb822 source file that is written when bookworm-backports is missing.
@@ -204,7 +206,7 @@ pub const IPROUTE_PACKAGES: [&str; 1] = ["iproute2"];
 
 /// Whether iproute2's `ip` runs.
 pub fn iproute_present() -> bool {
-    Command::new(crate::netns::IP).arg("-V").output().is_ok_and(|o| o.status.success())
+    Command::new(IP).arg("-V").output().is_ok_and(|o| o.status.success())
 }
 
 /// Makes sure iproute2 is installed (as root with apt-get: installs it).

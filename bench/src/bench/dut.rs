@@ -1,7 +1,7 @@
 //! The devices under test and how each is started, measured and stopped.
 //!
 //! Every dataplane runs in a network namespace of its own on two fresh veth pairs
-//! ([`crate::netns::VethPairs`]); the generator (CPU 0) sends into host end 0 and the sink
+//! ([`cadence_harness::netns::VethPairs`]); the generator (CPU 0) sends into host end 0 and the sink
 //! listens on host end 1. The ceiling has no dataplane: one veth pair in the host's
 //! namespace, sent into on one end and received on its peer, so it measures the generator,
 //! the veth and the sink alone.
@@ -21,9 +21,9 @@ use super::dpdk::{self, FwdStats, Pmd, TestpmdArgs};
 use super::generator::{GenConfig, Generator, SinkKind, TrialResult, TrialSpec, TxPath};
 use super::rawsock::RawSender;
 use super::sysstat::{CpuProbe, tasks_named};
-use crate::netns::{self, VethPairs};
-use crate::protocol::{self, Control, Counters, Mac, Report};
-use crate::qemu::Qemu;
+use cadence_harness::netns::{self, VethPairs};
+use cadence_harness::protocol::{self, Control, Counters, Mac, Report};
+use cadence_harness::qemu::Qemu;
 use cadence_platform::hosted::clock::HostClock;
 
 /// Host-end MACs (generator, sink).

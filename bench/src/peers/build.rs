@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::image;
+use cadence_build::image;
 
 /// What the peers need from Debian: the DPDK runtime with testpmd, its development files,
 /// the example sources (l3fwd), pkg-config and a C compiler.
@@ -42,7 +42,7 @@ pub fn dpdk_present() -> bool {
 
 /// Installs the DPDK packages when missing (as root with apt-get; otherwise says what to install).
 pub fn ensure_dpdk() -> Result<()> {
-    crate::provision::ensure_packages("the DPDK peer benches need DPDK", &DPDK_PACKAGES, dpdk_present)
+    cadence_build::provision::ensure_packages("the DPDK peer benches need DPDK", &DPDK_PACKAGES, dpdk_present)
 }
 
 /// The built programs.

@@ -208,7 +208,7 @@ fn run_job(bins: &Binaries, job: &Job, pages: Pages) -> Result<Outcome> {
 }
 
 fn out_dir(o: &Options) -> PathBuf {
-    o.out.clone().unwrap_or_else(|| crate::image::target_dir().join("bench").join("peers"))
+    o.out.clone().unwrap_or_else(|| cadence_build::image::target_dir().join("bench").join("peers"))
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

@@ -93,23 +93,7 @@ impl Control {
     }
 }
 
-/// A fresh random 128-bit control key (from the OS), as the rig gives each image it boots.
-pub fn random_ctl_key() -> [u8; 16] {
-    let mut k = [0u8; 16];
-    // getrandom via std: a RandomState hash of two values is not a key; read the OS pool.
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read as _;
-        if f.read_exact(&mut k).is_ok() {
-            return k;
-        }
-    }
-    // No /dev/urandom: derive one from the clock and the process (tests only need
-    // distinct keys, not secret ones).
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    k[..8].copy_from_slice(&(t as u64).to_le_bytes());
-    k[8..].copy_from_slice(&(u64::from(std::process::id()) ^ (t >> 64) as u64).to_le_bytes());
-    k
-}
+pub use cadence_ctl::ctl::random_ctl_key;
 
 /// The `ctl_key=` boot option value of `key`: 32 hex digits.
 pub fn ctl_key_hex(key: &[u8; 16]) -> String {
@@ -420,7 +404,7 @@ pub struct Report {
     pub errors: Vec<String>,
     /// Management replies (`@ctl` lines), gathered per request.
     #[serde(skip)]
-    pub ctl: crate::ctl::Replies,
+    pub ctl: cadence_ctl::ctl::Replies,
 }
 
 impl Report {

@@ -1,0 +1,11 @@
+//! Cadence's benchmark lab: [`bench`] (`cargo xtask bench hosted`: the hosted build end to end
+//! with its own load generator, zero-loss search, latency, CPU) and [`peers`] (`cargo xtask
+//! peers`: Cadence's per-packet paths side by side with DPDK's, same run, same machine).
+//!
+//! `unsafe` is denied but in the modules that make system calls: raw sockets, `sysconf`,
+//! `getrusage`, signals to the process under test, `mlock`/CPU pinning.
+#![deny(unsafe_code)]
+
+pub mod bench;
+#[allow(unsafe_code)] // signal handlers and signals to the peers under test, getrusage
+pub mod peers;
