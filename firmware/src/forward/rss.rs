@@ -1,7 +1,7 @@
 //! Live RSS changes (control commands RSS_MOVE and RSS_RESTORE) that reorder no flow.
 
 use alloc::vec::Vec;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use cadence_core::netblaze::RetaChange;
 use cadence_core::offload::NetBlazeStage;
@@ -9,6 +9,48 @@ use cadence_core::time::Clock;
 use cadence_core::worker::Worker;
 
 use super::{FwdPort, Machine, Shared, publish, say};
+
+/// An RSS command for worker 0, from a control frame or the management channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RssCommand {
+    /// RSS_MOVE: every indirection entry of queue `from` to queue `to`.
+    Move { from: u8, to: u8 },
+    /// RSS_RESTORE: the tables before the last move.
+    Restore,
+}
+
+/// A one-command mailbox between the workers that receive RSS commands and worker 0, which
+/// carries them out between its rounds. The rule: the latest command wins — a command posted
+/// before worker 0 took the previous one replaces it (a host that sends MOVE then RESTORE
+/// quickly gets the RESTORE). Posting and taking never block.
+#[derive(Debug, Default)]
+pub(super) struct RssMailbox(AtomicU32);
+
+impl RssMailbox {
+    const EMPTY: u32 = 0;
+    const MOVE: u32 = 1 << 16;
+    const RESTORE: u32 = 2 << 16;
+
+    /// Leaves `cmd` for worker 0, replacing one it has not taken yet.
+    pub(super) fn post(&self, cmd: RssCommand) {
+        let word = match cmd {
+            RssCommand::Move { from, to } => Self::MOVE | u32::from(from) << 8 | u32::from(to),
+            RssCommand::Restore => Self::RESTORE,
+        };
+        self.0.store(word, Ordering::Relaxed);
+    }
+
+    /// The command waiting, if any; the mailbox is empty afterwards.
+    pub(super) fn take(&self) -> Option<RssCommand> {
+        match self.0.swap(Self::EMPTY, Ordering::Relaxed) {
+            Self::EMPTY => None,
+            Self::RESTORE => Some(RssCommand::Restore),
+            w if w & !0xFFFF == Self::MOVE => Some(RssCommand::Move { from: (w >> 8) as u8, to: w as u8 }),
+            // Nothing else is ever posted.
+            _ => None,
+        }
+    }
+}
 
 /// Hang guard for taking the two lanes' locks (a worker holds a lane for one busy period).
 const RSS_LOCK_MS: u64 = 100;
@@ -269,4 +311,25 @@ fn refresh_parked<M: Machine, P: FwdPort>(sh: &Shared<M, P>, ports: &[P]) {
         }
     }
     sh.parked_lanes.store(all & !used, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod mailbox_tests {
+    use super::{RssCommand, RssMailbox};
+
+    #[test]
+    fn the_mailbox_hands_over_one_command_and_the_latest_wins() {
+        let m = RssMailbox::default();
+        assert_eq!(m.take(), None);
+        m.post(RssCommand::Move { from: 3, to: 0 });
+        assert_eq!(m.take(), Some(RssCommand::Move { from: 3, to: 0 }));
+        assert_eq!(m.take(), None, "taken once");
+        // Two posts before one take: the second replaces the first.
+        m.post(RssCommand::Move { from: 255, to: 254 });
+        m.post(RssCommand::Restore);
+        assert_eq!((m.take(), m.take()), (Some(RssCommand::Restore), None));
+        m.post(RssCommand::Restore);
+        m.post(RssCommand::Move { from: 0, to: 255 });
+        assert_eq!(m.take(), Some(RssCommand::Move { from: 0, to: 255 }));
+    }
 }
