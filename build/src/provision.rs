@@ -1,6 +1,6 @@
 //! QEMU provisioning, shared by `cargo xtask run` and `cargo xtask test`.
 //!
-//! Cadence needs `qemu-system-x86_64` ≥ 8.0 (DESIGN.md §4: 10.x from Debian
+//! Cadence needs `qemu-system-x86_64` ≥ 8.0 (10.x from Debian
 //! bookworm-backports). When it is missing or older: as root on Debian bookworm with
 //! apt-get, add the bookworm-backports source (deb822) if absent and install
 //! `qemu-system-x86` from it; otherwise say exactly what to install and fail.

@@ -1,5 +1,5 @@
-//! `cargo xtask profile --chain FILE`: NetBlaze's capacity predictor, measured on this machine
-//! (`SPEC.md` §2 "Capacity predictor"; issue 10 item 3).
+//! `cadence-ctl profile --chain FILE`: NetBlaze's capacity predictor, measured on this
+//! machine (issue 10 item 3).
 //!
 //! The chain's real code runs in the real worker loop (`core::worker::Worker::poll_once`)
 //! over software NICs, as `core/benches/chains.rs` does, timed with the TSC around each poll

@@ -6,8 +6,8 @@
 //!
 //! KVM-PVM (the `kvm_pvm` module, a "Pagetable-based Virtual Machine" for guests whose
 //! kernel is paravirtualized) *emulates* a guest's ring-0 code. Cadence's image runs
-//! entirely in ring 0, so under it the image is slower than under TCG (notes/machine.md:
-//! a six-instruction loop costs ~7 800 cycles per iteration against 17 under TCG). `--kvm`
+//! entirely in ring 0, so under it the image is slower than under TCG (measured on
+//! the project's KVM-PVM machines: a six-instruction loop costs ~7 800 cycles per iteration against 17 under TCG). `--kvm`
 //! still works there — it is a correctness venue like TCG — but xtask says so on a warning
 //! line and records it in the JSON summary, and figures from such a run describe the
 //! hypervisor, not Cadence. Speed is measured on the host (`cargo xtask run --hosted`).

@@ -1,5 +1,5 @@
 //! Decoding COM2's defmt stream (rzcobs frames) with the exact ELF that was booted
-//! (notes/platform.md §4: decoding needs that very ELF, with debuginfo for locations).
+//! (decoding needs that very ELF, with debuginfo for locations).
 
 use std::path::Path;
 

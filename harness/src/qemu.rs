@@ -16,7 +16,7 @@ use crate::protocol::{BootOptions, Mac};
 use cadence_build::provision::QEMU;
 
 /// One NIC: a modern virtio-net device on a `dgram` netdev (one UDP datagram = one
-/// Ethernet frame without FCS, notes/drivers.md §3.4). One queue pair only.
+/// Ethernet frame without FCS). One queue pair only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DgramNic {
     pub mac: Mac,
@@ -27,7 +27,7 @@ pub struct DgramNic {
 }
 
 /// One NIC: a modern virtio-net device on a `tap` netdev with `queues` queues
-/// (notes/drivers.md §3.1: only tap, vhost-user and vDPA give virtio-net more than one
+/// (only tap, vhost-user and vDPA give virtio-net more than one
 /// queue pair). QEMU creates the interface `ifname` itself (needs root / CAP_NET_ADMIN)
 /// and removes it when it exits; `vhost=off` keeps RSS in QEMU (software RSS, no eBPF).
 /// With more than one queue the device gets `mq=on,rss=on` and `2·queues + 2` MSI-X

@@ -1,4 +1,4 @@
-//! NetBlaze's auxiliary cores in the forwarding run (`SPEC.md` §2 "Core mapper"; issue 10
+//! NetBlaze's auxiliary cores in the forwarding run (issue 10
 //! item 4; `core::offload` has the mechanism and its argument).
 //!
 //! With `aux=N` (and a profile in the chain module) the last `N` workers serve no lane: they

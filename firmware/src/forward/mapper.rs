@@ -1,4 +1,4 @@
-//! NetBlaze's server mapper in the forwarding run (`SPEC.md` §2 "Server mapper"; issue 10
+//! NetBlaze's server mapper in the forwarding run (issue 10
 //! item 5): RSS buckets move between queues as their load changes.
 //!
 //! A queue is a lane here, and a lane is what one core serves at a time (Metronome's

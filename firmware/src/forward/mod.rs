@@ -186,7 +186,7 @@ pub fn metronome_config(cfg: &BootConfig, line_rate_pps: Option<u64>, ring: Opti
 }
 
 /// Forwards until STOP ([`Outcome::Success`]) or `max_s` ([`Outcome::RuntimeFailure`]).
-/// `pools[k]` is lane `k`'s pool; `line_rate_pps` bounds `T_S` by the ring (SPEC §1 rule 7).
+/// `pools[k]` is lane `k`'s pool; `line_rate_pps` bounds `T_S` by the ring (`T_S ≤ margin·D/R`).
 pub fn run<M: Machine, P: FwdPort>(
     machine: &'static M,
     cfg: &BootConfig,
@@ -381,7 +381,7 @@ pub fn run<M: Machine, P: FwdPort>(
     wind_down(shared, started, outcome)
 }
 
-/// Says so when the ring bound holds `T_S` below V̄ whatever the load (SPEC §1 rule 7):
+/// Says so when the ring bound holds `T_S` below V̄ whatever the load (the ring rule `T_S ≤ margin·D/R`):
 /// then Metronome cannot make the vacation V̄, and a bigger ring or the port's real line
 /// rate is what the operator needs to know about.
 fn warn_ring_bound<M: Machine>(m: &M, mcfg: &MetronomeConfig) {

@@ -70,8 +70,8 @@ pub(super) struct Saved {
 }
 
 /// Steers every RSS bucket of queue `from` to queue `to` on both ports, live, without
-/// reordering any flow (SPEC §2: "drain the old queue past the switch point before the
-/// new queue serves that bucket"):
+/// reordering any flow (the old queue is drained past the switch point before the new
+/// queue serves that bucket):
 /// 1. take the locks of lanes `from` and `to` only (bounded wait), so no worker serves
 ///    either meanwhile while every other lane keeps forwarding;
 /// 2. write the new table on both ports (the drivers return once the device has it);

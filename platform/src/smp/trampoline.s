@@ -1,5 +1,5 @@
 /*
- * AP start-up trampoline (notes/platform.md §2; SDM vol. 3A §9.4.4).
+ * AP start-up trampoline (SDM vol. 3A §9.4.4).
  *
  * Linked at VMA 0x8000 (firmware/link.ld, `.trampoline`), loaded inside the image and
  * copied to 0x8000 by the BSP. A start-up IPI with vector 0x08 starts the AP in real
