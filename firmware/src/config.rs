@@ -162,9 +162,10 @@ pub struct BootConfig {
     /// the dedicated workers hand them whole flows when the chain module's profile says a
     /// lane's traffic does not fit one core's epoch. 0: none (needs a profile otherwise).
     pub aux: usize,
-    /// NetBlaze's epoch in µs (`epoch_us`): 0 = the profile's (`epoch_ns`, the span its
-    /// frontier was measured for); any other value must be that one.
-    pub epoch_us: u32,
+    /// NetBlaze's epoch in µs as the operator asked for it (`epoch_us`): `None` = the
+    /// profile's (`epoch_ns`, the span its frontier was measured for); a value must be that
+    /// one. Inside the run the epoch is the profile's, in ns, and in clock ticks on a lane.
+    pub epoch_us: Option<u32>,
 }
 
 impl BootConfig {
@@ -210,7 +211,7 @@ impl Default for BootConfig {
             slo_us: 200,
             mapper_ms: 1000,
             aux: 0,
-            epoch_us: 0,
+            epoch_us: None,
         }
     }
 }
@@ -394,7 +395,9 @@ impl BootConfig {
                 "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "mapper_ms" => cfg.mapper_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
                 "aux" => cfg.aux = int_in(value, 0, 63).ok_or(bad("an integer in 0..=63"))? as usize,
-                "epoch_us" => cfg.epoch_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
+                "epoch_us" => {
+                    cfg.epoch_us = Some(int_in(value, 1, 10_000_000).ok_or(bad("an integer in 1..=10000000"))?)
+                }
                 "stall" => {
                     let (w, rest) = value.split_once(':').ok_or(bad("WORKER:MS[:round], e.g. 1:500"))?;
                     let (ms, at) = rest.split_once(':').unwrap_or((rest, ""));
@@ -537,7 +540,11 @@ mod tests {
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
         assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
         let c = BootConfig::parse("aux=2 epoch_us=80").unwrap();
-        assert_eq!((c.aux, BootConfig::default().aux, c.epoch_us, BootConfig::default().epoch_us), (2, 0, 80, 0));
+        assert_eq!(
+            (c.aux, BootConfig::default().aux, c.epoch_us, BootConfig::default().epoch_us),
+            (2, 0, Some(80), None)
+        );
+        assert!(matches!(BootConfig::parse("epoch_us=0"), Err(BootConfigError::BadValue { key: "epoch_us", .. })));
         assert!(matches!(BootConfig::parse("epoch_us=x"), Err(BootConfigError::BadValue { key: "epoch_us", .. })));
         for bad in ["aux=64", "aux=-1", "aux=x"] {
             assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "aux", .. })), "{bad}");

@@ -116,14 +116,13 @@ pub(super) fn setup(
         ));
     }
     // The epoch is the profile's: its frontier holds for that span only.
-    let want_ns = u64::from(cfg.epoch_us) * 1_000;
-    if want_ns > 0 && want_ns != profile.epoch_ns {
+    if let Some(us) = cfg.epoch_us
+        && u64::from(us) * 1_000 != profile.epoch_ns
+    {
         return Err(alloc::format!(
-            "boot option 'epoch_us': {} us, but the profile's frontier was measured for {} us epochs \
-             (cargo xtask profile --epoch-us {})",
-            cfg.epoch_us,
+            "boot option 'epoch_us': {us} us, but the profile's frontier was measured for {} us epochs \
+             (cadence-ctl profile --epoch-us {us})",
             profile.epoch_ns / 1_000,
-            cfg.epoch_us
         ));
     }
     let mut nb = NetBlazeConfig::default();
