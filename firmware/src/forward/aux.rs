@@ -245,7 +245,7 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
     loop {
         let now = clock.now();
         let n = aux.poll_once(now);
-        if let Some(hb) = sh.heartbeats.get(w) {
+        if let Some(hb) = sh.health.heartbeats.get(w) {
             hb.store(now.ticks(), Ordering::Relaxed);
         }
         loops += 1;

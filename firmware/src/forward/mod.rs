@@ -135,29 +135,8 @@ struct Shared<M: Machine, P: FwdPort> {
     aux_exit: AtomicBool,
     /// Workers other than 0 that have returned.
     parked: AtomicUsize,
-    /// Per worker: the clock at the end of its last round (its heartbeat), and its lane.
-    heartbeats: Vec<AtomicU64>,
-    last_lane: Vec<AtomicUsize>,
-    /// Per worker: set for the span of each driver call it makes on a lane (what a take-over
-    /// reads to know whether the lane's rings were left consistent).
-    in_driver: Vec<Arc<AtomicBool>>,
-    /// Workers stopped for good by [`Machine::fence`] (bit `w`).
-    fenced: AtomicU64,
-    /// Per lane: buffers out of its pool at rest (its receive rings'), and how often it was
-    /// taken over from a stopped worker.
-    lane_resting: Vec<usize>,
-    takeovers: Vec<AtomicU64>,
-    /// Buffers lost with stopped workers, found at shutdown (lanes taken over: their pools'
-    /// shortfall from resting once their TX rings drained).
-    stranded: AtomicU64,
-    /// Workers reported stalled (bit `w`).
-    stalled: AtomicU64,
-    /// Stalls reported (`stalls=`).
-    stalls: AtomicU64,
-    /// A worker whose heartbeat is this old is stalled (0: watchdog off).
-    stall_limit: Duration,
-    /// Debug (`stall=W:MS[:round]`): worker `.0` stops at `.1`, inside a round if `.2`.
-    inject_stall: Option<(usize, Instant, bool)>,
+    /// The workers' and lanes' health: heartbeats, stalls, fences, take-overs.
+    health: watchdog::Health,
     /// Workers that could not make their sleeper.
     failed: AtomicUsize,
     /// When the run started (`t_ms=` of the lines) and when `max_s` ends it, if it does.
@@ -309,19 +288,25 @@ pub fn run<M: Machine, P: FwdPort>(
         aux_exit: AtomicBool::new(false),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
-        heartbeats: (0..cfg.workers).map(|_| AtomicU64::new(clock.now().ticks())).collect(),
-        last_lane: (0..cfg.workers).map(|w| AtomicUsize::new(w % lanes)).collect(),
-        stalled: AtomicU64::new(0),
-        stalls: AtomicU64::new(0),
-        stall_limit: clock.rate().ticks_from_ms(u64::from(cfg.stall_ms)),
-        inject_stall: cfg.stall.map(|(w, ms)| {
-            (usize::from(w), clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))), cfg.stall_in_round)
-        }),
-        in_driver: (0..cfg.workers).map(|_| Arc::new(AtomicBool::new(false))).collect(),
-        fenced: AtomicU64::new(0),
-        lane_resting,
-        takeovers: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
-        stranded: AtomicU64::new(0),
+        health: watchdog::Health {
+            heartbeats: (0..cfg.workers).map(|_| AtomicU64::new(clock.now().ticks())).collect(),
+            last_lane: (0..cfg.workers).map(|w| AtomicUsize::new(w % lanes)).collect(),
+            in_driver: (0..cfg.workers).map(|_| Arc::new(AtomicBool::new(false))).collect(),
+            fenced: AtomicU64::new(0),
+            lane_resting,
+            takeovers: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
+            stranded: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
+            stalls: AtomicU64::new(0),
+            stall_limit: clock.rate().ticks_from_ms(u64::from(cfg.stall_ms)),
+            inject_stall: cfg.stall.map(|(w, ms)| {
+                (
+                    usize::from(w),
+                    clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(ms))),
+                    cfg.stall_in_round,
+                )
+            }),
+        },
         started: started_at,
         max_deadline: (cfg.max_s > 0)
             .then(|| clock.now().saturating_add(clock.rate().ticks_from_ms(u64::from(cfg.max_s) * 1000))),
@@ -439,10 +424,10 @@ fn wind_down<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, started: usize, 
                 clean = false;
             }
             // A lane taken over from a stopped worker: what it held is gone with it.
-            if sh.takeovers.get(k).is_some_and(|t| t.load(Ordering::Relaxed) > 0) {
-                let resting = sh.lane_resting.get(k).copied().unwrap_or(0);
+            if sh.health.takeovers.get(k).is_some_and(|t| t.load(Ordering::Relaxed) > 0) {
+                let resting = sh.health.lane_resting.get(k).copied().unwrap_or(0);
                 let lost = lane.pool.in_use().saturating_sub(resting) as u64;
-                sh.stranded.fetch_add(lost, Ordering::Relaxed);
+                sh.health.stranded.fetch_add(lost, Ordering::Relaxed);
             }
         }
     }

@@ -77,9 +77,9 @@ fn snapshot<M: Machine, P: FwdPort>(
         total.write_counters(&mut *w, &drv)?;
         sh.chains.write_summed(&mut *w)?;
         write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
-        write!(w, " stalls={}", sh.stalls.load(Ordering::Relaxed))?;
-        let takeovers: u64 = sh.takeovers.iter().map(|t| t.load(Ordering::Relaxed)).sum();
-        write!(w, " takeovers={takeovers} stranded={}", sh.stranded.load(Ordering::Relaxed))?;
+        write!(w, " stalls={}", sh.health.stalls.load(Ordering::Relaxed))?;
+        let takeovers: u64 = sh.health.takeovers.iter().map(|t| t.load(Ordering::Relaxed)).sum();
+        write!(w, " takeovers={takeovers} stranded={}", sh.health.stranded.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
         write!(w, " lanes_parked={}", sh.parked_lanes.load(Ordering::Relaxed).count_ones())?;
         write!(w, " slo_us={}", sh.slo_us)?;

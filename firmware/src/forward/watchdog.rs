@@ -12,13 +12,43 @@
 //!   [`Machine::abort`] — a hung worker 0 no longer hangs the image.
 
 use core::fmt;
-use core::sync::atomic::Ordering;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use cadence_core::time::{Clock, Instant, Sleeper};
+use cadence_core::time::{Clock, Duration, Instant, Sleeper};
 
 use cadence_core::sync::Holder;
 
 use super::{DRAIN_MS, FwdPort, HEALTH_MS, Machine, Outcome, PARK_TIMEOUT_MS, Shared, report, say};
+
+/// The workers' and lanes' health, which the watchdog and every worker's `watch` read and
+/// the workers write: heartbeats, what a take-over needs, and what was reported.
+pub(super) struct Health {
+    /// Per worker: the clock at the end of its last round (its heartbeat), and its lane.
+    pub(super) heartbeats: Vec<AtomicU64>,
+    pub(super) last_lane: Vec<AtomicUsize>,
+    /// Per worker: set for the span of each driver call it makes on a lane (what a take-over
+    /// reads to know whether the lane's rings were left consistent).
+    pub(super) in_driver: Vec<Arc<AtomicBool>>,
+    /// Workers stopped for good by [`Machine::fence`] (bit `w`).
+    pub(super) fenced: AtomicU64,
+    /// Per lane: buffers out of its pool at rest (its receive rings'), and how often it was
+    /// taken over from a stopped worker.
+    pub(super) lane_resting: Vec<usize>,
+    pub(super) takeovers: Vec<AtomicU64>,
+    /// Buffers lost with stopped workers, found at shutdown (lanes taken over: their pools'
+    /// shortfall from resting once their TX rings drained).
+    pub(super) stranded: AtomicU64,
+    /// Workers reported stalled (bit `w`).
+    pub(super) stalled: AtomicU64,
+    /// Stalls reported (`stalls=`).
+    pub(super) stalls: AtomicU64,
+    /// A worker whose heartbeat is this old is stalled (0: watchdog off).
+    pub(super) stall_limit: Duration,
+    /// Debug (`stall=W:MS[:round]`): worker `.0` stops at `.1`, inside a round if `.2`.
+    pub(super) inject_stall: Option<(usize, Instant, bool)>,
+}
 
 /// How long after the run should have ended the watchdog waits for worker 0's wind-down
 /// (which takes at most `PARK_TIMEOUT_MS + DRAIN_MS`) before it ends the run itself.
@@ -47,13 +77,13 @@ impl fmt::Display for Seer {
 /// resumed (`@fault kind=recovered`).
 pub(super) fn check<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: Seer, now: Instant) {
     let rate = sh.clock.rate();
-    for (v, hb) in sh.heartbeats.iter().enumerate().filter(|&(v, _)| me != Seer::Worker(v) && v < 64) {
+    for (v, hb) in sh.health.heartbeats.iter().enumerate().filter(|&(v, _)| me != Seer::Worker(v) && v < 64) {
         let quiet = now.saturating_since(Instant(hb.load(Ordering::Relaxed)));
         let bit = 1u64 << v;
-        if quiet > sh.stall_limit {
-            if sh.stalled.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-                sh.stalls.fetch_add(1, Ordering::Relaxed);
-                let lane = sh.last_lane.get(v).map_or(0, |l| l.load(Ordering::Relaxed));
+        if quiet > sh.health.stall_limit {
+            if sh.health.stalled.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+                sh.health.stalls.fetch_add(1, Ordering::Relaxed);
+                let lane = sh.health.last_lane.get(v).map_or(0, |l| l.load(Ordering::Relaxed));
                 say(
                     sh.machine,
                     format_args!(
@@ -63,11 +93,11 @@ pub(super) fn check<M: Machine, P: FwdPort>(sh: &Shared<M, P>, me: Seer, now: In
                 );
                 take_over(sh, v, me);
             }
-        } else if sh.fenced.load(Ordering::Acquire) & bit != 0 {
+        } else if sh.health.fenced.load(Ordering::Acquire) & bit != 0 {
             // Stopped for good: it cannot recover (its heartbeat only looks fresh because the
             // clock read it before the stop).
-        } else if sh.stalled.load(Ordering::Acquire) & bit != 0
-            && sh.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        } else if sh.health.stalled.load(Ordering::Acquire) & bit != 0
+            && sh.health.stalled.fetch_and(!bit, Ordering::AcqRel) & bit != 0
         {
             say(sh.machine, format_args!("@fault kind=recovered core={v} seen_by={me}"));
         }
@@ -90,10 +120,10 @@ fn take_over<M: Machine, P: FwdPort>(sh: &Shared<M, P>, v: usize, me: Seer) {
         }
         return;
     };
-    sh.fenced.fetch_or(1 << v, Ordering::AcqRel);
+    sh.health.fenced.fetch_or(1 << v, Ordering::AcqRel);
     // The stopped side acknowledged (with `Release`, read by the fence with `Acquire`): its
     // last in-driver store is visible here.
-    if sh.in_driver.get(v).is_none_or(|w| w.load(Ordering::Relaxed)) {
+    if sh.health.in_driver.get(v).is_none_or(|w| w.load(Ordering::Relaxed)) {
         for k in &held {
             say(sh.machine, format_args!("@fault kind=lane_held core={v} lane={k} why=in_driver seen_by={me}"));
         }
@@ -104,7 +134,7 @@ fn take_over<M: Machine, P: FwdPort>(sh: &Shared<M, P>, v: usize, me: Seer) {
         let Some(mut g) = sh.ctl.lanes()[k].lock().revoke(&proof) else { continue };
         let rebuilt = sh.lanes.get(k).and_then(|lane| lane.get_mut(&mut g)).map(|lane| lane.pool.rebuild_free_list());
         drop(g);
-        if let Some(t) = sh.takeovers.get(k) {
+        if let Some(t) = sh.health.takeovers.get(k) {
             t.fetch_add(1, Ordering::Relaxed);
         }
         say(
@@ -121,7 +151,7 @@ fn take_over<M: Machine, P: FwdPort>(sh: &Shared<M, P>, v: usize, me: Seer) {
 pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>) {
     let clock = sh.clock;
     let rate = clock.rate();
-    let mut sleeper = match sh.machine.sleeper(sh.heartbeats.len()) {
+    let mut sleeper = match sh.machine.sleeper(sh.health.heartbeats.len()) {
         Ok(s) => s,
         Err(e) => {
             say(sh.machine, format_args!("warning: watchdog: sleeper: {e}; the workers only watch each other"));
@@ -138,7 +168,7 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>) {
             return;
         }
         // Once the run winds down, workers leave their loops and stop beating by design.
-        if sh.stall_limit.ticks() != 0 && !sh.stop.load(Ordering::Acquire) {
+        if sh.health.stall_limit.ticks() != 0 && !sh.stop.load(Ordering::Acquire) {
             check(sh, Seer::Watchdog, now);
         }
         let should_end = sh.stop.load(Ordering::Acquire) || sh.max_deadline.is_some_and(|d| now >= d);

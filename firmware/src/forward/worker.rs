@@ -9,7 +9,7 @@ use super::*;
 /// A worker: its chain in NetBlaze's stage, first lane `w mod lanes`, its own PRNG seed.
 pub(super) fn make_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize) -> Worker<NetBlazeStage> {
     let mut chain = sh.chains.for_worker();
-    if let Some((who, at, true)) = sh.inject_stall
+    if let Some((who, at, true)) = sh.health.inject_stall
         && who == w
     {
         // Debug `stall=W:MS:round`: this worker hangs in its stage, holding its lane.
@@ -18,7 +18,7 @@ pub(super) fn make_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: 
     chain.set_meter(sh.meter_plan.and_then(|p| p.meter()));
     let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
     let stage = aux::stage(sh.aux.as_ref(), chain, sh.machine.wake_hook());
-    let in_driver = sh.in_driver.get(w).cloned().unwrap_or_default();
+    let in_driver = sh.health.in_driver.get(w).cloned().unwrap_or_default();
     Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg)
         .partition(w, sh.dedicated)
         .with_budget(sh.round_budget)
@@ -83,18 +83,18 @@ pub(super) fn step<M: Machine, P: FwdPort>(
 ) -> bool {
     pl.set_parked(sh.parked_lanes.load(Ordering::Relaxed));
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
-    if let (Some(hb), Some(lane)) = (sh.heartbeats.get(w), sh.last_lane.get(w)) {
+    if let (Some(hb), Some(lane)) = (sh.health.heartbeats.get(w), sh.health.last_lane.get(w)) {
         hb.store(r.now.ticks(), Ordering::Relaxed);
         lane.store(r.lane, Ordering::Relaxed);
     }
-    if let Some((who, at, false)) = sh.inject_stall
+    if let Some((who, at, false)) = sh.health.inject_stall
         && who == w
         && r.now >= at
     {
         // Debug `stall=`: this worker stops between rounds (holding no lane) for good.
         sh.machine.stall_forever(w);
     }
-    if sh.stall_limit.ticks() != 0 && r.now >= local.next_watch {
+    if sh.health.stall_limit.ticks() != 0 && r.now >= local.next_watch {
         local.next_watch = r.now.saturating_add(sh.clock.rate().ticks_from_ms(HEALTH_MS));
         watch(sh, w, pl, r.now);
     }
@@ -134,7 +134,7 @@ pub(super) fn watch<M: Machine, P: FwdPort>(
     now: Instant,
 ) {
     watchdog::check(sh, watchdog::Seer::Worker(me), now);
-    let stalled = sh.stalled.load(Ordering::Acquire);
+    let stalled = sh.health.stalled.load(Ordering::Acquire);
     let workers = sh.dedicated;
     let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
     let rank = (0..me).filter(|&v| v >= 64 || stalled & (1 << v) == 0).count();
