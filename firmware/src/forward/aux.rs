@@ -32,7 +32,7 @@
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use cadence_core::buf::AuxView;
 use cadence_core::buf::Pool;
@@ -65,6 +65,20 @@ const DEEP_SLEEP_MS: u64 = 100;
 /// milliseconds — then costs a wake per frame instead of a CPU spinning between them (the hosted
 /// sleeper spins through sleeps under its 50 µs margin).
 const DEEP_AFTER_SLEEPS: u64 = 10;
+
+/// NetBlaze's auxiliary cores and the dedicated workers' count, as the workers share them.
+pub(super) struct AuxShare {
+    /// NetBlaze's auxiliary cores (`aux=`): what the dedicated workers' stages share, and
+    /// each auxiliary core's links until it takes them; `None`/empty without.
+    pub(super) plan: Option<Plan>,
+    pub(super) parts: Vec<Slot>,
+    /// Workers that serve lanes (the first `dedicated`; the rest are auxiliary), and how
+    /// many of them have left their loop.
+    pub(super) dedicated: usize,
+    pub(super) dedicated_done: AtomicUsize,
+    /// Set once the lanes are settled at shutdown: the auxiliary workers may return.
+    pub(super) aux_exit: AtomicBool,
+}
 
 /// The dedicated workers' side: what every [`NetBlazeStage`] shares.
 pub(super) struct Plan {
@@ -186,8 +200,8 @@ pub(super) fn stage(plan: Option<&Plan>, chain: Chain, wake: WakeHook) -> NetBla
 /// Lets the auxiliary workers return (once their rings are empty), waking any asleep on its
 /// doorbell.
 pub(super) fn exit<M: Machine, P: FwdPort>(sh: &Shared<M, P>) {
-    sh.aux_exit.store(true, Ordering::Release);
-    if let Some(plan) = &sh.aux {
+    sh.aux.aux_exit.store(true, Ordering::Release);
+    if let Some(plan) = &sh.aux.plan {
         for bell in &plan.bells {
             bell.ring(sh.machine.wake_hook());
         }
@@ -202,7 +216,7 @@ pub(super) fn settle<M: Machine, P: FwdPort>(
     k: usize,
     lane: &mut FwLane<P>,
 ) -> bool {
-    let Some(plan) = &sh.aux else { return true };
+    let Some(plan) = &sh.aux.plan else { return true };
     let Some(state) = plan.lanes.get(k) else { return true };
     let clock = sh.clock;
     poll_until(&clock, clock.rate().ticks_from_ms(SETTLE_MS), || {
@@ -215,8 +229,8 @@ pub(super) fn settle<M: Machine, P: FwdPort>(
 /// Auxiliary worker `w` (the `a`-th): serves its links until the dedicated workers are done
 /// and its rings are empty, publishing like any worker; then returns.
 pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a: usize) {
-    let parts = sh.aux_parts.get(a).and_then(|p| p.lock().take());
-    let (Some(plan), Some(parts)) = (&sh.aux, parts) else {
+    let parts = sh.aux.parts.get(a).and_then(|p| p.lock().take());
+    let (Some(plan), Some(parts)) = (&sh.aux.plan, parts) else {
         say(sh.machine, format_args!("error: worker {w}: auxiliary core {a} has no links"));
         sh.failed.fetch_add(1, Ordering::Relaxed);
         sh.stop.store(true, Ordering::Release);
@@ -256,7 +270,7 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
             busy_at = now;
             continue;
         }
-        if sh.aux_exit.load(Ordering::Acquire) && aux.pending() == 0 && aux.held() == 0 {
+        if sh.aux.aux_exit.load(Ordering::Acquire) && aux.pending() == 0 && aux.held() == 0 {
             break;
         }
         let before = clock.now();
@@ -270,7 +284,7 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
                     && before.saturating_since(busy_at) >= plan.deep_after =>
             {
                 bell.arm();
-                let woke = if aux.pending() == 0 && !sh.aux_exit.load(Ordering::Acquire) {
+                let woke = if aux.pending() == 0 && !sh.aux.aux_exit.load(Ordering::Acquire) {
                     let deep = clock.rate().ticks_from_ms(DEEP_SLEEP_MS);
                     sleeper.sleep_until_rung(before.saturating_add(deep), bell)
                 } else {
@@ -284,7 +298,7 @@ pub(super) fn run<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: usize, a
         halted = halted.saturating_add(woke.saturating_since(before).ticks());
     }
     publish(sh, w, &aux, first, clock.now(), halted, true);
-    if let Some(s) = sh.sleeps.get(w) {
+    if let Some(s) = sh.telemetry.sleeps.get(w) {
         *s.lock() = M::sleep_summary(&sleeper);
     }
     sh.parked.fetch_add(1, Ordering::Release);
@@ -301,7 +315,7 @@ fn publish<M: Machine, P: FwdPort>(
     halted: u64,
     wait: bool,
 ) {
-    if let Some(slot) = sh.slots.get(w) {
+    if let Some(slot) = sh.telemetry.slots.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
             let st: AuxStats = *aux.stats();

@@ -32,6 +32,7 @@ use cadence_core::offload::NetBlazeStage;
 use cadence_core::rss::{BucketLoad, BucketMeter, MeterSnapshot, PeriodSum};
 use cadence_core::time::{Clock, Duration, Instant};
 use cadence_core::worker::Worker;
+use spin::Mutex;
 
 use super::{FwdPort, Machine, Shared, ms_since, rss, say};
 use crate::config::BootConfig;
@@ -45,6 +46,18 @@ pub(super) struct MeterPlan {
     pub start: Instant,
     /// `mapper_ms`.
     pub period: Duration,
+}
+
+/// NetBlaze's server mapper: the metering plan, each worker's last published meter, the
+/// mapper's counters, and why it is off.
+pub(super) struct MapperShare {
+    /// The server mapper's metering plan (`None`: the mapper is off), each worker's meter
+    /// at its last publication, and the mapper's counters.
+    pub(super) meter_plan: Option<MeterPlan>,
+    pub(super) meters: Vec<Mutex<MeterSnapshot>>,
+    pub(super) mapper: Mutex<MapperCounters>,
+    /// Why the mapper is off (`None`: on).
+    pub(super) mapper_off: Option<&'static str>,
 }
 
 impl MeterPlan {
@@ -187,7 +200,7 @@ impl Mapper {
         self.next = k + 1;
         let end = self.meter.start.saturating_add(Duration(period.saturating_mul(k + 1)));
         self.sum.begin(k);
-        for m in &sh.meters {
+        for m in &sh.mapping.meters {
             self.sum.add(&m.lock(), end);
         }
         let Some(Some(table)) = ports.first().map(|p| p.rss_table()) else { return };
@@ -204,7 +217,7 @@ impl Mapper {
         let pps: f64 = self.loads.iter().map(|l| l.pps).sum();
         let stale = self.sum.stale as u64;
         {
-            let mut c = sh.mapper.lock();
+            let mut c = sh.mapping.mapper.lock();
             c.periods += 1;
             c.moved += u64::from(outcome.moved);
             c.activated += u64::from(outcome.activated);
@@ -249,7 +262,7 @@ impl Mapper {
 /// Copies worker `w`'s meter into its slot (unless the mapper reads it right now; `wait`:
 /// also then — the final counters).
 pub(super) fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<NetBlazeStage>, wait: bool) {
-    let (Some(meter), Some(slot)) = (pl.stage().chain().meter(), sh.meters.get(w)) else { return };
+    let (Some(meter), Some(slot)) = (pl.stage().chain().meter(), sh.mapping.meters.get(w)) else { return };
     let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
     if let Some(mut s) = guard {
         meter.snapshot_into(&mut s, sh.clock.now());

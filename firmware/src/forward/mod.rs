@@ -49,7 +49,6 @@ use cadence_core::nf::config::ChainSpec;
 use cadence_core::nic::{Port, RxQueue, TxQueue};
 use cadence_core::offload::{AuxStats, NetBlazeCounters, NetBlazeStage};
 use cadence_core::poll::{PollConfig, PollStats};
-use cadence_core::rss::MeterSnapshot;
 use cadence_core::stage::PORTS;
 use cadence_core::sync::doorbell::{WakeHook, no_wake};
 use cadence_core::sync::{Fenced, Guarded, Holder};
@@ -85,7 +84,11 @@ struct Slot {
     aux: AuxStats,
 }
 
-/// Everything the workers share, leaked at start-up (`'static`, never freed).
+/// Everything the workers share, leaked at start-up (`'static`, never freed): the machine,
+/// the controller and the lanes, the chains, the run's lifecycle (stop, parked, failed,
+/// started, finished), and one part per concern, each defined by the module that owns it —
+/// [`watchdog::Health`], [`report::Telemetry`], [`mapper::MapperShare`], [`aux::AuxShare`],
+/// [`rss::RssState`].
 struct Shared<M: Machine, P: FwdPort> {
     machine: &'static M,
     ctl: Metronome<Vec<LaneShare>>,
@@ -96,43 +99,8 @@ struct Shared<M: Machine, P: FwdPort> {
     /// How long one won round may drain its lane (`round_us`).
     round_budget: RoundBudget,
     clock: M::Clock,
-    slots: Vec<Mutex<Slot>>,
     /// Set by whichever worker sees STOP, or by worker 0 at `max_s`.
     stop: AtomicBool,
-    /// A STATS control frame asked for a `@stats` line.
-    stats_requested: AtomicBool,
-    /// An RSS command for worker 0 (latest wins).
-    rss_commands: rss::RssMailbox,
-    /// The tables before the last RSS_MOVE (for RSS_RESTORE).
-    rss_saved: Mutex<Option<rss::Saved>>,
-    /// Lanes whose queue holds no RSS entry on any port (bit `k`), after the last table
-    /// change: the workers visit them only on sweeps (`Worker::set_parked`).
-    parked_lanes: AtomicU64,
-    /// Per worker: what its sleeper said at its last publication.
-    sleeps: Vec<Mutex<SleepSummary>>,
-    /// The server mapper's metering plan (`None`: the mapper is off), each worker's meter
-    /// at its last publication, and the mapper's counters.
-    meter_plan: Option<mapper::MeterPlan>,
-    meters: Vec<Mutex<MeterSnapshot>>,
-    mapper: Mutex<mapper::MapperCounters>,
-    /// Why the mapper is off (`None`: on).
-    mapper_off: Option<&'static str>,
-    /// Per worker: its sojourn histogram at its last publication; and the SLO.
-    latency: Vec<Mutex<Latency>>,
-    slo: Duration,
-    slo_us: u32,
-    /// `@stats` lines skipped because the console was still busy.
-    stats_skipped: AtomicU64,
-    /// NetBlaze's auxiliary cores (`aux=`): what the dedicated workers' stages share, and
-    /// each auxiliary core's links until it takes them; `None`/empty without.
-    aux: Option<aux::Plan>,
-    aux_parts: Vec<aux::Slot>,
-    /// Workers that serve lanes (the first `dedicated`; the rest are auxiliary), and how
-    /// many of them have left their loop.
-    dedicated: usize,
-    dedicated_done: AtomicUsize,
-    /// Set once the lanes are settled at shutdown: the auxiliary workers may return.
-    aux_exit: AtomicBool,
     /// Workers other than 0 that have returned.
     parked: AtomicUsize,
     /// The workers' and lanes' health: heartbeats, stalls, fences, take-overs.
@@ -144,6 +112,17 @@ struct Shared<M: Machine, P: FwdPort> {
     max_deadline: Option<Instant>,
     /// `@summary` is out: the run is over (the watchdog returns).
     finished: AtomicBool,
+    /// What the workers publish for the reports: counters, sleeps, sojourn histograms
+    /// against the SLO, and the `@stats` requests and skips.
+    telemetry: report::Telemetry,
+    /// NetBlaze's server mapper: the metering plan, each worker's last published meter, the
+    /// mapper's counters, and why it is off.
+    mapping: mapper::MapperShare,
+    /// NetBlaze's auxiliary cores and the dedicated workers' count, as the workers share them.
+    aux: aux::AuxShare,
+    /// RSS moves: the command for worker 0, the tables before the last move, the lanes no
+    /// table entry points at.
+    rss: rss::RssState,
 }
 
 /// The Metronome configuration of the boot options, with the ports' line rate and the
@@ -266,26 +245,7 @@ pub fn run<M: Machine, P: FwdPort>(
         mode,
         round_budget: RoundBudget::new(RoundBudget::DEFAULT_POLLS, clock.rate().ticks_from_us(u64::from(cfg.round_us))),
         clock,
-        slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),
         stop: AtomicBool::new(false),
-        stats_requested: AtomicBool::new(false),
-        rss_commands: rss::RssMailbox::default(),
-        rss_saved: Mutex::new(None),
-        parked_lanes: AtomicU64::new(0),
-        sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
-        latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
-        meters: mapper::slots(meter_plan.as_ref(), cfg.workers),
-        meter_plan,
-        mapper: Mutex::new(mapper::MapperCounters::default()),
-        mapper_off,
-        slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
-        slo_us: cfg.slo_us,
-        stats_skipped: AtomicU64::new(0),
-        aux: aux_plan,
-        aux_parts,
-        dedicated,
-        dedicated_done: AtomicUsize::new(0),
-        aux_exit: AtomicBool::new(false),
         parked: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
         health: watchdog::Health {
@@ -306,6 +266,33 @@ pub fn run<M: Machine, P: FwdPort>(
                     cfg.stall_in_round,
                 )
             }),
+        },
+        telemetry: report::Telemetry {
+            slots: (0..cfg.workers).map(|_| Mutex::new(Slot::default())).collect(),
+            sleeps: (0..cfg.workers).map(|_| Mutex::new(SleepSummary::default())).collect(),
+            latency: (0..cfg.workers).map(|_| Mutex::new(Latency::default())).collect(),
+            stats_skipped: AtomicU64::new(0),
+            stats_requested: AtomicBool::new(false),
+            slo: clock.rate().ticks_from_us(u64::from(cfg.slo_us)),
+            slo_us: cfg.slo_us,
+        },
+        mapping: mapper::MapperShare {
+            meter_plan,
+            meters: mapper::slots(meter_plan.as_ref(), cfg.workers),
+            mapper: Mutex::new(mapper::MapperCounters::default()),
+            mapper_off,
+        },
+        aux: aux::AuxShare {
+            plan: aux_plan,
+            parts: aux_parts,
+            dedicated,
+            dedicated_done: AtomicUsize::new(0),
+            aux_exit: AtomicBool::new(false),
+        },
+        rss: rss::RssState {
+            commands: rss::RssMailbox::default(),
+            saved: Mutex::new(None),
+            parked_lanes: AtomicU64::new(0),
         },
         started: started_at,
         max_deadline: (cfg.max_s > 0)
@@ -355,7 +342,7 @@ pub fn run<M: Machine, P: FwdPort>(
                 line.from,
                 if watched { "core" } else { "workers" },
                 cfg.workers - dedicated,
-                shared.mapper_off.unwrap_or("on"),
+                shared.mapping.mapper_off.unwrap_or("on"),
                 nonce.value,
                 nonce.source
             ),

@@ -2,8 +2,9 @@
 //! workers, driver counters summed over lanes, NF counters, then per-core and per-lane keys,
 //! then the machine's own keys.
 
+use alloc::vec::Vec;
 use core::fmt::{self, Write};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use cadence_core::latency::Latency;
 use cadence_core::metronome::WorkerStats;
@@ -12,7 +13,9 @@ use cadence_core::poll::{DriverCounters, PollStats};
 use cadence_core::stage::PORTS;
 use cadence_core::time::{Clock, Duration, Instant};
 
-use super::{FwdPort, Machine, Shared, ms_since};
+use spin::Mutex;
+
+use super::{FwdPort, Machine, Shared, SleepSummary, Slot, ms_since};
 
 /// Prints one `tag` line; `wait`: wait for the console (the final `@summary`), else give
 /// up when it is busy. Returns whether the line was written.
@@ -24,6 +27,22 @@ pub(super) fn line<M: Machine, P: FwdPort>(
     wait: bool,
 ) -> bool {
     snapshot(sh, tag, start, now, wait, None)
+}
+
+/// What the workers publish for the reports: counters, sleeps, sojourn histograms against the
+/// SLO, and the @stats requests and skips.
+pub(super) struct Telemetry {
+    pub(super) slots: Vec<Mutex<Slot>>,
+    /// Per worker: what its sleeper said at its last publication.
+    pub(super) sleeps: Vec<Mutex<SleepSummary>>,
+    /// Per worker: its sojourn histogram at its last publication; and the SLO.
+    pub(super) latency: Vec<Mutex<Latency>>,
+    /// `@stats` lines skipped because the console was still busy.
+    pub(super) stats_skipped: AtomicU64,
+    /// A STATS control frame asked for a `@stats` line.
+    pub(super) stats_requested: AtomicBool,
+    pub(super) slo: Duration,
+    pub(super) slo_us: u32,
 }
 
 /// Writes what a stats line holds, without its tag, into `out` (management `stats`).
@@ -46,7 +65,7 @@ fn snapshot<M: Machine, P: FwdPort>(
     let mut per_core: heapless::Vec<WorkerStats, 64> = heapless::Vec::new();
     let mut nb = NetBlazeCounters::default();
     let mut aux_frames = 0u64;
-    for slot in &sh.slots {
+    for slot in &sh.telemetry.slots {
         let s = *slot.lock();
         total.merge(&s.fwd);
         nb.merge(&s.nb);
@@ -54,7 +73,7 @@ fn snapshot<M: Machine, P: FwdPort>(
         let _ = per_core.push(s.core);
     }
     let mut lat = Latency::default();
-    for l in &sh.latency {
+    for l in &sh.telemetry.latency {
         lat.merge(&l.lock());
     }
     let mut drv = DriverCounters::default();
@@ -76,15 +95,15 @@ fn snapshot<M: Machine, P: FwdPort>(
         write!(w, "{tag} t_ms={t_ms} ")?;
         total.write_counters(&mut *w, &drv)?;
         sh.chains.write_summed(&mut *w)?;
-        write!(w, " stats_skipped={}", sh.stats_skipped.load(Ordering::Relaxed))?;
+        write!(w, " stats_skipped={}", sh.telemetry.stats_skipped.load(Ordering::Relaxed))?;
         write!(w, " stalls={}", sh.health.stalls.load(Ordering::Relaxed))?;
         let takeovers: u64 = sh.health.takeovers.iter().map(|t| t.load(Ordering::Relaxed)).sum();
         write!(w, " takeovers={takeovers} stranded={}", sh.health.stranded.load(Ordering::Relaxed))?;
         write!(w, " workers={} lanes={}", per_core.len(), sh.lanes.len())?;
-        write!(w, " lanes_parked={}", sh.parked_lanes.load(Ordering::Relaxed).count_ones())?;
-        write!(w, " slo_us={}", sh.slo_us)?;
-        if sh.meter_plan.is_some() {
-            let c = *sh.mapper.lock();
+        write!(w, " lanes_parked={}", sh.rss.parked_lanes.load(Ordering::Relaxed).count_ones())?;
+        write!(w, " slo_us={}", sh.telemetry.slo_us)?;
+        if sh.mapping.meter_plan.is_some() {
+            let c = *sh.mapping.mapper.lock();
             write!(
                 w,
                 " mapper_periods={} mapper_moved={} mapper_activated={} mapper_released={} mapper_unplaced={} \
@@ -92,8 +111,8 @@ fn snapshot<M: Machine, P: FwdPort>(
                 c.periods, c.moved, c.activated, c.released, c.unplaced, c.active, c.failed, c.stale
             )?;
         }
-        if sh.aux.is_some() {
-            write!(w, " aux={} aux_frames={aux_frames}", sh.slots.len() - sh.dedicated)?;
+        if sh.aux.plan.is_some() {
+            write!(w, " aux={} aux_frames={aux_frames}", sh.telemetry.slots.len() - sh.aux.dedicated)?;
             nb.write(w)?;
         }
         lat.write(w, "", sh.clock.rate())?;
@@ -118,7 +137,7 @@ fn snapshot<M: Machine, P: FwdPort>(
 
 fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per_core: &[WorkerStats]) -> fmt::Result {
     for (i, c) in per_core.iter().enumerate() {
-        let s = sh.sleeps.get(i).map(|s| *s.lock()).unwrap_or_default();
+        let s = sh.telemetry.sleeps.get(i).map(|s| *s.lock()).unwrap_or_default();
         write!(
             w,
             " core{i}_busy_cycles={} core{i}_halted_cycles={} core{i}_tries={} core{i}_wins={} \
@@ -134,7 +153,7 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
             c.cut_rounds,
             s.watched
         )?;
-        if let Some(l) = sh.latency.get(i) {
+        if let Some(l) = sh.telemetry.latency.get(i) {
             l.lock().write(w, &alloc::format!("core{i}_"), sh.clock.rate())?;
         }
         for (key, v) in [

@@ -1,12 +1,13 @@
 //! Live RSS changes (control commands RSS_MOVE and RSS_RESTORE) that reorder no flow.
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use cadence_core::netblaze::RetaChange;
 use cadence_core::offload::NetBlazeStage;
 use cadence_core::time::Clock;
 use cadence_core::worker::Worker;
+use spin::Mutex;
 
 use super::{FwdPort, Machine, Shared, publish, say};
 
@@ -17,6 +18,18 @@ pub(super) enum RssCommand {
     Move { from: u8, to: u8 },
     /// RSS_RESTORE: the tables before the last move.
     Restore,
+}
+
+/// RSS moves: the command for worker 0, the tables before the last move, the lanes no table
+/// entry points at.
+pub(super) struct RssState {
+    /// An RSS command for worker 0 (latest wins).
+    pub(super) commands: RssMailbox,
+    /// The tables before the last RSS_MOVE (for RSS_RESTORE).
+    pub(super) saved: Mutex<Option<Saved>>,
+    /// Lanes whose queue holds no RSS entry on any port (bit `k`), after the last table
+    /// change: the workers visit them only on sweeps (`Worker::set_parked`).
+    pub(super) parked_lanes: AtomicU64,
 }
 
 /// A one-command mailbox between the workers that receive RSS commands and worker 0, which
@@ -113,7 +126,7 @@ pub(super) fn move_buckets<M: Machine, P: FwdPort>(
     }
     match switch(sh, pl, ports, &after, from, to) {
         Ok((drained, empty)) => {
-            *sh.rss_saved.lock() = Some(Saved { tables: before, from, to });
+            *sh.rss.saved.lock() = Some(Saved { tables: before, from, to });
             say(
                 m,
                 format_args!(
@@ -155,7 +168,7 @@ pub(super) fn restore<M: Machine, P: FwdPort>(
     ports: &mut [P],
 ) -> Result<Moved, &'static str> {
     let m = sh.machine;
-    let Some(saved) = sh.rss_saved.lock().take() else {
+    let Some(saved) = sh.rss.saved.lock().take() else {
         say(m, format_args!("@rss failed restore reason=nothing_to_restore"));
         return Err("nothing_to_restore");
     };
@@ -175,7 +188,7 @@ pub(super) fn restore<M: Machine, P: FwdPort>(
         }
         Err(reason) => {
             say(m, format_args!("@rss failed restore reason={reason}"));
-            *sh.rss_saved.lock() = Some(saved);
+            *sh.rss.saved.lock() = Some(saved);
             Err(reason)
         }
     }
@@ -214,7 +227,7 @@ pub(super) fn apply_changes<M: Machine, P: FwdPort>(
     let mut pairs: Vec<(u16, u16)> = changes.iter().map(|c| (c.from, c.to)).collect();
     pairs.sort_unstable();
     pairs.dedup();
-    *sh.rss_saved.lock() = None;
+    *sh.rss.saved.lock() = None;
     let mut out = Applied::default();
     for (from, to) in pairs {
         let (Ok(from8), Ok(to8)) = (u8::try_from(from), u8::try_from(to)) else { return Err("bad_queue") };
@@ -283,7 +296,7 @@ fn switch<M: Machine, P: FwdPort>(
             sh.stop.store(true, Ordering::Release);
         }
         if d.commands.stats > 0 {
-            sh.stats_requested.store(true, Ordering::Relaxed);
+            sh.telemetry.stats_requested.store(true, Ordering::Relaxed);
         }
     }
     drop(guards);
@@ -301,7 +314,7 @@ fn refresh_parked<M: Machine, P: FwdPort>(sh: &Shared<M, P>, ports: &[P]) {
     let mut used = 0u64;
     for port in ports {
         let Some(table) = port.rss_table() else {
-            sh.parked_lanes.store(0, Ordering::Relaxed);
+            sh.rss.parked_lanes.store(0, Ordering::Relaxed);
             return;
         };
         for &q in &table {
@@ -310,7 +323,7 @@ fn refresh_parked<M: Machine, P: FwdPort>(sh: &Shared<M, P>, ports: &[P]) {
             }
         }
     }
-    sh.parked_lanes.store(all & !used, Ordering::Relaxed);
+    sh.rss.parked_lanes.store(all & !used, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@
 //!   workers last published, and ends the run with [`Outcome::RuntimeFailure`] through
 //!   [`Machine::abort`] — a hung worker 0 no longer hangs the image.
 
-use core::fmt;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use cadence_core::time::{Clock, Duration, Instant, Sleeper};

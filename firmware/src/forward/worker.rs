@@ -15,12 +15,12 @@ pub(super) fn make_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: 
         // Debug `stall=W:MS:round`: this worker hangs in its stage, holding its lane.
         chain.push_front(alloc::boxed::Box::new(chains::Hang { at, worker: w, machine: sh.machine }));
     }
-    chain.set_meter(sh.meter_plan.and_then(|p| p.meter()));
-    let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.slo);
-    let stage = aux::stage(sh.aux.as_ref(), chain, sh.machine.wake_hook());
+    chain.set_meter(sh.mapping.meter_plan.and_then(|p| p.meter()));
+    let wcfg = PollConfig::new(TX_RETRIES, Duration::ZERO).with_slo(sh.telemetry.slo);
+    let stage = aux::stage(sh.aux.plan.as_ref(), chain, sh.machine.wake_hook());
     let in_driver = sh.health.in_driver.get(w).cloned().unwrap_or_default();
     Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg)
-        .partition(w, sh.dedicated)
+        .partition(w, sh.aux.dedicated)
         .with_budget(sh.round_budget)
         .with_lease(Holder::of(w as u32), in_driver)
 }
@@ -33,7 +33,7 @@ pub(super) fn publish_latency<M: Machine, P: FwdPort>(
     pl: &Worker<NetBlazeStage>,
     wait: bool,
 ) {
-    if let Some(slot) = sh.latency.get(w) {
+    if let Some(slot) = sh.telemetry.latency.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut l) = guard {
             l.clone_from(pl.latency());
@@ -43,7 +43,7 @@ pub(super) fn publish_latency<M: Machine, P: FwdPort>(
 
 /// Copies `pl`'s counters into slot `w`; `wait`: also when the reporter holds it now.
 pub(super) fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &Worker<NetBlazeStage>, wait: bool) {
-    if let Some(slot) = sh.slots.get(w) {
+    if let Some(slot) = sh.telemetry.slots.get(w) {
         let guard = if wait { Some(slot.lock()) } else { slot.try_lock() };
         if let Some(mut s) = guard {
             *s = Slot { fwd: *pl.forwarding(), core: pl.stats(), nb: *pl.stage().counters(), ..*s };
@@ -54,7 +54,7 @@ pub(super) fn publish<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, pl: &
 
 /// Copies what worker `w`'s sleeper says into its slot (unless the reporter reads it now).
 pub(super) fn publish_sleeps<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: usize, sleeper: &M::Sleeper) {
-    if let Some(mut s) = sh.sleeps.get(w).and_then(|s| s.try_lock()) {
+    if let Some(mut s) = sh.telemetry.sleeps.get(w).and_then(|s| s.try_lock()) {
         *s = M::sleep_summary(sleeper);
     }
 }
@@ -81,7 +81,7 @@ pub(super) fn step<M: Machine, P: FwdPort>(
     sleeper: &mut M::Sleeper,
     local: &mut Local,
 ) -> bool {
-    pl.set_parked(sh.parked_lanes.load(Ordering::Relaxed));
+    pl.set_parked(sh.rss.parked_lanes.load(Ordering::Relaxed));
     let r = pl.round(&sh.ctl, &sh.lanes, &sh.clock, sleeper);
     if let (Some(hb), Some(lane)) = (sh.health.heartbeats.get(w), sh.health.last_lane.get(w)) {
         hb.store(r.now.ticks(), Ordering::Relaxed);
@@ -102,13 +102,13 @@ pub(super) fn step<M: Machine, P: FwdPort>(
         sh.stop.store(true, Ordering::Release);
     }
     if r.commands.stats > 0 {
-        sh.stats_requested.store(true, Ordering::Relaxed);
+        sh.telemetry.stats_requested.store(true, Ordering::Relaxed);
     }
     if let Some((from, to)) = r.commands.rss_move {
-        sh.rss_commands.post(rss::RssCommand::Move { from, to });
+        sh.rss.commands.post(rss::RssCommand::Move { from, to });
     }
     if r.commands.rss_restore {
-        sh.rss_commands.post(rss::RssCommand::Restore);
+        sh.rss.commands.post(rss::RssCommand::Restore);
     }
     local.rounds += 1;
     let stopping = sh.stop.load(Ordering::Acquire);
@@ -135,7 +135,7 @@ pub(super) fn watch<M: Machine, P: FwdPort>(
 ) {
     watchdog::check(sh, watchdog::Seer::Worker(me), now);
     let stalled = sh.health.stalled.load(Ordering::Acquire);
-    let workers = sh.dedicated;
+    let workers = sh.aux.dedicated;
     let live = (0..workers).filter(|&v| v == me || v >= 64 || stalled & (1 << v) == 0).count();
     let rank = (0..me).filter(|&v| v >= 64 || stalled & (1 << v) == 0).count();
     pl.repartition(rank, live);
@@ -148,12 +148,12 @@ pub(super) fn run_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: u
             let mut pl = make_worker(sh, w);
             let mut local = Local::new(sh);
             while step(sh, w, &mut pl, &mut sleeper, &mut local) {}
-            sh.dedicated_done.fetch_add(1, Ordering::Release);
+            sh.aux.dedicated_done.fetch_add(1, Ordering::Release);
             // Counters are final: write them even if the reporter holds the slot for a moment.
             publish(sh, w, &pl, true);
             publish_latency(sh, w, &pl, true);
             mapper::publish(sh, w, &pl, true);
-            if let Some(s) = sh.sleeps.get(w) {
+            if let Some(s) = sh.telemetry.sleeps.get(w) {
                 *s.lock() = M::sleep_summary(&sleeper);
             }
         }
@@ -211,14 +211,14 @@ pub(super) fn boot_worker<M: Machine, P: FwdPort>(
                 outcome = Outcome::RuntimeFailure;
             }
         }
-        let asked = sh.stats_requested.swap(false, Ordering::Relaxed);
+        let asked = sh.telemetry.stats_requested.swap(false, Ordering::Relaxed);
         if asked || next_stats.is_some_and(|t| now >= t) {
             if !report::line(sh, "@stats", start, now, false) {
-                sh.stats_skipped.fetch_add(1, Ordering::Relaxed);
+                sh.telemetry.stats_skipped.fetch_add(1, Ordering::Relaxed);
             }
             next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
         }
-        match sh.rss_commands.take() {
+        match sh.rss.commands.take() {
             None => {}
             Some(rss::RssCommand::Restore) => {
                 let _ = rss::restore(sh, &mut pl, ports);
@@ -236,14 +236,14 @@ pub(super) fn boot_worker<M: Machine, P: FwdPort>(
             outcome = Outcome::RuntimeFailure;
         }
     }
-    sh.dedicated_done.fetch_add(1, Ordering::Release);
-    if sh.aux.is_some() && !settle_lanes(sh, &mut pl) {
+    sh.aux.dedicated_done.fetch_add(1, Ordering::Release);
+    if sh.aux.plan.is_some() && !settle_lanes(sh, &mut pl) {
         outcome = Outcome::RuntimeFailure;
     }
     publish(sh, 0, &pl, true);
     publish_latency(sh, 0, &pl, true);
     mapper::publish(sh, 0, &pl, true);
-    if let Some(s) = sh.sleeps.first() {
+    if let Some(s) = sh.telemetry.sleeps.first() {
         *s.lock() = M::sleep_summary(&sleeper);
     }
     if sh.failed.load(Ordering::Relaxed) > 0 {
@@ -261,7 +261,7 @@ pub(super) fn settle_lanes<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, pl
     let rate = sh.clock.rate();
     // A dedicated worker that does not leave (stalled) is reported by `wind_down`.
     let _ = poll_until(&sh.clock, rate.ticks_from_ms(PARK_TIMEOUT_MS), || {
-        sh.dedicated_done.load(Ordering::Acquire) >= sh.dedicated
+        sh.aux.dedicated_done.load(Ordering::Acquire) >= sh.aux.dedicated
     });
     let mut settled = true;
     for (k, lane) in sh.lanes.iter().enumerate() {
