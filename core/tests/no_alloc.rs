@@ -341,7 +341,7 @@ fn run_netblaze(chain: Chain, exports: Option<Arc<AccountingShared>>) -> (Outcom
     profile.tsc_hz = 1_000_000_000;
     profile.epoch_ns = NB_EPOCH;
     let mut nb = NetBlazeConfig::default();
-    nb.epoch_ns = NB_EPOCH;
+    nb.epoch_ns = Some(NB_EPOCH);
     let params = nb.validate().expect("netblaze parameters");
     let lcfg = LaneConfig { epoch: Duration(NB_EPOCH), link_capacity: 256, tracked_flows: 64, follow_flows: 1024 };
     let (states, mut ends) = build(1, 1, lcfg).expect("links");

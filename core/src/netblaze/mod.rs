@@ -100,8 +100,9 @@ pub const fn default_epoch_ns(slo_ns: u64) -> u64 {
 pub struct NetBlazeConfig {
     /// The p99 latency SLO (default 200 µs; the paper: 100–500 µs).
     pub slo_ns: u64,
-    /// Epoch length; `0` means [`default_epoch_ns`] of `slo_ns` (80 µs at 200 µs).
-    pub epoch_ns: u64,
+    /// Epoch length in ns; `None`: [`default_epoch_ns`] of `slo_ns` (80 µs at 200 µs).
+    /// [`NetBlazeConfig::validate`] resolves it ([`Params::epoch_ns`]).
+    pub epoch_ns: Option<u64>,
     /// An auxiliary core returns to background work after this many idle epochs (10).
     pub aux_idle_epochs: u32,
     /// Boost mode: a dedicated core whose backlog exceeds this many percent of its epoch
@@ -123,7 +124,7 @@ impl Default for NetBlazeConfig {
     fn default() -> Self {
         Self {
             slo_ns: 200_000,
-            epoch_ns: 0,
+            epoch_ns: None,
             aux_idle_epochs: 10,
             boost_percent: 200,
             server_period_ns: 1_000_000_000,
@@ -198,6 +199,7 @@ impl fmt::Display for NetBlazeConfigError {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Params {
     cfg: NetBlazeConfig,
+    epoch_ns: u64,
 }
 
 impl NetBlazeConfig {
@@ -208,13 +210,12 @@ impl NetBlazeConfig {
             return Err(NetBlazeConfigError::SloZero);
         }
         let mut cfg = *self;
-        if cfg.epoch_ns == 0 {
-            cfg.epoch_ns = default_epoch_ns(self.slo_ns);
-        }
-        if cfg.epoch_ns == 0 {
+        let epoch_ns = cfg.epoch_ns.unwrap_or(default_epoch_ns(self.slo_ns));
+        cfg.epoch_ns = Some(epoch_ns);
+        if epoch_ns == 0 {
             return Err(NetBlazeConfigError::EpochZero);
         }
-        if cfg.epoch_ns >= cfg.slo_ns {
+        if epoch_ns >= cfg.slo_ns {
             return Err(NetBlazeConfigError::EpochNotBelowSlo);
         }
         if cfg.aux_idle_epochs == 0 {
@@ -223,7 +224,7 @@ impl NetBlazeConfig {
         if cfg.boost_percent < 100 {
             return Err(NetBlazeConfigError::BoostBelowCapacity);
         }
-        if cfg.server_period_ns <= cfg.epoch_ns {
+        if cfg.server_period_ns <= epoch_ns {
             return Err(NetBlazeConfigError::ServerPeriodTooShort);
         }
         if !in_unit(cfg.overload) {
@@ -235,7 +236,7 @@ impl NetBlazeConfig {
         if !(cfg.reclaim >= 0.0 && cfg.reclaim < cfg.target) {
             return Err(NetBlazeConfigError::Reclaim);
         }
-        Ok(Params { cfg })
+        Ok(Params { cfg, epoch_ns })
     }
 }
 
@@ -245,9 +246,9 @@ impl Params {
         &self.cfg
     }
 
-    /// The epoch length (ns).
+    /// The epoch length (ns), resolved.
     pub fn epoch_ns(&self) -> u64 {
-        self.cfg.epoch_ns
+        self.epoch_ns
     }
 
     /// The SLO (ns).

@@ -143,7 +143,7 @@ pub(super) fn setup(
     if cfg.slo_us > 0 {
         nb.slo_ns = u64::from(cfg.slo_us) * 1_000;
     }
-    nb.epoch_ns = profile.epoch_ns;
+    nb.epoch_ns = Some(profile.epoch_ns);
     let params = nb.validate().map_err(|e| alloc::format!("boot option 'aux'/'slo_us'/'epoch_us': {e}"))?;
     let smallest = pools.iter().map(Pool::capacity).min().unwrap_or(0);
     // A quarter of the smallest pool over the auxiliary cores, in 32..=1024 slots.

@@ -235,7 +235,7 @@ pub fn run_trace(
 
     let mut cfg = NetBlazeConfig::default();
     cfg.slo_ns = opts.slo_ns;
-    cfg.epoch_ns = profile.epoch_ns;
+    cfg.epoch_ns = Some(profile.epoch_ns);
     let epoch = profile.epoch_ns;
     let service = Service::from_profile(profile);
     let mut runs: Vec<(Policy, Engine, u64)> = Vec::new();
