@@ -251,7 +251,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     } else {
         let profile = Profile::parse(PROFILE).expect("profile");
         let mut nb = NetBlazeConfig::default();
-        nb.epoch_ns = profile.epoch_ns;
+        nb.epoch_ns = Some(profile.epoch_ns);
         nb.slo_ns = 4 * profile.epoch_ns;
         let params = nb.validate().expect("netblaze parameters");
         let lcfg = LaneConfig { epoch: Duration(20), link_capacity: 32, tracked_flows: 8, follow_flows: 8 };
