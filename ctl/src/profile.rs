@@ -391,8 +391,13 @@ pub fn render(p: &Profile, opts: &ProfileOptions, date: &str) -> Result<String> 
 /// Today's date (UTC) as `YYYY-MM-DD`, from the system clock.
 pub fn today() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = (secs / 86_400) as i64;
-    // Civil from days (H. Hinnant's algorithm).
+    let (y, m, d) = civil_date((secs / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The proleptic Gregorian `(year, month, day)` of `days` since 1970-01-01 (H. Hinnant's
+/// `civil_from_days`).
+pub fn civil_date(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -401,8 +406,7 @@ pub fn today() -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// The default output path: the chain file's, with `.profile` for `.toml`.

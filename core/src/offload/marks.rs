@@ -28,7 +28,7 @@ pub struct TailMark {
 #[inline]
 pub fn set_out(pool: &mut Pool<'_>, b: PacketBuf, port: Option<u8>) {
     let mut o = pool.opaque(b);
-    o[0] = port.filter(|&p| p != u8::MAX).map_or(0, |p| p + 1);
+    o[0] = encode(port, None)[0];
     pool.set_opaque(b, o);
 }
 
@@ -38,16 +38,31 @@ pub fn out(pool: &Pool<'_>, b: PacketBuf) -> Option<u8> {
     pool.opaque(b)[0].checked_sub(1)
 }
 
+/// Sets both of `b`'s marks at once ([`set_out`] and [`set_tail`] in one write): a frame whose
+/// head ran here, handed over with its ingress port.
+#[inline]
+pub fn set(pool: &mut Pool<'_>, b: PacketBuf, out: Option<u8>, tail: Option<TailMark>) {
+    pool.set_opaque(b, encode(out, tail));
+}
+
+/// The three bytes of an output port and a tail mark (module docs).
+#[inline]
+fn encode(out: Option<u8>, tail: Option<TailMark>) -> [u8; 3] {
+    let o = out.filter(|&p| p != u8::MAX).map_or(0, |p| p + 1);
+    match tail {
+        Some(t) if t.from > 0 => [o, t.from, (t.port & 0x7F) | if t.dst_set { 0x80 } else { 0 }],
+        _ => [o, 0, 0],
+    }
+}
+
 /// Marks `b` as a frame whose chain head ran here and whose tail runs on the core it is
 /// handed to; `None` (or a mark with `from` 0) clears it. A port above 127 is cut to its
 /// low 7 bits. Zero again when the buffer is allocated.
 #[inline]
 pub fn set_tail(pool: &mut Pool<'_>, b: PacketBuf, tail: Option<TailMark>) {
     let mut o = pool.opaque(b);
-    (o[1], o[2]) = match tail {
-        Some(t) if t.from > 0 => (t.from, (t.port & 0x7F) | if t.dst_set { 0x80 } else { 0 }),
-        _ => (0, 0),
-    };
+    let [_, from, port] = encode(None, tail);
+    (o[1], o[2]) = (from, port);
     pool.set_opaque(b, o);
 }
 
@@ -91,5 +106,11 @@ mod tests {
         let again = p.alloc().unwrap();
         assert_eq!(again, a);
         assert_eq!((tail(&p, again), out(&p, again)), (None, None), "alloc resets the marks");
+        // Both at once is the same as one after the other.
+        set(&mut p, again, Some(1), Some(mark));
+        set_out(&mut p, b, Some(1));
+        set_tail(&mut p, b, Some(mark));
+        assert_eq!(p.opaque(again), p.opaque(b));
+        assert_eq!((out(&p, again), tail(&p, again)), (Some(1), Some(mark)));
     }
 }

@@ -144,8 +144,7 @@ fn run_heads(
             if let (Some(d), Some(f)) = (dst, pool.frame_mut(b).get_mut(..6)) {
                 f.copy_from_slice(&d);
             }
-            marks::set_out(pool, b, Some(h.port));
-            marks::set_tail(pool, b, Some(TailMark { from: k, port: to, dst_set: dst.is_some() }));
+            marks::set(pool, b, Some(h.port), Some(TailMark { from: k, port: to, dst_set: dst.is_some() }));
             // Within the place reserved for it when the batch was classified.
             if let Some(q) = st.queued.get_mut(usize::from(h.aux)) {
                 q.push_back((b, h.key, k));
