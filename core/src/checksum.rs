@@ -140,6 +140,15 @@ pub const fn update16(hc: u16, old: u16, new: u16) -> u16 {
     !fold64(!hc as u64 + !old as u64 + new as u64)
 }
 
+/// [`update16`] for the IPv4 word (TTL, protocol) when the TTL drops by one, whatever the TTL
+/// (≥ 1) and protocol: `~old + new` is then always `0xFEFF`, and one end-around carry
+/// suffices (`~hc + 0xFEFF < 2^17`). The L3 forwarder's per-packet update.
+#[inline]
+pub const fn update_ttl_decrement(hc: u16) -> u16 {
+    let x = (!hc) as u32 + 0xFEFF;
+    !(((x & 0xFFFF) + (x >> 16)) as u16)
+}
+
 /// RFC 1624 eqn. 3 for a 32-bit field (an IPv4 address, a TCP sequence number)
 /// changing from `old` to `new`, applied to both 16-bit halves at once.
 #[inline]
@@ -173,6 +182,23 @@ mod tests {
         0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
         0x00, 0xc7,
     ];
+
+    /// Every checksum value, TTLs and protocols at the edges: the TTL shortcut is eqn. 3.
+    #[test]
+    fn ttl_decrement_is_update16_for_every_checksum() {
+        for hc in 0..=u16::MAX {
+            for (ttl, proto) in [(1u8, 0u8), (2, 6), (64, 17), (128, 1), (255, 255)] {
+                let (old, new) = (u16::from_be_bytes([ttl, proto]), u16::from_be_bytes([ttl - 1, proto]));
+                assert_eq!(update_ttl_decrement(hc), update16(hc, old, new), "hc {hc:#06x} ttl {ttl} proto {proto}");
+            }
+        }
+        // And on a real header: the updated checksum verifies.
+        let mut h = IPV4_HDR;
+        h[8] -= 1;
+        let c = update_ttl_decrement(u16::from_be_bytes([IPV4_HDR[10], IPV4_HDR[11]]));
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        assert!(verify(&h));
+    }
 
     #[test]
     fn rfc1071_example_sum() {

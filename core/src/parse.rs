@@ -33,6 +33,7 @@
 //! Checksums other than the IPv4 header's are not verified: a forwarder does not
 //! own them.
 
+mod fast;
 pub(crate) mod headers;
 #[cfg(test)]
 mod tests;
@@ -307,9 +308,20 @@ pub fn check(frame: &[u8]) -> Result<(), ParseError> {
     parse_inline(frame).map(|_| ())
 }
 
-/// The one parser behind [`parse`] and [`check`].
+/// The one parser behind [`parse`] and [`check`]: the fast path for the common frame
+/// (`fast.rs`: untagged IPv4 without options or fragmentation), the general parser for
+/// every other frame and for every refusal.
 #[inline(always)]
 fn parse_inline(frame: &[u8]) -> Result<Parsed, ParseError> {
+    match fast::ipv4(frame) {
+        Some(p) => Ok(p),
+        None => parse_general(frame),
+    }
+}
+
+/// Every frame, every check, every reason.
+#[inline(never)]
+fn parse_general(frame: &[u8]) -> Result<Parsed, ParseError> {
     // Offsets are u16: a frame is at most a buffer (2 KiB). Longer input is parsed as
     // its first 64 KiB - 1, which no IP length field can reach past anyway.
     let frame = frame.get(..usize::from(u16::MAX)).unwrap_or(frame);

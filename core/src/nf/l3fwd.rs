@@ -14,7 +14,7 @@
 //!   TTL (hop limit) 0 or 1 is dropped as `TtlExpired` and never sent with TTL 0. No ICMP Time
 //!   Exceeded is generated (that would need a new frame).
 //! - IPv4 checksum: RFC 1624 eqn. 3 over the 16-bit word that holds TTL and protocol
-//!   ([`checksum::update16`]); IPv6 has no header checksum.
+//!   ([`checksum::update_ttl_decrement`]); IPv6 has no header checksum.
 //!
 //! Nothing here has per-flow state. The tables are read-only once built; a route change
 //! ([`L3fwdShared::add_route`], [`L3fwdShared::delete_route`], from the management channel)
@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::{Nf, NfBatch, NfCtx, Verdict};
-use crate::buf::{BATCH_SIZE, Pool};
+use crate::buf::Pool;
 use crate::checksum;
 use crate::drops::DropReason;
 use crate::parse::{IpAddr, L3Kind};
@@ -425,13 +425,10 @@ impl L3fwd {
             *b = ttl - 1;
         }
         if l3 == L3Kind::Ipv4 {
-            // TTL is the high byte of the word at offset 8 (TTL, protocol).
-            let proto = frame.get(ip + 9).copied().unwrap_or(0);
-            let old = u16::from_be_bytes([ttl, proto]);
-            let new = u16::from_be_bytes([ttl - 1, proto]);
-            if let Some(c) = frame.get_mut(ip + 10..ip + 12) {
-                let hc = u16::from_be_bytes([c[0], c[1]]);
-                c.copy_from_slice(&checksum::update16(hc, old, new).to_be_bytes());
+            // TTL is the high byte of the word at offset 8 (TTL, protocol): RFC 1624 eqn. 3
+            // for that word, which for a decrement by one does not depend on its value.
+            if let Some(c) = frame.get_mut(ip + 10..ip + 12).and_then(|c| c.first_chunk_mut::<2>()) {
+                *c = checksum::update_ttl_decrement(u16::from_be_bytes(*c)).to_be_bytes();
             }
         }
         Ok(())
@@ -446,34 +443,14 @@ impl Nf for L3fwd {
     fn process(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
         // The tables in force for this whole batch (a route change lands between batches).
         let t = self.tables.get(&self.shared.tables);
-        // IPv4 lookups go through the trie's burst path (one pass over the batch).
-        let mut addrs = [0u32; BATCH_SIZE];
-        let mut which = [usize::MAX; BATCH_SIZE];
-        let mut n = 0;
-        for (i, p) in batch.pkts().iter().enumerate() {
-            if let (true, IpAddr::V4(a)) = (p.alive(), p.parsed.flow.dst)
-                && let (Some(slot), Some(w)) = (addrs.get_mut(n), which.get_mut(n))
-            {
-                *slot = u32::from_be_bytes(a);
-                *w = i;
-                n += 1;
-            }
-        }
-        let mut hops4 = [None; BATCH_SIZE];
-        if let (Some(a), Some(o)) = (addrs.get(..n), hops4.get_mut(..n)) {
-            t.lpm4.lookup_burst(a, o);
-        }
-        let mut k = 0;
-        for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
+        // One pass: the lookup, then the TTL, per packet (a burst pass over the addresses first
+        // only copied them: the trie walk is the same either way).
+        for p in batch.pkts_mut().iter_mut() {
             if !p.alive() {
                 continue;
             }
             let nh = match p.parsed.flow.dst {
-                IpAddr::V4(_) => {
-                    let nh = if which.get(k) == Some(&i) { hops4.get(k).copied().flatten() } else { None };
-                    k += 1;
-                    nh
-                }
+                IpAddr::V4(a) => t.lpm4.lookup(u32::from_be_bytes(a)),
                 IpAddr::V6(a) => t.lpm6.lookup(u128::from_be_bytes(a)),
             };
             let Some(hop) = nh.and_then(|nh| t.config.next_hops.get(nh as usize)) else {

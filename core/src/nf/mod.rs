@@ -67,7 +67,7 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::parse::{self, EthernetFrame, ParseError, Parsed};
+use crate::parse::{self, ParseError, Parsed};
 use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
@@ -564,9 +564,11 @@ impl Chain {
             Self::drop_frame(pool, counters, buf, DropReason::TxFull);
             return;
         };
-        if let Ok(mut eth) = EthernetFrame::try_new(pool.frame_mut(buf)) {
-            eth.set_dst(dst_mac.unwrap_or(peer));
-            eth.set_src(own);
+        // Destination and source are the frame's first 12 bytes: one write of both.
+        if let Some(macs) = pool.frame_mut(buf).first_chunk_mut::<12>() {
+            let (dst, src) = macs.split_at_mut(6);
+            dst.copy_from_slice(&dst_mac.unwrap_or(peer));
+            src.copy_from_slice(&own);
         }
         if let Err(b) = q.push(buf) {
             Self::drop_frame(pool, counters, b, DropReason::TxFull);

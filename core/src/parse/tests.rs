@@ -385,6 +385,40 @@ fn seeds() -> Vec<Vec<u8>> {
     ]
 }
 
+/// The fast path takes the common frames whole (so the equivalence checks below compare
+/// something) and leaves every other kind to the general parser.
+#[test]
+fn fast_path_takes_plain_ipv4_and_nothing_else() {
+    let mut padded = udp4(1, 2, b"pad me");
+    padded.extend_from_slice(&[0; 20]);
+    for f in [
+        udp4(1234, 53, b"hello"),
+        tcp4(3, 4, b"defg"),
+        eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_ICMP, &icmp_echo(b"x"))),
+        eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_GRE, b"gre")),
+        padded,
+    ] {
+        assert_eq!(fast::ipv4(&f).map(Ok), Some(parse_general(&f)), "{f:02x?}");
+    }
+    let mut bad_sum = udp4(1, 2, b"x");
+    bad_sum[24] ^= 1;
+    let mut short_udp = udp4(1, 2, b"xyz");
+    short_udp[38..40].copy_from_slice(&7u16.to_be_bytes());
+    for f in [
+        eth(&[(TPID_8021Q, 5)], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &udp(1, 2, b"x"))),
+        tcp6(5, 6, b"h"),
+        bad_sum,
+        short_udp,
+        // A first fragment (MF), a later one, a header with options: valid, but the general parser's.
+        eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_UDP, &[], 0x2000, &udp(1, 2, b"x"))),
+        eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_UDP, &[], 0x0010, b"later")),
+        eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_UDP, &[1, 1, 1, 1], 0, &udp(1, 2, b"x"))),
+        udp4(1, 2, b"x")[..40].to_vec(),
+    ] {
+        assert_eq!(fast::ipv4(&f), None, "{f:02x?}");
+    }
+}
+
 proptest! {
     #![proptest_config(crate::testing::proptest_config(256))]
     #[test]
@@ -393,6 +427,9 @@ proptest! {
             check_bounds(&frame, &p);
         }
         prop_assert_eq!(check(&frame), parse(&frame).map(|_| ()), "check and parse disagree");
+        if let Some(p) = fast::ipv4(&frame) {
+            prop_assert_eq!(Ok(p), parse_general(&frame), "the fast path took a frame the general parser judges otherwise");
+        }
     }
 
     #[test]
@@ -413,5 +450,9 @@ proptest! {
         }
         // The L2 forwarder's check is the same verdict, reason included.
         prop_assert_eq!(check(f), parse(f).map(|_| ()), "check and parse disagree");
+        // The fast path takes a frame only as the general parser would parse it.
+        if let Some(p) = fast::ipv4(f) {
+            prop_assert_eq!(Ok(p), parse_general(f), "the fast path took a frame the general parser judges otherwise");
+        }
     }
 }

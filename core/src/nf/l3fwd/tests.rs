@@ -1,5 +1,5 @@
 use super::*;
-use crate::buf::BUF_SIZE;
+use crate::buf::{BATCH_SIZE, BUF_SIZE};
 use crate::nf::Pkt;
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, PROTO_UDP};
 use crate::test_frames::{eth, ipv4_with, ipv6, udp, udp4};
