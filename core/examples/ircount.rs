@@ -14,7 +14,8 @@
 //! mapper's per-bucket meter, `rss::BucketMeter`), `l3off` (the L3 chain in
 //! `offload::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
-//! inside the profile's frontier: what placement costs when nothing moves); a third argument
+//! inside the profile's frontier: what placement costs when nothing moves), `chain1` (the chain
+//! benches' Chain 1, ACL → LB → accounting, over their 500 TCP flows); a third argument
 //! `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
 //! criterion benches leave outside their measurement: compare modes or commits, not absolute
@@ -39,6 +40,8 @@ use cadence_core::time::{Clock, Duration, Instant, TickRate};
 mod frames;
 #[path = "../benches/common/l3.rs"]
 mod l3;
+#[path = "../benches/common/nfs.rs"]
+mod nfs;
 #[path = "../benches/common/stages.rs"]
 #[allow(dead_code)] // the benches' `Tsc` clock is not used: the count needs a clock without `rdtsc`
 mod stages;
@@ -62,15 +65,26 @@ impl Clock for Steps {
 }
 
 fn run<S: Stage>(stage: S, batches: usize, cfg: PollConfig) -> Result<(), String> {
+    let frames: Vec<Vec<u8>> = (0..BATCH_SIZE as u16).map(frames::udp60).collect();
+    run_frames(stage, batches, cfg, &frames)
+}
+
+/// `run` over `frames` in turn, `BATCH_SIZE` per batch, wrapping around.
+fn run_frames<S: Stage>(stage: S, batches: usize, cfg: PollConfig, frames: &[Vec<u8>]) -> Result<(), String> {
     let mut mem = vec![0u8; 4096 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).map_err(|e| format!("pool: {e:?}"))?;
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
     let mut worker = Poller::new(stage, cfg);
     let clock = Steps(Cell::new(0));
-    let frames: Vec<Vec<u8>> = (0..BATCH_SIZE as u16).map(frames::udp60).collect();
-    for _ in 0..batches {
-        for f in &frames {
+    // The frames as whole batches (as many copies as make them divide evenly), each batch's
+    // frames walked as one `Vec`.
+    let copies = BATCH_SIZE / gcd(frames.len().max(1), BATCH_SIZE);
+    let all: Vec<Vec<u8>> = frames.iter().cycle().take(frames.len() * copies).cloned().collect();
+    let groups: Vec<Vec<Vec<u8>>> = all.chunks(BATCH_SIZE).map(<[Vec<u8>]>::to_vec).collect();
+    for i in 0..batches {
+        // Never empty: every mode passes frames (indexing keeps the walk as the old loop was).
+        for f in &groups[i % groups.len()] {
             let _ = rx[0].inject(&mut pool, f);
         }
         black_box(worker.poll_once(&mut pool, &mut rx, &mut tx, &clock));
@@ -79,6 +93,10 @@ fn run<S: Stage>(stage: S, batches: usize, cfg: PollConfig) -> Result<(), String
         0 => Ok(()),
         n => Err(format!("{n} frames dropped: the count would not describe forwarding")),
     }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// `chain` as the dedicated stage of one lane with one auxiliary core (which never runs: with
@@ -100,7 +118,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2m|l3m|l3off|l3nb BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2m|l3m|l3off|l3nb|chain1 BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -120,6 +138,12 @@ fn main() -> Result<(), String> {
         Some("l3m") => run(metered(l3::l3fwd_chain()), batches, cfg),
         Some("l3off") => run(NetBlazeStage::off(l3::l3fwd_chain()), batches, cfg),
         Some("l3nb") => run(dedicated(l3::l3fwd_chain())?, batches, cfg),
+        Some("chain1") => {
+            // The chain benches' Chain 1 over their 500 TCP flows (every flow known after the
+            // first 16 batches: the count is the steady state of cached verdicts and hits).
+            let frames: Vec<Vec<u8>> = (0..500u16).map(frames::tcp64).collect();
+            run_frames(Chain::new(vec![nfs::acl(), nfs::lb(), nfs::accounting()], l3::EGRESS), batches, cfg, &frames)
+        }
         _ => Err(usage.into()),
     }
 }

@@ -163,11 +163,16 @@ pub const fn update32(hc: u16, old: u32, new: u32) -> u16 {
 /// Only the common prefix of the two slices is considered.
 #[inline]
 pub fn update_bytes(hc: u16, old: &[u8], new: &[u8]) -> u16 {
+    let n = old.len().min(new.len());
+    let (old, new) = (old.get(..n).unwrap_or(&[]), new.get(..n).unwrap_or(&[]));
     let mut acc = u64::from(!hc);
-    for (o, n) in old.chunks(2).zip(new.chunks(2)) {
-        let o = u16::from_be_bytes([o.first().copied().unwrap_or(0), o.get(1).copied().unwrap_or(0)]);
-        let n = u16::from_be_bytes([n.first().copied().unwrap_or(0), n.get(1).copied().unwrap_or(0)]);
-        acc += u64::from(!o) + u64::from(n);
+    let (mut o, mut w) = (old.chunks_exact(2), new.chunks_exact(2));
+    for (a, b) in (&mut o).zip(&mut w) {
+        acc += u64::from(!u16::from_be_bytes([a[0], a[1]])) + u64::from(u16::from_be_bytes([b[0], b[1]]));
+    }
+    // An odd last byte is the high byte of a word whose low byte is zero (RFC 1071 §4.1).
+    if let (Some(&a), Some(&b)) = (o.remainder().first(), w.remainder().first()) {
+        acc += u64::from(!u16::from_be_bytes([a, 0])) + u64::from(u16::from_be_bytes([b, 0]));
     }
     !fold64(acc)
 }
@@ -324,6 +329,17 @@ mod tests {
                 }
                 let inc_b = update_bytes(hc, &data[j..j + 4], &d32[j..j + 4]);
                 prop_assert!(same(inc_b, full));
+            }
+
+            // A 16-byte field (an IPv6 address) at an even offset, replaced by other bytes.
+            if len >= 16 {
+                let k = at.index(words - 7) * 2;
+                let mut d128 = data.clone();
+                for (x, y) in d128[k..k + 16].iter_mut().zip(new32.to_be_bytes().iter().cycle()) {
+                    *x ^= y.wrapping_add(1);
+                }
+                let inc = update_bytes(hc, &data[k..k + 16], &d128[k..k + 16]);
+                prop_assert!(same(inc, checksum(&d128)), "16-byte field at {k}");
             }
         }
 

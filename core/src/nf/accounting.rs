@@ -36,10 +36,14 @@ use super::acl::{flow_key_from_words, flow_words};
 use super::{Nf, NfBatch, NfCtx, Pkt, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::parse::FlowKey;
-use crate::pna::exact::{Local, LocalStats, TableConfigError, Take};
+use crate::pna::exact::{Local, LocalStats, TableConfigError, Take, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
 use crate::time::{Duration, Instant};
+
+/// Seed of the per-batch grouping of packets by flow (any value: the hash never leaves the
+/// batch).
+const DEDUP_SEED: u64 = 0xACC0_0000_0000_0001;
 
 pub mod ipfix;
 #[cfg(all(test, loom))]
@@ -560,10 +564,32 @@ impl Nf for Accounting {
         let mut keys = [[0u64; 5]; BATCH_SIZE];
         let mut sums = [(0u64, 0u64); BATCH_SIZE];
         let mut n = 0;
+        // Which unique flow each hash slot holds (open addressing over twice the batch; a key
+        // is compared only with the flows whose slot it probes, not with every flow so far).
+        let mut index = [u8::MAX; 2 * BATCH_SIZE];
         for p in batch.pkts().iter().filter(|p| p.alive()) {
             let k = flow_words(&p.parsed.flow);
             let bytes = u64::from(p.parsed.l3_len);
-            let seen = keys.iter().take(n).position(|x| *x == k);
+            let mut i = hash_key(DEDUP_SEED, &k) as usize;
+            let seen = loop {
+                i &= index.len() - 1;
+                match index.get(i).copied() {
+                    Some(j) if j != u8::MAX => {
+                        if keys.get(usize::from(j)) == Some(&k) {
+                            break Some(usize::from(j));
+                        }
+                        i += 1;
+                    }
+                    _ => {
+                        // A free slot: the flow is new. There are never more than BATCH_SIZE
+                        // flows in 2 × BATCH_SIZE slots, so a free one is always found.
+                        if let Some(s) = index.get_mut(i) {
+                            *s = n as u8;
+                        }
+                        break None;
+                    }
+                }
+            };
             let at = seen.unwrap_or(n);
             if let (Some(slot), Some(s)) = (keys.get_mut(at), sums.get_mut(at)) {
                 *slot = k;
