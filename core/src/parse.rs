@@ -154,10 +154,57 @@ pub struct FlowKey {
     pub proto: u8,
 }
 
+/// Words of [`FlowKey::words`].
+pub const FLOW_WORDS: usize = 5;
+
+/// Bit of the last key word that marks IPv6.
+const V6_BIT: u64 = 1 << 40;
+
 impl FlowKey {
     /// Whether the key carries ports (TCP or UDP, not fragmented).
     pub fn has_ports(&self) -> bool {
         matches!(self.proto, PROTO_TCP | PROTO_UDP) && (self.src_port | self.dst_port) != 0
+    }
+
+    /// The 5-tuple as table key words: the one encoding of a flow in `core`, used by every
+    /// table keyed by flow (the ACL's verdict cache, LB affinity, accounting, encryption's UDP
+    /// counters, the URL filter's streams) and by NetBlaze's placement hash. Source (2 words),
+    /// destination (2 words), then protocol | source port << 8 | destination port << 24 |
+    /// IPv6 << 40. An IPv4 address sits in the low 32 bits of its pair; the IPv6 bit keeps
+    /// the two families apart.
+    #[inline]
+    pub fn words(&self) -> [u64; FLOW_WORDS] {
+        let (s, d) = (ip_bits(&self.src), ip_bits(&self.dst));
+        let v6 = if matches!(self.src, IpAddr::V6(_)) { V6_BIT } else { 0 };
+        [
+            (s >> 64) as u64,
+            s as u64,
+            (d >> 64) as u64,
+            d as u64,
+            u64::from(self.proto) | u64::from(self.src_port) << 8 | u64::from(self.dst_port) << 24 | v6,
+        ]
+    }
+
+    /// The key whose [`FlowKey::words`] are `w`.
+    pub fn from_words(w: &[u64; FLOW_WORDS]) -> FlowKey {
+        let [sh, sl, dh, dl, m] = *w;
+        let (s, d) = ((u128::from(sh) << 64) | u128::from(sl), (u128::from(dh) << 64) | u128::from(dl));
+        let ip = |a: u128| {
+            if m & V6_BIT != 0 { IpAddr::V6(a.to_be_bytes()) } else { IpAddr::V4((a as u32).to_be_bytes()) }
+        };
+        FlowKey { src: ip(s), dst: ip(d), src_port: (m >> 8) as u16, dst_port: (m >> 24) as u16, proto: m as u8 }
+    }
+
+    /// The other direction of the same conversation: addresses and ports swapped.
+    pub fn reversed(&self) -> FlowKey {
+        FlowKey { src: self.dst, dst: self.src, src_port: self.dst_port, dst_port: self.src_port, proto: self.proto }
+    }
+}
+
+fn ip_bits(a: &IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(b) => u128::from(u32::from_be_bytes(*b)),
+        IpAddr::V6(b) => u128::from_be_bytes(*b),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Accounting: per-flow packet and byte counters with idle expiry and export (NetFlow-style
 //! records).
 //!
-//! - Per-flow state is a PNA exact table keyed by the 5-tuple ([`flow_words`]) with
+//! - Per-flow state is a PNA exact table keyed by the 5-tuple ([`FlowKey::words`]) with
 //!   `add_on_miss` (first packet) and data-plane parameter updates through the hit handle
 //!   (`update_params`): packets, bytes, first seen, last seen. Bytes are IP bytes (the IP
 //!   header's length), as NetFlow counts them. Packets of one flow within a batch are added up
@@ -32,7 +32,6 @@
 use alloc::sync::Arc;
 use core::fmt;
 
-use super::acl::{flow_key_from_words, flow_words};
 use super::{Nf, NfBatch, NfCtx, Pkt, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::parse::FlowKey;
@@ -86,14 +85,14 @@ pub struct FlowRecord {
 
 impl FlowRecord {
     fn to_words(self) -> [u64; ring::WORDS] {
-        let k = flow_words(&self.flow);
+        let k = self.flow.words();
         [k[0], k[1], k[2], k[3], k[4], self.packets, self.bytes, self.first_seen.0, self.last_seen.0]
     }
 
     fn from_words(w: &[u64; ring::WORDS]) -> Self {
         let [a, b, c, d, e, packets, bytes, first, last] = *w;
         Self {
-            flow: flow_key_from_words(&[a, b, c, d, e]),
+            flow: FlowKey::from_words(&[a, b, c, d, e]),
             packets,
             bytes,
             first_seen: Instant(first),
@@ -272,7 +271,7 @@ impl AccountingShared {
 
     /// The live record of a flow (control plane; not removed).
     pub fn record(&self, flow: &FlowKey, now: Instant) -> Option<FlowRecord> {
-        let e = self.flows.table().get(&flow_words(flow), now)?;
+        let e = self.flows.table().get(&flow.words(), now)?;
         let [packets, bytes, first, last, _] = e.params;
         Some(FlowRecord { flow: *flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) })
     }
@@ -286,7 +285,7 @@ impl AccountingShared {
     pub fn for_each_record(&self, now: Instant, mut f: impl FnMut(&FlowRecord)) {
         self.flows.table().for_each(now, |e| {
             let [packets, bytes, first, last, _] = e.params;
-            let flow = super::acl::flow_key_from_words(&e.key);
+            let flow = FlowKey::from_words(&e.key);
             f(&FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) });
         });
     }
@@ -406,7 +405,7 @@ impl Accounting {
                 match shared.flows.table().take(&mut self.lane, &key, |e| e.deadline.is_some_and(|d| d <= now)) {
                     Ok(e) => {
                         let [packets, bytes, first, last, _] = e.params;
-                        let flow = flow_key_from_words(&key);
+                        let flow = FlowKey::from_words(&key);
                         FlowRecord { flow, packets, bytes, first_seen: Instant(first), last_seen: Instant(last) }
                             .to_words()
                     }
@@ -568,7 +567,7 @@ impl Nf for Accounting {
         // is compared only with the flows whose slot it probes, not with every flow so far).
         let mut index = [u8::MAX; 2 * BATCH_SIZE];
         for p in batch.pkts().iter().filter(|p| p.alive()) {
-            let k = flow_words(&p.parsed.flow);
+            let k = p.parsed.flow.words();
             let bytes = u64::from(p.parsed.l3_len);
             let mut i = hash_key(DEDUP_SEED, &k) as usize;
             let seen = loop {

@@ -6,7 +6,7 @@
 //!   gets the configured default action.
 //! - The first packet of a flow is classified by [`Classifier`] (merged tuple space search);
 //!   the verdict goes into a flow cache, a PNA exact table with `add_on_miss` keyed by the
-//!   5-tuple ([`flow_words`]), so later packets cost one hash lookup
+//!   5-tuple ([`FlowKey::words`]), so later packets cost one hash lookup
 //!   (classify work per flow, not per packet). The cache is `AutoDelete` with one expire-time
 //!   profile of `flow_timeout`, counted from classification and not refreshed by hits: a flow
 //!   is reclassified at most once per `flow_timeout`, stale flows go away, and a hit costs no
@@ -159,41 +159,6 @@ pub fn five_tuple(flow: &FlowKey) -> FiveTuple {
         sport: flow.src_port,
         dport: flow.dst_port,
         proto: flow.proto,
-    }
-}
-
-/// Bit of the last key word that marks IPv6.
-const V6_BIT: u64 = 1 << 40;
-
-/// A flow key as five 64-bit table key words: source (2 words), destination (2 words), then
-/// protocol | source port << 8 | destination port << 24 | IPv6 << 40. IPv4 addresses sit in the
-/// low 32 bits of their pair. Shared by the ACL, LB affinity and accounting tables.
-pub fn flow_words(flow: &FlowKey) -> [u64; 5] {
-    let (s, d) = (ip_bits(&flow.src), ip_bits(&flow.dst));
-    let v6 = if matches!(flow.src, IpAddr::V6(_)) { V6_BIT } else { 0 };
-    [
-        (s >> 64) as u64,
-        s as u64,
-        (d >> 64) as u64,
-        d as u64,
-        u64::from(flow.proto) | u64::from(flow.src_port) << 8 | u64::from(flow.dst_port) << 24 | v6,
-    ]
-}
-
-/// The inverse of [`flow_words`].
-pub fn flow_key_from_words(w: &[u64; 5]) -> FlowKey {
-    let [sh, sl, dh, dl, m] = *w;
-    let (s, d) = ((u128::from(sh) << 64) | u128::from(sl), (u128::from(dh) << 64) | u128::from(dl));
-    let ip = |a: u128| {
-        if m & V6_BIT != 0 { IpAddr::V6(a.to_be_bytes()) } else { IpAddr::V4((a as u32).to_be_bytes()) }
-    };
-    FlowKey { src: ip(s), dst: ip(d), src_port: (m >> 8) as u16, dst_port: (m >> 24) as u16, proto: m as u8 }
-}
-
-fn ip_bits(a: &IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(b) => u128::from(u32::from_be_bytes(*b)),
-        IpAddr::V6(b) => u128::from_be_bytes(*b),
     }
 }
 
@@ -456,7 +421,7 @@ impl Nf for Acl {
         let mut n = 0;
         for (i, p) in batch.pkts().iter().enumerate() {
             if let (true, Some(k), Some(a)) = (p.alive(), keys.get_mut(n), at.get_mut(n)) {
-                *k = flow_words(&p.parsed.flow);
+                *k = p.parsed.flow.words();
                 *a = i;
                 n += 1;
             }
@@ -478,7 +443,7 @@ impl Nf for Acl {
                     } else {
                         // Decided by rules since replaced: decide again and re-cache.
                         let key = *entry.handle().key();
-                        let (a, rule) = rules.classify(&flow_key_from_words(&key));
+                        let (a, rule) = rules.classify(&FlowKey::from_words(&key));
                         let v = verdict(a, rule, generation);
                         let done = shared.flows.modify(&mut self.lane, &key, &v, ctx.now);
                         self.counters.reclassified += 1;
@@ -487,7 +452,7 @@ impl Nf for Acl {
                     }
                 }
                 Applied::Miss { miss, .. } => {
-                    let flow = flow_key_from_words(miss.key());
+                    let flow = FlowKey::from_words(miss.key());
                     let (a, rule) = rules.classify(&flow);
                     let v = verdict(a, rule, generation);
                     match shared.flows.add_entry(&mut self.lane, &miss, &v, PROFILE, ctx.now) {
@@ -506,7 +471,7 @@ impl Nf for Acl {
                 // A hit on the miss-only action cannot be stored; classify to be safe.
                 Applied::Hit { action: FlowVerdict::Classify, entry } => {
                     self.counters.classified += 1;
-                    rules.classify(&flow_key_from_words(entry.handle().key())).0
+                    rules.classify(&FlowKey::from_words(entry.handle().key())).0
                 }
             };
             let Some(p) = batch.pkts_mut().get_mut(i) else { continue };

@@ -9,7 +9,8 @@
 //! # Key, nonce and keystream position
 //!
 //! One 256-bit key ([`EncryptConfig::key`]) for every flow. Per flow, a 64-bit *flow id* is
-//! the `pna` key hash ([`hash_key`]) of the directional 5-tuple, seeded from the key; the
+//! the `pna` key hash ([`hash_key`]) of the directional 5-tuple's words ([`crate::parse::FlowKey::words`]),
+//! seeded from the key; the
 //! 96-bit nonce is `flow id (8 bytes, big-endian) ‖ word (4 bytes, big-endian)`:
 //!
 //! - **TCP** — stateless: `word = 0`, and the byte with sequence number `s` is encrypted with
@@ -55,7 +56,7 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::Pool;
 use crate::checksum::Sum;
 use crate::drops::DropReason;
-use crate::parse::{Fragment, IpAddr, L4Kind};
+use crate::parse::{Fragment, L4Kind};
 use crate::pna::exact::{Local, hash_key};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::{ActionId, ActionMask, AddStatus, IdleTimeout, NotDone};
@@ -156,30 +157,8 @@ impl Actions<1> for Next {
 /// Expire-time profile of UDP counter entries.
 const PROFILE: u8 = 0;
 
-/// Words of a directional 5-tuple key (both address families in one shape).
-pub(crate) const KEY_WORDS: usize = 5;
-
-/// The directional 5-tuple as table key words (IPv4 as IPv4-mapped IPv6, so the families
-/// cannot collide).
-pub(crate) fn flow_words(src: &IpAddr, dst: &IpAddr, sport: u16, dport: u16, proto: u8) -> [u64; KEY_WORDS] {
-    fn addr(a: &IpAddr) -> [u64; 2] {
-        let b = match a {
-            IpAddr::V4(v) => {
-                let mut m = [0u8; 16];
-                m[10] = 0xff;
-                m[11] = 0xff;
-                m[12..].copy_from_slice(v);
-                m
-            }
-            IpAddr::V6(v) => *v,
-        };
-        let w = u128::from_be_bytes(b);
-        [(w >> 64) as u64, w as u64]
-    }
-    let [s0, s1] = addr(src);
-    let [d0, d1] = addr(dst);
-    [s0, s1, d0, d1, u64::from(sport) << 32 | u64::from(dport) << 16 | u64::from(proto)]
-}
+/// Words of a directional 5-tuple key ([`crate::parse::FlowKey::words`]).
+pub(crate) const KEY_WORDS: usize = crate::parse::FLOW_WORDS;
 
 /// The key and tables, built once and shared by every core.
 pub struct EncryptShared {
@@ -317,7 +296,7 @@ impl Nf for Encrypt {
                 continue;
             }
             let f = &pr.flow;
-            let key = flow_words(&f.src, &f.dst, f.src_port, f.dst_port, f.proto);
+            let key = f.words();
             let flow_id = self.shared.flow_id(&key);
             let l4 = usize::from(pr.l4_offset);
             let start = usize::from(pr.payload_offset);

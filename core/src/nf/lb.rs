@@ -22,7 +22,6 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::acl::flow_words;
 use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::drops::DropReason;
@@ -406,7 +405,7 @@ impl LbShared {
     /// The backend the Maglev table gives a new connection with this flow key (no affinity).
     pub fn maglev_pick(&self, vip: usize, flow: &crate::parse::FlowKey) -> Option<Backend> {
         let v = self.vips.get(vip)?;
-        match v.table.pick(hash_key(FLOW_SEED, &flow_words(flow))) {
+        match v.table.pick(hash_key(FLOW_SEED, &flow.words())) {
             Pick::Target(t) => Some(Backend { addr: ip_of(t.addr, v.key.1), port: t.port }),
             Pick::Empty | Pick::Busy => None,
         }
@@ -536,7 +535,7 @@ impl Nf for Lb {
             match shared.vip_index(&f.dst, f.dst_port, f.proto) {
                 Some(vip) if p.parsed.fragment != Fragment::Later => {
                     if let (Some(k), Some(a)) = (keys.get_mut(n), at.get_mut(n)) {
-                        *k = flow_words(f);
+                        *k = f.words();
                         *a = (i, vip);
                         n += 1;
                     }

@@ -13,7 +13,6 @@ use super::handoff::{AuxEnd, DedicatedEnd, HandoffError, try_link};
 use crate::buf::{BATCH_SIZE, PacketBuf};
 use crate::netblaze::core_mapper::{AuxCore, AuxId, FlowBacklog};
 use crate::netblaze::follow::FollowTable;
-use crate::nf::acl::flow_words;
 use crate::parse;
 use crate::pna::exact::hash_key;
 use crate::sync::Doorbell;
@@ -39,7 +38,7 @@ pub struct LaneConfig {
 /// The flow key NetBlaze places by: a hash of the 5-tuple. Two flows with the same key are
 /// placed together, which keeps each one's order.
 pub fn flow_key(flow: &parse::FlowKey) -> u64 {
-    hash_key(0x6E62_6C7A, &flow_words(flow))
+    hash_key(0x6E62_6C7A, &flow.words())
 }
 
 /// A fixed-capacity map from flow key to a value, cleared in O(1) by a generation number,

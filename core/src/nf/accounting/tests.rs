@@ -177,7 +177,7 @@ fn a_busy_bucket_at_export_is_retried_not_forgotten() {
     run(&mut acc, &[frame_of(&flow(3), 10)], 0, Instant(0));
     // Expired and reported (sweep only) ...
     acc.maintain(Instant(200), usize::MAX, 0);
-    let key = flow_words(&flow(3));
+    let key = flow(3).words();
     {
         // ... and the report is taken while another writer holds the bucket.
         let _busy = s.flows.table().hold_bucket(&key).unwrap();

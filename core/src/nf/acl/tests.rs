@@ -272,16 +272,6 @@ fn acl_full_cache_still_decides() {
 }
 
 #[test]
-fn acl_flow_words_round_trip() {
-    let f = FlowKey { src: IpAddr::V6([1; 16]), dst: IpAddr::V6([2; 16]), src_port: 65535, dst_port: 1, proto: 17 };
-    assert_eq!(flow_key_from_words(&flow_words(&f)), f);
-    let g =
-        FlowKey { src: IpAddr::V4([1, 2, 3, 4]), dst: IpAddr::V4([5, 6, 7, 8]), src_port: 0, dst_port: 9, proto: 6 };
-    assert_eq!(flow_key_from_words(&flow_words(&g)), g);
-    assert_ne!(flow_words(&f), flow_words(&g));
-}
-
-#[test]
 fn rules_changed_live_take_effect_at_the_next_batch_and_cached_flows_follow() {
     let shared = Arc::new(AclShared::try_new(&AclConfig::new(Vec::new(), AclAction::Permit)).unwrap());
     let mut acl = Acl::new(shared.clone());

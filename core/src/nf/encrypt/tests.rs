@@ -2,7 +2,7 @@ use super::*;
 use crate::buf::{BUF_SIZE, Batch};
 use crate::checksum;
 use crate::nf::{Chain, Egress};
-use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, L3Kind, PROTO_UDP, parse};
+use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, IpAddr, L3Kind, PROTO_UDP, parse};
 use crate::stage::{Stage, StageCounters};
 use crate::test_frames::{eth, icmp_echo, ipv4, ipv6, tcp4, tcp6, udp, udp4};
 use alloc::boxed::Box;
@@ -225,7 +225,7 @@ fn tcp_keystream_is_positioned_by_sequence_number() {
     let (enc, _) = through(&mut Chain::new(vec![Box::new(Encrypt::new(s.clone()))], EGRESS), std::slice::from_ref(&f));
     let p = parse(&f).unwrap();
     let fl = p.flow;
-    let id = s.flow_id(&flow_words(&fl.src, &fl.dst, fl.src_port, fl.dst_port, fl.proto));
+    let id = s.flow_id(&fl.words());
     let mut nonce = [0u8; 12];
     nonce[..8].copy_from_slice(&id.to_be_bytes());
     let mut ks = vec![0u8; 100];

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::buf::Pool;
 use crate::drops::DropReason;
-use crate::nf::encrypt::{KEY_WORDS, flow_words};
+use crate::nf::encrypt::KEY_WORDS;
 use crate::nf::{Pkt, Verdict};
 use crate::parse::{Fragment, L4Kind, PROTO_TCP};
 use crate::pna::AddStatus;
@@ -54,11 +54,8 @@ impl UrlFilter {
         let word = |at: usize| h.get(at..at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
         let seg = Seg { seq: word(4), ack: word(8), flags: h.get(13).copied().unwrap_or(0) };
         let sender_first = (f.src, f.src_port) <= (f.dst, f.dst_port);
-        let key: [u64; KEY_WORDS] = if sender_first {
-            flow_words(&f.src, &f.dst, f.src_port, f.dst_port, PROTO_TCP)
-        } else {
-            flow_words(&f.dst, &f.src, f.dst_port, f.src_port, PROTO_TCP)
-        };
+        let tcp = crate::parse::FlowKey { proto: PROTO_TCP, ..f };
+        let key: [u64; KEY_WORDS] = if sender_first { tcp.words() } else { tcp.reversed().words() };
         let mut st = Step { shared, lane, counters, pool, p, now, seg, sender_first };
         // Miss → add → hit; an add that lost a race to another core (KeyExists) looks again.
         for _ in 0..3 {
