@@ -10,7 +10,8 @@
 //!
 //! Instructions per packet = (Ir at 4000 − Ir at 2000) / (2000 × 32): the difference cancels
 //! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
-//! `l3` (the L3 forwarder chain of the benches), `l2m` and `l3m` (the same with the server
+//! `l3` (the L3 forwarder chain of the benches), `l2v` and `l3v` (the same two checking only
+//! as deep as they read: `validate=l2`, `validate=l3`), `l2m` and `l3m` (the same with the server
 //! mapper's per-bucket meter, `rss::BucketMeter`), `l3off` (the L3 chain in
 //! `offload::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::Chain;
 use cadence_core::offload::{self, LaneConfig, NetBlazeStage, SharedLanes};
+use cadence_core::parse::Depth;
 use cadence_core::poll::{PollConfig, Poller};
 use cadence_core::rss::BucketMeter;
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
@@ -118,7 +120,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2m|l3m|l3off|l3nb|chain1 BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l2m|l3m|l3off|l3nb|chain1 BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -138,6 +140,18 @@ fn main() -> Result<(), String> {
         Some("l3m") => run(metered(l3::l3fwd_chain()), batches, cfg),
         Some("l3off") => run(NetBlazeStage::off(l3::l3fwd_chain()), batches, cfg),
         Some("l3nb") => run(dedicated(l3::l3fwd_chain())?, batches, cfg),
+        // The same with the checks stopped where the chain stops reading (`validate=l2`,
+        // `validate=l3`): what testpmd's macswap and l3fwd check.
+        Some("l2v") => {
+            let mut c = Chain::new(Vec::new(), l3::EGRESS);
+            c.set_validate(Depth::L2);
+            run(c, batches, cfg)
+        }
+        Some("l3v") => {
+            let mut c = l3::l3fwd_chain();
+            c.set_validate(Depth::L3);
+            run(c, batches, cfg)
+        }
         Some("chain1") => {
             // The chain benches' Chain 1 over their 500 TCP flows (every flow known after the
             // first 16 batches: the count is the steady state of cached verdicts and hits).

@@ -343,32 +343,101 @@ pub fn parse_l2(frame: &[u8]) -> Result<L2, ParseError> {
     Ok(l2)
 }
 
+/// How deep a frame is checked and parsed: what a chain reads ([`crate::nf::Nf::reads`]) or,
+/// if more, what its configuration asks to be validated. Each depth makes every check of the
+/// ones above it and its own, in the order the module doc lists them, so a frame refused at
+/// one depth is refused for the same reason at every deeper one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Depth {
+    /// Ethernet and its VLAN tags, and an IPv4 or IPv6 EtherType (an L2 forwarder's view:
+    /// the IP header is not looked at).
+    L2,
+    /// And the IP header: version, header and total lengths, the IPv4 checksum, IPv6
+    /// extension headers, fragmentation. The transport header is not parsed (its kind is
+    /// [`L4Kind::Unparsed`], the flow key's ports are 0).
+    L3,
+    /// And the transport header: every check (what [`parse`] and [`check`] do).
+    #[default]
+    L4,
+}
+
+impl Depth {
+    /// Its name in chain files (`l2`, `l3`, `l4`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Depth::L2 => "l2",
+            Depth::L3 => "l3",
+            Depth::L4 => "l4",
+        }
+    }
+
+    /// The depth named `s` ([`Depth::name`]).
+    pub fn from_name(s: &str) -> Option<Depth> {
+        [Depth::L2, Depth::L3, Depth::L4].into_iter().find(|d| d.name() == s)
+    }
+}
+
 /// Parses `frame` down to the transport header. Never panics.
 pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
-    parse_inline(frame)
+    parse_inline::<true>(frame)
 }
 
 /// Whether `frame` parses, and if not why: exactly [`parse`]'s checks, without building its
 /// result (the compiler drops what only the result needed). For a stage that forwards a
 /// frame untouched once it is known to be well formed (the L2 forwarder).
 pub fn check(frame: &[u8]) -> Result<(), ParseError> {
-    parse_inline(frame).map(|_| ())
+    parse_inline::<true>(frame).map(|_| ())
 }
 
-/// The one parser behind [`parse`] and [`check`]: the fast path for the common frame
-/// (`fast.rs`: untagged IPv4 without options or fragmentation), the general parser for
-/// every other frame and for every refusal.
-#[inline(always)]
-fn parse_inline(frame: &[u8]) -> Result<Parsed, ParseError> {
-    match fast::ipv4(frame) {
-        Some(p) => Ok(p),
-        None => parse_general(frame),
+/// [`parse`] to `depth`: at [`Depth::L4`] exactly [`parse`]; at [`Depth::L3`] (and at
+/// [`Depth::L2`], which has no result without the IP header) down to the IP header only.
+#[inline]
+pub fn parse_to(frame: &[u8], depth: Depth) -> Result<Parsed, ParseError> {
+    match depth {
+        Depth::L4 => parse_inline::<true>(frame),
+        Depth::L2 | Depth::L3 => parse_inline::<false>(frame),
     }
 }
 
-/// Every frame, every check, every reason.
+/// [`check`] to `depth` (see [`Depth`]).
+#[inline(always)]
+pub fn check_to(frame: &[u8], depth: Depth) -> Result<(), ParseError> {
+    match depth {
+        Depth::L4 => parse_inline::<true>(frame).map(|_| ()),
+        Depth::L3 => parse_inline::<false>(frame).map(|_| ()),
+        Depth::L2 => check_l2(frame),
+    }
+}
+
+/// The checks of [`Depth::L2`]: the link header and an IP EtherType.
+#[inline(always)]
+fn check_l2(frame: &[u8]) -> Result<(), ParseError> {
+    // The untagged frame without a second look; tags (and every refusal) by `parse_l2`.
+    let ethertype = match frame.get(12..14) {
+        Some(&[a, b]) if !matches!(u16::from_be_bytes([a, b]), TPID_8021Q | TPID_8021AD) => u16::from_be_bytes([a, b]),
+        _ => parse_l2(frame)?.ethertype,
+    };
+    match ethertype {
+        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Ok(()),
+        _ => Err(ParseError::UnsupportedEthertype),
+    }
+}
+
+/// The one parser behind [`parse`], [`check`] and their `_to` forms: the fast path for the
+/// common frame (`fast.rs`: untagged IPv4 without options or fragmentation), the general
+/// parser for every other frame and for every refusal. `L4`: parse the transport header.
+#[inline(always)]
+fn parse_inline<const L4: bool>(frame: &[u8]) -> Result<Parsed, ParseError> {
+    match fast::ipv4::<L4>(frame) {
+        Some(p) => Ok(p),
+        None => parse_general::<L4>(frame),
+    }
+}
+
+/// Every frame, every check, every reason (the transport header's with `L4`).
 #[inline(never)]
-fn parse_general(frame: &[u8]) -> Result<Parsed, ParseError> {
+fn parse_general<const L4: bool>(frame: &[u8]) -> Result<Parsed, ParseError> {
     // Offsets are u16: a frame is at most a buffer (2 KiB). Longer input is parsed as
     // its first 64 KiB - 1, which no IP length field can reach past anyway.
     let frame = frame.get(..usize::from(u16::MAX)).unwrap_or(frame);
@@ -382,7 +451,7 @@ fn parse_general(frame: &[u8]) -> Result<Parsed, ParseError> {
     };
     // The upper-layer bytes: from the L4 offset to the end of the IP packet.
     let seg = l3.get(net.l4_rel..net.l3_len).unwrap_or(&[]);
-    let l4 = transport(&net, seg)?;
+    let l4 = if L4 { transport(&net, seg)? } else { Transport::unparsed(seg) };
     let base = l3_off as u16;
     Ok(Parsed {
         l2,
@@ -516,8 +585,15 @@ struct Transport {
     ports: (u16, u16),
 }
 
+impl Transport {
+    /// No transport header parsed: the whole segment is payload, no ports.
+    fn unparsed(seg: &[u8]) -> Transport {
+        Transport { kind: L4Kind::Unparsed, header_len: 0, payload_len: seg.len(), ports: (0, 0) }
+    }
+}
+
 fn transport(net: &Net, seg: &[u8]) -> Result<Transport, ParseError> {
-    let unparsed = Transport { kind: L4Kind::Unparsed, header_len: 0, payload_len: seg.len(), ports: (0, 0) };
+    let unparsed = Transport::unparsed(seg);
     if net.fragment == Fragment::Later {
         return Ok(unparsed);
     }

@@ -1,11 +1,27 @@
 //! `core::parse::parse` over arbitrary frames: never panics, and what it reports lies inside
 //! the frame (offsets, lengths, payload) and agrees with itself, so that the NFs' accessors,
-//! which trust it, cannot index out of bounds.
+//! which trust it, cannot index out of bounds; the shallower depths (`parse::Depth`) refuse
+//! what they refuse for the same reason as the full parse.
 #![no_main]
 
-use cadence_core::parse::{self, L4Kind};
+use cadence_core::parse::{self, Depth, L4Kind};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    // The shallower depths (`validate=l2|l3`): a refusal at one depth is the same refusal at
+    // every deeper one; the IP-header-only parse has the same bounds and no transport header.
+    let at = [Depth::L2, Depth::L3, Depth::L4].map(|d| parse::check_to(data, d));
+    for (i, shallow) in at.iter().enumerate() {
+        for deep in &at[i..] {
+            if let Err(e) = shallow {
+                assert_eq!(deep, &Err(*e), "a refusal changed with depth");
+            }
+        }
+    }
+    if let Ok(p3) = parse::parse_to(data, Depth::L3) {
+        assert_eq!(p3.l4, L4Kind::Unparsed);
+        assert!(usize::from(p3.l3_offset) + usize::from(p3.l3_len) <= data.len(), "IP length past the frame");
+        assert!(usize::from(p3.payload_offset) + usize::from(p3.payload_len) <= data.len(), "payload past the frame");
+    }
     let Ok(p) = parse::parse(data) else { return };
     let n = data.len();
     let l3 = usize::from(p.l3_offset);

@@ -22,7 +22,7 @@ fn boots_through_grub(name: &str, fw: Firmware) -> Result<()> {
     ensure!(log.iter().any(|l| l.contains("mode: Boot")), "the command line did not reach the image; COM2:\n{log:#?}");
     ensure!(text.lines().any(|l| l.starts_with("@banner ")), "no @banner; COM1:\n{text}");
     ensure!(
-        text.lines().any(|l| l == "@chain nfs=acl source=module profile=none"),
+        text.lines().any(|l| l == "@chain nfs=acl source=module profile=none validate=l4"),
         "the module did not reach the image; COM1:\n{text}"
     );
     ensure!(text.contains("@smp cores=2 online=2"), "the APs did not come up under GRUB; COM1:\n{text}");

@@ -18,6 +18,9 @@
 //! ```
 //!
 //! - One `key=value` record per line. The first record is `version=1`.
+//! - `validate=l2|l3|l4` (at most once, anywhere after the version): how deep every frame is
+//!   checked at least ([`crate::parse::Depth`]; default `l4`, every check). The chain checks
+//!   deeper where an NF reads deeper (`Chain::set_validate`).
 //! - `nf=NAME` appends an NF to the chain (in order) with its default configuration;
 //!   the records `NAME.KEY=VALUE` that follow set its fields. A scalar key given twice
 //!   is an error; list keys (`acl.rule`, `lb.vip`, `lb.backend`, `urlfilter.banned`,
@@ -50,6 +53,7 @@ use super::lb::{Lb, LbConfig, LbConfigError, LbShared};
 use super::nat::{Nat, NatConfig, NatConfigError, NatShared};
 use super::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterConfigError, UrlFilterShared};
 use super::{Chain, Egress, Nf};
+use crate::parse::Depth;
 use crate::time::{Duration, TickRate};
 use alloc::sync::Arc;
 
@@ -127,6 +131,8 @@ pub struct ChainSpec {
     /// `timeouts[i]`: the timeouts the text form set for `nfs[i]` (missing entries:
     /// none set).
     pub timeouts: Vec<Timeouts>,
+    /// `validate=`: how deep every frame is checked at least (default: every check).
+    pub validate: Depth,
 }
 
 /// What went wrong on a line of the text form.
@@ -340,6 +346,7 @@ impl ChainSpec {
     pub fn parse(text: &str) -> Result<ChainSpec, SpecError> {
         let mut spec = ChainSpec::default();
         let mut version_seen = false;
+        let mut validate_seen = false;
         // The open NF: (its `nf=` line, its section).
         let mut open: Option<(usize, Box<dyn Section>)> = None;
         let mut last_line = 0;
@@ -364,6 +371,16 @@ impl ChainSpec {
                     return Err(err("version", Fail { field: None, kind: SpecErrorKind::UnsupportedVersion }));
                 }
                 version_seen = true;
+                continue;
+            }
+            if key == "validate" {
+                if validate_seen {
+                    return Err(err("validate", Fail { field: None, kind: SpecErrorKind::Duplicate }));
+                }
+                spec.validate = Depth::from_name(value).ok_or_else(|| {
+                    err("validate", Fail { field: None, kind: SpecErrorKind::Expected("l2, l3 or l4") })
+                })?;
+                validate_seen = true;
                 continue;
             }
             if key == "nf" {
@@ -454,7 +471,7 @@ impl ChainSpec {
         for (index, nf) in configs.iter().enumerate() {
             shared.push(SharedNf::try_new(nf).map_err(|why| BuildError { index, nf: nf.name(), why })?);
         }
-        Ok(ChainFactory { shared, egress })
+        Ok(ChainFactory { shared, egress, validate: self.validate })
     }
 }
 
@@ -540,12 +557,15 @@ impl SharedNf {
 pub struct ChainFactory {
     shared: Vec<SharedNf>,
     egress: Egress,
+    validate: Depth,
 }
 
 impl ChainFactory {
     /// A fresh chain for one worker: new per-worker NF instances over the shared state.
     pub fn chain_for_worker(&self) -> Chain {
-        Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress.clone())
+        let mut c = Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress.clone());
+        c.set_validate(self.validate);
+        c
     }
 
     /// NFs in the chain.

@@ -30,7 +30,7 @@ use super::{Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::Pool;
 use crate::checksum;
 use crate::drops::DropReason;
-use crate::parse::{IpAddr, L3Kind};
+use crate::parse::{Depth, IpAddr, L3Kind};
 use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
 use crate::stage::PORTS;
 use crate::sync::{Reader, Swap};
@@ -438,6 +438,11 @@ impl L3fwd {
 impl Nf for L3fwd {
     fn name(&self) -> &'static str {
         "l3fwd"
+    }
+
+    /// The destination address and the TTL: the IP header only.
+    fn reads(&self) -> Depth {
+        Depth::L3
     }
 
     fn process(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {

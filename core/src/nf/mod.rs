@@ -67,7 +67,7 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::parse::{self, ParseError, Parsed};
+use crate::parse::{self, Depth, ParseError, Parsed};
 use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
@@ -180,6 +180,11 @@ pub trait Nf: Send {
     fn name(&self) -> &'static str;
     /// Processes the alive packets of `batch`.
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch);
+    /// How deep the NF reads a packet's headers (`Pkt::parsed`): the chain parses every frame
+    /// at least this deep. The default is everything, the transport header included.
+    fn reads(&self) -> Depth {
+        Depth::L4
+    }
     /// Once per poll, with or without traffic: bounded housekeeping (expiry sweeps) and frames
     /// the NF originates itself (export messages), appended to `batch` as packets with a
     /// `Forward` verdict (alive). The default does nothing.
@@ -252,6 +257,11 @@ pub struct Chain {
     batch: NfBatch,
     /// Per-bucket load for the server mapper ([`Chain::set_meter`]); `None`: not measured.
     meter: Option<BucketMeter>,
+    /// What the configuration asks to be validated at least ([`Chain::set_validate`]).
+    validate: Depth,
+    /// How deep every frame is checked and parsed: the deepest of `validate`, what each NF
+    /// reads and what the meter needs (the 5-tuple).
+    depth: Depth,
 }
 
 impl core::fmt::Debug for Chain {
@@ -265,7 +275,30 @@ impl Chain {
     /// A chain of `nfs` with `egress` settings. With no NFs it forwards port `i` →
     /// port `1 - i`, like the L2 forwarder.
     pub fn new(nfs: Vec<Box<dyn Nf>>, egress: Egress) -> Self {
-        Self { nfs, egress, batch: NfBatch::new(), meter: None }
+        let mut c = Self { nfs, egress, batch: NfBatch::new(), meter: None, validate: Depth::L4, depth: Depth::L4 };
+        c.set_depth();
+        c
+    }
+
+    /// Checks every frame at least to `validate` (a chain file's `validate`; the default,
+    /// [`Depth::L4`], makes every check of [`parse::parse`]). The chain checks deeper if an
+    /// NF reads deeper or the meter is on: a chain of the L3 forwarder alone with `L3` does
+    /// not look at transport headers; the empty chain with `L2` forwards any IP frame whose
+    /// link header is whole, as a switch does.
+    pub fn set_validate(&mut self, validate: Depth) {
+        self.validate = validate;
+        self.set_depth();
+    }
+
+    /// How deep the chain checks and parses each frame (see [`Chain::set_validate`]).
+    pub fn depth(&self) -> Depth {
+        self.depth
+    }
+
+    fn set_depth(&mut self) {
+        let reads = self.nfs.iter().map(|n| n.reads()).max().unwrap_or(Depth::L2);
+        let meter = if self.meter.is_some() { Depth::L4 } else { Depth::L2 };
+        self.depth = self.validate.max(reads).max(meter);
     }
 
     /// Measures every parsed frame's RSS bucket into `meter` from now on (`None`: stops).
@@ -273,6 +306,7 @@ impl Chain {
     /// only checks them).
     pub fn set_meter(&mut self, meter: Option<BucketMeter>) {
         self.meter = meter;
+        self.set_depth();
     }
 
     /// The per-bucket meter, if one is set.
@@ -290,6 +324,7 @@ impl Chain {
     /// the firmware's debug `burn`).
     pub fn push_front(&mut self, nf: Box<dyn Nf>) {
         self.nfs.insert(0, nf);
+        self.set_depth();
     }
 
     /// The NFs, in order.
@@ -302,7 +337,10 @@ impl Chain {
     /// tail.
     pub fn split_off(&mut self, at: usize) -> Chain {
         let at = at.min(self.nfs.len());
-        Chain { nfs: self.nfs.split_off(at), egress: self.egress.clone(), batch: NfBatch::new(), meter: None }
+        let mut tail = Chain::new(self.nfs.split_off(at), self.egress.clone());
+        tail.set_validate(self.validate);
+        self.set_depth();
+        tail
     }
 
     /// Writes every NF's counters (see [`Nf::write_counters`]).
@@ -490,25 +528,23 @@ impl Stage for Chain {
         self.batch.clear();
         // With no NF (the L2 forwarder) a frame that parses goes straight to `send`: the
         // per-packet batch of parse results would only be written and read back, and only
-        // whether the frame parses matters (`parse::check`, the same checks).
-        let direct = self.nfs.is_empty() && self.meter.is_none();
-        for &b in input.as_slice() {
-            if direct {
-                match parse::check(pool.frame(b)) {
-                    Ok(()) if port < PORTS => Self::send(&self.egress, pool, out, counters, b, PORTS - 1 - port, None),
-                    // Nowhere to send it: the caller named a port the chain does not have.
-                    Ok(()) => Self::drop_frame(pool, counters, b, DropReason::TxFull),
-                    Err(e) => Self::refuse(&self.egress, pool, counters, &mut commands, port, b, e),
-                }
-                continue;
+        // whether the frame parses matters (`parse::check_to`, the same checks). One loop per
+        // depth, so that the depth is not decided again per frame.
+        if self.nfs.is_empty() && self.meter.is_none() {
+            match self.depth {
+                Depth::L2 => self.forward_checked(Depth::L2, port, pool, input, out, counters, &mut commands),
+                Depth::L3 => self.forward_checked(Depth::L3, port, pool, input, out, counters, &mut commands),
+                Depth::L4 => self.forward_checked(Depth::L4, port, pool, input, out, counters, &mut commands),
             }
-            let parsed = parse::parse(pool.frame(b));
+            input.clear();
+            return commands;
+        }
+        let depth = self.depth;
+        for &b in input.as_slice() {
+            let parsed = parse::parse_to(pool.frame(b), depth);
             self.admit(port, pool, counters, &mut commands, b, parsed);
         }
         input.clear();
-        if direct {
-            return commands;
-        }
         self.run_admitted(pool, out, counters, now);
         commands
     }
@@ -528,6 +564,30 @@ impl Stage for Chain {
 }
 
 impl Chain {
+    /// The L2 forwarder's loop: each frame of `input` checked to `depth` (a constant at each
+    /// call site once inlined) and sent out of the other port, or refused by reason.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn forward_checked(
+        &self,
+        depth: Depth,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &Batch,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        commands: &mut Commands,
+    ) {
+        for &b in input.as_slice() {
+            match parse::check_to(pool.frame(b), depth) {
+                Ok(()) if port < PORTS => Self::send(&self.egress, pool, out, counters, b, PORTS - 1 - port, None),
+                // Nowhere to send it: the caller named a port the chain does not have.
+                Ok(()) => Self::drop_frame(pool, counters, b, DropReason::TxFull),
+                Err(e) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
+            }
+        }
+    }
+
     /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
     /// hop or the port's peer as destination, the port's own MAC as source), drops and counts
     /// the rest, and empties the batch.

@@ -279,3 +279,77 @@ fn no_room_or_no_port_counts_tx_full() {
     pool.free_batch(&mut out[1]);
     assert_eq!(pool.in_use(), 0);
 }
+
+/// Reads only the IP header (as the L3 forwarder does) and records what it was shown.
+struct L3Reader(alloc::sync::Arc<spin::Mutex<Vec<(crate::parse::L4Kind, u16, u16)>>>);
+
+impl Nf for L3Reader {
+    fn name(&self) -> &'static str {
+        "l3reader"
+    }
+
+    fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        for p in batch.alive_mut() {
+            self.0.lock().push((p.parsed.l4, p.parsed.flow.src_port, p.parsed.flow.dst_port));
+        }
+    }
+
+    fn reads(&self) -> Depth {
+        Depth::L3
+    }
+}
+
+/// `set_validate` decides how deep frames are checked, never shallower than the NFs read or
+/// the meter needs; each refusal keeps its reason.
+#[test]
+fn validate_depth_decides_which_frames_are_checked_how_far() {
+    use crate::parse::L4Kind;
+    let mut bad_sum = udp4(1, 2, b"x");
+    bad_sum[24] ^= 1;
+    let mut short_udp = udp4(3, 4, b"xyz");
+    short_udp[38..40].copy_from_slice(&7u16.to_be_bytes());
+    let runt = udp4(5, 6, b"x")[..12].to_vec();
+    let frames = [bad_sum.clone(), short_udp.clone(), runt, control(2)];
+    let drops = |c: &StageCounters| {
+        [DropReason::BadIpChecksum, DropReason::BadL4Len, DropReason::Runt, DropReason::UnsupportedEthertype]
+            .map(|r| c.drops_for(r))
+    };
+
+    // Default (l4): every check.
+    let mut chain = Chain::new(Vec::new(), egress());
+    assert_eq!(chain.depth(), Depth::L4);
+    let ([_, to1], c, _) = run(&mut chain, &frames[..3], 0);
+    assert!(to1.is_empty());
+    assert_eq!(drops(&c), [1, 1, 1, 0]);
+
+    // l2: the IP and transport headers are not judged; the link header still is, and a
+    // control frame on the control port is still a command.
+    chain.set_validate(Depth::L2);
+    assert_eq!(chain.depth(), Depth::L2);
+    let ([_, to1], c, _) = run(&mut chain, &frames[..3], 0);
+    assert_eq!(to1.len(), 2);
+    assert_eq!((&to1[0][12..], &to1[1][12..]), (&bad_sum[12..], &short_udp[12..]));
+    assert_eq!(drops(&c), [0, 0, 1, 0]);
+    let (_, c, cmds) = run(&mut chain, &frames[3..], 1);
+    assert_eq!((c.ctl, cmds.is_empty()), (1, false));
+
+    // An NF that reads the IP header: l2 asked, l3 done; the NF is shown no transport header.
+    let seen = alloc::sync::Arc::new(spin::Mutex::new(Vec::new()));
+    let mut chain = Chain::new(vec![Box::new(L3Reader(seen.clone()))], egress());
+    chain.set_validate(Depth::L2);
+    assert_eq!(chain.depth(), Depth::L3);
+    let ([_, to1], c, _) = run(&mut chain, &frames[..3], 0);
+    assert_eq!(to1.len(), 1);
+    assert_eq!(drops(&c), [1, 0, 1, 0]);
+    assert_eq!(*seen.lock(), [(L4Kind::Unparsed, 0, 0)]);
+    // A tail cut off for a booster core checks as its head does.
+    assert_eq!(chain.split_off(0).depth(), Depth::L3);
+    // The meter needs the 5-tuple: l4 whatever was asked.
+    let mut chain = Chain::new(vec![Box::new(L3Reader(seen.clone()))], egress());
+    chain.set_validate(Depth::L3);
+    let meter = BucketMeter::new(128, Instant(0), crate::time::Duration(1_000)).expect("meter");
+    chain.set_meter(Some(meter));
+    assert_eq!(chain.depth(), Depth::L4);
+    chain.set_meter(None);
+    assert_eq!(chain.depth(), Depth::L3);
+}

@@ -40,9 +40,10 @@ fn header_sums_to_ones(h: &[u8; HEAD]) -> bool {
 }
 
 /// The [`Parsed`] of `frame` if it is an untagged, option-less, unfragmented IPv4 datagram
-/// that passes every check; `None` for anything else (see the module doc).
+/// that passes every check; `None` for anything else (see the module doc). Without `L4` the
+/// transport header is neither checked nor parsed (as the general parser at `Depth::L3`).
 #[inline(always)]
-pub(super) fn ipv4(frame: &[u8]) -> Option<Parsed> {
+pub(super) fn ipv4<const L4: bool>(frame: &[u8]) -> Option<Parsed> {
     let h: &[u8; HEAD] = frame.first_chunk()?;
     // EtherType IPv4, version 4 with IHL 5, neither MF nor a fragment offset (DF may be set).
     if be16(h, 12) != ETHERTYPE_IPV4 || h[14] != 0x45 || be16(h, 20) & 0x3FFF != 0 {
@@ -60,6 +61,7 @@ pub(super) fn ipv4(frame: &[u8]) -> Option<Parsed> {
     let proto = h[23];
     let seg = frame.get(HEAD..14 + total)?;
     let (kind, header_len, payload_len, ports) = match proto {
+        _ if !L4 => (L4Kind::Unparsed, 0, seg.len(), (0, 0)),
         PROTO_TCP => {
             let t: &[u8; 20] = seg.first_chunk()?;
             let hl = usize::from(t[12] >> 4) * 4;

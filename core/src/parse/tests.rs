@@ -411,7 +411,7 @@ fn fast_path_takes_plain_ipv4_and_nothing_else() {
         eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_GRE, b"gre")),
         padded,
     ] {
-        assert_eq!(fast::ipv4(&f).map(Ok), Some(parse_general(&f)), "{f:02x?}");
+        assert_eq!(fast::ipv4::<true>(&f).map(Ok), Some(parse_general::<true>(&f)), "{f:02x?}");
     }
     let mut bad_sum = udp4(1, 2, b"x");
     bad_sum[24] ^= 1;
@@ -428,8 +428,79 @@ fn fast_path_takes_plain_ipv4_and_nothing_else() {
         eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_UDP, &[1, 1, 1, 1], 0, &udp(1, 2, b"x"))),
         udp4(1, 2, b"x")[..40].to_vec(),
     ] {
-        assert_eq!(fast::ipv4(&f), None, "{f:02x?}");
+        assert_eq!(fast::ipv4::<true>(&f), None, "{f:02x?}");
     }
+}
+
+/// What [`Depth`] promises, for one frame: `L4` is `check`/`parse`; a refusal at one depth is
+/// the same refusal at every deeper one (and a frame accepted deeper is accepted shallower);
+/// `parse_to` and `check_to` agree; at `L3` the fast path takes a frame only as the general
+/// parser parses it, with the same network layer as the full parse and no transport header.
+fn depths_agree(f: &[u8]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(check_to(f, Depth::L4), check(f));
+    prop_assert_eq!(parse_to(f, Depth::L4), parse(f));
+    let at = [Depth::L2, Depth::L3, Depth::L4].map(|d| check_to(f, d));
+    for (shallow, deep) in [(at[0], at[1]), (at[1], at[2]), (at[0], at[2])] {
+        if let Err(e) = shallow {
+            prop_assert_eq!(deep, Err(e), "a refusal changed with depth");
+        }
+        if deep.is_ok() {
+            prop_assert_eq!(shallow, Ok(()), "accepted deeper, refused shallower");
+        }
+    }
+    prop_assert_eq!(check_to(f, Depth::L3), parse_to(f, Depth::L3).map(|_| ()));
+    if let Some(p) = fast::ipv4::<false>(f) {
+        prop_assert_eq!(Ok(p), parse_general::<false>(f), "fast path at L3");
+    }
+    if let (Ok(l3), Ok(full)) = (parse_to(f, Depth::L3), parse(f)) {
+        prop_assert_eq!(
+            (l3.l2, l3.l3, l3.l3_offset, l3.l3_len, l3.l4_offset),
+            (full.l2, full.l3, full.l3_offset, full.l3_len, full.l4_offset)
+        );
+        prop_assert_eq!(
+            (l3.flow.src, l3.flow.dst, l3.flow.proto, l3.fragment),
+            (full.flow.src, full.flow.dst, full.flow.proto, full.fragment)
+        );
+        prop_assert_eq!(
+            (l3.l4, l3.flow.src_port, l3.flow.dst_port, l3.payload_offset),
+            (L4Kind::Unparsed, 0, 0, l3.l4_offset)
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn depths_check_what_they_say() {
+    let mut bad_sum = udp4(1, 2, b"x");
+    bad_sum[24] ^= 1;
+    let mut short_udp = udp4(1, 2, b"xyz");
+    short_udp[38..40].copy_from_slice(&7u16.to_be_bytes());
+    let tagged_bad = {
+        let mut f = eth(&[(TPID_8021Q, 5)], ETHERTYPE_IPV4, &ipv4(PROTO_UDP, &udp(1, 2, b"x")));
+        f[28] ^= 1; // the IPv4 checksum, after the tag
+        f
+    };
+    type Want = [Result<(), ParseError>; 3];
+    let cases: [(&[u8], Want); 6] = [
+        (&bad_sum, [Ok(()), Err(ParseError::BadIpChecksum), Err(ParseError::BadIpChecksum)]),
+        (&tagged_bad, [Ok(()), Err(ParseError::BadIpChecksum), Err(ParseError::BadIpChecksum)]),
+        (&short_udp, [Ok(()), Ok(()), Err(ParseError::BadL4Len)]),
+        (&udp4(1, 2, b"x")[..10], [Err(ParseError::Runt); 3]),
+        (&control(1), [Err(ParseError::UnsupportedEthertype); 3]),
+        (&tcp6(5, 6, b"h"), [Ok(()); 3]),
+    ];
+    for (f, want) in cases {
+        for (d, w) in [Depth::L2, Depth::L3, Depth::L4].into_iter().zip(want) {
+            assert_eq!(check_to(f, d), w, "{d:?} {f:02x?}");
+        }
+    }
+    // At L3 the TCP header is not parsed: no ports, the segment is payload.
+    let p = parse_to(&tcp4(3, 4, b"defg"), Depth::L3).expect("parses");
+    assert_eq!((p.l4, p.flow.src_port, p.flow.dst_port, p.flow.proto), (L4Kind::Unparsed, 0, 0, PROTO_TCP));
+    assert_eq!((p.payload_offset, p.payload_len), (p.l4_offset, 24));
+    assert_eq!(Depth::from_name("l3"), Some(Depth::L3));
+    assert_eq!(Depth::from_name("L3"), None);
+    assert_eq!(Depth::default(), Depth::L4);
 }
 
 proptest! {
@@ -440,8 +511,9 @@ proptest! {
             check_bounds(&frame, &p);
         }
         prop_assert_eq!(check(&frame), parse(&frame).map(|_| ()), "check and parse disagree");
-        if let Some(p) = fast::ipv4(&frame) {
-            prop_assert_eq!(Ok(p), parse_general(&frame), "the fast path took a frame the general parser judges otherwise");
+        depths_agree(&frame)?;
+        if let Some(p) = fast::ipv4::<true>(&frame) {
+            prop_assert_eq!(Ok(p), parse_general::<true>(&frame), "the fast path took a frame the general parser judges otherwise");
         }
     }
 
@@ -463,9 +535,10 @@ proptest! {
         }
         // The L2 forwarder's check is the same verdict, reason included.
         prop_assert_eq!(check(f), parse(f).map(|_| ()), "check and parse disagree");
+        depths_agree(f)?;
         // The fast path takes a frame only as the general parser would parse it.
-        if let Some(p) = fast::ipv4(f) {
-            prop_assert_eq!(Ok(p), parse_general(f), "the fast path took a frame the general parser judges otherwise");
+        if let Some(p) = fast::ipv4::<true>(f) {
+            prop_assert_eq!(Ok(p), parse_general::<true>(f), "the fast path took a frame the general parser judges otherwise");
         }
     }
 }

@@ -215,6 +215,9 @@ pub fn compile(file: &str, src: &str) -> Result<Compiled, ChainError> {
         emit.err(&span, field, e.message().trim().to_string())
     })?;
     emit.push_line(format!("version={}", cadence_core::nf::config::VERSION), LineSrc::default());
+    if let Some(v) = &doc.chain.get_ref().validate {
+        emit.scalar("validate", "chain.validate", v.span(), v.get_ref())?;
+    }
     // Every configured NF must be in the chain, once.
     let nfs = &doc.chain.get_ref().nfs;
     let configured: [(&str, Option<Range<usize>>); 7] = [

@@ -4,6 +4,8 @@
 //! ```toml
 //! [chain]
 //! nfs = ["acl", "lb", "accounting"]     # in order; every NF below must be listed
+//! validate = "l4"                       # optional: l2 | l3 | l4 (default), how deep every
+//!                                       # frame is checked at least (docs/PROTOCOL.md)
 //!
 //! [acl]
 //! default = "permit"                    # permit | deny (no rule matched)
@@ -77,6 +79,8 @@ pub struct ChainFile {
 #[serde(deny_unknown_fields)]
 pub struct ChainTable {
     pub nfs: Vec<Spanned<String>>,
+    /// How deep every frame is checked at least: `"l2"`, `"l3"` or `"l4"` (default).
+    pub validate: Option<Spanned<String>>,
 }
 
 /// A port or a port range: `80` or `"80-443"` / `"any"`.

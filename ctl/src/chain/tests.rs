@@ -205,6 +205,10 @@ fn errors_name_file_line_and_field() {
         "[chain]\nnfs = [\"firewall\"]\n",
         "chains/x.toml:2: chain.nfs[0]: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd), got \"firewall\"",
     );
+    fails(
+        "[chain]\nnfs = []\nvalidate = \"l7\"\n",
+        "chains/x.toml:3: chain.validate: expected l2, l3 or l4, got \"l7\"",
+    );
     let e = compile("chains/x.toml", "[chain]\nnfs = []\n[acl]\ndefault = \"deny\"\n").expect_err("unlisted");
     assert!(e.to_string().starts_with("chains/x.toml:3: acl: configured but not in chain.nfs"), "{e}");
     // A value that would break the text form.
@@ -389,4 +393,16 @@ fn timeout_errors_name_file_line_and_field() {
     let e = compile("chains/x.toml", &TIMEOUTS.replace("[lb]\n", "[lb]\nflow_timeout_ms = 5\n")).expect_err("unknown");
     assert_eq!((e.line, e.field.as_str()), (7, "lb.flow_timeout_ms"), "{e}");
     assert!(e.message.contains("unknown field"), "{e}");
+}
+
+/// `[chain] validate` becomes the text form's `validate=` record and the spec's depth.
+#[test]
+fn validate_reaches_the_text_form() {
+    use cadence_core::parse::Depth;
+    let c = compile("chains/x.toml", "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n").expect("compiles");
+    assert!(c.text.lines().any(|l| l == "validate=l3"), "{}", c.text);
+    assert_eq!(c.spec.validate, Depth::L3);
+    let c = compile("chains/x.toml", "[chain]\nnfs = []\n").expect("compiles");
+    assert!(!c.text.contains("validate"), "{}", c.text);
+    assert_eq!(c.spec.validate, Depth::L4);
 }

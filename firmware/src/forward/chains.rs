@@ -127,6 +127,11 @@ impl Nf for Burn {
         "burn"
     }
 
+    /// No header: the frame only costs time.
+    fn reads(&self) -> cadence_core::parse::Depth {
+        cadence_core::parse::Depth::L2
+    }
+
     fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {
         for _ in batch.alive_mut() {
             for _ in 0..self.spins {

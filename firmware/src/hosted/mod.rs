@@ -162,10 +162,11 @@ fn run(
         names.push_str(n);
     }
     m.say(format_args!(
-        "@chain nfs={} source={} profile={}",
+        "@chain nfs={} source={} profile={} validate={}",
         if names.is_empty() { "none" } else { &names },
         if args.chain.is_some() { "file" } else { "none" },
-        if profile.is_some() { "file" } else { "none" }
+        if profile.is_some() { "file" } else { "none" },
+        spec.validate.name()
     ));
     let mut opened = match ports::open(args, cfg) {
         Ok(p) => p,

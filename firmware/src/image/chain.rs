@@ -38,10 +38,11 @@ pub fn spec(p: &Platform) -> (ChainSpec, Option<Profile>) {
         let _ = write!(names, "{}{n}", if i > 0 { "," } else { "" });
     }
     println!(
-        "@chain nfs={} source={} profile={}",
+        "@chain nfs={} source={} profile={} validate={}",
         if names.is_empty() { "none" } else { names.as_str() },
         if p.module(0).is_some() { "module" } else { "none" },
-        if profile.is_some() { "module" } else { "none" }
+        if profile.is_some() { "module" } else { "none" },
+        spec.validate.name()
     );
     (spec, profile)
 }

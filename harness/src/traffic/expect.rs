@@ -243,8 +243,11 @@ impl Expectations {
             .collect();
         for (i, nf) in spec.nfs.iter().enumerate() {
             if let NfSpec::Encrypt(_) = nf {
-                let only =
-                    ChainSpec { nfs: vec![nf.clone()], timeouts: spec.timeouts.get(i).copied().into_iter().collect() };
+                let only = ChainSpec {
+                    nfs: vec![nf.clone()],
+                    timeouts: spec.timeouts.get(i).copied().into_iter().collect(),
+                    validate: spec.validate,
+                };
                 let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
                 // Every frame is decrypted at `Instant(0)`: the clock rate does not matter.
                 let rate = TickRate::try_new(1_000_000_000).expect("non-zero");

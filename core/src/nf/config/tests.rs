@@ -93,6 +93,24 @@ fn empty_chain_and_factory() {
     assert_eq!(c2.nfs().len(), 2);
 }
 
+/// `validate=` sets the least depth; each worker's chain checks at least that deep, deeper
+/// where its NFs read deeper.
+#[test]
+fn validate_sets_the_chains_depth() {
+    use crate::parse::Depth;
+    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], control: None };
+    let depth = |text: &str| {
+        let s = ChainSpec::parse(text).expect("parses");
+        (s.validate, s.build(egress.clone(), rate()).expect("builds").chain_for_worker().depth())
+    };
+    assert_eq!(depth("version=1\n"), (Depth::L4, Depth::L4));
+    assert_eq!(depth("version=1\nvalidate=l2\n"), (Depth::L2, Depth::L2));
+    // Anywhere after the version, also inside an NF's records.
+    assert_eq!(depth("version=1\nnf=l3fwd\nvalidate=l2\n"), (Depth::L2, Depth::L3));
+    assert_eq!(depth("version=1\nvalidate=l3\nnf=l3fwd\n"), (Depth::L3, Depth::L3));
+    assert_eq!(depth("version=1\nvalidate=l2\nnf=l3fwd\nnf=acl\nacl.flow_capacity=64\n"), (Depth::L2, Depth::L4));
+}
+
 #[test]
 fn errors_name_line_key_and_field() {
     let cases: &[(&str, usize, &str)] = &[
@@ -115,6 +133,8 @@ fn errors_name_line_key_and_field() {
             "line 3: unknown key for the current NF (keys are NAME.KEY after nf=NAME)",
         ),
         ("version=1\nnf=acl\njunk\n", 3, "line 3: expected key=value"),
+        ("version=1\nvalidate=l5\n", 2, "line 2: validate: expected l2, l3 or l4"),
+        ("version=1\nvalidate=l2\nnf=acl\nvalidate=l3\n", 4, "line 4: validate: given twice"),
         ("version=1\nnf=acl\nacl.default=permit\nacl.default=deny\n", 4, "line 4: acl.default: given twice"),
         (
             "version=1\nnf=acl\n\nacl.rule=src:10.0.0/8,action:deny\n",
