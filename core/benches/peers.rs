@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
-//! peers io|l2fwd|l3fwd [--huge] [--samples S] [--min-ms M]         # the worker loop, software NICs
+//! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3 [--huge] [--samples S] [--min-ms M]  # the worker loop, software NICs
+//!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
 //! ```
 //!
@@ -39,6 +40,7 @@ use std::process::ExitCode;
 
 use cadence_core::buf::BATCH_SIZE;
 use cadence_core::nf::{Chain, Egress};
+use cadence_core::parse::Depth;
 use cadence_core::pna::exact::{ExactConfig, ExactTable, Local, Lookup};
 use cadence_core::pna::{AddStatus, IdleTimeout};
 use cadence_core::stage::Stage;
@@ -263,7 +265,7 @@ fn parse_size(s: &str) -> Option<usize> {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l3fwd | ring  [--huge] [--samples S] [--min-ms M]");
+    eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring  [--huge] [--samples S] [--min-ms M]");
     ExitCode::FAILURE
 }
 
@@ -310,6 +312,13 @@ fn main() -> ExitCode {
                 rule,
             )
         }
+        // The L2 forwarder checking the link header only (`validate=l2`): what macswap checks.
+        "l2fwd_l2" => {
+            let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+            let mut chain = Chain::new(Vec::new(), egress);
+            chain.set_validate(Depth::L2);
+            forwarding("l2fwd_l2", chain, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule)
+        }
         "ring" => ring(rule),
         "l3fwd" => forwarding(
             "l3fwd",
@@ -317,6 +326,12 @@ fn main() -> ExitCode {
             &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(),
             rule,
         ),
+        // The L3 forwarder checking through the IP header only (`validate=l3`).
+        "l3fwd_l3" => {
+            let mut chain = common::l3::l3fwd_chain();
+            chain.set_validate(Depth::L3);
+            forwarding("l3fwd_l3", chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
+        }
         _ => return usage(),
     }
     if huge && hugealloc::fallback_bytes() > 0 {
