@@ -265,7 +265,9 @@ fn parse_size(s: &str) -> Option<usize> {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring  [--huge] [--samples S] [--min-ms M]");
+    eprintln!(
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring  [--huge] [--samples S] [--min-ms M]"
+    );
     ExitCode::FAILURE
 }
 
