@@ -32,6 +32,10 @@
 //!
 //! Checksums other than the IPv4 header's are not verified: a forwarder does not
 //! own them.
+//!
+//! How far down that list a frame is checked is a [`Depth`] ([`check_to`], [`parse_to`]): a
+//! chain checks as deep as its NFs read or its configuration asks (`nf::Chain::set_validate`);
+//! [`parse`] and [`check`] go all the way.
 
 mod fast;
 pub(crate) mod headers;
