@@ -69,7 +69,7 @@ impl Ring {
     }
 }
 
-/// A software receive queue: `size` descriptors on a [`Ring`]. From `head` on: frames the wire
+/// A software receive queue: `size` descriptors on a ring. From `head` on: frames the wire
 /// delivered and the caller has not taken (`head..filled`), then posted empty buffers
 /// (`filled..posted`); `posted - head` never exceeds `size`.
 #[derive(Debug)]
@@ -197,7 +197,7 @@ impl RxQueue for SoftRxQueue {
     }
 }
 
-/// A software transmit queue: `size` slots on a [`Ring`]. From `head` on: frames the wire has
+/// A software transmit queue: `size` slots on a ring. From `head` on: frames the wire has
 /// sent and the next `tx_burst` or `reclaim` frees (`head..sent`), then frames waiting for the
 /// wire (`sent..tail`).
 #[derive(Debug)]

@@ -19,7 +19,7 @@
 //! Nothing here has per-flow state. The tables are read-only once built; a route change
 //! ([`L3fwdShared::add_route`], [`L3fwdShared::delete_route`], from the management channel)
 //! builds new tables from the changed route list and publishes them through a
-//! [`Swap`](crate::sync::Swap): each worker takes them at its next batch, so no lock is taken on
+//! [`Swap`]: each worker takes them at its next batch, so no lock is taken on
 //! the data path and a change lands between two batches.
 
 use alloc::sync::Arc;

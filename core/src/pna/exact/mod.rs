@@ -12,7 +12,7 @@
 //! ```
 //!
 //! A way that holds no entry has tag 0, and a signature always has its low bit set
-//! ([`sig_of`]), so one 32-bit compare per way tests signature and liveness together. A hit
+//! (`sig_of`), so one 32-bit compare per way tests signature and liveness together. A hit
 //! reads two lines (the header, then one slot), a miss usually one. There is a single
 //! candidate bucket (no cuckoo moves, so an entry never changes place and a handle stays valid
 //! while the entry lives); buckets are sized so that a full table loads them at two entries on
