@@ -7,5 +7,6 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod classbench;
 #[allow(unsafe_code)] // signal handlers and signals to the peers under test, getrusage
 pub mod peers;

@@ -241,6 +241,19 @@ pub fn ensure_tshark() -> Result<()> {
     ensure_packages("the IPFIX test decodes the export with tshark", &TSHARK_PACKAGES, tshark_present)
 }
 
+/// DPDK's ACL test program, the ACL's independent reference (`bench/tests/acl_vs_dpdk.rs`).
+pub const TEST_ACL_PACKAGES: [&str; 1] = ["dpdk-dev"];
+
+/// Whether `dpdk-test-acl` is installed.
+pub fn test_acl_present() -> bool {
+    Command::new("sh").args(["-c", "command -v dpdk-test-acl"]).output().is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure `dpdk-test-acl` is installed (as root with apt-get: installs `dpdk-dev`).
+pub fn ensure_test_acl() -> Result<()> {
+    ensure_packages("the ACL's differential test runs DPDK's dpdk-test-acl", &TEST_ACL_PACKAGES, test_acl_present)
+}
+
 /// Installs Debian `packages` unless `present()` already holds (as root with apt-get;
 /// otherwise fails with `why` and the packages to install).
 pub fn ensure_packages(why: &str, packages: &[&str], present: fn() -> bool) -> Result<()> {
