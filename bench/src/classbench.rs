@@ -113,7 +113,7 @@ pub fn trace(seed: u64, rules: &[CbRule], n: usize) -> Vec<Tuple> {
     for _ in 0..n {
         let r = rng.next_u64();
         let t = match rules.get(rng.below(rules.len().max(1))) {
-            Some(rule) if r % 10 != 0 => {
+            Some(rule) if !r.is_multiple_of(10) => {
                 let addr = |rng: &mut XorShift64, (a, len): (u32, u8)| a | (rng.next_u64() as u32 & !mask(len));
                 let port = |rng: &mut XorShift64, (lo, hi): (u16, u16)| {
                     lo.wrapping_add((rng.next_u64() % (u64::from(hi - lo) + 1)) as u16)
