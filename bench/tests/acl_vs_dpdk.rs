@@ -6,15 +6,16 @@
 use anyhow::{Context, Result, ensure};
 
 use cadence_bench::classbench::{self, TEST_ACL};
+use cadence_core::nf::acl::{classbench_rules, classbench_trace};
 
 fn compare(seed: u64, n_rules: usize, n_tuples: usize) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("cadence-acl-diff-{}-{seed}-{n_rules}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let rules = classbench::rules(seed, n_rules);
-    let trace = classbench::trace(seed, &rules, n_tuples);
+    let rules = classbench_rules(seed, n_rules);
+    let trace = classbench_trace(seed, &rules, n_tuples);
     let (rf, tf) = (dir.join("rules"), dir.join("trace"));
-    std::fs::write(&rf, classbench::rules_file(&rules))?;
-    std::fs::write(&tf, classbench::trace_file(&trace))?;
+    std::fs::write(&rf, classbench::rules_file(&rules)?)?;
+    std::fs::write(&tf, classbench::trace_file(&trace)?)?;
     let out = classbench::run_test_acl(&rf, &tf, trace.len(), "scalar", 1, 2)
         .with_context(|| format!("is {TEST_ACL} installed? cargo xtask test installs it"))?;
     let dpdk = classbench::parse_results(&out)?;

@@ -1,8 +1,9 @@
-//! Random ACL rule sets for tests and benches.
+//! Random ACL rule sets (and traces) for tests and benches.
 
 use alloc::vec::Vec;
 
 use super::{AclAction, AclRule, Prefix};
+use crate::parse::{FlowKey, IpAddr};
 use crate::rand::XorShift64;
 
 /// A random rule set for tests and benches: `n` rules from `seed` (xorshift), IPv4 mostly, with
@@ -61,4 +62,106 @@ pub fn example_rules(seed: u64, n: usize) -> Vec<AclRule> {
         });
     }
     rules
+}
+
+/// Network `len` bits of a 32-bit mask.
+fn mask4(len: u8) -> u32 {
+    if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) }
+}
+
+/// A ClassBench-style IPv4 rule set of `n` rules from `seed` (the same seed, the same rules),
+/// the sets the ACL is checked and timed on beside DPDK's `rte_acl` (`cadence-bench`'s
+/// `classbench`). Not tuned to one set: prefix lengths from /0 to /32 with peaks at /16, /24
+/// and /32, addresses drawn around sixteen shared networks so that rules overlap and nest, port
+/// fields any / an exact well-known port / the unprivileged range / arbitrary ranges, protocols
+/// TCP / UDP / any. Every rule has priority 1 and action deny: among equal priorities the
+/// earlier rule wins, which is DPDK's line order, so a rule's id is its 0-based line.
+pub fn classbench_rules(seed: u64, n: usize) -> Vec<AclRule> {
+    let mut rng = XorShift64::new(seed);
+    let nets: Vec<u32> = (0..16).map(|_| rng.next_u64() as u32).collect();
+    const LENS: [u8; 16] = [8, 12, 16, 16, 19, 21, 23, 24, 24, 24, 26, 28, 30, 32, 32, 32];
+    const WELL_KNOWN: [u16; 10] = [20, 21, 22, 23, 25, 53, 80, 123, 443, 8080];
+    let prefix = |rng: &mut XorShift64, any_in: u64| -> Option<Prefix> {
+        if rng.next_u64() % 100 < any_in {
+            return None;
+        }
+        let len = LENS.get(rng.below(LENS.len())).copied().unwrap_or(32);
+        let base = nets.get(rng.below(nets.len())).copied().unwrap_or(0);
+        // Near the network: its top 8 bits kept, the rest drawn.
+        let a = (base & 0xFF00_0000) | (rng.next_u64() as u32 & 0x00FF_FFFF);
+        Some(Prefix::v4((a & mask4(len)).to_be_bytes(), len))
+    };
+    let port = |rng: &mut XorShift64, any_in: u64| -> (u16, u16) {
+        let r = rng.next_u64() % 100;
+        if r < any_in {
+            (0, u16::MAX)
+        } else if r < any_in + (100 - any_in) / 3 {
+            let p = WELL_KNOWN.get(rng.below(WELL_KNOWN.len())).copied().unwrap_or(80);
+            (p, p)
+        } else if r < any_in + (100 - any_in) / 2 {
+            (1024, u16::MAX)
+        } else {
+            let lo = rng.next_u64() as u16;
+            (lo, lo.saturating_add((rng.next_u64() % 4096) as u16))
+        }
+    };
+    (0..n)
+        .map(|_| {
+            let (src, dst) = (prefix(&mut rng, 25), prefix(&mut rng, 5));
+            let (sport, dport) = (port(&mut rng, 70), port(&mut rng, 25));
+            let proto = match rng.next_u64() % 10 {
+                0..=4 => Some(6),
+                5..=7 => Some(17),
+                _ => None,
+            };
+            AclRule { priority: 1, src, dst, sport, dport, proto, action: AclAction::Deny }
+        })
+        .collect()
+}
+
+/// `n` IPv4 flow keys from `seed` for `rules` (of [`classbench_rules`]): nine in ten fall
+/// inside a random rule (so that late rules are reached), the rest are uniform.
+pub fn classbench_trace(seed: u64, rules: &[AclRule], n: usize) -> Vec<FlowKey> {
+    let mut rng = XorShift64::new(seed ^ 0x7A3C_E5B1_0000_0001);
+    let v4 = |p: Option<Prefix>| match p {
+        Some(Prefix { addr: IpAddr::V4(a), len }) => (u32::from_be_bytes(a), len.min(32)),
+        _ => (0, 0),
+    };
+    (0..n)
+        .map(|_| {
+            let r = rng.next_u64();
+            let protos = [6u8, 17, 1];
+            let any_proto = |rng: &mut XorShift64| protos.get(rng.below(protos.len())).copied().unwrap_or(6);
+            let (src, dst, sport, dport, proto) = match rules.get(rng.below(rules.len().max(1))) {
+                Some(rule) if !r.is_multiple_of(10) => {
+                    let addr = |rng: &mut XorShift64, (a, len): (u32, u8)| a | (rng.next_u64() as u32 & !mask4(len));
+                    let port = |rng: &mut XorShift64, (lo, hi): (u16, u16)| {
+                        lo.wrapping_add((rng.next_u64() % (u64::from(hi.saturating_sub(lo)) + 1)) as u16)
+                    };
+                    let proto = rule.proto.unwrap_or_else(|| any_proto(&mut rng));
+                    (
+                        addr(&mut rng, v4(rule.src)),
+                        addr(&mut rng, v4(rule.dst)),
+                        port(&mut rng, rule.sport),
+                        port(&mut rng, rule.dport),
+                        proto,
+                    )
+                }
+                _ => (
+                    rng.next_u64() as u32,
+                    rng.next_u64() as u32,
+                    rng.next_u64() as u16,
+                    rng.next_u64() as u16,
+                    any_proto(&mut rng),
+                ),
+            };
+            FlowKey {
+                src: IpAddr::V4(src.to_be_bytes()),
+                dst: IpAddr::V4(dst.to_be_bytes()),
+                src_port: sport,
+                dst_port: dport,
+                proto,
+            }
+        })
+        .collect()
 }
