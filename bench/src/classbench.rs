@@ -18,7 +18,7 @@
 //! rule id is the same 0-based line.
 //!
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -93,6 +93,17 @@ pub fn cadence_acl(rules: &[AclRule]) -> Result<AclShared> {
 /// Cadence's answer per key: the winning rule's id (its 0-based line), or `None`.
 pub fn cadence_ids(acl: &AclShared, trace: &[FlowKey]) -> Vec<Option<u32>> {
     trace.iter().map(|t| acl.classify(t).1).collect()
+}
+
+/// Writes the rule and trace files of `n` rules and `keys` keys from `seed` into `dir` (named
+/// by `label`); returns their paths.
+pub fn write_set(dir: &Path, label: &str, seed: u64, n: usize, keys: usize) -> Result<(PathBuf, PathBuf)> {
+    let rules = cadence_core::nf::acl::classbench_rules(seed, n);
+    let trace = cadence_core::nf::acl::classbench_trace(seed, &rules, keys);
+    let (rf, tf) = (dir.join(format!("acl-{label}.rules")), dir.join(format!("acl-{label}.trace")));
+    std::fs::write(&rf, rules_file(&rules)?).with_context(|| format!("writing {}", rf.display()))?;
+    std::fs::write(&tf, trace_file(&trace)?).with_context(|| format!("writing {}", tf.display()))?;
+    Ok((rf, tf))
 }
 
 /// `dpdk-test-acl` over the two files, one lcore, 4 KiB pages, `alg` (`scalar`, `sse`,

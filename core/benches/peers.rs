@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
+//! peers acl --rules 100|1K|10K [--huge] [--samples S] [--min-ms M]  # ACL first-packet classification
 //! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3 [--huge] [--samples S] [--min-ms M]  # the worker loop, software NICs
 //!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
@@ -242,6 +243,42 @@ fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
     );
 }
 
+/// Cycles per first-packet classification (no flow cache: the classifier itself, as
+/// `rte_acl_classify` is) of the ClassBench-style trace over `n` rules, in trace order.
+fn acl(n: usize, label: &str, rule: Rule) {
+    use cadence_core::nf::acl::{
+        AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace,
+    };
+    // The sets `cargo xtask peers` writes for `dpdk-test-acl`: the same seed, the same keys.
+    let rules = classbench_rules(CLASSBENCH_SEED, n);
+    let trace = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS);
+    let mut cfg = AclConfig::new(rules, AclAction::Permit);
+    cfg.flow_capacity = 64;
+    let Ok(acl) = AclShared::try_new(&cfg) else {
+        eprintln!("peers acl: the ACL refused the generated rules");
+        return;
+    };
+    let set = acl.rules();
+    let matched = trace.iter().filter(|k| set.classify(k).1.is_some()).count();
+    let r = rule.take(|| {
+        let t0 = rdtsc();
+        for k in &trace {
+            black_box(set.classify(black_box(k)));
+        }
+        (rdtsc() - t0) as f64 / trace.len() as f64
+    });
+    report("acl_classify", label, r, trace.len());
+    println!("PEERINFO impl=cadence op=acl_classify size={label} rules={n} keys={} matched={matched}", trace.len());
+}
+
+/// `100`, `1K`, `10K`, ...: a count with an optional K (×1000).
+fn parse_count(s: &str) -> Option<usize> {
+    match s.strip_suffix('K') {
+        Some(k) => k.parse::<usize>().ok()?.checked_mul(1000),
+        None => s.parse().ok(),
+    }
+}
+
 /// Handles per ring sample: `PEER_RING_OBJS` of `benches/peers/ring.c`.
 const RING_OBJS: u64 = 1 << 22;
 
@@ -266,7 +303,7 @@ fn parse_size(s: &str) -> Option<usize> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring  [--huge] [--samples S] [--min-ms M]"
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K  [--huge] [--samples S] [--min-ms M]"
     );
     ExitCode::FAILURE
 }
@@ -322,6 +359,10 @@ fn main() -> ExitCode {
             forwarding("l2fwd_l2", chain, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule)
         }
         "ring" => ring(rule),
+        "acl" => match opt("--rules").and_then(|s| Some((s, parse_count(s)?))) {
+            Some((label, n)) => acl(n, label, rule),
+            None => return usage(),
+        },
         "l3fwd" => forwarding(
             "l3fwd",
             common::l3::l3fwd_chain(),

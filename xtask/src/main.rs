@@ -145,7 +145,7 @@ enum Cmd {
         /// The least time each table figure's samples span, in milliseconds.
         #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=10_000))]
         table_ms: u64,
-        /// Only these groups (comma-separated): tables-64K, tables-1M, io, macswap, l3fwd, ring.
+        /// Only these groups (comma-separated): tables-64K, tables-1M, io, macswap, l3fwd, ring, acl.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// Output directory (default: target/bench/peers).

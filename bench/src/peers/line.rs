@@ -146,9 +146,41 @@ pub fn parse_testpmd(out: &str, op: &str, pages: &str) -> Option<Measurement> {
     })
 }
 
+/// `dpdk-test-acl`'s figure (`… C cycles/pkt, …`, over `--iter` passes of the trace) as the
+/// measurement of `rte_acl_<alg>`'s `acl_classify` on the set `size`.
+pub fn parse_test_acl(out: &str, alg: &str, size: &str, pages: &str) -> Option<Measurement> {
+    let cycles = crate::classbench::parse_cycles(out).filter(|c| c.is_finite() && *c > 0.0)?;
+    let ops = out
+        .lines()
+        .find_map(|l| l.split(" pkts,").next().filter(|_| l.contains(" pkts,"))?.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    Some(Measurement {
+        imp: format!("rte_acl_{alg}"),
+        op: "acl_classify".into(),
+        size: size.into(),
+        pages: pages.into(),
+        cycles,
+        min: cycles,
+        max: cycles,
+        samples: 1,
+        ops,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_test_acl() {
+        let out = "search_ip5tuples  @lcore 1: 7 iterations, 700000 pkts, 1 categories, 46200000 cycles (0.02 sec), 66.00 cycles/pkt, 39393939.39 pkt/sec\n";
+        let m = parse_test_acl(out, "sse", "100", "4k").expect("a figure");
+        assert_eq!(
+            (m.imp.as_str(), m.op.as_str(), m.size.as_str(), m.cycles, m.ops),
+            ("rte_acl_sse", "acl_classify", "100", 66.0, 700_000)
+        );
+        assert_eq!(parse_test_acl("no figure here\n", "sse", "100", "4k"), None);
+    }
 
     #[test]
     fn parses_a_result_line() {

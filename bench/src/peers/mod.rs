@@ -31,8 +31,9 @@ use anyhow::{Context, Result, bail};
 use self::build::Binaries;
 use self::line::Measurement;
 use self::noise::{MAX_OTHERS_CPUS, Window};
-use self::plan::{Ending, GROUPS, Job, Knobs, Pages, Program};
+use self::plan::{Ending, GROUPS, Job, Knobs, Pages, Program, Reader};
 use self::report::Record;
+use cadence_core::nf::acl::{CLASSBENCH_KEYS, CLASSBENCH_SEED};
 
 /// Options of `cargo xtask peers`.
 #[derive(Debug, Clone)]
@@ -149,6 +150,7 @@ fn command(bins: &Binaries, job: &Job) -> Result<Command, String> {
         Program::Ring => Command::new(&bins.ring),
         Program::Testpmd => Command::new(&bins.testpmd),
         Program::L3fwd => Command::new(bins.l3fwd.as_ref().map_err(|e| format!("l3fwd was not built: {e}"))?),
+        Program::TestAcl => Command::new(crate::classbench::TEST_ACL),
     };
     cmd.args(&job.args);
     Ok(cmd)
@@ -189,9 +191,12 @@ fn run_job(bins: &Binaries, job: &Job, pages: Pages) -> Result<Outcome> {
     let after = noise::read()?;
     let window = Window::between(&before, &after, noise::clock_ticks());
     let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-    let (measurements, bad) = match job.testpmd_mode {
-        Some(mode) => (line::parse_testpmd(&stdout, mode, pages.label()).into_iter().collect(), vec![]),
-        None => line::parse_output(&stdout),
+    let (measurements, bad) = match &job.reader {
+        Reader::Testpmd(mode) => (line::parse_testpmd(&stdout, mode, pages.label()).into_iter().collect(), vec![]),
+        Reader::TestAcl { alg, size } => {
+            (line::parse_test_acl(&stdout, alg, size, pages.label()).into_iter().collect(), vec![])
+        }
+        Reader::Lines => line::parse_output(&stdout),
     };
     let tail = |s: &str| s.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
     let error = match status {
@@ -231,12 +236,19 @@ pub fn run(o: &Options) -> Result<bool> {
     }
     let routes4 = out.join("routes4.cfg");
     write(&routes4, &plan::l3fwd_routes4())?;
+    // The ACL sets, written for dpdk-test-acl; Cadence's bench generates the same ones.
+    let mut acl_sets = Vec::new();
+    for (label, n) in plan::ACL_SIZES {
+        let (rules, trace) = crate::classbench::write_set(&out, label, CLASSBENCH_SEED, n, CLASSBENCH_KEYS)?;
+        acl_sets.push((label.to_string(), rules, trace, CLASSBENCH_KEYS));
+    }
     let knobs = Knobs {
         samples: o.samples,
         seconds: o.seconds,
         table_ms: o.table_ms,
         routes4,
         routes6: Path::new(build::L3FWD_SRC).join("lpm_default_v6.cfg"),
+        acl_sets,
     };
 
     catch_signals();

@@ -42,6 +42,8 @@ pub enum Program {
     Testpmd,
     /// DPDK's l3fwd example with Cadence's hook.
     L3fwd,
+    /// Debian's `dpdk-test-acl` (`rte_acl` over a ClassBench rule and trace file).
+    TestAcl,
 }
 
 /// How a program's run ends.
@@ -63,8 +65,20 @@ pub struct Job {
     pub program: Program,
     pub args: Vec<String>,
     pub ending: Ending,
-    /// For testpmd: the forwarding mode, which its figure measures.
-    pub testpmd_mode: Option<&'static str>,
+    /// How its figures are read from its output.
+    pub reader: Reader,
+}
+
+/// How a program prints its figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reader {
+    /// `PEERBENCH` lines ([`super::line::parse_output`]).
+    Lines,
+    /// testpmd's own figure; the forwarding mode it measures.
+    Testpmd(&'static str),
+    /// `dpdk-test-acl`'s `cycles/pkt`: the algorithm (`rte_acl_<alg>` is the figure's
+    /// implementation) and the rule-set label (its size).
+    TestAcl { alg: &'static str, size: String },
 }
 
 /// Programs run back to back in one round: a Cadence bench and its peers.
@@ -88,10 +102,16 @@ pub struct Knobs {
     /// The l3fwd route files (IPv4, IPv6).
     pub routes4: PathBuf,
     pub routes6: PathBuf,
+    /// The ACL sets: (label, rule file, trace file, keys in the trace).
+    pub acl_sets: Vec<(String, PathBuf, PathBuf, usize)>,
 }
 
 /// The groups' names, in their order in round 0 (`--only` selects among them).
-pub const GROUPS: [&str; 6] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring"];
+pub const GROUPS: [&str; 7] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl"];
+
+/// The ACL rule-set sizes (`cargo xtask peers`' `acl` group) and `rte_acl`'s algorithms.
+pub const ACL_SIZES: [(&str, usize); 3] = [("100", 100), ("1K", 1_000), ("10K", 10_000)];
+pub const ACL_ALGS: [&str; 3] = ["scalar", "sse", "avx2"];
 
 /// EAL arguments: `lcores`, no PCI, `mem_mb` of memory on `pages`, a file prefix of our own
 /// (so that a colleague's DPDK process is never disturbed).
@@ -127,7 +147,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
     let table_peer = |program, name: &str, size: &str| {
         let mut a = eal(pages, "1", 1024);
         a.extend(strings(&["--", "--size", size, "--samples", &samples, "--min-ms", &table_ms]));
-        Job { label: format!("{name} {size} ({p})"), program, args: a, ending: Ending::Exits, testpmd_mode: None }
+        Job { label: format!("{name} {size} ({p})"), program, args: a, ending: Ending::Exits, reader: Reader::Lines }
     };
     let tables = |size: &str| {
         vec![
@@ -136,7 +156,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
                 program: Program::Cadence,
                 args: cadence(&["tables", "--size", size], &table_ms),
                 ending: Ending::Exits,
-                testpmd_mode: None,
+                reader: Reader::Lines,
             },
             table_peer(Program::Hash, "rte_hash", size),
             table_peer(Program::Learner, "learner", size),
@@ -147,7 +167,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
         program: Program::Cadence,
         args: cadence(&[op], &fwd_ms),
         ending: Ending::Exits,
-        testpmd_mode: None,
+        reader: Reader::Lines,
     };
     let testpmd = |mode: &'static str| {
         let mut a = eal(pages, "0,1", 256);
@@ -163,7 +183,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
             program: Program::Testpmd,
             args: a,
             ending: Ending::StdinAfter(k.seconds),
-            testpmd_mode: Some(mode),
+            reader: Reader::Testpmd(mode),
         }
     };
     let mut l3 = eal(pages, "1", 256);
@@ -188,7 +208,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
                     program: Program::L3fwd,
                     args: l3,
                     ending: Ending::SigintAfter(k.seconds),
-                    testpmd_mode: None,
+                    reader: Reader::Lines,
                 },
             ],
         },
@@ -200,18 +220,55 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
                     program: Program::CadenceRing,
                     args: cadence(&["ring"], &fwd_ms),
                     ending: Ending::Exits,
-                    testpmd_mode: None,
+                    reader: Reader::Lines,
                 },
                 Job {
                     label: format!("rte_ring 2 lcores ({p})"),
                     program: Program::Ring,
                     args: ring,
                     ending: Ending::Exits,
-                    testpmd_mode: None,
+                    reader: Reader::Lines,
                 },
             ],
         },
+        Group { name: GROUPS[6], jobs: acl_jobs(pages, k, &cadence(&[], &table_ms)) },
     ]
+}
+
+/// The `acl` group: per rule set, Cadence's classifier and `dpdk-test-acl` with each algorithm
+/// over the same files (`k.acl_sets`); `cadence_tail` is the Cadence bench's common arguments.
+fn acl_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
+    let p = pages.label();
+    let mut jobs = Vec::new();
+    for (label, rules, trace, keys) in &k.acl_sets {
+        let mut a = strings(&["acl", "--rules", label]);
+        a.extend(cadence_tail.iter().cloned());
+        jobs.push(Job {
+            label: format!("cadence acl {label} ({p})"),
+            program: Program::Cadence,
+            args: a,
+            ending: Ending::Exits,
+            reader: Reader::Lines,
+        });
+        for alg in ACL_ALGS {
+            let mut a = eal(pages, "1", 1024);
+            a.push("--".into());
+            a.push(format!("--rulesf={}", rules.display()));
+            a.push(format!("--tracef={}", trace.display()));
+            // Exactly the trace's length: with more, it classifies one record past its buffer.
+            a.push(format!("--tracenum={keys}"));
+            a.push(format!("--iter={}", k.samples.max(1)));
+            a.push(format!("--alg={alg}"));
+            jobs.push(Job {
+                label: format!("rte_acl {alg} {label} ({p})"),
+                program: Program::TestAcl,
+                args: a,
+                ending: Ending::Exits,
+                reader: Reader::TestAcl { alg, size: label.clone() },
+            });
+        }
+    }
+    jobs
 }
 
 /// Round `r`'s programs in order: the page sizes, the groups within a page size and the
@@ -275,6 +332,12 @@ pub fn comparisons() -> Vec<Comparison> {
     v.push(c("l3fwd", "-", "l3fwd", "l3fwd_lpm", Some(0.7)));
     v.push(c("l3fwd_l3", "-", "l3fwd", "l3fwd_lpm", Some(1.0)));
     v.push(c("ring_spsc_b32", "-", "rte_ring", "ring_spsc_b32", None));
+    // Issue 33: first-packet classification at most rte_acl's, whichever algorithm.
+    for (size, _) in ACL_SIZES {
+        for alg in ["rte_acl_scalar", "rte_acl_sse", "rte_acl_avx2"] {
+            v.push(c("acl_classify", size, alg, "acl_classify", Some(1.0)));
+        }
+    }
     v
 }
 
@@ -299,7 +362,14 @@ mod tests {
     use super::*;
 
     fn knobs() -> Knobs {
-        Knobs { samples: 7, seconds: 3, table_ms: 300, routes4: "/r4".into(), routes6: "/r6".into() }
+        Knobs {
+            samples: 7,
+            seconds: 3,
+            table_ms: 300,
+            routes4: "/r4".into(),
+            routes6: "/r6".into(),
+            acl_sets: vec![("100".into(), "/a.rules".into(), "/a.trace".into(), 10)],
+        }
     }
 
     #[test]
@@ -374,7 +444,8 @@ mod tests {
         // Issue 25: checking only what each reads, at par with macswap and l3fwd.
         assert_eq!(t("l2fwd_l2", "-", "testpmd"), Some(Target { limit: 1.0 }));
         assert_eq!(t("l3fwd_l3", "-", "l3fwd"), Some(Target { limit: 1.0 }));
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8);
+        assert_eq!(t("acl_classify", "10K", "rte_acl_avx2"), Some(Target { limit: 1.0 }));
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 9);
     }
 
     #[test]

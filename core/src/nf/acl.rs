@@ -43,7 +43,7 @@ mod tests;
 
 pub use classifier::Classifier;
 pub use config::{AclConfig, AclConfigError, AclField};
-pub use examples::{classbench_rules, classbench_trace, example_rules};
+pub use examples::{CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace, example_rules};
 
 /// Most rules an ACL takes.
 pub const MAX_RULES: usize = 1 << 16;

@@ -64,6 +64,12 @@ pub fn example_rules(seed: u64, n: usize) -> Vec<AclRule> {
     rules
 }
 
+/// The seed of the ACL sets `cargo xtask peers` measures (Cadence's bench and the files it
+/// writes for `dpdk-test-acl` generate the same sets from it).
+pub const CLASSBENCH_SEED: u64 = 33;
+/// Keys of each trace `cargo xtask peers` measures.
+pub const CLASSBENCH_KEYS: usize = 100_000;
+
 /// Network `len` bits of a 32-bit mask.
 fn mask4(len: u8) -> u32 {
     if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) }
