@@ -259,6 +259,8 @@ fn acl_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
             a.push(format!("--tracenum={keys}"));
             a.push(format!("--iter={}", k.samples.max(1)));
             a.push(format!("--alg={alg}"));
+            // Its default verbosity prints every tuple's result inside the timed loop.
+            a.push("--verbose=0".into());
             jobs.push(Job {
                 label: format!("rte_acl {alg} {label} ({p})"),
                 program: Program::TestAcl,
