@@ -35,12 +35,14 @@ use crate::pna::{ActionId, ActionMask, IdleTimeout};
 use crate::pna::{AddStatus, NotDone};
 use crate::sync::{Reader, Swap};
 
+pub mod bitvec;
 pub mod classifier;
 mod config;
 mod examples;
 #[cfg(test)]
 mod tests;
 
+pub use bitvec::BitVec;
 pub use classifier::Classifier;
 pub use config::{AclConfig, AclConfigError, AclField};
 pub use examples::{CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace, example_rules};

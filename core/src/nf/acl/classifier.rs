@@ -14,11 +14,17 @@
 //! hand beats every rule a remaining tuple holds. Ties between equal priorities go to the rule
 //! that comes first in the rule list, as in the linear reference [`Classifier::classify_linear`].
 //!
-//! Everything is built once ([`Classifier::new`], O(n log n), allocating); [`Classifier::classify`]
-//! never allocates and never panics.
+//! A rule set small enough for its bit vectors to fit [`super::bitvec::MAX_BYTES`] (about
+//! 1 500 rules) is classified by [`super::BitVec`] instead: a lookup costs two binary searches
+//! and a few word ANDs whatever the rules, where the tuples cost a probe each; the tuples
+//! take larger sets. Both give the linear reference's answer.
+//!
+//! Everything is built once ([`Classifier::new`], allocating); [`Classifier::classify`] never
+//! allocates and never panics.
 
 use alloc::vec::Vec;
 
+use super::BitVec;
 use crate::pna::ternary::{FiveTuple, Match, Rule};
 
 /// Prefix lengths are rounded down to a multiple of this (the tuple granularity).
@@ -65,6 +71,8 @@ struct Tuple {
 #[derive(Debug, Default)]
 pub struct Classifier {
     rules: Vec<(u32, Rule)>,
+    /// The bit vectors, when the set fits them (then the tuples are not built).
+    bits: Option<BitVec>,
     tuples: Vec<Tuple>,
     slots: Vec<Slot>,
     lists: Vec<u32>,
@@ -81,6 +89,15 @@ impl Classifier {
     /// Builds the classifier over `(id, rule)` pairs with ids in increasing order (ties between
     /// equal priorities go to the lower id).
     pub fn with_ids(rules: Vec<(u32, Rule)>) -> Self {
+        if let Some(bits) = BitVec::try_new(&rules, super::bitvec::MAX_BYTES) {
+            return Classifier { rules, bits: Some(bits), ..Self::default() };
+        }
+        Self::tuples(rules)
+    }
+
+    /// The tuple-space classifier alone, whatever the set's size (for tests and measurements
+    /// that compare the two).
+    pub fn tuples(rules: Vec<(u32, Rule)>) -> Self {
         // (tuple, masked value, priority, id), sorted so that each tuple's values are contiguous
         // and each value's rules are in classification order.
         type Keyed = ((u8, u8, bool), (u128, u128, u8), u32, u32);
@@ -134,7 +151,13 @@ impl Classifier {
         self.rules.is_empty()
     }
 
-    /// Number of (merged) tuples: the number of hash probes a lookup makes at most.
+    /// Whether lookups go through the bit vectors ([`super::BitVec`]).
+    pub fn uses_bit_vectors(&self) -> bool {
+        self.bits.is_some()
+    }
+
+    /// Number of (merged) tuples: the number of hash probes a lookup makes at most (0 with bit
+    /// vectors).
     pub fn tuple_count(&self) -> usize {
         self.tuples.len()
     }
@@ -146,6 +169,9 @@ impl Classifier {
 
     /// The best rule matching `p`: highest priority, then lowest id.
     pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
+        if let Some(b) = &self.bits {
+            return b.classify(p);
+        }
         let mut best: Option<Match> = None;
         for t in &self.tuples {
             if best.is_some_and(|b| b.priority > t.best) {

@@ -99,10 +99,18 @@ proptest! {
         let mut rng = XorShift64::from_state(seed ^ 0x5eed);
         let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(160, 8));
         let expected: Vec<AclAction> = flows.iter().map(|f| ref_verdict(&rules, default, f)).collect();
+        // Both classifiers, whichever the set's size picks: the bit vectors and the tuples.
+        let now = shared.rules();
+        let tuples = [false, true].map(|v6| Classifier::tuples(now.classifier(v6).rules().to_vec()));
+        let bits = [false, true].map(|v6| BitVec::try_new(now.classifier(v6).rules(), 64 << 20));
         for (f, e) in flows.iter().zip(&expected) {
-            let now = shared.rules();
-            let (t, c) = (five_tuple(f), now.classifier(matches!(f.src, IpAddr::V6(_))));
+            let v6 = matches!(f.src, IpAddr::V6(_));
+            let (t, c) = (five_tuple(f), now.classifier(v6));
             prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
+            prop_assert_eq!(tuples[usize::from(v6)].classify(&t), c.classify_linear(&t));
+            if let Some(bv) = &bits[usize::from(v6)] {
+                prop_assert_eq!(bv.classify(&t), c.classify_linear(&t));
+            }
             prop_assert_eq!(shared.classify(f).0, *e);
         }
         let mut acl = Acl::new(shared.clone());
@@ -157,10 +165,12 @@ proptest! {
         prop_assert_eq!(cfg.validate(), Ok(()));
         let shared = AclShared::try_new(&cfg).unwrap();
         let mut rng = XorShift64::from_state(seed);
+        let tuples = Classifier::tuples(shared.rules().classifier(false).rules().to_vec());
         for f in flows_for(&rules, &mut rng, crate::testing::miri_or(64, 8)) {
             let now = shared.rules();
             let (t, c) = (five_tuple(&f), now.classifier(false));
             prop_assert_eq!(c.classify(&t), c.classify_linear(&t));
+            prop_assert_eq!(tuples.classify(&t), c.classify_linear(&t));
             prop_assert_eq!(shared.classify(&f).0, ref_verdict(&rules, AclAction::Deny, &f));
         }
     }

@@ -1,0 +1,290 @@
+//! A bit-vector classifier for rule sets of up to a few thousand rules (Lakshman and Stiliadis,
+//! SIGCOMM 1998: "High-speed policy-based packet forwarding using efficient multi-dimensional
+//! range matching").
+//!
+//! The rules are put in classification order — priority descending, then id ascending, so that
+//! the first matching rule in that order is the answer — and numbered by position. Each of the
+//! five fields (source, destination, source port, destination port, protocol) is cut into its
+//! *elementary intervals*: the rules' range ends split the field's value space so that every
+//! value in one interval is matched by exactly the same rules. Every interval keeps the bit
+//! vector of those rules (bit `p` = the rule at position `p`). A lookup finds the key's interval
+//! in each field — a binary search for the addresses, a table for ports and protocol — and ANDs
+//! the five vectors a 64-bit word at a time, in position order: the first set bit is the winner,
+//! so the scan usually stops in the first word or two.
+//!
+//! Cost: a lookup is two binary searches over at most `2n + 1` bounds, three table reads and at
+//! most `⌈n / 64⌉` five-way ANDs, whatever the rules look like (no rule is checked field by
+//! field). Memory is quadratic: each field holds up to `2n + 1` vectors of `n` bits, so the
+//! classifier is built only under a budget ([`BitVec::try_new`], [`MAX_BYTES`]); the tuple-space
+//! classifier takes larger sets. Build is `O(n²)` bit writes. No allocation and no panic per
+//! lookup.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::pna::ternary::{FiveTuple, Match, Rule};
+
+/// The most memory the bit vectors (and their tables) of one classifier may take: about 1 500
+/// rules of mixed prefixes and port ranges. Kept well inside the image's heap (at most 32 MiB,
+/// shared with the flow tables), where a rule change briefly holds two versions.
+pub const MAX_BYTES: usize = 4 << 20;
+
+/// One field cut into elementary intervals: interval `i` is `bounds[i] ..= bounds[i + 1] - 1`
+/// (the last one runs to the field's maximum); its vector is `bits[i * words ..][.. words]`.
+#[derive(Debug, Default)]
+struct Field {
+    bounds: Vec<u128>,
+    /// The bounds as `u64` when they all fit (an IPv4 classifier's: IPv4-mapped addresses lie
+    /// below 2^48), for a search of one-instruction compares.
+    narrow: Option<Vec<u64>>,
+    bits: Vec<u64>,
+}
+
+impl Field {
+    /// Cuts `max`'s value space by `ranges` (one per rule, by position) and sets every rule's
+    /// bit in the intervals its range covers.
+    fn build(ranges: &[(u128, u128)], max: u128, words: usize) -> Field {
+        let mut bounds: Vec<u128> = vec![0];
+        for &(lo, hi) in ranges {
+            bounds.push(lo);
+            if hi < max {
+                bounds.push(hi + 1);
+            }
+        }
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut bits = vec![0u64; bounds.len() * words];
+        for (p, &(lo, hi)) in ranges.iter().enumerate() {
+            // The intervals inside [lo, hi]: from the one starting at lo to the last starting
+            // at or below hi (ranges' ends are bounds, so none straddles).
+            let first = bounds.partition_point(|&b| b < lo);
+            let end = bounds.partition_point(|&b| b <= hi);
+            for i in first..end {
+                if let Some(w) = bits.get_mut(i * words + p / 64) {
+                    *w |= 1 << (p % 64);
+                }
+            }
+        }
+        let narrow = bounds.iter().map(|&b| u64::try_from(b).ok()).collect::<Option<Vec<u64>>>();
+        Field { bounds, narrow, bits }
+    }
+
+    /// The interval holding `v`.
+    #[inline]
+    fn interval(&self, v: u128) -> usize {
+        let n = match (&self.narrow, u64::try_from(v)) {
+            (Some(narrow), Ok(v)) => narrow.partition_point(|&b| b <= v),
+            // Above every narrow bound: the last interval.
+            (Some(narrow), Err(_)) => narrow.len(),
+            (None, _) => self.bounds.partition_point(|&b| b <= v),
+        };
+        n.saturating_sub(1)
+    }
+
+    /// The vector of the interval holding `v`.
+    #[inline]
+    fn row(&self, v: u128, words: usize) -> &[u64] {
+        let i = self.interval(v);
+        self.bits.get(i * words..(i + 1) * words).unwrap_or(&[])
+    }
+
+    fn bytes(&self) -> usize {
+        self.bounds.len() * 16 + self.narrow.as_ref().map_or(0, |n| n.len() * 8) + self.bits.len() * 8
+    }
+}
+
+/// A port or protocol field: a table from every value to its interval.
+#[derive(Debug, Default)]
+struct Small {
+    field: Field,
+    index: Vec<u16>,
+}
+
+impl Small {
+    fn build(ranges: &[(u128, u128)], max: u16, words: usize) -> Option<Small> {
+        let field = Field::build(ranges, u128::from(max), words);
+        // Intervals are at most 2n + 1 ≤ 65 536 only while n < 32 768: checked by the caller.
+        let mut index = Vec::with_capacity(usize::from(max) + 1);
+        for v in 0..=u32::from(max) {
+            index.push(u16::try_from(field.interval(u128::from(v))).ok()?);
+        }
+        Some(Small { field, index })
+    }
+
+    #[inline]
+    fn row(&self, v: u16, words: usize) -> &[u64] {
+        let i = usize::from(self.index.get(usize::from(v)).copied().unwrap_or(0));
+        self.field.bits.get(i * words..(i + 1) * words).unwrap_or(&[])
+    }
+
+    fn bytes(&self) -> usize {
+        self.field.bytes() + self.index.len() * 2
+    }
+}
+
+/// The bit-vector classifier (see the module doc).
+#[derive(Debug, Default)]
+pub struct BitVec {
+    /// Position → (id, action, priority).
+    at: Vec<(u32, u32, u32)>,
+    words: usize,
+    src: Field,
+    dst: Field,
+    sport: Small,
+    dport: Small,
+    proto: Small,
+}
+
+fn prefix_range((a, len): (u128, u8)) -> (u128, u128) {
+    let len = u32::from(len.min(128));
+    let host = u128::MAX.checked_shr(len).unwrap_or(0);
+    (a & !host, a | host)
+}
+
+impl BitVec {
+    /// The classifier over `(id, rule)` pairs (ids increasing; equal priorities: the lower id
+    /// wins), or `None` if its vectors would take more than `max_bytes` (or the rules are too
+    /// many for 16-bit interval tables). Allocates; for the control plane.
+    pub fn try_new(rules: &[(u32, Rule)], max_bytes: usize) -> Option<BitVec> {
+        let n = rules.len();
+        let words = n.div_ceil(64).max(1);
+        // Worst case per field: 2n + 1 intervals of `words` words; five fields.
+        let estimate = (2 * n + 1).saturating_mul(words).saturating_mul(8).saturating_mul(5);
+        if n >= 32_768 || estimate > max_bytes.saturating_mul(4) {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| {
+            let (ra, rb) = (&rules[a], &rules[b]);
+            rb.1.priority.cmp(&ra.1.priority).then(ra.0.cmp(&rb.0))
+        });
+        let sorted: Vec<&(u32, Rule)> = order.iter().filter_map(|&i| rules.get(i)).collect();
+        let ranges = |f: &dyn Fn(&Rule) -> (u128, u128)| sorted.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
+        let src = Field::build(&ranges(&|r| prefix_range(r.src)), u128::MAX, words);
+        let dst = Field::build(&ranges(&|r| prefix_range(r.dst)), u128::MAX, words);
+        let port = |(lo, hi): (u16, u16)| (u128::from(lo), u128::from(hi));
+        let sport = Small::build(&ranges(&|r| port(r.sport)), u16::MAX, words)?;
+        let dport = Small::build(&ranges(&|r| port(r.dport)), u16::MAX, words)?;
+        let proto = Small::build(
+            &ranges(&|r| r.proto.map_or((0, 255), |p| (u128::from(p), u128::from(p)))),
+            u16::from(u8::MAX),
+            words,
+        )?;
+        let bv = BitVec {
+            at: sorted.iter().map(|(id, r)| (*id, r.action, r.priority)).collect(),
+            words,
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+        };
+        (bv.bytes() <= max_bytes).then_some(bv)
+    }
+
+    /// Bytes the classifier holds.
+    pub fn bytes(&self) -> usize {
+        self.src.bytes() + self.dst.bytes() + self.sport.bytes() + self.dport.bytes() + self.proto.bytes()
+    }
+
+    /// The best rule matching `p`: highest priority, then lowest id.
+    #[inline]
+    pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
+        let w = self.words;
+        let (s, d) = (self.src.row(p.src, w), self.dst.row(p.dst, w));
+        let (sp, dp, pr) =
+            (self.sport.row(p.sport, w), self.dport.row(p.dport, w), self.proto.row(u16::from(p.proto), w));
+        for (k, ((((a, b), c), e), f)) in s.iter().zip(d).zip(sp).zip(dp).zip(pr).enumerate() {
+            let x = a & b & c & e & f;
+            if x != 0 {
+                let pos = k * 64 + x.trailing_zeros() as usize;
+                let &(rule, action, priority) = self.at.get(pos)?;
+                return Some(Match { rule, action, priority });
+            }
+        }
+        None
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::nf::acl::Classifier;
+    use proptest::prelude::*;
+
+    fn rule(
+        src: (u128, u8),
+        dst: (u128, u8),
+        sport: (u16, u16),
+        dport: (u16, u16),
+        proto: Option<u8>,
+        pri: u32,
+    ) -> Rule {
+        Rule { priority: pri, src, dst, sport, dport, proto, action: pri }
+    }
+
+    #[test]
+    fn first_in_priority_then_id_order_wins() {
+        let any = ((0, 0), (0, 0), (0, u16::MAX), (0, u16::MAX), None);
+        let r = |pri| rule(any.0, any.1, any.2, any.3, any.4, pri);
+        let mut narrow = r(5);
+        narrow.dport = (80, 80);
+        let rules = vec![(0, r(1)), (1, narrow), (2, r(5)), (3, r(1))];
+        let bv = BitVec::try_new(&rules, MAX_BYTES).expect("small");
+        let m = |dport| bv.classify(&FiveTuple::v4(1, 2, 3, dport, 6)).map(|m| m.rule);
+        assert_eq!(m(80), Some(1), "priority 5 and the lower id");
+        assert_eq!(m(81), Some(2));
+        assert_eq!(BitVec::try_new(&[], MAX_BYTES).expect("empty").classify(&FiveTuple::v4(1, 2, 3, 4, 6)), None);
+    }
+
+    #[test]
+    fn refuses_what_would_not_fit() {
+        let rules: Vec<(u32, Rule)> = (0..3000u32)
+            .map(|i| (i, rule((u128::from(i) << 100, 28), (0, 0), (0, u16::MAX), (i as u16, i as u16), Some(6), 1)))
+            .collect();
+        assert!(BitVec::try_new(&rules, 1 << 20).is_none(), "3000 rules do not fit in 1 MiB");
+        let bv = BitVec::try_new(&rules, 64 << 20).expect("they fit in 64 MiB");
+        assert!(bv.bytes() <= 64 << 20 && bv.bytes() > 1 << 20);
+    }
+
+    fn arb_rule() -> impl Strategy<Value = Rule> {
+        let prefix = (0u128..8, 0u8..=8).prop_map(|(a, len)| {
+            // Clustered high bits so that rules nest and overlap.
+            let addr = a << 125;
+            let len = len * 16;
+            (if len == 0 { 0 } else { addr & (u128::MAX << (128 - u32::from(len))) }, len)
+        });
+        let port = prop_oneof![
+            Just((0u16, u16::MAX)),
+            (0u16..8).prop_map(|p| (p, p)),
+            (0u16..8, 0u16..8).prop_map(|(a, b)| (a.min(b), a.max(b)))
+        ];
+        (
+            prefix.clone(),
+            prefix,
+            port.clone(),
+            port,
+            prop_oneof![Just(None), Just(Some(6u8)), Just(Some(17u8))],
+            0u32..4,
+        )
+            .prop_map(|(s, d, sp, dp, pr, pri)| rule(s, d, sp, dp, pr, pri))
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config(128))]
+        /// The bit vectors give the linear reference's answer (rule id, action, priority).
+        #[test]
+        fn bitvec_matches_linear(
+            rules in proptest::collection::vec(arb_rule(), 0..150),
+            keys in proptest::collection::vec((0u128..8, 0u128..8, 0u16..10, 0u16..10, prop_oneof![Just(6u8), Just(17u8), Just(1u8)]), 40),
+        ) {
+            let with_ids: Vec<(u32, Rule)> = rules.iter().enumerate().map(|(i, r)| (i as u32, *r)).collect();
+            let bv = BitVec::try_new(&with_ids, MAX_BYTES).expect("small");
+            let lin = Classifier::with_ids(with_ids);
+            for (s, d, sp, dp, pr) in keys {
+                let k = FiveTuple { src: (s << 125) | 7, dst: (d << 125) | 3, sport: sp, dport: dp, proto: pr };
+                prop_assert_eq!(bv.classify(&k), lin.classify_linear(&k));
+            }
+        }
+    }
+}
