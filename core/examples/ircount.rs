@@ -16,7 +16,8 @@
 //! `offload::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
 //! inside the profile's frontier: what placement costs when nothing moves), `chain1` (the chain
-//! benches' Chain 1, ACL → LB → accounting, over their 500 TCP flows); a third argument
+//! benches' Chain 1, ACL → LB → accounting, over their 500 TCP flows), `acl100` and `acl1k` (the
+//! ACL alone over ClassBench-style sets of 100 and 1 000 rules, the same flows); a third argument
 //! `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
 //! criterion benches leave outside their measurement: compare modes or commits, not absolute
@@ -120,7 +121,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2v|l3v|l2m|l3m|l3off|l3nb|chain1 BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l2m|l3m|l3off|l3nb|chain1|acl100|acl1k BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -151,6 +152,16 @@ fn main() -> Result<(), String> {
             let mut c = l3::l3fwd_chain();
             c.set_validate(Depth::L3);
             run(c, batches, cfg)
+        }
+        // The ACL alone over ClassBench-style rule sets, the chain benches' 500 TCP flows.
+        Some(m @ ("acl100" | "acl1k")) => {
+            use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclShared, classbench_rules};
+            let n = if m == "acl100" { 100 } else { 1000 };
+            let mut acl_cfg = AclConfig::new(classbench_rules(7, n), AclAction::Permit);
+            acl_cfg.flow_capacity = 8192;
+            let acl = AclShared::try_new(&acl_cfg).map_err(|e| format!("acl: {e:?}"))?;
+            let frames: Vec<Vec<u8>> = (0..500u16).map(frames::tcp64).collect();
+            run_frames(Chain::new(vec![Box::new(Acl::new(Arc::new(acl)))], l3::EGRESS), batches, cfg, &frames)
         }
         Some("chain1") => {
             // The chain benches' Chain 1 over their 500 TCP flows (every flow known after the
