@@ -37,8 +37,15 @@ struct Field {
     /// The bounds as `u64` when they all fit (an IPv4 classifier's: IPv4-mapped addresses lie
     /// below 2^48), for a search of one-instruction compares.
     narrow: Option<Vec<u64>>,
+    /// For an IPv4 classifier's addresses: `top[t]` is the number of bounds below the
+    /// IPv4-mapped address `t.0.0` (`t` the top 16 bits), so a key's search runs only over the
+    /// bounds that share its top 16 bits (`top[t]..top[t + 1]`, usually a handful).
+    top: Vec<u32>,
     bits: Vec<u64>,
 }
+
+/// `::ffff:0.0.0.0`, the first IPv4-mapped address.
+const MAPPED: u64 = 0xFFFF << 32;
 
 impl Field {
     /// Cuts `max`'s value space by `ranges` (one per rule, by position) and sets every rule's
@@ -66,14 +73,33 @@ impl Field {
             }
         }
         let narrow = bounds.iter().map(|&b| u64::try_from(b).ok()).collect::<Option<Vec<u64>>>();
-        Field { bounds, narrow, bits }
+        Field { bounds, narrow, top: Vec::new(), bits }
+    }
+
+    /// Adds the top-16-bit index ([`Field::top`], 256 KiB) for IPv4-mapped keys, where the
+    /// bounds are many enough for a plain search to cost more than two steps.
+    fn with_top_index(mut self) -> Field {
+        if let Some(narrow) = self.narrow.as_ref().filter(|n| n.len() > 8) {
+            self.top = (0..=1u64 << 16).map(|t| narrow.partition_point(|&b| b < MAPPED + (t << 16)) as u32).collect();
+        }
+        self
     }
 
     /// The interval holding `v`.
     #[inline]
     fn interval(&self, v: u128) -> usize {
         let n = match (&self.narrow, u64::try_from(v)) {
-            (Some(narrow), Ok(v)) => narrow.partition_point(|&b| b <= v),
+            (Some(narrow), Ok(v)) => {
+                // An IPv4-mapped key with the index: search its top 16 bits' bounds only.
+                let t = v.wrapping_sub(MAPPED) >> 16;
+                match (self.top.get(t as usize), self.top.get(t as usize + 1)) {
+                    (Some(&lo), Some(&hi)) if v >= MAPPED => {
+                        let within = narrow.get(lo as usize..hi as usize).unwrap_or(&[]);
+                        lo as usize + within.partition_point(|&b| b <= v)
+                    }
+                    _ => narrow.partition_point(|&b| b <= v),
+                }
+            }
             // Above every narrow bound: the last interval.
             (Some(narrow), Err(_)) => narrow.len(),
             (None, _) => self.bounds.partition_point(|&b| b <= v),
@@ -89,7 +115,10 @@ impl Field {
     }
 
     fn bytes(&self) -> usize {
-        self.bounds.len() * 16 + self.narrow.as_ref().map_or(0, |n| n.len() * 8) + self.bits.len() * 8
+        self.bounds.len() * 16
+            + self.narrow.as_ref().map_or(0, |n| n.len() * 8)
+            + self.top.len() * 4
+            + self.bits.len() * 8
     }
 }
 
@@ -160,8 +189,8 @@ impl BitVec {
         });
         let sorted: Vec<&(u32, Rule)> = order.iter().filter_map(|&i| rules.get(i)).collect();
         let ranges = |f: &dyn Fn(&Rule) -> (u128, u128)| sorted.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
-        let src = Field::build(&ranges(&|r| prefix_range(r.src)), u128::MAX, words);
-        let dst = Field::build(&ranges(&|r| prefix_range(r.dst)), u128::MAX, words);
+        let src = Field::build(&ranges(&|r| prefix_range(r.src)), u128::MAX, words).with_top_index();
+        let dst = Field::build(&ranges(&|r| prefix_range(r.dst)), u128::MAX, words).with_top_index();
         let port = |(lo, hi): (u16, u16)| (u128::from(lo), u128::from(hi));
         let sport = Small::build(&ranges(&|r| port(r.sport)), u16::MAX, words)?;
         let dport = Small::build(&ranges(&|r| port(r.dport)), u16::MAX, words)?;
@@ -235,6 +264,32 @@ mod tests {
         assert_eq!(m(80), Some(1), "priority 5 and the lower id");
         assert_eq!(m(81), Some(2));
         assert_eq!(BitVec::try_new(&[], MAX_BYTES).expect("empty").classify(&FiveTuple::v4(1, 2, 3, 4, 6)), None);
+    }
+
+    /// The top-16-bit index finds the interval the plain search finds, for IPv4-mapped keys
+    /// around every bound and at the ends of the space.
+    #[test]
+    fn the_top_index_finds_the_plain_searchs_interval() {
+        let m = u128::from(MAPPED);
+        let ranges = [
+            (0, u128::MAX),
+            (m | 0x0A00_0000, m | 0x0AFF_FFFF),
+            (m | 0x0A01_0200, m | 0x0A01_02FF),
+            (m | 0xFFFF_FF00, m | 0xFFFF_FFFF),
+        ];
+        let mut ranges = ranges.to_vec();
+        // Enough bounds for the index to be built.
+        ranges.extend((0..8u128).map(|i| (m | (i << 24) | 0x10_0000, m | (i << 24) | 0x1F_FFFF)));
+        let f = Field::build(&ranges, u128::MAX, 1).with_top_index();
+        assert_eq!(f.top.len(), (1 << 16) + 1);
+        let plain = |v: u128| f.bounds.partition_point(|&b| b <= v).saturating_sub(1);
+        let mut probes = vec![0u128, 1, m - 1, m, m | 0xFFFF_FFFF, (m | 0xFFFF_FFFF) + 1, u128::MAX];
+        for &(lo, hi) in &ranges {
+            probes.extend([lo.saturating_sub(1), lo, lo + 1, hi.saturating_sub(1), hi, hi.saturating_add(1)]);
+        }
+        for v in probes {
+            assert_eq!(f.interval(v), plain(v), "{v:#x}");
+        }
     }
 
     #[test]
