@@ -5,6 +5,7 @@
 //! ([`provision`]).
 #![forbid(unsafe_code)]
 
+pub mod aarch64;
 pub mod image;
 pub mod nightly;
 pub mod provision;

@@ -178,6 +178,64 @@ pub fn ensure_qemu() -> Result<Version> {
     }
 }
 
+/// The Arm image's emulator (`-M virt`), from Debian's `qemu-system-arm`.
+pub const QEMU_AARCH64: &str = "qemu-system-aarch64";
+/// The Debian package that provides [`QEMU_AARCH64`].
+pub const QEMU_AARCH64_PACKAGE: &str = "qemu-system-arm";
+
+/// The version of the installed `qemu-system-aarch64`.
+pub fn installed_aarch64_version() -> Option<Version> {
+    let out = Command::new(QEMU_AARCH64).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Makes sure `qemu-system-aarch64` >= [`MIN_VERSION`] is installed, installing
+/// `qemu-system-arm` from bookworm-backports as [`ensure_qemu`] installs the x86 one (as
+/// root on Debian 12 with apt-get); returns its version.
+pub fn ensure_qemu_aarch64() -> Result<Version> {
+    let h = Host { qemu: installed_aarch64_version(), ..probe() };
+    match plan(&h) {
+        Plan::Ready(v) => Ok(v),
+        Plan::Manual(_) => bail!(
+            "{QEMU_AARCH64} >= {MIN_VERSION} is needed for the aarch64 image (found: {}) and cannot be installed \
+             here: install {QEMU_AARCH64_PACKAGE} (Debian 12: apt-get install -t bookworm-backports {QEMU_AARCH64_PACKAGE})",
+            h.qemu.map_or("none".to_string(), |v| v.to_string())
+        ),
+        Plan::Install { add_source } => {
+            eprintln!("xtask: installing {QEMU_AARCH64_PACKAGE} from bookworm-backports");
+            if add_source {
+                std::fs::write(BACKPORTS_FILE, BACKPORTS_SOURCE)
+                    .with_context(|| format!("writing {BACKPORTS_FILE}"))?;
+            }
+            run(Command::new("apt-get").arg("update"))?;
+            run(Command::new("apt-get")
+                .args(["install", "-y", "-t", "bookworm-backports", QEMU_AARCH64_PACKAGE])
+                .env("DEBIAN_FRONTEND", "noninteractive"))?;
+            match installed_aarch64_version() {
+                Some(v) if v >= MIN_VERSION => Ok(v),
+                Some(v) => bail!("installed {QEMU_AARCH64} {v}, still older than {MIN_VERSION}"),
+                None => bail!("apt-get install finished but {QEMU_AARCH64} does not run"),
+            }
+        }
+    }
+}
+
+/// For the aarch64 QEMU tests: `qemu-system-aarch64` must be there already (the tests never
+/// install, and never skip); the error says how to get it.
+pub fn require_qemu_aarch64() -> Result<Version> {
+    match installed_aarch64_version() {
+        Some(v) if v >= MIN_VERSION => Ok(v),
+        other => bail!(
+            "{QEMU_AARCH64} >= {MIN_VERSION} is needed for the aarch64 QEMU tests (found: {}). \
+             Run `cargo xtask test`, which installs {QEMU_AARCH64_PACKAGE} (as root on Debian 12), or install it yourself.",
+            other.map_or("none".to_string(), |v| v.to_string())
+        ),
+    }
+}
+
 /// What builds a GRUB rescue ISO for the multiboot2 boot tests and boots it under UEFI:
 /// `grub-mkrescue`, GRUB's BIOS and EFI modules, `xorriso`, `mtools`, and OVMF (Debian
 /// packages).

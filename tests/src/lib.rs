@@ -6,6 +6,7 @@
 //! QEMU ≥ 8.0 they fail and say to run `cargo xtask test`, which installs it. Timeouts
 //! here are hang guards only; nothing asserts on time.
 
+pub mod aarch64;
 pub mod grub;
 pub mod igb_model;
 pub mod ixgbe_model;

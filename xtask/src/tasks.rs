@@ -64,6 +64,11 @@ pub fn steps() -> Vec<Step> {
             defmt_log: false,
         },
         Step {
+            name: "clippy (the aarch64 platform and its image, bare metal)",
+            args: vec!["clippy", "-p", "cadence-platform-aarch64", "--target", PORTABLE_TARGET, "--", "-D", "warnings"],
+            defmt_log: false,
+        },
+        Step {
             name: "tests (unit, integration and QEMU end-to-end)",
             args: vec!["test", "--workspace"],
             defmt_log: true,
@@ -90,7 +95,7 @@ pub fn test() -> Result<()> {
     println!("==> xtask test: Rust toolchain ({})", cadence_build::toolchain::FILE);
     cadence_build::toolchain::ensure().context("xtask test: step 'Rust toolchain' failed")?;
     let all = steps();
-    let (before, after) = all.split_at(5);
+    let (before, after) = all.split_at(6);
     for s in before {
         run_step(s)?;
     }
@@ -100,6 +105,9 @@ pub fn test() -> Result<()> {
     println!("\n==> xtask test: QEMU");
     let v = cadence_build::provision::ensure_qemu().context("xtask test: step 'QEMU' failed")?;
     println!("{} {v}", cadence_build::provision::QEMU);
+    println!("\n==> xtask test: QEMU for the aarch64 image");
+    let v = cadence_build::provision::ensure_qemu_aarch64().context("xtask test: step 'QEMU aarch64' failed")?;
+    println!("{} {v}", cadence_build::provision::QEMU_AARCH64);
     println!("\n==> xtask test: GRUB tools (multiboot2 boot test)");
     cadence_build::provision::ensure_grub_tools().context("xtask test: step 'GRUB tools' failed")?;
     println!("\n==> xtask test: iproute2 (hosted end-to-end tests: namespaces and veth pairs)");

@@ -1,0 +1,64 @@
+//! Cadence's aarch64 platform layer, beside the x86_64 one (`cadence-platform`).
+//!
+//! A sibling crate rather than an `arch` folder of `cadence-platform`: that crate's
+//! bare-metal half (PVH/multiboot2, ACPI, the TSC, LAPIC, port I/O) is x86_64 through and
+//! through and its dependency on the `x86_64` crate is unconditional, so the two machines
+//! are told apart by crate name and share what is portable through `cadence-core` and
+//! `cadence-drivers` (the `Clock`/`Sleeper` contracts, `drivers::hal`).
+//!
+//! The first target is QEMU's `virt` board (`-M virt,gic-version=3 -cpu cortex-a72`):
+//!
+//! | module | job |
+//! |---|---|
+//! | `boot` | the arm64 `Image` header, entry at EL1 (dropping from EL2), FP/SIMD on, boot stack, `.bss` zeroed, the exception vectors |
+//! | [`exception`] | an exception's syndrome (ESR_EL1 class, ELR, FAR) decoded and reported on the console; the image then exits with [`exit::ExitCode::Panic`] |
+//! | `pl011` | the PL011 UART as a text console (`println!`) |
+//! | [`exit`] | leaving QEMU with a status: semihosting `SYS_EXIT_EXTENDED` |
+//!
+//! Decoding (exception classes, exit statuses) compiles on the host too and is
+//! unit-tested there; the modules that execute privileged instructions compile only for
+//! `target_arch = "aarch64", target_os = "none"`.
+#![cfg_attr(not(test), no_std)]
+// Unsafe code lives only in the modules that carry `#[allow(unsafe_code)]` below, each for
+// a reason named there.
+#![deny(unsafe_code)]
+
+pub mod exception;
+#[allow(unsafe_code)] // the semihosting trap
+pub mod exit;
+
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // the entry path: assembly, linker symbols, the boot stack
+mod boot;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // volatile access to the UART's registers
+pub mod pl011;
+
+/// Prints a line on the console (PL011), like `std::println!`.
+#[macro_export]
+macro_rules! println {
+    ($($arg:tt)*) => {
+        $crate::pl011::print_line(format_args!($($arg)*))
+    };
+}
+
+/// What the boot code hands the image's `kmain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootArgs {
+    /// Physical address of the flattened device tree (x0 at entry; arm64 boot protocol).
+    pub dtb: u64,
+    /// The exception level the image was entered at (1 or 2; it runs at 1).
+    pub entry_el: u8,
+}
+
+/// Declares the image's entry: `entry!(kmain)` with `fn kmain(BootArgs) -> !`.
+#[macro_export]
+macro_rules! entry {
+    ($f:path) => {
+        #[unsafe(no_mangle)]
+        extern "C" fn cadence_aarch64_main(dtb: u64, entry_el: u64) -> ! {
+            let f: fn($crate::BootArgs) -> ! = $f;
+            f($crate::BootArgs { dtb, entry_el: entry_el as u8 })
+        }
+    };
+}
