@@ -11,6 +11,7 @@
 //! | module | job |
 //! |---|---|
 //! | `boot` | the arm64 `Image` header, entry at EL1 (dropping from EL2), FP/SIMD on, boot stack, `.bss` zeroed, the exception vectors |
+//! | [`dt`] | the device tree (`fdt` crate) → RAM, console, GICv3, timer, PSCI method, PCIe ECAM, cores; a missing fact is an error with status 35 |
 //! | [`exception`] | an exception's syndrome (ESR_EL1 class, ELR, FAR) decoded and reported on the console; the image then exits with [`exit::ExitCode::Panic`] |
 //! | `pl011` | the PL011 UART as a text console (`println!`) |
 //! | [`exit`] | leaving QEMU with a status: semihosting `SYS_EXIT_EXTENDED` |
@@ -23,6 +24,8 @@
 // a reason named there.
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)] // `dt::blob_at`: the loader's blob read in place
+pub mod dt;
 pub mod exception;
 #[allow(unsafe_code)] // the semihosting trap
 pub mod exit;
@@ -45,10 +48,42 @@ macro_rules! println {
 /// What the boot code hands the image's `kmain`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BootArgs {
-    /// Physical address of the flattened device tree (x0 at entry; arm64 boot protocol).
-    pub dtb: u64,
+    dtb: u64,
+    entry_el: u8,
+}
+
+impl BootArgs {
+    /// The entry's registers, for [`entry!`] only.
+    ///
+    /// # Safety
+    /// `dtb` must be x0 at entry (the loader's device tree, arm64 boot protocol), with
+    /// memory identity-mapped; `entry_el` the exception level the core was entered at.
+    #[doc(hidden)]
+    #[allow(unsafe_code)] // a constructor whose argument the safe `dtb` accessor trusts
+    pub const unsafe fn new_unchecked(dtb: u64, entry_el: u8) -> BootArgs {
+        BootArgs { dtb, entry_el }
+    }
+
+    /// Physical address of the flattened device tree (x0 at entry).
+    pub const fn dtb_address(&self) -> u64 {
+        self.dtb
+    }
+
     /// The exception level the image was entered at (1 or 2; it runs at 1).
-    pub entry_el: u8,
+    pub const fn entry_el(&self) -> u8 {
+        self.entry_el
+    }
+
+    /// The loader's device tree blob.
+    pub fn dtb(&self) -> Result<&'static [u8], dt::DtError> {
+        // SAFETY: `new_unchecked`'s contract: `dtb` is the loader's blob, identity-mapped;
+        // nothing in the image writes to it (the memory map keeps it out of every
+        // allocation).
+        #[allow(unsafe_code)]
+        unsafe {
+            dt::blob_at(self.dtb)
+        }
+    }
 }
 
 /// Declares the image's entry: `entry!(kmain)` with `fn kmain(BootArgs) -> !`.
@@ -58,7 +93,9 @@ macro_rules! entry {
         #[unsafe(no_mangle)]
         extern "C" fn cadence_aarch64_main(dtb: u64, entry_el: u64) -> ! {
             let f: fn($crate::BootArgs) -> ! = $f;
-            f($crate::BootArgs { dtb, entry_el: entry_el as u8 })
+            // SAFETY: called only by the entry code in `boot`, with x0 as the loader left
+            // it and the exception level it read from CurrentEL.
+            f(unsafe { $crate::BootArgs::new_unchecked(dtb, entry_el as u8) })
         }
     };
 }
