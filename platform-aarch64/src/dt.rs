@@ -76,6 +76,10 @@ pub struct Facts {
     pub gicr: Region,
     /// The timer node's `clock-frequency`, when present (it then overrides CNTFRQ_EL0).
     pub timer_hz: Option<u64>,
+    /// The virtual timer's interrupt ID: the third `interrupts` entry of the timer node
+    /// (secure, non-secure physical, virtual, hypervisor; cells `<type number flags>`,
+    /// type 1 = PPI, INTID = 16 + number).
+    pub timer_intid: u32,
     /// The PSCI conduit.
     pub psci: PsciMethod,
     /// The PCIe ECAM window.
@@ -113,7 +117,7 @@ impl fmt::Display for DtError {
             DtError::NoMemory => "the device tree has no /memory node with a reg",
             DtError::NoConsole => "the device tree names no arm,pl011 console (chosen/stdout-path)",
             DtError::NoGicV3 => "the device tree has no arm,gic-v3 interrupt controller with GICD and GICR",
-            DtError::NoTimer => "the device tree has no arm,armv8-timer node",
+            DtError::NoTimer => "the device tree has no arm,armv8-timer node with its four PPIs",
             DtError::TimerFrequencyZero => "the device tree's arm,armv8-timer says clock-frequency = 0",
             DtError::NoPsci => "the device tree has no PSCI node (arm,psci-1.0 / arm,psci-0.2)",
             DtError::PsciMethod => "the device tree's PSCI method is neither hvc nor smc",
@@ -260,6 +264,7 @@ struct Frame<'a> {
     method: &'a [u8],
     bus_range: &'a [u8],
     clock_frequency: Option<&'a [u8]>,
+    interrupts: &'a [u8],
     /// `#address-cells` / `#size-cells` for this node's children (§2.3.5: default 2 and 1).
     cells: (u32, u32),
 }
@@ -301,7 +306,7 @@ struct Found {
     stdout: Option<Region>,
     first_pl011: Option<Region>,
     gic: Option<(Region, Region)>,
-    timer: Option<Option<u64>>,
+    timer: Option<(Option<u64>, Option<u32>)>,
     psci: Option<Result<PsciMethod, DtError>>,
     pcie: Option<(Region, (u8, u8))>,
     cpus: [u64; MAX_CPUS],
@@ -328,6 +333,7 @@ fn find(tree: &Tree<'_>) -> Result<Found, DtError> {
                 "method" => f.method = value,
                 "bus-range" => f.bus_range = value,
                 "clock-frequency" => f.clock_frequency = Some(value),
+                "interrupts" => f.interrupts = value,
                 "#address-cells" => f.cells.0 = be32(value, 0).unwrap_or(2),
                 "#size-cells" => f.cells.1 = be32(value, 0).unwrap_or(1),
                 _ => {}
@@ -353,7 +359,12 @@ fn find(tree: &Tree<'_>) -> Result<Found, DtError> {
             }
             if is("arm,armv8-timer") {
                 let hz = f.clock_frequency.and_then(|v| cells(v, 0, if v.len() == 8 { 2 } else { 1 }));
-                found.timer = found.timer.or(Some(hz));
+                // Third entry of three cells: bytes 24..36; type 1 (PPI).
+                let intid = match (be32(f.interrupts, 24), be32(f.interrupts, 28)) {
+                    (Some(1), Some(n)) if n < 16 => Some(16 + n),
+                    _ => None,
+                };
+                found.timer = found.timer.or(Some((hz, intid)));
             }
             if is("arm,psci-1.0") || is("arm,psci-0.2") || is("arm,psci") {
                 let m = match f.method {
@@ -392,6 +403,19 @@ pub fn console(blob: &[u8]) -> Option<Region> {
     f.stdout.or(f.first_pl011)
 }
 
+/// `/chosen/bootargs` (QEMU's `-append`), if any.
+pub fn bootargs(blob: &[u8]) -> Option<&str> {
+    let tree = Tree::new(blob).ok()?;
+    let (mut in_chosen, mut args) = (false, None);
+    tree.walk(|e| match e {
+        Event::Begin { depth: 2, name } => in_chosen = name == "chosen",
+        Event::Prop { depth: 2, name: "bootargs", value } if in_chosen => args = string(value),
+        _ => {}
+    })
+    .ok()?;
+    args
+}
+
 /// Reads the facts from a blob.
 pub fn parse(blob: &[u8]) -> Result<Facts, DtError> {
     let tree = Tree::new(blob)?;
@@ -400,16 +424,17 @@ pub fn parse(blob: &[u8]) -> Result<Facts, DtError> {
     let memory = f.memory.ok_or(DtError::NoMemory)?;
     let uart = f.stdout.or(f.first_pl011).ok_or(DtError::NoConsole)?;
     let (gicd, gicr) = f.gic.ok_or(DtError::NoGicV3)?;
-    let timer_hz = match f.timer.ok_or(DtError::NoTimer)? {
-        Some(0) => return Err(DtError::TimerFrequencyZero),
-        hz => hz,
+    let (timer_hz, timer_intid) = match f.timer.ok_or(DtError::NoTimer)? {
+        (Some(0), _) => return Err(DtError::TimerFrequencyZero),
+        (_, None) => return Err(DtError::NoTimer),
+        (hz, Some(intid)) => (hz, intid),
     };
     let psci = f.psci.ok_or(DtError::NoPsci)??;
     let (ecam, buses) = f.pcie.ok_or(DtError::NoPcie)?;
     if f.ncpus == 0 {
         return Err(DtError::NoCpus);
     }
-    Ok(Facts { dtb, memory, uart, gicd, gicr, timer_hz, psci, ecam, buses, cpus: f.cpus, ncpus: f.ncpus })
+    Ok(Facts { dtb, memory, uart, gicd, gicr, timer_hz, timer_intid, psci, ecam, buses, cpus: f.cpus, ncpus: f.ncpus })
 }
 
 /// The loader's blob at physical address `addr` (x0 at entry), sized by its header.
@@ -448,12 +473,14 @@ mod tests {
         assert_eq!(f.gicd, Region { base: 0x0800_0000, size: 0x1_0000 });
         assert_eq!(f.gicr.base, 0x080a_0000);
         assert_eq!(f.timer_hz, None);
+        assert_eq!(f.timer_intid, 27, "virtual timer: PPI 11");
         assert_eq!(f.psci, PsciMethod::Hvc);
         assert_eq!(f.ecam, Region { base: 0x40_1000_0000, size: 0x1000_0000 });
         assert_eq!(f.buses, (0, 255));
         assert_eq!(&f.cpus[..f.ncpus], &[0, 1]);
         assert_eq!(f.dtb.size as usize, VIRT.len());
         assert_eq!(console(VIRT), Some(f.uart));
+        assert_eq!(bootargs(VIRT), None);
         assert_eq!(console(include_bytes!("../tests/fixtures/virt-no-psci.dtb")), Some(f.uart));
     }
 

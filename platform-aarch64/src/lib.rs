@@ -13,7 +13,12 @@
 //! | `boot` | the arm64 `Image` header, entry at EL1 (dropping from EL2), FP/SIMD on, boot stack, `.bss` zeroed, the exception vectors |
 //! | [`dt`] | the device tree (`fdt` crate) → RAM, console, GICv3, timer, PSCI method, PCIe ECAM, cores; a missing fact is an error with status 35 |
 //! | [`exception`] | an exception's syndrome (ESR_EL1 class, ELR, FAR) decoded and reported on the console; the image then exits with [`exit::ExitCode::Panic`] |
+//! | [`heap`] | the init-time heap (the x86 platform's `linked_list_allocator`) over RAM carved around the image and the tree |
+//! | [`mmu`] | the identity map (RAM normal write-back in 2 MiB/1 GiB blocks, MMIO Device-nGnRE) and turning the MMU on |
+//! | `gic` | just enough GICv3 for the virtual timer's PPI to wake `WFI`: distributor enabled, the core's redistributor awake with the PPI in group 1, ICC system registers |
+//! | `init` | the boot core's bring-up: tree, identity map and MMU on, console, heap, GIC, timer; [`InitError`]s with their exit statuses |
 //! | `pl011` | the PL011 UART as a text console (`println!`) |
+//! | [`timer`] | the generic timer: CNTVCT_EL0 as `core::time::Clock` (rate from CNTFRQ_EL0 or the tree), `WfiSleeper` (virtual timer armed, WFI with IRQs masked) |
 //! | [`exit`] | leaving QEMU with a status: semihosting `SYS_EXIT_EXTENDED` |
 //!
 //! Decoding (exception classes, exit statuses) compiles on the host too and is
@@ -29,10 +34,25 @@ pub mod dt;
 pub mod exception;
 #[allow(unsafe_code)] // the semihosting trap
 pub mod exit;
+#[allow(unsafe_code)] // the global allocator over a carved RAM block
+pub mod heap;
+#[allow(unsafe_code)] // MAIR/TCR/TTBR0/SCTLR and the TLB
+pub mod mmu;
+
+#[allow(unsafe_code)] // the counter and the virtual timer's registers; WFI
+pub mod timer;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // the entry path: assembly, linker symbols, the boot stack
 mod boot;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // the distributor's and redistributors' registers; ICC system registers
+pub mod gic;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // the identity map's storage, linker symbols, the bring-up order
+mod init;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub use init::{InitError, Platform, init};
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // volatile access to the UART's registers
 pub mod pl011;
@@ -72,6 +92,11 @@ impl BootArgs {
     /// The exception level the image was entered at (1 or 2; it runs at 1).
     pub const fn entry_el(&self) -> u8 {
         self.entry_el
+    }
+
+    /// The kernel command line (`/chosen/bootargs`), or "".
+    pub fn cmdline(&self) -> &'static str {
+        self.dtb().ok().and_then(dt::bootargs).unwrap_or("")
     }
 
     /// The loader's device tree blob.

@@ -1,7 +1,8 @@
 //! The aarch64 image on QEMU `virt` (GICv3, cortex-a72, 2 cores, 256 MiB): it boots, reads
-//! the device tree, says what it found and exits with the success status through
-//! semihosting; a device tree without a PCIe host is refused with an `error:` line and status 35.
-//! Nothing here asserts timing (TCG).
+//! the device tree, turns the MMU on, reads the generic timer, sleeps to a deadline and
+//! exits with the success status through semihosting; a device tree without a PCIe host
+//! is refused with an `error:` line and status 35; a fault is reported with its syndrome
+//! and status 39. Nothing here asserts timing precision (TCG).
 
 use anyhow::{Result, bail};
 use cadence_tests::aarch64::boot;
@@ -24,9 +25,21 @@ fn aarch64_image_boots_on_qemu_virt_and_reads_the_device_tree() -> Result<()> {
         ("ecam", "0x4010000000+0x10000000"),
         ("buses", "0-255"),
         ("cpus", "2"),
+        ("timer_intid", "27"),
     ] {
         assert_eq!(b.field("@dt", k)?, v, "@dt {k}\n{}", b.diagnostics());
     }
+    // The MMU is on (the lines after it were printed through the map) with a heap.
+    assert!(b.field("@mmu", "tables")?.parse::<u32>()? >= 2, "{}", b.diagnostics());
+    // CNTFRQ_EL0 as QEMU sets it for cortex-a72 (62.5 MHz; 1 GHz only on newer models).
+    let cntfrq: u64 = b.field("@timer", "cntfrq")?.parse()?;
+    assert!(cntfrq > 0, "{}", b.diagnostics());
+    assert_eq!(b.field("@timer", "hz")?.parse::<u64>()?, cntfrq, "no clock-frequency in virt's tree");
+    // The deadline sleep returned at or after its deadline, woken by the timer (ISTATUS).
+    let asked_ticks = b.field("@sleep", "asked_us")?.parse::<u64>()? * cntfrq / 1_000_000;
+    assert!(b.field("@sleep", "slept_ticks")?.parse::<u64>()? >= asked_ticks, "{}", b.diagnostics());
+    assert_eq!(b.field("@sleep", "returned")?, "1", "{}", b.diagnostics());
+    assert_eq!(b.field("@sleep", "fired")?, "1", "the virtual timer's PPI did not end the WFI\n{}", b.diagnostics());
     Ok(())
 }
 
@@ -40,5 +53,21 @@ fn aarch64_image_refuses_a_device_tree_without_pcie() -> Result<()> {
         bail!("expected exit status 35 (configuration error)\n{}", b.diagnostics());
     }
     assert!(b.lines.iter().any(|l| l.starts_with("error: ") && l.contains("PCIe")), "{}", b.diagnostics());
+    Ok(())
+}
+
+#[test]
+fn aarch64_exception_is_reported_with_its_syndrome_and_status_39() -> Result<()> {
+    let b = boot(1, &["-append", "fault=unmapped"])?;
+    if b.status != Some(39) {
+        bail!("expected exit status 39 (CPU exception)\n{}", b.diagnostics());
+    }
+    let line = b
+        .lines
+        .iter()
+        .find(|l| l.starts_with("error: CPU exception: sync (EL1)"))
+        .ok_or_else(|| anyhow::anyhow!("no exception report\n{}", b.diagnostics()))?;
+    // A data abort at EL1 (EC 0x25) on the unmapped address 0x10.
+    assert!(line.contains("EC 0x25") && line.contains("FAR_EL1=0x10"), "{line}");
     Ok(())
 }
