@@ -20,6 +20,7 @@
 //! - SCTLR_EL1 is set to its RES1 bits (0x30D0_0800, Arm ARM D17.2.118 for ARMv8.0) with
 //!   the MMU and caches off; alignment checking is off, and the target's `+strict-align`
 //!   keeps Rust's accesses aligned while memory is Device-nGnRnE (MMU off, D8.2.12).
+//! - Secondary cores enter `cadence_aarch64_secondary` from PSCI `CPU_ON` (see `smp`).
 //! - Entry at EL3 (`-M virt,secure=on`) is not supported: the core parks.
 
 core::arch::global_asm!(
@@ -87,6 +88,26 @@ _head:
     bl      cadence_aarch64_main
 7:  wfe
     b       7b
+
+    // A secondary core, started by PSCI CPU_ON at EL1 with the MMU off (smp.rs); x0 = its
+    // CoreBoot block, whose first word is its stack top.
+    .section .text, "ax"
+    .global cadence_aarch64_secondary
+cadence_aarch64_secondary:
+    ldr     x1, =0x30d00800         // SCTLR_EL1: RES1 only, MMU and caches off
+    msr     sctlr_el1, x1
+    mov     x1, #(3 << 20)          // CPACR_EL1.FPEN = 0b11
+    msr     cpacr_el1, x1
+    isb
+    ldr     x1, [x0]
+    mov     sp, x1
+    adrp    x1, cadence_aarch64_vectors
+    add     x1, x1, :lo12:cadence_aarch64_vectors
+    msr     vbar_el1, x1
+    isb
+    bl      cadence_aarch64_secondary_main
+8:  wfe
+    b       8b
 
     // Exception vectors (Arm ARM D1.10.2): 16 entries of 0x80 bytes, 2 KiB aligned. Each
     // passes its index, ESR_EL1, ELR_EL1 and FAR_EL1 to the reporting handler, which

@@ -83,6 +83,13 @@ pub struct Platform {
     pub tables: usize,
 }
 
+impl Platform {
+    /// `ms` milliseconds in counter ticks.
+    pub fn clock_ticks_ms(&self, ms: u64) -> u64 {
+        self.clock.tick_rate().ticks_from_ms(ms).ticks()
+    }
+}
+
 /// Brings the boot core up. Prints nothing before the console is known; after that the
 /// caller reports errors.
 pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {

@@ -19,6 +19,7 @@
 //! | `init` | the boot core's bring-up: tree, identity map and MMU on, console, heap, GIC, timer; [`InitError`]s with their exit statuses |
 //! | `pl011` | the PL011 UART as a text console (`println!`) |
 //! | [`timer`] | the generic timer: CNTVCT_EL0 as `core::time::Clock` (rate from CNTFRQ_EL0 or the tree), `WfiSleeper` (virtual timer armed, WFI with IRQs masked) |
+//! | [`psci`], `smp` | PSCI calls over the tree's conduit; secondary cores started with `CPU_ON`, each on its own stack, on the boot core's map and GIC set-up, checked in against a deadline |
 //! | [`exit`] | leaving QEMU with a status: semihosting `SYS_EXIT_EXTENDED` |
 //!
 //! Decoding (exception classes, exit statuses) compiles on the host too and is
@@ -56,6 +57,11 @@ pub use init::{InitError, Platform, init};
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // volatile access to the UART's registers
 pub mod pl011;
+#[allow(unsafe_code)] // HVC/SMC calls
+pub mod psci;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // per-core stacks and boot blocks, cache cleaning, the secondary entry
+pub mod smp;
 
 /// Prints a line on the console (PL011), like `std::println!`.
 #[macro_export]

@@ -75,6 +75,11 @@ impl GenericClock {
     pub const fn new(rate: TickRate) -> Self {
         GenericClock { rate }
     }
+
+    /// Its rate (also [`Clock::rate`] on the target).
+    pub const fn tick_rate(&self) -> TickRate {
+        self.rate
+    }
 }
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]

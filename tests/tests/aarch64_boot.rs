@@ -2,7 +2,7 @@
 //! the device tree, turns the MMU on, reads the generic timer, sleeps to a deadline and
 //! exits with the success status through semihosting; a device tree without a PCIe host
 //! is refused with an `error:` line and status 35; a fault is reported with its syndrome
-//! and status 39. Nothing here asserts timing precision (TCG).
+//! and status 39; both cores come up through PSCI and sleep on their own timers. Nothing here asserts timing precision (TCG).
 
 use anyhow::{Result, bail};
 use cadence_tests::aarch64::boot;
@@ -40,6 +40,19 @@ fn aarch64_image_boots_on_qemu_virt_and_reads_the_device_tree() -> Result<()> {
     assert!(b.field("@sleep", "slept_ticks")?.parse::<u64>()? >= asked_ticks, "{}", b.diagnostics());
     assert_eq!(b.field("@sleep", "returned")?, "1", "{}", b.diagnostics());
     assert_eq!(b.field("@sleep", "fired")?, "1", "the virtual timer's PPI did not end the WFI\n{}", b.diagnostics());
+    // Both cores checked in (the second started by PSCI CPU_ON over HVC, as virt's tree
+    // says), each slept to a deadline on its own timer and was woken by it.
+    assert_eq!(b.field("@smp", "cores")?, "2", "{}", b.diagnostics());
+    assert_eq!(b.field("@smp", "online")?, "2", "{}", b.diagnostics());
+    let cpus: Vec<_> = b.lines.iter().filter(|l| l.starts_with("@cpu ")).collect();
+    assert_eq!(cpus.len(), 2, "{}", b.diagnostics());
+    for (i, l) in cpus.iter().enumerate() {
+        for want in [format!("index={i} "), format!("mpidr={i:#x} "), "online=1".into(), "sleeps=1".into()] {
+            assert!(l.contains(&want), "core {i}: {l} lacks {want}\n{}", b.diagnostics());
+        }
+        assert!(!l.ends_with("fired=0"), "core {i}: its timer never ended a sleep: {l}");
+    }
+    assert!(!b.lines.iter().any(|l| l.starts_with("error:")), "{}", b.diagnostics());
     Ok(())
 }
 

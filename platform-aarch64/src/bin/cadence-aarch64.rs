@@ -8,6 +8,11 @@
 //! - `@timer cntfrq=<Hz> hz=<Hz used>`;
 //! - `@sleep asked_us=<µs> slept_ticks=<n> returned=1 fired=<n> wfis=<n>`: one deadline
 //!   sleep on the boot core;
+//! - `@cpu index=<i> mpidr=<m> online=1|0 sleeps=<n> fired=<n>` per core (the boot core
+//!   included: one deadline sleep each, woken by its own virtual timer) and
+//!   `@smp cores=<n> online=<n> psci_version=<major>.<minor>`;
+//! - `error: core <i> …` for a core that `CPU_ON` refused or that did not check in (the
+//!   run goes on);
 //! - with `fault=unmapped` on the command line (`-append`): a read of an unmapped address,
 //!   which the exception vectors report (`error: CPU exception: …`) and exit 39;
 //! - `error: …` and exit 35 (the tree) or 37 (the machine) when bring-up fails.
@@ -18,15 +23,80 @@
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 mod image {
-    use cadence_core::time::{Clock, Sleeper};
-    use cadence_platform_aarch64::exit::{ExitCode, exit};
-    use cadence_platform_aarch64::timer::WfiSleeper;
+    use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+    use cadence_core::time::{Clock, Instant, Sleeper};
+    use cadence_platform_aarch64::dt::MAX_CPUS;
+    use cadence_platform_aarch64::exit::{ExitCode, exit, park};
+    use cadence_platform_aarch64::smp::{self, Start};
+    use cadence_platform_aarch64::timer::{self, WfiSleeper};
     use cadence_platform_aarch64::{BootArgs, entry, println};
+    use cadence_platform_aarch64::{Platform, psci};
 
     entry!(kmain);
 
     /// The boot core's test sleep.
     const SLEEP_US: u64 = 2_000;
+    /// Each secondary's sleep, in counter ticks (set before they start).
+    static SECONDARY_SLEEP_TICKS: AtomicU64 = AtomicU64::new(0);
+    /// Per core: 1 + the number of fired wake-ups, once its sleep returned at or after
+    /// its deadline (0: not yet, or early).
+    static SLEPT: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(0) }; MAX_CPUS];
+
+    /// A secondary core: one deadline sleep on its own timer, report, park.
+    fn secondary(index: usize) -> ! {
+        let mut s = WfiSleeper::default();
+        let start = timer::counter();
+        let deadline = Instant(start.saturating_add(SECONDARY_SLEEP_TICKS.load(Ordering::Acquire)));
+        let woke = s.sleep_until(deadline);
+        if woke >= deadline
+            && let Some(slot) = SLEPT.get(index)
+        {
+            slot.store(1 + s.fired.min(100) as u8, Ordering::Release);
+        }
+        park()
+    }
+
+    /// Starts the secondaries and prints one `@cpu` line per core and the `@smp` line.
+    fn smp_check(p: &Platform, boot_fired: u64) {
+        let ver = psci::check(psci::call(p.facts.psci, psci::PSCI_VERSION, 0, 0, 0)).unwrap_or(0);
+        SECONDARY_SLEEP_TICKS.store(p.clock_ticks_ms(2), Ordering::Release);
+        let starts = smp::start_secondaries(p, secondary, p.clock_ticks_ms(2_000));
+        // The online cores' sleeps: wait for their reports (deadline 2 s of counter).
+        let end = timer::counter().saturating_add(p.clock_ticks_ms(2_000));
+        let online = |i: usize| starts[i] == Some(Start::Online);
+        while (0..p.facts.ncpus).any(|i| online(i) && SLEPT[i].load(Ordering::Acquire) == 0) && timer::counter() < end {
+            core::hint::spin_loop();
+        }
+        let mut n_online = 0;
+        for i in 0..p.facts.ncpus {
+            let (up, sleeps, fired) = match starts[i] {
+                None => (true, 1, boot_fired),
+                Some(Start::Online) => {
+                    let s = SLEPT[i].load(Ordering::Acquire);
+                    (true, u64::from(s > 0), u64::from(s.saturating_sub(1)))
+                }
+                Some(Start::Refused(e)) => {
+                    println!("error: core {i}: CPU_ON refused: {e}");
+                    (false, 0, 0)
+                }
+                Some(Start::Silent) => {
+                    println!("error: core {i} did not check in within 2 s; going on without it");
+                    (false, 0, 0)
+                }
+            };
+            if let Some(e) = smp::gic_error(i) {
+                println!("error: core {i}: {e}");
+            }
+            n_online += usize::from(up);
+            println!(
+                "@cpu index={i} mpidr={:#x} online={} sleeps={sleeps} fired={fired}",
+                p.facts.cpus[i],
+                u8::from(up)
+            );
+        }
+        println!("@smp cores={} online={n_online} psci_version={}.{}", p.facts.ncpus, ver >> 16, ver & 0xffff);
+    }
 
     fn kmain(boot: BootArgs) -> ! {
         let p = match cadence_platform_aarch64::init(boot) {
@@ -75,6 +145,7 @@ mod image {
             s.fired,
             s.wfis
         );
+        smp_check(&p, s.fired);
         exit(ExitCode::Success)
     }
 
