@@ -14,7 +14,9 @@
 //! - Dropping from EL2 (Arm ARM D1.6, D17.2.48 HCR_EL2, D17.2.27 CNTHCTL_EL2): HCR_EL2.RW
 //!   (bit 31) = 1 makes EL1 AArch64; CNTHCTL_EL2.EL1PCTEN/EL1PCEN (bits 0, 1) give EL1 the
 //!   physical counter and timer; CNTVOFF_EL2 = 0 makes the virtual counter the physical;
-//!   SPSR_EL2 = 0x3c5 returns to EL1h with D, A, I, F masked.
+//!   SPSR_EL2 = 0x3c5 returns to EL1h with D, A, I, F masked. Where the core has the GIC
+//!   system-register interface (ID_AA64PFR0_EL1.GIC [27:24] ≠ 0), ICC_SRE_EL2.SRE and
+//!   .Enable (bits 0, 3) are set so that EL1 can use it (GICv3 spec §12.2.6).
 //! - CPACR_EL1.FPEN (bits [21:20]) = 0b11: FP/SIMD does not trap at EL1 (D17.2.30); Rust
 //!   code uses the SIMD registers (memcpy), so this comes before any of it.
 //! - SCTLR_EL1 is set to its RES1 bits (0x30D0_0800, Arm ARM D17.2.118 for ARMv8.0) with
@@ -55,7 +57,12 @@ _head:
     orr     x1, x1, #3              // EL1PCTEN | EL1PCEN
     msr     cnthctl_el2, x1
     msr     cntvoff_el2, xzr
-    ldr     x1, =0x30d00800
+    mrs     x1, id_aa64pfr0_el1     // GIC [27:24]: system-register interface present?
+    ubfx    x1, x1, #24, #4
+    cbz     x1, 9f
+    mov     x1, #0x9                // ICC_SRE_EL2: SRE | Enable (EL1 may use ICC_SRE_EL1)
+    msr     icc_sre_el2, x1
+9:  ldr     x1, =0x30d00800
     msr     sctlr_el1, x1
     mov     x1, #0x3c5              // EL1h, DAIF masked
     msr     spsr_el2, x1
@@ -128,3 +135,11 @@ cadence_aarch64_vectors:
     .endr
 "#
 );
+
+/// The exception level this core runs at now (CurrentEL [3:2]).
+pub fn current_el() -> u8 {
+    let v: u64;
+    // SAFETY: reading CurrentEL has no side effects.
+    unsafe { core::arch::asm!("mrs {}, CurrentEL", out(reg) v, options(nomem, nostack)) };
+    (v >> 2 & 3) as u8
+}

@@ -47,6 +47,8 @@ pub mod timer;
 #[allow(unsafe_code)] // the entry path: assembly, linker symbols, the boot stack
 mod boot;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub use boot::current_el;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // the distributor's and redistributors' registers; ICC system registers
 pub mod gic;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]

@@ -15,6 +15,7 @@ fn aarch64_image_boots_on_qemu_virt_and_reads_the_device_tree() -> Result<()> {
     }
     assert!(b.lines.iter().any(|l| l == "Cadence aarch64 boot check"), "no banner\n{}", b.diagnostics());
     assert_eq!(b.field("@boot", "el")?, "1", "QEMU virt without virtualization=on enters at EL1");
+    assert_eq!(b.field("@boot", "runs_at_el")?, "1");
     // What QEMU's virt board is (QEMU 10, -m 256M -smp 2); the image read each from the tree.
     for (k, v) in [
         ("mem", "0x40000000+0x10000000"),
@@ -82,5 +83,19 @@ fn aarch64_exception_is_reported_with_its_syndrome_and_status_39() -> Result<()>
         .ok_or_else(|| anyhow::anyhow!("no exception report\n{}", b.diagnostics()))?;
     // A data abort at EL1 (EC 0x25) on the unmapped address 0x10.
     assert!(line.contains("EC 0x25") && line.contains("FAR_EL1=0x10"), "{line}");
+    Ok(())
+}
+
+#[test]
+fn aarch64_image_entered_at_el2_drops_to_el1_and_calls_psci_by_smc() -> Result<()> {
+    // With virtualization=on QEMU enters at EL2 and its tree says PSCI goes by SMC.
+    let b = boot(2, &["-M", "virtualization=on"])?;
+    if b.status != Some(33) {
+        bail!("expected exit status 33\n{}", b.diagnostics());
+    }
+    assert_eq!(b.field("@boot", "el")?, "2", "{}", b.diagnostics());
+    assert_eq!(b.field("@boot", "runs_at_el")?, "1", "{}", b.diagnostics());
+    assert_eq!(b.field("@dt", "psci")?, "smc", "{}", b.diagnostics());
+    assert_eq!(b.field("@smp", "online")?, "2", "{}", b.diagnostics());
     Ok(())
 }

@@ -2,7 +2,7 @@
 //!
 //! Lines (COM1's protocol style, `@tag key=value …`):
 //! - `Cadence aarch64 boot check` — the banner;
-//! - `@boot el=<entry EL> dtb=<address>`;
+//! - `@boot el=<entry EL> runs_at_el=<EL now> dtb=<address>`;
 //! - `@dt mem=<base>+<size> uart=… gicd=… gicr=… psci=hvc|smc ecam=<base>+<size> buses=<a>-<b> cpus=<n> timer_intid=<n>`;
 //! - `@mmu tables=<n> heap=<base>+<size>`;
 //! - `@timer cntfrq=<Hz> hz=<Hz used>`;
@@ -108,7 +108,12 @@ mod image {
             }
         };
         println!("Cadence aarch64 boot check");
-        println!("@boot el={} dtb={:#x}", boot.entry_el(), boot.dtb_address());
+        println!(
+            "@boot el={} runs_at_el={} dtb={:#x}",
+            boot.entry_el(),
+            cadence_platform_aarch64::current_el(),
+            boot.dtb_address()
+        );
         let f = &p.facts;
         println!(
             "@dt mem={:#x}+{:#x} uart={:#x} gicd={:#x} gicr={:#x} psci={} ecam={:#x}+{:#x} buses={}-{} cpus={} timer_intid={}",
