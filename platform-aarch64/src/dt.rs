@@ -86,6 +86,11 @@ pub struct Facts {
     pub ecam: Region,
     /// The first and last bus of the ECAM window.
     pub buses: (u8, u8),
+    /// The host bridge's 32-bit memory window (`ranges` space code 0b10), CPU addresses;
+    /// size 0 when absent.
+    pub mmio32: Region,
+    /// Bus address minus CPU address of that window (0 on `virt`: identity).
+    pub mmio32_bus_offset: u64,
     /// The cores' MPIDR affinities, in tree order (`cpus[..ncpus]`).
     pub cpus: [u64; MAX_CPUS],
     pub ncpus: usize,
@@ -253,6 +258,29 @@ fn reg(value: &[u8], i: usize, (ac, sc): (u32, u32)) -> Option<Region> {
     })
 }
 
+/// The first 32-bit memory window of a PCI host bridge's `ranges` (PCI Bus Binding to
+/// IEEE 1275, §2.2.1.1: a child address is three cells, `phys.hi` with the space code in
+/// bits [25:24], 0b10 = 32-bit memory, then the 64-bit bus address; then the parent's
+/// address and the size): the CPU region and bus − CPU offset.
+fn mmio32_window(ranges: &[u8], (child_ac, sc): (u32, u32), parent_ac: u32) -> Option<(Region, u64)> {
+    if child_ac != 3 {
+        return None;
+    }
+    let stride = 4 * (child_ac + parent_ac + sc) as usize;
+    let mut at = 0;
+    while at + stride <= ranges.len() {
+        let hi = be32(ranges, at)?;
+        let bus = cells(ranges, at + 4, 2)?;
+        let cpu = cells(ranges, at + 12, parent_ac)?;
+        let size = cells(ranges, at + 12 + 4 * parent_ac as usize, sc)?;
+        if hi >> 24 & 3 == 0b10 && size > 0 {
+            return Some((Region { base: cpu, size }, bus.wrapping_sub(cpu)));
+        }
+        at += stride;
+    }
+    None
+}
+
 /// One open node while walking: its name, the properties the facts need, and the cells
 /// its children's `reg` use.
 #[derive(Debug, Clone, Copy, Default)]
@@ -265,6 +293,7 @@ struct Frame<'a> {
     bus_range: &'a [u8],
     clock_frequency: Option<&'a [u8]>,
     interrupts: &'a [u8],
+    ranges: &'a [u8],
     /// `#address-cells` / `#size-cells` for this node's children (§2.3.5: default 2 and 1).
     cells: (u32, u32),
 }
@@ -308,7 +337,7 @@ struct Found {
     gic: Option<(Region, Region)>,
     timer: Option<(Option<u64>, Option<u32>)>,
     psci: Option<Result<PsciMethod, DtError>>,
-    pcie: Option<(Region, (u8, u8))>,
+    pcie: Option<(Region, (u8, u8), Region, u64)>,
     cpus: [u64; MAX_CPUS],
     ncpus: usize,
 }
@@ -334,6 +363,7 @@ fn find(tree: &Tree<'_>) -> Result<Found, DtError> {
                 "bus-range" => f.bus_range = value,
                 "clock-frequency" => f.clock_frequency = Some(value),
                 "interrupts" => f.interrupts = value,
+                "ranges" => f.ranges = value,
                 "#address-cells" => f.cells.0 = be32(value, 0).unwrap_or(2),
                 "#size-cells" => f.cells.1 = be32(value, 0).unwrap_or(1),
                 _ => {}
@@ -381,7 +411,8 @@ fn find(tree: &Tree<'_>) -> Result<Found, DtError> {
                     (Some(a), Some(b)) => (a.min(255) as u8, b.min(255) as u8),
                     _ => (0, ((ecam.size >> 20).clamp(1, 256) - 1) as u8),
                 };
-                found.pcie = found.pcie.or(Some((ecam, buses)));
+                let (win, off) = mmio32_window(f.ranges, f.cells, parent.cells.0).unwrap_or_default();
+                found.pcie = found.pcie.or(Some((ecam, buses, win, off)));
             }
             if depth == 3
                 && parent.name == "cpus"
@@ -430,11 +461,26 @@ pub fn parse(blob: &[u8]) -> Result<Facts, DtError> {
         (hz, Some(intid)) => (hz, intid),
     };
     let psci = f.psci.ok_or(DtError::NoPsci)??;
-    let (ecam, buses) = f.pcie.ok_or(DtError::NoPcie)?;
+    let (ecam, buses, mmio32, mmio32_bus_offset) = f.pcie.ok_or(DtError::NoPcie)?;
     if f.ncpus == 0 {
         return Err(DtError::NoCpus);
     }
-    Ok(Facts { dtb, memory, uart, gicd, gicr, timer_hz, timer_intid, psci, ecam, buses, cpus: f.cpus, ncpus: f.ncpus })
+    Ok(Facts {
+        dtb,
+        memory,
+        uart,
+        gicd,
+        gicr,
+        timer_hz,
+        timer_intid,
+        psci,
+        ecam,
+        buses,
+        mmio32,
+        mmio32_bus_offset,
+        cpus: f.cpus,
+        ncpus: f.ncpus,
+    })
 }
 
 /// The loader's blob at physical address `addr` (x0 at entry), sized by its header.
@@ -477,6 +523,8 @@ mod tests {
         assert_eq!(f.psci, PsciMethod::Hvc);
         assert_eq!(f.ecam, Region { base: 0x40_1000_0000, size: 0x1000_0000 });
         assert_eq!(f.buses, (0, 255));
+        assert_eq!(f.mmio32, Region { base: 0x1000_0000, size: 0x2eff_0000 });
+        assert_eq!(f.mmio32_bus_offset, 0);
         assert_eq!(&f.cpus[..f.ncpus], &[0, 1]);
         assert_eq!(f.dtb.size as usize, VIRT.len());
         assert_eq!(console(VIRT), Some(f.uart));

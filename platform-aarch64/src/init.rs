@@ -17,6 +17,8 @@ use crate::timer::{self, GenericClock, TimerError};
 const TABLES: usize = 16;
 /// The heap's size.
 pub const HEAP_SIZE: u64 = 16 << 20;
+/// The DMA range's size (rings and packet pools).
+pub const DMA_SIZE: u64 = 32 << 20;
 /// How long a GIC register may stay busy: 10 ms of counter ticks.
 const GIC_DEADLINE_MS: u64 = 10;
 
@@ -62,7 +64,7 @@ impl core::fmt::Display for InitError {
             InitError::Dt(e) => e.fmt(f),
             InitError::Map(e) => e.fmt(f),
             InitError::ImageOutsideRam => f.write_str("the image does not lie in the device tree's RAM"),
-            InitError::NoHeap => f.write_str("no room for the heap in the device tree's RAM"),
+            InitError::NoHeap => f.write_str("no room for the heap and the DMA range in the device tree's RAM"),
             InitError::Timer(e) => e.fmt(f),
             InitError::Gic(e) => e.fmt(f),
         }
@@ -77,13 +79,37 @@ pub struct Platform {
     /// CNTFRQ_EL0 as read (the clock's rate may come from the tree instead).
     pub cntfrq: u64,
     pub heap: Region,
+    /// RAM for DMA ([`crate::dma::DmaAllocator`]), above the heap.
+    pub dma: Region,
     /// The registers every core loads to use the identity map.
     pub mmu: MmuRegs,
     /// Page tables the map uses.
     pub tables: usize,
 }
 
+/// Whether the DMA range was handed out ([`Platform::take_dma`]).
+static DMA_TAKEN: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 impl Platform {
+    /// Enumerates the PCIe bus behind the tree's ECAM window and assigns BARs
+    /// ([`crate::pcie::enumerate`]); call once.
+    pub fn pci(&self) -> crate::pcie::Bus {
+        // SAFETY: `init` mapped the tree's ECAM window and 32-bit window as device memory
+        // for good.
+        let ecam = unsafe { crate::pcie::Ecam::new(self.facts.ecam, self.facts.buses) };
+        crate::pcie::enumerate(ecam, self.facts.mmio32, self.facts.mmio32_bus_offset)
+    }
+
+    /// The DMA allocator over [`Platform::dma`]; `None` after the first call.
+    pub fn take_dma(&self) -> Option<crate::dma::DmaAllocator> {
+        if DMA_TAKEN.swap(true, core::sync::atomic::Ordering::AcqRel) {
+            return None;
+        }
+        // SAFETY: the range was carved for DMA alone (above the heap, clear of the image and
+        // the tree) and identity-mapped as RAM; the flag hands it out once.
+        Some(unsafe { crate::dma::DmaAllocator::new(self.dma) })
+    }
+
     /// `ms` milliseconds in counter ticks.
     pub fn clock_ticks_ms(&self, ms: u64) -> u64 {
         self.clock.tick_rate().ticks_from_ms(ms).ticks()
@@ -107,7 +133,10 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
     // SAFETY: the boot core alone runs; nothing else references the tables yet.
     let map = unsafe { &mut *MAP.0.get() };
     map.map_ram(facts.memory).map_err(InitError::Map)?;
-    for dev in [facts.uart, facts.gicd, facts.gicr, facts.ecam] {
+    for dev in [facts.uart, facts.gicd, facts.gicr, facts.ecam, facts.mmio32] {
+        if dev.size == 0 {
+            continue;
+        }
         map.map_device(dev).map_err(InitError::Map)?;
     }
     let regs = MmuRegs { mair: mmu::MAIR, tcr: mmu::tcr(mmu::parange()), ttbr0: map.root(), sctlr: mmu::SCTLR_ON };
@@ -117,6 +146,8 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
     let heap = crate::heap::carve(facts.memory, image, facts.dtb, HEAP_SIZE).ok_or(InitError::NoHeap)?;
     // SAFETY: the carved block is mapped RAM that holds neither the image nor the tree.
     unsafe { crate::heap::init(heap.base, heap.size as usize) };
+    let used = Region { base: image.base, size: heap.end() - image.base };
+    let dma = crate::heap::carve(facts.memory, used, facts.dtb, DMA_SIZE).ok_or(InitError::NoHeap)?;
     let cntfrq = timer::cntfrq();
     let rate: TickRate = timer::rate(cntfrq, facts.timer_hz).map_err(InitError::Timer)?;
     let deadline = rate.ticks_from_ms(GIC_DEADLINE_MS).ticks();
@@ -126,5 +157,5 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
         gic::init_distributor(facts.gicd, deadline).map_err(InitError::Gic)?;
         gic::init_core(facts.gicr, gic::mpidr(), facts.timer_intid, deadline).map_err(InitError::Gic)?;
     }
-    Ok(Platform { facts, clock: GenericClock::new(rate), cntfrq, heap, mmu: regs, tables: map.used() })
+    Ok(Platform { facts, clock: GenericClock::new(rate), cntfrq, heap, dma, mmu: regs, tables: map.used() })
 }

@@ -20,6 +20,7 @@
 //! | `pl011` | the PL011 UART as a text console (`println!`) |
 //! | [`timer`] | the generic timer: CNTVCT_EL0 as `core::time::Clock` (rate from CNTFRQ_EL0 or the tree), `WfiSleeper` (virtual timer armed, WFI with IRQs masked) |
 //! | [`psci`], `smp` | PSCI calls over the tree's conduit; secondary cores started with `CPU_ON`, each on its own stack, on the boot core's map and GIC set-up, checked in against a deadline |
+//! | `pcie`, `mmio`, `dma` | ECAM configuration access, bus-0 enumeration and BAR assignment from the tree's 32-bit window, `hal::PciFunction`; volatile windows; the DMA allocator (coherent, identity) |
 //! | [`exit`] | leaving QEMU with a status: semihosting `SYS_EXIT_EXTENDED` |
 //!
 //! Decoding (exception classes, exit statuses) compiles on the host too and is
@@ -56,6 +57,15 @@ pub mod gic;
 mod init;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub use init::{InitError, Platform, init};
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // DMA memory handed to devices
+pub mod dma;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // volatile windows over device registers
+pub mod mmio;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // the ECAM window's configuration registers
+pub mod pcie;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // volatile access to the UART's registers
 pub mod pl011;

@@ -99,3 +99,29 @@ fn aarch64_image_entered_at_el2_drops_to_el1_and_calls_psci_by_smc() -> Result<(
     assert_eq!(b.field("@smp", "online")?, "2", "{}", b.diagnostics());
     Ok(())
 }
+
+#[test]
+fn aarch64_image_enumerates_pcie_and_brings_up_virtio_net() -> Result<()> {
+    let b = boot(
+        1,
+        &["-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0,disable-legacy=on,mac=52:54:00:12:34:56"],
+    )?;
+    if b.status != Some(33) {
+        bail!("expected exit status 33\n{}", b.diagnostics());
+    }
+    // The host bridge and the NIC, found through ECAM; the NIC's BARs (the common/notify
+    // capability BAR and MSI-X) assigned from the tree's 32-bit window.
+    let pci: Vec<_> = b.lines.iter().filter(|l| l.starts_with("@pci ")).collect();
+    assert!(pci.iter().any(|l| l.contains("id=1b36:0008")), "QEMU's host bridge\n{}", b.diagnostics());
+    let nic = pci
+        .iter()
+        .find(|l| l.contains("id=1af4:1041"))
+        .ok_or_else(|| anyhow::anyhow!("no virtio-net function\n{}", b.diagnostics()))?;
+    assert!(!nic.ends_with("bars=0"), "{nic}");
+    // The drivers crate's virtio-net bring-up ran to DRIVER_OK and read the MAC QEMU was given.
+    assert_eq!(b.field("@nic", "kind")?, "virtio-net");
+    assert_eq!(b.field("@nic", "mac")?, "52:54:00:12:34:56", "{}", b.diagnostics());
+    assert_eq!(b.field("@pcisum", "nics")?, "1");
+    assert!(!b.lines.iter().any(|l| l.starts_with("error:")), "{}", b.diagnostics());
+    Ok(())
+}

@@ -13,6 +13,10 @@
 //!   `@smp cores=<n> online=<n> psci_version=<major>.<minor>`;
 //! - `error: core <i> …` for a core that `CPU_ON` refused or that did not check in (the
 //!   run goes on);
+//! - `@pci bdf=<bb:dd.f> id=<vendor>:<device> class=<cccccc> bars=<n assigned>` per
+//!   function on bus 0, and `@nic index=<i> kind=virtio-net bdf=… mac=<aa:bb:…> qsize=<n>`
+//!   per virtio-net function brought up with `cadence-drivers`' driver (`error: …` if
+//!   one fails), then `@pcisum functions=<n> nics=<n>`;
 //! - with `fault=unmapped` on the command line (`-append`): a read of an unmapped address,
 //!   which the exception vectors report (`error: CPU exception: …`) and exit 39;
 //! - `error: …` and exit 35 (the tree) or 37 (the machine) when bring-up fails.
@@ -25,9 +29,13 @@
 mod image {
     use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
+    use cadence_core::buf::Pool;
+    use cadence_core::nic::Port;
     use cadence_core::time::{Clock, Instant, Sleeper};
+    use cadence_drivers::virtio::{self, VirtioNet};
     use cadence_platform_aarch64::dt::MAX_CPUS;
     use cadence_platform_aarch64::exit::{ExitCode, exit, park};
+    use cadence_platform_aarch64::pcie::Bar;
     use cadence_platform_aarch64::smp::{self, Start};
     use cadence_platform_aarch64::timer::{self, WfiSleeper};
     use cadence_platform_aarch64::{BootArgs, entry, println};
@@ -55,6 +63,61 @@ mod image {
             slot.store(1 + s.fired.min(100) as u8, Ordering::Release);
         }
         park()
+    }
+
+    /// Buffers per NIC's pool.
+    const POOL: usize = 512;
+
+    /// Enumerates PCIe and brings every virtio-net function up.
+    fn pci_check(p: &Platform) {
+        let bus = p.pci();
+        let Some(mut dma) = p.take_dma() else {
+            println!("error: the DMA range was already taken");
+            exit(ExitCode::RuntimeFailure)
+        };
+        let mut nics = 0;
+        for f in bus.functions.iter().flatten() {
+            let assigned = f.bars.iter().filter(|b| matches!(b, Bar::Mem { .. })).count();
+            println!("@pci bdf={} id={:04x}:{:04x} class={:06x} bars={assigned}", f.bdf, f.vendor, f.device, f.class);
+            let is_net = f.vendor == virtio::VENDOR_ID
+                && (f.device == virtio::DEVICE_ID || f.device == virtio::TRANSITIONAL_DEVICE_ID);
+            if !is_net {
+                continue;
+            }
+            let pool = dma
+                .packet_memory(POOL)
+                .map_err(|_| "no DMA memory for the packet pool")
+                .and_then(|(mem, phys)| Pool::try_new(mem, phys, POOL).map_err(|_| "packet pool"));
+            let mut pool = match pool {
+                Ok(pool) => pool,
+                Err(e) => {
+                    println!("error: virtio-net {}: {e}", f.bdf);
+                    continue;
+                }
+            };
+            match VirtioNet::try_new(f, &mut dma, &p.clock, &mut pool, &virtio::Config::default()) {
+                Ok(dev) => {
+                    let m = dev.mac();
+                    println!(
+                        "@nic index={nics} kind=virtio-net bdf={} mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} qsize={}",
+                        f.bdf,
+                        m[0],
+                        m[1],
+                        m[2],
+                        m[3],
+                        m[4],
+                        m[5],
+                        dev.queue_size()
+                    );
+                    nics += 1;
+                }
+                Err(e) => println!("error: virtio-net {}: {e}", f.bdf),
+            }
+        }
+        if bus.unassigned > 0 {
+            println!("error: {} PCI functions' BARs did not fit the 32-bit window", bus.unassigned);
+        }
+        println!("@pcisum functions={} nics={nics}", bus.count);
     }
 
     /// Starts the secondaries and prints one `@cpu` line per core and the `@smp` line.
@@ -151,6 +214,7 @@ mod image {
             s.wfis
         );
         smp_check(&p, s.fired);
+        pci_check(&p);
         exit(ExitCode::Success)
     }
 
