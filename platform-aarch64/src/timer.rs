@@ -64,6 +64,16 @@ pub fn counter() -> u64 {
     v
 }
 
+/// Executes one `WFE` (returns on the next event: `SEV`, a cleared exclusive monitor, the
+/// event stream, an unmasked interrupt — Arm ARM D1.16.1 — or at once if the event
+/// register is set). QEMU's TCG treats `WFE` as a yield and never waits: measured by the
+/// boot check's `@wfe` line.
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub fn wait_for_event() {
+    // SAFETY: waiting for an event touches no memory.
+    unsafe { core::arch::asm!("wfe", options(nomem, nostack)) };
+}
+
 /// The virtual counter as a [`Clock`]; copyable, shared by every core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GenericClock {

@@ -8,6 +8,8 @@
 //! - `@timer cntfrq=<Hz> hz=<Hz used>`;
 //! - `@sleep asked_us=<µs> slept_ticks=<n> returned=1 fired=<n> wfis=<n>`: one deadline
 //!   sleep on the boot core;
+//! - `@wfe returns_in_1ms=<n>`: how often `WFE` returned in 1 ms with no event source armed
+//!   (≫ 1: it does not wait — QEMU TCG's yield);
 //! - `@cpu index=<i> mpidr=<m> online=1|0 sleeps=<n> fired=<n>` per core (the boot core
 //!   included: one deadline sleep each, woken by its own virtual timer) and
 //!   `@smp cores=<n> online=<n> psci_version=<major>.<minor>`;
@@ -213,6 +215,16 @@ mod image {
             s.fired,
             s.wfis
         );
+        // Does WFE wait here? With no event source armed (no SEV, event stream off, IRQs
+        // masked) a waiting WFE returns about once in 1 ms; a WFE that is a yield returns
+        // as often as the loop runs.
+        let end = timer::counter().saturating_add(p.clock_ticks_ms(1));
+        let mut returns = 0u64;
+        while timer::counter() < end && returns < 1_000_000 {
+            timer::wait_for_event();
+            returns += 1;
+        }
+        println!("@wfe returns_in_1ms={returns}");
         smp_check(&p, s.fired);
         pci_check(&p);
         exit(ExitCode::Success)
