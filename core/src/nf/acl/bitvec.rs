@@ -24,10 +24,10 @@ use alloc::vec::Vec;
 
 use crate::pna::ternary::{FiveTuple, Match, Rule};
 
-/// The most memory the bit vectors (and their tables) of one classifier may take: about 1 500
+/// The most memory the bit vectors (and their tables) of one classifier may take: about 2 000
 /// rules of mixed prefixes and port ranges. Kept well inside the image's heap (at most 32 MiB,
 /// shared with the flow tables), where a rule change briefly holds two versions.
-pub const MAX_BYTES: usize = 4 << 20;
+pub const MAX_BYTES: usize = 8 << 20;
 
 /// One field cut into elementary intervals: interval `i` is `bounds[i] ..= bounds[i + 1] - 1`
 /// (the last one runs to the field's maximum); its vector is `bits[i * words ..][.. words]`.

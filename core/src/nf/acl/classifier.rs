@@ -1,5 +1,5 @@
-//! The ACL's rule classifier: tuple space search with merged tuples (TupleMerge, Daly et al.,
-//! ToN 2019).
+//! The ACL's rule classifier: bit vectors in runs of rules for most sets, and tuple space search
+//! with merged tuples (TupleMerge, Daly et al., ToN 2019) for the largest.
 //!
 //! Plain tuple space search ([`crate::pna::ternary::TernaryTable`]) keeps one hash table per
 //! exact (source length, destination length, protocol-given) tuple, so a rule set with many
@@ -14,10 +14,17 @@
 //! hand beats every rule a remaining tuple holds. Ties between equal priorities go to the rule
 //! that comes first in the rule list, as in the linear reference [`Classifier::classify_linear`].
 //!
-//! A rule set small enough for its bit vectors to fit [`super::bitvec::MAX_BYTES`] (about
-//! 1 500 rules) is classified by [`super::BitVec`] instead: a lookup costs two binary searches
-//! and a few word ANDs whatever the rules, where the tuples cost a probe each; the tuples
-//! take larger sets. Both give the linear reference's answer.
+//! Most sets never reach the tuples: the rules in classification order are cut into runs —
+//! 256, 512, 1 024, then 2 048 rules each ([`GROUP_RULES`]) — and each run gets its own
+//! [`super::BitVec`] (two binary searches and a few word ANDs per lookup, whatever the rules).
+//! A lookup asks the runs in order and the first run with a match holds the answer (every rule
+//! of a later run comes after it in classification order). A key matched by an early rule —
+//! on rule sets with broad rules near the top, nearly every key — is answered by the first,
+//! smallest run; a key that no rule matches visits every run (at 10 000 rules, eight: the
+//! worst case, measured with `core/examples/aclgroups.rs`). Runs short at the start keep that
+//! first lookup in small vectors; long afterwards keep the worst case to few runs (each run's
+//! tables cost a few cache misses). Only a set whose runs together exceed
+//! [`GROUPS_MAX_BYTES`] (about 12 000 rules) goes to the tuples.
 //!
 //! Everything is built once ([`Classifier::new`], allocating); [`Classifier::classify`] never
 //! allocates and never panics.
@@ -26,6 +33,15 @@ use alloc::vec::Vec;
 
 use super::BitVec;
 use crate::pna::ternary::{FiveTuple, Match, Rule};
+
+/// Rules per bit-vector group, in classification order: the first groups short (a key matched
+/// by an early rule is answered from small vectors), then runs of 2 048 (each run's vectors
+/// take up to about a quarter of its rule count squared in bytes per address field: ~2 MiB
+/// at 2 048 rules, inside [`super::bitvec::MAX_BYTES`]).
+const GROUP_RULES: [usize; 4] = [256, 512, 1024, 2048];
+
+/// The most memory all the groups of one classifier may take; a larger set goes to the tuples.
+pub const GROUPS_MAX_BYTES: usize = 20 << 20;
 
 /// Prefix lengths are rounded down to a multiple of this (the tuple granularity).
 const ROUND: u8 = 8;
@@ -71,8 +87,10 @@ struct Tuple {
 #[derive(Debug, Default)]
 pub struct Classifier {
     rules: Vec<(u32, Rule)>,
-    /// The bit vectors, when the set fits them (then the tuples are not built).
-    bits: Option<BitVec>,
+    /// The bit vectors, one classifier per run of consecutive rules in classification order
+    /// ([`GROUP_RULES`]), when the set fits them ([`GROUPS_MAX_BYTES`]); then the tuples are not
+    /// built.
+    groups: Vec<BitVec>,
     tuples: Vec<Tuple>,
     slots: Vec<Slot>,
     lists: Vec<u32>,
@@ -89,10 +107,31 @@ impl Classifier {
     /// Builds the classifier over `(id, rule)` pairs with ids in increasing order (ties between
     /// equal priorities go to the lower id).
     pub fn with_ids(rules: Vec<(u32, Rule)>) -> Self {
-        if let Some(bits) = BitVec::try_new(&rules, super::bitvec::MAX_BYTES) {
-            return Classifier { rules, bits: Some(bits), ..Self::default() };
+        match Self::bit_vector_groups(&rules) {
+            Some(groups) => Classifier { rules, groups, ..Self::default() },
+            None => Self::tuples(rules),
         }
-        Self::tuples(rules)
+    }
+
+    /// The rules in classification order cut into runs of [`GROUP_RULES`] (the first runs
+    /// shorter), one [`BitVec`] each; `None` when one run or all of them exceed their budget.
+    fn bit_vector_groups(rules: &[(u32, Rule)]) -> Option<Vec<BitVec>> {
+        let mut sorted = rules.to_vec();
+        sorted.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
+        let mut groups = Vec::new();
+        let (mut at, mut bytes) = (0, 0);
+        while at < sorted.len() || groups.is_empty() {
+            let len = GROUP_RULES.get(groups.len()).or(GROUP_RULES.last()).copied().unwrap_or(1024);
+            let run = sorted.get(at..(at + len).min(sorted.len())).unwrap_or(&[]);
+            let bits = BitVec::try_new(run, super::bitvec::MAX_BYTES)?;
+            bytes += bits.bytes();
+            if bytes > GROUPS_MAX_BYTES {
+                return None;
+            }
+            groups.push(bits);
+            at += len;
+        }
+        Some(groups)
     }
 
     /// The tuple-space classifier alone, whatever the set's size (for tests and measurements
@@ -153,13 +192,34 @@ impl Classifier {
 
     /// Whether lookups go through the bit vectors ([`super::BitVec`]).
     pub fn uses_bit_vectors(&self) -> bool {
-        self.bits.is_some()
+        !self.groups.is_empty()
+    }
+
+    /// Bit-vector classifiers a lookup may visit (0 with tuples).
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
     }
 
     /// Number of (merged) tuples: the number of hash probes a lookup makes at most (0 with bit
     /// vectors).
     pub fn tuple_count(&self) -> usize {
         self.tuples.len()
+    }
+
+    /// Bytes the bit-vector groups hold (0 with tuples).
+    pub fn bytes(&self) -> usize {
+        self.groups.iter().map(BitVec::bytes).sum()
+    }
+
+    /// Groups a lookup of `p` visits (the first with a match ends it); for measurements.
+    pub fn groups_visited(&self, p: &FiveTuple) -> usize {
+        self.groups.iter().position(|g| g.classify(p).is_some()).map_or(self.groups.len(), |i| i + 1)
+    }
+
+    /// Classifies `p` in every group and returns the first group's answer: the cost of a key
+    /// that no rule matches (the worst case of a lookup); for measurements.
+    pub fn classify_every_group(&self, p: &FiveTuple) -> Option<Match> {
+        self.groups.iter().map(|g| g.classify(p)).fold(None, |a, m| a.or(m))
     }
 
     /// The rules with their ids.
@@ -169,8 +229,9 @@ impl Classifier {
 
     /// The best rule matching `p`: highest priority, then lowest id.
     pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
-        if let Some(b) = &self.bits {
-            return b.classify(p);
+        if !self.groups.is_empty() {
+            // Runs in classification order: the first run with a match holds the answer.
+            return self.groups.iter().find_map(|g| g.classify(p));
         }
         let mut best: Option<Match> = None;
         for t in &self.tuples {
@@ -220,5 +281,58 @@ impl Classifier {
             }
         }
         best
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// 4 000 rules of one host each (every rule in a group of its own address), so keys are
+    /// answered by every group in turn; equal priorities across a group boundary; a key no rule
+    /// matches walks every group and gets none.
+    #[test]
+    fn every_group_answers_and_ties_cross_group_boundaries() {
+        let n = crate::testing::miri_or(4000u32, 300);
+        // Priorities descend in steps of one except around the first boundaries, where two
+        // rules share a priority and the same host: the lower id (earlier group) must win.
+        let mut rules: Vec<(u32, Rule)> = (0..n)
+            .map(|i| (i, Rule::v4(10_000 - i, (0x0A00_0000 | i, 32), (0, 0), (0, u16::MAX), (0, u16::MAX), None, i)))
+            .collect();
+        for &b in &[256u32, 768, 1792, 3840] {
+            let Some(&(_, last)) = rules.get(b as usize - 1) else { continue };
+            if let Some(next) = rules.get_mut(b as usize) {
+                next.1.priority = last.priority;
+                next.1.src = last.src;
+            }
+        }
+        let c = Classifier::with_ids(rules.clone());
+        assert!(c.uses_bit_vectors());
+        assert_eq!(c.group_count(), if n == 4000 { 5 } else { 2 }); // 256, 512, 1 024, 2 048, 160
+        for i in (0..n).step_by(7).chain([255, 256, 767, 768, 1791, 1792, 3839, 3840, n - 1]).filter(|&i| i < n) {
+            let k = FiveTuple::v4(0x0A00_0000 | i, 1, 2, 3, 6);
+            assert_eq!(c.classify(&k), c.classify_linear(&k), "host {i}");
+            let want = if [256, 768, 1792, 3840].contains(&i) { None } else { Some(i) };
+            if let Some(w) = want {
+                assert_eq!(c.classify(&k).map(|m| m.rule), Some(w));
+            }
+        }
+        // The shared host of the boundary pairs: rule 255 (first group) beats rule 256.
+        assert_eq!(c.classify(&FiveTuple::v4(0x0A00_0000 | 255, 1, 2, 3, 6)).map(|m| m.rule), Some(255));
+        assert_eq!(c.classify(&FiveTuple::v4(0x0B00_0000, 1, 2, 3, 6)), None);
+    }
+
+    /// A set whose groups would exceed the budget goes to the tuples, with the same answers.
+    #[test]
+    fn sets_past_the_budget_fall_back_to_the_tuples() {
+        let rules: Vec<(u32, Rule)> = (0..40u32)
+            .map(|i| (i, Rule::v4(1, (i << 24, 8), (0, 0), (i as u16, i as u16), (0, u16::MAX), Some(6), i)))
+            .collect();
+        assert!(Classifier::with_ids(rules.clone()).uses_bit_vectors());
+        let t = Classifier::tuples(rules);
+        assert!(!t.uses_bit_vectors());
+        assert_eq!(t.group_count(), 0);
+        let k = FiveTuple::v4(5 << 24 | 1, 2, 5, 80, 6);
+        assert_eq!(t.classify(&k).map(|m| m.rule), Some(5));
     }
 }

@@ -1,0 +1,52 @@
+//! The ACL's bit-vector groups on the ClassBench-style sets `cargo xtask peers --only acl`
+//! times: groups, bytes, groups visited per key on the trace, and the time per key of the
+//! trace as classified and of the worst case (every group visited, as for a key no rule
+//! matches). TSC-free wall-clock figures for comparing group layouts on one machine; the
+//! peers harness gives the cycles beside rte_acl.
+//!
+//! `cargo run --release -p cadence-core --example aclgroups -- 100 1000 10000`
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use cadence_core::nf::acl::{
+    AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace, five_tuple,
+};
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    for n in if sizes.is_empty() { vec![100, 1000, 10_000] } else { sizes } {
+        let rules = classbench_rules(CLASSBENCH_SEED, n);
+        let trace: Vec<_> = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS).iter().map(five_tuple).collect();
+        let Ok(acl) = AclShared::try_new(&AclConfig::new(rules, AclAction::Permit)) else {
+            eprintln!("aclgroups: the ACL refused {n} generated rules");
+            std::process::exit(1);
+        };
+        let set = acl.rules();
+        let c = set.classifier(false);
+        let visited: usize = trace.iter().map(|k| c.groups_visited(k)).sum();
+        let time = |f: &dyn Fn(&cadence_core::pna::ternary::FiveTuple)| {
+            (0..5)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    for k in &trace {
+                        f(black_box(k));
+                    }
+                    t0.elapsed().as_nanos() as f64 / trace.len() as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let trace_ns = time(&|k| {
+            black_box(c.classify(k));
+        });
+        let worst_ns = time(&|k| {
+            black_box(c.classify_every_group(k));
+        });
+        println!(
+            "rules={n} groups={} bytes={} visited_per_key={:.3} trace_ns={trace_ns:.1} every_group_ns={worst_ns:.1}",
+            c.group_count(),
+            c.bytes(),
+            visited as f64 / trace.len() as f64
+        );
+    }
+}
