@@ -129,6 +129,21 @@ pub trait Sleeper {
         self.sleep_until(deadline)
     }
 
+    /// Like [`Sleeper::sleep_until_watching`] over several receive queues (a lane's, one per
+    /// port): may end as soon as a frame arrives on any of them. The default watches the
+    /// first one only (MONITOR arms one line).
+    fn sleep_until_arrival(&mut self, deadline: Instant, watch: &[crate::nic::WakeAddr]) -> Instant {
+        self.sleep_until_watching(deadline, watch.first().copied())
+    }
+
+    /// Whether [`Sleeper::sleep_until_arrival`] on `watch` ends when a frame arrives on any
+    /// of those queues (not only at its deadline): a worker stretches an idle lane's sleep
+    /// only then ([`crate::worker::IdleSleep`]). The default: no.
+    fn wakes_on_arrival(&self, watch: &[crate::nic::WakeAddr]) -> bool {
+        let _ = watch;
+        false
+    }
+
     /// Sleeps until `deadline` or until `bell` is rung ([`crate::sync::Doorbell`]: the caller
     /// armed it, then found nothing to do); returns at once if it is rung already. The
     /// default watches the bell's word ([`Sleeper::sleep_until_watching`]) — a ring's store

@@ -60,9 +60,17 @@
 //! **Sleeping on the device's write** (`mwait=on`, beyond the paper, off by default): a
 //! receive queue can name the address its device writes on arrival
 //! ([`crate::nic::RxQueue::wake_address`]: virtio-net's used-ring `idx`, the DD word of the
-//! next descriptor of an Intel ring); after a won round the primary sleeps with
-//! `Sleeper::sleep_until_watching`, and the platform's sleeper arms MONITOR on that address
-//! (only inside the DMA range) and waits in MWAIT, the `T_S` deadline armed as the backstop.
+//! next descriptor of an Intel ring, an AF_XDP ring's producer index); after a won round the
+//! primary sleeps with `Sleeper::sleep_until_arrival` on every port's queue of its lane, and
+//! the platform's sleeper waits for a write there — MONITOR/MWAIT on the first (only inside
+//! the DMA range), `ppoll` on the sockets of all of them on the hosted build — with the `T_S`
+//! deadline as the backstop.
+//!
+//! **The idle lane** ([`IdleSleep`], beyond the paper): a primary whose lane has received
+//! nothing for a while sleeps a long backstop instead of `T_S`, where its sleeper wakes on
+//! arrival on every queue of the lane ([`Sleeper::wakes_on_arrival`]); the first frame ends
+//! that sleep and brings `T_S` back. `worker/tests.rs` holds it to that; the hosted build's
+//! figures are in docs/PERFORMANCE.md ("Idle costs nothing").
 //!
 //! Accounting per core ([`WorkerStats`]): elapsed ticks since the first round, ticks halted
 //! in the sleeper (the rest is busy: polling, processing, losing races), tries, wins, busy
@@ -192,6 +200,40 @@ pub struct Worker<S> {
     /// lane the next sweep starts looking from (sweeps take the parked lanes in turn).
     since_sweep: u32,
     sweep_from: usize,
+    /// The idle lane's long sleep ([`Worker::with_idle`]).
+    idle: IdleSleep,
+    /// How long the lane of this worker's last round had received nothing, as that round
+    /// ended (`None`: it received frames, or the round was lost):
+    /// [`metronome::LaneShare::quiet_for`].
+    quiet: Option<Duration>,
+    /// Sleeps stretched by [`IdleSleep`].
+    idle_sleeps: u64,
+}
+
+/// The idle policy (beyond the paper): a primary whose lane has received nothing for
+/// `after` (whichever workers polled it: [`metronome::LaneShare::quiet_for`]) sleeps `sleep`
+/// instead of `T_S`, but only when its sleeper wakes on the arrival of
+/// a frame on every receive queue of the lane ([`Sleeper::wakes_on_arrival`]). Then the
+/// first frame after idle ends the sleep as soon as the platform wakes the thread, so the
+/// deadline is only the backstop against a wake-up the platform misses: `T_S` exists to bound
+/// the vacation of a lane nobody watches, and a watched lane has no vacation to bound. A
+/// sleeper that cannot watch the lane keeps the paper's rule. Frames (or a lost round) end the
+/// idle spell at once, and the next sleep is `T_S` again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleSleep {
+    /// How long a lane must have received nothing (zero: from its first empty round on).
+    pub after: Duration,
+    /// The backstop deadline of an idle lane's sleep; zero turns the policy off.
+    pub sleep: Duration,
+}
+
+impl IdleSleep {
+    /// The policy off.
+    pub const OFF: IdleSleep = IdleSleep { after: Duration::ZERO, sleep: Duration::ZERO };
+
+    fn on(&self) -> bool {
+        self.sleep != Duration::ZERO
+    }
 }
 
 /// A worker lets a parked lane be its next one once in this many rounds, so that frames that
@@ -217,7 +259,21 @@ impl<S: Stage> Worker<S> {
             parked: 0,
             since_sweep: 0,
             sweep_from: 0,
+            idle: IdleSleep::OFF,
+            quiet: None,
+            idle_sleeps: 0,
         }
+    }
+
+    /// Sets the idle policy ([`IdleSleep`]; off by default).
+    pub fn with_idle(mut self, idle: IdleSleep) -> Self {
+        self.idle = idle;
+        self
+    }
+
+    /// Sleeps the idle policy stretched so far.
+    pub fn idle_sleeps(&self) -> u64 {
+        self.idle_sleeps
     }
 
     /// Takes lane locks as `holder` (the lock word names it: a lane this worker holds when it
@@ -336,9 +392,9 @@ impl<S: Stage> Worker<S> {
         let now = clock.now();
         self.first.get_or_insert(now);
         let mut round = Round { lane: self.sched.lane(), now, ..Round::default() };
-        // Where a frame for this worker's lane will show up next (port 0's receive queue),
-        // for a sleeper that can watch memory; known only after a won round.
-        let mut watch = None;
+        // Where a frame for this worker's lane will show up next (every port's receive
+        // queue), for a sleeper that can watch them; known only after a won round.
+        let mut watch: heapless::Vec<WakeAddr, PORTS> = heapless::Vec::new();
         let mut sleep = match self.sched.attempt(ctl, now) {
             Attempt::Won(mut session) => {
                 round.won = true;
@@ -347,7 +403,9 @@ impl<S: Stage> Worker<S> {
                 let start = session.start();
                 if let Some(lane) = lanes.get(k).and_then(|l| l.get_mut(session.guard_mut())) {
                     self.fwd.stage_mut().enter_lane(k);
-                    watch = lane.rx.first().and_then(|q| q.wake_address());
+                    for a in lane.rx.iter().filter_map(|q| q.wake_address()) {
+                        let _ = watch.push(a);
+                    }
                     let mut polls = 0u32;
                     loop {
                         let out = self.fwd.poll_once(&mut lane.pool, &mut lane.rx, &mut lane.tx, clock);
@@ -364,9 +422,15 @@ impl<S: Stage> Worker<S> {
                         }
                     }
                 }
-                self.sched.finish(session, clock.now(), round.packets)
+                let end = clock.now();
+                let t_s = self.sched.finish(session, end, round.packets);
+                self.quiet = ctl.lanes().get(k).and_then(|l| l.quiet_for(end));
+                t_s
             }
-            Attempt::Lost { sleep } => sleep,
+            Attempt::Lost { sleep } => {
+                self.quiet = None;
+                sleep
+            }
         };
         if let Some((w, m)) = self.partition
             && m < lanes.len()
@@ -402,7 +466,16 @@ impl<S: Stage> Worker<S> {
             Mode::Metronome if round.cut => clock.now(),
             // A primary keeps its lane (unless partitioned), so it watches that lane.
             Mode::Metronome => {
-                self.sleep(clock, sleeper, sleep, watch.filter(|_| self.partition_keeps_lane(lanes.len())))
+                let watch: &[WakeAddr] = if self.partition_keeps_lane(lanes.len()) { &watch } else { &[] };
+                let idle = self.idle.on()
+                    && self.quiet.is_some_and(|q| q >= self.idle.after)
+                    && !watch.is_empty()
+                    && sleeper.wakes_on_arrival(watch);
+                if idle && self.idle.sleep > sleep {
+                    sleep = self.idle.sleep;
+                    self.idle_sleeps += 1;
+                }
+                self.sleep(clock, sleeper, sleep, watch)
             }
         };
         self.last = round.now;
@@ -475,10 +548,10 @@ impl<S: Stage> Worker<S> {
         clock: &C,
         sleeper: &mut Z,
         d: Duration,
-        watch: Option<WakeAddr>,
+        watch: &[WakeAddr],
     ) -> Instant {
         let before = clock.now();
-        let woke = sleeper.sleep_until_watching(before.saturating_add(d), watch);
+        let woke = sleeper.sleep_until_arrival(before.saturating_add(d), watch);
         let halted = woke.saturating_since(before);
         self.sleeps += 1;
         self.halted = self.halted.saturating_add(halted.ticks());

@@ -127,6 +127,12 @@ pub struct BootConfig {
     /// its lane go and comes straight back (`core::worker::RoundBudget`), so a flood on one
     /// lane cannot hold the worker's other duties.
     pub round_us: u32,
+    /// The idle lane's sleep in µs (`core::worker::IdleSleep`): a primary whose lane has
+    /// received nothing for `idle_after_us` sleeps this long instead of `T_S`, where its
+    /// sleeper wakes on a frame's arrival on every queue of the lane; 0 turns it off.
+    pub idle_us: u32,
+    /// How long a lane must have received nothing before `idle_us` applies, µs.
+    pub idle_after_us: u32,
     /// Weight of the old ρ in the EWMA, in thousandths.
     pub ewma_permille: u16,
     /// Vacation feedback gain, in thousandths (0 = the paper's T_S rule alone).
@@ -199,6 +205,8 @@ impl Default for BootConfig {
             tl_us: 500,
             ts0_us: 20,
             round_us: 500,
+            idle_us: 10_000,
+            idle_after_us: IDLE_AFTER_US,
             ewma_permille: 750,
             feedback_permille: 30,
             mwait: false,
@@ -216,8 +224,11 @@ impl Default for BootConfig {
     }
 }
 
+/// The default `idle_after_us`.
+pub const IDLE_AFTER_US: u32 = 200;
+
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 28] = [
+pub const KEYS: [&str; 30] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -234,6 +245,8 @@ pub const KEYS: [&str; 28] = [
     "tl_us",
     "ts0_us",
     "round_us",
+    "idle_us",
+    "idle_after_us",
     "ewma",
     "feedback",
     "mwait",
@@ -378,6 +391,10 @@ impl BootConfig {
                 "tl_us" => cfg.tl_us = int_in(value, 1, 100_000).ok_or(bad("an integer in 1..=100000"))?,
                 "ts0_us" => cfg.ts0_us = int_in(value, 1, 10_000).ok_or(bad("an integer in 1..=10000"))?,
                 "round_us" => cfg.round_us = int_in(value, 10, 100_000).ok_or(bad("an integer in 10..=100000"))?,
+                "idle_us" => cfg.idle_us = int_in(value, 0, 1_000_000).ok_or(bad("an integer in 0..=1000000"))?,
+                "idle_after_us" => {
+                    cfg.idle_after_us = int_in(value, 0, 1_000_000).ok_or(bad("an integer in 0..=1000000"))?
+                }
                 "ewma" => cfg.ewma_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.75)"))?,
                 "feedback" => cfg.feedback_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.03)"))?,
                 "mwait" => {
@@ -557,6 +574,17 @@ mod tests {
         let c = BootConfig::parse("burn=5000").unwrap();
         assert_eq!((c.burn, BootConfig::default().burn), (5000, 0));
         assert!(matches!(BootConfig::parse("burn=x"), Err(BootConfigError::BadValue { key: "burn", .. })));
+        let c = BootConfig::parse("idle_us=0").unwrap();
+        assert_eq!((c.idle_us, BootConfig::default().idle_us), (0, 10_000));
+        let c = BootConfig::parse("idle_after_us=0 idle_us=500").unwrap();
+        assert_eq!((c.idle_after_us, c.idle_us), (0, 500));
+        assert!(matches!(
+            BootConfig::parse("idle_after_us=2000000"),
+            Err(BootConfigError::BadValue { key: "idle_after_us", .. })
+        ));
+        for bad in ["idle_us=1000001", "idle_us=-1", "idle_us=x"] {
+            assert!(matches!(BootConfig::parse(bad), Err(BootConfigError::BadValue { key: "idle_us", .. })), "{bad}");
+        }
         let c = BootConfig::parse("round_us=2000").unwrap();
         assert_eq!((c.round_us, BootConfig::default().round_us), (2000, 500));
         for bad in ["round_us=9", "round_us=100001", "round_us=x"] {

@@ -11,6 +11,9 @@
 //!   20 000 frames/s, cannot take it all: the excess is what the kernel counted as dropped at
 //!   the sockets' fill rings (`p*_xdp_rx_dropped`), nothing else is lost, and at a load it
 //!   can take afterwards every frame comes back.
+//! - Wake on arrival: a worker asleep on an idle lane (`idle_us`, a 1 s backstop) is woken
+//!   by each frame's arrival (`ppoll` on the lane's AF_XDP sockets), every frame once, in
+//!   order.
 //! - NetBlaze: an auxiliary thread asleep on its doorbell (a futex wait) is woken by the
 //!   lane's first hand-off and gives every frame back once, in order.
 //! - Bad input: interfaces that do not exist, and an interface that vanishes mid-run, each
@@ -214,6 +217,32 @@ fn af_xdp_chain1_two_workers_every_frame_once_in_order() -> Result<()> {
     assert_eq!(fw.require("pool_in_use")?, 2 * ring, "{fw:?}");
     // The kernel dropped nothing on the way in either.
     assert_eq!(fw.require("p0_xdp_rx_dropped")? + fw.require("p1_xdp_rx_dropped")?, 0, "{fw:?}");
+    Ok(())
+}
+
+/// Wake on arrival (`idle_us`): two workers on one AF_XDP lane, an idle lane's sleep
+/// stretched to a 1 s backstop from the first empty round on (`idle_after_us=0`). After a
+/// second of idle, 200 frames at 100 frames/s: every frame comes back once, in order, and the
+/// sleeps a frame's arrival ended (`core{i}_mwait_sleeps`, the hosted sleeper's `ppoll` on
+/// the lane's sockets) number at least one per two frames — with deadline sleeps only, a
+/// frame would wait for the backstop and none would count.
+#[test]
+fn af_xdp_a_worker_asleep_on_an_idle_lane_is_woken_by_each_frame() -> Result<()> {
+    const SENT: u64 = 200;
+    let _one = serial();
+    let boot = BootOptions::default().set("workers", 2).set("idle_us", 1_000_000).set("idle_after_us", 0);
+    let mut rig = start("hosted_idle_arrival", "af_xdp", boot, None)?;
+    std::thread::sleep(Duration::from_secs(1));
+    send_paced(&mut rig, SENT, 100, |i| ((i % u64::from(FLOWS)) as u16, 60 + (i * 149 % 700) as usize))?;
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let fw = stop(&mut rig)?;
+    let c = rig.checker();
+    let k = c.classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), c.examples);
+    drop(c);
+    assert_eq!((k.sent, k.received), (SENT, SENT), "{k:?}");
+    let woken = fw.require("core0_mwait_sleeps")? + fw.require("core1_mwait_sleeps")?;
+    assert!(woken >= SENT / 2, "sleeps ended by a frame's arrival: {woken} for {SENT} frames\n{fw:?}");
     Ok(())
 }
 

@@ -26,6 +26,9 @@ pub struct LaneShare {
     pub(super) vacation_sum: AtomicU64,
     pub(super) vacations: AtomicU64,
     pub(super) vacation_hist: AtomicHistogram,
+    /// Ticks since which the lane's rounds have received nothing ([`NEVER`]: its last round
+    /// received frames, or it had none yet).
+    pub(super) quiet_since: AtomicU64,
 }
 
 impl fmt::Debug for LaneShare {
@@ -54,6 +57,18 @@ impl LaneShare {
             vacation_sum: AtomicU64::new(0),
             vacations: AtomicU64::new(0),
             vacation_hist: AtomicHistogram::new(),
+            quiet_since: AtomicU64::new(NEVER),
+        }
+    }
+
+    /// How long the lane's rounds have received nothing, at `now` (`None` when its last
+    /// round received frames, or before its first): what the worker's idle policy reads
+    /// ([`crate::worker::IdleSleep`]). A lane property, not a worker's: workers take turns on
+    /// a quiet lane.
+    pub fn quiet_for(&self, now: Instant) -> Option<Duration> {
+        match self.quiet_since.load(Relaxed) {
+            NEVER => None,
+            t => Some(now.saturating_since(Instant(t))),
         }
     }
 
@@ -115,6 +130,11 @@ impl LaneShare {
             }
         }
         self.packets.fetch_add(packets, Relaxed);
+        if packets != 0 {
+            self.quiet_since.store(NEVER, Relaxed);
+        } else if self.quiet_since.load(Relaxed) == NEVER {
+            self.quiet_since.store(now.ticks(), Relaxed);
+        }
         self.busy_ticks.fetch_add(busy.ticks(), Relaxed);
         self.last_release.store(now.ticks(), Relaxed);
         self.short_timeout()

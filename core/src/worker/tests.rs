@@ -464,6 +464,81 @@ fn a_primary_sleeps_watching_its_lanes_receive_queue_and_a_backup_does_not() {
     assert_eq!(sleeper.watched, [Some(WakeAddr::new(0x1234)), None]);
 }
 
+/// Wakes on arrival on the queues in `can`; records each sleep's length and what it watched.
+struct ArrivalSleeper<'a> {
+    inner: JumpSleeper<'a>,
+    can: Vec<crate::nic::WakeAddr>,
+    slept: Vec<(u64, Vec<crate::nic::WakeAddr>)>,
+}
+
+impl Sleeper for ArrivalSleeper<'_> {
+    fn sleep_until(&mut self, deadline: Instant) -> Instant {
+        self.sleep_until_arrival(deadline, &[])
+    }
+
+    fn sleep_until_arrival(&mut self, deadline: Instant, watch: &[crate::nic::WakeAddr]) -> Instant {
+        let now = self.inner.time.t.get();
+        self.slept.push((deadline.0.saturating_sub(now), watch.to_vec()));
+        self.inner.sleep_until(deadline)
+    }
+
+    fn wakes_on_arrival(&self, watch: &[crate::nic::WakeAddr]) -> bool {
+        watch.iter().all(|a| self.can.contains(a))
+    }
+}
+
+/// The idle policy: a primary whose lane received nothing for `after` sleeps the long
+/// backstop — only when its sleeper wakes on arrival on every queue of the lane — and a frame
+/// brings `T_S` back at once.
+#[test]
+fn an_idle_lane_watched_on_every_queue_sleeps_long_and_a_frame_ends_it() {
+    use crate::nic::WakeAddr;
+    use crate::worker::IdleSleep;
+    let (a0, a1) = (WakeAddr::new(0x1000), WakeAddr::new(0x2000));
+    const MS: u64 = 1_000_000; // ticks of 1 ns
+    let idle = IdleSleep { after: Duration(MS), sleep: Duration(10 * MS) };
+    let run = |can: Vec<WakeAddr>, idle: IdleSleep| {
+        let mut mem = vec![0u8; 256 * BUF_SIZE];
+        let ctl = controller(1, 1);
+        let mut l = lane(&mut mem, 256);
+        l.rx[0] = core::mem::replace(&mut l.rx[0], SoftRxQueue::new(&mut l.pool, 0)).with_wake_address(a0);
+        l.rx[1] = core::mem::replace(&mut l.rx[1], SoftRxQueue::new(&mut l.pool, 0)).with_wake_address(a1);
+        let lanes = [Guarded::new(ctl.lanes()[0].lock(), l)];
+        let time = VirtualTime { t: Cell::new(1_000) };
+        let mut sleeper =
+            ArrivalSleeper { inner: JumpSleeper { time: &time, deadlines: Vec::new() }, can, slept: Vec::new() };
+        let mut w = Worker::new(Mode::Metronome, 0, 1, forwarder(), PollConfig::default()).with_idle(idle);
+        // 25 ms of nothing (1 ms of T_S sleeps, then the 10 ms ones), then one frame on port 1.
+        while time.t.get() < 25 * MS {
+            assert!(w.round(&ctl, &lanes, &time, &mut sleeper).won);
+        }
+        let before_frame = sleeper.slept.len();
+        with_lane(&ctl, &lanes, 0, |l| l.rx[1].inject(&mut l.pool, &udp4(1, 2, b"x")).unwrap());
+        let r = w.round(&ctl, &lanes, &time, &mut sleeper);
+        assert_eq!(r.packets, 1);
+        let after_frame = sleeper.slept.get(before_frame).cloned();
+        (sleeper.slept, before_frame, after_frame, w.idle_sleeps())
+    };
+    // Both queues watched: T_S sleeps for the first millisecond, then the 10 ms backstop.
+    let (slept, before, after, stretched) = run(vec![a0, a1], idle);
+    assert!(slept.iter().all(|(_, w)| w == &[a0, a1]), "a primary watches every port's queue");
+    // (The virtual clock moves 10 ns per read: a sleep's length reads a few ns short.)
+    let long = |d: u64| (10 * MS - 1_000..=10 * MS).contains(&d);
+    let first_long = slept.iter().position(|(d, _)| long(*d)).expect("an idle sleep");
+    assert!(slept[..first_long].iter().all(|(d, _)| *d < MS), "T_S before the lane was idle for 1 ms");
+    assert!(slept[..first_long].iter().map(|(d, _)| d).sum::<u64>() >= MS - 1_000);
+    assert!(slept[first_long..before].iter().all(|(d, _)| long(*d)));
+    assert_eq!(stretched, (before - first_long) as u64);
+    let (d, _) = after.expect("a sleep after the frame");
+    assert!(d < MS, "the frame ended the idle spell: T_S again, not {d}");
+    // Port 1's queue not watched, or the policy off: the paper's rule throughout.
+    for (can, idle) in [(vec![a0], idle), (vec![a0, a1], IdleSleep::OFF)] {
+        let (slept, _, _, stretched) = run(can, idle);
+        assert!(slept.iter().all(|(d, _)| *d < MS));
+        assert_eq!(stretched, 0);
+    }
+}
+
 /// A receive queue under a flood: before every burst, `per_burst` more frames arrive (until
 /// `limit` have), so the ring never runs dry while the flood lasts.
 struct FloodRx {

@@ -153,7 +153,8 @@ pub const HEALTH_MS: u64 = 100;
 /// where the machine does not know.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SleepSummary {
-    /// Sleeps that waited in MONITOR/MWAIT on a receive queue (`core{i}_mwait_sleeps`).
+    /// Sleeps a receive queue's write ended: MONITOR/MWAIT on bare metal, a frame's arrival
+    /// in `ppoll` on the hosted build (`core{i}_mwait_sleeps`).
     pub watched: u64,
     /// Nanoseconds off the CPU (the hosted sleeper's time inside `clock_nanosleep`;
     /// `core{i}_idle_ns`).

@@ -53,7 +53,8 @@ use cadence_core::stage::PORTS;
 use cadence_core::sync::doorbell::{WakeHook, no_wake};
 use cadence_core::sync::{Fenced, Guarded, Holder};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper, poll_until};
-use cadence_core::worker::{Lane, Mode, RoundBudget, Worker};
+use cadence_core::worker::{IdleSleep, Lane, Mode, RoundBudget, Worker};
+
 use spin::Mutex;
 
 use crate::config::BootConfig;
@@ -98,6 +99,8 @@ struct Shared<M: Machine, P: FwdPort> {
     mode: Mode,
     /// How long one won round may drain its lane (`round_us`).
     round_budget: RoundBudget,
+    /// The idle lane's sleep (`idle_us`).
+    idle: IdleSleep,
     clock: M::Clock,
     /// Set by whichever worker sees STOP, or by worker 0 at `max_s`.
     stop: AtomicBool,
@@ -244,6 +247,10 @@ pub fn run<M: Machine, P: FwdPort>(
         chains,
         mode,
         round_budget: RoundBudget::new(RoundBudget::DEFAULT_POLLS, clock.rate().ticks_from_us(u64::from(cfg.round_us))),
+        idle: IdleSleep {
+            after: clock.rate().ticks_from_us(u64::from(cfg.idle_after_us)),
+            sleep: clock.rate().ticks_from_us(u64::from(cfg.idle_us)),
+        },
         clock,
         stop: AtomicBool::new(false),
         parked: AtomicUsize::new(0),

@@ -22,6 +22,7 @@ pub(super) fn make_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: 
     Worker::new(sh.mode, w % sh.lanes.len(), w as u64 + 1, stage, wcfg)
         .partition(w, sh.aux.dedicated)
         .with_budget(sh.round_budget)
+        .with_idle(sh.idle)
         .with_lease(Holder::of(w as u32), in_driver)
 }
 

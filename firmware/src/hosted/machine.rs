@@ -12,7 +12,7 @@ use cadence_core::time::{Clock, Duration};
 use cadence_firmware::forward::{BootNonce, Machine, Outcome, SleepSummary};
 use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::iface;
-use cadence_platform::hosted::sleep::{NanoSleeper, SleepConfig, SleepError, futex_wake};
+use cadence_platform::hosted::sleep::{Arrival, NanoSleeper, SleepConfig, SleepError, futex_wake};
 use cadence_platform::hosted::thread::{self, Pin, ThreadError, Worker};
 
 /// Lines queued for stdout before `try_line` starts skipping.
@@ -47,6 +47,9 @@ pub struct Hosted {
     ifaces: Mutex<Vec<(String, u32)>>,
     /// Management input: chunks of stdin from the reader thread, and the chunk being taken.
     mgmt: Mutex<MgmtIn>,
+    /// The receive queues whose arrivals end a worker's sleep (every sleeper gets them all:
+    /// a worker may sleep on any lane).
+    arrivals: Mutex<Vec<Arrival>>,
 }
 
 /// Unpinned workers allowed per online CPU ([`Machine::max_workers`]).
@@ -140,12 +143,19 @@ impl Hosted {
             extra: Mutex::new(None),
             ifaces: Mutex::new(Vec::new()),
             mgmt: Mutex::new(mgmt),
+            arrivals: Mutex::new(Vec::new()),
         }
     }
 
     /// The interfaces to watch: `(name, ifindex)` as opened.
     pub fn watch(&self, ifaces: Vec<(String, u32)>) {
         *self.ifaces.lock().unwrap_or_else(|p| p.into_inner()) = ifaces;
+    }
+
+    /// The receive queues a sleeper may wait on for arrivals ([`NanoSleeper::with_arrivals`]);
+    /// none (the default, or `idle_us=0`'s choice is the worker's): deadline sleeps only.
+    pub fn set_arrivals(&self, a: Vec<Arrival>) {
+        *self.arrivals.lock().unwrap_or_else(|p| p.into_inner()) = a;
     }
 
     /// Adds the ports' counters to the stats lines.
@@ -240,7 +250,8 @@ impl Machine for Hosted {
     fn sleeper(&self, worker: usize) -> Result<NanoSleeper, HostedError> {
         // Called on the worker's own thread: the thread a fence would stop.
         cadence_platform::hosted::process::register_worker_thread(worker);
-        NanoSleeper::new(self.clock, self.sleep).map_err(HostedError::Sleeper)
+        let arrivals = self.arrivals.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        NanoSleeper::new(self.clock, self.sleep).map(|s| s.with_arrivals(arrivals)).map_err(HostedError::Sleeper)
     }
 
     fn boot_nonce(&self) -> BootNonce {
@@ -251,7 +262,7 @@ impl Machine for Hosted {
     fn sleep_summary(s: &NanoSleeper) -> SleepSummary {
         let st = s.stats();
         SleepSummary {
-            watched: 0,
+            watched: st.arrival_wakes,
             idle_ns: Some(st.kernel_ns),
             spin_ns: Some(st.spin_ns),
             late_p50_ns: st.lateness_p50_ns(),

@@ -212,6 +212,7 @@ fn run(
         return ExitCode::from(EXIT_RUNTIME);
     }
     m.set_extra(Box::new(opened.counters()));
+    m.set_arrivals(std::mem::take(&mut opened.arrivals));
     m.watch(opened.ports.iter().map(|p| (p.ifname().to_string(), p.ifindex())).collect());
     let pools: Vec<Pool<'static>> = opened.pools.drain(..).collect();
     let ports = std::mem::take(&mut opened.ports);

@@ -28,6 +28,7 @@ use cadence_platform::hosted::kick::{PacketKick, XskKick};
 use cadence_platform::hosted::mem::{self, POOL_PHYS_BASE};
 use cadence_platform::hosted::packet::{PacketConfig, PacketSocket, PacketStats};
 use cadence_platform::hosted::ring::MappedRing;
+use cadence_platform::hosted::sleep::Arrival;
 use cadence_platform::hosted::xdp::{self, BindMode, DataPath, Umem, UmemRegion, XskConfig, XskSocket, XskStats};
 
 use super::args::{Args, Io, PacketStack, XdpMode};
@@ -218,6 +219,8 @@ pub struct Opened {
     pub notes: Vec<String>,
     /// Kernel socket statistics, for the stats lines.
     stats: SocketStats,
+    /// Every receive queue's arrivals, for the workers' sleepers.
+    pub arrivals: Vec<Arrival>,
 }
 
 impl Opened {
@@ -380,6 +383,7 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
     let mut paths = [DataPath::Copy; 2];
     let mut queues: [Vec<(HostedRx, HostedTx)>; 2] = [Vec::new(), Vec::new()];
     let mut stats = SocketStats { programs: programs.clone(), ..SocketStats::default() };
+    let mut arrivals = Vec::new();
     let mut pages = String::new();
     for k in 0..lanes {
         let (pool, umem, p) = pool_for(args, cfg)?;
@@ -407,6 +411,9 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
                 .with_max_tx_frame(ifaces[port].mtu as usize + L2_OVERHEAD);
             let (rx, tx) = xsk::try_new_queues(dr, s.kick(), &pool, &dcfg)
                 .map_err(|e| OpenError(format!("AF_XDP queue {k} of {}: {e}", ifaces[port].name)))?;
+            if let Some(a) = rx.wake_address() {
+                arrivals.push(s.kick().arrival(a.get()..a.get() + 4));
+            }
             programs[port]
                 .register(k as u32, &s)
                 .map_err(|e| OpenError(format!("XSKMAP of {}: {e}", ifaces[port].name)))?;
@@ -436,7 +443,7 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
         ));
         ports.push(HostedPort { iface, ring, queues: q, lanes, keep: Keep::Xdp { _program: program }, detail });
     }
-    Ok(Opened { ports, pools, notes, stats })
+    Ok(Opened { ports, pools, notes, stats, arrivals })
 }
 
 fn open_packet(
@@ -455,6 +462,7 @@ fn open_packet(
         pools.push(pool);
     }
     let mut stats = SocketStats::default();
+    let mut arrivals = Vec::new();
     let mut ports = Vec::new();
     for (port, iface) in ifaces.into_iter().enumerate() {
         let stack = match args.packet_stack {
@@ -483,6 +491,7 @@ fn open_packet(
         for mut s in socks {
             let g = s.geometry();
             let rings = s.take_rings().ok_or_else(|| OpenError("AF_PACKET rings already taken".into()))?;
+            arrivals.push(s.kick().arrival(rings.rx.addresses()));
             let rx = TpacketRx::try_new(
                 rings.rx,
                 RxGeometry { block_size: g.rx.block_size as usize, block_nr: g.rx.block_nr as usize },
@@ -508,5 +517,5 @@ fn open_packet(
         notes.push(format!("hosted: {} AF_PACKET TPACKET_V3, {lanes} socket(s)", iface.name));
         ports.push(HostedPort { iface, ring, queues, lanes, keep: Keep::Packet { _stack: stack }, detail });
     }
-    Ok(Opened { ports, pools, notes, stats })
+    Ok(Opened { ports, pools, notes, stats, arrivals })
 }

@@ -32,6 +32,14 @@ pub struct XskKick {
     pub(crate) fd: Arc<OwnedFd>,
 }
 
+impl XskKick {
+    /// Arrivals on this socket's RX ring, whose wake address (the producer index) lies in
+    /// `addrs`, for a sleeper.
+    pub fn arrival(&self, addrs: core::ops::Range<usize>) -> super::sleep::Arrival {
+        super::sleep::Arrival::new(addrs, Arc::clone(&self.fd))
+    }
+}
+
 impl Kick for XskKick {
     fn kick_tx(&self) -> Result<(), KickError> {
         // SAFETY: no buffer and no address are passed (NULL, 0); the descriptor is kept
@@ -62,6 +70,14 @@ impl Kick for XskKick {
 #[derive(Debug, Clone)]
 pub struct PacketKick {
     pub(crate) fd: Arc<OwnedFd>,
+}
+
+impl PacketKick {
+    /// Arrivals on this socket's RX ring (a block handed to user space), whose wake address
+    /// (the status of the block waited for) lies in `addrs` (the ring), for a sleeper.
+    pub fn arrival(&self, addrs: core::ops::Range<usize>) -> super::sleep::Arrival {
+        super::sleep::Arrival::new(addrs, Arc::clone(&self.fd))
+    }
 }
 
 impl Kick for PacketKick {

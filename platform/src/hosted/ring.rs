@@ -109,6 +109,22 @@ impl MappedRing {
         self.base.as_ptr()
     }
 
+    /// The window's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the window is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CPU addresses the window covers (for [`super::sleep::Arrival`]).
+    pub fn addresses(&self) -> core::ops::Range<usize> {
+        let base = self.as_ptr() as usize;
+        base..base.saturating_add(self.len)
+    }
+
     /// Whether an access of `width` bytes at `off` is inside the window and aligned.
     #[inline]
     fn check(&self, off: usize, width: usize) -> bool {

@@ -33,6 +33,36 @@ use cadence_core::sync::{Doorbell, doorbell};
 use cadence_core::time::{Clock, Duration, Instant, Sleeper};
 use core::fmt;
 use core::marker::PhantomData;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+/// Receive queues one sleep may watch at most (a lane's: one per port).
+pub const MAX_WATCHED: usize = 8;
+
+/// A receive queue whose arrivals can end a [`NanoSleeper`]'s sleep: the addresses its wake
+/// address ([`cadence_core::nic::RxQueue::wake_address`]) lies in — one word for an AF_XDP
+/// RX ring's producer index, the whole ring for `AF_PACKET`, whose wake address moves from
+/// block to block — and the socket whose `poll` reports a frame on it (`POLLIN`: an AF_XDP
+/// socket's RX ring not empty, an `AF_PACKET` ring's block handed to user space). Made by the
+/// socket's kick ([`super::kick::XskKick::arrival`], [`super::kick::PacketKick::arrival`]);
+/// holds the socket open.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    addrs: core::ops::Range<usize>,
+    fd: Arc<OwnedFd>,
+}
+
+impl Arrival {
+    /// Arrivals on the queue whose wake address lies in `addrs`, reported by `fd`.
+    pub fn new(addrs: core::ops::Range<usize>, fd: Arc<OwnedFd>) -> Self {
+        Self { addrs, fd }
+    }
+
+    /// Whether `a` is this queue's wake address.
+    pub fn covers(&self, a: WakeAddr) -> bool {
+        self.addrs.contains(&a.get())
+    }
+}
 
 /// Default kernel/spin split: 50 µs.
 ///
@@ -100,6 +130,10 @@ pub struct SleepStats {
     pub spin_ns: u64,
     /// Wake-up lateness (wake time − deadline) of every waiting call, in nanoseconds.
     pub lateness: LogHistogram,
+    /// Sleeps that waited in `ppoll` on receive queues ([`Arrival`]).
+    pub arrival_sleeps: u64,
+    /// Of those, the ones a frame ended before the deadline.
+    pub arrival_wakes: u64,
 }
 
 impl SleepStats {
@@ -123,6 +157,7 @@ pub struct NanoSleeper {
     clock: HostClock,
     margin: Duration,
     stats: SleepStats,
+    arrivals: Vec<Arrival>,
     _this_thread: PhantomData<*const ()>,
 }
 
@@ -135,7 +170,37 @@ impl NanoSleeper {
             return Err(SleepError::TimerSlack(Errno::last()));
         }
         let margin = clock.rate().ticks_from_ns(cfg.spin_margin_ns);
-        Ok(Self { clock, margin, stats: SleepStats::default(), _this_thread: PhantomData })
+        Ok(Self { clock, margin, stats: SleepStats::default(), arrivals: Vec::new(), _this_thread: PhantomData })
+    }
+
+    /// The same sleeper, able to wake on a frame's arrival on these receive queues
+    /// ([`Sleeper::sleep_until_arrival`]).
+    pub fn with_arrivals(mut self, arrivals: Vec<Arrival>) -> Self {
+        self.arrivals = arrivals;
+        self
+    }
+
+    /// Waits in `ppoll` on `fds` until one reports `POLLIN` or `until` (absolute); `true` if
+    /// a frame ended it. Retried on `EINTR` with the time left; any other failure returns
+    /// `false` (the caller spins to its deadline).
+    fn poll_until(&self, fds: &mut [libc::pollfd], until: Instant) -> bool {
+        loop {
+            let now = self.clock.now();
+            let ns = self.ns(until.saturating_since(now));
+            let ts = libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+            };
+            // SAFETY: `fds` is a valid, initialised slice of `pollfd` whose length is passed;
+            // `ts` is a valid relative timespec; no signal mask (NULL).
+            let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, core::ptr::null()) };
+            if r > 0 {
+                return fds.iter().any(|p| p.revents & libc::POLLIN != 0);
+            }
+            if r == 0 || Errno::last().0 != libc::EINTR {
+                return false;
+            }
+        }
     }
 
     /// The clock it sleeps on.
@@ -194,6 +259,51 @@ pub fn futex_wake(addr: WakeAddr) {
 }
 
 impl Sleeper for NanoSleeper {
+    /// Whether every queue of `watch` was given ([`NanoSleeper::with_arrivals`]).
+    fn wakes_on_arrival(&self, watch: &[WakeAddr]) -> bool {
+        !watch.is_empty()
+            && watch.len() <= MAX_WATCHED
+            && watch.iter().all(|a| self.arrivals.iter().any(|x| x.covers(*a)))
+    }
+
+    /// Off the CPU in `ppoll` on the sockets of the watched queues until a frame arrives on
+    /// one (returns at once, no spin: the frame is what the caller waits for) or until
+    /// `deadline − spin margin`, then spun to the deadline as [`Sleeper::sleep_until`] does.
+    /// Queues without an [`Arrival`] are not watched; with none, this is `sleep_until`.
+    fn sleep_until_arrival(&mut self, deadline: Instant, watch: &[WakeAddr]) -> Instant {
+        let mut fds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; MAX_WATCHED];
+        let mut n = 0;
+        for a in watch {
+            if let (Some(x), Some(slot)) = (self.arrivals.iter().find(|x| x.covers(*a)), fds.get_mut(n)) {
+                *slot = libc::pollfd { fd: x.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                n += 1;
+            }
+        }
+        let now = self.clock.now();
+        if n == 0 || now >= deadline || deadline.saturating_since(now) <= self.margin {
+            return self.sleep_until(deadline);
+        }
+        self.stats.arrival_sleeps += 1;
+        let arrived =
+            self.poll_until(fds.get_mut(..n).unwrap_or(&mut []), Instant(deadline.ticks() - self.margin.ticks()));
+        let woke = self.clock.now();
+        self.stats.kernel_sleeps += 1;
+        self.stats.kernel_ns += self.ns(woke.saturating_since(now));
+        if arrived {
+            self.stats.arrival_wakes += 1;
+            return woke;
+        }
+        let mut t = woke;
+        while t < deadline {
+            core::hint::spin_loop();
+            t = self.clock.now();
+        }
+        self.stats.spin_ns += self.ns(t.saturating_since(woke));
+        self.stats.sleeps += 1;
+        self.stats.lateness.record(self.ns(t.saturating_since(deadline)));
+        t
+    }
+
     /// Off the CPU until the bell is rung ([`futex_wake`]) or the deadline: a `futex` wait on
     /// the bell's word while it reads armed (so a ring between the caller's last check and
     /// the wait returns at once: the kernel compares the word before it sleeps), with the
@@ -387,5 +497,44 @@ mod tests {
         assert!(s.sleep_until_rung(near, &bell).saturating_add(slack) >= near);
         assert!(bell.is_armed(), "nobody rang");
         assert_eq!(s.stats().kernel_sleeps, 2);
+    }
+
+    /// A sleep watching a socket ends when data arrives on it (another thread writes after
+    /// 20 ms), long before its 10 s deadline; with nothing arriving it ends at its deadline;
+    /// only registered queues count as watched.
+    #[test]
+    fn an_arrival_on_a_watched_socket_ends_the_sleep_and_the_deadline_is_the_backstop() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+        let (mut tx, rx) = UnixStream::pair().expect("socketpair");
+        let (a, other) = (WakeAddr::new(0x1000), WakeAddr::new(0x2000));
+        let mut s = sleeper(DEFAULT_SPIN_MARGIN_NS)
+            .with_arrivals(vec![Arrival::new(0x1000..0x1004, Arc::new(OwnedFd::from(rx)))]);
+        assert!(s.wakes_on_arrival(&[a]));
+        assert!(!s.wakes_on_arrival(&[a, other]), "port 1's queue is not watched");
+        assert!(!s.wakes_on_arrival(&[]));
+        let c = s.clock();
+        let far = c.now().saturating_add(c.rate().ticks_from_ms(10_000));
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            tx.write_all(b"x").expect("write");
+            tx
+        });
+        let woke = s.sleep_until_arrival(far, &[a]);
+        let _tx = writer.join().expect("writer");
+        assert!(woke < far, "woken by the arrival, not the 10 s deadline");
+        assert_eq!((s.stats().arrival_sleeps, s.stats().arrival_wakes), (1, 1));
+        // Data still unread: POLLIN at once again. A socket with nothing to read: the deadline.
+        let (_quiet_tx, quiet_rx) = UnixStream::pair().expect("socketpair");
+        let mut s = sleeper(DEFAULT_SPIN_MARGIN_NS)
+            .with_arrivals(vec![Arrival::new(0x1000..0x1004, Arc::new(OwnedFd::from(quiet_rx)))]);
+        let c = s.clock();
+        let near = c.now().saturating_add(c.rate().ticks_from_ms(5));
+        assert!(s.sleep_until_arrival(near, &[a]) >= near);
+        assert_eq!((s.stats().arrival_sleeps, s.stats().arrival_wakes, s.stats().sleeps), (1, 0, 1));
+        // An unwatched queue: a plain deadline sleep.
+        let near = c.now().saturating_add(c.rate().ticks_from_ms(1));
+        assert!(s.sleep_until_arrival(near, &[other]) >= near);
+        assert_eq!(s.stats().arrival_sleeps, 1);
     }
 }
