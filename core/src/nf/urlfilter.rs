@@ -64,8 +64,10 @@
 //! bans `/bad`, `/bad/x` and `/badger` on `example.com`); a pattern without `/` bans the
 //! whole host (it is matched as `host/`). Patterns are compiled into one anchored
 //! Aho-Corasick automaton (the `aho-corasick` crate, no_std + alloc), searched once per
-//! request head; the search does not allocate. Not normalized: percent-encoding, dot
-//! segments, subdomains.
+//! request head; the search does not allocate. The URL is read as servers read it
+//! (`urlfilter::http`'s module docs: bare-LF line ends, runs of whitespace in the request
+//! line, percent-decoding, backslashes, dot segments, repeated slashes), and the patterns are
+//! normalised the same way. Subdomains are not covered by a host pattern.
 //!
 //! # Exhaustion
 //!

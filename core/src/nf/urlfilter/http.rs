@@ -9,8 +9,34 @@
 //! - authority-form (`CONNECT example.com:443 HTTP/1.1`) → `example.com/`;
 //! - asterisk-form (`OPTIONS * HTTP/1.1`) → `host/`.
 //!
-//! Not normalized: percent-encoding, dot segments, repeated slashes (a client can spell a
-//! banned path another way; see the module docs of `urlfilter`).
+//! # Read as servers read it
+//!
+//! The filter must resolve a request to the URL the server will serve, not to the bytes the
+//! client chose: every spelling a common server (nginx, Apache, Node, Python's `http.server`)
+//! maps to a banned path is matched as that path. The rules, each the lenient side of what
+//! servers do (so a spelling is at worst matched more strictly, never let through):
+//!
+//! - **Line ends**: a bare LF ends a line as CRLF does (RFC 9112 §2.2: "a recipient MAY
+//!   recognize a single LF as a line terminator"); empty lines before the request line are
+//!   skipped (§2.2).
+//! - **Request-line whitespace**: the method, target and version are split on runs of SP,
+//!   HTAB, VT, FF or bare CR (§3: "a recipient MAY instead parse on whitespace-delimited word
+//!   boundaries"); whatever lies between the method and the version is the target, spaces and
+//!   all.
+//! - **Percent-encoding**: every `%XX` of the path is decoded before it is matched (RFC 3986
+//!   §6.2.2.2 decodes the unreserved characters; nginx decodes every one before it maps a
+//!   location, `%2F` included), once — a server decodes once.
+//! - **Backslashes** are slashes (IIS and some application servers treat them so).
+//! - **Dot segments** are removed as RFC 3986 §5.2.4 says (`/a/./b` → `/a/b`, `/a/x/../b` →
+//!   `/a/b`, never above the root), after decoding (`%2e%2e` is `..`).
+//! - **Repeated slashes** are merged (`//bad` → `/bad`: nginx's `merge_slashes`, on by default).
+//! - The **query** (from the first `?` of the target as sent) is kept as it came, after the
+//!   normalised path; the **host** is lower-cased, without port, userinfo or trailing dot.
+//! - **Host**: absolute-form targets name it (RFC 9112 §3.2.2: the Host header is ignored);
+//!   otherwise the Host header does; a head with two Host headers naming different hosts is
+//!   treated as one without (undecided: denied by default), since servers pick either.
+//!
+//! Banned patterns go through the same normalisation, so they may be written either way.
 
 /// What the bytes seen so far say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +61,19 @@ fn tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+/// `s` without leading and trailing request-line whitespace ([`ws`]).
+fn trim_ws(mut s: &[u8]) -> &[u8] {
+    while let [b, rest @ ..] = s
+        && ws(*b)
+    {
+        s = rest;
+    }
+    while let [rest @ .., b] = s
+        && ws(*b)
+    {
+        s = rest;
+    }
+    s
 }
 
 fn trim(mut s: &[u8]) -> &[u8] {
@@ -68,16 +105,99 @@ fn authority_host(a: &[u8]) -> &[u8] {
     }
 }
 
-/// Writes `host` (lower case, without a trailing dot) then `path` into `out`.
-pub(super) fn write_url(host: &[u8], path: &[u8], out: &mut [u8]) -> usize {
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Percent-decodes `path` into `out` (backslashes as slashes); returns the bytes written
+/// (at most `out.len()`: a longer path is cut).
+fn decode(path: &[u8], out: &mut [u8]) -> usize {
+    let (mut r, mut w) = (0, 0);
+    while let (Some(&b), true) = (path.get(r), w < out.len()) {
+        let (byte, used) = match (b, path.get(r + 1).copied().and_then(hex), path.get(r + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => (h << 4 | l, 3),
+            (b'\\', _, _) => (b'/', 1),
+            (b, _, _) => (b, 1),
+        };
+        if let Some(o) = out.get_mut(w) {
+            *o = byte;
+        }
+        w += 1;
+        r += used;
+    }
+    w
+}
+
+/// Removes dot segments and merges slashes in `b[..m]` (a path that starts with `/`),
+/// in place; returns the new length. RFC 3986 §5.2.4 on segments, with empty segments
+/// dropped: the output is `/seg/seg…`, with a trailing `/` when the input ended in `/`, `.`
+/// or `..`.
+fn remove_dots(b: &mut [u8], m: usize) -> usize {
+    if b.first() != Some(&b'/') {
+        return m;
+    }
+    let (mut r, mut w, mut trailing) = (0, 0, false);
+    while r < m {
+        if b.get(r) == Some(&b'/') {
+            r += 1;
+            trailing = true;
+            continue;
+        }
+        let start = r;
+        while r < m && b.get(r) != Some(&b'/') {
+            r += 1;
+        }
+        match b.get(start..r) {
+            Some(b".") => trailing = true,
+            Some(b"..") => {
+                // Back to the last `/` written (never above the root).
+                w = b.get(..w).and_then(|o| o.iter().rposition(|&c| c == b'/')).unwrap_or(0);
+                trailing = true;
+            }
+            _ => {
+                // `/` + the segment; the source had at least one `/` before it, so the write
+                // never overtakes the read.
+                if let Some(o) = b.get_mut(w) {
+                    *o = b'/';
+                }
+                b.copy_within(start..r, w + 1);
+                w += 1 + (r - start);
+                trailing = false;
+            }
+        }
+    }
+    if (trailing || w == 0)
+        && let Some(o) = b.get_mut(w)
+    {
+        *o = b'/';
+        w += 1;
+    }
+    w
+}
+
+/// Writes `host` (lower case, without a trailing dot) then `target`'s path, normalised
+/// (percent-decoded, dot segments removed, slashes merged: module docs), then its query as
+/// sent, into `out`; returns the bytes written (a URL longer than `out` is cut).
+pub(super) fn write_url(host: &[u8], target: &[u8], out: &mut [u8]) -> usize {
     let host = host.strip_suffix(b".").unwrap_or(host);
     let mut n = 0;
-    for (o, &b) in out.iter_mut().zip(host.iter().chain(path)) {
-        *o = b;
+    for (o, &b) in out.iter_mut().zip(host) {
+        *o = b.to_ascii_lowercase();
         n += 1;
     }
-    if let Some(h) = out.get_mut(..host.len().min(n)) {
-        h.make_ascii_lowercase();
+    let q = target.iter().position(|&b| b == b'?').unwrap_or(target.len());
+    let (path, query) = target.split_at(q);
+    let rest = out.get_mut(n..).unwrap_or(&mut []);
+    let m = decode(path, rest);
+    n += remove_dots(rest, m);
+    for (o, &b) in out.iter_mut().skip(n).zip(query) {
+        *o = b;
+        n += 1;
     }
     n
 }
@@ -98,6 +218,20 @@ fn absolute(target: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((authority_host(auth), path))
 }
 
+/// Whitespace a request line may be split on (RFC 9112 §3): SP, HTAB, VT, FF, bare CR.
+fn ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | 0x0b | 0x0c | b'\r')
+}
+
+/// The complete lines of `s` (each without its LF or CRLF), and the offset after the last.
+fn lines(s: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let complete = s.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    s.get(..complete).unwrap_or(&[]).split_inclusive(|&b| b == b'\n').map(|l| {
+        let l = l.strip_suffix(b"\n").unwrap_or(l);
+        l.strip_suffix(b"\r").unwrap_or(l)
+    })
+}
+
 /// Analyses the contiguous stream prefix `s`; `full` says that the window is full (no more
 /// bytes will come). On `Url(n)` the URL is in `out[..n]`.
 pub(super) fn analyse(s: &[u8], full: bool, out: &mut [u8]) -> Outcome {
@@ -106,21 +240,25 @@ pub(super) fn analyse(s: &[u8], full: bool, out: &mut [u8]) -> Outcome {
     // ignore at least one empty line (CRLF) received prior to the request-line" — servers
     // skip any number (and bare LFs), so the filter reads the request after them too.
     let s = s.get(s.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(s.len())..).unwrap_or(&[]);
-    // The method: a token, then one space.
+    // The method: a token, then whitespace.
     let method_end = s.iter().position(|&b| !tchar(b));
     match method_end {
         None if s.len() > MAX_METHOD => return Outcome::NotHttp,
         None => return more,
         Some(0) => return Outcome::NotHttp,
-        Some(i) if i > MAX_METHOD || s.get(i) != Some(&b' ') => return Outcome::NotHttp,
+        Some(i) if i > MAX_METHOD || !s.get(i).copied().is_some_and(|b| ws(b) && b != b'\r') => {
+            return Outcome::NotHttp;
+        }
         Some(_) => {}
     }
-    let Some(line_end) = find(s, b"\r\n") else { return more };
-    let line = s.get(..line_end).unwrap_or(&[]);
-    let mut parts = line.splitn(3, |&b| b == b' ');
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
-        return Outcome::NotHttp;
-    };
+    let mut all = lines(s);
+    let Some(line) = all.next() else { return more };
+    // Method, target (everything between), version: split on runs of whitespace.
+    let mut words = line.split(|&b| ws(b)).filter(|w| !w.is_empty());
+    let (Some(method), Some(version)) = (words.next(), words.next_back()) else { return Outcome::NotHttp };
+    let after_method = line.get(method.len()..).unwrap_or(&[]);
+    let target_end = after_method.len().saturating_sub(version.len());
+    let target = trim_ws(after_method.get(..target_end).unwrap_or(&[]));
     if target.is_empty() || !version.starts_with(b"HTTP/") {
         return Outcome::NotHttp;
     }
@@ -128,29 +266,36 @@ pub(super) fn analyse(s: &[u8], full: bool, out: &mut [u8]) -> Outcome {
         let path: &[u8] = if path.is_empty() { b"/" } else { path };
         return Outcome::Url(write_url(host, path, out));
     }
-    let path: &[u8] = if target.first() == Some(&b'/') { target } else { b"/" };
+    let path: &[u8] = if target.first().is_some_and(|&b| b == b'/' || b == b'\\') { target } else { b"/" };
     if method == b"CONNECT" {
         return Outcome::Url(write_url(authority_host(target), b"/", out));
     }
     // Header lines up to the empty line (or the last complete line when the window is full).
-    let head_end = find(s, b"\r\n\r\n").map(|i| i + 2);
-    if head_end.is_none() && !full {
-        return Outcome::Wait;
-    }
-    let headers = s.get(line_end + 2..head_end.unwrap_or(s.len())).unwrap_or(&[]);
-    let lines = headers.split(|&b| b == b'\n');
-    let complete = |l: &&[u8]| l.last() == Some(&b'\r');
-    for l in lines.filter(complete) {
-        let l = l.get(..l.len() - 1).unwrap_or(&[]);
+    let mut ended = false;
+    let mut host: Option<&[u8]> = None;
+    for l in all {
+        if l.is_empty() {
+            ended = true;
+            break;
+        }
         let Some(colon) = l.iter().position(|&b| b == b':') else { continue };
         let (name, value) = l.split_at(colon);
         if name.eq_ignore_ascii_case(b"host") {
-            let host = authority_host(trim(value.get(1..).unwrap_or(&[])));
-            if host.is_empty() {
-                break;
+            let h = authority_host(trim(value.get(1..).unwrap_or(&[])));
+            let h = h.strip_suffix(b".").unwrap_or(h);
+            match host {
+                // Two different hosts: servers pick either; undecided.
+                Some(first) if !first.eq_ignore_ascii_case(h) => return Outcome::NoHost,
+                _ => host = Some(h),
             }
-            return Outcome::Url(write_url(host, path, out));
         }
     }
-    if head_end.is_some() { Outcome::NoHost } else { Outcome::GaveUp }
+    if !ended && !full {
+        return Outcome::Wait;
+    }
+    match host {
+        Some(h) if !h.is_empty() => Outcome::Url(write_url(h, path, out)),
+        _ if ended => Outcome::NoHost,
+        _ => Outcome::GaveUp,
+    }
 }

@@ -398,6 +398,121 @@ fn empty_lines_before_the_request_line_are_skipped() {
     assert_eq!(analyse(b"\r\n\r\n", true, &mut out), Outcome::GaveUp);
 }
 
+/// RFC 3986 §5.4's reference-resolution examples (base `http://a/b/c/d;p?q`), the paths of
+/// the merged references: dot-segment removal must give the RFC's results (§5.4.1 normal,
+/// §5.4.2 abnormal), with slashes merged on top.
+#[test]
+fn dot_segments_are_removed_as_rfc_3986_resolves_them() {
+    let cases: [(&str, &str); 24] = [
+        ("/b/c/g", "/b/c/g"),
+        ("/b/c/./g", "/b/c/g"),
+        ("/b/c/g/", "/b/c/g/"),
+        ("/g", "/g"),
+        ("/b/c/.", "/b/c/"),
+        ("/b/c/./", "/b/c/"),
+        ("/b/c/..", "/b/"),
+        ("/b/c/../", "/b/"),
+        ("/b/c/../g", "/b/g"),
+        ("/b/c/../..", "/"),
+        ("/b/c/../../", "/"),
+        ("/b/c/../../g", "/g"),
+        ("/b/c/../../../g", "/g"),
+        ("/b/c/../../../../g", "/g"),
+        ("/./g", "/g"),
+        ("/../g", "/g"),
+        ("/b/c/g.", "/b/c/g."),
+        ("/b/c/.g", "/b/c/.g"),
+        ("/b/c/g..", "/b/c/g.."),
+        ("/b/c/..g", "/b/c/..g"),
+        ("/b/c/./../g", "/b/g"),
+        ("/b/c/./g/.", "/b/c/g/"),
+        ("/b/c/g/./h", "/b/c/g/h"),
+        ("/b/c/g/../h", "/b/c/h"),
+    ];
+    let mut out = [0u8; 64];
+    for (path, want) in cases {
+        let n = super::http::write_url(b"a", path.as_bytes(), &mut out);
+        assert_eq!(core::str::from_utf8(&out[..n]), Ok(format!("a{want}").as_str()), "{path}");
+    }
+    // Slashes merged, percent-decoding (once), backslashes, the query kept as sent.
+    for (path, want) in [
+        ("//b///c", "/b/c"),
+        ("/%62%61%64", "/bad"),
+        ("/%2e%2E/bad", "/bad"),
+        ("/x%2f..%2fbad", "/bad"),
+        ("/%252e", "/%2e"),
+        ("/x\\..\\bad", "/bad"),
+        ("/bad%", "/bad%"),
+        ("/bad%zz", "/bad%zz"),
+        ("/a/../b?x=/../%41", "/b?x=/../%41"),
+        ("/", "/"),
+        ("", "/"),
+    ] {
+        let n = super::http::write_url(b"a", path.as_bytes(), &mut out);
+        assert_eq!(core::str::from_utf8(&out[..n]), Ok(format!("a{want}").as_str()), "{path}");
+    }
+}
+
+/// Every way of spelling a banned URL that servers resolve to it is blocked — percent-
+/// encoding, dot segments, repeated slashes, backslashes, bare-LF line ends, runs of tabs and
+/// spaces in the request line, absolute-form, host case and trailing dot — and spellings of
+/// other paths pass. (Patterns: `example.com/bad`, `evil.org`, `shop.example.net/cart/`.)
+#[test]
+fn spellings_of_a_banned_url_are_blocked_and_other_paths_pass() {
+    let blocked: [&[u8]; 16] = [
+        b"GET /%62ad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /b%61d/x HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET //bad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /./bad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /x/../bad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /x/%2e%2e/bad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /x%2f..%2fbad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET \\bad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /bad HTTP/1.1\nHost: example.com\n\n",
+        b"GET\t/bad\tHTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET  /bad   HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /bad HTTP/1.1\r\nHost: EXAMPLE.com.\r\n\r\n",
+        b"GET http://Example.com/x/../bad HTTP/1.1\r\nHost: other.org\r\n\r\n",
+        b"GET /cart/../../cart/pay HTTP/1.1\r\nHost: shop.example.net\r\n\r\n",
+        b"GET /c%61rt//pay HTTP/1.1\r\nHost: shop.example.net\r\n\r\n",
+        b"GET /bad x HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    ];
+    let passed_ok: [&[u8]; 5] = [
+        b"GET /good/../good HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /bad/../good HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /%2562ad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET /cart HTTP/1.1\nHost: shop.example.net\n\n",
+        b"GET /x?/bad HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    ];
+    for (i, req) in blocked.iter().chain(&passed_ok).enumerate() {
+        let banned = i < blocked.len();
+        let conn = Conn::new(44_200 + i as u16);
+        let mut r = Rig::new(&cfg());
+        let frames = [conn.syn(), conn.data(0, req)];
+        let out = r.send(&frames);
+        let shown = String::from_utf8_lossy(req).to_string();
+        if banned {
+            assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked), "{shown}");
+            assert_eq!(r.counters().blocked, 1, "{shown}");
+        } else {
+            assert!(passed(&out, &frames), "{shown}");
+            assert_eq!((r.counters().allowed, r.counters().blocked), (1, 0), "{shown}");
+        }
+    }
+}
+
+/// Two Host headers naming different hosts: servers pick either, so the head is undecided
+/// (denied by default); the same host twice is one host.
+#[test]
+fn two_different_hosts_are_undecided() {
+    let mut out = [0u8; 256];
+    assert_eq!(analyse(b"GET / HTTP/1.1\r\nHost: a.org\r\nHost: evil.org\r\n\r\n", false, &mut out), Outcome::NoHost);
+    assert!(matches!(
+        analyse(b"GET /x HTTP/1.1\r\nHost: a.org\r\nHost: A.org.\r\n\r\n", false, &mut out),
+        Outcome::Url(7)
+    ));
+}
+
 /// On a port declared as HTTP (`ports`), a stream that is not an HTTP request is undecided
 /// (denied by default); with no ports listed (every TCP connection inspected) it passes.
 #[test]
