@@ -23,9 +23,11 @@
 //! - `Inspect` entries use expire profile 0 ([`UrlFilterConfig::inspect_timeout`]), restarted
 //!   by each client packet, together with the slab's lease (same instant, same timeout): when
 //!   the entry expires, so does the lease, and the slab is free for the next claim.
-//! - A verdict moves the entry to `Allow` or `Block` under profile 1
-//!   ([`UrlFilterConfig::flow_timeout`], restarted by every packet) and releases the slab at
-//!   once. Every later packet of a blocked connection, in either direction, is dropped as
+//! - An allowed request keeps the flow under inspection, slab and all, for the next request
+//!   on the connection (below, "Every request"). A banned request, a stream that is not
+//!   HTTP, a protocol switch or an undecided stream moves the entry to `Allow` or `Block`
+//!   under profile 1 ([`UrlFilterConfig::flow_timeout`], restarted by every packet) and
+//!   releases the slab at once. Every later packet of a blocked connection, in either direction, is dropped as
 //!   `UrlBlocked` (or, from the client, answered with a reset when
 //!   [`UrlFilterConfig::reset`] is on).
 //!
@@ -54,8 +56,22 @@
 //! every TCP connection is inspected, and a stream that is not HTTP at all (TLS, SSH) is
 //! allowed (`not_http`) — and so is one picked up mid-stream whose first bytes are not a
 //! request line, which a client can provoke by pausing mid-request for longer than
-//! `inspect_timeout` (its entry expires): list the HTTP ports to close that. Only the first
-//! request of a connection is inspected (keep-alive requests after it are not).
+//! `inspect_timeout` (its entry expires): list the HTTP ports to close that.
+//!
+//! **Every request** on a connection is read (keep-alive, pipelining): once a request is
+//! allowed, stream offset 0 moves past it — its head, then its body by `Content-Length`, or
+//! chunk by chunk through a chunked body and its trailers (`http::next_request`,
+//! `http::chunk`, `http::trailers`; the flow entry remembers which of the three offset 0
+//! starts) — and the next request is read from there, in the same packet if it is already
+//! there. Bodies are never read as requests, however long (their bytes fall before offset 0
+//! and are skipped). What ends the reading: a banned request (blocked), a request that
+//! leaves HTTP (`CONNECT`, `Upgrade`: `switched`, allowed from then on), bytes after a
+//! request that are not a request (`not_http`), and framing the filter cannot follow —
+//! a head longer than the window, a malformed chunk-size line, `Content-Length` with
+//! `Transfer-Encoding` or twice with different values (`unframed`, undecided: a server
+//! rejects or mis-frames such a request, and a filter that framed it differently would be
+//! walked around). A keep-alive connection holds its slab until its client has been quiet
+//! for `inspect_timeout`; then a later request is picked up mid-stream as a new flow.
 //!
 //! # Matching
 //!
@@ -307,13 +323,26 @@ struct FlowState {
     /// Whether the client is the first endpoint of the canonical key.
     client_first: bool,
     slab: SlabRef,
-    /// Sequence number of stream offset 0.
+    /// Sequence number of stream offset 0 (the start of what is read next).
     base: u32,
+    /// What stream offset 0 starts.
+    read: Reading,
+}
+
+/// What an inspected stream's offset 0 starts (`flow`: every request on the connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// A request head.
+    Head,
+    /// A chunk-size line of a chunked body.
+    Chunk,
+    /// The trailer section after the last chunk.
+    Trailers,
 }
 
 impl FlowState {
     const fn verdict(phase: Phase, client_first: bool) -> Self {
-        Self { phase, client_first, slab: SlabRef { idx: 0, generation: 0 }, base: 0 }
+        Self { phase, client_first, slab: SlabRef { idx: 0, generation: 0 }, base: 0, read: Reading::Head }
     }
 }
 
@@ -326,7 +355,12 @@ impl Actions<2> for FlowState {
             Phase::Block => 2,
             Phase::Await => 3,
         };
-        let w0 = phase | u64::from(self.client_first) << 2 | u64::from(self.slab.idx) << 32;
+        let read = match self.read {
+            Reading::Head => 0u64,
+            Reading::Chunk => 1,
+            Reading::Trailers => 2,
+        };
+        let w0 = phase | u64::from(self.client_first) << 2 | read << 3 | u64::from(self.slab.idx) << 32;
         (0, [w0, u64::from(self.base) | u64::from(self.slab.generation) << 32])
     }
     fn decode(id: ActionId, p: &[u64; 2]) -> Option<Self> {
@@ -337,8 +371,15 @@ impl Actions<2> for FlowState {
             (0, 3) => Phase::Await,
             _ => return None,
         };
+        let read = match p[0] >> 3 & 3 {
+            0 => Reading::Head,
+            1 => Reading::Chunk,
+            2 => Reading::Trailers,
+            _ => return None,
+        };
         Some(Self {
             phase,
+            read,
             client_first: p[0] & 4 != 0,
             slab: SlabRef { idx: (p[0] >> 32) as u32, generation: (p[1] >> 32) as u32 },
             base: p[1] as u32,
@@ -433,8 +474,14 @@ pub struct UrlFilterCounters {
     pub not_http: u64,
     /// Flows whose window filled before the request line / Host was complete.
     pub gave_up: u64,
-    /// Flows whose complete head had no Host.
+    /// Flows whose complete head had no Host (or two different ones).
     pub no_host: u64,
+    /// Flows whose request's end could not be told (a head longer than the window, a
+    /// chunk-size line that is not one, or ambiguous framing: `http::Next::Unframed`), so the
+    /// requests after it could not be read; undecided.
+    pub unframed: u64,
+    /// Flows that left HTTP (`CONNECT`, `Upgrade`) after an allowed request: not read further.
+    pub switched: u64,
     /// Flows whose slab was lost (a lease that expired under a live flow).
     pub lost: u64,
     /// Undecided flows (`not_http` on a listed port, `gave_up`, `no_host`, `lost`) blocked
@@ -521,7 +568,7 @@ impl Nf for UrlFilter {
             w,
             " urlfilter_inspected={} urlfilter_allowed={} urlfilter_blocked={} urlfilter_blocked_pkts={} \
              urlfilter_resets={} urlfilter_not_http={} urlfilter_gave_up={} urlfilter_no_host={} \
-             urlfilter_lost={} urlfilter_undecided_denied={} urlfilter_handshakes={} urlfilter_midstream={} \
+             urlfilter_unframed={} urlfilter_switched={} urlfilter_lost={} urlfilter_undecided_denied={} urlfilter_handshakes={} urlfilter_midstream={} \
              urlfilter_slab_exhausted={} urlfilter_table_full={} urlfilter_untracked={} urlfilter_non_tcp={} \
              urlfilter_fragments={}",
             c.inspected,
@@ -532,6 +579,8 @@ impl Nf for UrlFilter {
             c.not_http,
             c.gave_up,
             c.no_host,
+            c.unframed,
+            c.switched,
             c.lost,
             c.undecided_denied,
             c.handshakes,

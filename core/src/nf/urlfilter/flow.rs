@@ -3,8 +3,8 @@
 use super::http::{self, Outcome};
 use super::rst;
 use super::{
-    ACK, Exhaustion, FIN, FlowState, PROFILE_FLOW, PROFILE_HANDSHAKE, PROFILE_INSPECT, Phase, RST, SYN, Seg, Undecided,
-    UrlFilter, UrlFilterCounters, UrlFilterShared,
+    ACK, Exhaustion, FIN, FlowState, PROFILE_FLOW, PROFILE_HANDSHAKE, PROFILE_INSPECT, Phase, RST, Reading, SYN, Seg,
+    Undecided, UrlFilter, UrlFilterCounters, UrlFilterShared,
 };
 use crate::buf::Pool;
 use crate::drops::DropReason;
@@ -94,7 +94,8 @@ impl UrlFilter {
                         st.counters.slab_exhausted += 1;
                         return st.exhausted(&miss, client_first);
                     };
-                    let state = FlowState { phase: Phase::Inspect, client_first, slab, base: seg.seq };
+                    let state =
+                        FlowState { phase: Phase::Inspect, client_first, slab, base: seg.seq, read: Reading::Head };
                     match shared.flows.add_entry(st.lane, &miss, &state, PROFILE_INSPECT, now) {
                         AddStatus::Success => {
                             st.counters.inspected += 1;
@@ -264,36 +265,88 @@ impl Step<'_, '_, '_> {
         if !grew {
             return;
         }
-        let n = shared.slabs.read_prefix(st.slab, stream);
-        let full = n >= shared.slabs.window();
-        match http::analyse(stream.get(..n).unwrap_or(&[]), full, url) {
-            Outcome::Wait => {}
-            Outcome::NotHttp => {
-                self.counters.not_http += 1;
-                // Not HTTP at all: allowed, unless the port was declared an HTTP port.
-                if shared.ports.is_empty() {
-                    self.finish(st, entry, Phase::Allow);
-                } else {
-                    self.undecided(st, entry);
-                }
+        // Every request on the connection (keep-alive, pipelining): read what stream offset 0
+        // starts, then move offset 0 past it and read on, until the bytes run out.
+        let mut st = st;
+        loop {
+            let n = shared.slabs.read_prefix(st.slab, stream);
+            let full = n >= shared.slabs.window();
+            let s = stream.get(..n).unwrap_or(&[]);
+            let next = match st.read {
+                Reading::Head => match http::analyse(s, full, url) {
+                    Outcome::Wait => return,
+                    Outcome::NotHttp => {
+                        self.counters.not_http += 1;
+                        // Not HTTP at all: allowed, unless the port was declared an HTTP port.
+                        if shared.ports.is_empty() {
+                            self.finish(st, entry, Phase::Allow);
+                        } else {
+                            self.undecided(st, entry);
+                        }
+                        return;
+                    }
+                    Outcome::GaveUp => {
+                        self.counters.gave_up += 1;
+                        return self.undecided(st, entry);
+                    }
+                    Outcome::NoHost => {
+                        self.counters.no_host += 1;
+                        return self.undecided(st, entry);
+                    }
+                    Outcome::Url(k) => {
+                        if shared.banned(url.get(..k).unwrap_or(&[])) {
+                            self.counters.blocked += 1;
+                            self.finish(st, entry, Phase::Block);
+                            return self.block(true);
+                        }
+                        match http::next_request(s, full) {
+                            // Allowed, once its head is complete (counted then).
+                            http::Next::Wait => return,
+                            http::Next::At(x) => (x, Reading::Head),
+                            http::Next::Chunked(x) => (x as u64, Reading::Chunk),
+                            http::Next::Switch => {
+                                self.counters.allowed += 1;
+                                self.counters.switched += 1;
+                                return self.finish(st, entry, Phase::Allow);
+                            }
+                            http::Next::Unframed => {
+                                self.counters.unframed += 1;
+                                return self.undecided(st, entry);
+                            }
+                        }
+                    }
+                },
+                Reading::Chunk => match http::chunk(s, full) {
+                    http::Chunk::Wait => return,
+                    http::Chunk::Data(x) => (x, Reading::Chunk),
+                    http::Chunk::Last(x) => (x as u64, Reading::Trailers),
+                    http::Chunk::Bad => {
+                        self.counters.unframed += 1;
+                        return self.undecided(st, entry);
+                    }
+                },
+                Reading::Trailers => match http::trailers(s) {
+                    Some(x) => (x as u64, Reading::Head),
+                    None if full => {
+                        self.counters.unframed += 1;
+                        return self.undecided(st, entry);
+                    }
+                    None => return,
+                },
+            };
+            let (x, read) = next;
+            if st.read == Reading::Head {
+                self.counters.allowed += 1;
             }
-            Outcome::GaveUp => {
-                self.counters.gave_up += 1;
-                self.undecided(st, entry);
+            if x >= 1 << 30 {
+                // A body past a gigabyte: beyond what sequence numbers place safely.
+                self.counters.unframed += 1;
+                return self.undecided(st, entry);
             }
-            Outcome::NoHost => {
-                self.counters.no_host += 1;
-                self.undecided(st, entry);
-            }
-            Outcome::Url(k) => {
-                if shared.banned(url.get(..k).unwrap_or(&[])) {
-                    self.counters.blocked += 1;
-                    self.finish(st, entry, Phase::Block);
-                    self.block(true);
-                } else {
-                    self.counters.allowed += 1;
-                    self.finish(st, entry, Phase::Allow);
-                }
+            shared.slabs.consume(st.slab, x as usize);
+            st = FlowState { base: st.base.wrapping_add(x as u32), read, ..st };
+            if shared.flows.update(self.lane, entry, &st, self.now).is_err() {
+                return;
             }
         }
     }

@@ -299,3 +299,124 @@ pub(super) fn analyse(s: &[u8], full: bool, out: &mut [u8]) -> Outcome {
         _ => Outcome::GaveUp,
     }
 }
+
+/// Where the request whose head [`analyse`] read ends on the stream, so that the next one
+/// on the connection is read too (keep-alive, pipelining).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// The head has not ended yet.
+    Wait,
+    /// The next request starts this many bytes into the stream (the head, then a
+    /// `Content-Length` body or none: RFC 9112 §6.3, a request without either has none); it
+    /// may lie past what has arrived.
+    At(u64),
+    /// The head ends this many bytes into the stream and a chunked body follows.
+    Chunked(usize),
+    /// The connection leaves HTTP (`CONNECT`, or an `Upgrade` request): nothing more to read.
+    Switch,
+    /// The head does not end within the window, or its framing is ambiguous — `Content-Length`
+    /// twice with different values, or not a number, both `Content-Length` and
+    /// `Transfer-Encoding`, or a transfer coding that does not end in `chunked` (RFC 9112
+    /// §6.1, §6.3: the server would reject or mis-frame it; request smuggling).
+    Unframed,
+}
+
+/// The byte offset of the first LF at or after `from`.
+fn lf(s: &[u8], from: usize) -> Option<usize> {
+    s.get(from..)?.iter().position(|&b| b == b'\n').map(|i| from + i)
+}
+
+/// `s[a..b]` without a trailing CR.
+fn line_at(s: &[u8], a: usize, b: usize) -> &[u8] {
+    let l = s.get(a..b).unwrap_or(&[]);
+    l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+/// How the request at the start of `s` (empty lines before it skipped, as [`analyse`] does)
+/// is framed; `full`: no more bytes will come into the window.
+pub(super) fn next_request(s: &[u8], full: bool) -> Next {
+    let wait = if full { Next::Unframed } else { Next::Wait };
+    let mut at = s.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(s.len());
+    let Some(end) = lf(s, at) else { return wait };
+    let request_line = line_at(s, at, end);
+    let connect = request_line.split(|&b| ws(b)).next().is_some_and(|m| m == b"CONNECT");
+    at = end + 1;
+    let (mut length, mut chunked, mut coded, mut upgrade) = (None::<u64>, false, false, false);
+    loop {
+        let Some(end) = lf(s, at) else { return wait };
+        let l = line_at(s, at, end);
+        at = end + 1;
+        if l.is_empty() {
+            break;
+        }
+        let Some(colon) = l.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = l.split_at(colon);
+        let value = trim(value.get(1..).unwrap_or(&[]));
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = (!value.is_empty() && value.len() <= 18 && value.iter().all(u8::is_ascii_digit))
+                .then(|| value.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')));
+            match (n, length) {
+                (None, _) => return Next::Unframed,
+                (Some(n), Some(m)) if n != m => return Next::Unframed,
+                (Some(n), _) => length = Some(n),
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            coded = true;
+            let last = value.rsplit(|&b| b == b',').next().map(trim).unwrap_or(&[]);
+            chunked = last.eq_ignore_ascii_case(b"chunked");
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            upgrade = true;
+        }
+    }
+    if connect || upgrade {
+        Next::Switch
+    } else if coded && (!chunked || length.is_some()) {
+        Next::Unframed
+    } else if chunked {
+        Next::Chunked(at)
+    } else {
+        Next::At(at as u64 + length.unwrap_or(0))
+    }
+}
+
+/// One step through a chunked body (RFC 9112 §7.1), from a chunk-size line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Chunk {
+    /// The chunk-size line is not complete yet.
+    Wait,
+    /// A chunk: the next chunk-size line starts this many bytes on (past the data; the CRLF
+    /// after the data is skipped with the next line's leading line ends).
+    Data(u64),
+    /// The last chunk (size 0): the trailer section starts this many bytes on.
+    Last(usize),
+    /// Not a chunk-size line (or the window filled before one ended): undecided.
+    Bad,
+}
+
+/// Reads the chunk-size line at the start of `s` (line ends before it skipped).
+pub(super) fn chunk(s: &[u8], full: bool) -> Chunk {
+    let at = s.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(s.len());
+    let Some(end) = lf(s, at) else { return if full { Chunk::Bad } else { Chunk::Wait } };
+    let l = line_at(s, at, end);
+    let digits = l.iter().position(|&b| !b.is_ascii_hexdigit()).unwrap_or(l.len());
+    let (size, ext) = l.split_at(digits);
+    if size.is_empty() || size.len() > 15 || !ext.first().is_none_or(|&b| b == b';' || ws(b)) {
+        return Chunk::Bad;
+    }
+    let n = size.iter().fold(0u64, |n, &d| n << 4 | u64::from(hex(d).unwrap_or(0)));
+    if n == 0 { Chunk::Last(end + 1) } else { Chunk::Data((end + 1) as u64 + n) }
+}
+
+/// The length of the trailer section at the start of `s` (up to and including its empty
+/// line), `None` if it has not ended yet.
+pub(super) fn trailers(s: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let end = lf(s, at)?;
+        let empty = line_at(s, at, end).is_empty();
+        at = end + 1;
+        if empty {
+            return Some(at);
+        }
+    }
+}

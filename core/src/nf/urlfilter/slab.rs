@@ -205,6 +205,38 @@ impl Slabs {
         (len, len > before)
     }
 
+    /// Drops the first `x` stream bytes: what was at offset `x + k` is now at `k` (bytes and
+    /// presence alike, out-of-order ones included); `x` past the window empties the slab.
+    /// For the next request on the connection. Owner only, like [`Slabs::write`].
+    pub(super) fn consume(&self, r: SlabRef, x: usize) {
+        let i = r.idx as usize;
+        let have = self.have.get(i * self.words..(i + 1) * self.words).unwrap_or(&[]);
+        let data = self.data.get(i * self.window..(i + 1) * self.window).unwrap_or(&[]);
+        let x = x.min(self.window);
+        let bit = |pos: usize| have.get(pos / 64).is_some_and(|w| w.load(Ordering::Relaxed) >> (pos % 64) & 1 != 0);
+        for w in 0..self.words {
+            let mut word = 0u64;
+            for b in 0..64 {
+                let dst = w * 64 + b;
+                let src = dst + x;
+                if src < self.window && bit(src) {
+                    word |= 1 << b;
+                    if let (Some(d), Some(s)) = (data.get(dst), data.get(src)) {
+                        d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+                    }
+                }
+            }
+            if let Some(h) = have.get(w) {
+                h.store(word, Ordering::Relaxed);
+            }
+        }
+        if let Some(c) = self.contig.get(i) {
+            c.store(0, Ordering::Relaxed);
+        }
+        // Recompute the contiguous prefix (a zero-length write does exactly that).
+        let _ = self.write(r, 0, &[]);
+    }
+
     /// Copies the contiguous prefix into `out`; returns its length.
     pub(super) fn read_prefix(&self, r: SlabRef, out: &mut [u8]) -> usize {
         let i = r.idx as usize;

@@ -202,7 +202,7 @@ fn allowed_traffic_passes_byte_identical() {
         c.data(0, &ALLOWED[..20]),
         c.data(20, &ALLOWED[20..]),
         c.reply(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
-        c.data(ALLOWED.len(), b"GET /bad HTTP/1.1\r\nHost: example.com\r\n\r\n"), // keep-alive: not inspected
+        c.data(ALLOWED.len(), b"GET /good/2 HTTP/1.1\r\nHost: example.com\r\n\r\n"), // keep-alive: read too
         v6.syn(),
         v6.data(0, b"GET / HTTP/1.1\r\nHost: [2001:db8::2]:80\r\n\r\n"),
         tls.syn(),
@@ -211,8 +211,90 @@ fn allowed_traffic_passes_byte_identical() {
     let out = r.send(&frames);
     assert!(passed(&out, &frames));
     let k = r.counters();
-    assert_eq!((k.inspected, k.allowed, k.not_http, k.blocked), (3, 2, 1, 0));
-    assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0);
+    assert_eq!((k.inspected, k.allowed, k.not_http, k.blocked), (3, 3, 1, 0));
+    // The two HTTP connections keep their slabs for the next request until the client has
+    // been quiet for the inspection timeout; the TLS one gave its slab back.
+    assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 2);
+    assert_eq!(r.shared.slabs_in_use(Instant(r.now + 1_001)), 0);
+}
+
+/// Every request on a connection is read: keep-alive and pipelined requests after an allowed
+/// one, past `Content-Length` bodies (however long) and chunked bodies — whose contents are
+/// never read as requests — while ambiguous framing is undecided, a protocol switch ends the
+/// reading, and a head longer than the window cannot be framed.
+#[test]
+fn every_request_on_a_connection_is_read() {
+    const BAN: &[u8] = b"GET /bad HTTP/1.1\r\nHost: example.com\r\n\r\n";
+    let run = |c: &UrlFilterConfig, port: u16, parts: &[&[u8]]| {
+        let conn = Conn::new(port);
+        let mut r = Rig::new(c);
+        let mut frames = vec![conn.syn(), conn.syn_ack()];
+        let mut at = 0;
+        for p in parts {
+            frames.push(conn.data(at, p));
+            at += p.len();
+        }
+        let out = r.send(&frames);
+        (out, r.counters())
+    };
+    let cat = |parts: &[&[u8]]| parts.concat();
+    let post =
+        |len: usize| format!("POST /good HTTP/1.1\r\nHost: example.com\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+    // Keep-alive: the second request, in its own segment, is banned.
+    let (out, k) = run(&cfg(), 47_000, &[ALLOWED, BAN]);
+    assert_eq!((k.allowed, k.blocked), (1, 1));
+    assert_eq!(out.last().map(|o| o.1), Some(Verdict::Drop(DropReason::UrlBlocked)));
+    // Pipelined: both in one segment.
+    let (_, k) = run(&cfg(), 47_001, &[&cat(&[ALLOWED, BAN])]);
+    assert_eq!((k.allowed, k.blocked), (1, 1));
+    // A body that looks like a banned request is a body; the request after it is read.
+    let (out, k) = run(&cfg(), 47_002, &[&cat(&[&post(BAN.len()), BAN, ALLOWED])]);
+    assert_eq!((k.allowed, k.blocked), (2, 0), "{k:?}");
+    assert!(out.iter().all(|o| matches!(o.1, Verdict::Forward(_))));
+    // A body ten times the window, in segments, then a banned request.
+    let body = vec![b'x'; 10 * 1024];
+    let p = post(body.len());
+    let mut parts: Vec<&[u8]> = vec![&p];
+    parts.extend(body.chunks(700));
+    parts.push(BAN);
+    let (_, k) = run(&cfg(), 47_003, &parts);
+    assert_eq!((k.allowed, k.blocked), (1, 1), "{k:?}");
+    // Chunked: two chunks (one holds a banned request's text), the last chunk, a trailer,
+    // then the banned request.
+    let chunked = b"POST /good HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+    let chunks =
+        format!("5;ext=1\r\nhello\r\n{:x}\r\n{}\r\n0\r\nX-Trailer: 1\r\n\r\n", BAN.len(), String::from_utf8_lossy(BAN))
+            .into_bytes();
+    let (_, k) = run(&cfg(), 47_004, &[chunked, &chunks[..9], &chunks[9..], ALLOWED]);
+    assert_eq!((k.allowed, k.blocked, k.unframed), (2, 0, 0), "{k:?}");
+    let (_, k) = run(&cfg(), 47_005, &[&cat(&[chunked, &chunks, BAN])]);
+    assert_eq!((k.allowed, k.blocked), (1, 1), "{k:?}");
+    // Ambiguous framing (Content-Length and Transfer-Encoding: smuggling) and a chunk-size
+    // line that is not one: undecided, denied by default.
+    let both = b"POST /good HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (out, k) = run(&cfg(), 47_006, &[both]);
+    assert_eq!((k.unframed, k.undecided_denied, k.allowed), (1, 1, 0), "{k:?}");
+    assert_eq!(out.last().map(|o| o.1), Some(Verdict::Drop(DropReason::UrlBlocked)));
+    let (_, k) = run(&cfg(), 47_007, &[chunked, b"zz\r\n"]);
+    assert_eq!((k.unframed, k.undecided_denied), (1, 1), "{k:?}");
+    for cl in
+        [&b"Content-Length: 3\r\nContent-Length: 4"[..], b"Content-Length: -1", b"Transfer-Encoding: chunked, gzip"]
+    {
+        let head = cat(&[b"POST /good HTTP/1.1\r\nHost: example.com\r\n", cl, b"\r\n\r\n"]);
+        let (_, k) = run(&cfg(), 47_008, &[&head]);
+        assert_eq!(k.unframed, 1, "{}", String::from_utf8_lossy(cl));
+    }
+    // A protocol switch: the bytes after it are not HTTP and not read.
+    let up = b"GET /chat HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+    let (out, k) = run(&cfg(), 47_009, &[up, BAN]);
+    assert_eq!((k.allowed, k.switched, k.blocked), (1, 1, 0), "{k:?}");
+    assert!(out.iter().all(|o| matches!(o.1, Verdict::Forward(_))));
+    // A head longer than the window (its URL allowed): its end cannot be found, so the
+    // requests after it could not be read; undecided.
+    let c = UrlFilterConfig { window: 128, ..cfg() };
+    let long = cat(&[b"GET /good HTTP/1.1\r\nHost: example.com\r\nCookie: ", &[b'c'; 200], b"\r\n\r\n"]);
+    let (_, k) = run(&c, 47_010, &[&long, BAN]);
+    assert_eq!((k.unframed, k.undecided_denied, k.allowed), (1, 1, 0), "{k:?}");
 }
 
 #[test]
@@ -587,7 +669,7 @@ fn write_counters_names_every_counter() {
     let mut s = String::new();
     r.nf.write_counters(&mut s).unwrap();
     assert!(s.starts_with(" urlfilter_inspected=0 urlfilter_allowed=0 urlfilter_blocked=0"));
-    assert_eq!(s.matches(" urlfilter_").count(), 17);
+    assert_eq!(s.matches(" urlfilter_").count(), 19);
     assert_eq!(r.nf.name(), "urlfilter");
 }
 
@@ -639,7 +721,8 @@ proptest! {
         let k = r.counters();
         prop_assert_eq!(k.blocked, u64::from(banned));
         prop_assert_eq!(k.allowed, u64::from(!banned));
-        prop_assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0);
+        // An allowed connection keeps its slab for its next request; a blocked one does not.
+        prop_assert_eq!(r.shared.slabs_in_use(Instant(r.now)), usize::from(!banned));
         if banned {
             prop_assert!(out.iter().any(|o| o.1 == Verdict::Drop(DropReason::UrlBlocked)));
         } else {
