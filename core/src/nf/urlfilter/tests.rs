@@ -734,6 +734,60 @@ proptest! {
 proptest! {
     #![proptest_config(crate::testing::proptest_config(64))]
 
+    /// Any run of requests on one connection — allowed or banned paths, no body, a
+    /// `Content-Length` body or a chunked one (bodies that spell a banned request included),
+    /// cut into segments anywhere, in order: the filter allows exactly the requests before the
+    /// first banned one and blocks that one.
+    #[test]
+    fn a_connection_is_blocked_at_its_first_banned_request(
+        reqs in proptest::collection::vec((any::<bool>(), 0u8..3, 0usize..300, 1usize..4), 1..5),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..10),
+    ) {
+        const TRAP: &[u8] = b"GET /bad HTTP/1.1\r\nHost: example.com\r\n\r\n";
+        let mut stream = Vec::new();
+        for &(banned, body, len, chunks) in &reqs {
+            let path = if banned { "/bad/x" } else { "/good" };
+            let data: Vec<u8> = TRAP.iter().copied().cycle().take(len).collect();
+            let framing = match body {
+                0 => String::new(),
+                1 => format!("Content-Length: {}\r\n", data.len()),
+                _ => "Transfer-Encoding: chunked\r\n".into(),
+            };
+            stream.extend_from_slice(format!("POST {path} HTTP/1.1\r\nHost: example.com\r\n{framing}\r\n").as_bytes());
+            match body {
+                0 => {}
+                1 => stream.extend_from_slice(&data),
+                _ => {
+                    for c in data.chunks(data.len().div_ceil(chunks).max(1)) {
+                        stream.extend_from_slice(format!("{:X}\r\n", c.len()).as_bytes());
+                        stream.extend_from_slice(c);
+                        stream.extend_from_slice(b"\r\n");
+                    }
+                    stream.extend_from_slice(b"0\r\n\r\n");
+                }
+            }
+        }
+        let mut points: Vec<usize> = cuts.iter().map(|i| i.index(stream.len())).collect();
+        points.extend([0, stream.len()]);
+        points.sort_unstable();
+        points.dedup();
+        let conn = Conn::new(48_000);
+        let mut frames = vec![conn.syn(), conn.syn_ack()];
+        frames.extend(points.windows(2).map(|w| conn.data(w[0], &stream[w[0]..w[1]])));
+        let c = UrlFilterConfig { window: 2048, ..cfg() };
+        let mut r = Rig::new(&c);
+        r.send(&frames);
+        let k = r.counters();
+        let first_banned = reqs.iter().position(|q| q.0);
+        prop_assert_eq!(k.blocked, u64::from(first_banned.is_some()), "{:?}", k);
+        prop_assert_eq!(k.allowed, first_banned.unwrap_or(reqs.len()) as u64, "{:?}", k);
+        prop_assert_eq!((k.unframed, k.not_http, k.undecided_denied), (0, 0, 0));
+    }
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(64))]
+
     /// Arbitrary segments (flags, numbers, payload bytes) never panic the filter, and what
     /// it forwards — resets included — still parses with valid checksums.
     #[test]
