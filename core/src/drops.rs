@@ -67,6 +67,9 @@ drop_reasons! {
     NatNoMapping = "nat_no_mapping",
     /// The URL filter blocked the connection.
     UrlBlocked = "url_blocked",
+    /// A TCP fragment the URL filter could not read (`urlfilter.fragments = drop`, the
+    /// default): its stream would reach the server uninspected.
+    UrlFragment = "url_fragment",
     /// The load balancer has no live backend for the VIP.
     LbNoBackend = "lb_no_backend",
     /// A per-flow table had no room for a new flow.

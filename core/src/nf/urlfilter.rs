@@ -92,7 +92,9 @@
 //! closed) drops the packet as `FlowTableFull` and adds no entry, so the client's
 //! retransmission tries again; `Allow` passes the flow uninspected. Both are counted.
 //!
-//! Not handled: TCP in IP fragments (passed, counted), non-TCP (passed, counted).
+//! TCP in IP fragments cannot be read (no reassembly of IP fragments here): they are dropped
+//! as `UrlFragment` by default ([`UrlFilterConfig::fragments`]), or passed uninspected;
+//! counted either way. Non-TCP passes (counted).
 
 mod flow;
 mod http;
@@ -140,6 +142,19 @@ pub enum Undecided {
     Allow,
 }
 
+/// What to do with TCP in IP fragments (non-first fragments carry no ports, so every TCP
+/// fragment counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Fragments {
+    /// Drop them as `UrlFragment` (fail closed: a client that fragments its request would
+    /// otherwise reach the server uninspected; TCP endpoints rarely fragment — path MTU
+    /// discovery keeps segments whole).
+    Drop,
+    /// Pass them uninspected (counted).
+    Pass,
+}
+
 /// Configuration of the URL filter (plain data; see [`UrlFilterConfig::validate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -168,6 +183,8 @@ pub struct UrlFilterConfig {
     pub reset: bool,
     /// New flows when slabs or flow entries run out.
     pub on_exhaustion: Exhaustion,
+    /// TCP in IP fragments.
+    pub fragments: Fragments,
 }
 
 impl Default for UrlFilterConfig {
@@ -187,6 +204,7 @@ impl Default for UrlFilterConfig {
             flow_timeout: Duration(1 << 36),
             reset: false,
             on_exhaustion: Exhaustion::Drop,
+            fragments: Fragments::Drop,
         }
     }
 }
@@ -401,6 +419,7 @@ pub struct UrlFilterShared {
     reset: bool,
     on_exhaustion: Exhaustion,
     undecided: Undecided,
+    fragments: Fragments,
 }
 
 impl fmt::Debug for UrlFilterShared {
@@ -441,6 +460,7 @@ impl UrlFilterShared {
             reset: cfg.reset,
             on_exhaustion: cfg.on_exhaustion,
             undecided: cfg.undecided,
+            fragments: cfg.fragments,
         })
     }
 
@@ -499,7 +519,8 @@ pub struct UrlFilterCounters {
     pub untracked: u64,
     /// Non-TCP packets passed.
     pub non_tcp: u64,
-    /// TCP fragments passed uninspected.
+    /// TCP fragments seen (dropped as `UrlFragment`, or passed uninspected with
+    /// [`Fragments::Pass`]).
     pub fragments: u64,
 }
 

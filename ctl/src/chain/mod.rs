@@ -403,6 +403,9 @@ fn emit_urlfilter(emit: &mut Emit, t: Option<&Spanned<schema::UrlFilterTable>>) 
     if let Some(v) = &t.undecided {
         emit.scalar("urlfilter.undecided", "urlfilter.undecided", v.span(), v.get_ref())?;
     }
+    if let Some(v) = &t.fragments {
+        emit.scalar("urlfilter.fragments", "urlfilter.fragments", v.span(), v.get_ref())?;
+    }
     emit_numbers(
         emit,
         "urlfilter",

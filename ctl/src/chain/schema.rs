@@ -222,6 +222,8 @@ pub struct UrlFilterTable {
     pub on_exhaustion: Option<Spanned<String>>,
     /// `deny` or `allow`: streams the filter cannot read a URL from.
     pub undecided: Option<Spanned<String>>,
+    /// `drop` or `pass`: TCP in IP fragments.
+    pub fragments: Option<Spanned<String>>,
     pub window: Option<Spanned<u64>>,
     pub slabs: Option<Spanned<u64>>,
     pub flows: Option<Spanned<u64>>,

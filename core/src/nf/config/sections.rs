@@ -7,7 +7,7 @@
 //! | `encrypt` | `encrypt.key=HEX64` (the 32-byte ChaCha20 key), `encrypt.udp_flows=N`, `encrypt.clear=pass\|drop`, `encrypt.udp_idle_timeout_ms=MS` |
 //! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS`, `accounting.export=ipfix:PORT:IP:UDPPORT`, `accounting.export_src=IP` |
 //! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
-//! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.undecided=deny\|allow`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS`, `urlfilter.handshake_timeout_ms=MS` |
+//! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.undecided=deny\|allow`, `urlfilter.fragments=drop\|pass`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS`, `urlfilter.handshake_timeout_ms=MS` |
 //! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` (list; next hops are the distinct `(port, mac)` pairs in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
 //!
 //! Timeouts (`…_ms`) are milliseconds, 1..=`MAX_TIMEOUT_MS` (one day); they stay in
@@ -27,7 +27,7 @@ use crate::nf::encrypt::{ClearPolicy, EncryptConfig};
 use crate::nf::l3fwd::{Family, L3fwdConfig, L3fwdConfigError, NextHop, Route4, Route6};
 use crate::nf::lb::{Backend, LbConfig, LbConfigError, LbError, Vip};
 use crate::nf::nat::NatConfig;
-use crate::nf::urlfilter::{Exhaustion, Undecided, UrlFilterConfig, UrlFilterConfigError};
+use crate::nf::urlfilter::{Exhaustion, Fragments, Undecided, UrlFilterConfig, UrlFilterConfigError};
 use crate::parse::IpAddr;
 
 /// An error of a finished section: the line and key of the record it belongs to
@@ -529,6 +529,7 @@ impl Section for UrlFilterSection {
             "urlfilter.reset",
             "urlfilter.on_exhaustion",
             "urlfilter.undecided",
+            "urlfilter.fragments",
             "urlfilter.window",
             "urlfilter.slabs",
             "urlfilter.flows",
@@ -572,6 +573,13 @@ impl Section for UrlFilterSection {
                     "deny" => Undecided::Deny,
                     "allow" => Undecided::Allow,
                     _ => return Err(Fail::value("deny or allow")),
+                }
+            }
+            "urlfilter.fragments" => {
+                c.fragments = match value {
+                    "drop" => Fragments::Drop,
+                    "pass" => Fragments::Pass,
+                    _ => return Err(Fail::value("drop or pass")),
                 }
             }
             "urlfilter.window" => c.window = usize_value(value)?,

@@ -3,8 +3,8 @@
 use super::http::{self, Outcome};
 use super::rst;
 use super::{
-    ACK, Exhaustion, FIN, FlowState, PROFILE_FLOW, PROFILE_HANDSHAKE, PROFILE_INSPECT, Phase, RST, Reading, SYN, Seg,
-    Undecided, UrlFilter, UrlFilterCounters, UrlFilterShared,
+    ACK, Exhaustion, FIN, FlowState, Fragments, PROFILE_FLOW, PROFILE_HANDSHAKE, PROFILE_INSPECT, Phase, RST, Reading,
+    SYN, Seg, Undecided, UrlFilter, UrlFilterCounters, UrlFilterShared,
 };
 use crate::buf::Pool;
 use crate::drops::DropReason;
@@ -36,12 +36,17 @@ impl UrlFilter {
         let Self { shared, lane, cursor, stream, url, counters } = self;
         let shared = &**shared;
         let pr = p.parsed;
-        if pr.l4 != L4Kind::Tcp {
-            counters.non_tcp += 1;
+        // A fragment of TCP, first or later (a later one carries no TCP header: its `l4` is
+        // unparsed, but its IP protocol says TCP).
+        if pr.fragment != Fragment::Whole && pr.flow.proto == PROTO_TCP {
+            counters.fragments += 1;
+            if shared.fragments == Fragments::Drop {
+                p.verdict = Verdict::Drop(DropReason::UrlFragment);
+            }
             return;
         }
-        if pr.fragment != Fragment::Whole {
-            counters.fragments += 1;
+        if pr.l4 != L4Kind::Tcp {
+            counters.non_tcp += 1;
             return;
         }
         let f = pr.flow;

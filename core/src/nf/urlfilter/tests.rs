@@ -595,6 +595,33 @@ fn two_different_hosts_are_undecided() {
     ));
 }
 
+/// TCP in IP fragments (the first, carrying a banned request's start, and a later one):
+/// dropped as `UrlFragment` by default, counted; passed uninspected with `fragments = pass`.
+#[test]
+fn tcp_fragments_are_dropped_unless_passed() {
+    use crate::test_frames::ipv4_with;
+    let tcp = Conn::new(44_900).data(0, BANNED);
+    let l4 = &tcp[14 + 20..];
+    let first = eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_TCP, &[], 0x2000, &l4[..24]));
+    let later = eth(&[], ETHERTYPE_IPV4, &ipv4_with(PROTO_TCP, &[], 3, &l4[24..]));
+    for (c, dropped) in [(cfg(), true), (UrlFilterConfig { fragments: Fragments::Pass, ..cfg() }, false)] {
+        let mut r = Rig::new(&c);
+        let frames = [first.clone(), later.clone()];
+        let out = r.send(&frames);
+        assert_eq!(r.counters().fragments, 2);
+        if dropped {
+            assert!(
+                out.iter().all(|o| o.1 == Verdict::Drop(DropReason::UrlFragment)),
+                "{:?}",
+                out.iter().map(|o| o.1).collect::<Vec<_>>()
+            );
+        } else {
+            assert!(passed(&out, &frames));
+        }
+        assert_eq!(r.counters().inspected, 0);
+    }
+}
+
 /// On a port declared as HTTP (`ports`), a stream that is not an HTTP request is undecided
 /// (denied by default); with no ports listed (every TCP connection inspected) it passes.
 #[test]
