@@ -132,6 +132,8 @@ fn urlfilter_blocks_banned_requests() -> Result<()> {
         "urlfilter_no_host",
         "urlfilter_unframed",
         "urlfilter_switched",
+        "urlfilter_discarded",
+        "urlfilter_conflicts",
         "urlfilter_lost",
         "urlfilter_undecided_denied",
         "urlfilter_handshakes",

@@ -35,8 +35,13 @@
 //!
 //! Client→server payload bytes are placed by sequence number relative to offset 0 into the
 //! flow's slab ([`UrlFilterConfig::window`] bytes, from a pool allocated at construction):
-//! out-of-order segments wait for the holes before them; overlapping bytes keep the value
-//! written first; bytes before offset 0 or past the window are ignored. The request head is
+//! out-of-order segments wait for the holes before them; bytes before offset 0 or past the
+//! window are ignored. Only bytes the server's TCP would accept are placed: a segment without
+//! ACK (data on a SYN aside) or with a bad TCP checksum is forwarded but not read
+//! (`discarded`; the receiver drops it, so reading it would let a client insert bytes the
+//! server never sees). Overlapping bytes that agree are a retransmission; bytes that disagree
+//! with ones already placed block the connection (`conflicts`): which copy a server keeps
+//! depends on its TCP stack, and no legitimate sender retransmits different bytes. The request head is
 //! analysed whenever the contiguous prefix grows: once it holds the whole head (up to the
 //! empty line), or the window is full, the flow gets its verdict. The segment that completes
 //! a banned request is the one dropped (or reset) — the server never gets the whole head, so
@@ -502,6 +507,11 @@ pub struct UrlFilterCounters {
     pub unframed: u64,
     /// Flows that left HTTP (`CONNECT`, `Upgrade`) after an allowed request: not read further.
     pub switched: u64,
+    /// Client segments not placed in the stream because the server's TCP would discard them
+    /// (no ACK, or a bad TCP checksum); forwarded as they are.
+    pub discarded: u64,
+    /// Flows blocked for a conflicting overlap (different bytes for the same stream offsets).
+    pub conflicts: u64,
     /// Flows whose slab was lost (a lease that expired under a live flow).
     pub lost: u64,
     /// Undecided flows (`not_http` on a listed port, `gave_up`, `no_host`, `lost`) blocked
@@ -589,7 +599,8 @@ impl Nf for UrlFilter {
             w,
             " urlfilter_inspected={} urlfilter_allowed={} urlfilter_blocked={} urlfilter_blocked_pkts={} \
              urlfilter_resets={} urlfilter_not_http={} urlfilter_gave_up={} urlfilter_no_host={} \
-             urlfilter_unframed={} urlfilter_switched={} urlfilter_lost={} urlfilter_undecided_denied={} urlfilter_handshakes={} urlfilter_midstream={} \
+             urlfilter_unframed={} urlfilter_switched={} urlfilter_discarded={} urlfilter_conflicts={} \
+             urlfilter_lost={} urlfilter_undecided_denied={} urlfilter_handshakes={} urlfilter_midstream={} \
              urlfilter_slab_exhausted={} urlfilter_table_full={} urlfilter_untracked={} urlfilter_non_tcp={} \
              urlfilter_fragments={}",
             c.inspected,
@@ -602,6 +613,8 @@ impl Nf for UrlFilter {
             c.no_host,
             c.unframed,
             c.switched,
+            c.discarded,
+            c.conflicts,
             c.lost,
             c.undecided_denied,
             c.handshakes,

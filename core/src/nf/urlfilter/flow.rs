@@ -7,10 +7,11 @@ use super::{
     SYN, Seg, Undecided, UrlFilter, UrlFilterCounters, UrlFilterShared,
 };
 use crate::buf::Pool;
+use crate::checksum;
 use crate::drops::DropReason;
 use crate::nf::encrypt::KEY_WORDS;
 use crate::nf::{Pkt, Verdict};
-use crate::parse::{Fragment, L4Kind, PROTO_TCP};
+use crate::parse::{Fragment, IpAddr, L4Kind, PROTO_TCP};
 use crate::pna::AddStatus;
 use crate::pna::NotDone;
 use crate::pna::exact::Local;
@@ -231,6 +232,21 @@ impl Step<'_, '_, '_> {
         }
     }
 
+    /// Whether the packet's TCP checksum is right (the pseudo-header and the whole segment
+    /// sum to zero).
+    fn tcp_checksum_ok(&self) -> bool {
+        let pr = self.p.parsed;
+        let frame = self.pool.frame(self.p.buf);
+        let (l4, end) = (usize::from(pr.l4_offset), usize::from(pr.l3_offset) + usize::from(pr.l3_len));
+        let Some(seg) = frame.get(l4..end) else { return false };
+        let sum = match (pr.flow.src, pr.flow.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => checksum::l4_checksum_v4(s, d, PROTO_TCP, seg),
+            (IpAddr::V6(s), IpAddr::V6(d)) => checksum::l4_checksum_v6(&s, &d, PROTO_TCP, seg),
+            _ => return false,
+        };
+        sum == 0
+    }
+
     /// A client packet of a flow under inspection.
     fn inspect(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, stream: &mut [u8], url: &mut [u8]) {
         let shared = self.shared;
@@ -256,6 +272,13 @@ impl Step<'_, '_, '_> {
         if pr.payload_len == 0 {
             return;
         }
+        // Only bytes the server's TCP would accept go into the stream: a segment without ACK
+        // (except data on a SYN) or with a bad checksum is discarded by the receiver, so a
+        // filter that read it would read a stream the server never sees (insertion).
+        if self.seg.flags & (ACK | SYN) == 0 || !self.tcp_checksum_ok() {
+            self.counters.discarded += 1;
+            return;
+        }
         // Place the payload by sequence number; bytes before offset 0 are cut off.
         let start = self.seg.seq.wrapping_add(u32::from(self.seg.flags & SYN != 0));
         let rel = start.wrapping_sub(st.base);
@@ -266,7 +289,14 @@ impl Step<'_, '_, '_> {
         if data.is_empty() || off >= shared.slabs.window() {
             return;
         }
-        let (_, grew) = shared.slabs.write(st.slab, off, data);
+        let (_, grew, conflict) = shared.slabs.write_checked(st.slab, off, data);
+        if conflict {
+            // Different bytes for the same stream offsets: which copy the server keeps depends
+            // on its TCP stack (and on timing), so no reading of the stream can be trusted.
+            self.counters.conflicts += 1;
+            self.finish(st, entry, Phase::Block);
+            return self.block(true);
+        }
         if !grew {
             return;
         }

@@ -159,6 +159,14 @@ impl Slabs {
     /// keep their first-written value. Returns the contiguous prefix length, and whether
     /// this write grew it.
     pub(super) fn write(&self, r: SlabRef, off: usize, bytes: &[u8]) -> (usize, bool) {
+        let (len, grew, _) = self.write_checked(r, off, bytes);
+        (len, grew)
+    }
+
+    /// [`Slabs::write`], also saying whether `bytes` disagree with a byte already present
+    /// (a conflicting overlap: no TCP stack retransmits different bytes).
+    pub(super) fn write_checked(&self, r: SlabRef, off: usize, bytes: &[u8]) -> (usize, bool, bool) {
+        let mut conflict = false;
         let i = r.idx as usize;
         let base = i * self.window;
         let have = self.have.get(i * self.words..(i + 1) * self.words).unwrap_or(&[]);
@@ -173,11 +181,12 @@ impl Slabs {
             let mut new = old;
             for pos in at..chunk_end {
                 let bit = 1u64 << (pos % 64);
-                if old & bit == 0
-                    && let (Some(d), Some(&b)) = (data.get(pos), bytes.get(pos - off))
-                {
+                let (Some(d), Some(&b)) = (data.get(pos), bytes.get(pos - off)) else { continue };
+                if old & bit == 0 {
                     d.store(b, Ordering::Relaxed);
                     new |= bit;
+                } else if d.load(Ordering::Relaxed) != b {
+                    conflict = true;
                 }
             }
             if new != old {
@@ -185,7 +194,7 @@ impl Slabs {
             }
             at = chunk_end;
         }
-        let Some(c) = self.contig.get(i) else { return (0, false) };
+        let Some(c) = self.contig.get(i) else { return (0, false, conflict) };
         let before = c.load(Ordering::Relaxed) as usize;
         let mut len = before;
         while len < self.window {
@@ -202,7 +211,7 @@ impl Slabs {
         }
         let len = len.min(self.window);
         c.store(len as u32, Ordering::Relaxed);
-        (len, len > before)
+        (len, len > before, conflict)
     }
 
     /// Drops the first `x` stream bytes: what was at offset `x + k` is now at `k` (bytes and

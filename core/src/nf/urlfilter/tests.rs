@@ -150,24 +150,21 @@ fn banned_url_split_out_of_order_and_overlapping_is_blocked() {
     let c = Conn::new(40_000);
     let b = BANNED;
     // SYN, SYN-ACK, then the head in pieces: the tail first, a middle piece, then a piece that
-    // overlaps both neighbours with garbage in the overlap (first-written bytes win), then the
-    // piece that completes the prefix.
-    let mut garbage = b[10..40].to_vec();
-    garbage[5..10].copy_from_slice(b"XXXXX"); // offsets 15..20, already written
-    garbage[20..25].copy_from_slice(b"YYYYY"); // offsets 30..35, already written
+    // overlaps both neighbours (the same bytes: a retransmission), then the piece that
+    // completes the prefix.
     let frames = vec![
         c.syn(),
         c.syn_ack(),
         c.data(40, &b[40..]),
         c.data(15, &b[15..35]),
-        c.data(10, &garbage),
+        c.data(10, &b[10..40]),
         c.data(0, &b[..10]),
     ];
     let out = r.send(&frames);
     assert!(passed(&out[..5], &frames[..5]), "nothing is held back before the verdict");
     assert_eq!(out[5].1, Verdict::Drop(DropReason::UrlBlocked), "the completing segment is dropped");
     let k = r.counters();
-    assert_eq!((k.inspected, k.blocked, k.allowed), (1, 1, 0));
+    assert_eq!((k.inspected, k.blocked, k.allowed, k.conflicts), (1, 1, 0, 0));
     assert_eq!(r.shared.slabs_in_use(Instant(r.now)), 0, "the verdict gave the slab back");
     // Every later packet of the connection, either direction, is dropped.
     let later = vec![c.data(0, &b[..10]), c.reply(b"HTTP/1.1 200 OK\r\n\r\n"), c.seg(true, 5, 6, ACK, b"")];
@@ -176,17 +173,47 @@ fn banned_url_split_out_of_order_and_overlapping_is_blocked() {
     assert_eq!(r.counters().blocked_pkts, 4);
 }
 
+/// Different bytes for the same stream offsets (forged first, real after, or the other way
+/// round): which copy the server keeps depends on its TCP stack, so the connection is blocked
+/// at the conflicting segment (`conflicts`), whatever either copy says.
 #[test]
-fn first_written_bytes_win() {
-    // The garbage arrives first, so the request reads `/xad/…` and is allowed.
-    let mut r = Rig::new(&cfg());
-    let c = Conn::new(40_001);
+fn a_conflicting_overlap_blocks_the_connection() {
     let mut forged = BANNED[..8].to_vec();
     forged[5] = b'x';
-    let frames = vec![c.syn(), c.data(0, &forged), c.data(0, BANNED)];
+    let allowed_forged = {
+        let mut a = ALLOWED[..8].to_vec();
+        a[5] = b'x';
+        a
+    };
+    // The banned request and an allowed one, each with a forged copy of its first bytes sent
+    // before it: blocked at the conflict either way.
+    for (i, (fake, real)) in [(&forged[..], BANNED), (&allowed_forged[..], ALLOWED)].into_iter().enumerate() {
+        let mut r = Rig::new(&cfg());
+        let c = Conn::new(40_001 + i as u16);
+        let frames = vec![c.syn(), c.data(0, fake), c.data(0, real)];
+        let out = r.send(&frames);
+        let k = r.counters();
+        assert_eq!(out[2].1, Verdict::Drop(DropReason::UrlBlocked), "{i}");
+        assert_eq!((k.conflicts, k.allowed, k.blocked), (1, 0, 0), "{i}");
+    }
+}
+
+/// Segments the server's TCP discards are not read: without ACK, or with a bad checksum,
+/// a banned request's bytes never reach the stream (forwarded as they are: the server drops
+/// them); the real request after them is read.
+#[test]
+fn segments_the_server_discards_are_not_read() {
+    let c = Conn::new(40_050);
+    let no_ack = c.seg(true, c.cisn.wrapping_add(1), 0, 0x08, BANNED);
+    let mut bad_sum = c.data(0, BANNED);
+    let last = bad_sum.len() - 1;
+    bad_sum[last] ^= 0x20;
+    let mut r = Rig::new(&cfg());
+    let frames = vec![c.syn(), c.syn_ack(), no_ack, bad_sum, c.data(0, ALLOWED)];
     let out = r.send(&frames);
     assert!(passed(&out, &frames));
-    assert_eq!((r.counters().allowed, r.counters().blocked), (1, 0));
+    let k = r.counters();
+    assert_eq!((k.discarded, k.blocked, k.allowed), (2, 0, 1), "{k:?}");
 }
 
 #[test]
@@ -696,7 +723,7 @@ fn write_counters_names_every_counter() {
     let mut s = String::new();
     r.nf.write_counters(&mut s).unwrap();
     assert!(s.starts_with(" urlfilter_inspected=0 urlfilter_allowed=0 urlfilter_blocked=0"));
-    assert_eq!(s.matches(" urlfilter_").count(), 19);
+    assert_eq!(s.matches(" urlfilter_").count(), 21);
     assert_eq!(r.nf.name(), "urlfilter");
 }
 
