@@ -95,7 +95,10 @@
 //! A new flow that finds no slab (among the 256 it looks at) or no room in the
 //! flow table is handled by [`UrlFilterConfig::on_exhaustion`]: `Drop` (the default, fail
 //! closed) drops the packet as `FlowTableFull` and adds no entry, so the client's
-//! retransmission tries again; `Allow` passes the flow uninspected. Both are counted.
+//! retransmission tries again; `Allow` passes the flow uninspected under an entry of the
+//! short handshake timeout (restarted by its packets), so a flood's allow entries vanish soon
+//! after it and a flow allowed under pressure has its next request read once it is over.
+//! Both are counted.
 //!
 //! TCP in IP fragments cannot be read (no reassembly of IP fragments here): they are dropped
 //! as `UrlFragment` by default ([`UrlFilterConfig::fragments`]), or passed uninspected;

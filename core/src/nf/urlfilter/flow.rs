@@ -127,7 +127,10 @@ impl Step<'_, '_, '_> {
             Exhaustion::Drop => self.p.verdict = Verdict::Drop(DropReason::FlowTableFull),
             Exhaustion::Allow => {
                 let allow = FlowState::verdict(Phase::Allow, client_first);
-                let _ = self.shared.flows.add_entry(self.lane, miss, &allow, PROFILE_FLOW, self.now);
+                // Short-lived (the handshake timeout, restarted by the flow's packets): once the
+                // pressure is over, the flow's next request is picked up and read; a flood's
+                // entries never outlast it by more than that.
+                let _ = self.shared.flows.add_entry(self.lane, miss, &allow, PROFILE_HANDSHAKE, self.now);
             }
         }
     }
@@ -164,7 +167,8 @@ impl Step<'_, '_, '_> {
                                 &FlowState::verdict(Phase::Allow, st.client_first),
                                 self.now,
                             );
-                            let _ = flows.set_entry_expire_time(self.lane, entry, PROFILE_FLOW, self.now);
+                            // Short-lived, as in `exhausted`.
+                            let _ = flows.set_entry_expire_time(self.lane, entry, PROFILE_HANDSHAKE, self.now);
                         }
                     };
                 };

@@ -360,12 +360,19 @@ fn slab_exhaustion_can_fail_open() {
     let mut c = cfg();
     c.slabs = 1;
     c.on_exhaustion = Exhaustion::Allow;
+    c.handshake_timeout = Duration(50);
     let mut r = Rig::new(&c);
     let (a, b) = (Conn::new(41_002), Conn::new(41_003));
     let frames = vec![a.syn(), b.syn(), a.data(0, &ALLOWED[..10]), b.data(0, BANNED)];
     let out = r.send(&frames);
     assert!(passed(&out, &frames), "the second flow passes uninspected");
     assert_eq!((r.counters().slab_exhausted, r.counters().blocked), (1, 0));
+    // Failing open leaves no long-lived allow entry: once the handshake timeout has passed
+    // (and the first flow's slab is free again), the second flow's next request is read.
+    r.now += 1_001;
+    let out = r.send(&[b.data(BANNED.len(), BANNED)]);
+    assert_eq!(out[0].1, Verdict::Drop(DropReason::UrlBlocked));
+    assert_eq!((r.counters().blocked, r.counters().midstream), (1, 1));
 }
 
 #[test]
