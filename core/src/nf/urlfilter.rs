@@ -69,9 +69,11 @@
 //! `http::chunk`, `http::trailers`; the flow entry remembers which of the three offset 0
 //! starts) — and the next request is read from there, in the same packet if it is already
 //! there. Bodies are never read as requests, however long (their bytes fall before offset 0
-//! and are skipped). What ends the reading: a banned request (blocked), a request that
-//! leaves HTTP (`CONNECT`, `Upgrade`: `switched`, allowed from then on), bytes after a
-//! request that are not a request (`not_http`), and framing the filter cannot follow —
+//! and are skipped). What ends the reading: a banned request (blocked); bytes after a
+//! request that are not a request (`not_http`) — or, after a `CONNECT` or `Upgrade` request,
+//! the new protocol's bytes (`switched`, allowed even on a listed port; the bytes after such a
+//! request are still read as a request first, since whether the server switched shows only
+//! in its answer, which the filter does not read); and framing the filter cannot follow —
 //! a head longer than the window, a malformed chunk-size line, `Content-Length` with
 //! `Transfer-Encoding` or twice with different values (`unframed`, undecided: a server
 //! rejects or mis-frames such a request, and a filter that framed it differently would be
@@ -353,6 +355,9 @@ struct FlowState {
     base: u32,
     /// What stream offset 0 starts.
     read: Reading,
+    /// The last request asked to leave HTTP (`CONNECT`, `Upgrade`): bytes after it that are
+    /// not a request are the new protocol's, and let the connection go.
+    switching: bool,
 }
 
 /// What an inspected stream's offset 0 starts (`flow`: every request on the connection).
@@ -368,7 +373,14 @@ enum Reading {
 
 impl FlowState {
     const fn verdict(phase: Phase, client_first: bool) -> Self {
-        Self { phase, client_first, slab: SlabRef { idx: 0, generation: 0 }, base: 0, read: Reading::Head }
+        Self {
+            phase,
+            client_first,
+            slab: SlabRef { idx: 0, generation: 0 },
+            base: 0,
+            read: Reading::Head,
+            switching: false,
+        }
     }
 }
 
@@ -386,7 +398,11 @@ impl Actions<2> for FlowState {
             Reading::Chunk => 1,
             Reading::Trailers => 2,
         };
-        let w0 = phase | u64::from(self.client_first) << 2 | read << 3 | u64::from(self.slab.idx) << 32;
+        let w0 = phase
+            | u64::from(self.client_first) << 2
+            | read << 3
+            | u64::from(self.switching) << 5
+            | u64::from(self.slab.idx) << 32;
         (0, [w0, u64::from(self.base) | u64::from(self.slab.generation) << 32])
     }
     fn decode(id: ActionId, p: &[u64; 2]) -> Option<Self> {
@@ -406,6 +422,7 @@ impl Actions<2> for FlowState {
         Some(Self {
             phase,
             read,
+            switching: p[0] & 1 << 5 != 0,
             client_first: p[0] & 4 != 0,
             slab: SlabRef { idx: (p[0] >> 32) as u32, generation: (p[1] >> 32) as u32 },
             base: p[1] as u32,
@@ -508,7 +525,8 @@ pub struct UrlFilterCounters {
     /// chunk-size line that is not one, or ambiguous framing: `http::Next::Unframed`), so the
     /// requests after it could not be read; undecided.
     pub unframed: u64,
-    /// Flows that left HTTP (`CONNECT`, `Upgrade`) after an allowed request: not read further.
+    /// Flows that left HTTP after an allowed `CONNECT` or `Upgrade` request (the bytes after
+    /// it were not a request): not read further.
     pub switched: u64,
     /// Client segments not placed in the stream because the server's TCP would discard them
     /// (no ACK, or a bad TCP checksum); forwarded as they are.

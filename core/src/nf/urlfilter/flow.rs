@@ -100,8 +100,14 @@ impl UrlFilter {
                         st.counters.slab_exhausted += 1;
                         return st.exhausted(&miss, client_first);
                     };
-                    let state =
-                        FlowState { phase: Phase::Inspect, client_first, slab, base: seg.seq, read: Reading::Head };
+                    let state = FlowState {
+                        phase: Phase::Inspect,
+                        client_first,
+                        slab,
+                        base: seg.seq,
+                        read: Reading::Head,
+                        switching: false,
+                    };
                     match shared.flows.add_entry(st.lane, &miss, &state, PROFILE_INSPECT, now) {
                         AddStatus::Success => {
                             st.counters.inspected += 1;
@@ -314,6 +320,12 @@ impl Step<'_, '_, '_> {
             let next = match st.read {
                 Reading::Head => match http::analyse(s, full, url) {
                     Outcome::Wait => return,
+                    Outcome::NotHttp if st.switching => {
+                        // The protocol the last request asked for: let the connection go.
+                        self.counters.switched += 1;
+                        self.finish(st, entry, Phase::Allow);
+                        return;
+                    }
                     Outcome::NotHttp => {
                         self.counters.not_http += 1;
                         // Not HTTP at all: allowed, unless the port was declared an HTTP port.
@@ -341,13 +353,9 @@ impl Step<'_, '_, '_> {
                         match http::next_request(s, full) {
                             // Allowed, once its head is complete (counted then).
                             http::Next::Wait => return,
-                            http::Next::At(x) => (x, Reading::Head),
-                            http::Next::Chunked(x) => (x as u64, Reading::Chunk),
-                            http::Next::Switch => {
-                                self.counters.allowed += 1;
-                                self.counters.switched += 1;
-                                return self.finish(st, entry, Phase::Allow);
-                            }
+                            http::Next::At(x) => (x, Reading::Head, false),
+                            http::Next::Chunked(x) => (x as u64, Reading::Chunk, false),
+                            http::Next::Switch(x) => (x as u64, Reading::Head, true),
                             http::Next::Unframed => {
                                 self.counters.unframed += 1;
                                 return self.undecided(st, entry);
@@ -357,15 +365,15 @@ impl Step<'_, '_, '_> {
                 },
                 Reading::Chunk => match http::chunk(s, full) {
                     http::Chunk::Wait => return,
-                    http::Chunk::Data(x) => (x, Reading::Chunk),
-                    http::Chunk::Last(x) => (x as u64, Reading::Trailers),
+                    http::Chunk::Data(x) => (x, Reading::Chunk, false),
+                    http::Chunk::Last(x) => (x as u64, Reading::Trailers, false),
                     http::Chunk::Bad => {
                         self.counters.unframed += 1;
                         return self.undecided(st, entry);
                     }
                 },
                 Reading::Trailers => match http::trailers(s) {
-                    Some(x) => (x as u64, Reading::Head),
+                    Some(x) => (x as u64, Reading::Head, false),
                     None if full => {
                         self.counters.unframed += 1;
                         return self.undecided(st, entry);
@@ -373,7 +381,7 @@ impl Step<'_, '_, '_> {
                     None => return,
                 },
             };
-            let (x, read) = next;
+            let (x, read, switching) = next;
             if st.read == Reading::Head {
                 self.counters.allowed += 1;
             }
@@ -383,7 +391,7 @@ impl Step<'_, '_, '_> {
                 return self.undecided(st, entry);
             }
             shared.slabs.consume(st.slab, x as usize);
-            st = FlowState { base: st.base.wrapping_add(x as u32), read, ..st };
+            st = FlowState { base: st.base.wrapping_add(x as u32), read, switching, ..st };
             if shared.flows.update(self.lane, entry, &st, self.now).is_err() {
                 return;
             }

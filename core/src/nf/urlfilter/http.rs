@@ -312,8 +312,12 @@ pub(super) enum Next {
     At(u64),
     /// The head ends this many bytes into the stream and a chunked body follows.
     Chunked(usize),
-    /// The connection leaves HTTP (`CONNECT`, or an `Upgrade` request): nothing more to read.
-    Switch,
+    /// The request asks to leave HTTP (`CONNECT`, or an `Upgrade` header); the next request,
+    /// if any, starts this many bytes into the stream (the head: neither has a body here).
+    /// Whether the server agreed shows only in its answer, which the filter does not read: the
+    /// bytes after it are read as a request all the same, and only if they are not one is
+    /// the connection let go (`flow`).
+    Switch(usize),
     /// The head does not end within the window, or its framing is ambiguous — `Content-Length`
     /// twice with different values, or not a number, both `Content-Length` and
     /// `Transfer-Encoding`, or a transfer coding that does not end in `chunked` (RFC 9112
@@ -369,7 +373,7 @@ pub(super) fn next_request(s: &[u8], full: bool) -> Next {
         }
     }
     if connect || upgrade {
-        Next::Switch
+        Next::Switch(at)
     } else if coded && (!chunked || length.is_some()) {
         Next::Unframed
     } else if chunked {

@@ -311,11 +311,19 @@ fn every_request_on_a_connection_is_read() {
         let (_, k) = run(&cfg(), 47_008, &[&head]);
         assert_eq!(k.unframed, 1, "{}", String::from_utf8_lossy(cl));
     }
-    // A protocol switch: the bytes after it are not HTTP and not read.
+    // A request to leave HTTP: whether the server agreed is in its answer, which the filter
+    // does not read, so what follows is read as a request all the same — a banned one is
+    // blocked (a server that did not switch would serve it), and bytes that are not a request
+    // (the new protocol's) let the connection go, even on a listed HTTP port.
     let up = b"GET /chat HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
-    let (out, k) = run(&cfg(), 47_009, &[up, BAN]);
-    assert_eq!((k.allowed, k.switched, k.blocked), (1, 1, 0), "{k:?}");
-    assert!(out.iter().all(|o| matches!(o.1, Verdict::Forward(_))));
+    let (_, k) = run(&cfg(), 47_009, &[up, BAN]);
+    assert_eq!((k.allowed, k.switched, k.blocked), (1, 0, 1), "{k:?}");
+    let listed = UrlFilterConfig { ports: vec![80], ..cfg() };
+    for first in [&up[..], b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"] {
+        let (out, k) = run(&listed, 47_011, &[first, &[0x16, 3, 1, 0, 5, 1, 2, 3, 4, 5], BAN]);
+        assert_eq!((k.allowed, k.switched, k.not_http, k.blocked, k.undecided_denied), (1, 1, 0, 0, 0), "{k:?}");
+        assert!(out.iter().all(|o| matches!(o.1, Verdict::Forward(_))));
+    }
     // A head longer than the window (its URL allowed): its end cannot be found, so the
     // requests after it could not be read; undecided.
     let c = UrlFilterConfig { window: 128, ..cfg() };
