@@ -299,6 +299,25 @@ pub fn ensure_tshark() -> Result<()> {
     ensure_packages("the IPFIX test decodes the export with tshark", &TSHARK_PACKAGES, tshark_present)
 }
 
+/// The URL filter's evasion suite: a real HTTP server and a client that controls its bytes
+/// (Python 3's standard library), and `ethtool` to turn the test veths' offloads off.
+pub const EVASION_PACKAGES: [&str; 2] = ["python3", "ethtool"];
+
+/// Whether `python3` and `ethtool` run.
+pub fn evasion_tools_present() -> bool {
+    let runs = |c: &str, a: &str| Command::new(c).arg(a).output().is_ok_and(|o| o.status.success());
+    runs("python3", "--version") && (runs("ethtool", "--version") || runs("/usr/sbin/ethtool", "--version"))
+}
+
+/// Makes sure python3 and ethtool are installed (as root with apt-get: installs them).
+pub fn ensure_evasion_tools() -> Result<()> {
+    ensure_packages(
+        "the URL filter's evasion suite runs Python's http.server and ethtool",
+        &EVASION_PACKAGES,
+        evasion_tools_present,
+    )
+}
+
 /// DPDK's ACL test program, the ACL's independent reference (`bench/tests/acl_vs_dpdk.rs`).
 pub const TEST_ACL_PACKAGES: [&str; 1] = ["dpdk-dev"];
 

@@ -116,6 +116,8 @@ pub fn test() -> Result<()> {
     cadence_build::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
     println!("\n==> xtask test: dpdk-test-acl (the ACL's differential test against rte_acl)");
     cadence_build::provision::ensure_test_acl().context("xtask test: step 'dpdk-test-acl' failed")?;
+    println!("\n==> xtask test: python3 and ethtool (the URL filter's evasion suite: a real HTTP server)");
+    cadence_build::provision::ensure_evasion_tools().context("xtask test: step 'python3, ethtool' failed")?;
     println!(
         "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
     );

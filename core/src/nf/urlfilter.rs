@@ -102,6 +102,19 @@
 //! after it and a flow allowed under pressure has its next request read once it is over.
 //! Both are counted.
 //!
+//! # What it guarantees, and what not
+//!
+//! Guaranteed (held by `urlfilter::tests` and end to end by `tests/tests/urlfilter_evasion.rs`,
+//! a real server's log): no request whose URL, as a server resolves it, starts with a banned
+//! pattern reaches the server on an inspected connection — whichever request it is on the
+//! connection, however it is spelt (percent-encoding, dot segments, slashes, line ends,
+//! whitespace, absolute-form, host case/port/dot), segmented, reordered, retransmitted or
+//! padded; streams the filter cannot read are denied by default. Not covered: TLS (`https`:
+//! the URL is encrypted; only a listed HTTP port's non-HTTP stream is denied), HTTP/2 and
+//! HTTP/3, hosts named by address rather than name (patterns match the Host text), subdomains
+//! (a host pattern names one host), IP fragments (dropped, not read), and whatever the server
+//! resolves beyond these rules (e.g. case-insensitive file systems, double decoding).
+//!
 //! TCP in IP fragments cannot be read (no reassembly of IP fragments here): they are dropped
 //! as `UrlFragment` by default ([`UrlFilterConfig::fragments`]), or passed uninspected;
 //! counted either way. Non-TCP passes (counted).

@@ -1,0 +1,364 @@
+//! The URL filter as an attacker meets it (issue 34): the hosted dataplane (the URL filter
+//! alone, `reset = true`, port 80 declared HTTP) between a client and a real HTTP server,
+//! each in a network namespace of its own:
+//!
+//! ```text
+//!  netns …c (client, kernel TCP)   netns cad… (hosted dataplane, AF_XDP)   netns …s (server)
+//!  10.77.0.1  ════════════════════ port 0        port 1 ═══════════════════ 10.77.0.2:80
+//! ```
+//!
+//! The server is Python's `http.server` speaking HTTP/1.1 (keep-alive), logging every request
+//! it parsed (`tests/evasion/server.py`); the client (`tests/evasion/client.py`) sends each
+//! variant's bytes over its own connection, one segment per chunk. The dataplane answers no
+//! ARP, so both hosts have static neighbours; the veths' checksum and segmentation offloads
+//! are off, so the segments on the wire carry full checksums, as on a real link.
+//!
+//! Each variant is a must-block or a must-pass with its reason. A must-block passes when the
+//! server never logged its marker (the banned request never reached it — the filter may also
+//! stop the connection's earlier requests); a must-pass when the server answered and logged
+//! it. A variant the server would not answer as a banned URL is a must-pass or left out: only
+//! what the server would serve counts as a bypass.
+//!
+//! Timeouts are hang guards; nothing asserts on time.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use cadence_build::image::{self, Profile};
+use cadence_harness::netns::{IP, VethPairs};
+
+const CLIENT: &str = "10.77.0.1";
+const SERVER: &str = "10.77.0.2";
+
+/// One request variant: its name (a marker that appears in the banned request's target), its
+/// chunks (one segment each), whether the banned request must be stopped, and why.
+struct Variant {
+    name: &'static str,
+    chunks: Vec<Vec<u8>>,
+    block: bool,
+    why: &'static str,
+}
+
+fn get(target: &str, host: &str) -> Vec<u8> {
+    format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes()
+}
+
+fn v(name: &'static str, block: bool, why: &'static str, chunks: Vec<Vec<u8>>) -> Variant {
+    Variant { name, chunks, block, why }
+}
+
+/// One chunk.
+fn one(b: &[u8]) -> Vec<Vec<u8>> {
+    vec![b.to_vec()]
+}
+
+fn variants() -> Vec<Variant> {
+    let h = "h.example";
+    let good = get("/good", h);
+    let chunked = b"POST /good HTTP/1.1\r\nHost: h.example\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n";
+    let cookie = "c".repeat(600);
+    vec![
+        v("v01", true, "the banned path as is", one(&get("/bad/v01", h))),
+        v("v02", true, "percent-encoded letter", one(&get("/%62ad/v02", h))),
+        v("v03", true, "percent-encoded letter inside", one(&get("/b%61d/v03", h))),
+        v("v04", true, "repeated slash", one(&get("//bad/v04", h))),
+        v("v05", true, "dot segment", one(&get("/./bad/v05", h))),
+        v("v06", true, "dot-dot segment", one(&get("/x/../bad/v06", h))),
+        v("v07", true, "encoded dot-dot", one(&get("/x/%2e%2e/bad/v07", h))),
+        v("v08", true, "encoded dot", one(&get("/%2e/bad/v08", h))),
+        v("v09", true, "bare LF line ends (RFC 9112 2.2)", one(b"GET /bad/v09 HTTP/1.1\nHost: h.example\n\n")),
+        v("v10", true, "tabs in the request line", one(b"GET\t/bad/v10\tHTTP/1.1\r\nHost: h.example\r\n\r\n")),
+        v("v11", true, "runs of spaces", one(b"GET  /bad/v11   HTTP/1.1\r\nHost: h.example\r\n\r\n")),
+        v("v12", true, "empty lines before the request", one(b"\r\n\r\nGET /bad/v12 HTTP/1.1\r\nHost: h.example\r\n\r\n")),
+        v("v13", true, "absolute-form names the host", one(&get("http://h.example/bad/v13", "other.example"))),
+        v("v14", true, "host in capitals", one(&get("/bad/v14", "H.EXAMPLE"))),
+        v("v15", true, "host with a trailing dot and a port", one(&get("/bad/v15", "h.example.:80"))),
+        v("v16", true, "keep-alive: second request", vec![good.clone(), get("/bad/v16", h)]),
+        v("v17", true, "pipelined: both in one segment", one(&[good.clone(), get("/bad/v17", h)].concat())),
+        v(
+            "v18",
+            true,
+            "after a Content-Length body",
+            vec![b"GET /good HTTP/1.1\r\nHost: h.example\r\nContent-Length: 0\r\n\r\n".to_vec(), get("/bad/v18", h)],
+        ),
+        v("v19", true, "after a chunked body", vec![chunked.to_vec(), get("/bad/v19", h)]),
+        v("v20", true, "one byte per segment", get("/bad/v20", h).chunks(1).map(<[u8]>::to_vec).collect()),
+        v("v21", true, "split inside the path", get("/bad/v21", h).chunks(7).map(<[u8]>::to_vec).collect()),
+        v("v22", true, "a banned host", one(&get("/v22", "evil.example"))),
+        v("v23", true, "a banned host in mixed case", one(&get("/v23", "EVIL.Example"))),
+        v(
+            "v24",
+            true,
+            "Host after other headers",
+            one(b"GET /bad/v24 HTTP/1.1\r\nAccept: */*\r\nUser-Agent: x\r\nX-A: 1\r\nHost: h.example\r\n\r\n"),
+        ),
+        v("v25", true, "absolute-form names a banned host", one(&get("http://evil.example/v25", "ok.example"))),
+        v("v26", true, "spaces around the host", one(b"GET /bad/v26 HTTP/1.1\r\nHost:    h.example   \r\n\r\n")),
+        v("v27", true, "with a query", one(&get("/bad/v27?x=1", h))),
+        v("v28", true, "HEAD", one(b"HEAD /bad/v28 HTTP/1.1\r\nHost: h.example\r\n\r\n")),
+        v("v29", true, "encoded slash", one(&get("/bad%2fv29", h))),
+        v("v30", true, "backslashes (read as slashes)", one(&get("\\bad\\v30", h))),
+        v(
+            "v31",
+            true,
+            "Content-Length with Transfer-Encoding (smuggling): undecided",
+            one(b"POST /good HTTP/1.1\r\nHost: h.example\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /bad/v31 HTTP/1.1\r\nHost: h.example\r\n\r\n"),
+        ),
+        v(
+            "v32",
+            true,
+            "two different Host headers: undecided",
+            one(b"GET /bad/v32 HTTP/1.1\r\nHost: ok.example\r\nHost: h.example\r\n\r\n"),
+        ),
+        v(
+            "v33",
+            true,
+            "after an Upgrade the server ignored",
+            vec![
+                b"GET /good HTTP/1.1\r\nHost: h.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n".to_vec(),
+                get("/bad/v33", h),
+            ],
+        ),
+        v("v34", true, "HTTP/1.0 with Host", one(b"GET /bad/v34 HTTP/1.0\r\nHost: h.example\r\n\r\n")),
+        v(
+            "v35",
+            true,
+            "a long header before Host",
+            one(format!("GET /bad/v35 HTTP/1.1\r\nCookie: {cookie}\r\nHost: h.example\r\n\r\n").as_bytes()),
+        ),
+        v("v36", true, "encoded dot-dot in capitals", one(&get("/x/%2E%2E/bad/v36", h))),
+        v("v37", true, "with a fragment", one(&get("/bad/v37#f", h))),
+        v("v38", true, "host with a port", one(&get("/bad/v38", "h.example:8080"))),
+        v("v39", true, "keep-alive: third request", vec![good.clone(), good.clone(), get("/bad/v39", h)]),
+        v("v40", true, "the head's last line end alone", {
+            let r = get("/bad/v40", h);
+            vec![r[..r.len() - 2].to_vec(), b"\r\n".to_vec()]
+        }),
+        v("v41", true, "dot-dot above the root", one(&get("/../../bad/v41", h))),
+        v(
+            "v42",
+            true,
+            "after a body that reads like a request line",
+            vec![
+                b"POST /good HTTP/1.1\r\nHost: h.example\r\nContent-Length: 12\r\n\r\nGET /x HTTP/".to_vec(),
+                get("/bad/v42", h),
+            ],
+        ),
+        v("p01", false, "an allowed path", one(&get("/good?p01", h))),
+        v("p02", false, "dot-dot back to an allowed path", one(&get("/good/../good?p02", h))),
+        v("p03", false, "dot-dot out of the banned path", one(&get("/bad/../good?p03", h))),
+        v("p04", false, "the banned path in the query", one(&get("/x?/bad/p04", h))),
+        v("p05", false, "paths are case-sensitive", one(&get("/BAD/p05", h))),
+        v("p06", false, "decoded once: %25 is a percent sign", one(&get("/%2562ad/p06", h))),
+        v("p07", false, "another host", one(&get("/bad/p07", "other.example"))),
+        v("p08", false, "a host that only starts like a banned one", one(&get("/p08", "evil.example.org"))),
+        v("p09", false, "keep-alive: two allowed requests", vec![get("/good?p09a", h), get("/good?p09", h)]),
+        v("p10", false, "a chunked POST, then an allowed request", vec![chunked.to_vec(), get("/good?p10", h)]),
+    ]
+}
+
+/// A network namespace of the test's own, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(name: String) -> Result<Self> {
+        ip(&["netns", "add", &name])?;
+        Ok(Self(name))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new(IP).args(["netns", "del", &self.0]).output();
+    }
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    run(Command::new(IP).args(args))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// A child killed on drop.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Moves a host end into `ns` as a host at `addr` that reaches `peer` at `peer_mac`,
+/// offloads off (full checksums and MTU-sized segments on the wire).
+fn host(ns: &str, ifname: &str, addr: &str, peer: &str, peer_mac: &str) -> Result<()> {
+    ip(&["link", "set", ifname, "netns", ns])?;
+    ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", ifname])?;
+    ip(&["-n", ns, "link", "set", ifname, "up"])?;
+    ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    ip(&["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", ifname, "nud", "permanent"])?;
+    run(Command::new(IP).args(["netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off"]))
+}
+
+#[test]
+fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
+    if !cadence_harness::netns::can_create() {
+        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_evasion_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let root = image::workspace_root();
+    let out = cadence_tests::out_dir("urlfilter_evasion");
+    std::fs::create_dir_all(&out)?;
+    let veths = VethPairs::create(1)?;
+    let cli = Netns::new(format!("{}c", veths.netns))?;
+    let srv = Netns::new(format!("{}s", veths.netns))?;
+    let (cmac, smac) = (mac(veths.mac_of(false, 0)?), mac(veths.mac_of(false, 1)?));
+    host(&cli.0, &veths.host[0], CLIENT, SERVER, &smac)?;
+    host(&srv.0, &veths.host[1], SERVER, CLIENT, &cmac)?;
+    for i in 0..2 {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    }
+
+    // The server: a directory with one file, `good`.
+    let www = out.join("www");
+    std::fs::create_dir_all(&www)?;
+    std::fs::write(www.join("good"), "good\n")?;
+    let server_log = out.join("server.log");
+    let server = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", &srv.0, "python3"])
+            .arg(root.join("tests/evasion/server.py"))
+            .arg(&www)
+            .args([SERVER, "80"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&server_log)?)
+            .spawn()
+            .context("starting python3 http.server")?,
+    );
+
+    // The dataplane: the URL filter alone, resets on, port 80 declared HTTP.
+    let toml = out.join("evasion.toml");
+    std::fs::write(
+        &toml,
+        "[chain]\nnfs = [\"urlfilter\"]\n\n[urlfilter]\nbanned = [\"h.example/bad\", \"evil.example\"]\nreset = true\n\
+         ports = [80]\nflows = 4096\nslabs = 256\n",
+    )?;
+    let chain = out.join("evasion.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
+    let mut dp = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", &veths.netns])
+            .arg(&bin)
+            .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
+            .arg(&chain)
+            .args([format!("peer0={cmac}"), format!("peer1={smac}"), "workers=1".into(), "stats_ms=0".into()])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(out.join("dataplane.stderr"))?)
+            .spawn()
+            .context("starting the hosted dataplane")?,
+    );
+    let stdout = dp.0.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut lines = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.starts_with("@ready") => break,
+            Ok(l) => lines.push(l),
+            Err(_) => bail!("the hosted dataplane never said @ready:\n{}", lines.join("\n")),
+        }
+    }
+    wait_for_server(&cli.0, &server_log)?;
+
+    // The client: every variant on its own connection, in parallel.
+    let vs = variants();
+    let list: String = vs
+        .iter()
+        .map(|v| {
+            let hex: Vec<String> = v.chunks.iter().map(|c| c.iter().map(|b| format!("{b:02x}")).collect()).collect();
+            format!("{} {}\n", v.name, hex.join(" "))
+        })
+        .collect();
+    let list_file = out.join("variants.txt");
+    std::fs::write(&list_file, list)?;
+    let client = Command::new(IP)
+        .args(["netns", "exec", &cli.0, "python3"])
+        .arg(root.join("tests/evasion/client.py"))
+        .arg(&list_file)
+        .args([SERVER, "80"])
+        .output()
+        .context("running the client")?;
+    if !client.status.success() {
+        bail!("the client failed: {}", String::from_utf8_lossy(&client.stderr));
+    }
+    let results = String::from_utf8_lossy(&client.stdout).to_string();
+    std::fs::write(out.join("client.out"), &results)?;
+    drop(server);
+    let log = std::fs::read_to_string(&server_log)?;
+
+    let mut failures = Vec::new();
+    for v in &vs {
+        let line = results.lines().find(|l| l.split('\t').next() == Some(v.name)).unwrap_or("");
+        let statuses: usize = line.split('\t').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let reached = log.lines().any(|l| l.starts_with("REQ ") && l.contains(v.name));
+        if v.block && reached {
+            failures.push(format!("BYPASS {} ({}): the server logged it; client: {line}", v.name, v.why));
+        }
+        if !v.block && (!reached || statuses == 0) {
+            failures.push(format!("NOT SERVED {} ({}): client: {line}", v.name, v.why));
+        }
+    }
+    let blocked = vs.iter().filter(|v| v.block).count();
+    assert!(blocked >= 40 && vs.len() - blocked >= 9, "the suite keeps its size");
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} variants failed:\n{}\nserver log:\n{log}\n(artifacts in {})",
+            failures.len(),
+            vs.len(),
+            failures.join("\n"),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Waits until the server answers (a plain request from the client namespace, through the
+/// dataplane), so the variants do not race its start.
+fn wait_for_server(cli: &str, log: &Path) -> Result<()> {
+    let probe = "import socket,sys\ns=socket.create_connection((sys.argv[1],80),timeout=2)\n\
+                 s.sendall(b'GET /good?probe HTTP/1.1\\r\\nHost: h.example\\r\\n\\r\\n')\nprint(s.recv(100)[:12])";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let out = Command::new(IP).args(["netns", "exec", cli, "python3", "-c", probe, SERVER]).output()?;
+        if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("HTTP/1.1") {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!(
+        "the server never answered through the dataplane; its log:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    )
+}
