@@ -13,6 +13,10 @@
 //! ARP, so both hosts have static neighbours; the veths' checksum and segmentation offloads
 //! are off, so the segments on the wire carry full checksums, as on a real link.
 //!
+//! All of it under a spoofed SYN flood of 2 500 SYNs/s from random addresses
+//! (`tests/evasion/flood.py`): the dataplane's counters must show the flood went through the
+//! filter without taking a slab or the flow table from anyone.
+//!
 //! Each variant is a must-block or a must-pass with its reason. A must-block passes when the
 //! server never logged its marker (the banned request never reached it — the filter may also
 //! stop the connection's earlier requests); a must-pass when the server answered and logged
@@ -292,6 +296,19 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     }
     wait_for_server(&cli.0, &server_log)?;
 
+    // A spoofed SYN flood (2 500/s) from the client's side for the whole run: legitimate
+    // connections must still be read and served.
+    let mut flood = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", &cli.0, "python3"])
+            .arg(root.join("tests/evasion/flood.py"))
+            .args([veths.host[0].as_str(), &cmac, &smac, SERVER, "2500"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the SYN flood")?,
+    );
+    std::thread::sleep(Duration::from_secs(1));
+
     // The client: every variant on its own connection, in parallel.
     let vs = variants();
     let list: String = vs
@@ -315,6 +332,32 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     }
     let results = String::from_utf8_lossy(&client.stdout).to_string();
     std::fs::write(out.join("client.out"), &results)?;
+    // SAFETY: kill(2) with a child's PID (still ours: not waited for) and SIGTERM, which the
+    // flood script catches to print its count.
+    unsafe { libc::kill(flood.0.id() as libc::pid_t, libc::SIGTERM) };
+    let mut count = String::new();
+    if let Some(o) = flood.0.stdout.as_mut() {
+        std::io::Read::read_to_string(o, &mut count)?;
+    }
+    let flooded: u64 = count.trim().parse().context("the flood's count")?;
+    // The dataplane's own count of what it saw: SIGINT ends the run as STOP does.
+    // SAFETY: as above, SIGINT to the dataplane (`ip netns exec` runs it in its own process).
+    unsafe { libc::kill(dp.0.id() as libc::pid_t, libc::SIGINT) };
+    let summary = loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(l) if l.starts_with("@summary") => break l,
+            Ok(_) => {}
+            Err(_) => bail!("no @summary from the dataplane after SIGINT"),
+        }
+    };
+    std::fs::write(out.join("summary.txt"), &summary)?;
+    let key = |k: &str| -> Result<u64> {
+        summary
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow!("{k} missing in {summary}"))
+    };
     drop(server);
     let log = std::fs::read_to_string(&server_log)?;
 
@@ -330,6 +373,11 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
             failures.push(format!("NOT SERVED {} ({}): client: {line}", v.name, v.why));
         }
     }
+    // The flood went through the filter (each spoofed SYN a short-lived handshake entry, no
+    // slab), and never cost a legitimate connection its inspection.
+    assert!(flooded >= 2500, "the flood sent {flooded} SYNs");
+    assert!(key("urlfilter_handshakes")? >= flooded / 2, "flooded {flooded}: {summary}");
+    assert_eq!((key("urlfilter_slab_exhausted")?, key("urlfilter_table_full")?), (0, 0), "{summary}");
     let blocked = vs.iter().filter(|v| v.block).count();
     assert!(blocked >= 40 && vs.len() - blocked >= 9, "the suite keeps its size");
     if !failures.is_empty() {

@@ -573,10 +573,18 @@ pub struct UrlFilter {
     shared: Arc<UrlFilterShared>,
     lane: Local,
     cursor: usize,
+    /// Where the next batch's expiry sweep of the flow table starts.
+    sweep: usize,
     stream: Vec<u8>,
     url: Vec<u8>,
     counters: UrlFilterCounters,
 }
+
+/// Flow-table buckets each batch sweeps for expired entries (`AutoDelete`: freed at once).
+/// Without it an expired entry held its place in the table's capacity until a new flow
+/// happened to land in its bucket: a SYN flood's expired handshake entries filled the table
+/// and a new connection found it full one time in seven (an empty bucket, no capacity left).
+const SWEEP_BUCKETS: usize = 16;
 
 impl fmt::Debug for UrlFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -604,7 +612,15 @@ impl UrlFilter {
         let lane = shared.flows.table().local();
         // Spread the instances' slab cursors apart.
         let cursor = INSTANCES.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9E37_79B9);
-        Self { shared, lane, cursor, stream: vec![0; window], url: vec![0; window + 256], counters: Default::default() }
+        Self {
+            shared,
+            lane,
+            cursor,
+            sweep: 0,
+            stream: vec![0; window],
+            url: vec![0; window + 256],
+            counters: Default::default(),
+        }
     }
 
     /// This instance's counters.
@@ -625,6 +641,7 @@ impl Nf for UrlFilter {
         for p in batch.alive_mut() {
             self.packet(ctx.now, pool, p);
         }
+        self.sweep = self.shared.flows.table().sweep(&mut self.lane, ctx.now, self.sweep, SWEEP_BUCKETS);
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {

@@ -34,7 +34,7 @@ struct Step<'a, 'p, 'm> {
 impl UrlFilter {
     /// Handles one alive packet.
     pub(super) fn packet(&mut self, now: Instant, pool: &mut Pool<'_>, p: &mut Pkt) {
-        let Self { shared, lane, cursor, stream, url, counters } = self;
+        let Self { shared, lane, cursor, stream, url, counters, .. } = self;
         let shared = &**shared;
         let pr = p.parsed;
         // A fragment of TCP, first or later (a later one carries no TCP header: its `l4` is

@@ -426,6 +426,25 @@ fn a_syn_flood_uses_no_slab_and_its_entries_expire_after_the_handshake_timeout()
     assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
 }
 
+/// A flood ten times the flow table's size, spread so that only a quarter of the table is
+/// live at any time: the batches' expiry sweep frees the expired handshake entries, so no
+/// SYN ever finds the table full, and a client in the middle is inspected.
+#[test]
+fn a_long_syn_flood_never_fills_the_table() {
+    let c = UrlFilterConfig { flows: 64, handshake_timeout: Duration(40), ..cfg() };
+    let mut r = Rig::new(&c);
+    for round in 0..80u16 {
+        let spoofed: Vec<Vec<u8>> = (0..8).map(|i| Conn::new(10_000 + round * 8 + i).syn()).collect();
+        r.send(&spoofed);
+        r.now += 10;
+    }
+    assert_eq!(r.counters().handshakes, 640);
+    assert_eq!(r.counters().table_full, 0, "{:?}", r.counters());
+    let client = Conn::new(40_200);
+    let out = r.send(&[client.syn(), client.data(0, BANNED)]);
+    assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
+}
+
 #[test]
 fn reset_rewrites_the_blocked_segment_toward_the_client() {
     let mut c = cfg();
