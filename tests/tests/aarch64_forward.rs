@@ -1,0 +1,132 @@
+//! The firmware on aarch64 (QEMU `virt`, GICv3, Cortex-A72, TCG) under the x86 tests' rig.
+//! One boot carries what issue 26 asks of the forwarding run, so CI pays for one: chain 1
+//! (ACL, LB, accounting) from the initial RAM disk, two Metronome workers on two cores
+//! sharing one lane, 10 000 checked frames with malformed ones interleaved, unsigned STOPs
+//! refused while forwarding goes on, then the signed STOP (exit 33). A second, short boot
+//! refuses a bad boot option with status 35. Only those statuses pass.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use cadence_build::image;
+use cadence_core::drops::DropReason;
+use cadence_harness::protocol::{self, BootOptions, Control};
+use cadence_harness::traffic::Pacer;
+use cadence_harness::traffic::malformed::Malformed;
+use cadence_tests::aarch64::start_firmware;
+use cadence_tests::{BOOT_TIMEOUT, expect_status, stop_ok};
+
+/// With chain 1, flows 8 and 9 are denied by the ACL, flows 12 and 13 go to VIPs.
+const FLOWS: u16 = 16;
+const FRAMES: u64 = 10_000;
+const RATE: u64 = 2000;
+/// One malformed frame after every this many good ones.
+const EVERY: u64 = 50;
+
+#[test]
+fn chain1_two_workers_10k_checked_frames_malformed_and_control_on_aarch64() -> Result<()> {
+    let text = cadence_ctl::chain::load(&image::workspace_root().join("chains").join("chain1.toml"))?.text;
+    let opts = BootOptions::default().set("stats_ms", 0).set("workers", 2).set("lanes", 1).set("sched", "metronome");
+    let booted = Instant::now();
+    let mut rig = start_firmware("aarch64_forward", FLOWS, opts, |c| {
+        c.smp = 2;
+        c.chain_text = Some(text);
+    })?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let boot_s = booted.elapsed().as_secs_f64();
+    let banner = rig.report.banner.clone().expect("@banner");
+    assert_eq!((banner.cores, banner.nics), (2, 2), "{banner:?}");
+    assert!(banner.cpu.contains("Cortex-A72"), "{banner:?}");
+    assert_eq!(rig.report.chain, ["acl", "lb", "accounting"], "@chain");
+    let macs = rig.checker().macs();
+    let known: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+    let mut injected: BTreeMap<&str, u64> = known.iter().map(|r| (*r, 0)).collect();
+    let mut pacer = Pacer::new(RATE, Instant::now());
+    let (mut good, mut bad) = (0u64, 0u64);
+    while good < FRAMES {
+        for _ in 0..pacer.take(Instant::now()) {
+            if good == FRAMES {
+                break;
+            }
+            rig.send_flow((good % u64::from(FLOWS)) as u16, 60 + (good * 149 % 1455) as usize)?;
+            good += 1;
+            if good.is_multiple_of(EVERY) {
+                let m = Malformed::ALL[(bad % Malformed::ALL.len() as u64) as usize];
+                let port = (bad / Malformed::ALL.len() as u64 % 2) as usize;
+                rig.send_raw(port, &m.build(macs.nic[port], macs.peer[port], bad as u32))?;
+                *injected.entry(m.reason()).or_default() += 1;
+                bad += 1;
+            }
+            if good == FRAMES / 2 {
+                // Unsigned STOPs, on the data port and on the control port: refused.
+                rig.send_raw(1, &protocol::unsigned_control_frame(macs.nic[1], macs.peer[1], Control::Stop))?;
+                rig.send_raw(0, &protocol::unsigned_control_frame(macs.nic[0], macs.peer[0], Control::Stop))?;
+            }
+        }
+        rig.pump(pacer.wait().min(Duration::from_millis(2)));
+    }
+    rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
+    assert!(rig.qemu.try_exit()?.is_none(), "an unsigned STOP stopped the run\n{}", rig.qemu.diagnostics());
+    // The signed STOP: `@summary`, exit 33, conservation and no leaked buffer.
+    let fw = stop_ok(&mut rig)?;
+    let total_s = booted.elapsed().as_secs_f64();
+    let c = rig.checker();
+    let k = c.classes();
+    assert!(k.clean(), "host saw {:?}: {k:?}\n{:#?}", k.failures(), c.examples);
+    assert_eq!(k.sent, FRAMES);
+    assert_eq!(bad, FRAMES / EVERY);
+    // Chain 1: denied flows dropped by the ACL, VIP flows balanced, the rest checked byte
+    // for byte on the other port.
+    let denied = c.sent_where(|e| e.drop == Some("acl_deny"));
+    assert!(denied > 0);
+    assert_eq!(k.expected_drops, denied);
+    assert_eq!(k.received + denied, FRAMES, "{k:?}");
+    assert_eq!(fw.require("drop_acl_deny")?, denied, "{fw:?}");
+    let vip = c.sent_where(|e| e.backends.is_some() && e.drop.is_none());
+    assert!(vip > 0);
+    assert_eq!(fw.require("lb_balanced")?, vip, "{fw:?}");
+    assert_eq!(fw.require("accounting_packets")?, k.received, "{fw:?}");
+    // Malformed frames: each dropped under its reason; the unsigned STOPs as ctl_rejected.
+    let got = fw.drops_by_reason();
+    for (reason, n) in &injected {
+        if *reason == "acl_deny" || *reason == "ctl_rejected" {
+            continue;
+        }
+        assert_eq!(got.get(*reason).copied(), Some(*n), "drop_{reason}: firmware {fw:?}");
+    }
+    assert_eq!(fw.require("drop_ctl_rejected")?, 2, "{fw:?}");
+    assert_eq!(fw.require("drops")?, denied + bad + 2, "{fw:?}");
+    assert_eq!(fw.require("p0_tx")? + fw.require("p1_tx")?, k.received, "{fw:?}");
+    // Two Metronome workers shared the lane: both won rounds, and every frame was drained
+    // by exactly one of them.
+    assert_eq!((fw.require("workers")?, fw.require("lanes")?), (2, 1), "{fw:?}");
+    let mut packets = 0;
+    for i in 0..2 {
+        assert!(fw.require(&format!("core{i}_wins"))? > 0, "worker {i} never won a round: {fw:?}");
+        packets += fw.require(&format!("core{i}_packets"))?;
+    }
+    let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
+    assert_eq!(packets, rx, "every frame drained by exactly one worker: {fw:?}");
+    assert_eq!(rx, FRAMES + bad + 2 + fw.require("ctl")?, "{fw:?}");
+    // The human log went out as defmt over semihosting, decoded from the ELF.
+    let elf = cadence_tests::aarch64::firmware_image()?.with_extension("");
+    let d = cadence_harness::defmt::decode_file(&elf, &rig.out_dir.join("com2.defmt"))?;
+    assert!(d.lines.iter().any(|l| l.contains("forward: 2 workers on 1 lanes")), "{:#?}", d.lines);
+    eprintln!("aarch64: ready after {boot_s:.1} s, whole run {total_s:.1} s");
+    Ok(())
+}
+
+#[test]
+fn a_bad_boot_option_exits_35_on_aarch64() -> Result<()> {
+    let mut rig = start_firmware("aarch64_bad_option", 1, BootOptions::default().set("lanes", "many"), |_| {})?;
+    let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
+    rig.pump(Duration::from_millis(200));
+    expect_status(&rig, exit, protocol::EXIT_BAD_CONFIG)?;
+    assert!(
+        rig.report.errors.iter().any(|l| l.starts_with("error: boot option 'lanes'")),
+        "{}",
+        rig.qemu.diagnostics()
+    );
+    Ok(())
+}
