@@ -28,6 +28,7 @@ const EVERY: u64 = 50;
 fn chain1_two_workers_10k_checked_frames_malformed_and_control_on_aarch64() -> Result<()> {
     let text = cadence_ctl::chain::load(&image::workspace_root().join("chains").join("chain1.toml"))?.text;
     let opts = BootOptions::default().set("stats_ms", 0).set("workers", 2).set("lanes", 1).set("sched", "metronome");
+    cadence_tests::aarch64::firmware_image()?;
     let booted = Instant::now();
     let mut rig = start_firmware("aarch64_forward", FLOWS, opts, |c| {
         c.smp = 2;
