@@ -2,7 +2,8 @@
 //! One boot carries what issue 26 asks of the forwarding run, so CI pays for one: chain 1
 //! (ACL, LB, accounting) from the initial RAM disk, two Metronome workers on two cores
 //! sharing one lane, 10 000 checked frames with malformed ones interleaved, unsigned STOPs
-//! refused while forwarding goes on, then the signed STOP (exit 33). A second, short boot
+//! refused while forwarding goes on, management requests on the PL011 answered, then the
+//! signed STOP (exit 33). A second, short boot
 //! refuses a bad boot option with status 35. Only those statuses pass.
 
 use std::collections::BTreeMap;
@@ -69,6 +70,13 @@ fn chain1_two_workers_10k_checked_frames_malformed_and_control_on_aarch64() -> R
     }
     rig.drain(Duration::from_secs(5), Duration::from_secs(60), &mut |_| {});
     assert!(rig.qemu.try_exit()?.is_none(), "an unsigned STOP stopped the run\n{}", rig.qemu.diagnostics());
+    // The management channel on the PL011's receiver: requests in, `@ctl` replies out.
+    let show = rig.ctl("show acl", Duration::from_secs(30))?;
+    show.ok()?;
+    assert!(show.data.first().is_some_and(|l| l.starts_with("default=")), "{show:?}");
+    let stats = rig.ctl("stats", Duration::from_secs(30))?;
+    let json: serde_json::Value = serde_json::from_str(&stats.data[0])?;
+    assert!(json["p0_rx"].as_u64().is_some_and(|n| n > 0), "{json}");
     // The signed STOP: `@summary`, exit 33, conservation and no leaked buffer.
     let fw = stop_ok(&mut rig)?;
     let total_s = booted.elapsed().as_secs_f64();
@@ -110,7 +118,11 @@ fn chain1_two_workers_10k_checked_frames_malformed_and_control_on_aarch64() -> R
     let rx = fw.require("p0_rx")? + fw.require("p1_rx")?;
     assert_eq!(packets, rx, "every frame drained by exactly one worker: {fw:?}");
     assert_eq!(rx, FRAMES + bad + 2 + fw.require("ctl")?, "{fw:?}");
-    // The human log went out as defmt over semihosting, decoded from the ELF.
+    // The console holds machine lines only; the human log went out as defmt over
+    // semihosting, decoded from the ELF.
+    let com1 = rig.qemu.com1();
+    let human: Vec<&String> = com1.iter().filter(|l| !l.is_empty() && !l.starts_with('@')).collect();
+    assert!(human.is_empty(), "non-machine lines on the console: {human:#?}");
     let elf = cadence_tests::aarch64::firmware_image()?.with_extension("");
     let d = cadence_harness::defmt::decode_file(&elf, &rig.out_dir.join("com2.defmt"))?;
     assert!(d.lines.iter().any(|l| l.contains("forward: 2 workers on 1 lanes")), "{:#?}", d.lines);
