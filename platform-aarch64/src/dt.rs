@@ -561,6 +561,21 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_initrd_the_command_line_and_the_rng_seed_from_chosen() {
+        let t = include_bytes!("../tests/fixtures/virt-initrd.dtb");
+        assert_eq!(initrd(t), Some(Region { base: 0x4800_0000, size: 10 }));
+        assert_eq!(bootargs(t), Some("mode=boot"));
+        assert_eq!(chosen(t, "rng-seed").map(<[u8]>::len), Some(32));
+        assert_eq!(chosen(t, "no-such-property"), None);
+        // QEMU's tree without -initrd names none.
+        assert_eq!(initrd(VIRT), None);
+        // Damaged trees give nothing or something, never a panic.
+        for n in 0..t.len() {
+            let _ = initrd(&t[..n]);
+        }
+    }
+
+    #[test]
     fn refuses_trees_without_what_the_image_needs() {
         assert_eq!(parse(include_bytes!("../tests/fixtures/virt-no-psci.dtb")), Err(DtError::NoPsci));
         assert_eq!(parse(include_bytes!("../tests/fixtures/virt-no-pcie.dtb")), Err(DtError::NoPcie));
