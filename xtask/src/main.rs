@@ -104,7 +104,7 @@ enum Cmd {
         #[arg(long = "hosted-arg", allow_hyphen_values = true)]
         hosted_args: Vec<String>,
         /// The machine to boot: x86_64 (QEMU q35) or aarch64 (QEMU virt with GICv3 and
-        /// Cortex-A72 cores, TCG, virtio-net).
+        /// Cortex-A72 cores, TCG).
         #[arg(long, default_value = "x86_64", value_parser = ["x86_64", "aarch64"])]
         arch: String,
     },

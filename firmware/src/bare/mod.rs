@@ -1,7 +1,9 @@
 //! What the bare-metal images of both machines share (x86_64: `image/`; aarch64:
-//! `image_aarch64/`): the chain configuration from the boot module and the human log.
+//! `image_aarch64/`): the chain configuration from the boot module, NIC selection and
+//! bring-up, and the human log.
 
 pub mod chain;
+pub mod nics;
 
 /// One line of the human log: formatted here, sent as a defmt string (x86_64: COM2;
 /// aarch64: semihosting, see `image_aarch64`), so the console keeps the machine lines. A

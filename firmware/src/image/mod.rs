@@ -3,7 +3,8 @@
 //! - this file: `kmain` (boot options first, then `cadence_platform::init`, the banner, the
 //!   pool, the NICs, then `mode=boot` or `mode=forward`; the whole sequence is in the
 //!   platform's `boot` module docs);
-//! - `nics`: NIC selection (`nics=`) and probe over virtio-net, igb, ixgbe and i40e;
+//! - `crate::bare::nics`: NIC selection (`nics=`) and probe over virtio-net, igb, ixgbe
+//!   and i40e (shared with the aarch64 image);
 //! - `cores`: `mode=boot`'s SMP check;
 //! - `crate::bare::chain`: the chain spec (and NetBlaze profile) from boot module 0;
 //! - `machine`: the bare-metal `forward::Machine`: TSC, `HaltSleeper`, the SMP job mailbox,
@@ -13,8 +14,9 @@
 
 mod cores;
 mod machine;
-mod nics;
 mod report;
+
+use crate::bare::nics;
 
 extern crate alloc;
 
@@ -75,7 +77,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
     }
     // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
     // the pool handed to the drivers only satisfies their signature.
-    let ports = match nics::probe(&mut p, &mut pools[0], &cfg) {
+    let ports = match nics::probe(&p.pci, &mut p.dma, &p.clock, &mut pools[0], &cfg) {
         Ok((ports, tried)) => {
             // A NIC that failed was reported and skipped; with none left of those
             // tried, there is nothing to run.

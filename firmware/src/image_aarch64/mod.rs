@@ -5,7 +5,8 @@
 //! - this file: `kmain` (the boot options from `/chosen/bootargs` first, then the
 //!   platform's bring-up, the banner, the chain, the pools, the NICs, then `mode=boot` or
 //!   `mode=forward`), the boot nonce;
-//! - `nics`: virtio-net selection (`nics=`) and bring-up;
+//! - `crate::bare::nics`: NIC selection (`nics=`) and bring-up, shared with the x86_64
+//!   image (virtio-net and igb are what QEMU `virt` offers on PCIe);
 //! - `machine`: the aarch64 `forward::Machine`;
 //! - `crate::bare::chain`: the chain spec from the initial RAM disk (QEMU's `-initrd`,
 //!   which it places in RAM and names in `/chosen/linux,initrd-start`/`-end`: the
@@ -18,7 +19,6 @@
 //! `clock-frequency`), `tsc_check=none`, `cpu` the MIDR_EL1 decoded.
 
 mod machine;
-mod nics;
 
 extern crate alloc;
 
@@ -30,6 +30,7 @@ use cadence_core::time::Clock;
 use cadence_firmware::config::{BootConfig, Job};
 use cadence_firmware::forward::{self, BootNonce, Outcome};
 
+use crate::bare::nics;
 use crate::platform::exit::{ExitCode, exit};
 use crate::platform::smp::{self, Start};
 use crate::platform::{BootArgs, Platform, dt, entry, jobs, pl011, println};
@@ -67,47 +68,52 @@ fn kmain(boot: BootArgs) -> ! {
     };
     crate::bare::log(format_args!("Cadence {} (aarch64, entered at EL{})", env!("CARGO_PKG_VERSION"), boot.entry_el()));
     let bus = p.pci();
-    let selected = nics::select(&bus, &cfg);
-    banner(&p, &cfg, selected.as_ref().map_or(0, |(c, _)| c.len()));
-    let (spec, profile) = crate::bare::chain::spec(p.initrd_bytes());
-    let (chosen, present) = match selected {
-        Ok(s) => s,
-        Err(e) => {
-            println!("error: {e}");
-            exit(ExitCode::ConfigError)
-        }
-    };
-    if cfg.nics.is_none() && present > chosen.len() {
-        println!(
-            "warning: {present} NICs found, driving the first {} (choose others with nics=BB:DD.F,BB:DD.F)",
-            chosen.len()
-        );
+    if bus.unassigned > 0 {
+        println!("warning: {} PCI functions' BARs did not fit the 32-bit window", bus.unassigned);
     }
+    let pci: Vec<crate::platform::pcie::Function> = bus.functions.iter().flatten().copied().collect();
+    banner(&p, &cfg, nics::count(&pci, &cfg));
+    // The chain configuration (the initial RAM disk) is checked before any device is
+    // touched.
+    let (spec, profile) = crate::bare::chain::spec(p.initrd_bytes());
     let Some(mut dma) = p.take_dma() else {
         println!("error: the DMA range was already taken");
         exit(ExitCode::RuntimeFailure)
     };
     // One pool per lane: a lane's queues draw from and return to its own buffers only.
     let mut pools = Vec::with_capacity(cfg.lanes);
-    for lane in 0..cfg.lanes {
-        let pool = dma
+    for _ in 0..cfg.lanes {
+        match dma
             .packet_memory(cfg.pool)
-            .map_err(|e| alloc::format!("packet buffer memory: {e}"))
-            .and_then(|(mem, phys)| Pool::try_new(mem, phys, cfg.pool).map_err(|e| alloc::format!("packet pool: {e}")));
-        match pool {
+            .map_err(nics::NicError::PacketMemory)
+            .and_then(|(mem, phys)| Pool::try_new(mem, phys, cfg.pool).map_err(nics::NicError::Pool))
+        {
             Ok(pool) => pools.push(pool),
             Err(e) => {
-                println!("error: lane {lane}: {e}");
+                println!("error: lane {}: {e}", pools.len());
                 exit(ExitCode::RuntimeFailure)
             }
         }
     }
-    // Bring-up posts no receive buffers (each lane fills its rings from its own pool).
-    let ports = nics::probe(&chosen, &mut dma, &p.clock, &mut pools[0], &cfg);
-    if ports.is_empty() && !chosen.is_empty() {
-        println!("error: no usable NIC ({} found, none came up)", chosen.len());
-        exit(ExitCode::RuntimeFailure)
-    }
+    // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
+    // the pool handed to the drivers only satisfies their signature.
+    let ports = match nics::probe(&pci, &mut dma, &p.clock, &mut pools[0], &cfg) {
+        Ok((ports, tried)) => {
+            if ports.is_empty() && tried > 0 {
+                println!("error: no usable NIC ({tried} found, none came up)");
+                exit(ExitCode::RuntimeFailure)
+            }
+            ports
+        }
+        Err(e @ nics::NicError::NotFound(_)) => {
+            println!("error: {e}");
+            exit(ExitCode::ConfigError)
+        }
+        Err(e) => {
+            println!("error: {e}");
+            exit(ExitCode::RuntimeFailure)
+        }
+    };
     // Worker 0 runs here; the others on the secondaries, which wait for jobs.
     jobs::set_rate(p.clock.rate());
     let starts = smp::start_secondaries(&p, jobs::idle_loop, p.clock_ticks_ms(CHECK_IN_MS));
@@ -137,7 +143,7 @@ fn kmain(boot: BootArgs) -> ! {
             pl011::enable_receiver();
             let machine: &'static machine::BareMetal =
                 Box::leak(Box::new(machine::BareMetal { clock: p.clock, workers, nonce: nonce(&p, boot.dtb().ok()) }));
-            let (mbps, from) = cfg.line_rate_mbps(ports.iter().filter_map(|n| n.0.speed_mbps()).min());
+            let (mbps, from) = cfg.line_rate_mbps(ports.iter().filter_map(nics::Nic::speed_mbps).min());
             let ports: Vec<nics::Nic> = ports.into_iter().collect();
             let outcome =
                 forward::run(machine, &cfg, pools, ports, &spec, profile.as_ref(), forward::LineRate { mbps, from });
