@@ -19,6 +19,14 @@ use cadence_harness::traffic::malformed::Malformed;
 use cadence_tests::aarch64::start_firmware;
 use cadence_tests::{BOOT_TIMEOUT, expect_status, stop_ok};
 
+/// One QEMU at a time: TCG vCPUs on a two-core machine (hang guards only; nothing asserts
+/// on time).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// With chain 1, flows 8 and 9 are denied by the ACL, flows 12 and 13 go to VIPs.
 const FLOWS: u16 = 16;
 const FRAMES: u64 = 10_000;
@@ -28,6 +36,7 @@ const EVERY: u64 = 50;
 
 #[test]
 fn chain1_two_workers_10k_checked_frames_malformed_and_control_on_aarch64() -> Result<()> {
+    let _one = serial();
     let text = cadence_ctl::chain::load(&image::workspace_root().join("chains").join("chain1.toml"))?.text;
     let opts = BootOptions::default().set("stats_ms", 0).set("workers", 2).set("lanes", 1).set("sched", "metronome");
     cadence_tests::aarch64::firmware_image()?;
@@ -133,6 +142,7 @@ fn chain1_two_workers_10k_checked_frames_malformed_and_control_on_aarch64() -> R
 
 #[test]
 fn igb_forwards_on_aarch64() -> Result<()> {
+    let _one = serial();
     const N: u64 = 2000;
     let opts = BootOptions::default().set("stats_ms", 0);
     let mut rig = start_firmware("aarch64_igb", 8, opts, |c| {
@@ -153,6 +163,7 @@ fn igb_forwards_on_aarch64() -> Result<()> {
 
 #[test]
 fn a_bad_boot_option_exits_35_on_aarch64() -> Result<()> {
+    let _one = serial();
     let mut rig = start_firmware("aarch64_bad_option", 1, BootOptions::default().set("lanes", "many"), |_| {})?;
     let exit = rig.qemu.wait(BOOT_TIMEOUT)?;
     rig.pump(Duration::from_millis(200));
