@@ -17,8 +17,10 @@ use crate::timer::{self, GenericClock, TimerError};
 const TABLES: usize = 16;
 /// The heap's size.
 pub const HEAP_SIZE: u64 = 16 << 20;
-/// The DMA range's size (rings and packet pools).
-pub const DMA_SIZE: u64 = 32 << 20;
+/// The DMA range's sizes (rings and packet pools), largest first: the first that fits
+/// around the image, the heap, the tree and the initial RAM disk is taken. 96 MiB holds
+/// four lanes' default pools (4 × 4096 × 2 KiB) and the rings on a 256 MiB `virt`.
+pub const DMA_SIZES: [u64; 3] = [96 << 20, 64 << 20, 32 << 20];
 /// How long a GIC register may stay busy: 10 ms of counter ticks.
 const GIC_DEADLINE_MS: u64 = 10;
 
@@ -174,7 +176,10 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
     // SAFETY: the carved block is mapped RAM that holds neither the image nor the tree.
     unsafe { crate::heap::init(heap.base, heap.size as usize) };
     let used = Region { base: image.base, size: heap.end() - image.base };
-    let dma = crate::heap::carve(facts.memory, used, &avoid, DMA_SIZE).ok_or(InitError::NoHeap)?;
+    let dma = DMA_SIZES
+        .iter()
+        .find_map(|&size| crate::heap::carve(facts.memory, used, &avoid, size))
+        .ok_or(InitError::NoHeap)?;
     let cntfrq = timer::cntfrq();
     let rate: TickRate = timer::rate(cntfrq, facts.timer_hz).map_err(InitError::Timer)?;
     let deadline = rate.ticks_from_ms(GIC_DEADLINE_MS).ticks();

@@ -1,6 +1,7 @@
 //! A job mailbox per secondary core, for an image that hands work to its cores after they
 //! are up (the firmware's forwarding workers): a core started with [`idle_loop`] as its
-//! [`crate::smp::CoreMain`] waits for a job, runs it, and waits again.
+//! [`crate::smp::CoreMain`] waits for a job, runs it, and waits again. Such a core can be
+//! stopped for good ([`crate::fence`]).
 //!
 //! Waiting is the deadline sleeper's `WFI` in steps of [`IDLE_STEP_US`] (WFE would only
 //! poll: QEMU's TCG treats it as a yield, `@wfe` of the boot check), so an idle core costs
@@ -56,6 +57,8 @@ pub fn set_rate(rate: cadence_core::time::TickRate) {
 /// A secondary core's life when it takes jobs: look at the mailbox, run the job, mark the
 /// core idle, sleep a step, again.
 pub fn idle_loop(index: usize) -> ! {
+    // A worker that hangs in its job can be stopped (`crate::fence`).
+    crate::fence::arm_this_core();
     let mut sleeper = WfiSleeper::default();
     loop {
         let job = SLOTS.get(index).and_then(|s| s.lock().take());

@@ -3,9 +3,11 @@
 //! (ACL, LB, accounting) from the initial RAM disk, two Metronome workers on two cores
 //! sharing one lane, 10 000 checked frames with malformed ones interleaved, unsigned STOPs
 //! refused while forwarding goes on, management requests on the PL011 answered, then the
-//! signed STOP (exit 33). Two short boots: igb (QEMU's 82576, which `virt` offers on PCIe
-//! too) forwards with the same driver as on x86_64, and a bad boot option is refused with
-//! status 35. Only those statuses pass.
+//! signed STOP (exit 33). Three short boots: igb (QEMU's 82576, which `virt` offers on
+//! PCIe too) forwards with the same driver as on x86_64; a worker hung in its round is
+//! stopped by FIQ and its lane taken over (37, as on x86_64); a bad boot option is refused
+//! with status 35. Only those statuses pass. The four boots take about 17 s together once
+//! the image is built.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -173,5 +175,61 @@ fn a_bad_boot_option_exits_35_on_aarch64() -> Result<()> {
         "{}",
         rig.qemu.diagnostics()
     );
+    Ok(())
+}
+
+/// `stall.rs`'s first case on aarch64: worker 1 hangs inside its round holding a lane
+/// (`stall=1:300:round`); worker 0 reports it, the image stops its core for good with a
+/// Group 0 SGI taken as FIQ (the x86 image's NMI), and worker 0 takes the lane over and
+/// serves all four. Every frame comes back but the hung batch's (lost and counted as
+/// `stranded`); the run then fails (37) because a worker did not park.
+#[test]
+fn a_hung_worker_is_stopped_by_fiq_and_its_lane_taken_over_on_aarch64() -> Result<()> {
+    let _one = serial();
+    const LANES: u64 = 4;
+    const STALL_FLOWS: u16 = 32;
+    let opts = BootOptions::default()
+        .set("stats_ms", 0)
+        .set("workers", 2)
+        .set("lanes", LANES)
+        .set("qsize", 1024)
+        .set("pool", 4096)
+        .set("stall", "1:300:round")
+        .set("stall_ms", 300);
+    let mut rig = start_firmware("aarch64_stall", STALL_FLOWS, opts, |c| {
+        c.nic_model = cadence_harness::rig::NicModel::Igb;
+        c.smp = 2;
+        c.chain_text = None;
+    })?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let pick = |i: u64| ((i % u64::from(STALL_FLOWS)) as u16, 60 + (i * 131 % 700) as usize);
+    let mut sent = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !rig.qemu.com1().iter().any(|l| l.starts_with("@fault kind=takeover")) {
+        anyhow::ensure!(Instant::now() < deadline, "no take-over within 120 s\n{}", rig.qemu.diagnostics());
+        cadence_tests::send_paced(&mut rig, 50, 400, |i| pick(sent + i))?;
+        sent += 50;
+    }
+    cadence_tests::send_paced(&mut rig, 800, 400, |i| pick(sent + i))?;
+    sent += 800;
+    rig.drain(Duration::from_secs(3), Duration::from_secs(60), &mut |_| {});
+    let exit = rig.stop(cadence_tests::STOP_TIMEOUT, &mut |_| {})?;
+    expect_status(&rig, exit, protocol::EXIT_RUNTIME_FAILURE)?;
+    let com1 = rig.qemu.com1();
+    let stall = com1.iter().find(|l| l.starts_with("@fault kind=stall")).cloned().unwrap_or_default();
+    assert!(stall.starts_with("@fault kind=stall core=1 ") && stall.contains("seen_by=0"), "{com1:#?}");
+    assert!(com1.iter().any(|l| l.starts_with("@fault kind=takeover core=1 lane=")), "{com1:#?}");
+    assert!(!com1.iter().any(|l| l.contains("still held at shutdown")), "the lane was taken over: {com1:#?}");
+    let fw = rig.report.summary.clone().expect("@summary");
+    assert_eq!((fw.require("stalls")?, fw.require("takeovers")?), (1, 1), "{fw:?}");
+    let stranded = fw.require("stranded")?;
+    assert!((1..=64).contains(&stranded), "the hung batch: {fw:?}");
+    let k = rig.checker().classes();
+    assert_eq!(k.sent, sent);
+    assert_eq!(k.lost, stranded, "lost = the hung batch: {k:?} {fw:?}");
+    let rest = cadence_harness::traffic::Classes { lost: 0, ..k };
+    assert!(rest.clean(), "host saw {:?}: {k:?}\n{:#?}", rest.failures(), rig.checker().examples);
+    let per_lane: Vec<u64> = (0..LANES).map(|l| fw.require(&format!("lane{l}_packets"))).collect::<Result<_>>()?;
+    assert!(per_lane.iter().all(|&n| n > 0), "{per_lane:?}");
     Ok(())
 }

@@ -3,9 +3,8 @@
 //! (`cadence_platform_aarch64::jobs`), the PL011 for the machine lines and the management
 //! input, the human log as defmt over semihosting.
 //!
-//! What it does not do (yet): fence a hung worker (x86 sends an NMI; the Arm
-//! counterpart would be an SGI taken as FIQ, or GICv3 pseudo-NMI), so a stalled worker's
-//! lanes stay held and the run reports them ([`Machine::fence`]'s default).
+//! A hung worker's core is stopped for good with a Group 0 SGI taken as FIQ
+//! (`cadence_platform_aarch64::fence`), the counterpart of the x86 image's NMI.
 
 extern crate alloc;
 
@@ -29,7 +28,15 @@ pub struct BareMetal {
     pub workers: heapless::Vec<usize, { crate::platform::dt::MAX_CPUS }>,
     /// This boot's nonce, drawn at boot ([`super::nonce`]).
     pub nonce: BootNonce,
+    /// The boot core's index (worker 0 runs there).
+    pub boot_core: usize,
+    /// Every core's MPIDR, by index (the tree's order).
+    pub mpidrs: [u64; crate::platform::dt::MAX_CPUS],
 }
+
+/// How long a fenced core has to acknowledge the FIQ (it takes it at the next instruction
+/// boundary; the margin is for an emulator's scheduling).
+const FENCE_TIMEOUT_US: u64 = 100_000;
 
 impl BareMetal {
     fn core_of(&self, w: usize) -> Option<usize> {
@@ -67,6 +74,14 @@ impl Machine for BareMetal {
     fn sleep_summary(_s: &WfiSleeper) -> SleepSummary {
         // WFE does not wait under TCG (`@wfe` of the boot check): no watched sleeps.
         SleepSummary::default()
+    }
+
+    fn fence(&self, worker: usize) -> Option<cadence_core::sync::Fenced> {
+        // Worker 0 runs on the boot core, worker w on the w-th online secondary.
+        let core = if worker == 0 { Some(self.boot_core) } else { self.core_of(worker) }?;
+        let mpidr = *self.mpidrs.get(core)?;
+        let ticks = self.clock.tick_rate().ticks_from_us(FENCE_TIMEOUT_US).ticks();
+        crate::platform::fence::fence(core, mpidr, cadence_core::sync::Holder::of(worker as u32), ticks).ok()
     }
 
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), BareMetalError> {

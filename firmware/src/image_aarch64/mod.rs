@@ -7,7 +7,8 @@
 //!   `mode=forward`), the boot nonce;
 //! - `crate::bare::nics`: NIC selection (`nics=`) and bring-up, shared with the x86_64
 //!   image (virtio-net and igb are what QEMU `virt` offers on PCIe);
-//! - `machine`: the aarch64 `forward::Machine`;
+//! - `machine`: the aarch64 `forward::Machine` (workers on the secondaries' job
+//!   mailboxes, a hung worker's core stopped by FIQ);
 //! - `crate::bare::chain`: the chain spec from the initial RAM disk (QEMU's `-initrd`,
 //!   which it places in RAM and names in `/chosen/linux,initrd-start`/`-end`: the
 //!   counterpart of the x86 image's PVH boot module 0).
@@ -141,8 +142,16 @@ fn kmain(boot: BootArgs) -> ! {
         }
         Job::Forward => {
             pl011::enable_receiver();
-            let machine: &'static machine::BareMetal =
-                Box::leak(Box::new(machine::BareMetal { clock: p.clock, workers, nonce: nonce(&p, boot.dtb().ok()) }));
+            // Worker 0 (here) can be stopped too, when the watchdog has a core of its own.
+            crate::platform::fence::arm_this_core();
+            let boot_core = (0..p.facts.ncpus).find(|&i| starts[i].is_none()).unwrap_or(0);
+            let machine: &'static machine::BareMetal = Box::leak(Box::new(machine::BareMetal {
+                clock: p.clock,
+                workers,
+                nonce: nonce(&p, boot.dtb().ok()),
+                boot_core,
+                mpidrs: p.facts.cpus,
+            }));
             let (mbps, from) = cfg.line_rate_mbps(ports.iter().filter_map(nics::Nic::speed_mbps).min());
             let ports: Vec<nics::Nic> = ports.into_iter().collect();
             let outcome =
