@@ -3,11 +3,11 @@
 //! (ACL, LB, accounting) from the initial RAM disk, two Metronome workers on two cores
 //! sharing one lane, 10 000 checked frames with malformed ones interleaved, unsigned STOPs
 //! refused while forwarding goes on, management requests on the PL011 answered, then the
-//! signed STOP (exit 33). Three short boots: igb (QEMU's 82576, which `virt` offers on
+//! signed STOP (exit 33). Four short boots: igb (QEMU's 82576, which `virt` offers on
 //! PCIe too) forwards with the same driver as on x86_64; a worker hung in its round is
-//! stopped by FIQ and its lane taken over (37, as on x86_64); a bad boot option is refused
-//! with status 35. Only those statuses pass. The four boots take about 17 s together once
-//! the image is built.
+//! stopped by FIQ and its lane taken over, and a lone hung worker is caught by the
+//! watchdog core (37 each, as `stall.rs` on x86_64); a bad boot option is refused with
+//! status 35. Only those statuses pass.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -231,5 +231,41 @@ fn a_hung_worker_is_stopped_by_fiq_and_its_lane_taken_over_on_aarch64() -> Resul
     assert!(rest.clean(), "host saw {:?}: {k:?}\n{:#?}", rest.failures(), rig.checker().examples);
     let per_lane: Vec<u64> = (0..LANES).map(|l| fw.require(&format!("lane{l}_packets"))).collect::<Result<_>>()?;
     assert!(per_lane.iter().all(|&n| n > 0), "{per_lane:?}");
+    Ok(())
+}
+
+/// `stall.rs`'s second case on aarch64: the lone worker hangs between rounds (`workers=1`
+/// on two cores); only the watchdog, on the spare core's job mailbox, sees it, and since
+/// `max_s` would run in the hung worker's loop, the watchdog ends the run itself (37, with
+/// the reason and `@summary`).
+#[test]
+fn a_lone_hung_worker_is_seen_by_the_watchdog_core_on_aarch64() -> Result<()> {
+    let _one = serial();
+    let opts = BootOptions::default()
+        .set("max_s", 3)
+        .set("stats_ms", 0)
+        .set("workers", 1)
+        .set("stall", "0:300")
+        .set("stall_ms", 300);
+    let mut rig = start_firmware("aarch64_stall_lone", 4, opts, |c| {
+        c.smp = 2;
+        c.chain_text = None;
+    })?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let ready = rig.qemu.com1().into_iter().find(|l| l.starts_with("@ready")).unwrap_or_default();
+    assert!(ready.contains(" watchdog=core "), "{ready}");
+    // Nobody sends STOP: max_s passes, worker 0 cannot act on it, the watchdog does.
+    let exit = rig.qemu.wait(Duration::from_secs(120))?;
+    rig.pump(Duration::from_millis(200));
+    expect_status(&rig, exit, protocol::EXIT_RUNTIME_FAILURE)?;
+    let com1 = rig.qemu.com1();
+    let fault = com1.iter().find(|l| l.starts_with("@fault ")).cloned().unwrap_or_default();
+    assert!(fault.starts_with("@fault kind=stall core=0 ") && fault.ends_with("seen_by=watchdog"), "{com1:#?}");
+    assert!(
+        com1.iter().any(|l| l.starts_with("error: watchdog: the run did not wind down") && l.contains("after max_s")),
+        "{com1:#?}"
+    );
+    let fw = rig.report.summary.clone().expect("@summary");
+    assert_eq!(fw.require("stalls")?, 1, "{fw:?}");
     Ok(())
 }
