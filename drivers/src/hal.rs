@@ -284,11 +284,37 @@ impl<C: cadence_core::time::Clock + ?Sized> embedded_hal::delay::DelayNs for Clo
 /// OSHST` before each write and `DMB OSHLD` after each read, as Linux's `writel`/`readl`):
 /// the driver's [`dma_wmb`] before a doorbell write is then redundant there but kept, since
 /// the index store it also orders is a plain memory store.
+///
+/// The virtio device model checks the write side: its store-reordering memory
+/// (`virtio::model`, `Mem::set_reordering`) shows the device stores between two barriers
+/// in any order, and a test fails when the `dma_wmb` before the avail index is removed.
 pub mod barrier {
+    /// The barriers executed on this thread, for the device models' store-reordering
+    /// memory (`virtio::model`): stores between two barriers may reach the device in any
+    /// order, stores on either side of one may not.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) mod epoch {
+        std::thread_local! {
+            static EPOCH: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+        }
+
+        /// One barrier executed.
+        pub(crate) fn bump() {
+            EPOCH.with(|e| e.set(e.get() + 1));
+        }
+
+        /// Barriers executed so far.
+        pub(crate) fn now() -> u64 {
+            EPOCH.with(core::cell::Cell::get)
+        }
+    }
+
     /// Orders earlier stores to DMA memory before later stores (the index, tail or
     /// doorbell that hands them over).
     #[inline]
     pub fn dma_wmb() {
+        #[cfg(any(test, fuzzing))]
+        epoch::bump();
         #[cfg(target_arch = "aarch64")]
         // SAFETY: a barrier; touches no memory itself. Without `nomem` the compiler also
         // keeps memory accesses on their side of it.
@@ -304,6 +330,8 @@ pub mod barrier {
     /// loads and stores (the descriptor body, the buffer).
     #[inline]
     pub fn dma_rmb() {
+        #[cfg(any(test, fuzzing))]
+        epoch::bump();
         #[cfg(target_arch = "aarch64")]
         // SAFETY: as in `dma_wmb`.
         #[allow(unsafe_code)]
@@ -318,6 +346,8 @@ pub mod barrier {
     /// load the device's answer depends on).
     #[inline]
     pub fn dma_mb() {
+        #[cfg(any(test, fuzzing))]
+        epoch::bump();
         #[cfg(target_arch = "aarch64")]
         // SAFETY: as in `dma_wmb`.
         #[allow(unsafe_code)]
