@@ -1,5 +1,6 @@
-//! Building the aarch64 image (`cadence-platform-aarch64`'s `cadence-aarch64`, QEMU
-//! `virt`): a nested cargo build for `aarch64-unknown-none`, then the linked ELF flattened
+//! Building the aarch64 images for QEMU `virt` — the firmware (`cadence-firmware`'s
+//! `cadence`, [`build_firmware`]) and the platform's boot check
+//! (`cadence-platform-aarch64`'s `cadence-aarch64`, [`build`]): a nested cargo build for `aarch64-unknown-none`, then the linked ELF flattened
 //! into the arm64 `Image` QEMU's `-kernel` and firmware loaders take (its header is the
 //! first 64 bytes of the image; see `platform-aarch64/link.ld`).
 //!
@@ -23,21 +24,45 @@ pub const BIN: &str = "cadence-aarch64";
 /// The arm64 `Image` magic at offset 56 ("ARM\x64").
 pub const IMAGE_MAGIC: [u8; 4] = *b"ARM\x64";
 
-/// Where the flat image of `profile` is.
+/// The firmware's package and binary (the same `cadence` as on x86_64).
+pub const FIRMWARE_PACKAGE: &str = "cadence-firmware";
+/// The firmware's binary name; the flat image is `<FIRMWARE_BIN>.img` beside the ELF.
+pub const FIRMWARE_BIN: &str = "cadence";
+
+/// Where the flat boot-check image of `profile` is.
 pub fn image_path(profile: Profile) -> PathBuf {
+    bin_image_path(BIN, profile)
+}
+
+/// Where the flat firmware image of `profile` is (its ELF, for defmt, is beside it
+/// without the `.img`).
+pub fn firmware_image_path(profile: Profile) -> PathBuf {
+    bin_image_path(FIRMWARE_BIN, profile)
+}
+
+fn bin_image_path(bin: &str, profile: Profile) -> PathBuf {
     let dir = match profile {
         Profile::Release => "release",
         Profile::Debug => "debug",
     };
-    target_dir().join(TARGET).join(dir).join(format!("{BIN}.img"))
+    target_dir().join(TARGET).join(dir).join(format!("{bin}.img"))
 }
 
-/// Builds the Arm image and returns the flat `Image`'s path.
+/// Builds the boot-check image and returns the flat `Image`'s path.
 pub fn build(profile: Profile) -> Result<PathBuf> {
+    build_bin(PACKAGE, BIN, profile)
+}
+
+/// Builds the firmware for aarch64 and returns the flat `Image`'s path.
+pub fn build_firmware(profile: Profile) -> Result<PathBuf> {
+    build_bin(FIRMWARE_PACKAGE, FIRMWARE_BIN, profile)
+}
+
+fn build_bin(package: &str, bin: &str, profile: Profile) -> Result<PathBuf> {
     crate::toolchain::ensure().context("provisioning the Rust toolchain")?;
     let mut cmd = cargo();
     cmd.current_dir(workspace_root())
-        .args(["build", "-p", PACKAGE, "--bin", BIN, "--target", TARGET])
+        .args(["build", "-p", package, "--bin", bin, "--target", TARGET])
         .env("DEFMT_LOG", defmt_log());
     if profile == Profile::Release {
         cmd.arg("--release");
@@ -47,7 +72,7 @@ pub fn build(profile: Profile) -> Result<PathBuf> {
     if !st.success() {
         bail!("building the aarch64 image failed ({st})");
     }
-    let out = image_path(profile);
+    let out = bin_image_path(bin, profile);
     let elf = out.with_extension("");
     flatten_file(&elf, &out)?;
     Ok(out)

@@ -5,6 +5,12 @@
 //! hardware's own ordering rules, and the driver's fences, do the rest). An access
 //! outside a window is a driver bug: implementations ignore the write / read as 0
 //! and debug builds assert.
+//!
+//! Ordering against DMA: [`barrier`] states the rule (descriptors, [`dma_wmb`], the
+//! index or doorbell; the done word, [`dma_rmb`], the body) and gives the barriers, which
+//! are stronger than `core::sync::atomic::fence` on aarch64. A platform whose register
+//! accesses are not ordered against memory by the architecture orders them in its
+//! [`Mmio`] (aarch64: `DMB OSHST` before a register write, `DMB OSHLD` after a read).
 
 use core::fmt;
 
@@ -253,3 +259,104 @@ impl<C: cadence_core::time::Clock + ?Sized> embedded_hal::delay::DelayNs for Clo
         }
     }
 }
+
+/// The barriers of a DMA hand-off, for memory a device reads or writes (descriptor rings,
+/// virtqueues, packet buffers). The rule every driver follows:
+///
+/// - **Handing over** (descriptors, then the index or tail that gives them to the device):
+///   write the descriptors and buffers, then [`dma_wmb`], then the index store or the
+///   doorbell/tail register write.
+/// - **Taking back** (a write-back the device made): read the word that says it is done
+///   (DD, the used index), then [`dma_rmb`], then the rest of the descriptor and the
+///   buffer.
+/// - **A store, then a load the device's answer depends on** (virtio's avail index, then
+///   the notification-suppression flags): [`dma_mb`] between them.
+///
+/// Why not `core::sync::atomic::fence`: on aarch64 it is `DMB ISH*`, which orders accesses
+/// only as the cores of the inner-shareable domain observe them; a DMA master sits in the
+/// outer-shareable domain (Arm ARM B2.3, "Shareability"), so these are `DMB OSHST`, `DMB
+/// OSHLD` and `DMB OSH`, as Linux's `dma_wmb`/`dma_rmb`/`mb` are there. On x86_64 (TSO,
+/// coherent DMA) they are the fences `Release`, `Acquire` and `SeqCst`, which cost nothing
+/// but the compiler's ordering (the `SeqCst` one is an `MFENCE`).
+///
+/// A register write through [`Mmio`] is itself ordered after earlier memory stores by the
+/// platform where the architecture does not do it (aarch64's register windows put `DMB
+/// OSHST` before each write and `DMB OSHLD` after each read, as Linux's `writel`/`readl`):
+/// the driver's [`dma_wmb`] before a doorbell write is then redundant there but kept, since
+/// the index store it also orders is a plain memory store.
+///
+/// The virtio device model checks the write side: its store-reordering memory
+/// (`virtio::model`, `Mem::set_reordering`) shows the device stores between two barriers
+/// in any order, and a test fails when the `dma_wmb` before the avail index is removed.
+pub mod barrier {
+    /// The barriers executed on this thread, for the device models' store-reordering
+    /// memory (`virtio::model`): stores between two barriers may reach the device in any
+    /// order, stores on either side of one may not.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) mod epoch {
+        std::thread_local! {
+            static EPOCH: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+        }
+
+        /// One barrier executed.
+        pub(crate) fn bump() {
+            EPOCH.with(|e| e.set(e.get() + 1));
+        }
+
+        /// Barriers executed so far.
+        pub(crate) fn now() -> u64 {
+            EPOCH.with(core::cell::Cell::get)
+        }
+    }
+
+    /// Orders earlier stores to DMA memory before later stores (the index, tail or
+    /// doorbell that hands them over).
+    #[inline]
+    pub fn dma_wmb() {
+        #[cfg(any(test, fuzzing))]
+        epoch::bump();
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: a barrier; touches no memory itself. Without `nomem` the compiler also
+        // keeps memory accesses on their side of it.
+        #[allow(unsafe_code)]
+        unsafe {
+            core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
+        };
+        #[cfg(not(target_arch = "aarch64"))]
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    }
+
+    /// Orders an earlier load of a device's write-back (DD, the used index) before later
+    /// loads and stores (the descriptor body, the buffer).
+    #[inline]
+    pub fn dma_rmb() {
+        #[cfg(any(test, fuzzing))]
+        epoch::bump();
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: as in `dma_wmb`.
+        #[allow(unsafe_code)]
+        unsafe {
+            core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
+        };
+        #[cfg(not(target_arch = "aarch64"))]
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+    }
+
+    /// Orders every earlier access to DMA memory before every later one (a store, then a
+    /// load the device's answer depends on).
+    #[inline]
+    pub fn dma_mb() {
+        #[cfg(any(test, fuzzing))]
+        epoch::bump();
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: as in `dma_wmb`.
+        #[allow(unsafe_code)]
+        unsafe {
+            core::arch::asm!("dmb osh", options(nostack, preserves_flags))
+        };
+        #[cfg(not(target_arch = "aarch64"))]
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+pub use barrier::{dma_mb, dma_rmb, dma_wmb};

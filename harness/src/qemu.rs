@@ -13,7 +13,29 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::protocol::{BootOptions, Mac};
-use cadence_build::provision::QEMU;
+use cadence_build::provision::{QEMU, QEMU_AARCH64};
+
+/// The machine QEMU emulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arch {
+    /// `qemu-system-x86_64 -machine q35`: the image boots by PVH, COM1 and COM2.
+    #[default]
+    X86_64,
+    /// `qemu-system-aarch64 -M virt,gic-version=3 -cpu cortex-a72` (TCG): the arm64
+    /// `Image` by `-kernel`, the PL011 as COM1, semihosting for the exit status and for
+    /// defmt (written to the COM2 file).
+    Aarch64,
+}
+
+impl Arch {
+    /// The QEMU binary.
+    pub const fn qemu(self) -> &'static str {
+        match self {
+            Arch::X86_64 => QEMU,
+            Arch::Aarch64 => QEMU_AARCH64,
+        }
+    }
+}
 
 /// One NIC: a modern virtio-net device on a `dgram` netdev (one UDP datagram = one
 /// Ethernet frame without FCS). One queue pair only.
@@ -122,6 +144,8 @@ pub struct QemuConfig {
     /// `ctl_key=` in it stays out of the process listing and the logs
     /// ([`QemuConfig::write_cmdline_file`]). `None`: `-append`.
     pub cmdline_file: Option<PathBuf>,
+    /// The machine.
+    pub arch: Arch,
 }
 
 impl QemuConfig {
@@ -145,8 +169,61 @@ impl QemuConfig {
         write_private(path, &format!("[machine]\n  append = \"{line}\"\n"))
     }
 
-    /// The arguments of `qemu-system-x86_64`.
+    /// The arguments of `qemu-system-x86_64` (or `qemu-system-aarch64`, [`Arch`]).
     pub fn args(&self) -> Vec<String> {
+        let mut a = match self.arch {
+            Arch::X86_64 => self.x86_args(),
+            Arch::Aarch64 => self.aarch64_args(),
+        };
+        for (i, n) in self.nics.iter().enumerate() {
+            a.extend(n.args(i));
+        }
+        a.push("-kernel".into());
+        a.push(self.image.display().to_string());
+        match self.cmdline_via_file() {
+            Some(p) => {
+                a.push("-readconfig".into());
+                a.push(p.display().to_string());
+            }
+            None => {
+                a.push("-append".into());
+                a.push(self.append.to_cmdline());
+            }
+        }
+        a.extend(self.extra_args.iter().cloned());
+        a
+    }
+
+    /// The Arm machine: `virt` with GICv3, TCG on a Cortex-A72 (an ARMv8.0 core, as
+    /// SmartNICs have), the PL011 on stdio, semihosting for the exit status
+    /// (`SYS_EXIT_EXTENDED`) and the defmt log (`SYS_WRITEC` to the COM2 file).
+    fn aarch64_args(&self) -> Vec<String> {
+        [
+            "-M",
+            "virt,gic-version=3",
+            "-cpu",
+            "cortex-a72",
+            "-m",
+            "256M",
+            "-smp",
+            &self.smp.to_string(),
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-no-reboot",
+            "-chardev",
+            &format!("file,id=defmt,path={}", self.com2.display()),
+            "-semihosting-config",
+            "enable=on,target=native,chardev=defmt",
+            "-serial",
+            "stdio",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn x86_args(&self) -> Vec<String> {
         let mut a: Vec<String> = ["-machine", "q35"].map(String::from).to_vec();
         match self.kvm.as_ref().and_then(crate::accel::Kvm::qemu_args) {
             Some(kvm) => a.extend(kvm.map(String::from)),
@@ -172,28 +249,12 @@ impl QemuConfig {
             ]
             .map(String::from),
         );
-        for (i, n) in self.nics.iter().enumerate() {
-            a.extend(n.args(i));
-        }
-        a.push("-kernel".into());
-        a.push(self.image.display().to_string());
-        match self.cmdline_via_file() {
-            Some(p) => {
-                a.push("-readconfig".into());
-                a.push(p.display().to_string());
-            }
-            None => {
-                a.push("-append".into());
-                a.push(self.append.to_cmdline());
-            }
-        }
-        a.extend(self.extra_args.iter().cloned());
         a
     }
 
     /// The command line as one shell-ish string (for logs).
     pub fn display(&self) -> String {
-        let mut s = QEMU.to_string();
+        let mut s = self.arch.qemu().to_string();
         for a in self.args() {
             if a.contains(' ') || a.contains('"') || a.is_empty() {
                 s.push_str(&format!(" '{a}'"));
@@ -262,10 +323,11 @@ impl Qemu {
     /// [`Qemu::next_line`], and appended to `com1_log` when given.
     pub fn spawn(cfg: &QemuConfig, com1_log: Option<PathBuf>) -> Result<Qemu> {
         cfg.write_cmdline_file()?;
-        let mut cmd = Command::new(QEMU);
+        let qemu = cfg.arch.qemu();
+        let mut cmd = Command::new(qemu);
         cmd.args(cfg.args());
         Self::spawn_process(cmd, "QEMU", false, com1_log)
-            .with_context(|| format!("starting {QEMU} (is it installed? `cargo xtask test` installs it)"))
+            .with_context(|| format!("starting {qemu} (is it installed? `cargo xtask test` installs it)"))
     }
 
     /// Starts the hosted dataplane with `cmd` (its stdout plays COM1).
@@ -476,6 +538,7 @@ mod tests {
             kvm: None,
             extra_args: vec![],
             cmdline_file: None,
+            arch: Arch::X86_64,
         };
         let s = cfg.display();
         for part in [
@@ -536,6 +599,7 @@ mod tests {
             kvm: None,
             extra_args: vec![],
             cmdline_file: Some(file.clone()),
+            arch: Arch::X86_64,
         };
         let args = cfg.args().join(" ");
         assert!(!args.contains("00112233") && !args.contains("-append"), "{args}");

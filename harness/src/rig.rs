@@ -87,6 +87,8 @@ pub struct RigConfig {
     /// The control key the dataplane gets (`ctl_key=`) and the rig signs its control
     /// frames with; fresh and random for every rig.
     pub ctl_key: [u8; 16],
+    /// The machine QEMU emulates (`image` must be built for it).
+    pub arch: crate::qemu::Arch,
 }
 
 /// Which device QEMU emulates for each NIC (dgram backends).
@@ -116,6 +118,7 @@ impl RigConfig {
             chain_text: None,
             pcap: None,
             ctl_key: protocol::random_ctl_key(),
+            arch: crate::qemu::Arch::X86_64,
         }
     }
 }
@@ -190,7 +193,8 @@ impl Rig {
         let boot_all = boot_options(cfg);
         let mut extra_args = vec![];
         if let Some(p) = write_chain(cfg)? {
-            // QEMU hands an `-initrd` to a PVH kernel as module 0 of `hvm_start_info`.
+            // QEMU hands an `-initrd` to a PVH kernel as module 0 of `hvm_start_info`, and
+            // to an arm64 `Image` in RAM named by `/chosen/linux,initrd-start`/`-end`.
             extra_args.extend(["-initrd".to_string(), p.display().to_string()]);
         }
         let pcap = open_pcap(cfg)?;
@@ -205,6 +209,7 @@ impl Rig {
             // The command line holds the control key: in a file only we can read, not in
             // QEMU's arguments (`ps`) or the logs.
             cmdline_file: Some(cfg.out_dir.join("cmdline.ini")),
+            arch: cfg.arch,
         };
         std::fs::write(cfg.out_dir.join("qemu.cmdline"), qemu_config.display() + "\n")?;
         // The operator's copy of the key (`ctl.key`, 0600): control frames need it.

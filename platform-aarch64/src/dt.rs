@@ -447,6 +447,34 @@ pub fn bootargs(blob: &[u8]) -> Option<&str> {
     args
 }
 
+/// The value of property `name` of `/chosen`, if any.
+pub fn chosen<'a>(blob: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let tree = Tree::new(blob).ok()?;
+    let (mut in_chosen, mut found) = (false, None);
+    tree.walk(|e| match e {
+        Event::Begin { depth: 2, name } => in_chosen = name == "chosen",
+        Event::Prop { depth: 2, name: n, value } if in_chosen && n == name => found = Some(value),
+        _ => {}
+    })
+    .ok()?;
+    found
+}
+
+/// The initial RAM disk the loader placed (`/chosen/linux,initrd-start` and
+/// `linux,initrd-end`, each one or two cells — Linux's
+/// Documentation/devicetree/bindings/chosen.txt; QEMU's `-initrd` fills them for an arm64
+/// `Image`). `None` without one, or when the two do not make a range.
+pub fn initrd(blob: &[u8]) -> Option<Region> {
+    let num = |v: &[u8]| match v.len() {
+        4 => cells(v, 0, 1),
+        8 => cells(v, 0, 2),
+        _ => None,
+    };
+    let start = num(chosen(blob, "linux,initrd-start")?)?;
+    let end = num(chosen(blob, "linux,initrd-end")?)?;
+    (end >= start).then_some(Region { base: start, size: end - start })
+}
+
 /// Reads the facts from a blob.
 pub fn parse(blob: &[u8]) -> Result<Facts, DtError> {
     let tree = Tree::new(blob)?;
@@ -530,6 +558,21 @@ mod tests {
         assert_eq!(console(VIRT), Some(f.uart));
         assert_eq!(bootargs(VIRT), None);
         assert_eq!(console(include_bytes!("../tests/fixtures/virt-no-psci.dtb")), Some(f.uart));
+    }
+
+    #[test]
+    fn reads_the_initrd_the_command_line_and_the_rng_seed_from_chosen() {
+        let t = include_bytes!("../tests/fixtures/virt-initrd.dtb");
+        assert_eq!(initrd(t), Some(Region { base: 0x4800_0000, size: 10 }));
+        assert_eq!(bootargs(t), Some("mode=boot"));
+        assert_eq!(chosen(t, "rng-seed").map(<[u8]>::len), Some(32));
+        assert_eq!(chosen(t, "no-such-property"), None);
+        // QEMU's tree without -initrd names none.
+        assert_eq!(initrd(VIRT), None);
+        // Damaged trees give nothing or something, never a panic.
+        for n in 0..t.len() {
+            let _ = initrd(&t[..n]);
+        }
     }
 
     #[test]

@@ -64,6 +64,11 @@ pub fn class_name(ec: u8) -> &'static str {
 #[allow(unsafe_code)] // `no_mangle`: the vectors in `boot` branch to it by name
 #[unsafe(no_mangle)]
 extern "C" fn cadence_aarch64_exception(vector: u64, esr: u64, elr: u64, far: u64) -> ! {
+    // A FIQ (vectors 2 and 6: current EL, SP0 or SPx) may be a stop request.
+    #[cfg(all(target_arch = "aarch64", target_os = "none"))]
+    if vector == 2 || vector == 6 {
+        crate::fence::on_fiq();
+    }
     let ec = exception_class(esr);
     crate::println!(
         "error: CPU exception: {}: ESR_EL1={esr:#x} (EC {ec:#04x}: {}) ELR_EL1={elr:#x} FAR_EL1={far:#x}",

@@ -136,12 +136,15 @@ pub unsafe fn init_core(gicr: Region, mpidr: u64, intid: u32, deadline_ticks: u6
         return Err(GicError::RedistributorAsleep);
     }
     let bit = 1u32 << intid;
-    // SAFETY: as above: group 1, priority, then enable (GICR_ISENABLER0 is write-1-to-set).
+    let sgi = 1u32 << crate::fence::FENCE_SGI;
+    // SAFETY: as above: group 1, priority, then enable (GICR_ISENABLER0 is write-1-to-set);
+    // the fence SGI in group 0 (FIQ) at the highest priority (`crate::fence`).
     unsafe {
         let group = (rd + GICR_IGROUPR0) as *mut u32;
-        write_volatile(group, read_volatile(group) | bit);
+        write_volatile(group, (read_volatile(group) | bit) & !sgi);
         write_volatile((rd + GICR_IPRIORITYR + intid as usize) as *mut u8, PRIORITY);
-        write_volatile((rd + GICR_ISENABLER0) as *mut u32, bit);
+        write_volatile((rd + GICR_IPRIORITYR + crate::fence::FENCE_SGI as usize) as *mut u8, 0);
+        write_volatile((rd + GICR_ISENABLER0) as *mut u32, bit | sgi);
     }
     // SAFETY: the CPU interface's system registers of this core; SRE first, then the
     // priority mask and the group enable, each made visible with an ISB.
@@ -155,6 +158,7 @@ pub unsafe fn init_core(gicr: Region, mpidr: u64, intid: u32, deadline_ticks: u6
             "msr icc_pmr_el1, {t}",
             "mov {t}, #1",
             "msr icc_igrpen1_el1, {t}",
+            "msr icc_igrpen0_el1, {t}",
             "isb",
             t = out(reg) _,
             options(nomem, nostack)

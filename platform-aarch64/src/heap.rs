@@ -3,13 +3,14 @@
 //! tree. `cadence-core` links `alloc`, so an image that uses it has a global allocator.
 //!
 //! The block is [`carve`]d from the tree's RAM region: the first 2 MiB-aligned block of
-//! the asked size above the image that does not overlap the blob.
+//! the asked size above the image that overlaps nothing the loader placed (the blob, an
+//! initial RAM disk).
 
 use crate::dt::Region;
 
 /// The first `size`-byte, 2 MiB-aligned block of `ram` above `image` (its end) that
-/// overlaps neither `image` nor `dtb`.
-pub fn carve(ram: Region, image: Region, dtb: Region, size: u64) -> Option<Region> {
+/// overlaps neither `image` nor any of `avoid`.
+pub fn carve(ram: Region, image: Region, avoid: &[Region], size: u64) -> Option<Region> {
     const ALIGN: u64 = 2 << 20;
     let up = |a: u64| a.checked_add(ALIGN - 1).map(|a| a & !(ALIGN - 1));
     let overlaps = |a: Region, b: Region| a.base < b.end() && b.base < a.end();
@@ -19,10 +20,14 @@ pub fn carve(ram: Region, image: Region, dtb: Region, size: u64) -> Option<Regio
         if r.end() > ram.end() || r.end() < base {
             return None;
         }
-        if !overlaps(r, dtb) && !overlaps(r, image) {
-            return Some(r);
+        if overlaps(r, image) {
+            base = up(image.end().max(base + 1))?;
+            continue;
         }
-        base = up(dtb.end().max(base + 1))?;
+        match avoid.iter().find(|a| a.size > 0 && overlaps(r, **a)) {
+            None => return Some(r),
+            Some(a) => base = up(a.end().max(base + 1))?,
+        }
     }
 }
 
@@ -75,10 +80,13 @@ mod tests {
         let ram = Region { base: 0x4000_0000, size: 256 << 20 };
         let image = Region { base: 0x4008_0000, size: 0x2_0000 };
         let dtb = Region { base: 0x4800_0000, size: 0x10_0000 };
-        assert_eq!(carve(ram, image, dtb, 8 << 20), Some(Region { base: 0x4020_0000, size: 8 << 20 }));
+        assert_eq!(carve(ram, image, &[dtb], 8 << 20), Some(Region { base: 0x4020_0000, size: 8 << 20 }));
         // A tree right above the image pushes the heap past it.
         let dtb2 = Region { base: 0x4020_0000, size: 0x1000 };
-        assert_eq!(carve(ram, image, dtb2, 8 << 20), Some(Region { base: 0x4040_0000, size: 8 << 20 }));
-        assert_eq!(carve(ram, image, dtb, 512 << 20), None, "larger than RAM");
+        assert_eq!(carve(ram, image, &[dtb2], 8 << 20), Some(Region { base: 0x4040_0000, size: 8 << 20 }));
+        assert_eq!(carve(ram, image, &[dtb], 512 << 20), None, "larger than RAM");
+        // An initial RAM disk after the tree pushes it past both.
+        let initrd = Region { base: 0x4040_0000, size: 0x3000 };
+        assert_eq!(carve(ram, image, &[dtb2, initrd], 8 << 20), Some(Region { base: 0x4060_0000, size: 8 << 20 }));
     }
 }

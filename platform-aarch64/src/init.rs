@@ -17,8 +17,10 @@ use crate::timer::{self, GenericClock, TimerError};
 const TABLES: usize = 16;
 /// The heap's size.
 pub const HEAP_SIZE: u64 = 16 << 20;
-/// The DMA range's size (rings and packet pools).
-pub const DMA_SIZE: u64 = 32 << 20;
+/// The DMA range's sizes (rings and packet pools), largest first: the first that fits
+/// around the image, the heap, the tree and the initial RAM disk is taken. 96 MiB holds
+/// four lanes' default pools (4 × 4096 × 2 KiB) and the rings on a 256 MiB `virt`.
+pub const DMA_SIZES: [u64; 3] = [96 << 20, 64 << 20, 32 << 20];
 /// How long a GIC register may stay busy: 10 ms of counter ticks.
 const GIC_DEADLINE_MS: u64 = 10;
 
@@ -42,6 +44,8 @@ pub enum InitError {
     Map(MapError),
     /// The image does not lie in the tree's RAM.
     ImageOutsideRam,
+    /// The tree's initial RAM disk does not lie in its RAM.
+    InitrdOutsideRam,
     /// No room for the heap in RAM.
     NoHeap,
     Timer(TimerError),
@@ -52,7 +56,9 @@ impl InitError {
     /// The exit status: the tree's faults are configuration (35), the rest runtime (37).
     pub const fn exit_code(self) -> ExitCode {
         match self {
-            InitError::Dt(_) | InitError::ImageOutsideRam | InitError::Timer(_) => ExitCode::ConfigError,
+            InitError::Dt(_) | InitError::ImageOutsideRam | InitError::InitrdOutsideRam | InitError::Timer(_) => {
+                ExitCode::ConfigError
+            }
             InitError::Map(_) | InitError::NoHeap | InitError::Gic(_) => ExitCode::RuntimeFailure,
         }
     }
@@ -64,6 +70,7 @@ impl core::fmt::Display for InitError {
             InitError::Dt(e) => e.fmt(f),
             InitError::Map(e) => e.fmt(f),
             InitError::ImageOutsideRam => f.write_str("the image does not lie in the device tree's RAM"),
+            InitError::InitrdOutsideRam => f.write_str("the initial RAM disk does not lie in the device tree's RAM"),
             InitError::NoHeap => f.write_str("no room for the heap and the DMA range in the device tree's RAM"),
             InitError::Timer(e) => e.fmt(f),
             InitError::Gic(e) => e.fmt(f),
@@ -81,6 +88,9 @@ pub struct Platform {
     pub heap: Region,
     /// RAM for DMA ([`crate::dma::DmaAllocator`]), above the heap.
     pub dma: Region,
+    /// The initial RAM disk (`/chosen/linux,initrd-*`; size 0: none), kept out of the
+    /// heap and the DMA range.
+    pub initrd: Region,
     /// The registers every core loads to use the identity map.
     pub mmu: MmuRegs,
     /// Page tables the map uses.
@@ -108,6 +118,18 @@ impl Platform {
         // SAFETY: the range was carved for DMA alone (above the heap, clear of the image and
         // the tree) and identity-mapped as RAM; the flag hands it out once.
         Some(unsafe { crate::dma::DmaAllocator::new(self.dma) })
+    }
+
+    /// The initial RAM disk's bytes (QEMU's `-initrd`), if the loader placed one.
+    pub fn initrd_bytes(&self) -> Option<&'static [u8]> {
+        let r = self.initrd;
+        if r.size == 0 {
+            return None;
+        }
+        // SAFETY: the range is in the tree's RAM, identity-mapped (`init` refuses a range
+        // outside RAM), and nothing in the image writes to it: the heap and the DMA range
+        // were carved around it and the image does not overlap a loaded file.
+        Some(unsafe { core::slice::from_raw_parts(r.base as usize as *const u8, r.size as usize) })
     }
 
     /// `ms` milliseconds in counter ticks.
@@ -143,11 +165,21 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
     // SAFETY: the map covers RAM (the image, its stack, the tree) and the devices used
     // next; it was written with the MMU and caches off, so it is in memory.
     unsafe { mmu::enable(&regs) };
-    let heap = crate::heap::carve(facts.memory, image, facts.dtb, HEAP_SIZE).ok_or(InitError::NoHeap)?;
+    // The initial RAM disk (the chain configuration, `-initrd`) stays where the loader put
+    // it: neither the heap nor the DMA range may cover it.
+    let initrd = crate::dt::initrd(blob).unwrap_or(Region { base: 0, size: 0 });
+    if initrd.size > 0 && (initrd.base < facts.memory.base || initrd.end() > facts.memory.end()) {
+        return Err(InitError::InitrdOutsideRam);
+    }
+    let avoid = [facts.dtb, initrd];
+    let heap = crate::heap::carve(facts.memory, image, &avoid, HEAP_SIZE).ok_or(InitError::NoHeap)?;
     // SAFETY: the carved block is mapped RAM that holds neither the image nor the tree.
     unsafe { crate::heap::init(heap.base, heap.size as usize) };
     let used = Region { base: image.base, size: heap.end() - image.base };
-    let dma = crate::heap::carve(facts.memory, used, facts.dtb, DMA_SIZE).ok_or(InitError::NoHeap)?;
+    let dma = DMA_SIZES
+        .iter()
+        .find_map(|&size| crate::heap::carve(facts.memory, used, &avoid, size))
+        .ok_or(InitError::NoHeap)?;
     let cntfrq = timer::cntfrq();
     let rate: TickRate = timer::rate(cntfrq, facts.timer_hz).map_err(InitError::Timer)?;
     let deadline = rate.ticks_from_ms(GIC_DEADLINE_MS).ticks();
@@ -157,5 +189,5 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
         gic::init_distributor(facts.gicd, deadline).map_err(InitError::Gic)?;
         gic::init_core(facts.gicr, gic::mpidr(), facts.timer_intid, deadline).map_err(InitError::Gic)?;
     }
-    Ok(Platform { facts, clock: GenericClock::new(rate), cntfrq, heap, dma, mmu: regs, tables: map.used() })
+    Ok(Platform { facts, clock: GenericClock::new(rate), cntfrq, heap, dma, initrd, mmu: regs, tables: map.used() })
 }

@@ -19,8 +19,11 @@
 //! | `init` | the boot core's bring-up: tree, identity map and MMU on, console, heap, GIC, timer; [`InitError`]s with their exit statuses |
 //! | `pl011` | the PL011 UART as a text console (`println!`) |
 //! | [`timer`] | the generic timer: CNTVCT_EL0 as `core::time::Clock` (rate from CNTFRQ_EL0 or the tree), `WfiSleeper` (virtual timer armed, WFI with IRQs masked) |
+//! | `jobs` | a job mailbox per secondary core (the firmware's workers): idle in deadline `WFI` steps, run, report idle |
+//! | `fence` | stopping a hung worker's core for good: SGI 8 in Group 0 (FIQ), acknowledged by the vectors, then parked |
 //! | [`psci`], `smp` | PSCI calls over the tree's conduit; secondary cores started with `CPU_ON`, each on its own stack, on the boot core's map and GIC set-up, checked in against a deadline |
 //! | `pcie`, `mmio`, `dma` | ECAM configuration access, bus-0 enumeration and BAR assignment from the tree's 32-bit window, `hal::PciFunction`; volatile windows; the DMA allocator (coherent, identity) |
+//! | `defmt_log` | (feature `defmt-semihosting`) defmt's global logger over semihosting `SYS_WRITEC`: the human log, off the console |
 //! | [`exit`] | leaving QEMU with a status: semihosting `SYS_EXIT_EXTENDED` |
 //!
 //! Decoding (exception classes, exit statuses) compiles on the host too and is
@@ -57,9 +60,17 @@ pub mod gic;
 mod init;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub use init::{InitError, Platform, init};
+#[cfg(all(target_arch = "aarch64", target_os = "none", feature = "defmt-semihosting"))]
+#[allow(unsafe_code)] // the semihosting trap; the encoder shared under a flag
+mod defmt_log;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // DMA memory handed to devices
 pub mod dma;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // the SGI, FIQ unmasking, the acknowledge; the proof a core stopped
+pub mod fence;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub mod jobs;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // volatile windows over device registers
 pub mod mmio;

@@ -5,6 +5,15 @@
 //! Device windows lie in Device-nGnRE memory ([`crate::mmu`]): accesses are not merged,
 //! split, reordered with each other or speculated (Arm ARM B2.8.2). An access outside the
 //! window is ignored (a write) or reads 0, and debug builds assert.
+//!
+//! Device-nGnRE orders a window's accesses among themselves, not against Normal memory —
+//! the descriptors and rings in DMA memory a doorbell write hands over. So a register
+//! window ([`MmioWindow::device`]) carries the ordering `drivers::hal` asks of it, as
+//! Linux's arm64 `writel`/`readl` do: `DMB OSHST` before each write (every earlier store
+//! to memory is observable by the device, an outer-shareable observer, before the
+//! register write) and `DMB OSHLD` after each read (later loads, e.g. of a write-back the
+//! register reported, are not satisfied before it). A window over DMA memory
+//! ([`MmioWindow::new`]) has none: the drivers' `hal::dma_*` barriers order it.
 
 use cadence_drivers::hal::Mmio;
 
@@ -13,6 +22,8 @@ use cadence_drivers::hal::Mmio;
 pub struct MmioWindow {
     base: usize,
     len: usize,
+    /// Device registers: barriers around each access (module docs).
+    device: bool,
 }
 
 // SAFETY: the window is an address range; accesses are volatile and the hardware (or the
@@ -26,7 +37,16 @@ impl MmioWindow {
     /// The range must be mapped (identity) for as long as the window lives, must be
     /// device memory or memory no Rust reference points into, and must not wrap.
     pub const unsafe fn new(base: usize, len: usize) -> Self {
-        Self { base, len }
+        Self { base, len, device: false }
+    }
+
+    /// A window over device registers `[base, base + len)`: each write is preceded by
+    /// `DMB OSHST`, each read followed by `DMB OSHLD` (module docs).
+    ///
+    /// # Safety
+    /// As [`MmioWindow::new`], and the range is mapped as device memory.
+    pub const unsafe fn device(base: usize, len: usize) -> Self {
+        Self { base, len, device: true }
     }
 
     /// The first byte's address.
@@ -42,14 +62,24 @@ impl MmioWindow {
     }
 
     fn read<T: Default>(&self, off: usize) -> T {
-        match self.ptr::<T>(off) {
+        let v = match self.ptr::<T>(off) {
             // SAFETY: in bounds and aligned (checked by `ptr`), mapped per `new`'s contract.
             Some(p) => unsafe { p.read_volatile() },
             None => T::default(),
+        };
+        if self.device {
+            // SAFETY: a barrier; touches no memory itself. Without `nomem` it is also a
+            // compiler barrier, so later memory accesses stay after it.
+            unsafe { core::arch::asm!("dmb oshld", options(nostack, preserves_flags)) };
         }
+        v
     }
 
     fn write<T>(&self, off: usize, val: T) {
+        if self.device {
+            // SAFETY: as in `read`; earlier memory accesses stay before it.
+            unsafe { core::arch::asm!("dmb oshst", options(nostack, preserves_flags)) };
+        }
         if let Some(p) = self.ptr::<T>(off) {
             // SAFETY: in bounds and aligned (checked by `ptr`), mapped per `new`'s contract.
             unsafe { p.write_volatile(val) }

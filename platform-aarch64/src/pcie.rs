@@ -130,7 +130,7 @@ impl PciFunction for Function {
         }
         // SAFETY: the range lies inside a BAR assigned from the host bridge's window,
         // which `init` mapped as device memory for good; no Rust reference points there.
-        Ok(unsafe { MmioWindow::new((base + offset) as usize, len as usize) })
+        Ok(unsafe { MmioWindow::device((base + offset) as usize, len as usize) })
     }
 }
 

@@ -155,6 +155,19 @@ pub fn start_secondaries(p: &crate::Platform, main: CoreMain, deadline_ticks: u6
     out
 }
 
+/// This core's MIDR_EL1 (Arm ARM D17.2.100: implementer, variant, part number, revision).
+pub fn midr() -> u64 {
+    let v: u64;
+    // SAFETY: reading MIDR_EL1 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, midr_el1", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+/// Whether core `index` checked in (the boot core never does: it was not started).
+pub fn is_online(index: usize) -> bool {
+    index < 64 && ONLINE.load(Ordering::Acquire) & 1 << index != 0
+}
+
 /// Why core `index`'s GIC set-up failed, if it did.
 pub fn gic_error(index: usize) -> Option<crate::gic::GicError> {
     use crate::gic::GicError::*;

@@ -1,5 +1,7 @@
-//! Booting the aarch64 image in `qemu-system-aarch64 -M virt,gic-version=3 -cpu
-//! cortex-a72` and collecting its console and exit status.
+//! Booting the aarch64 images in `qemu-system-aarch64 -M virt,gic-version=3 -cpu
+//! cortex-a72`: the platform's boot check ([`boot`]: console and exit status) and the
+//! firmware under the x86 tests' rig ([`start_firmware`]: the generator, the
+//! frame-by-frame checker, control frames, the same machine lines).
 //!
 //! The image exits through semihosting (`SYS_EXIT_EXTENDED`) with the x86 image's statuses
 //! (33 success, 35 configuration, 37 runtime, 39 exception or panic); QEMU's own failures
@@ -30,6 +32,39 @@ pub fn image() -> Result<PathBuf> {
         })
         .clone()
         .map_err(|e| anyhow!("{e}"))
+}
+
+/// Checks QEMU and builds the aarch64 firmware (once per test binary); returns the flat
+/// image's path (the ELF, for defmt, is beside it without `.img`).
+pub fn firmware_image() -> Result<PathBuf> {
+    static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            cadence_build::provision::require_qemu_aarch64().map_err(|e| format!("{e:#}"))?;
+            aarch64::build_firmware(Profile::Release).map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// Starts the rig with the aarch64 firmware for test `name` (`flows` standard flows, `boot`
+/// on top of `max_s=`[`crate::MAX_S`]); `tweak` adjusts the configuration (cores, chain)
+/// before QEMU starts.
+pub fn start_firmware(
+    name: &str,
+    flows: u16,
+    boot: cadence_harness::protocol::BootOptions,
+    tweak: impl FnOnce(&mut cadence_harness::rig::RigConfig),
+) -> Result<cadence_harness::rig::Rig> {
+    let mut cfg = cadence_harness::rig::RigConfig::new(firmware_image()?, crate::out_dir(name), flows);
+    cfg.arch = cadence_harness::qemu::Arch::Aarch64;
+    let mut all = cadence_harness::protocol::BootOptions::default().set("max_s", crate::MAX_S);
+    for (k, v) in &boot.0 {
+        all = all.set(k, v);
+    }
+    cfg.boot = all;
+    tweak(&mut cfg);
+    cadence_harness::rig::Rig::start(&cfg)
 }
 
 /// One boot's outcome.

@@ -81,6 +81,7 @@ fn xapic_fallback_brings_up_cores_without_x2apic() -> Result<()> {
         // A later -cpu overrides the launcher's `-cpu max`.
         extra_args: vec!["-cpu".into(), "max,-x2apic".into()],
         cmdline_file: None,
+        arch: cadence_harness::qemu::Arch::X86_64,
     };
     let (exit, com1, stderr) = boot_and_wait(&cfg, BOOT_TIMEOUT)?;
     assert_eq!(exit.status, Some(EXIT_SUCCESS), "COM1:\n{}\nstderr:\n{stderr}", com1.join("\n"));

@@ -25,6 +25,10 @@ enum Cmd {
         /// Debug profile instead of release.
         #[arg(long)]
         debug: bool,
+        /// The machine: x86_64 (the ELF QEMU q35 boots by PVH) or aarch64 (the arm64
+        /// `Image` for QEMU virt).
+        #[arg(long, default_value = "x86_64", value_parser = ["x86_64", "aarch64"])]
+        arch: String,
     },
     /// Build the image, boot it in QEMU with two virtio-net NICs, push traffic through
     /// it, check every frame that comes back, stop it, report.
@@ -99,6 +103,10 @@ enum Cmd {
         /// One more argument for the hosted binary (repeatable), e.g. `--hosted-arg=--cpus=1`.
         #[arg(long = "hosted-arg", allow_hyphen_values = true)]
         hosted_args: Vec<String>,
+        /// The machine to boot: x86_64 (QEMU q35) or aarch64 (QEMU virt with GICv3 and
+        /// Cortex-A72 cores, TCG).
+        #[arg(long, default_value = "x86_64", value_parser = ["x86_64", "aarch64"])]
+        arch: String,
     },
     /// Run a simulator study, writing CSV and SVG files: `metronome` (the Metronome sweep
     /// of CPU share, vacation and T_S against offered load for M = 1..4, and equal timeouts
@@ -241,8 +249,12 @@ fn main() -> ExitCode {
 
 fn real_main() -> Result<ExitCode> {
     match Cli::parse().cmd {
-        Cmd::Build { debug } => {
-            let p = image::build(if debug { Profile::Debug } else { Profile::Release })?;
+        Cmd::Build { debug, arch } => {
+            let profile = if debug { Profile::Debug } else { Profile::Release };
+            let p = match arch.as_str() {
+                "aarch64" => cadence_build::aarch64::build_firmware(profile)?,
+                _ => image::build(profile)?,
+            };
             println!("{}", p.display());
         }
         Cmd::Run {
@@ -266,6 +278,7 @@ fn real_main() -> Result<ExitCode> {
             hosted,
             io,
             hosted_args,
+            arch,
         } => {
             let opts = RunOptions {
                 seconds,
@@ -288,6 +301,7 @@ fn real_main() -> Result<ExitCode> {
                 hosted,
                 io,
                 hosted_args,
+                arch,
                 ..RunOptions::default()
             };
             let s = run::run(&opts)?;

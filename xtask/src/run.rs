@@ -58,6 +58,9 @@ pub struct RunOptions {
     pub io: String,
     /// More hosted-only arguments (e.g. `--cpus 1`).
     pub hosted_args: Vec<String>,
+    /// The machine the image is built for and booted on: `x86_64` (QEMU `q35`) or
+    /// `aarch64` (QEMU `virt`, GICv3, Cortex-A72, TCG).
+    pub arch: String,
 }
 
 /// The chain `cargo xtask run` boots unless told otherwise (`--chain`).
@@ -87,6 +90,7 @@ impl Default for RunOptions {
             hosted: false,
             io: "auto".to_string(),
             hosted_args: Vec::new(),
+            arch: "x86_64".to_string(),
         }
     }
 }
@@ -148,15 +152,31 @@ fn echo_line(l: &str) {
 /// when the run could not be carried out at all.
 pub fn run(opts: &RunOptions) -> Result<RunSummary> {
     let profile = if opts.debug { Profile::Debug } else { Profile::Release };
-    let image = if opts.hosted {
+    let aarch64 = match opts.arch.as_str() {
+        "x86_64" => false,
+        "aarch64" if opts.hosted || opts.kvm => {
+            anyhow::bail!("--arch aarch64 boots the image in QEMU under TCG: no --hosted or --kvm")
+        }
+        "aarch64" => true,
+        other => anyhow::bail!("--arch {other}: expected x86_64 or aarch64"),
+    };
+    // `boot_image` is what QEMU boots; `image` the ELF defmt is decoded with (the same file
+    // on x86_64; on aarch64 the flat `Image` is beside its ELF).
+    let (boot_image, image) = if opts.hosted {
         cadence_build::provision::ensure_iproute()?;
         if !cadence_harness::netns::can_create() {
             anyhow::bail!("--hosted needs root and iproute2's `ip`: it creates a network namespace and two veth pairs");
         }
-        image::build_hosted(profile)?
+        let p = image::build_hosted(profile)?;
+        (p.clone(), p)
+    } else if aarch64 {
+        cadence_build::provision::ensure_qemu_aarch64()?;
+        let p = cadence_build::aarch64::build_firmware(profile)?;
+        (p.clone(), p.with_extension(""))
     } else {
         cadence_build::provision::ensure_qemu()?;
-        image::build(profile)?
+        let p = image::build(profile)?;
+        (p.clone(), p)
     };
     let out_dir = image::target_dir().join("xtask").join(timestamp_dir_name(SystemTime::now()));
     let accel = (opts.kvm && !opts.hosted).then(cadence_harness::accel::detect);
@@ -164,7 +184,10 @@ pub fn run(opts: &RunOptions) -> Result<RunSummary> {
         println!("{w}");
     }
     let kvm = accel.as_ref().is_some_and(|k| *k != cadence_harness::accel::Kvm::Unusable);
-    let mut cfg = RigConfig::new(image.clone(), out_dir.clone(), opts.flows.max(1));
+    let mut cfg = RigConfig::new(boot_image, out_dir.clone(), opts.flows.max(1));
+    if aarch64 {
+        cfg.arch = cadence_harness::qemu::Arch::Aarch64;
+    }
     if let Some(path) = &opts.chain {
         let path = if path.is_absolute() { path.clone() } else { image::workspace_root().join(path) };
         let c = cadence_ctl::chain::load(&path)?;

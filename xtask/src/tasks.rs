@@ -64,8 +64,19 @@ pub fn steps() -> Vec<Step> {
             defmt_log: false,
         },
         Step {
-            name: "clippy (the aarch64 platform and its image, bare metal)",
-            args: vec!["clippy", "-p", "cadence-platform-aarch64", "--target", PORTABLE_TARGET, "--", "-D", "warnings"],
+            name: "clippy (the aarch64 platform, its boot check and the firmware, bare metal)",
+            args: vec![
+                "clippy",
+                "-p",
+                "cadence-platform-aarch64",
+                "-p",
+                "cadence-firmware",
+                "--target",
+                PORTABLE_TARGET,
+                "--",
+                "-D",
+                "warnings",
+            ],
             defmt_log: false,
         },
         Step {

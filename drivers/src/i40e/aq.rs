@@ -4,7 +4,7 @@
 //! queue (ARQ: events the firmware sends, such as link changes).
 //!
 //! One command at a time: the descriptor (and its buffer, for an indirect command) is
-//! written, `fence(Release)`, ATQT bumped; the firmware advances ATQH once it wrote the
+//! written, `hal::dma_wmb()`, ATQT bumped; the firmware advances ATQH once it wrote the
 //! completion back. The wait has a deadline ([`CMD_TIMEOUT_MS`], Linux's
 //! `I40E_ASQ_CMD_TIMEOUT`); a command that timed out stays the firmware's, so later
 //! commands are refused ([`AqError::Busy`]) until ATQH catches up. A completion must
@@ -12,7 +12,6 @@
 //! firmware's code as an [`AqStatus`]).
 
 use core::fmt;
-use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::time::{Clock, poll_until};
 
@@ -358,7 +357,7 @@ impl<R: Dma> AdminQueue<R> {
             return Err(AqError::NotStarted);
         }
         // The buffers must be visible before the tail hands them over.
-        fence(Ordering::Release);
+        crate::hal::dma_wmb();
         r.write(PF_ARQT, PF_ARQT::TAIL.value(u64::from(RING_LEN - 1)));
         self.asq_next = 0;
         self.arq_next = 0;
@@ -419,7 +418,7 @@ impl<R: Dma> AdminQueue<R> {
         self.asq_next = (i + 1) % RING_LEN;
         // §7.10.2: the descriptor and its buffer must be in memory before the tail write
         // that hands them to the firmware.
-        fence(Ordering::Release);
+        crate::hal::dma_wmb();
         r.write(PF_ATQT, PF_ATQT::TAIL.value(u64::from(self.asq_next)));
         let next = u64::from(self.asq_next);
         poll_until(clock, clock.rate().ticks_from_ms(CMD_TIMEOUT_MS), || r.read(PF_ATQH).get(PF_ATQH::HEAD) == next)
@@ -429,7 +428,7 @@ impl<R: Dma> AdminQueue<R> {
             return Err(AqError::BadCompletion { opcode });
         }
         // DD first, then the rest of the write-back.
-        fence(Ordering::Acquire);
+        crate::hal::dma_rmb();
         if q.read(d.reg(AQ_COOKIE_LOW)).bits() != u64::from(self.cookie)
             || q.read(d.reg(AQ_OPCODE)).bits() != u64::from(opcode)
         {
@@ -465,7 +464,7 @@ impl<R: Dma> AdminQueue<R> {
         let q = Regs::new(&self.arq);
         let flags = q.read(d.reg(AQ_FLAGS));
         let event = flags.is_set(AQ_FLAGS::DD).then(|| {
-            fence(Ordering::Acquire);
+            crate::hal::dma_rmb();
             let datalen = q.read(d.reg(AQ_DATALEN)).raw().min(EVENT_BUF_LEN as u16);
             let n = usize::from(datalen).min(data.len());
             if let Some(dst) = data.get_mut(..n) {
@@ -474,7 +473,7 @@ impl<R: Dma> AdminQueue<R> {
             Response { opcode: q.read(d.reg(AQ_OPCODE)).raw(), params: read_params(&q, d), datalen }
         });
         self.post_event_buf(i);
-        fence(Ordering::Release);
+        crate::hal::dma_wmb();
         // ARQT names the last buffer posted (Linux: the index just cleaned).
         r.write(PF_ARQT, PF_ARQT::TAIL.value(u64::from(i)));
         self.arq_next = (i + 1) % RING_LEN;

@@ -309,7 +309,7 @@ where
         tx.push(ring);
     }
     // The contexts must be in memory before the device reads them at the enable.
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    crate::hal::dma_wmb();
     let timeout = clock.rate().ticks_from_ms(QUEUE_ENABLE_MS);
     let mut delay = ClockDelay::new(clock);
     for q in 0..n {

@@ -28,8 +28,8 @@
 //! Details of the steps: any failure resets the PF (which stops DMA) and returns the
 //! receive buffers; a global reset or firmware not ready is `GlobalReset` /
 //! `FirmwareNotReady`. The admin queue ([`aq`]) has 32-entry ASQ and ARQ of 32-byte
-//! descriptors, one command at a time, `fence(Release)` before ATQT, a 250 ms deadline on
-//! ATQH, DD then `fence(Acquire)`, cookie echo and `retval` as a typed `AqStatus`; a
+//! descriptors, one command at a time, `hal::dma_wmb()` before ATQT, a 250 ms deadline on
+//! ATQH, DD then `hal::dma_rmb()`, cookie echo and `retval` as a typed `AqStatus`; a
 //! timed-out command blocks later ones (`AqError::Busy`) until the firmware returns it;
 //! ARQ events are read and re-posted with ARQT = the index cleaned. Get Version needs API
 //! 1.x (else `UnsupportedApi`); Clear PXE Mode's EEXIST is success. The HMC ([`hmc`]) is in

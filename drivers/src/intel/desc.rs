@@ -47,7 +47,7 @@ pub trait RxFormat: 'static {
     fn post<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64);
     /// Whether the device is done with descriptor `i` (reads the DD word only).
     fn done<M: Mmio + ?Sized>(ring: &M, i: usize) -> bool;
-    /// Descriptor `i`'s write-back; call after [`RxFormat::done`] and `fence(Acquire)`.
+    /// Descriptor `i`'s write-back; call after [`RxFormat::done`] and `hal::dma_rmb()`.
     fn writeback<M: Mmio + ?Sized>(ring: &M, i: usize) -> RxWriteBack;
 }
 

@@ -16,15 +16,15 @@
 //! - [`rss`]: key, redirection table and its live update.
 //!
 //! The rules the engine keeps (STYLE habit 5): descriptor writes, then
-//! `fence(Release)`, then the tail write; on a write-back, DD is read first, then
-//! `fence(Acquire)`, then the rest. Nothing on the RX/TX path panics or allocates.
+//! `hal::dma_wmb()`, then the tail write; on a write-back, DD is read first, then
+//! `hal::dma_rmb()`, then the rest. Nothing on the RX/TX path panics or allocates.
 //!
 //! Where the queue blocks live ([`QueueMap`]): ixgbe 0x01000 (RX) / 0x06000 (TX) + 0x40n,
 //! igb 0x0C000 / 0x0E000 + 0x40n; ENABLE is bit 25, SRRCTL is advanced one-buffer with
 //! DROP_EN. [`IntelRx`]'s wake address (`RxQueue::wake_address`) is the DD word of the next
 //! descriptor it will look at, where the device's next write-back lands, so `mwait=on`
 //! works on Intel rings. [`IntelTx`] writes each descriptor once, RS only on a burst's
-//! last, one tail write per burst after `fence(Release)`.
+//! last, one tail write per burst after `hal::dma_wmb()`.
 //!
 //! Benchmarked by `tests`' `intel_forward` bench (criterion, TSC cycles: the ixgbe and i40e
 //! RX/TX path through the real `Poller` over two model ports, I/O-only and L2 forwarder,

@@ -22,7 +22,6 @@
 
 use alloc::vec::Vec;
 use core::marker::PhantomData;
-use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, PacketBuf, Pool};
 use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
@@ -182,8 +181,8 @@ impl<W: Mmio, R: Dma, F: RxFormat> IntelRx<W, R, F> {
         }
         // 82599 §7.1.9 / §7.2.3.5.1, XL710 §8.3.2.1 (and Linux's wmb() before every tail write): the
         // descriptor writes must be globally visible before the tail write that hands
-        // them to the device. Release orders them (and any buffer writes) before it.
-        fence(Ordering::Release);
+        // them to the device. `dma_wmb` orders them (and any buffer writes) before it.
+        crate::hal::dma_wmb();
         self.tail.write32(0, tail as u32);
         self.published = tail;
     }
@@ -223,8 +222,8 @@ impl<W: Mmio, R: Dma, F: RxFormat> RxQueue for IntelRx<W, R, F> {
             }
             // The device writes the descriptor body before DD (82599 §7.1.6.2: "DD is
             // set ... after the data and the descriptor were written"): DD first, then
-            // Acquire, then the length and the buffer.
-            fence(Ordering::Acquire);
+            // `dma_rmb`, then the length and the buffer.
+            crate::hal::dma_rmb();
             let wb = F::writeback(&self.ring, i);
             let slot = self.slots.get_mut(i).and_then(Option::take);
             self.clean = (self.clean + 1) % self.size;

@@ -12,7 +12,6 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::marker::PhantomData;
-use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
 use cadence_core::nic::{TxQueue, TxStats};
@@ -138,8 +137,8 @@ impl<W: Mmio, R: Dma, F: TxFormat> TxQueue for IntelTx<W, R, F> {
             self.rs.push_back(i as u16);
             // 82599 §7.2.3.5.1, XL710 §8.4.2 / Linux's wmb() before the tail write: descriptors (and the
             // frames they point at) must be visible to the device before the tail that
-            // hands them over. Release orders every earlier store before the tail store.
-            fence(Ordering::Release);
+            // hands them over. `dma_wmb` orders every earlier store before the tail store.
+            crate::hal::dma_wmb();
             self.tail.write32(0, self.next as u32);
         }
         taken
@@ -151,8 +150,8 @@ impl<W: Mmio, R: Dma, F: TxFormat> TxQueue for IntelTx<W, R, F> {
             if !F::done(&self.ring, i as usize) {
                 break;
             }
-            // DD first, then Acquire: the device is done with every buffer up to `i`.
-            fence(Ordering::Acquire);
+            // DD first, then `dma_rmb`: the device is done with every buffer up to `i`.
+            crate::hal::dma_rmb();
             loop {
                 let c = self.clean;
                 if let Some(b) = self.slots.get_mut(c as usize).and_then(Option::take) {

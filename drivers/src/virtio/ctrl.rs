@@ -24,7 +24,6 @@
 //! with [`CtrlError::Busy`] while there is none.
 
 use core::fmt;
-use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::time::{Clock, Duration, poll_until};
 
@@ -183,12 +182,12 @@ impl<W: Mmio, R: Dma> CtrlQueue<W, R> {
         self.next_avail = self.next_avail.wrapping_add(1);
         // §2.7.13: "The driver performs a suitable memory barrier to ensure the device
         // sees the updated descriptor table and available ring before the next step":
-        // Release orders the buffer, descriptor and ring writes before the idx store.
-        fence(Ordering::Release);
+        // `dma_wmb` orders the buffer, descriptor and ring writes before the idx store.
+        crate::hal::dma_wmb();
         self.ring.write16(self.avail_off + avail::IDX, self.next_avail);
         // §2.7.13: the idx store before the notification-suppression check (store →
         // load: a full fence).
-        fence(Ordering::SeqCst);
+        crate::hal::dma_mb();
         if self.ring.read16(self.used_off + used::FLAGS) & USED_F_NO_NOTIFY == 0 {
             // §4.1.5.2: the 16-bit virtqueue index to the queue's notify address.
             self.doorbell.write16(0, self.index);
@@ -202,7 +201,7 @@ impl<W: Mmio, R: Dma> CtrlQueue<W, R> {
             return Err(CtrlError::Timeout);
         }
         self.take_used()?;
-        // The ack was written before the used idx (§2.7.8); the Acquire fence in
+        // The ack was written before the used idx (§2.7.8); the `dma_rmb` in
         // `take_used` keeps this read after the idx read.
         match self.buf.read8(ACK_OFF) {
             ACK_OK => Ok(()),
@@ -219,7 +218,7 @@ impl<W: Mmio, R: Dma> CtrlQueue<W, R> {
     /// names the command's head descriptor.
     fn take_used(&mut self) -> Result<(), CtrlError> {
         // §2.7.14: read the used idx first, the element (and the ack it covers) after.
-        fence(Ordering::Acquire);
+        crate::hal::dma_rmb();
         let slot = (self.last_used % self.size) as usize;
         let id = self.ring.read32(self.used_off + used::RING + slot * used::ELEM + used::ELEM_ID);
         self.last_used = self.last_used.wrapping_add(1);

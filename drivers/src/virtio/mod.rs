@@ -36,7 +36,7 @@
 //! `VirtioRx::rx_burst` turns used-ring entries into `PacketBuf` handles, the frame at
 //! `HEADROOM` with the 12-byte virtio header just before it, and refills the ring from the
 //! pool at once. `VirtioTx::tx_burst` writes the header into the headroom, one descriptor
-//! per frame, then `fence(Release)` → avail idx → `fence(SeqCst)` → doorbell (once per
+//! per frame, then `hal::dma_wmb()` → avail idx → `hal::dma_mb()` → doorbell (once per
 //! burst); the device consumes, and the used ring's buffers go back to the pool on the next
 //! `tx_burst` / reclaim.
 //!

@@ -18,7 +18,6 @@
 //! caught instead of trusted.
 
 use alloc::vec::Vec;
-use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::buf::PacketBuf;
 
@@ -195,14 +194,15 @@ impl<R: Dma> SplitQueue<R> {
         }
         // §2.7.13: "The driver performs a suitable memory barrier to ensure the device sees
         // the updated descriptor table and available ring before the next step" (the idx
-        // store). Release orders the descriptor, ring and packet-buffer writes before it.
-        fence(Ordering::Release);
+        // store). `dma_wmb` orders the descriptor, ring and packet-buffer writes before it
+        // (`hal::barrier`: outer-shareable on aarch64, where the device observes).
+        crate::hal::dma_wmb();
         self.mem.write16(self.avail_off + avail::IDX, self.next_avail);
         self.published = self.next_avail;
         // §2.7.13: "The driver performs a suitable memory barrier to ensure that it updates
         // the idx field before checking for notification suppression." A store followed by
-        // a load needs a full (SeqCst) fence.
-        fence(Ordering::SeqCst);
+        // a load needs a full barrier (`dma_mb`).
+        crate::hal::dma_mb();
         // §2.7.10: without VIRTIO_F_EVENT_IDX, the device sets VIRTQ_USED_F_NO_NOTIFY when
         // it does not need a notification (it is already processing the queue).
         self.mem.read16(self.used_off + used::FLAGS) & USED_F_NO_NOTIFY == 0
@@ -232,8 +232,8 @@ impl<R: Dma> SplitQueue<R> {
         let idx = self.mem.read16(self.used_off + used::IDX);
         // §2.7.14 / §2.7.8: the device writes the used element before it updates idx; the
         // driver must read idx first and the elements (and the buffers they point at)
-        // after it. Acquire keeps the later reads after the idx read.
-        fence(Ordering::Acquire);
+        // after it. `dma_rmb` keeps the later reads after the idx read.
+        crate::hal::dma_rmb();
         let new = idx.wrapping_sub(self.last_used);
         let held = self.in_flight() as u16;
         if new > held {

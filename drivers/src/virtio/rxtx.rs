@@ -33,7 +33,7 @@ const _: () = assert!(RX_DESC_LEN >= 1526);
 /// (§4.1.5.2: "the driver sends an available buffer notification to the device by
 /// writing the 16-bit virtqueue index of this virtqueue to the Queue Notify address").
 fn kick<R: Dma, W: Mmio>(vq: &mut SplitQueue<R>, doorbell: &W, index: u16) {
-    // `publish` ends with the SeqCst fence of §2.7.13, so the doorbell write below is
+    // `publish` ends with the full barrier (`dma_mb`) of §2.7.13, so the doorbell write below is
     // ordered after the avail idx store.
     if vq.publish() {
         doorbell.write16(0, index);
@@ -234,7 +234,7 @@ impl<W: Mmio, R: Dma> TxQueue for VirtioTx<W, R> {
         self.stats.ring_full += (batch.len() - taken) as u64;
         batch.drain_front(taken);
         // One notification per burst. The header and descriptor writes are ordered
-        // before the avail idx store by the Release fence in `publish`.
+        // before the avail idx store by the `dma_wmb` in `publish`.
         kick(&mut self.vq, &self.doorbell, self.index);
         taken
     }

@@ -3,19 +3,20 @@
 //! - this file: `kmain` (boot options first, then `cadence_platform::init`, the banner, the
 //!   pool, the NICs, then `mode=boot` or `mode=forward`; the whole sequence is in the
 //!   platform's `boot` module docs);
-//! - `nics`: NIC selection (`nics=`) and probe over virtio-net, igb, ixgbe and i40e;
+//! - `crate::bare::nics`: NIC selection (`nics=`) and probe over virtio-net, igb, ixgbe
+//!   and i40e (shared with the aarch64 image);
 //! - `cores`: `mode=boot`'s SMP check;
-//! - `chain`: the chain spec (and NetBlaze profile) from boot module 0;
+//! - `crate::bare::chain`: the chain spec (and NetBlaze profile) from boot module 0;
 //! - `machine`: the bare-metal `forward::Machine`: TSC, `HaltSleeper`, the SMP job mailbox,
 //!   COM1 with a non-blocking backlog for machine lines, `Machine::log` → defmt on COM2 for
 //!   the human log;
 //! - `report`: the banner and the report lines.
 
-mod chain;
 mod cores;
 mod machine;
-mod nics;
 mod report;
+
+use crate::bare::nics;
 
 extern crate alloc;
 
@@ -57,7 +58,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
     };
     report::banner(&p, &cfg);
     // The chain configuration (boot module 0) is checked before any device is touched.
-    let (spec, profile) = chain::spec(&p);
+    let (spec, profile) = crate::bare::chain::spec(p.module(0));
     // One pool per lane: a lane's queues draw from and return to its own buffers only.
     let mut pools = Vec::with_capacity(cfg.lanes);
     for _ in 0..cfg.lanes {
@@ -76,7 +77,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
     }
     // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
     // the pool handed to the drivers only satisfies their signature.
-    let ports = match nics::probe(&mut p, &mut pools[0], &cfg) {
+    let ports = match nics::probe(&p.pci, &mut p.dma, &p.clock, &mut pools[0], &cfg) {
         Ok((ports, tried)) => {
             // A NIC that failed was reported and skipped; with none left of those
             // tried, there is nothing to run.
@@ -138,14 +139,8 @@ fn kmain(boot: &'static BootInfo) -> ! {
     }
 }
 
-/// One line of the human log: formatted here, sent to COM2 as a defmt string (COM1 keeps
-/// the machine lines). A line longer than 1 KiB is cut.
-pub(crate) fn log(args: core::fmt::Arguments<'_>) {
-    use core::fmt::Write as _;
-    let mut s: heapless::String<1024> = heapless::String::new();
-    let _ = s.write_fmt(args);
-    defmt::info!("{=str}", s.as_str());
-}
+/// One line of the human log (on COM2, as defmt).
+pub(crate) use crate::bare::log;
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {

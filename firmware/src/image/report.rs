@@ -6,7 +6,7 @@ use cadence_platform::println;
 
 /// Prints the human banner and the `@banner` line.
 pub fn banner(p: &Platform, cfg: &BootConfig) {
-    let nics = super::nics::count(p, cfg);
+    let nics = crate::bare::nics::count(&p.pci, cfg);
     // What people read goes to COM2 (defmt); COM1 gets `@banner`.
     let log = super::log;
     log(format_args!("cpu: {} ({} cores)", p.cpu_brand, p.cores));

@@ -22,6 +22,18 @@ use crate::hal::{BarError, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
 pub(crate) struct Mem {
     pub(super) dma: RefCell<Vec<u8>>,
     pub(super) pool: PoolMem,
+    /// With store reordering on ([`Mem::set_reordering`]): the driver's stores to DMA
+    /// memory the device has not seen yet, in program order, each with the number of
+    /// barriers (`hal::barrier`) executed before it.
+    pub(super) weak: RefCell<Option<Vec<Pending>>>,
+}
+
+/// A driver store the device has not seen yet.
+#[derive(Debug)]
+pub(super) struct Pending {
+    epoch: u64,
+    at: usize,
+    bytes: Vec<u8>,
 }
 
 /// Packet-pool memory: one host allocation that the test's `Pool` and the model both
@@ -69,6 +81,47 @@ impl Drop for PoolMem {
 }
 
 impl Mem {
+    /// Turns the store-reordering memory on or off (off: stores reach the device at once).
+    ///
+    /// On, the driver's stores to DMA memory reach the device only as a weakly ordered
+    /// machine (Arm) guarantees: a register write makes every earlier store visible (the
+    /// platform's register accessors carry the barrier: `hal`), and when the device looks
+    /// at memory on its own ([`Mem::observe`], at each model step) it sees every store
+    /// older than the last barrier before the newest pending store, and of the stores
+    /// after that barrier only the newest — the reordering the architecture allows between
+    /// barriers. The driver reads its own stores back at once (store forwarding). A
+    /// driver that publishes an index without a write barrier after the descriptors it
+    /// covers shows the device a new index over stale descriptors.
+    pub(crate) fn set_reordering(&self, on: bool) {
+        self.commit_all();
+        *self.weak.borrow_mut() = on.then(Vec::new);
+    }
+
+    /// Makes every pending store visible, in program order (a register write).
+    pub(super) fn commit_all(&self) {
+        let pending = self.weak.borrow_mut().as_mut().map(std::mem::take).unwrap_or_default();
+        let mut dma = self.dma.borrow_mut();
+        for p in pending {
+            dma[p.at..p.at + p.bytes.len()].copy_from_slice(&p.bytes);
+        }
+    }
+
+    /// The device looks at memory on its own: see [`Mem::set_reordering`].
+    pub(super) fn observe(&self) {
+        let mut weak = self.weak.borrow_mut();
+        let Some(pending) = weak.as_mut() else { return };
+        let Some(newest) = pending.last().map(|p| p.epoch) else { return };
+        let older = pending.iter().filter(|p| p.epoch < newest).count();
+        let mut visible: Vec<Pending> = pending.drain(..older).collect();
+        if let Some(last) = pending.pop() {
+            visible.push(last);
+        }
+        let mut dma = self.dma.borrow_mut();
+        for p in visible {
+            dma[p.at..p.at + p.bytes.len()].copy_from_slice(&p.bytes);
+        }
+    }
+
     /// Copies `out.len()` bytes at physical `addr` into `out`; false if outside memory.
     #[allow(unsafe_code)]
     pub(crate) fn read(&self, addr: u64, out: &mut [u8]) -> bool {
@@ -220,7 +273,11 @@ impl Window {
     }
     fn write(&self, off: usize, size: usize, v: u64) {
         assert!(off + size <= self.len, "write outside window");
-        self.dev.borrow_mut().bar_write(self.base + off as u64, v);
+        let mut d = self.dev.borrow_mut();
+        // A register write comes after every earlier store (the platform's accessors order
+        // it: `hal`), so the device sees them all when it acts on it.
+        d.mem.commit_all();
+        d.bar_write(self.base + off as u64, v);
     }
 }
 
@@ -282,13 +339,29 @@ pub(crate) struct Region {
 impl Region {
     fn read<const N: usize>(&self, off: usize) -> [u8; N] {
         assert!(off.is_multiple_of(N) && off + N <= self.len, "bad DMA access at {off}");
+        let at = self.off + off;
         let mut b = [0; N];
-        b.copy_from_slice(&self.mem.dma.borrow()[self.off + off..self.off + off + N]);
+        b.copy_from_slice(&self.mem.dma.borrow()[at..at + N]);
+        // The driver's own pending stores, oldest first (store forwarding).
+        if let Some(pending) = self.mem.weak.borrow().as_ref() {
+            for p in pending {
+                for (j, &v) in p.bytes.iter().enumerate() {
+                    if let Some(slot) = (p.at + j).checked_sub(at).and_then(|k| b.get_mut(k)) {
+                        *slot = v;
+                    }
+                }
+            }
+        }
         b
     }
     fn write(&self, off: usize, b: &[u8]) {
         assert!(off.is_multiple_of(b.len()) && off + b.len() <= self.len, "bad DMA access at {off}");
-        self.mem.dma.borrow_mut()[self.off + off..self.off + off + b.len()].copy_from_slice(b);
+        let at = self.off + off;
+        if let Some(pending) = self.mem.weak.borrow_mut().as_mut() {
+            pending.push(Pending { epoch: crate::hal::barrier::epoch::now(), at, bytes: b.to_vec() });
+            return;
+        }
+        self.mem.dma.borrow_mut()[at..at + b.len()].copy_from_slice(b);
     }
 }
 

@@ -414,7 +414,11 @@ pub(crate) struct Model {
 impl Model {
     /// A device offering VERSION_1 | MAC | MRG_RXBUF | CSUM | STATUS, 2 queues of 256.
     pub(crate) fn new(pool_bytes: usize) -> Self {
-        let mem = Rc::new(Mem { dma: RefCell::new(vec![0; DMA_LEN]), pool: PoolMem::new(pool_bytes) });
+        let mem = Rc::new(Mem {
+            dma: RefCell::new(vec![0; DMA_LEN]),
+            pool: PoolMem::new(pool_bytes),
+            weak: RefCell::new(None),
+        });
         let dev = Device {
             mem: Rc::clone(&mem),
             offered: feature::VERSION_1
@@ -533,6 +537,9 @@ impl Model {
 
     /// Runs the device: consumes TX queues, fills RX queues. Returns (tx, rx) counts.
     pub(crate) fn step(&self) -> (usize, usize) {
+        // The device looks at memory now: with reordering on, it sees what the barriers
+        // oblige and no more ([`Mem::observe`]).
+        self.mem.observe();
         let mut d = self.dev();
         let (mut tx, mut rx) = (0, 0);
         for q in 0..d.vqs.len() {

@@ -1,5 +1,7 @@
-//! The NF chain of the forwarding run, read from boot module 0 (the text form of
-//! `cadence_core::nf::config`, written by `cargo xtask run --chain FILE`), and the chain's
+//! The NF chain of the forwarding run, read from the boot module (x86_64: PVH module 0;
+//! aarch64: the initial RAM disk, `/chosen/linux,initrd-*`; both are QEMU's `-initrd`) in
+//! the text form of `cadence_core::nf::config`, written by `cargo xtask run --chain FILE`,
+//! and the chain's
 //! NetBlaze profile when the module carries one after a `[netblaze.profile]` line
 //! (`cadence_core::netblaze::module`); the run builds the chain
 //! (`cadence_firmware::forward::Chains`). Without a boot module the chain is empty: L2
@@ -7,16 +9,16 @@
 
 use core::fmt::Write;
 
+use crate::platform::exit::{ExitCode, exit};
+use crate::platform::println;
 use cadence_core::netblaze::{Profile, module};
 use cadence_core::nf::config::ChainSpec;
-use cadence_platform::Platform;
-use cadence_platform::exit::{ExitCode, exit};
-use cadence_platform::println;
 
-/// Reads and checks the chain configuration and its profile (boot module 0), prints
-/// `@chain`. A bad configuration prints `error: chain config line N: …` and exits 35.
-pub fn spec(p: &Platform) -> (ChainSpec, Option<Profile>) {
-    let (spec, profile) = match p.module(0) {
+/// Reads and checks the chain configuration and its profile (`module`: the boot
+/// module's bytes, if there is one), prints `@chain`. A bad configuration prints
+/// `error: chain config line N: …` and exits 35.
+pub fn spec(module: Option<&[u8]>) -> (ChainSpec, Option<Profile>) {
+    let (spec, profile) = match module {
         None => (ChainSpec::default(), None),
         Some(bytes) => {
             let parsed = match core::str::from_utf8(bytes) {
@@ -40,7 +42,7 @@ pub fn spec(p: &Platform) -> (ChainSpec, Option<Profile>) {
     println!(
         "@chain nfs={} source={} profile={} validate={}",
         if names.is_empty() { "none" } else { names.as_str() },
-        if p.module(0).is_some() { "module" } else { "none" },
+        if module.is_some() { "module" } else { "none" },
         if profile.is_some() { "module" } else { "none" },
         spec.validate.name()
     );

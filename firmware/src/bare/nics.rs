@@ -8,6 +8,10 @@
 //! reported (`error: <kind> <pci>: <why>`) and skipped; the caller decides what too few
 //! NICs mean (exit 37 only when none of those tried came up). `tests/tests/nic_select.rs`:
 //! `nics=` takes the named functions in its order; a missing address is exit 35.
+//!
+//! Shared by both bare-metal images: the machine's PCI function, DMA and MMIO types come
+//! from `machine` below (x86_64: `cadence-platform`'s, functions found by its PCI scan;
+//! aarch64: `cadence-platform-aarch64`'s, found on the ECAM bus); the drivers are the same.
 
 extern crate alloc;
 
@@ -15,6 +19,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::platform::println;
 use cadence_core::buf::{Batch, Pool, PoolError};
 use cadence_core::nic::{Port, PortStats, RssError, RxQueue, RxStats, TxQueue, TxStats, WakeAddr};
 use cadence_drivers::hal::DmaError;
@@ -26,11 +31,35 @@ use cadence_drivers::ixgbe::{self, Ixgbe, MacType};
 use cadence_drivers::virtio::{self, VirtioNet, VirtioRx, VirtioTx};
 use cadence_firmware::config::{BootConfig, MacFmt, PciAddr};
 use cadence_firmware::forward::FwdPort;
-use cadence_platform::Platform;
-use cadence_platform::dma::DmaRegion;
-use cadence_platform::mmio::MmioWindow;
-use cadence_platform::pci::{Bdf, Function, PciDevice};
-use cadence_platform::println;
+use machine::{Bdf, Clock, DmaAllocator, DmaRegion, MmioWindow, PciDevice};
+
+/// The machine's PCI, DMA and MMIO types, by architecture.
+#[cfg(target_arch = "x86_64")]
+mod machine {
+    pub use crate::platform::clock::TscClock as Clock;
+    pub use crate::platform::dma::{DmaAllocator, DmaRegion};
+    pub use crate::platform::mmio::MmioWindow;
+    pub use crate::platform::pci::{Bdf, Function, PciDevice};
+
+    /// The handle the drivers take for function `d`.
+    pub fn function(d: PciDevice) -> Function {
+        Function::new(d)
+    }
+}
+
+/// The machine's PCI, DMA and MMIO types, by architecture.
+#[cfg(target_arch = "aarch64")]
+mod machine {
+    pub use crate::platform::dma::{DmaAllocator, DmaRegion};
+    pub use crate::platform::mmio::MmioWindow;
+    pub use crate::platform::pcie::{Bdf, Function, Function as PciDevice};
+    pub use crate::platform::timer::GenericClock as Clock;
+
+    /// The handle the drivers take for function `d` (the enumerated function itself).
+    pub fn function(d: PciDevice) -> Function {
+        d
+    }
+}
 
 /// virtio PCI vendor ID (virtio 1.2 §4.1.2).
 pub const VIRTIO_VENDOR: u16 = 0x1af4;
@@ -348,12 +377,12 @@ fn same(a: &PciAddr, b: &Bdf) -> bool {
 /// many it could drive in all. An address in `nics=` without such a function is an
 /// error.
 pub fn select(
-    p: &Platform,
+    pci: &[PciDevice],
     cfg: &BootConfig,
 ) -> Result<(heapless::Vec<(PciDevice, NicKind), MAX_PORTS>, usize), NicError> {
-    let mut all: Vec<(PciDevice, NicKind)> = p.pci.iter().filter_map(|d| NicKind::of(d).map(|k| (*d, k))).collect();
+    let mut all: Vec<(PciDevice, NicKind)> = pci.iter().filter_map(|d| NicKind::of(d).map(|k| (*d, k))).collect();
     // Kind order, then PCI order.
-    all.sort_by_key(|(d, k)| (*k, d.bdf));
+    all.sort_by_key(|(d, k)| (*k, d.bdf.bus, d.bdf.dev, d.bdf.func));
     let mut chosen = heapless::Vec::new();
     match cfg.nics {
         Some(sel) => {
@@ -376,8 +405,8 @@ pub fn select(
 
 /// NIC functions the image will try to bring up (the `nics=` of the banner, which the
 /// host waits for as many `@nic` lines); 0 when `nics=` names a missing one.
-pub fn count(p: &Platform, cfg: &BootConfig) -> usize {
-    select(p, cfg).map_or(0, |(c, _)| c.len())
+pub fn count(pci: &[PciDevice], cfg: &BootConfig) -> usize {
+    select(pci, cfg).map_or(0, |(c, _)| c.len())
 }
 
 /// Brings up the selected NICs with `cfg.lanes` queue pairs each (as many as the
@@ -386,11 +415,13 @@ pub fn count(p: &Platform, cfg: &BootConfig) -> usize {
 /// per NIC that failed (and is skipped). `Err` only when `nics=` names a missing NIC.
 /// Returns the NICs and how many were tried.
 pub fn probe(
-    p: &mut Platform,
+    pci: &[PciDevice],
+    dma: &mut DmaAllocator,
+    clock: &Clock,
     pool: &mut Pool<'static>,
     cfg: &BootConfig,
 ) -> Result<(heapless::Vec<Nic, MAX_PORTS>, usize), NicError> {
-    let (chosen, present) = select(p, cfg)?;
+    let (chosen, present) = select(pci, cfg)?;
     if cfg.nics.is_none() && present > chosen.len() {
         println!(
             "warning: {present} NICs found, driving the first {} (choose others with nics=BB:DD.F,BB:DD.F)",
@@ -400,19 +431,19 @@ pub fn probe(
     let mut ports = heapless::Vec::new();
     let lanes = cfg.lanes.max(1);
     for &(dev, kind) in &chosen {
-        let f = Function::new(dev);
+        let f = machine::function(dev);
         let bdf = dev.bdf;
         let nic = match kind {
             NicKind::VirtioNet => {
                 let pairs = lanes.min(usize::from(u16::MAX)) as u16;
                 let c =
                     virtio::Config::default().with_queue_size(cfg.qsize).with_queue_pairs(pairs).with_fill_rx(false);
-                VirtioNet::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::Virtio).map_err(NicError::Virtio)
+                VirtioNet::try_new(&f, dma, clock, pool, &c).map(Nic::Virtio).map_err(NicError::Virtio)
             }
             NicKind::Igb => {
                 let pairs = lanes.min(usize::from(igb::MAX_QUEUES)) as u16;
                 let c = igb::Config::default().with_ring(cfg.qsize).with_queues(pairs, pairs).with_fill_rx(false);
-                Igb::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::Igb).map_err(NicError::Igb)
+                Igb::try_new(&f, dma, clock, pool, &c).map(Nic::Igb).map_err(NicError::Igb)
             }
             NicKind::Ixgbe => {
                 let max = MacType::from_device_id(dev.device).map_or(1, MacType::rss_queues);
@@ -421,12 +452,12 @@ pub fn probe(
                     .with_rings(cfg.qsize, cfg.qsize)
                     .with_queues(pairs, pairs)
                     .with_fill_rx(false);
-                Ixgbe::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::Ixgbe).map_err(NicError::Ixgbe)
+                Ixgbe::try_new(&f, dma, clock, pool, &c).map(Nic::Ixgbe).map_err(NicError::Ixgbe)
             }
             NicKind::I40e => {
                 let pairs = lanes.min(usize::from(i40e::MAX_QUEUES)) as u16;
                 let c = i40e::Config::default().with_ring(cfg.qsize).with_queues(pairs).with_fill_rx(false);
-                I40e::try_new(&f, &mut p.dma, &p.clock, pool, &c).map(Nic::I40e).map_err(NicError::I40e)
+                I40e::try_new(&f, dma, clock, pool, &c).map(Nic::I40e).map_err(NicError::I40e)
             }
         };
         match nic {
