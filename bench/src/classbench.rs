@@ -1,5 +1,5 @@
-//! ClassBench-style IPv4 rule sets and traces (`cadence_core::nf::acl::classbench_rules` and
-//! `classbench_trace`, seeded) in the files DPDK's `dpdk-test-acl` reads, and that program run
+//! ClassBench-style IPv4 and IPv6 rule sets and traces (`cadence_core::nf::acl::classbench_rules`,
+//! `classbench_rules6` and `classbench_trace`, seeded) in the files DPDK's `dpdk-test-acl` reads, and that program run
 //! over them: the independent implementation Cadence's ACL is checked against (rule ids, not
 //! only actions) and timed beside (issue 33).
 //!
@@ -9,6 +9,8 @@
 //!   gets priority `RTE_ACL_MAX_PRIORITY − n` and user data `n`: the earliest matching line wins;
 //! - a trace tuple per line, `SRC DST SPORT DPORT PROTO` as unsigned integers (addresses in host
 //!   order);
+//! - IPv6 (`--ipv6`): the same, with addresses as `inet_pton` reads them (`2001:db8::/32`,
+//!   `::/0`; in the trace `2001:db8::1`), results on `ipv6_5tuple:` lines;
 //! - with `--verbose=2` one line per tuple, `ipv4_5tuple: I, category: 0, result: R`, where `R`
 //!   is the winning rule's user data minus one — the 0-based line — or `4294967295` for none;
 //! - the timing line `... C cycles/pkt, P pkt/sec`.
@@ -34,26 +36,35 @@ fn quad(a: u32) -> String {
     format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
 }
 
-fn v4(p: Option<Prefix>) -> Result<(u32, u8)> {
-    match p {
-        None => Ok((0, 0)),
-        Some(Prefix { addr: IpAddr::V4(a), len }) => Ok((u32::from_be_bytes(a), len)),
-        Some(p) => bail!("dpdk-test-acl's IPv4 rule file cannot hold {p:?}"),
+/// Whether `rules` are an IPv6 set (any prefix is IPv6): `dpdk-test-acl --ipv6` reads it.
+pub fn is_ipv6(rules: &[AclRule]) -> bool {
+    let v6 = |p: &Option<Prefix>| matches!(p, Some(Prefix { addr: IpAddr::V6(_), .. }));
+    rules.iter().any(|r| v6(&r.src) || v6(&r.dst))
+}
+
+/// A prefix as the rule file writes it (`v6`: the file's family; any: `0.0.0.0/0` or `::/0`).
+fn net(p: Option<Prefix>, v6: bool) -> Result<String> {
+    match (p, v6) {
+        (None, false) => Ok("0.0.0.0/0".into()),
+        (None, true) => Ok("::/0".into()),
+        (Some(Prefix { addr: IpAddr::V4(a), len }), false) => Ok(format!("{}/{len}", quad(u32::from_be_bytes(a)))),
+        (Some(Prefix { addr: IpAddr::V6(a), len }), true) => Ok(format!("{}/{len}", std::net::Ipv6Addr::from(a))),
+        (Some(p), _) => bail!("dpdk-test-acl's rule file holds one family; {p:?} is the other"),
     }
 }
 
-/// IPv4 rules as `dpdk-test-acl`'s rule file (any address: `0.0.0.0/0`; any protocol:
-/// `0/0x00`). Refuses an IPv6 prefix.
+/// Rules as `dpdk-test-acl`'s rule file (any protocol: `0/0x00`), IPv4 or IPv6 ([`is_ipv6`];
+/// IPv6 addresses as `inet_pton` reads them). Refuses a set of both families.
 pub fn rules_file(rules: &[AclRule]) -> Result<String> {
+    let v6 = is_ipv6(rules);
     let mut s = String::new();
     for r in rules {
-        let ((sa, sl), (da, dl)) = (v4(r.src)?, v4(r.dst)?);
         let (p, m) = r.proto.map_or((0, 0), |p| (p, 0xFF));
         let _ = writeln!(
             s,
-            "@{}/{sl} {}/{dl} {} : {} {} : {} {p}/0x{m:02x}",
-            quad(sa),
-            quad(da),
+            "@{} {} {} : {} {} : {} {p}/0x{m:02x}",
+            net(r.src, v6)?,
+            net(r.dst, v6)?,
             r.sport.0,
             r.sport.1,
             r.dport.0,
@@ -63,22 +74,22 @@ pub fn rules_file(rules: &[AclRule]) -> Result<String> {
     Ok(s)
 }
 
-/// IPv4 flow keys as `dpdk-test-acl`'s trace file. Refuses an IPv6 key.
+/// Flow keys as `dpdk-test-acl`'s trace file: IPv4 addresses as unsigned integers (host
+/// order), IPv6 ones as `inet_pton` reads them. Refuses a trace of both families.
 pub fn trace_file(trace: &[FlowKey]) -> Result<String> {
     let mut s = String::new();
     for t in trace {
-        let (IpAddr::V4(a), IpAddr::V4(b)) = (t.src, t.dst) else {
-            bail!("dpdk-test-acl's IPv4 trace cannot hold {t:?}")
+        let (src, dst) = match (t.src, t.dst) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => (u32::from_be_bytes(a).to_string(), u32::from_be_bytes(b).to_string()),
+            (IpAddr::V6(a), IpAddr::V6(b)) => {
+                (std::net::Ipv6Addr::from(a).to_string(), std::net::Ipv6Addr::from(b).to_string())
+            }
+            _ => bail!("a key of two families: {t:?}"),
         };
-        let _ = writeln!(
-            s,
-            "{} {} {} {} {}",
-            u32::from_be_bytes(a),
-            u32::from_be_bytes(b),
-            t.src_port,
-            t.dst_port,
-            t.proto
-        );
+        let _ = writeln!(s, "{src} {dst} {} {} {}", t.src_port, t.dst_port, t.proto);
+    }
+    if trace.iter().any(|t| matches!(t.src, IpAddr::V4(_))) && trace.iter().any(|t| matches!(t.src, IpAddr::V6(_))) {
+        bail!("dpdk-test-acl's trace file holds one family");
     }
     Ok(s)
 }
@@ -98,7 +109,16 @@ pub fn cadence_ids(acl: &AclShared, trace: &[FlowKey]) -> Vec<Option<u32>> {
 /// Writes the rule and trace files of `n` rules and `keys` keys from `seed` into `dir` (named
 /// by `label`); returns their paths.
 pub fn write_set(dir: &Path, label: &str, seed: u64, n: usize, keys: usize) -> Result<(PathBuf, PathBuf)> {
-    let rules = cadence_core::nf::acl::classbench_rules(seed, n);
+    write_set_of(dir, label, seed, n, keys, false)
+}
+
+/// [`write_set`] for either family (`v6`: [`cadence_core::nf::acl::classbench_rules6`]).
+pub fn write_set_of(dir: &Path, label: &str, seed: u64, n: usize, keys: usize, v6: bool) -> Result<(PathBuf, PathBuf)> {
+    let rules = if v6 {
+        cadence_core::nf::acl::classbench_rules6(seed, n)
+    } else {
+        cadence_core::nf::acl::classbench_rules(seed, n)
+    };
     let trace = cadence_core::nf::acl::classbench_trace(seed, &rules, keys);
     let (rf, tf) = (dir.join(format!("acl-{label}.rules")), dir.join(format!("acl-{label}.trace")));
     std::fs::write(&rf, rules_file(&rules)?).with_context(|| format!("writing {}", rf.display()))?;
@@ -111,6 +131,9 @@ pub fn write_set(dir: &Path, label: &str, seed: u64, n: usize, keys: usize) -> R
 /// standard output, or why it failed.
 pub fn run_test_acl(rules: &Path, trace: &Path, tuples: usize, alg: &str, iter: u32, verbose: u32) -> Result<String> {
     let prefix = format!("cadence-acl-{}", std::process::id());
+    // An IPv6 rule file (a `:` in its first rule's source network) needs `--ipv6`.
+    let v6 = std::fs::read_to_string(rules)
+        .is_ok_and(|t| t.lines().next().and_then(|l| l.split_whitespace().next()).is_some_and(|n| n.contains(':')));
     let out = Command::new(TEST_ACL)
         .args([
             "--no-huge",
@@ -132,6 +155,7 @@ pub fn run_test_acl(rules: &Path, trace: &Path, tuples: usize, alg: &str, iter: 
         .arg(format!("--iter={iter}"))
         .arg(format!("--verbose={verbose}"))
         .arg(format!("--alg={alg}"))
+        .args(v6.then_some("--ipv6"))
         .output()
         .with_context(|| format!("running {TEST_ACL} (Debian's dpdk package)"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -150,12 +174,13 @@ pub fn run_test_acl(rules: &Path, trace: &Path, tuples: usize, alg: &str, iter: 
 /// `None`. Fails on a line it cannot read, or if the tuples are not numbered 1, 2, … in order.
 pub fn parse_results(stdout: &str) -> Result<Vec<Option<u32>>> {
     let mut out = Vec::new();
-    for l in stdout.lines().filter(|l| l.starts_with("ipv4_5tuple: ")) {
+    for l in stdout.lines().filter(|l| l.starts_with("ipv4_5tuple: ") || l.starts_with("ipv6_5tuple: ")) {
         let num = |key: &str| -> Result<u64> {
             let v = l.split(key).nth(1).and_then(|r| r.split(',').next()).map(str::trim);
             v.and_then(|v| v.parse().ok()).with_context(|| format!("{TEST_ACL}: no {key:?} in {l:?}"))
         };
-        let (i, cat, r) = (num("ipv4_5tuple: ")?, num("category: ")?, num("result: ")?);
+        let tuple = if l.starts_with("ipv6") { "ipv6_5tuple: " } else { "ipv4_5tuple: " };
+        let (i, cat, r) = (num(tuple)?, num("category: ")?, num("result: ")?);
         if cat != 0 {
             continue;
         }
@@ -179,7 +204,7 @@ pub fn parse_cycles(stdout: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
-    use cadence_core::nf::acl::{classbench_rules, classbench_trace};
+    use cadence_core::nf::acl::{classbench_rules, classbench_rules6, classbench_trace};
 
     #[test]
     fn the_files_are_in_classbench_form() {
@@ -204,21 +229,31 @@ mod tests {
 
     #[test]
     fn generated_sets_are_seeded_and_traces_fall_inside_rules() {
-        let a = classbench_rules(7, 300);
-        assert_eq!(a, classbench_rules(7, 300));
-        assert_ne!(a, classbench_rules(8, 300));
-        for r in &a {
-            for (addr, len) in [v4(r.src).expect("v4"), v4(r.dst).expect("v4")] {
-                assert_eq!(addr & !(u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)), 0, "masked");
+        for v6 in [false, true] {
+            let make = |seed| if v6 { classbench_rules6(seed, 300) } else { classbench_rules(seed, 300) };
+            let a = make(7);
+            assert_eq!(a, make(7));
+            assert_ne!(a, make(8));
+            assert_eq!(is_ipv6(&a), v6);
+            for r in &a {
+                for p in [r.src, r.dst].into_iter().flatten() {
+                    let (addr, len, bits) = match p.addr {
+                        IpAddr::V4(b) => (u128::from(u32::from_be_bytes(b)), p.len, 32),
+                        IpAddr::V6(b) => (u128::from_be_bytes(b), p.len, 128),
+                    };
+                    assert_eq!(bits == 128, v6, "one family");
+                    let host = (u128::MAX >> (128 - bits)).checked_shr(u32::from(len)).unwrap_or(0);
+                    assert_eq!(addr & host, 0, "masked: {p:?}");
+                }
+                assert!(r.sport.0 <= r.sport.1 && r.dport.0 <= r.dport.1);
             }
-            assert!(r.sport.0 <= r.sport.1 && r.dport.0 <= r.dport.1);
+            // Most keys match some rule (nine in ten are aimed at one), all over the list.
+            let acl = cadence_acl(&a).expect("acl");
+            let ids = cadence_ids(&acl, &classbench_trace(7, &a, 1000));
+            assert!(ids.iter().flatten().count() >= 850, "IPv6 {v6}");
+            let distinct: std::collections::BTreeSet<u32> = ids.into_iter().flatten().collect();
+            assert!(distinct.len() > 150, "{}", distinct.len());
         }
-        // Most keys match some rule (nine in ten are aimed at one), all over the list.
-        let acl = cadence_acl(&a).expect("acl");
-        let ids = cadence_ids(&acl, &classbench_trace(7, &a, 1000));
-        assert!(ids.iter().flatten().count() >= 850);
-        let distinct: std::collections::BTreeSet<u32> = ids.into_iter().flatten().collect();
-        assert!(distinct.len() > 150, "{}", distinct.len());
     }
 
     #[test]

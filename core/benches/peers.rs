@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
-//! peers acl --rules 100|1K|10K [--huge] [--samples S] [--min-ms M]  # ACL first-packet classification
+//! peers acl --rules 100|1K|10K|1K-v6 [--huge] [--samples S] [--min-ms M]  # ACL first-packet classification
 //! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3 [--huge] [--samples S] [--min-ms M]  # the worker loop, software NICs
 //!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
@@ -244,13 +244,15 @@ fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
 }
 
 /// Cycles per first-packet classification (no flow cache: the classifier itself, as
-/// `rte_acl_classify` is) of the ClassBench-style trace over `n` rules, in trace order.
-fn acl(n: usize, label: &str, rule: Rule) {
+/// `rte_acl_classify` is) of the ClassBench-style trace over `n` rules (IPv6 with `v6`), in
+/// trace order.
+fn acl(n: usize, label: &str, v6: bool, rule: Rule) {
     use cadence_core::nf::acl::{
-        AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace,
+        AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6,
+        classbench_trace,
     };
     // The sets `cargo xtask peers` writes for `dpdk-test-acl`: the same seed, the same keys.
-    let rules = classbench_rules(CLASSBENCH_SEED, n);
+    let rules = if v6 { classbench_rules6(CLASSBENCH_SEED, n) } else { classbench_rules(CLASSBENCH_SEED, n) };
     let trace = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS);
     let mut cfg = AclConfig::new(rules, AclAction::Permit);
     cfg.flow_capacity = 64;
@@ -303,7 +305,7 @@ fn parse_size(s: &str) -> Option<usize> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K  [--huge] [--samples S] [--min-ms M]"
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K|1K-v6  [--huge] [--samples S] [--min-ms M]"
     );
     ExitCode::FAILURE
 }
@@ -359,8 +361,8 @@ fn main() -> ExitCode {
             forwarding("l2fwd_l2", chain, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule)
         }
         "ring" => ring(rule),
-        "acl" => match opt("--rules").and_then(|s| Some((s, parse_count(s)?))) {
-            Some((label, n)) => acl(n, label, rule),
+        "acl" => match opt("--rules").and_then(|s| Some((s, parse_count(s.strip_suffix("-v6").unwrap_or(s))?))) {
+            Some((label, n)) => acl(n, label, label.ends_with("-v6"), rule),
             None => return usage(),
         },
         "l3fwd" => forwarding(

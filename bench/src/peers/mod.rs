@@ -239,7 +239,8 @@ pub fn run(o: &Options) -> Result<bool> {
     // The ACL sets, written for dpdk-test-acl; Cadence's bench generates the same ones.
     let mut acl_sets = Vec::new();
     for (label, n) in plan::ACL_SIZES {
-        let (rules, trace) = crate::classbench::write_set(&out, label, CLASSBENCH_SEED, n, CLASSBENCH_KEYS)?;
+        let (rules, trace) =
+            crate::classbench::write_set_of(&out, label, CLASSBENCH_SEED, n, CLASSBENCH_KEYS, plan::acl_v6(label))?;
         acl_sets.push((label.to_string(), rules, trace, CLASSBENCH_KEYS));
     }
     let knobs = Knobs {

@@ -110,7 +110,12 @@ pub struct Knobs {
 pub const GROUPS: [&str; 7] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl"];
 
 /// The ACL rule-set sizes (`cargo xtask peers`' `acl` group) and `rte_acl`'s algorithms.
-pub const ACL_SIZES: [(&str, usize); 3] = [("100", 100), ("1K", 1_000), ("10K", 10_000)];
+pub const ACL_SIZES: [(&str, usize); 4] = [("100", 100), ("1K", 1_000), ("10K", 10_000), ("1K-v6", 1_000)];
+
+/// Whether an ACL set's label names an IPv6 set (`…-v6`: `classbench_rules6`, `--ipv6`).
+pub fn acl_v6(label: &str) -> bool {
+    label.ends_with("-v6")
+}
 pub const ACL_ALGS: [&str; 3] = ["scalar", "sse", "avx2"];
 
 /// EAL arguments: `lcores`, no PCI, `mem_mb` of memory on `pages`, a file prefix of our own
@@ -259,6 +264,9 @@ fn acl_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
             a.push(format!("--tracenum={keys}"));
             a.push(format!("--iter={}", k.samples.max(1)));
             a.push(format!("--alg={alg}"));
+            if acl_v6(label) {
+                a.push("--ipv6".into());
+            }
             // Its default verbosity prints every tuple's result inside the timed loop.
             a.push("--verbose=0".into());
             jobs.push(Job {
@@ -447,7 +455,9 @@ mod tests {
         assert_eq!(t("l2fwd_l2", "-", "testpmd"), Some(Target { limit: 1.0 }));
         assert_eq!(t("l3fwd_l3", "-", "l3fwd"), Some(Target { limit: 1.0 }));
         assert_eq!(t("acl_classify", "10K", "rte_acl_avx2"), Some(Target { limit: 1.0 }));
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 9);
+        // Issue 33: at 1 000 IPv6 rules too.
+        assert_eq!(t("acl_classify", "1K-v6", "rte_acl_sse"), Some(Target { limit: 1.0 }));
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12);
     }
 
     #[test]

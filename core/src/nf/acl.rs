@@ -45,7 +45,9 @@ mod tests;
 pub use bitvec::BitVec;
 pub use classifier::Classifier;
 pub use config::{AclConfig, AclConfigError, AclField};
-pub use examples::{CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace, example_rules};
+pub use examples::{
+    CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6, classbench_trace, example_rules,
+};
 
 /// Most rules an ACL takes.
 pub const MAX_RULES: usize = 1 << 16;

@@ -70,9 +70,71 @@ pub const CLASSBENCH_SEED: u64 = 33;
 /// Keys of each trace `cargo xtask peers` measures.
 pub const CLASSBENCH_KEYS: usize = 100_000;
 
-/// Network `len` bits of a 32-bit mask.
-fn mask4(len: u8) -> u32 {
-    if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) }
+/// The address family of a ClassBench-style set ([`classbench_rules`], [`classbench_rules6`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    fn bits(self) -> u32 {
+        match self {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        }
+    }
+
+    /// The network `len` bits of an address of this family.
+    fn mask(self, len: u8) -> u128 {
+        mask_top(self.bits(), u32::from(len).min(self.bits()))
+    }
+
+    /// A random address (all bits drawn).
+    fn random(self, rng: &mut XorShift64) -> u128 {
+        match self {
+            Family::V4 => u128::from(rng.next_u64() as u32),
+            Family::V6 => u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64()),
+        }
+    }
+
+    /// The bits of an address kept from its network ("near the network").
+    fn near(self) -> u32 {
+        match self {
+            Family::V4 => 8,
+            Family::V6 => 32,
+        }
+    }
+
+    /// Prefix lengths, drawn uniformly: peaks where real sets have them.
+    fn lens(self) -> [u8; 16] {
+        match self {
+            Family::V4 => [8, 12, 16, 16, 19, 21, 23, 24, 24, 24, 26, 28, 30, 32, 32, 32],
+            Family::V6 => [16, 24, 32, 32, 40, 44, 48, 48, 56, 64, 64, 64, 80, 96, 128, 128],
+        }
+    }
+
+    fn addr(self, a: u128) -> IpAddr {
+        match self {
+            Family::V4 => IpAddr::V4((a as u32).to_be_bytes()),
+            Family::V6 => IpAddr::V6(a.to_be_bytes()),
+        }
+    }
+
+    /// The address and length of `p` (of this family; any other: everything, /0).
+    fn of(self, p: Option<Prefix>) -> (u128, u8) {
+        match (self, p) {
+            (Family::V4, Some(Prefix { addr: IpAddr::V4(a), len })) => (u128::from(u32::from_be_bytes(a)), len.min(32)),
+            (Family::V6, Some(Prefix { addr: IpAddr::V6(a), len })) => (u128::from_be_bytes(a), len.min(128)),
+            _ => (0, 0),
+        }
+    }
+}
+
+/// The top `len` of `bits` bits set.
+fn mask_top(bits: u32, len: u32) -> u128 {
+    let width = u128::MAX >> (128 - bits);
+    width & !width.checked_shr(len).unwrap_or(0)
 }
 
 /// A ClassBench-style IPv4 rule set of `n` rules from `seed` (the same seed, the same rules),
@@ -83,19 +145,34 @@ fn mask4(len: u8) -> u32 {
 /// TCP / UDP / any. Every rule has priority 1 and action deny: among equal priorities the
 /// earlier rule wins, which is DPDK's line order, so a rule's id is its 0-based line.
 pub fn classbench_rules(seed: u64, n: usize) -> Vec<AclRule> {
+    classbench_set(Family::V4, seed, n)
+}
+
+/// The IPv6 twin of [`classbench_rules`]: prefixes /0–/128 with peaks at /32, /48, /64 and
+/// /128, around sixteen shared /32 networks; ports and protocols drawn alike.
+pub fn classbench_rules6(seed: u64, n: usize) -> Vec<AclRule> {
+    classbench_set(Family::V6, seed, n)
+}
+
+fn classbench_set(family: Family, seed: u64, n: usize) -> Vec<AclRule> {
     let mut rng = XorShift64::new(seed);
-    let nets: Vec<u32> = (0..16).map(|_| rng.next_u64() as u32).collect();
-    const LENS: [u8; 16] = [8, 12, 16, 16, 19, 21, 23, 24, 24, 24, 26, 28, 30, 32, 32, 32];
+    let nets: Vec<u128> = (0..16).map(|_| family.random(&mut rng)).collect();
+    let lens = family.lens();
     const WELL_KNOWN: [u16; 10] = [20, 21, 22, 23, 25, 53, 80, 123, 443, 8080];
     let prefix = |rng: &mut XorShift64, any_in: u64| -> Option<Prefix> {
         if rng.next_u64() % 100 < any_in {
             return None;
         }
-        let len = LENS.get(rng.below(LENS.len())).copied().unwrap_or(32);
+        let len = lens.get(rng.below(lens.len())).copied().unwrap_or(32);
         let base = nets.get(rng.below(nets.len())).copied().unwrap_or(0);
-        // Near the network: its top 8 bits kept, the rest drawn.
-        let a = (base & 0xFF00_0000) | (rng.next_u64() as u32 & 0x00FF_FFFF);
-        Some(Prefix::v4((a & mask4(len)).to_be_bytes(), len))
+        // Near the network: its top bits kept, the rest drawn.
+        let keep = mask_top(family.bits(), family.near());
+        let a = (base & keep) | (family.random(rng) & !keep);
+        let a = a & family.mask(len);
+        Some(match family.addr(a) {
+            IpAddr::V4(b) => Prefix::v4(b, len),
+            IpAddr::V6(b) => Prefix::v6(b, len),
+        })
     };
     let port = |rng: &mut XorShift64, any_in: u64| -> (u16, u16) {
         let r = rng.next_u64() % 100;
@@ -125,14 +202,13 @@ pub fn classbench_rules(seed: u64, n: usize) -> Vec<AclRule> {
         .collect()
 }
 
-/// `n` IPv4 flow keys from `seed` for `rules` (of [`classbench_rules`]): nine in ten fall
-/// inside a random rule (so that late rules are reached), the rest are uniform.
+/// `n` flow keys from `seed` for `rules` (of [`classbench_rules`] or [`classbench_rules6`]:
+/// the keys are of the rules' family): nine in ten fall inside a random rule (so that late
+/// rules are reached), the rest are uniform.
 pub fn classbench_trace(seed: u64, rules: &[AclRule], n: usize) -> Vec<FlowKey> {
+    let v6 = |p: &Option<Prefix>| matches!(p, Some(Prefix { addr: IpAddr::V6(_), .. }));
+    let family = if rules.iter().any(|r| v6(&r.src) || v6(&r.dst)) { Family::V6 } else { Family::V4 };
     let mut rng = XorShift64::new(seed ^ 0x7A3C_E5B1_0000_0001);
-    let v4 = |p: Option<Prefix>| match p {
-        Some(Prefix { addr: IpAddr::V4(a), len }) => (u32::from_be_bytes(a), len.min(32)),
-        _ => (0, 0),
-    };
     (0..n)
         .map(|_| {
             let r = rng.next_u64();
@@ -140,34 +216,29 @@ pub fn classbench_trace(seed: u64, rules: &[AclRule], n: usize) -> Vec<FlowKey> 
             let any_proto = |rng: &mut XorShift64| protos.get(rng.below(protos.len())).copied().unwrap_or(6);
             let (src, dst, sport, dport, proto) = match rules.get(rng.below(rules.len().max(1))) {
                 Some(rule) if !r.is_multiple_of(10) => {
-                    let addr = |rng: &mut XorShift64, (a, len): (u32, u8)| a | (rng.next_u64() as u32 & !mask4(len));
+                    let addr =
+                        |rng: &mut XorShift64, (a, len): (u128, u8)| a | (family.random(rng) & !family.mask(len));
                     let port = |rng: &mut XorShift64, (lo, hi): (u16, u16)| {
                         lo.wrapping_add((rng.next_u64() % (u64::from(hi.saturating_sub(lo)) + 1)) as u16)
                     };
                     let proto = rule.proto.unwrap_or_else(|| any_proto(&mut rng));
                     (
-                        addr(&mut rng, v4(rule.src)),
-                        addr(&mut rng, v4(rule.dst)),
+                        addr(&mut rng, family.of(rule.src)),
+                        addr(&mut rng, family.of(rule.dst)),
                         port(&mut rng, rule.sport),
                         port(&mut rng, rule.dport),
                         proto,
                     )
                 }
                 _ => (
-                    rng.next_u64() as u32,
-                    rng.next_u64() as u32,
+                    family.random(&mut rng),
+                    family.random(&mut rng),
                     rng.next_u64() as u16,
                     rng.next_u64() as u16,
                     any_proto(&mut rng),
                 ),
             };
-            FlowKey {
-                src: IpAddr::V4(src.to_be_bytes()),
-                dst: IpAddr::V4(dst.to_be_bytes()),
-                src_port: sport,
-                dst_port: dport,
-                proto,
-            }
+            FlowKey { src: family.addr(src), dst: family.addr(dst), src_port: sport, dst_port: dport, proto }
         })
         .collect()
 }
