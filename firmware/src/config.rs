@@ -133,6 +133,10 @@ pub struct BootConfig {
     pub idle_us: u32,
     /// How long a lane must have received nothing before `idle_us` applies, µs.
     pub idle_after_us: u32,
+    /// Sleeps end when a frame arrives on the lane's receive queues, where the platform can
+    /// watch them (the hosted build: `ppoll` on the sockets); `false`: deadline sleeps only,
+    /// the paper's Metronome (and no `idle_us`, which needs the watch).
+    pub arrival: bool,
     /// Weight of the old ρ in the EWMA, in thousandths.
     pub ewma_permille: u16,
     /// Vacation feedback gain, in thousandths (0 = the paper's T_S rule alone).
@@ -207,6 +211,7 @@ impl Default for BootConfig {
             round_us: 500,
             idle_us: 10_000,
             idle_after_us: IDLE_AFTER_US,
+            arrival: true,
             ewma_permille: 750,
             feedback_permille: 30,
             mwait: false,
@@ -228,7 +233,7 @@ impl Default for BootConfig {
 pub const IDLE_AFTER_US: u32 = 200;
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 30] = [
+pub const KEYS: [&str; 31] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -247,6 +252,7 @@ pub const KEYS: [&str; 30] = [
     "round_us",
     "idle_us",
     "idle_after_us",
+    "arrival",
     "ewma",
     "feedback",
     "mwait",
@@ -399,6 +405,13 @@ impl BootConfig {
                 "feedback" => cfg.feedback_permille = permille(value).ok_or(bad("a decimal in 0..=1 (e.g. 0.03)"))?,
                 "mwait" => {
                     cfg.mwait = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("one of on, off")),
+                    }
+                }
+                "arrival" => {
+                    cfg.arrival = match value {
                         "on" => true,
                         "off" => false,
                         _ => return Err(bad("one of on, off")),
@@ -576,6 +589,9 @@ mod tests {
         assert!(matches!(BootConfig::parse("burn=x"), Err(BootConfigError::BadValue { key: "burn", .. })));
         let c = BootConfig::parse("idle_us=0").unwrap();
         assert_eq!((c.idle_us, BootConfig::default().idle_us), (0, 10_000));
+        let c = BootConfig::parse("arrival=off").unwrap();
+        assert_eq!((c.arrival, BootConfig::default().arrival), (false, true));
+        assert!(matches!(BootConfig::parse("arrival=maybe"), Err(BootConfigError::BadValue { key: "arrival", .. })));
         let c = BootConfig::parse("idle_after_us=0 idle_us=500").unwrap();
         assert_eq!((c.idle_after_us, c.idle_us), (0, 500));
         assert!(matches!(

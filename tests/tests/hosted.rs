@@ -7,7 +7,8 @@
 //!   and the lane's pool back at its resting value (the fill rings' buffers) at the end.
 //! - 20 000 frames through the L2 forwarder over AF_PACKET, with malformed frames of every
 //!   kind mixed in: the same parser drops and counts them by reason as in the image.
-//! - Overload: a dataplane told to sleep 10 ms between polls on 64-entry rings, offered
+//! - Overload: a dataplane told to sleep 10 ms between polls on 64-entry rings (no wake on
+//!   arrival), offered
 //!   20 000 frames/s, cannot take it all: the excess is what the kernel counted as dropped at
 //!   the sockets' fill rings (`p*_xdp_rx_dropped`), nothing else is lost, and at a load it
 //!   can take afterwards every frame comes back.
@@ -390,9 +391,11 @@ fn af_xdp_frames_on_queues_no_lane_owns_are_dropped_and_counted_never_given_to_t
 #[test]
 fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> {
     let _one = serial();
-    // Sleep 10 ms between polls with no feedback, 64-entry rings: at most 64 frames per
-    // port per 10 ms get in (6 400/s), far below the offered 20 000/s.
+    // Sleep 10 ms between polls with no feedback and no wake on arrival (`arrival=off`: the
+    // deadline alone ends a sleep), 64-entry rings: at most 64 frames per port per 10 ms get
+    // in (6 400/s), far below the offered 20 000/s.
     let boot = BootOptions::default()
+        .set("arrival", "off")
         .set("qsize", 64)
         .set("vbar_us", 10_000)
         .set("ts0_us", 10_000)

@@ -212,7 +212,10 @@ fn run(
         return ExitCode::from(EXIT_RUNTIME);
     }
     m.set_extra(Box::new(opened.counters()));
-    m.set_arrivals(std::mem::take(&mut opened.arrivals));
+    // `arrival=off`: deadline sleeps only (the paper's Metronome).
+    if cfg.arrival {
+        m.set_arrivals(std::mem::take(&mut opened.arrivals));
+    }
     m.watch(opened.ports.iter().map(|p| (p.ifname().to_string(), p.ifindex())).collect());
     let pools: Vec<Pool<'static>> = opened.pools.drain(..).collect();
     let ports = std::mem::take(&mut opened.ports);
