@@ -246,6 +246,10 @@ mod tests {
                     assert_eq!(addr & host, 0, "masked: {p:?}");
                 }
                 assert!(r.sport.0 <= r.sport.1 && r.dport.0 <= r.dport.1);
+                let any = (0, u16::MAX);
+                let catch_all =
+                    r.src.is_none() && r.dst.is_none() && r.sport == any && r.dport == any && r.proto.is_none();
+                assert!(!catch_all, "a catch-all would leave every later rule unreachable: {r:?}");
             }
             // Most keys match some rule (nine in ten are aimed at one), all over the list.
             let acl = cadence_acl(&a).expect("acl");

@@ -197,6 +197,15 @@ fn classbench_set(family: Family, seed: u64, n: usize) -> Vec<AclRule> {
                 5..=7 => Some(17),
                 _ => None,
             };
+            let any_port = (0, u16::MAX);
+            // No catch-all rule: one near the top would make every rule after it unreachable
+            // (real sets end with their default, if they have one). Such a draw gets a
+            // destination network (drawn only then, so other sets are unchanged).
+            let dst = if src.is_none() && dst.is_none() && sport == any_port && dport == any_port && proto.is_none() {
+                prefix(&mut rng, 0)
+            } else {
+                dst
+            };
             AclRule { priority: 1, src, dst, sport, dport, proto, action: AclAction::Deny }
         })
         .collect()
