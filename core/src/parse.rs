@@ -38,6 +38,7 @@
 //! [`parse`] and [`check`] go all the way.
 
 mod fast;
+pub use fast::ipv4_dst;
 pub(crate) mod headers;
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, Verdict};
+use super::{Nf, NfBatch, NfCtx, V4Group, Verdict};
 use crate::buf::Pool;
 use crate::checksum;
 use crate::drops::DropReason;
@@ -475,6 +475,47 @@ impl Nf for L3fwd {
             }
             p.verdict = Verdict::Forward(hop.port);
             p.dst_mac = Some(hop.mac);
+        }
+    }
+
+    fn vector_v4(&self) -> bool {
+        true
+    }
+
+    /// `process` for the common IPv4 frame: the same lookup, TTL decrement, counters and
+    /// next hop, reading the group's destination addresses (the IP header is at offset 14).
+    fn process_v4(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, group: &mut V4Group) {
+        let t = self.tables.get(&self.shared.tables);
+        let g = group.parts();
+        for (((&b, &dst), v), mac) in
+            g.bufs.iter().zip(g.dst.iter()).zip(g.verdict.iter_mut()).zip(g.dst_mac.iter_mut())
+        {
+            if !matches!(v, Verdict::Forward(_)) {
+                continue;
+            }
+            let Some(hop) = t.lpm4.lookup(dst).and_then(|nh| t.config.next_hops.get(nh as usize)) else {
+                self.counters.no_route += 1;
+                *v = Verdict::Drop(DropReason::NoRoute);
+                continue;
+            };
+            // The 20-byte header the group's parse checked: TTL at 8, checksum at 10..12.
+            let Some(h) = pool.frame_mut(b).get_mut(14..).and_then(|f| f.first_chunk_mut::<20>()) else {
+                // Cannot happen for a frame of the group; judged as `decrement` would.
+                self.counters.ttl_expired += 1;
+                *v = Verdict::Drop(DropReason::TtlExpired);
+                continue;
+            };
+            if h[8] <= 1 {
+                self.counters.ttl_expired += 1;
+                *v = Verdict::Drop(DropReason::TtlExpired);
+                continue;
+            }
+            h[8] -= 1;
+            let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[10], h[11]]));
+            h[10..12].copy_from_slice(&sum.to_be_bytes());
+            self.counters.forwarded4 += 1;
+            *v = Verdict::Forward(hop.port);
+            *mac = Some(hop.mac);
         }
     }
 

@@ -162,6 +162,102 @@ impl NfBatch {
     }
 }
 
+/// The vector path's group (issue 25): the common IPv4 frames of one received batch —
+/// untagged, no options, not fragments, checked to the chain's depth by
+/// [`parse::ipv4_dst`] — as structure of arrays: the buffer, the destination address, the
+/// verdict and the next hop's MAC, each in its own array, so that an NF's pass over a group
+/// reads only what it needs and no per-packet [`Pkt`] is built or read back.
+///
+/// A chain uses it when every NF has a vector path ([`Nf::vector_v4`]) and no meter is on;
+/// every other frame of the batch (IPv6, tags, options, fragments, every frame that fails a
+/// check) takes the batch path, in arrival order with the group's frames (see
+/// `Chain::process`). What an NF's [`Nf::process_v4`] does to a frame is exactly what its
+/// [`Nf::process`] does to the same frame: the same verdict, rewrite and counters.
+#[derive(Debug)]
+pub struct V4Group {
+    len: usize,
+    bufs: [PacketBuf; BATCH_SIZE],
+    dst: [u32; BATCH_SIZE],
+    verdict: [Verdict; BATCH_SIZE],
+    dst_mac: [Option<[u8; 6]>; BATCH_SIZE],
+}
+
+impl Default for V4Group {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl V4Group {
+    /// An empty group.
+    pub const fn new() -> Self {
+        Self {
+            len: 0,
+            // Slots past `len` are never read: a placeholder handle, not a buffer.
+            bufs: [PacketBuf::from_raw(0); BATCH_SIZE],
+            dst: [0; BATCH_SIZE],
+            verdict: [Verdict::Forward(0); BATCH_SIZE],
+            dst_mac: [None; BATCH_SIZE],
+        }
+    }
+
+    /// Appends a frame with its destination address and its default verdict; gives the buffer
+    /// back if the group is full.
+    #[inline(always)]
+    pub fn push(&mut self, buf: PacketBuf, dst: u32, verdict: Verdict) -> Result<(), PacketBuf> {
+        let i = self.len;
+        let (Some(b), Some(d), Some(v), Some(m)) =
+            (self.bufs.get_mut(i), self.dst.get_mut(i), self.verdict.get_mut(i), self.dst_mac.get_mut(i))
+        else {
+            return Err(buf);
+        };
+        (*b, *d, *v, *m) = (buf, dst, verdict, None);
+        self.len = i + 1;
+        Ok(())
+    }
+
+    /// Frames in the group.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the group is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Empties the group (the caller has taken the buffers).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The group's arrays, each `len()` long: buffers and destination addresses (host order)
+    /// to read, verdicts and next-hop MACs to set.
+    #[inline(always)]
+    pub fn parts(&mut self) -> V4Parts<'_> {
+        let n = self.len;
+        V4Parts {
+            bufs: self.bufs.get(..n).unwrap_or(&[]),
+            dst: self.dst.get(..n).unwrap_or(&[]),
+            verdict: self.verdict.get_mut(..n).unwrap_or(&mut []),
+            dst_mac: self.dst_mac.get_mut(..n).unwrap_or(&mut []),
+        }
+    }
+}
+
+/// A [`V4Group`]'s arrays (see [`V4Group::parts`]); index `i` of each is frame `i`.
+#[derive(Debug)]
+pub struct V4Parts<'a> {
+    /// The buffers.
+    pub bufs: &'a [PacketBuf],
+    /// The destination addresses, host order.
+    pub dst: &'a [u32],
+    /// The verdicts (alive: `Forward`).
+    pub verdict: &'a mut [Verdict],
+    /// The destination MAC to write at egress instead of the port's peer.
+    pub dst_mac: &'a mut [Option<[u8; 6]>],
+}
+
 /// What every NF call gets besides the packets.
 #[derive(Debug, Clone, Copy)]
 pub struct NfCtx {
@@ -184,6 +280,17 @@ pub trait Nf: Send {
     /// at least this deep. The default is everything, the transport header included.
     fn reads(&self) -> Depth {
         Depth::L4
+    }
+    /// Whether the NF has a vector path for common IPv4 frames ([`Nf::process_v4`]). The
+    /// default is no; a chain uses the vector path only when every NF has one.
+    fn vector_v4(&self) -> bool {
+        false
+    }
+    /// The vector path: the frames of `group` whose verdict is still `Forward`, exactly as
+    /// [`Nf::process`] would treat them (same verdicts, rewrites and counters). Called only
+    /// if [`Nf::vector_v4`] says yes; the default does nothing.
+    fn process_v4(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, group: &mut V4Group) {
+        let _ = (ctx, pool, group);
     }
     /// Once per poll, with or without traffic: bounded housekeeping (expiry sweeps) and frames
     /// the NF originates itself (export messages), appended to `batch` as packets with a
@@ -262,6 +369,10 @@ pub struct Chain {
     /// How deep every frame is checked and parsed: the deepest of `validate`, what each NF
     /// reads and what the meter needs (the 5-tuple).
     depth: Depth,
+    /// The vector path's group, when every NF has one and no meter is on (see [`V4Group`]).
+    group: Option<Box<V4Group>>,
+    /// Each port's link header as the egress writes it: the peer's MAC, then the port's own.
+    macs: [[u8; 12]; PORTS],
 }
 
 impl core::fmt::Debug for Chain {
@@ -275,7 +386,20 @@ impl Chain {
     /// A chain of `nfs` with `egress` settings. With no NFs it forwards port `i` →
     /// port `1 - i`, like the L2 forwarder.
     pub fn new(nfs: Vec<Box<dyn Nf>>, egress: Egress) -> Self {
-        let mut c = Self { nfs, egress, batch: NfBatch::new(), meter: None, validate: Depth::L4, depth: Depth::L4 };
+        let mut c = Self {
+            nfs,
+            egress,
+            batch: NfBatch::new(),
+            meter: None,
+            validate: Depth::L4,
+            depth: Depth::L4,
+            group: None,
+            macs: [[0; 12]; PORTS],
+        };
+        for ((m, peer), own) in c.macs.iter_mut().zip(&c.egress.peer_mac).zip(&c.egress.own_mac) {
+            m[..6].copy_from_slice(peer);
+            m[6..].copy_from_slice(own);
+        }
         c.set_depth();
         c
     }
@@ -299,6 +423,20 @@ impl Chain {
         let reads = self.nfs.iter().map(|n| n.reads()).max().unwrap_or(Depth::L2);
         let meter = if self.meter.is_some() { Depth::L4 } else { Depth::L2 };
         self.depth = self.validate.max(reads).max(meter);
+        let vector = self.meter.is_none()
+            && self.depth >= Depth::L3
+            && !self.nfs.is_empty()
+            && self.nfs.iter().all(|n| n.vector_v4());
+        self.group = match (vector, self.group.take()) {
+            (true, Some(g)) => Some(g),
+            (true, None) => Some(Box::new(V4Group::new())),
+            (false, _) => None,
+        };
+    }
+
+    /// Whether the chain runs common IPv4 frames through the vector path ([`V4Group`]).
+    pub fn is_vector(&self) -> bool {
+        self.group.is_some()
     }
 
     /// Measures every parsed frame's RSS bucket into `meter` from now on (`None`: stops).
@@ -539,6 +677,17 @@ impl Stage for Chain {
             input.clear();
             return commands;
         }
+        if let Some(mut group) = self.group.take() {
+            match self.depth {
+                Depth::L4 => {
+                    self.process_vector::<true>(&mut group, port, pool, input, out, counters, &mut commands, now)
+                }
+                _ => self.process_vector::<false>(&mut group, port, pool, input, out, counters, &mut commands, now),
+            }
+            self.group = Some(group);
+            input.clear();
+            return commands;
+        }
         let depth = self.depth;
         for &b in input.as_slice() {
             let parsed = parse::parse_to(pool.frame(b), depth);
@@ -588,6 +737,83 @@ impl Chain {
         }
     }
 
+    /// The vector path over one received batch: each common IPv4 frame (checked to the
+    /// chain's depth, `L4` or not) joins `group`, every other frame takes the batch path
+    /// ([`Chain::admit`]). Order is kept: a frame of one kind first sends what the other kind
+    /// holds, so frames leave in the order they came (a run of common frames is one group).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn process_vector<const L4: bool>(
+        &mut self,
+        group: &mut V4Group,
+        port: usize,
+        pool: &mut Pool<'_>,
+        input: &Batch,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        commands: &mut Commands,
+        now: Instant,
+    ) {
+        group.clear();
+        self.batch.clear();
+        let Some(default_out) = (PORTS - 1).checked_sub(port) else {
+            // Nowhere to send anything: the caller named a port the chain does not have.
+            for &b in input.as_slice() {
+                Self::drop_frame(pool, counters, b, DropReason::TxFull);
+            }
+            return;
+        };
+        let forward = Verdict::Forward(default_out as u8);
+        for &b in input.as_slice() {
+            match parse::ipv4_dst::<L4>(pool.frame(b)) {
+                Some(dst) => {
+                    if !self.batch.is_empty() {
+                        self.run_admitted(pool, out, counters, now);
+                    }
+                    if let Err(b) = group.push(b, dst, forward) {
+                        // Cannot happen: a received batch holds at most BATCH_SIZE frames.
+                        Self::drop_frame(pool, counters, b, DropReason::TxFull);
+                    }
+                }
+                None => {
+                    if !group.is_empty() {
+                        self.run_group(group, pool, out, counters, now);
+                    }
+                    let parsed = parse::parse_to(pool.frame(b), self.depth);
+                    self.admit(port, pool, counters, commands, b, parsed);
+                }
+            }
+        }
+        if !group.is_empty() {
+            self.run_group(group, pool, out, counters, now);
+        }
+        self.run_admitted(pool, out, counters, now);
+    }
+
+    /// Every NF's vector path over `group`, then the egress of its frames; empties it.
+    #[inline]
+    fn run_group(
+        &mut self,
+        group: &mut V4Group,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        now: Instant,
+    ) {
+        let ctx = NfCtx { now };
+        for nf in &mut self.nfs {
+            nf.process_v4(&ctx, pool, group);
+        }
+        let g = group.parts();
+        for ((&b, &v), &mac) in g.bufs.iter().zip(g.verdict.iter()).zip(g.dst_mac.iter()) {
+            match v {
+                Verdict::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
+                Verdict::Forward(to) => Self::send_with(&self.macs, pool, out, counters, b, usize::from(to), mac),
+            }
+        }
+        group.clear();
+    }
+
     /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
     /// hop or the port's peer as destination, the port's own MAC as source), drops and counts
     /// the rest, and empties the batch.
@@ -601,6 +827,40 @@ impl Chain {
             }
         }
         self.batch.clear();
+    }
+
+    /// [`Chain::send`] with the ports' link headers made once ([`Chain::macs`]): the frame's
+    /// first 12 bytes are written as one array.
+    #[inline(always)]
+    fn send_with(
+        macs: &[[u8; 12]; PORTS],
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        buf: PacketBuf,
+        to: usize,
+        dst_mac: Option<[u8; 6]>,
+    ) {
+        let Some(&head) = macs.get(to) else {
+            Self::drop_frame(pool, counters, buf, DropReason::NoRoute);
+            return;
+        };
+        let Some(q) = out.get_mut(to) else {
+            Self::drop_frame(pool, counters, buf, DropReason::TxFull);
+            return;
+        };
+        let mut head = head;
+        if let Some(d) = dst_mac
+            && let Some(h) = head.first_chunk_mut::<6>()
+        {
+            *h = d;
+        }
+        if let Some(m) = pool.frame_mut(buf).first_chunk_mut::<12>() {
+            *m = head;
+        }
+        if let Err(b) = q.push(buf) {
+            Self::drop_frame(pool, counters, b, DropReason::TxFull);
+        }
     }
 
     /// Sends `buf` out of port `to`: destination `dst_mac` or the port's peer, source the

@@ -24,19 +24,36 @@ fn be16(b: &[u8; HEAD], i: usize) -> u16 {
 }
 
 /// Whether the 20-byte IPv4 header at bytes 14..34 sums to `0xFFFF` (RFC 1071 §1), as
-/// `checksum::verify` decides it: ten 16-bit words, end-around carry.
+/// `checksum::verify` decides it. RFC 1071 §2 (A, B): the one's complement sum does not depend
+/// on byte order and may be taken over wider words with end-around carry, then folded; so the
+/// header is summed as two 64-bit and one 32-bit native-order words (sum ≤ 2^66), folded to
+/// 16 bits, and compared with `0xFFFF`, which is the same in either byte order.
 #[inline(always)]
-fn header_sums_to_ones(h: &[u8; HEAD]) -> bool {
-    let mut s = 0u32;
-    let mut i = 14;
-    while i < HEAD {
-        s += u32::from(be16(h, i));
-        i += 2;
-    }
-    // Ten words: at most 10 × 0xFFFF < 2^20; two folds reach 16 bits.
-    s = (s & 0xFFFF) + (s >> 16);
-    s = (s & 0xFFFF) + (s >> 16);
+pub(super) fn header_sums_to_ones(h: &[u8; HEAD]) -> bool {
+    let (Some(a), Some(b), Some(c)) = (h.get(14..22), h.get(22..30), h.get(30..34)) else { return false };
+    let (Ok(a), Ok(b), Ok(c)) = (<[u8; 8]>::try_from(a), <[u8; 8]>::try_from(b), <[u8; 4]>::try_from(c)) else {
+        return false;
+    };
+    let s = u128::from(u64::from_ne_bytes(a)) + u128::from(u64::from_ne_bytes(b)) + u128::from(u32::from_ne_bytes(c));
+    // 66 bits → 64 (+1 carry at most) → 32 → 16, each fold with end-around carry.
+    let (s, carry) = (s as u64).overflowing_add((s >> 64) as u64);
+    let s = s.wrapping_add(u64::from(carry));
+    let (s, carry) = (s as u32).overflowing_add((s >> 32) as u32);
+    let s = s.wrapping_add(u32::from(carry));
+    let s = (s & 0xFFFF) + (s >> 16);
+    let s = (s & 0xFFFF) + (s >> 16);
     s == 0xFFFF
+}
+
+/// The destination address of `frame` (host order) if [`ipv4`] takes it whole and valid at the
+/// same depth, `None` exactly when [`ipv4`] gives `None`: the vector path's parse
+/// (`crate::nf::V4Group`), which needs no [`Parsed`].
+#[inline(always)]
+pub fn ipv4_dst<const L4: bool>(frame: &[u8]) -> Option<u32> {
+    match ipv4::<L4>(frame)?.flow.dst {
+        IpAddr::V4(a) => Some(u32::from_be_bytes(a)),
+        IpAddr::V6(_) => None,
+    }
 }
 
 /// The [`Parsed`] of `frame` if it is an untagged, option-less, unfragmented IPv4 datagram

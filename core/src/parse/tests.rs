@@ -542,3 +542,22 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The fast path's header sum (wide native-order words, folded) decides exactly as
+    /// `checksum::verify` over the header's ten big-endian words, on arbitrary headers and on
+    /// headers whose checksum field was set to make them valid.
+    #[test]
+    fn fast_header_sum_is_verify(h in proptest::array::uniform32(any::<u8>()), tail in any::<[u8; 2]>(), fix in any::<bool>()) {
+        let mut head = [0u8; 34];
+        head[..32].copy_from_slice(&h);
+        head[32..].copy_from_slice(&tail);
+        if fix {
+            head[24..26].copy_from_slice(&[0, 0]);
+            let c = !crate::checksum::Sum::new().add_bytes(&head[14..34]).fold();
+            head[24..26].copy_from_slice(&c.to_be_bytes());
+            prop_assert!(crate::checksum::verify(&head[14..34]));
+        }
+        prop_assert_eq!(fast::header_sums_to_ones(&head), crate::checksum::verify(&head[14..34]));
+    }
+}
