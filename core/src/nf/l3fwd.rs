@@ -16,6 +16,10 @@
 //! - IPv4 checksum: RFC 1624 eqn. 3 over the 16-bit word that holds TTL and protocol
 //!   ([`checksum::update_ttl_decrement`]); IPv6 has no header checksum.
 //!
+//! - The common IPv4 frame takes the vector loop ([`Nf::run_v4`], `super::V4Tx`): parse, lookup,
+//!   TTL, link header and TX queue in one pass over the frame, the same verdicts and counters
+//!   as `process` plus the chain's egress (a proptest in `tests.rs` holds them equal).
+//!
 //! Nothing here has per-flow state. The tables are read-only once built; a route change
 //! ([`L3fwdShared::add_route`], [`L3fwdShared::delete_route`], from the management channel)
 //! builds new tables from the changed route list and publishes them through a
@@ -26,11 +30,11 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, V4Group, Verdict};
-use crate::buf::Pool;
+use super::{Nf, NfBatch, NfCtx, V4Tx, Verdict};
+use crate::buf::{PacketBuf, Pool};
 use crate::checksum;
 use crate::drops::DropReason;
-use crate::parse::{Depth, IpAddr, L3Kind};
+use crate::parse::{self, Depth, IpAddr, L3Kind};
 use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
 use crate::stage::PORTS;
 use crate::sync::{Reader, Swap};
@@ -482,41 +486,42 @@ impl Nf for L3fwd {
         true
     }
 
-    /// `process` for the common IPv4 frame: the same lookup, TTL decrement, counters and
-    /// next hop, reading the group's destination addresses (the IP header is at offset 14).
-    fn process_v4(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, group: &mut V4Group) {
+    /// `process` and the egress in one pass for the common IPv4 frame: the same lookup, TTL
+    /// decrement, counters and next hop; the frame's memory is looked at once.
+    fn run_v4(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut V4Tx<'_>) -> usize {
         let t = self.tables.get(&self.shared.tables);
-        let g = group.parts();
-        for (((&b, &dst), v), mac) in
-            g.bufs.iter().zip(g.dst.iter()).zip(g.verdict.iter_mut()).zip(g.dst_mac.iter_mut())
-        {
-            if !matches!(v, Verdict::Forward(_)) {
-                continue;
-            }
+        let l4 = tx.l4();
+        let mut took = 0;
+        for &b in input {
+            let f = pool.frame_mut(b);
+            let dst = if l4 { parse::ipv4_dst::<true>(f) } else { parse::ipv4_dst::<false>(f) };
+            let (Some(dst), Some(h)) = (dst, f.first_chunk_mut::<34>()) else { break };
+            took += 1;
             let Some(hop) = t.lpm4.lookup(dst).and_then(|nh| t.config.next_hops.get(nh as usize)) else {
                 self.counters.no_route += 1;
-                *v = Verdict::Drop(DropReason::NoRoute);
+                tx.drop(pool, b, DropReason::NoRoute);
                 continue;
             };
-            // The 20-byte header the group's parse checked: TTL at 8, checksum at 10..12.
-            let Some(h) = pool.frame_mut(b).get_mut(14..).and_then(|f| f.first_chunk_mut::<20>()) else {
-                // Cannot happen for a frame of the group; judged as `decrement` would.
+            // The IPv4 header the parse checked is at 14: TTL at 22, its checksum at 24..26.
+            if h[22] <= 1 {
                 self.counters.ttl_expired += 1;
-                *v = Verdict::Drop(DropReason::TtlExpired);
-                continue;
-            };
-            if h[8] <= 1 {
-                self.counters.ttl_expired += 1;
-                *v = Verdict::Drop(DropReason::TtlExpired);
+                tx.drop(pool, b, DropReason::TtlExpired);
                 continue;
             }
-            h[8] -= 1;
-            let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[10], h[11]]));
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
+            h[22] -= 1;
+            let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[24], h[25]]));
+            h[24..26].copy_from_slice(&sum.to_be_bytes());
             self.counters.forwarded4 += 1;
-            *v = Verdict::Forward(hop.port);
-            *mac = Some(hop.mac);
+            let Some(head) = tx.link_header(hop.port, Some(hop.mac)) else {
+                tx.drop(pool, b, DropReason::NoRoute);
+                continue;
+            };
+            if let Some(m) = h.first_chunk_mut::<12>() {
+                *m = head;
+            }
+            tx.push(pool, b, hop.port);
         }
+        took
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {

@@ -16,6 +16,11 @@
 //! time: RSS keeps it on one lane, and one worker holds a lane at a time); an NF instance
 //! is per worker and holds its core's `pna` lane handles.
 //!
+//! The vector loop: a chain of one NF that has one ([`Nf::run_v4`]; the L3 forwarder) hands
+//! it each run of common IPv4 frames straight from the received batch, and the NF checks,
+//! decides, rewrites and queues each for TX in one pass ([`V4Tx`]) — no [`Pkt`] built or read
+//! back; every other frame takes the batch path, in arrival order.
+//!
 //! Chains can be cut at a position ([`Chain::split_off`]) so that a booster core runs the
 //! tail of a chain for a whale flow (NetBlaze).
 //!
@@ -162,100 +167,62 @@ impl NfBatch {
     }
 }
 
-/// The vector path's group (issue 25): the common IPv4 frames of one received batch —
-/// untagged, no options, not fragments, checked to the chain's depth by
-/// [`parse::ipv4_dst`] — as structure of arrays: the buffer, the destination address, the
-/// verdict and the next hop's MAC, each in its own array, so that an NF's pass over a group
-/// reads only what it needs and no per-packet [`Pkt`] is built or read back.
+/// What an NF's vector loop ([`Nf::run_v4`], issue 25) sends through: the chain's output
+/// batches, its drop counters and each port's link header, and what the chain checks.
 ///
-/// A chain uses it when every NF has a vector path ([`Nf::vector_v4`]) and no meter is on;
-/// every other frame of the batch (IPv6, tags, options, fragments, every frame that fails a
-/// check) takes the batch path, in arrival order with the group's frames (see
-/// `Chain::process`). What an NF's [`Nf::process_v4`] does to a frame is exactly what its
-/// [`Nf::process`] does to the same frame: the same verdict, rewrite and counters.
+/// The vector loop is the whole path of a common IPv4 frame — untagged, no options, not a
+/// fragment, checked to the chain's depth by [`parse::ipv4_dst`] — from the received batch to
+/// an output batch in one pass: one look at the frame's memory, no parse result built or read
+/// back. A chain of one NF that has a vector loop ([`Nf::vector_v4`]) and no meter gives it
+/// each run of common frames; every other frame takes the batch path, in arrival order.
 #[derive(Debug)]
-pub struct V4Group {
-    len: usize,
-    bufs: [PacketBuf; BATCH_SIZE],
-    dst: [u32; BATCH_SIZE],
-    verdict: [Verdict; BATCH_SIZE],
-    dst_mac: [Option<[u8; 6]>; BATCH_SIZE],
+pub struct V4Tx<'a> {
+    macs: &'a [[u8; 12]; PORTS],
+    out: &'a mut [Batch],
+    counters: &'a mut StageCounters,
+    l4: bool,
 }
 
-impl Default for V4Group {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl V4Group {
-    /// An empty group.
-    pub const fn new() -> Self {
-        Self {
-            len: 0,
-            // Slots past `len` are never read: a placeholder handle, not a buffer.
-            bufs: [PacketBuf::from_raw(0); BATCH_SIZE],
-            dst: [0; BATCH_SIZE],
-            verdict: [Verdict::Forward(0); BATCH_SIZE],
-            dst_mac: [None; BATCH_SIZE],
-        }
-    }
-
-    /// Appends a frame with its destination address and its default verdict; gives the buffer
-    /// back if the group is full.
+impl V4Tx<'_> {
+    /// Whether the chain checks the transport header too (its depth is `L4`): the loop takes
+    /// a frame only if `parse::ipv4_dst::<true>` does.
     #[inline(always)]
-    pub fn push(&mut self, buf: PacketBuf, dst: u32, verdict: Verdict) -> Result<(), PacketBuf> {
-        let i = self.len;
-        let (Some(b), Some(d), Some(v), Some(m)) =
-            (self.bufs.get_mut(i), self.dst.get_mut(i), self.verdict.get_mut(i), self.dst_mac.get_mut(i))
-        else {
-            return Err(buf);
+    pub fn l4(&self) -> bool {
+        self.l4
+    }
+
+    /// The link header of a frame leaving on port `to`: destination `dst` (or the port's peer
+    /// if `None`), source the port's own MAC; `None` if the chain has no port `to` (the
+    /// frame is then dropped as `NoRoute`, as the batch path's egress does).
+    #[inline(always)]
+    pub fn link_header(&self, to: u8, dst: Option<[u8; 6]>) -> Option<[u8; 12]> {
+        let mut head = *self.macs.get(usize::from(to))?;
+        if let Some(d) = dst
+            && let Some(h) = head.first_chunk_mut::<6>()
+        {
+            *h = d;
+        }
+        Some(head)
+    }
+
+    /// Queues `b` (its link header written) for port `to`; no output batch for `to`, or a full
+    /// one, drops and counts it as `TxFull`.
+    #[inline(always)]
+    pub fn push(&mut self, pool: &mut Pool<'_>, b: PacketBuf, to: u8) {
+        let r = match self.out.get_mut(usize::from(to)) {
+            Some(q) => q.push(b),
+            None => Err(b),
         };
-        (*b, *d, *v, *m) = (buf, dst, verdict, None);
-        self.len = i + 1;
-        Ok(())
-    }
-
-    /// Frames in the group.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the group is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Empties the group (the caller has taken the buffers).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// The group's arrays, each `len()` long: buffers and destination addresses (host order)
-    /// to read, verdicts and next-hop MACs to set.
-    #[inline(always)]
-    pub fn parts(&mut self) -> V4Parts<'_> {
-        let n = self.len;
-        V4Parts {
-            bufs: self.bufs.get(..n).unwrap_or(&[]),
-            dst: self.dst.get(..n).unwrap_or(&[]),
-            verdict: self.verdict.get_mut(..n).unwrap_or(&mut []),
-            dst_mac: self.dst_mac.get_mut(..n).unwrap_or(&mut []),
+        if let Err(b) = r {
+            self.drop(pool, b, DropReason::TxFull);
         }
     }
-}
 
-/// A [`V4Group`]'s arrays (see [`V4Group::parts`]); index `i` of each is frame `i`.
-#[derive(Debug)]
-pub struct V4Parts<'a> {
-    /// The buffers.
-    pub bufs: &'a [PacketBuf],
-    /// The destination addresses, host order.
-    pub dst: &'a [u32],
-    /// The verdicts (alive: `Forward`).
-    pub verdict: &'a mut [Verdict],
-    /// The destination MAC to write at egress instead of the port's peer.
-    pub dst_mac: &'a mut [Option<[u8; 6]>],
+    /// Frees `b` and counts the drop under `reason`.
+    #[inline(always)]
+    pub fn drop(&mut self, pool: &mut Pool<'_>, b: PacketBuf, reason: DropReason) {
+        Chain::drop_frame(pool, self.counters, b, reason);
+    }
 }
 
 /// What every NF call gets besides the packets.
@@ -281,16 +248,21 @@ pub trait Nf: Send {
     fn reads(&self) -> Depth {
         Depth::L4
     }
-    /// Whether the NF has a vector path for common IPv4 frames ([`Nf::process_v4`]). The
-    /// default is no; a chain uses the vector path only when every NF has one.
+    /// Whether the NF has a vector loop for common IPv4 frames ([`Nf::run_v4`]). The default
+    /// is no.
     fn vector_v4(&self) -> bool {
         false
     }
-    /// The vector path: the frames of `group` whose verdict is still `Forward`, exactly as
-    /// [`Nf::process`] would treat them (same verdicts, rewrites and counters). Called only
-    /// if [`Nf::vector_v4`] says yes; the default does nothing.
-    fn process_v4(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, group: &mut V4Group) {
-        let _ = (ctx, pool, group);
+    /// The vector loop (see [`V4Tx`]): takes frames from the front of `input` while each is
+    /// a common IPv4 frame (`parse::ipv4_dst` at [`V4Tx::l4`]'s depth) and treats each exactly
+    /// as [`Nf::process`] followed by the chain's egress would — the same verdict, rewrite,
+    /// link header and counters — sending or dropping it through `tx`. Returns how many frames
+    /// it took; it may stop before any frame (the chain then takes that frame by the batch
+    /// path). Called only if [`Nf::vector_v4`] says yes, for a chain of this NF alone; the
+    /// default takes none.
+    fn run_v4(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut V4Tx<'_>) -> usize {
+        let _ = (ctx, pool, input, tx);
+        0
     }
     /// Once per poll, with or without traffic: bounded housekeeping (expiry sweeps) and frames
     /// the NF originates itself (export messages), appended to `batch` as packets with a
@@ -369,8 +341,8 @@ pub struct Chain {
     /// How deep every frame is checked and parsed: the deepest of `validate`, what each NF
     /// reads and what the meter needs (the 5-tuple).
     depth: Depth,
-    /// The vector path's group, when every NF has one and no meter is on (see [`V4Group`]).
-    group: Option<Box<V4Group>>,
+    /// Whether common IPv4 frames take the NF's vector loop (see [`V4Tx`]).
+    vector: bool,
     /// Each port's link header as the egress writes it: the peer's MAC, then the port's own.
     macs: [[u8; 12]; PORTS],
 }
@@ -393,7 +365,7 @@ impl Chain {
             meter: None,
             validate: Depth::L4,
             depth: Depth::L4,
-            group: None,
+            vector: false,
             macs: [[0; 12]; PORTS],
         };
         for ((m, peer), own) in c.macs.iter_mut().zip(&c.egress.peer_mac).zip(&c.egress.own_mac) {
@@ -423,20 +395,15 @@ impl Chain {
         let reads = self.nfs.iter().map(|n| n.reads()).max().unwrap_or(Depth::L2);
         let meter = if self.meter.is_some() { Depth::L4 } else { Depth::L2 };
         self.depth = self.validate.max(reads).max(meter);
-        let vector = self.meter.is_none()
+        self.vector = self.meter.is_none()
             && self.depth >= Depth::L3
-            && !self.nfs.is_empty()
+            && self.nfs.len() == 1
             && self.nfs.iter().all(|n| n.vector_v4());
-        self.group = match (vector, self.group.take()) {
-            (true, Some(g)) => Some(g),
-            (true, None) => Some(Box::new(V4Group::new())),
-            (false, _) => None,
-        };
     }
 
-    /// Whether the chain runs common IPv4 frames through the vector path ([`V4Group`]).
+    /// Whether common IPv4 frames take the NF's vector loop ([`V4Tx`]).
     pub fn is_vector(&self) -> bool {
-        self.group.is_some()
+        self.vector
     }
 
     /// Measures every parsed frame's RSS bucket into `meter` from now on (`None`: stops).
@@ -677,14 +644,8 @@ impl Stage for Chain {
             input.clear();
             return commands;
         }
-        if let Some(mut group) = self.group.take() {
-            match self.depth {
-                Depth::L4 => {
-                    self.process_vector::<true>(&mut group, port, pool, input, out, counters, &mut commands, now)
-                }
-                _ => self.process_vector::<false>(&mut group, port, pool, input, out, counters, &mut commands, now),
-            }
-            self.group = Some(group);
+        if self.vector {
+            self.process_vector(port, pool, input, out, counters, &mut commands, now);
             input.clear();
             return commands;
         }
@@ -727,25 +688,49 @@ impl Chain {
         counters: &mut StageCounters,
         commands: &mut Commands,
     ) {
+        // The other port and its link header (the peer's MAC, the port's own), once per batch.
+        let to = (PORTS - 1).checked_sub(port);
+        let head = to.and_then(|t| self.macs.get(t)).copied();
         for &b in input.as_slice() {
-            match parse::check_to(pool.frame(b), depth) {
-                Ok(()) if port < PORTS => Self::send(&self.egress, pool, out, counters, b, PORTS - 1 - port, None),
+            match (parse::check_to(pool.frame(b), depth), to, head) {
+                (Ok(()), Some(to), Some(head)) => Self::send_head(pool, out, counters, b, to, head),
                 // Nowhere to send it: the caller named a port the chain does not have.
-                Ok(()) => Self::drop_frame(pool, counters, b, DropReason::TxFull),
-                Err(e) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
+                (Ok(()), _, _) => Self::drop_frame(pool, counters, b, DropReason::TxFull),
+                (Err(e), _, _) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
             }
         }
     }
 
-    /// The vector path over one received batch: each common IPv4 frame (checked to the
-    /// chain's depth, `L4` or not) joins `group`, every other frame takes the batch path
-    /// ([`Chain::admit`]). Order is kept: a frame of one kind first sends what the other kind
-    /// holds, so frames leave in the order they came (a run of common frames is one group).
-    #[allow(clippy::too_many_arguments)]
+    /// Writes `head` (destination and source MAC) into `buf`'s first 12 bytes and queues it
+    /// on port `to`; an output slice without that port drops and counts it (`TxFull`).
     #[inline(always)]
-    fn process_vector<const L4: bool>(
+    fn send_head(
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        buf: PacketBuf,
+        to: usize,
+        head: [u8; 12],
+    ) {
+        let Some(q) = out.get_mut(to) else {
+            Self::drop_frame(pool, counters, buf, DropReason::TxFull);
+            return;
+        };
+        if let Some(m) = pool.frame_mut(buf).first_chunk_mut::<12>() {
+            *m = head;
+        }
+        if let Err(b) = q.push(buf) {
+            Self::drop_frame(pool, counters, b, DropReason::TxFull);
+        }
+    }
+
+    /// The vector path over one received batch: the NF's vector loop takes each run of
+    /// common IPv4 frames, the batch path each run of the others ([`Chain::admit`], then the
+    /// NF's `process` and the egress), so frames leave in the order they came.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn process_vector(
         &mut self,
-        group: &mut V4Group,
         port: usize,
         pool: &mut Pool<'_>,
         input: &Batch,
@@ -754,64 +739,42 @@ impl Chain {
         commands: &mut Commands,
         now: Instant,
     ) {
-        group.clear();
         self.batch.clear();
-        let Some(default_out) = (PORTS - 1).checked_sub(port) else {
+        if port >= PORTS {
             // Nowhere to send anything: the caller named a port the chain does not have.
             for &b in input.as_slice() {
                 Self::drop_frame(pool, counters, b, DropReason::TxFull);
             }
             return;
-        };
-        let forward = Verdict::Forward(default_out as u8);
-        for &b in input.as_slice() {
-            match parse::ipv4_dst::<L4>(pool.frame(b)) {
-                Some(dst) => {
-                    if !self.batch.is_empty() {
-                        self.run_admitted(pool, out, counters, now);
-                    }
-                    if let Err(b) = group.push(b, dst, forward) {
-                        // Cannot happen: a received batch holds at most BATCH_SIZE frames.
-                        Self::drop_frame(pool, counters, b, DropReason::TxFull);
-                    }
+        }
+        let (l4, depth, ctx) = (self.depth == Depth::L4, self.depth, NfCtx { now });
+        let mut rest = input.as_slice();
+        while !rest.is_empty() {
+            let took = match self.nfs.first_mut() {
+                Some(nf) => {
+                    let mut tx = V4Tx { macs: &self.macs, out, counters, l4 };
+                    nf.run_v4(&ctx, pool, rest, &mut tx)
                 }
-                None => {
-                    if !group.is_empty() {
-                        self.run_group(group, pool, out, counters, now);
-                    }
-                    let parsed = parse::parse_to(pool.frame(b), self.depth);
-                    self.admit(port, pool, counters, commands, b, parsed);
+                None => 0,
+            };
+            rest = rest.get(took..).unwrap_or(&[]);
+            // The frame the loop left (if any) and every following one up to the next common
+            // frame: the batch path. Each round takes at least one frame.
+            let mut first = true;
+            while let Some((&b, after)) = rest.split_first() {
+                let frame = pool.frame(b);
+                let common =
+                    if l4 { parse::ipv4_dst::<true>(frame) } else { parse::ipv4_dst::<false>(frame) }.is_some();
+                if common && !first {
+                    break;
                 }
+                first = false;
+                let parsed = parse::parse_to(frame, depth);
+                self.admit(port, pool, counters, commands, b, parsed);
+                rest = after;
             }
+            self.run_admitted(pool, out, counters, now);
         }
-        if !group.is_empty() {
-            self.run_group(group, pool, out, counters, now);
-        }
-        self.run_admitted(pool, out, counters, now);
-    }
-
-    /// Every NF's vector path over `group`, then the egress of its frames; empties it.
-    #[inline]
-    fn run_group(
-        &mut self,
-        group: &mut V4Group,
-        pool: &mut Pool<'_>,
-        out: &mut [Batch],
-        counters: &mut StageCounters,
-        now: Instant,
-    ) {
-        let ctx = NfCtx { now };
-        for nf in &mut self.nfs {
-            nf.process_v4(&ctx, pool, group);
-        }
-        let g = group.parts();
-        for ((&b, &v), &mac) in g.bufs.iter().zip(g.verdict.iter()).zip(g.dst_mac.iter()) {
-            match v {
-                Verdict::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
-                Verdict::Forward(to) => Self::send_with(&self.macs, pool, out, counters, b, usize::from(to), mac),
-            }
-        }
-        group.clear();
     }
 
     /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
@@ -827,40 +790,6 @@ impl Chain {
             }
         }
         self.batch.clear();
-    }
-
-    /// [`Chain::send`] with the ports' link headers made once ([`Chain::macs`]): the frame's
-    /// first 12 bytes are written as one array.
-    #[inline(always)]
-    fn send_with(
-        macs: &[[u8; 12]; PORTS],
-        pool: &mut Pool<'_>,
-        out: &mut [Batch],
-        counters: &mut StageCounters,
-        buf: PacketBuf,
-        to: usize,
-        dst_mac: Option<[u8; 6]>,
-    ) {
-        let Some(&head) = macs.get(to) else {
-            Self::drop_frame(pool, counters, buf, DropReason::NoRoute);
-            return;
-        };
-        let Some(q) = out.get_mut(to) else {
-            Self::drop_frame(pool, counters, buf, DropReason::TxFull);
-            return;
-        };
-        let mut head = head;
-        if let Some(d) = dst_mac
-            && let Some(h) = head.first_chunk_mut::<6>()
-        {
-            *h = d;
-        }
-        if let Some(m) = pool.frame_mut(buf).first_chunk_mut::<12>() {
-            *m = head;
-        }
-        if let Err(b) = q.push(buf) {
-            Self::drop_frame(pool, counters, b, DropReason::TxFull);
-        }
     }
 
     /// Sends `buf` out of port `to`: destination `dst_mac` or the port's peer, source the
