@@ -52,7 +52,11 @@ impl Io {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Sched {
     Poll,
+    /// Metronome as the binary runs it by default: the timer deadline, and wake on arrival
+    /// (`arrival=on`, issue 31).
     Metronome,
+    /// Metronome waking on its timer deadlines only (`arrival=off`): the paper's rule.
+    Deadline,
 }
 
 impl Sched {
@@ -60,6 +64,16 @@ impl Sched {
         match self {
             Sched::Poll => "poll",
             Sched::Metronome => "metronome",
+            Sched::Deadline => "metronome-deadline",
+        }
+    }
+
+    /// The dataplane's boot options for this schedule.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Sched::Poll => &["sched=poll"],
+            Sched::Metronome => &["sched=metronome", "arrival=on"],
+            Sched::Deadline => &["sched=metronome", "arrival=off"],
         }
     }
 }
@@ -115,7 +129,7 @@ impl Dut {
                 if *placement == Placement::Unpinned {
                     s += "/unpinned";
                 }
-                if *vbar_us != VBAR_DEFAULT_US && *sched == Sched::Metronome {
+                if *vbar_us != VBAR_DEFAULT_US && *sched != Sched::Poll {
                     s += &format!("/vbar{vbar_us}");
                 }
                 if *line_mbps != 0 {
@@ -375,10 +389,10 @@ impl Instance {
                     format!("peer1={}", Mac(HOST_MACS[1])),
                     "stats_ms=0".into(),
                     "max_s=3600".into(),
-                    format!("sched={}", sched.name()),
                     format!("workers={workers}"),
                     format!("vbar_us={vbar_us}"),
                 ]);
+                cmd.args(sched.args());
                 if *line_mbps != 0 {
                     cmd.arg(format!("line_mbps={line_mbps}"));
                 }

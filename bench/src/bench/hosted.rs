@@ -79,6 +79,8 @@ fn metronome_configs(with_dpdk: bool, loads: &[u32], rig_line_mbps: Option<u32>)
     for w in [1, 2] {
         v.push((met(w, Placement::Pinned, VBAR_DEFAULT_US), loads.to_vec()));
         if w == 1 {
+            // The same worker waking on its deadlines only (`arrival=off`, issue 31).
+            v.push((Dut::cadence(Io::AfXdp, false, Sched::Deadline), loads.to_vec()));
             v.push((met(1, Placement::Pinned, 50), loads.to_vec()));
             v.push((met(1, Placement::Pinned, 100), loads.to_vec()));
             if let Some(line) = rig_line_mbps {
@@ -324,10 +326,17 @@ pub fn run(o: &Options) -> Result<()> {
     st.save()?;
 
     if !o.no_metronome {
-        let loads: Vec<u32> = if o.quick { vec![0, 50, 100] } else { (0..=100).step_by(10).collect() };
+        // 1 % and 10 %: where waking on arrival matters (issue 31).
+        let loads: Vec<u32> = if o.quick {
+            vec![0, 1, 10, 50, 100]
+        } else {
+            [0, 1, 5].into_iter().chain((10..=100).step_by(10)).collect()
+        };
         let configs: Vec<(Dut, Vec<u32>)> =
             metronome_configs(with_dpdk, &loads, rig_line_mbps(&st.res)).into_iter().filter(|(d, _)| keep(d)).collect();
         metronome_phase(&mut st, &configs)?;
+        st.save()?;
+        idle_phase(&mut st)?;
         st.save()?;
     }
     st.res.elapsed_s = started.elapsed().as_secs_f64();
@@ -563,6 +572,32 @@ fn metronome_phase(st: &mut Study, configs: &[(Dut, Vec<u32>)]) -> Result<()> {
     Ok(())
 }
 
+/// The first frame after a second of idle (issue 31): one frame per [`report::IDLE_GAP_S`]
+/// for [`report::IDLE_FRAMES`] frames, so that every frame finds the worker asleep, through
+/// one worker polling, sleeping on deadlines only, and sleeping until arrival; its latency
+/// (generator to sink, as every latency here) is what waking costs the first frame.
+fn idle_phase(st: &mut Study) -> Result<()> {
+    for sched in [Sched::Poll, Sched::Deadline, Sched::Metronome] {
+        let dut = Dut::cadence(Io::AfXdp, false, sched);
+        let mut inst = match Instance::start(&st.ctx, &dut, SinkKind::Stamped) {
+            Ok(i) => i,
+            Err(e) => {
+                st.res.failures.push(format!("idle: {} did not start: {e:#}", dut.name()));
+                continue;
+            }
+        };
+        // Let the worker reach its idle sleep before the first frame.
+        std::thread::sleep(std::time::Duration::from_secs_f64(report::IDLE_GAP_S));
+        let rate = 1.0 / report::IDLE_GAP_S;
+        let spec = TrialSpec { secs: report::IDLE_FRAMES * report::IDLE_GAP_S, ..st.spec(rate, SizeMix::Fixed(60)) };
+        let t = inst.trial(spec)?;
+        inst.stop()?;
+        st.row("idle", 0, &dut, SizeMix::Fixed(60), None, &t);
+        st.res.idle_first.push(LatRec { dut, mix: SizeMix::Fixed(60), frac: 0.0, rate, r: t });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,6 +615,7 @@ mod tests {
         let without = metronome_configs(false, &[0, 50], None);
         let with = metronome_configs(false, &[0, 50], Some(296));
         assert_eq!(with.len(), without.len() + 2);
+        assert!(without.iter().any(|(d, _)| d.name() == "cadence/af_xdp/l2/metronome-deadline"));
         let names: Vec<String> = with.iter().map(|(d, _)| d.name()).collect();
         assert!(names.contains(&"cadence/af_xdp/l2/metronome/vbar100/line296".to_string()), "{names:?}");
         assert!(without.iter().all(|(d, _)| !d.name().contains("/line")));

@@ -73,9 +73,16 @@ pub struct Results {
     pub latency: Vec<LatRec>,
     pub metronome: Vec<MetRec>,
     pub metronome_ref_pps: f64,
+    /// The first frame after a second of idle ([`IDLE_GAP_S`]): one trial per schedule.
+    pub idle_first: Vec<LatRec>,
     pub failures: Vec<String>,
     pub elapsed_s: f64,
 }
+
+/// The idle before each frame of the first-frame-after-idle trial, seconds (issue 31).
+pub const IDLE_GAP_S: f64 = 1.0;
+/// Frames of that trial (one per gap).
+pub const IDLE_FRAMES: f64 = 20.0;
 
 /// The median (mean of the middle two for an even count); 0 for none.
 pub fn median(v: &[f64]) -> f64 {

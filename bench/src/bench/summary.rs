@@ -134,6 +134,28 @@ pub fn summary(res: &Results) -> String {
     if !res.metronome.is_empty() {
         metronome_summary(res, &mut s);
     }
+    if !res.idle_first.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## The first frame after {:.0} s of idle (1 worker, AF_XDP, L2, {:.0} frames, one per gap)\n",
+            super::report::IDLE_GAP_S,
+            super::report::IDLE_FRAMES
+        );
+        let _ = writeln!(s, "| device | frames received | p50 µs | p99 µs | max µs | lost |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for l in &res.idle_first {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {} |",
+                l.dut.name(),
+                l.r.received,
+                l.r.latency.p50_ns as f64 / 1e3,
+                l.r.latency.p99_ns as f64 / 1e3,
+                l.r.latency.max_ns as f64 / 1e3,
+                l.r.lost
+            );
+        }
+    }
     targets(res, &mut s);
     if !res.failures.is_empty() {
         let _ = writeln!(s, "\n## Failures\n");
