@@ -8,6 +8,7 @@
 //! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3 [--huge] [--samples S] [--min-ms M]  # the worker loop, software NICs
 //!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
+//! peers lpm --routes F --ips F --label L [--huge]                  # pna::lpm::Lpm4 on dpdk-test-fib's files
 //! ```
 //!
 //! Method (identical in `benches/peers/common.h`): one discarded warm-up sample, then samples
@@ -273,6 +274,69 @@ fn acl(n: usize, label: &str, v6: bool, rule: Rule) {
     println!("PEERINFO impl=cadence op=acl_classify size={label} rules={n} keys={} matched={matched}", trace.len());
 }
 
+/// Lookups per burst of the LPM figure: `dpdk-test-fib`'s `BURST_SZ`.
+const LPM_BURST: usize = 64;
+
+/// Cycles per IPv4 longest-prefix lookup with the route and address files `dpdk-test-fib`
+/// wrote (`-w`, `-u`: `a.b.c.d/len next-hop` and `a.b.c.d` lines), measured as it measures
+/// `rte_fib_lookup_bulk`: one pass over the addresses right after the build, in bursts of
+/// [`LPM_BURST`], `rdtsc` around each burst. `stride` is the trie's first level (24: DIR-24-8
+/// as `rte_fib`'s `dir`; 16: the L3 forwarder's default); `op` names the figure. More passes
+/// go to a `PEERINFO` line (warm figures, for reading only).
+fn lpm(routes: &str, ips: &str, label: &str, stride: u8, op: &str) -> Result<(), String> {
+    use cadence_core::pna::lpm::{Lpm4, LpmConfig, MAX_NEXT_HOP};
+    let text = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
+    let addr = |s: &str| s.parse::<std::net::Ipv4Addr>().map(u32::from).map_err(|e| format!("{s:?}: {e}"));
+    let mut list = Vec::new();
+    for (n, line) in text(routes)?.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let bad = |what: &str| format!("{routes}:{}: {what}: {line:?}", n + 1);
+        let mut w = line.split_whitespace();
+        let (Some(pfx), Some(nh)) = (w.next(), w.next()) else { return Err(bad("not `prefix/len next-hop`")) };
+        let (a, len) = pfx.split_once('/').ok_or_else(|| bad("no /len"))?;
+        let len: u8 = len.parse().map_err(|_| bad("bad length"))?;
+        let nh: u64 = nh.parse().map_err(|_| bad("bad next hop"))?;
+        // The lookup's cost does not depend on the value: fold it into the trie's range.
+        list.push((addr(a)?, len, (nh % (u64::from(MAX_NEXT_HOP) + 1)) as u32));
+    }
+    let keys: Vec<u32> =
+        text(ips)?.lines().filter(|l| !l.trim().is_empty()).map(|l| addr(l.trim())).collect::<Result<_, _>>()?;
+    // Every route longer than the first level may need its own groups: enough for all.
+    let longer = list.iter().filter(|r| r.1 > stride).count();
+    let mut cfg = LpmConfig::ipv4(4 * longer + 256);
+    cfg.first_stride = stride;
+    let mut t = Lpm4::try_new(cfg).map_err(|e| format!("{e:?}"))?;
+    for &(a, len, nh) in &list {
+        t.add(a, len, nh).map_err(|e| format!("route {a:#x}/{len}: {e:?}"))?;
+    }
+    let keys = &keys[..keys.len() / LPM_BURST * LPM_BURST];
+    if keys.is_empty() {
+        return Err(format!("{ips}: fewer than {LPM_BURST} addresses"));
+    }
+    let mut out = [None; LPM_BURST];
+    let mut pass = || {
+        let mut spent = 0;
+        for burst in keys.chunks_exact(LPM_BURST) {
+            let t0 = rdtsc();
+            for (o, &k) in out.iter_mut().zip(burst) {
+                *o = t.lookup(black_box(k));
+            }
+            spent += rdtsc() - t0;
+            black_box(&out);
+        }
+        spent as f64 / keys.len() as f64
+    };
+    let first = pass();
+    let warm: Vec<String> = (0..3).map(|_| format!("{:.1}", pass())).collect();
+    report(op, label, vec![first], keys.len());
+    println!(
+        "PEERINFO impl=cadence op={op} size={label} routes={} lookups={} stride={stride} warm_passes={}",
+        list.len(),
+        keys.len(),
+        warm.join(",")
+    );
+    Ok(())
+}
+
 /// `100`, `1K`, `10K`, ...: a count with an optional K (×1000).
 fn parse_count(s: &str) -> Option<usize> {
     match s.strip_suffix('K') {
@@ -305,7 +369,7 @@ fn parse_size(s: &str) -> Option<usize> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K|1K-v6  [--huge] [--samples S] [--min-ms M]"
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K|1K-v6 | lpm --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M]"
     );
     ExitCode::FAILURE
 }
@@ -364,6 +428,18 @@ fn main() -> ExitCode {
         "acl" => match opt("--rules").and_then(|s| Some((s, parse_count(s.strip_suffix("-v6").unwrap_or(s))?))) {
             Some((label, n)) => acl(n, label, label.ends_with("-v6"), rule),
             None => return usage(),
+        },
+        // The IPv4 LPM beside `dpdk-test-fib` (issue 33 item 4): DIR-24-8 and the default stride.
+        "lpm" => match (opt("--routes"), opt("--ips"), opt("--label")) {
+            (Some(r), Some(i), Some(l)) => {
+                for (stride, op) in [(24, "lpm4"), (16, "lpm4_s16")] {
+                    if let Err(e) = lpm(r, i, l, stride, op) {
+                        eprintln!("peers lpm: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+            _ => return usage(),
         },
         "l3fwd" => forwarding(
             "l3fwd",

@@ -218,7 +218,10 @@ pub struct Worker<S> {
 /// deadline is only the backstop against a wake-up the platform misses: `T_S` exists to bound
 /// the vacation of a lane nobody watches, and a watched lane has no vacation to bound. A
 /// sleeper that cannot watch the lane keeps the paper's rule. Frames (or a lost round) end the
-/// idle spell at once, and the next sleep is `T_S` again.
+/// idle spell at once, and the next sleep is `T_S` again. The firmware's default `after` is
+/// zero: on a watched lane a `T_S` deadline that finds nothing costs a wake-up and bounds
+/// nothing, so the worker waits for the arrival from its lane's first empty round (measured in
+/// docs/PERFORMANCE.md, "Idle costs nothing").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdleSleep {
     /// How long a lane must have received nothing (zero: from its first empty round on).

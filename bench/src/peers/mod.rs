@@ -151,6 +151,7 @@ fn command(bins: &Binaries, job: &Job) -> Result<Command, String> {
         Program::Testpmd => Command::new(&bins.testpmd),
         Program::L3fwd => Command::new(bins.l3fwd.as_ref().map_err(|e| format!("l3fwd was not built: {e}"))?),
         Program::TestAcl => Command::new(crate::classbench::TEST_ACL),
+        Program::TestFib => Command::new(TEST_FIB),
     };
     cmd.args(&job.args);
     Ok(cmd)
@@ -196,6 +197,7 @@ fn run_job(bins: &Binaries, job: &Job, pages: Pages) -> Result<Outcome> {
         Reader::TestAcl { alg, size } => {
             (line::parse_test_acl(&stdout, alg, size, pages.label()).into_iter().collect(), vec![])
         }
+        Reader::TestFib { size } => (line::parse_test_fib(&stdout, size, pages.label()).into_iter().collect(), vec![]),
         Reader::Lines => line::parse_output(&stdout),
     };
     let tail = |s: &str| s.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
@@ -210,6 +212,30 @@ fn run_job(bins: &Binaries, job: &Job, pages: Pages) -> Result<Outcome> {
         println!("      {l}");
     }
     Ok(Outcome { measurements, window, error })
+}
+
+/// Debian's `dpdk-test-fib` (package `dpdk-dev`, as `dpdk-test-acl`).
+const TEST_FIB: &str = "dpdk-test-fib";
+
+/// Has `dpdk-test-fib` write a set of `n` routes and [`plan::FIB_LOOKUPS`] addresses inside
+/// them (its generator; it also runs its own benchmark, whose figures are not used).
+fn write_fib_set(routes: &Path, ips: &Path, n: usize) -> Result<()> {
+    let out = Command::new(TEST_FIB)
+        .args(["-l", "1", "--no-pci", "--no-huge", "--no-shconf", "-m", "1536", "--log-level=error"])
+        .arg("--file-prefix=cadence-peers-fibgen")
+        .arg("--")
+        .args(plan::fib_args(routes, ips, Some(n)))
+        .output()
+        .with_context(|| format!("running {TEST_FIB} (Debian's dpdk-dev)"))?;
+    let lines = |p: &Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
+    if !out.status.success() || lines(routes) == 0 || lines(ips) == 0 {
+        bail!(
+            "{TEST_FIB} did not write a set of {n} routes ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+        );
+    }
+    Ok(())
 }
 
 fn out_dir(o: &Options) -> PathBuf {
@@ -243,6 +269,15 @@ pub fn run(o: &Options) -> Result<bool> {
             crate::classbench::write_set_of(&out, label, CLASSBENCH_SEED, n, CLASSBENCH_KEYS, plan::acl_v6(label))?;
         acl_sets.push((label.to_string(), rules, trace, CLASSBENCH_KEYS));
     }
+    // The LPM sets, written once per run by dpdk-test-fib's own generator; both sides read them.
+    let mut fib_sets = Vec::new();
+    if o.only.is_empty() || o.only.iter().any(|g| g == "lpm") {
+        for (label, n) in plan::FIB_SIZES {
+            let (routes, ips) = (out.join(format!("fib-{label}.routes")), out.join(format!("fib-{label}.ips")));
+            write_fib_set(&routes, &ips, n)?;
+            fib_sets.push((label.to_string(), routes, ips));
+        }
+    }
     let knobs = Knobs {
         samples: o.samples,
         seconds: o.seconds,
@@ -250,6 +285,7 @@ pub fn run(o: &Options) -> Result<bool> {
         routes4,
         routes6: Path::new(build::L3FWD_SRC).join("lpm_default_v6.cfg"),
         acl_sets,
+        fib_sets,
     };
 
     catch_signals();

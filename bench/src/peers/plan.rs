@@ -44,6 +44,8 @@ pub enum Program {
     L3fwd,
     /// Debian's `dpdk-test-acl` (`rte_acl` over a ClassBench rule and trace file).
     TestAcl,
+    /// Debian's `dpdk-test-fib` (`rte_fib` DIR-24-8 over a route and address file).
+    TestFib,
 }
 
 /// How a program's run ends.
@@ -79,6 +81,9 @@ pub enum Reader {
     /// `dpdk-test-acl`'s `cycles/pkt`: the algorithm (`rte_acl_<alg>` is the figure's
     /// implementation) and the rule-set label (its size).
     TestAcl { alg: &'static str, size: String },
+    /// `dpdk-test-fib`'s `AVG FIB lookup` (one pass over the addresses, bursts of 64): the
+    /// route-set label.
+    TestFib { size: String },
 }
 
 /// Programs run back to back in one round: a Cadence bench and its peers.
@@ -104,10 +109,32 @@ pub struct Knobs {
     pub routes6: PathBuf,
     /// The ACL sets: (label, rule file, trace file, keys in the trace).
     pub acl_sets: Vec<(String, PathBuf, PathBuf, usize)>,
+    /// The LPM sets: (label, route file, address file), written by `dpdk-test-fib` itself.
+    pub fib_sets: Vec<(String, PathBuf, PathBuf)>,
 }
 
 /// The groups' names, in their order in round 0 (`--only` selects among them).
-pub const GROUPS: [&str; 7] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl"];
+pub const GROUPS: [&str; 8] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl", "lpm"];
+
+/// The LPM route-set sizes (`cargo xtask peers`' `lpm` group; `dpdk-test-fib -n`) and the
+/// addresses looked up in each (`-l`).
+pub const FIB_SIZES: [(&str, usize); 3] = [("1K", 1_000), ("10K", 10_000), ("100K", 100_000)];
+pub const FIB_LOOKUPS: usize = 100_000;
+
+/// `dpdk-test-fib`'s arguments after the EAL's: `-n routes -l lookups -w routes_file -u
+/// ips_file` writes a set (its generator: prefixes of every length, addresses inside them);
+/// `-f -t` reads one; `-g` tbl8 groups for the longest sets.
+pub fn fib_args(routes: &std::path::Path, ips: &std::path::Path, write: Option<usize>) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(n) = write {
+        v.extend(["-n".into(), n.to_string(), "-l".into(), FIB_LOOKUPS.to_string()]);
+        v.extend(["-w".into(), routes.display().to_string(), "-u".into(), ips.display().to_string()]);
+    } else {
+        v.extend(["-f".into(), routes.display().to_string(), "-t".into(), ips.display().to_string()]);
+    }
+    v.extend(["-g".into(), "65536".into()]);
+    v
+}
 
 /// The ACL rule-set sizes (`cargo xtask peers`' `acl` group) and `rte_acl`'s algorithms.
 pub const ACL_SIZES: [(&str, usize); 4] = [("100", 100), ("1K", 1_000), ("10K", 10_000), ("1K-v6", 1_000)];
@@ -237,7 +264,39 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
             ],
         },
         Group { name: GROUPS[6], jobs: acl_jobs(pages, k, &cadence(&[], &table_ms)) },
+        Group { name: GROUPS[7], jobs: lpm_jobs(pages, k, &cadence(&[], &table_ms)) },
     ]
+}
+
+/// The `lpm` group: per route set, Cadence's `Lpm4` (DIR-24-8 and the default first stride
+/// 16) and `rte_fib`'s DIR-24-8 over the same files (`k.fib_sets`), both measured as
+/// `dpdk-test-fib` measures: one pass over the addresses right after the build.
+fn lpm_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
+    let p = pages.label();
+    let mut jobs = Vec::new();
+    for (label, routes, ips) in &k.fib_sets {
+        let mut a = strings(&["lpm", "--label", label]);
+        a.extend(["--routes".into(), routes.display().to_string(), "--ips".into(), ips.display().to_string()]);
+        a.extend(cadence_tail.iter().cloned());
+        jobs.push(Job {
+            label: format!("cadence lpm {label} ({p})"),
+            program: Program::Cadence,
+            args: a,
+            ending: Ending::Exits,
+            reader: Reader::Lines,
+        });
+        let mut a = eal(pages, "1", 1536);
+        a.push("--".into());
+        a.extend(fib_args(routes, ips, None));
+        jobs.push(Job {
+            label: format!("rte_fib {label} ({p})"),
+            program: Program::TestFib,
+            args: a,
+            ending: Ending::Exits,
+            reader: Reader::TestFib { size: label.clone() },
+        });
+    }
+    jobs
 }
 
 /// The `acl` group: per rule set, Cadence's classifier and `dpdk-test-acl` with each algorithm
@@ -342,6 +401,12 @@ pub fn comparisons() -> Vec<Comparison> {
     v.push(c("l3fwd", "-", "l3fwd", "l3fwd_lpm", Some(0.7)));
     v.push(c("l3fwd_l3", "-", "l3fwd", "l3fwd_lpm", Some(1.0)));
     v.push(c("ring_spsc_b32", "-", "rte_ring", "ring_spsc_b32", None));
+    // Issue 33 item 4: an IPv4 LPM at most rte_fib's DIR-24-8 (the same layout), and the L3
+    // forwarder's default first stride beside it.
+    for (size, _) in FIB_SIZES {
+        v.push(c("lpm4", size, "rte_fib", "lpm4", Some(1.0)));
+        v.push(c("lpm4_s16", size, "rte_fib", "lpm4", None));
+    }
     // Issue 33: first-packet classification at most rte_acl's, whichever algorithm.
     for (size, _) in ACL_SIZES {
         for alg in ["rte_acl_scalar", "rte_acl_sse", "rte_acl_avx2"] {
@@ -379,6 +444,7 @@ mod tests {
             routes4: "/r4".into(),
             routes6: "/r6".into(),
             acl_sets: vec![("100".into(), "/a.rules".into(), "/a.trace".into(), 10)],
+            fib_sets: vec![("1K".into(), "/r.txt".into(), "/i.txt".into())],
         }
     }
 
@@ -457,7 +523,10 @@ mod tests {
         assert_eq!(t("acl_classify", "10K", "rte_acl_avx2"), Some(Target { limit: 1.0 }));
         // Issue 33: at 1 000 IPv6 rules too.
         assert_eq!(t("acl_classify", "1K-v6", "rte_acl_sse"), Some(Target { limit: 1.0 }));
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12);
+        // Issue 33 item 4: the LPM at most rte_fib's DIR-24-8 at every size.
+        assert_eq!(t("lpm4", "100K", "rte_fib"), Some(Target { limit: 1.0 }));
+        assert_eq!(t("lpm4_s16", "100K", "rte_fib"), None);
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 3);
     }
 
     #[test]
