@@ -280,7 +280,7 @@ const LPM_BURST: usize = 64;
 /// Cycles per IPv4 longest-prefix lookup with the route and address files `dpdk-test-fib`
 /// wrote (`-w`, `-u`: `a.b.c.d/len next-hop` and `a.b.c.d` lines), measured as it measures
 /// `rte_fib_lookup_bulk`: one pass over the addresses right after the build, in bursts of
-/// [`LPM_BURST`], `rdtsc` around each burst. `stride` is the trie's first level (24: DIR-24-8
+/// [`LPM_BURST`] (`Lpm4::lookup_burst`), `rdtsc` around each burst. `stride` is the trie's first level (24: DIR-24-8
 /// as `rte_fib`'s `dir`; 16: the L3 forwarder's default); `op` names the figure. More passes
 /// go to a `PEERINFO` line (warm figures, for reading only).
 fn lpm(routes: &str, ips: &str, label: &str, stride: u8, op: &str) -> Result<(), String> {
@@ -302,7 +302,7 @@ fn lpm(routes: &str, ips: &str, label: &str, stride: u8, op: &str) -> Result<(),
         text(ips)?.lines().filter(|l| !l.trim().is_empty()).map(|l| addr(l.trim())).collect::<Result<_, _>>()?;
     // Every route longer than the first level may need its own groups: enough for all.
     let longer = list.iter().filter(|r| r.1 > stride).count();
-    let mut cfg = LpmConfig::ipv4(4 * longer + 256);
+    let mut cfg = LpmConfig::ipv4(2 * longer + 256);
     cfg.first_stride = stride;
     let mut t = Lpm4::try_new(cfg).map_err(|e| format!("{e:?}"))?;
     for &(a, len, nh) in &list {
@@ -317,9 +317,7 @@ fn lpm(routes: &str, ips: &str, label: &str, stride: u8, op: &str) -> Result<(),
         let mut spent = 0;
         for burst in keys.chunks_exact(LPM_BURST) {
             let t0 = rdtsc();
-            for (o, &k) in out.iter_mut().zip(burst) {
-                *o = t.lookup(black_box(k));
-            }
+            t.lookup_burst(black_box(burst), &mut out);
             spent += rdtsc() - t0;
             black_box(&out);
         }
