@@ -122,7 +122,7 @@ fn encrypt() -> Arc<EncryptShared> {
 
 fn l3fwd() -> Arc<L3fwdShared> {
     let mut cfg = L3fwdConfig::default();
-    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
+    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::mac(p, [2, 0, 0, 0, 2, p])).collect();
     cfg.routes4 = vec![
         Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 1 },
         Route4 { prefix: [10, 1, 0, 0], len: 16, next_hop: 0 },

@@ -18,7 +18,7 @@ pub const EGRESS: Egress = Egress {
 /// 10.1.0.0/16 via port 1 (so the VIP always has a route; its /24, route 16, wins: port 0).
 pub fn l3fwd() -> Box<dyn Nf> {
     let mut cfg = L3fwdConfig::default();
-    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
+    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::mac(p, [2, 0, 0, 0, 2, p])).collect();
     cfg.routes4 = (0..256u32)
         .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
         .collect();

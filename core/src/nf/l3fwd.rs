@@ -6,8 +6,13 @@
 //!   level (DIR-16-8-8: 256 KiB plus 1 KiB per group); DIR-24-8 (`first_stride4 = 24`) costs
 //!   64 MiB of first level and is for images with the memory to spare.
 //! - A route names a next hop by index into [`L3fwdConfig::next_hops`]; a next hop is an
-//!   egress port and the MAC of the neighbour behind it. The packet leaves with
-//!   `Verdict::Forward(port)` and `Pkt::dst_mac = mac` (the chain writes the source MAC).
+//!   egress port and the MAC of the neighbour behind it, given ([`Resolve::Static`]: the
+//!   packet leaves with `Verdict::Forward(port)` and `Pkt::dst_mac = mac`, the chain writes
+//!   the source MAC) or found in the neighbour table (`crate::neigh`) by the chain's egress:
+//!   a gateway's address ([`Resolve::Gateway`]) or, directly connected, the packet's own
+//!   destination ([`Resolve::Direct`]), in `Pkt::via`. A static next hop costs what it
+//!   always did; a resolved one costs the egress one cache lookup when the neighbour is
+//!   known.
 //! - Order of checks per packet (as Linux's `ip_forward` does it): route first — no route is
 //!   `NoRoute` — then TTL. RFC 1812 §5.3.1: a router decrements the TTL and "if the TTL is
 //!   reduced to zero (or less), the packet MUST be discarded", so a packet that arrives with
@@ -35,14 +40,46 @@ use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
 use crate::stage::PORTS;
 use crate::sync::{Reader, Swap};
 
-/// Where a route leads: an egress port and the MAC of the neighbour behind it.
+/// How a next hop's destination MAC is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Resolve {
+    /// [`NextHop::mac`], as configured (the route's `mac:`).
+    Static,
+    /// The MAC of this IPv4 gateway, from the neighbour table (`via:IP`).
+    Gateway([u8; 4]),
+    /// The MAC of the packet's own destination, from the neighbour table: the destination
+    /// is on the port's subnet (`via:direct`).
+    Direct,
+}
+
+/// Where a route leads: an egress port and how to find the MAC of the neighbour behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct NextHop {
     /// The egress port.
     pub port: u8,
-    /// Destination MAC of frames sent to this next hop.
+    /// Destination MAC of frames sent to this next hop ([`Resolve::Static`]; zero otherwise).
     pub mac: [u8; 6],
+    /// Where the MAC comes from.
+    pub resolve: Resolve,
+}
+
+impl NextHop {
+    /// A next hop at a fixed MAC.
+    pub const fn mac(port: u8, mac: [u8; 6]) -> Self {
+        Self { port, mac, resolve: Resolve::Static }
+    }
+
+    /// The IPv4 gateway `ip` behind `port`, resolved through the neighbour table.
+    pub const fn gateway(port: u8, ip: [u8; 4]) -> Self {
+        Self { port, mac: [0; 6], resolve: Resolve::Gateway(ip) }
+    }
+
+    /// Directly connected on `port`: the destination itself is the neighbour.
+    pub const fn direct(port: u8) -> Self {
+        Self { port, mac: [0; 6], resolve: Resolve::Direct }
+    }
 }
 
 /// An IPv4 route.
@@ -176,6 +213,12 @@ pub enum L3fwdConfigError {
     OutOfMemory,
     /// A management command named a route that does not exist.
     NoSuchRoute,
+    /// An IPv6 route whose next hop is resolved through the neighbour table (IPv4 only
+    /// for now): IPv6 routes need a `mac:`.
+    V6NeedsMac {
+        /// Index of the route.
+        index: usize,
+    },
 }
 
 impl fmt::Display for L3fwdConfigError {
@@ -192,6 +235,9 @@ impl fmt::Display for L3fwdConfigError {
             Self::OutOfGroups { family, index } => write!(f, "l3fwd {family}[{index}]: trie groups exhausted"),
             Self::OutOfMemory => f.write_str("l3fwd: the tries do not fit in the memory left"),
             Self::NoSuchRoute => f.write_str("l3fwd: no such route"),
+            Self::V6NeedsMac { index } => {
+                write!(f, "l3fwd routes6[{index}]: IPv6 next hops need a mac (no neighbour discovery yet)")
+            }
         }
     }
 }
@@ -219,7 +265,13 @@ impl L3fwdConfig {
         let v4 = self.routes4.iter().map(|r| (u128::from(u32::from_be_bytes(r.prefix)), r.len, r.next_hop));
         self.check_routes(Family::V4, 32, v4)?;
         let v6 = self.routes6.iter().map(|r| (u128::from_be_bytes(r.prefix), r.len, r.next_hop));
-        self.check_routes(Family::V6, 128, v6)
+        self.check_routes(Family::V6, 128, v6)?;
+        let resolved =
+            |r: &Route6| self.next_hops.get(r.next_hop as usize).is_some_and(|h| h.resolve != Resolve::Static);
+        match self.routes6.iter().position(resolved) {
+            Some(index) => Err(L3fwdConfigError::V6NeedsMac { index }),
+            None => Ok(()),
+        }
     }
 
     fn check_routes(
@@ -474,7 +526,12 @@ impl Nf for L3fwd {
                 L3Kind::Ipv6 => self.counters.forwarded6 += 1,
             }
             p.verdict = Verdict::Forward(hop.port);
-            p.dst_mac = Some(hop.mac);
+            match hop.resolve {
+                Resolve::Static => p.dst_mac = Some(hop.mac),
+                Resolve::Gateway(ip) => p.via = Some(ip),
+                // IPv6 routes are static (validated).
+                Resolve::Direct => p.via = if let IpAddr::V4(a) = p.parsed.flow.dst { Some(a) } else { None },
+            }
         }
     }
 

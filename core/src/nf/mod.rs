@@ -51,6 +51,17 @@
 //! an ACL rule and a route mid-stream and checks frame by frame that each flow switched once
 //! per change, inside the window between request and reply.
 //!
+//! # Frames addressed to the dataplane
+//!
+//! A chain with addresses (`port.addr=` records, [`crate::neigh`]) holds a
+//! [`crate::neigh::Router`]: [`Chain::admit`] answers an ARP request for a port's address and
+//! an ICMP echo request to any of them in place, as a packet with [`Verdict::Reply`] that no
+//! NF sees and that leaves by its ingress port; ARP it learns from is consumed (`ctl`). The
+//! egress resolves [`Pkt::via`] (the L3 forwarder's gateway or directly connected next hops)
+//! through the worker's cache of the neighbour table; a miss hands the frame to the table
+//! to wait for the answer, and [`Stage::idle`] sends what waited on this lane once it came.
+//! A chain without addresses pays one `Option` check per batch for all of this.
+//!
 //! # Frames the dataplane originates
 //!
 //! [`Stage::idle`] runs once per poll after the received batches ([`Chain`]'s `idle` calls every
@@ -67,7 +78,8 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::parse::{self, Depth, ParseError, Parsed};
+use crate::neigh::{ArpAction, Emit, Miss, Router, echo};
+use crate::parse::{self, Depth, IpAddr, L3Kind, ParseError, Parsed};
 use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
@@ -89,6 +101,10 @@ pub enum Verdict {
     Forward(u8),
     /// Drop it, counted under this reason (later NFs skip it).
     Drop(DropReason),
+    /// Send it out of this port as it is, past every NF: a reply the chain built in place
+    /// from a frame addressed to the dataplane itself (ARP, ICMP echo; `crate::neigh`),
+    /// to [`Pkt::dst_mac`].
+    Reply(u8),
 }
 
 /// One packet in an [`NfBatch`].
@@ -105,6 +121,10 @@ pub struct Pkt {
     /// Destination MAC to write at egress instead of the port's peer (set by the L3
     /// forwarder from its next hop).
     pub dst_mac: Option<[u8; 6]>,
+    /// With `dst_mac` unset: the IPv4 neighbour whose MAC the egress finds in the neighbour
+    /// table (`crate::neigh`; set by the L3 forwarder for a gateway or a directly connected
+    /// destination).
+    pub via: Option<[u8; 4]>,
 }
 
 impl Pkt {
@@ -262,6 +282,9 @@ pub struct Chain {
     /// How deep every frame is checked and parsed: the deepest of `validate`, what each NF
     /// reads and what the meter needs (the 5-tuple).
     depth: Depth,
+    /// The ports' addresses and the neighbour table (`crate::neigh`); `None`: the chain
+    /// answers nothing and every frame's destination is the NF's choice or the port's peer.
+    router: Option<Router>,
 }
 
 impl core::fmt::Debug for Chain {
@@ -275,7 +298,15 @@ impl Chain {
     /// A chain of `nfs` with `egress` settings. With no NFs it forwards port `i` →
     /// port `1 - i`, like the L2 forwarder.
     pub fn new(nfs: Vec<Box<dyn Nf>>, egress: Egress) -> Self {
-        let mut c = Self { nfs, egress, batch: NfBatch::new(), meter: None, validate: Depth::L4, depth: Depth::L4 };
+        let mut c = Self {
+            nfs,
+            egress,
+            batch: NfBatch::new(),
+            meter: None,
+            validate: Depth::L4,
+            depth: Depth::L4,
+            router: None,
+        };
         c.set_depth();
         c
     }
@@ -327,6 +358,17 @@ impl Chain {
         self.set_depth();
     }
 
+    /// Gives the chain the ports' addresses and the neighbour table: it answers ARP and ICMP
+    /// echo for its addresses and resolves [`Pkt::via`] at egress (`crate::neigh`).
+    pub fn set_router(&mut self, router: Option<Router>) {
+        self.router = router;
+    }
+
+    /// The chain's handle on the neighbour table, if it has one.
+    pub fn router(&self) -> Option<&Router> {
+        self.router.as_ref()
+    }
+
     /// The NFs, in order.
     pub fn nfs(&self) -> &[Box<dyn Nf>] {
         &self.nfs
@@ -339,6 +381,7 @@ impl Chain {
         let at = at.min(self.nfs.len());
         let mut tail = Chain::new(self.nfs.split_off(at), self.egress.clone());
         tail.set_validate(self.validate);
+        tail.router = self.router.as_ref().map(|r| Router::new(alloc::sync::Arc::clone(r.shared())));
         self.set_depth();
         tail
     }
@@ -348,7 +391,10 @@ impl Chain {
         for nf in &self.nfs {
             nf.write_counters(w)?;
         }
-        Ok(())
+        match &self.router {
+            Some(r) => r.write_counters(w),
+            None => Ok(()),
+        }
     }
 
     /// A frame that did not parse: a control frame (another ethertype) becomes a command if
@@ -381,8 +427,11 @@ impl Chain {
         self.batch.clear();
     }
 
-    /// One frame received on `port` with its parse result: into the chain's batch if it
-    /// parsed, else dropped by reason or taken as a control frame (into `commands`).
+    /// One frame received on `port` at `now` with its parse result: into the chain's batch
+    /// if it parsed (answered in place if it is addressed to the dataplane, with a router),
+    /// else dropped by reason, taken as a control frame (into `commands`) or, with a router,
+    /// handled as ARP.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn admit(
         &mut self,
@@ -392,19 +441,86 @@ impl Chain {
         commands: &mut Commands,
         b: PacketBuf,
         parsed: Result<parse::Parsed, ParseError>,
+        now: Instant,
     ) {
         match parsed {
             Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
             Ok(parsed) => {
                 let default_out = (PORTS - 1 - port) as u8;
-                let pkt =
-                    Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst_mac: None };
+                let mut pkt = Pkt {
+                    buf: b,
+                    parsed,
+                    ingress: port as u8,
+                    verdict: Verdict::Forward(default_out),
+                    dst_mac: None,
+                    via: None,
+                };
+                if let Some(r) = &mut self.router {
+                    Self::local(r, pool, &mut pkt);
+                }
                 if let Err(p) = self.batch.push(pkt) {
                     // Cannot happen: a batch never holds more than BATCH_SIZE frames.
                     Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                 }
             }
+            Err(ParseError::UnsupportedEthertype)
+                if self.router.is_some() && pool.frame(b).get(12..14) == Some(&[0x08, 0x06]) =>
+            {
+                self.arp(port, pool, counters, b, now)
+            }
             Err(e) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
+        }
+    }
+
+    /// A packet for one of the dataplane's own IPv4 addresses: an ICMP echo request becomes
+    /// its reply in place (out of the ingress port, to the sender's MAC), anything else is
+    /// dropped as [`DropReason::LocalUnsupported`]. Other packets are left alone.
+    #[inline]
+    fn local(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt) {
+        let IpAddr::V4(dst) = p.parsed.flow.dst else { return };
+        if !r.is_own(dst) {
+            return;
+        }
+        let (ip, l4) = (usize::from(p.parsed.l3_offset), usize::from(p.parsed.l4_offset));
+        let frame = pool.frame_mut(p.buf);
+        let echo = p.parsed.l3 == L3Kind::Ipv4
+            && p.parsed.ip_proto == 1
+            && p.parsed.fragment == parse::Fragment::Whole
+            && echo::reply_in_place(frame, ip, l4);
+        let src: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
+        match (echo, src) {
+            (true, Some(src)) => {
+                r.count_echo();
+                p.dst_mac = Some(src);
+                p.verdict = Verdict::Reply(p.ingress);
+            }
+            _ => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
+        }
+    }
+
+    /// An ARP frame on `port` (a chain with a router): a reply built in place joins the
+    /// batch, the rest is consumed (counted as `ctl`) or dropped by reason.
+    fn arp(&mut self, port: usize, pool: &mut Pool<'_>, counters: &mut StageCounters, b: PacketBuf, now: Instant) {
+        let Some(r) = &mut self.router else { return Self::drop_frame(pool, counters, b, DropReason::ArpBad) };
+        match r.arp(pool, b, port as u8, now) {
+            ArpAction::Reply(to) => {
+                let pkt = Pkt {
+                    buf: b,
+                    parsed: link_only(),
+                    ingress: port as u8,
+                    verdict: Verdict::Reply(port as u8),
+                    dst_mac: Some(to),
+                    via: None,
+                };
+                if let Err(p) = self.batch.push(pkt) {
+                    Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
+                }
+            }
+            ArpAction::Consumed => {
+                counters.ctl += 1;
+                let _ = pool.free(b);
+            }
+            ArpAction::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
         }
     }
 
@@ -457,10 +573,18 @@ impl Chain {
         }
         self.record_meter(now);
         self.run_nfs(pool, 0, k, now);
+        if let Some(r) = &mut self.router {
+            r.begin_batch();
+        }
         for p in self.batch.pkts() {
-            match p.verdict {
-                Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
-                Verdict::Forward(to) => hand(pool, p.buf, to, p.dst_mac),
+            match (p.verdict, p.dst_mac, p.via) {
+                (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
+                // The tail's core holds no lane to queue on: only a cached neighbour goes.
+                (Verdict::Forward(to), None, Some(ip)) => match self.router.as_ref().and_then(|r| r.lookup(ip, to)) {
+                    Some(mac) => hand(pool, p.buf, to, Some(mac)),
+                    None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
+                },
+                (Verdict::Forward(to) | Verdict::Reply(to), ..) => hand(pool, p.buf, to, p.dst_mac),
             }
         }
         self.batch.clear();
@@ -484,7 +608,7 @@ impl Chain {
             Err(e) => return Self::drop_frame(pool, counters, b, e.into()),
         };
         let dst_mac = dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
-        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst_mac };
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst_mac, via: None };
         if let Err(p) = self.batch.push(pkt) {
             Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
         }
@@ -504,7 +628,7 @@ impl Chain {
             return;
         }
         self.run_nfs(pool, from, usize::MAX, now);
-        self.egress(pool, out, counters);
+        self.egress(pool, out, counters, now);
     }
 
     /// Frees `b` and counts the drop.
@@ -530,7 +654,7 @@ impl Stage for Chain {
         // per-packet batch of parse results would only be written and read back, and only
         // whether the frame parses matters (`parse::check_to`, the same checks). One loop per
         // depth, so that the depth is not decided again per frame.
-        if self.nfs.is_empty() && self.meter.is_none() {
+        if self.nfs.is_empty() && self.meter.is_none() && self.router.is_none() {
             match self.depth {
                 Depth::L2 => self.forward_checked(Depth::L2, port, pool, input, out, counters, &mut commands),
                 Depth::L3 => self.forward_checked(Depth::L3, port, pool, input, out, counters, &mut commands),
@@ -542,7 +666,7 @@ impl Stage for Chain {
         let depth = self.depth;
         for &b in input.as_slice() {
             let parsed = parse::parse_to(pool.frame(b), depth);
-            self.admit(port, pool, counters, &mut commands, b, parsed);
+            self.admit(port, pool, counters, &mut commands, b, parsed, now);
         }
         input.clear();
         self.run_admitted(pool, out, counters, now);
@@ -551,6 +675,10 @@ impl Stage for Chain {
 
     fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
         self.batch.clear();
+        if let Some(r) = &mut self.router {
+            let egress = &self.egress;
+            r.housekeep(pool, now, &mut |pool, b, e| Self::emit(egress, pool, out, counters, b, e));
+        }
         let ctx = NfCtx { now };
         for nf in &mut self.nfs {
             nf.generate(&ctx, pool, &mut self.batch);
@@ -559,7 +687,32 @@ impl Stage for Chain {
             return;
         }
         counters.generated = counters.generated.saturating_add(self.batch.len() as u64);
-        self.egress(pool, out, counters);
+        self.egress(pool, out, counters, now);
+    }
+
+    fn enter_lane(&mut self, lane: usize) {
+        if let Some(r) = &mut self.router {
+            r.set_lane(lane);
+        }
+    }
+}
+
+/// The parse result a frame the chain answers without parsing it as IP (an ARP reply)
+/// carries in the batch: its link header only; no NF reads it ([`Verdict::Reply`]).
+fn link_only() -> Parsed {
+    let none = IpAddr::V4([0; 4]);
+    Parsed {
+        l2: parse::L2 { vlans: Default::default(), vlan_count: 0, ethertype: 0x0806, len: 14 },
+        l3: L3Kind::Ipv4,
+        l3_offset: 14,
+        l3_len: 0,
+        l4_offset: 14,
+        ip_proto: 0,
+        fragment: parse::Fragment::Whole,
+        l4: parse::L4Kind::Unparsed,
+        flow: parse::FlowKey { src: none, dst: none, src_port: 0, dst_port: 0, proto: 0 },
+        payload_offset: 14,
+        payload_len: 0,
     }
 }
 
@@ -589,18 +742,58 @@ impl Chain {
     }
 
     /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
-    /// hop or the port's peer as destination, the port's own MAC as source), drops and counts
-    /// the rest, and empties the batch.
-    fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters) {
+    /// hop, the neighbour [`Pkt::via`] names, or the port's peer as destination, the port's
+    /// own MAC as source), drops and counts the rest, and empties the batch. A neighbour not
+    /// in the worker's cache takes the slow path ([`Router::miss`]): the frame may wait for
+    /// its answer.
+    fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
+        if let Some(r) = &mut self.router {
+            r.begin_batch();
+        }
+        let egress = &self.egress;
         for p in self.batch.pkts() {
-            match p.verdict {
-                Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
-                Verdict::Forward(to) => {
-                    Self::send(&self.egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
+            match (p.verdict, p.dst_mac, p.via, &mut self.router) {
+                (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
+                (Verdict::Forward(to), None, Some(ip), Some(r)) => match r.lookup(ip, to) {
+                    Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac)),
+                    None => {
+                        let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
+                        match r.miss(pool, p.buf, ip, to, now, &mut emit) {
+                            Miss::Send(mac) => {
+                                Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac))
+                            }
+                            Miss::Queued => {}
+                            Miss::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+                        }
+                    }
+                },
+                (Verdict::Forward(to) | Verdict::Reply(to), ..) => {
+                    Self::send(egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
                 }
             }
         }
         self.batch.clear();
+    }
+
+    /// What the neighbour table asks of a frame: send it (a request it made counts as
+    /// generated) or drop it.
+    fn emit(
+        egress: &Egress,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        b: PacketBuf,
+        e: Emit,
+    ) {
+        match e {
+            Emit::Send { port, mac, generated } => {
+                if generated {
+                    counters.generated = counters.generated.saturating_add(1);
+                }
+                Self::send(egress, pool, out, counters, b, usize::from(port), Some(mac));
+            }
+            Emit::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
+        }
     }
 
     /// Sends `buf` out of port `to`: destination `dst_mac` or the port's peer, source the
