@@ -396,7 +396,7 @@ impl NeighShared {
         let mut t = self.table.lock();
         match t.find(ip) {
             Some(i) => {
-                let e = &mut t.entries[i];
+                let Some(e) = t.entries.get_mut(i) else { return false };
                 if e.state == State::Static {
                     return false;
                 }
@@ -610,10 +610,27 @@ impl Router {
         now: Instant,
         emit: &mut dyn FnMut(&mut Pool<'_>, PacketBuf, Emit),
     ) -> Miss {
-        let Some(lane) = self.lane else { return Miss::Drop(DropReason::NeighUnresolved) };
         let shared = Arc::clone(&self.shared);
         let mut t = shared.table.lock();
-        let i = match t.find(ip) {
+        let found = t.find(ip);
+        if let Some(e) = found.and_then(|i| t.entries.get(i))
+            && e.state.usable()
+        {
+            if e.port != port {
+                // Known behind another port than the route names: a configuration at odds
+                // with the network; not guessed at.
+                return Miss::Drop(DropReason::NeighUnresolved);
+            }
+            let mac = e.mac;
+            drop(t);
+            if let Some(s) = self.cache.get_mut(slot_of(ip)) {
+                *s = Slot { ip, port, valid: true, mac };
+            }
+            return Miss::Send(mac);
+        }
+        // Waiting needs the lane whose pool the buffer is of.
+        let Some(lane) = self.lane else { return Miss::Drop(DropReason::NeighUnresolved) };
+        let i = match found {
             Some(i) => i,
             None if t.entries.len() >= shared.cfg.capacity => {
                 self.counters.table_full += 1;
@@ -632,20 +649,7 @@ impl Router {
                 t.entries.len() - 1
             }
         };
-        let e = &mut t.entries[i];
-        if e.state.usable() && e.port != port {
-            // Known behind another port than the route names: a configuration at odds with
-            // the network; not guessed at.
-            return Miss::Drop(DropReason::NeighUnresolved);
-        }
-        if e.state.usable() {
-            let mac = e.mac;
-            drop(t);
-            if let Some(s) = self.cache.get_mut(slot_of(ip)) {
-                *s = Slot { ip, port, valid: true, mac };
-            }
-            return Miss::Send(mac);
-        }
+        let Some(e) = t.entries.get_mut(i) else { return Miss::Drop(DropReason::NeighUnresolved) };
         let retrans = shared.cfg.retrans;
         let due = e.probes == 0 || now.saturating_since(e.since) >= retrans;
         // A failed neighbour is asked again at most once per `retrans`.
@@ -703,7 +707,7 @@ impl Router {
                 // A reply: only one we asked for (an entry exists and is not static) counts.
                 let asked = {
                     let t = shared.table.lock();
-                    t.find(a.spa).is_some_and(|i| t.entries[i].state != State::Static)
+                    t.find(a.spa).and_then(|i| t.entries.get(i)).is_some_and(|e| e.state != State::Static)
                 };
                 if asked && shared.learn(port, a.spa, a.sha, false, now, &mut self.counters) {
                     ArpAction::Consumed
