@@ -310,6 +310,14 @@ pub struct NeighShared {
     ready: AtomicU64,
     /// When ageing is next due (clock ticks; written under the table's lock).
     next_age: AtomicU64,
+    /// [`filter_bit`] of every own address.
+    own_filter: u64,
+}
+
+/// One of 64 bits for an address (a one-word Bloom filter of the own addresses).
+#[inline(always)]
+fn filter_bit(ip: [u8; 4]) -> u64 {
+    1 << (u32::from_be_bytes(ip).wrapping_mul(0x9E37_79B1) >> 26)
 }
 
 impl NeighShared {
@@ -335,6 +343,7 @@ impl NeighShared {
             own_mac,
             table: spin::Mutex::new(Table { entries }),
             next_age: AtomicU64::new(0),
+            own_filter: cfg.addrs.iter().fold(0, |f, a| f | filter_bit(a.addr)),
             generation: AtomicU64::new(0),
             ready: AtomicU64::new(0),
         })
@@ -345,10 +354,11 @@ impl NeighShared {
         &self.cfg
     }
 
-    /// Whether `ip` is one of the dataplane's own addresses (on any port).
+    /// Whether `ip` is one of the dataplane's own addresses (on any port): a one-word filter
+    /// first (most packets are not for us), then the list.
     #[inline]
     pub fn is_own(&self, ip: [u8; 4]) -> bool {
-        self.cfg.addrs.iter().any(|a| a.addr == ip)
+        self.own_filter & filter_bit(ip) != 0 && self.cfg.addrs.iter().any(|a| a.addr == ip)
     }
 
     /// Whether `ip` is an address of `port`.
@@ -507,10 +517,15 @@ pub enum Miss {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    ip: [u8; 4],
-    port: u8,
-    valid: bool,
+    /// [`slot_key`] of the neighbour; 0 (no valid key) when empty.
+    key: u64,
     mac: [u8; 6],
+}
+
+/// A cache key: address, port and a valid bit in one word (one compare per lookup).
+#[inline(always)]
+fn slot_key(ip: [u8; 4], port: u8) -> u64 {
+    1 << 40 | u64::from(port) << 32 | u64::from(u32::from_be_bytes(ip))
 }
 
 /// One worker's handle on the neighbour table: its cache of resolved neighbours, the lane
@@ -564,7 +579,7 @@ impl Router {
     #[inline(always)]
     pub fn lookup(&self, ip: [u8; 4], port: u8) -> Option<[u8; 6]> {
         let s = self.cache.get(slot_of(ip))?;
-        (s.valid && s.ip == ip && s.port == port).then_some(s.mac)
+        (s.key == slot_key(ip, port)).then_some(s.mac)
     }
 
     /// Whether `ip` is one of the dataplane's own addresses.
@@ -624,7 +639,7 @@ impl Router {
             let mac = e.mac;
             drop(t);
             if let Some(s) = self.cache.get_mut(slot_of(ip)) {
-                *s = Slot { ip, port, valid: true, mac };
+                *s = Slot { key: slot_key(ip, port), mac };
             }
             return Miss::Send(mac);
         }

@@ -213,6 +213,11 @@ pub enum L3fwdConfigError {
     OutOfMemory,
     /// A management command named a route that does not exist.
     NoSuchRoute,
+    /// `next_hops[index]` is the gateway 0.0.0.0.
+    NextHopGateway {
+        /// The next hop.
+        index: usize,
+    },
     /// An IPv6 route whose next hop is resolved through the neighbour table (IPv4 only
     /// for now): IPv6 routes need a `mac:`.
     V6NeedsMac {
@@ -235,6 +240,7 @@ impl fmt::Display for L3fwdConfigError {
             Self::OutOfGroups { family, index } => write!(f, "l3fwd {family}[{index}]: trie groups exhausted"),
             Self::OutOfMemory => f.write_str("l3fwd: the tries do not fit in the memory left"),
             Self::NoSuchRoute => f.write_str("l3fwd: no such route"),
+            Self::NextHopGateway { index } => write!(f, "l3fwd next_hops[{index}]: gateway 0.0.0.0"),
             Self::V6NeedsMac { index } => {
                 write!(f, "l3fwd routes6[{index}]: IPv6 next hops need a mac (no neighbour discovery yet)")
             }
@@ -261,6 +267,9 @@ impl L3fwdConfig {
         }
         if let Some(index) = self.next_hops.iter().position(|h| h.port >= self.ports) {
             return Err(L3fwdConfigError::NextHopPort { index });
+        }
+        if let Some(index) = self.next_hops.iter().position(|h| h.resolve == Resolve::Gateway(VIA_DESTINATION)) {
+            return Err(L3fwdConfigError::NextHopGateway { index });
         }
         let v4 = self.routes4.iter().map(|r| (u128::from(u32::from_be_bytes(r.prefix)), r.len, r.next_hop));
         self.check_routes(Family::V4, 32, v4)?;
@@ -299,11 +308,38 @@ impl L3fwdConfig {
     }
 }
 
+/// What a next hop writes into a packet, precomputed so that the per-packet step is two
+/// stores whatever the kind of next hop ([`Resolve`]).
+#[derive(Debug, Clone, Copy)]
+struct HopOut {
+    port: u8,
+    /// `Pkt::dst_mac`: the MAC of a static next hop.
+    dst_mac: Option<[u8; 6]>,
+    /// `Pkt::via`: a gateway, or [`VIA_DESTINATION`] for a directly connected route.
+    via: Option<[u8; 4]>,
+}
+
+/// `Pkt::via` of a directly connected route: the neighbour is the packet's own destination
+/// (the chain's egress reads it; 0.0.0.0 is never a gateway, `validate` refuses it).
+pub const VIA_DESTINATION: [u8; 4] = [0; 4];
+
+impl HopOut {
+    fn of(h: &NextHop) -> Self {
+        match h.resolve {
+            Resolve::Static => Self { port: h.port, dst_mac: Some(h.mac), via: None },
+            Resolve::Gateway(ip) => Self { port: h.port, dst_mac: None, via: Some(ip) },
+            Resolve::Direct => Self { port: h.port, dst_mac: None, via: Some(VIA_DESTINATION) },
+        }
+    }
+}
+
 /// The forwarder's tables, built from one route list (replaced whole on a route change).
 #[derive(Debug)]
 pub struct L3Tables {
     lpm4: Lpm4,
     lpm6: Lpm6,
+    /// `config.next_hops`, as the data path writes them.
+    out: Vec<HopOut>,
     config: L3fwdConfig,
 }
 
@@ -323,7 +359,8 @@ impl L3Tables {
             lpm6.add(u128::from_be_bytes(r.prefix), r.len, r.next_hop)
                 .map_err(|e| route_error(e, Family::V6, index))?;
         }
-        Ok(Self { lpm4, lpm6, config: cfg })
+        let out = cfg.next_hops.iter().map(HopOut::of).collect();
+        Ok(Self { lpm4, lpm6, out, config: cfg })
     }
 
     /// The next hop for `addr`.
@@ -510,7 +547,7 @@ impl Nf for L3fwd {
                 IpAddr::V4(a) => t.lpm4.lookup(u32::from_be_bytes(a)),
                 IpAddr::V6(a) => t.lpm6.lookup(u128::from_be_bytes(a)),
             };
-            let Some(hop) = nh.and_then(|nh| t.config.next_hops.get(nh as usize)) else {
+            let Some(hop) = nh.and_then(|nh| t.out.get(nh as usize)) else {
                 self.counters.no_route += 1;
                 p.verdict = Verdict::Drop(DropReason::NoRoute);
                 continue;
@@ -526,12 +563,9 @@ impl Nf for L3fwd {
                 L3Kind::Ipv6 => self.counters.forwarded6 += 1,
             }
             p.verdict = Verdict::Forward(hop.port);
-            match hop.resolve {
-                Resolve::Static => p.dst_mac = Some(hop.mac),
-                Resolve::Gateway(ip) => p.via = Some(ip),
-                // IPv6 routes are static (validated).
-                Resolve::Direct => p.via = if let IpAddr::V4(a) = p.parsed.flow.dst { Some(a) } else { None },
-            }
+            // IPv6 routes are static (validated), so `via` is only ever set for IPv4.
+            p.dst_mac = hop.dst_mac;
+            p.via = hop.via;
         }
     }
 

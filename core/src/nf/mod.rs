@@ -122,12 +122,25 @@ pub struct Pkt {
     /// forwarder from its next hop).
     pub dst_mac: Option<[u8; 6]>,
     /// With `dst_mac` unset: the IPv4 neighbour whose MAC the egress finds in the neighbour
-    /// table (`crate::neigh`; set by the L3 forwarder for a gateway or a directly connected
-    /// destination).
+    /// table (`crate::neigh`; set by the L3 forwarder for a gateway, or
+    /// [`l3fwd::VIA_DESTINATION`] for a directly connected destination: the packet's own).
     pub via: Option<[u8; 4]>,
 }
 
 impl Pkt {
+    /// The neighbour a [`Pkt::via`] of `via` names: the gateway, or for
+    /// [`l3fwd::VIA_DESTINATION`] the packet's own IPv4 destination.
+    #[inline]
+    pub fn neighbour(&self, via: [u8; 4]) -> [u8; 4] {
+        if via != l3fwd::VIA_DESTINATION {
+            return via;
+        }
+        match &self.parsed.flow.dst {
+            IpAddr::V4(d) => *d,
+            IpAddr::V6(_) => via,
+        }
+    }
+
     /// Whether the packet is still to be forwarded.
     pub fn alive(&self) -> bool {
         matches!(self.verdict, Verdict::Forward(_))
@@ -428,9 +441,9 @@ impl Chain {
     }
 
     /// One frame received on `port` at `now` with its parse result: into the chain's batch
-    /// if it parsed (answered in place if it is addressed to the dataplane, with a router),
-    /// else dropped by reason, taken as a control frame (into `commands`) or, with a router,
-    /// handled as ARP.
+    /// if it parsed, else dropped by reason, taken as a control frame (into `commands`) or,
+    /// with a router, handled as ARP (a reply joins the batch). Packets addressed to the
+    /// dataplane are answered when the batch runs ([`Chain::run_admitted`]).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn admit(
@@ -447,7 +460,7 @@ impl Chain {
             Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
             Ok(parsed) => {
                 let default_out = (PORTS - 1 - port) as u8;
-                let mut pkt = Pkt {
+                let pkt = Pkt {
                     buf: b,
                     parsed,
                     ingress: port as u8,
@@ -455,9 +468,6 @@ impl Chain {
                     dst_mac: None,
                     via: None,
                 };
-                if let Some(r) = &mut self.router {
-                    Self::local(r, pool, &mut pkt);
-                }
                 if let Err(p) = self.batch.push(pkt) {
                     // Cannot happen: a batch never holds more than BATCH_SIZE frames.
                     Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
@@ -469,6 +479,18 @@ impl Chain {
                 self.arp(port, pool, counters, b, now)
             }
             Err(e) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
+        }
+    }
+
+    /// With a router, before the NFs: every admitted packet addressed to one of the
+    /// dataplane's own addresses is answered ([`Chain::local`]). Without one: one branch per
+    /// batch.
+    #[inline]
+    fn answer_local(&mut self, pool: &mut Pool<'_>) {
+        if let Some(r) = &mut self.router {
+            for p in self.batch.pkts_mut().iter_mut().filter(|p| p.alive()) {
+                Self::local(r, pool, p);
+            }
         }
     }
 
@@ -530,6 +552,7 @@ impl Chain {
         if !self.batch.is_empty() {
             self.record_meter(now);
         }
+        self.answer_local(pool);
         self.run_tail(0, pool, out, counters, now);
     }
 
@@ -572,6 +595,7 @@ impl Chain {
             return;
         }
         self.record_meter(now);
+        self.answer_local(pool);
         self.run_nfs(pool, 0, k, now);
         if let Some(r) = &mut self.router {
             r.begin_batch();
@@ -580,10 +604,12 @@ impl Chain {
             match (p.verdict, p.dst_mac, p.via) {
                 (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
                 // The tail's core holds no lane to queue on: only a cached neighbour goes.
-                (Verdict::Forward(to), None, Some(ip)) => match self.router.as_ref().and_then(|r| r.lookup(ip, to)) {
-                    Some(mac) => hand(pool, p.buf, to, Some(mac)),
-                    None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
-                },
+                (Verdict::Forward(to), None, Some(via)) => {
+                    match self.router.as_ref().and_then(|r| r.lookup(p.neighbour(via), to)) {
+                        Some(mac) => hand(pool, p.buf, to, Some(mac)),
+                        None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
+                    }
+                }
                 (Verdict::Forward(to) | Verdict::Reply(to), ..) => hand(pool, p.buf, to, p.dst_mac),
             }
         }
@@ -747,32 +773,67 @@ impl Chain {
     /// in the worker's cache takes the slow path ([`Router::miss`]): the frame may wait for
     /// its answer.
     fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
-        if let Some(r) = &mut self.router {
-            r.begin_batch();
-        }
         let egress = &self.egress;
-        for p in self.batch.pkts() {
-            match (p.verdict, p.dst_mac, p.via, &mut self.router) {
-                (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
-                (Verdict::Forward(to), None, Some(ip), Some(r)) => match r.lookup(ip, to) {
-                    Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac)),
-                    None => {
-                        let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
-                        match r.miss(pool, p.buf, ip, to, now, &mut emit) {
-                            Miss::Send(mac) => {
-                                Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac))
-                            }
-                            Miss::Queued => {}
-                            Miss::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
-                        }
+        // Without a router the loop is what it always was: decided once per batch.
+        let Some(r) = &mut self.router else {
+            for p in self.batch.pkts() {
+                match p.verdict {
+                    Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+                    Verdict::Forward(to) | Verdict::Reply(to) => {
+                        Self::send(egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
                     }
-                },
-                (Verdict::Forward(to) | Verdict::Reply(to), ..) => {
-                    Self::send(egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
                 }
             }
+            self.batch.clear();
+            return;
+        };
+        r.begin_batch();
+        for p in self.batch.pkts() {
+            let to = match p.verdict {
+                Verdict::Drop(reason) => {
+                    Self::drop_frame(pool, counters, p.buf, reason);
+                    continue;
+                }
+                Verdict::Forward(to) | Verdict::Reply(to) => to,
+            };
+            // A static next hop (or none) is `via: None`: one check.
+            let dst = match p.via {
+                Some(via) if p.dst_mac.is_none() => match r.lookup(p.neighbour(via), to) {
+                    Some(mac) => Some(mac),
+                    None => {
+                        Self::egress_miss(egress, r, pool, out, counters, p, to, now);
+                        continue;
+                    }
+                },
+                _ => p.dst_mac,
+            };
+            Self::send(egress, pool, out, counters, p.buf, usize::from(to), dst);
         }
         self.batch.clear();
+    }
+
+    /// A packet whose neighbour is not in the worker's cache: the table's slow path (it may
+    /// send it, keep it waiting, or drop it).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn egress_miss(
+        egress: &Egress,
+        r: &mut Router,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        to: u8,
+        now: Instant,
+    ) {
+        let ip = p.via.map_or([0; 4], |v| p.neighbour(v));
+        let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
+        match r.miss(pool, p.buf, ip, to, now, &mut emit) {
+            Miss::Send(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac)),
+            Miss::Queued => {}
+            Miss::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+        }
     }
 
     /// What the neighbour table asks of a frame: send it (a request it made counts as
