@@ -480,7 +480,7 @@ impl Accounting {
             return;
         };
         let pkt =
-            Pkt { buf: b, parsed, ingress: exp.port, verdict: Verdict::Forward(exp.port), dst_mac: None, via: None };
+            Pkt { buf: b, parsed, ingress: exp.port, verdict: Verdict::Forward(exp.port), dst: crate::nf::Dst::Peer };
         if let Err(p) = batch.push(pkt) {
             let _ = pool.free(p.buf);
             self.requeue(&recs);

@@ -7,10 +7,10 @@
 //!   64 MiB of first level and is for images with the memory to spare.
 //! - A route names a next hop by index into [`L3fwdConfig::next_hops`]; a next hop is an
 //!   egress port and the MAC of the neighbour behind it, given ([`Resolve::Static`]: the
-//!   packet leaves with `Verdict::Forward(port)` and `Pkt::dst_mac = mac`, the chain writes
+//!   packet leaves with `Verdict::Forward(port)` and `Pkt::dst = Dst::Mac(mac)`, the chain writes
 //!   the source MAC) or found in the neighbour table (`crate::neigh`) by the chain's egress:
 //!   a gateway's address ([`Resolve::Gateway`]) or, directly connected, the packet's own
-//!   destination ([`Resolve::Direct`]), in `Pkt::via`. A static next hop costs what it
+//!   destination ([`Resolve::Direct`]), in `Pkt::dst` (`Dst::Via`). A static next hop costs what it
 //!   always did; a resolved one costs the egress one cache lookup when the neighbour is
 //!   known.
 //! - Order of checks per packet (as Linux's `ip_forward` does it): route first — no route is
@@ -31,7 +31,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, Verdict};
+use super::{Dst, Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::Pool;
 use crate::checksum;
 use crate::drops::DropReason;
@@ -308,27 +308,25 @@ impl L3fwdConfig {
     }
 }
 
-/// What a next hop writes into a packet, precomputed so that the per-packet step is two
-/// stores whatever the kind of next hop ([`Resolve`]).
+/// What a next hop writes into a packet, precomputed so that the per-packet step is one
+/// store whatever the kind of next hop ([`Resolve`]).
 #[derive(Debug, Clone, Copy)]
 struct HopOut {
     port: u8,
-    /// `Pkt::dst_mac`: the MAC of a static next hop.
-    dst_mac: Option<[u8; 6]>,
-    /// `Pkt::via`: a gateway, or [`VIA_DESTINATION`] for a directly connected route.
-    via: Option<[u8; 4]>,
+    /// `Pkt::dst`: the MAC of a static next hop, or the neighbour to resolve.
+    dst: Dst,
 }
 
-/// `Pkt::via` of a directly connected route: the neighbour is the packet's own destination
+/// `Dst::Via` of a directly connected route: the neighbour is the packet's own destination
 /// (the chain's egress reads it; 0.0.0.0 is never a gateway, `validate` refuses it).
 pub const VIA_DESTINATION: [u8; 4] = [0; 4];
 
 impl HopOut {
     fn of(h: &NextHop) -> Self {
         match h.resolve {
-            Resolve::Static => Self { port: h.port, dst_mac: Some(h.mac), via: None },
-            Resolve::Gateway(ip) => Self { port: h.port, dst_mac: None, via: Some(ip) },
-            Resolve::Direct => Self { port: h.port, dst_mac: None, via: Some(VIA_DESTINATION) },
+            Resolve::Static => Self { port: h.port, dst: Dst::Mac(h.mac) },
+            Resolve::Gateway(ip) => Self { port: h.port, dst: Dst::Via(ip) },
+            Resolve::Direct => Self { port: h.port, dst: Dst::Via(VIA_DESTINATION) },
         }
     }
 }
@@ -563,9 +561,8 @@ impl Nf for L3fwd {
                 L3Kind::Ipv6 => self.counters.forwarded6 += 1,
             }
             p.verdict = Verdict::Forward(hop.port);
-            // IPv6 routes are static (validated), so `via` is only ever set for IPv4.
-            p.dst_mac = hop.dst_mac;
-            p.via = hop.via;
+            // IPv6 routes are static (validated), so `Dst::Via` is only ever set for IPv4.
+            p.dst = hop.dst;
         }
     }
 

@@ -57,7 +57,7 @@
 //! [`crate::neigh::Router`]: [`Chain::admit`] answers an ARP request for a port's address and
 //! an ICMP echo request to any of them in place, as a packet with [`Verdict::Reply`] that no
 //! NF sees and that leaves by its ingress port; ARP it learns from is consumed (`ctl`). The
-//! egress resolves [`Pkt::via`] (the L3 forwarder's gateway or directly connected next hops)
+//! egress resolves [`Dst::Via`] (the L3 forwarder's gateway or directly connected next hops)
 //! through the worker's cache of the neighbour table; a miss hands the frame to the table
 //! to wait for the answer, and [`Stage::idle`] sends what waited on this lane once it came.
 //! A chain without addresses pays one `Option` check per batch for all of this.
@@ -103,7 +103,7 @@ pub enum Verdict {
     Drop(DropReason),
     /// Send it out of this port as it is, past every NF: a reply the chain built in place
     /// from a frame addressed to the dataplane itself (ARP, ICMP echo; `crate::neigh`),
-    /// to [`Pkt::dst_mac`].
+    /// to its [`Pkt::dst`].
     Reply(u8),
 }
 
@@ -118,17 +118,34 @@ pub struct Pkt {
     pub ingress: u8,
     /// What happens to it.
     pub verdict: Verdict,
-    /// Destination MAC to write at egress instead of the port's peer (set by the L3
-    /// forwarder from its next hop).
-    pub dst_mac: Option<[u8; 6]>,
-    /// With `dst_mac` unset: the IPv4 neighbour whose MAC the egress finds in the neighbour
-    /// table (`crate::neigh`; set by the L3 forwarder for a gateway, or
-    /// [`l3fwd::VIA_DESTINATION`] for a directly connected destination: the packet's own).
-    pub via: Option<[u8; 4]>,
+    /// Its destination MAC at egress: the port's peer unless an NF chose one (the L3
+    /// forwarder's next hop) or a neighbour to look up.
+    pub dst: Dst,
+}
+
+/// Where a packet's destination MAC comes from at egress (7 bytes: a packet carries one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Dst {
+    /// The egress port's peer (`Egress::peer_mac`).
+    Peer,
+    /// This MAC (an NF's choice: a static next hop, the sender of a request answered).
+    Mac([u8; 6]),
+    /// The MAC of this IPv4 neighbour, from the neighbour table (`crate::neigh`; set by the
+    /// L3 forwarder for a gateway, or [`l3fwd::VIA_DESTINATION`] for a directly connected
+    /// destination: the packet's own). A chain without addresses sends it to the peer.
+    Via([u8; 4]),
+}
+
+impl Dst {
+    /// The MAC an NF chose, if it chose one.
+    pub fn mac(self) -> Option<[u8; 6]> {
+        if let Dst::Mac(m) = self { Some(m) } else { None }
+    }
 }
 
 impl Pkt {
-    /// The neighbour a [`Pkt::via`] of `via` names: the gateway, or for
+    /// The neighbour a [`Dst::Via`] of `via` names: the gateway, or for
     /// [`l3fwd::VIA_DESTINATION`] the packet's own IPv4 destination.
     #[inline]
     pub fn neighbour(&self, via: [u8; 4]) -> [u8; 4] {
@@ -372,7 +389,7 @@ impl Chain {
     }
 
     /// Gives the chain the ports' addresses and the neighbour table: it answers ARP and ICMP
-    /// echo for its addresses and resolves [`Pkt::via`] at egress (`crate::neigh`).
+    /// echo for its addresses and resolves [`Dst::Via`] at egress (`crate::neigh`).
     pub fn set_router(&mut self, router: Option<Router>) {
         self.router = router;
     }
@@ -460,14 +477,8 @@ impl Chain {
             Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
             Ok(parsed) => {
                 let default_out = (PORTS - 1 - port) as u8;
-                let pkt = Pkt {
-                    buf: b,
-                    parsed,
-                    ingress: port as u8,
-                    verdict: Verdict::Forward(default_out),
-                    dst_mac: None,
-                    via: None,
-                };
+                let pkt =
+                    Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst: Dst::Peer };
                 if let Err(p) = self.batch.push(pkt) {
                     // Cannot happen: a batch never holds more than BATCH_SIZE frames.
                     Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
@@ -513,7 +524,7 @@ impl Chain {
         match (echo, src) {
             (true, Some(src)) => {
                 r.count_echo();
-                p.dst_mac = Some(src);
+                p.dst = Dst::Mac(src);
                 p.verdict = Verdict::Reply(p.ingress);
             }
             _ => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
@@ -531,8 +542,7 @@ impl Chain {
                     parsed: link_only(),
                     ingress: port as u8,
                     verdict: Verdict::Reply(port as u8),
-                    dst_mac: Some(to),
-                    via: None,
+                    dst: Dst::Mac(to),
                 };
                 if let Err(p) = self.batch.push(pkt) {
                     Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
@@ -601,16 +611,16 @@ impl Chain {
             r.begin_batch();
         }
         for p in self.batch.pkts() {
-            match (p.verdict, p.dst_mac, p.via) {
+            match (p.verdict, p.dst) {
                 (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
                 // The tail's core holds no lane to queue on: only a cached neighbour goes.
-                (Verdict::Forward(to), None, Some(via)) => {
+                (Verdict::Forward(to), Dst::Via(via)) => {
                     match self.router.as_ref().and_then(|r| r.lookup(p.neighbour(via), to)) {
                         Some(mac) => hand(pool, p.buf, to, Some(mac)),
                         None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
                     }
                 }
-                (Verdict::Forward(to) | Verdict::Reply(to), ..) => hand(pool, p.buf, to, p.dst_mac),
+                (Verdict::Forward(to) | Verdict::Reply(to), dst) => hand(pool, p.buf, to, dst.mac()),
             }
         }
         self.batch.clear();
@@ -634,7 +644,8 @@ impl Chain {
             Err(e) => return Self::drop_frame(pool, counters, b, e.into()),
         };
         let dst_mac = dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
-        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst_mac, via: None };
+        let dst = dst_mac.map_or(Dst::Peer, Dst::Mac);
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst };
         if let Err(p) = self.batch.push(pkt) {
             Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
         }
@@ -768,7 +779,7 @@ impl Chain {
     }
 
     /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
-    /// hop, the neighbour [`Pkt::via`] names, or the port's peer as destination, the port's
+    /// hop, the neighbour [`Dst::Via`] names, or the port's peer as destination, the port's
     /// own MAC as source), drops and counts the rest, and empties the batch. A neighbour not
     /// in the worker's cache takes the slow path ([`Router::miss`]): the frame may wait for
     /// its answer.
@@ -780,7 +791,7 @@ impl Chain {
                 match p.verdict {
                     Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
                     Verdict::Forward(to) | Verdict::Reply(to) => {
-                        Self::send(egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
+                        Self::send(egress, pool, out, counters, p.buf, usize::from(to), p.dst.mac())
                     }
                 }
             }
@@ -796,16 +807,16 @@ impl Chain {
                 }
                 Verdict::Forward(to) | Verdict::Reply(to) => to,
             };
-            // A static next hop (or none) is `via: None`: one check.
-            let dst = match p.via {
-                Some(via) if p.dst_mac.is_none() => match r.lookup(p.neighbour(via), to) {
+            let dst = match p.dst {
+                Dst::Via(via) => match r.lookup(p.neighbour(via), to) {
                     Some(mac) => Some(mac),
                     None => {
                         Self::egress_miss(egress, r, pool, out, counters, p, to, now);
                         continue;
                     }
                 },
-                _ => p.dst_mac,
+                Dst::Mac(m) => Some(m),
+                Dst::Peer => None,
             };
             Self::send(egress, pool, out, counters, p.buf, usize::from(to), dst);
         }
@@ -827,7 +838,8 @@ impl Chain {
         to: u8,
         now: Instant,
     ) {
-        let ip = p.via.map_or([0; 4], |v| p.neighbour(v));
+        let Dst::Via(via) = p.dst else { return Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved) };
+        let ip = p.neighbour(via);
         let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
         match r.miss(pool, p.buf, ip, to, now, &mut emit) {
             Miss::Send(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac)),

@@ -183,8 +183,7 @@ pub fn run(nf: &mut dyn Nf, frames: &[Vec<u8>], ingress: u8, now: Instant) -> Ve
                 parsed,
                 ingress,
                 verdict: Verdict::Forward(1 - ingress.min(1)),
-                dst_mac: None,
-                via: None,
+                dst: crate::nf::Dst::Peer,
             };
             batch.push(pkt).unwrap();
         }

@@ -293,7 +293,13 @@ fn run_nf(nf: &mut Encrypt, frames: &[Vec<u8>]) -> Vec<Verdict> {
         pool.frame_mut(b).copy_from_slice(f);
         let parsed = parse(f).unwrap();
         batch
-            .push(crate::nf::Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst_mac: None, via: None })
+            .push(crate::nf::Pkt {
+                buf: b,
+                parsed,
+                ingress: 0,
+                verdict: Verdict::Forward(1),
+                dst: crate::nf::Dst::Peer,
+            })
             .unwrap();
     }
     nf.process(&NfCtx { now: Instant(1) }, &mut pool, &mut batch);

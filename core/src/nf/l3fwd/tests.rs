@@ -21,10 +21,12 @@ fn run(nf: &mut dyn Nf, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, Verdict, Option<[u8
         pool.set_len(b, f.len()).unwrap();
         pool.frame_mut(b).copy_from_slice(f);
         let parsed = crate::parse::parse(f).unwrap();
-        batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst_mac: None, via: None }).unwrap();
+        batch
+            .push(Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst: crate::nf::Dst::Peer })
+            .unwrap();
     }
     nf.process(&NfCtx { now: Instant(1) }, &mut pool, &mut batch);
-    batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst_mac)).collect()
+    batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst.mac())).collect()
 }
 
 fn v4_frame(dst: [u8; 4], ttl: u8, options: &[u8]) -> Vec<u8> {
@@ -144,7 +146,7 @@ fn dead_packets_are_left_alone() {
     let mut batch = NfBatch::new();
     let parsed = crate::parse::parse(&frame).unwrap();
     let dead = Verdict::Drop(DropReason::AclDeny);
-    batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: dead, dst_mac: None, via: None }).unwrap();
+    batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: dead, dst: crate::nf::Dst::Peer }).unwrap();
     f.process(&NfCtx { now: Instant(0) }, &mut pool, &mut batch);
     assert_eq!(batch.pkts()[0].verdict, dead);
     assert_eq!(pool.frame(b), &frame[..]);
