@@ -4,14 +4,18 @@
 
 use std::vec::Vec;
 
+use super::arp::Arp;
 use super::*;
 use crate::buf::{BUF_SIZE, Batch, Pool};
+use crate::drops::DropReason;
 use crate::nf::Egress;
 use crate::nf::config::ChainSpec;
 use crate::nf::testkit::frame;
 use crate::parse::IpAddr;
 use crate::stage::{Stage, StageCounters};
+use crate::time::Instant;
 use crate::time::TickRate;
+use alloc::sync::Arc;
 
 const OWN: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]];
 const HOST_A: [u8; 6] = [2, 0xaa, 0, 0, 0, 1];
