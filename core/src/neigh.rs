@@ -16,8 +16,11 @@
 //! failed ones are removed after `stale` more; incomplete ones are asked again every
 //! `retrans` until they fail.
 //!
-//! An incomplete entry holds up to [`QUEUE`] frames waiting for the answer (full →
-//! [`DropReason::NeighQueueFull`](crate::drops::DropReason::NeighQueueFull)). A frame's buffer belongs to the pool of the lane it was
+//! An incomplete entry holds up to [`QUEUE`] frames waiting for the answer, and the table
+//! at most [`NeighConfig::max_waiting`] in all (full →
+//! [`DropReason::NeighQueueFull`](crate::drops::DropReason::NeighQueueFull)): a flood of
+//! frames to addresses nobody answers pins at most that many of a lane's buffers, for at
+//! most `probes × retrans`. A frame's buffer belongs to the pool of the lane it was
 //! received on and must leave through that lane (the pool and rings are the lane's; see
 //! `crate::sync::Guarded`), so every waiting frame carries its lane, and only a worker that
 //! holds that lane sends or frees it ([`Router::housekeep`]); `ready` has a bit per lane
@@ -102,10 +105,13 @@ pub struct NeighConfig {
     pub retrans: Duration,
     /// Requests sent before an entry fails.
     pub probes: u8,
+    /// Frames waiting for an answer over the whole table (each holds a lane's buffer; at
+    /// most [`QUEUE`] per neighbour).
+    pub max_waiting: usize,
 }
 
 impl Default for NeighConfig {
-    /// No addresses; 256 entries; reachable 30 s, stale 60 s, retransmit 1 s, 3 probes, in
+    /// No addresses; 256 entries, 64 frames waiting at most; reachable 30 s, stale 60 s, retransmit 1 s, 3 probes, in
     /// ticks of a 1 GHz clock until the chain build converts the milliseconds.
     fn default() -> Self {
         Self {
@@ -116,6 +122,7 @@ impl Default for NeighConfig {
             stale: Duration(60_000_000_000),
             retrans: Duration(1_000_000_000),
             probes: 3,
+            max_waiting: 64,
         }
     }
 }
@@ -155,6 +162,8 @@ pub enum NeighConfigError {
     Capacity,
     /// `probes` is zero.
     Probes,
+    /// `max_waiting` is zero.
+    MaxWaiting,
 }
 
 impl fmt::Display for NeighConfigError {
@@ -171,6 +180,7 @@ impl fmt::Display for NeighConfigError {
             Self::StaticBad { index } => write!(f, "neigh.static[{index}]: address given twice, or a group MAC"),
             Self::Capacity => f.write_str("neigh.capacity: zero, or fewer than the static neighbours"),
             Self::Probes => f.write_str("neigh.probes: zero"),
+            Self::MaxWaiting => f.write_str("neigh.max_waiting: zero"),
         }
     }
 }
@@ -209,6 +219,9 @@ impl NeighConfig {
         }
         if self.probes == 0 {
             return Err(NeighConfigError::Probes);
+        }
+        if self.max_waiting == 0 {
+            return Err(NeighConfigError::MaxWaiting);
         }
         Ok(())
     }

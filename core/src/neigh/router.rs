@@ -7,7 +7,7 @@ use core::fmt;
 use core::sync::atomic::Ordering;
 
 use super::arp::{self, Arp};
-use super::table::{Entry, Waiting};
+use super::table::{Entry, Table, Waiting};
 use super::{NeighShared, State};
 use crate::buf::{HEADROOM, PacketBuf, Pool};
 use crate::drops::DropReason;
@@ -235,16 +235,19 @@ impl Router {
                 t.entries.len() - 1
             }
         };
-        let Some(e) = t.entries.get_mut(i) else { return Miss::Drop(DropReason::NeighUnresolved) };
+        let Table { entries, waiting } = &mut *t;
+        let Some(e) = entries.get_mut(i) else { return Miss::Drop(DropReason::NeighUnresolved) };
         let retrans = shared.cfg.retrans;
         let due = e.probes == 0 || now.saturating_since(e.since) >= retrans;
         // A failed neighbour is asked again at most once per `retrans`.
         if e.state == State::Failed && !due {
             return Miss::Drop(DropReason::NeighUnresolved);
         }
-        if e.queue.push(Waiting { lane, buf }).is_err() {
+        // Bounded per neighbour and over the table: waiting frames hold a lane's buffers.
+        if *waiting >= shared.cfg.max_waiting || e.queue.push(Waiting { lane, buf }).is_err() {
             return Miss::Drop(DropReason::NeighQueueFull);
         }
+        *waiting += 1;
         self.counters.queued += 1;
         if e.state == State::Failed {
             (e.state, e.probes) = (State::Incomplete, 0);
@@ -326,7 +329,8 @@ impl Router {
         if shared.ready.load(Ordering::Acquire) & bit != 0 {
             shared.ready.fetch_and(!bit, Ordering::AcqRel);
             let mut t = shared.table.lock();
-            for e in t.entries.iter_mut().filter(|e| e.state != State::Incomplete) {
+            let Table { entries, waiting } = &mut *t;
+            for e in entries.iter_mut().filter(|e| e.state != State::Incomplete) {
                 let mac = e.state.usable().then_some(e.mac);
                 let port = e.port;
                 let mut other = 0u64;
@@ -335,6 +339,7 @@ impl Router {
                         other |= 1 << (w.lane % 64);
                         return true;
                     }
+                    *waiting = waiting.saturating_sub(1);
                     match mac {
                         Some(mac) => {
                             self.counters.dequeued += 1;

@@ -48,6 +48,8 @@ pub struct NeighView {
 #[derive(Debug)]
 pub(super) struct Table {
     pub(super) entries: Vec<Entry>,
+    /// Frames waiting over every entry (at most `NeighConfig::max_waiting`).
+    pub(super) waiting: usize,
 }
 
 impl Table {
@@ -99,7 +101,7 @@ impl NeighShared {
         Ok(Self {
             cfg: cfg.clone(),
             own_mac,
-            table: spin::Mutex::new(Table { entries }),
+            table: spin::Mutex::new(Table { entries, waiting: 0 }),
             next_age: AtomicU64::new(0),
             own_filter: cfg.addrs.iter().fold(0, |f, a| f | filter_bit(a.addr)),
             generation: AtomicU64::new(0),

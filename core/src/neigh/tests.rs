@@ -271,6 +271,25 @@ fn a_full_table_refuses_new_neighbours_and_counts() {
 }
 
 #[test]
+fn frames_waiting_over_the_whole_table_are_bounded() {
+    let (mut chain, n) = build("neigh.max_waiting=3\n");
+    let mut mem = std::vec![0u8; 64 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+    // Five unknown neighbours, one frame each: three wait, two are dropped; five are asked.
+    let frames: Vec<Vec<u8>> = (2..7).map(|i| udp([10, 0, 0, 2], [10, 0, 1, i])).collect();
+    let o = step(&mut chain, &mut pool, &frames, 0, 0);
+    assert_eq!(o.c.drops_for(DropReason::NeighQueueFull), 2);
+    assert_eq!(n.entries().iter().map(|e| e.queued).sum::<usize>(), 3);
+    assert_eq!(pool.in_use(), 3);
+    // One answer frees its frame and its place.
+    let reply = arp_frame(arp::OP_REPLY, HOST_B, [10, 0, 1, 2], OWN[1], [10, 0, 1, 1]);
+    assert_eq!(step(&mut chain, &mut pool, &[reply], 1, 1).sent[1].len(), 1);
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [10, 0, 1, 9])], 0, 2);
+    assert_eq!(o.c.drops_for(DropReason::NeighQueueFull), 0);
+    assert_eq!(pool.in_use(), 3);
+}
+
+#[test]
 fn bad_configuration_names_the_record() {
     let bad = |extra: &str| {
         ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()

@@ -485,6 +485,7 @@ fn emit_neigh(
         &[
             ("capacity", n.capacity.as_ref()),
             ("probes", n.probes.as_ref()),
+            ("max_waiting", n.max_waiting.as_ref()),
             ("reachable_ms", n.reachable_ms.as_ref()),
             ("stale_ms", n.stale_ms.as_ref()),
             ("retrans_ms", n.retrans_ms.as_ref()),

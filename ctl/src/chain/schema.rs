@@ -63,6 +63,7 @@
 //! [neigh]                               # every field optional
 //! capacity = 256                        # entries, static ones included
 //! probes = 3                            # requests before an entry fails
+//! max_waiting = 64                      # frames waiting for answers, over the table
 //! reachable_ms = 30000                  # then stale; removed after stale_ms more
 //! stale_ms = 60000
 //! retrans_ms = 1000                     # between two requests for one address
@@ -114,6 +115,7 @@ pub struct PortAddrTable {
 pub struct NeighTable {
     pub capacity: Option<Spanned<u64>>,
     pub probes: Option<Spanned<u64>>,
+    pub max_waiting: Option<Spanned<u64>>,
     pub reachable_ms: Option<Spanned<u64>>,
     pub stale_ms: Option<Spanned<u64>>,
     pub retrans_ms: Option<Spanned<u64>>,

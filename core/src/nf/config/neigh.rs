@@ -7,6 +7,7 @@
 //! | `neigh.static` | `port:N,ip:IPv4,mac:MAC` (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |
 //! | `neigh.probes` | requests before an entry fails (default 3) |
+//! | `neigh.max_waiting` | frames waiting for answers over the whole table (default 64) |
 //! | `neigh.reachable_ms`, `neigh.stale_ms`, `neigh.retrans_ms` | reachable (30 000), stale until removed (60 000), between two requests (1 000) |
 //!
 //! Any of them gives the chain a neighbour table: it answers ARP and ICMP echo for its
@@ -33,17 +34,19 @@ pub struct NeighSpec {
     /// The line of `neigh.capacity` / `neigh.probes`, once given.
     capacity: Option<usize>,
     probes: Option<usize>,
+    max_waiting: Option<usize>,
     /// The line of each `port.addr` and `neigh.static` record.
     addr_lines: Vec<usize>,
     static_lines: Vec<usize>,
 }
 
 /// The keys of this section.
-pub(crate) const KEYS: [&str; 7] = [
+pub(crate) const KEYS: [&str; 8] = [
     "port.addr",
     "neigh.static",
     "neigh.capacity",
     "neigh.probes",
+    "neigh.max_waiting",
     "neigh.reachable_ms",
     "neigh.stale_ms",
     "neigh.retrans_ms",
@@ -94,6 +97,10 @@ impl NeighSpec {
                 let n = values::u16_dec(value).ok().and_then(|n| u8::try_from(n).ok());
                 self.cfg.probes = n.ok_or(Fail::value("an integer 1..=255"))?;
             }
+            "neigh.max_waiting" => {
+                once(&mut self.max_waiting, line)?;
+                self.cfg.max_waiting = values::usize_dec(value).map_err(Fail::value)?;
+            }
             "neigh.reachable_ms" => timeout_ms(&mut self.reachable_ms, value)?,
             "neigh.stale_ms" => timeout_ms(&mut self.stale_ms, value)?,
             _ => timeout_ms(&mut self.retrans_ms, value)?,
@@ -114,6 +121,7 @@ impl NeighSpec {
                 }
                 NeighConfigError::Capacity => self.capacity.map(|l| (l, "neigh.capacity")),
                 NeighConfigError::Probes => self.probes.map(|l| (l, "neigh.probes")),
+                NeighConfigError::MaxWaiting => self.max_waiting.map(|l| (l, "neigh.max_waiting")),
             };
             (at, Fail { field: None, kind: SpecErrorKind::Neigh(e) })
         })
