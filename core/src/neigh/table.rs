@@ -135,6 +135,11 @@ impl NeighShared {
         self.cfg.addrs.iter().filter(on).find(same).or_else(|| self.cfg.addrs.iter().find(on)).map(|a| a.addr)
     }
 
+    /// Frames waiting for an answer, over the table (takes the lock).
+    pub fn waiting(&self) -> usize {
+        self.table.lock().waiting
+    }
+
     /// Every entry, for a listing (takes the lock).
     pub fn entries(&self) -> Vec<NeighView> {
         let t = self.table.lock();
