@@ -38,7 +38,11 @@
 //! per-worker caches asks once and keeps the common path lock-free. The mutex is not modelled
 //! under loom (it holds no lock-free protocol of its own; `spin::Mutex` is).
 //!
-//! Limitations (issue 27, later milestones): IPv4 only; untagged frames only; a stale entry
+//! IPv6 (`nd`): solicitations for the ports' IPv6 addresses and echo requests to them are
+//! answered in place; nothing is learned from them.
+//!
+//! Limitations (issue 27, later milestones): IPv4 only in the table (IPv6 next hops are
+//! static); untagged frames only; a stale entry
 //! is used until removed (no unicast probe of a neighbour in use — hosts that talk through
 //! the dataplane re-ask for its address and refresh it); a NetBlaze auxiliary core has no
 //! lane, so a miss there drops the frame ([`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)).
@@ -51,6 +55,7 @@ use crate::time::Duration;
 
 pub mod arp;
 pub mod echo;
+pub mod nd;
 mod router;
 mod table;
 
@@ -74,6 +79,19 @@ pub struct PortAddr {
     pub len: u8,
 }
 
+/// An IPv6 address of one of the dataplane's ports: `addr/len` on `port` (answered: neighbour
+/// solicitations and echo requests, [`nd`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PortAddr6 {
+    /// The port.
+    pub port: u8,
+    /// The address.
+    pub addr: [u8; 16],
+    /// The prefix length of the subnet on the port, 1..=128.
+    pub len: u8,
+}
+
 /// A neighbour given in the configuration (never aged, never replaced by ARP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -92,6 +110,8 @@ pub struct StaticNeigh {
 pub struct NeighConfig {
     /// The ports' own addresses.
     pub addrs: Vec<PortAddr>,
+    /// The ports' own IPv6 addresses.
+    pub addrs6: Vec<PortAddr6>,
     /// Static neighbours.
     pub statics: Vec<StaticNeigh>,
     /// Most entries (static ones included).
@@ -116,6 +136,7 @@ impl Default for NeighConfig {
     fn default() -> Self {
         Self {
             addrs: Vec::new(),
+            addrs6: Vec::new(),
             statics: Vec::new(),
             capacity: crate::miri_or(256, 16),
             reachable: Duration(30_000_000_000),
@@ -164,6 +185,12 @@ pub enum NeighConfigError {
     Probes,
     /// `max_waiting` is zero.
     MaxWaiting,
+    /// `addrs6[index]`: port out of range, prefix length not 1..=128, a multicast,
+    /// unspecified or loopback address, more than [`MAX_ADDRS`] on the port, or given twice.
+    Addr6 {
+        /// The address.
+        index: usize,
+    },
 }
 
 impl fmt::Display for NeighConfigError {
@@ -181,6 +208,11 @@ impl fmt::Display for NeighConfigError {
             Self::Capacity => f.write_str("neigh.capacity: zero, or fewer than the static neighbours"),
             Self::Probes => f.write_str("neigh.probes: zero"),
             Self::MaxWaiting => f.write_str("neigh.max_waiting: zero"),
+            Self::Addr6 { index } => write!(
+                f,
+                "port.addr (IPv6) [{index}]: port or prefix length out of range, not a unicast address, \
+                 or too many on the port"
+            ),
         }
     }
 }
@@ -204,6 +236,14 @@ impl NeighConfig {
             let on_port = self.addrs.iter().take(index).filter(|b| b.port == a.port).count();
             if on_port >= MAX_ADDRS || self.addrs.iter().take(index).any(|b| b.addr == a.addr) {
                 return Err(NeighConfigError::AddrCount { index });
+            }
+        }
+        for (index, a) in self.addrs6.iter().enumerate() {
+            let special = a.addr[0] == 0xff || a.addr == [0; 16] || u128::from_be_bytes(a.addr) == 1;
+            let on_port = self.addrs6.iter().take(index).filter(|b| b.port == a.port).count();
+            let twice = self.addrs6.iter().take(index).any(|b| b.addr == a.addr);
+            if usize::from(a.port) >= PORTS || !(1..=128).contains(&a.len) || special || on_port >= MAX_ADDRS || twice {
+                return Err(NeighConfigError::Addr6 { index });
             }
         }
         for (index, s) in self.statics.iter().enumerate() {

@@ -11,7 +11,9 @@
 //!
 //! The hosts' kernels ask for their gateway with ARP (Cadence answers in place), Cadence asks
 //! for host B when A's first echo request arrives (the request waits in the neighbour table
-//! until B answers), and `ping` must succeed across and to Cadence's own addresses. Bad
+//! until B answers), and `ping` must succeed across and to Cadence's own addresses, and
+//! `ping -6` from host A (fd78::2/64) to Cadence's IPv6 address fd78::1 (host A solicits
+//! it: Cadence answers the neighbour solicitation and the echo requests). Bad
 //! input: a forged ARP reply nobody asked for (from host A's side, claiming 10.78.0.99) is
 //! ignored and counted, and makes no entry — Cadence still asks for 10.78.0.99 when host B
 //! pings it (seen on host A's link by a raw-socket listener).
@@ -31,6 +33,9 @@ const A: &str = "10.78.0.2";
 const B: &str = "10.78.1.2";
 const GW_A: &str = "10.78.0.1";
 const GW_B: &str = "10.78.1.1";
+/// Cadence's IPv6 address on port 0, and host A's.
+const GW_A6: &str = "fd78::1";
+const A6: &str = "fd78::2";
 /// An address on A's subnet nobody has; the forged reply claims it.
 const GHOST: &str = "10.78.0.99";
 
@@ -130,13 +135,19 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     for i in 0..2 {
         run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
     }
+    // Host A speaks IPv6 too: an address on Cadence's port-0 subnet (no duplicate address
+    // detection, so it is usable at once) and no neighbour entry for Cadence.
+    let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
+    run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
+    ip(&["-n", &na.0, "-6", "addr", "add", &format!("{A6}/64"), "dev", &veths.host[0], "nodad"])?;
 
     // The dataplane: the L3 forwarder alone, a chain file as a user writes it.
     let toml = out.join("router.toml");
     std::fs::write(
         &toml,
         "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
-         [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\n\
+         [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\
+         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n\n\
          [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
          [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
          [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n",
@@ -191,7 +202,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
 
     // Across, both ways, and to Cadence's own addresses (its far port's too).
     let mut failures = Vec::new();
-    for (ns, to) in [(&na.0, B), (&nb.0, A), (&na.0, GW_A), (&na.0, GW_B), (&nb.0, GW_B)] {
+    for (ns, to) in [(&na.0, B), (&nb.0, A), (&na.0, GW_A), (&na.0, GW_B), (&nb.0, GW_B), (&na.0, GW_A6)] {
         let o = ping(ns, to, 3)?;
         std::fs::write(out.join(format!("ping_{ns}_{to}.txt")), &o.stdout)?;
         if !o.status.success() {
@@ -250,9 +261,10 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(key("neigh_arp_replies")? >= 2, "{summary}");
     assert!(key("neigh_learned")? + key("neigh_resolved")? >= 2, "{summary}");
     assert!(key("neigh_arp_requests")? >= 2, "B, then the ghost: {summary}");
-    // 3 + 3 across, 3 + 3 + 3 to Cadence.
+    // 3 + 3 across, 3 + 3 + 3 to Cadence, 3 over IPv6 after one solicitation answered.
     assert!(key("l3fwd_forwarded4")? >= 6, "{summary}");
-    assert!(key("neigh_echo_replies")? >= 9, "{summary}");
+    assert!(key("neigh_echo_replies")? >= 12, "{summary}");
+    assert!(key("neigh_nd_adverts")? >= 1, "{summary}");
     // The forged reply: ignored and counted.
     assert!(key("neigh_arp_unsolicited")? >= 1 && key("drop_arp_unsolicited")? >= 1, "{summary}");
     Ok(())

@@ -38,8 +38,10 @@ pub struct NeighCounters {
     pub queued: u64,
     /// Queued frames sent once their neighbour answered.
     pub dequeued: u64,
-    /// ICMP echo requests to our addresses answered.
+    /// ICMP (and ICMPv6) echo requests to our addresses answered.
     pub echo_replies: u64,
+    /// IPv6 neighbour solicitations for our addresses answered.
+    pub nd_adverts: u64,
     /// No buffer for an ARP request.
     pub no_buf: u64,
 }
@@ -157,6 +159,30 @@ impl Router {
     #[inline]
     pub fn is_own(&self, ip: [u8; 4]) -> bool {
         self.shared.is_own(ip)
+    }
+
+    /// Whether `ip` is one of our IPv6 addresses or its solicited-node multicast address.
+    #[inline]
+    pub fn is_local6(&self, ip: &[u8; 16]) -> bool {
+        !self.shared.cfg.addrs6.is_empty() && self.shared.is_local6(ip)
+    }
+
+    /// The IPv6 packet at `ip` (ICMPv6 at `icmp`, `len` bytes) of `frame`, received on `port`
+    /// and addressed to us: a solicitation for one of the port's addresses or an echo
+    /// request becomes its answer in place (counted); `None` otherwise.
+    pub fn answer6(&mut self, frame: &mut [u8], ip: usize, icmp: usize, len: usize, port: u8) -> Option<[u8; 6]> {
+        let own_mac = *self.shared.own_mac.get(usize::from(port))?;
+        let shared = &self.shared;
+        match super::nd::reply_in_place(frame, ip, icmp, len, own_mac, |a| shared.owned_by6(port, a))? {
+            super::nd::Answer::Advertisement(to) => {
+                self.counters.nd_adverts += 1;
+                Some(to)
+            }
+            super::nd::Answer::EchoReply(to) => {
+                self.counters.echo_replies += 1;
+                Some(to)
+            }
+        }
     }
 
     /// Counts an ICMP echo answered.
@@ -412,7 +438,7 @@ impl Router {
             w,
             " neigh_learned={} neigh_updated={} neigh_resolved={} neigh_arp_replies={} neigh_arp_requests={} \
              neigh_arp_unsolicited={} neigh_table_full={} neigh_queued={} neigh_dequeued={} neigh_echo_replies={} \
-             neigh_no_buf={}",
+             neigh_no_buf={} neigh_nd_adverts={}",
             c.learned,
             c.updated,
             c.resolved,
@@ -423,7 +449,8 @@ impl Router {
             c.queued,
             c.dequeued,
             c.echo_replies,
-            c.no_buf
+            c.no_buf,
+            c.nd_adverts
         )
     }
 }

@@ -121,6 +121,17 @@ impl NeighShared {
         self.own_filter & filter_bit(ip) != 0 && self.cfg.addrs.iter().any(|a| a.addr == ip)
     }
 
+    /// Whether `ip` is one of the dataplane's IPv6 addresses, or the solicited-node multicast
+    /// address of one (where solicitations for it go).
+    pub fn is_local6(&self, ip: &[u8; 16]) -> bool {
+        self.cfg.addrs6.iter().any(|a| a.addr == *ip || super::nd::solicited_node(&a.addr) == *ip)
+    }
+
+    /// Whether `ip` is an IPv6 address of `port`.
+    pub(super) fn owned_by6(&self, port: u8, ip: &[u8; 16]) -> bool {
+        self.cfg.addrs6.iter().any(|a| a.port == port && a.addr == *ip)
+    }
+
     /// Whether `ip` is an address of `port`.
     pub(super) fn owned_by(&self, port: u8, ip: [u8; 4]) -> bool {
         self.cfg.addrs.iter().any(|a| a.port == port && a.addr == ip)

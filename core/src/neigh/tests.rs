@@ -290,6 +290,42 @@ fn frames_waiting_over_the_whole_table_are_bounded() {
 }
 
 #[test]
+fn an_ipv6_solicitation_for_our_address_is_answered_on_its_port_only() {
+    let (mut chain, _) = build("port.addr=port:0,addr:fd78::1/64\n");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let ours: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let host: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    let dst = nd::solicited_node(&ours);
+    let mut f = std::vec![0u8; 54 + 32];
+    f[..6].copy_from_slice(&[0x33, 0x33, 0xff, 0, 0, 1]);
+    f[6..12].copy_from_slice(&HOST_A);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..22].copy_from_slice(&[0, 32, 58, 255]);
+    f[22..38].copy_from_slice(&host);
+    f[38..54].copy_from_slice(&dst);
+    f[54] = 135;
+    f[62..78].copy_from_slice(&ours);
+    f[78..80].copy_from_slice(&[1, 1]);
+    f[80..86].copy_from_slice(&HOST_A);
+    let c = crate::checksum::l4_checksum_v6(&host, &dst, 58, &f[54..]);
+    f[56..58].copy_from_slice(&c.to_be_bytes());
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&f), 0, 1);
+    assert_eq!(o.sent[0].len(), 1, "the advertisement leaves by the ingress port");
+    let a = &o.sent[0][0];
+    assert_eq!((&a[..6], &a[6..12], a[54]), (&HOST_A[..], &OWN[0][..], 136));
+    assert_eq!((&a[22..38], &a[38..54], &a[80..86]), (&ours[..], &host[..], &OWN[0][..]));
+    // On the other port, where the address is not: not answered, dropped as for us.
+    let o = step(&mut chain, &mut pool, &[f], 1, 2);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::LocalUnsupported), 1);
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_nd_adverts=1"), "{text}");
+}
+
+#[test]
 fn bad_configuration_names_the_record() {
     let bad = |extra: &str| {
         ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()
@@ -303,6 +339,7 @@ fn bad_configuration_names_the_record() {
     assert!(
         bad("nf=l3fwd\nl3fwd.route=prefix:2001:db8::/32,port:1,via:direct\n").contains("IPv6 next hops need a mac")
     );
+    assert!(bad("port.addr=port:0,addr:ff02::1/64\n").contains("not a unicast address"));
     // /31 and /32 have no network or broadcast address.
     assert!(ChainSpec::parse("version=1\nport.addr=port:0,addr:10.0.0.0/31\n").is_ok());
 }

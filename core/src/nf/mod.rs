@@ -510,7 +510,10 @@ impl Chain {
     /// dropped as [`DropReason::LocalUnsupported`]. Other packets are left alone.
     #[inline]
     fn local(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt) {
-        let IpAddr::V4(dst) = p.parsed.flow.dst else { return };
+        let dst = match &p.parsed.flow.dst {
+            IpAddr::V4(d) => *d,
+            IpAddr::V6(d) => return Self::local6(r, pool, p, *d),
+        };
         if !r.is_own(dst) {
             return;
         }
@@ -528,6 +531,29 @@ impl Chain {
                 p.verdict = Verdict::Reply(p.ingress);
             }
             _ => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
+        }
+    }
+
+    /// [`Chain::local`] for IPv6: a neighbour solicitation for one of the ingress port's
+    /// addresses or an echo request to one of them is answered in place
+    /// ([`crate::neigh::nd`]); anything else to our addresses (or to their solicited-node
+    /// multicast addresses) is dropped as [`DropReason::LocalUnsupported`].
+    #[cold]
+    fn local6(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt, dst: [u8; 16]) {
+        if !r.is_local6(&dst) {
+            return;
+        }
+        let (ip, l4) = (usize::from(p.parsed.l3_offset), usize::from(p.parsed.l4_offset));
+        let len = (ip + usize::from(p.parsed.l3_len)).saturating_sub(l4);
+        let answer = (p.parsed.ip_proto == crate::neigh::nd::ICMPV6 && p.parsed.fragment == parse::Fragment::Whole)
+            .then(|| r.answer6(pool.frame_mut(p.buf), ip, l4, len, p.ingress))
+            .flatten();
+        match answer {
+            Some(to) => {
+                p.dst = Dst::Mac(to);
+                p.verdict = Verdict::Reply(p.ingress);
+            }
+            None => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `port.addr` | `port:N,addr:IPv4/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port) |
+//! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests) |
 //! | `neigh.static` | `port:N,ip:IPv4,mac:MAC` (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |
 //! | `neigh.probes` | requests before an entry fails (default 3) |
@@ -16,7 +16,7 @@
 use core::net::IpAddr as NetIp;
 
 use super::{Fail, SpecErrorKind, once, record, req, timeout_ms, values};
-use crate::neigh::{NeighConfig, NeighConfigError, PortAddr, StaticNeigh};
+use crate::neigh::{NeighConfig, NeighConfigError, PortAddr, PortAddr6, StaticNeigh};
 use crate::time::{Duration, TickRate};
 use alloc::vec::Vec;
 
@@ -38,6 +38,7 @@ pub struct NeighSpec {
     /// The line of each `port.addr` and `neigh.static` record.
     addr_lines: Vec<usize>,
     static_lines: Vec<usize>,
+    addr6_lines: Vec<usize>,
 }
 
 /// The keys of this section.
@@ -71,12 +72,21 @@ impl NeighSpec {
                 let [p, a] = record(value, ["port", "addr"])?;
                 let port = req("port", p, port)?;
                 let (addr, len) = req("addr", a, |s| {
-                    let (a, l) = s.split_once('/').ok_or("IPv4/LEN")?;
-                    let len = values::u16_dec(l).ok().and_then(|n| u8::try_from(n).ok()).ok_or("IPv4/LEN")?;
-                    Ok((v4(a)?, len))
+                    const E: &str = "IPv4/LEN or IPv6/LEN";
+                    let (a, l) = s.split_once('/').ok_or(E)?;
+                    let len = values::u16_dec(l).ok().and_then(|n| u8::try_from(n).ok()).ok_or(E)?;
+                    Ok((values::ip(a).map_err(|_| E)?, len))
                 })?;
-                self.cfg.addrs.push(PortAddr { port, addr, len });
-                self.addr_lines.push(line);
+                match addr {
+                    NetIp::V4(a) => {
+                        self.cfg.addrs.push(PortAddr { port, addr: a.octets(), len });
+                        self.addr_lines.push(line);
+                    }
+                    NetIp::V6(a) => {
+                        self.cfg.addrs6.push(PortAddr6 { port, addr: a.octets(), len });
+                        self.addr6_lines.push(line);
+                    }
+                }
             }
             "neigh.static" => {
                 let [p, ip, mac] = record(value, ["port", "ip", "mac"])?;
@@ -122,6 +132,7 @@ impl NeighSpec {
                 NeighConfigError::Capacity => self.capacity.map(|l| (l, "neigh.capacity")),
                 NeighConfigError::Probes => self.probes.map(|l| (l, "neigh.probes")),
                 NeighConfigError::MaxWaiting => self.max_waiting.map(|l| (l, "neigh.max_waiting")),
+                NeighConfigError::Addr6 { index } => self.addr6_lines.get(index).map(|&l| (l, "port.addr")),
             };
             (at, Fail { field: None, kind: SpecErrorKind::Neigh(e) })
         })
