@@ -45,7 +45,9 @@
 //! static); untagged frames only; a stale entry
 //! is used until removed (no unicast probe of a neighbour in use — hosts that talk through
 //! the dataplane re-ask for its address and refresh it); a NetBlaze auxiliary core has no
-//! lane, so a miss there drops the frame ([`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)).
+//! lane, so a miss there drops the frame ([`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)), and an echo
+//! request to our address in a flow NetBlaze split is answered by the head but its reply
+//! still runs the tail's NFs; frames still waiting when a run stops stay out of the pool.
 
 use alloc::vec::Vec;
 use core::fmt;
