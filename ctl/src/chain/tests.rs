@@ -407,6 +407,16 @@ fn validate_reaches_the_text_form() {
     assert_eq!(c.spec.validate, Depth::L4);
 }
 
+/// The example router chain compiles, with its addresses and resolved routes.
+#[test]
+fn the_example_router_chain_compiles() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chains/router.toml");
+    let c = crate::chain::load(&path).expect("chains/router.toml compiles");
+    let n = c.spec.neigh.as_ref().expect("a neighbour table");
+    assert_eq!((n.cfg.addrs.len(), n.cfg.addrs6.len()), (2, 1));
+    assert!(c.text.lines().any(|l| l == "l3fwd.route=prefix:0.0.0.0/0,port:1,via:10.78.1.254"), "{}", c.text);
+}
+
 /// `[[port.addr]]`, `[neigh]` and `via` routes reach the text form and the spec; a bad
 /// address points at its TOML line and key.
 #[test]
