@@ -318,6 +318,21 @@ pub fn ensure_evasion_tools() -> Result<()> {
     )
 }
 
+/// What the router test's hosts run: `ping` (Debian's `iputils-ping`).
+pub const ROUTER_PACKAGES: [&str; 1] = ["iputils-ping"];
+
+/// Whether `ping` runs.
+pub fn router_tools_present() -> bool {
+    Command::new("ping").arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure `ping` is installed (as root with apt-get: installs `iputils-ping`), beside
+/// python3 and ethtool ([`ensure_evasion_tools`]) which the router test also uses.
+pub fn ensure_router_tools() -> Result<()> {
+    ensure_evasion_tools()?;
+    ensure_packages("the router test's hosts ping across Cadence", &ROUTER_PACKAGES, router_tools_present)
+}
+
 /// DPDK's ACL test program, the ACL's independent reference (`bench/tests/acl_vs_dpdk.rs`).
 pub const TEST_ACL_PACKAGES: [&str; 1] = ["dpdk-dev"];
 

@@ -11,7 +11,8 @@
 //! Instructions per packet = (Ir at 4000 − Ir at 2000) / (2000 × 32): the difference cancels
 //! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
 //! `l3` (the L3 forwarder chain of the benches), `l2v` and `l3v` (the same two checking only
-//! as deep as they read: `validate=l2`, `validate=l3`), `l2m` and `l3m` (the same with the server
+//! as deep as they read: `validate=l2`, `validate=l3`), `l3r` (`l3v` whose next hops are
+//! gateways resolved through the neighbour table, `core::neigh`, every one known), `l2m` and `l3m` (the same with the server
 //! mapper's per-bucket meter, `rss::BucketMeter`), `l3off` (the L3 chain in
 //! `offload::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
@@ -121,7 +122,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2v|l3v|l2m|l3m|l3off|l3nb|chain1|acl100|acl1k BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|chain1|acl100|acl1k BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -151,6 +152,14 @@ fn main() -> Result<(), String> {
         Some("l3v") => {
             let mut c = l3::l3fwd_chain();
             c.set_validate(Depth::L3);
+            run(c, batches, cfg)
+        }
+        // `l3v` with its next hops found in the neighbour table (`via:` gateways, both known):
+        // what resolution costs when every neighbour is in the worker's cache.
+        Some("l3r") => {
+            let mut c = l3::l3fwd_resolved_chain();
+            c.set_validate(Depth::L3);
+            c.enter_lane(0);
             run(c, batches, cfg)
         }
         // The ACL alone over ClassBench-style rule sets, the chain benches' 500 TCP flows.

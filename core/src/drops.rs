@@ -36,7 +36,8 @@ macro_rules! drop_reasons {
 drop_reasons! {
     /// Shorter than an Ethernet header (with its VLAN tags).
     Runt = "runt",
-    /// Neither IPv4 nor IPv6 after the VLAN tags (ARP, random bytes, …).
+    /// Neither IPv4 nor IPv6 after the VLAN tags (ARP on a chain without addresses, random
+    /// bytes, …).
     UnsupportedEthertype = "unsupported_ethertype",
     /// The IP header (or an IPv6 extension header) does not fit in the frame.
     TruncatedL3 = "truncated_l3",
@@ -83,6 +84,23 @@ drop_reasons! {
     /// link: it may not run here before its flow's earlier packets there
     /// (`crate::offload`).
     HandoffFull = "handoff_full",
+    /// The next hop's MAC could not be resolved: its neighbour entry failed, the neighbour
+    /// table was full, or the frame was on a core that holds no lane (`crate::neigh`).
+    NeighUnresolved = "neigh_unresolved",
+    /// The frames waiting for a neighbour's answer already filled its queue
+    /// (`crate::neigh::QUEUE`).
+    NeighQueueFull = "neigh_queue_full",
+    /// An ARP frame that is not ARP for IPv4 over Ethernet (or is VLAN-tagged), with a
+    /// chain that has addresses.
+    ArpBad = "arp_bad",
+    /// An ARP request or announcement for an address the dataplane does not own (and no
+    /// entry of ours to update).
+    ArpNotOurs = "arp_not_ours",
+    /// An ARP reply nobody asked for: ignored, no entry made.
+    ArpUnsolicited = "arp_unsolicited",
+    /// An IPv4 packet for one of the dataplane's own addresses that it does not answer
+    /// (anything but an ICMP echo request).
+    LocalUnsupported = "local_unsupported",
 }
 
 impl DropReason {

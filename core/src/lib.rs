@@ -23,6 +23,7 @@
 //! | [`metronome`] | the Metronome controller: shared lanes, trylocks, adaptive sleep |
 //! | [`pna`] | P4 PNA match-action tables: exact (add-on-miss, expiry), LPM, ternary |
 //! | [`poll`] | one poll of a lane: RX burst, the stage, TX burst, counters |
+//! | [`neigh`] | the ports' addresses, the neighbour table (ARP), ICMP echo and IPv6 neighbour solicitations for our addresses |
 //! | [`nf`] | network functions and the [`nf::Chain`] that runs them (its phases) |
 //! | [`netblaze`] | NetBlaze's decisions: profile, core mapper, follow rule, server and ingress mappers |
 //! | [`offload`] | NetBlaze's runtime: the stage every worker runs, auxiliary cores, hand-off rings |
@@ -56,6 +57,7 @@ pub mod hist;
 pub mod latency;
 pub mod manage;
 pub mod metronome;
+pub mod neigh;
 pub mod netblaze;
 pub mod nf;
 pub mod nic;

@@ -65,7 +65,10 @@ impl StageCounters {
 /// - `process` receives `input`, frames received on `port`, and leaves it empty.
 /// - Each frame ends in exactly one place: pushed onto `out[p]` (to be sent on port
 ///   `p`, in the order of `input` for frames with the same `p`), or returned to
-///   `pool` and counted in `counters` (a drop under one reason, or a control frame).
+///   `pool` and counted in `counters` (a drop under one reason, or a control frame), or
+///   — a chain with addresses only — kept waiting for its next hop's ARP answer in the
+///   chain's neighbour table (`crate::neigh`, bounded), which sends or drops it later, from
+///   `idle` on the same lane.
 /// - When `out[p]` is full, or `p >= out.len()`, the frame is freed and counted as
 ///   [`DropReason::TxFull`]: the caller should hand in output batches with room.
 /// - Never panics and never allocates.

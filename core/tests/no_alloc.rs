@@ -293,12 +293,39 @@ fn nat() -> Box<dyn Nf> {
 
 fn l3fwd() -> Box<dyn Nf> {
     let mut cfg = L3fwdConfig::default();
-    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
+    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::mac(p, [2, 0, 0, 0, 2, p])).collect();
     cfg.routes4 = (0..64u32)
         .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
         .collect();
     cfg.routes4.push(Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 1 });
     Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))))
+}
+
+/// The L3 forwarder with its next hops in the neighbour table: the /24s through two
+/// gateways (static entries: the worker's cache), the rest of 10/8 directly connected, where
+/// nobody answers: every such destination is asked for (ARP requests from the pool), its
+/// frames wait, fail and are dropped, and the table fills up.
+fn l3fwd_resolved() -> Chain {
+    use cadence_core::neigh::{NeighConfig, NeighShared, PortAddr, Router, StaticNeigh};
+    let mut cfg = L3fwdConfig::default();
+    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::gateway(p, [192, 0, 2 + p, 1])).collect();
+    cfg.next_hops.push(NextHop::direct(1));
+    cfg.routes4 = (0..64u32)
+        .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
+        .collect();
+    cfg.routes4.push(Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 2 });
+    let nf: Box<dyn Nf> = Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))));
+    let mut n = NeighConfig::default();
+    n.addrs = (0..PORTS as u8).map(|p| PortAddr { port: p, addr: [192, 0, 2 + p, 2], len: 24 }).collect();
+    n.addrs.push(PortAddr { port: 1, addr: [10, 255, 255, 254], len: 8 });
+    n.statics =
+        (0..PORTS as u8).map(|p| StaticNeigh { port: p, ip: [192, 0, 2 + p, 1], mac: [2, 0, 0, 0, 2, p] }).collect();
+    n.capacity = 64;
+    n.retrans = Duration(TIMEOUT / 64);
+    n.stale = Duration(TIMEOUT);
+    let mut c = Chain::new(vec![nf], EGRESS);
+    c.set_router(Some(Router::new(Arc::new(NeighShared::try_new(&n, EGRESS.own_mac).expect("neigh")))));
+    c
 }
 
 // ---- the run -------------------------------------------------------------------------
@@ -320,7 +347,9 @@ struct Outcome {
 fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
     let mem: &'static mut [u8] = Box::leak(vec![0u8; 4096 * BUF_SIZE].into_boxed_slice());
     let pool = Pool::try_new(mem, 0x1000_0000, 4096).expect("pool");
-    run_stage(NetBlazeStage::off(chain), pool, None, exports, FLOWS)
+    let mut stage = NetBlazeStage::off(chain);
+    stage.enter_lane(0);
+    run_stage(stage, pool, None, exports, FLOWS)
 }
 
 /// NetBlaze's epoch here: 20 polls of the test's clock (1 000 ticks each).
@@ -510,6 +539,14 @@ fn acl_nat_never_allocates_per_packet() {
 fn l3fwd_never_allocates_per_packet() {
     let o = run(Chain::new(vec![l3fwd()], EGRESS), None);
     assert_no_alloc("l3fwd", &o);
+}
+
+#[test]
+fn l3fwd_through_the_neighbour_table_never_allocates_per_packet() {
+    let o = run(l3fwd_resolved(), None);
+    assert_no_alloc("l3fwd, neighbours", &o);
+    assert!(counter(&o.counters, "neigh_arp_requests") > 100, "{}", o.counters);
+    assert!(counter(&o.counters, "neigh_table_full") > 0, "{}", o.counters);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! firmware runs it — fed arbitrary frame sequences on both ports, with the clock moved by
 //! the input so that entries expire, sweeps report them and NAT/Accounting reclaim them.
 //! The first byte picks the chain: ACL → LB → Accounting, ACL → UrlFilter → Encrypt,
-//! ACL → NAT, L3fwd, or all of LB, Accounting, NAT, UrlFilter and Encrypt behind the ACL
+//! ACL → NAT, L3fwd (with addresses and a neighbour table: static, gateway and directly
+//! connected next hops, ARP in the input, frames waiting for answers that never come), or all of LB, Accounting, NAT, UrlFilter and Encrypt behind the ACL
 //! (byte % 5); and how it runs (byte / 5 % 3): wrapped in NetBlaze's stage as the firmware runs
 //! it without auxiliary cores (0), or with NetBlaze on and one auxiliary core (1, 2) whose
 //! loop the input also drives — a tiny profile and a short epoch, so flows are placed,
@@ -10,7 +11,7 @@
 //!
 //! Asserted after every step: no panic; every pool buffer is owned by exactly one of the RX
 //! rings, the TX rings and the lane's hand-off to the auxiliary core (the worker and the NFs
-//! keep none between polls); no double free; NAT's port pool never hands out a port twice
+//! keep none between polls but the neighbour table's waiting frames); no double free; NAT's port pool never hands out a port twice
 //! or takes back one it did not give, and never has more ports out than its range. At the
 //! end everything comes back.
 #![no_main]
@@ -23,6 +24,7 @@ use cadence_core::control::ControlAuth;
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
+use cadence_core::neigh::{NeighConfig, NeighShared, PortAddr, Router};
 use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
 use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
@@ -122,21 +124,65 @@ fn encrypt() -> Arc<EncryptShared> {
 
 fn l3fwd() -> Arc<L3fwdShared> {
     let mut cfg = L3fwdConfig::default();
-    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop { port: p, mac: [2, 0, 0, 0, 2, p] }).collect();
+    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::mac(p, [2, 0, 0, 0, 2, p])).collect();
+    cfg.next_hops.push(NextHop::gateway(1, [10, 2, 0, 3]));
+    cfg.next_hops.push(NextHop::direct(1));
     cfg.routes4 = vec![
         Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 1 },
         Route4 { prefix: [10, 1, 0, 0], len: 16, next_hop: 0 },
         Route4 { prefix: [10, 1, 0, 2], len: 32, next_hop: 1 },
+        Route4 { prefix: [10, 2, 0, 0], len: 24, next_hop: 3 },
+        Route4 { prefix: [192, 0, 2, 0], len: 24, next_hop: 2 },
     ];
     cfg.max_groups4 = 8;
     cfg.max_groups6 = 8;
     Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))
 }
 
+/// The L3 chain's addresses (10.0.0.254 on port 0, 10.2.0.1 on port 1) and a small table.
+fn neigh() -> Arc<NeighShared> {
+    let mut cfg = NeighConfig::default();
+    cfg.addrs = vec![
+        PortAddr { port: 0, addr: [10, 0, 0, 254], len: 24 },
+        PortAddr { port: 1, addr: [10, 2, 0, 1], len: 24 },
+    ];
+    cfg.capacity = 6;
+    cfg.max_waiting = 5;
+    cfg.probes = 2;
+    cfg.retrans = Duration(20);
+    cfg.reachable = Duration(100);
+    cfg.stale = Duration(200);
+    Arc::new(NeighShared::try_new(&cfg, egress().own_mac).expect("neigh"))
+}
+
+/// An ARP request or reply over Ethernet for IPv4 whose addresses come from the input: to
+/// or from the chain's addresses, the neighbours it asks for, or others.
+fn arp(inp: &mut Input<'_>) -> Vec<u8> {
+    let addr = |inp: &mut Input<'_>| match inp.u8() % 4 {
+        0 => [10, 0, 0, 254],
+        1 => [10, 2, 0, 1],
+        2 => [10, 2, 0, inp.u8() % 8],
+        _ => [10, 0, 0, inp.u8() % 8],
+    };
+    let (spa, tpa) = (addr(inp), addr(inp));
+    let mut f = vec![0u8; 42];
+    f[..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 3, inp.u8()]);
+    f[12..22].copy_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1 + (inp.u8() & 1)]);
+    f[22..28].copy_from_slice(&[2, 0, 0, 0, 3, inp.u8()]);
+    f[28..32].copy_from_slice(&spa);
+    f[38..42].copy_from_slice(&tpa);
+    f
+}
+
 /// An IPv4 TCP or UDP frame whose addresses, ports, flags and payload come from the input
 /// (checksums valid), so that the NFs see well-formed flows as well as raw bytes.
 fn shaped(inp: &mut Input<'_>) -> Vec<u8> {
-    let tcp = inp.u8() & 1 == 0;
+    let kind = inp.u8();
+    if kind % 4 == 3 {
+        return arp(inp);
+    }
+    let tcp = kind & 1 == 0;
     let src = [10, 0, 0, inp.u8() % 8];
     let dst = match inp.u8() % 4 {
         0 => [10, 1, 0, 1],
@@ -197,6 +243,7 @@ struct Nfs {
     urlfilter: Arc<UrlFilterShared>,
     encrypt: Arc<EncryptShared>,
     l3fwd: Arc<L3fwdShared>,
+    neigh: Arc<NeighShared>,
 }
 
 impl Nfs {
@@ -214,7 +261,11 @@ impl Nfs {
             3 => vec![Box::new(L3fwd::new(Arc::clone(&self.l3fwd)))],
             _ => vec![acl(), lb(), acc(), nat(), uf(), enc()],
         };
-        Chain::new(nfs, egress())
+        let mut c = Chain::new(nfs, egress());
+        if self.sel % 5 == 3 {
+            c.set_router(Some(Router::new(Arc::clone(&self.neigh))));
+        }
+        c
     }
     fn exports(&self) -> bool {
         matches!(self.sel % 5, 0 | 4)
@@ -236,6 +287,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         urlfilter: urlfilter(),
         encrypt: encrypt(),
         l3fwd: l3fwd(),
+        neigh: neigh(),
     };
     let exports = nfs.exports().then(|| Arc::clone(&nfs.accounting));
     let nat_shared = nfs.nat().then(|| Arc::clone(&nfs.nat));
@@ -247,7 +299,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // by the input on this one thread.
     let mut aux: Option<(AuxWorker<'_>, SharedLanes)> = None;
     let stage = if sel / 5 % 3 == 0 {
-        NetBlazeStage::off(nfs.chain())
+        let mut st = NetBlazeStage::off(nfs.chain());
+        cadence_core::stage::Stage::enter_lane(&mut st, 0);
+        st
     } else {
         let profile = Profile::parse(PROFILE).expect("profile");
         let mut nb = NetBlazeConfig::default();
@@ -272,7 +326,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let (first, last) = NAT_PORTS;
     let owned = |rx: &[SoftRxQueue; 2], tx: &[SoftTxQueue; 2], aux: &Option<(AuxWorker<'_>, SharedLanes)>| {
         let handed = aux.as_ref().map_or(0, |(_, lanes)| lanes[0].lock().held());
-        rx[0].owned() + rx[1].owned() + tx[0].in_flight() + tx[1].in_flight() + handed
+        rx[0].owned() + rx[1].owned() + tx[0].in_flight() + tx[1].in_flight() + handed + nfs.neigh.waiting()
     };
     while !inp.is_empty() {
         match inp.u8() % 4 {
@@ -314,6 +368,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // Wind down: everything back from the auxiliary core, sent, then every buffer given back.
     for _ in 0..3 {
         for _ in 0..64 {
+            // Time goes on: frames waiting for answers that never come fail and are dropped.
+            clock.0.set(clock.0.get() + 50);
             if let Some((a, _)) = &mut aux {
                 a.poll_once(clock.now());
             }

@@ -208,7 +208,7 @@ fn route_changed_and_restored_through_the_relay_moves_a_flow_at_one_point() -> R
     // Flow 0 (10.0.0.0 → 10.101.0.0) leaves port 1 to 02:00:00:00:01:01 by 10.101.0.0/29; a
     // host route sends it to another neighbour on the same port until it is deleted.
     let flow = 0u16;
-    let hop = NextHop { port: 1, mac: [2, 0, 0, 0, 1, 0x99] };
+    let hop = NextHop::mac(1, [2, 0, 0, 0, 1, 0x99]);
     rig.checker().allow_next_hop(flow, hop);
     let cmds = ["route add prefix:10.101.0.0/32,port:1,mac:02:00:00:00:01:99", "route del 10.101.0.0/32"];
     // The client runs on a thread of its own, as `cargo xtask ctl` would in another shell.

@@ -129,6 +129,8 @@ pub fn test() -> Result<()> {
     cadence_build::provision::ensure_test_acl().context("xtask test: step 'dpdk-test-acl' failed")?;
     println!("\n==> xtask test: python3 and ethtool (the URL filter's evasion suite: a real HTTP server)");
     cadence_build::provision::ensure_evasion_tools().context("xtask test: step 'python3, ethtool' failed")?;
+    println!("\n==> xtask test: ping (the router test's hosts)");
+    cadence_build::provision::ensure_router_tools().context("xtask test: step 'ping' failed")?;
     println!(
         "\n==> xtask test: fresh machine (the README's `cargo xtask run` without the bare-metal target and rustfmt)"
     );

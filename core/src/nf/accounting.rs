@@ -479,7 +479,8 @@ impl Accounting {
             self.requeue(&recs);
             return;
         };
-        let pkt = Pkt { buf: b, parsed, ingress: exp.port, verdict: Verdict::Forward(exp.port), dst_mac: None };
+        let pkt =
+            Pkt { buf: b, parsed, ingress: exp.port, verdict: Verdict::Forward(exp.port), dst: crate::nf::Dst::Peer };
         if let Err(p) = batch.push(pkt) {
             let _ = pool.free(p.buf);
             self.requeue(&recs);

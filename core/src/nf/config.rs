@@ -53,10 +53,12 @@ use super::lb::{Lb, LbConfig, LbConfigError, LbShared};
 use super::nat::{Nat, NatConfig, NatConfigError, NatShared};
 use super::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterConfigError, UrlFilterShared};
 use super::{Chain, Egress, Nf};
+use crate::neigh::{NeighShared, Router};
 use crate::parse::Depth;
 use crate::time::{Duration, TickRate};
 use alloc::sync::Arc;
 
+pub mod neigh;
 pub(crate) mod sections;
 pub mod text;
 pub mod values;
@@ -133,6 +135,9 @@ pub struct ChainSpec {
     pub timeouts: Vec<Timeouts>,
     /// `validate=`: how deep every frame is checked at least (default: every check).
     pub validate: Depth,
+    /// `port.addr=`, `neigh.…=` ([`neigh`]): the ports' addresses and the neighbour table;
+    /// `None` when the chain has none of those records.
+    pub neigh: Option<neigh::NeighSpec>,
 }
 
 /// What went wrong on a line of the text form.
@@ -176,6 +181,8 @@ pub enum SpecErrorKind {
     Encrypt(EncryptConfigError),
     /// The L3 forwarder's `validate()` refused.
     L3fwd(L3fwdConfigError),
+    /// The addresses or the neighbour table's settings are wrong.
+    Neigh(crate::neigh::NeighConfigError),
 }
 
 /// Most NFs in one chain.
@@ -220,6 +227,7 @@ impl fmt::Display for SpecErrorKind {
             SpecErrorKind::UrlFilter(e) => write!(f, "{e}"),
             SpecErrorKind::Encrypt(e) => write!(f, "{e}"),
             SpecErrorKind::L3fwd(e) => write!(f, "{e}"),
+            SpecErrorKind::Neigh(e) => write!(f, "{e}"),
         }
     }
 }
@@ -383,6 +391,10 @@ impl ChainSpec {
                 validate_seen = true;
                 continue;
             }
+            if let Some(&k) = neigh::KEYS.iter().find(|k| **k == key) {
+                spec.neigh.get_or_insert_with(Default::default).set(k, value, line).map_err(|f| err(k, f))?;
+                continue;
+            }
             if key == "nf" {
                 if let Some((at, s)) = open.take() {
                     spec.push(s, at)?;
@@ -414,6 +426,12 @@ impl ChainSpec {
         }
         if let Some((at, s)) = open.take() {
             spec.push(s, at)?;
+        }
+        if let Some(n) = &spec.neigh {
+            n.finish().map_err(|(at, f)| {
+                let (line, key) = at.unwrap_or((last_line.max(1), "neigh"));
+                SpecError { line, key, field: f.field, kind: f.kind }
+            })?;
         }
         Ok(spec)
     }
@@ -471,7 +489,17 @@ impl ChainSpec {
         for (index, nf) in configs.iter().enumerate() {
             shared.push(SharedNf::try_new(nf).map_err(|why| BuildError { index, nf: nf.name(), why })?);
         }
-        Ok(ChainFactory { shared, egress, validate: self.validate })
+        let neigh = match &self.neigh {
+            Some(n) => {
+                Some(Arc::new(NeighShared::try_new(&n.config(rate), egress.own_mac).map_err(|e| BuildError {
+                    index: shared.len(),
+                    nf: "neigh",
+                    why: SpecErrorKind::Neigh(e),
+                })?))
+            }
+            None => None,
+        };
+        Ok(ChainFactory { shared, egress, validate: self.validate, neigh })
     }
 }
 
@@ -558,6 +586,7 @@ pub struct ChainFactory {
     shared: Vec<SharedNf>,
     egress: Egress,
     validate: Depth,
+    neigh: Option<Arc<NeighShared>>,
 }
 
 impl ChainFactory {
@@ -565,7 +594,13 @@ impl ChainFactory {
     pub fn chain_for_worker(&self) -> Chain {
         let mut c = Chain::new(self.shared.iter().map(SharedNf::instance).collect(), self.egress.clone());
         c.set_validate(self.validate);
+        c.set_router(self.neigh.as_ref().map(|n| Router::new(Arc::clone(n))));
         c
+    }
+
+    /// The neighbour table shared by the workers' chains, if the chain has addresses.
+    pub fn neigh(&self) -> Option<&Arc<NeighShared>> {
+        self.neigh.as_ref()
     }
 
     /// NFs in the chain.

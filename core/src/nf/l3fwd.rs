@@ -6,8 +6,13 @@
 //!   level (DIR-16-8-8: 256 KiB plus 1 KiB per group); DIR-24-8 (`first_stride4 = 24`) costs
 //!   64 MiB of first level and is for images with the memory to spare.
 //! - A route names a next hop by index into [`L3fwdConfig::next_hops`]; a next hop is an
-//!   egress port and the MAC of the neighbour behind it. The packet leaves with
-//!   `Verdict::Forward(port)` and `Pkt::dst_mac = mac` (the chain writes the source MAC).
+//!   egress port and the MAC of the neighbour behind it, given ([`Resolve::Static`]: the
+//!   packet leaves with `Verdict::Forward(port)` and `Pkt::dst = Dst::Mac(mac)`, the chain writes
+//!   the source MAC) or found in the neighbour table (`crate::neigh`) by the chain's egress:
+//!   a gateway's address ([`Resolve::Gateway`]) or, directly connected, the packet's own
+//!   destination ([`Resolve::Direct`]), in `Pkt::dst` (`Dst::Via`). A static next hop costs what it
+//!   always did; a resolved one costs the egress one cache lookup when the neighbour is
+//!   known.
 //! - Order of checks per packet (as Linux's `ip_forward` does it): route first — no route is
 //!   `NoRoute` — then TTL. RFC 1812 §5.3.1: a router decrements the TTL and "if the TTL is
 //!   reduced to zero (or less), the packet MUST be discarded", so a packet that arrives with
@@ -30,7 +35,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, V4Tx, Verdict};
+use super::{Dst, Nf, NfBatch, NfCtx, V4Tx, Verdict};
 use crate::buf::{PacketBuf, Pool};
 use crate::checksum;
 use crate::drops::DropReason;
@@ -39,14 +44,46 @@ use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
 use crate::stage::PORTS;
 use crate::sync::{Reader, Swap};
 
-/// Where a route leads: an egress port and the MAC of the neighbour behind it.
+/// How a next hop's destination MAC is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Resolve {
+    /// [`NextHop::mac`], as configured (the route's `mac:`).
+    Static,
+    /// The MAC of this IPv4 gateway, from the neighbour table (`via:IP`).
+    Gateway([u8; 4]),
+    /// The MAC of the packet's own destination, from the neighbour table: the destination
+    /// is on the port's subnet (`via:direct`).
+    Direct,
+}
+
+/// Where a route leads: an egress port and how to find the MAC of the neighbour behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct NextHop {
     /// The egress port.
     pub port: u8,
-    /// Destination MAC of frames sent to this next hop.
+    /// Destination MAC of frames sent to this next hop ([`Resolve::Static`]; zero otherwise).
     pub mac: [u8; 6],
+    /// Where the MAC comes from.
+    pub resolve: Resolve,
+}
+
+impl NextHop {
+    /// A next hop at a fixed MAC.
+    pub const fn mac(port: u8, mac: [u8; 6]) -> Self {
+        Self { port, mac, resolve: Resolve::Static }
+    }
+
+    /// The IPv4 gateway `ip` behind `port`, resolved through the neighbour table.
+    pub const fn gateway(port: u8, ip: [u8; 4]) -> Self {
+        Self { port, mac: [0; 6], resolve: Resolve::Gateway(ip) }
+    }
+
+    /// Directly connected on `port`: the destination itself is the neighbour.
+    pub const fn direct(port: u8) -> Self {
+        Self { port, mac: [0; 6], resolve: Resolve::Direct }
+    }
 }
 
 /// An IPv4 route.
@@ -180,6 +217,17 @@ pub enum L3fwdConfigError {
     OutOfMemory,
     /// A management command named a route that does not exist.
     NoSuchRoute,
+    /// `next_hops[index]` is the gateway 0.0.0.0.
+    NextHopGateway {
+        /// The next hop.
+        index: usize,
+    },
+    /// An IPv6 route whose next hop is resolved through the neighbour table (IPv4 only
+    /// for now): IPv6 routes need a `mac:`.
+    V6NeedsMac {
+        /// Index of the route.
+        index: usize,
+    },
 }
 
 impl fmt::Display for L3fwdConfigError {
@@ -196,6 +244,10 @@ impl fmt::Display for L3fwdConfigError {
             Self::OutOfGroups { family, index } => write!(f, "l3fwd {family}[{index}]: trie groups exhausted"),
             Self::OutOfMemory => f.write_str("l3fwd: the tries do not fit in the memory left"),
             Self::NoSuchRoute => f.write_str("l3fwd: no such route"),
+            Self::NextHopGateway { index } => write!(f, "l3fwd next_hops[{index}]: gateway 0.0.0.0"),
+            Self::V6NeedsMac { index } => {
+                write!(f, "l3fwd routes6[{index}]: IPv6 next hops need a mac (no neighbour discovery yet)")
+            }
         }
     }
 }
@@ -220,10 +272,19 @@ impl L3fwdConfig {
         if let Some(index) = self.next_hops.iter().position(|h| h.port >= self.ports) {
             return Err(L3fwdConfigError::NextHopPort { index });
         }
+        if let Some(index) = self.next_hops.iter().position(|h| h.resolve == Resolve::Gateway(VIA_DESTINATION)) {
+            return Err(L3fwdConfigError::NextHopGateway { index });
+        }
         let v4 = self.routes4.iter().map(|r| (u128::from(u32::from_be_bytes(r.prefix)), r.len, r.next_hop));
         self.check_routes(Family::V4, 32, v4)?;
         let v6 = self.routes6.iter().map(|r| (u128::from_be_bytes(r.prefix), r.len, r.next_hop));
-        self.check_routes(Family::V6, 128, v6)
+        self.check_routes(Family::V6, 128, v6)?;
+        let resolved =
+            |r: &Route6| self.next_hops.get(r.next_hop as usize).is_some_and(|h| h.resolve != Resolve::Static);
+        match self.routes6.iter().position(resolved) {
+            Some(index) => Err(L3fwdConfigError::V6NeedsMac { index }),
+            None => Ok(()),
+        }
     }
 
     fn check_routes(
@@ -251,11 +312,36 @@ impl L3fwdConfig {
     }
 }
 
+/// What a next hop writes into a packet, precomputed so that the per-packet step is one
+/// store whatever the kind of next hop ([`Resolve`]).
+#[derive(Debug, Clone, Copy)]
+struct HopOut {
+    port: u8,
+    /// `Pkt::dst`: the MAC of a static next hop, or the neighbour to resolve.
+    dst: Dst,
+}
+
+/// `Dst::Via` of a directly connected route: the neighbour is the packet's own destination
+/// (the chain's egress reads it; 0.0.0.0 is never a gateway, `validate` refuses it).
+pub const VIA_DESTINATION: [u8; 4] = [0; 4];
+
+impl HopOut {
+    fn of(h: &NextHop) -> Self {
+        match h.resolve {
+            Resolve::Static => Self { port: h.port, dst: Dst::Mac(h.mac) },
+            Resolve::Gateway(ip) => Self { port: h.port, dst: Dst::Via(ip) },
+            Resolve::Direct => Self { port: h.port, dst: Dst::Via(VIA_DESTINATION) },
+        }
+    }
+}
+
 /// The forwarder's tables, built from one route list (replaced whole on a route change).
 #[derive(Debug)]
 pub struct L3Tables {
     lpm4: Lpm4,
     lpm6: Lpm6,
+    /// `config.next_hops`, as the data path writes them.
+    out: Vec<HopOut>,
     config: L3fwdConfig,
 }
 
@@ -275,7 +361,8 @@ impl L3Tables {
             lpm6.add(u128::from_be_bytes(r.prefix), r.len, r.next_hop)
                 .map_err(|e| route_error(e, Family::V6, index))?;
         }
-        Ok(Self { lpm4, lpm6, config: cfg })
+        let out = cfg.next_hops.iter().map(HopOut::of).collect();
+        Ok(Self { lpm4, lpm6, out, config: cfg })
     }
 
     /// The next hop for `addr`.
@@ -462,7 +549,7 @@ impl Nf for L3fwd {
                 IpAddr::V4(a) => t.lpm4.lookup(u32::from_be_bytes(a)),
                 IpAddr::V6(a) => t.lpm6.lookup(u128::from_be_bytes(a)),
             };
-            let Some(hop) = nh.and_then(|nh| t.config.next_hops.get(nh as usize)) else {
+            let Some(hop) = nh.and_then(|nh| t.out.get(nh as usize)) else {
                 self.counters.no_route += 1;
                 p.verdict = Verdict::Drop(DropReason::NoRoute);
                 continue;
@@ -478,7 +565,8 @@ impl Nf for L3fwd {
                 L3Kind::Ipv6 => self.counters.forwarded6 += 1,
             }
             p.verdict = Verdict::Forward(hop.port);
-            p.dst_mac = Some(hop.mac);
+            // IPv6 routes are static (validated), so `Dst::Via` is only ever set for IPv4.
+            p.dst = hop.dst;
         }
     }
 
@@ -497,7 +585,7 @@ impl Nf for L3fwd {
             let dst = if l4 { parse::ipv4_dst::<true>(f) } else { parse::ipv4_dst::<false>(f) };
             let (Some(dst), Some(h)) = (dst, f.first_chunk_mut::<34>()) else { break };
             took += 1;
-            let Some(hop) = t.lpm4.lookup(dst).and_then(|nh| t.config.next_hops.get(nh as usize)) else {
+            let Some(hop) = t.lpm4.lookup(dst).and_then(|nh| t.out.get(nh as usize)) else {
                 self.counters.no_route += 1;
                 tx.drop(pool, b, DropReason::NoRoute);
                 continue;
@@ -512,7 +600,7 @@ impl Nf for L3fwd {
             let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[24], h[25]]));
             h[24..26].copy_from_slice(&sum.to_be_bytes());
             self.counters.forwarded4 += 1;
-            let Some(head) = tx.link_header(hop.port, Some(hop.mac)) else {
+            let Some(head) = tx.link_header(hop.port, hop.dst.mac()) else {
                 tx.drop(pool, b, DropReason::NoRoute);
                 continue;
             };

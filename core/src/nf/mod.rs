@@ -56,6 +56,17 @@
 //! an ACL rule and a route mid-stream and checks frame by frame that each flow switched once
 //! per change, inside the window between request and reply.
 //!
+//! # Frames addressed to the dataplane
+//!
+//! A chain with addresses (`port.addr=` records, [`crate::neigh`]) holds a
+//! [`crate::neigh::Router`]: [`Chain::admit`] answers an ARP request for a port's address and
+//! an ICMP echo request to any of them in place, as a packet with [`Verdict::Reply`] that no
+//! NF sees and that leaves by its ingress port; ARP it learns from is consumed (`ctl`). The
+//! egress resolves [`Dst::Via`] (the L3 forwarder's gateway or directly connected next hops)
+//! through the worker's cache of the neighbour table; a miss hands the frame to the table
+//! to wait for the answer, and [`Stage::idle`] sends what waited on this lane once it came.
+//! A chain without addresses pays one `Option` check per batch for all of this.
+//!
 //! # Frames the dataplane originates
 //!
 //! [`Stage::idle`] runs once per poll after the received batches ([`Chain`]'s `idle` calls every
@@ -72,7 +83,8 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::parse::{self, Depth, ParseError, Parsed};
+use crate::neigh::{ArpAction, Emit, Miss, Router, echo};
+use crate::parse::{self, Depth, IpAddr, L3Kind, ParseError, Parsed};
 use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::time::Instant;
@@ -94,6 +106,10 @@ pub enum Verdict {
     Forward(u8),
     /// Drop it, counted under this reason (later NFs skip it).
     Drop(DropReason),
+    /// Send it out of this port as it is, past every NF: a reply the chain built in place
+    /// from a frame addressed to the dataplane itself (ARP, ICMP echo; `crate::neigh`),
+    /// to its [`Pkt::dst`].
+    Reply(u8),
 }
 
 /// One packet in an [`NfBatch`].
@@ -107,12 +123,46 @@ pub struct Pkt {
     pub ingress: u8,
     /// What happens to it.
     pub verdict: Verdict,
-    /// Destination MAC to write at egress instead of the port's peer (set by the L3
-    /// forwarder from its next hop).
-    pub dst_mac: Option<[u8; 6]>,
+    /// Its destination MAC at egress: the port's peer unless an NF chose one (the L3
+    /// forwarder's next hop) or a neighbour to look up.
+    pub dst: Dst,
+}
+
+/// Where a packet's destination MAC comes from at egress (7 bytes: a packet carries one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Dst {
+    /// The egress port's peer (`Egress::peer_mac`).
+    Peer,
+    /// This MAC (an NF's choice: a static next hop, the sender of a request answered).
+    Mac([u8; 6]),
+    /// The MAC of this IPv4 neighbour, from the neighbour table (`crate::neigh`; set by the
+    /// L3 forwarder for a gateway, or [`l3fwd::VIA_DESTINATION`] for a directly connected
+    /// destination: the packet's own). A chain without addresses sends it to the peer.
+    Via([u8; 4]),
+}
+
+impl Dst {
+    /// The MAC an NF chose, if it chose one.
+    pub fn mac(self) -> Option<[u8; 6]> {
+        if let Dst::Mac(m) = self { Some(m) } else { None }
+    }
 }
 
 impl Pkt {
+    /// The neighbour a [`Dst::Via`] of `via` names: the gateway, or for
+    /// [`l3fwd::VIA_DESTINATION`] the packet's own IPv4 destination.
+    #[inline]
+    pub fn neighbour(&self, via: [u8; 4]) -> [u8; 4] {
+        if via != l3fwd::VIA_DESTINATION {
+            return via;
+        }
+        match &self.parsed.flow.dst {
+            IpAddr::V4(d) => *d,
+            IpAddr::V6(_) => via,
+        }
+    }
+
     /// Whether the packet is still to be forwarded.
     pub fn alive(&self) -> bool {
         matches!(self.verdict, Verdict::Forward(_))
@@ -345,6 +395,9 @@ pub struct Chain {
     vector: bool,
     /// Each port's link header as the egress writes it: the peer's MAC, then the port's own.
     macs: [[u8; 12]; PORTS],
+    /// The ports' addresses and the neighbour table (`crate::neigh`); `None`: the chain
+    /// answers nothing and every frame's destination is the NF's choice or the port's peer.
+    router: Option<Router>,
 }
 
 impl core::fmt::Debug for Chain {
@@ -367,6 +420,7 @@ impl Chain {
             depth: Depth::L4,
             vector: false,
             macs: [[0; 12]; PORTS],
+            router: None,
         };
         for ((m, peer), own) in c.macs.iter_mut().zip(&c.egress.peer_mac).zip(&c.egress.own_mac) {
             m[..6].copy_from_slice(peer);
@@ -395,7 +449,10 @@ impl Chain {
         let reads = self.nfs.iter().map(|n| n.reads()).max().unwrap_or(Depth::L2);
         let meter = if self.meter.is_some() { Depth::L4 } else { Depth::L2 };
         self.depth = self.validate.max(reads).max(meter);
+        // Not with addresses: frames for the chain itself and next hops through the neighbour
+        // table are the batch path's (`crate::neigh`).
         self.vector = self.meter.is_none()
+            && self.router.is_none()
             && self.depth >= Depth::L3
             && self.nfs.len() == 1
             && self.nfs.iter().all(|n| n.vector_v4());
@@ -432,6 +489,18 @@ impl Chain {
         self.set_depth();
     }
 
+    /// Gives the chain the ports' addresses and the neighbour table: it answers ARP and ICMP
+    /// echo for its addresses and resolves [`Dst::Via`] at egress (`crate::neigh`).
+    pub fn set_router(&mut self, router: Option<Router>) {
+        self.router = router;
+        self.set_depth();
+    }
+
+    /// The chain's handle on the neighbour table, if it has one.
+    pub fn router(&self) -> Option<&Router> {
+        self.router.as_ref()
+    }
+
     /// The NFs, in order.
     pub fn nfs(&self) -> &[Box<dyn Nf>] {
         &self.nfs
@@ -444,6 +513,7 @@ impl Chain {
         let at = at.min(self.nfs.len());
         let mut tail = Chain::new(self.nfs.split_off(at), self.egress.clone());
         tail.set_validate(self.validate);
+        tail.set_router(self.router.as_ref().map(|r| Router::new(alloc::sync::Arc::clone(r.shared()))));
         self.set_depth();
         tail
     }
@@ -453,7 +523,10 @@ impl Chain {
         for nf in &self.nfs {
             nf.write_counters(w)?;
         }
-        Ok(())
+        match &self.router {
+            Some(r) => r.write_counters(w),
+            None => Ok(()),
+        }
     }
 
     /// A frame that did not parse: a control frame (another ethertype) becomes a command if
@@ -486,8 +559,11 @@ impl Chain {
         self.batch.clear();
     }
 
-    /// One frame received on `port` with its parse result: into the chain's batch if it
-    /// parsed, else dropped by reason or taken as a control frame (into `commands`).
+    /// One frame received on `port` at `now` with its parse result: into the chain's batch
+    /// if it parsed, else dropped by reason, taken as a control frame (into `commands`) or,
+    /// with a router, handled as ARP (a reply joins the batch). Packets addressed to the
+    /// dataplane are answered when the batch runs ([`Chain::run_admitted`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn admit(
         &mut self,
@@ -497,19 +573,114 @@ impl Chain {
         commands: &mut Commands,
         b: PacketBuf,
         parsed: Result<parse::Parsed, ParseError>,
+        now: Instant,
     ) {
         match parsed {
             Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
             Ok(parsed) => {
                 let default_out = (PORTS - 1 - port) as u8;
                 let pkt =
-                    Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst_mac: None };
+                    Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst: Dst::Peer };
                 if let Err(p) = self.batch.push(pkt) {
                     // Cannot happen: a batch never holds more than BATCH_SIZE frames.
                     Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
                 }
             }
+            Err(ParseError::UnsupportedEthertype)
+                if self.router.is_some() && pool.frame(b).get(12..14) == Some(&[0x08, 0x06]) =>
+            {
+                self.arp(port, pool, counters, b, now)
+            }
             Err(e) => Self::refuse(&self.egress, pool, counters, commands, port, b, e),
+        }
+    }
+
+    /// With a router, before the NFs: every admitted packet addressed to one of the
+    /// dataplane's own addresses is answered ([`Chain::local`]). Without one: one branch per
+    /// batch.
+    #[inline]
+    fn answer_local(&mut self, pool: &mut Pool<'_>) {
+        if let Some(r) = &mut self.router {
+            for p in self.batch.pkts_mut().iter_mut().filter(|p| p.alive()) {
+                Self::local(r, pool, p);
+            }
+        }
+    }
+
+    /// A packet for one of the dataplane's own IPv4 addresses: an ICMP echo request becomes
+    /// its reply in place (out of the ingress port, to the sender's MAC), anything else is
+    /// dropped as [`DropReason::LocalUnsupported`]. Other packets are left alone.
+    #[inline]
+    fn local(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt) {
+        let dst = match &p.parsed.flow.dst {
+            IpAddr::V4(d) => *d,
+            IpAddr::V6(d) => return Self::local6(r, pool, p, *d),
+        };
+        if !r.is_own(dst) {
+            return;
+        }
+        let (ip, l4) = (usize::from(p.parsed.l3_offset), usize::from(p.parsed.l4_offset));
+        let frame = pool.frame_mut(p.buf);
+        let echo = p.parsed.l3 == L3Kind::Ipv4
+            && p.parsed.ip_proto == 1
+            && p.parsed.fragment == parse::Fragment::Whole
+            && echo::reply_in_place(frame, ip, l4);
+        let src: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
+        match (echo, src) {
+            (true, Some(src)) => {
+                r.count_echo();
+                p.dst = Dst::Mac(src);
+                p.verdict = Verdict::Reply(p.ingress);
+            }
+            _ => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
+        }
+    }
+
+    /// [`Chain::local`] for IPv6: a neighbour solicitation for one of the ingress port's
+    /// addresses or an echo request to one of them is answered in place
+    /// ([`crate::neigh::nd`]); anything else to our addresses (or to their solicited-node
+    /// multicast addresses) is dropped as [`DropReason::LocalUnsupported`].
+    #[cold]
+    fn local6(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt, dst: [u8; 16]) {
+        if !r.is_local6(&dst) {
+            return;
+        }
+        let (ip, l4) = (usize::from(p.parsed.l3_offset), usize::from(p.parsed.l4_offset));
+        let len = (ip + usize::from(p.parsed.l3_len)).saturating_sub(l4);
+        let answer = (p.parsed.ip_proto == crate::neigh::nd::ICMPV6 && p.parsed.fragment == parse::Fragment::Whole)
+            .then(|| r.answer6(pool.frame_mut(p.buf), ip, l4, len, p.ingress))
+            .flatten();
+        match answer {
+            Some(to) => {
+                p.dst = Dst::Mac(to);
+                p.verdict = Verdict::Reply(p.ingress);
+            }
+            None => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
+        }
+    }
+
+    /// An ARP frame on `port` (a chain with a router): a reply built in place joins the
+    /// batch, the rest is consumed (counted as `ctl`) or dropped by reason.
+    fn arp(&mut self, port: usize, pool: &mut Pool<'_>, counters: &mut StageCounters, b: PacketBuf, now: Instant) {
+        let Some(r) = &mut self.router else { return Self::drop_frame(pool, counters, b, DropReason::ArpBad) };
+        match r.arp(pool, b, port as u8, now) {
+            ArpAction::Reply(to) => {
+                let pkt = Pkt {
+                    buf: b,
+                    parsed: link_only(),
+                    ingress: port as u8,
+                    verdict: Verdict::Reply(port as u8),
+                    dst: Dst::Mac(to),
+                };
+                if let Err(p) = self.batch.push(pkt) {
+                    Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
+                }
+            }
+            ArpAction::Consumed => {
+                counters.ctl += 1;
+                let _ = pool.free(b);
+            }
+            ArpAction::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
         }
     }
 
@@ -519,6 +690,7 @@ impl Chain {
         if !self.batch.is_empty() {
             self.record_meter(now);
         }
+        self.answer_local(pool);
         self.run_tail(0, pool, out, counters, now);
     }
 
@@ -561,11 +733,22 @@ impl Chain {
             return;
         }
         self.record_meter(now);
+        self.answer_local(pool);
         self.run_nfs(pool, 0, k, now);
+        if let Some(r) = &mut self.router {
+            r.begin_batch();
+        }
         for p in self.batch.pkts() {
-            match p.verdict {
-                Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
-                Verdict::Forward(to) => hand(pool, p.buf, to, p.dst_mac),
+            match (p.verdict, p.dst) {
+                (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
+                // The tail's core holds no lane to queue on: only a cached neighbour goes.
+                (Verdict::Forward(to), Dst::Via(via)) => {
+                    match self.router.as_ref().and_then(|r| r.lookup(p.neighbour(via), to)) {
+                        Some(mac) => hand(pool, p.buf, to, Some(mac)),
+                        None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
+                    }
+                }
+                (Verdict::Forward(to) | Verdict::Reply(to), dst) => hand(pool, p.buf, to, dst.mac()),
             }
         }
         self.batch.clear();
@@ -589,7 +772,8 @@ impl Chain {
             Err(e) => return Self::drop_frame(pool, counters, b, e.into()),
         };
         let dst_mac = dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
-        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst_mac };
+        let dst = dst_mac.map_or(Dst::Peer, Dst::Mac);
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst };
         if let Err(p) = self.batch.push(pkt) {
             Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
         }
@@ -609,7 +793,7 @@ impl Chain {
             return;
         }
         self.run_nfs(pool, from, usize::MAX, now);
-        self.egress(pool, out, counters);
+        self.egress(pool, out, counters, now);
     }
 
     /// Frees `b` and counts the drop.
@@ -635,7 +819,7 @@ impl Stage for Chain {
         // per-packet batch of parse results would only be written and read back, and only
         // whether the frame parses matters (`parse::check_to`, the same checks). One loop per
         // depth, so that the depth is not decided again per frame.
-        if self.nfs.is_empty() && self.meter.is_none() {
+        if self.nfs.is_empty() && self.meter.is_none() && self.router.is_none() {
             match self.depth {
                 Depth::L2 => self.forward_checked(Depth::L2, port, pool, input, out, counters, &mut commands),
                 Depth::L3 => self.forward_checked(Depth::L3, port, pool, input, out, counters, &mut commands),
@@ -652,7 +836,7 @@ impl Stage for Chain {
         let depth = self.depth;
         for &b in input.as_slice() {
             let parsed = parse::parse_to(pool.frame(b), depth);
-            self.admit(port, pool, counters, &mut commands, b, parsed);
+            self.admit(port, pool, counters, &mut commands, b, parsed, now);
         }
         input.clear();
         self.run_admitted(pool, out, counters, now);
@@ -661,6 +845,10 @@ impl Stage for Chain {
 
     fn idle(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
         self.batch.clear();
+        if let Some(r) = &mut self.router {
+            let egress = &self.egress;
+            r.housekeep(pool, now, &mut |pool, b, e| Self::emit(egress, pool, out, counters, b, e));
+        }
         let ctx = NfCtx { now };
         for nf in &mut self.nfs {
             nf.generate(&ctx, pool, &mut self.batch);
@@ -669,7 +857,32 @@ impl Stage for Chain {
             return;
         }
         counters.generated = counters.generated.saturating_add(self.batch.len() as u64);
-        self.egress(pool, out, counters);
+        self.egress(pool, out, counters, now);
+    }
+
+    fn enter_lane(&mut self, lane: usize) {
+        if let Some(r) = &mut self.router {
+            r.set_lane(lane);
+        }
+    }
+}
+
+/// The parse result a frame the chain answers without parsing it as IP (an ARP reply)
+/// carries in the batch: its link header only; no NF reads it ([`Verdict::Reply`]).
+fn link_only() -> Parsed {
+    let none = IpAddr::V4([0; 4]);
+    Parsed {
+        l2: parse::L2 { vlans: Default::default(), vlan_count: 0, ethertype: 0x0806, len: 14 },
+        l3: L3Kind::Ipv4,
+        l3_offset: 14,
+        l3_len: 0,
+        l4_offset: 14,
+        ip_proto: 0,
+        fragment: parse::Fragment::Whole,
+        l4: parse::L4Kind::Unparsed,
+        flow: parse::FlowKey { src: none, dst: none, src_port: 0, dst_port: 0, proto: 0 },
+        payload_offset: 14,
+        payload_len: 0,
     }
 }
 
@@ -770,7 +983,7 @@ impl Chain {
                 }
                 first = false;
                 let parsed = parse::parse_to(frame, depth);
-                self.admit(port, pool, counters, commands, b, parsed);
+                self.admit(port, pool, counters, commands, b, parsed, now);
                 rest = after;
             }
             self.run_admitted(pool, out, counters, now);
@@ -778,18 +991,94 @@ impl Chain {
     }
 
     /// Sends every alive packet of the batch to its output port (MAC rewrite: the NF's next
-    /// hop or the port's peer as destination, the port's own MAC as source), drops and counts
-    /// the rest, and empties the batch.
-    fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters) {
-        for p in self.batch.pkts() {
-            match p.verdict {
-                Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
-                Verdict::Forward(to) => {
-                    Self::send(&self.egress, pool, out, counters, p.buf, usize::from(to), p.dst_mac)
+    /// hop, the neighbour [`Dst::Via`] names, or the port's peer as destination, the port's
+    /// own MAC as source), drops and counts the rest, and empties the batch. A neighbour not
+    /// in the worker's cache takes the slow path ([`Router::miss`]): the frame may wait for
+    /// its answer.
+    fn egress(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
+        let egress = &self.egress;
+        // Without a router the loop is what it always was: decided once per batch.
+        let Some(r) = &mut self.router else {
+            for p in self.batch.pkts() {
+                match p.verdict {
+                    Verdict::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+                    Verdict::Forward(to) | Verdict::Reply(to) => {
+                        Self::send(egress, pool, out, counters, p.buf, usize::from(to), p.dst.mac())
+                    }
                 }
             }
+            self.batch.clear();
+            return;
+        };
+        r.begin_batch();
+        for p in self.batch.pkts() {
+            let to = match p.verdict {
+                Verdict::Drop(reason) => {
+                    Self::drop_frame(pool, counters, p.buf, reason);
+                    continue;
+                }
+                Verdict::Forward(to) | Verdict::Reply(to) => to,
+            };
+            let dst = match p.dst {
+                Dst::Via(via) => match r.lookup(p.neighbour(via), to) {
+                    Some(mac) => Some(mac),
+                    None => {
+                        Self::egress_miss(egress, r, pool, out, counters, p, to, now);
+                        continue;
+                    }
+                },
+                Dst::Mac(m) => Some(m),
+                Dst::Peer => None,
+            };
+            Self::send(egress, pool, out, counters, p.buf, usize::from(to), dst);
         }
         self.batch.clear();
+    }
+
+    /// A packet whose neighbour is not in the worker's cache: the table's slow path (it may
+    /// send it, keep it waiting, or drop it).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn egress_miss(
+        egress: &Egress,
+        r: &mut Router,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        to: u8,
+        now: Instant,
+    ) {
+        let Dst::Via(via) = p.dst else { return Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved) };
+        let ip = p.neighbour(via);
+        let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
+        match r.miss(pool, p.buf, ip, to, now, &mut emit) {
+            Miss::Send(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac)),
+            Miss::Queued => {}
+            Miss::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+        }
+    }
+
+    /// What the neighbour table asks of a frame: send it (a request it made counts as
+    /// generated) or drop it.
+    fn emit(
+        egress: &Egress,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        b: PacketBuf,
+        e: Emit,
+    ) {
+        match e {
+            Emit::Send { port, mac, generated } => {
+                if generated {
+                    counters.generated = counters.generated.saturating_add(1);
+                }
+                Self::send(egress, pool, out, counters, b, usize::from(port), Some(mac));
+            }
+            Emit::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
+        }
     }
 
     /// Sends `buf` out of port `to`: destination `dst_mac` or the port's peer, source the

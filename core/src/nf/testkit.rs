@@ -178,7 +178,13 @@ pub fn run(nf: &mut dyn Nf, frames: &[Vec<u8>], ingress: u8, now: Instant) -> Ve
             pool.set_len(b, f.len()).unwrap();
             pool.frame_mut(b).copy_from_slice(f);
             let parsed = parse::parse(f).expect("test frames parse");
-            let pkt = Pkt { buf: b, parsed, ingress, verdict: Verdict::Forward(1 - ingress.min(1)), dst_mac: None };
+            let pkt = Pkt {
+                buf: b,
+                parsed,
+                ingress,
+                verdict: Verdict::Forward(1 - ingress.min(1)),
+                dst: crate::nf::Dst::Peer,
+            };
             batch.push(pkt).unwrap();
         }
         nf.process(&NfCtx { now }, &mut pool, &mut batch);

@@ -29,7 +29,7 @@ impl Nf for OddDropper {
                 p.verdict = Verdict::Drop(DropReason::AclDeny);
             } else {
                 p.verdict = Verdict::Forward(p.ingress);
-                p.dst_mac = Some([0xaa; 6]);
+                p.dst = Dst::Mac([0xaa; 6]);
             }
         }
     }

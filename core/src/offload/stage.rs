@@ -136,7 +136,7 @@ fn run_heads(
         chain.begin();
         let mut none = Commands::default();
         for h in heads.iter().filter(|h| h.k == k) {
-            chain.admit(usize::from(h.port), pool, counters, &mut none, h.buf, Ok(h.parsed));
+            chain.admit(usize::from(h.port), pool, counters, &mut none, h.buf, Ok(h.parsed), now);
         }
         let these: &Vec<Head> = heads;
         chain.run_head(usize::from(k), pool, counters, now, |pool, b, to, dst| {
@@ -233,6 +233,7 @@ fn tick(d: &Dedicated, counters: &mut NetBlazeCounters, st: &mut LaneState, now:
 
 impl Stage for NetBlazeStage {
     fn enter_lane(&mut self, lane: usize) {
+        self.chain.enter_lane(lane);
         if let Some(d) = &mut self.nb {
             d.lane = lane;
             self.due = d.lanes.get(lane).and_then(|l| l.try_lock()).and_then(|st| st.deadline);
@@ -279,7 +280,7 @@ impl Stage for NetBlazeStage {
                 Ok(p) => p,
                 Err(e) => {
                     // The chain drops it by reason, or takes it as a control frame.
-                    self.chain.admit(port, pool, counters, &mut commands, b, Err(e));
+                    self.chain.admit(port, pool, counters, &mut commands, b, Err(e), now);
                     continue;
                 }
             };
@@ -292,7 +293,7 @@ impl Stage for NetBlazeStage {
             let following = st.follow.lookup(key, |a| completed.get(usize::from(a)).copied().unwrap_or(u64::MAX));
             let target = following.map(|f| (f.aux, f.split_k)).or_else(|| st.placed.get(key));
             let Some(((a, k), queue)) = target.and_then(|t| Some((t, st.queued.get_mut(usize::from(t.0))?))) else {
-                self.chain.admit(port, pool, counters, &mut commands, b, Ok(parsed));
+                self.chain.admit(port, pool, counters, &mut commands, b, Ok(parsed), now);
                 continue;
             };
             let ai = usize::from(a);
@@ -309,7 +310,7 @@ impl Stage for NetBlazeStage {
                     counters.count_drop(DropReason::HandoffFull, 1);
                 } else {
                     self.counters.kept_full += 1;
-                    self.chain.admit(port, pool, counters, &mut commands, b, Ok(parsed));
+                    self.chain.admit(port, pool, counters, &mut commands, b, Ok(parsed), now);
                 }
                 continue;
             }

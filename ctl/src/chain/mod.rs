@@ -218,6 +218,7 @@ pub fn compile(file: &str, src: &str) -> Result<Compiled, ChainError> {
     if let Some(v) = &doc.chain.get_ref().validate {
         emit.scalar("validate", "chain.validate", v.span(), v.get_ref())?;
     }
+    emit_neigh(&mut emit, doc.port.as_ref(), doc.neigh.as_ref())?;
     // Every configured NF must be in the chain, once.
     let nfs = &doc.chain.get_ref().nfs;
     let configured: [(&str, Option<Range<usize>>); 7] = [
@@ -452,7 +453,55 @@ fn emit_l3fwd(emit: &mut Emit, t: Option<&Spanned<schema::L3fwdTable>>) -> Resul
             &[
                 ("prefix", "prefix", spanned_str(&r.prefix)),
                 ("port", "port", spanned_num(&r.port)),
-                ("mac", "mac", spanned_str(&r.mac)),
+                ("mac", "mac", r.mac.as_ref().and_then(spanned_str)),
+                ("via", "via", r.via.as_ref().and_then(spanned_str)),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// `[[port.addr]]` and `[neigh]`: top-level records of the text form (before the NFs).
+fn emit_neigh(
+    emit: &mut Emit,
+    port: Option<&Spanned<schema::PortTable>>,
+    neigh: Option<&Spanned<schema::NeighTable>>,
+) -> Result<(), ChainError> {
+    for (i, a) in port.map(|p| p.get_ref().addr.as_slice()).unwrap_or_default().iter().enumerate() {
+        let span = a.span();
+        let a = a.get_ref();
+        emit.record(
+            "port.addr",
+            &format!("port.addr[{i}]"),
+            span,
+            &[("port", "port", spanned_num(&a.port)), ("addr", "addr", spanned_str(&a.addr))],
+        )?;
+    }
+    let Some(n) = neigh else { return Ok(()) };
+    let n = n.get_ref();
+    emit_numbers(
+        emit,
+        "neigh",
+        &[
+            ("capacity", n.capacity.as_ref()),
+            ("probes", n.probes.as_ref()),
+            ("max_waiting", n.max_waiting.as_ref()),
+            ("reachable_ms", n.reachable_ms.as_ref()),
+            ("stale_ms", n.stale_ms.as_ref()),
+            ("retrans_ms", n.retrans_ms.as_ref()),
+        ],
+    )?;
+    for (i, s) in n.statics.iter().enumerate() {
+        let span = s.span();
+        let s = s.get_ref();
+        emit.record(
+            "neigh.static",
+            &format!("neigh.static[{i}]"),
+            span,
+            &[
+                ("port", "port", spanned_num(&s.port)),
+                ("ip", "ip", spanned_str(&s.ip)),
+                ("mac", "mac", spanned_str(&s.mac)),
             ],
         )?;
     }

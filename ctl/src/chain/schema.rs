@@ -53,7 +53,24 @@
 //! [[l3fwd.route]]
 //! prefix = "10.0.0.0/8"
 //! port = 1
-//! mac = "02:00:00:00:01:01"
+//! mac = "02:00:00:00:01:01"             # or via = "10.1.0.254" (a gateway) or via = "direct"
+//!                                       # (directly connected): the MAC from the neighbour table
+//!
+//! [[port.addr]]                         # the ports' own IPv4 addresses (any of port/neigh
+//! port = 0                              # gives the chain a neighbour table: ARP and ping
+//! addr = "10.0.0.1/24"                  # answered, `via` next hops resolved)
+//!
+//! [neigh]                               # every field optional
+//! capacity = 256                        # entries, static ones included
+//! probes = 3                            # requests before an entry fails
+//! max_waiting = 64                      # frames waiting for answers, over the table
+//! reachable_ms = 30000                  # then stale; removed after stale_ms more
+//! stale_ms = 60000
+//! retrans_ms = 1000                     # between two requests for one address
+//! [[neigh.static]]
+//! port = 1
+//! ip = "10.0.1.50"
+//! mac = "02:00:00:00:00:50"
 //! ```
 //!
 
@@ -72,6 +89,47 @@ pub struct ChainFile {
     pub urlfilter: Option<Spanned<UrlFilterTable>>,
     pub encrypt: Option<Spanned<EncryptTable>>,
     pub l3fwd: Option<Spanned<L3fwdTable>>,
+    pub port: Option<Spanned<PortTable>>,
+    pub neigh: Option<Spanned<NeighTable>>,
+}
+
+/// `[port]`: its `[[port.addr]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortTable {
+    #[serde(default)]
+    pub addr: Vec<Spanned<PortAddrTable>>,
+}
+
+/// `[[port.addr]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortAddrTable {
+    pub port: Spanned<u8>,
+    pub addr: Spanned<String>,
+}
+
+/// `[neigh]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighTable {
+    pub capacity: Option<Spanned<u64>>,
+    pub probes: Option<Spanned<u64>>,
+    pub max_waiting: Option<Spanned<u64>>,
+    pub reachable_ms: Option<Spanned<u64>>,
+    pub stale_ms: Option<Spanned<u64>>,
+    pub retrans_ms: Option<Spanned<u64>>,
+    #[serde(default, rename = "static")]
+    pub statics: Vec<Spanned<NeighStaticTable>>,
+}
+
+/// `[[neigh.static]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighStaticTable {
+    pub port: Spanned<u8>,
+    pub ip: Spanned<String>,
+    pub mac: Spanned<String>,
 }
 
 /// `[chain]`.
@@ -144,7 +202,8 @@ pub struct L3fwdTable {
 pub struct L3fwdRouteTable {
     pub prefix: Spanned<String>,
     pub port: Spanned<u8>,
-    pub mac: Spanned<String>,
+    pub mac: Option<Spanned<String>>,
+    pub via: Option<Spanned<String>>,
 }
 
 /// `[lb]`.

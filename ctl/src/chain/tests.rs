@@ -110,7 +110,7 @@ fn expected_full() -> Vec<NfSpec> {
     enc.key = core::array::from_fn(|i| i as u8);
     enc.clear = ClearPolicy::Drop;
     let mut l3 = L3fwdConfig::default();
-    l3.next_hops = vec![NextHop { port: 1, mac: [2, 0, 0, 0, 1, 1] }, NextHop { port: 0, mac: [2, 0, 0, 0, 1, 0] }];
+    l3.next_hops = vec![NextHop::mac(1, [2, 0, 0, 0, 1, 1]), NextHop::mac(0, [2, 0, 0, 0, 1, 0])];
     l3.routes4 = vec![
         Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 0 },
         Route4 { prefix: [10, 1, 0, 0], len: 16, next_hop: 1 },
@@ -405,4 +405,40 @@ fn validate_reaches_the_text_form() {
     let c = compile("chains/x.toml", "[chain]\nnfs = []\n").expect("compiles");
     assert!(!c.text.contains("validate"), "{}", c.text);
     assert_eq!(c.spec.validate, Depth::L4);
+}
+
+/// The example router chain compiles, with its addresses and resolved routes.
+#[test]
+fn the_example_router_chain_compiles() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chains/router.toml");
+    let c = crate::chain::load(&path).expect("chains/router.toml compiles");
+    let n = c.spec.neigh.as_ref().expect("a neighbour table");
+    assert_eq!((n.cfg.addrs.len(), n.cfg.addrs6.len()), (2, 1));
+    assert!(c.text.lines().any(|l| l == "l3fwd.route=prefix:0.0.0.0/0,port:1,via:10.78.1.254"), "{}", c.text);
+}
+
+/// `[[port.addr]]`, `[neigh]` and `via` routes reach the text form and the spec; a bad
+/// address points at its TOML line and key.
+#[test]
+fn addresses_neighbours_and_via_routes_reach_the_text_form() {
+    let src = "[chain]\nnfs = [\"l3fwd\"]\n\n[[port.addr]]\nport = 0\naddr = \"10.0.0.1/24\"\n\n\
+               [neigh]\ncapacity = 64\nretrans_ms = 500\n[[neigh.static]]\nport = 1\nip = \"10.0.1.50\"\n\
+               mac = \"02:00:00:00:00:50\"\n\n[[l3fwd.route]]\nprefix = \"0.0.0.0/0\"\nport = 1\n\
+               via = \"10.0.1.254\"\n[[l3fwd.route]]\nprefix = \"10.0.0.0/24\"\nport = 0\nvia = \"direct\"\n";
+    let c = compile("chains/x.toml", src).expect("compiles");
+    for line in [
+        "port.addr=port:0,addr:10.0.0.1/24",
+        "neigh.capacity=64",
+        "neigh.retrans_ms=500",
+        "neigh.static=port:1,ip:10.0.1.50,mac:02:00:00:00:00:50",
+        "l3fwd.route=prefix:0.0.0.0/0,port:1,via:10.0.1.254",
+        "l3fwd.route=prefix:10.0.0.0/24,port:0,via:direct",
+    ] {
+        assert!(c.text.lines().any(|l| l == line), "{line} missing from\n{}", c.text);
+    }
+    let n = c.spec.neigh.as_ref().expect("a neighbour table");
+    assert_eq!((n.cfg.addrs.len(), n.cfg.capacity, n.retrans_ms), (1, 64, Some(500)));
+    let bad = src.replace("10.0.0.1/24", "10.0.0.255/24");
+    let e = compile("chains/x.toml", &bad).unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (4, "port.addr[0]"), "{e}");
 }

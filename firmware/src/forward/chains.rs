@@ -74,7 +74,7 @@ impl Chains {
     /// Copies worker `w`'s NF counters into its slot; `wait` = also when the reporter
     /// holds it right now (final counters).
     pub fn publish(&self, w: usize, chain: &Chain, wait: bool) {
-        if chain.nfs().is_empty() {
+        if chain.nfs().is_empty() && chain.router().is_none() {
             return;
         }
         let Some(slot) = self.slots.get(w) else { return };
@@ -90,7 +90,7 @@ impl Chains {
     /// them (` key=value` pairs; a value that is not a number is taken from the first
     /// worker that has the key).
     pub fn write_summed(&self, w: &mut dyn Write) -> core::fmt::Result {
-        if self.factory.is_empty() && self.burn == 0 {
+        if self.factory.is_empty() && self.factory.neigh().is_none() && self.burn == 0 {
             return Ok(());
         }
         let texts: Vec<Text> = self.slots.iter().map(|s| s.lock().clone()).collect();

@@ -247,6 +247,7 @@ impl Expectations {
                     nfs: vec![nf.clone()],
                     timeouts: spec.timeouts.get(i).copied().into_iter().collect(),
                     validate: spec.validate,
+                    neigh: None,
                 };
                 let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
                 // Every frame is decrypted at `Instant(0)`: the clock rate does not matter.

@@ -6,7 +6,7 @@ use core::fmt;
 
 use super::values;
 use crate::nf::acl::{AclAction, AclRule, Prefix};
-use crate::nf::l3fwd::NextHop;
+use crate::nf::l3fwd::{NextHop, Resolve};
 use crate::nf::lb::Backend;
 use crate::parse::IpAddr;
 
@@ -104,7 +104,12 @@ pub struct RouteText(pub Prefix, pub NextHop);
 
 impl fmt::Display for RouteText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "prefix:{},port:{},mac:{}", PrefixText(Some(self.0)), self.1.port, MacText(self.1.mac))
+        write!(f, "prefix:{},port:{},", PrefixText(Some(self.0)), self.1.port)?;
+        match self.1.resolve {
+            Resolve::Static => write!(f, "mac:{}", MacText(self.1.mac)),
+            Resolve::Gateway(a) => write!(f, "via:{}", core::net::Ipv4Addr::from(a)),
+            Resolve::Direct => f.write_str("via:direct"),
+        }
     }
 }
 

@@ -292,7 +292,15 @@ fn run_nf(nf: &mut Encrypt, frames: &[Vec<u8>]) -> Vec<Verdict> {
         pool.set_len(b, f.len()).unwrap();
         pool.frame_mut(b).copy_from_slice(f);
         let parsed = parse(f).unwrap();
-        batch.push(crate::nf::Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst_mac: None }).unwrap();
+        batch
+            .push(crate::nf::Pkt {
+                buf: b,
+                parsed,
+                ingress: 0,
+                verdict: Verdict::Forward(1),
+                dst: crate::nf::Dst::Peer,
+            })
+            .unwrap();
     }
     nf.process(&NfCtx { now: Instant(1) }, &mut pool, &mut batch);
     batch.pkts().iter().map(|p| p.verdict).collect()

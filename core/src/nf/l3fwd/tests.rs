@@ -21,10 +21,12 @@ fn run(nf: &mut dyn Nf, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, Verdict, Option<[u8
         pool.set_len(b, f.len()).unwrap();
         pool.frame_mut(b).copy_from_slice(f);
         let parsed = crate::parse::parse(f).unwrap();
-        batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst_mac: None }).unwrap();
+        batch
+            .push(Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst: crate::nf::Dst::Peer })
+            .unwrap();
     }
     nf.process(&NfCtx { now: Instant(1) }, &mut pool, &mut batch);
-    batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst_mac)).collect()
+    batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst.mac())).collect()
 }
 
 fn v4_frame(dst: [u8; 4], ttl: u8, options: &[u8]) -> Vec<u8> {
@@ -49,7 +51,7 @@ fn config() -> L3fwdConfig {
     let mut p6 = [0u8; 16];
     p6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
     L3fwdConfig {
-        next_hops: vec![NextHop { port: 0, mac: MAC_A }, NextHop { port: 1, mac: MAC_B }],
+        next_hops: vec![NextHop::mac(0, MAC_A), NextHop::mac(1, MAC_B)],
         routes4: vec![
             Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 0 },
             Route4 { prefix: [10, 1, 2, 0], len: 24, next_hop: 1 },
@@ -144,7 +146,7 @@ fn dead_packets_are_left_alone() {
     let mut batch = NfBatch::new();
     let parsed = crate::parse::parse(&frame).unwrap();
     let dead = Verdict::Drop(DropReason::AclDeny);
-    batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: dead, dst_mac: None }).unwrap();
+    batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: dead, dst: crate::nf::Dst::Peer }).unwrap();
     f.process(&NfCtx { now: Instant(0) }, &mut pool, &mut batch);
     assert_eq!(batch.pkts()[0].verdict, dead);
     assert_eq!(pool.frame(b), &frame[..]);
@@ -206,7 +208,7 @@ proptest! {
         let mut c = L3fwdConfig {
             first_stride4: stride,
             max_groups4: 4096,
-            next_hops: (0..4).map(|i| NextHop { port: (i % 2) as u8, mac: [2, 0, 0, 0, 0, i as u8] }).collect(),
+            next_hops: (0..4).map(|i| NextHop::mac((i % 2) as u8, [2, 0, 0, 0, 0, i as u8])).collect(),
             ..Default::default()
         };
         let mut seen = std::collections::BTreeSet::new();
@@ -249,7 +251,7 @@ proptest! {
     ) {
         let mut c = L3fwdConfig {
             max_groups6: 8192,
-            next_hops: (0..4).map(|i| NextHop { port: (i % 2) as u8, mac: [2, 0, 0, 0, 0, i as u8] }).collect(),
+            next_hops: (0..4).map(|i| NextHop::mac((i % 2) as u8, [2, 0, 0, 0, 0, i as u8])).collect(),
             ..Default::default()
         };
         let mut seen = std::collections::BTreeSet::new();
@@ -311,9 +313,9 @@ fn routes_changed_live_take_effect_at_the_next_batch() {
     assert_eq!(before, [(Verdict::Forward(0), Some(MAC_A)), (Verdict::Drop(DropReason::NoRoute), None)]);
     // A more specific route for 10.9.0.0/16 via a new next hop, and a route for 192.0.2.0/24.
     let mac_c = [2, 0, 0, 0, 0xc, 3];
-    let old = shared.add_route(IpAddr::V4([10, 9, 0, 0]), 16, NextHop { port: 1, mac: mac_c }).unwrap();
+    let old = shared.add_route(IpAddr::V4([10, 9, 0, 0]), 16, NextHop::mac(1, mac_c)).unwrap();
     assert_eq!(old.config().next_hops.len(), 2);
-    shared.add_route(IpAddr::V4([192, 0, 2, 0]), 24, NextHop { port: 0, mac: MAC_A }).unwrap();
+    shared.add_route(IpAddr::V4([192, 0, 2, 0]), 24, NextHop::mac(0, MAC_A)).unwrap();
     let after = hops(&run(&mut f, &frames));
     assert_eq!(after, [(Verdict::Forward(1), Some(mac_c)), (Verdict::Forward(0), Some(MAC_A))]);
     // Deleting the /16 falls back to the /8; its next hop is dropped from the list.
@@ -323,11 +325,11 @@ fn routes_changed_live_take_effect_at_the_next_batch() {
     // Refused changes name what is wrong and change nothing.
     let v = shared.tables().config().clone();
     assert_eq!(shared.delete_route(IpAddr::V4([10, 9, 0, 0]), 16).err(), Some(L3fwdConfigError::NoSuchRoute));
-    let dup = shared.add_route(IpAddr::V4([10, 0, 0, 0]), 8, NextHop { port: 1, mac: MAC_B });
+    let dup = shared.add_route(IpAddr::V4([10, 0, 0, 0]), 8, NextHop::mac(1, MAC_B));
     assert_eq!(dup.err(), Some(L3fwdConfigError::DuplicateRoute { family: Family::V4, index: 4 }));
-    let host = shared.add_route(IpAddr::V4([10, 0, 0, 1]), 8, NextHop { port: 1, mac: MAC_B });
+    let host = shared.add_route(IpAddr::V4([10, 0, 0, 1]), 8, NextHop::mac(1, MAC_B));
     assert_eq!(host.err(), Some(L3fwdConfigError::RouteHostBits { family: Family::V4, index: 4 }));
-    let port = shared.add_route(IpAddr::V4([11, 0, 0, 0]), 8, NextHop { port: 7, mac: MAC_B });
+    let port = shared.add_route(IpAddr::V4([11, 0, 0, 0]), 8, NextHop::mac(7, MAC_B));
     assert_eq!(port.err(), Some(L3fwdConfigError::NextHopPort { index: 2 }));
     assert_eq!(shared.tables().config(), &v);
 }

@@ -213,7 +213,7 @@ impl Step<'_, '_, '_> {
                 && self.pool.set_len(self.p.buf, len).is_ok()
             {
                 self.counters.resets += 1;
-                self.p.dst_mac = Some(mac);
+                self.p.dst = crate::nf::Dst::Mac(mac);
                 self.p.verdict = Verdict::Forward(self.p.ingress);
                 return;
             }

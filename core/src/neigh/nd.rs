@@ -1,0 +1,223 @@
+//! IPv6 for the dataplane's own addresses, answered in place: neighbour solicitations
+//! (RFC 4861 §7.2.4) and ICMPv6 echo requests (RFC 4443 §4.2). Forwarding through
+//! IPv6 neighbours (resolution, the table) is a later milestone: IPv6 next hops are static.
+//!
+//! RFC 4861 §7.1.1, a node MUST silently discard a solicitation unless "the IP Hop Limit
+//! field has a value of 255", "the ICMP checksum is valid", "ICMP Code is 0", "ICMP length
+//! (derived from the IP length) is 24 or more octets", "Target Address is not a multicast
+//! address", and "if the IP source address is the unspecified address, the IP destination
+//! address is a solicited-node multicast address" (duplicate address detection: not answered
+//! here). §7.2.4: "the node sends a Neighbor Advertisement … the Target Address of the
+//! advertisement is copied from the Target Address of the solicitation … If the source of
+//! the solicitation is not the unspecified address, the node MUST set the Solicited flag …
+//! and unicast the advertisement to the Source Address of the solicitation. If the
+//! solicitation's IP Destination Address is not a multicast address, the Target Link-Layer
+//! Address option MAY be omitted". The advertisement keeps the solicitation's length: a
+//! source link-layer option becomes our target link-layer option, a solicitation without one
+//! (a unicast probe) gets an advertisement without one. Flags: Router (we route),
+//! Solicited, Override.
+
+use crate::checksum;
+
+/// ICMPv6 (IPv6 next header 58).
+pub const ICMPV6: u8 = 58;
+const NS: u8 = 135;
+const NA: u8 = 136;
+const ECHO_REQUEST: u8 = 128;
+const ECHO_REPLY: u8 = 129;
+/// Hop limit of an echo reply.
+pub const REPLY_HOP_LIMIT: u8 = 64;
+
+/// The solicited-node multicast address of `a` (RFC 4291 §2.7.1): `ff02::1:ffXX:XXXX`.
+pub fn solicited_node(a: &[u8; 16]) -> [u8; 16] {
+    let mut s = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+    s[13..].copy_from_slice(&a[13..]);
+    s
+}
+
+/// What [`reply_in_place`] made of a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// A neighbour advertisement for our address, to this MAC.
+    Advertisement([u8; 6]),
+    /// An echo reply, to this MAC.
+    EchoReply([u8; 6]),
+}
+
+fn a16(f: &[u8], at: usize) -> Option<[u8; 16]> {
+    f.get(at..at + 16).and_then(|s| s.try_into().ok())
+}
+
+/// Answers, in place, the IPv6 packet at `ip` (its ICMPv6 message at `icmp`, `len` bytes)
+/// of `frame` if it is a solicitation for one of our addresses (`own`) or an echo request to
+/// one of them; `None` (frame untouched) otherwise. `own_mac` is the ingress port's MAC.
+pub fn reply_in_place(
+    frame: &mut [u8],
+    ip: usize,
+    icmp: usize,
+    len: usize,
+    own_mac: [u8; 6],
+    own: impl Fn(&[u8; 16]) -> bool,
+) -> Option<Answer> {
+    let (src, dst) = (a16(frame, ip + 8)?, a16(frame, ip + 24)?);
+    let hop = *frame.get(ip + 7)?;
+    let sender: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+    let msg = frame.get(icmp..icmp + len)?;
+    let (&ty, &code) = (msg.first()?, msg.get(1)?);
+    if code != 0 || len < 8 || checksum::l4_checksum_v6(&src, &dst, ICMPV6, msg) != 0 {
+        return None;
+    }
+    match ty {
+        NS => {
+            let target = a16(msg, 8)?;
+            // §7.1.1; an unspecified source is duplicate address detection: not answered.
+            if hop != 255 || len < 24 || !own(&target) || src == [0; 16] || src[0] == 0xff {
+                return None;
+            }
+            // Options: none, or exactly one source link-layer address (type 1, 8 bytes).
+            let with_option = match len {
+                24 => false,
+                32 if msg.get(24..26) == Some(&[1, 1]) => true,
+                _ => return None,
+            };
+            let msg = frame.get_mut(icmp..icmp + len)?;
+            msg[0] = NA;
+            msg[2..4].fill(0);
+            msg[4..8].copy_from_slice(&[0xE0, 0, 0, 0]); // Router, Solicited, Override
+            if with_option {
+                msg[24] = 2; // target link-layer address
+                msg[26..32].copy_from_slice(&own_mac);
+            }
+            frame.get_mut(ip + 8..ip + 24)?.copy_from_slice(&target);
+            frame.get_mut(ip + 24..ip + 40)?.copy_from_slice(&src);
+            let c = checksum::l4_checksum_v6(&target, &src, ICMPV6, frame.get(icmp..icmp + len)?);
+            frame.get_mut(icmp + 2..icmp + 4)?.copy_from_slice(&c.to_be_bytes());
+            Some(Answer::Advertisement(sender))
+        }
+        ECHO_REQUEST if own(&dst) => {
+            // RFC 4443 §4.2: the reply's source is the request's destination (ours, unicast).
+            let old = u16::from_be_bytes([ty, code]);
+            let c = u16::from_be_bytes([*msg.get(2)?, *msg.get(3)?]);
+            let c = checksum::update16(c, old, u16::from_be_bytes([ECHO_REPLY, 0]));
+            *frame.get_mut(icmp)? = ECHO_REPLY;
+            frame.get_mut(icmp + 2..icmp + 4)?.copy_from_slice(&c.to_be_bytes());
+            // Swapped addresses leave the pseudo-header's sum as it was.
+            frame.get_mut(ip + 8..ip + 24)?.copy_from_slice(&dst);
+            frame.get_mut(ip + 24..ip + 40)?.copy_from_slice(&src);
+            *frame.get_mut(ip + 7)? = REPLY_HOP_LIMIT;
+            Some(Answer::EchoReply(sender))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    const OURS: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    const HOST: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    const HOST_MAC: [u8; 6] = [2, 0xaa, 0, 0, 0, 1];
+    const OWN_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
+
+    /// Ethernet + IPv6 + an ICMPv6 message (checksum filled in), hop limit `hop`.
+    fn frame(dst: [u8; 16], hop: u8, msg: &[u8]) -> Vec<u8> {
+        let mut f = std::vec![0u8; 54 + msg.len()];
+        f[..6].copy_from_slice(&[0x33, 0x33, 0xff, 0, 0, 1]);
+        f[6..12].copy_from_slice(&HOST_MAC);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&(msg.len() as u16).to_be_bytes());
+        f[20] = ICMPV6;
+        f[21] = hop;
+        f[22..38].copy_from_slice(&HOST);
+        f[38..54].copy_from_slice(&dst);
+        f[54..].copy_from_slice(msg);
+        let c = checksum::l4_checksum_v6(&HOST, &dst, ICMPV6, &f[54..]);
+        f[56..58].copy_from_slice(&c.to_be_bytes());
+        f
+    }
+
+    fn ns(with_option: bool) -> Vec<u8> {
+        let mut m = std::vec![NS, 0, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(&OURS);
+        if with_option {
+            m.extend_from_slice(&[1, 1]);
+            m.extend_from_slice(&HOST_MAC);
+        }
+        m
+    }
+
+    fn own(a: &[u8; 16]) -> bool {
+        *a == OURS
+    }
+
+    #[test]
+    fn a_solicitation_for_our_address_becomes_its_advertisement() {
+        for with_option in [true, false] {
+            let mut f = frame(solicited_node(&OURS), 255, &ns(with_option));
+            let len = f.len() - 54;
+            assert_eq!(reply_in_place(&mut f, 14, 54, len, OWN_MAC, own), Some(Answer::Advertisement(HOST_MAC)));
+            assert_eq!((&f[22..38], &f[38..54]), (&OURS[..], &HOST[..]));
+            assert_eq!((f[54], f[58]), (NA, 0xE0));
+            assert_eq!(&f[62..78], &OURS);
+            if with_option {
+                assert_eq!(&f[78..80], &[2, 1]);
+                assert_eq!(&f[80..86], &OWN_MAC);
+            }
+            assert_eq!(checksum::l4_checksum_v6(&OURS, &HOST, ICMPV6, &f[54..]), 0, "checksum");
+            // And an independent parser reads a neighbour advertisement.
+            let p = etherparse::SlicedPacket::from_ethernet(&f).expect("etherparse reads it");
+            assert!(matches!(
+                p.transport,
+                Some(etherparse::TransportSlice::Icmpv6(ref i))
+                    if matches!(i.icmp_type(), etherparse::Icmpv6Type::NeighborAdvertisement(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn solicitations_that_rfc_4861_discards_are_left_alone() {
+        let other = {
+            let mut m = ns(true);
+            m[8 + 15] = 9;
+            m
+        };
+        let mut dad = frame(solicited_node(&OURS), 255, &ns(false));
+        dad[22..38].fill(0);
+        let c = checksum::l4_checksum_v6(&[0; 16], &solicited_node(&OURS), ICMPV6, &{
+            let mut m = dad[54..].to_vec();
+            m[2..4].fill(0);
+            m
+        });
+        dad[56..58].copy_from_slice(&c.to_be_bytes());
+        let mut bad_sum = frame(solicited_node(&OURS), 255, &ns(true));
+        bad_sum[60] ^= 1;
+        for (why, mut f) in [
+            ("hop limit 254", frame(solicited_node(&OURS), 254, &ns(true))),
+            ("not our address", frame(solicited_node(&OURS), 255, &other)),
+            ("duplicate address detection", dad),
+            ("bad checksum", bad_sum),
+        ] {
+            let before = f.clone();
+            let len = f.len() - 54;
+            assert_eq!(reply_in_place(&mut f, 14, 54, len, OWN_MAC, own), None, "{why}");
+            assert_eq!(f, before, "{why}");
+        }
+    }
+
+    #[test]
+    fn an_echo_request_to_our_address_is_answered_with_a_valid_checksum() {
+        let mut f = frame(OURS, 64, &[ECHO_REQUEST, 0, 0, 0, 0x12, 0x34, 0, 1, b'p', b'i', b'n', b'g']);
+        let len = f.len() - 54;
+        assert_eq!(reply_in_place(&mut f, 14, 54, len, OWN_MAC, own), Some(Answer::EchoReply(HOST_MAC)));
+        assert_eq!((&f[22..38], &f[38..54], f[54], f[21]), (&OURS[..], &HOST[..], ECHO_REPLY, REPLY_HOP_LIMIT));
+        assert_eq!(checksum::l4_checksum_v6(&OURS, &HOST, ICMPV6, &f[54..]), 0);
+        assert_eq!(&f[58..66], &[0x12, 0x34, 0, 1, b'p', b'i', b'n', b'g']);
+        // Not to us: left alone.
+        let mut g = frame(HOST, 64, &[ECHO_REQUEST, 0, 0, 0, 0, 1, 0, 1]);
+        let len = g.len() - 54;
+        assert_eq!(reply_in_place(&mut g, 14, 54, len, OWN_MAC, own), None);
+    }
+}

@@ -1,0 +1,230 @@
+//! The neighbour table shared by a chain's workers ([`NeighShared`]): its entries, the
+//! frames waiting in them, learning from ARP (`crate::neigh` module docs).
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::{NeighConfig, NeighConfigError, NeighCounters, PortAddr, QUEUE, State};
+use crate::buf::PacketBuf;
+use crate::stage::PORTS;
+use crate::time::Instant;
+
+/// A frame waiting for its neighbour.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Waiting {
+    pub(super) lane: u16,
+    pub(super) buf: PacketBuf,
+}
+
+/// One neighbour.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) ip: [u8; 4],
+    pub(super) port: u8,
+    pub(super) mac: [u8; 6],
+    pub(super) state: State,
+    /// When the state was last set (or the last request sent, while incomplete).
+    pub(super) since: Instant,
+    /// Requests sent while incomplete.
+    pub(super) probes: u8,
+    pub(super) queue: heapless::Vec<Waiting, QUEUE>,
+}
+
+/// A neighbour as [`NeighShared::entries`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeighView {
+    /// Its address.
+    pub ip: [u8; 4],
+    /// Its port.
+    pub port: u8,
+    /// Its MAC (zero while incomplete).
+    pub mac: [u8; 6],
+    /// Its state.
+    pub state: State,
+    /// Frames waiting for it.
+    pub queued: usize,
+}
+
+#[derive(Debug)]
+pub(super) struct Table {
+    pub(super) entries: Vec<Entry>,
+    /// Frames waiting over every entry (at most `NeighConfig::max_waiting`).
+    pub(super) waiting: usize,
+}
+
+impl Table {
+    pub(super) fn find(&self, ip: [u8; 4]) -> Option<usize> {
+        self.entries.iter().position(|e| e.ip == ip)
+    }
+}
+
+/// The neighbour table and the ports' addresses, shared by every worker of a chain.
+#[derive(Debug)]
+pub struct NeighShared {
+    pub(super) cfg: NeighConfig,
+    pub(super) own_mac: [[u8; 6]; PORTS],
+    pub(super) table: spin::Mutex<Table>,
+    /// Bumped when a resolved mapping changes or goes (workers drop their caches).
+    pub(super) generation: AtomicU64,
+    /// Bit `lane % 64`: frames of that lane wait in an entry that was resolved or failed.
+    pub(super) ready: AtomicU64,
+    /// When ageing is next due (clock ticks; written under the table's lock).
+    pub(super) next_age: AtomicU64,
+    /// [`filter_bit`] of every own address.
+    pub(super) own_filter: u64,
+}
+
+/// One of 64 bits for an address (a one-word Bloom filter of the own addresses).
+#[inline(always)]
+pub(super) fn filter_bit(ip: [u8; 4]) -> u64 {
+    1 << (u32::from_be_bytes(ip).wrapping_mul(0x9E37_79B1) >> 26)
+}
+
+impl NeighShared {
+    /// Validates `cfg` and builds the table (allocated here, once) for ports with MACs
+    /// `own_mac`.
+    pub fn try_new(cfg: &NeighConfig, own_mac: [[u8; 6]; PORTS]) -> Result<Self, NeighConfigError> {
+        cfg.validate()?;
+        let mut entries = Vec::new();
+        entries.try_reserve_exact(cfg.capacity).map_err(|_| NeighConfigError::Capacity)?;
+        for s in &cfg.statics {
+            entries.push(Entry {
+                ip: s.ip,
+                port: s.port,
+                mac: s.mac,
+                state: State::Static,
+                since: Instant(0),
+                probes: 0,
+                queue: heapless::Vec::new(),
+            });
+        }
+        Ok(Self {
+            cfg: cfg.clone(),
+            own_mac,
+            table: spin::Mutex::new(Table { entries, waiting: 0 }),
+            next_age: AtomicU64::new(0),
+            own_filter: cfg.addrs.iter().fold(0, |f, a| f | filter_bit(a.addr)),
+            generation: AtomicU64::new(0),
+            ready: AtomicU64::new(0),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NeighConfig {
+        &self.cfg
+    }
+
+    /// Whether `ip` is one of the dataplane's own addresses (on any port): a one-word filter
+    /// first (most packets are not for us), then the list.
+    #[inline]
+    pub fn is_own(&self, ip: [u8; 4]) -> bool {
+        self.own_filter & filter_bit(ip) != 0 && self.cfg.addrs.iter().any(|a| a.addr == ip)
+    }
+
+    /// Whether `ip` is one of the dataplane's IPv6 addresses, or the solicited-node multicast
+    /// address of one (where solicitations for it go).
+    pub fn is_local6(&self, ip: &[u8; 16]) -> bool {
+        self.cfg.addrs6.iter().any(|a| a.addr == *ip || super::nd::solicited_node(&a.addr) == *ip)
+    }
+
+    /// Whether `ip` is an IPv6 address of `port`.
+    pub(super) fn owned_by6(&self, port: u8, ip: &[u8; 16]) -> bool {
+        self.cfg.addrs6.iter().any(|a| a.port == port && a.addr == *ip)
+    }
+
+    /// Whether `ip` is an address of `port`.
+    pub(super) fn owned_by(&self, port: u8, ip: [u8; 4]) -> bool {
+        self.cfg.addrs.iter().any(|a| a.port == port && a.addr == ip)
+    }
+
+    /// The address of `port` whose subnet holds `ip` (else its first address): the sender
+    /// of requests for `ip`.
+    pub(super) fn source_for(&self, port: u8, ip: [u8; 4]) -> Option<[u8; 4]> {
+        let on = |a: &&PortAddr| a.port == port;
+        let mask = |len: u8| if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+        let same = |a: &&PortAddr| (u32::from_be_bytes(a.addr) ^ u32::from_be_bytes(ip)) & mask(a.len) == 0;
+        self.cfg.addrs.iter().filter(on).find(same).or_else(|| self.cfg.addrs.iter().find(on)).map(|a| a.addr)
+    }
+
+    /// Frames waiting for an answer, over the table (takes the lock).
+    pub fn waiting(&self) -> usize {
+        self.table.lock().waiting
+    }
+
+    /// Every entry, for a listing (takes the lock).
+    pub fn entries(&self) -> Vec<NeighView> {
+        let t = self.table.lock();
+        t.entries
+            .iter()
+            .map(|e| NeighView { ip: e.ip, port: e.port, mac: e.mac, state: e.state, queued: e.queue.len() })
+            .collect()
+    }
+
+    pub(super) fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub(super) fn mark_ready(&self, e: &Entry) {
+        let bits = e.queue.iter().fold(0u64, |b, w| b | 1 << (w.lane % 64));
+        if bits != 0 {
+            self.ready.fetch_or(bits, Ordering::Release);
+        }
+    }
+
+    /// Learns `ip` at `mac` behind `port` from an ARP frame. `create`: a new entry may be
+    /// made (the frame was addressed to us, RFC 826's merge rule); otherwise only an
+    /// existing one is updated. Static entries are never changed. Returns whether an entry
+    /// was created or updated, and counts in `c`.
+    pub(super) fn learn(
+        &self,
+        port: u8,
+        ip: [u8; 4],
+        mac: [u8; 6],
+        create: bool,
+        now: Instant,
+        c: &mut NeighCounters,
+    ) -> bool {
+        if mac[0] & 1 != 0 || ip == [0; 4] || self.is_own(ip) {
+            return false;
+        }
+        let mut t = self.table.lock();
+        match t.find(ip) {
+            Some(i) => {
+                let Some(e) = t.entries.get_mut(i) else { return false };
+                if e.state == State::Static {
+                    return false;
+                }
+                let moved = e.state.usable() && (e.mac != mac || e.port != port);
+                let was = e.state;
+                (e.mac, e.port, e.state, e.since, e.probes) = (mac, port, State::Reachable, now, 0);
+                if matches!(was, State::Incomplete | State::Failed) {
+                    c.resolved += 1;
+                    self.mark_ready(e);
+                }
+                if moved {
+                    self.bump();
+                }
+                c.updated += 1;
+                true
+            }
+            None if !create => false,
+            None => {
+                if t.entries.len() >= self.cfg.capacity {
+                    c.table_full += 1;
+                    return false;
+                }
+                t.entries.push(Entry {
+                    ip,
+                    port,
+                    mac,
+                    state: State::Reachable,
+                    since: now,
+                    probes: 0,
+                    queue: heapless::Vec::new(),
+                });
+                c.learned += 1;
+                true
+            }
+        }
+    }
+}

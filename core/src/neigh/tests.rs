@@ -1,0 +1,345 @@
+//! The neighbour table through a whole chain (L3 forwarder with resolved next hops), frame by
+//! frame: ARP answered and learned from, frames waiting for an answer and sent after it,
+//! full queue, full table, failure, ageing, ICMP echo; and the config's checks.
+
+use std::vec::Vec;
+
+use super::arp::Arp;
+use super::*;
+use crate::buf::{BUF_SIZE, Batch, Pool};
+use crate::drops::DropReason;
+use crate::nf::Egress;
+use crate::nf::config::ChainSpec;
+use crate::nf::testkit::frame;
+use crate::parse::IpAddr;
+use crate::stage::{Stage, StageCounters};
+use crate::time::Instant;
+use crate::time::TickRate;
+use alloc::sync::Arc;
+
+const OWN: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]];
+const HOST_A: [u8; 6] = [2, 0xaa, 0, 0, 0, 1];
+const HOST_B: [u8; 6] = [2, 0xbb, 0, 0, 0, 2];
+
+/// Port 0 is 10.0.0.1/24, port 1 10.0.1.1/24; both subnets directly connected, the rest
+/// through 10.0.1.254. Clock: 1 kHz, so ticks are milliseconds.
+fn chain_text(extra: &str) -> std::string::String {
+    std::format!(
+        "version=1\nport.addr=port:0,addr:10.0.0.1/24\nport.addr=port:1,addr:10.0.1.1/24\n\
+         neigh.retrans_ms=100\nneigh.reachable_ms=1000\nneigh.stale_ms=2000\n{extra}\
+         nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n\
+         l3fwd.route=prefix:10.0.1.0/24,port:1,via:direct\n\
+         l3fwd.route=prefix:0.0.0.0/0,port:1,via:10.0.1.254\n\
+         l3fwd.route=prefix:192.0.2.0/24,port:1,mac:02:00:00:00:00:99\n"
+    )
+}
+
+fn build(extra: &str) -> (crate::nf::Chain, Arc<NeighShared>) {
+    let spec = ChainSpec::parse(&chain_text(extra)).expect("parses");
+    let f = spec.build(Egress::new(OWN, Egress::DEFAULT_PEERS, None), TickRate::try_new(1000).unwrap()).unwrap();
+    let mut c = f.chain_for_worker();
+    c.enter_lane(0);
+    (c, Arc::clone(f.neigh().unwrap()))
+}
+
+fn udp(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+    let mut f = frame(IpAddr::V4(src), IpAddr::V4(dst), 17, 1000, 53, b"x");
+    f[..6].copy_from_slice(&OWN[0]);
+    f[6..12].copy_from_slice(&HOST_A);
+    f
+}
+
+fn arp_frame(op: u16, sha: [u8; 6], spa: [u8; 4], tha: [u8; 6], tpa: [u8; 4]) -> Vec<u8> {
+    let mut f = std::vec![0u8; 60];
+    arp::request(&mut f, sha, spa, tpa);
+    f[20..22].copy_from_slice(&op.to_be_bytes());
+    f[32..38].copy_from_slice(&tha);
+    if op == arp::OP_REPLY {
+        f[..6].copy_from_slice(&OWN[1]);
+    }
+    f
+}
+
+struct Out {
+    sent: [Vec<Vec<u8>>; 2],
+    c: StageCounters,
+}
+
+/// One batch of `frames` on `port` at `now` (ms), then the chain's idle: what left each port.
+fn step(chain: &mut crate::nf::Chain, pool: &mut Pool<'_>, frames: &[Vec<u8>], port: usize, now: u64) -> Out {
+    let mut input = Batch::new();
+    for f in frames {
+        let b = pool.alloc().unwrap();
+        pool.set_len(b, f.len()).unwrap();
+        pool.frame_mut(b).copy_from_slice(f);
+        input.push(b).unwrap();
+    }
+    let mut out = [Batch::new(), Batch::new()];
+    let mut c = StageCounters::default();
+    let _ = chain.process(port, pool, &mut input, &mut out, &mut c, Instant(now));
+    chain.idle(pool, &mut out, &mut c, Instant(now));
+    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
+    for q in &mut out {
+        pool.free_batch(q);
+    }
+    Out { sent, c }
+}
+
+fn state_of(n: &NeighShared, ip: [u8; 4]) -> Option<State> {
+    n.entries().iter().find(|e| e.ip == ip).map(|e| e.state)
+}
+
+#[test]
+fn a_miss_queues_asks_once_and_the_answer_sends_the_queue() {
+    let (mut chain, n) = build("");
+    let mut mem = std::vec![0u8; 128 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 128).unwrap();
+    let to_b = udp([10, 0, 0, 2], [10, 0, 1, 2]);
+
+    // Six frames for an unknown neighbour: one request, four wait, two find the queue full.
+    let o = step(&mut chain, &mut pool, &std::vec![to_b.clone(); 6], 0, 10);
+    assert_eq!(o.sent[1].len(), 1, "one request");
+    let req = Arp::parse(&o.sent[1][0]).expect("an ARP request");
+    assert_eq!((req.op, req.spa, req.tpa), (arp::OP_REQUEST, [10, 0, 1, 1], [10, 0, 1, 2]));
+    assert_eq!((&o.sent[1][0][..6], &o.sent[1][0][6..12]), (&BROADCAST[..], &OWN[1][..]));
+    assert_eq!(o.c.drops_for(DropReason::NeighQueueFull), 2);
+    assert_eq!(o.c.generated, 1);
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), Some(State::Incomplete));
+    assert_eq!(pool.in_use(), QUEUE, "the waiting frames hold their buffers");
+
+    // Within `retrans`: no second request.
+    let o = step(&mut chain, &mut pool, &[], 0, 50);
+    assert!(o.sent[1].is_empty());
+
+    // The answer: consumed, the entry reachable, the four frames out to its MAC.
+    let reply = arp_frame(arp::OP_REPLY, HOST_B, [10, 0, 1, 2], OWN[1], [10, 0, 1, 1]);
+    let o = step(&mut chain, &mut pool, &[reply], 1, 60);
+    assert_eq!(o.c.ctl, 1);
+    assert_eq!(o.sent[1].len(), QUEUE);
+    for f in &o.sent[1] {
+        assert_eq!((&f[..6], &f[6..12]), (&HOST_B[..], &OWN[1][..]));
+        assert_eq!(f[22], 63, "TTL decremented once");
+    }
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), Some(State::Reachable));
+    assert_eq!(pool.in_use(), 0);
+
+    // Known now: straight out, from the worker's cache.
+    let o = step(&mut chain, &mut pool, &[to_b], 0, 70);
+    assert_eq!(o.sent[1].len(), 1);
+    assert_eq!(&o.sent[1][0][..6], &HOST_B);
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_resolved=1 ") && text.contains(" neigh_dequeued=4 "), "{text}");
+
+    // A static next hop never looks at the table.
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [192, 0, 2, 7])], 0, 80);
+    assert_eq!(&o.sent[1][0][..6], &[2, 0, 0, 0, 0, 0x99]);
+}
+
+#[test]
+fn arp_for_our_address_is_answered_in_place_and_learned_from() {
+    let (mut chain, n) = build("");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let mut req = std::vec![0u8; 60];
+    arp::request(&mut req, HOST_A, [10, 0, 0, 2], [10, 0, 0, 1]);
+    let o = step(&mut chain, &mut pool, &[req], 0, 5);
+    assert_eq!(o.sent[0].len(), 1);
+    let f = &o.sent[0][0];
+    assert_eq!((&f[..6], &f[6..12]), (&HOST_A[..], &OWN[0][..]));
+    let a = Arp::parse(f).unwrap();
+    assert_eq!(a, Arp { op: arp::OP_REPLY, sha: OWN[0], spa: [10, 0, 0, 1], tha: HOST_A, tpa: [10, 0, 0, 2] });
+    assert_eq!(state_of(&n, [10, 0, 0, 2]), Some(State::Reachable));
+
+    // The same request on the other port (not its address), one for an address we do not
+    // own, and a reply nobody asked for: dropped by reason, no entry made.
+    let mut wrong_port = std::vec![0u8; 60];
+    arp::request(&mut wrong_port, HOST_B, [10, 0, 0, 9], [10, 0, 0, 1]);
+    let mut not_ours = std::vec![0u8; 60];
+    arp::request(&mut not_ours, HOST_B, [10, 0, 1, 9], [10, 0, 1, 77]);
+    let unsolicited = arp_frame(arp::OP_REPLY, HOST_B, [10, 0, 1, 8], OWN[1], [10, 0, 1, 1]);
+    let o = step(&mut chain, &mut pool, &[wrong_port, not_ours, unsolicited], 1, 6);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::ArpNotOurs), 2);
+    assert_eq!(o.c.drops_for(DropReason::ArpUnsolicited), 1);
+    for ip in [[10, 0, 0, 9], [10, 0, 1, 9], [10, 0, 1, 8]] {
+        assert_eq!(state_of(&n, ip), None, "{ip:?}");
+    }
+
+    // Gratuitous ARP: updates the entry we have (a new MAC), makes none for a stranger.
+    let mut grat = std::vec![0u8; 60];
+    arp::request(&mut grat, HOST_B, [10, 0, 0, 2], [10, 0, 0, 2]);
+    let mut grat2 = std::vec![0u8; 60];
+    arp::request(&mut grat2, HOST_B, [10, 0, 0, 3], [10, 0, 0, 3]);
+    let o = step(&mut chain, &mut pool, &[grat, grat2], 0, 7);
+    assert_eq!((o.c.ctl, o.c.drops_for(DropReason::ArpNotOurs)), (1, 1));
+    let e = n.entries().into_iter().find(|e| e.ip == [10, 0, 0, 2]).unwrap();
+    assert_eq!(e.mac, HOST_B);
+    assert_eq!(state_of(&n, [10, 0, 0, 3]), None);
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn an_echo_request_to_our_address_is_answered_and_other_local_traffic_dropped() {
+    let (mut chain, _) = build("");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let mut ping = frame(IpAddr::V4([10, 0, 0, 2]), IpAddr::V4([10, 0, 1, 1]), 1, 0, 0, &[8, 0, 0, 0, 0, 7, 0, 1]);
+    ping[6..12].copy_from_slice(&HOST_A);
+    let c = crate::checksum::checksum(&ping[34..]);
+    ping[36..38].copy_from_slice(&c.to_be_bytes());
+    let udp_to_us = udp([10, 0, 0, 2], [10, 0, 0, 1]);
+    let o = step(&mut chain, &mut pool, &[ping, udp_to_us], 0, 1);
+    assert_eq!(o.sent[0].len(), 1, "the reply leaves by the ingress port");
+    let f = &o.sent[0][0];
+    assert_eq!((&f[..6], &f[6..12]), (&HOST_A[..], &OWN[0][..]));
+    assert_eq!((&f[26..30], &f[30..34], f[34]), (&[10, 0, 1, 1][..], &[10, 0, 0, 2][..], 0));
+    assert!(crate::checksum::verify(&f[14..34]) && crate::checksum::verify(&f[34..]));
+    assert_eq!(o.c.drops_for(DropReason::LocalUnsupported), 1);
+}
+
+#[test]
+fn unanswered_neighbours_fail_and_their_frames_are_dropped_then_retried() {
+    let (mut chain, n) = build("neigh.probes=2\n");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [8, 8, 8, 8])], 0, 0);
+    let r = Arp::parse(&o.sent[1][0]).unwrap();
+    assert_eq!(r.tpa, [10, 0, 1, 254], "a gateway route asks for the gateway");
+    // One retransmission at `retrans`, then failure: the waiting frame dropped.
+    let o = step(&mut chain, &mut pool, &[], 0, 100);
+    assert_eq!((o.sent[1].len(), o.c.generated), (1, 1));
+    assert_eq!(state_of(&n, [10, 0, 1, 254]), Some(State::Incomplete));
+    let o = step(&mut chain, &mut pool, &[], 0, 200);
+    assert_eq!(o.c.drops_for(DropReason::NeighUnresolved), 1);
+    assert_eq!(state_of(&n, [10, 0, 1, 254]), Some(State::Failed));
+    assert_eq!(pool.in_use(), 0);
+    // A frame soon after: dropped without asking; after `retrans`: asked again.
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [8, 8, 8, 8])], 0, 250);
+    assert_eq!((o.sent[1].len(), o.c.drops_for(DropReason::NeighUnresolved)), (0, 1));
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [8, 8, 8, 8])], 0, 300);
+    assert_eq!(o.sent[1].len(), 1);
+    assert_eq!(state_of(&n, [10, 0, 1, 254]), Some(State::Incomplete));
+}
+
+#[test]
+fn entries_age_reachable_to_stale_to_gone_and_the_cache_follows() {
+    let (mut chain, n) = build("neigh.static=port:1,ip:10.0.1.50,mac:02:00:00:00:00:50\n");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let mut req = std::vec![0u8; 60];
+    arp::request(&mut req, HOST_B, [10, 0, 1, 2], [10, 0, 1, 1]);
+    step(&mut chain, &mut pool, &[req], 1, 0);
+    let to_b = udp([10, 0, 0, 2], [10, 0, 1, 2]);
+    assert_eq!(&step(&mut chain, &mut pool, std::slice::from_ref(&to_b), 0, 10).sent[1][0][..6], &HOST_B);
+    step(&mut chain, &mut pool, &[], 0, 1000);
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), Some(State::Stale));
+    // Stale is still used.
+    assert_eq!(&step(&mut chain, &mut pool, std::slice::from_ref(&to_b), 0, 1100).sent[1][0][..6], &HOST_B);
+    step(&mut chain, &mut pool, &[], 0, 3000);
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), None, "removed after stale_ms");
+    assert_eq!(state_of(&n, [10, 0, 1, 50]), Some(State::Static), "static entries never age");
+    // The worker's cache forgot it too: the next frame asks.
+    let o = step(&mut chain, &mut pool, &[to_b], 0, 3010);
+    assert_eq!(Arp::parse(&o.sent[1][0]).map(|a| a.tpa), Some([10, 0, 1, 2]));
+    assert_eq!(
+        &step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [10, 0, 1, 50])], 0, 3020).sent[1][0][..6],
+        &[2, 0, 0, 0, 0, 0x50]
+    );
+}
+
+#[test]
+fn a_full_table_refuses_new_neighbours_and_counts() {
+    let (mut chain, n) = build("neigh.capacity=2\n");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let reqs: Vec<Vec<u8>> = (2..6)
+        .map(|i| {
+            let mut f = std::vec![0u8; 60];
+            arp::request(&mut f, [2, 0, 0, 0, 7, i], [10, 0, 0, i], [10, 0, 0, 1]);
+            f
+        })
+        .collect();
+    let o = step(&mut chain, &mut pool, &reqs, 0, 0);
+    assert_eq!(o.sent[0].len(), 4, "every request is still answered");
+    assert_eq!(n.entries().len(), 2);
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [10, 0, 1, 9])], 0, 1);
+    assert_eq!(o.c.drops_for(DropReason::NeighUnresolved), 1);
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_table_full=3 "), "{text}");
+}
+
+#[test]
+fn frames_waiting_over_the_whole_table_are_bounded() {
+    let (mut chain, n) = build("neigh.max_waiting=3\n");
+    let mut mem = std::vec![0u8; 64 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+    // Five unknown neighbours, one frame each: three wait, two are dropped; five are asked.
+    let frames: Vec<Vec<u8>> = (2..7).map(|i| udp([10, 0, 0, 2], [10, 0, 1, i])).collect();
+    let o = step(&mut chain, &mut pool, &frames, 0, 0);
+    assert_eq!(o.c.drops_for(DropReason::NeighQueueFull), 2);
+    assert_eq!(n.entries().iter().map(|e| e.queued).sum::<usize>(), 3);
+    assert_eq!(pool.in_use(), 3);
+    // One answer frees its frame and its place.
+    let reply = arp_frame(arp::OP_REPLY, HOST_B, [10, 0, 1, 2], OWN[1], [10, 0, 1, 1]);
+    assert_eq!(step(&mut chain, &mut pool, &[reply], 1, 1).sent[1].len(), 1);
+    let o = step(&mut chain, &mut pool, &[udp([10, 0, 0, 2], [10, 0, 1, 9])], 0, 2);
+    assert_eq!(o.c.drops_for(DropReason::NeighQueueFull), 0);
+    assert_eq!(pool.in_use(), 3);
+}
+
+#[test]
+fn an_ipv6_solicitation_for_our_address_is_answered_on_its_port_only() {
+    let (mut chain, _) = build("port.addr=port:0,addr:fd78::1/64\n");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let ours: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let host: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    let dst = nd::solicited_node(&ours);
+    let mut f = std::vec![0u8; 54 + 32];
+    f[..6].copy_from_slice(&[0x33, 0x33, 0xff, 0, 0, 1]);
+    f[6..12].copy_from_slice(&HOST_A);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..22].copy_from_slice(&[0, 32, 58, 255]);
+    f[22..38].copy_from_slice(&host);
+    f[38..54].copy_from_slice(&dst);
+    f[54] = 135;
+    f[62..78].copy_from_slice(&ours);
+    f[78..80].copy_from_slice(&[1, 1]);
+    f[80..86].copy_from_slice(&HOST_A);
+    let c = crate::checksum::l4_checksum_v6(&host, &dst, 58, &f[54..]);
+    f[56..58].copy_from_slice(&c.to_be_bytes());
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&f), 0, 1);
+    assert_eq!(o.sent[0].len(), 1, "the advertisement leaves by the ingress port");
+    let a = &o.sent[0][0];
+    assert_eq!((&a[..6], &a[6..12], a[54]), (&HOST_A[..], &OWN[0][..], 136));
+    assert_eq!((&a[22..38], &a[38..54], &a[80..86]), (&ours[..], &host[..], &OWN[0][..]));
+    // On the other port, where the address is not: not answered, dropped as for us.
+    let o = step(&mut chain, &mut pool, &[f], 1, 2);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::LocalUnsupported), 1);
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_nd_adverts=1"), "{text}");
+}
+
+#[test]
+fn bad_configuration_names_the_record() {
+    let bad = |extra: &str| {
+        ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()
+    };
+    assert_eq!(bad("port.addr=port:2,addr:10.0.0.1/24\n"), "line 2: port.addr: port.addr[0]: port out of range");
+    assert!(bad("port.addr=port:0,addr:10.0.0.0/24\n").contains("not a host address"));
+    assert!(bad("port.addr=port:0,addr:10.0.0.1\n").starts_with("line 2: port.addr.addr: expected IPv4/LEN"));
+    assert!(bad("neigh.static=port:0,ip:10.0.0.5,mac:01:00:5e:00:00:01\n").contains("group MAC"));
+    assert!(bad("port.addr=port:0,addr:10.0.0.1/24\nneigh.capacity=0\n").starts_with("line 3: neigh.capacity"));
+    assert!(bad("nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,via:10.0.0.1,mac:02:00:00:00:00:01\n").contains("via"));
+    assert!(
+        bad("nf=l3fwd\nl3fwd.route=prefix:2001:db8::/32,port:1,via:direct\n").contains("IPv6 next hops need a mac")
+    );
+    assert!(bad("port.addr=port:0,addr:ff02::1/64\n").contains("not a unicast address"));
+    // /31 and /32 have no network or broadcast address.
+    assert!(ChainSpec::parse("version=1\nport.addr=port:0,addr:10.0.0.0/31\n").is_ok());
+}

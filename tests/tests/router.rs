@@ -1,0 +1,271 @@
+//! Cadence as the router two real hosts use (issue 27, milestone 1): the hosted dataplane
+//! (the L3 forwarder alone, both subnets directly connected, an address on each port)
+//! between two Linux hosts, each in a network namespace of its own with only an address and
+//! a default route via Cadence's port address — no static neighbour entries on either side:
+//!
+//! ```text
+//!  netns …a (host A)             netns cad… (hosted dataplane, AF_XDP)          netns …b (host B)
+//!  10.78.0.2/24 ══════════ port 0 10.78.0.1/24      port 1 10.78.1.1/24 ══════════ 10.78.1.2/24
+//!  default via 10.78.0.1                                                    default via 10.78.1.1
+//! ```
+//!
+//! The hosts' kernels ask for their gateway with ARP (Cadence answers in place), Cadence asks
+//! for host B when A's first echo request arrives (the request waits in the neighbour table
+//! until B answers), and `ping` must succeed across and to Cadence's own addresses, and
+//! `ping -6` from host A (fd78::2/64) to Cadence's IPv6 address fd78::1 (host A solicits
+//! it: Cadence answers the neighbour solicitation and the echo requests). Bad
+//! input: a forged ARP reply nobody asked for (from host A's side, claiming 10.78.0.99) is
+//! ignored and counted, and makes no entry — Cadence still asks for 10.78.0.99 when host B
+//! pings it (seen on host A's link by a raw-socket listener).
+//!
+//! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
+//! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use cadence_build::image::{self, Profile};
+use cadence_harness::netns::{IP, VethPairs};
+
+const A: &str = "10.78.0.2";
+const B: &str = "10.78.1.2";
+const GW_A: &str = "10.78.0.1";
+const GW_B: &str = "10.78.1.1";
+/// Cadence's IPv6 address on port 0, and host A's.
+const GW_A6: &str = "fd78::1";
+const A6: &str = "fd78::2";
+/// An address on A's subnet nobody has; the forged reply claims it.
+const GHOST: &str = "10.78.0.99";
+
+/// A network namespace of the test's own, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(name: String) -> Result<Self> {
+        ip(&["netns", "add", &name])?;
+        Ok(Self(name))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new(IP).args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// A child killed on drop.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    run(Command::new(IP).args(args)).map(|_| ())
+}
+
+fn run(cmd: &mut Command) -> Result<Output> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(out)
+}
+
+/// Moves a host end into `ns` as a host at `addr`/24 whose default route is `gw`; offloads
+/// off (full checksums on the wire). No neighbour entry is set.
+fn host(ns: &str, ifname: &str, addr: &str, gw: &str) -> Result<()> {
+    ip(&["link", "set", ifname, "netns", ns])?;
+    ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", ifname])?;
+    ip(&["-n", ns, "link", "set", ifname, "up"])?;
+    ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    ip(&["-n", ns, "route", "add", "default", "via", gw])?;
+    run(Command::new(IP).args(["netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off"])).map(|_| ())
+}
+
+/// `ping -c COUNT -W 2 to` from namespace `ns`.
+fn ping(ns: &str, to: &str, count: u32) -> Result<Output> {
+    Command::new(IP)
+        .args(["netns", "exec", ns, "ping", "-n", "-c", &count.to_string(), "-W", "2", to])
+        .output()
+        .context("running ping")
+}
+
+/// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
+const SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+                    s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
+
+/// Python, in a namespace: waits up to 10 s for an ARP request for `argv[2]` on `argv[1]`;
+/// prints `asked` when one comes. Prints `listening` once the socket is bound.
+const LISTEN: &str = "import socket,sys,time\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0806))\n\
+                      s.bind((sys.argv[1],0x0806))\ns.settimeout(0.5)\nt=socket.inet_aton(sys.argv[2])\n\
+                      print('listening',flush=True)\nend=time.time()+10\nwhile time.time()<end:\n    \
+                      try: f=s.recv(2048)\n    except socket.timeout: continue\n    \
+                      if f[20:22]==b'\\x00\\x01' and f[38:42]==t:\n        print('asked',flush=True); break\n";
+
+fn mac_hex(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ip_hex(a: &str) -> Result<String> {
+    let a: std::net::Ipv4Addr = a.parse()?;
+    Ok(a.octets().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[test]
+fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() -> Result<()> {
+    if !cadence_harness::netns::can_create() {
+        bail!("the router test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_router_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let out = cadence_tests::out_dir("router");
+    std::fs::create_dir_all(&out)?;
+    let veths = VethPairs::create(1)?;
+    let na = Netns::new(format!("{}a", veths.netns))?;
+    let nb = Netns::new(format!("{}b", veths.netns))?;
+    let (amac, cmac0) = (veths.mac_of(false, 0)?, veths.mac_of(true, 0)?);
+    host(&na.0, &veths.host[0], A, GW_A)?;
+    host(&nb.0, &veths.host[1], B, GW_B)?;
+    for i in 0..2 {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    }
+    // Host A speaks IPv6 too: an address on Cadence's port-0 subnet (no duplicate address
+    // detection, so it is usable at once) and no neighbour entry for Cadence.
+    let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
+    run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
+    ip(&["-n", &na.0, "-6", "addr", "add", &format!("{A6}/64"), "dev", &veths.host[0], "nodad"])?;
+
+    // The dataplane: the L3 forwarder alone, a chain file as a user writes it.
+    let toml = out.join("router.toml");
+    std::fs::write(
+        &toml,
+        "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
+         [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\
+         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n\n\
+         [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
+         [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
+         [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n",
+    )?;
+    let chain = out.join("router.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
+    let mut dp = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", &veths.netns])
+            .arg(&bin)
+            .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
+            .arg(&chain)
+            .args(["workers=1", "stats_ms=0"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(out.join("dataplane.stderr"))?)
+            .spawn()
+            .context("starting the hosted dataplane")?,
+    );
+    let stdout = dp.0.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut lines = Vec::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.starts_with("@ready") => break,
+            Ok(l) => lines.push(l),
+            Err(_) => bail!("the hosted dataplane never said @ready:\n{}", lines.join("\n")),
+        }
+    }
+
+    // Bad input first: a reply nobody asked for, "10.78.0.99 is at 02:66:…", from A's side
+    // to Cadence's port 0.
+    let forged = [
+        mac_hex(cmac0),
+        mac_hex(amac),
+        "0806000108000604".into(),
+        "0002".into(),
+        "026600000099".into(),
+        ip_hex(GHOST)?,
+        mac_hex(cmac0),
+        ip_hex(GW_A)?,
+    ]
+    .concat();
+    run(Command::new(IP).args(["netns", "exec", &na.0, "python3", "-c", SEND, &veths.host[0], &forged]))?;
+
+    // Across, both ways, and to Cadence's own addresses (its far port's too).
+    let mut failures = Vec::new();
+    for (ns, to) in [(&na.0, B), (&nb.0, A), (&na.0, GW_A), (&na.0, GW_B), (&nb.0, GW_B), (&na.0, GW_A6)] {
+        let o = ping(ns, to, 3)?;
+        std::fs::write(out.join(format!("ping_{ns}_{to}.txt")), &o.stdout)?;
+        if !o.status.success() {
+            failures.push(format!("ping {to} from {ns} failed:\n{}", String::from_utf8_lossy(&o.stdout)));
+        }
+    }
+
+    // The forged reply made no entry: when B pings the ghost, Cadence asks for it on A's link.
+    let mut listen = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", &na.0, "python3", "-c", LISTEN, &veths.host[0], GHOST])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the ARP listener")?,
+    );
+    let mut heard = BufReader::new(listen.0.stdout.take().ok_or_else(|| anyhow!("no listener stdout"))?);
+    let mut first = String::new();
+    heard.read_line(&mut first)?;
+    if first.trim() != "listening" {
+        bail!("the ARP listener did not start: {first:?}");
+    }
+    let ghost = ping(&nb.0, GHOST, 1)?;
+    let mut asked = String::new();
+    heard.read_line(&mut asked)?;
+    if ghost.status.success() {
+        failures.push(format!("ping {GHOST} (nobody) succeeded: {}", String::from_utf8_lossy(&ghost.stdout)));
+    }
+    if asked.trim() != "asked" {
+        failures.push(format!("Cadence never asked for {GHOST}: the forged reply made an entry? ({asked:?})"));
+    }
+    drop(listen);
+
+    // SAFETY: kill(2) with our child's PID (not yet waited for) and SIGINT, which ends the run
+    // as STOP does (the dataplane prints @summary).
+    unsafe { libc::kill(dp.0.id() as libc::pid_t, libc::SIGINT) };
+    let summary = loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(l) if l.starts_with("@summary") => break l,
+            Ok(_) => {}
+            Err(_) => bail!("no @summary from the dataplane after SIGINT"),
+        }
+    };
+    std::fs::write(out.join("summary.txt"), &summary)?;
+    if !failures.is_empty() {
+        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
+    }
+    let key = |k: &str| -> Result<u64> {
+        summary
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow!("{k} missing in {summary}"))
+    };
+    // Both hosts asked for their gateway and were answered; Cadence learned A from its request
+    // and resolved B by asking (or learned it from B's own request, whichever came first).
+    assert!(key("neigh_arp_replies")? >= 2, "{summary}");
+    assert!(key("neigh_learned")? + key("neigh_resolved")? >= 2, "{summary}");
+    assert!(key("neigh_arp_requests")? >= 2, "B, then the ghost: {summary}");
+    // 3 + 3 across, 3 + 3 + 3 to Cadence, 3 over IPv6 after one solicitation answered.
+    assert!(key("l3fwd_forwarded4")? >= 6, "{summary}");
+    assert!(key("neigh_echo_replies")? >= 12, "{summary}");
+    assert!(key("neigh_nd_adverts")? >= 1, "{summary}");
+    // The forged reply: ignored and counted.
+    assert!(key("neigh_arp_unsolicited")? >= 1 && key("drop_arp_unsolicited")? >= 1, "{summary}");
+    Ok(())
+}
