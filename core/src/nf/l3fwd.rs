@@ -600,7 +600,12 @@ impl Nf for L3fwd {
             let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[24], h[25]]));
             h[24..26].copy_from_slice(&sum.to_be_bytes());
             self.counters.forwarded4 += 1;
-            let Some(head) = tx.link_header(hop.port, hop.dst.mac()) else {
+            let head = match hop.dst {
+                Dst::Mac(m) => tx.link_header_to(hop.port, m),
+                // A chain without addresses sends `Via` to the peer, as its egress does.
+                Dst::Peer | Dst::Via(_) => tx.link_header(hop.port, None),
+            };
+            let Some(head) = head else {
                 tx.drop(pool, b, DropReason::NoRoute);
                 continue;
             };

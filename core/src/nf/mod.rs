@@ -255,6 +255,16 @@ impl V4Tx<'_> {
         Some(head)
     }
 
+    /// [`V4Tx::link_header`] with destination `dst`.
+    #[inline(always)]
+    pub fn link_header_to(&self, to: u8, dst: [u8; 6]) -> Option<[u8; 12]> {
+        let mut head = *self.macs.get(usize::from(to))?;
+        if let Some(h) = head.first_chunk_mut::<6>() {
+            *h = dst;
+        }
+        Some(head)
+    }
+
     /// Queues `b` (its link header written) for port `to`; no output batch for `to`, or a full
     /// one, drops and counts it as `TxFull`.
     #[inline(always)]
