@@ -285,7 +285,7 @@ fn lpm_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
             ending: Ending::Exits,
             reader: Reader::Lines,
         });
-        let mut a = eal(pages, "1", 1536);
+        let mut a = eal(pages, "1", 512);
         a.push("--".into());
         a.extend(fib_args(routes, ips, None));
         jobs.push(Job {
