@@ -1,3 +1,5 @@
+#![cfg(not(loom))]
+
 //! The neighbour table through a whole chain (L3 forwarder with resolved next hops), frame by
 //! frame: ARP answered and learned from, frames waiting for an answer and sent after it,
 //! full queue, full table, failure, ageing, ICMP echo; and the config's checks.
