@@ -44,6 +44,10 @@ pub struct NeighCounters {
     pub nd_adverts: u64,
     /// No buffer for an ARP request.
     pub no_buf: u64,
+    /// ICMP errors sent (time exceeded, destination unreachable; [`super::icmp`]).
+    pub icmp_errors: u64,
+    /// ICMP errors not sent: the port's token bucket was empty.
+    pub icmp_suppressed: u64,
 }
 
 /// What the chain does with an ARP frame ([`Router::arp`]).
@@ -183,6 +187,38 @@ impl Router {
                 Some(to)
             }
         }
+    }
+
+    /// The IPv4 packet at `ip` of `b`, received on `ingress` and dropped by the L3
+    /// forwarder: becomes the ICMP error `kind` in place ([`super::icmp`]) if the rules allow
+    /// one, the port has an address to send it from and its token bucket a token. Returns
+    /// the MAC to send it to (the frame's source, out of `ingress`); `None`: the frame is
+    /// still the dropped packet (suppressions counted).
+    pub fn icmp_error(
+        &mut self,
+        pool: &mut Pool<'_>,
+        b: PacketBuf,
+        ip: usize,
+        ingress: u8,
+        kind: super::icmp::Kind,
+        now: Instant,
+    ) -> Option<[u8; 6]> {
+        let frame = pool.frame(b);
+        if !super::icmp::may_answer(frame, ip) {
+            return None;
+        }
+        let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+        let src: [u8; 4] = frame.get(ip + 12..ip + 16)?.try_into().ok()?;
+        let from = self.shared.source_for(ingress, src)?;
+        if !self.shared.icmp_allow(ingress, now) {
+            self.counters.icmp_suppressed += 1;
+            return None;
+        }
+        let (off, len) = (pool.frame_offset(b), pool.len(b));
+        let n = super::icmp::error_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
+        pool.set_len(b, n).ok()?;
+        self.counters.icmp_errors += 1;
+        Some(to)
     }
 
     /// Counts an ICMP echo answered.
@@ -438,7 +474,7 @@ impl Router {
             w,
             " neigh_learned={} neigh_updated={} neigh_resolved={} neigh_arp_replies={} neigh_arp_requests={} \
              neigh_arp_unsolicited={} neigh_table_full={} neigh_queued={} neigh_dequeued={} neigh_echo_replies={} \
-             neigh_no_buf={} neigh_nd_adverts={}",
+             neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={}",
             c.learned,
             c.updated,
             c.resolved,
@@ -450,7 +486,9 @@ impl Router {
             c.dequeued,
             c.echo_replies,
             c.no_buf,
-            c.nd_adverts
+            c.nd_adverts,
+            c.icmp_errors,
+            c.icmp_suppressed
         )
     }
 }

@@ -83,7 +83,7 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::neigh::{ArpAction, Emit, Miss, Router, echo};
+use crate::neigh::{ArpAction, Emit, Miss, Router, echo, icmp};
 use crate::parse::{self, Depth, IpAddr, L3Kind, ParseError, Parsed};
 use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
@@ -803,7 +803,31 @@ impl Chain {
             return;
         }
         self.run_nfs(pool, from, usize::MAX, now);
+        self.icmp_errors(pool, now);
         self.egress(pool, out, counters, now);
+    }
+
+    /// With a router, after the NFs: an IPv4 packet the L3 forwarder dropped for TTL expiry
+    /// or no route becomes the ICMP error that says so, in place, sent back out of its
+    /// ingress port to the frame's source MAC ([`Router::icmp_error`], `crate::neigh::icmp`).
+    /// Without a router: one branch per batch.
+    #[inline]
+    fn icmp_errors(&mut self, pool: &mut Pool<'_>, now: Instant) {
+        let Some(r) = &mut self.router else { return };
+        for p in self.batch.pkts_mut().iter_mut() {
+            let kind = match p.verdict {
+                Verdict::Drop(DropReason::TtlExpired) => icmp::Kind::TimeExceeded,
+                Verdict::Drop(DropReason::NoRoute) => icmp::Kind::NetUnreachable,
+                _ => continue,
+            };
+            if p.parsed.l3 != L3Kind::Ipv4 {
+                continue;
+            }
+            if let Some(to) = r.icmp_error(pool, p.buf, usize::from(p.parsed.l3_offset), p.ingress, kind, now) {
+                p.dst = Dst::Mac(to);
+                p.verdict = Verdict::Reply(p.ingress);
+            }
+        }
     }
 
     /// Frees `b` and counts the drop.
