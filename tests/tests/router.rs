@@ -18,6 +18,11 @@
 //! ignored and counted, and makes no entry — Cadence still asks for 10.78.0.99 when host B
 //! pings it (seen on host A's link by a raw-socket listener).
 //!
+//! ICMP errors (item 2): `traceroute` from A to B (UDP probes, then ICMP with `-I`) lists
+//! Cadence's port-0 address as the first hop and B as the second; `ping -t 1` from A to B
+//! gets "Time to live exceeded" from 10.78.0.1; a ping to 10.78.9.9 (no route: the chain has
+//! no default route) gets "Destination Net Unreachable" from 10.78.0.1.
+//!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
 
@@ -38,6 +43,8 @@ const GW_A6: &str = "fd78::1";
 const A6: &str = "fd78::2";
 /// An address on A's subnet nobody has; the forged reply claims it.
 const GHOST: &str = "10.78.0.99";
+/// An address no route of the chain covers.
+const UNROUTED: &str = "10.78.9.9";
 
 /// A network namespace of the test's own, deleted on drop.
 struct Netns(String);
@@ -94,6 +101,11 @@ fn ping(ns: &str, to: &str, count: u32) -> Result<Output> {
         .args(["netns", "exec", ns, "ping", "-n", "-c", &count.to_string(), "-W", "2", to])
         .output()
         .context("running ping")
+}
+
+/// `args` run in namespace `ns` (any exit status: a ping that gets an ICMP error fails).
+fn in_ns(ns: &str, args: &[&str]) -> Result<Output> {
+    Command::new(IP).args(["netns", "exec", ns]).args(args).output().with_context(|| format!("running {args:?}"))
 }
 
 /// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
@@ -210,6 +222,35 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         }
     }
 
+    // ICMP errors from Cadence: traceroute (UDP, then ICMP probes) shows its port address
+    // as the first hop and B as the second; a ping with TTL 1 gets Time Exceeded; a ping to
+    // an unrouted address gets Net Unreachable, each from the ingress port's address.
+    for (name, extra) in [("udp", None), ("icmp", Some("-I"))] {
+        let mut args = vec!["traceroute", "-n", "-q", "1", "-w", "2", "-m", "3"];
+        args.extend(extra);
+        args.push(B);
+        let o = in_ns(&na.0, &args)?;
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        std::fs::write(out.join(format!("traceroute_{name}.txt")), &text)?;
+        let hop = |n: &str, addr: &str| {
+            text.lines().any(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(n) && w.next() == Some(addr)
+            })
+        };
+        if !(o.status.success() && hop("1", GW_A) && hop("2", B)) {
+            failures.push(format!("traceroute ({name}) from A to B: hop 1 not {GW_A} or hop 2 not {B}:\n{text}"));
+        }
+    }
+    for (to, ttl, want) in [(B, "1", "Time to live exceeded"), (UNROUTED, "64", "Destination Net Unreachable")] {
+        let o = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-t", ttl, to])?;
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        std::fs::write(out.join(format!("ping_ttl{ttl}_{to}.txt")), &text)?;
+        if !text.lines().any(|l| l.starts_with(&format!("From {GW_A} ")) && l.contains(want)) {
+            failures.push(format!("ping -t {ttl} {to} from A: no \"{want}\" from {GW_A}:\n{text}"));
+        }
+    }
+
     // The forged reply made no entry: when B pings the ghost, Cadence asks for it on A's link.
     let mut listen = Kill(
         Command::new(IP)
@@ -267,5 +308,10 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(key("neigh_nd_adverts")? >= 1, "{summary}");
     // The forged reply: ignored and counted.
     assert!(key("neigh_arp_unsolicited")? >= 1 && key("drop_arp_unsolicited")? >= 1, "{summary}");
+    // ICMP errors: one per traceroute's first hop, one Time Exceeded, one Net Unreachable;
+    // all counted by the forwarder too, none suppressed at the default rate.
+    assert!(key("neigh_icmp_errors")? >= 4, "{summary}");
+    assert!(key("l3fwd_ttl_expired")? >= 3 && key("l3fwd_no_route")? >= 1, "{summary}");
+    assert_eq!(key("neigh_icmp_suppressed")?, 0, "{summary}");
     Ok(())
 }
