@@ -694,8 +694,9 @@ impl Chain {
         }
     }
 
-    /// Runs the admitted frames through the meter, the NFs and the egress.
-    #[inline]
+    /// Runs the admitted frames through the meter, the NFs and the egress (always inlined:
+    /// in `process_vector` a call per batch costs the vector loop ~16 instructions).
+    #[inline(always)]
     pub fn run_admitted(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
         if !self.batch.is_empty() {
             self.record_meter(now);
