@@ -38,17 +38,17 @@
 //! per-worker caches asks once and keeps the common path lock-free. The mutex is not modelled
 //! under loom (it holds no lock-free protocol of its own; `spin::Mutex` is).
 //!
-//! ICMP errors ([`icmp`]): an IPv4 packet the L3 forwarder drops for TTL expiry or no route
-//! becomes, in place, a Time Exceeded or Net Unreachable back to its sender
-//! ([`Router::icmp_error`]), rate-limited per port by a token bucket shared by the workers (one
+//! ICMP errors ([`icmp`]): a packet the L3 forwarder drops for TTL (hop limit) expiry or no
+//! route becomes, in place, a Time Exceeded or (Net) Unreachable back to its sender, ICMP
+//! or ICMPv6 ([`Router::icmp_error`], [`Router::icmp_error6`]), rate-limited per port by a token bucket shared by the workers (one
 //! atomic word per port, `NeighShared::icmp_allow`; [`NeighConfig::icmp_interval`],
 //! [`NeighConfig::icmp_burst`]).
 //!
 //! IPv6 (`nd`): solicitations for the ports' IPv6 addresses and echo requests to them are
 //! answered in place; nothing is learned from them.
 //!
-//! Limitations (issue 27, later milestones): no ICMP errors for IPv6 (hop limit, no route),
-//! nor from the head of a NetBlaze split (its drops are freed there); IPv4 only in the table (IPv6 next hops are
+//! Limitations (issue 27, later milestones): no ICMP errors from the head of a NetBlaze
+//! split (its drops are freed there); IPv4 only in the table (IPv6 next hops are
 //! static); untagged frames only; a stale entry
 //! is used until removed (no unicast probe of a neighbour in use — hosts that talk through
 //! the dataplane re-ask for its address and refresh it); a NetBlaze auxiliary core has no

@@ -21,7 +21,10 @@
 //! ICMP errors (item 2): `traceroute` from A to B (UDP probes, then ICMP with `-I`) lists
 //! Cadence's port-0 address as the first hop and B as the second; `ping -t 1` from A to B
 //! gets "Time to live exceeded" from 10.78.0.1; a ping to 10.78.9.9 (no route: the chain has
-//! no default route) gets "Destination Net Unreachable" from 10.78.0.1.
+//! no default route) gets "Destination Net Unreachable" from 10.78.0.1; over IPv6 (host A's
+//! default route via fd78::1), `ping -t 1` to fd79::2 (routed to port 1) gets "Time
+//! exceeded: Hop limit" and a ping to fd7a::9 (no route) "Destination unreachable: No
+//! route", both from fd78::1.
 //!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
@@ -45,6 +48,10 @@ const A6: &str = "fd78::2";
 const GHOST: &str = "10.78.0.99";
 /// An address no route of the chain covers.
 const UNROUTED: &str = "10.78.9.9";
+/// Behind port 1 by an IPv6 route (nobody there: only hop-limit-1 pings go its way), and
+/// an IPv6 address no route covers.
+const ROUTED6: &str = "fd79::2";
+const UNROUTED6: &str = "fd7a::9";
 
 /// A network namespace of the test's own, deleted on drop.
 struct Netns(String);
@@ -152,6 +159,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
     run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
     ip(&["-n", &na.0, "-6", "addr", "add", &format!("{A6}/64"), "dev", &veths.host[0], "nodad"])?;
+    ip(&["-n", &na.0, "-6", "route", "add", "default", "via", GW_A6])?;
 
     // The dataplane: the L3 forwarder alone, a chain file as a user writes it.
     let toml = out.join("router.toml");
@@ -162,7 +170,8 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
          [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n\n\
          [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
          [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
-         [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n",
+         [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
+         [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nmac = \"02:00:00:00:79:02\"\n",
     )?;
     let chain = out.join("router.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
@@ -242,12 +251,17 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
             failures.push(format!("traceroute ({name}) from A to B: hop 1 not {GW_A} or hop 2 not {B}:\n{text}"));
         }
     }
-    for (to, ttl, want) in [(B, "1", "Time to live exceeded"), (UNROUTED, "64", "Destination Net Unreachable")] {
+    for (to, ttl, from, want) in [
+        (B, "1", GW_A, "Time to live exceeded"),
+        (UNROUTED, "64", GW_A, "Destination Net Unreachable"),
+        (ROUTED6, "1", GW_A6, "Time exceeded: Hop limit"),
+        (UNROUTED6, "64", GW_A6, "Destination unreachable: No route"),
+    ] {
         let o = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-t", ttl, to])?;
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         std::fs::write(out.join(format!("ping_ttl{ttl}_{to}.txt")), &text)?;
-        if !text.lines().any(|l| l.starts_with(&format!("From {GW_A} ")) && l.contains(want)) {
-            failures.push(format!("ping -t {ttl} {to} from A: no \"{want}\" from {GW_A}:\n{text}"));
+        if !text.lines().any(|l| l.starts_with(&format!("From {from} ")) && l.contains(want)) {
+            failures.push(format!("ping -t {ttl} {to} from A: no \"{want}\" from {from}:\n{text}"));
         }
     }
 
@@ -308,9 +322,10 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(key("neigh_nd_adverts")? >= 1, "{summary}");
     // The forged reply: ignored and counted.
     assert!(key("neigh_arp_unsolicited")? >= 1 && key("drop_arp_unsolicited")? >= 1, "{summary}");
-    // ICMP errors: one per traceroute's first hop, one Time Exceeded, one Net Unreachable;
+    // ICMP errors: one per traceroute's first hop, Time Exceeded and Net Unreachable over
+    // IPv4 and IPv6;
     // all counted by the forwarder too, none suppressed at the default rate.
-    assert!(key("neigh_icmp_errors")? >= 4, "{summary}");
+    assert!(key("neigh_icmp_errors")? >= 6, "{summary}");
     assert!(key("l3fwd_ttl_expired")? >= 3 && key("l3fwd_no_route")? >= 1, "{summary}");
     assert_eq!(key("neigh_icmp_suppressed")?, 0, "{summary}");
     Ok(())

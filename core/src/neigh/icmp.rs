@@ -1,6 +1,9 @@
 //! ICMP errors (RFC 792) for IPv4 packets the L3 forwarder drops: Time Exceeded (type 11
 //! code 0) for a TTL that expires, Destination Unreachable (type 3 code 0, net
-//! unreachable) for no route. Built in place in the dropped frame's buffer
+//! unreachable) for no route; for IPv6, ICMPv6 (RFC 4443) Time Exceeded (type 3 code 0, hop
+//! limit) and Destination Unreachable (type 1 code 0, no route) from the ingress port's IPv6
+//! address, quoting as much of the packet as fits in 1280 bytes ([`error6_in_place`],
+//! [`may_answer6`]). Built in place in the dropped frame's buffer
 //! ([`error_in_place`]) and sent back out of the ingress port (`crate::nf::Chain`).
 //!
 //! What is quoted: the offending IP header and the first 8 bytes of its payload, as RFC 792
@@ -21,6 +24,14 @@
 //! (zero, loopback, multicast, broadcast, class E).
 
 use crate::checksum;
+
+/// IPv6 next header of ICMPv6.
+pub const PROTO_ICMPV6: u8 = 58;
+/// The most bytes of the offending IPv6 packet an ICMPv6 error quotes: its 40-byte IPv6 and
+/// 8-byte ICMPv6 headers and the quote fill the minimum IPv6 MTU (RFC 4443 §3.1, §3.3: "As
+/// much of invoking packet as possible without the ICMPv6 packet exceeding the minimum
+/// IPv6 MTU").
+pub const QUOTE6: usize = 1280 - 48;
 
 /// TTL of an ICMP error the dataplane sends (Linux's default, `net.ipv4.ip_default_ttl`).
 pub const ERROR_TTL: u8 = 64;
@@ -45,6 +56,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// ICMPv6 type and code (RFC 4443 §3.3: Time Exceeded, hop limit exceeded in transit;
+    /// §3.1: Destination Unreachable, no route to destination).
+    pub const fn type_code6(self) -> (u8, u8) {
+        match self {
+            Kind::TimeExceeded => (3, 0),
+            Kind::NetUnreachable => (1, 0),
+        }
+    }
+
     /// ICMP type and code.
     pub const fn type_code(self) -> (u8, u8) {
         match self {
@@ -129,6 +149,60 @@ pub fn error_in_place(buf: &mut [u8], ip: usize, len: usize, kind: Kind, from: [
     let icmp = buf.get_mut(ip + 20..end)?;
     icmp[..8].copy_from_slice(&[ty, code, 0, 0, 0, 0, 0, 0]);
     let c = checksum::checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    Some(end)
+}
+
+/// [`may_answer`] for the IPv6 packet at `ip` of `frame` whose upper-layer header
+/// (`proto`, after any extension headers) is at `l4`, `later`: a fragment other than the
+/// first. RFC 4443 §2.4 (e): not for an ICMPv6 error message (types below 128), a packet to
+/// a multicast address or sent as a link-layer multicast or broadcast, or from an address
+/// that does not identify a single node (unspecified, loopback, multicast); and, as for
+/// IPv4, not for a later fragment (its upper-layer header cannot be seen).
+pub fn may_answer6(frame: &[u8], ip: usize, proto: u8, l4: usize, later: bool) -> bool {
+    let Some(h) = frame.get(ip..).and_then(|h| h.first_chunk::<40>()) else { return false };
+    let (src, dst) = (&h[8..24], &h[24..40]);
+    let unspecified = src.iter().all(|&b| b == 0);
+    let loopback = src[..15].iter().all(|&b| b == 0) && src[15] == 1;
+    if h[0] >> 4 != 6 || frame.first().is_none_or(|m| m & 1 != 0) || dst[0] == 0xFF {
+        return false;
+    }
+    if src[0] == 0xFF || unspecified || loopback || later {
+        return false;
+    }
+    if proto == PROTO_ICMPV6 {
+        return frame.get(l4).is_some_and(|&ty| ty >= 128);
+    }
+    true
+}
+
+/// [`error_in_place`] for IPv6: the packet at `ip` (`len`: the frame's length) becomes the
+/// ICMPv6 error `kind` from `from` to its source, quoting as much of it as fits in the
+/// minimum MTU ([`QUOTE6`]); hop limit [`ERROR_TTL`]. Returns the new frame length; `None`
+/// (buffer untouched) if it is not IPv6, its header does not fit, or `buf` is too short.
+pub fn error6_in_place(buf: &mut [u8], ip: usize, len: usize, kind: Kind, from: [u8; 16]) -> Option<usize> {
+    let h = buf.get(ip..len.min(buf.len()))?;
+    let fixed = h.first_chunk::<40>()?;
+    if fixed[0] >> 4 != 6 {
+        return None;
+    }
+    let payload = usize::from(u16::from_be_bytes([fixed[4], fixed[5]]));
+    let to: [u8; 16] = fixed[8..24].try_into().ok()?;
+    let quoted = (40 + payload).min(h.len()).min(QUOTE6);
+    let end = ip + 48 + quoted;
+    if buf.len() < end {
+        return None;
+    }
+    buf.copy_within(ip..ip + quoted, ip + 48);
+    let [l0, l1] = ((8 + quoted) as u16).to_be_bytes();
+    let hdr = buf.get_mut(ip..ip + 40)?;
+    hdr[..8].copy_from_slice(&[0x60, 0, 0, 0, l0, l1, PROTO_ICMPV6, ERROR_TTL]);
+    hdr[8..24].copy_from_slice(&from);
+    hdr[24..40].copy_from_slice(&to);
+    let (ty, code) = kind.type_code6();
+    let icmp = buf.get_mut(ip + 40..end)?;
+    icmp[..8].copy_from_slice(&[ty, code, 0, 0, 0, 0, 0, 0]);
+    let c = checksum::l4_checksum_v6(&from, &to, PROTO_ICMPV6, icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     Some(end)
 }
@@ -240,6 +314,73 @@ mod tests {
         assert_eq!(error_in_place(&mut f, 14, len, Kind::TimeExceeded, FROM), None, "IHL 4");
         f[14] = 0x45;
         assert_eq!(f, before);
+    }
+
+    const FROM6: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    const SRC6: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+    /// A UDP datagram over IPv6 with `data` bytes of payload, hop limit 1, in a 2 KiB buffer.
+    fn probe6(data: usize) -> (Vec<u8>, usize) {
+        let len = 14 + 40 + 8 + data;
+        let mut f = std::vec![0u8; 2048];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[12..14].copy_from_slice(&[0x86, 0xDD]);
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&((8 + data) as u16).to_be_bytes());
+        (f[20], f[21]) = (17, 1);
+        f[22..38].copy_from_slice(&SRC6);
+        f[38..54].copy_from_slice(&[0xfd, 0x79, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f[54..62].copy_from_slice(&[0xC3, 0x50, 0x82, 0x9A, 0, (8 + data) as u8, 0, 0]);
+        for (i, b) in f[62..len].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        (f, len)
+    }
+
+    #[test]
+    fn icmpv6_errors_quote_up_to_the_minimum_mtu() {
+        for (data, kind) in [(0, Kind::TimeExceeded), (100, Kind::NetUnreachable), (1400, Kind::TimeExceeded)] {
+            let (mut f, len) = probe6(data);
+            let quoted = (48 + data).min(QUOTE6);
+            let original = f[14..14 + quoted].to_vec();
+            assert!(may_answer6(&f, 14, 17, 54, false));
+            let n = error6_in_place(&mut f, 14, len, kind, FROM6).expect("built");
+            assert_eq!(n, 14 + 48 + quoted);
+            assert!(n - 14 <= 1280, "within the minimum MTU");
+            let p = etherparse::SlicedPacket::from_ethernet(&f[..n]).expect("etherparse reads it");
+            let Some(etherparse::NetSlice::Ipv6(ip)) = &p.net else { panic!("not IPv6") };
+            assert_eq!((ip.header().source(), ip.header().destination()), (FROM6, SRC6));
+            assert_eq!(ip.header().hop_limit(), ERROR_TTL);
+            let Some(etherparse::TransportSlice::Icmpv6(i)) = &p.transport else { panic!("not ICMPv6") };
+            assert_eq!((i.type_u8(), i.code_u8()), kind.type_code6());
+            let sum = i.header().icmp_type.calc_checksum(FROM6, SRC6, i.payload()).expect("sums");
+            assert_eq!(i.header().checksum, sum, "ICMPv6 checksum");
+            assert_eq!(i.payload(), &original[..]);
+        }
+    }
+
+    #[test]
+    fn the_icmpv6_never_send_rules() {
+        let (f, _) = probe6(8);
+        let with = |at: usize, bytes: &[u8]| {
+            let mut g = f.clone();
+            g[at..at + bytes.len()].copy_from_slice(bytes);
+            g
+        };
+        assert!(!may_answer6(&with(0, &[0x33, 0x33, 0, 0, 0, 1]), 14, 17, 54, false), "link-layer multicast");
+        assert!(!may_answer6(&with(38, &[0xFF, 0x02]), 14, 17, 54, false), "multicast destination");
+        assert!(!may_answer6(&with(22, &[0; 16]), 14, 17, 54, false), "unspecified source");
+        assert!(!may_answer6(&with(22, &[0xFF, 0x02]), 14, 17, 54, false), "multicast source");
+        let mut lo = [0u8; 16];
+        lo[15] = 1;
+        assert!(!may_answer6(&with(22, &lo), 14, 17, 54, false), "loopback source");
+        assert!(!may_answer6(&f, 14, 17, 54, true), "later fragment");
+        for (ty, ok) in [(128, true), (129, true), (135, true), (1, false), (3, false), (4, false)] {
+            let g = with(54, &[ty]);
+            assert_eq!(may_answer6(&g, 14, PROTO_ICMPV6, 54, false), ok, "ICMPv6 type {ty}");
+        }
+        assert!(!may_answer6(&f[..50], 14, 17, 54, false), "header cut");
     }
 
     #[test]

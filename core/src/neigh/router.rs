@@ -221,6 +221,44 @@ impl Router {
         Some(to)
     }
 
+    /// [`Router::icmp_error`] for the IPv6 packet at `ip` of `b` whose upper-layer header
+    /// (`proto`) is at `l4` (`later`: a fragment other than the first): an ICMPv6 error
+    /// from the ingress port's IPv6 address (the one whose prefix holds the sender, else the
+    /// port's first), the same bucket as IPv4's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn icmp_error6(
+        &mut self,
+        pool: &mut Pool<'_>,
+        b: PacketBuf,
+        (ip, proto, l4, later): (usize, u8, usize, bool),
+        ingress: u8,
+        kind: super::icmp::Kind,
+        now: Instant,
+    ) -> Option<[u8; 6]> {
+        let frame = pool.frame(b);
+        if !super::icmp::may_answer6(frame, ip, proto, l4, later) {
+            return None;
+        }
+        let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+        let src = u128::from_be_bytes(frame.get(ip + 8..ip + 24)?.try_into().ok()?);
+        let on = |a: &&super::PortAddr6| a.port == ingress;
+        let covers = |a: &&super::PortAddr6| {
+            let mask = u128::MAX.checked_shl(128 - u32::from(a.len.min(128))).unwrap_or(0);
+            (u128::from_be_bytes(a.addr) ^ src) & mask == 0
+        };
+        let addrs = &self.shared.cfg.addrs6;
+        let from = addrs.iter().filter(on).find(covers).or_else(|| addrs.iter().find(on))?.addr;
+        if !self.shared.icmp_allow(ingress, now) {
+            self.counters.icmp_suppressed += 1;
+            return None;
+        }
+        let (off, len) = (pool.frame_offset(b), pool.len(b));
+        let n = super::icmp::error6_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
+        pool.set_len(b, n).ok()?;
+        self.counters.icmp_errors += 1;
+        Some(to)
+    }
+
     /// Counts an ICMP echo answered.
     pub fn count_echo(&mut self) {
         self.counters.echo_replies += 1;

@@ -443,3 +443,42 @@ fn icmp_errors_frame() -> Vec<u8> {
     f[6..12].copy_from_slice(&HOST_A);
     f
 }
+
+#[test]
+fn hop_limit_expiry_and_no_route_over_ipv6_are_answered_with_icmpv6_errors() {
+    let text = "version=1\nport.addr=port:0,addr:fd78::1/64\nport.addr=port:1,addr:fd79::1/64\n\
+                nf=l3fwd\nl3fwd.route=prefix:fd79::/64,port:1,mac:02:00:00:00:00:99\n";
+    let spec = ChainSpec::parse(text).expect("parses");
+    let f = spec.build(Egress::new(OWN, Egress::DEFAULT_PEERS, None), TickRate::try_new(1000).unwrap()).unwrap();
+    let mut chain = f.chain_for_worker();
+    chain.enter_lane(0);
+    let mut mem = std::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    let a: [u8; 16] = "fd78::2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let own: [u8; 16] = "fd78::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let v6 = |dst: &str, hops: u8| {
+        let d = dst.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        let mut f = frame(IpAddr::V6(a), IpAddr::V6(d), 17, 1000, 33434, b"probe");
+        f[..6].copy_from_slice(&OWN[0]);
+        f[6..12].copy_from_slice(&HOST_A);
+        f[21] = hops;
+        f
+    };
+    for (pkt, ty) in [(v6("fd79::2", 1), 3u8), (v6("fd7a::2", 64), 1)] {
+        let o = step(&mut chain, &mut pool, std::slice::from_ref(&pkt), 0, 10);
+        assert!(o.sent[1].is_empty());
+        let e = &o.sent[0][0];
+        assert_eq!((&e[..6], &e[6..12]), (&HOST_A[..], &OWN[0][..]));
+        let p = etherparse::SlicedPacket::from_ethernet(e).expect("etherparse reads it");
+        let Some(etherparse::NetSlice::Ipv6(ip)) = &p.net else { panic!("not IPv6") };
+        assert_eq!((ip.header().source(), ip.header().destination()), (own, a));
+        let Some(etherparse::TransportSlice::Icmpv6(i)) = &p.transport else { panic!("not ICMPv6") };
+        assert_eq!((i.type_u8(), i.code_u8()), (ty, 0));
+        assert_eq!(i.header().checksum, i.header().icmp_type.calc_checksum(own, a, i.payload()).unwrap());
+        assert_eq!(i.payload(), &pkt[14..], "the whole packet quoted (below the minimum MTU)");
+    }
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_icmp_errors=2 neigh_icmp_suppressed=0"), "{text}");
+    assert_eq!(pool.in_use(), 0);
+}

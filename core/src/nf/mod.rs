@@ -808,9 +808,10 @@ impl Chain {
         self.egress(pool, out, counters, now);
     }
 
-    /// With a router, after the NFs: an IPv4 packet the L3 forwarder dropped for TTL expiry
-    /// or no route becomes the ICMP error that says so, in place, sent back out of its
-    /// ingress port to the frame's source MAC ([`Router::icmp_error`], `crate::neigh::icmp`).
+    /// With a router, after the NFs: a packet the L3 forwarder dropped for TTL (hop limit)
+    /// expiry or no route becomes the ICMP (ICMPv6) error that says so, in place, sent back
+    /// out of its ingress port to the frame's source MAC ([`Router::icmp_error`],
+    /// [`Router::icmp_error6`], `crate::neigh::icmp`).
     /// Without a router: one branch per batch.
     #[inline]
     fn icmp_errors(&mut self, pool: &mut Pool<'_>, now: Instant) {
@@ -821,10 +822,16 @@ impl Chain {
                 Verdict::Drop(DropReason::NoRoute) => icmp::Kind::NetUnreachable,
                 _ => continue,
             };
-            if p.parsed.l3 != L3Kind::Ipv4 {
-                continue;
-            }
-            if let Some(to) = r.icmp_error(pool, p.buf, usize::from(p.parsed.l3_offset), p.ingress, kind, now) {
+            let ip = usize::from(p.parsed.l3_offset);
+            let sent = match p.parsed.l3 {
+                L3Kind::Ipv4 => r.icmp_error(pool, p.buf, ip, p.ingress, kind, now),
+                L3Kind::Ipv6 => {
+                    let later = p.parsed.fragment == parse::Fragment::Later;
+                    let at = (ip, p.parsed.ip_proto, usize::from(p.parsed.l4_offset), later);
+                    r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
+                }
+            };
+            if let Some(to) = sent {
                 p.dst = Dst::Mac(to);
                 p.verdict = Verdict::Reply(p.ingress);
             }
