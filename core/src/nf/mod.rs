@@ -65,6 +65,9 @@
 //! egress resolves [`Dst::Via`] (the L3 forwarder's gateway or directly connected next hops)
 //! through the worker's cache of the neighbour table; a miss hands the frame to the table
 //! to wait for the answer, and [`Stage::idle`] sends what waited on this lane once it came.
+//! A packet the L3 forwarder dropped for TTL expiry or no route becomes, in the egress, the
+//! ICMP (ICMPv6) error that says so, sent back out of its ingress port
+//! (`crate::neigh::icmp`; only dropped packets take that out-of-line path).
 //! A chain without addresses pays one `Option` check per batch for all of this.
 //!
 //! # Frames the dataplane originates
@@ -694,9 +697,8 @@ impl Chain {
         }
     }
 
-    /// Runs the admitted frames through the meter, the NFs and the egress (always inlined:
-    /// in `process_vector` a call per batch costs the vector loop ~16 instructions).
-    #[inline(always)]
+    /// Runs the admitted frames through the meter, the NFs and the egress.
+    #[inline]
     pub fn run_admitted(&mut self, pool: &mut Pool<'_>, out: &mut [Batch], counters: &mut StageCounters, now: Instant) {
         if !self.batch.is_empty() {
             self.record_meter(now);
@@ -804,38 +806,7 @@ impl Chain {
             return;
         }
         self.run_nfs(pool, from, usize::MAX, now);
-        self.icmp_errors(pool, now);
         self.egress(pool, out, counters, now);
-    }
-
-    /// With a router, after the NFs: a packet the L3 forwarder dropped for TTL (hop limit)
-    /// expiry or no route becomes the ICMP (ICMPv6) error that says so, in place, sent back
-    /// out of its ingress port to the frame's source MAC ([`Router::icmp_error`],
-    /// [`Router::icmp_error6`], `crate::neigh::icmp`).
-    /// Without a router: one branch per batch.
-    #[inline]
-    fn icmp_errors(&mut self, pool: &mut Pool<'_>, now: Instant) {
-        let Some(r) = &mut self.router else { return };
-        for p in self.batch.pkts_mut().iter_mut() {
-            let kind = match p.verdict {
-                Verdict::Drop(DropReason::TtlExpired) => icmp::Kind::TimeExceeded,
-                Verdict::Drop(DropReason::NoRoute) => icmp::Kind::NetUnreachable,
-                _ => continue,
-            };
-            let ip = usize::from(p.parsed.l3_offset);
-            let sent = match p.parsed.l3 {
-                L3Kind::Ipv4 => r.icmp_error(pool, p.buf, ip, p.ingress, kind, now),
-                L3Kind::Ipv6 => {
-                    let later = p.parsed.fragment == parse::Fragment::Later;
-                    let at = (ip, p.parsed.ip_proto, usize::from(p.parsed.l4_offset), later);
-                    r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
-                }
-            };
-            if let Some(to) = sent {
-                p.dst = Dst::Mac(to);
-                p.verdict = Verdict::Reply(p.ingress);
-            }
-        }
     }
 
     /// Frees `b` and counts the drop.
@@ -1055,6 +1026,10 @@ impl Chain {
         r.begin_batch();
         for p in self.batch.pkts() {
             let to = match p.verdict {
+                Verdict::Drop(reason @ (DropReason::TtlExpired | DropReason::NoRoute)) => {
+                    Self::icmp_error(egress, r, pool, out, counters, p, reason, now);
+                    continue;
+                }
                 Verdict::Drop(reason) => {
                     Self::drop_frame(pool, counters, p.buf, reason);
                     continue;
@@ -1075,6 +1050,43 @@ impl Chain {
             Self::send(egress, pool, out, counters, p.buf, usize::from(to), dst);
         }
         self.batch.clear();
+    }
+
+    /// A packet the L3 forwarder dropped for TTL (hop limit) expiry or no route, in a chain
+    /// with a router: becomes the ICMP (ICMPv6) error that says so, in place, sent back out
+    /// of its ingress port to the frame's source MAC ([`Router::icmp_error`],
+    /// [`Router::icmp_error6`], `crate::neigh::icmp`); dropped by `reason` when none may be
+    /// sent. Out of line: the egress loop pays nothing more for the packets it sends.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_error(
+        egress: &Egress,
+        r: &mut Router,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        reason: DropReason,
+        now: Instant,
+    ) {
+        let kind = match reason {
+            DropReason::TtlExpired => icmp::Kind::TimeExceeded,
+            _ => icmp::Kind::NetUnreachable,
+        };
+        let ip = usize::from(p.parsed.l3_offset);
+        let sent = match p.parsed.l3 {
+            L3Kind::Ipv4 => r.icmp_error(pool, p.buf, ip, p.ingress, kind, now),
+            L3Kind::Ipv6 => {
+                let later = p.parsed.fragment == parse::Fragment::Later;
+                let at = (ip, p.parsed.ip_proto, usize::from(p.parsed.l4_offset), later);
+                r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
+            }
+        };
+        match sent {
+            Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac)),
+            None => Self::drop_frame(pool, counters, p.buf, reason),
+        }
     }
 
     /// A packet whose neighbour is not in the worker's cache: the table's slow path (it may
