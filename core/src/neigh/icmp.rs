@@ -21,7 +21,9 @@
 //! message (or an ICMP message too short to tell), for a fragment other than the first,
 //! for a frame sent to a link-layer broadcast or multicast address, for a packet to an IP
 //! broadcast or multicast address, or from an address that does not name a single host
-//! (zero, loopback, multicast, broadcast, class E).
+//! (zero, loopback, multicast, broadcast, class E). The broadcast addresses of the ports'
+//! subnets (directed broadcasts) are checked by the caller, which knows the subnets
+//! (`Router::icmp_error`).
 
 use crate::checksum;
 

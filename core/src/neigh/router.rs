@@ -209,6 +209,12 @@ impl Router {
         }
         let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
         let src: [u8; 4] = frame.get(ip + 12..ip + 16)?.try_into().ok()?;
+        let dst: [u8; 4] = frame.get(ip + 16..ip + 20)?.try_into().ok()?;
+        // Nor to (or from) the broadcast address of one of the ports' subnets (a directed
+        // broadcast, RFC 1812 §4.3.2.7; `may_answer` sees only the limited one).
+        if self.shared.is_subnet_broadcast(dst) || self.shared.is_subnet_broadcast(src) {
+            return None;
+        }
         let from = self.shared.source_for(ingress, src)?;
         if !self.shared.icmp_allow(ingress, now) {
             self.counters.icmp_suppressed += 1;

@@ -170,6 +170,15 @@ impl NeighShared {
         .is_ok()
     }
 
+    /// Whether `ip` is the broadcast address of one of the ports' subnets (below /31).
+    pub(super) fn is_subnet_broadcast(&self, ip: [u8; 4]) -> bool {
+        let ip = u32::from_be_bytes(ip);
+        self.cfg.addrs.iter().any(|a| {
+            let host = u32::MAX.checked_shr(u32::from(a.len)).unwrap_or(0);
+            a.len < 31 && ip & host == host && (ip ^ u32::from_be_bytes(a.addr)) & !host == 0
+        })
+    }
+
     /// Frames waiting for an answer, over the table (takes the lock).
     pub fn waiting(&self) -> usize {
         self.table.lock().waiting

@@ -418,14 +418,16 @@ fn ttl_expiry_and_no_route_are_answered_with_icmp_errors_rate_limited() {
     icmp_err[24..26].fill(0);
     let c = crate::checksum::checksum(&icmp_err[14..34]);
     icmp_err[24..26].copy_from_slice(&c.to_be_bytes());
-    let o = step(&mut chain, &mut pool, &[bcast, icmp_err], 0, 1_000);
+    // Nor for a packet to the broadcast address of port 1's subnet (a directed broadcast).
+    let directed = udp_ttl([10, 0, 0, 2], [10, 0, 1, 255], 1);
+    let o = step(&mut chain, &mut pool, &[bcast, icmp_err, directed], 0, 1_000);
     assert!(o.sent.iter().all(Vec::is_empty));
-    assert_eq!(o.c.drops_for(DropReason::TtlExpired), 2);
+    assert_eq!(o.c.drops_for(DropReason::TtlExpired), 3);
 
     let mut text = std::string::String::new();
     chain.write_counters(&mut text).unwrap();
     assert!(text.contains(" neigh_icmp_errors=4 neigh_icmp_suppressed=4"), "{text}");
-    assert!(text.contains(" l3fwd_no_route=1 l3fwd_ttl_expired=9"), "{text}");
+    assert!(text.contains(" l3fwd_no_route=1 l3fwd_ttl_expired=10"), "{text}");
     assert_eq!(pool.in_use(), 0);
 }
 
