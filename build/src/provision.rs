@@ -319,18 +319,24 @@ pub fn ensure_evasion_tools() -> Result<()> {
 }
 
 /// What the router test's hosts run: `ping` (Debian's `iputils-ping`).
-pub const ROUTER_PACKAGES: [&str; 1] = ["iputils-ping"];
+pub const ROUTER_PACKAGES: [&str; 2] = ["iputils-ping", "traceroute"];
 
-/// Whether `ping` runs.
+/// Whether `ping` and `traceroute` run.
 pub fn router_tools_present() -> bool {
-    Command::new("ping").arg("-V").output().is_ok_and(|o| o.status.success())
+    let runs = |tool: &str, arg: &str| Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success());
+    runs("ping", "-V") && runs("traceroute", "--version")
 }
 
-/// Makes sure `ping` is installed (as root with apt-get: installs `iputils-ping`), beside
+/// Makes sure `ping` and `traceroute` are installed (as root with apt-get: installs
+/// `iputils-ping` and `traceroute`, which Debian 12 does not have by default), beside
 /// python3 and ethtool ([`ensure_evasion_tools`]) which the router test also uses.
 pub fn ensure_router_tools() -> Result<()> {
     ensure_evasion_tools()?;
-    ensure_packages("the router test's hosts ping across Cadence", &ROUTER_PACKAGES, router_tools_present)
+    ensure_packages(
+        "the router test's hosts ping and traceroute across Cadence",
+        &ROUTER_PACKAGES,
+        router_tools_present,
+    )
 }
 
 /// DPDK's ACL test program, the ACL's independent reference (`bench/tests/acl_vs_dpdk.rs`).

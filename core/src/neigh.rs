@@ -38,10 +38,17 @@
 //! per-worker caches asks once and keeps the common path lock-free. The mutex is not modelled
 //! under loom (it holds no lock-free protocol of its own; `spin::Mutex` is).
 //!
+//! ICMP errors ([`icmp`]): a packet the L3 forwarder drops for TTL (hop limit) expiry or no
+//! route becomes, in place, a Time Exceeded or (Net) Unreachable back to its sender, ICMP
+//! or ICMPv6 ([`Router::icmp_error`], [`Router::icmp_error6`]), rate-limited per port by a token bucket shared by the workers (one
+//! atomic word per port, `NeighShared::icmp_allow`; [`NeighConfig::icmp_interval`],
+//! [`NeighConfig::icmp_burst`]).
+//!
 //! IPv6 (`nd`): solicitations for the ports' IPv6 addresses and echo requests to them are
 //! answered in place; nothing is learned from them.
 //!
-//! Limitations (issue 27, later milestones): IPv4 only in the table (IPv6 next hops are
+//! Limitations (issue 27, later milestones): no ICMP errors from the head of a NetBlaze
+//! split (its drops are freed there); IPv4 only in the table (IPv6 next hops are
 //! static); untagged frames only; a stale entry
 //! is used until removed (no unicast probe of a neighbour in use — hosts that talk through
 //! the dataplane re-ask for its address and refresh it); a NetBlaze auxiliary core has no
@@ -57,6 +64,7 @@ use crate::time::Duration;
 
 pub mod arp;
 pub mod echo;
+pub mod icmp;
 pub mod nd;
 mod router;
 mod table;
@@ -130,11 +138,18 @@ pub struct NeighConfig {
     /// Frames waiting for an answer over the whole table (each holds a lane's buffer; at
     /// most [`QUEUE`] per neighbour).
     pub max_waiting: usize,
+    /// ICMP errors ([`icmp`]): ticks between two tokens of a port's bucket (the text form's
+    /// `neigh.icmp_rate` per second converted by the chain build).
+    pub icmp_interval: Duration,
+    /// ICMP errors: tokens a port's bucket holds (a burst sent at once); 0 sends none.
+    pub icmp_burst: u32,
 }
 
 impl Default for NeighConfig {
-    /// No addresses; 256 entries, 64 frames waiting at most; reachable 30 s, stale 60 s, retransmit 1 s, 3 probes, in
-    /// ticks of a 1 GHz clock until the chain build converts the milliseconds.
+    /// No addresses; 256 entries, 64 frames waiting at most; reachable 30 s, stale 60 s, retransmit 1 s, 3 probes;
+    /// ICMP errors 1 000 per second per port with a burst of 50 (Linux's
+    /// `net.ipv4.icmp_msgs_per_sec` and `icmp_msgs_burst`); in ticks of a 1 GHz clock until
+    /// the chain build converts them.
     fn default() -> Self {
         Self {
             addrs: Vec::new(),
@@ -146,6 +161,8 @@ impl Default for NeighConfig {
             retrans: Duration(1_000_000_000),
             probes: 3,
             max_waiting: 64,
+            icmp_interval: Duration(1_000_000),
+            icmp_burst: 50,
         }
     }
 }

@@ -18,6 +18,14 @@
 //! ignored and counted, and makes no entry — Cadence still asks for 10.78.0.99 when host B
 //! pings it (seen on host A's link by a raw-socket listener).
 //!
+//! ICMP errors (item 2): `traceroute` from A to B (UDP probes, then ICMP with `-I`) lists
+//! Cadence's port-0 address as the first hop and B as the second; `ping -t 1` from A to B
+//! gets "Time to live exceeded" from 10.78.0.1; a ping to 10.78.9.9 (no route: the chain has
+//! no default route) gets "Destination Net Unreachable" from 10.78.0.1; over IPv6 (host A's
+//! default route via fd78::1), `ping -t 1` to fd79::2 (routed to port 1) gets "Time
+//! exceeded: Hop limit" and a ping to fd7a::9 (no route) "Destination unreachable: No
+//! route", both from fd78::1.
+//!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
 
@@ -38,6 +46,12 @@ const GW_A6: &str = "fd78::1";
 const A6: &str = "fd78::2";
 /// An address on A's subnet nobody has; the forged reply claims it.
 const GHOST: &str = "10.78.0.99";
+/// An address no route of the chain covers.
+const UNROUTED: &str = "10.78.9.9";
+/// Behind port 1 by an IPv6 route (nobody there: only hop-limit-1 pings go its way), and
+/// an IPv6 address no route covers.
+const ROUTED6: &str = "fd79::2";
+const UNROUTED6: &str = "fd7a::9";
 
 /// A network namespace of the test's own, deleted on drop.
 struct Netns(String);
@@ -96,6 +110,11 @@ fn ping(ns: &str, to: &str, count: u32) -> Result<Output> {
         .context("running ping")
 }
 
+/// `args` run in namespace `ns` (any exit status: a ping that gets an ICMP error fails).
+fn in_ns(ns: &str, args: &[&str]) -> Result<Output> {
+    Command::new(IP).args(["netns", "exec", ns]).args(args).output().with_context(|| format!("running {args:?}"))
+}
+
 /// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
 const SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
                     s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
@@ -140,6 +159,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
     run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
     ip(&["-n", &na.0, "-6", "addr", "add", &format!("{A6}/64"), "dev", &veths.host[0], "nodad"])?;
+    ip(&["-n", &na.0, "-6", "route", "add", "default", "via", GW_A6])?;
 
     // The dataplane: the L3 forwarder alone, a chain file as a user writes it.
     let toml = out.join("router.toml");
@@ -150,7 +170,8 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
          [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n\n\
          [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
          [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
-         [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n",
+         [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
+         [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nmac = \"02:00:00:00:79:02\"\n",
     )?;
     let chain = out.join("router.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
@@ -207,6 +228,40 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         std::fs::write(out.join(format!("ping_{ns}_{to}.txt")), &o.stdout)?;
         if !o.status.success() {
             failures.push(format!("ping {to} from {ns} failed:\n{}", String::from_utf8_lossy(&o.stdout)));
+        }
+    }
+
+    // ICMP errors from Cadence: traceroute (UDP, then ICMP probes) shows its port address
+    // as the first hop and B as the second; a ping with TTL 1 gets Time Exceeded; a ping to
+    // an unrouted address gets Net Unreachable, each from the ingress port's address.
+    for (name, extra) in [("udp", None), ("icmp", Some("-I"))] {
+        let mut args = vec!["traceroute", "-n", "-q", "1", "-w", "2", "-m", "3"];
+        args.extend(extra);
+        args.push(B);
+        let o = in_ns(&na.0, &args)?;
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        std::fs::write(out.join(format!("traceroute_{name}.txt")), &text)?;
+        let hop = |n: &str, addr: &str| {
+            text.lines().any(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(n) && w.next() == Some(addr)
+            })
+        };
+        if !(o.status.success() && hop("1", GW_A) && hop("2", B)) {
+            failures.push(format!("traceroute ({name}) from A to B: hop 1 not {GW_A} or hop 2 not {B}:\n{text}"));
+        }
+    }
+    for (to, ttl, from, want) in [
+        (B, "1", GW_A, "Time to live exceeded"),
+        (UNROUTED, "64", GW_A, "Destination Net Unreachable"),
+        (ROUTED6, "1", GW_A6, "Time exceeded: Hop limit"),
+        (UNROUTED6, "64", GW_A6, "Destination unreachable: No route"),
+    ] {
+        let o = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-t", ttl, to])?;
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        std::fs::write(out.join(format!("ping_ttl{ttl}_{to}.txt")), &text)?;
+        if !text.lines().any(|l| l.starts_with(&format!("From {from} ")) && l.contains(want)) {
+            failures.push(format!("ping -t {ttl} {to} from A: no \"{want}\" from {from}:\n{text}"));
         }
     }
 
@@ -267,5 +322,11 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(key("neigh_nd_adverts")? >= 1, "{summary}");
     // The forged reply: ignored and counted.
     assert!(key("neigh_arp_unsolicited")? >= 1 && key("drop_arp_unsolicited")? >= 1, "{summary}");
+    // ICMP errors: one per traceroute's first hop, Time Exceeded and Net Unreachable over
+    // IPv4 and IPv6;
+    // all counted by the forwarder too, none suppressed at the default rate.
+    assert!(key("neigh_icmp_errors")? >= 6, "{summary}");
+    assert!(key("l3fwd_ttl_expired")? >= 3 && key("l3fwd_no_route")? >= 1, "{summary}");
+    assert_eq!(key("neigh_icmp_suppressed")?, 0, "{summary}");
     Ok(())
 }

@@ -44,6 +44,10 @@ pub struct NeighCounters {
     pub nd_adverts: u64,
     /// No buffer for an ARP request.
     pub no_buf: u64,
+    /// ICMP errors sent (time exceeded, destination unreachable; [`super::icmp`]).
+    pub icmp_errors: u64,
+    /// ICMP errors not sent: the port's token bucket was empty.
+    pub icmp_suppressed: u64,
 }
 
 /// What the chain does with an ARP frame ([`Router::arp`]).
@@ -183,6 +187,82 @@ impl Router {
                 Some(to)
             }
         }
+    }
+
+    /// The IPv4 packet at `ip` of `b`, received on `ingress` and dropped by the L3
+    /// forwarder: becomes the ICMP error `kind` in place ([`super::icmp`]) if the rules allow
+    /// one, the port has an address to send it from and its token bucket a token. Returns
+    /// the MAC to send it to (the frame's source, out of `ingress`); `None`: the frame is
+    /// still the dropped packet (suppressions counted).
+    pub fn icmp_error(
+        &mut self,
+        pool: &mut Pool<'_>,
+        b: PacketBuf,
+        ip: usize,
+        ingress: u8,
+        kind: super::icmp::Kind,
+        now: Instant,
+    ) -> Option<[u8; 6]> {
+        let frame = pool.frame(b);
+        if !super::icmp::may_answer(frame, ip) {
+            return None;
+        }
+        let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+        let src: [u8; 4] = frame.get(ip + 12..ip + 16)?.try_into().ok()?;
+        let dst: [u8; 4] = frame.get(ip + 16..ip + 20)?.try_into().ok()?;
+        // Nor to (or from) the broadcast address of one of the ports' subnets (a directed
+        // broadcast, RFC 1812 §4.3.2.7; `may_answer` sees only the limited one).
+        if self.shared.is_subnet_broadcast(dst) || self.shared.is_subnet_broadcast(src) {
+            return None;
+        }
+        let from = self.shared.source_for(ingress, src)?;
+        if !self.shared.icmp_allow(ingress, now) {
+            self.counters.icmp_suppressed += 1;
+            return None;
+        }
+        let (off, len) = (pool.frame_offset(b), pool.len(b));
+        let n = super::icmp::error_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
+        pool.set_len(b, n).ok()?;
+        self.counters.icmp_errors += 1;
+        Some(to)
+    }
+
+    /// [`Router::icmp_error`] for the IPv6 packet at `ip` of `b` whose upper-layer header
+    /// (`proto`) is at `l4` (`later`: a fragment other than the first): an ICMPv6 error
+    /// from the ingress port's IPv6 address (the one whose prefix holds the sender, else the
+    /// port's first), the same bucket as IPv4's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn icmp_error6(
+        &mut self,
+        pool: &mut Pool<'_>,
+        b: PacketBuf,
+        (ip, proto, l4, later): (usize, u8, usize, bool),
+        ingress: u8,
+        kind: super::icmp::Kind,
+        now: Instant,
+    ) -> Option<[u8; 6]> {
+        let frame = pool.frame(b);
+        if !super::icmp::may_answer6(frame, ip, proto, l4, later) {
+            return None;
+        }
+        let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+        let src = u128::from_be_bytes(frame.get(ip + 8..ip + 24)?.try_into().ok()?);
+        let on = |a: &&super::PortAddr6| a.port == ingress;
+        let covers = |a: &&super::PortAddr6| {
+            let mask = u128::MAX.checked_shl(128 - u32::from(a.len.min(128))).unwrap_or(0);
+            (u128::from_be_bytes(a.addr) ^ src) & mask == 0
+        };
+        let addrs = &self.shared.cfg.addrs6;
+        let from = addrs.iter().filter(on).find(covers).or_else(|| addrs.iter().find(on))?.addr;
+        if !self.shared.icmp_allow(ingress, now) {
+            self.counters.icmp_suppressed += 1;
+            return None;
+        }
+        let (off, len) = (pool.frame_offset(b), pool.len(b));
+        let n = super::icmp::error6_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
+        pool.set_len(b, n).ok()?;
+        self.counters.icmp_errors += 1;
+        Some(to)
     }
 
     /// Counts an ICMP echo answered.
@@ -438,7 +518,7 @@ impl Router {
             w,
             " neigh_learned={} neigh_updated={} neigh_resolved={} neigh_arp_replies={} neigh_arp_requests={} \
              neigh_arp_unsolicited={} neigh_table_full={} neigh_queued={} neigh_dequeued={} neigh_echo_replies={} \
-             neigh_no_buf={} neigh_nd_adverts={}",
+             neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={}",
             c.learned,
             c.updated,
             c.resolved,
@@ -450,7 +530,9 @@ impl Router {
             c.dequeued,
             c.echo_replies,
             c.no_buf,
-            c.nd_adverts
+            c.nd_adverts,
+            c.icmp_errors,
+            c.icmp_suppressed
         )
     }
 }

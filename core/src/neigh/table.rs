@@ -72,6 +72,9 @@ pub struct NeighShared {
     pub(super) next_age: AtomicU64,
     /// [`filter_bit`] of every own address.
     pub(super) own_filter: u64,
+    /// Per port: the ICMP error bucket's theoretical arrival time (clock ticks; see
+    /// [`NeighShared::icmp_allow`]).
+    pub(super) icmp_tat: [AtomicU64; PORTS],
 }
 
 /// One of 64 bits for an address (a one-word Bloom filter of the own addresses).
@@ -106,6 +109,7 @@ impl NeighShared {
             own_filter: cfg.addrs.iter().fold(0, |f, a| f | filter_bit(a.addr)),
             generation: AtomicU64::new(0),
             ready: AtomicU64::new(0),
+            icmp_tat: core::array::from_fn(|_| AtomicU64::new(0)),
         })
     }
 
@@ -144,6 +148,35 @@ impl NeighShared {
         let mask = |len: u8| if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
         let same = |a: &&PortAddr| (u32::from_be_bytes(a.addr) ^ u32::from_be_bytes(ip)) & mask(a.len) == 0;
         self.cfg.addrs.iter().filter(on).find(same).or_else(|| self.cfg.addrs.iter().find(on)).map(|a| a.addr)
+    }
+
+    /// Whether `port` may send an ICMP error at `now`: a token bucket of
+    /// [`NeighConfig::icmp_burst`](super::NeighConfig::icmp_burst) tokens refilled one per
+    /// `icmp_interval`, kept as one atomic word per port shared by every worker (the
+    /// generic cell rate algorithm, ITU-T I.371: the bucket is the distance between the
+    /// theoretical arrival time `tat` and `now`; a send moves `tat` one interval on, and is
+    /// refused when that would put it more than `burst` intervals ahead of `now`).
+    pub(super) fn icmp_allow(&self, port: u8, now: Instant) -> bool {
+        let (interval, burst) = (self.cfg.icmp_interval.ticks().max(1), u64::from(self.cfg.icmp_burst));
+        let Some(tat) = self.icmp_tat.get(usize::from(port)) else { return false };
+        if burst == 0 {
+            return false;
+        }
+        let limit = now.ticks().saturating_add(interval.saturating_mul(burst));
+        tat.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+            let next = t.max(now.ticks()).saturating_add(interval);
+            (next <= limit).then_some(next)
+        })
+        .is_ok()
+    }
+
+    /// Whether `ip` is the broadcast address of one of the ports' subnets (below /31).
+    pub(super) fn is_subnet_broadcast(&self, ip: [u8; 4]) -> bool {
+        let ip = u32::from_be_bytes(ip);
+        self.cfg.addrs.iter().any(|a| {
+            let host = u32::MAX.checked_shr(u32::from(a.len)).unwrap_or(0);
+            a.len < 31 && ip & host == host && (ip ^ u32::from_be_bytes(a.addr)) & !host == 0
+        })
     }
 
     /// Frames waiting for an answer, over the table (takes the lock).

@@ -345,3 +345,144 @@ fn bad_configuration_names_the_record() {
     // /31 and /32 have no network or broadcast address.
     assert!(ChainSpec::parse("version=1\nport.addr=port:0,addr:10.0.0.0/31\n").is_ok());
 }
+
+/// `udp` with TTL `ttl` (header checksum recomputed).
+fn udp_ttl(src: [u8; 4], dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut f = udp(src, dst);
+    f[22] = ttl;
+    f[24..26].fill(0);
+    let c = crate::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// The ICMP error `f` as etherparse reads it: (source, destination, type, code, quoted
+/// bytes); the IPv4 and ICMP checksums verified.
+fn icmp_of(f: &[u8]) -> ([u8; 4], [u8; 4], u8, u8, Vec<u8>) {
+    let p = etherparse::SlicedPacket::from_ethernet(f).expect("etherparse reads it");
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+    let h = ip.header().to_header();
+    assert_eq!(h.header_checksum, h.calc_header_checksum());
+    assert!(crate::checksum::verify(&f[34..]), "ICMP checksum");
+    let Some(etherparse::TransportSlice::Icmpv4(i)) = &p.transport else { panic!("not ICMP") };
+    (h.source, h.destination, i.type_u8(), i.code_u8(), i.payload().to_vec())
+}
+
+#[test]
+fn ttl_expiry_and_no_route_are_answered_with_icmp_errors_rate_limited() {
+    // No default route here: 198.51.100.0/24 is unrouted. A burst of 3, then 10 per second.
+    let text = "version=1\nport.addr=port:0,addr:10.0.0.1/24\nport.addr=port:1,addr:10.0.1.1/24\n\
+                neigh.icmp_rate=10\nneigh.icmp_burst=3\n\
+                nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n\
+                l3fwd.route=prefix:10.0.1.0/24,port:1,mac:02:00:00:00:00:99\n";
+    let spec = ChainSpec::parse(text).expect("parses");
+    let f = spec.build(Egress::new(OWN, Egress::DEFAULT_PEERS, None), TickRate::try_new(1000).unwrap()).unwrap();
+    let mut chain = f.chain_for_worker();
+    chain.enter_lane(0);
+    let mut mem = std::vec![0u8; 64 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+
+    // TTL 1 across the dataplane: Time Exceeded from the ingress port's address, back out of
+    // the ingress port to the sender's MAC, quoting the header as received and 8 bytes.
+    let probe = udp_ttl([10, 0, 0, 2], [10, 0, 1, 2], 1);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&probe), 0, 10);
+    assert!(o.sent[1].is_empty());
+    assert_eq!(o.sent[0].len(), 1, "the error leaves by the ingress port");
+    let e = &o.sent[0][0];
+    assert_eq!((&e[..6], &e[6..12]), (&HOST_A[..], &OWN[0][..]));
+    let (src, dst, ty, code, quoted) = icmp_of(e);
+    assert_eq!((src, dst, ty, code), ([10, 0, 0, 1], [10, 0, 0, 2], 11, 0));
+    assert_eq!(quoted, probe[14..42].to_vec());
+    assert_eq!(pool.in_use(), 0);
+
+    // No route: Net Unreachable.
+    let lost = udp_ttl([10, 0, 0, 2], [198, 51, 100, 7], 64);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&lost), 0, 10);
+    let (src, dst, ty, code, quoted) = icmp_of(&o.sent[0][0]);
+    assert_eq!((src, dst, ty, code), ([10, 0, 0, 1], [10, 0, 0, 2], 3, 0));
+    assert_eq!(quoted, lost[14..42].to_vec());
+
+    // The bucket had 3: one left at t=10; of four more, one goes, three are suppressed
+    // (dropped by their reason and counted); 100 ms later one token more.
+    let o = step(&mut chain, &mut pool, &std::vec![probe.clone(); 4], 0, 10);
+    assert_eq!(o.sent[0].len(), 1);
+    assert_eq!(o.c.drops_for(DropReason::TtlExpired), 3);
+    let o = step(&mut chain, &mut pool, &std::vec![probe.clone(); 2], 0, 110);
+    assert_eq!((o.sent[0].len(), o.c.drops_for(DropReason::TtlExpired)), (1, 1));
+
+    // Never for a frame to a link-layer broadcast, nor for an ICMP error (counted as the
+    // drop it is, no token used).
+    let mut bcast = probe.clone();
+    bcast[..6].fill(0xFF);
+    assert!(o.sent[1].is_empty());
+    let mut icmp_err = icmp_errors_frame();
+    icmp_err[22] = 1;
+    icmp_err[24..26].fill(0);
+    let c = crate::checksum::checksum(&icmp_err[14..34]);
+    icmp_err[24..26].copy_from_slice(&c.to_be_bytes());
+    // Nor for a packet to the broadcast address of port 1's subnet (a directed broadcast).
+    let directed = udp_ttl([10, 0, 0, 2], [10, 0, 1, 255], 1);
+    let o = step(&mut chain, &mut pool, &[bcast, icmp_err, directed], 0, 1_000);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::TtlExpired), 3);
+
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_icmp_errors=4 neigh_icmp_suppressed=4"), "{text}");
+    assert!(text.contains(" l3fwd_no_route=1 l3fwd_ttl_expired=10"), "{text}");
+    assert_eq!(pool.in_use(), 0);
+}
+
+/// An ICMP Time Exceeded from 10.0.0.2 to 10.0.1.2 (as if a host relayed one), TTL 64.
+fn icmp_errors_frame() -> Vec<u8> {
+    let mut f = crate::nf::testkit::frame(
+        IpAddr::V4([10, 0, 0, 2]),
+        IpAddr::V4([10, 0, 1, 2]),
+        1,
+        0,
+        0,
+        &[11, 0, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 28],
+    );
+    f[..6].copy_from_slice(&OWN[0]);
+    f[6..12].copy_from_slice(&HOST_A);
+    f
+}
+
+#[test]
+fn hop_limit_expiry_and_no_route_over_ipv6_are_answered_with_icmpv6_errors() {
+    let text = "version=1\nport.addr=port:0,addr:fd78::1/64\nport.addr=port:1,addr:fd79::1/64\n\
+                nf=l3fwd\nl3fwd.route=prefix:fd79::/64,port:1,mac:02:00:00:00:00:99\n";
+    let spec = ChainSpec::parse(text).expect("parses");
+    let f = spec.build(Egress::new(OWN, Egress::DEFAULT_PEERS, None), TickRate::try_new(1000).unwrap()).unwrap();
+    let mut chain = f.chain_for_worker();
+    chain.enter_lane(0);
+    let mut mem = std::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    let a: [u8; 16] = "fd78::2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let own: [u8; 16] = "fd78::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let v6 = |dst: &str, hops: u8| {
+        let d = dst.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        let mut f = frame(IpAddr::V6(a), IpAddr::V6(d), 17, 1000, 33434, b"probe");
+        f[..6].copy_from_slice(&OWN[0]);
+        f[6..12].copy_from_slice(&HOST_A);
+        f[21] = hops;
+        f
+    };
+    for (pkt, ty) in [(v6("fd79::2", 1), 3u8), (v6("fd7a::2", 64), 1)] {
+        let o = step(&mut chain, &mut pool, std::slice::from_ref(&pkt), 0, 10);
+        assert!(o.sent[1].is_empty());
+        let e = &o.sent[0][0];
+        assert_eq!((&e[..6], &e[6..12]), (&HOST_A[..], &OWN[0][..]));
+        let p = etherparse::SlicedPacket::from_ethernet(e).expect("etherparse reads it");
+        let Some(etherparse::NetSlice::Ipv6(ip)) = &p.net else { panic!("not IPv6") };
+        assert_eq!((ip.header().source(), ip.header().destination()), (own, a));
+        let Some(etherparse::TransportSlice::Icmpv6(i)) = &p.transport else { panic!("not ICMPv6") };
+        assert_eq!((i.type_u8(), i.code_u8()), (ty, 0));
+        assert_eq!(i.header().checksum, i.header().icmp_type.calc_checksum(own, a, i.payload()).unwrap());
+        assert_eq!(i.payload(), &pkt[14..], "the whole packet quoted (below the minimum MTU)");
+    }
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_icmp_errors=2 neigh_icmp_suppressed=0"), "{text}");
+    assert_eq!(pool.in_use(), 0);
+}

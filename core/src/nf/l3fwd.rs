@@ -16,8 +16,11 @@
 //! - Order of checks per packet (as Linux's `ip_forward` does it): route first — no route is
 //!   `NoRoute` — then TTL. RFC 1812 §5.3.1: a router decrements the TTL and "if the TTL is
 //!   reduced to zero (or less), the packet MUST be discarded", so a packet that arrives with
-//!   TTL (hop limit) 0 or 1 is dropped as `TtlExpired` and never sent with TTL 0. No ICMP Time
-//!   Exceeded is generated (that would need a new frame).
+//!   TTL (hop limit) 0 or 1 is dropped as `TtlExpired` and never sent with TTL 0. In a chain
+//!   with addresses (a router, `crate::neigh`), the chain turns a packet dropped as
+//!   `TtlExpired` or `NoRoute` into the ICMP (ICMPv6) error that says so after the NFs
+//!   (`crate::neigh::icmp`); the forwarder itself only drops and counts, so the vector loop
+//!   (chains without a router) is unchanged.
 //! - IPv4 checksum: RFC 1624 eqn. 3 over the 16-bit word that holds TTL and protocol
 //!   ([`checksum::update_ttl_decrement`]); IPv6 has no header checksum.
 //!

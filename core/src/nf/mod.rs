@@ -65,6 +65,9 @@
 //! egress resolves [`Dst::Via`] (the L3 forwarder's gateway or directly connected next hops)
 //! through the worker's cache of the neighbour table; a miss hands the frame to the table
 //! to wait for the answer, and [`Stage::idle`] sends what waited on this lane once it came.
+//! A packet the L3 forwarder dropped for TTL expiry or no route becomes, in the egress, the
+//! ICMP (ICMPv6) error that says so, sent back out of its ingress port
+//! (`crate::neigh::icmp`; only dropped packets take that out-of-line path).
 //! A chain without addresses pays one `Option` check per batch for all of this.
 //!
 //! # Frames the dataplane originates
@@ -83,7 +86,7 @@ use alloc::vec::Vec;
 use crate::buf::{BATCH_SIZE, Batch, PacketBuf, Pool};
 use crate::control::{Commands, ControlAuth, control_verdict};
 use crate::drops::DropReason;
-use crate::neigh::{ArpAction, Emit, Miss, Router, echo};
+use crate::neigh::{ArpAction, Emit, Miss, Router, echo, icmp};
 use crate::parse::{self, Depth, IpAddr, L3Kind, ParseError, Parsed};
 use crate::rss::BucketMeter;
 use crate::stage::{PORTS, Stage, StageCounters};
@@ -1023,6 +1026,10 @@ impl Chain {
         r.begin_batch();
         for p in self.batch.pkts() {
             let to = match p.verdict {
+                Verdict::Drop(reason @ (DropReason::TtlExpired | DropReason::NoRoute)) => {
+                    Self::icmp_error(egress, r, pool, out, counters, p, reason, now);
+                    continue;
+                }
                 Verdict::Drop(reason) => {
                     Self::drop_frame(pool, counters, p.buf, reason);
                     continue;
@@ -1043,6 +1050,43 @@ impl Chain {
             Self::send(egress, pool, out, counters, p.buf, usize::from(to), dst);
         }
         self.batch.clear();
+    }
+
+    /// A packet the L3 forwarder dropped for TTL (hop limit) expiry or no route, in a chain
+    /// with a router: becomes the ICMP (ICMPv6) error that says so, in place, sent back out
+    /// of its ingress port to the frame's source MAC ([`Router::icmp_error`],
+    /// [`Router::icmp_error6`], `crate::neigh::icmp`); dropped by `reason` when none may be
+    /// sent. Out of line: the egress loop pays nothing more for the packets it sends.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_error(
+        egress: &Egress,
+        r: &mut Router,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        reason: DropReason,
+        now: Instant,
+    ) {
+        let kind = match reason {
+            DropReason::TtlExpired => icmp::Kind::TimeExceeded,
+            _ => icmp::Kind::NetUnreachable,
+        };
+        let ip = usize::from(p.parsed.l3_offset);
+        let sent = match p.parsed.l3 {
+            L3Kind::Ipv4 => r.icmp_error(pool, p.buf, ip, p.ingress, kind, now),
+            L3Kind::Ipv6 => {
+                let later = p.parsed.fragment == parse::Fragment::Later;
+                let at = (ip, p.parsed.ip_proto, usize::from(p.parsed.l4_offset), later);
+                r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
+            }
+        };
+        match sent {
+            Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac)),
+            None => Self::drop_frame(pool, counters, p.buf, reason),
+        }
     }
 
     /// A packet whose neighbour is not in the worker's cache: the table's slow path (it may

@@ -489,6 +489,8 @@ fn emit_neigh(
             ("reachable_ms", n.reachable_ms.as_ref()),
             ("stale_ms", n.stale_ms.as_ref()),
             ("retrans_ms", n.retrans_ms.as_ref()),
+            ("icmp_rate", n.icmp_rate.as_ref()),
+            ("icmp_burst", n.icmp_burst.as_ref()),
         ],
     )?;
     for (i, s) in n.statics.iter().enumerate() {

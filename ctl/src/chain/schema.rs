@@ -119,6 +119,8 @@ pub struct NeighTable {
     pub reachable_ms: Option<Spanned<u64>>,
     pub stale_ms: Option<Spanned<u64>>,
     pub retrans_ms: Option<Spanned<u64>>,
+    pub icmp_rate: Option<Spanned<u64>>,
+    pub icmp_burst: Option<Spanned<u64>>,
     #[serde(default, rename = "static")]
     pub statics: Vec<Spanned<NeighStaticTable>>,
 }

@@ -422,7 +422,7 @@ fn the_example_router_chain_compiles() {
 #[test]
 fn addresses_neighbours_and_via_routes_reach_the_text_form() {
     let src = "[chain]\nnfs = [\"l3fwd\"]\n\n[[port.addr]]\nport = 0\naddr = \"10.0.0.1/24\"\n\n\
-               [neigh]\ncapacity = 64\nretrans_ms = 500\n[[neigh.static]]\nport = 1\nip = \"10.0.1.50\"\n\
+               [neigh]\ncapacity = 64\nretrans_ms = 500\nicmp_rate = 20\n[[neigh.static]]\nport = 1\nip = \"10.0.1.50\"\n\
                mac = \"02:00:00:00:00:50\"\n\n[[l3fwd.route]]\nprefix = \"0.0.0.0/0\"\nport = 1\n\
                via = \"10.0.1.254\"\n[[l3fwd.route]]\nprefix = \"10.0.0.0/24\"\nport = 0\nvia = \"direct\"\n";
     let c = compile("chains/x.toml", src).expect("compiles");
@@ -430,6 +430,7 @@ fn addresses_neighbours_and_via_routes_reach_the_text_form() {
         "port.addr=port:0,addr:10.0.0.1/24",
         "neigh.capacity=64",
         "neigh.retrans_ms=500",
+        "neigh.icmp_rate=20",
         "neigh.static=port:1,ip:10.0.1.50,mac:02:00:00:00:00:50",
         "l3fwd.route=prefix:0.0.0.0/0,port:1,via:10.0.1.254",
         "l3fwd.route=prefix:10.0.0.0/24,port:0,via:direct",

@@ -9,6 +9,8 @@
 //! | `neigh.probes` | requests before an entry fails (default 3) |
 //! | `neigh.max_waiting` | frames waiting for answers over the whole table (default 64) |
 //! | `neigh.reachable_ms`, `neigh.stale_ms`, `neigh.retrans_ms` | reachable (30 000), stale until removed (60 000), between two requests (1 000) |
+//! | `neigh.icmp_rate` | ICMP errors per second per port (default 1 000; 0 sends none) |
+//! | `neigh.icmp_burst` | ICMP errors a port may send at once (default 50; 0 sends none) |
 //!
 //! Any of them gives the chain a neighbour table: it answers ARP and ICMP echo for its
 //! addresses and the L3 forwarder's `via:` next hops resolve through it.
@@ -31,6 +33,11 @@ pub struct NeighSpec {
     pub stale_ms: Option<u64>,
     /// `neigh.retrans_ms`.
     pub retrans_ms: Option<u64>,
+    /// `neigh.icmp_rate` (per second).
+    pub icmp_rate: Option<u32>,
+    /// The line of `neigh.icmp_rate` / `neigh.icmp_burst`, once given.
+    icmp_rate_line: Option<usize>,
+    icmp_burst: Option<usize>,
     /// The line of `neigh.capacity` / `neigh.probes`, once given.
     capacity: Option<usize>,
     probes: Option<usize>,
@@ -42,7 +49,7 @@ pub struct NeighSpec {
 }
 
 /// The keys of this section.
-pub(crate) const KEYS: [&str; 8] = [
+pub(crate) const KEYS: [&str; 10] = [
     "port.addr",
     "neigh.static",
     "neigh.capacity",
@@ -51,6 +58,8 @@ pub(crate) const KEYS: [&str; 8] = [
     "neigh.reachable_ms",
     "neigh.stale_ms",
     "neigh.retrans_ms",
+    "neigh.icmp_rate",
+    "neigh.icmp_burst",
 ];
 
 fn port(s: &str) -> Result<u8, &'static str> {
@@ -111,6 +120,14 @@ impl NeighSpec {
                 once(&mut self.max_waiting, line)?;
                 self.cfg.max_waiting = values::usize_dec(value).map_err(Fail::value)?;
             }
+            "neigh.icmp_rate" => {
+                once(&mut self.icmp_rate_line, line)?;
+                self.icmp_rate = Some(values::u32_dec(value).map_err(Fail::value)?);
+            }
+            "neigh.icmp_burst" => {
+                once(&mut self.icmp_burst, line)?;
+                self.cfg.icmp_burst = values::u32_dec(value).map_err(Fail::value)?;
+            }
             "neigh.reachable_ms" => timeout_ms(&mut self.reachable_ms, value)?,
             "neigh.stale_ms" => timeout_ms(&mut self.stale_ms, value)?,
             _ => timeout_ms(&mut self.retrans_ms, value)?,
@@ -145,6 +162,11 @@ impl NeighSpec {
         c.reachable = ticks(self.reachable_ms.unwrap_or(30_000));
         c.stale = ticks(self.stale_ms.unwrap_or(60_000));
         c.retrans = ticks(self.retrans_ms.unwrap_or(1_000));
+        match self.icmp_rate {
+            Some(0) => c.icmp_burst = 0,
+            Some(r) => c.icmp_interval = Duration((rate.ticks_from_ms(1_000).ticks() / u64::from(r)).max(1)),
+            None => c.icmp_interval = Duration((rate.ticks_from_ms(1_000).ticks() / 1_000).max(1)),
+        }
         c
     }
 }
