@@ -133,17 +133,22 @@ pub fn parse_testpmd(out: &str, op: &str, pages: &str) -> Option<Measurement> {
         .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    Some(Measurement {
-        imp: "testpmd".into(),
+    Some(one_sample("testpmd", op, "-", pages, cycles, ops))
+}
+
+/// A peer program's single figure (no samples of its own) as a measurement.
+fn one_sample(imp: impl Into<String>, op: &str, size: &str, pages: &str, cycles: f64, ops: u64) -> Measurement {
+    Measurement {
+        imp: imp.into(),
         op: op.into(),
-        size: "-".into(),
+        size: size.into(),
         pages: pages.into(),
         cycles,
         min: cycles,
         max: cycles,
         samples: 1,
         ops,
-    })
+    }
 }
 
 /// `dpdk-test-acl`'s figure (`… C cycles/pkt, …`, over `--iter` passes of the trace) as the
@@ -154,17 +159,7 @@ pub fn parse_test_acl(out: &str, alg: &str, size: &str, pages: &str) -> Option<M
         .lines()
         .find_map(|l| l.split(" pkts,").next().filter(|_| l.contains(" pkts,"))?.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0);
-    Some(Measurement {
-        imp: format!("rte_acl_{alg}"),
-        op: "acl_classify".into(),
-        size: size.into(),
-        pages: pages.into(),
-        cycles,
-        min: cycles,
-        max: cycles,
-        samples: 1,
-        ops,
-    })
+    Some(one_sample(format!("rte_acl_{alg}"), "acl_classify", size, pages, cycles, ops))
 }
 
 /// `dpdk-test-fib`'s `AVG FIB lookup C` (cycles per lookup of one pass in bursts of 64) as
@@ -175,17 +170,7 @@ pub fn parse_test_fib(out: &str, size: &str, pages: &str) -> Option<Measurement>
         .find_map(|l| l.trim().strip_prefix("AVG FIB lookup ")?.trim().parse().ok())
         .filter(|c: &f64| c.is_finite() && *c > 0.0)?;
     let ops = out.lines().find_map(|l| l.trim().strip_prefix("Lookup tuples:")?.trim().parse().ok()).unwrap_or(0);
-    Some(Measurement {
-        imp: "rte_fib".into(),
-        op: "lpm4".into(),
-        size: size.into(),
-        pages: pages.into(),
-        cycles,
-        min: cycles,
-        max: cycles,
-        samples: 1,
-        ops,
-    })
+    Some(one_sample("rte_fib", "lpm4", size, pages, cycles, ops))
 }
 
 #[cfg(test)]

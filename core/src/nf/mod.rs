@@ -249,13 +249,10 @@ impl V4Tx<'_> {
     /// frame is then dropped as `NoRoute`, as the batch path's egress does).
     #[inline(always)]
     pub fn link_header(&self, to: u8, dst: Option<[u8; 6]>) -> Option<[u8; 12]> {
-        let mut head = *self.macs.get(usize::from(to))?;
-        if let Some(d) = dst
-            && let Some(h) = head.first_chunk_mut::<6>()
-        {
-            *h = d;
+        match dst {
+            Some(d) => self.link_header_to(to, d),
+            None => self.macs.get(usize::from(to)).copied(),
         }
-        Some(head)
     }
 
     /// [`V4Tx::link_header`] with destination `dst`.
