@@ -325,12 +325,15 @@ pub enum Done {
     NotMine,
 }
 
-/// The boot core's side of the channel: carries out NF commands and keeps replaced table
-/// versions until no worker holds them.
+/// The boot core's side of the channel: carries out NF commands, keeps replaced table
+/// versions until no worker holds them, and folds ACL rule changes into new classifiers in the
+/// background ([`Manager::background`]).
 #[derive(Debug, Default)]
 pub struct Manager {
     acl: Retired<AclRules>,
     l3: Retired<L3Tables>,
+    /// The ACL merge being built, a step per [`Manager::background`] call.
+    acl_merge: Option<crate::nf::acl::Merge>,
 }
 
 fn acl_error(e: AclConfigError) -> Error {
@@ -411,6 +414,25 @@ impl Manager {
     /// Frees replaced versions no worker holds any more; returns how many are still held.
     pub fn collect(&mut self) -> usize {
         self.acl.collect() + self.l3.collect()
+    }
+
+    /// One step of background work, called by the boot core between its rounds (every
+    /// management poll): one piece of the ACL's merge of rule changes into new classifiers
+    /// (`nf::acl` module docs; the longest piece at 10 000 rules is a few milliseconds,
+    /// `core/examples/aclupdate.rs`). Returns whether work remains.
+    pub fn background(&mut self, chain: &ChainFactory) -> bool {
+        let Some(acl) = chain.acl() else { return false };
+        let Some(m) = self.acl_merge.as_mut() else {
+            self.acl_merge = acl.start_merge();
+            return self.acl_merge.is_some();
+        };
+        if !m.step() {
+            return true;
+        }
+        if let Some(old) = self.acl_merge.take().and_then(|m| acl.finish_merge(m)) {
+            self.acl.push(old);
+        }
+        false
     }
 
     /// Carries out `cmd` on the chain's NFs, writing data lines through `out`.

@@ -119,6 +119,20 @@ fn acl_rules_are_added_shown_and_removed() {
     assert_eq!(fin, "@ctl id=4 error=not_found msg=\"acl: no rule 1\"");
     // Nobody reads the old versions: they are freed at the next command.
     assert_eq!(m.collect(), 0);
+    // The background merges the changes into new classifiers a step at a time; the answers
+    // and the generation stay (no cached verdict is re-decided).
+    let acl = c.acl().unwrap().clone();
+    // Pending: the added IPv4 rule, and the deleted any-address rule in both families' base.
+    assert_eq!(acl.rules().pending(), (1, 2));
+    let mut steps = 0;
+    while m.background(&c) {
+        steps += 1;
+        assert!(steps < 100, "the merge ends");
+    }
+    assert_eq!(acl.rules().pending(), (0, 0));
+    assert_eq!(acl.rules().generation(), 2);
+    assert_eq!(acl.rules().rules().len(), 1);
+    assert!(!m.background(&c), "nothing left to merge");
     // Commands for an NF the chain lacks.
     let (_, fin) = run(&mut m, &c, "ctl 5 route del 10.0.0.0/8");
     assert_eq!(fin, "@ctl id=5 error=no_such_nf msg=\"the chain has no l3fwd\"");

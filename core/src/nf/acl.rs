@@ -4,7 +4,8 @@
 //!   family), source and destination port ranges, an optional protocol, a priority (higher
 //!   wins; equal priorities: the earlier rule wins) and permit/deny. A flow that no rule matches
 //!   gets the configured default action.
-//! - The first packet of a flow is classified by [`Classifier`] (merged tuple space search);
+//! - The first packet of a flow is classified by [`Classifier`] (bit vectors in runs of rules,
+//!   merged tuple space search for the largest sets);
 //!   the verdict goes into a flow cache, a PNA exact table with `add_on_miss` keyed by the
 //!   5-tuple ([`FlowKey::words`]), so later packets cost one hash lookup
 //!   (classify work per flow, not per packet). The cache is `AutoDelete` with one expire-time
@@ -14,6 +15,11 @@
 //! - A full cache never changes a verdict: the packet is classified anyway and the failed add
 //!   is counted (`acl_cache_add_failed`).
 //! - Denied packets become `Drop(AclDeny)`.
+//! - Rule changes ([`AclShared::add_rule`], [`AclShared::delete_rule`]) are visible at the
+//!   workers' next batch without rebuilding the classifiers ([`AclRules`]: an added rule joins
+//!   a small delta, a deleted one is masked out); the control plane folds them into new
+//!   classifiers in the background ([`AclShared::start_merge`], [`Merge::step`],
+//!   [`AclShared::finish_merge`]).
 //!
 //! Fragments: a non-first fragment has no ports; its flow key (and so its classification)
 //! carries ports 0 (`parse` module docs). ICMP and other protocols classify with ports 0 too.
@@ -21,7 +27,6 @@
 //! IPv6 packets, one without prefixes both. There is one classifier per family.
 
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::fmt;
 
 use super::{Nf, NfBatch, NfCtx, Verdict};
@@ -39,6 +44,7 @@ pub mod bitvec;
 pub mod classifier;
 mod config;
 mod examples;
+mod rules;
 #[cfg(test)]
 mod tests;
 
@@ -48,6 +54,7 @@ pub use config::{AclConfig, AclConfigError, AclField};
 pub use examples::{
     CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6, classbench_trace, example_rules,
 };
+pub use rules::{AclRules, DELTA_MAX, Merge};
 
 /// Most rules an ACL takes.
 pub const MAX_RULES: usize = 1 << 16;
@@ -211,71 +218,6 @@ impl Actions<1> for FlowVerdict {
     }
 }
 
-/// The rules in force: the configured list and a classifier per family built from it.
-/// Replaced whole by the control plane ([`AclShared::add_rule`], [`AclShared::delete_rule`]).
-pub struct AclRules {
-    rules: Vec<AclRule>,
-    v4: Classifier,
-    v6: Classifier,
-    default_action: AclAction,
-    /// Counts rule changes (wraps): cached verdicts carry the generation that decided them.
-    generation: u32,
-}
-
-impl fmt::Debug for AclRules {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AclRules")
-            .field("rules", &self.rules.len())
-            .field("tuples", &(self.v4.tuple_count() + self.v6.tuple_count()))
-            .field("default_action", &self.default_action)
-            .field("generation", &self.generation)
-            .finish()
-    }
-}
-
-impl AclRules {
-    /// Builds the classifiers for `rules` (already validated).
-    fn build(rules: Vec<AclRule>, default_action: AclAction, generation: u32) -> Self {
-        let family =
-            |r: &AclRule, v6: bool| [r.src, r.dst].iter().flatten().all(|p| matches!(p.addr, IpAddr::V6(_)) == v6);
-        let pick = |v6: bool| -> Vec<(u32, Rule)> {
-            let rules = rules.iter().enumerate().filter(|(_, r)| family(r, v6));
-            rules.map(|(i, r)| (i as u32, r.to_rule())).collect()
-        };
-        let (v4, v6) = (Classifier::with_ids(pick(false)), Classifier::with_ids(pick(true)));
-        Self { rules, v4, v6, default_action, generation }
-    }
-
-    /// The classifier for one family (`v6`: IPv6, else IPv4), with the rules that can match it.
-    pub fn classifier(&self, v6: bool) -> &Classifier {
-        if v6 { &self.v6 } else { &self.v4 }
-    }
-
-    /// Classifies a flow: the action and the rule id (`None`: the default).
-    pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
-        let c = self.classifier(matches!(flow.src, IpAddr::V6(_)));
-        match c.classify(&five_tuple(flow)) {
-            Some(m) => (if m.action == 0 { AclAction::Permit } else { AclAction::Deny }, Some(m.rule)),
-            None => (self.default_action, None),
-        }
-    }
-
-    /// The rules, in order (rule id = index).
-    pub fn rules(&self) -> &[AclRule] {
-        &self.rules
-    }
-
-    /// The action for flows no rule matches.
-    pub fn default_action(&self) -> AclAction {
-        self.default_action
-    }
-
-    /// How many rule changes came before this version.
-    pub fn generation(&self) -> u32 {
-        self.generation
-    }
-}
-
 /// The ACL state every worker shares: the rules in force and the flow cache.
 pub struct AclShared {
     rules: Swap<AclRules>,
@@ -319,34 +261,46 @@ impl AclShared {
         self.flows.table().count(now)
     }
 
-    /// Control plane: appends `rule` (it gets the next id) and publishes the new rules;
-    /// returns its id and the replaced version (to retire). Cached verdicts are re-decided
-    /// at each flow's next packet. Allocates (rebuilds the classifiers).
+    /// Control plane: appends `rule` (it gets the next position) and publishes the new rules;
+    /// returns its position and the replaced version (to retire). Cached verdicts are
+    /// re-decided at each flow's next packet. The classifiers are not rebuilt (the rule joins
+    /// the version's delta, [`AclRules`]) unless the delta is full.
     pub fn add_rule(&self, rule: AclRule) -> Result<(usize, Arc<AclRules>), AclConfigError> {
         let cur = self.rules.load();
-        let mut rules = cur.rules.clone();
-        rules.push(rule);
-        let id = rules.len() - 1;
-        let cfg = AclConfig { rules, ..AclConfig::new(Vec::new(), cur.default_action) };
-        cfg.validate()?;
-        Ok((id, self.publish(cfg.rules, &cur)))
-    }
-
-    /// Control plane: removes rule `id` (later rules move down by one) and publishes the
-    /// new rules; returns the removed rule and the replaced version (to retire).
-    pub fn delete_rule(&self, id: usize) -> Result<(AclRule, Arc<AclRules>), AclConfigError> {
-        let cur = self.rules.load();
-        if id >= cur.rules.len() {
-            return Err(AclConfigError::NoSuchRule { rule: id });
+        config::check_rule(cur.rules().len(), &rule)?;
+        if cur.rules().len() >= MAX_RULES {
+            return Err(AclConfigError::TooManyRules { count: cur.rules().len() + 1 });
         }
-        let mut rules = cur.rules.clone();
-        let gone = rules.remove(id);
-        Ok((gone, self.publish(rules, &cur)))
+        let next = cur.with_added(rule);
+        Ok((next.rules().len() - 1, self.rules.publish(Arc::new(next))))
     }
 
-    fn publish(&self, rules: Vec<AclRule>, cur: &AclRules) -> Arc<AclRules> {
-        let next = AclRules::build(rules, cur.default_action, cur.generation.wrapping_add(1));
-        self.rules.publish(Arc::new(next))
+    /// Control plane: removes the rule at `position` (later rules move down by one) and
+    /// publishes the new rules; returns the removed rule and the replaced version (to retire).
+    /// The classifiers are not rebuilt (the rule is marked dead in them).
+    pub fn delete_rule(&self, position: usize) -> Result<(AclRule, Arc<AclRules>), AclConfigError> {
+        let cur = self.rules.load();
+        let Some(&gone) = cur.rules().get(position) else {
+            return Err(AclConfigError::NoSuchRule { rule: position });
+        };
+        Ok((gone, self.rules.publish(Arc::new(cur.without(position)))))
+    }
+
+    /// Control plane: a merge of the changes since the last build into new classifiers, to be
+    /// built a step at a time ([`Merge::step`]) and published with [`AclShared::finish_merge`];
+    /// `None` when nothing changed since.
+    pub fn start_merge(&self) -> Option<Merge> {
+        self.rules.load().merge()
+    }
+
+    /// Control plane: publishes a completed merge (rules changed while it was built stay
+    /// pending); returns the replaced version to retire, or `None` if the merge was stale (a
+    /// rebuild replaced its base meanwhile) and was dropped. Answers do not change: the
+    /// generation stays, cached verdicts stay valid.
+    pub fn finish_merge(&self, m: Merge) -> Option<Arc<AclRules>> {
+        let cur = self.rules.load();
+        let next = AclRules::rebased(&cur, m)?;
+        Some(self.rules.publish(Arc::new(next)))
     }
 }
 
@@ -419,7 +373,7 @@ impl Nf for Acl {
         let shared = &*self.shared;
         // The rules in force for this whole batch (a change lands between batches).
         let rules = self.rules.get(&shared.rules);
-        let generation = rules.generation;
+        let generation = rules.generation();
         let mut keys = [[0u64; 5]; BATCH_SIZE];
         let mut at = [0usize; BATCH_SIZE];
         let mut n = 0;

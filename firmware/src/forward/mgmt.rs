@@ -65,6 +65,7 @@ impl Channel {
             return;
         }
         self.next = now.saturating_add(self.period);
+        self.manager.background(sh.chains.factory());
         if self.pending.is_empty() {
             let mut buf = [0u8; POLL_BYTES];
             let n = sh.machine.read_mgmt(&mut buf).min(POLL_BYTES);

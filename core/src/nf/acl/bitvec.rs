@@ -80,7 +80,16 @@ impl Field {
     /// bounds are many enough for a plain search to cost more than two steps.
     fn with_top_index(mut self) -> Field {
         if let Some(narrow) = self.narrow.as_ref().filter(|n| n.len() > 8) {
-            self.top = (0..=1u64 << 16).map(|t| narrow.partition_point(|&b| b < MAPPED + (t << 16)) as u32).collect();
+            // top[t] = bounds below MAPPED + (t << 16): one sweep, as both grow with t.
+            let mut below = 0;
+            self.top = (0..=1u64 << 16)
+                .map(|t| {
+                    while narrow.get(below).is_some_and(|&b| b < MAPPED + (t << 16)) {
+                        below += 1;
+                    }
+                    below as u32
+                })
+                .collect();
         }
         self
     }
@@ -133,9 +142,15 @@ impl Small {
     fn build(ranges: &[(u128, u128)], max: u16, words: usize) -> Option<Small> {
         let field = Field::build(ranges, u128::from(max), words);
         // Intervals are at most 2n + 1 ≤ 65 536 only while n < 32 768: checked by the caller.
+        // The interval of v is the number of bounds at or below v, less one: one sweep, as
+        // both grow with v (bounds[0] is 0).
         let mut index = Vec::with_capacity(usize::from(max) + 1);
-        for v in 0..=u32::from(max) {
-            index.push(u16::try_from(field.interval(u128::from(v))).ok()?);
+        let mut upto = 0;
+        for v in 0..=u128::from(max) {
+            while field.bounds.get(upto).is_some_and(|&b| b <= v) {
+                upto += 1;
+            }
+            index.push(u16::try_from(upto.saturating_sub(1)).ok()?);
         }
         Some(Small { field, index })
     }
@@ -164,6 +179,93 @@ pub struct BitVec {
     proto: Small,
 }
 
+/// A [`BitVec`] built a field at a time ([`BitVecBuild::step`]), so that a large build can be
+/// spread over short steps (each field of a 2 048-rule run is about a millisecond here).
+#[derive(Debug)]
+pub struct BitVecBuild {
+    /// Position → (id, rule), in classification order.
+    sorted: Vec<(u32, Rule)>,
+    words: usize,
+    max_bytes: usize,
+    bytes: usize,
+    src: Option<Field>,
+    dst: Option<Field>,
+    sport: Option<Small>,
+    dport: Option<Small>,
+    proto: Option<Small>,
+}
+
+impl BitVecBuild {
+    /// A build of `(id, rule)` pairs under `max_bytes`, or `None` if it cannot fit.
+    pub fn new(rules: &[(u32, Rule)], max_bytes: usize) -> Option<Self> {
+        let n = rules.len();
+        let words = n.div_ceil(64).max(1);
+        // Worst case per field: 2n + 1 intervals of `words` words; five fields.
+        let estimate = (2 * n + 1).saturating_mul(words).saturating_mul(8).saturating_mul(5);
+        if n >= 32_768 || estimate > max_bytes.saturating_mul(4) {
+            return None;
+        }
+        let mut sorted = rules.to_vec();
+        sorted.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
+        Some(Self { sorted, words, max_bytes, bytes: 0, src: None, dst: None, sport: None, dport: None, proto: None })
+    }
+
+    /// Builds the next field: `Some(true)` when all are built, `None` if the vectors exceed
+    /// the budget.
+    pub fn step(&mut self) -> Option<bool> {
+        let words = self.words;
+        let ranges = |f: &dyn Fn(&Rule) -> (u128, u128)| self.sorted.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
+        let port = |(lo, hi): (u16, u16)| (u128::from(lo), u128::from(hi));
+        let added = if self.src.is_none() {
+            let f = Field::build(&ranges(&|r| prefix_range(r.src)), u128::MAX, words).with_top_index();
+            let b = f.bytes();
+            self.src = Some(f);
+            b
+        } else if self.dst.is_none() {
+            let f = Field::build(&ranges(&|r| prefix_range(r.dst)), u128::MAX, words).with_top_index();
+            let b = f.bytes();
+            self.dst = Some(f);
+            b
+        } else if self.sport.is_none() {
+            let f = Small::build(&ranges(&|r| port(r.sport)), u16::MAX, words)?;
+            let b = f.bytes();
+            self.sport = Some(f);
+            b
+        } else if self.dport.is_none() {
+            let f = Small::build(&ranges(&|r| port(r.dport)), u16::MAX, words)?;
+            let b = f.bytes();
+            self.dport = Some(f);
+            b
+        } else if self.proto.is_none() {
+            let proto = |r: &Rule| r.proto.map_or((0, 255), |p| (u128::from(p), u128::from(p)));
+            let f = Small::build(&ranges(&proto), u16::from(u8::MAX), words)?;
+            let b = f.bytes();
+            self.proto = Some(f);
+            b
+        } else {
+            0
+        };
+        self.bytes += added;
+        if self.bytes > self.max_bytes {
+            return None;
+        }
+        Some(self.proto.is_some())
+    }
+
+    /// The classifier, once every field is built.
+    pub fn finish(self) -> Option<BitVec> {
+        Some(BitVec {
+            at: self.sorted.iter().map(|(id, r)| (*id, r.action, r.priority)).collect(),
+            words: self.words,
+            src: self.src?,
+            dst: self.dst?,
+            sport: self.sport?,
+            dport: self.dport?,
+            proto: self.proto?,
+        })
+    }
+}
+
 fn prefix_range((a, len): (u128, u8)) -> (u128, u128) {
     let len = u32::from(len.min(128));
     let host = u128::MAX.checked_shr(len).unwrap_or(0);
@@ -175,40 +277,9 @@ impl BitVec {
     /// wins), or `None` if its vectors would take more than `max_bytes` (or the rules are too
     /// many for 16-bit interval tables). Allocates; for the control plane.
     pub fn try_new(rules: &[(u32, Rule)], max_bytes: usize) -> Option<BitVec> {
-        let n = rules.len();
-        let words = n.div_ceil(64).max(1);
-        // Worst case per field: 2n + 1 intervals of `words` words; five fields.
-        let estimate = (2 * n + 1).saturating_mul(words).saturating_mul(8).saturating_mul(5);
-        if n >= 32_768 || estimate > max_bytes.saturating_mul(4) {
-            return None;
-        }
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| {
-            let (ra, rb) = (&rules[a], &rules[b]);
-            rb.1.priority.cmp(&ra.1.priority).then(ra.0.cmp(&rb.0))
-        });
-        let sorted: Vec<&(u32, Rule)> = order.iter().filter_map(|&i| rules.get(i)).collect();
-        let ranges = |f: &dyn Fn(&Rule) -> (u128, u128)| sorted.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
-        let src = Field::build(&ranges(&|r| prefix_range(r.src)), u128::MAX, words).with_top_index();
-        let dst = Field::build(&ranges(&|r| prefix_range(r.dst)), u128::MAX, words).with_top_index();
-        let port = |(lo, hi): (u16, u16)| (u128::from(lo), u128::from(hi));
-        let sport = Small::build(&ranges(&|r| port(r.sport)), u16::MAX, words)?;
-        let dport = Small::build(&ranges(&|r| port(r.dport)), u16::MAX, words)?;
-        let proto = Small::build(
-            &ranges(&|r| r.proto.map_or((0, 255), |p| (u128::from(p), u128::from(p)))),
-            u16::from(u8::MAX),
-            words,
-        )?;
-        let bv = BitVec {
-            at: sorted.iter().map(|(id, r)| (*id, r.action, r.priority)).collect(),
-            words,
-            src,
-            dst,
-            sport,
-            dport,
-            proto,
-        };
-        (bv.bytes() <= max_bytes).then_some(bv)
+        let mut b = BitVecBuild::new(rules, max_bytes)?;
+        while !b.step()? {}
+        b.finish()
     }
 
     /// Bytes the classifier holds.
@@ -216,15 +287,37 @@ impl BitVec {
         self.src.bytes() + self.dst.bytes() + self.sport.bytes() + self.dport.bytes() + self.proto.bytes()
     }
 
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Whether there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// The position of rule `id` in classification order (bit `p` of the vectors).
+    pub fn position(&self, id: u32) -> Option<usize> {
+        self.at.iter().position(|&(i, _, _)| i == id)
+    }
+
     /// The best rule matching `p`: highest priority, then lowest id.
     #[inline]
     pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
+        self.classify_without(p, &[])
+    }
+
+    /// [`BitVec::classify`] without the rules whose positions are set in `dead` (bit `p` of
+    /// word `p / 64`; words past its end count as zero): deleted since the build.
+    #[inline]
+    pub fn classify_without(&self, p: &FiveTuple, dead: &[u64]) -> Option<Match> {
         let w = self.words;
         let (s, d) = (self.src.row(p.src, w), self.dst.row(p.dst, w));
         let (sp, dp, pr) =
             (self.sport.row(p.sport, w), self.dport.row(p.dport, w), self.proto.row(u16::from(p.proto), w));
         for (k, ((((a, b), c), e), f)) in s.iter().zip(d).zip(sp).zip(dp).zip(pr).enumerate() {
-            let x = a & b & c & e & f;
+            let x = a & b & c & e & f & !dead.get(k).copied().unwrap_or(0);
             if x != 0 {
                 let pos = k * 64 + x.trailing_zeros() as usize;
                 let &(rule, action, priority) = self.at.get(pos)?;

@@ -32,6 +32,7 @@
 use alloc::vec::Vec;
 
 use super::BitVec;
+use super::bitvec::BitVecBuild;
 use crate::pna::ternary::{FiveTuple, Match, Rule};
 
 /// Rules per bit-vector group, in classification order: the first groups short (a key matched
@@ -83,6 +84,104 @@ struct Tuple {
     mask: usize,
 }
 
+/// Rules deleted from a [`Classifier`] since it was built, one bit per rule (its position in
+/// the classifier: [`Classifier::kill`]), so that a delete is visible without a rebuild.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dead {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl Dead {
+    /// Rules marked.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    fn set(&mut self, bit: usize) {
+        if self.words.len() <= bit / 64 {
+            self.words.resize(bit / 64 + 1, 0);
+        }
+        if let Some(w) = self.words.get_mut(bit / 64) {
+            self.count += usize::from(*w & 1 << (bit % 64) == 0);
+            *w |= 1 << (bit % 64);
+        }
+    }
+
+    #[inline]
+    fn is_set(words: &[u64], bit: usize) -> bool {
+        words.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 != 0)
+    }
+}
+
+/// A classifier being built a piece at a time ([`Build::step`]: one field of one bit-vector
+/// group, or the whole tuple classifier), so that the control plane can spread a large build over many
+/// short steps while the data plane keeps classifying with the version in force.
+#[derive(Debug)]
+pub struct Build {
+    rules: Vec<(u32, Rule)>,
+    /// The rules in classification order (priority descending, id ascending).
+    sorted: Vec<(u32, Rule)>,
+    groups: Vec<BitVec>,
+    at: usize,
+    bytes: usize,
+    /// The group being built.
+    current: Option<BitVecBuild>,
+    /// The set does not fit the bit vectors: the tuples take it.
+    tuples: bool,
+}
+
+impl Build {
+    /// A build of `(id, rule)` pairs (ids increasing); nothing is built yet.
+    pub fn new(rules: Vec<(u32, Rule)>) -> Self {
+        let mut sorted = rules.clone();
+        sorted.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
+        Build { rules, sorted, groups: Vec::new(), at: 0, bytes: 0, current: None, tuples: false }
+    }
+
+    /// Builds the next piece (one field of one group's bit vectors); `true` when nothing is
+    /// left to build.
+    pub fn step(&mut self) -> bool {
+        if self.tuples || (self.at >= self.sorted.len() && !self.groups.is_empty() && self.current.is_none()) {
+            return true;
+        }
+        let len = GROUP_RULES.get(self.groups.len()).or(GROUP_RULES.last()).copied().unwrap_or(1024);
+        if self.current.is_none() {
+            let run = self.sorted.get(self.at..(self.at + len).min(self.sorted.len())).unwrap_or(&[]);
+            self.current = BitVecBuild::new(run, super::bitvec::MAX_BYTES);
+        }
+        let built = match self.current.as_mut().map(BitVecBuild::step) {
+            Some(Some(false)) => return false,
+            Some(Some(true)) => self.current.take().and_then(BitVecBuild::finish),
+            _ => None,
+        };
+        match built {
+            Some(bits) if self.bytes + bits.bytes() <= GROUPS_MAX_BYTES => {
+                self.bytes += bits.bytes();
+                self.groups.push(bits);
+                self.at += len;
+                self.at >= self.sorted.len()
+            }
+            _ => {
+                self.groups = Vec::new();
+                self.current = None;
+                self.tuples = true;
+                true
+            }
+        }
+    }
+
+    /// The classifier (finishing what [`Build::step`] left).
+    pub fn finish(mut self) -> Classifier {
+        while !self.step() {}
+        if self.tuples {
+            Classifier::tuples(self.rules)
+        } else {
+            Classifier { rules: self.rules, groups: self.groups, ..Classifier::default() }
+        }
+    }
+}
+
 /// A 5-tuple classifier over a fixed list of rules, each with its id.
 #[derive(Debug, Default)]
 pub struct Classifier {
@@ -107,31 +206,9 @@ impl Classifier {
     /// Builds the classifier over `(id, rule)` pairs with ids in increasing order (ties between
     /// equal priorities go to the lower id).
     pub fn with_ids(rules: Vec<(u32, Rule)>) -> Self {
-        match Self::bit_vector_groups(&rules) {
-            Some(groups) => Classifier { rules, groups, ..Self::default() },
-            None => Self::tuples(rules),
-        }
-    }
-
-    /// The rules in classification order cut into runs of [`GROUP_RULES`] (the first runs
-    /// shorter), one [`BitVec`] each; `None` when one run or all of them exceed their budget.
-    fn bit_vector_groups(rules: &[(u32, Rule)]) -> Option<Vec<BitVec>> {
-        let mut sorted = rules.to_vec();
-        sorted.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
-        let mut groups = Vec::new();
-        let (mut at, mut bytes) = (0, 0);
-        while at < sorted.len() || groups.is_empty() {
-            let len = GROUP_RULES.get(groups.len()).or(GROUP_RULES.last()).copied().unwrap_or(1024);
-            let run = sorted.get(at..(at + len).min(sorted.len())).unwrap_or(&[]);
-            let bits = BitVec::try_new(run, super::bitvec::MAX_BYTES)?;
-            bytes += bits.bytes();
-            if bytes > GROUPS_MAX_BYTES {
-                return None;
-            }
-            groups.push(bits);
-            at += len;
-        }
-        Some(groups)
+        let mut b = Build::new(rules);
+        while !b.step() {}
+        b.finish()
     }
 
     /// The tuple-space classifier alone, whatever the set's size (for tests and measurements
@@ -227,11 +304,46 @@ impl Classifier {
         &self.rules
     }
 
+    /// Marks rule `id` deleted in `dead` ([`Classifier::classify_without`]); `false` if this
+    /// classifier has no rule `id`. For the control plane (a scan of the rules).
+    pub fn kill(&self, dead: &mut Dead, id: u32) -> bool {
+        let bit = if self.groups.is_empty() {
+            self.rules.iter().position(|&(i, _)| i == id)
+        } else {
+            // Groups hold consecutive runs of the classification order, each a multiple of 64
+            // rules long but the last: a group's bits start at its first rule's position.
+            let mut start = 0;
+            self.groups.iter().find_map(|g| {
+                let found = g.position(id).map(|p| start + p);
+                start += g.len();
+                found
+            })
+        };
+        bit.inspect(|&b| dead.set(b)).is_some()
+    }
+
     /// The best rule matching `p`: highest priority, then lowest id.
+    #[inline]
     pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
+        self.lookup(p, &[])
+    }
+
+    /// [`Classifier::classify`] among the rules not marked in `dead`.
+    #[inline]
+    pub fn classify_without(&self, p: &FiveTuple, dead: &Dead) -> Option<Match> {
+        self.lookup(p, &dead.words)
+    }
+
+    #[inline]
+    fn lookup(&self, p: &FiveTuple, dead: &[u64]) -> Option<Match> {
         if !self.groups.is_empty() {
             // Runs in classification order: the first run with a match holds the answer.
-            return self.groups.iter().find_map(|g| g.classify(p));
+            let mut start = 0;
+            return self.groups.iter().find_map(|g| {
+                let m = g.classify_without(p, dead.get(start / 64..).unwrap_or(&[]));
+                start += g.len();
+                m
+            });
         }
         let mut best: Option<Match> = None;
         for t in &self.tuples {
@@ -247,7 +359,7 @@ impl Classifier {
                     break;
                 }
                 if slot.src == s && slot.dst == d && slot.proto == pr {
-                    self.scan(slot, p, &mut best);
+                    self.scan(slot, p, dead, &mut best);
                     break;
                 }
                 h = (h + 1) & t.mask;
@@ -258,10 +370,13 @@ impl Classifier {
 
     /// Checks one hash entry's rules, in order, against `p`.
     #[inline]
-    fn scan(&self, slot: &Slot, p: &FiveTuple, best: &mut Option<Match>) {
+    fn scan(&self, slot: &Slot, p: &FiveTuple, dead: &[u64], best: &mut Option<Match>) {
         let list = self.lists.get(slot.start as usize..(slot.start + slot.len) as usize).unwrap_or(&[]);
         for &at in list {
             let Some(&(id, ref r)) = self.rules.get(at as usize) else { continue };
+            if Dead::is_set(dead, at as usize) {
+                continue;
+            }
             if best.is_some_and(|b| b.priority > r.priority || (b.priority == r.priority && b.rule < id)) {
                 return; // sorted: nothing later in the list beats the match in hand
             }

@@ -139,28 +139,7 @@ impl AclConfig {
             return Err(AclConfigError::TooManyRules { count: self.rules.len() });
         }
         for (i, r) in self.rules.iter().enumerate() {
-            for (p, field) in [(r.src, AclField::Src), (r.dst, AclField::Dst)] {
-                let Some(p) = p else { continue };
-                if p.len > p.max_len() {
-                    return Err(AclConfigError::BadPrefixLen { rule: i, field });
-                }
-                let (a, len) = p.mapped();
-                let host = if len == 0 { a } else { a & !(u128::MAX << (128 - u32::from(len))) };
-                if host != 0 {
-                    return Err(AclConfigError::HostBitsSet { rule: i, field });
-                }
-            }
-            if let (Some(s), Some(d)) = (r.src, r.dst)
-                && core::mem::discriminant(&s.addr) != core::mem::discriminant(&d.addr)
-            {
-                return Err(AclConfigError::FamilyMismatch { rule: i });
-            }
-            if r.sport.0 > r.sport.1 {
-                return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::SrcPort });
-            }
-            if r.dport.0 > r.dport.1 {
-                return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::DstPort });
-            }
+            check_rule(i, r)?;
         }
         if self.flow_capacity == 0 {
             return Err(AclConfigError::ZeroFlowCapacity);
@@ -170,4 +149,31 @@ impl AclConfig {
         }
         Ok(())
     }
+}
+
+/// Checks one rule (`i`: its position, for the error).
+pub(super) fn check_rule(i: usize, r: &AclRule) -> Result<(), AclConfigError> {
+    for (p, field) in [(r.src, AclField::Src), (r.dst, AclField::Dst)] {
+        let Some(p) = p else { continue };
+        if p.len > p.max_len() {
+            return Err(AclConfigError::BadPrefixLen { rule: i, field });
+        }
+        let (a, len) = p.mapped();
+        let host = if len == 0 { a } else { a & !(u128::MAX << (128 - u32::from(len))) };
+        if host != 0 {
+            return Err(AclConfigError::HostBitsSet { rule: i, field });
+        }
+    }
+    if let (Some(s), Some(d)) = (r.src, r.dst)
+        && core::mem::discriminant(&s.addr) != core::mem::discriminant(&d.addr)
+    {
+        return Err(AclConfigError::FamilyMismatch { rule: i });
+    }
+    if r.sport.0 > r.sport.1 {
+        return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::SrcPort });
+    }
+    if r.dport.0 > r.dport.1 {
+        return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::DstPort });
+    }
+    Ok(())
 }

@@ -22,18 +22,23 @@ fn ref_prefix(p: &Option<Prefix>, a: &IpAddr) -> bool {
 }
 
 fn ref_verdict(rules: &[AclRule], default: AclAction, f: &FlowKey) -> AclAction {
-    let mut best: Option<&AclRule> = None;
-    for r in rules {
+    ref_position(rules, f).and_then(|i| rules.get(i as usize)).map_or(default, |r| r.action)
+}
+
+/// The position of the rule that decides `f` in `rules` (highest priority, then first).
+fn ref_position(rules: &[AclRule], f: &FlowKey) -> Option<u32> {
+    let mut best: Option<(usize, &AclRule)> = None;
+    for (i, r) in rules.iter().enumerate() {
         let m = ref_prefix(&r.src, &f.src)
             && ref_prefix(&r.dst, &f.dst)
             && (r.sport.0..=r.sport.1).contains(&f.src_port)
             && (r.dport.0..=r.dport.1).contains(&f.dst_port)
             && r.proto.is_none_or(|p| p == f.proto);
-        if m && best.is_none_or(|b| r.priority > b.priority) {
-            best = Some(r);
+        if m && best.is_none_or(|(_, b)| r.priority > b.priority) {
+            best = Some((i, r));
         }
     }
-    best.map_or(default, |r| r.action)
+    best.map(|(i, _)| i as u32)
 }
 
 /// A random address inside `p` (or anywhere of `family6`'s family when `p` is `None`).
@@ -310,4 +315,109 @@ fn rules_changed_live_take_effect_at_the_next_batch_and_cached_flows_follow() {
     let bad = AclRule { src: Some(Prefix::v4([10, 0, 0, 1], 8)), ..AclRule::any(1, AclAction::Deny) };
     assert_eq!(shared.add_rule(bad).err(), Some(AclConfigError::HostBitsSet { rule: 0, field: AclField::Src }));
     assert_eq!(shared.rules().generation(), 2);
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(16))]
+    /// Rules added and deleted one at a time, with merges started, stepped and finished in
+    /// between (and stale merges dropped after a rebuild): after every change each flow gets
+    /// the verdict and the deciding rule's position that the reference gives over the rules in
+    /// force — whether its rule sits in the base, the delta, or was deleted from the base.
+    #[test]
+    fn rule_changes_and_background_merges_answer_as_the_reference(
+        seed in any::<u64>(),
+        ops in proptest::collection::vec((0u8..10, any::<u64>()), 1..crate::testing::miri_or(120, 12)),
+    ) {
+        // Two groups' worth of rules (the first holds 256), so deletes hit both.
+        let start = example_rules(seed, crate::testing::miri_or(300, 20));
+        let extra = example_rules(seed ^ 0xadd, 200);
+        let shared = AclShared::try_new(&AclConfig::new(start.clone(), AclAction::Deny)).unwrap();
+        let mut model = start;
+        let mut merge: Option<Merge> = None;
+        let mut rng = XorShift64::from_state(seed ^ 0xf10);
+        for (op, x) in ops {
+            match op {
+                0..=3 => {
+                    let r = extra[x as usize % extra.len()];
+                    let (pos, _) = shared.add_rule(r).unwrap();
+                    prop_assert_eq!(pos, model.len());
+                    model.push(r);
+                }
+                4..=6 if !model.is_empty() => {
+                    let pos = x as usize % model.len();
+                    let (gone, _) = shared.delete_rule(pos).unwrap();
+                    prop_assert_eq!(gone, model.remove(pos));
+                }
+                7 => merge = merge.or_else(|| shared.start_merge()),
+                // A merge with no change while it is built leaves nothing pending.
+                8 if merge.is_none() && x % 2 == 0 => if let Some(mut m) = shared.start_merge() {
+                    while !m.step() {}
+                    prop_assert!(shared.finish_merge(m).is_some());
+                    prop_assert_eq!(shared.rules().pending(), (0, 0));
+                },
+                8 => if let Some(m) = merge.as_mut() { m.step(); },
+                _ => if let Some(mut m) = merge.take() {
+                    while !m.step() {}
+                    let generation = shared.rules().generation();
+                    if shared.finish_merge(m).is_some() {
+                        prop_assert_eq!(shared.rules().generation(), generation);
+                    }
+                },
+            }
+            let now = shared.rules();
+            prop_assert!(now.pending().0 <= 2 * DELTA_MAX);
+            for f in flows_for(&model, &mut rng, crate::testing::miri_or(24, 4)) {
+                let want = (ref_verdict(&model, AclAction::Deny, &f), ref_position(&model, &f));
+                prop_assert_eq!(now.classify(&f), want, "{:?}", f);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_full_delta_rebuilds_and_a_merge_it_overtook_is_dropped() {
+    let shared = AclShared::try_new(&AclConfig::new(example_rules(7, 40), AclAction::Permit)).unwrap();
+    let add = |i: u16| AclRule { dport: (i, i), proto: Some(17), ..AclRule::any(1000, AclAction::Deny) };
+    shared.add_rule(add(0)).unwrap();
+    let stale = shared.start_merge().expect("a change is pending");
+    for i in 1..DELTA_MAX as u16 {
+        shared.add_rule(add(i)).unwrap();
+    }
+    assert_eq!(shared.rules().pending(), (2 * DELTA_MAX, 0), "any-address rules join both families");
+    // The next add finds the delta full: the classifiers are rebuilt, nothing is pending.
+    let generation = shared.rules().generation();
+    shared.add_rule(add(DELTA_MAX as u16)).unwrap();
+    assert_eq!(shared.rules().pending(), (0, 0));
+    assert_eq!(shared.rules().generation(), generation + 1);
+    assert!(shared.finish_merge(stale).is_none(), "built from a base since replaced");
+    let f = FlowKey {
+        src: IpAddr::V4([10, 0, 0, 1]),
+        dst: IpAddr::V4([10, 0, 0, 2]),
+        src_port: 5,
+        dst_port: DELTA_MAX as u16,
+        proto: 17,
+    };
+    assert_eq!(shared.classify(&f), (AclAction::Deny, Some(40 + DELTA_MAX as u32)));
+    assert!(shared.start_merge().is_none(), "nothing to merge after a rebuild");
+}
+
+#[test]
+fn a_merge_changes_no_verdict_and_keeps_cached_ones() {
+    let shared = Arc::new(AclShared::try_new(&AclConfig::new(Vec::new(), AclAction::Permit)).unwrap());
+    let mut acl = Acl::new(shared.clone());
+    let (a, b, c) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), IpAddr::V4([10, 0, 0, 3]));
+    let frames = [frame(a, b, 6, 1000, 80, b""), frame(a, c, 6, 1000, 80, b"")];
+    let deny_b = AclRule { dst: Some(Prefix::v4([10, 0, 0, 2], 32)), ..AclRule::any(10, AclAction::Deny) };
+    shared.add_rule(deny_b).unwrap();
+    let deny = Verdict::Drop(DropReason::AclDeny);
+    let v = |out: &[crate::nf::testkit::Out]| out.iter().map(|o| o.verdict).collect::<Vec<_>>();
+    assert_eq!(v(&run(&mut acl, &frames, 0, Instant(0))), [deny, Verdict::Forward(1)]);
+    assert_eq!(shared.rules().pending(), (1, 0));
+    let mut m = shared.start_merge().unwrap();
+    while !m.step() {}
+    let old = shared.finish_merge(m).unwrap();
+    assert_eq!((old.pending(), shared.rules().pending()), ((1, 0), (0, 0)));
+    assert_eq!(v(&run(&mut acl, &frames, 0, Instant(1))), [deny, Verdict::Forward(1)]);
+    let c = acl.counters();
+    assert_eq!((c.classified, c.reclassified, c.cache_hits), (2, 0, 2), "the cached verdicts still hold");
 }
