@@ -76,6 +76,14 @@ pub use table::{NeighShared, NeighView};
 pub const QUEUE: usize = 4;
 /// Most addresses per port.
 pub const MAX_ADDRS: usize = 4;
+/// A port's MTU unless `port.mtu` says otherwise (Ethernet's).
+pub const DEFAULT_MTU: u16 = 1500;
+/// The smallest MTU a port may have: IPv6's minimum link MTU (RFC 8200 §5), so that every
+/// port carries IPv6.
+pub const MIN_MTU: u16 = 1280;
+/// The largest MTU a port may have until jumbo frames are carried: Ethernet's 1500 (the
+/// drivers receive frames of up to 1 522 bytes: 1 500 of IP, the Ethernet header and a tag).
+pub const MAX_MTU: u16 = 1500;
 
 /// An address of one of the dataplane's ports: `addr/len` on `port`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +151,10 @@ pub struct NeighConfig {
     pub icmp_interval: Duration,
     /// ICMP errors: tokens a port's bucket holds (a burst sent at once); 0 sends none.
     pub icmp_burst: u32,
+    /// Each port's MTU: the longest IP packet it sends (`port.mtu`; [`DEFAULT_MTU`]). A
+    /// longer packet routed to it is dropped as `too_big` and answered with an ICMP
+    /// "fragmentation needed" / ICMPv6 "packet too big" carrying the MTU ([`icmp`]).
+    pub mtu: [u16; PORTS],
 }
 
 impl Default for NeighConfig {
@@ -163,6 +175,7 @@ impl Default for NeighConfig {
             max_waiting: 64,
             icmp_interval: Duration(1_000_000),
             icmp_burst: 50,
+            mtu: [DEFAULT_MTU; PORTS],
         }
     }
 }
@@ -210,6 +223,11 @@ pub enum NeighConfigError {
         /// The address.
         index: usize,
     },
+    /// `mtu[port]` is not [`MIN_MTU`]..=[`MAX_MTU`].
+    Mtu {
+        /// The port.
+        port: usize,
+    },
 }
 
 impl fmt::Display for NeighConfigError {
@@ -227,6 +245,7 @@ impl fmt::Display for NeighConfigError {
             Self::Capacity => f.write_str("neigh.capacity: zero, or fewer than the static neighbours"),
             Self::Probes => f.write_str("neigh.probes: zero"),
             Self::MaxWaiting => f.write_str("neigh.max_waiting: zero"),
+            Self::Mtu { port } => write!(f, "port.mtu (port {port}): not {MIN_MTU}..={MAX_MTU}"),
             Self::Addr6 { index } => write!(
                 f,
                 "port.addr (IPv6) [{index}]: port or prefix length out of range, not a unicast address, \
@@ -281,6 +300,9 @@ impl NeighConfig {
         }
         if self.max_waiting == 0 {
             return Err(NeighConfigError::MaxWaiting);
+        }
+        if let Some(port) = self.mtu.iter().position(|m| !(MIN_MTU..=MAX_MTU).contains(m)) {
+            return Err(NeighConfigError::Mtu { port });
         }
         Ok(())
     }

@@ -26,6 +26,11 @@
 //! exceeded: Hop limit" and a ping to fd7a::9 (no route) "Destination unreachable: No
 //! route", both from fd78::1.
 //!
+//! Path MTU (item 2): port 1's MTU is 1400 (`port.mtu`); `ping -M do` of 1500 bytes from A
+//! to B gets "Frag needed and DF set (mtu = 1400)" from 10.78.0.1 and A's kernel then knows
+//! the path MTU (its next such ping fails locally with mtu=1400); over IPv6 to fd79::2,
+//! "Packet too big: mtu=1400" from fd78::1; 1400 bytes cross.
+//!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
 
@@ -167,7 +172,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         &toml,
         "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
          [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\
-         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n\n\
+         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n[[port.mtu]]\nport = 1\nmtu = 1400\n\n\
          [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
          [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
          [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
@@ -265,6 +270,39 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         }
     }
 
+    // Path-MTU discovery across port 1's MTU of 1400: a 1500-byte packet with Don't
+    // Fragment gets "fragmentation needed" (IPv6: "packet too big") with the MTU from
+    // Cadence, after which A's kernel knows the path's MTU (its next try fails locally);
+    // 1400 bytes cross.
+    for (args, from, want) in [
+        (
+            vec!["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B],
+            GW_A,
+            "Frag needed and DF set (mtu = 1400)",
+        ),
+        (
+            vec!["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1452", ROUTED6],
+            GW_A6,
+            "Packet too big: mtu=1400",
+        ),
+    ] {
+        let o = in_ns(&na.0, &args)?;
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        std::fs::write(out.join(format!("ping_pmtu_{}.txt", args[args.len() - 1])), &text)?;
+        if !text.lines().any(|l| l.starts_with(&format!("From {from} ")) && l.contains(want)) {
+            failures.push(format!("ping -M do to {}: no \"{want}\" from {from}:\n{text}", args[args.len() - 1]));
+        }
+    }
+    let again = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B])?;
+    let text = format!("{}{}", String::from_utf8_lossy(&again.stdout), String::from_utf8_lossy(&again.stderr));
+    if again.status.success() || !text.contains("mtu=1400") {
+        failures.push(format!("A's kernel did not learn the path MTU of 1400 from Cadence:\n{text}"));
+    }
+    let fits = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1372", B])?;
+    if !fits.status.success() {
+        failures.push(format!("1400 bytes did not cross:\n{}", String::from_utf8_lossy(&fits.stdout)));
+    }
+
     // The forged reply made no entry: when B pings the ghost, Cadence asks for it on A's link.
     let mut listen = Kill(
         Command::new(IP)
@@ -328,5 +366,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(key("neigh_icmp_errors")? >= 6, "{summary}");
     assert!(key("l3fwd_ttl_expired")? >= 3 && key("l3fwd_no_route")? >= 1, "{summary}");
     assert_eq!(key("neigh_icmp_suppressed")?, 0, "{summary}");
+    // Path MTU: the two too-big probes (IPv4, IPv6), each answered.
+    assert!(key("neigh_too_big")? >= 2, "{summary}");
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! ICMP errors (RFC 792) for IPv4 packets the L3 forwarder drops: Time Exceeded (type 11
 //! code 0) for a TTL that expires, Destination Unreachable (type 3 code 0, net
-//! unreachable) for no route; for IPv6, ICMPv6 (RFC 4443) Time Exceeded (type 3 code 0, hop
-//! limit) and Destination Unreachable (type 1 code 0, no route) from the ingress port's IPv6
+//! unreachable) for no route, and (type 3 code 4, RFC 1191) fragmentation needed for a
+//! packet with Don't Fragment set that is longer than its egress port's MTU; for IPv6,
+//! ICMPv6 (RFC 4443) Time Exceeded (type 3 code 0, hop limit), Destination Unreachable
+//! (type 1 code 0, no route) and Packet Too Big (type 2) from the ingress port's IPv6
 //! address, quoting as much of the packet as fits in 1280 bytes ([`error6_in_place`],
 //! [`may_answer6`]). Built in place in the dropped frame's buffer
 //! ([`error_in_place`]) and sent back out of the ingress port (`crate::nf::Chain`).
@@ -55,6 +57,11 @@ pub enum Kind {
     TimeExceeded,
     /// Destination Unreachable, net unreachable (type 3, code 0).
     NetUnreachable,
+    /// The packet is longer than the next hop's MTU (the value) and may not be fragmented:
+    /// Destination Unreachable, fragmentation needed and DF set (type 3, code 4) with the
+    /// next-hop MTU in the header's last 16 bits (RFC 1191 §4); ICMPv6 Packet Too Big (type
+    /// 2, code 0) with the MTU in its 32-bit field (RFC 4443 §3.2). Path-MTU discovery.
+    TooBig(u16),
 }
 
 impl Kind {
@@ -64,6 +71,20 @@ impl Kind {
         match self {
             Kind::TimeExceeded => (3, 0),
             Kind::NetUnreachable => (1, 0),
+            Kind::TooBig(_) => (2, 0),
+        }
+    }
+
+    /// The ICMP header's second word (bytes 4..8): zero, or the MTU for [`Kind::TooBig`]
+    /// (RFC 1191's 16-bit field after 16 unused bits, RFC 4443's 32-bit field: the same
+    /// bytes for an MTU below 65 536).
+    pub const fn rest(self) -> [u8; 4] {
+        match self {
+            Kind::TooBig(mtu) => {
+                let [h, l] = mtu.to_be_bytes();
+                [0, 0, h, l]
+            }
+            _ => [0; 4],
         }
     }
 
@@ -72,6 +93,7 @@ impl Kind {
         match self {
             Kind::TimeExceeded => (11, 0),
             Kind::NetUnreachable => (3, 0),
+            Kind::TooBig(_) => (3, 4),
         }
     }
 }
@@ -149,7 +171,8 @@ pub fn error_in_place(buf: &mut [u8], ip: usize, len: usize, kind: Kind, from: [
     let c = checksum::checksum(hdr);
     hdr[10..12].copy_from_slice(&c.to_be_bytes());
     let icmp = buf.get_mut(ip + 20..end)?;
-    icmp[..8].copy_from_slice(&[ty, code, 0, 0, 0, 0, 0, 0]);
+    let [r0, r1, r2, r3] = kind.rest();
+    icmp[..8].copy_from_slice(&[ty, code, 0, 0, r0, r1, r2, r3]);
     let c = checksum::checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     Some(end)
@@ -203,7 +226,8 @@ pub fn error6_in_place(buf: &mut [u8], ip: usize, len: usize, kind: Kind, from: 
     hdr[24..40].copy_from_slice(&to);
     let (ty, code) = kind.type_code6();
     let icmp = buf.get_mut(ip + 40..end)?;
-    icmp[..8].copy_from_slice(&[ty, code, 0, 0, 0, 0, 0, 0]);
+    let [r0, r1, r2, r3] = kind.rest();
+    icmp[..8].copy_from_slice(&[ty, code, 0, 0, r0, r1, r2, r3]);
     let c = checksum::l4_checksum_v6(&from, &to, PROTO_ICMPV6, icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     Some(end)
@@ -259,6 +283,12 @@ mod tests {
                 icmp.icmp_type(),
                 etherparse::Icmpv4Type::DestinationUnreachable(etherparse::icmpv4::DestUnreachableHeader::Network)
             )),
+            Kind::TooBig(mtu) => assert_eq!(
+                icmp.icmp_type(),
+                etherparse::Icmpv4Type::DestinationUnreachable(
+                    etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: mtu }
+                )
+            ),
         }
         assert!(checksum::verify(&f[34..len]), "ICMP checksum");
         assert_eq!(icmp.payload(), original, "the offending header and 8 bytes of payload");
@@ -273,6 +303,14 @@ mod tests {
             assert_eq!(n, 14 + 28 + 28);
             check(&f, n, Kind::TimeExceeded, &original);
         }
+    }
+
+    #[test]
+    fn fragmentation_needed_carries_the_next_hop_mtu() {
+        let (mut f, len) = probe(1472);
+        let original = f[14..42].to_vec();
+        let n = error_in_place(&mut f, 14, len, Kind::TooBig(1400), FROM).expect("built");
+        check(&f, n, Kind::TooBig(1400), &original);
     }
 
     #[test]

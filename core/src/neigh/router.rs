@@ -48,6 +48,9 @@ pub struct NeighCounters {
     pub icmp_errors: u64,
     /// ICMP errors not sent: the port's token bucket was empty.
     pub icmp_suppressed: u64,
+    /// Packets longer than their egress port's MTU (`port.mtu`): answered with an ICMP
+    /// error, or dropped as `too_big`.
+    pub too_big: u64,
 }
 
 /// What the chain does with an ARP frame ([`Router::arp`]).
@@ -110,6 +113,8 @@ fn slot_key(ip: [u8; 4], port: u8) -> u64 {
 #[derive(Debug)]
 pub struct Router {
     shared: Arc<NeighShared>,
+    /// The ports' MTUs (`NeighConfig::mtu`), kept here for the egress's per-packet check.
+    mtu: [u16; crate::stage::PORTS],
     generation: u64,
     cache: [Slot; CACHE],
     lane: Option<u16>,
@@ -124,7 +129,27 @@ fn slot_of(ip: [u8; 4]) -> usize {
 impl Router {
     /// A worker's handle on `shared` (no lane until [`Router::set_lane`]).
     pub fn new(shared: Arc<NeighShared>) -> Self {
-        Self { shared, generation: u64::MAX, cache: [Slot::default(); CACHE], lane: None, counters: Default::default() }
+        let mtu = shared.cfg.mtu;
+        Self {
+            shared,
+            mtu,
+            generation: u64::MAX,
+            cache: [Slot::default(); CACHE],
+            lane: None,
+            counters: Default::default(),
+        }
+    }
+
+    /// Counts a packet longer than its egress port's MTU.
+    pub fn count_too_big(&mut self) {
+        self.counters.too_big += 1;
+    }
+
+    /// `port`'s MTU if an IP packet of `ip_len` bytes is longer than it.
+    #[inline(always)]
+    pub fn too_big(&self, port: u8, ip_len: usize) -> Option<u16> {
+        let mtu = self.mtu.get(usize::from(port)).copied().unwrap_or(super::DEFAULT_MTU);
+        (ip_len > usize::from(mtu)).then_some(mtu)
     }
 
     /// The shared table.
@@ -518,7 +543,7 @@ impl Router {
             w,
             " neigh_learned={} neigh_updated={} neigh_resolved={} neigh_arp_replies={} neigh_arp_requests={} \
              neigh_arp_unsolicited={} neigh_table_full={} neigh_queued={} neigh_dequeued={} neigh_echo_replies={} \
-             neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={}",
+             neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={} neigh_too_big={}",
             c.learned,
             c.updated,
             c.resolved,
@@ -532,7 +557,8 @@ impl Router {
             c.no_buf,
             c.nd_adverts,
             c.icmp_errors,
-            c.icmp_suppressed
+            c.icmp_suppressed,
+            c.too_big
         )
     }
 }

@@ -486,3 +486,108 @@ fn hop_limit_expiry_and_no_route_over_ipv6_are_answered_with_icmpv6_errors() {
     assert!(text.contains(" neigh_icmp_errors=2 neigh_icmp_suppressed=0"), "{text}");
     assert_eq!(pool.in_use(), 0);
 }
+
+/// `udp` padded to an IP packet of `ip_len` bytes, Don't Fragment set or not.
+fn udp_sized(dst: [u8; 4], ip_len: usize, df: bool) -> Vec<u8> {
+    let mut f = frame(IpAddr::V4([10, 0, 0, 2]), IpAddr::V4(dst), 17, 1000, 53, &std::vec![0x5A; ip_len - 28]);
+    f[..6].copy_from_slice(&OWN[0]);
+    f[6..12].copy_from_slice(&HOST_A);
+    f[20] = if df { 0x40 } else { 0 };
+    f[24..26].fill(0);
+    let c = crate::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_dropped() {
+    let (mut chain, _) = build("port.mtu=port:1,mtu:1400\n");
+    let mut mem = std::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    // To 192.0.2.7 (port 1, static MAC): up to 1400 bytes of IP go; 1401 with DF set is
+    // answered "fragmentation needed" with the MTU, from port 0's address to the sender.
+    let fits = udp_sized([192, 0, 2, 7], 1400, true);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&fits), 0, 10);
+    assert_eq!((o.sent[0].len(), o.sent[1].len()), (0, 1));
+    let big = udp_sized([192, 0, 2, 7], 1401, true);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&big), 0, 10);
+    assert!(o.sent[1].is_empty());
+    let e = &o.sent[0][0];
+    assert_eq!((&e[..6], &e[6..12]), (&HOST_A[..], &OWN[0][..]));
+    let (src, dst, ty, code, quoted) = icmp_of(e);
+    assert_eq!((src, dst, ty, code), ([10, 0, 0, 1], [10, 0, 0, 2], 3, 4));
+    assert_eq!(u16::from_be_bytes([e[40], e[41]]), 1400, "the next-hop MTU (RFC 1191)");
+    // The packet is quoted as it would have left: TTL already decremented (checksum
+    // following), the rest as received.
+    assert_eq!((&quoted[..8], quoted[8], &quoted[12..]), (&big[14..22], big[22] - 1, &big[26..42]));
+    assert!(crate::checksum::verify(&quoted[..20]));
+    assert_eq!(o.c.drops_for(DropReason::TooBig), 0, "the frame became the error");
+    // Without DF: not fragmented, dropped and counted. Towards port 0 (MTU 1500): sent.
+    let o = step(&mut chain, &mut pool, &[udp_sized([192, 0, 2, 7], 1401, false)], 0, 10);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::TooBig), 1);
+    let mut back = udp_sized([10, 0, 0, 2], 1500, true);
+    back[26..30].copy_from_slice(&[192, 0, 2, 7]);
+    back[24..26].fill(0);
+    let c = crate::checksum::checksum(&back[14..34]);
+    back[24..26].copy_from_slice(&c.to_be_bytes());
+    // (Cadence asks for A first; A's answer sends it, whole.)
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&back), 1, 10);
+    assert!(Arp::parse(&o.sent[0][0]).is_some_and(|r| r.op == arp::OP_REQUEST));
+    let reply = arp_frame(arp::OP_REPLY, HOST_A, [10, 0, 0, 2], OWN[0], [10, 0, 0, 1]);
+    let o = step(&mut chain, &mut pool, &[reply], 0, 20);
+    assert_eq!((o.sent[0].len(), o.sent[1].len()), (1, 0));
+    assert_eq!((o.sent[0][0].len(), &o.sent[0][0][..6]), (14 + 1500, &HOST_A[..]), "1500 fits port 0");
+    let mut text = std::string::String::new();
+    chain.write_counters(&mut text).unwrap();
+    assert!(text.contains(" neigh_too_big=2"), "{text}");
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn an_ipv6_packet_longer_than_the_egress_mtu_gets_packet_too_big() {
+    let text = "version=1\nport.addr=port:0,addr:fd78::1/64\nport.mtu=port:1,mtu:1280\n\
+                nf=l3fwd\nl3fwd.route=prefix:fd79::/64,port:1,mac:02:00:00:00:00:99\n";
+    let spec = ChainSpec::parse(text).expect("parses");
+    let f = spec.build(Egress::new(OWN, Egress::DEFAULT_PEERS, None), TickRate::try_new(1000).unwrap()).unwrap();
+    let mut chain = f.chain_for_worker();
+    chain.enter_lane(0);
+    let mut mem = std::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    let a: [u8; 16] = "fd78::2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let own: [u8; 16] = "fd78::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let d: [u8; 16] = "fd79::2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let sized = |ip_len: usize| {
+        let mut f = frame(IpAddr::V6(a), IpAddr::V6(d), 17, 1000, 53, &std::vec![7; ip_len - 48]);
+        f[..6].copy_from_slice(&OWN[0]);
+        f[6..12].copy_from_slice(&HOST_A);
+        f
+    };
+    let o = step(&mut chain, &mut pool, &[sized(1280)], 0, 10);
+    assert_eq!((o.sent[0].len(), o.sent[1].len()), (0, 1));
+    let big = sized(1281);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&big), 0, 10);
+    let e = &o.sent[0][0];
+    let p = etherparse::SlicedPacket::from_ethernet(e).expect("etherparse reads it");
+    let Some(etherparse::NetSlice::Ipv6(ip)) = &p.net else { panic!("not IPv6") };
+    assert_eq!((ip.header().source(), ip.header().destination()), (own, a));
+    let Some(etherparse::TransportSlice::Icmpv6(i)) = &p.transport else { panic!("not ICMPv6") };
+    assert_eq!(i.icmp_type(), etherparse::Icmpv6Type::PacketTooBig { mtu: 1280 });
+    assert_eq!(i.header().checksum, i.header().icmp_type.calc_checksum(own, a, i.payload()).unwrap());
+    // Quoted up to the minimum MTU, as it would have left (hop limit decremented).
+    let q = i.payload();
+    assert_eq!((q.len(), &q[..7], q[7], &q[8..]), (1232, &big[14..21], big[21] - 1, &big[22..14 + 1232]));
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn a_port_mtu_out_of_range_or_given_twice_names_its_line() {
+    let bad = |extra: &str| {
+        ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()
+    };
+    assert_eq!(bad("port.mtu=port:1,mtu:1279\n"), "line 2: port.mtu: port.mtu (port 1): not 1280..=1500");
+    assert_eq!(bad("port.mtu=port:0,mtu:9000\n"), "line 2: port.mtu: port.mtu (port 0): not 1280..=1500");
+    assert!(bad("port.mtu=port:0,mtu:1400\nport.mtu=port:0,mtu:1300\n").starts_with("line 3: port.mtu"));
+    assert!(bad("port.mtu=port:5,mtu:1400\n").starts_with("line 2: port.mtu"));
+    assert!(bad("port.mtu=port:0\n").starts_with("line 2: port.mtu"));
+}

@@ -1033,6 +1033,11 @@ impl Chain {
                 }
                 Verdict::Forward(to) | Verdict::Reply(to) => to,
             };
+            let ip_len = pool.len(p.buf).saturating_sub(usize::from(p.parsed.l3_offset));
+            if let Some(mtu) = r.too_big(to, ip_len) {
+                Self::too_big(egress, r, pool, out, counters, p, mtu, now);
+                continue;
+            }
             let dst = match p.dst {
                 Dst::Via(via) => match r.lookup(p.neighbour(via), to) {
                     Some(mac) => Some(mac),
@@ -1083,6 +1088,45 @@ impl Chain {
         match sent {
             Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac)),
             None => Self::drop_frame(pool, counters, p.buf, reason),
+        }
+    }
+
+    /// A packet longer than its egress port's MTU (counted, `neigh_too_big`): answered as
+    /// path-MTU discovery asks when it may not be fragmented — IPv4 with Don't Fragment set
+    /// gets ICMP "fragmentation needed" (RFC 1191), IPv6 ICMPv6 "packet too big" (RFC 8201),
+    /// each carrying `mtu`, in place and back out of the ingress port — or dropped as
+    /// `too_big` (no error allowed, or IPv4 without Don't Fragment, which Cadence does not
+    /// fragment yet).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn too_big(
+        egress: &Egress,
+        r: &mut Router,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        mtu: u16,
+        now: Instant,
+    ) {
+        r.count_too_big();
+        let ip = usize::from(p.parsed.l3_offset);
+        let kind = icmp::Kind::TooBig(mtu);
+        let sent = match p.parsed.l3 {
+            L3Kind::Ipv4 => {
+                let df = pool.frame(p.buf).get(ip + 6).is_some_and(|f| f & 0x40 != 0);
+                if df { r.icmp_error(pool, p.buf, ip, p.ingress, kind, now) } else { None }
+            }
+            L3Kind::Ipv6 => {
+                let later = p.parsed.fragment == parse::Fragment::Later;
+                let at = (ip, p.parsed.ip_proto, usize::from(p.parsed.l4_offset), later);
+                r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
+            }
+        };
+        match sent {
+            Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac)),
+            None => Self::drop_frame(pool, counters, p.buf, DropReason::TooBig),
         }
     }
 

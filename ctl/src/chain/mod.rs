@@ -461,7 +461,7 @@ fn emit_l3fwd(emit: &mut Emit, t: Option<&Spanned<schema::L3fwdTable>>) -> Resul
     Ok(())
 }
 
-/// `[[port.addr]]` and `[neigh]`: top-level records of the text form (before the NFs).
+/// `[[port.addr]]`, `[[port.mtu]]` and `[neigh]`: top-level records of the text form (before the NFs).
 fn emit_neigh(
     emit: &mut Emit,
     port: Option<&Spanned<schema::PortTable>>,
@@ -475,6 +475,16 @@ fn emit_neigh(
             &format!("port.addr[{i}]"),
             span,
             &[("port", "port", spanned_num(&a.port)), ("addr", "addr", spanned_str(&a.addr))],
+        )?;
+    }
+    for (i, m) in port.map(|p| p.get_ref().mtu.as_slice()).unwrap_or_default().iter().enumerate() {
+        let span = m.span();
+        let m = m.get_ref();
+        emit.record(
+            "port.mtu",
+            &format!("port.mtu[{i}]"),
+            span,
+            &[("port", "port", spanned_num(&m.port)), ("mtu", "mtu", spanned_num(&m.mtu))],
         )?;
     }
     let Some(n) = neigh else { return Ok(()) };

@@ -60,6 +60,10 @@
 //! port = 0                              # gives the chain a neighbour table: ARP and ping
 //! addr = "10.0.0.1/24"                  # answered, `via` next hops resolved)
 //!
+//! [[port.mtu]]                          # the longest IP packet a port sends (1280..=1500,
+//! port = 1                              # default 1500): longer ones get ICMP "fragmentation
+//! mtu = 1400                            # needed" / "packet too big" (path-MTU discovery)
+//!
 //! [neigh]                               # every field optional
 //! capacity = 256                        # entries, static ones included
 //! probes = 3                            # requests before an entry fails
@@ -93,12 +97,22 @@ pub struct ChainFile {
     pub neigh: Option<Spanned<NeighTable>>,
 }
 
-/// `[port]`: its `[[port.addr]]`.
+/// `[port]`: its `[[port.addr]]` and `[[port.mtu]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortTable {
     #[serde(default)]
     pub addr: Vec<Spanned<PortAddrTable>>,
+    #[serde(default)]
+    pub mtu: Vec<Spanned<PortMtuTable>>,
+}
+
+/// `[[port.mtu]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortMtuTable {
+    pub port: Spanned<u8>,
+    pub mtu: Spanned<u16>,
 }
 
 /// `[[port.addr]]`.

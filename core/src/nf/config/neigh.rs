@@ -4,6 +4,7 @@
 //! | key | value |
 //! |---|---|
 //! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests) |
+//! | `port.mtu` | `port:N,mtu:M`: the longest IP packet port N sends, 1280..=1500 (default 1500; list: at most one record per port) |
 //! | `neigh.static` | `port:N,ip:IPv4,mac:MAC` (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |
 //! | `neigh.probes` | requests before an entry fails (default 3) |
@@ -46,11 +47,14 @@ pub struct NeighSpec {
     addr_lines: Vec<usize>,
     static_lines: Vec<usize>,
     addr6_lines: Vec<usize>,
+    /// The line of each port's `port.mtu` record.
+    mtu_lines: Vec<(u8, usize)>,
 }
 
 /// The keys of this section.
-pub(crate) const KEYS: [&str; 10] = [
+pub(crate) const KEYS: [&str; 11] = [
     "port.addr",
+    "port.mtu",
     "neigh.static",
     "neigh.capacity",
     "neigh.probes",
@@ -96,6 +100,17 @@ impl NeighSpec {
                         self.addr6_lines.push(line);
                     }
                 }
+            }
+            "port.mtu" => {
+                let [p, m] = record(value, ["port", "mtu"])?;
+                let port = req("port", p, port)?;
+                let mtu = req("mtu", m, |s| values::u16_dec(s).map_err(|_| "an MTU in bytes"))?;
+                if self.mtu_lines.iter().any(|&(q, _)| q == port) {
+                    return Err(Fail::value("a second port.mtu for the same port"));
+                }
+                let slot = self.cfg.mtu.get_mut(usize::from(port)).ok_or(Fail::value("a port of the dataplane"))?;
+                *slot = mtu;
+                self.mtu_lines.push((port, line));
             }
             "neigh.static" => {
                 let [p, ip, mac] = record(value, ["port", "ip", "mac"])?;
@@ -150,6 +165,9 @@ impl NeighSpec {
                 NeighConfigError::Probes => self.probes.map(|l| (l, "neigh.probes")),
                 NeighConfigError::MaxWaiting => self.max_waiting.map(|l| (l, "neigh.max_waiting")),
                 NeighConfigError::Addr6 { index } => self.addr6_lines.get(index).map(|&l| (l, "port.addr")),
+                NeighConfigError::Mtu { port } => {
+                    self.mtu_lines.iter().find(|&&(q, _)| usize::from(q) == port).map(|&(_, l)| (l, "port.mtu"))
+                }
             };
             (at, Fail { field: None, kind: SpecErrorKind::Neigh(e) })
         })
