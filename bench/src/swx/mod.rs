@@ -37,9 +37,22 @@ pub const EXAMPLES: &str = "/usr/share/dpdk/examples/pipeline/examples";
 /// The runner's source, relative to the workspace root.
 pub const SOURCE: &str = "bench/swx/swx_run.c";
 /// EAL arguments that work without hugepages or PCI devices (`-m 512` is too small for the
-/// selector specs); a unique `--file-prefix` is added per run.
-pub const EAL: [&str; 9] =
-    ["--no-pci", "--no-huge", "--no-shconf", "-m", "2048", "-l", "0", "--no-telemetry", "--log-level=*:warning"];
+/// selector specs); `-l` with the first CPU this process may run on ([`first_cpu`]) and a
+/// unique `--file-prefix` are added per run.
+pub const EAL: [&str; 7] =
+    ["--no-pci", "--no-huge", "--no-shconf", "-m", "2048", "--no-telemetry", "--log-level=*:warning"];
+
+/// The first CPU of `Cpus_allowed_list` in `/proc/self/status` (a container may not have CPU
+/// 0, and EAL refuses an lcore it cannot run on); 0 when it cannot be read.
+pub fn first_cpu() -> u32 {
+    std::fs::read_to_string("/proc/self/status").ok().and_then(|s| parse_first_cpu(&s)).unwrap_or(0)
+}
+
+/// The first CPU of a `Cpus_allowed_list:` line, e.g. `2-5,8` → 2.
+pub fn parse_first_cpu(status: &str) -> Option<u32> {
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim();
+    list.split([',', '-']).next()?.trim().parse().ok()
+}
 
 fn runs(cmd: &str, args: &[&str]) -> bool {
     Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success())
@@ -168,7 +181,7 @@ impl Runner {
         let (input, ports, out) = (dir.join("in.pcap"), dir.join("in.ports"), dir.join("out.txt"));
         std::fs::write(&input, pcap(frames))?;
         let mut cmd = Command::new(&self.bin);
-        cmd.args(EAL).args(["--file-prefix", &prefix, "--", "--spec"]).arg(&job.spec);
+        cmd.args(EAL).args(["-l", &first_cpu().to_string(), "--file-prefix", &prefix, "--", "--spec"]).arg(&job.spec);
         cmd.arg("--include").arg(&self.include).args(["--ports", &job.ports.to_string()]);
         cmd.arg("--in").arg(&input).arg("--out").arg(&out).arg("--work").arg(dir.join("work"));
         if frames.iter().any(|f| f.port != 0) {
@@ -253,6 +266,15 @@ mod tests {
         assert!(parse_outputs("x 1 aa\n").is_err());
         assert!(parse_outputs("0 1 aa bb\n").is_err());
         assert!(parse_outputs("").expect("empty").is_empty());
+    }
+
+    #[test]
+    fn reads_the_first_allowed_cpu() {
+        assert_eq!(parse_first_cpu("Name:\tx\nCpus_allowed_list:\t2-5,8\n"), Some(2));
+        assert_eq!(parse_first_cpu("Cpus_allowed_list:\t0\n"), Some(0));
+        assert_eq!(parse_first_cpu("Cpus_allowed_list:\t7,9\n"), Some(7));
+        assert_eq!(parse_first_cpu("Cpus_allowed:\tff\n"), None);
+        assert_eq!(parse_first_cpu("Cpus_allowed_list:\t\n"), None);
     }
 
     #[test]
