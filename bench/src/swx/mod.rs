@@ -171,18 +171,26 @@ impl Runner {
         Ok(Self { bin, include })
     }
 
-    /// Runs `job` on `frames`; the outputs in input order, then port order.
-    pub fn run(&self, job: &Job, frames: &[Frame]) -> Result<Vec<Output>> {
+    /// `swx_run` with its EAL arguments (a unique `--file-prefix`, also returned), `--` and
+    /// `--include`: ready for the rest of the runner's arguments (`--spec`, `--ports`, …).
+    pub fn command(&self) -> (Command, String) {
         let id = RUN_ID.fetch_add(1, Ordering::Relaxed);
         let prefix = format!("swx{}_{id}", std::process::id());
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(EAL).args(["-l", &first_cpu().to_string(), "--file-prefix", &prefix, "--", "--include"]);
+        cmd.arg(&self.include);
+        (cmd, prefix)
+    }
+
+    /// Runs `job` on `frames`; the outputs in input order, then port order.
+    pub fn run(&self, job: &Job, frames: &[Frame]) -> Result<Vec<Output>> {
+        let (mut cmd, prefix) = self.command();
         let dir = std::env::temp_dir().join(format!("cadence-{prefix}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let (input, ports, out) = (dir.join("in.pcap"), dir.join("in.ports"), dir.join("out.txt"));
         std::fs::write(&input, pcap(frames))?;
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(EAL).args(["-l", &first_cpu().to_string(), "--file-prefix", &prefix, "--", "--spec"]).arg(&job.spec);
-        cmd.arg("--include").arg(&self.include).args(["--ports", &job.ports.to_string()]);
+        cmd.arg("--spec").arg(&job.spec).args(["--ports", &job.ports.to_string()]);
         cmd.arg("--in").arg(&input).arg("--out").arg(&out).arg("--work").arg(dir.join("work"));
         if frames.iter().any(|f| f.port != 0) {
             let mut f = std::fs::File::create(&ports)?;
