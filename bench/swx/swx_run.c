@@ -2,7 +2,7 @@
  *
  *   swx_run <EAL args> -- --spec SPEC --include DIR --ports N --in IN.pcap --out OUT
  *           [--table NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--work DIR]
- *           [--max-steps K]
+ *           [--mirror SESSION PORT fast|slow TRUNCATE]... [--max-steps K]
  *
  * What it does, in order (each failure exits non-zero with a line naming what failed):
  *  1. rte_swx_pipeline_codegen(): SPEC to C (`WORK/pipeline.c`); a refused spec is reported with
@@ -21,6 +21,10 @@
  *       learner:  `action ACTION [ARG VALUE]...`, the learner's new default entry.
  *     Blank lines and comments (`;`, `#`, `//`) are skipped; any other line that is refused stops
  *     the run with the file, the line number and the line.
+ *     Every `--mirror` sets a packet mirroring session (rte_swx_ctl_pipeline_mirroring_session_set):
+ *     the output port of its copies, fast (shared buffer) or slow (copied) clone, and the length
+ *     a copy is truncated to (0: not truncated). A spec that mirrors needs its sessions set: an
+ *     unset session sends 0-byte copies to port 0.
  *  5. The frames of IN.pcap (classic pcap, Ethernet, micro- or nanosecond) one at a time: frame i
  *     is put on input port 0, or on the port of line i of `--in-ports FILE` (one decimal port a
  *     line), then rte_swx_pipeline_run(p, 1) is called until the frame has left its ring and
@@ -66,6 +70,7 @@
 #include "rte_swx_pipeline_internal.h"
 
 #define MAX_TABLES 64
+#define MAX_MIRRORS 64
 #define MAX_PORTS 64
 #define RING_SIZE 1024
 #define N_MBUFS 4095
@@ -97,6 +102,11 @@ struct table_file {
 	const char *file;
 };
 
+struct mirror {
+	uint32_t session;
+	struct rte_swx_pipeline_mirroring_session_params params;
+};
+
 struct args {
 	const char *spec;
 	const char *include;
@@ -109,6 +119,8 @@ struct args {
 	uint64_t max_steps;
 	struct table_file tables[MAX_TABLES];
 	uint32_t n_tables;
+	struct mirror mirrors[MAX_MIRRORS];
+	uint32_t n_mirrors;
 };
 
 static uint64_t parse_u64(const char *what, const char *s)
@@ -162,13 +174,32 @@ static void parse_args(int argc, char **argv, struct args *a)
 			a->tables[a->n_tables].file = argv[i + 2];
 			a->n_tables++;
 			i++;
+		} else if (!strcmp(o, "--mirror")) {
+			struct mirror *m = &a->mirrors[a->n_mirrors];
+
+			if (i + 4 >= argc)
+				die("--mirror needs SESSION PORT fast|slow TRUNCATE");
+			if (a->n_mirrors == MAX_MIRRORS)
+				die("more than %d --mirror options", MAX_MIRRORS);
+			m->session = (uint32_t)parse_u64("--mirror SESSION", argv[i + 1]);
+			m->params.port_id = (uint32_t)parse_u64("--mirror PORT", argv[i + 2]);
+			if (!strcmp(argv[i + 3], "fast"))
+				m->params.fast_clone = 1;
+			else if (!strcmp(argv[i + 3], "slow"))
+				m->params.fast_clone = 0;
+			else
+				die("--mirror: '%s' is neither fast nor slow", argv[i + 3]);
+			m->params.truncation_length = (uint32_t)parse_u64("--mirror TRUNCATE", argv[i + 4]);
+			a->n_mirrors++;
+			i += 3;
 		} else
 			die("unknown option %s", o);
 		i++;
 	}
 	if (!a->spec || !a->include || !a->in || !a->out || !a->n_ports)
 		die("usage: swx_run <EAL args> -- --spec SPEC --include DIR --ports N --in IN.pcap --out OUT "
-		    "[--table NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--work DIR] [--max-steps K]");
+		    "[--table NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--work DIR] "
+		    "[--mirror SESSION PORT fast|slow TRUNCATE]... [--max-steps K]");
 	if (a->n_ports > MAX_PORTS)
 		die("--ports %u: at most %d", a->n_ports, MAX_PORTS);
 	if (!a->max_steps)
@@ -619,6 +650,12 @@ int main(int argc, char **argv)
 	status = rte_swx_ctl_pipeline_commit(ctl, 1);
 	if (status)
 		die("committing the table entries failed: %s", strerror(-status));
+	for (i = 0; i < a.n_mirrors; i++) {
+		status = rte_swx_ctl_pipeline_mirroring_session_set(p, a.mirrors[i].session, &a.mirrors[i].params);
+		if (status)
+			die("--mirror %u %u: DPDK refused the session: %s", a.mirrors[i].session,
+			    a.mirrors[i].params.port_id, strerror(-status));
+	}
 
 	/* 5: the frames, one at a time. */
 	pool = rte_pktmbuf_pool_create("swx_pool", N_MBUFS, 0, 0, MBUF_DATA, (int)rte_socket_id());

@@ -15,16 +15,21 @@ use std::sync::OnceLock;
 use anyhow::{Context, Result, anyhow, ensure};
 use etherparse::{Ethernet2Header, Ipv4Header, PacketBuilder, UdpHeader};
 
-use cadence_bench::swx::{EXAMPLES, Frame, Job, Output, Runner};
+use cadence_bench::swx::{EXAMPLES, Frame, Job, Mirror, Output, Runner};
 
 fn runner() -> Result<&'static Runner> {
     static R: OnceLock<Result<Runner, String>> = OnceLock::new();
     R.get_or_init(|| Runner::build().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow!("{e}"))
 }
 
-/// An Ethernet + IPv4 + UDP frame with `n` bytes of payload.
+/// An Ethernet + IPv4 + UDP frame (ports 1000 → 2000) with `n` bytes of payload.
 fn udp4(dst_mac: [u8; 6], src_ip: [u8; 4], dst_ip: [u8; 4], ttl: u8, n: usize) -> Vec<u8> {
-    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], dst_mac).ipv4(src_ip, dst_ip, ttl).udp(1000, 2000);
+    udp4_to(dst_mac, src_ip, dst_ip, ttl, n, 2000)
+}
+
+/// An Ethernet + IPv4 + UDP frame to UDP port `dport` with `n` bytes of payload.
+fn udp4_to(dst_mac: [u8; 6], src_ip: [u8; 4], dst_ip: [u8; 4], ttl: u8, n: usize, dport: u16) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], dst_mac).ipv4(src_ip, dst_ip, ttl).udp(1000, dport);
     let payload: Vec<u8> = (0..n).map(|i| i as u8).collect();
     let mut v = Vec::with_capacity(b.size(n));
     b.write(&mut v, &payload).expect("frame built");
@@ -305,6 +310,89 @@ fn learner_sends_a_flow_s_later_packets_where_it_learned() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn mirroring_copies_the_marked_frames_to_the_session_s_port() -> Result<()> {
+    // mirroring.spec: frames to UDP port 5000 are marked for session 0 (slot 0); every frame
+    // leaves on its input port. mirroring.cli's session 0 is port 1, fast clone, whole frames;
+    // the second job sends slow clones cut to 64 bytes to port 2.
+    let frames: Vec<Frame> = (0..8u8)
+        .map(|i| {
+            let dport = if i % 2 == 0 { 5000 } else { 5001 };
+            on(0, udp4_to([2, 0, 0, 0, 0, 3], [10, 0, 0, i], [10, 1, 0, 1], 64, 40 + usize::from(i), dport))
+        })
+        .collect();
+    for (copy_port, fast, truncate) in [(1u32, true, 0u32), (2, false, 64)] {
+        let job = Job::example("mirroring", 4).mirror(Mirror { session: 0, port: copy_port, fast, truncate });
+        let out = runner()?.run(&job, &frames)?;
+        let m = by_input(&out);
+        for (i, f) in frames.iter().enumerate() {
+            let outs: Vec<(u32, &[u8])> =
+                m.get(&i).map(|v| v.iter().map(|o| (o.port, o.bytes.as_slice())).collect()).unwrap_or_default();
+            let cut = if truncate == 0 { f.bytes.len() } else { f.bytes.len().min(truncate as usize) };
+            let want: Vec<(u32, &[u8])> = if i % 2 == 0 {
+                vec![(0, f.bytes.as_slice()), (copy_port, &f.bytes[..cut])]
+            } else {
+                vec![(0, f.bytes.as_slice())]
+            };
+            ensure!(outs == want, "frame {i} (session to port {copy_port}, cut {truncate}): {outs:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Every example spec `dpdk-doc` ships, with the table files and mirroring sessions of its CLI
+/// script, and the ports its table files use.
+fn every_example() -> Vec<(&'static str, Job)> {
+    vec![
+        ("l2fwd", Job::example("l2fwd", 4)),
+        ("l2fwd_macswp", Job::example("l2fwd_macswp", 4)),
+        ("fib", fib_job()),
+        ("vxlan", Job::example("vxlan", 4).table("vxlan_table", "vxlan_table.txt")),
+        ("learner", Job::example("learner", 4)),
+        ("selector", Job::example("selector", 4).table("s", "selector.txt")),
+        ("varbit", Job::example("varbit", 4)),
+        ("registers", Job::example("registers", 4)),
+        ("meter", Job::example("meter", 4)),
+        (
+            "mirroring",
+            Job::example("mirroring", 4)
+                .mirror(Mirror { session: 0, port: 1, fast: true, truncate: 0 })
+                .mirror(Mirror { session: 1, port: 2, fast: false, truncate: 0 })
+                .mirror(Mirror { session: 2, port: 3, fast: false, truncate: 64 })
+                .mirror(Mirror { session: 3, port: 0, fast: false, truncate: 128 }),
+        ),
+        ("recirculation", Job::example("recirculation", 4)),
+        ("hash_func", Job::example("hash_func", 4)),
+    ]
+}
+
+#[test]
+fn every_example_spec_runs_and_twice_gives_the_same_bytes() -> Result<()> {
+    // Varied frames on all four ports: IPv4/UDP of several sizes and destinations, to UDP 5000.
+    let frames: Vec<Frame> = (0..24u8)
+        .map(|i| {
+            let dst = [0x0a + 60 * (i % 4), i, 1, 7];
+            let dport = if i % 3 == 0 { 5000 } else { 4000 + u16::from(i) };
+            on(
+                u32::from(i % 4),
+                udp4_to([0xaa, 0xbb, 0xcc, 0xdd, 0, i % 3], [0, 0, 0, i % 5], dst, 64, 18 + 13 * usize::from(i), dport),
+            )
+        })
+        .collect();
+    let mut silent = Vec::new();
+    for (name, job) in every_example() {
+        let a = runner()?.run(&job, &frames).with_context(|| format!("example {name}"))?;
+        let b = runner()?.run(&job, &frames).with_context(|| format!("example {name}, again"))?;
+        ensure!(a == b, "example {name}: two runs on the same frames differ");
+        ensure!(a.iter().all(|o| o.port < job.ports && o.input < frames.len()), "example {name}: {a:?}");
+        if a.is_empty() {
+            silent.push(name);
+        }
+    }
+    ensure!(silent.is_empty(), "no frame came out of {silent:?}");
+    Ok(())
+}
+
 /// The runner's error for a job expected to fail.
 fn failure(job: &Job) -> Result<String> {
     let frames = [on(0, udp4([2, 0, 0, 0, 0, 2], [0; 4], [10, 0, 0, 1], 64, 18))];
@@ -321,7 +409,7 @@ fn refusals_name_what_failed() -> Result<()> {
     let spec = |name: &str, text: &str| -> Result<Job> {
         let p = dir.join(name);
         std::fs::write(&p, text)?;
-        Ok(Job { spec: p, tables: Vec::new(), ports: 1 })
+        Ok(Job::new(p, 1))
     };
     // A syntax error: DPDK names the line.
     let e = failure(&spec(
@@ -355,6 +443,12 @@ fn refusals_name_what_failed() -> Result<()> {
     std::fs::write(&bad, "group 0 member 0 weight 1\ngroup 0 member\n")?;
     let e = failure(&Job::example("fib", 4).table("nexthop_group_table", &bad))?;
     ensure!(e.contains("bad_groups.txt line 2: selector nexthop_group_table: not 'group G member M weight W'"), "{e}");
+    // A spec that recirculates every packet forever: the runner gives up and says so.
+    let e = failure(&spec(
+        "loop.spec",
+        "struct m_t {\n\tbit<32> p\n}\nmetadata instanceof m_t\napply {\n\trx m.p\n\trecirculate\n\ttx m.p\n}\n",
+    )?)?;
+    ensure!(e.contains("frame 0: not done after 1000000 pipeline steps (does the spec loop?)"), "{e}");
     // EAL refuses its arguments: the runner says it was the EAL.
     let o = std::process::Command::new(&runner()?.bin).args(["--no-such-eal-option", "--", "--ports", "1"]).output()?;
     let e = String::from_utf8_lossy(&o.stderr);

@@ -98,12 +98,36 @@ pub struct Job {
     pub tables: Vec<(String, PathBuf)>,
     /// Output ports (input ports: this rounded up to a power of two).
     pub ports: u32,
+    /// Packet mirroring sessions to set.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A packet mirroring session: where the copies of the packets marked for it go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mirror {
+    pub session: u32,
+    pub port: u32,
+    /// Fast clone (the copy shares the packet's buffer) or slow (a copy of the bytes).
+    pub fast: bool,
+    /// The length copies are cut to; 0: whole.
+    pub truncate: u32,
 }
 
 impl Job {
     /// A job on one of `dpdk-doc`'s example specs (`name` without `.spec`).
     pub fn example(name: &str, ports: u32) -> Self {
-        Self { spec: Path::new(EXAMPLES).join(format!("{name}.spec")), tables: Vec::new(), ports }
+        Self::new(Path::new(EXAMPLES).join(format!("{name}.spec")), ports)
+    }
+
+    /// A job on the spec at `spec`.
+    pub fn new(spec: impl Into<PathBuf>, ports: u32) -> Self {
+        Self { spec: spec.into(), tables: Vec::new(), ports, mirrors: Vec::new() }
+    }
+
+    /// Sets a packet mirroring session.
+    pub fn mirror(mut self, m: Mirror) -> Self {
+        self.mirrors.push(m);
+        self
     }
 
     /// Adds a table file (`file` relative to [`EXAMPLES`] unless absolute).
@@ -201,6 +225,10 @@ impl Runner {
         }
         for (name, file) in &job.tables {
             cmd.arg("--table").arg(name).arg(file);
+        }
+        for m in &job.mirrors {
+            let clone = if m.fast { "fast" } else { "slow" };
+            cmd.arg("--mirror").args([m.session.to_string(), m.port.to_string(), clone.into(), m.truncate.to_string()]);
         }
         let result = run_and_read(&mut cmd, job, &out);
         let _ = std::fs::remove_dir_all(&dir);
