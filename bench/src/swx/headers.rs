@@ -97,8 +97,16 @@ pub fn ensure_headers() -> Result<PathBuf> {
     if HEADERS.iter().all(|h| dir.join(h).is_file()) {
         return Ok(dir);
     }
-    fetch(&root, &package, &version, &dir)
-        .with_context(|| format!("getting DPDK's internal SWX headers ({}) from Debian's source package {package} {version} with apt-get source", HEADERS.join(", ")))?;
+    let fetched = fetch(&root, &package, &version, &dir);
+    // The downloads and a half-done unpacking go either way; the apt lists stay for next time.
+    let _ = std::fs::remove_dir_all(root.join(format!("src-{version}")));
+    let _ = std::fs::remove_dir_all(root.join(format!("unpack-{}", std::process::id())));
+    fetched.with_context(|| {
+        format!(
+            "getting DPDK's internal SWX headers ({}) from Debian's source package {package} {version} with apt-get source",
+            HEADERS.join(", ")
+        )
+    })?;
     Ok(dir)
 }
 
@@ -116,7 +124,15 @@ fn fetch(root: &Path, package: &str, version: &str, dir: &Path) -> Result<()> {
     run(
         "apt-get source --download-only",
         apt_get(&apt).current_dir(&dl).args(["source", "--download-only", &format!("{package}={version}")]),
-    )?;
+    )
+    .with_context(|| {
+        format!(
+            "Debian's archive ({}) has no source package {package}={version}; if a newer point release \
+             replaced it, upgrade DPDK (apt-get install --only-upgrade {} dpdk) and run again",
+            SOURCES.map(|(_, s)| s).join(", "),
+            crate::swx::PACKAGES[..2].join(" ")
+        )
+    })?;
     let file = |suffix: &str| -> Result<PathBuf> {
         std::fs::read_dir(&dl)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -162,7 +178,6 @@ fn fetch(root: &Path, package: &str, version: &str, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir.parent().unwrap_or(dir))?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&tmp, dir).with_context(|| format!("moving the headers to {}", dir.display()))?;
-    let _ = std::fs::remove_dir_all(&dl);
     Ok(())
 }
 
