@@ -2,7 +2,7 @@
  *
  *   swx_run <EAL args> -- --spec SPEC --include DIR --ports N --in IN.pcap --out OUT
  *           [--table NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--work DIR]
- *           [--mirror SESSION PORT fast|slow TRUNCATE]... [--max-steps K]
+ *           [--mirror SESSION PORT fast|slow TRUNCATE]... [--fresh] [--max-steps K]
  *
  * What it does, in order (each failure exits non-zero with a line naming what failed):
  *  1. rte_swx_pipeline_codegen(): SPEC to C (`WORK/pipeline.c`); a refused spec is reported with
@@ -31,6 +31,10 @@
  *     every pipeline thread is back at `rx` with nothing to recirculate (at most K calls, default
  *     1000000: a spec that loops is reported, not waited for); then the output rings are drained
  *     in port order, so each frame's outputs are known before the next frame enters.
+ *     With `--fresh`, before each frame every pipeline thread's metadata and header storage are
+ *     zeroed and every header points at its own storage again, as in a newly built pipeline;
+ *     without it, as in DPDK, a frame can see what earlier frames left there. Running both ways
+ *     tells the frames whose output depends on earlier frames (undefined for a comparison).
  *
  * OUT, a text file, one line per output frame, in input order, then output port order, then the
  * order the pipeline sent them (a mirrored copy comes before or after its original as DPDK sends
@@ -121,6 +125,7 @@ struct args {
 	uint32_t n_tables;
 	struct mirror mirrors[MAX_MIRRORS];
 	uint32_t n_mirrors;
+	int fresh;
 };
 
 static uint64_t parse_u64(const char *what, const char *s)
@@ -145,6 +150,10 @@ static void parse_args(int argc, char **argv, struct args *a)
 		const char *o = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
+		if (!strcmp(o, "--fresh")) {
+			a->fresh = 1;
+			continue;
+		}
 		if (!v)
 			die("option %s needs a value", o);
 		if (!strcmp(o, "--spec"))
@@ -199,7 +208,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	if (!a->spec || !a->include || !a->in || !a->out || !a->n_ports)
 		die("usage: swx_run <EAL args> -- --spec SPEC --include DIR --ports N --in IN.pcap --out OUT "
 		    "[--table NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--work DIR] "
-		    "[--mirror SESSION PORT fast|slow TRUNCATE]... [--max-steps K]");
+		    "[--mirror SESSION PORT fast|slow TRUNCATE]... [--fresh] [--max-steps K]");
 	if (a->n_ports > MAX_PORTS)
 		die("--ports %u: at most %d", a->n_ports, MAX_PORTS);
 	if (!a->max_steps)
@@ -553,6 +562,26 @@ static int pipeline_idle(const struct rte_swx_pipeline *p)
 	return 1;
 }
 
+/* --fresh: every thread's metadata and header storage zeroed, every header back on its own storage
+ * (an extracted header's struct points into the last packet's buffer until the thread validates or
+ * extracts it again). */
+static void pipeline_fresh(struct rte_swx_pipeline *p)
+{
+	uint32_t i;
+
+	for (i = 0; i < RTE_SWX_PIPELINE_THREADS_MAX; i++) {
+		struct thread *t = &p->threads[i];
+		struct header *h;
+
+		if (p->metadata_st && t->metadata)
+			memset(t->metadata, 0, p->metadata_st->n_bits / 8);
+		TAILQ_FOREACH(h, &p->headers, node) {
+			memset(t->headers[h->id].ptr0, 0, t->headers[h->id].n_bytes);
+			t->structs[h->struct_id] = t->headers[h->id].ptr0;
+		}
+	}
+}
+
 static void hex_line(FILE *f, const char *path, uint32_t index, uint32_t port, const uint8_t *d, uint32_t len)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -684,6 +713,8 @@ int main(int argc, char **argv)
 			die("frame %u: %u bytes do not fit an mbuf", i, frames[i].len);
 		if (frames[i].len)
 			memcpy(dst, frames[i].data, frames[i].len);
+		if (a.fresh)
+			pipeline_fresh(p);
 		if (rte_ring_sp_enqueue(in_rings[frames[i].port], m))
 			die("frame %u: input ring %u full", i, frames[i].port);
 		while (!rte_ring_empty(in_rings[frames[i].port]) || !pipeline_idle(p)) {

@@ -393,6 +393,31 @@ fn every_example_spec_runs_and_twice_gives_the_same_bytes() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn fresh_runs_tell_the_frames_that_read_what_earlier_frames_left() -> Result<()> {
+    // A spec that reads a metadata field before writing it: a frame leaves on port 0 when
+    // m.seen was 0, on port 1 when an earlier frame on the same pipeline thread set it.
+    let dir = std::env::temp_dir().join(format!("cadence-swx-fresh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let spec = dir.join("stale.spec");
+    std::fs::write(
+        &spec,
+        "struct m_t {\n\tbit<32> port\n\tbit<32> seen\n}\nmetadata instanceof m_t\napply {\n\trx m.port\n\t\
+         jmpeq STALE m.seen 1\n\tmov m.seen 1\n\ttx m.port\n\tSTALE : mov m.port 1\n\ttx m.port\n}\n",
+    )?;
+    let frames: Vec<Frame> = (0..40u8).map(|i| on(0, udp4([2; 6], [1; 4], [2, 0, 0, i], 64, 20))).collect();
+    let ports = |fresh: bool| -> Result<Vec<u32>> {
+        let out = runner()?.run(&Job { fresh, ..Job::new(&spec, 2) }, &frames)?;
+        ensure!(out.len() == frames.len() && out.iter().enumerate().all(|(i, o)| o.input == i));
+        Ok(out.iter().map(|o| o.port).collect())
+    };
+    let (dpdk, fresh) = (ports(false)?, ports(true)?);
+    ensure!(fresh.iter().all(|&p| p == 0), "--fresh: a frame saw an earlier one: {fresh:?}");
+    ensure!(dpdk.contains(&1), "DPDK's pipeline kept no state from frame to frame: {dpdk:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 /// The runner's error for a job expected to fail.
 fn failure(job: &Job) -> Result<String> {
     let frames = [on(0, udp4([2, 0, 0, 0, 0, 2], [0; 4], [10, 0, 0, 1], 64, 18))];

@@ -167,8 +167,9 @@ enum Cmd {
     /// Run a P4 pipeline spec through DPDK 22.11's SWX pipeline, the reference runner
     /// (bench/swx/swx_run.c; provisions DPDK's packages and internal headers, builds the
     /// runner once): `cargo xtask swx -- --spec S --ports N --in IN.pcap --out OUT [--table
-    /// NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX]`. OUT gets one line per output
-    /// frame, `INPUT_INDEX OUTPUT_PORT HEX`; docs/P4.md.
+    /// NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--mirror SESSION PORT fast|slow
+    /// TRUNCATE]... [--fresh]`. OUT gets one line per output frame, `INPUT_INDEX OUTPUT_PORT
+    /// HEX`; docs/P4.md.
     Swx {
         /// The runner's arguments (after `--`).
         #[arg(last = true)]

@@ -100,6 +100,9 @@ pub struct Job {
     pub ports: u32,
     /// Packet mirroring sessions to set.
     pub mirrors: Vec<Mirror>,
+    /// Every frame starts from zeroed metadata and header storage, as in a new pipeline
+    /// (`swx_run --fresh`); otherwise it sees what earlier frames left, as in DPDK.
+    pub fresh: bool,
 }
 
 /// A packet mirroring session: where the copies of the packets marked for it go.
@@ -121,7 +124,7 @@ impl Job {
 
     /// A job on the spec at `spec`.
     pub fn new(spec: impl Into<PathBuf>, ports: u32) -> Self {
-        Self { spec: spec.into(), tables: Vec::new(), ports, mirrors: Vec::new() }
+        Self { spec: spec.into(), tables: Vec::new(), ports, mirrors: Vec::new(), fresh: false }
     }
 
     /// Sets a packet mirroring session.
@@ -225,6 +228,9 @@ impl Runner {
         }
         for (name, file) in &job.tables {
             cmd.arg("--table").arg(name).arg(file);
+        }
+        if job.fresh {
+            cmd.arg("--fresh");
         }
         for m in &job.mirrors {
             let clone = if m.fast { "fast" } else { "slow" };
