@@ -42,7 +42,10 @@
  *
  *   INPUT_INDEX OUTPUT_PORT HEX_BYTES
  *
- * e.g. `0 1 aabbcc...` (input index from 0, lowercase hex, no spaces inside the bytes). With
+ * e.g. `0 1 aabbcc...` (input index from 0, lowercase hex, no spaces inside the bytes). A frame
+ * whose length runs past its buffer — DPDK's `extract` does not check a frame's length, so a
+ * runt's length wraps — is not read: its line is `INPUT_INDEX OUTPUT_PORT !LENGTH`. The frame
+ * buffers are zeroed before each frame, so what a spec extracts past a runt's end is zeros. With
  * `--out-pcap PREFIX`, every output port also gets PREFIX.portJ.pcap, each frame stamped with its
  * input index as the seconds (microseconds 0), for Wireshark. Same inputs, same output bytes:
  * nothing here reads the clock (DPDK's learner and meters do read the TSC; see the report of
@@ -601,7 +604,7 @@ int main(int argc, char **argv)
 {
 	struct args a;
 	struct frame *frames;
-	uint32_t n_frames, n_in, i, j, n_out_frames = 0, n_dropped = 0;
+	uint32_t n_frames, n_in, i, j, n_out_frames = 0, n_dropped = 0, n_overruns = 0;
 	struct rte_ring *in_rings[MAX_PORTS], *out_rings[MAX_PORTS];
 	struct rte_mempool *pool;
 	struct rte_swx_pipeline *p = NULL;
@@ -708,6 +711,9 @@ int main(int argc, char **argv)
 
 		if (!m)
 			die("frame %u: no mbuf", i);
+		/* The whole buffer zeroed: a spec that extracts past a runt's end reads zeros, not what an
+		 * earlier frame left in this buffer. */
+		memset(m->buf_addr, 0, m->buf_len);
 		dst = rte_pktmbuf_append(m, (uint16_t)frames[i].len);
 		if (!dst && frames[i].len)
 			die("frame %u: %u bytes do not fit an mbuf", i, frames[i].len);
@@ -732,6 +738,16 @@ int main(int argc, char **argv)
 				const uint8_t *d;
 				uint8_t *copy = NULL;
 
+				if (om->nb_segs == 1 && (uint64_t)om->data_off + om->pkt_len > om->buf_len) {
+					/* A length that runs past the buffer: a runt whose extracted headers were
+					 * longer than it (DPDK does not check), its length wrapped. */
+					if (fprintf(out, "%u %u !%u\n", i, j, om->pkt_len) < 0)
+						die("%s: write error", a.out);
+					rte_pktmbuf_free(om);
+					sent++;
+					n_overruns++;
+					continue;
+				}
 				if (om->nb_segs == 1)
 					d = rte_pktmbuf_mtod(om, const uint8_t *);
 				else {
@@ -760,8 +776,8 @@ int main(int argc, char **argv)
 			die("%s: write error", pcap_paths[j]);
 		free(pcap_paths[j]);
 	}
-	fprintf(stderr, "swx_run: %s: %u frames in, %u frames out, %u inputs with no output\n", a.spec, n_frames,
-		n_out_frames, n_dropped);
+	fprintf(stderr, "swx_run: %s: %u frames in, %u frames out (%u past their buffer), %u inputs with no output\n",
+		a.spec, n_frames, n_out_frames, n_overruns, n_dropped);
 
 	/* The pipeline is left to the process's exit: DPDK 22.11's rte_swx_pipeline_free() reports
 	 * "EAL: Error: Invalid memory" when it frees fib.spec's pipeline (an rte_free of memory that

@@ -418,6 +418,30 @@ fn fresh_runs_tell_the_frames_that_read_what_earlier_frames_left() -> Result<()>
     Ok(())
 }
 
+#[test]
+fn a_runt_extracted_past_its_end_is_flagged_not_read() -> Result<()> {
+    // `extract` does not check the frame's length: a 10-byte frame loses a 14-byte header that
+    // is not emitted again, and its length wraps. The runner reports its length, not its bytes;
+    // a long enough frame comes out without the header.
+    let dir = std::env::temp_dir().join(format!("cadence-swx-runt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let spec = dir.join("decap.spec");
+    std::fs::write(
+        &spec,
+        "struct e_t {\n\tbit<48> d\n\tbit<48> s\n\tbit<16> t\n}\nheader eth instanceof e_t\n\
+         struct m_t {\n\tbit<32> p\n}\nmetadata instanceof m_t\napply {\n\trx m.p\n\textract h.eth\n\ttx m.p\n}\n",
+    )?;
+    let frames = [on(0, vec![0x5a; 10]), on(0, (0..60).collect())];
+    let out = runner()?.run(&Job::new(&spec, 1), &frames)?;
+    let want = vec![
+        Output { input: 0, port: 0, bytes: Vec::new(), overrun: Some(10u32.wrapping_sub(14)) },
+        Output { input: 1, port: 0, bytes: (14..60).collect(), overrun: None },
+    ];
+    ensure!(out == want, "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 /// The runner's error for a job expected to fail.
 fn failure(job: &Job) -> Result<String> {
     let frames = [on(0, udp4([2, 0, 0, 0, 0, 2], [0; 4], [10, 0, 0, 1], 64, 18))];

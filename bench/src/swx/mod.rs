@@ -88,6 +88,10 @@ pub struct Output {
     pub input: usize,
     pub port: u32,
     pub bytes: Vec<u8>,
+    /// `Some(length)`: DPDK sent a frame whose length runs past its buffer (a runt whose
+    /// extracted headers were longer than it: its length wrapped); `bytes` is then empty. Such a
+    /// frame is undefined for a comparison.
+    pub overrun: Option<u32>,
 }
 
 /// A spec and what to run it with.
@@ -267,7 +271,8 @@ pub fn pcap(frames: &[Frame]) -> Vec<u8> {
     v
 }
 
-/// Parses `swx_run`'s output records: `INPUT_INDEX OUTPUT_PORT HEX_BYTES` a line.
+/// Parses `swx_run`'s output records: `INPUT_INDEX OUTPUT_PORT HEX_BYTES` a line, or
+/// `INPUT_INDEX OUTPUT_PORT !LENGTH` for a frame whose length runs past its buffer.
 pub fn parse_outputs(text: &str) -> Result<Vec<Output>> {
     text.lines()
         .enumerate()
@@ -276,17 +281,19 @@ pub fn parse_outputs(text: &str) -> Result<Vec<Output>> {
             let (Some(i), Some(p), Some(h), None) = (w.next(), w.next(), w.next(), w.next()) else {
                 bail!("output line {}: not 'INDEX PORT HEX': {l:?}", n + 1);
             };
+            let input = i.parse().with_context(|| format!("output line {}: bad index {i:?}", n + 1))?;
+            let port = p.parse().with_context(|| format!("output line {}: bad port {p:?}", n + 1))?;
+            if let Some(len) = h.strip_prefix('!') {
+                let len = len.parse().with_context(|| format!("output line {}: bad length {len:?}", n + 1))?;
+                return Ok(Output { input, port, bytes: Vec::new(), overrun: Some(len) });
+            }
             ensure!(h.len() % 2 == 0, "output line {}: odd number of hex digits", n + 1);
             let bytes = (0..h.len())
                 .step_by(2)
                 .map(|k| u8::from_str_radix(&h[k..k + 2], 16))
                 .collect::<Result<Vec<u8>, _>>()
                 .with_context(|| format!("output line {}: bad hex", n + 1))?;
-            Ok(Output {
-                input: i.parse().with_context(|| format!("output line {}: bad index {i:?}", n + 1))?,
-                port: p.parse().with_context(|| format!("output line {}: bad port {p:?}", n + 1))?,
-                bytes,
-            })
+            Ok(Output { input, port, bytes, overrun: None })
         })
         .collect()
 }
@@ -297,11 +304,16 @@ mod tests {
 
     #[test]
     fn parses_records() {
-        let o = parse_outputs("0 1 aabb\n3 0 \n").expect("parsed");
+        let o = parse_outputs("0 1 aabb\n3 0 \n4 2 !4294967290\n").expect("parsed");
         assert_eq!(
             o,
-            vec![Output { input: 0, port: 1, bytes: vec![0xaa, 0xbb] }, Output { input: 3, port: 0, bytes: vec![] }]
+            vec![
+                Output { input: 0, port: 1, bytes: vec![0xaa, 0xbb], overrun: None },
+                Output { input: 3, port: 0, bytes: vec![], overrun: None },
+                Output { input: 4, port: 2, bytes: vec![], overrun: Some(4_294_967_290) }
+            ]
         );
+        assert!(parse_outputs("0 1 !x\n").is_err());
         assert!(parse_outputs("0 1\n").is_err());
         assert!(parse_outputs("0 1 abc\n").is_err());
         assert!(parse_outputs("0 1 zz\n").is_err());
