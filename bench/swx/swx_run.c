@@ -36,6 +36,10 @@
  *     without it, as in DPDK, a frame can see what earlier frames left there. Running both ways
  *     tells the frames whose output depends on earlier frames (undefined for a comparison).
  *
+ * Exit status: 0 done; 1 a failure named on stderr (spec, table file, EAL, input, …); 3 the pipeline
+ * crashed while running a frame, named on stderr (a `tx` to a port beyond DPDK's drop port reads
+ * past its port array: DPDK does not check).
+ *
  * OUT, a text file, one line per output frame, in input order, then output port order, then the
  * order the pipeline sent them (a mirrored copy comes before or after its original as DPDK sends
  * it); a frame that was dropped has no line:
@@ -58,6 +62,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -554,6 +559,64 @@ static void load_table_file(struct rte_swx_pipeline *p, struct rte_swx_ctl_pipel
 
 /* ---- running ---- */
 
+/* The frame in the pipeline, for the crash report: DPDK does not check a `tx` port against the
+ * configured ones, and a port beyond its drop port reads past its port array. */
+static volatile sig_atomic_t current_frame = -1;
+
+/* Async-signal-safe pieces of the crash report. */
+static size_t put_str(char *buf, size_t n, size_t cap, const char *str)
+{
+	while (*str && n < cap)
+		buf[n++] = *str++;
+	return n;
+}
+
+static size_t put_num(char *buf, size_t n, size_t cap, long x)
+{
+	char d[24];
+	size_t k = 0;
+
+	if (x < 0)
+		return put_str(buf, n, cap, "?");
+	do {
+		d[k++] = (char)('0' + x % 10);
+		x /= 10;
+	} while (x);
+	while (k && n < cap)
+		buf[n++] = d[--k];
+	return n;
+}
+
+static void crashed(int sig)
+{
+	char msg[256];
+	size_t n = 0;
+
+	n = put_str(msg, n, sizeof(msg), "swx_run: the pipeline crashed (signal ");
+	n = put_num(msg, n, sizeof(msg), sig);
+	n = put_str(msg, n, sizeof(msg), ") at frame ");
+	n = put_num(msg, n, sizeof(msg), current_frame);
+	n = put_str(msg, n, sizeof(msg),
+		    ": a tx to a port beyond the configured ones, or another behaviour DPDK leaves undefined\n");
+	if (write(STDERR_FILENO, msg, n) < 0)
+		_exit(4);
+	_exit(3);
+}
+
+static void on_crash(void)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+	struct sigaction sa;
+	size_t i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = crashed;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, NULL))
+			die("sigaction: %s", strerror(errno));
+}
+
 /* Whether the pipeline holds no packet: every thread waits at `rx` with nothing to recirculate. */
 static int pipeline_idle(const struct rte_swx_pipeline *p)
 {
@@ -703,6 +766,7 @@ int main(int argc, char **argv)
 			pcaps[j] = pcap_create(pcap_paths[j]);
 		}
 	}
+	on_crash();
 	for (i = 0; i < n_frames; i++) {
 		struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
 		uint64_t steps = 0;
@@ -721,6 +785,7 @@ int main(int argc, char **argv)
 			memcpy(dst, frames[i].data, frames[i].len);
 		if (a.fresh)
 			pipeline_fresh(p);
+		current_frame = (sig_atomic_t)i;
 		if (rte_ring_sp_enqueue(in_rings[frames[i].port], m))
 			die("frame %u: input ring %u full", i, frames[i].port);
 		while (!rte_ring_empty(in_rings[frames[i].port]) || !pipeline_idle(p)) {

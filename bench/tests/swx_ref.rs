@@ -498,6 +498,17 @@ fn refusals_name_what_failed() -> Result<()> {
         "struct m_t {\n\tbit<32> p\n}\nmetadata instanceof m_t\napply {\n\trx m.p\n\trecirculate\n\ttx m.p\n}\n",
     )?)?;
     ensure!(e.contains("frame 0: not done after 1000000 pipeline steps (does the spec loop?)"), "{e}");
+    // A `tx` to a port far beyond the configured ones: DPDK does not check; the runner names the
+    // frame it crashed on.
+    let e = failure(&spec(
+        "wild.spec",
+        "struct m_t {\n\tbit<32> p\n}\nmetadata instanceof m_t\napply {\n\trx m.p\n\tmov m.p 0x7fffffff\n\ttx m.p\n}\n",
+    )?)?;
+    ensure!(
+        e.contains("the pipeline crashed (signal ")
+            && e.contains(") at frame 0: a tx to a port beyond the configured ones"),
+        "{e}"
+    );
     // EAL refuses its arguments: the runner says it was the EAL.
     let o = std::process::Command::new(&runner()?.bin).args(["--no-such-eal-option", "--", "--ports", "1"]).output()?;
     let e = String::from_utf8_lossy(&o.stderr);
