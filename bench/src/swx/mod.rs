@@ -198,6 +198,14 @@ impl Runner {
                 bail!("building {} failed:\n{}", src.display(), String::from_utf8_lossy(&out.stderr).trim());
             }
             std::fs::rename(&tmp, &bin).with_context(|| format!("moving the runner to {}", bin.display()))?;
+            // Builds of other sources or headers are stale now.
+            for e in std::fs::read_dir(&dir)?.filter_map(Result::ok) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with("swx_run-") && e.path() != bin {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
         }
         Ok(Self { bin, include })
     }
