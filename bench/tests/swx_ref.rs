@@ -442,6 +442,59 @@ fn a_runt_extracted_past_its_end_is_flagged_not_read() -> Result<()> {
     Ok(())
 }
 
+/// The records of a classic little-endian pcap: (seconds, bytes).
+fn read_pcap(data: &[u8]) -> Result<Vec<(u32, Vec<u8>)>> {
+    let word = |at: usize| -> Result<u32> {
+        let b = data.get(at..at + 4).context("truncated pcap")?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    ensure!(word(0)? == 0xa1b2_c3d4 && word(20)? == 1, "not a microsecond Ethernet pcap");
+    let (mut at, mut records) = (24, Vec::new());
+    while at < data.len() {
+        let (secs, len) = (word(at)?, word(at + 8)? as usize);
+        ensure!(word(at + 12)? as usize == len, "captured and original lengths differ");
+        records.push((secs, data.get(at + 16..at + 16 + len).context("truncated record")?.to_vec()));
+        at += 16 + len;
+    }
+    Ok(records)
+}
+
+#[test]
+fn out_pcap_writes_a_file_per_port_stamped_with_the_input_index() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("cadence-swx-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let frames: Vec<Frame> =
+        (0..6u8).map(|i| on(u32::from(i % 2), udp4([2; 6], [1; 4], [2, 0, 0, i], 64, usize::from(i)))).collect();
+    std::fs::write(dir.join("in.pcap"), cadence_bench::swx::pcap(&frames))?;
+    std::fs::write(dir.join("in.ports"), frames.iter().map(|f| format!("{}\n", f.port)).collect::<String>())?;
+    let r = runner()?;
+    let (mut cmd, _) = r.command();
+    let o = cmd
+        .arg("--spec")
+        .arg(Path::new(EXAMPLES).join("l2fwd_macswp.spec"))
+        .args(["--ports", "2", "--in"])
+        .arg(dir.join("in.pcap"))
+        .arg("--in-ports")
+        .arg(dir.join("in.ports"))
+        .arg("--out")
+        .arg(dir.join("out.txt"))
+        .arg("--out-pcap")
+        .arg(dir.join("out"))
+        .output()?;
+    ensure!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let records = cadence_bench::swx::parse_outputs(&std::fs::read_to_string(dir.join("out.txt"))?)?;
+    for port in 0..2u32 {
+        let got = read_pcap(&std::fs::read(dir.join(format!("out.port{port}.pcap")))?)?;
+        let want: Vec<(u32, Vec<u8>)> =
+            records.iter().filter(|r| r.port == port).map(|r| (r.input as u32, r.bytes.clone())).collect();
+        ensure!(want.len() == 3 && got == want, "port {port}: the pcap is not the records");
+        // l2fwd_macswp sends a frame out of its input port xor 1.
+        ensure!(got.iter().all(|(i, _)| frames[*i as usize].port == port ^ 1), "port {port}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 /// The runner's error for a job expected to fail.
 fn failure(job: &Job) -> Result<String> {
     let frames = [on(0, udp4([2, 0, 0, 0, 0, 2], [0; 4], [10, 0, 0, 1], 64, 18))];
