@@ -716,6 +716,8 @@ int main(int argc, char **argv)
 		if (!in_rings[i])
 			die("rte_ring_create(%s): %s", name, rte_strerror(rte_errno));
 		io_len += snprintf(iospec + io_len, sizeof(iospec) - io_len, "port in %u ring %s bsz 1\n", i, name);
+		if (io_len >= sizeof(iospec))
+			die("I/O spec too long");
 	}
 	for (j = 0; j < a.n_ports; j++) {
 		char name[RTE_RING_NAMESIZE];
@@ -725,9 +727,9 @@ int main(int argc, char **argv)
 		if (!out_rings[j])
 			die("rte_ring_create(%s): %s", name, rte_strerror(rte_errno));
 		io_len += snprintf(iospec + io_len, sizeof(iospec) - io_len, "port out %u ring %s bsz 1\n", j, name);
+		if (io_len >= sizeof(iospec))
+			die("I/O spec too long");
 	}
-	if (io_len >= sizeof(iospec))
-		die("I/O spec too long");
 	io = fmemopen(iospec, io_len, "r");
 	if (!io)
 		die("fmemopen: %s", strerror(errno));

@@ -11,11 +11,19 @@
 //! contract, and its output record format.
 //!
 //! What DPDK's pipeline leaves undefined, which a comparison must not count as a match or a
-//! difference: metadata and header storage are not cleared between packets (a spec reading a
-//! field it never wrote sees the previous packet's value); `extract` does not check the frame's
-//! length (a runt is read past its end); `tx` to a port beyond the configured ones is not
-//! checked (the port after them is DPDK's drop port, beyond that is out of bounds); learner
-//! timeouts and meters read the TSC, so runs are reproducible only while no timeout can expire.
+//! difference, and what the runner does about it:
+//! - metadata and header storage are not cleared between packets (a spec reading a field it
+//!   never wrote sees an earlier packet's value): [`Job::fresh`] runs every frame from a zeroed
+//!   state, so running both ways tells the frames that depend on earlier ones;
+//! - `extract` does not check the frame's length: frame buffers are zeroed before each frame (a
+//!   runt's missing bytes read as zeros), and an output whose wrapped length runs past its
+//!   buffer is reported as [`Output::overrun`], not read;
+//! - a `tx` port is not checked: the port after the configured ones is DPDK's drop port, and
+//!   beyond it DPDK reads past its port array — the runner names the frame it crashed on;
+//! - a spec can recirculate forever: the runner stops after a bound of pipeline steps a frame;
+//! - learner timeouts and meters read the TSC: runs are reproducible while no timeout can
+//!   expire. Frames go in one at a time, so a `learn` is always seen by the next frame (in
+//!   DPDK's own bursts of up to 16 it may not be).
 
 pub mod headers;
 
