@@ -495,6 +495,25 @@ fn out_pcap_writes_a_file_per_port_stamped_with_the_input_index() -> Result<()> 
     Ok(())
 }
 
+#[test]
+fn a_learner_s_file_replaces_its_default_action() -> Result<()> {
+    // A learner's table file holds its new default entry: fwd_action(port_out 2) instead of
+    // learn_action, so nothing is learned and every frame leaves on port 2; a refused default
+    // entry names its file and line.
+    let dir = std::env::temp_dir().join(format!("cadence-swx-learner-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (good, bad) = (dir.join("default.txt"), dir.join("bad.txt"));
+    std::fs::write(&good, "// the default\naction fwd_action port_out 2\n")?;
+    std::fs::write(&bad, "action no_such_action\n")?;
+    let frames: Vec<Frame> = (0..6u8).map(|i| on(0, udp4([2; 6], [1; 4], [192, 168, 1, i % 2], 64, 20))).collect();
+    let out = runner()?.run(&Job::example("learner", 4).table("fwd_table", &good), &frames)?;
+    ensure!(out.len() == frames.len() && out.iter().all(|o| o.port == 2), "{out:?}");
+    let e = failure(&Job::example("learner", 4).table("fwd_table", &bad))?;
+    ensure!(e.contains("bad.txt line 1: learner fwd_table refused the default entry: action no_such_action"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 /// The runner's error for a job expected to fail.
 fn failure(job: &Job) -> Result<String> {
     let frames = [on(0, udp4([2, 0, 0, 0, 0, 2], [0; 4], [10, 0, 0, 1], 64, 18))];
