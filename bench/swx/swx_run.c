@@ -333,6 +333,21 @@ static void read_in_ports(const char *path, struct frame *frames, uint32_t n_fra
 
 /* ---- codegen and the shared object ---- */
 
+/* Without --work: the temporary directory and its three files, removed however the run ends
+ * (exit, die, or the crash handler: unlink and rmdir are async-signal-safe). */
+static char tmp_dir[4096], tmp_files[3][4200];
+
+static void remove_tmp_work(void)
+{
+	int k;
+
+	if (!tmp_dir[0])
+		return;
+	for (k = 0; k < 3; k++)
+		unlink(tmp_files[k]);
+	rmdir(tmp_dir);
+}
+
 static void run_cmd(char *const argv[])
 {
 	pid_t pid = fork();
@@ -598,6 +613,7 @@ static void crashed(int sig)
 	n = put_num(msg, n, sizeof(msg), current_frame);
 	n = put_str(msg, n, sizeof(msg),
 		    ": a tx to a port beyond the configured ones, or another behaviour DPDK leaves undefined\n");
+	remove_tmp_work();
 	if (write(STDERR_FILENO, msg, n) < 0)
 		_exit(4);
 	_exit(3);
@@ -676,7 +692,7 @@ int main(int argc, char **argv)
 	char *pcap_paths[MAX_PORTS] = {0};
 	char work[4096], c_file[4200], o_file[4200], so_file[4200], iospec[8192];
 	size_t io_len = 0;
-	int eal, status, made_work = 0;
+	int eal, status;
 
 	eal = rte_eal_init(argc, argv);
 	if (eal < 0)
@@ -699,11 +715,18 @@ int main(int argc, char **argv)
 		snprintf(work, sizeof(work), "/tmp/swx_run.XXXXXX");
 		if (!mkdtemp(work))
 			die("mkdtemp: %s", strerror(errno));
-		made_work = 1;
 	}
 	snprintf(c_file, sizeof(c_file), "%s/pipeline.c", work);
 	snprintf(o_file, sizeof(o_file), "%s/pipeline.o", work);
 	snprintf(so_file, sizeof(so_file), "%s/pipeline.so", work);
+	if (!a.work) {
+		snprintf(tmp_files[0], sizeof(tmp_files[0]), "%s", c_file);
+		snprintf(tmp_files[1], sizeof(tmp_files[1]), "%s", o_file);
+		snprintf(tmp_files[2], sizeof(tmp_files[2]), "%s", so_file);
+		snprintf(tmp_dir, sizeof(tmp_dir), "%s", work);
+		if (atexit(remove_tmp_work))
+			die("atexit failed");
+	}
 	codegen(a.spec, c_file);
 	build_lib(&a, c_file, o_file, so_file);
 
@@ -853,12 +876,6 @@ int main(int argc, char **argv)
 	for (i = 0; i < n_frames; i++)
 		free(frames[i].data);
 	free(frames);
-	if (made_work) {
-		unlink(c_file);
-		unlink(o_file);
-		unlink(so_file);
-		rmdir(work);
-	}
 	rte_eal_cleanup();
 	return 0;
 }
