@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cadence_build::image::{self, Profile};
 use cadence_harness::traffic::Sizes;
 use clap::{Parser, Subcommand};
@@ -163,6 +163,17 @@ enum Cmd {
         /// at most 0.2 CPUs over 2 s); a round that turns noisy is still refused.
         #[arg(long, default_value_t = 0)]
         wait_quiet: u64,
+    },
+    /// Run a P4 pipeline spec through DPDK 22.11's SWX pipeline, the reference runner
+    /// (bench/swx/swx_run.c; provisions DPDK's packages and internal headers, builds the
+    /// runner once): `cargo xtask swx -- --spec S --ports N --in IN.pcap --out OUT [--table
+    /// NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--mirror SESSION PORT fast|slow
+    /// TRUNCATE]... [--fresh]`. OUT gets one line per output frame, `INPUT_INDEX OUTPUT_PORT
+    /// HEX`; docs/P4.md.
+    Swx {
+        /// The runner's arguments (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
     },
     /// Everything: fmt check, clippy (host and bare metal), the loom models, Miri, a short
     /// run of every fuzz target, QEMU provisioning, the image build, and `cargo test
@@ -341,6 +352,14 @@ fn real_main() -> Result<ExitCode> {
                 wait_quiet: std::time::Duration::from_secs(wait_quiet),
             };
             if !cadence_bench::peers::run(&opts)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Swx { args } => {
+            let runner = cadence_bench::swx::Runner::build()?;
+            let (mut cmd, _) = runner.command();
+            let st = cmd.args(&args).status().with_context(|| format!("starting {}", runner.bin.display()))?;
+            if !st.success() {
                 return Ok(ExitCode::FAILURE);
             }
         }

@@ -127,6 +127,12 @@ pub fn test() -> Result<()> {
     cadence_build::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
     println!("\n==> xtask test: dpdk-test-acl (the ACL's differential test against rte_acl)");
     cadence_build::provision::ensure_test_acl().context("xtask test: step 'dpdk-test-acl' failed")?;
+    println!(
+        "\n==> xtask test: DPDK's SWX pipeline (the P4 reference runner: libdpdk-dev, dpdk-doc, gcc, the internal headers)"
+    );
+    cadence_bench::swx::ensure_packages().context("xtask test: step 'SWX pipeline' failed")?;
+    let include = cadence_bench::swx::headers::ensure_headers().context("xtask test: step 'SWX pipeline' failed")?;
+    println!("{}", include.display());
     println!("\n==> xtask test: python3 and ethtool (the URL filter's evasion suite: a real HTTP server)");
     cadence_build::provision::ensure_evasion_tools().context("xtask test: step 'python3, ethtool' failed")?;
     println!("\n==> xtask test: ping (the router test's hosts)");
