@@ -12,8 +12,17 @@
 //! - IPv4 TCP and UDP are translated by their ports, ICMP echo request/reply by the echo
 //!   identifier (RFC 5508 §3.1: the identifier is the query's "port"; a request out of the
 //!   inside takes a mapping, the reply to the external address and identifier is restored);
-//!   other ICMP, other protocols, non-first fragments (no ports) and IPv6 are dropped with
-//!   `NfUnsupported`.
+//!   ICMP error messages (destination unreachable, source quench, time exceeded, parameter
+//!   problem) are translated with the packet they quote (RFC 5508 §4.2, RFC 3022 §4.3): one
+//!   coming in, sent to the external address about a packet the NAT translated going out,
+//!   gets the inside address as its destination and the quoted packet's source (address,
+//!   port or echo identifier, its header checksum and its TCP/UDP/echo checksum where the
+//!   quote holds it) restored; one going out from an inside host about a packet that came in
+//!   through a mapping gets the external address as its source and the quoted packet's
+//!   destination translated. The ICMP checksum is computed anew over the message. An error
+//!   whose quoted packet matches no mapping is dropped as `NatNoMapping` (never created
+//!   one). Other ICMP, other protocols, non-first fragments (no ports) and IPv6 are dropped
+//!   with `NfUnsupported`.
 //! - Expiry: the outbound table is `NotifyControl` with one profile of `timeout`; outbound hits
 //!   restart the timer at most every eighth of it (RFC 4787 REQ-6: outbound refresh; inbound
 //!   packets do not refresh). Each batch sweeps a few buckets and reclaims a few reported
@@ -313,6 +322,8 @@ pub struct NatCounters {
     pub deferred: u64,
     /// New mappings refused because the pending list was full (dropped as `flow_table_full`).
     pub pending_full: u64,
+    /// ICMP errors translated with the packet they quote (either way).
+    pub icmp_errors: u64,
 }
 
 /// The NAT NF of one worker core.
@@ -496,6 +507,145 @@ impl Nat {
     }
 }
 
+impl Nat {
+    /// Translates the ICMP error `p` (and the packet it quotes) through the mapping of the
+    /// quoted packet's flow; `None` if `p` is not an ICMP error with an IPv4 TCP, UDP or echo
+    /// request quote (left to the caller's `NfUnsupported`). Out of line: errors are rare.
+    #[cold]
+    #[inline(never)]
+    fn icmp_error(
+        &mut self,
+        frame: &mut [u8],
+        p: &mut Parsed,
+        outbound: bool,
+        now: Instant,
+    ) -> Option<Result<(), DropReason>> {
+        let q = quoted(frame, p)?;
+        let shared = Arc::clone(&self.shared);
+        let ext = shared.cfg.external_addr;
+        let (IpAddr::V4(_), IpAddr::V4(dst)) = (p.flow.src, p.flow.dst) else { return None };
+        if outbound {
+            // An inside host about a packet that came in: the quote runs remote → inside, the
+            // reverse of the mapping's outbound flow (echo quotes are never mapped inbound).
+            if q.proto == crate::parse::PROTO_ICMP {
+                return Some(Err(DropReason::NatNoMapping));
+            }
+            let k = key(q.dst, q.dport, q.src, q.sport, q.proto);
+            let Applied::Hit { action: OutMap::Translate { port, .. }, .. } =
+                shared.out.apply(&mut self.out_lane, &k, now)
+            else {
+                return Some(Err(DropReason::NatNoMapping));
+            };
+            rewrite(frame, p, Side::Src, &ext, None)?;
+            p.flow.src = IpAddr::V4(ext);
+            Some(rewrite_quoted(frame, p, &q, Side::Dst, ext, port).ok_or(DropReason::NfUnsupported))
+        } else {
+            // Sent to the external address about a packet that went out translated.
+            if dst != ext || q.src != ext {
+                return Some(Err(DropReason::NatNoMapping));
+            }
+            let k = key(q.dst, q.dport, ext, q.sport, q.proto);
+            let Applied::Hit { action: InMap::Restore { addr, port }, .. } =
+                shared.inb.apply(&mut self.in_lane, &k, now)
+            else {
+                return Some(Err(DropReason::NatNoMapping));
+            };
+            rewrite(frame, p, Side::Dst, &addr, None)?;
+            p.flow.dst = IpAddr::V4(addr);
+            Some(rewrite_quoted(frame, p, &q, Side::Src, addr, port).ok_or(DropReason::NfUnsupported))
+        }
+    }
+}
+
+/// ICMP types whose message quotes the packet that caused it (RFC 792): destination
+/// unreachable, source quench, time exceeded, parameter problem.
+const ICMP_ERRORS: [u8; 4] = [3, 4, 11, 12];
+
+/// The packet an ICMP error quotes: where its IPv4 header and transport header start, its
+/// protocol, addresses and "ports" (TCP/UDP ports; for an echo request its identifier as the
+/// source port and 0, as the NAT keys echo flows).
+#[derive(Debug, Clone, Copy)]
+struct Quoted {
+    ip: usize,
+    l4: usize,
+    proto: u8,
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+}
+
+/// The quote of the ICMP error `p` (IPv4, first fragment), if it holds an IPv4 TCP, UDP or
+/// echo request header with its ports (the first 8 bytes after the quoted IP header, which
+/// RFC 792 guarantees).
+fn quoted(frame: &[u8], p: &Parsed) -> Option<Quoted> {
+    if p.l3 != L3Kind::Ipv4 || p.l4 != L4Kind::Icmp || p.fragment == Fragment::Later {
+        return None;
+    }
+    let l4 = usize::from(p.l4_offset);
+    if !ICMP_ERRORS.contains(frame.get(l4)?) {
+        return None;
+    }
+    let ip = l4 + 8;
+    let h = frame.get(ip..ip + 20)?;
+    let ihl = usize::from(h[0] & 0x0F) * 4;
+    if h[0] >> 4 != 4 || ihl < 20 || u16::from_be_bytes([h[6], h[7]]) & 0x1FFF != 0 {
+        return None;
+    }
+    let (proto, src, dst) = (h[9], [h[12], h[13], h[14], h[15]], [h[16], h[17], h[18], h[19]]);
+    let t = frame.get(ip + ihl..ip + ihl + 8)?;
+    let (sport, dport) = match proto {
+        crate::parse::PROTO_TCP | crate::parse::PROTO_UDP => {
+            (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]))
+        }
+        crate::parse::PROTO_ICMP if t[0] == ICMP_ECHO_REQUEST => (u16::from_be_bytes([t[4], t[5]]), 0),
+        _ => return None,
+    };
+    Some(Quoted { ip, l4: ip + ihl, proto, src, dst, sport, dport })
+}
+
+/// Rewrites one side of the quoted packet `q` inside the ICMP error `p` to `addr:port`
+/// (`Side::Src`: its source, or for an echo request its identifier): the quoted IP header's
+/// checksum and the quoted TCP/UDP/echo checksum (when the quote reaches it; a UDP checksum of
+/// 0 stays 0) follow incrementally; then the ICMP checksum is computed anew over the message
+/// (what the outer IP header says is there, bounded by the frame).
+fn rewrite_quoted(frame: &mut [u8], p: &Parsed, q: &Quoted, side: Side, addr: [u8; 4], port: u16) -> Option<()> {
+    use crate::checksum::{update_bytes, update16};
+    let (l3, l4) = (usize::from(p.l3_offset), usize::from(p.l4_offset));
+    let total = usize::from(u16::from_be_bytes(frame.get(l3 + 2..l3 + 4)?.try_into().ok()?));
+    // The message's end: what the outer IP header says, bounded by the frame (not padding).
+    let end = (l3 + total).min(frame.len());
+    let at = q.ip + if side == Side::Src { 12 } else { 16 };
+    let old: [u8; 4] = frame.get(at..at + 4)?.try_into().ok()?;
+    frame.get_mut(at..at + 4)?.copy_from_slice(&addr);
+    let c = u16::from_be_bytes(frame.get(q.ip + 10..q.ip + 12)?.try_into().ok()?);
+    frame.get_mut(q.ip + 10..q.ip + 12)?.copy_from_slice(&update_bytes(c, &old, &addr).to_be_bytes());
+    let (port_at, ck_at, pseudo) = match q.proto {
+        crate::parse::PROTO_TCP => (q.l4 + if side == Side::Src { 0 } else { 2 }, q.l4 + 16, true),
+        crate::parse::PROTO_UDP => (q.l4 + if side == Side::Src { 0 } else { 2 }, q.l4 + 6, true),
+        _ => (q.l4 + 4, q.l4 + 2, false),
+    };
+    let old_port = u16::from_be_bytes(frame.get(port_at..port_at + 2)?.try_into().ok()?);
+    frame.get_mut(port_at..port_at + 2)?.copy_from_slice(&port.to_be_bytes());
+    if let Some(ck) = frame.get(ck_at..ck_at + 2).filter(|_| ck_at + 2 <= end).map(|c| u16::from_be_bytes([c[0], c[1]]))
+    {
+        let none = q.proto == crate::parse::PROTO_UDP && ck == 0;
+        if !none {
+            let mut c = if pseudo { update_bytes(ck, &old, &addr) } else { ck };
+            c = update16(c, old_port, port);
+            if q.proto == crate::parse::PROTO_UDP && c == 0 {
+                c = 0xFFFF;
+            }
+            frame.get_mut(ck_at..ck_at + 2)?.copy_from_slice(&c.to_be_bytes());
+        }
+    }
+    let msg = frame.get_mut(l4..end)?;
+    msg.get_mut(2..4)?.fill(0);
+    let c = crate::checksum::checksum(msg);
+    msg.get_mut(2..4)?.copy_from_slice(&c.to_be_bytes());
+    Some(())
+}
+
 impl Drop for Nat {
     fn drop(&mut self) {
         // Deferred steps are finished now (a bucket is busy only for a bounded while).
@@ -556,6 +706,16 @@ impl Nf for Nat {
             let outbound = p.ingress == shared.cfg.inside_port;
             let ports = nat_ports(pool.frame(p.buf), &p.parsed, outbound);
             let (IpAddr::V4(src), IpAddr::V4(dst), Some((sport, dport))) = (f.src, f.dst, ports) else {
+                if let Some(done) = self.icmp_error(pool.frame_mut(p.buf), &mut p.parsed, outbound, ctx.now) {
+                    match done {
+                        Ok(()) => self.counters.icmp_errors += 1,
+                        Err(reason) => {
+                            self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
+                            p.verdict = Verdict::Drop(reason);
+                        }
+                    }
+                    continue;
+                }
                 self.counters.unsupported += 1;
                 p.verdict = Verdict::Drop(DropReason::NfUnsupported);
                 continue;
@@ -617,7 +777,7 @@ impl Nf for Nat {
         let c = &self.counters;
         write!(
             w,
-            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={} nat_deferred={} nat_pending_full={} nat_pending={}",
+            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={} nat_deferred={} nat_pending_full={} nat_pending={} nat_icmp_errors={}",
             c.outbound,
             c.inbound,
             c.mappings,
@@ -628,7 +788,8 @@ impl Nf for Nat {
             c.table_full,
             c.deferred,
             c.pending_full,
-            self.pending.len()
+            self.pending.len(),
+            c.icmp_errors
         )
     }
 }

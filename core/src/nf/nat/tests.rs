@@ -311,3 +311,104 @@ fn icmp_echo_is_translated_by_its_identifier() {
     assert_eq!(run(&mut nat, &[unreach], INSIDE, Instant(3))[0].verdict, Verdict::Drop(DropReason::NfUnsupported));
     assert_eq!(nat.counters().mappings, 2);
 }
+
+/// An ICMP error (`ty`, `code`) from `src` to `dst` quoting `quote` (checksums set).
+fn icmp_error(src: [u8; 4], dst: [u8; 4], ty: u8, code: u8, quote: &[u8]) -> Vec<u8> {
+    let mut msg = std::vec![ty, code, 0, 0, 0, 0, 0, 0];
+    msg.extend_from_slice(quote);
+    let c = crate::checksum::checksum(&msg);
+    msg[2..4].copy_from_slice(&c.to_be_bytes());
+    frame(v4(src), v4(dst), 1, 0, 0, &msg)
+}
+
+/// The IP packet of `f` (from the IP header), its first `n` bytes.
+fn ip_part(f: &[u8], n: usize) -> Vec<u8> {
+    f[14..(14 + n).min(f.len())].to_vec()
+}
+
+/// What etherparse reads in the ICMP error `f`: (outer source, outer destination, ICMP
+/// message bytes); the outer IPv4 and ICMP checksums verified.
+fn read_error(f: &[u8]) -> ([u8; 4], [u8; 4], Vec<u8>) {
+    let p = etherparse::SlicedPacket::from_ethernet(f).expect("etherparse reads it");
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+    let h = ip.header().to_header();
+    assert_eq!(h.header_checksum, h.calc_header_checksum(), "outer IPv4 checksum");
+    let Some(etherparse::TransportSlice::Icmpv4(i)) = &p.transport else { panic!("not ICMP") };
+    assert!(crate::checksum::verify(i.slice()), "ICMP checksum");
+    (h.source, h.destination, i.slice().to_vec())
+}
+
+#[test]
+fn icmp_errors_coming_in_restore_the_quoted_packet_exactly() {
+    let mut nat = nat((40000, 40010), 1_000_000);
+    let (host, server, router) = ([192, 168, 1, 10], [8, 8, 8, 8], [198, 51, 100, 1]);
+    for proto in [17u8, 6] {
+        let out = frame(v4(host), v4(server), proto, 5000, 53, b"query");
+        let sent = run(&mut nat, std::slice::from_ref(&out), INSIDE, Instant(1)).remove(0).frame;
+        // Port unreachable from the server, quoting 28 bytes (RFC 792); time exceeded from a
+        // router on the way quoting the whole datagram (as Linux does).
+        let whole = sent.len() - 14;
+        for (from, ty, code, n) in [(server, 3, 3, 28), (router, 11, 0, whole)] {
+            let err = icmp_error(from, EXT, ty, code, &ip_part(&sent, n));
+            let o = &run(&mut nat, &[err], OUTSIDE, Instant(2))[0];
+            assert_eq!(o.verdict, Verdict::Forward(0), "proto {proto} type {ty}");
+            let (src, dst, msg) = read_error(&o.frame);
+            assert_eq!((src, dst, msg[0], msg[1]), (from, host, ty, code));
+            // The quote is the packet as the host sent it, byte for byte: address, port, IP
+            // checksum, and the TCP/UDP checksum where it was quoted.
+            assert_eq!(&msg[8..], &ip_part(&out, n)[..], "proto {proto} type {ty}");
+        }
+    }
+    // An ICMP echo request's identifier: restored with the echo checksum.
+    let mut echo = std::vec![8, 0, 0, 0, 0, 77, 0, 1];
+    echo.extend_from_slice(b"ping");
+    let c = crate::checksum::checksum(&echo);
+    echo[2..4].copy_from_slice(&c.to_be_bytes());
+    let out = frame(v4(host), v4(server), 1, 0, 0, &echo);
+    let sent = run(&mut nat, std::slice::from_ref(&out), INSIDE, Instant(3)).remove(0).frame;
+    assert_ne!(sent[38..40], [0, 77], "the identifier was mapped");
+    let err = icmp_error(router, EXT, 11, 0, &ip_part(&sent, 28));
+    let o = &run(&mut nat, &[err], OUTSIDE, Instant(4))[0];
+    let (_, dst, msg) = read_error(&o.frame);
+    assert_eq!((dst, &msg[8..]), (host, &ip_part(&out, 28)[..]));
+    assert_eq!(nat.counters().icmp_errors, 5);
+
+    // Quoting a flow no mapping has, or sent to another address: dropped, no mapping made.
+    let stray = frame(v4(EXT), v4(server), 17, 40009, 53, b"?");
+    let err = icmp_error(server, EXT, 3, 3, &ip_part(&stray, 28));
+    let o = &run(&mut nat, &[err], OUTSIDE, Instant(5))[0];
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NatNoMapping));
+    let elsewhere = icmp_error(server, [203, 0, 113, 9], 3, 3, &ip_part(&stray, 28));
+    let o = &run(&mut nat, &[elsewhere], OUTSIDE, Instant(5))[0];
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NatNoMapping));
+    assert_eq!(nat.counters().mappings, 3);
+    // Other ICMP (a redirect) stays unsupported.
+    let redirect = icmp_error(router, EXT, 5, 1, &ip_part(&sent, 28));
+    let o = &run(&mut nat, &[redirect], OUTSIDE, Instant(6))[0];
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NfUnsupported));
+}
+
+#[test]
+fn icmp_errors_going_out_translate_the_quoted_packet_back() {
+    let mut nat = nat((40000, 40010), 1_000_000);
+    let (host, server) = ([192, 168, 1, 10], [8, 8, 8, 8]);
+    let out = frame(v4(host), v4(server), 17, 5000, 53, b"query");
+    let port = src_port_of(&run(&mut nat, &[out], INSIDE, Instant(1))[0].frame);
+    // The server's datagram to the mapping, as it arrives and as the host gets it.
+    let arrived = frame(v4(server), v4(EXT), 17, 53, port, b"late answer");
+    let restored = run(&mut nat, std::slice::from_ref(&arrived), OUTSIDE, Instant(2)).remove(0).frame;
+    // The host answers "port unreachable" quoting what it got: out it goes from the
+    // external address, quoting the datagram as the server sent it.
+    let err = icmp_error(host, server, 3, 3, &ip_part(&restored, 28));
+    let o = &run(&mut nat, &[err], INSIDE, Instant(3))[0];
+    assert_eq!(o.verdict, Verdict::Forward(1));
+    let (src, dst, msg) = read_error(&o.frame);
+    assert_eq!((src, dst), (EXT, server));
+    assert_eq!(&msg[8..], &ip_part(&arrived, 28)[..]);
+    // About a packet no mapping let in: dropped.
+    let other = frame(v4(server), v4(host), 17, 53, 6000, b"?");
+    let err = icmp_error(host, server, 3, 3, &ip_part(&other, 28));
+    let o = &run(&mut nat, &[err], INSIDE, Instant(4))[0];
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NatNoMapping));
+    assert_eq!((nat.counters().icmp_errors, nat.counters().mappings), (1, 1));
+}
