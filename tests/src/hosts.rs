@@ -1,0 +1,143 @@
+//! Real Linux hosts around the hosted dataplane: network namespaces with a veth each, an
+//! address and a default route via Cadence, and the dataplane itself (AF_XDP on the
+//! veths' far ends) started on a chain file and stopped with SIGINT for its `@summary`.
+//! Used by the tests that check Cadence as a gateway hosts really use (`tests/nat_icmp.rs`).
+//! Needs root and iproute2; CI runs as root. Timeouts are hang guards; nothing asserts on
+//! time.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use cadence_harness::netns::{IP, VethPairs};
+
+/// A network namespace of the test's own, deleted on drop.
+#[derive(Debug)]
+pub struct Netns(pub String);
+
+impl Netns {
+    /// Creates namespace `name`.
+    pub fn new(name: String) -> Result<Self> {
+        ip(&["netns", "add", &name])?;
+        Ok(Self(name))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new(IP).args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// A child killed on drop.
+#[derive(Debug)]
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `ip ARGS`, which must succeed.
+pub fn ip(args: &[&str]) -> Result<()> {
+    run(Command::new(IP).args(args)).map(|_| ())
+}
+
+/// Runs `cmd`, which must succeed.
+pub fn run(cmd: &mut Command) -> Result<Output> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(out)
+}
+
+/// Moves a host end into `ns` as a host at `addr`/24 whose default route is `gw`; offloads
+/// off (full checksums on the wire). No neighbour entry is set.
+pub fn host(ns: &str, ifname: &str, addr: &str, gw: &str) -> Result<()> {
+    ip(&["link", "set", ifname, "netns", ns])?;
+    ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", ifname])?;
+    ip(&["-n", ns, "link", "set", ifname, "up"])?;
+    ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    ip(&["-n", ns, "route", "add", "default", "via", gw])?;
+    run(Command::new(IP).args(["netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off"])).map(|_| ())
+}
+
+/// `args` run in namespace `ns` (any exit status: a ping that gets an ICMP error fails).
+pub fn in_ns(ns: &str, args: &[&str]) -> Result<Output> {
+    Command::new(IP).args(["netns", "exec", ns]).args(args).output().with_context(|| format!("running {args:?}"))
+}
+
+/// The hosted dataplane between the veth pairs' dataplane ends, running `chain` (a text-form
+/// chain file) with one worker.
+#[derive(Debug)]
+pub struct Dataplane {
+    child: Kill,
+    lines: Receiver<String>,
+}
+
+impl Dataplane {
+    /// Starts `bin` on `veths` (port 0, port 1) with `chain`, its stderr to `stderr`; returns
+    /// once it says `@ready`.
+    pub fn start(bin: &Path, veths: &VethPairs, chain: &Path, stderr: &Path) -> Result<Self> {
+        let mut child = Kill(
+            Command::new(IP)
+                .args(["netns", "exec", &veths.netns])
+                .arg(bin)
+                .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
+                .arg(chain)
+                .args(["workers=1", "stats_ms=0"])
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(stderr)?)
+                .spawn()
+                .context("starting the hosted dataplane")?,
+        );
+        let stdout = child.0.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) if l.starts_with("@ready") => break,
+                Ok(l) => seen.push(l),
+                Err(_) => bail!("the hosted dataplane never said @ready:\n{}", seen.join("\n")),
+            }
+        }
+        Ok(Self { child, lines: rx })
+    }
+
+    /// Stops it as STOP does (SIGINT) and returns its `@summary` line.
+    pub fn stop(self) -> Result<String> {
+        // SAFETY: kill(2) with our child's PID (not yet waited for: `Kill` waits on drop) and
+        // SIGINT, which ends the run as STOP does (the dataplane prints @summary).
+        unsafe { libc::kill(self.child.0.id() as libc::pid_t, libc::SIGINT) };
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(l) if l.starts_with("@summary") => return Ok(l),
+                Ok(_) => {}
+                Err(_) => bail!("no @summary from the dataplane after SIGINT"),
+            }
+        }
+    }
+}
+
+/// The value of counter `k` in a `@summary` line.
+pub fn counter(summary: &str, k: &str) -> Result<u64> {
+    summary
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("{k} missing in {summary}"))
+}
