@@ -10,11 +10,14 @@
 //! ```
 //!
 //! - `ping` A → B crosses (B sees the NAT address; the echo identifier is mapped).
-//! - `traceroute` (UDP) from A with its first probe at TTL 2 reaches B, whose kernel answers
-//!   the probe to a closed port with "port unreachable" to the NAT address, quoting the
-//!   translated probe; Cadence must restore the quote (and the destination) for A's
-//!   traceroute to recognise its probe: hop 2 is B. Without the translation the error is
-//!   dropped (`nat_unsupported`) and the hop shows `*`.
+//! - `traceroute` (UDP) from A: hop 1 is Cadence's own Time Exceeded about the probe NAT
+//!   translated, restored to A; hop 2 is B, whose kernel answers the probe to a closed port
+//!   with "port unreachable" to the NAT address, quoting the translated probe: Cadence must
+//!   restore the quote (and the destination) for A's traceroute to recognise its probe.
+//!   Without the translations the errors go to the NAT address (hop 1) or are dropped
+//!   (`nat_unsupported`, hop 2), and the hops show `*`.
+//! - Path MTU through the NAT: port 1's MTU is 1400; `ping -M do` of 1500 bytes from A gets
+//!   Cadence's "fragmentation needed" (mtu = 1400).
 //! - A datagram from B to the NAT address that no mapping covers: dropped, counted.
 //!
 //! Assertions are on the tools' output and the dataplane's `@summary` counters.
@@ -51,7 +54,8 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
         &toml,
         "[chain]\nnfs = [\"nat\", \"l3fwd\"]\n\n\
          [nat]\nexternal = \"10.80.2.1\"\nports = \"20000-20999\"\ninside_port = 0\n\n\
-         [[port.addr]]\nport = 0\naddr = \"10.80.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.80.1.1/24\"\n\n\
+         [[port.addr]]\nport = 0\naddr = \"10.80.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.80.1.1/24\"\n\
+         [[port.mtu]]\nport = 1\nmtu = 1400\n\n\
          [[l3fwd.route]]\nprefix = \"10.80.0.0/24\"\nport = 0\nvia = \"direct\"\n\
          [[l3fwd.route]]\nprefix = \"10.80.1.0/24\"\nport = 1\nvia = \"direct\"\n",
     )?;
@@ -65,15 +69,28 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     if !ping.status.success() {
         failures.push(format!("ping A -> B through the NAT failed:\n{}", String::from_utf8_lossy(&ping.stdout)));
     }
-    let tr = in_ns(&na.0, &["traceroute", "-n", "-q", "1", "-w", "2", "-f", "2", "-m", "2", B])?;
+    let tr = in_ns(&na.0, &["traceroute", "-n", "-q", "1", "-w", "2", "-m", "2", B])?;
     let text = String::from_utf8_lossy(&tr.stdout).into_owned();
     std::fs::write(out.join("traceroute.txt"), &text)?;
-    let hop2 = text.lines().any(|l| {
-        let mut w = l.split_whitespace();
-        w.next() == Some("2") && w.next() == Some(B)
-    });
-    if !hop2 {
+    let hop = |n: &str, addr: &str| {
+        text.lines().any(|l| {
+            let mut w = l.split_whitespace();
+            w.next() == Some(n) && w.next() == Some(addr)
+        })
+    };
+    if !hop("1", "10.80.0.1") {
+        failures.push(format!("traceroute from A: hop 1 is not Cadence's 10.80.0.1 (its own error):\n{text}"));
+    }
+    if !hop("2", B) {
         failures.push(format!("traceroute from A: hop 2 is not {B} (the port unreachable did not cross):\n{text}"));
+    }
+    // Path MTU through the NAT: port 1's MTU is 1400; Cadence's "fragmentation needed"
+    // about the translated packet reaches A.
+    let pmtu = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B])?;
+    let text = String::from_utf8_lossy(&pmtu.stdout).into_owned();
+    std::fs::write(out.join("ping_pmtu.txt"), &text)?;
+    if !text.lines().any(|l| l.starts_with("From 10.80.0.1 ") && l.contains("Frag needed and DF set (mtu = 1400)")) {
+        failures.push(format!("ping -M do -s 1472 from A: no fragmentation needed from 10.80.0.1:\n{text}"));
     }
     // B sends a datagram to the NAT address that no mapping covers: dropped as
     // nat_no_mapping (nothing comes back to B).
@@ -85,8 +102,8 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     if !failures.is_empty() {
         bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
     }
-    // The port unreachable from B crossed, translated.
-    assert!(counter(&summary, "nat_icmp_errors")? >= 1, "{summary}");
+    // B's port unreachable, Cadence's time exceeded and fragmentation needed: translated.
+    assert!(counter(&summary, "nat_icmp_errors")? >= 3, "{summary}");
     assert!(counter(&summary, "nat_mappings")? >= 2, "an echo and a UDP mapping: {summary}");
     assert!(counter(&summary, "nat_no_mapping")? >= 1, "B's stray datagram: {summary}");
     Ok(())

@@ -330,6 +330,14 @@ pub trait Nf: Send {
     fn generate(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
         let _ = (ctx, pool, batch);
     }
+    /// An ICMP error the chain built in place (`b`, the whole frame) about a packet that went
+    /// through this NF on its way out (time exceeded, no route, too big: `Chain` egress): the
+    /// NF undoes what it did to the quoted packet, as it would for the same error arriving
+    /// from the network — NAT restores the inside host as the error's destination and in the
+    /// quote, so that an inside host's traceroute and path-MTU discovery work through it.
+    /// Called in reverse chain order, only for those rare errors. The default leaves it.
+    fn own_error(&mut self, _pool: &mut Pool<'_>, _b: PacketBuf, _now: Instant) {}
+
     /// Writes this NF's own counters as ` key=value` pairs (each with a leading space,
     /// keys prefixed with the NF's name), for the stats lines.
     fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
@@ -1024,7 +1032,7 @@ impl Chain {
         for p in self.batch.pkts() {
             let to = match p.verdict {
                 Verdict::Drop(reason @ (DropReason::TtlExpired | DropReason::NoRoute)) => {
-                    Self::icmp_error(egress, r, pool, out, counters, p, reason, now);
+                    Self::icmp_error(egress, r, &mut self.nfs, pool, out, counters, p, reason, now);
                     continue;
                 }
                 Verdict::Drop(reason) => {
@@ -1035,7 +1043,7 @@ impl Chain {
             };
             let ip_len = pool.len(p.buf).saturating_sub(usize::from(p.parsed.l3_offset));
             if let Some(mtu) = r.too_big(to, ip_len) {
-                Self::too_big(egress, r, pool, out, counters, p, mtu, now);
+                Self::too_big(egress, r, &mut self.nfs, pool, out, counters, p, mtu, now);
                 continue;
             }
             let dst = match p.dst {
@@ -1065,6 +1073,7 @@ impl Chain {
     fn icmp_error(
         egress: &Egress,
         r: &mut Router,
+        nfs: &mut [Box<dyn Nf>],
         pool: &mut Pool<'_>,
         out: &mut [Batch],
         counters: &mut StageCounters,
@@ -1086,7 +1095,10 @@ impl Chain {
             }
         };
         match sent {
-            Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac)),
+            Some(mac) => {
+                Self::own_error(nfs, pool, p.buf, now);
+                Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac))
+            }
             None => Self::drop_frame(pool, counters, p.buf, reason),
         }
     }
@@ -1103,6 +1115,7 @@ impl Chain {
     fn too_big(
         egress: &Egress,
         r: &mut Router,
+        nfs: &mut [Box<dyn Nf>],
         pool: &mut Pool<'_>,
         out: &mut [Batch],
         counters: &mut StageCounters,
@@ -1125,8 +1138,18 @@ impl Chain {
             }
         };
         match sent {
-            Some(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac)),
+            Some(mac) => {
+                Self::own_error(nfs, pool, p.buf, now);
+                Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac))
+            }
             None => Self::drop_frame(pool, counters, p.buf, DropReason::TooBig),
+        }
+    }
+
+    /// Hands an ICMP error the chain built to the NFs, last first ([`Nf::own_error`]).
+    fn own_error(nfs: &mut [Box<dyn Nf>], pool: &mut Pool<'_>, b: PacketBuf, now: Instant) {
+        for nf in nfs.iter_mut().rev() {
+            nf.own_error(pool, b, now);
         }
     }
 

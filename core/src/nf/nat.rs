@@ -19,7 +19,10 @@
 //!   port or echo identifier, its header checksum and its TCP/UDP/echo checksum where the
 //!   quote holds it) restored; one going out from an inside host about a packet that came in
 //!   through a mapping gets the external address as its source and the quoted packet's
-//!   destination translated. The ICMP checksum is computed anew over the message. An error
+//!   destination translated. The ICMP checksum is computed anew over the message. The
+//!   errors the chain itself builds (time exceeded, no route, too big) about a packet NAT
+//!   translated on its way out are restored the same way (`Nf::own_error`), so that an
+//!   inside host's traceroute and path-MTU discovery work through the NAT. An error
 //!   whose quoted packet matches no mapping is dropped as `NatNoMapping` (never created
 //!   one). Other ICMP, other protocols, non-first fragments (no ports) and IPv6 are dropped
 //!   with `NfUnsupported`.
@@ -771,6 +774,16 @@ impl Nf for Nat {
             }
         }
         self.maintain(ctx.now, shared.cfg.sweep_buckets, shared.cfg.reclaims_per_batch);
+    }
+
+    fn own_error(&mut self, pool: &mut Pool<'_>, b: crate::buf::PacketBuf, now: Instant) {
+        let frame = pool.frame_mut(b);
+        let Ok(mut parsed) = crate::parse::parse(frame) else { return };
+        // About a packet this NAT translated going out: to the external address, restored as
+        // one from the network would be. Anything else is not this NAT's to change.
+        if let Some(Ok(())) = self.icmp_error(frame, &mut parsed, false, now) {
+            self.counters.icmp_errors += 1;
+        }
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {

@@ -412,3 +412,70 @@ fn icmp_errors_going_out_translate_the_quoted_packet_back() {
     assert_eq!(o.verdict, Verdict::Drop(DropReason::NatNoMapping));
     assert_eq!((nat.counters().icmp_errors, nat.counters().mappings), (1, 1));
 }
+
+/// A chain of NAT then the L3 forwarder, with the ports' addresses (a router): its own ICMP
+/// errors about packets NAT translated go to the inside host, quoting what it sent.
+#[test]
+fn the_chains_own_icmp_errors_reach_the_inside_host_through_the_nat() {
+    use crate::buf::{BUF_SIZE, Batch, Pool};
+    use crate::nf::Egress;
+    use crate::nf::config::ChainSpec;
+    use crate::stage::{Stage, StageCounters};
+    let text = "version=1\nport.addr=port:0,addr:192.168.1.1/24\nport.addr=port:1,addr:198.51.100.1/24\n\
+                port.mtu=port:1,mtu:1400\n\
+                nf=nat\nnat.external=203.0.113.7\nnat.ports=40000-40010\nnat.inside_port=0\n\
+                nf=l3fwd\nl3fwd.route=prefix:0.0.0.0/0,port:1,mac:02:00:00:00:00:99\n";
+    let spec = ChainSpec::parse(text).expect("parses");
+    let own = [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]];
+    let f = spec.build(Egress::new(own, Egress::DEFAULT_PEERS, None), crate::time::TickRate::try_new(1000).unwrap());
+    let mut chain = f.unwrap().chain_for_worker();
+    chain.enter_lane(0);
+    let mut mem = std::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    let host_mac = [2, 0xaa, 0, 0, 0, 1];
+    let (host, server) = ([192, 168, 1, 10], [8, 8, 8, 8]);
+    let mut send = |f: &[u8]| {
+        let mut input = Batch::new();
+        let b = pool.alloc().unwrap();
+        pool.set_len(b, f.len()).unwrap();
+        pool.frame_mut(b).copy_from_slice(f);
+        input.push(b).unwrap();
+        let mut out = [Batch::new(), Batch::new()];
+        let mut c = StageCounters::default();
+        let _ = chain.process(0, &mut pool, &mut input, &mut out, &mut c, Instant(5));
+        let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
+        for q in &mut out {
+            pool.free_batch(q);
+        }
+        sent
+    };
+    let with = |mut f: Vec<u8>, ttl: u8, df: bool| {
+        f[..6].copy_from_slice(&own[0]);
+        f[6..12].copy_from_slice(&host_mac);
+        f[22] = ttl;
+        f[20] = if df { 0x40 } else { 0 };
+        f[24..26].fill(0);
+        let c = crate::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f
+    };
+    // TTL 1: Time Exceeded from 192.168.1.1 to the host (not to the external address NAT
+    // gave the probe), quoting the probe exactly as the host sent it.
+    let probe = with(frame(v4(host), v4(server), 17, 33434, 33434, b"probe"), 1, false);
+    let sent = send(&probe);
+    assert!(sent[1].is_empty());
+    let (src, dst, msg) = read_error(&sent[0][0]);
+    assert_eq!((src, dst, msg[0]), ([192, 168, 1, 1], host, 11));
+    assert_eq!(&msg[8..], &ip_part(&probe, 28)[..], "the quote restored to what the host sent");
+    // Too big for port 1 with DF: fragmentation needed, to the host, MTU 1400.
+    let big = with(frame(v4(host), v4(server), 17, 5000, 53, &std::vec![1; 1500 - 28]), 64, true);
+    let sent = send(&big);
+    let (src, dst, msg) = read_error(&sent[0][0]);
+    assert_eq!((src, dst, msg[0], msg[1], u16::from_be_bytes([msg[6], msg[7]])), ([192, 168, 1, 1], host, 3, 4, 1400));
+    // The quote: as the host sent it but for the TTL the forwarder took (and its checksum).
+    let (q, want) = (&msg[8..], ip_part(&big, 28));
+    assert_eq!((&q[..8], q[8], &q[12..]), (&want[..8], want[8] - 1, &want[12..]));
+    let mut counters = std::string::String::new();
+    chain.write_counters(&mut counters).unwrap();
+    assert!(counters.contains(" nat_icmp_errors=2"), "{counters}");
+}
