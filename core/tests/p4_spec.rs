@@ -315,3 +315,105 @@ proptest! {
         }
     }
 }
+
+fn dpdk_program(spec: &str) -> p4::Program {
+    p4::load(&read("dpdk", spec)).expect("loads")
+}
+
+#[test]
+fn fib_table_files() {
+    use p4::entry::{self, Entry, KeyValue};
+    let p = dpdk_program("fib.spec");
+    let rt = p.table("routing_table").unwrap();
+    let routes = entry::parse_file(&p, rt, &read("dpdk", "fib_routing_table.txt")).unwrap();
+    assert_eq!(routes.len(), 18);
+    let group = p.action("nexthop_group_action").unwrap();
+    // match 0 0x00000000/0xC0000000 action nexthop_group_action nexthop_group_id 0
+    let Entry::Match { key, priority, prefix_len, action } = &routes[0] else { panic!("a match entry") };
+    assert_eq!(
+        key,
+        &[
+            KeyValue { value: vec![0, 0, 0, 0], mask: None },
+            KeyValue { value: vec![0, 0, 0, 0], mask: Some(vec![0xC0, 0, 0, 0]) },
+        ]
+    );
+    assert_eq!((*priority, *prefix_len), (30, Some(2)));
+    assert_eq!((action.action, action.args.as_slice()), (group, &0u32.to_le_bytes()[..]));
+
+    let nt = p.table("nexthop_table").unwrap();
+    let hops = entry::parse_file(&p, nt, &read("dpdk", "fib_nexthop_table.txt")).unwrap();
+    assert!(hops.len() >= 2);
+    // match 1 action nexthop_action ethernet_dst_addr 0xaabbcc000001 … port_out 1
+    let Entry::Match { key, action, .. } = &hops[1] else { panic!("a match entry") };
+    assert_eq!(key[0].value, 1u32.to_be_bytes());
+    let mut args = vec![];
+    args.extend_from_slice(&0xaabb_cc00_0001u64.to_le_bytes()[..6]);
+    args.extend_from_slice(&0xddee_ff00_0001u64.to_le_bytes()[..6]);
+    args.extend_from_slice(&0x0800u16.to_le_bytes());
+    args.extend_from_slice(&1u32.to_le_bytes());
+    assert_eq!(action.args, args);
+
+    let sel = p.selector("nexthop_group_table").unwrap();
+    let members = entry::parse_selector_file(sel, &read("dpdk", "fib_nexthop_group_table.txt")).unwrap();
+    assert!(members.iter().all(|m| m.weight >= 1 && m.group < sel.n_groups_max));
+    assert_eq!(members[0], entry::Member { group: 0, member: 0, weight: 1 });
+}
+
+#[test]
+fn vxlan_and_selector_table_files() {
+    use p4::entry::{self, Entry};
+    let p = dpdk_program("vxlan.spec");
+    let t = p.table("vxlan_table").unwrap();
+    let entries = entry::parse_file(&p, t, &read("dpdk", "vxlan_table.txt")).unwrap();
+    assert_eq!(entries.len(), 16);
+    let Entry::Match { key, action, .. } = &entries[4] else { panic!("a match entry") };
+    assert_eq!(key[0].value, [0xaa, 0xbb, 0xcc, 0xdd, 0x00, 0x04]);
+    assert_eq!(action.args.len() as u32, p.actions[usize::from(action.action)].arg_bytes);
+
+    let p = dpdk_program("selector.spec");
+    let s = p.selector("s").unwrap();
+    let m = entry::parse_selector_file(s, &read("dpdk", "selector.txt")).unwrap();
+    assert_eq!(m.iter().map(|m| m.weight).collect::<Vec<_>>(), [1, 1, 2, 4]);
+}
+
+#[test]
+fn table_file_refusals_name_the_line() {
+    use p4::entry;
+    let p = dpdk_program("fib.spec");
+    let rt = p.table("routing_table").unwrap();
+    let nt = p.table("nexthop_table").unwrap();
+    let err = |t, line: &str| entry::parse_line(&p, t, line, 7).unwrap_err().to_string();
+    assert_eq!(
+        err(rt, "match 0 0x0A000000/0xFF00FF00 action drop"),
+        "line 7: `0x0A000000/0xFF00FF00`: an `lpm` mask must be a prefix (ones, then zeros)"
+    );
+    assert_eq!(
+        err(rt, "match 0/0xF0 0 action drop"),
+        "line 7: `0/0xF0`: a mask on an `exact` key field must be all ones"
+    );
+    assert_eq!(err(rt, "match 0 action drop"), "line 7: number `action`: expected a number");
+    assert_eq!(err(nt, "match 0"), "line 7: `match`: an entry needs `action NAME …` after its key");
+    assert_eq!(err(rt, "match 0x100000000 0 action drop"), "line 7: number `0x100000000`: wider than its field");
+    assert_eq!(err(rt, "match 0 0 action zap"), "line 7: action `zap` not found");
+    assert_eq!(err(rt, "match 0 0 action nexthop_action"), "line 7: `nexthop_action`: not one of the table's actions");
+    assert_eq!(
+        err(rt, "match 0 0 action nexthop_group_action group 3"),
+        "line 7: `group`: not the next argument of the action"
+    );
+    assert_eq!(
+        err(rt, "match 0 0 action nexthop_group_action nexthop_group_id 3 extra"),
+        "line 7: `action`: the action needs `NAME VALUE` for each of its arguments, in order, and nothing after"
+    );
+    assert_eq!(
+        err(nt, "bogus 1"),
+        "line 7: invalid table entry: expected `match VALUE[/MASK]… [priority N] action NAME ARG VALUE…`"
+    );
+    assert_eq!(entry::parse_line(&p, nt, "   ; a comment", 1), Ok(None));
+    let sel = p.selector("nexthop_group_table").unwrap();
+    assert_eq!(
+        entry::parse_selector_line(sel, "group 70000 member 0 weight 1", 3).unwrap_err().to_string(),
+        "line 3: `70000`: a group id below the selector's `n_groups_max`"
+    );
+    // A default entry: `action` alone.
+    assert!(matches!(entry::parse_line(&p, nt, "action drop", 1), Ok(Some(entry::Entry::Default(_)))));
+}

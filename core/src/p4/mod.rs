@@ -80,7 +80,7 @@ mod load;
 mod parse;
 mod program;
 
-// pub mod entry;
+pub mod entry;
 
 pub use error::{ErrorKind, SpecError};
 pub use program::*;

@@ -419,13 +419,13 @@ impl Program {
         let (off, n) = (f.offset as usize, (f.bits / 8) as usize);
         let Some(dst) = data.get_mut(off..off + n) else { return };
         if n <= 8 {
-            let le = value.to_le_bytes();
-            dst.copy_from_slice(le.get(..n).unwrap_or(&[]));
+            for (d, s) in dst.iter_mut().zip(value.to_le_bytes()) {
+                *d = s;
+            }
         } else {
             dst.fill(0);
-            let be = value.to_be_bytes();
-            if let Some(tail) = dst.get_mut(n - 8..) {
-                tail.copy_from_slice(&be);
+            for (d, s) in dst.iter_mut().skip(n - 8).zip(value.to_be_bytes()) {
+                *d = s;
             }
         }
     }
