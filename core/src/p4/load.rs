@@ -73,6 +73,9 @@ pub(crate) fn load(raw: &Raw<'_>) -> Result<Program, SpecError> {
         if size == 0 {
             return Err(invalid(line, name, "a regarray's size must be at least 1"));
         }
+        if p.regarrays.len() >= usize::from(u16::MAX) {
+            return Err(invalid(line, name, "too many regarrays"));
+        }
         p.regarrays.push(RegArrayDef { name: name.into(), size, initval });
     }
     for &(line, name, size) in &raw.metarrays {
@@ -308,6 +311,10 @@ fn key_fields(p: &Program, keys: &[(u32, &str, Option<&str>)]) -> Result<Vec<Key
 }
 
 fn check_name(p: &Program, line: u32, name: &str) -> Result<(), SpecError> {
+    // Indexes are `u16` ([`TableRef`]).
+    if [p.tables.len(), p.selectors.len(), p.learners.len()].iter().any(|&n| n >= usize::from(u16::MAX)) {
+        return Err(invalid(line, name, "too many tables"));
+    }
     if p.table(name).is_some() || p.selector(name).is_some() || p.learner(name).is_some() {
         return Err(dup(line, "table", name));
     }

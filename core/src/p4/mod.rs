@@ -34,7 +34,10 @@
 //! two instructions of later DPDK releases that p4c emits, `movh` and `rss`. Where DPDK 22.11
 //! accepts something that does not run the same twice, Cadence refuses it too or says so:
 //! an immediate beyond 64 bits (DPDK saturates it silently) is refused; a compare-and-jump
-//! whose first operand is an immediate is refused as DPDK does.
+//! whose first operand is an immediate is refused as DPDK does; a table with more than one
+//! `lpm` key field is refused (DPDK takes the priority from the last one; Cadence's LPM has
+//! one prefix). An immediate wider than its destination is truncated to the destination's
+//! width, as DPDK does.
 //!
 //! Every refusal is a [`SpecError`]: the line and the construct (``line 42: instruction
 //! `mirror` is not supported``, ``line 7: field `h.ipv4.foo` not found``). The loader never
@@ -81,6 +84,7 @@ mod parse;
 mod program;
 
 pub mod entry;
+pub mod exec;
 
 pub use error::{ErrorKind, SpecError};
 pub use program::*;

@@ -1,6 +1,6 @@
 //! The loader's refusals, one test per kind: each names the line and the construct.
 
-use super::*;
+use super::super::*;
 
 /// A small valid spec: every declaration kind, labels, an action with arguments.
 const BASE: &str = "\

@@ -1,0 +1,195 @@
+//! The executor's first step over frames: extract/emit with validity, ALU, checksums,
+//! registers, jumps, default actions of empty tables, and its faults.
+
+use super::super::exec::{Fault, State, Verdict};
+use super::super::*;
+
+fn corpus(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/p4/dpdk/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Ethernet (dst 02:..:01, src 02:..:02, IPv4) + a 20-byte IPv4 header with a correct checksum
+/// + 4 bytes of payload.
+fn frame() -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let mut ip = vec![0x45, 0, 0, 24, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    let ck = checksum(&ip);
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    f
+}
+
+/// The Internet checksum of `b` (RFC 1071), from scratch.
+fn checksum(b: &[u8]) -> u16 {
+    let mut s: u32 = b.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]))).sum();
+    while s >> 16 != 0 {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+#[test]
+fn l2fwd_macswp_swaps_and_picks_the_other_port() {
+    let p = load(&corpus("l2fwd_macswp.spec")).unwrap();
+    let mut st = State::new(&p);
+    let f = frame();
+    let mut out = [0u8; 128];
+    assert_eq!(st.run(&p, &f, 4, &mut out), Verdict::Tx { port: 5, len: f.len() });
+    assert_eq!(out[..6], f[6..12]);
+    assert_eq!(out[6..12], f[..6]);
+    assert_eq!(out[12..f.len()], f[12..]);
+}
+
+#[test]
+fn l2fwd_passes_the_frame_unchanged() {
+    let p = load(&corpus("l2fwd.spec")).unwrap();
+    let mut st = State::new(&p);
+    let f = frame();
+    let mut out = [0u8; 128];
+    assert_eq!(st.run(&p, &f, 7, &mut out), Verdict::Tx { port: 7, len: f.len() });
+    assert_eq!(out[..f.len()], f[..]);
+}
+
+#[test]
+fn empty_tables_run_their_default_action() {
+    // fib: routing_table is empty, its default action drops.
+    let p = load(&corpus("fib.spec")).unwrap();
+    let mut st = State::new(&p);
+    let mut out = [0u8; 128];
+    assert_eq!(st.run(&p, &frame(), 0, &mut out), Verdict::Drop);
+    // vxlan too.
+    let p = load(&corpus("vxlan.spec")).unwrap();
+    let mut st = State::new(&p);
+    assert_eq!(st.run(&p, &frame(), 0, &mut out), Verdict::Drop);
+}
+
+#[test]
+fn registers_count_per_source_address() {
+    let p = load(&corpus("registers.spec")).unwrap();
+    let mut st = State::new(&p);
+    let f = frame();
+    let mut out = [0u8; 128];
+    for _ in 0..3 {
+        assert_eq!(st.run(&p, &f, 2, &mut out), Verdict::Tx { port: 3, len: f.len() });
+    }
+    // regadd pkt_counters h.ipv4.src_addr 1; regadd byte_counters h.ipv4.src_addr h.ipv4.total_len
+    let idx = 0x0a00_0001 & (65536 - 1);
+    assert_eq!((st.reg(0, idx), st.reg(1, idx)), (Some(3), Some(3 * 24)));
+}
+
+#[test]
+fn not_yet_run_instructions_fault_by_name() {
+    let p = load(&corpus("hash_func.spec")).unwrap();
+    let mut st = State::new(&p);
+    let mut out = [0u8; 128];
+    let mut f = frame();
+    f.extend_from_slice(&[0; 8]);
+    assert_eq!(st.run(&p, &f, 0, &mut out), Verdict::Fault(Fault::Unsupported("hash")));
+    let p = load(&corpus("selector.spec")).unwrap();
+    let mut st = State::new(&p);
+    assert_eq!(st.run(&p, &f, 0, &mut out), Verdict::Fault(Fault::Unsupported("selector")));
+}
+
+const ROUTER: &str = "\
+struct eth_h {
+    bit<48> dst
+    bit<48> src
+    bit<16> type
+}
+struct ipv4_h {
+    bit<8> ver_ihl
+    bit<8> tos
+    bit<16> len
+    bit<16> id
+    bit<16> frag
+    bit<8> ttl
+    bit<8> proto
+    bit<16> ck
+    bit<32> src
+    bit<32> dst
+}
+struct meta_t {
+    bit<32> port
+    bit<16> type
+    bit<8> ttl
+    bit<32> loops
+}
+header eth instanceof eth_h
+header ipv4 instanceof ipv4_h
+metadata instanceof meta_t
+apply {
+    rx m.port
+    extract h.eth
+    mov m.type h.eth.type
+    jmpneq DROP m.type 0x0800
+    extract h.ipv4
+    jmplt DROP h.ipv4.ttl 2
+    cksub h.ipv4.ck h.ipv4.ttl
+    sub h.ipv4.ttl 1
+    ckadd h.ipv4.ck h.ipv4.ttl
+    mov m.ttl h.ipv4.ttl
+    jmpeq FULL m.port 9
+    jmpeq INVAL m.port 8
+    emit h.eth
+    emit h.ipv4
+    tx 1
+    FULL : mov h.ipv4.ck 0
+    ckadd h.ipv4.ck h.ipv4
+    emit h.eth
+    emit h.ipv4
+    tx 2
+    INVAL : invalidate h.eth
+    emit h.eth
+    emit h.ipv4
+    tx 3
+    DROP : drop
+}
+";
+
+#[test]
+fn ttl_decrement_keeps_the_checksum_right_both_ways() {
+    let p = load(ROUTER).unwrap();
+    let mut st = State::new(&p);
+    let f = frame();
+    let mut out = [0u8; 128];
+    for (port_in, port_out) in [(0, 1), (9, 2)] {
+        assert_eq!(st.run(&p, &f, port_in, &mut out), Verdict::Tx { port: port_out, len: f.len() });
+        let ip = &out[14..34];
+        assert_eq!(ip[8], 63, "ttl");
+        assert_eq!(checksum(ip), 0, "header checksum verifies (port {port_in})");
+        assert_eq!(&out[34..f.len()], &f[34..]);
+    }
+    assert_eq!(st.meta()[6], 63, "m.ttl in host order");
+}
+
+#[test]
+fn validity_decides_what_is_emitted() {
+    let p = load(ROUTER).unwrap();
+    let mut st = State::new(&p);
+    let f = frame();
+    let mut out = [0u8; 128];
+    assert_eq!(st.run(&p, &f, 8, &mut out), Verdict::Tx { port: 3, len: f.len() - 14 });
+    assert_eq!(out[0], 0x45);
+    assert!(!st.valid(0) && st.valid(1));
+}
+
+#[test]
+fn faults_and_drops() {
+    let p = load(ROUTER).unwrap();
+    let mut st = State::new(&p);
+    let f = frame();
+    let mut out = [0u8; 128];
+    assert_eq!(st.run(&p, &f[..20], 0, &mut out), Verdict::Fault(Fault::Truncated));
+    let mut arp = f.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(st.run(&p, &arp, 0, &mut out), Verdict::Drop);
+    let mut old = f.clone();
+    old[14 + 8] = 1;
+    assert_eq!(st.run(&p, &old, 0, &mut out), Verdict::Drop);
+    assert_eq!(st.run(&p, &f, 0, &mut out[..10]), Verdict::Fault(Fault::OutputTooSmall));
+    let looping = ROUTER.replace("    DROP : drop", "    DROP : add m.loops 1\n    jmp DROP2\n    DROP2 : jmp DROP");
+    let p = load(&looping).unwrap();
+    let mut st = State::new(&p);
+    assert_eq!(st.run(&p, &arp, 0, &mut out), Verdict::Fault(Fault::StepLimit));
+}
