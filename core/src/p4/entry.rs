@@ -28,7 +28,7 @@ use alloc::vec::Vec;
 
 use super::error::{ErrorKind, SpecError};
 use super::lex::{self, number};
-use super::program::{ActionId, FieldDef, MatchKind, Program, SelectorDef, TableDef};
+use super::program::{ActionId, FieldDef, LearnerDef, MatchKind, Program, SelectorDef, TableDef};
 
 /// One key field's value and mask: big-endian byte strings of the field's width, whatever
 /// space the field lives in (the executor converts a metadata key to this order).
@@ -244,6 +244,25 @@ pub fn parse_line(p: &Program, table: &TableDef, line: &str, no: u32) -> Result<
     }
     let action = action(p, &table.actions, no, rest, false)?;
     Ok(Some(Entry::Match { key, priority, prefix_len: prefix, action }))
+}
+
+/// A learner's default entry (`action NAME ARG VALUE …`, DPDK's
+/// `rte_swx_ctl_pipeline_learner_default_entry_read`): learners take no `match` lines, their
+/// entries are learned; `Ok(None)` for a blank or comment line.
+pub fn parse_learner_default(
+    p: &Program,
+    learner: &LearnerDef,
+    line: &str,
+    no: u32,
+) -> Result<Option<EntryAction>, SpecError> {
+    let t = tokens(line);
+    match t.first() {
+        None => Ok(None),
+        Some(&"action") => action(p, &learner.actions, no, &t, true).map(Some),
+        Some(_) => {
+            Err(invalid(no, t.first().copied().unwrap_or(""), "a learner's default entry is `action NAME ARG VALUE …`"))
+        }
+    }
 }
 
 /// Every entry of a table file, or the first refusal (its line).

@@ -72,7 +72,9 @@
 //! }
 //! ```
 //! A backward jump is legal in the language (DPDK only refuses a jump to itself), hence the
-//! step bound. Table-file lines ([`entry`]) become typed entries against a loaded table.
+//! step bound. [`exec`] is the start of that loop (empty tables: the default action runs),
+//! unit-tested over frames. Table-file lines ([`entry`]) become typed entries against a
+//! loaded table, selector or learner.
 //!
 //! Memory: `alloc` at load time only (the program, its names, the entries parsed).
 
