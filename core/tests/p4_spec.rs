@@ -461,3 +461,29 @@ fn every_loaded_spec_runs_a_frame_with_empty_tables() {
     }
     assert_eq!((tx, drop, unsupported, other), (25, 9, 15, 0));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+    /// Table-file lines made of the syntax's own words and of odd numbers never panic the
+    /// entry parser, and a refusal names the line it was given.
+    #[test]
+    fn random_table_file_lines_never_panic(words in proptest::collection::vec(0usize..20, 0..12), no in 1u32..1000) {
+        const WORDS: [&str; 20] = [
+            "match", "action", "priority", "0", "0x0A000000/0xFF000000", "1/0", "0xFFFFFFFF/0x1", "drop",
+            "nexthop_group_action", "nexthop_group_id", "nexthop_action", "port_out", "-1",
+            "0x1ffffffffffffffff", "/", "0/", "; comment", "ethernet_dst_addr", "0xaabbccddeeff", "//",
+        ];
+        let p = p4::load(&read("dpdk", "fib.spec")).expect("loads");
+        let line: Vec<&str> = words.iter().map(|&i| WORDS[i]).collect();
+        let line = line.join(" ");
+        for t in &p.tables {
+            if let Err(e) = p4::entry::parse_line(&p, t, &line, no) {
+                prop_assert_eq!(e.line, no);
+            }
+        }
+        let sel = &p.selectors[0];
+        if let Err(e) = p4::entry::parse_selector_line(sel, &line, no) {
+            prop_assert_eq!(e.line, no);
+        }
+    }
+}
