@@ -2,9 +2,10 @@
 //! headers extracted and emitted with their validity bits, metadata in host order, the data
 //! movement, ALU, checksum, register and jump instructions, actions with their argument data.
 //!
-//! Tables have no entries yet (the mapping onto `pna`'s tables is the next step): applying a
-//! table or a learner is a miss that runs its default action with its default arguments, which
-//! is exactly what DPDK does for an empty table. What needs a real table or more of DPDK —
+//! Lookups go through the [`Tables`] trait (the mapping onto `pna`'s tables is the next step);
+//! [`State::run`] uses [`NoEntries`]: applying a table or a learner is a miss that runs its
+//! default action with its default arguments, which is exactly what DPDK does for an empty
+//! table. What needs a real table or more of DPDK —
 //! a selector, `learn`, `rearm`, `forget`, `entryid`, `hash` — ends the packet with
 //! [`Fault::Unsupported`], never with something else.
 //!
@@ -53,6 +54,26 @@ pub enum Verdict {
     Fault(Fault),
 }
 
+/// The table lookups the executor asks for: the next step of issue 28 maps them onto `pna`'s
+/// tables (exact, LPM, ternary, the learner's exact table with add-on-miss).
+pub trait Tables {
+    /// Looks `key` up in `table` (a [`TableRef::Table`] or [`TableRef::Learner`]): `key` is the
+    /// table's key fields back to back in key order, each big-endian over its width (as
+    /// [`super::entry::KeyValue`]). A hit returns the entry's action and its argument data
+    /// (as [`Program::encode_arg`] lays it out); a miss runs the default action.
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<(ActionId, &[u8])>;
+}
+
+/// Tables without entries: every lookup misses (what DPDK does before any entry is added).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEntries;
+
+impl Tables for NoEntries {
+    fn lookup(&mut self, _: TableRef, _: &[u8]) -> Option<(ActionId, &[u8])> {
+        None
+    }
+}
+
 /// The per-packet storage of a program (header storage, validity, metadata) and its
 /// registers; built once, reused for every packet.
 #[derive(Debug, Clone)]
@@ -65,6 +86,8 @@ pub struct State {
     emitted: Vec<HeaderId>,
     /// The parse cursor in the frame.
     cursor: usize,
+    /// The key being looked up (capacity: the widest key of the program).
+    key: Vec<u8>,
     /// The last table's result: hit, and the action it ran.
     hit: bool,
     last_action: Option<ActionId>,
@@ -88,6 +111,14 @@ impl State {
             meta: vec![0; p.meta_bytes as usize],
             regs: p.regarrays.iter().map(|r| vec![r.initval; (r.size as usize).next_power_of_two()]).collect(),
             emitted: Vec::with_capacity(p.headers.len()),
+            key: Vec::with_capacity(
+                p.tables
+                    .iter()
+                    .map(|t| t.keys.iter().map(|k| k.field.bits / 8).sum::<u32>())
+                    .chain(p.learners.iter().map(|l| l.keys.iter().map(|k| k.bits / 8).sum::<u32>()))
+                    .max()
+                    .unwrap_or(0) as usize,
+            ),
             cursor: 0,
             hit: false,
             last_action: None,
@@ -231,8 +262,20 @@ impl State {
     /// Runs one packet: `frame` received on `port_in`; the packet to send is written to
     /// `out` (the emitted headers, then the frame from the parse cursor on).
     pub fn run(&mut self, p: &Program, frame: &[u8], port_in: u64, out: &mut [u8]) -> Verdict {
+        self.run_with(p, &mut NoEntries, frame, port_in, out)
+    }
+
+    /// As [`State::run`], with `tables` answering the lookups.
+    pub fn run_with(
+        &mut self,
+        p: &Program,
+        tables: &mut dyn Tables,
+        frame: &[u8],
+        port_in: u64,
+        out: &mut [u8],
+    ) -> Verdict {
         let mut steps = 0u32;
-        let end = self.list(p, &p.apply, &[], frame, port_in, &mut steps);
+        let end = self.list(p, &p.apply, &[], frame, port_in, &mut steps, Some(tables));
         match end {
             End::Tx(port) => self.deparse(p, frame, port, out),
             End::Drop => Verdict::Drop,
@@ -260,7 +303,33 @@ impl State {
         Verdict::Tx { port, len }
     }
 
-    fn list(&mut self, p: &Program, list: &[Instr], args: &[u8], frame: &[u8], port_in: u64, steps: &mut u32) -> End {
+    /// Builds the lookup key of `fields` into `self.key` (big-endian fields back to back).
+    fn build_key(&mut self, fields: impl Iterator<Item = Field>) {
+        let State { hdr, meta, key, .. } = self;
+        key.clear();
+        for f in fields {
+            let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+            match f.space {
+                Space::Header(_) => key.extend_from_slice(hdr.get(o..o + n).unwrap_or(&[])),
+                Space::Meta if n <= 8 => key.extend(meta.get(o..o + n).unwrap_or(&[]).iter().rev()),
+                Space::Meta | Space::Arg => key.extend_from_slice(meta.get(o..o + n).unwrap_or(&[])),
+            }
+        }
+    }
+
+    /// Runs an instruction list: `apply` (with `tables`) or an action (`tables` is `None`:
+    /// actions apply no table).
+    #[allow(clippy::too_many_arguments)]
+    fn list(
+        &mut self,
+        p: &Program,
+        list: &[Instr],
+        args: &[u8],
+        frame: &[u8],
+        port_in: u64,
+        steps: &mut u32,
+        mut tables: Option<&mut dyn Tables>,
+    ) -> End {
         let mut ip = 0usize;
         while let Some(&i) = list.get(ip) {
             *steps += 1;
@@ -338,15 +407,26 @@ impl State {
                 }
                 Instr::Table { table } => {
                     let default = match table {
-                        TableRef::Table(t) => p.tables.get(usize::from(t)).map(|t| &t.default),
-                        TableRef::Learner(l) => p.learners.get(usize::from(l)).map(|l| &l.default),
+                        TableRef::Table(t) => p.tables.get(usize::from(t)).map(|t| {
+                            self.build_key(t.keys.iter().map(|k| k.field));
+                            &t.default
+                        }),
+                        TableRef::Learner(l) => p.learners.get(usize::from(l)).map(|l| {
+                            self.build_key(l.keys.iter().copied());
+                            &l.default
+                        }),
                         TableRef::Selector(_) => return End::Fault(Fault::Unsupported("selector")),
                     };
                     let Some(d) = default else { return End::Fault(Fault::FellOff) };
-                    let Some(a) = p.actions.get(usize::from(d.action)) else { return End::Fault(Fault::FellOff) };
-                    self.hit = false;
-                    self.last_action = Some(d.action);
-                    match self.list(p, &a.instrs, &d.args, frame, port_in, steps) {
+                    let hit = tables.as_deref_mut().and_then(|t| t.lookup(table, &self.key));
+                    let (action, args) = match hit {
+                        Some((a, data)) => (a, data),
+                        None => (d.action, d.args.as_slice()),
+                    };
+                    let Some(a) = p.actions.get(usize::from(action)) else { return End::Fault(Fault::FellOff) };
+                    self.hit = hit.is_some();
+                    self.last_action = Some(action);
+                    match self.list(p, &a.instrs, args, frame, port_in, steps, None) {
                         End::Return => {}
                         other => return other,
                     }

@@ -1,7 +1,7 @@
 //! The executor's first step over frames: extract/emit with validity, ALU, checksums,
 //! registers, jumps, default actions of empty tables, and its faults.
 
-use super::super::exec::{Fault, State, Verdict};
+use super::super::exec::{Fault, State, Tables, Verdict};
 use super::super::*;
 
 fn corpus(name: &str) -> String {
@@ -192,4 +192,87 @@ fn faults_and_drops() {
     let p = load(&looping).unwrap();
     let mut st = State::new(&p);
     assert_eq!(st.run(&p, &arp, 0, &mut out), Verdict::Fault(Fault::StepLimit));
+}
+
+/// A reference entry: (value, mask, priority, action, args).
+type RefEntry = (Vec<u8>, Vec<u8>, u32, ActionId, Vec<u8>);
+
+/// A reference for [`Tables`]: each table's entries from a table file, matched by a linear
+/// scan (value under mask, the lowest priority number wins, the first of equals).
+struct ListTables {
+    /// Per table of the program: (value, mask, priority, action, args).
+    tables: Vec<Vec<RefEntry>>,
+}
+
+impl ListTables {
+    fn new(p: &Program, files: &[(&str, &str)]) -> Self {
+        let mut tables = vec![Vec::new(); p.tables.len()];
+        for (table, file) in files {
+            let i = p.tables.iter().position(|t| t.name == *table).unwrap();
+            for e in entry::parse_file(p, &p.tables[i], &corpus(file)).unwrap() {
+                let entry::Entry::Match { key, priority, action, .. } = e else { continue };
+                let value = key.iter().flat_map(|k| k.value.clone()).collect();
+                let mask =
+                    key.iter().flat_map(|k| k.mask.clone().unwrap_or_else(|| vec![0xFF; k.value.len()])).collect();
+                tables[i].push((value, mask, priority, action.action, action.args));
+            }
+        }
+        ListTables { tables }
+    }
+}
+
+impl Tables for ListTables {
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<(ActionId, &[u8])> {
+        let TableRef::Table(t) = table else { return None };
+        self.tables[usize::from(t)]
+            .iter()
+            .filter(|(v, m, ..)| v.len() == key.len() && key.iter().zip(v).zip(m).all(|((k, v), m)| k & m == v & m))
+            .min_by_key(|e| e.2)
+            .map(|(_, _, _, a, args)| (*a, args.as_slice()))
+    }
+}
+
+#[test]
+fn vxlan_encapsulates_with_the_table_file_entries() {
+    let p = load(&corpus("vxlan.spec")).unwrap();
+    let mut tables = ListTables::new(&p, &[("vxlan_table", "vxlan_table.txt")]);
+    let mut st = State::new(&p);
+    let mut f = frame();
+    f[..6].copy_from_slice(&[0xaa, 0xbb, 0xcc, 0xdd, 0x00, 0x02]);
+    let mut out = [0u8; 256];
+    // match 0xaabbccdd0002 action vxlan_encap ethernet_dst_addr 0xa0a1a2a30002 … ipv4_total_len 50
+    // … ipv4_hdr_checksum 0xe924 … udp_length 30 … vxlan_vni 2 … port_out 2
+    let Verdict::Tx { port, len } = st.run_with(&p, &mut tables, &f, 0, &mut out) else { panic!("sent") };
+    assert_eq!((port, len), (2, 14 + 20 + 8 + 8 + f.len()));
+    assert_eq!(out[..6], [0xa0, 0xa1, 0xa2, 0xa3, 0x00, 0x02]);
+    let outer_ip = &out[14..34];
+    assert_eq!(u16::from_be_bytes([outer_ip[2], outer_ip[3]]), 50 + 24, "outer total length");
+    assert_eq!(checksum(outer_ip), 0, "the outer header checksum (0xe924 + ckadd of the inner length) verifies");
+    assert_eq!(u16::from_be_bytes([out[38], out[39]]), 30 + 24, "UDP length");
+    assert_eq!(&out[14 + 20 + 8 + 4..14 + 20 + 8 + 7], &[0, 0, 2], "VNI");
+    assert_eq!(out[50..len], f[..]);
+    // An address with no entry: the default action drops.
+    f[5] = 0x77;
+    assert_eq!(st.run_with(&p, &mut tables, &f, 0, &mut out), Verdict::Drop);
+}
+
+#[test]
+fn fib_routes_then_stops_at_the_selector() {
+    let p = load(&corpus("fib.spec")).unwrap();
+    let mut tables =
+        ListTables::new(&p, &[("routing_table", "fib_routing_table.txt"), ("nexthop_table", "fib_nexthop_table.txt")]);
+    let mut st = State::new(&p);
+    let mut out = [0u8; 128];
+    // The VRF is the whole source address: VRF 3 has /0 -> group 4, 0x80/1 -> 5, 0xC0/2 -> 6.
+    let mut f = frame();
+    f[26..30].copy_from_slice(&[0, 0, 0, 3]);
+    for (dst, group) in [([10, 0, 0, 2], 4u32), ([150, 0, 0, 1], 5), ([200, 0, 0, 1], 6)] {
+        f[30..34].copy_from_slice(&dst);
+        // The routing table hits; the selector is what the executor does not run yet.
+        assert_eq!(st.run_with(&p, &mut tables, &f, 0, &mut out), Verdict::Fault(Fault::Unsupported("selector")));
+        assert_eq!(&st.meta()[16..20], &group.to_le_bytes(), "m.nexthop_group_id for {dst:?}: the longest prefix");
+    }
+    // VRF 9 has no route: the default action drops.
+    f[26..30].copy_from_slice(&[0, 0, 0, 9]);
+    assert_eq!(st.run_with(&p, &mut tables, &f, 0, &mut out), Verdict::Drop);
 }
