@@ -451,7 +451,10 @@ fn every_loaded_spec_runs_a_frame_with_empty_tables() {
                     tx += 1;
                 }
                 Verdict::Drop => drop += 1,
-                Verdict::Fault(Fault::Unsupported(_)) => unsupported += 1,
+                Verdict::Fault(Fault::Unsupported(what)) => {
+                    println!("{name}: {what} not run yet");
+                    unsupported += 1;
+                }
                 Verdict::Fault(f) => {
                     println!("{name}: {f:?}");
                     other += 1;
@@ -459,7 +462,8 @@ fn every_loaded_spec_runs_a_frame_with_empty_tables() {
             }
         }
     }
-    assert_eq!((tx, drop, unsupported, other), (25, 9, 15, 0));
+    println!("tx {tx}, drop {drop}, unsupported {unsupported}, other {other}");
+    assert_eq!((tx, drop, unsupported, other), (27, 9, 13, 0));
 }
 
 proptest! {

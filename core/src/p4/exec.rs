@@ -6,7 +6,7 @@
 //! [`State::run`] uses [`NoEntries`]: applying a table or a learner is a miss that runs its
 //! default action with its default arguments, which is exactly what DPDK does for an empty
 //! table. What needs a real table or more of DPDK —
-//! a selector, `learn`, `rearm`, `forget`, `entryid`, `hash` — ends the packet with
+//! a selector, `learn`, `rearm`, `forget`, `entryid` — ends the packet with
 //! [`Fault::Unsupported`], never with something else.
 //!
 //! Semantics follow DPDK 22.11 (`rte_swx_pipeline_internal.h`): numbers move between fields
@@ -435,7 +435,20 @@ impl State {
                 Instr::Rearm { .. } => return End::Fault(Fault::Unsupported("rearm")),
                 Instr::Forget => return End::Fault(Fault::Unsupported("forget")),
                 Instr::Entryid { .. } => return End::Fault(Fault::Unsupported("entryid")),
-                Instr::Hash { .. } => return End::Fault(Fault::Unsupported("hash")),
+                Instr::Hash { func, dst, first, bytes } => {
+                    let (o, n) = (first.offset as usize, bytes as usize);
+                    let buf: &[u8] = match first.space {
+                        Space::Header(_) => &self.hdr,
+                        Space::Meta => &self.meta,
+                        Space::Arg => args,
+                    };
+                    let src = buf.get(o..o + n).unwrap_or(&[]);
+                    let h = match func {
+                        HashFunc::Jhash => super::hash::jhash(src, 0),
+                        HashFunc::Crc32 => super::hash::crc32c(src, 0),
+                    };
+                    self.store(dst, u64::from(h));
+                }
                 Instr::RegRd { array, dst, idx } => {
                     let i = self.operand(idx, args);
                     let v = self

@@ -87,6 +87,7 @@ mod program;
 
 pub mod entry;
 pub mod exec;
+pub mod hash;
 
 pub use error::{ErrorKind, SpecError};
 pub use program::*;

@@ -84,8 +84,16 @@ fn not_yet_run_instructions_fault_by_name() {
     let mut st = State::new(&p);
     let mut out = [0u8; 128];
     let mut f = frame();
-    f.extend_from_slice(&[0; 8]);
-    assert_eq!(st.run(&p, &f, 0, &mut out), Verdict::Fault(Fault::Unsupported("hash")));
+    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 12, 0, 0]);
+    // hash jhash m.hash m.src_addr m.dst_port: 13 bytes of metadata in host order.
+    let mut key = vec![];
+    key.extend_from_slice(&0x0a00_0001u32.to_le_bytes());
+    key.extend_from_slice(&0x0a00_0002u32.to_le_bytes());
+    key.push(17);
+    key.extend_from_slice(&u16::from_be_bytes([f[34], f[35]]).to_le_bytes());
+    key.extend_from_slice(&u16::from_be_bytes([f[36], f[37]]).to_le_bytes());
+    let port = u64::from(super::super::hash::jhash(&key, 0) & 3);
+    assert_eq!(st.run(&p, &f, 0, &mut out), Verdict::Tx { port, len: f.len() });
     let p = load(&corpus("selector.spec")).unwrap();
     let mut st = State::new(&p);
     assert_eq!(st.run(&p, &f, 0, &mut out), Verdict::Fault(Fault::Unsupported("selector")));
