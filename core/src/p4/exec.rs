@@ -5,9 +5,8 @@
 //! Lookups go through the [`Tables`] trait (the mapping onto `pna`'s tables is the next step);
 //! [`State::run`] uses [`NoEntries`]: applying a table or a learner is a miss that runs its
 //! default action with its default arguments, which is exactly what DPDK does for an empty
-//! table. What needs a real table or more of DPDK —
-//! a selector, `learn`, `rearm`, `forget`, `entryid` — ends the packet with
-//! [`Fault::Unsupported`], never with something else.
+//! table; `learn`, `rearm` and `forget` go to the trait too ([`NoEntries`] refuses them). A
+//! selector ends the packet with [`Fault::Unsupported`], never with something else.
 //!
 //! Semantics follow DPDK 22.11 (`rte_swx_pipeline_internal.h`): numbers move between fields
 //! of at most 64 bits by value (network order in headers, host order in metadata and
@@ -54,22 +53,59 @@ pub enum Verdict {
     Fault(Fault),
 }
 
-/// The table lookups the executor asks for: the next step of issue 28 maps them onto `pna`'s
-/// tables (exact, LPM, ternary, the learner's exact table with add-on-miss).
-pub trait Tables {
-    /// Looks `key` up in `table` (a [`TableRef::Table`] or [`TableRef::Learner`]): `key` is the
-    /// table's key fields back to back in key order, each big-endian over its width (as
-    /// [`super::entry::KeyValue`]). A hit returns the entry's action and its argument data
-    /// (as [`Program::encode_arg`] lays it out); a miss runs the default action.
-    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<(ActionId, &[u8])>;
+/// A table hit: the entry's action, its argument data (as [`Program::encode_arg`] lays it
+/// out) and its index (what `entryid` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit<'a> {
+    pub action: ActionId,
+    pub args: &'a [u8],
+    pub entry: u32,
 }
 
-/// Tables without entries: every lookup misses (what DPDK does before any entry is added).
+/// The table operations the executor asks for: the next step of issue 28 maps them onto
+/// `pna`'s tables (exact, LPM, ternary; a learner is the exact table with add-on-miss, its
+/// timeout list the expire profiles). `key` is always the table's key fields back to back in
+/// key order, each big-endian over its width (as [`super::entry::KeyValue`]); for `learn`,
+/// `rearm` and `forget` it is the key of the learner lookup whose action is running.
+pub trait Tables {
+    /// Looks `key` up in `table` (a [`TableRef::Table`] or [`TableRef::Learner`]); a miss
+    /// runs the table's default action.
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>>;
+
+    /// `learn`: adds `key` to `learner` with `action`, its argument data `args` and expiry
+    /// profile `timeout_id`; `Ok(false)` when the learner refuses it (full). PNA add-on-miss.
+    fn learn(
+        &mut self,
+        learner: u16,
+        key: &[u8],
+        action: ActionId,
+        args: &[u8],
+        timeout_id: u64,
+    ) -> Result<bool, Fault> {
+        let _ = (learner, key, action, args, timeout_id);
+        Err(Fault::Unsupported("learn"))
+    }
+
+    /// `rearm`: restarts the expiry of the entry just hit, with a new profile if given.
+    fn rearm(&mut self, learner: u16, key: &[u8], timeout_id: Option<u64>) -> Result<(), Fault> {
+        let _ = (learner, key, timeout_id);
+        Err(Fault::Unsupported("rearm"))
+    }
+
+    /// `forget`: deletes the entry just hit.
+    fn forget(&mut self, learner: u16, key: &[u8]) -> Result<(), Fault> {
+        let _ = (learner, key);
+        Err(Fault::Unsupported("forget"))
+    }
+}
+
+/// Tables without entries: every lookup misses (what DPDK does before any entry is added);
+/// `learn`, `rearm` and `forget` are [`Fault::Unsupported`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoEntries;
 
 impl Tables for NoEntries {
-    fn lookup(&mut self, _: TableRef, _: &[u8]) -> Option<(ActionId, &[u8])> {
+    fn lookup(&mut self, _: TableRef, _: &[u8]) -> Option<Hit<'_>> {
         None
     }
 }
@@ -88,9 +124,14 @@ pub struct State {
     cursor: usize,
     /// The key being looked up (capacity: the widest key of the program).
     key: Vec<u8>,
-    /// The last table's result: hit, and the action it ran.
+    /// The running action's argument data (capacity: the widest action's).
+    argbuf: Vec<u8>,
+    /// The last table's result: hit, the action it ran, the entry's index, and the learner
+    /// if it was one.
     hit: bool,
     last_action: Option<ActionId>,
+    entry: u32,
+    learner: Option<u16>,
 }
 
 /// Where an instruction list ended.
@@ -120,8 +161,11 @@ impl State {
                     .unwrap_or(0) as usize,
             ),
             cursor: 0,
+            argbuf: Vec::with_capacity(p.actions.iter().map(|a| a.arg_bytes).max().unwrap_or(0) as usize),
             hit: false,
             last_action: None,
+            entry: 0,
+            learner: None,
         }
     }
 
@@ -317,10 +361,9 @@ impl State {
         }
     }
 
-    /// Runs an instruction list: `apply` (with `tables`) or an action (`tables` is `None`:
-    /// actions apply no table).
+    /// Runs an instruction list: `apply`, or the action a table ran (`args` its data).
     #[allow(clippy::too_many_arguments)]
-    fn list(
+    fn list<T: Tables + ?Sized>(
         &mut self,
         p: &Program,
         list: &[Instr],
@@ -328,7 +371,7 @@ impl State {
         frame: &[u8],
         port_in: u64,
         steps: &mut u32,
-        mut tables: Option<&mut dyn Tables>,
+        mut tables: Option<&mut T>,
     ) -> End {
         let mut ip = 0usize;
         while let Some(&i) = list.get(ip) {
@@ -345,6 +388,7 @@ impl State {
                     self.cursor = 0;
                     self.hit = false;
                     self.last_action = None;
+                    self.learner = None;
                     self.store(port, port_in);
                 }
                 Instr::Tx { port } => return End::Tx(self.operand(port, args)),
@@ -418,23 +462,66 @@ impl State {
                         TableRef::Selector(_) => return End::Fault(Fault::Unsupported("selector")),
                     };
                     let Some(d) = default else { return End::Fault(Fault::FellOff) };
+                    // The action's data into a buffer of the state (no allocation: its
+                    // capacity is the widest action's), so that the action may use `tables`.
+                    let mut buf = core::mem::take(&mut self.argbuf);
+                    buf.clear();
                     let hit = tables.as_deref_mut().and_then(|t| t.lookup(table, &self.key));
-                    let (action, args) = match hit {
-                        Some((a, data)) => (a, data),
-                        None => (d.action, d.args.as_slice()),
+                    let (action, was_hit) = match hit {
+                        Some(h) => {
+                            buf.extend_from_slice(h.args);
+                            self.entry = h.entry;
+                            (h.action, true)
+                        }
+                        None => {
+                            buf.extend_from_slice(&d.args);
+                            self.entry = 0;
+                            (d.action, false)
+                        }
                     };
-                    let Some(a) = p.actions.get(usize::from(action)) else { return End::Fault(Fault::FellOff) };
-                    self.hit = hit.is_some();
+                    self.hit = was_hit;
                     self.last_action = Some(action);
-                    match self.list(p, &a.instrs, args, frame, port_in, steps, None) {
+                    self.learner = if let TableRef::Learner(l) = table { Some(l) } else { None };
+                    let end = match p.actions.get(usize::from(action)) {
+                        Some(a) => self.list(p, &a.instrs, &buf, frame, port_in, steps, tables.as_deref_mut()),
+                        None => End::Fault(Fault::FellOff),
+                    };
+                    self.argbuf = buf;
+                    match end {
                         End::Return => {}
                         other => return other,
                     }
                 }
-                Instr::Learn { .. } => return End::Fault(Fault::Unsupported("learn")),
-                Instr::Rearm { .. } => return End::Fault(Fault::Unsupported("rearm")),
-                Instr::Forget => return End::Fault(Fault::Unsupported("forget")),
-                Instr::Entryid { .. } => return End::Fault(Fault::Unsupported("entryid")),
+                Instr::Learn { action, args: first, timeout_id } => {
+                    let tid = self.load(timeout_id, args);
+                    let n = p.actions.get(usize::from(action)).map_or(0, |a| a.arg_bytes) as usize;
+                    let data = first
+                        .map_or(&[][..], |f| self.meta.get(f.offset as usize..f.offset as usize + n).unwrap_or(&[]));
+                    let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
+                        return End::Fault(Fault::Unsupported("learn"));
+                    };
+                    if let Err(f) = t.learn(l, &self.key, action, data, tid) {
+                        return End::Fault(f);
+                    }
+                }
+                Instr::Rearm { timeout_id } => {
+                    let tid = timeout_id.map(|f| self.load(f, args));
+                    let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
+                        return End::Fault(Fault::Unsupported("rearm"));
+                    };
+                    if let Err(f) = t.rearm(l, &self.key, tid) {
+                        return End::Fault(f);
+                    }
+                }
+                Instr::Forget => {
+                    let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
+                        return End::Fault(Fault::Unsupported("forget"));
+                    };
+                    if let Err(f) = t.forget(l, &self.key) {
+                        return End::Fault(f);
+                    }
+                }
+                Instr::Entryid { dst } => self.store(dst, u64::from(self.entry)),
                 Instr::Hash { func, dst, first, bytes } => {
                     let (o, n) = (first.offset as usize, bytes as usize);
                     let buf: &[u8] = match first.space {

@@ -1,7 +1,7 @@
 //! The executor's first step over frames: extract/emit with validity, ALU, checksums,
 //! registers, jumps, default actions of empty tables, and its faults.
 
-use super::super::exec::{Fault, State, Tables, Verdict};
+use super::super::exec::{Fault, Hit, State, Tables, Verdict};
 use super::super::*;
 
 fn corpus(name: &str) -> String {
@@ -204,12 +204,17 @@ fn faults_and_drops() {
 
 /// A reference entry: (value, mask, priority, action, args).
 type RefEntry = (Vec<u8>, Vec<u8>, u32, ActionId, Vec<u8>);
+/// A learned entry: (key, action, args, timeout id).
+type Learned = (Vec<u8>, ActionId, Vec<u8>, u64);
 
 /// A reference for [`Tables`]: each table's entries from a table file, matched by a linear
 /// scan (value under mask, the lowest priority number wins, the first of equals).
 struct ListTables {
     /// Per table of the program: (value, mask, priority, action, args).
     tables: Vec<Vec<RefEntry>>,
+    /// Per learner: (key, action, args, timeout id), in the order learned.
+    learners: Vec<Vec<Learned>>,
+    rearms: usize,
 }
 
 impl ListTables {
@@ -225,19 +230,72 @@ impl ListTables {
                 tables[i].push((value, mask, priority, action.action, action.args));
             }
         }
-        ListTables { tables }
+        ListTables { tables, learners: vec![Vec::new(); p.learners.len()], rearms: 0 }
     }
 }
 
 impl Tables for ListTables {
-    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<(ActionId, &[u8])> {
-        let TableRef::Table(t) = table else { return None };
-        self.tables[usize::from(t)]
-            .iter()
-            .filter(|(v, m, ..)| v.len() == key.len() && key.iter().zip(v).zip(m).all(|((k, v), m)| k & m == v & m))
-            .min_by_key(|e| e.2)
-            .map(|(_, _, _, a, args)| (*a, args.as_slice()))
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>> {
+        match table {
+            TableRef::Table(t) => self.tables[usize::from(t)]
+                .iter()
+                .enumerate()
+                .filter(|(_, (v, m, ..))| {
+                    v.len() == key.len() && key.iter().zip(v).zip(m).all(|((k, v), m)| k & m == v & m)
+                })
+                .min_by_key(|(_, e)| e.2)
+                .map(|(i, (_, _, _, a, args))| Hit { action: *a, args, entry: i as u32 }),
+            TableRef::Learner(l) => self.learners[usize::from(l)]
+                .iter()
+                .enumerate()
+                .find(|(_, e)| e.0 == key)
+                .map(|(i, (_, a, args, _))| Hit { action: *a, args, entry: i as u32 }),
+            TableRef::Selector(_) => None,
+        }
     }
+
+    fn learn(&mut self, l: u16, key: &[u8], action: ActionId, args: &[u8], tid: u64) -> Result<bool, Fault> {
+        let list = &mut self.learners[usize::from(l)];
+        if list.iter().any(|e| e.0 == key) {
+            return Ok(false);
+        }
+        list.push((key.to_vec(), action, args.to_vec(), tid));
+        Ok(true)
+    }
+
+    fn rearm(&mut self, _: u16, _: &[u8], _: Option<u64>) -> Result<(), Fault> {
+        self.rearms += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn learner_adds_on_miss_then_hits() {
+    let p = load(&corpus("learner.spec")).unwrap();
+    let mut tables = ListTables::new(&p, &[]);
+    let mut st = State::new(&p);
+    let mut out = [0u8; 128];
+    let mut f = frame();
+    let port =
+        |st: &mut State, tables: &mut ListTables, f: &[u8], out: &mut [u8]| match st.run_with(&p, tables, f, 0, out) {
+            Verdict::Tx { port, .. } => port,
+            v => panic!("{v:?}"),
+        };
+    // New destinations: learn_action sends to (counter & 3) and learns fwd_action with that port.
+    for (i, last) in [2u8, 3, 4, 5, 6].into_iter().enumerate() {
+        f[33] = last;
+        assert_eq!(port(&mut st, &mut tables, &f, &mut out), i as u64 & 3, "new flow {i}");
+    }
+    assert_eq!(tables.learners[0].len(), 5);
+    assert_eq!(tables.learners[0][4].0, [10, 0, 0, 6], "the key: h.ipv4.dst_addr");
+    assert_eq!(tables.learners[0][4].2, 0u32.to_le_bytes(), "args from m.fwd_action_arg_port_out: 4 & 3");
+    assert_eq!(tables.learners[0][4].3, 1, "m.timeout_id");
+    // A known destination hits fwd_action (rearm), same port as learned.
+    f[33] = 3;
+    assert_eq!(port(&mut st, &mut tables, &f, &mut out), 1);
+    assert_eq!((tables.rearms, st.reg(0, 0)), (1, Some(5)));
+    // Without a table behind it, `learn` is refused by name.
+    assert_eq!(st.run(&p, &f, 0, &mut out), Verdict::Fault(Fault::Unsupported("learn")));
 }
 
 #[test]
