@@ -7,7 +7,8 @@
 //! most what fits the output buffer.
 #![no_main]
 
-use cadence_core::p4::exec::{State, Verdict};
+use cadence_core::p4::exec::{Fault, Hit, State, Tables, Verdict};
+use cadence_core::p4::{ActionId, TableRef};
 use cadence_core::p4::{self, Instr, Program, Space};
 
 /// The jump target of `i`, if it jumps.
@@ -19,6 +20,38 @@ fn target(i: &Instr) -> Option<u32> {
         | Instr::JmpAction { target, .. }
         | Instr::JmpCmp { target, .. } => Some(target),
         _ => None,
+    }
+}
+
+/// Learners that learn, at most 64 entries (tables stay empty).
+#[derive(Default)]
+struct Learning {
+    entries: Vec<(u16, Vec<u8>, ActionId, Vec<u8>)>,
+}
+
+impl Tables for Learning {
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>> {
+        let TableRef::Learner(l) = table else { return None };
+        let i = self.entries.iter().position(|e| e.0 == l && e.1 == key)?;
+        let e = &self.entries[i];
+        Some(Hit { action: e.2, args: &e.3, entry: i as u32 })
+    }
+
+    fn learn(&mut self, l: u16, key: &[u8], a: ActionId, args: &[u8], _: u64) -> Result<bool, Fault> {
+        if self.entries.len() >= 64 {
+            return Ok(false);
+        }
+        self.entries.push((l, key.to_vec(), a, args.to_vec()));
+        Ok(true)
+    }
+
+    fn rearm(&mut self, _: u16, _: &[u8], _: Option<u64>) -> Result<(), Fault> {
+        Ok(())
+    }
+
+    fn forget(&mut self, l: u16, key: &[u8]) -> Result<(), Fault> {
+        self.entries.retain(|e| !(e.0 == l && e.1 == key));
+        Ok(())
     }
 }
 
@@ -64,9 +97,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             // Small register arrays only: a spec may declare 2^32 registers.
             if p.regarrays.iter().all(|r| r.size <= 1 << 16) {
                 let mut st = State::new(&p);
+                let mut tables = Learning::default();
                 let mut out = [0u8; 512];
                 for port in [0, 1, u64::MAX] {
-                    if let Verdict::Tx { len, .. } = st.run(&p, data, port, &mut out) {
+                    if let Verdict::Tx { len, .. } = st.run_with(&p, &mut tables, data, port, &mut out) {
                         assert!(len <= out.len());
                     }
                 }

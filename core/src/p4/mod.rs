@@ -39,6 +39,12 @@
 //! one prefix). An immediate wider than its destination is truncated to the destination's
 //! width, as DPDK does.
 //!
+//! Corpus (`core/tests/p4/`, `core/tests/p4_spec.rs`): of DPDK 22.11's 12 example specs 8
+//! load (`meter`, `mirroring`, `recirculation`, `varbit` are refused by name); of p4c's 64
+//! `pna-*.p4.spec` outputs 41 load, the 23 others refused by name (6 for an immediate first
+//! operand of a jump, 3 for `mov` across widths over 64 bits, 2 `rss`, 1 `meter`, 4 varbit,
+//! 2 `mirror`, 6 `recircid`, as DPDK 22.11 also refuses the first 12).
+//!
 //! Every refusal is a [`SpecError`]: the line and the construct (``line 42: instruction
 //! `mirror` is not supported``, ``line 7: field `h.ipv4.foo` not found``). The loader never
 //! panics (fuzz target `p4_spec`).
