@@ -38,6 +38,9 @@ pub enum Fault {
     Unsupported(&'static str),
     /// An instruction list ended without `tx`, `drop` or `return`.
     FellOff,
+    /// More `emit`s than the program has `emit` instructions (a loop emitting): the output
+    /// header list is sized at load, so that no packet allocates.
+    EmitLimit,
 }
 
 /// What became of a packet.
@@ -151,7 +154,13 @@ impl State {
             valid: vec![false; p.headers.len()],
             meta: vec![0; p.meta_bytes as usize],
             regs: p.regarrays.iter().map(|r| vec![r.initval; (r.size as usize).next_power_of_two()]).collect(),
-            emitted: Vec::with_capacity(p.headers.len()),
+            emitted: Vec::with_capacity(
+                p.apply
+                    .iter()
+                    .chain(p.actions.iter().flat_map(|a| &a.instrs))
+                    .filter(|i| matches!(i, Instr::Emit { .. }))
+                    .count(),
+            ),
             key: Vec::with_capacity(
                 p.tables
                     .iter()
@@ -292,7 +301,7 @@ impl State {
             (r0 + 0xF_FFF0_0000) - ((s >> 32) + (s & 0xFFFF_FFFF))
         } else if let Some(h) = header.and_then(|h| p.headers.get(usize::from(h))) {
             let bytes = self.hdr.get(h.offset as usize..(h.offset + h.bytes) as usize).unwrap_or(&[]);
-            bytes.chunks_exact(4).fold(r0, |acc, w| acc + u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+            bytes.chunks_exact(4).fold(r0, |acc, w| acc + u64::from(u32::from_le_bytes(w.try_into().unwrap_or([0; 4]))))
         } else {
             r0
         };
@@ -412,6 +421,9 @@ impl State {
                 }
                 Instr::Emit { header } => {
                     if self.valid(header) {
+                        if self.emitted.len() >= self.emitted.capacity() {
+                            return End::Fault(Fault::EmitLimit);
+                        }
                         self.emitted.push(header);
                     }
                 }
