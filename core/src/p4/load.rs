@@ -94,8 +94,10 @@ pub(crate) fn load(raw: &Raw<'_>) -> Result<Program, SpecError> {
         }
         let sid = struct_id(&p, st).ok_or_else(|| not_found(line, "struct", st))?;
         let bytes = p.structs.get(usize::from(sid)).map_or(0, |s| s.bytes);
-        if p.headers.len() >= usize::from(u16::MAX) {
-            return Err(invalid(line, name, "too many headers"));
+        // DPDK 22.11 keeps the validity bits of a packet's headers in one `u64`
+        // (`rte_swx_pipeline_packet_header_register`: `n_headers < 64`).
+        if p.headers.len() >= 64 {
+            return Err(invalid(line, name, "a program has at most 64 headers"));
         }
         let offset = p.header_bytes;
         p.header_bytes = offset

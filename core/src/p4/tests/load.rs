@@ -223,6 +223,16 @@ fn labels() {
 }
 
 #[test]
+fn at_most_64_headers() {
+    let h = at("header eth");
+    let many: String = (0..64).map(|i| format!("header e{i} instanceof eth_h\n")).collect();
+    let text = edit(h, &format!("{many}header eth instanceof eth_h"));
+    assert_eq!(refused(&text), format!("line {}: `eth`: a program has at most 64 headers", h + 64));
+    let text = edit(h, &many.trim_end().replace("header e63", "header eth"));
+    assert!(load(&text).is_ok());
+}
+
+#[test]
 fn duplicates() {
     let h = at("header eth");
     assert_eq!(refused(&edit(h + 1, "header eth instanceof eth_h")), format!("line {}: duplicate header `eth`", h + 1));
