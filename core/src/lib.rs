@@ -22,6 +22,7 @@
 //! | [`latency`] | the dataplane's own per-packet sojourn (RX stamp to TX) |
 //! | [`metronome`] | the Metronome controller: shared lanes, trylocks, adaptive sleep |
 //! | [`pna`] | P4 PNA match-action tables: exact (add-on-miss, expiry), LPM, ternary |
+//! | [`p4`] | P4 programs as DPDK pipeline specs: the loader (validated, resolved program), table-file entries |
 //! | [`poll`] | one poll of a lane: RX burst, the stage, TX burst, counters |
 //! | [`neigh`] | the ports' addresses, the neighbour table (ARP), ICMP echo and IPv6 neighbour solicitations for our addresses |
 //! | [`nf`] | network functions and the [`nf::Chain`] that runs them (its phases) |
@@ -62,6 +63,7 @@ pub mod netblaze;
 pub mod nf;
 pub mod nic;
 pub mod offload;
+pub mod p4;
 pub mod parse;
 pub mod pna;
 pub mod poll;

@@ -28,7 +28,7 @@ use cadence_build::image;
 use cadence_build::nightly;
 
 /// Every fuzz target (`fuzz/fuzz_targets/<name>.rs`), with what it feeds.
-pub const FUZZ_TARGETS: [(&str, &str); 10] = [
+pub const FUZZ_TARGETS: [(&str, &str); 11] = [
     ("parse", "core::parse over arbitrary frames"),
     ("chain_config", "core::nf::config::ChainSpec::parse (and build) over arbitrary text"),
     ("boot_cmdline", "firmware::config::BootConfig::parse over arbitrary command lines"),
@@ -39,6 +39,7 @@ pub const FUZZ_TARGETS: [(&str, &str); 10] = [
     ("tpacket", "drivers::tpacket RX blocks and TX frame statuses written by the input"),
     ("chain", "a whole NF chain (worker loop over software NICs) fed arbitrary frame sequences"),
     ("pcap", "the NetBlaze simulator's capture reader (classic pcap and pcapng) over arbitrary files"),
+    ("p4_spec", "core::p4::load (DPDK pipeline specs) and table-file lines over arbitrary text"),
 ];
 
 /// Every loom model of `cadence-core` (test paths): the step fails when one of them did not

@@ -1,0 +1,602 @@
+//! The start of the executor (issue 28 item 2): one packet through a loaded [`Program`] —
+//! headers extracted and emitted with their validity bits, metadata in host order, the data
+//! movement, ALU, checksum, register and jump instructions, actions with their argument data.
+//!
+//! Lookups go through the [`Tables`] trait (the mapping onto `pna`'s tables is the next step);
+//! [`State::run`] uses [`NoEntries`]: applying a table or a learner is a miss that runs its
+//! default action with its default arguments, which is exactly what DPDK does for an empty
+//! table; `learn`, `rearm` and `forget` go to the trait too ([`NoEntries`] refuses them). A
+//! selector ends the packet with [`Fault::Unsupported`], never with something else.
+//!
+//! Semantics follow DPDK 22.11 (`rte_swx_pipeline_internal.h`): numbers move between fields
+//! of at most 64 bits by value (network order in headers, host order in metadata and
+//! arguments), truncated to the destination's width; wider fields copy whole; `ckadd`/`cksub`
+//! compute on the header's bytes as DPDK does on a little-endian host; a register index is
+//! masked to the array's size rounded up to a power of two; metadata is not cleared between
+//! packets (as DPDK); an `extract` beyond the frame ends the packet with [`Fault::Truncated`]
+//! (DPDK does not check). No allocation per packet: [`State`] is built once per program.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::program::*;
+
+/// Instructions run for one packet before it is given up (a backward jump can loop).
+pub const STEP_LIMIT: u32 = 1 << 16;
+
+/// Why a packet ended without `tx` or `drop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Fault {
+    /// An `extract` or `lookahead` past the end of the frame.
+    Truncated,
+    /// The output buffer is smaller than the packet to send.
+    OutputTooSmall,
+    /// More than [`STEP_LIMIT`] instructions.
+    StepLimit,
+    /// An instruction this step of the executor does not run yet.
+    Unsupported(&'static str),
+    /// An instruction list ended without `tx`, `drop` or `return`.
+    FellOff,
+    /// More `emit`s than the program has `emit` instructions (a loop emitting): the output
+    /// header list is sized at load, so that no packet allocates.
+    EmitLimit,
+}
+
+/// What became of a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Verdict {
+    /// Send `len` bytes of the output buffer to `port`.
+    Tx {
+        port: u64,
+        len: usize,
+    },
+    Drop,
+    Fault(Fault),
+}
+
+/// A table hit: the entry's action, its argument data (as [`Program::encode_arg`] lays it
+/// out) and its index (what `entryid` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit<'a> {
+    pub action: ActionId,
+    pub args: &'a [u8],
+    pub entry: u32,
+}
+
+/// The table operations the executor asks for: the next step of issue 28 maps them onto
+/// `pna`'s tables (exact, LPM, ternary; a learner is the exact table with add-on-miss, its
+/// timeout list the expire profiles). `key` is always the table's key fields back to back in
+/// key order, each big-endian over its width (as [`super::entry::KeyValue`]); for `learn`,
+/// `rearm` and `forget` it is the key of the learner lookup whose action is running.
+pub trait Tables {
+    /// Looks `key` up in `table` (a [`TableRef::Table`] or [`TableRef::Learner`]); a miss
+    /// runs the table's default action.
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>>;
+
+    /// `learn`: adds `key` to `learner` with `action`, its argument data `args` and expiry
+    /// profile `timeout_id`; `Ok(false)` when the learner refuses it (full). PNA add-on-miss.
+    fn learn(
+        &mut self,
+        learner: u16,
+        key: &[u8],
+        action: ActionId,
+        args: &[u8],
+        timeout_id: u64,
+    ) -> Result<bool, Fault> {
+        let _ = (learner, key, action, args, timeout_id);
+        Err(Fault::Unsupported("learn"))
+    }
+
+    /// `rearm`: restarts the expiry of the entry just hit, with a new profile if given.
+    fn rearm(&mut self, learner: u16, key: &[u8], timeout_id: Option<u64>) -> Result<(), Fault> {
+        let _ = (learner, key, timeout_id);
+        Err(Fault::Unsupported("rearm"))
+    }
+
+    /// `forget`: deletes the entry just hit.
+    fn forget(&mut self, learner: u16, key: &[u8]) -> Result<(), Fault> {
+        let _ = (learner, key);
+        Err(Fault::Unsupported("forget"))
+    }
+}
+
+/// Tables without entries: every lookup misses (what DPDK does before any entry is added);
+/// `learn`, `rearm` and `forget` are [`Fault::Unsupported`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEntries;
+
+impl Tables for NoEntries {
+    fn lookup(&mut self, _: TableRef, _: &[u8]) -> Option<Hit<'_>> {
+        None
+    }
+}
+
+/// The per-packet storage of a program (header storage, validity, metadata) and its
+/// registers; built once, reused for every packet.
+#[derive(Debug, Clone)]
+pub struct State {
+    hdr: Vec<u8>,
+    valid: Vec<bool>,
+    meta: Vec<u8>,
+    regs: Vec<Vec<u64>>,
+    /// Headers emitted so far, in order.
+    emitted: Vec<HeaderId>,
+    /// The parse cursor in the frame.
+    cursor: usize,
+    /// The key being looked up (capacity: the widest key of the program).
+    key: Vec<u8>,
+    /// The running action's argument data (capacity: the widest action's).
+    argbuf: Vec<u8>,
+    /// The last table's result: hit, the action it ran, the entry's index, and the learner
+    /// if it was one.
+    hit: bool,
+    last_action: Option<ActionId>,
+    entry: u32,
+    learner: Option<u16>,
+}
+
+/// Where an instruction list ended.
+enum End {
+    Tx(u64),
+    Drop,
+    Return,
+    Fault(Fault),
+}
+
+impl State {
+    /// Storage for `p`: zeroed headers and metadata, registers at their `initval` (each
+    /// array's size rounded up to a power of two, as DPDK: 8 bytes a register).
+    pub fn new(p: &Program) -> Self {
+        State {
+            hdr: vec![0; p.header_bytes as usize],
+            valid: vec![false; p.headers.len()],
+            meta: vec![0; p.meta_bytes as usize],
+            regs: p.regarrays.iter().map(|r| vec![r.initval; (r.size as usize).next_power_of_two()]).collect(),
+            emitted: Vec::with_capacity(
+                p.apply
+                    .iter()
+                    .chain(p.actions.iter().flat_map(|a| &a.instrs))
+                    .filter(|i| matches!(i, Instr::Emit { .. }))
+                    .count(),
+            ),
+            key: Vec::with_capacity(
+                p.tables
+                    .iter()
+                    .map(|t| t.keys.iter().map(|k| k.field.bits / 8).sum::<u32>())
+                    .chain(p.learners.iter().map(|l| l.keys.iter().map(|k| k.bits / 8).sum::<u32>()))
+                    .max()
+                    .unwrap_or(0) as usize,
+            ),
+            cursor: 0,
+            argbuf: Vec::with_capacity(p.actions.iter().map(|a| a.arg_bytes).max().unwrap_or(0) as usize),
+            hit: false,
+            last_action: None,
+            entry: 0,
+            learner: None,
+        }
+    }
+
+    /// The metadata bytes (host order), for tests and the control plane.
+    pub fn meta(&self) -> &[u8] {
+        &self.meta
+    }
+
+    /// Whether header `h` is valid.
+    pub fn valid(&self, h: HeaderId) -> bool {
+        self.valid.get(usize::from(h)).copied().unwrap_or(false)
+    }
+
+    /// Register `i` of array `a`.
+    pub fn reg(&self, a: u16, i: usize) -> Option<u64> {
+        self.regs.get(usize::from(a))?.get(i).copied()
+    }
+
+    fn bytes<'s>(&'s self, f: Field, args: &'s [u8]) -> &'s [u8] {
+        let buf = match f.space {
+            Space::Header(_) => &self.hdr[..],
+            Space::Meta => &self.meta[..],
+            Space::Arg => args,
+        };
+        let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+        buf.get(o..o + n).unwrap_or(&[])
+    }
+
+    fn bytes_mut(&mut self, f: Field) -> &mut [u8] {
+        let buf = match f.space {
+            Space::Header(_) => &mut self.hdr[..],
+            // Never a destination (the loader refuses `t.` there); metadata keeps it total.
+            Space::Meta | Space::Arg => &mut self.meta[..],
+        };
+        let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+        buf.get_mut(o..o + n).unwrap_or(&mut [])
+    }
+
+    /// A field of at most 64 bits as a number.
+    fn load(&self, f: Field, args: &[u8]) -> u64 {
+        let b = self.bytes(f, args);
+        let mut v = 0u64;
+        if matches!(f.space, Space::Header(_)) {
+            for &x in b.iter().take(8) {
+                v = (v << 8) | u64::from(x);
+            }
+        } else {
+            for &x in b.iter().take(8).rev() {
+                v = (v << 8) | u64::from(x);
+            }
+        }
+        v
+    }
+
+    fn operand(&self, o: Operand, args: &[u8]) -> u64 {
+        match o {
+            Operand::Field(f) => self.load(f, args),
+            Operand::Imm(v) => v,
+        }
+    }
+
+    /// Stores `v` into a field of at most 64 bits, truncated to its width.
+    fn store(&mut self, f: Field, v: u64) {
+        let header = matches!(f.space, Space::Header(_));
+        let b = self.bytes_mut(f);
+        let n = b.len();
+        for (i, x) in b.iter_mut().enumerate() {
+            let shift = if header { 8 * (n - 1 - i) } else { 8 * i };
+            *x = v.checked_shr(shift as u32).unwrap_or(0) as u8;
+        }
+    }
+
+    /// Copies a field wider than 64 bits whole (the loader checked equal widths).
+    fn copy(&mut self, dst: Field, src: Field, args: &[u8]) {
+        let n = (src.bits.min(dst.bits) / 8) as usize;
+        let (so, d) = (src.offset as usize, dst.offset as usize);
+        let header = |f: Field| matches!(f.space, Space::Header(_));
+        let State { hdr, meta, .. } = self;
+        let (from, to): (&[u8], &mut [u8]) = match (src.space, header(dst)) {
+            (Space::Header(_), true) => {
+                if so + n <= hdr.len() && d + n <= hdr.len() {
+                    hdr.copy_within(so..so + n, d);
+                }
+                return;
+            }
+            (Space::Meta, false) => {
+                if so + n <= meta.len() && d + n <= meta.len() {
+                    meta.copy_within(so..so + n, d);
+                }
+                return;
+            }
+            (Space::Header(_), false) => (hdr, meta),
+            (Space::Meta, true) => (meta, hdr),
+            (Space::Arg, true) => (args, hdr),
+            (Space::Arg, false) => (args, meta),
+        };
+        if let (Some(f), Some(t)) = (from.get(so..so + n), to.get_mut(d..d + n)) {
+            t.copy_from_slice(f);
+        }
+    }
+
+    /// The bytes of `f` read as DPDK reads them on a little-endian host (raw, masked).
+    fn raw(&self, f: Field) -> u64 {
+        let mut v = 0u64;
+        for &x in self.bytes(f, &[]).iter().take(8).rev() {
+            v = (v << 8) | u64::from(x);
+        }
+        v
+    }
+
+    fn fold(mut r: u64) -> u64 {
+        for _ in 0..4 {
+            r = (r & 0xFFFF) + (r >> 16);
+        }
+        let r = !r & 0xFFFF;
+        if r == 0 { 0xFFFF } else { r }
+    }
+
+    fn ck(&mut self, dst: Field, add: Option<u64>, sub: Option<u64>, header: Option<HeaderId>, p: &Program) {
+        let r0 = !self.raw(dst) & 0xFFFF;
+        let r = if let Some(s) = add {
+            r0 + (s >> 32) + (s & 0xFFFF_FFFF)
+        } else if let Some(s) = sub {
+            (r0 + 0xF_FFF0_0000) - ((s >> 32) + (s & 0xFFFF_FFFF))
+        } else if let Some(h) = header.and_then(|h| p.headers.get(usize::from(h))) {
+            let bytes = self.hdr.get(h.offset as usize..(h.offset + h.bytes) as usize).unwrap_or(&[]);
+            bytes.chunks_exact(4).fold(r0, |acc, w| acc + u64::from(u32::from_le_bytes(w.try_into().unwrap_or([0; 4]))))
+        } else {
+            r0
+        };
+        let out = Self::fold(r) as u16;
+        let b = self.bytes_mut(dst);
+        for (d, s) in b.iter_mut().zip(out.to_le_bytes()) {
+            *d = s;
+        }
+    }
+
+    /// Runs one packet: `frame` received on `port_in`; the packet to send is written to
+    /// `out` (the emitted headers, then the frame from the parse cursor on).
+    pub fn run(&mut self, p: &Program, frame: &[u8], port_in: u64, out: &mut [u8]) -> Verdict {
+        self.run_with(p, &mut NoEntries, frame, port_in, out)
+    }
+
+    /// As [`State::run`], with `tables` answering the lookups.
+    pub fn run_with(
+        &mut self,
+        p: &Program,
+        tables: &mut dyn Tables,
+        frame: &[u8],
+        port_in: u64,
+        out: &mut [u8],
+    ) -> Verdict {
+        let mut steps = 0u32;
+        let end = self.list(p, &p.apply, &[], frame, port_in, &mut steps, Some(tables));
+        match end {
+            End::Tx(port) => self.deparse(p, frame, port, out),
+            End::Drop => Verdict::Drop,
+            End::Return => Verdict::Fault(Fault::FellOff),
+            End::Fault(f) => Verdict::Fault(f),
+        }
+    }
+
+    fn deparse(&self, p: &Program, frame: &[u8], port: u64, out: &mut [u8]) -> Verdict {
+        let mut len = 0usize;
+        let payload = frame.get(self.cursor..).unwrap_or(&[]);
+        let pieces = self
+            .emitted
+            .iter()
+            .filter_map(|&h| p.headers.get(usize::from(h)))
+            .map(|h| self.hdr.get(h.offset as usize..(h.offset + h.bytes) as usize).unwrap_or(&[]))
+            .chain(core::iter::once(payload));
+        for piece in pieces {
+            let Some(dst) = out.get_mut(len..len + piece.len()) else {
+                return Verdict::Fault(Fault::OutputTooSmall);
+            };
+            dst.copy_from_slice(piece);
+            len += piece.len();
+        }
+        Verdict::Tx { port, len }
+    }
+
+    /// Builds the lookup key of `fields` into `self.key` (big-endian fields back to back).
+    fn build_key(&mut self, fields: impl Iterator<Item = Field>) {
+        let State { hdr, meta, key, .. } = self;
+        key.clear();
+        for f in fields {
+            let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+            match f.space {
+                Space::Header(_) => key.extend_from_slice(hdr.get(o..o + n).unwrap_or(&[])),
+                Space::Meta if n <= 8 => key.extend(meta.get(o..o + n).unwrap_or(&[]).iter().rev()),
+                Space::Meta | Space::Arg => key.extend_from_slice(meta.get(o..o + n).unwrap_or(&[])),
+            }
+        }
+    }
+
+    /// Runs an instruction list: `apply`, or the action a table ran (`args` its data).
+    #[allow(clippy::too_many_arguments)]
+    fn list<T: Tables + ?Sized>(
+        &mut self,
+        p: &Program,
+        list: &[Instr],
+        args: &[u8],
+        frame: &[u8],
+        port_in: u64,
+        steps: &mut u32,
+        mut tables: Option<&mut T>,
+    ) -> End {
+        let mut ip = 0usize;
+        while let Some(&i) = list.get(ip) {
+            *steps += 1;
+            if *steps > STEP_LIMIT {
+                return End::Fault(Fault::StepLimit);
+            }
+            ip += 1;
+            let jump = |target: u32| target as usize;
+            match i {
+                Instr::Rx { port } => {
+                    self.valid.fill(false);
+                    self.emitted.clear();
+                    self.cursor = 0;
+                    self.hit = false;
+                    self.last_action = None;
+                    self.learner = None;
+                    self.store(port, port_in);
+                }
+                Instr::Tx { port } => return End::Tx(self.operand(port, args)),
+                Instr::Drop => return End::Drop,
+                Instr::Extract { header } | Instr::Lookahead { header } => {
+                    let Some(h) = p.headers.get(usize::from(header)) else { return End::Fault(Fault::FellOff) };
+                    let n = h.bytes as usize;
+                    let (Some(src), Some(dst)) = (
+                        frame.get(self.cursor..self.cursor + n),
+                        self.hdr.get_mut(h.offset as usize..h.offset as usize + n),
+                    ) else {
+                        return End::Fault(Fault::Truncated);
+                    };
+                    dst.copy_from_slice(src);
+                    if let Some(v) = self.valid.get_mut(usize::from(header)) {
+                        *v = true;
+                    }
+                    if matches!(i, Instr::Extract { .. }) {
+                        self.cursor += n;
+                    }
+                }
+                Instr::Emit { header } => {
+                    if self.valid(header) {
+                        if self.emitted.len() >= self.emitted.capacity() {
+                            return End::Fault(Fault::EmitLimit);
+                        }
+                        self.emitted.push(header);
+                    }
+                }
+                Instr::Validate { header } | Instr::Invalidate { header } => {
+                    if let Some(v) = self.valid.get_mut(usize::from(header)) {
+                        *v = matches!(i, Instr::Validate { .. });
+                    }
+                }
+                Instr::Mov { dst, src } => match src {
+                    Operand::Field(s) if s.bits > 64 || dst.bits > 64 => self.copy(dst, s, args),
+                    _ => {
+                        let v = self.operand(src, args);
+                        self.store(dst, v);
+                    }
+                },
+                Instr::Alu { op, dst, src } => {
+                    let (a, b) = (self.load(dst, args), self.operand(src, args));
+                    let r = match op {
+                        AluOp::Add => a.wrapping_add(b),
+                        AluOp::Sub => a.wrapping_sub(b),
+                        AluOp::And => a & b,
+                        AluOp::Or => a | b,
+                        AluOp::Xor => a ^ b,
+                        AluOp::Shl => a.checked_shl(b as u32).filter(|_| b < 64).unwrap_or(0),
+                        AluOp::Shr => a.checked_shr(b as u32).filter(|_| b < 64).unwrap_or(0),
+                    };
+                    self.store(dst, r);
+                }
+                Instr::Ckadd { dst, src: CkSrc::Field(s) } => {
+                    let v = self.raw(s);
+                    self.ck(dst, Some(v), None, None, p);
+                }
+                Instr::Ckadd { dst, src: CkSrc::Header(h) } => self.ck(dst, None, None, Some(h), p),
+                Instr::Cksub { dst, src } => {
+                    let v = self.raw(src);
+                    self.ck(dst, None, Some(v), None, p);
+                }
+                Instr::Table { table } => {
+                    let default = match table {
+                        TableRef::Table(t) => p.tables.get(usize::from(t)).map(|t| {
+                            self.build_key(t.keys.iter().map(|k| k.field));
+                            &t.default
+                        }),
+                        TableRef::Learner(l) => p.learners.get(usize::from(l)).map(|l| {
+                            self.build_key(l.keys.iter().copied());
+                            &l.default
+                        }),
+                        TableRef::Selector(_) => return End::Fault(Fault::Unsupported("selector")),
+                    };
+                    let Some(d) = default else { return End::Fault(Fault::FellOff) };
+                    // The action's data into a buffer of the state (no allocation: its
+                    // capacity is the widest action's), so that the action may use `tables`.
+                    let mut buf = core::mem::take(&mut self.argbuf);
+                    buf.clear();
+                    let hit = tables.as_deref_mut().and_then(|t| t.lookup(table, &self.key));
+                    let (action, was_hit) = match hit {
+                        Some(h) => {
+                            buf.extend_from_slice(h.args);
+                            self.entry = h.entry;
+                            (h.action, true)
+                        }
+                        None => {
+                            buf.extend_from_slice(&d.args);
+                            self.entry = 0;
+                            (d.action, false)
+                        }
+                    };
+                    self.hit = was_hit;
+                    self.last_action = Some(action);
+                    self.learner = if let TableRef::Learner(l) = table { Some(l) } else { None };
+                    let end = match p.actions.get(usize::from(action)) {
+                        Some(a) => self.list(p, &a.instrs, &buf, frame, port_in, steps, tables.as_deref_mut()),
+                        None => End::Fault(Fault::FellOff),
+                    };
+                    self.argbuf = buf;
+                    match end {
+                        End::Return => {}
+                        other => return other,
+                    }
+                }
+                Instr::Learn { action, args: first, timeout_id } => {
+                    let tid = self.load(timeout_id, args);
+                    let n = p.actions.get(usize::from(action)).map_or(0, |a| a.arg_bytes) as usize;
+                    let data = first
+                        .map_or(&[][..], |f| self.meta.get(f.offset as usize..f.offset as usize + n).unwrap_or(&[]));
+                    let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
+                        return End::Fault(Fault::Unsupported("learn"));
+                    };
+                    if let Err(f) = t.learn(l, &self.key, action, data, tid) {
+                        return End::Fault(f);
+                    }
+                }
+                Instr::Rearm { timeout_id } => {
+                    let tid = timeout_id.map(|f| self.load(f, args));
+                    let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
+                        return End::Fault(Fault::Unsupported("rearm"));
+                    };
+                    if let Err(f) = t.rearm(l, &self.key, tid) {
+                        return End::Fault(f);
+                    }
+                }
+                Instr::Forget => {
+                    let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
+                        return End::Fault(Fault::Unsupported("forget"));
+                    };
+                    if let Err(f) = t.forget(l, &self.key) {
+                        return End::Fault(f);
+                    }
+                }
+                Instr::Entryid { dst } => self.store(dst, u64::from(self.entry)),
+                Instr::Hash { func, dst, first, bytes } => {
+                    let (o, n) = (first.offset as usize, bytes as usize);
+                    let buf: &[u8] = match first.space {
+                        Space::Header(_) => &self.hdr,
+                        Space::Meta => &self.meta,
+                        Space::Arg => args,
+                    };
+                    let src = buf.get(o..o + n).unwrap_or(&[]);
+                    let h = match func {
+                        HashFunc::Jhash => super::hash::jhash(src, 0),
+                        HashFunc::Crc32 => super::hash::crc32c(src, 0),
+                    };
+                    self.store(dst, u64::from(h));
+                }
+                Instr::RegRd { array, dst, idx } => {
+                    let i = self.operand(idx, args);
+                    let v = self
+                        .regs
+                        .get(usize::from(array))
+                        .map_or(0, |r| r.get(i as usize & r.len().saturating_sub(1)).copied().unwrap_or(0));
+                    self.store(dst, v);
+                }
+                Instr::RegWr { array, idx, src } | Instr::RegAdd { array, idx, src } => {
+                    let add = matches!(i, Instr::RegAdd { .. });
+                    let (at, v) = (self.operand(idx, args), self.operand(src, args));
+                    if let Some(r) = self.regs.get_mut(usize::from(array)) {
+                        let mask = r.len().saturating_sub(1);
+                        if let Some(x) = r.get_mut(at as usize & mask) {
+                            *x = if add { x.wrapping_add(v) } else { v };
+                        }
+                    }
+                }
+                Instr::Jmp { target } => ip = jump(target),
+                Instr::JmpValid { target, header, valid } => {
+                    if self.valid(header) == valid {
+                        ip = jump(target);
+                    }
+                }
+                Instr::JmpHit { target, hit } => {
+                    if self.hit == hit {
+                        ip = jump(target);
+                    }
+                }
+                Instr::JmpAction { target, action, ran } => {
+                    if (self.last_action == Some(action)) == ran {
+                        ip = jump(target);
+                    }
+                }
+                Instr::JmpCmp { target, cond, a, b } => {
+                    let (a, b) = (self.load(a, args), self.operand(b, args));
+                    let yes = match cond {
+                        Cond::Eq => a == b,
+                        Cond::Neq => a != b,
+                        Cond::Lt => a < b,
+                        Cond::Gt => a > b,
+                    };
+                    if yes {
+                        ip = jump(target);
+                    }
+                }
+                Instr::Return => return End::Return,
+            }
+        }
+        End::Fault(Fault::FellOff)
+    }
+}
