@@ -101,10 +101,10 @@ drop_reasons! {
     /// An IPv4 packet for one of the dataplane's own addresses that it does not answer
     /// (anything but an ICMP echo request).
     LocalUnsupported = "local_unsupported",
-    /// An IP packet longer than its egress port's MTU (`port.mtu`) that may not be
-    /// fragmented: IPv4 with Don't Fragment set (answered with ICMP "fragmentation needed"),
-    /// IPv6 (answered with ICMPv6 "packet too big"), or IPv4 without it (Cadence does not
-    /// fragment yet).
+    /// An IP packet longer than its egress port's MTU (`port.mtu`) that could not go: IPv4
+    /// with Don't Fragment set or IPv6 for which no ICMP "fragmentation needed" / ICMPv6
+    /// "packet too big" may be sent (those sent take the frame), or IPv4 without Don't
+    /// Fragment when the pool had no buffer for a fragment.
     TooBig = "too_big",
 }
 

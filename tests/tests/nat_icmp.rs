@@ -17,7 +17,8 @@
 //!   Without the translations the errors go to the NAT address (hop 1) or are dropped
 //!   (`nat_unsupported`, hop 2), and the hops show `*`.
 //! - Path MTU through the NAT: port 1's MTU is 1400; `ping -M do` of 1500 bytes from A gets
-//!   Cadence's "fragmentation needed" (mtu = 1400).
+//!   Cadence's "fragmentation needed" (mtu = 1400); without Don't Fragment (`-M dont`) the
+//!   1500 bytes cross in fragments and B answers.
 //! - A datagram from B to the NAT address that no mapping covers: dropped, counted.
 //!
 //! Assertions are on the tools' output and the dataplane's `@summary` counters.
@@ -84,6 +85,18 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     if !hop("2", B) {
         failures.push(format!("traceroute from A: hop 2 is not {B} (the port unreachable did not cross):\n{text}"));
     }
+    // Without Don't Fragment, 1500 bytes cross port 1's 1400 in fragments (B reassembles
+    // and answers). First: once A's kernel has learned the path MTU below, it fragments
+    // itself (and NAT does not translate fragments).
+    let frag = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "dont", "-s", "1472", B])?;
+    std::fs::write(out.join("ping_frag.txt"), &frag.stdout)?;
+    if !frag.status.success() {
+        failures.push(format!(
+            "1500 bytes without DF did not cross in fragments:\n{}",
+            String::from_utf8_lossy(&frag.stdout)
+        ));
+    }
+
     // Path MTU through the NAT: port 1's MTU is 1400; Cadence's "fragmentation needed"
     // about the translated packet reaches A.
     let pmtu = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B])?;
@@ -106,5 +119,6 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     assert!(counter(&summary, "nat_icmp_errors")? >= 3, "{summary}");
     assert!(counter(&summary, "nat_mappings")? >= 2, "an echo and a UDP mapping: {summary}");
     assert!(counter(&summary, "nat_no_mapping")? >= 1, "B's stray datagram: {summary}");
+    assert!(counter(&summary, "neigh_fragmented")? >= 1 && counter(&summary, "neigh_fragments")? >= 2, "{summary}");
     Ok(())
 }

@@ -48,9 +48,13 @@ pub struct NeighCounters {
     pub icmp_errors: u64,
     /// ICMP errors not sent: the port's token bucket was empty.
     pub icmp_suppressed: u64,
-    /// Packets longer than their egress port's MTU (`port.mtu`): answered with an ICMP
-    /// error, or dropped as `too_big`.
+    /// Packets longer than their egress port's MTU (`port.mtu`): fragmented, answered with
+    /// an ICMP error, or dropped as `too_big`.
     pub too_big: u64,
+    /// Of those, IPv4 packets without Don't Fragment cut into fragments.
+    pub fragmented: u64,
+    /// The fragments they were cut into.
+    pub fragments: u64,
 }
 
 /// What the chain does with an ARP frame ([`Router::arp`]).
@@ -138,6 +142,12 @@ impl Router {
             lane: None,
             counters: Default::default(),
         }
+    }
+
+    /// Counts a packet cut into `n` fragments.
+    pub fn count_fragmented(&mut self, n: usize) {
+        self.counters.fragmented += 1;
+        self.counters.fragments += n as u64;
     }
 
     /// Counts a packet longer than its egress port's MTU.
@@ -543,7 +553,8 @@ impl Router {
             w,
             " neigh_learned={} neigh_updated={} neigh_resolved={} neigh_arp_replies={} neigh_arp_requests={} \
              neigh_arp_unsolicited={} neigh_table_full={} neigh_queued={} neigh_dequeued={} neigh_echo_replies={} \
-             neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={} neigh_too_big={}",
+             neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={} neigh_too_big={} \
+             neigh_fragmented={} neigh_fragments={}",
             c.learned,
             c.updated,
             c.resolved,
@@ -558,7 +569,9 @@ impl Router {
             c.nd_adverts,
             c.icmp_errors,
             c.icmp_suppressed,
-            c.too_big
+            c.too_big,
+            c.fragmented,
+            c.fragments
         )
     }
 }

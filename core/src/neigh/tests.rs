@@ -500,7 +500,7 @@ fn udp_sized(dst: [u8; 4], ip_len: usize, df: bool) -> Vec<u8> {
 }
 
 #[test]
-fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_dropped() {
+fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_fragmented() {
     let (mut chain, _) = build("port.mtu=port:1,mtu:1400\n");
     let mut mem = std::vec![0u8; 16 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
@@ -522,10 +522,19 @@ fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_dropped() {
     assert_eq!((&quoted[..8], quoted[8], &quoted[12..]), (&big[14..22], big[22] - 1, &big[26..42]));
     assert!(crate::checksum::verify(&quoted[..20]));
     assert_eq!(o.c.drops_for(DropReason::TooBig), 0, "the frame became the error");
-    // Without DF: not fragmented, dropped and counted. Towards port 0 (MTU 1500): sent.
-    let o = step(&mut chain, &mut pool, &[udp_sized([192, 0, 2, 7], 1401, false)], 0, 10);
-    assert!(o.sent.iter().all(Vec::is_empty));
-    assert_eq!(o.c.drops_for(DropReason::TooBig), 1);
+    // Without DF: cut into two fragments that fit, both to the route's next hop (the extra
+    // one counted as generated); reassembled they are the datagram as forwarded.
+    let whole = udp_sized([192, 0, 2, 7], 1401, false);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&whole), 0, 10);
+    assert_eq!((o.sent[0].len(), o.sent[1].len(), o.c.generated), (0, 2, 1));
+    let (a, b) = (&o.sent[1][0], &o.sent[1][1]);
+    assert!(a.len() - 14 <= 1400 && b.len() - 14 <= 1400);
+    assert!([a, b].iter().all(|f| f[..6] == [2, 0, 0, 0, 0, 0x99] && crate::checksum::verify(&f[14..34])));
+    assert_eq!((u16::from_be_bytes([a[20], a[21]]), u16::from_be_bytes([b[20], b[21]])), (0x2000, 1376 / 8));
+    let mut data = a[34..].to_vec();
+    data.extend_from_slice(&b[34..]);
+    assert_eq!(data, whole[34..].to_vec());
+    assert_eq!((a[22], b[22]), (63, 63), "TTL decremented once, in every fragment");
     let mut back = udp_sized([10, 0, 0, 2], 1500, true);
     back[26..30].copy_from_slice(&[192, 0, 2, 7]);
     back[24..26].fill(0);
@@ -540,7 +549,7 @@ fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_dropped() {
     assert_eq!((o.sent[0][0].len(), &o.sent[0][0][..6]), (14 + 1500, &HOST_A[..]), "1500 fits port 0");
     let mut text = std::string::String::new();
     chain.write_counters(&mut text).unwrap();
-    assert!(text.contains(" neigh_too_big=2"), "{text}");
+    assert!(text.contains(" neigh_too_big=2 neigh_fragmented=1 neigh_fragments=2"), "{text}");
     assert_eq!(pool.in_use(), 0);
 }
 

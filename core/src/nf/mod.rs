@@ -96,6 +96,7 @@ pub mod accounting;
 pub mod acl;
 pub mod config;
 pub mod encrypt;
+pub mod frag;
 pub mod l3fwd;
 pub mod lb;
 pub mod nat;
@@ -1043,21 +1044,10 @@ impl Chain {
             };
             let ip_len = pool.len(p.buf).saturating_sub(usize::from(p.parsed.l3_offset));
             if let Some(mtu) = r.too_big(to, ip_len) {
-                Self::too_big(egress, r, &mut self.nfs, pool, out, counters, p, mtu, now);
+                Self::too_big(egress, r, &mut self.nfs, pool, out, counters, p, to, mtu, now);
                 continue;
             }
-            let dst = match p.dst {
-                Dst::Via(via) => match r.lookup(p.neighbour(via), to) {
-                    Some(mac) => Some(mac),
-                    None => {
-                        Self::egress_miss(egress, r, pool, out, counters, p, to, now);
-                        continue;
-                    }
-                },
-                Dst::Mac(m) => Some(m),
-                Dst::Peer => None,
-            };
-            Self::send(egress, pool, out, counters, p.buf, usize::from(to), dst);
+            Self::forward(egress, r, pool, out, counters, p, p.buf, to, now);
         }
         self.batch.clear();
     }
@@ -1103,12 +1093,13 @@ impl Chain {
         }
     }
 
-    /// A packet longer than its egress port's MTU (counted, `neigh_too_big`): answered as
-    /// path-MTU discovery asks when it may not be fragmented — IPv4 with Don't Fragment set
-    /// gets ICMP "fragmentation needed" (RFC 1191), IPv6 ICMPv6 "packet too big" (RFC 8201),
-    /// each carrying `mtu`, in place and back out of the ingress port — or dropped as
-    /// `too_big` (no error allowed, or IPv4 without Don't Fragment, which Cadence does not
-    /// fragment yet).
+    /// A packet longer than its egress port's MTU (counted, `neigh_too_big`): IPv4 without
+    /// Don't Fragment is cut into fragments that fit ([`frag`]), each sent on as the packet
+    /// would have been (the extra ones counted as generated); otherwise answered as path-MTU
+    /// discovery asks — IPv4 with Don't Fragment gets ICMP "fragmentation needed" (RFC 1191),
+    /// IPv6 ICMPv6 "packet too big" (RFC 8201), each carrying `mtu`, in place and back out of
+    /// the ingress port — or dropped as `too_big` (no error allowed, or no buffer for a
+    /// fragment).
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -1120,6 +1111,7 @@ impl Chain {
         out: &mut [Batch],
         counters: &mut StageCounters,
         p: &Pkt,
+        to: u8,
         mtu: u16,
         now: Instant,
     ) {
@@ -1129,7 +1121,19 @@ impl Chain {
         let sent = match p.parsed.l3 {
             L3Kind::Ipv4 => {
                 let df = pool.frame(p.buf).get(ip + 6).is_some_and(|f| f & 0x40 != 0);
-                if df { r.icmp_error(pool, p.buf, ip, p.ingress, kind, now) } else { None }
+                if !df {
+                    // May be fragmented: each fragment goes on as the packet would have.
+                    let Some(frags) = frag::fragment4(pool, p.buf, ip, mtu) else {
+                        return Self::drop_frame(pool, counters, p.buf, DropReason::TooBig);
+                    };
+                    r.count_fragmented(frags.len());
+                    counters.generated = counters.generated.saturating_add(frags.len() as u64 - 1);
+                    for b in frags {
+                        Self::forward(egress, r, pool, out, counters, p, b, to, now);
+                    }
+                    return;
+                }
+                r.icmp_error(pool, p.buf, ip, p.ingress, kind, now)
             }
             L3Kind::Ipv6 => {
                 let later = p.parsed.fragment == parse::Fragment::Later;
@@ -1153,6 +1157,33 @@ impl Chain {
         }
     }
 
+    /// Sends `b` (the packet `p`, or a fragment of it) out of `to` to its next hop: the NF's
+    /// MAC, the port's peer, or the neighbour [`Dst::Via`] names (a miss takes the table's
+    /// slow path).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        egress: &Egress,
+        r: &mut Router,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        b: PacketBuf,
+        to: u8,
+        now: Instant,
+    ) {
+        let dst = match p.dst {
+            Dst::Via(via) => match r.lookup(p.neighbour(via), to) {
+                Some(mac) => Some(mac),
+                None => return Self::egress_miss(egress, r, pool, out, counters, p, b, to, now),
+            },
+            Dst::Mac(m) => Some(m),
+            Dst::Peer => None,
+        };
+        Self::send(egress, pool, out, counters, b, usize::from(to), dst);
+    }
+
     /// A packet whose neighbour is not in the worker's cache: the table's slow path (it may
     /// send it, keep it waiting, or drop it).
     #[cold]
@@ -1165,16 +1196,17 @@ impl Chain {
         out: &mut [Batch],
         counters: &mut StageCounters,
         p: &Pkt,
+        b: PacketBuf,
         to: u8,
         now: Instant,
     ) {
-        let Dst::Via(via) = p.dst else { return Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved) };
+        let Dst::Via(via) = p.dst else { return Self::drop_frame(pool, counters, b, DropReason::NeighUnresolved) };
         let ip = p.neighbour(via);
         let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
-        match r.miss(pool, p.buf, ip, to, now, &mut emit) {
-            Miss::Send(mac) => Self::send(egress, pool, out, counters, p.buf, usize::from(to), Some(mac)),
+        match r.miss(pool, b, ip, to, now, &mut emit) {
+            Miss::Send(mac) => Self::send(egress, pool, out, counters, b, usize::from(to), Some(mac)),
             Miss::Queued => {}
-            Miss::Drop(reason) => Self::drop_frame(pool, counters, p.buf, reason),
+            Miss::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
         }
     }
 
