@@ -18,7 +18,8 @@
 //!   (`nat_unsupported`, hop 2), and the hops show `*`.
 //! - Path MTU through the NAT: port 1's MTU is 1400; `ping -M do` of 1500 bytes from A gets
 //!   Cadence's "fragmentation needed" (mtu = 1400); without Don't Fragment (`-M dont`) the
-//!   1500 bytes cross in fragments and B answers.
+//!   1500 bytes cross in fragments and B answers; once A has learned the path MTU it
+//!   fragments that ping itself, and the NAT translates the fragments.
 //! - A datagram from B to the NAT address that no mapping covers: dropped, counted.
 //!
 //! Assertions are on the tools' output and the dataplane's `@summary` counters.
@@ -105,6 +106,13 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     if !text.lines().any(|l| l.starts_with("From 10.80.0.1 ") && l.contains("Frag needed and DF set (mtu = 1400)")) {
         failures.push(format!("ping -M do -s 1472 from A: no fragmentation needed from 10.80.0.1:\n{text}"));
     }
+    // Now A knows the path MTU and fragments the same ping itself: the NAT translates the
+    // first fragment by its echo identifier and the later one by its source address.
+    let own = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "dont", "-s", "1472", B])?;
+    std::fs::write(out.join("ping_frag_by_host.txt"), &own.stdout)?;
+    if !own.status.success() {
+        failures.push(format!("A's own fragments did not cross the NAT:\n{}", String::from_utf8_lossy(&own.stdout)));
+    }
     // B sends a datagram to the NAT address that no mapping covers: dropped as
     // nat_no_mapping (nothing comes back to B).
     let stray = in_ns(&nb.0, &["traceroute", "-n", "-q", "1", "-w", "1", "-m", "1", "10.80.2.1"])?;
@@ -120,5 +128,6 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     assert!(counter(&summary, "nat_mappings")? >= 2, "an echo and a UDP mapping: {summary}");
     assert!(counter(&summary, "nat_no_mapping")? >= 1, "B's stray datagram: {summary}");
     assert!(counter(&summary, "neigh_fragmented")? >= 1 && counter(&summary, "neigh_fragments")? >= 2, "{summary}");
+    assert!(counter(&summary, "nat_fragments")? >= 1, "A's later fragment: {summary}");
     Ok(())
 }

@@ -24,8 +24,17 @@
 //!   translated on its way out are restored the same way (`Nf::own_error`), so that an
 //!   inside host's traceroute and path-MTU discovery work through the NAT. An error
 //!   whose quoted packet matches no mapping is dropped as `NatNoMapping` (never created
-//!   one). Other ICMP, other protocols, non-first fragments (no ports) and IPv6 are dropped
-//!   with `NfUnsupported`.
+//!   one). Other ICMP, other protocols and IPv6 are dropped with `NfUnsupported`.
+//! - IPv4 fragments (RFC 4787 REQ-14 asks a NAT to pass them): a first fragment carries the
+//!   transport header and is translated by its ports like a whole datagram (the TCP/UDP
+//!   checksum covers the whole datagram, so the same incremental update holds). A later
+//!   fragment has no ports: going out, only its source address changes (to the external
+//!   one); coming in, it follows its first fragment — the inbound first fragment records
+//!   (remote address, identification, protocol) → inside address in a small table of
+//!   fragments (`FRAG_CAPACITY` entries, living `timeout`), and later fragments with that
+//!   identity get that destination. A later fragment that arrives before its first one (or
+//!   after the entry expired, or when the table was full) matches nothing and is dropped as
+//!   `NatNoMapping` (counted `nat_frag_unmatched`): Cadence does not reassemble.
 //! - Expiry: the outbound table is `NotifyControl` with one profile of `timeout`; outbound hits
 //!   restart the timer at most every eighth of it (RFC 4787 REQ-6: outbound refresh; inbound
 //!   packets do not refresh). Each batch sweeps a few buckets and reclaims a few reported
@@ -71,6 +80,10 @@ const PROFILE: u8 = 1;
 
 /// Deferred steps a worker holds at most (see the module docs).
 pub const PENDING: usize = 64;
+/// Inbound datagrams whose later fragments the NAT can follow at once (module docs).
+pub const FRAG_CAPACITY: usize = crate::miri_or(1024, 16);
+/// Fragment-table buckets each batch sweeps.
+const FRAG_SWEEP: usize = 4;
 
 /// A reclamation step that found its bucket busy, to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,10 +246,46 @@ fn inbound_of(out: &[u64; 2], ext: [u8; 4], port: u16) -> [u64; 2] {
     key(remote, rport, ext, port, proto)
 }
 
+/// Fragment-table actions: the inside address of a datagram coming in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FragMap {
+    To([u8; 4]),
+    /// Default (miss) action: unmatched.
+    Unknown,
+}
+
+impl Actions<1> for FragMap {
+    const HIT_ACTIONS: ActionMask = ActionMask::of(&[0]);
+
+    fn encode(&self) -> (ActionId, [u64; 1]) {
+        match self {
+            FragMap::To(a) => (0, [u64::from(u32::from_be_bytes(*a))]),
+            FragMap::Unknown => (1, [0]),
+        }
+    }
+
+    fn decode(id: ActionId, p: &[u64; 1]) -> Option<Self> {
+        match id {
+            0 => Some(FragMap::To((p[0] as u32).to_be_bytes())),
+            1 => Some(FragMap::Unknown),
+            _ => None,
+        }
+    }
+}
+
+/// The fragment-table key of an inbound datagram: (remote address, identification, protocol).
+fn frag_key(frame: &[u8], p: &Parsed) -> Option<[u64; 2]> {
+    let l3 = usize::from(p.l3_offset);
+    let h = frame.get(l3..l3 + 20)?;
+    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+    Some([u64::from(src), u64::from(u16::from_be_bytes([h[4], h[5]])) << 8 | u64::from(h[9])])
+}
+
 /// The NAT state every worker shares: both mapping tables and the port pool.
 pub struct NatShared {
     out: P4Table<2, 1, OutMap>,
     inb: P4Table<2, 1, InMap>,
+    frags: P4Table<2, 1, FragMap>,
     pool: pool::PortPool,
     cfg: NatConfig,
     refresh: u64,
@@ -266,9 +315,15 @@ impl NatShared {
         let out = P4Table::try_new(od).map_err(NatConfigError::Table)?;
         out.table().set_expire_profile(PROFILE, cfg.timeout);
         let inb = P4Table::try_new(id).map_err(NatConfigError::Table)?;
+        let mut fd = TableDecl::new(FRAG_CAPACITY, FragMap::Unknown);
+        fd.add_on_miss = false;
+        fd.idle_timeout = IdleTimeout::AutoDelete;
+        let frags = P4Table::try_new(fd).map_err(NatConfigError::Table)?;
+        frags.table().set_expire_profile(PROFILE, cfg.timeout);
         Ok(Self {
             out,
             inb,
+            frags,
             pool: pool::PortPool::new(cfg.ports.0, cfg.ports.1),
             cfg: *cfg,
             refresh: (cfg.timeout.ticks() / 8).max(1),
@@ -327,6 +382,10 @@ pub struct NatCounters {
     pub pending_full: u64,
     /// ICMP errors translated with the packet they quote (either way).
     pub icmp_errors: u64,
+    /// Later fragments translated (either way).
+    pub fragments: u64,
+    /// Later fragments coming in that matched no first fragment (dropped as `NatNoMapping`).
+    pub frag_unmatched: u64,
 }
 
 /// The NAT NF of one worker core.
@@ -335,6 +394,8 @@ pub struct Nat {
     shared: Arc<NatShared>,
     out_lane: Local,
     in_lane: Local,
+    frag_lane: Local,
+    frag_cursor: usize,
     cursor: usize,
     counters: NatCounters,
     pending: heapless::Deque<Pending, PENDING>,
@@ -345,7 +406,17 @@ impl Nat {
     pub fn new(shared: Arc<NatShared>) -> Self {
         let out_lane = shared.out.table().local();
         let in_lane = shared.inb.table().local();
-        Self { shared, out_lane, in_lane, cursor: 0, counters: NatCounters::default(), pending: heapless::Deque::new() }
+        let frag_lane = shared.frags.table().local();
+        Self {
+            shared,
+            out_lane,
+            in_lane,
+            frag_lane,
+            frag_cursor: 0,
+            cursor: 0,
+            counters: NatCounters::default(),
+            pending: heapless::Deque::new(),
+        }
     }
 
     /// This worker's counters.
@@ -511,6 +582,41 @@ impl Nat {
 }
 
 impl Nat {
+    /// A later IPv4 fragment (no ports): going out, its source becomes the external address;
+    /// coming in to the external address, it takes the inside address its first fragment
+    /// recorded (module docs).
+    #[cold]
+    #[inline(never)]
+    fn later_fragment(
+        &mut self,
+        frame: &mut [u8],
+        p: &mut Parsed,
+        outbound: bool,
+        now: Instant,
+    ) -> Result<(), DropReason> {
+        let shared = Arc::clone(&self.shared);
+        let ext = shared.cfg.external_addr;
+        if outbound {
+            rewrite(frame, p, Side::Src, &ext, None).ok_or(DropReason::NfUnsupported)?;
+            p.flow.src = IpAddr::V4(ext);
+            return Ok(());
+        }
+        let to = match (p.flow.dst, frag_key(frame, p)) {
+            (IpAddr::V4(d), Some(k)) if d == ext => match shared.frags.apply(&mut self.frag_lane, &k, now) {
+                Applied::Hit { action: FragMap::To(a), .. } => Some(a),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(addr) = to else {
+            self.counters.frag_unmatched += 1;
+            return Err(DropReason::NatNoMapping);
+        };
+        rewrite(frame, p, Side::Dst, &addr, None).ok_or(DropReason::NfUnsupported)?;
+        p.flow.dst = IpAddr::V4(addr);
+        Ok(())
+    }
+
     /// Translates the ICMP error `p` (and the packet it quotes) through the mapping of the
     /// quoted packet's flow; `None` if `p` is not an ICMP error with an IPv4 TCP, UDP or echo
     /// request quote (left to the caller's `NfUnsupported`). Out of line: errors are rare.
@@ -658,6 +764,7 @@ impl Drop for Nat {
         }
         self.shared.out.table().retire_local(&mut self.out_lane);
         self.shared.inb.table().retire_local(&mut self.in_lane);
+        self.shared.frags.table().retire_local(&mut self.frag_lane);
     }
 }
 
@@ -665,16 +772,20 @@ impl Drop for Nat {
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_ECHO_REPLY: u8 = 0;
 
-/// The "ports" the NAT maps `p` by, if it can translate it: TCP/UDP ports, or for an ICMP
-/// echo the identifier standing in for the inside port — `(id, 0)` for a request going out,
-/// `(0, id)` for a reply coming in, as RFC 5508 §3.1 has NATs do. IPv4 only, first
-/// fragments only.
+/// The "ports" the NAT maps `p` by, if it can translate it: TCP/UDP ports (read from the
+/// header: a first fragment's flow key has none), or for an ICMP echo the identifier
+/// standing in for the inside port — `(id, 0)` for a request going out, `(0, id)` for a
+/// reply coming in, as RFC 5508 §3.1 has NATs do. IPv4 only; not a later fragment.
 fn nat_ports(frame: &[u8], p: &Parsed, outbound: bool) -> Option<(u16, u16)> {
     if p.l3 != L3Kind::Ipv4 || p.fragment == Fragment::Later {
         return None;
     }
     match p.l4 {
-        L4Kind::Tcp | L4Kind::Udp => Some((p.flow.src_port, p.flow.dst_port)),
+        L4Kind::Tcp | L4Kind::Udp => {
+            let l4 = usize::from(p.l4_offset);
+            let h = frame.get(l4..l4 + 4)?;
+            Some((u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]])))
+        }
         L4Kind::Icmp => {
             let l4 = usize::from(p.l4_offset);
             let (kind, id) = (*frame.get(l4)?, u16::from_be_bytes([*frame.get(l4 + 4)?, *frame.get(l4 + 5)?]));
@@ -701,6 +812,7 @@ impl Nf for Nat {
         // The inside "port" of each outbound packet (its source port, or its echo id).
         let mut osport = [0u16; BATCH_SIZE];
         let (mut no, mut ni) = (0, 0);
+        let mut later_in = heapless::Vec::<usize, BATCH_SIZE>::new();
         for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
             if !p.alive() {
                 continue;
@@ -709,6 +821,21 @@ impl Nf for Nat {
             let outbound = p.ingress == shared.cfg.inside_port;
             let ports = nat_ports(pool.frame(p.buf), &p.parsed, outbound);
             let (IpAddr::V4(src), IpAddr::V4(dst), Some((sport, dport))) = (f.src, f.dst, ports) else {
+                if p.parsed.l3 == L3Kind::Ipv4 && p.parsed.fragment == Fragment::Later {
+                    if !outbound {
+                        // After this batch's first fragments have recorded where theirs go.
+                        let _ = later_in.push(i);
+                        continue;
+                    }
+                    match self.later_fragment(pool.frame_mut(p.buf), &mut p.parsed, outbound, ctx.now) {
+                        Ok(()) => self.counters.fragments += 1,
+                        Err(reason) => {
+                            self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
+                            p.verdict = Verdict::Drop(reason);
+                        }
+                    }
+                    continue;
+                }
                 if let Some(done) = self.icmp_error(pool.frame_mut(p.buf), &mut p.parsed, outbound, ctx.now) {
                     match done {
                         Ok(()) => self.counters.icmp_errors += 1,
@@ -761,6 +888,12 @@ impl Nf for Nat {
             let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
             let r = match applied {
                 Applied::Hit { action: InMap::Restore { addr, port }, .. } => {
+                    if p.parsed.fragment == Fragment::First
+                        && let Some(k) = frag_key(pool.frame(p.buf), &p.parsed)
+                    {
+                        // Its later fragments follow it (a full table: they will not).
+                        let _ = shared.frags.insert(&mut self.frag_lane, &k, &FragMap::To(*addr), PROFILE, ctx.now);
+                    }
                     translate(pool.frame_mut(p.buf), &mut p.parsed, Side::Dst, *addr, *port)
                 }
                 _ => Err(DropReason::NatNoMapping),
@@ -773,7 +906,18 @@ impl Nf for Nat {
                 }
             }
         }
+        for &i in &later_in {
+            let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
+            match self.later_fragment(pool.frame_mut(p.buf), &mut p.parsed, false, ctx.now) {
+                Ok(()) => self.counters.fragments += 1,
+                Err(reason) => {
+                    self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
+                    p.verdict = Verdict::Drop(reason);
+                }
+            }
+        }
         self.maintain(ctx.now, shared.cfg.sweep_buckets, shared.cfg.reclaims_per_batch);
+        self.frag_cursor = shared.frags.table().sweep(&mut self.frag_lane, ctx.now, self.frag_cursor, FRAG_SWEEP);
     }
 
     fn own_error(&mut self, pool: &mut Pool<'_>, b: crate::buf::PacketBuf, now: Instant) {
@@ -790,7 +934,7 @@ impl Nf for Nat {
         let c = &self.counters;
         write!(
             w,
-            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={} nat_deferred={} nat_pending_full={} nat_pending={} nat_icmp_errors={}",
+            " nat_outbound={} nat_inbound={} nat_mappings={} nat_reclaimed={} nat_ports_exhausted={} nat_no_mapping={} nat_unsupported={} nat_table_full={} nat_deferred={} nat_pending_full={} nat_pending={} nat_icmp_errors={} nat_fragments={} nat_frag_unmatched={}",
             c.outbound,
             c.inbound,
             c.mappings,
@@ -802,7 +946,9 @@ impl Nf for Nat {
             c.deferred,
             c.pending_full,
             self.pending.len(),
-            c.icmp_errors
+            c.icmp_errors,
+            c.fragments,
+            c.frag_unmatched
         )
     }
 }
@@ -811,8 +957,9 @@ impl Nf for Nat {
 /// and updates the flow key.
 fn translate(frame: &mut [u8], p: &mut Parsed, side: Side, addr: [u8; 4], port: u16) -> Result<(), DropReason> {
     rewrite(frame, p, side, &addr, Some(port)).ok_or(DropReason::NfUnsupported)?;
-    if p.l4 == L4Kind::Icmp {
-        // ICMP has no ports in the flow key; the identifier lives in the frame only.
+    if p.l4 == L4Kind::Icmp || p.fragment != Fragment::Whole {
+        // ICMP has no ports in the flow key (the identifier lives in the frame only), nor
+        // has a fragment (`parse`: fragments hash without ports).
         match side {
             Side::Src => p.flow.src = IpAddr::V4(addr),
             Side::Dst => p.flow.dst = IpAddr::V4(addr),

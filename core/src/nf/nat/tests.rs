@@ -479,3 +479,67 @@ fn the_chains_own_icmp_errors_reach_the_inside_host_through_the_nat() {
     chain.write_counters(&mut counters).unwrap();
     assert!(counters.contains(" nat_icmp_errors=2"), "{counters}");
 }
+
+/// `f` (a whole IPv4 datagram) cut into fragments of at most `mtu` bytes of IP, as frames.
+fn fragments_of(f: &[u8], mtu: u16) -> Vec<Vec<u8>> {
+    use crate::buf::{BUF_SIZE, Pool};
+    let mut mem = std::vec![0u8; 8 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
+    let b = pool.alloc().unwrap();
+    pool.set_len(b, f.len()).unwrap();
+    pool.frame_mut(b).copy_from_slice(f);
+    let frags = crate::nf::frag::fragment4(&mut pool, b, 14, mtu).expect("cut");
+    frags.iter().map(|&x| pool.frame(x).to_vec()).collect()
+}
+
+/// The datagram the fragments `frags` (in order) make: the first's header with the whole
+/// length and no fragmentation (DF as it was), then every fragment's data.
+fn reassembled(frags: &[Vec<u8>]) -> Vec<u8> {
+    let mut f = frags[0].clone();
+    for x in &frags[1..] {
+        f.extend_from_slice(&x[34..]);
+    }
+    let total = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[20] &= 0x40; // DF kept, MF and the offset gone
+    f[21] = 0;
+    f[24..26].fill(0);
+    let c = crate::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn fragmented_datagrams_are_translated_both_ways() {
+    let mut nat = nat((40000, 40010), 1_000_000);
+    let (host, server) = ([192, 168, 1, 10], [8, 8, 8, 8]);
+    let payload: Vec<u8> = (0..400u16).map(|i| i as u8).collect();
+    // Out: three fragments; the first carries the ports. Reassembled, the datagram is the
+    // whole one translated (its UDP checksum right over the new pseudo-header and port).
+    let whole = frame(v4(host), v4(server), 17, 5000, 53, &payload);
+    let out = run(&mut nat, &fragments_of(&whole, 160), INSIDE, Instant(1));
+    assert!(out.iter().all(|o| o.verdict == Verdict::Forward(1)));
+    let sent: Vec<Vec<u8>> = out.iter().map(|o| o.frame.clone()).collect();
+    let port = u16::from_be_bytes([sent[0][34], sent[0][35]]);
+    assert!((40000..=40010).contains(&port));
+    let back = reassembled(&sent);
+    assert!(checksums_ok(&back), "the UDP checksum holds over the reassembled datagram");
+    assert_eq!(back, frame(v4(EXT), v4(server), 17, port, 53, &payload));
+    // In: the answer in fragments to the mapping, restored to the host.
+    let answer = frame(v4(server), v4(EXT), 17, 53, port, &payload);
+    let frags = fragments_of(&answer, 160);
+    let got = run(&mut nat, &frags, OUTSIDE, Instant(2));
+    assert!(got.iter().all(|o| o.verdict == Verdict::Forward(0)));
+    let got: Vec<Vec<u8>> = got.iter().map(|o| o.frame.clone()).collect();
+    assert_eq!(reassembled(&got), frame(v4(server), v4(host), 17, 53, 5000, &payload));
+    assert_eq!(nat.counters().fragments, 4);
+    // A later fragment whose first never came (another identification): dropped, counted.
+    let mut stray = frags[1].clone();
+    stray[18] ^= 0xFF;
+    stray[24..26].fill(0);
+    let c = crate::checksum::checksum(&stray[14..34]);
+    stray[24..26].copy_from_slice(&c.to_be_bytes());
+    let o = &run(&mut nat, &[stray], OUTSIDE, Instant(3))[0];
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NatNoMapping));
+    assert_eq!(nat.counters().frag_unmatched, 1);
+}
