@@ -1075,6 +1075,27 @@ impl Chain {
             DropReason::TtlExpired => icmp::Kind::TimeExceeded,
             _ => icmp::Kind::NetUnreachable,
         };
+        if !Self::answer(egress, r, nfs, pool, out, counters, p, kind, now) {
+            Self::drop_frame(pool, counters, p.buf, reason);
+        }
+    }
+
+    /// Turns `p` into the ICMP (ICMPv6) error `kind` in place ([`Router::icmp_error`],
+    /// [`Router::icmp_error6`]), hands it to the NFs ([`Nf::own_error`]) and sends it back out
+    /// of the ingress port to the frame's source MAC; `false` (the buffer untouched, still
+    /// the caller's) when no error may be sent.
+    #[allow(clippy::too_many_arguments)]
+    fn answer(
+        egress: &Egress,
+        r: &mut Router,
+        nfs: &mut [Box<dyn Nf>],
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        p: &Pkt,
+        kind: icmp::Kind,
+        now: Instant,
+    ) -> bool {
         let ip = usize::from(p.parsed.l3_offset);
         let sent = match p.parsed.l3 {
             L3Kind::Ipv4 => r.icmp_error(pool, p.buf, ip, p.ingress, kind, now),
@@ -1084,13 +1105,10 @@ impl Chain {
                 r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
             }
         };
-        match sent {
-            Some(mac) => {
-                Self::own_error(nfs, pool, p.buf, now);
-                Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac))
-            }
-            None => Self::drop_frame(pool, counters, p.buf, reason),
-        }
+        let Some(mac) = sent else { return false };
+        Self::own_error(nfs, pool, p.buf, now);
+        Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac));
+        true
     }
 
     /// A packet longer than its egress port's MTU (counted, `neigh_too_big`): IPv4 without
@@ -1117,36 +1135,21 @@ impl Chain {
     ) {
         r.count_too_big();
         let ip = usize::from(p.parsed.l3_offset);
-        let kind = icmp::Kind::TooBig(mtu);
-        let sent = match p.parsed.l3 {
-            L3Kind::Ipv4 => {
-                let df = pool.frame(p.buf).get(ip + 6).is_some_and(|f| f & 0x40 != 0);
-                if !df {
-                    // May be fragmented: each fragment goes on as the packet would have.
-                    let Some(frags) = frag::fragment4(pool, p.buf, ip, mtu) else {
-                        return Self::drop_frame(pool, counters, p.buf, DropReason::TooBig);
-                    };
-                    r.count_fragmented(frags.len());
-                    counters.generated = counters.generated.saturating_add(frags.len() as u64 - 1);
-                    for b in frags {
-                        Self::forward(egress, r, pool, out, counters, p, b, to, now);
-                    }
-                    return;
-                }
-                r.icmp_error(pool, p.buf, ip, p.ingress, kind, now)
+        let df = pool.frame(p.buf).get(ip + 6).is_some_and(|f| f & 0x40 != 0);
+        if p.parsed.l3 == L3Kind::Ipv4 && !df {
+            // May be fragmented: each fragment goes on as the packet would have.
+            let Some(frags) = frag::fragment4(pool, p.buf, ip, mtu) else {
+                return Self::drop_frame(pool, counters, p.buf, DropReason::TooBig);
+            };
+            r.count_fragmented(frags.len());
+            counters.generated = counters.generated.saturating_add(frags.len() as u64 - 1);
+            for b in frags {
+                Self::forward(egress, r, pool, out, counters, p, b, to, now);
             }
-            L3Kind::Ipv6 => {
-                let later = p.parsed.fragment == parse::Fragment::Later;
-                let at = (ip, p.parsed.ip_proto, usize::from(p.parsed.l4_offset), later);
-                r.icmp_error6(pool, p.buf, at, p.ingress, kind, now)
-            }
-        };
-        match sent {
-            Some(mac) => {
-                Self::own_error(nfs, pool, p.buf, now);
-                Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac))
-            }
-            None => Self::drop_frame(pool, counters, p.buf, DropReason::TooBig),
+            return;
+        }
+        if !Self::answer(egress, r, nfs, pool, out, counters, p, icmp::Kind::TooBig(mtu), now) {
+            Self::drop_frame(pool, counters, p.buf, DropReason::TooBig);
         }
     }
 
