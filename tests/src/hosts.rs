@@ -1,7 +1,8 @@
 //! Real Linux hosts around the hosted dataplane: network namespaces with a veth each, an
 //! address and a default route via Cadence, and the dataplane itself (AF_XDP on the
 //! veths' far ends) started on a chain file and stopped with SIGINT for its `@summary`.
-//! Used by the tests that check Cadence as a gateway hosts really use (`tests/nat_icmp.rs`).
+//! Used by the tests that put Cadence between real hosts (`tests/nat_icmp.rs`,
+//! `tests/urlfilter_evasion.rs`).
 //! Needs root and iproute2; CI runs as root. Timeouts are hang guards; nothing asserts on
 //! time.
 
@@ -82,9 +83,9 @@ pub struct Dataplane {
 }
 
 impl Dataplane {
-    /// Starts `bin` on `veths` (port 0, port 1) with `chain`, its stderr to `stderr`; returns
-    /// once it says `@ready`.
-    pub fn start(bin: &Path, veths: &VethPairs, chain: &Path, stderr: &Path) -> Result<Self> {
+    /// Starts `bin` on `veths` (port 0, port 1) with `chain` and the boot options `extra`, its
+    /// stderr to `stderr`; returns once it says `@ready`.
+    pub fn start(bin: &Path, veths: &VethPairs, chain: &Path, extra: &[String], stderr: &Path) -> Result<Self> {
         let mut child = Kill(
             Command::new(IP)
                 .args(["netns", "exec", &veths.netns])
@@ -92,6 +93,7 @@ impl Dataplane {
                 .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
                 .arg(chain)
                 .args(["workers=1", "stats_ms=0"])
+                .args(extra)
                 .stdout(Stdio::piped())
                 .stderr(std::fs::File::create(stderr)?)
                 .spawn()

@@ -63,7 +63,7 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     )?;
     let chain = out.join("nat.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let dp = Dataplane::start(&bin, &veths, &chain, &out.join("dataplane.stderr"))?;
+    let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
 
     let mut failures = Vec::new();
     let ping = in_ns(&na.0, &["ping", "-n", "-c", "2", "-W", "2", B])?;

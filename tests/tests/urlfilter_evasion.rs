@@ -25,14 +25,14 @@
 //!
 //! Timeouts are hang guards; nothing asserts on time.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::netns::{IP, VethPairs};
+use cadence_tests::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 
 const CLIENT: &str = "10.77.0.1";
 const SERVER: &str = "10.77.0.2";
@@ -164,46 +164,8 @@ fn variants() -> Vec<Variant> {
     ]
 }
 
-/// A network namespace of the test's own, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Result<Self> {
-        ip(&["netns", "add", &name])?;
-        Ok(Self(name))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new(IP).args(["netns", "del", &self.0]).output();
-    }
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    run(Command::new(IP).args(args))
-}
-
-fn run(cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
-
 fn mac(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
-
-/// A child killed on drop.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Moves a host end into `ns` as a host at `addr` that reaches `peer` at `peer_mac`,
@@ -215,6 +177,7 @@ fn host(ns: &str, ifname: &str, addr: &str, peer: &str, peer_mac: &str) -> Resul
     ip(&["-n", ns, "link", "set", "lo", "up"])?;
     ip(&["-n", ns, "neigh", "replace", peer, "lladdr", peer_mac, "dev", ifname, "nud", "permanent"])?;
     run(Command::new(IP).args(["netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off"]))
+        .map(|_| ())
 }
 
 #[test]
@@ -263,37 +226,8 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     )?;
     let chain = out.join("evasion.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let mut dp = Kill(
-        Command::new(IP)
-            .args(["netns", "exec", &veths.netns])
-            .arg(&bin)
-            .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
-            .arg(&chain)
-            .args([format!("peer0={cmac}"), format!("peer1={smac}"), "workers=1".into(), "stats_ms=0".into()])
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(out.join("dataplane.stderr"))?)
-            .spawn()
-            .context("starting the hosted dataplane")?,
-    );
-    let stdout = dp.0.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut lines = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if l.starts_with("@ready") => break,
-            Ok(l) => lines.push(l),
-            Err(_) => bail!("the hosted dataplane never said @ready:\n{}", lines.join("\n")),
-        }
-    }
+    let peers = [format!("peer0={cmac}"), format!("peer1={smac}")];
+    let dp = Dataplane::start(&bin, &veths, &chain, &peers, &out.join("dataplane.stderr"))?;
     wait_for_server(&cli.0, &server_log)?;
 
     // A spoofed SYN flood (2 500/s) from the client's side for the whole run: legitimate
@@ -341,23 +275,9 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     }
     let flooded: u64 = count.trim().parse().context("the flood's count")?;
     // The dataplane's own count of what it saw: SIGINT ends the run as STOP does.
-    // SAFETY: as above, SIGINT to the dataplane (`ip netns exec` runs it in its own process).
-    unsafe { libc::kill(dp.0.id() as libc::pid_t, libc::SIGINT) };
-    let summary = loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(l) if l.starts_with("@summary") => break l,
-            Ok(_) => {}
-            Err(_) => bail!("no @summary from the dataplane after SIGINT"),
-        }
-    };
+    let summary = dp.stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;
-    let key = |k: &str| -> Result<u64> {
-        summary
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("{k} missing in {summary}"))
-    };
+    let key = |k: &str| counter(&summary, k);
     drop(server);
     let log = std::fs::read_to_string(&server_log)?;
 
