@@ -16,6 +16,7 @@
 pub mod accel;
 pub mod defmt;
 mod host_port;
+pub mod hosts;
 pub mod netns;
 pub mod pcap;
 pub mod protocol;

@@ -8,7 +8,6 @@
 
 pub mod aarch64;
 pub mod grub;
-pub mod hosts;
 pub mod igb_model;
 pub mod ixgbe_model;
 pub mod model_host;

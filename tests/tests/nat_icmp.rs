@@ -28,8 +28,8 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 use cadence_build::image::{self, Profile};
+use cadence_harness::hosts::{Dataplane, Netns, counter, host, in_ns, run};
 use cadence_harness::netns::{IP, VethPairs};
-use cadence_tests::hosts::{Dataplane, Netns, counter, host, in_ns, run};
 
 const A: &str = "10.80.0.2";
 const B: &str = "10.80.1.2";

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use cadence_build::image::{self, Profile};
+use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
-use cadence_tests::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 
 const CLIENT: &str = "10.77.0.1";
 const SERVER: &str = "10.77.0.2";

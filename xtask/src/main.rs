@@ -107,6 +107,13 @@ enum Cmd {
         /// Cortex-A72 cores, TCG).
         #[arg(long, default_value = "x86_64", value_parser = ["x86_64", "aarch64"])]
         arch: String,
+        /// With --hosted: instead of the generator and checker, real Linux hosts around
+        /// Cadence. `router`: two hosts in namespaces of their own whose only route is a
+        /// default via Cadence (chains/router.toml unless --chain names another); pings,
+        /// traceroute and path MTU as a user would try them, then Cadence's neighbour, ICMP
+        /// and forwarding counters.
+        #[arg(long, value_parser = ["router"], requires = "hosted")]
+        topology: Option<String>,
     },
     /// Run a simulator study, writing CSV and SVG files: `metronome` (the Metronome sweep
     /// of CPU share, vacation and T_S against offered load for M = 1..4, and equal timeouts
@@ -290,7 +297,13 @@ fn real_main() -> Result<ExitCode> {
             io,
             hosted_args,
             arch,
+            topology,
         } => {
+            if topology.is_some() {
+                let chain = if chain == run::DEFAULT_CHAIN { xtask::topology::ROUTER_CHAIN.into() } else { chain };
+                let ok = xtask::topology::router(&image::workspace_root().join(chain))?;
+                return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+            }
             let opts = RunOptions {
                 seconds,
                 rate,

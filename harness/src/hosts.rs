@@ -1,8 +1,8 @@
 //! Real Linux hosts around the hosted dataplane: network namespaces with a veth each, an
 //! address and a default route via Cadence, and the dataplane itself (AF_XDP on the
 //! veths' far ends) started on a chain file and stopped with SIGINT for its `@summary`.
-//! Used by the tests that put Cadence between real hosts (`tests/nat_icmp.rs`,
-//! `tests/urlfilter_evasion.rs`).
+//! Used by the tests that put Cadence between real hosts (`tests/tests/nat_icmp.rs`,
+//! `tests/tests/urlfilter_evasion.rs`) and by `cargo xtask run --hosted --topology`.
 //! Needs root and iproute2; CI runs as root. Timeouts are hang guards; nothing asserts on
 //! time.
 
@@ -12,8 +12,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use crate::netns::{IP, VethPairs};
 use anyhow::{Context, Result, anyhow, bail};
-use cadence_harness::netns::{IP, VethPairs};
 
 /// A network namespace of the test's own, deleted on drop.
 #[derive(Debug)]
@@ -122,9 +122,9 @@ impl Dataplane {
 
     /// Stops it as STOP does (SIGINT) and returns its `@summary` line.
     pub fn stop(self) -> Result<String> {
-        // SAFETY: kill(2) with our child's PID (not yet waited for: `Kill` waits on drop) and
-        // SIGINT, which ends the run as STOP does (the dataplane prints @summary).
-        unsafe { libc::kill(self.child.0.id() as libc::pid_t, libc::SIGINT) };
+        // SIGINT ends the run as STOP does (the dataplane prints @summary); our child's PID
+        // is still ours (`Kill` waits on drop).
+        run(Command::new("kill").args(["-INT", &self.child.0.id().to_string()]))?;
         loop {
             match self.lines.recv_timeout(Duration::from_secs(30)) {
                 Ok(l) if l.starts_with("@summary") => return Ok(l),
