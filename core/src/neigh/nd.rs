@@ -338,4 +338,59 @@ mod tests {
         let len = g.len() - 54;
         assert_eq!(reply_in_place(&mut g, 14, 54, len, OWN_MAC, own), None);
     }
+
+    /// An advertisement from HOST for HOST (Solicited, Override) to `dst`, with `options`.
+    fn advert(dst: [u8; 16], hop: u8, flags: u8, options: &[u8]) -> Vec<u8> {
+        let mut m = std::vec![NA, 0, 0, 0, flags, 0, 0, 0];
+        m.extend_from_slice(&HOST);
+        m.extend_from_slice(options);
+        frame(dst, hop, &m)
+    }
+
+    #[test]
+    fn a_built_solicitation_reads_back_and_sums_to_zero() {
+        let mut f = [0xEE; NS_FRAME_LEN + 4];
+        assert!(solicit(&mut f, OWN_MAC, OURS, HOST));
+        let group = solicited_node(&HOST);
+        assert_eq!((&f[..6], &f[6..12]), (&multicast_mac(&group)[..], &OWN_MAC[..]));
+        assert_eq!(&f[..6], &[0x33, 0x33, 0xff, 0, 0, 2]);
+        assert_eq!((f[20], f[21], &f[38..54]), (ICMPV6, ND_HOP_LIMIT, &group[..]));
+        assert_eq!(checksum::l4_checksum_v6(&OURS, &group, ICMPV6, &f[54..NS_FRAME_LEN]), 0);
+        assert_eq!(&f[NS_FRAME_LEN..], &[0xEE; 4], "nothing written past the frame");
+        assert!(!solicit(&mut [0; NS_FRAME_LEN - 1], OWN_MAC, OURS, HOST));
+    }
+
+    #[test]
+    fn advertisements_that_rfc_4861_discards_do_not_parse() {
+        let tlla = [2, 1, 2, 0xaa, 0, 0, 0, 1];
+        let ok = advert(OURS, 255, 0x60, &tlla);
+        let len = ok.len() - 54;
+        let a = Advert::parse(&ok, 14, 54, len).expect("valid");
+        assert_eq!(a, Advert { target: HOST, solicited: true, override_: true, mac: Some(HOST_MAC) });
+        let without = advert(OURS, 255, 0x40, &[]);
+        assert_eq!(Advert::parse(&without, 14, 54, 24).map(|a| (a.mac, a.override_)), Some((None, false)));
+        let mut bad_sum = ok.clone();
+        bad_sum[60] ^= 1;
+        let mut multicast_target = advert(OURS, 255, 0x60, &tlla);
+        multicast_target[62] = 0xff;
+        let c = checksum::l4_checksum_v6(&HOST, &OURS, ICMPV6, &{
+            let mut m = multicast_target[54..].to_vec();
+            m[2..4].fill(0);
+            m
+        });
+        multicast_target[56..58].copy_from_slice(&c.to_be_bytes());
+        for (why, f) in [
+            ("hop limit 254", advert(OURS, 254, 0x60, &tlla)),
+            ("solicited, to a multicast address", advert(solicited_node(&OURS), 255, 0x60, &tlla)),
+            ("an option of length zero", advert(OURS, 255, 0x60, &[2, 0, 0, 0, 0, 0, 0, 0])),
+            ("an option past the end", advert(OURS, 255, 0x60, &[2, 2, 0, 0, 0, 0, 0, 0])),
+            ("bad checksum", bad_sum),
+            ("multicast target", multicast_target),
+        ] {
+            assert_eq!(Advert::parse(&f, 14, 54, f.len() - 54), None, "{why}");
+        }
+        // Unsolicited to all nodes is fine.
+        let all = advert(ALL_NODES, 255, 0x20, &tlla);
+        assert!(Advert::parse(&all, 14, 54, all.len() - 54).is_some());
+    }
 }
