@@ -106,6 +106,14 @@ drop_reasons! {
     /// "packet too big" may be sent (those sent take the frame), or IPv4 without Don't
     /// Fragment when the pool had no buffer for a fragment.
     TooBig = "too_big",
+    /// An IPv6 neighbour advertisement to the dataplane that RFC 4861 §7.1.2 discards (hop
+    /// limit not 255, bad checksum or code, too short, a multicast target, Solicited set
+    /// towards a multicast address, an option of length zero), or one for an entry being
+    /// resolved that carries no link-layer address.
+    NdBad = "nd_bad",
+    /// An IPv6 neighbour advertisement for an address the table has no entry for (nobody
+    /// asked): ignored, no entry made.
+    NdUnsolicited = "nd_unsolicited",
 }
 
 impl DropReason {

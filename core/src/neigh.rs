@@ -1,20 +1,26 @@
-//! Neighbours: the dataplane's own per-port IPv4 addresses, the table of the IPv4 neighbours
-//! behind each port (ARP, RFC 826), the frames waiting for a neighbour to be resolved, and
-//! the ICMP echo answered for the dataplane's own addresses ([`echo`]).
+//! Neighbours: the dataplane's own per-port IPv4 and IPv6 addresses, the table of the
+//! neighbours behind each port (IPv4 by ARP, RFC 826; IPv6 by neighbour discovery, RFC 4861,
+//! [`nd`]), the frames waiting for a neighbour to be resolved, and the ICMP echo answered for
+//! the dataplane's own addresses ([`echo`]).
 //!
 //! # The table
 //!
 //! One [`NeighShared`] per chain, shared by every worker: a bounded array of entries
 //! ([`NeighConfig::capacity`]; full → a new neighbour is refused and counted as
-//! `neigh_table_full`, its frame dropped as [`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)), each in one of
-//! the states of RFC 4861 §7.3.2 that apply to ARP ([`State`]): `incomplete` (a request is
+//! `neigh_table_full`, its frame dropped as [`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)), each keyed by
+//! an IPv4 or IPv6 address and in one of the states of RFC 4861 §7.3.2 that the dataplane
+//! uses ([`State`]; no DELAY or PROBE: see the limitations): `incomplete` (a request is
 //! out), `reachable` (confirmed within [`NeighConfig::reachable`]), `stale` (still used,
 //! not confirmed lately), `failed` (no answer after [`NeighConfig::probes`] requests one
 //! [`NeighConfig::retrans`] apart) and `static` (from the configuration, never aged). The
 //! ageing runs on the worker clock in [`Router::housekeep`] (at most once per `retrans`, by
 //! whichever worker gets there): reachable → stale after `reachable`; stale entries and
 //! failed ones are removed after `stale` more; incomplete ones are asked again every
-//! `retrans` until they fail.
+//! `retrans` until they fail. A request is an ARP request (broadcast) for an IPv4 neighbour
+//! and a neighbour solicitation for an IPv6 one (to its solicited-node multicast address,
+//! from the egress port's IPv6 address whose prefix covers it, else the port's first,
+//! [`nd::solicit`]); a port with no address of the family to ask from drops the frame at
+//! once ([`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)).
 //!
 //! An incomplete entry holds up to [`QUEUE`] frames waiting for the answer, and the table
 //! at most [`NeighConfig::max_waiting`] in all (full →
@@ -30,7 +36,9 @@
 //!
 //! The table sits behind a `spin::Mutex` taken only off the fast path: on a miss, on an ARP
 //! frame, and in housekeeping. The fast path is each worker's own direct-mapped cache of
-//! resolved entries ([`Router::lookup`]: one hash and one compare per packet), valid while
+//! resolved entries ([`Router::lookup`]: one hash and one compare per packet; IPv6 neighbours
+//! in a smaller cache of their own, [`Router::lookup6`], so that the IPv4 key stays one
+//! word), valid while
 //! the table's `generation` (one atomic load per batch, [`Router::begin_batch`]) has not
 //! moved; anything that changes or removes a resolved mapping bumps it. A per-worker table
 //! would have been simpler but would ask each neighbour once per worker and could not hand a
@@ -44,14 +52,21 @@
 //! atomic word per port, `NeighShared::icmp_allow`; [`NeighConfig::icmp_interval`],
 //! [`NeighConfig::icmp_burst`]).
 //!
-//! IPv6 (`nd`): solicitations for the ports' IPv6 addresses and echo requests to them are
-//! answered in place; nothing is learned from them.
+//! IPv6 ([`nd`]): solicitations for the ports' IPv6 addresses and echo requests to them are
+//! answered in place, and a solicitation with a source link-layer address teaches its sender
+//! (a stale entry, RFC 4861 §7.2.3). An advertisement (to one of our addresses or to all
+//! nodes) resolves or updates the entry of its target by §7.2.5 and is consumed; one §7.1.2
+//! discards (hop limit not 255, bad checksum, …) is dropped as `nd_bad`, one for an address
+//! with no entry is ignored and counted (`nd_unsolicited`), as ARP replies nobody asked for
+//! are.
 //!
 //! Limitations (issue 27, later milestones): no ICMP errors from the head of a NetBlaze
-//! split (its drops are freed there); IPv4 only in the table (IPv6 next hops are
-//! static); untagged frames only; a stale entry
-//! is used until removed (no unicast probe of a neighbour in use — hosts that talk through
-//! the dataplane re-ask for its address and refresh it); a NetBlaze auxiliary core has no
+//! split (its drops are freed there); static neighbours are IPv4 only (an IPv6 next hop is
+//! resolved, or given by `mac:`); no duplicate address detection of our own IPv6 addresses,
+//! no router advertisements, no redirects; untagged frames only; a stale entry
+//! is used until removed (no DELAY / PROBE states, no unicast probe of a neighbour in use —
+//! hosts that talk through the dataplane re-ask for its address and refresh it; the
+//! advertisement's Router flag is not recorded); a NetBlaze auxiliary core has no
 //! lane, so a miss there drops the frame ([`DropReason::NeighUnresolved`](crate::drops::DropReason::NeighUnresolved)), and an echo
 //! request to our address in a flow NetBlaze split is answered by the head but its reply
 //! still runs the tail's NFs; frames still waiting when a run stops stay out of the pool.
@@ -98,7 +113,8 @@ pub struct PortAddr {
 }
 
 /// An IPv6 address of one of the dataplane's ports: `addr/len` on `port` (answered: neighbour
-/// solicitations and echo requests, [`nd`]).
+/// solicitations and echo requests, [`nd`]; the source of the solicitations sent from the
+/// port for the neighbours its prefix covers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PortAddr6 {
@@ -110,7 +126,8 @@ pub struct PortAddr6 {
     pub len: u8,
 }
 
-/// A neighbour given in the configuration (never aged, never replaced by ARP).
+/// A neighbour given in the configuration (never aged, never replaced by ARP or neighbour
+/// discovery; IPv4 only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct StaticNeigh {
@@ -308,7 +325,8 @@ impl NeighConfig {
     }
 }
 
-/// The state of a neighbour entry (RFC 4861 §7.3.2, as far as ARP goes).
+/// The state of a neighbour entry (RFC 4861 §7.3.2, for ARP and IPv6 neighbour discovery
+/// alike; no DELAY or PROBE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum State {

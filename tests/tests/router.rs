@@ -13,7 +13,11 @@
 //! for host B when A's first echo request arrives (the request waits in the neighbour table
 //! until B answers), and `ping` must succeed across and to Cadence's own addresses, and
 //! `ping -6` from host A (fd78::2/64) to Cadence's IPv6 address fd78::1 (host A solicits
-//! it: Cadence answers the neighbour solicitation and the echo requests). Bad
+//! it: Cadence answers the neighbour solicitation and the echo requests), and across
+//! between A and host B (fd79::2/64, default route via Cadence's port-1 address fd79::1),
+//! both ways: both prefixes are routed `via = "direct"`, so Cadence solicits B (neighbour
+//! discovery, RFC 4861 §7.2) when A's first echo request arrives and B's advertisement sends
+//! it on; A it learned from A's own solicitation for fd78::1 (or asks for it). Bad
 //! input: a forged ARP reply nobody asked for (from host A's side, claiming 10.78.0.99) is
 //! ignored and counted, and makes no entry — Cadence still asks for 10.78.0.99 when host B
 //! pings it (seen on host A's link by a raw-socket listener).
@@ -53,9 +57,11 @@ const A6: &str = "fd78::2";
 const GHOST: &str = "10.78.0.99";
 /// An address no route of the chain covers.
 const UNROUTED: &str = "10.78.9.9";
-/// Behind port 1 by an IPv6 route (nobody there: only hop-limit-1 pings go its way), and
+/// Host B's IPv6 address, behind port 1 (hop-limit-1 pings to it get Time Exceeded), and
 /// an IPv6 address no route covers.
 const ROUTED6: &str = "fd79::2";
+/// Cadence's IPv6 address on port 1.
+const GW_B6: &str = "fd79::1";
 const UNROUTED6: &str = "fd7a::9";
 
 /// A network namespace of the test's own, deleted on drop.
@@ -165,6 +171,11 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
     ip(&["-n", &na.0, "-6", "addr", "add", &format!("{A6}/64"), "dev", &veths.host[0], "nodad"])?;
     ip(&["-n", &na.0, "-6", "route", "add", "default", "via", GW_A6])?;
+    // Host B too, on port 1's prefix.
+    let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[1]);
+    run(Command::new(IP).args(["netns", "exec", &nb.0, "sysctl", "-q", "-w", &v6]))?;
+    ip(&["-n", &nb.0, "-6", "addr", "add", &format!("{ROUTED6}/64"), "dev", &veths.host[1], "nodad"])?;
+    ip(&["-n", &nb.0, "-6", "route", "add", "default", "via", GW_B6])?;
 
     // The dataplane: the L3 forwarder alone, a chain file as a user writes it.
     let toml = out.join("router.toml");
@@ -172,11 +183,13 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         &toml,
         "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
          [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\
-         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n[[port.mtu]]\nport = 1\nmtu = 1400\n\n\
+         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n[[port.addr]]\nport = 1\naddr = \"fd79::1/64\"\n\
+         [[port.mtu]]\nport = 1\nmtu = 1400\n\n\
          [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
          [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
          [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
-         [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nmac = \"02:00:00:00:79:02\"\n",
+         [[l3fwd.route]]\nprefix = \"fd78::/64\"\nport = 0\nvia = \"direct\"\n\
+         [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nvia = \"direct\"\n",
     )?;
     let chain = out.join("router.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
@@ -228,7 +241,17 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
 
     // Across, both ways, and to Cadence's own addresses (its far port's too).
     let mut failures = Vec::new();
-    for (ns, to) in [(&na.0, B), (&nb.0, A), (&na.0, GW_A), (&na.0, GW_B), (&nb.0, GW_B), (&na.0, GW_A6)] {
+    for (ns, to) in [
+        (&na.0, B),
+        (&nb.0, A),
+        (&na.0, GW_A),
+        (&na.0, GW_B),
+        (&nb.0, GW_B),
+        (&na.0, GW_A6),
+        (&na.0, ROUTED6),
+        (&nb.0, A6),
+        (&nb.0, GW_B6),
+    ] {
         let o = ping(ns, to, 3)?;
         std::fs::write(out.join(format!("ping_{ns}_{to}.txt")), &o.stdout)?;
         if !o.status.success() {
@@ -354,10 +377,18 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(key("neigh_arp_replies")? >= 2, "{summary}");
     assert!(key("neigh_learned")? + key("neigh_resolved")? >= 2, "{summary}");
     assert!(key("neigh_arp_requests")? >= 2, "B, then the ghost: {summary}");
-    // 3 + 3 across, 3 + 3 + 3 to Cadence, 3 over IPv6 after one solicitation answered.
+    // 3 + 3 across, 3 + 3 + 3 to Cadence, 3 + 3 over IPv6 (from A and from B) after their
+    // solicitations were answered.
     assert!(key("l3fwd_forwarded4")? >= 6, "{summary}");
-    assert!(key("neigh_echo_replies")? >= 12, "{summary}");
+    assert!(key("neigh_echo_replies")? >= 15, "{summary}");
+    // A solicited Cadence (B need not: it learns Cadence from Cadence's own solicitation,
+    // RFC 4861 §7.2.3).
     assert!(key("neigh_nd_adverts")? >= 1, "{summary}");
+    // IPv6 across, both ways (3 + 3), with B resolved by a solicitation Cadence sent and the
+    // advertisement B answered with.
+    assert!(key("l3fwd_forwarded6")? >= 6, "{summary}");
+    assert!(key("neigh_nd_solicits")? >= 1 && key("neigh_nd_resolved")? >= 1, "{summary}");
+    assert_eq!(key("drop_nd_bad")?, 0, "{summary}");
     // The forged reply: ignored and counted.
     assert!(key("neigh_arp_unsolicited")? >= 1 && key("drop_arp_unsolicited")? >= 1, "{summary}");
     // ICMP errors: one per traceroute's first hop, Time Exceeded and Net Unreachable over

@@ -1,6 +1,6 @@
 //! One worker's handle on the neighbour table ([`Router`]): its cache of resolved neighbours
-//! (the fast path), the slow path of a miss, ARP received, housekeeping (`crate::neigh`
-//! module docs).
+//! (the fast path), the slow path of a miss, ARP and IPv6 neighbour discovery received,
+//! housekeeping (`crate::neigh` module docs).
 
 use alloc::sync::Arc;
 use core::fmt;
@@ -11,10 +11,16 @@ use super::table::{Entry, Table, Waiting};
 use super::{NeighShared, State};
 use crate::buf::{HEADROOM, PacketBuf, Pool};
 use crate::drops::DropReason;
+use crate::parse::IpAddr;
 use crate::time::Instant;
+
+mod errors;
 
 /// Entries of a worker's cache of resolved neighbours (a power of two).
 const CACHE: usize = 64;
+/// Entries of a worker's cache of resolved IPv6 neighbours (a power of two; kept apart so
+/// that the IPv4 lookup stays one compare of one word).
+const CACHE6: usize = 16;
 
 /// What one worker's neighbour handling counted (summed over workers in the reports).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +48,13 @@ pub struct NeighCounters {
     pub echo_replies: u64,
     /// IPv6 neighbour solicitations for our addresses answered.
     pub nd_adverts: u64,
+    /// IPv6 neighbour solicitations sent (misses, retransmissions).
+    pub nd_solicits: u64,
+    /// IPv6 neighbours resolved by an advertisement (or a solicitation from them; also in
+    /// `resolved`).
+    pub nd_resolved: u64,
+    /// IPv6 neighbour advertisements for an address with no entry (ignored).
+    pub nd_unsolicited: u64,
     /// No buffer for an ARP request.
     pub no_buf: u64,
     /// ICMP errors sent (time exceeded, destination unreachable; [`super::icmp`]).
@@ -57,12 +70,14 @@ pub struct NeighCounters {
     pub fragments: u64,
 }
 
-/// What the chain does with an ARP frame ([`Router::arp`]).
+/// What the chain does with an ARP frame ([`Router::arp`]) or an IPv6 packet addressed to
+/// the dataplane ([`Router::answer6`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArpAction {
     /// The frame is now the reply: send it out of its ingress port to this MAC.
     Reply([u8; 6]),
-    /// Taken (learned from, or gratuitous update): free it, counted as consumed.
+    /// Taken (learned from, a gratuitous update, an advertisement): free it, counted as
+    /// consumed.
     Consumed,
     /// Drop it by this reason.
     Drop(DropReason),
@@ -85,7 +100,7 @@ pub enum Emit {
     Drop(DropReason),
 }
 
-/// The broadcast MAC requests go to.
+/// The broadcast MAC ARP requests go to.
 pub const BROADCAST: [u8; 6] = [0xFF; 6];
 
 /// What became of a frame whose neighbour is not in the worker's cache ([`Router::miss`]).
@@ -106,6 +121,21 @@ struct Slot {
     mac: [u8; 6],
 }
 
+/// An IPv6 neighbour in a worker's cache.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot6 {
+    addr: [u8; 16],
+    /// The port plus one; 0 when empty.
+    port: u16,
+    mac: [u8; 6],
+}
+
+#[inline(always)]
+fn slot6_of(ip: &[u8; 16]) -> usize {
+    let low = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]) ^ u32::from_be_bytes([ip[8], ip[9], ip[10], ip[11]]);
+    (low.wrapping_mul(0x9E37_79B1) >> 28) as usize % CACHE6
+}
+
 /// A cache key: address, port and a valid bit in one word (one compare per lookup).
 #[inline(always)]
 fn slot_key(ip: [u8; 4], port: u8) -> u64 {
@@ -121,6 +151,9 @@ pub struct Router {
     mtu: [u16; crate::stage::PORTS],
     generation: u64,
     cache: [Slot; CACHE],
+    cache6: [Slot6; CACHE6],
+    /// [`Router::answer6`] took a packet of the current batch (the chain frees it).
+    consumed: bool,
     lane: Option<u16>,
     counters: NeighCounters,
 }
@@ -139,6 +172,8 @@ impl Router {
             mtu,
             generation: u64::MAX,
             cache: [Slot::default(); CACHE],
+            cache6: [Slot6::default(); CACHE6],
+            consumed: false,
             lane: None,
             counters: Default::default(),
         }
@@ -183,6 +218,7 @@ impl Router {
         let g = self.shared.generation.load(Ordering::Acquire);
         if g != self.generation {
             self.cache = [Slot::default(); CACHE];
+            self.cache6 = [Slot6::default(); CACHE6];
             self.generation = g;
         }
     }
@@ -192,6 +228,20 @@ impl Router {
     pub fn lookup(&self, ip: [u8; 4], port: u8) -> Option<[u8; 6]> {
         let s = self.cache.get(slot_of(ip))?;
         (s.key == slot_key(ip, port)).then_some(s.mac)
+    }
+
+    /// The MAC of the IPv6 neighbour `ip` behind `port`, if this worker has it cached.
+    #[inline]
+    pub fn lookup6(&self, ip: &[u8; 16], port: u8) -> Option<[u8; 6]> {
+        let s = self.cache6.get(slot6_of(ip))?;
+        (s.port == u16::from(port) + 1 && s.addr == *ip).then_some(s.mac)
+    }
+
+    /// Whether [`Router::answer6`] took a packet since the last call (the caller frees the
+    /// packets it marked).
+    #[inline]
+    pub fn take_consumed(&mut self) -> bool {
+        core::mem::take(&mut self.consumed)
     }
 
     /// Whether `ip` is one of the dataplane's own addresses.
@@ -207,97 +257,55 @@ impl Router {
     }
 
     /// The IPv6 packet at `ip` (ICMPv6 at `icmp`, `len` bytes) of `frame`, received on `port`
-    /// and addressed to us: a solicitation for one of the port's addresses or an echo
-    /// request becomes its answer in place (counted); `None` otherwise.
-    pub fn answer6(&mut self, frame: &mut [u8], ip: usize, icmp: usize, len: usize, port: u8) -> Option<[u8; 6]> {
-        let own_mac = *self.shared.own_mac.get(usize::from(port))?;
-        let shared = &self.shared;
-        match super::nd::reply_in_place(frame, ip, icmp, len, own_mac, |a| shared.owned_by6(port, a))? {
-            super::nd::Answer::Advertisement(to) => {
-                self.counters.nd_adverts += 1;
-                Some(to)
-            }
-            super::nd::Answer::EchoReply(to) => {
-                self.counters.echo_replies += 1;
-                Some(to)
-            }
-        }
-    }
-
-    /// The IPv4 packet at `ip` of `b`, received on `ingress` and dropped by the L3
-    /// forwarder: becomes the ICMP error `kind` in place ([`super::icmp`]) if the rules allow
-    /// one, the port has an address to send it from and its token bucket a token. Returns
-    /// the MAC to send it to (the frame's source, out of `ingress`); `None`: the frame is
-    /// still the dropped packet (suppressions counted).
-    pub fn icmp_error(
+    /// and addressed to us (or to all nodes): a solicitation for one of the port's addresses
+    /// or an echo request becomes its answer in place (counted; a solicitation with a source
+    /// link-layer address teaches us its sender, `NeighShared::solicited_by`); an
+    /// advertisement resolves or updates the entry of its target (RFC 4861 §7.2.5; one we
+    /// have no entry for is ignored, counted, `nd_unsolicited`; one §7.1.2 discards is
+    /// `nd_bad`); anything else is `local_unsupported`.
+    pub fn answer6(
         &mut self,
-        pool: &mut Pool<'_>,
-        b: PacketBuf,
-        ip: usize,
-        ingress: u8,
-        kind: super::icmp::Kind,
+        frame: &mut [u8],
+        (ip, icmp, len): (usize, usize, usize),
+        port: u8,
         now: Instant,
-    ) -> Option<[u8; 6]> {
-        let frame = pool.frame(b);
-        if !super::icmp::may_answer(frame, ip) {
-            return None;
+    ) -> ArpAction {
+        let shared = Arc::clone(&self.shared);
+        if frame.get(icmp) == Some(&super::nd::NA) {
+            let Some(a) = super::nd::Advert::parse(frame, ip, icmp, len) else {
+                return ArpAction::Drop(DropReason::NdBad);
+            };
+            return match shared.advertised(port, &a, now, &mut self.counters) {
+                Ok(()) => {
+                    self.consumed = true;
+                    ArpAction::Consumed
+                }
+                Err(reason) => {
+                    if reason == DropReason::NdUnsolicited {
+                        self.counters.nd_unsolicited += 1;
+                    }
+                    ArpAction::Drop(reason)
+                }
+            };
         }
-        let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
-        let src: [u8; 4] = frame.get(ip + 12..ip + 16)?.try_into().ok()?;
-        let dst: [u8; 4] = frame.get(ip + 16..ip + 20)?.try_into().ok()?;
-        // Nor to (or from) the broadcast address of one of the ports' subnets (a directed
-        // broadcast, RFC 1812 §4.3.2.7; `may_answer` sees only the limited one).
-        if self.shared.is_subnet_broadcast(dst) || self.shared.is_subnet_broadcast(src) {
-            return None;
-        }
-        let from = self.shared.source_for(ingress, src)?;
-        if !self.shared.icmp_allow(ingress, now) {
-            self.counters.icmp_suppressed += 1;
-            return None;
-        }
-        let (off, len) = (pool.frame_offset(b), pool.len(b));
-        let n = super::icmp::error_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
-        pool.set_len(b, n).ok()?;
-        self.counters.icmp_errors += 1;
-        Some(to)
-    }
-
-    /// [`Router::icmp_error`] for the IPv6 packet at `ip` of `b` whose upper-layer header
-    /// (`proto`) is at `l4` (`later`: a fragment other than the first): an ICMPv6 error
-    /// from the ingress port's IPv6 address (the one whose prefix holds the sender, else the
-    /// port's first), the same bucket as IPv4's.
-    #[allow(clippy::too_many_arguments)]
-    pub fn icmp_error6(
-        &mut self,
-        pool: &mut Pool<'_>,
-        b: PacketBuf,
-        (ip, proto, l4, later): (usize, u8, usize, bool),
-        ingress: u8,
-        kind: super::icmp::Kind,
-        now: Instant,
-    ) -> Option<[u8; 6]> {
-        let frame = pool.frame(b);
-        if !super::icmp::may_answer6(frame, ip, proto, l4, later) {
-            return None;
-        }
-        let to: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
-        let src = u128::from_be_bytes(frame.get(ip + 8..ip + 24)?.try_into().ok()?);
-        let on = |a: &&super::PortAddr6| a.port == ingress;
-        let covers = |a: &&super::PortAddr6| {
-            let mask = u128::MAX.checked_shl(128 - u32::from(a.len.min(128))).unwrap_or(0);
-            (u128::from_be_bytes(a.addr) ^ src) & mask == 0
+        let Some(&own_mac) = shared.own_mac.get(usize::from(port)) else {
+            return ArpAction::Drop(DropReason::LocalUnsupported);
         };
-        let addrs = &self.shared.cfg.addrs6;
-        let from = addrs.iter().filter(on).find(covers).or_else(|| addrs.iter().find(on))?.addr;
-        if !self.shared.icmp_allow(ingress, now) {
-            self.counters.icmp_suppressed += 1;
-            return None;
+        let heard = super::nd::solicitor(frame, ip, icmp, len);
+        match super::nd::reply_in_place(frame, ip, icmp, len, own_mac, |a| shared.owned_by6(port, a)) {
+            Some(super::nd::Answer::Advertisement(to)) => {
+                self.counters.nd_adverts += 1;
+                if let Some((src, mac)) = heard {
+                    shared.solicited_by(port, src, mac, now, &mut self.counters);
+                }
+                ArpAction::Reply(to)
+            }
+            Some(super::nd::Answer::EchoReply(to)) => {
+                self.counters.echo_replies += 1;
+                ArpAction::Reply(to)
+            }
+            None => ArpAction::Drop(DropReason::LocalUnsupported),
         }
-        let (off, len) = (pool.frame_offset(b), pool.len(b));
-        let n = super::icmp::error6_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
-        pool.set_len(b, n).ok()?;
-        self.counters.icmp_errors += 1;
-        Some(to)
     }
 
     /// Counts an ICMP echo answered.
@@ -305,23 +313,48 @@ impl Router {
         self.counters.echo_replies += 1;
     }
 
-    /// Builds a request for `ip` out of `port` in a fresh buffer of `pool` (`None`: no
-    /// buffer, or the port has no address to ask from).
-    fn request(&mut self, pool: &mut Pool<'_>, port: u8, ip: [u8; 4]) -> Option<PacketBuf> {
-        let own_ip = self.shared.source_for(port, ip)?;
+    /// Builds a request for `ip` out of `port` in a fresh buffer of `pool`: an ARP request
+    /// (broadcast) for IPv4, a neighbour solicitation (to the solicited-node multicast
+    /// address, [`super::nd::solicit`]) for IPv6. Returns it and its destination MAC (`None`:
+    /// no buffer, or the port has no address of the family to ask from).
+    fn request(&mut self, pool: &mut Pool<'_>, port: u8, ip: IpAddr) -> Option<(PacketBuf, [u8; 6])> {
         let own_mac = *self.shared.own_mac.get(usize::from(port))?;
+        let src = match ip {
+            IpAddr::V4(ip) => IpAddr::V4(self.shared.source_for(port, ip)?),
+            IpAddr::V6(ip) => IpAddr::V6(self.shared.source_for6(port, &ip)?),
+        };
         let Some(b) = pool.alloc() else {
             self.counters.no_buf += 1;
             return None;
         };
-        let ok = pool.set_frame(b, HEADROOM, arp::MIN_FRAME_LEN).is_ok()
-            && arp::request(pool.frame_mut(b), own_mac, own_ip, ip);
-        if !ok {
+        let built = match (src, ip) {
+            (IpAddr::V4(from), IpAddr::V4(ip)) => {
+                pool.set_frame(b, HEADROOM, arp::MIN_FRAME_LEN).is_ok()
+                    && arp::request(pool.frame_mut(b), own_mac, from, ip)
+                    && {
+                        self.counters.arp_requests += 1;
+                        true
+                    }
+            }
+            (IpAddr::V6(from), IpAddr::V6(ip)) => {
+                pool.set_frame(b, HEADROOM, super::nd::NS_FRAME_LEN).is_ok()
+                    && super::nd::solicit(pool.frame_mut(b), own_mac, from, ip)
+                    && {
+                        self.counters.nd_solicits += 1;
+                        true
+                    }
+            }
+            _ => false,
+        };
+        if !built {
             let _ = pool.free(b);
             return None;
         }
-        self.counters.arp_requests += 1;
-        Some(b)
+        let to = match ip {
+            IpAddr::V4(_) => BROADCAST,
+            IpAddr::V6(ip) => super::nd::multicast_mac(&super::nd::solicited_node(&ip)),
+        };
+        Some((b, to))
     }
 
     /// The slow path for `buf`, to go to `ip` behind `port`: the table's entry if it is
@@ -332,7 +365,7 @@ impl Router {
         &mut self,
         pool: &mut Pool<'_>,
         buf: PacketBuf,
-        ip: [u8; 4],
+        ip: IpAddr,
         port: u8,
         now: Instant,
         emit: &mut dyn FnMut(&mut Pool<'_>, PacketBuf, Emit),
@@ -350,13 +383,28 @@ impl Router {
             }
             let mac = e.mac;
             drop(t);
-            if let Some(s) = self.cache.get_mut(slot_of(ip)) {
-                *s = Slot { key: slot_key(ip, port), mac };
+            match ip {
+                IpAddr::V4(ip) => {
+                    if let Some(s) = self.cache.get_mut(slot_of(ip)) {
+                        *s = Slot { key: slot_key(ip, port), mac };
+                    }
+                }
+                IpAddr::V6(addr) => {
+                    if let Some(s) = self.cache6.get_mut(slot6_of(&addr)) {
+                        *s = Slot6 { addr, port: u16::from(port) + 1, mac };
+                    }
+                }
             }
             return Miss::Send(mac);
         }
+        // Nothing to ask from: the port has no address of the family (RFC 4861 §7.2.2 asks
+        // from one of the outgoing interface's addresses).
+        let sourced = match ip {
+            IpAddr::V4(a) => shared.source_for(port, a).is_some(),
+            IpAddr::V6(a) => shared.source_for6(port, &a).is_some(),
+        };
         // Waiting needs the lane whose pool the buffer is of.
-        let Some(lane) = self.lane else { return Miss::Drop(DropReason::NeighUnresolved) };
+        let (true, Some(lane)) = (sourced, self.lane) else { return Miss::Drop(DropReason::NeighUnresolved) };
         let i = match found {
             Some(i) => i,
             None if t.entries.len() >= shared.cfg.capacity => {
@@ -396,8 +444,8 @@ impl Router {
         if due {
             (e.since, e.probes) = (now, e.probes.saturating_add(1));
             drop(t);
-            if let Some(r) = self.request(pool, port, ip) {
-                emit(pool, r, Emit::Send { port, mac: BROADCAST, generated: true });
+            if let Some((r, mac)) = self.request(pool, port, ip) {
+                emit(pool, r, Emit::Send { port, mac, generated: true });
             }
         }
         Miss::Queued
@@ -414,14 +462,14 @@ impl Router {
         if !for_us {
             // Gratuitous: refreshes an entry we have, never makes one (RFC 5227 §2.4: hosts
             // update caches from announcements; a router need not learn every host).
-            if a.is_gratuitous() && shared.learn(port, a.spa, a.sha, false, now, &mut self.counters) {
+            if a.is_gratuitous() && shared.learn(port, IpAddr::V4(a.spa), a.sha, false, now, &mut self.counters) {
                 return ArpAction::Consumed;
             }
             return ArpAction::Drop(DropReason::ArpNotOurs);
         }
         match a.op {
             arp::OP_REQUEST => {
-                shared.learn(port, a.spa, a.sha, true, now, &mut self.counters);
+                shared.learn(port, IpAddr::V4(a.spa), a.sha, true, now, &mut self.counters);
                 let Some(&own) = shared.own_mac.get(usize::from(port)) else {
                     return ArpAction::Drop(DropReason::ArpBad);
                 };
@@ -437,9 +485,10 @@ impl Router {
                 // A reply: only one we asked for (an entry exists and is not static) counts.
                 let asked = {
                     let t = shared.table.lock();
-                    t.find(a.spa).and_then(|i| t.entries.get(i)).is_some_and(|e| e.state != State::Static)
+                    let e = t.find(IpAddr::V4(a.spa)).and_then(|i| t.entries.get(i));
+                    e.is_some_and(|e| e.state != State::Static)
                 };
-                if asked && shared.learn(port, a.spa, a.sha, false, now, &mut self.counters) {
+                if asked && shared.learn(port, IpAddr::V4(a.spa), a.sha, false, now, &mut self.counters) {
                     ArpAction::Consumed
                 } else {
                     self.counters.arp_unsolicited += 1;
@@ -506,7 +555,7 @@ impl Router {
             return;
         }
         let retrans = shared.cfg.retrans;
-        let mut asks: heapless::Vec<([u8; 4], u8), 8> = heapless::Vec::new();
+        let mut asks: heapless::Vec<(IpAddr, u8), 8> = heapless::Vec::new();
         {
             let Some(mut t) = shared.table.try_lock() else { return };
             if now.ticks() < shared.next_age.load(Ordering::Relaxed) {
@@ -540,8 +589,8 @@ impl Router {
             }
         }
         for (ip, port) in asks {
-            if let Some(r) = self.request(pool, port, ip) {
-                emit(pool, r, Emit::Send { port, mac: BROADCAST, generated: true });
+            if let Some((r, mac)) = self.request(pool, port, ip) {
+                emit(pool, r, Emit::Send { port, mac, generated: true });
             }
         }
     }
@@ -554,7 +603,8 @@ impl Router {
             " neigh_learned={} neigh_updated={} neigh_resolved={} neigh_arp_replies={} neigh_arp_requests={} \
              neigh_arp_unsolicited={} neigh_table_full={} neigh_queued={} neigh_dequeued={} neigh_echo_replies={} \
              neigh_no_buf={} neigh_nd_adverts={} neigh_icmp_errors={} neigh_icmp_suppressed={} neigh_too_big={} \
-             neigh_fragmented={} neigh_fragments={}",
+             neigh_fragmented={} neigh_fragments={} neigh_nd_solicits={} neigh_nd_resolved={} \
+             neigh_nd_unsolicited={}",
             c.learned,
             c.updated,
             c.resolved,
@@ -571,7 +621,10 @@ impl Router {
             c.icmp_suppressed,
             c.too_big,
             c.fragmented,
-            c.fragments
+            c.fragments,
+            c.nd_solicits,
+            c.nd_resolved,
+            c.nd_unsolicited
         )
     }
 }

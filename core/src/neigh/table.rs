@@ -1,11 +1,14 @@
 //! The neighbour table shared by a chain's workers ([`NeighShared`]): its entries, the
-//! frames waiting in them, learning from ARP (`crate::neigh` module docs).
+//! frames waiting in them, learning from ARP and IPv6 neighbour discovery (`crate::neigh`
+//! module docs).
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use super::{NeighConfig, NeighConfigError, NeighCounters, PortAddr, QUEUE, State};
+use super::{NeighConfig, NeighConfigError, NeighCounters, PortAddr, PortAddr6, QUEUE, State};
 use crate::buf::PacketBuf;
+use crate::drops::DropReason;
+use crate::parse::IpAddr;
 use crate::stage::PORTS;
 use crate::time::Instant;
 
@@ -19,7 +22,7 @@ pub(super) struct Waiting {
 /// One neighbour.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
-    pub(super) ip: [u8; 4],
+    pub(super) ip: IpAddr,
     pub(super) port: u8,
     pub(super) mac: [u8; 6],
     pub(super) state: State,
@@ -33,8 +36,8 @@ pub(super) struct Entry {
 /// A neighbour as [`NeighShared::entries`] lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NeighView {
-    /// Its address.
-    pub ip: [u8; 4],
+    /// Its address (IPv4 or IPv6).
+    pub ip: IpAddr,
     /// Its port.
     pub port: u8,
     /// Its MAC (zero while incomplete).
@@ -53,7 +56,7 @@ pub(super) struct Table {
 }
 
 impl Table {
-    pub(super) fn find(&self, ip: [u8; 4]) -> Option<usize> {
+    pub(super) fn find(&self, ip: IpAddr) -> Option<usize> {
         self.entries.iter().position(|e| e.ip == ip)
     }
 }
@@ -92,7 +95,7 @@ impl NeighShared {
         entries.try_reserve_exact(cfg.capacity).map_err(|_| NeighConfigError::Capacity)?;
         for s in &cfg.statics {
             entries.push(Entry {
-                ip: s.ip,
+                ip: IpAddr::V4(s.ip),
                 port: s.port,
                 mac: s.mac,
                 state: State::Static,
@@ -134,6 +137,19 @@ impl NeighShared {
     /// Whether `ip` is an IPv6 address of `port`.
     pub(super) fn owned_by6(&self, port: u8, ip: &[u8; 16]) -> bool {
         self.cfg.addrs6.iter().any(|a| a.port == port && a.addr == *ip)
+    }
+
+    /// The IPv6 address of `port` whose prefix covers `ip` (else its first address): the
+    /// sender of solicitations for `ip` and of ICMPv6 errors to it.
+    pub(super) fn source_for6(&self, port: u8, ip: &[u8; 16]) -> Option<[u8; 16]> {
+        let ip = u128::from_be_bytes(*ip);
+        let on = |a: &&PortAddr6| a.port == port;
+        let covers = |a: &&PortAddr6| {
+            let mask = u128::MAX.checked_shl(128 - u32::from(a.len.min(128))).unwrap_or(0);
+            (u128::from_be_bytes(a.addr) ^ ip) & mask == 0
+        };
+        let addrs = &self.cfg.addrs6;
+        addrs.iter().filter(on).find(covers).or_else(|| addrs.iter().find(on)).map(|a| a.addr)
     }
 
     /// Whether `ip` is an address of `port`.
@@ -204,6 +220,15 @@ impl NeighShared {
         }
     }
 
+    /// Whether `ip` may be a neighbour: a unicast address that is not ours.
+    fn neighbour_ok(&self, ip: IpAddr, mac: [u8; 6]) -> bool {
+        let ok = match ip {
+            IpAddr::V4(a) => a != [0; 4] && !self.is_own(a),
+            IpAddr::V6(a) => a != [0; 16] && a[0] != 0xff && !self.cfg.addrs6.iter().any(|o| o.addr == a),
+        };
+        ok && mac[0] & 1 == 0
+    }
+
     /// Learns `ip` at `mac` behind `port` from an ARP frame. `create`: a new entry may be
     /// made (the frame was addressed to us, RFC 826's merge rule); otherwise only an
     /// existing one is updated. Static entries are never changed. Returns whether an entry
@@ -211,13 +236,13 @@ impl NeighShared {
     pub(super) fn learn(
         &self,
         port: u8,
-        ip: [u8; 4],
+        ip: IpAddr,
         mac: [u8; 6],
         create: bool,
         now: Instant,
         c: &mut NeighCounters,
     ) -> bool {
-        if mac[0] & 1 != 0 || ip == [0; 4] || self.is_own(ip) {
+        if !self.neighbour_ok(ip, mac) {
             return false;
         }
         let mut t = self.table.lock();
@@ -241,22 +266,103 @@ impl NeighShared {
                 true
             }
             None if !create => false,
+            None => Self::insert(&mut t, &self.cfg, Self::entry(ip, port, mac, State::Reachable, now), c),
+        }
+    }
+
+    fn entry(ip: IpAddr, port: u8, mac: [u8; 6], state: State, now: Instant) -> Entry {
+        Entry { ip, port, mac, state, since: now, probes: 0, queue: heapless::Vec::new() }
+    }
+
+    fn insert(t: &mut Table, cfg: &NeighConfig, e: Entry, c: &mut NeighCounters) -> bool {
+        if t.entries.len() >= cfg.capacity {
+            c.table_full += 1;
+            return false;
+        }
+        t.entries.push(e);
+        c.learned += 1;
+        true
+    }
+
+    /// A neighbour advertisement for `a.target` received on `port` (RFC 4861 §7.2.5). No
+    /// entry (or a static one): `Err(NdUnsolicited)`, nothing changed (an advertisement nobody asked for;
+    /// "If no entry exists, the advertisement SHOULD be silently discarded"). An incomplete
+    /// (or failed) entry takes the target link-layer address ("If the advertisement's
+    /// Solicited flag is set, the state of the entry is set to REACHABLE; otherwise, it is
+    /// set to STALE") and its waiting frames go; none given: discarded (`Err(NdBad)`). A
+    /// resolved entry:
+    /// "If the Override flag is clear and the supplied link-layer address differs from that
+    /// in the cache, then … If the state of the entry is REACHABLE, set it to STALE, but do
+    /// not update the entry in any other way"; otherwise the address (if given) is recorded,
+    /// REACHABLE if solicited, else STALE if the address changed.
+    pub(super) fn advertised(
+        &self,
+        port: u8,
+        a: &super::nd::Advert,
+        now: Instant,
+        c: &mut NeighCounters,
+    ) -> Result<(), DropReason> {
+        let mut t = self.table.lock();
+        let found = t.find(IpAddr::V6(a.target)).and_then(|i| t.entries.get_mut(i));
+        let Some(e) = found.filter(|e| e.state != State::Static) else { return Err(DropReason::NdUnsolicited) };
+        if matches!(e.state, State::Incomplete | State::Failed) {
+            let Some(mac) = a.mac.filter(|m| m[0] & 1 == 0) else { return Err(DropReason::NdBad) };
+            let state = if a.solicited { State::Reachable } else { State::Stale };
+            (e.mac, e.port, e.state, e.since, e.probes) = (mac, port, state, now, 0);
+            c.resolved += 1;
+            c.nd_resolved += 1;
+            self.mark_ready(e);
+            return Ok(());
+        }
+        let differs = a.mac.is_some_and(|m| m != e.mac) || e.port != port;
+        if !a.override_ && differs {
+            if e.state == State::Reachable {
+                (e.state, e.since) = (State::Stale, now);
+            }
+            return Ok(());
+        }
+        if let Some(mac) = a.mac.filter(|m| m[0] & 1 == 0 && differs) {
+            (e.mac, e.port) = (mac, port);
+            self.bump();
+        }
+        if a.solicited {
+            (e.state, e.since) = (State::Reachable, now);
+        } else if differs {
+            (e.state, e.since) = (State::Stale, now);
+        }
+        c.updated += 1;
+        Ok(())
+    }
+
+    /// A solicitation for our address from `ip` at `mac` (its source link-layer address
+    /// option) received on `port`, RFC 4861 §7.2.3: "If an entry does not already exist, the
+    /// node SHOULD create a new one and set its reachability state to STALE … If an entry
+    /// already exists, and the cached link-layer address differs from the one in the received
+    /// Source Link-Layer option, the cached address should be replaced by the received
+    /// address, and its reachability state MUST be set to STALE." An incomplete entry is
+    /// resolved by it (its frames go). Static entries are never changed.
+    pub(super) fn solicited_by(&self, port: u8, ip: [u8; 16], mac: [u8; 6], now: Instant, c: &mut NeighCounters) {
+        let ip = IpAddr::V6(ip);
+        if !self.neighbour_ok(ip, mac) {
+            return;
+        }
+        let mut t = self.table.lock();
+        match t.find(ip).and_then(|i| t.entries.get_mut(i)) {
             None => {
-                if t.entries.len() >= self.cfg.capacity {
-                    c.table_full += 1;
-                    return false;
+                Self::insert(&mut t, &self.cfg, Self::entry(ip, port, mac, State::Stale, now), c);
+            }
+            Some(e) if e.state == State::Static || (e.state.usable() && e.mac == mac && e.port == port) => {}
+            Some(e) => {
+                let was = e.state;
+                (e.mac, e.port, e.state, e.since, e.probes) = (mac, port, State::Stale, now, 0);
+                if matches!(was, State::Incomplete | State::Failed) {
+                    c.resolved += 1;
+                    c.nd_resolved += 1;
+                    self.mark_ready(e);
+                } else {
+                    self.bump();
                 }
-                t.entries.push(Entry {
-                    ip,
-                    port,
-                    mac,
-                    state: State::Reachable,
-                    since: now,
-                    probes: 0,
-                    queue: heapless::Vec::new(),
-                });
-                c.learned += 1;
-                true
+                c.updated += 1;
             }
         }
     }

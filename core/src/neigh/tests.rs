@@ -88,7 +88,7 @@ fn step(chain: &mut crate::nf::Chain, pool: &mut Pool<'_>, frames: &[Vec<u8>], p
 }
 
 fn state_of(n: &NeighShared, ip: [u8; 4]) -> Option<State> {
-    n.entries().iter().find(|e| e.ip == ip).map(|e| e.state)
+    n.entries().iter().find(|e| e.ip == IpAddr::V4(ip)).map(|e| e.state)
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn arp_for_our_address_is_answered_in_place_and_learned_from() {
     arp::request(&mut grat2, HOST_B, [10, 0, 0, 3], [10, 0, 0, 3]);
     let o = step(&mut chain, &mut pool, &[grat, grat2], 0, 7);
     assert_eq!((o.c.ctl, o.c.drops_for(DropReason::ArpNotOurs)), (1, 1));
-    let e = n.entries().into_iter().find(|e| e.ip == [10, 0, 0, 2]).unwrap();
+    let e = n.entries().into_iter().find(|e| e.ip == IpAddr::V4([10, 0, 0, 2])).unwrap();
     assert_eq!(e.mac, HOST_B);
     assert_eq!(state_of(&n, [10, 0, 0, 3]), None);
     assert_eq!(pool.in_use(), 0);
@@ -338,9 +338,9 @@ fn bad_configuration_names_the_record() {
     assert!(bad("neigh.static=port:0,ip:10.0.0.5,mac:01:00:5e:00:00:01\n").contains("group MAC"));
     assert!(bad("port.addr=port:0,addr:10.0.0.1/24\nneigh.capacity=0\n").starts_with("line 3: neigh.capacity"));
     assert!(bad("nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,via:10.0.0.1,mac:02:00:00:00:00:01\n").contains("via"));
-    assert!(
-        bad("nf=l3fwd\nl3fwd.route=prefix:2001:db8::/32,port:1,via:direct\n").contains("IPv6 next hops need a mac")
-    );
+    assert!(bad("nf=l3fwd\nl3fwd.route=prefix:2001:db8::/32,port:1,via:10.0.0.1\n").contains("IP version"));
+    assert!(bad("nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,via:fd78::fe\n").contains("IP version"));
+    assert!(bad("nf=l3fwd\nl3fwd.route=prefix:2001:db8::/32,port:1,via:ff02::1\n").contains("not a unicast IPv6"));
     assert!(bad("port.addr=port:0,addr:ff02::1/64\n").contains("not a unicast address"));
     // /31 and /32 have no network or broadcast address.
     assert!(ChainSpec::parse("version=1\nport.addr=port:0,addr:10.0.0.0/31\n").is_ok());
@@ -600,3 +600,5 @@ fn a_port_mtu_out_of_range_or_given_twice_names_its_line() {
     assert!(bad("port.mtu=port:5,mtu:1400\n").starts_with("line 2: port.mtu"));
     assert!(bad("port.mtu=port:0\n").starts_with("line 2: port.mtu"));
 }
+
+mod nd6;

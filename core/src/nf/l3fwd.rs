@@ -9,10 +9,14 @@
 //!   egress port and the MAC of the neighbour behind it, given ([`Resolve::Static`]: the
 //!   packet leaves with `Verdict::Forward(port)` and `Pkt::dst = Dst::Mac(mac)`, the chain writes
 //!   the source MAC) or found in the neighbour table (`crate::neigh`) by the chain's egress:
-//!   a gateway's address ([`Resolve::Gateway`]) or, directly connected, the packet's own
-//!   destination ([`Resolve::Direct`]), in `Pkt::dst` (`Dst::Via`). A static next hop costs what it
-//!   always did; a resolved one costs the egress one cache lookup when the neighbour is
-//!   known.
+//!   a gateway's address ([`Resolve::Gateway`], [`Resolve::Gateway6`]) or, directly
+//!   connected, the packet's own destination ([`Resolve::Direct`], either family), in
+//!   `Pkt::dst` (`Dst::Via`, `Dst::Via6`). A static next hop costs what it always did; a
+//!   resolved one costs the egress one cache lookup when the neighbour is known. An IPv6
+//!   gateway is not checked against the egress port's prefixes (nor is an IPv4 one against
+//!   its subnets): a link-local gateway (`fe80::…`) is the common case in IPv6, and a route
+//!   added from the management channel has no addresses to be checked against; a gateway
+//!   nobody answers for fails as any unanswered neighbour does.
 //! - Order of checks per packet (as Linux's `ip_forward` does it): route first — no route is
 //!   `NoRoute` — then TTL. RFC 1812 §5.3.1: a router decrements the TTL and "if the TTL is
 //!   reduced to zero (or less), the packet MUST be discarded", so a packet that arrives with
@@ -55,6 +59,8 @@ pub enum Resolve {
     Static,
     /// The MAC of this IPv4 gateway, from the neighbour table (`via:IP`).
     Gateway([u8; 4]),
+    /// The MAC of this IPv6 gateway, from the neighbour table (`via:IPv6`; IPv6 routes only).
+    Gateway6([u8; 16]),
     /// The MAC of the packet's own destination, from the neighbour table: the destination
     /// is on the port's subnet (`via:direct`).
     Direct,
@@ -81,6 +87,11 @@ impl NextHop {
     /// The IPv4 gateway `ip` behind `port`, resolved through the neighbour table.
     pub const fn gateway(port: u8, ip: [u8; 4]) -> Self {
         Self { port, mac: [0; 6], resolve: Resolve::Gateway(ip) }
+    }
+
+    /// The IPv6 gateway `ip` behind `port`, resolved through the neighbour table.
+    pub const fn gateway6(port: u8, ip: [u8; 16]) -> Self {
+        Self { port, mac: [0; 6], resolve: Resolve::Gateway6(ip) }
     }
 
     /// Directly connected on `port`: the destination itself is the neighbour.
@@ -220,14 +231,17 @@ pub enum L3fwdConfigError {
     OutOfMemory,
     /// A management command named a route that does not exist.
     NoSuchRoute,
-    /// `next_hops[index]` is the gateway 0.0.0.0.
+    /// `next_hops[index]` is the gateway 0.0.0.0, or an IPv6 gateway that is not a unicast
+    /// address (unspecified, loopback, multicast).
     NextHopGateway {
         /// The next hop.
         index: usize,
     },
-    /// An IPv6 route whose next hop is resolved through the neighbour table (IPv4 only
-    /// for now): IPv6 routes need a `mac:`.
-    V6NeedsMac {
+    /// A route whose gateway is of the other family (an IPv4 route via an IPv6 gateway or
+    /// the reverse).
+    GatewayFamily {
+        /// `routes4` or `routes6`.
+        family: Family,
         /// Index of the route.
         index: usize,
     },
@@ -247,9 +261,11 @@ impl fmt::Display for L3fwdConfigError {
             Self::OutOfGroups { family, index } => write!(f, "l3fwd {family}[{index}]: trie groups exhausted"),
             Self::OutOfMemory => f.write_str("l3fwd: the tries do not fit in the memory left"),
             Self::NoSuchRoute => f.write_str("l3fwd: no such route"),
-            Self::NextHopGateway { index } => write!(f, "l3fwd next_hops[{index}]: gateway 0.0.0.0"),
-            Self::V6NeedsMac { index } => {
-                write!(f, "l3fwd routes6[{index}]: IPv6 next hops need a mac (no neighbour discovery yet)")
+            Self::NextHopGateway { index } => {
+                write!(f, "l3fwd next_hops[{index}]: gateway 0.0.0.0, or not a unicast IPv6 address")
+            }
+            Self::GatewayFamily { family, index } => {
+                write!(f, "l3fwd {family}[{index}]: a gateway of the other IP version")
             }
         }
     }
@@ -275,17 +291,25 @@ impl L3fwdConfig {
         if let Some(index) = self.next_hops.iter().position(|h| h.port >= self.ports) {
             return Err(L3fwdConfigError::NextHopPort { index });
         }
-        if let Some(index) = self.next_hops.iter().position(|h| h.resolve == Resolve::Gateway(VIA_DESTINATION)) {
+        let bad_gateway = |h: &NextHop| match h.resolve {
+            Resolve::Gateway(a) => a == VIA_DESTINATION,
+            Resolve::Gateway6(a) => a[0] == 0xff || u128::from_be_bytes(a) <= 1,
+            Resolve::Static | Resolve::Direct => false,
+        };
+        if let Some(index) = self.next_hops.iter().position(bad_gateway) {
             return Err(L3fwdConfigError::NextHopGateway { index });
         }
         let v4 = self.routes4.iter().map(|r| (u128::from(u32::from_be_bytes(r.prefix)), r.len, r.next_hop));
         self.check_routes(Family::V4, 32, v4)?;
         let v6 = self.routes6.iter().map(|r| (u128::from_be_bytes(r.prefix), r.len, r.next_hop));
         self.check_routes(Family::V6, 128, v6)?;
-        let resolved =
-            |r: &Route6| self.next_hops.get(r.next_hop as usize).is_some_and(|h| h.resolve != Resolve::Static);
-        match self.routes6.iter().position(resolved) {
-            Some(index) => Err(L3fwdConfigError::V6NeedsMac { index }),
+        let resolve = |nh: u32| self.next_hops.get(nh as usize).map(|h| h.resolve);
+        if let Some(index) = self.routes4.iter().position(|r| matches!(resolve(r.next_hop), Some(Resolve::Gateway6(_))))
+        {
+            return Err(L3fwdConfigError::GatewayFamily { family: Family::V4, index });
+        }
+        match self.routes6.iter().position(|r| matches!(resolve(r.next_hop), Some(Resolve::Gateway(_)))) {
+            Some(index) => Err(L3fwdConfigError::GatewayFamily { family: Family::V6, index }),
             None => Ok(()),
         }
     }
@@ -324,8 +348,18 @@ struct HopOut {
     dst: Dst,
 }
 
-/// `Dst::Via` of a directly connected route: the neighbour is the packet's own destination
-/// (the chain's egress reads it; 0.0.0.0 is never a gateway, `validate` refuses it).
+/// What the IPv4 vector loop ([`Nf::run_v4`], chains without a router) needs of a next hop:
+/// its port and its MAC if static (a `via` one goes to the port's peer). Eight bytes, kept
+/// apart from [`HopOut`] (which holds an IPv6 gateway) so that the loop's index stays a shift.
+#[derive(Debug, Clone, Copy)]
+struct HopOut4 {
+    port: u8,
+    mac: Option<[u8; 6]>,
+}
+
+/// `Dst::Via` of a directly connected route: the neighbour is the packet's own destination,
+/// IPv4 or IPv6 (the chain's egress reads it; 0.0.0.0 is never a gateway, `validate`
+/// refuses it).
 pub const VIA_DESTINATION: [u8; 4] = [0; 4];
 
 impl HopOut {
@@ -333,6 +367,7 @@ impl HopOut {
         match h.resolve {
             Resolve::Static => Self { port: h.port, dst: Dst::Mac(h.mac) },
             Resolve::Gateway(ip) => Self { port: h.port, dst: Dst::Via(ip) },
+            Resolve::Gateway6(ip) => Self { port: h.port, dst: Dst::Via6(ip) },
             Resolve::Direct => Self { port: h.port, dst: Dst::Via(VIA_DESTINATION) },
         }
     }
@@ -345,6 +380,8 @@ pub struct L3Tables {
     lpm6: Lpm6,
     /// `config.next_hops`, as the data path writes them.
     out: Vec<HopOut>,
+    /// The same, as the IPv4 vector loop reads them.
+    out4: Vec<HopOut4>,
     config: L3fwdConfig,
 }
 
@@ -365,7 +402,8 @@ impl L3Tables {
                 .map_err(|e| route_error(e, Family::V6, index))?;
         }
         let out = cfg.next_hops.iter().map(HopOut::of).collect();
-        Ok(Self { lpm4, lpm6, out, config: cfg })
+        let out4 = cfg.next_hops.iter().map(|h| HopOut4 { port: h.port, mac: HopOut::of(h).dst.mac() }).collect();
+        Ok(Self { lpm4, lpm6, out, out4, config: cfg })
     }
 
     /// The next hop for `addr`.
@@ -568,7 +606,6 @@ impl Nf for L3fwd {
                 L3Kind::Ipv6 => self.counters.forwarded6 += 1,
             }
             p.verdict = Verdict::Forward(hop.port);
-            // IPv6 routes are static (validated), so `Dst::Via` is only ever set for IPv4.
             p.dst = hop.dst;
         }
     }
@@ -588,7 +625,7 @@ impl Nf for L3fwd {
             let dst = if l4 { parse::ipv4_dst::<true>(f) } else { parse::ipv4_dst::<false>(f) };
             let (Some(dst), Some(h)) = (dst, f.first_chunk_mut::<34>()) else { break };
             took += 1;
-            let Some(hop) = t.lpm4.lookup(dst).and_then(|nh| t.out.get(nh as usize)) else {
+            let Some(hop) = t.lpm4.lookup(dst).and_then(|nh| t.out4.get(nh as usize)) else {
                 self.counters.no_route += 1;
                 tx.drop(pool, b, DropReason::NoRoute);
                 continue;
@@ -603,10 +640,10 @@ impl Nf for L3fwd {
             let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[24], h[25]]));
             h[24..26].copy_from_slice(&sum.to_be_bytes());
             self.counters.forwarded4 += 1;
-            let head = match hop.dst {
-                Dst::Mac(m) => tx.link_header_to(hop.port, m),
+            let head = match hop.mac {
+                Some(m) => tx.link_header_to(hop.port, m),
                 // A chain without addresses sends `Via` to the peer, as its egress does.
-                Dst::Peer | Dst::Via(_) => tx.link_header(hop.port, None),
+                None => tx.link_header(hop.port, None),
             };
             let Some(head) = head else {
                 tx.drop(pool, b, DropReason::NoRoute);

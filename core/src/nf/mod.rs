@@ -142,8 +142,12 @@ pub enum Dst {
     Mac([u8; 6]),
     /// The MAC of this IPv4 neighbour, from the neighbour table (`crate::neigh`; set by the
     /// L3 forwarder for a gateway, or [`l3fwd::VIA_DESTINATION`] for a directly connected
-    /// destination: the packet's own). A chain without addresses sends it to the peer.
+    /// destination: the packet's own, IPv4 or IPv6). A chain without addresses sends it to
+    /// the peer.
     Via([u8; 4]),
+    /// The MAC of this IPv6 gateway, from the neighbour table (set by the L3 forwarder for an
+    /// IPv6 route `via:` a gateway). A chain without addresses sends it to the peer.
+    Via6([u8; 16]),
 }
 
 impl Dst {
@@ -155,15 +159,33 @@ impl Dst {
 
 impl Pkt {
     /// The neighbour a [`Dst::Via`] of `via` names: the gateway, or for
-    /// [`l3fwd::VIA_DESTINATION`] the packet's own IPv4 destination.
+    /// [`l3fwd::VIA_DESTINATION`] the packet's own destination (IPv4 or IPv6).
     #[inline]
-    pub fn neighbour(&self, via: [u8; 4]) -> [u8; 4] {
+    pub fn neighbour(&self, via: [u8; 4]) -> IpAddr {
         if via != l3fwd::VIA_DESTINATION {
-            return via;
+            return IpAddr::V4(via);
         }
-        match &self.parsed.flow.dst {
-            IpAddr::V4(d) => *d,
-            IpAddr::V6(_) => via,
+        self.parsed.flow.dst
+    }
+
+    /// Marks a packet the chain took before the NFs (an IPv6 neighbour advertisement the
+    /// table learned from): a reply with no destination MAC, which no other packet is (a
+    /// reply always has one); `Chain::answer_local` frees it at once.
+    fn mark_taken(&mut self) {
+        (self.verdict, self.dst) = (Verdict::Reply(self.ingress), Dst::Peer);
+    }
+
+    /// Whether [`Pkt::mark_taken`] marked it.
+    fn taken(&self) -> bool {
+        matches!((self.verdict, self.dst), (Verdict::Reply(_), Dst::Peer))
+    }
+
+    /// The neighbour its [`Dst::Via`] or [`Dst::Via6`] names, if it names one.
+    pub fn dst_neighbour(&self) -> Option<IpAddr> {
+        match self.dst {
+            Dst::Via(via) => Some(self.neighbour(via)),
+            Dst::Via6(via) => Some(IpAddr::V6(via)),
+            Dst::Peer | Dst::Mac(_) => None,
         }
     }
 
@@ -617,23 +639,42 @@ impl Chain {
     /// With a router, before the NFs: every admitted packet addressed to one of the
     /// dataplane's own addresses is answered ([`Chain::local`]). Without one: one branch per
     /// batch.
+    /// A neighbour advertisement the table took leaves the batch here (freed, counted as
+    /// `ctl`, as ARP it learns from is).
     #[inline]
-    fn answer_local(&mut self, pool: &mut Pool<'_>) {
+    fn answer_local(&mut self, pool: &mut Pool<'_>, counters: &mut StageCounters, now: Instant) {
         if let Some(r) = &mut self.router {
             for p in self.batch.pkts_mut().iter_mut().filter(|p| p.alive()) {
-                Self::local(r, pool, p);
+                Self::local(r, pool, p, now);
+            }
+            if r.take_consumed() {
+                Self::take_consumed(&mut self.batch, pool, counters);
             }
         }
+    }
+
+    /// Frees the packets of `batch` that [`Chain::local6`] marked as taken (counted as `ctl`).
+    #[cold]
+    #[inline(never)]
+    fn take_consumed(batch: &mut NfBatch, pool: &mut Pool<'_>, counters: &mut StageCounters) {
+        batch.pkts.retain(|p| {
+            let taken = p.taken();
+            if taken {
+                counters.ctl += 1;
+                let _ = pool.free(p.buf);
+            }
+            !taken
+        });
     }
 
     /// A packet for one of the dataplane's own IPv4 addresses: an ICMP echo request becomes
     /// its reply in place (out of the ingress port, to the sender's MAC), anything else is
     /// dropped as [`DropReason::LocalUnsupported`]. Other packets are left alone.
     #[inline]
-    fn local(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt) {
+    fn local(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt, now: Instant) {
         let dst = match &p.parsed.flow.dst {
             IpAddr::V4(d) => *d,
-            IpAddr::V6(d) => return Self::local6(r, pool, p, *d),
+            IpAddr::V6(d) => return Self::local6(r, pool, p, *d, now),
         };
         if !r.is_own(dst) {
             return;
@@ -656,25 +697,34 @@ impl Chain {
     }
 
     /// [`Chain::local`] for IPv6: a neighbour solicitation for one of the ingress port's
-    /// addresses or an echo request to one of them is answered in place
-    /// ([`crate::neigh::nd`]); anything else to our addresses (or to their solicited-node
-    /// multicast addresses) is dropped as [`DropReason::LocalUnsupported`].
+    /// addresses or an echo request to one of them is answered in place, a neighbour
+    /// advertisement to one of our addresses or to all nodes (`ff02::1`) is taken by the
+    /// neighbour table ([`Router::answer6`], [`crate::neigh::nd`]); anything else to our
+    /// addresses (or to their solicited-node multicast addresses) is dropped as
+    /// [`DropReason::LocalUnsupported`].
     #[cold]
-    fn local6(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt, dst: [u8; 16]) {
-        if !r.is_local6(&dst) {
+    fn local6(r: &mut Router, pool: &mut Pool<'_>, p: &mut Pkt, dst: [u8; 16], now: Instant) {
+        let icmp = p.parsed.ip_proto == crate::neigh::nd::ICMPV6 && p.parsed.fragment == parse::Fragment::Whole;
+        let (ip, l4) = (usize::from(p.parsed.l3_offset), usize::from(p.parsed.l4_offset));
+        let advert = icmp && pool.frame(p.buf).get(l4) == Some(&crate::neigh::nd::NA);
+        let to_all = dst == crate::neigh::nd::ALL_NODES && advert;
+        if !(to_all || r.is_local6(&dst)) {
             return;
         }
-        let (ip, l4) = (usize::from(p.parsed.l3_offset), usize::from(p.parsed.l4_offset));
         let len = (ip + usize::from(p.parsed.l3_len)).saturating_sub(l4);
-        let answer = (p.parsed.ip_proto == crate::neigh::nd::ICMPV6 && p.parsed.fragment == parse::Fragment::Whole)
-            .then(|| r.answer6(pool.frame_mut(p.buf), ip, l4, len, p.ingress))
-            .flatten();
-        match answer {
-            Some(to) => {
+        let action = match icmp {
+            true => r.answer6(pool.frame_mut(p.buf), (ip, l4, len), p.ingress, now),
+            false => ArpAction::Drop(DropReason::LocalUnsupported),
+        };
+        match action {
+            ArpAction::Reply(to) => {
                 p.dst = Dst::Mac(to);
                 p.verdict = Verdict::Reply(p.ingress);
             }
-            None => p.verdict = Verdict::Drop(DropReason::LocalUnsupported),
+            // Marked, and freed by `answer_local` once the batch has been looked at (the
+            // router remembers that one was).
+            ArpAction::Consumed => p.mark_taken(),
+            ArpAction::Drop(reason) => p.verdict = Verdict::Drop(reason),
         }
     }
 
@@ -709,7 +759,7 @@ impl Chain {
         if !self.batch.is_empty() {
             self.record_meter(now);
         }
-        self.answer_local(pool);
+        self.answer_local(pool, counters, now);
         self.run_tail(0, pool, out, counters, now);
     }
 
@@ -752,7 +802,7 @@ impl Chain {
             return;
         }
         self.record_meter(now);
-        self.answer_local(pool);
+        self.answer_local(pool, counters, now);
         self.run_nfs(pool, 0, k, now);
         if let Some(r) = &mut self.router {
             r.begin_batch();
@@ -761,8 +811,8 @@ impl Chain {
             match (p.verdict, p.dst) {
                 (Verdict::Drop(reason), ..) => Self::drop_frame(pool, counters, p.buf, reason),
                 // The tail's core holds no lane to queue on: only a cached neighbour goes.
-                (Verdict::Forward(to), Dst::Via(via)) => {
-                    match self.router.as_ref().and_then(|r| r.lookup(p.neighbour(via), to)) {
+                (Verdict::Forward(to), Dst::Via(_) | Dst::Via6(_)) => {
+                    match self.router.as_ref().and_then(|r| Self::cached(r, p, to)) {
                         Some(mac) => hand(pool, p.buf, to, Some(mac)),
                         None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
                     }
@@ -1161,8 +1211,8 @@ impl Chain {
     }
 
     /// Sends `b` (the packet `p`, or a fragment of it) out of `to` to its next hop: the NF's
-    /// MAC, the port's peer, or the neighbour [`Dst::Via`] names (a miss takes the table's
-    /// slow path).
+    /// MAC, the port's peer, or the neighbour [`Dst::Via`] / [`Dst::Via6`] names (a miss takes
+    /// the table's slow path).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn forward(
@@ -1177,7 +1227,7 @@ impl Chain {
         now: Instant,
     ) {
         let dst = match p.dst {
-            Dst::Via(via) => match r.lookup(p.neighbour(via), to) {
+            Dst::Via(_) | Dst::Via6(_) => match Self::cached(r, p, to) {
                 Some(mac) => Some(mac),
                 None => return Self::egress_miss(egress, r, pool, out, counters, p, b, to, now),
             },
@@ -1185,6 +1235,15 @@ impl Chain {
             Dst::Peer => None,
         };
         Self::send(egress, pool, out, counters, b, usize::from(to), dst);
+    }
+
+    /// The MAC of `p`'s [`Dst::Via`] or [`Dst::Via6`] neighbour behind `to` if the worker has
+    /// it cached.
+    fn cached(r: &Router, p: &Pkt, to: u8) -> Option<[u8; 6]> {
+        match p.dst_neighbour()? {
+            IpAddr::V4(ip) => r.lookup(ip, to),
+            IpAddr::V6(ip) => r.lookup6(&ip, to),
+        }
     }
 
     /// A packet whose neighbour is not in the worker's cache: the table's slow path (it may
@@ -1203,8 +1262,9 @@ impl Chain {
         to: u8,
         now: Instant,
     ) {
-        let Dst::Via(via) = p.dst else { return Self::drop_frame(pool, counters, b, DropReason::NeighUnresolved) };
-        let ip = p.neighbour(via);
+        let Some(ip) = p.dst_neighbour() else {
+            return Self::drop_frame(pool, counters, b, DropReason::NeighUnresolved);
+        };
         let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
         match r.miss(pool, b, ip, to, now, &mut emit) {
             Miss::Send(mac) => Self::send(egress, pool, out, counters, b, usize::from(to), Some(mac)),

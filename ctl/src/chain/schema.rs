@@ -53,10 +53,12 @@
 //! [[l3fwd.route]]
 //! prefix = "10.0.0.0/8"
 //! port = 1
-//! mac = "02:00:00:00:01:01"             # or via = "10.1.0.254" (a gateway) or via = "direct"
-//!                                       # (directly connected): the MAC from the neighbour table
+//! mac = "02:00:00:00:01:01"             # or via = "10.1.0.254" (a gateway of the prefix's IP
+//!                                       # version: via = "fe80::1" for an IPv6 prefix) or
+//!                                       # via = "direct" (directly connected): the MAC from the
+//!                                       # neighbour table (ARP, IPv6 neighbour discovery)
 //!
-//! [[port.addr]]                         # the ports' own IPv4 addresses (any of port/neigh
+//! [[port.addr]]                         # the ports' own IPv4/IPv6 addresses (any of port/neigh
 //! port = 0                              # gives the chain a neighbour table: ARP and ping
 //! addr = "10.0.0.1/24"                  # answered, `via` next hops resolved)
 //!

@@ -443,3 +443,24 @@ fn addresses_neighbours_and_via_routes_reach_the_text_form() {
     let e = compile("chains/x.toml", &bad).unwrap_err();
     assert_eq!((e.line, e.field.as_str()), (4, "port.addr[0]"), "{e}");
 }
+
+/// IPv6 routes resolved through the neighbour table (`via = "direct"`, `via` an IPv6
+/// gateway) reach the text form; a gateway of the other IP version points at its route.
+#[test]
+fn ipv6_via_routes_reach_the_text_form() {
+    let src = "[chain]\nnfs = [\"l3fwd\"]\n\n[[port.addr]]\nport = 1\naddr = \"fd78::1/64\"\n\n\
+               [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nvia = \"direct\"\n\
+               [[l3fwd.route]]\nprefix = \"::/0\"\nport = 1\nvia = \"fd78::fe\"\n";
+    let c = compile("chains/x.toml", src).expect("compiles");
+    for line in [
+        "port.addr=port:1,addr:fd78::1/64",
+        "l3fwd.route=prefix:fd79::/64,port:1,via:direct",
+        "l3fwd.route=prefix:::/0,port:1,via:fd78::fe",
+    ] {
+        assert!(c.text.lines().any(|l| l == line), "{line} missing from\n{}", c.text);
+    }
+    let bad = src.replace("fd78::fe", "10.0.0.254");
+    let e = compile("chains/x.toml", &bad).unwrap_err();
+    assert!(e.to_string().contains("IP version"), "{e}");
+    assert_eq!((e.line, e.field.as_str()), (15, "l3fwd.route[1].via"), "{e}");
+}

@@ -3,7 +3,7 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests) |
+//! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests, and send the solicitations for IPv6 next hops) |
 //! | `port.mtu` | `port:N,mtu:M`: the longest IP packet port N sends, 1280..=1500 (default 1500; list: at most one record per port) |
 //! | `neigh.static` | `port:N,ip:IPv4,mac:MAC` (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |
@@ -14,7 +14,8 @@
 //! | `neigh.icmp_burst` | ICMP errors a port may send at once (default 50; 0 sends none) |
 //!
 //! Any of them gives the chain a neighbour table: it answers ARP and ICMP echo for its
-//! addresses and the L3 forwarder's `via:` next hops resolve through it.
+//! addresses and the L3 forwarder's `via:` next hops (IPv4 by ARP, IPv6 by neighbour
+//! discovery) resolve through it.
 
 use core::net::IpAddr as NetIp;
 

@@ -8,7 +8,7 @@
 //! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS`, `accounting.export=ipfix:PORT:IP:UDPPORT`, `accounting.export_src=IP` |
 //! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
 //! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.undecided=deny\|allow`, `urlfilter.fragments=drop\|pass`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS`, `urlfilter.handshake_timeout_ms=MS` |
-//! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` or `…,via:IPv4` (a gateway) or `…,via:direct` (directly connected), the two last resolved through the neighbour table (`config::neigh`) (list; next hops are the distinct `(port, mac or via)` in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
+//! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` or `…,via:IP` (a gateway of the prefix's IP version) or `…,via:direct` (directly connected), the two last resolved through the neighbour table (`config::neigh`) (list; next hops are the distinct `(port, mac or via)` in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
 //!
 //! Timeouts (`…_ms`) are milliseconds, 1..=`MAX_TIMEOUT_MS` (one day); they stay in
 //! milliseconds in [`Timeouts`] until `ChainSpec::build` knows the clock's rate.
@@ -76,9 +76,9 @@ pub(crate) fn acl_rule(value: &str) -> Result<AclRule, Fail> {
     Ok(r)
 }
 
-/// One `l3fwd.route` value: `prefix:PFX,port:N,mac:MAC` or `prefix:PFX,port:N,via:IPv4`
-/// (a gateway) or `prefix:PFX,port:N,via:direct` (directly connected); the two last resolved
-/// through the neighbour table. Also the argument of the management command `route add`.
+/// One `l3fwd.route` value: `prefix:PFX,port:N,mac:MAC` or `prefix:PFX,port:N,via:IP`
+/// (a gateway of the prefix's IP version) or `prefix:PFX,port:N,via:direct` (directly
+/// connected); the two last resolved through the neighbour table. Also the argument of the management command `route add`.
 pub(crate) fn route(value: &str) -> Result<(Prefix, NextHop), Fail> {
     let [pfx, port, mac, via] = record(value, ["prefix", "port", "mac", "via"])?;
     let p = req("prefix", pfx, prefix)?;
@@ -90,8 +90,9 @@ pub(crate) fn route(value: &str) -> Result<(Prefix, NextHop), Fail> {
         (_, None) => NextHop::mac(port, req("mac", mac, values::mac)?),
         (None, Some("direct")) => NextHop::direct(port),
         (None, Some(v)) => match values::ip(v) {
-            Ok(NetIp::V4(a)) => NextHop::gateway(port, a.octets()),
-            _ => return Err(Fail::expected("via", "an IPv4 gateway address or direct")),
+            Ok(NetIp::V4(a)) if matches!(p.addr, IpAddr::V4(_)) => NextHop::gateway(port, a.octets()),
+            Ok(NetIp::V6(a)) if matches!(p.addr, IpAddr::V6(_)) => NextHop::gateway6(port, a.octets()),
+            _ => return Err(Fail::expected("via", "a gateway address of the prefix's IP version, or direct")),
         },
     };
     Ok((p, hop))
@@ -230,7 +231,8 @@ impl Section for L3fwdSection {
                     Family::V4 => self.lines4.get(index).copied(),
                     Family::V6 => self.lines6.get(index).copied(),
                 },
-                L3fwdConfigError::V6NeedsMac { index } => self.lines6.get(index).copied(),
+                L3fwdConfigError::GatewayFamily { family: Family::V4, index } => self.lines4.get(index).copied(),
+                L3fwdConfigError::GatewayFamily { family: Family::V6, index } => self.lines6.get(index).copied(),
                 _ => None,
             };
             (route.map(|l| (l, "l3fwd.route")), Fail { field: None, kind: SpecErrorKind::L3fwd(e) })

@@ -108,6 +108,7 @@ impl fmt::Display for RouteText {
         match self.1.resolve {
             Resolve::Static => write!(f, "mac:{}", MacText(self.1.mac)),
             Resolve::Gateway(a) => write!(f, "via:{}", core::net::Ipv4Addr::from(a)),
+            Resolve::Gateway6(a) => write!(f, "via:{}", core::net::Ipv6Addr::from(a)),
             Resolve::Direct => f.write_str("via:direct"),
         }
     }
@@ -145,9 +146,13 @@ mod tests {
         }
         let r = sections::acl_rule("action:deny,dst:192.0.2.0/24").unwrap();
         assert_eq!(sections::acl_rule(&format!("{}", RuleText(&r))).unwrap(), r);
-        for text in
-            ["prefix:10.1.0.0/16,port:1,mac:02:00:00:00:00:99", "prefix:2001:db8::/32,port:0,mac:0a:0b:0c:0d:0e:0f"]
-        {
+        for text in [
+            "prefix:10.1.0.0/16,port:1,mac:02:00:00:00:00:99",
+            "prefix:2001:db8::/32,port:0,mac:0a:0b:0c:0d:0e:0f",
+            "prefix:10.1.0.0/16,port:1,via:10.1.0.254",
+            "prefix:::/0,port:1,via:fe80::1",
+            "prefix:fd79::/64,port:1,via:direct",
+        ] {
             let (p, h) = sections::route(text).unwrap();
             assert_eq!(format!("{}", RouteText(p, h)), text);
         }
