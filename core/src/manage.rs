@@ -105,6 +105,8 @@ pub enum Table {
     Accounting,
     /// The L3 forwarder's routes.
     L3fwd,
+    /// The neighbour table (a chain with port addresses).
+    Neigh,
     /// The NICs' RSS redirection tables (the machine answers).
     Rss,
 }
@@ -141,7 +143,7 @@ pub enum Command {
 /// The commands, as `help` lists them.
 pub const HELP: [&str; 12] = [
     "stats",
-    "show acl|lb|nat|accounting|l3fwd|rss",
+    "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
     "acl del ID",
     "route add prefix:PFX,port:N,mac:MAC",
@@ -291,8 +293,9 @@ fn parse_command(words: &[&str]) -> Result<Command, Error> {
             "nat" => Table::Nat,
             "accounting" => Table::Accounting,
             "l3fwd" => Table::L3fwd,
+            "neigh" => Table::Neigh,
             "rss" => Table::Rss,
-            _ => return Err(bad(format_args!("show: expected acl, lb, nat, accounting, l3fwd or rss"))),
+            _ => return Err(bad(format_args!("show: expected acl, lb, nat, accounting, l3fwd, neigh or rss"))),
         }),
         ["acl", "add", rule] => Command::AclAdd(acl_rule(rule).map_err(|e| record_error("acl.rule", e))?),
         ["acl", "del", id] => Command::AclDel(number(id, "acl del")?),
@@ -605,6 +608,34 @@ fn show(chain: &ChainFactory, t: Table, now: Instant, out: &mut dyn FnMut(fmt::A
                 if let Some(h) = hop(r.next_hop) {
                     rows.row(format_args!("route {}", RouteText(crate::nf::acl::Prefix::v6(r.prefix, r.len), h)));
                 }
+            }
+            rows.end();
+        }
+        Table::Neigh => {
+            let n = chain.neigh().ok_or_else(|| {
+                Error::new(ErrorKind::NoSuchNf, format_args!("the chain has no neighbour table (no port.addr)"))
+            })?;
+            let entries = n.entries();
+            out(format_args!("entries={} waiting={} capacity={}", entries.len(), n.waiting(), n.config().capacity));
+            let mut rows = Rows::new(out);
+            for e in &entries {
+                let ip: core::net::IpAddr = match e.ip {
+                    crate::parse::IpAddr::V4(a) => a.into(),
+                    crate::parse::IpAddr::V6(a) => a.into(),
+                };
+                let m = e.mac;
+                rows.row(format_args!(
+                    "neigh ip:{ip},port:{},mac:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x},state:{},queued:{}",
+                    e.port,
+                    m[0],
+                    m[1],
+                    m[2],
+                    m[3],
+                    m[4],
+                    m[5],
+                    e.state.as_str(),
+                    e.queued
+                ));
             }
             rows.end();
         }

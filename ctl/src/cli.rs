@@ -14,7 +14,7 @@ pub enum Cmd {
     /// Send one management command to a running dataplane and print the reply: to a
     /// `cargo xtask run` in progress (it serves target/cadence-ctl.sock), or to an image
     /// started by hand with `-serial unix:PATH,server=on,wait=off` (`--socket PATH`).
-    /// Commands: stats, show acl|lb|nat|accounting|l3fwd|rss, acl add RULE, acl del ID,
+    /// Commands: stats, show acl|lb|nat|accounting|l3fwd|neigh|rss, acl add RULE, acl del ID,
     /// route add prefix:P,port:N,mac:M, route del P, lb backend add|del VIP BACKEND,
     /// rss move FROM TO, rss restore, stop, help (docs/PROTOCOL.md).
     Ctl {

@@ -94,6 +94,7 @@ impl Dataplane {
                 .arg(chain)
                 .args(["workers=1", "stats_ms=0"])
                 .args(extra)
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(std::fs::File::create(stderr)?)
                 .spawn()
@@ -118,6 +119,27 @@ impl Dataplane {
             }
         }
         Ok(Self { child, lines: rx })
+    }
+
+    /// Sends the management request `ctl ID CMD` on its standard input (the hosted build's
+    /// management channel, docs/PROTOCOL.md) and returns the answer's data lines; an `error`
+    /// answer is an error naming it.
+    pub fn ctl(&mut self, id: u32, cmd: &str) -> Result<Vec<String>> {
+        use std::io::Write;
+        let stdin = self.child.0.stdin.as_mut().ok_or_else(|| anyhow!("the dataplane's stdin is gone"))?;
+        writeln!(stdin, "ctl {id} {cmd}").and_then(|()| stdin.flush()).context("writing to the dataplane")?;
+        let (data, done) = (format!("@ctl id={id} | "), format!("@ctl id={id} "));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut rows = Vec::new();
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) if l.starts_with(&data) => rows.push(l[data.len()..].to_string()),
+                Ok(l) if l == format!("@ctl id={id} ok") || l.starts_with(&format!("{done}ok ")) => return Ok(rows),
+                Ok(l) if l.starts_with(&done) => bail!("ctl {id} {cmd}: {l}"),
+                Ok(_) => {}
+                Err(_) => bail!("no answer to ctl {id} {cmd}"),
+            }
+        }
     }
 
     /// Stops it as STOP does (SIGINT) and returns its `@summary` line.

@@ -63,7 +63,7 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     )?;
     let chain = out.join("nat.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
+    let mut dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
 
     let mut failures = Vec::new();
     let ping = in_ns(&na.0, &["ping", "-n", "-c", "2", "-W", "2", B])?;
@@ -118,6 +118,14 @@ fn icmp_errors_cross_the_nat_with_the_packet_they_quote() -> Result<()> {
     let stray = in_ns(&nb.0, &["traceroute", "-n", "-q", "1", "-w", "1", "-m", "1", "10.80.2.1"])?;
     std::fs::write(out.join("stray.txt"), &stray.stdout)?;
 
+    // The management channel lists both hosts as neighbours Cadence resolved.
+    let neigh = dp.ctl(1, "show neigh")?;
+    std::fs::write(out.join("neigh.txt"), neigh.join("\n"))?;
+    for (h, port) in [(A, 0), (B, 1)] {
+        if !neigh.iter().any(|l| l.starts_with(&format!("neigh ip:{h},port:{port},")) && !l.contains("state:failed")) {
+            failures.push(format!("show neigh lacks {h} on port {port}:\n{}", neigh.join("\n")));
+        }
+    }
     let summary = dp.stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;
     if !failures.is_empty() {

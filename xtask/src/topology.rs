@@ -7,8 +7,9 @@
 //! on port 1).
 //!
 //! It runs what a user would try — `ping` both ways, `ping -6` to Cadence, `traceroute` A → B,
-//! a 1 500-byte `ping` with Don't Fragment — prints each tool's output, then stops the
-//! dataplane and prints its neighbour, ICMP and forwarding counters from `@summary`. The
+//! a 1 500-byte `ping` with Don't Fragment — prints each tool's output and Cadence's neighbour
+//! table (`show neigh` on its management channel), then stops the dataplane and prints its
+//! neighbour, ICMP and forwarding counters from `@summary`. The
 //! result is OK when every ping that must cross does. Everything it created (namespaces,
 //! veths, the dataplane) goes away when it ends. Needs root and iproute2.
 
@@ -55,7 +56,7 @@ pub fn router(chain: &Path) -> Result<bool> {
     let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
     run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
     ip(&["-n", &na.0, "-6", "addr", "add", "fd78::2/64", "dev", &veths.host[0], "nodad"])?;
-    let dp = Dataplane::start(&bin, &veths, &chain_file, &[], &out.join("dataplane.stderr"))?;
+    let mut dp = Dataplane::start(&bin, &veths, &chain_file, &[], &out.join("dataplane.stderr"))?;
     println!("topology: host A {A} (netns {}) ── port 0 [Cadence] port 1 ── host B {B} (netns {})", na.0, nb.0);
 
     let mut ok = true;
@@ -74,6 +75,10 @@ pub fn router(chain: &Path) -> Result<bool> {
             ok = false;
             println!("(failed)");
         }
+    }
+    println!("\nCadence's neighbour table (management channel: show neigh):");
+    for row in dp.ctl(1, "show neigh")? {
+        println!("  {row}");
     }
     let summary = dp.stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;

@@ -202,3 +202,24 @@ fn stats_pairs_become_one_json_object() {
     assert_eq!(e, "{}");
     let _ = vec![0u8];
 }
+
+#[test]
+fn the_neighbour_table_is_shown() {
+    let c = chain(
+        "version=1\nport.addr=port:0,addr:10.0.0.1/24\nneigh.static=port:0,ip:10.0.0.9,mac:02:00:00:00:00:09\n\
+         nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n",
+    );
+    let mut m = Manager::new();
+    let (data, fin) = run(&mut m, &c, "ctl 1 show neigh");
+    assert_eq!(fin, "@ctl id=1 ok");
+    assert_eq!(
+        data,
+        [
+            format!("@ctl id=1 | entries=1 waiting=0 capacity={}", crate::miri_or(256, 16)),
+            "@ctl id=1 | neigh ip:10.0.0.9,port:0,mac:02:00:00:00:00:09,state:static,queued:0".into(),
+        ]
+    );
+    let plain = chain("version=1\nnf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,mac:02:00:00:00:00:09\n");
+    let (_, fin) = run(&mut m, &plain, "ctl 2 show neigh");
+    assert_eq!(fin, "@ctl id=2 error=no_such_nf msg=\"the chain has no neighbour table (no port.addr)\"");
+}
