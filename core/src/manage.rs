@@ -128,6 +128,10 @@ pub enum Command {
     RouteAdd(crate::nf::acl::Prefix, crate::nf::l3fwd::NextHop),
     /// `route del PREFIX`.
     RouteDel(crate::nf::acl::Prefix),
+    /// `neigh add port:N,ip:IP,mac:MAC`: a static neighbour (IPv4 or IPv6).
+    NeighAdd(u8, IpAddr, [u8; 6]),
+    /// `neigh del IP`: forget a neighbour.
+    NeighDel(IpAddr),
     /// `lb backend add VIP BACKEND`.
     BackendAdd(usize, crate::nf::lb::Backend),
     /// `lb backend del VIP BACKEND`.
@@ -141,13 +145,15 @@ pub enum Command {
 }
 
 /// The commands, as `help` lists them.
-pub const HELP: [&str; 12] = [
+pub const HELP: [&str; 14] = [
     "stats",
     "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
     "acl del ID",
     "route add prefix:PFX,port:N,mac:MAC",
     "route del PFX",
+    "neigh add port:N,ip:IP,mac:MAC",
+    "neigh del IP",
     "lb backend add VIP BACKEND",
     "lb backend del VIP BACKEND",
     "rss move FROM TO",
@@ -268,6 +274,19 @@ fn bad(args: fmt::Arguments<'_>) -> Error {
 }
 
 /// Names a record error the way the chain text form does: `FIELD: what is wrong`.
+fn no_neigh() -> Error {
+    Error::new(ErrorKind::NoSuchNf, format_args!("the chain has no neighbour table (no port.addr)"))
+}
+
+fn neigh_error(e: crate::neigh::NeighEdit) -> Error {
+    let kind = match e {
+        crate::neigh::NeighEdit::NotFound => ErrorKind::NotFound,
+        crate::neigh::NeighEdit::Full => ErrorKind::Full,
+        _ => ErrorKind::BadArgument,
+    };
+    Error::new(kind, format_args!("neigh: {e}"))
+}
+
 fn record_error(key: &str, e: crate::nf::config::Fail) -> Error {
     match e.field {
         Some(f) => bad(format_args!("{key}.{f}: {}", e.kind)),
@@ -304,12 +323,32 @@ fn parse_command(words: &[&str]) -> Result<Command, Error> {
             Command::RouteAdd(p, hop)
         }
         ["route", "del", p] => Command::RouteDel(prefix(p)?),
+        ["neigh", "add", r] => {
+            let [port, addr, mac] = crate::nf::config::record(r, ["port", "ip", "mac"])
+                .map_err(|e| record_error("neigh", e))?
+                .map(|v| v.unwrap_or(""));
+            let port = u8::try_from(number(port, "neigh.port")?)
+                .map_err(|_| bad(format_args!("neigh.port: expected a port 0..=255")))?;
+            let addr = match crate::nf::config::values::ip(addr) {
+                Ok(core::net::IpAddr::V4(a)) => IpAddr::V4(a.octets()),
+                Ok(core::net::IpAddr::V6(a)) => IpAddr::V6(a.octets()),
+                Err(_) => return Err(bad(format_args!("neigh.ip: expected an IPv4/IPv6 address, got '{addr}'"))),
+            };
+            let mac = crate::nf::config::values::mac(mac)
+                .map_err(|e| bad(format_args!("neigh.mac: expected {e}, got '{mac}'")))?;
+            Command::NeighAdd(port, addr, mac)
+        }
+        ["neigh", "del", a] => Command::NeighDel(match crate::nf::config::values::ip(a) {
+            Ok(core::net::IpAddr::V4(a)) => IpAddr::V4(a.octets()),
+            Ok(core::net::IpAddr::V6(a)) => IpAddr::V6(a.octets()),
+            Err(_) => return Err(bad(format_args!("neigh del: expected an IPv4/IPv6 address, got '{a}'"))),
+        }),
         ["lb", "backend", "add", vip, b] => Command::BackendAdd(number(vip, "vip")?, backend(b)?),
         ["lb", "backend", "del", vip, b] => Command::BackendDel(number(vip, "vip")?, backend(b)?),
         ["rss", "move", from, to] => Command::RssMove(queue(from, "from")?, queue(to, "to")?),
         ["rss", "restore"] => Command::RssRestore,
         ["stop"] => Command::Stop,
-        [first, ..] if ["show", "acl", "route", "lb", "rss"].contains(&first) => {
+        [first, ..] if ["show", "acl", "route", "neigh", "lb", "rss"].contains(&first) => {
             return Err(bad(format_args!("wrong arguments for '{first}' (see help)")));
         }
         [] => return Err(Error::new(ErrorKind::UnknownCommand, format_args!("no command (see help)"))),
@@ -480,6 +519,16 @@ impl Manager {
                 self.l3.push(l3.delete_route(p.addr, p.len).map_err(l3_error)?);
                 ok(format_args!("routes={}", route_count(&l3.tables())))
             }
+            Command::NeighAdd(port, ip, mac) => {
+                let n = chain.neigh().ok_or_else(no_neigh)?;
+                n.set_static(*port, *ip, *mac, now).map_err(neigh_error)?;
+                ok(format_args!("entries={}", n.entries().len()))
+            }
+            Command::NeighDel(ip) => {
+                let n = chain.neigh().ok_or_else(no_neigh)?;
+                n.remove(*ip).map_err(neigh_error)?;
+                ok(format_args!("entries={}", n.entries().len()))
+            }
             Command::BackendAdd(vip, b) => {
                 let lb = chain.lb().ok_or_else(|| no_nf("lb"))?;
                 lb.add_backend(*vip, *b).map_err(lb_error)?;
@@ -612,9 +661,7 @@ fn show(chain: &ChainFactory, t: Table, now: Instant, out: &mut dyn FnMut(fmt::A
             rows.end();
         }
         Table::Neigh => {
-            let n = chain.neigh().ok_or_else(|| {
-                Error::new(ErrorKind::NoSuchNf, format_args!("the chain has no neighbour table (no port.addr)"))
-            })?;
+            let n = chain.neigh().ok_or_else(no_neigh)?;
             let entries = n.entries();
             out(format_args!("entries={} waiting={} capacity={}", entries.len(), n.waiting(), n.config().capacity));
             let mut rows = Rows::new(out);

@@ -85,7 +85,7 @@ mod router;
 mod table;
 
 pub use router::{ArpAction, BROADCAST, Emit, Miss, NeighCounters, Router};
-pub use table::{NeighShared, NeighView};
+pub use table::{NeighEdit, NeighShared, NeighView};
 
 /// Frames that may wait for one neighbour's answer.
 pub const QUEUE: usize = 4;

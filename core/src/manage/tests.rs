@@ -223,3 +223,38 @@ fn the_neighbour_table_is_shown() {
     let (_, fin) = run(&mut m, &plain, "ctl 2 show neigh");
     assert_eq!(fin, "@ctl id=2 error=no_such_nf msg=\"the chain has no neighbour table (no port.addr)\"");
 }
+
+#[test]
+fn neighbours_are_added_and_removed() {
+    let c = chain("version=1\nport.addr=port:0,addr:10.0.0.1/24\nport.addr=port:1,addr:fd00::1/64\n");
+    let mut m = Manager::new();
+    let (_, fin) = run(&mut m, &c, "ctl 1 neigh add port:0,ip:10.0.0.7,mac:02:00:00:00:00:07");
+    assert_eq!(fin, "@ctl id=1 ok entries=1");
+    let (_, fin) = run(&mut m, &c, "ctl 2 neigh add port:1,ip:fd00::7,mac:02:00:00:00:00:77");
+    assert_eq!(fin, "@ctl id=2 ok entries=2");
+    let (data, _) = run(&mut m, &c, "ctl 3 show neigh");
+    assert_eq!(
+        data[1..],
+        [
+            "@ctl id=3 | neigh ip:10.0.0.7,port:0,mac:02:00:00:00:00:07,state:static,queued:0",
+            "@ctl id=3 | neigh ip:fd00::7,port:1,mac:02:00:00:00:00:77,state:static,queued:0",
+        ]
+    );
+    // Our own address, a group MAC, a port out of range, a bad field: refused by name.
+    for (line, want) in [
+        ("ctl 4 neigh add port:0,ip:10.0.0.1,mac:02:00:00:00:00:01", "error=bad_argument msg=\"neigh: not a neighbour"),
+        ("ctl 4 neigh add port:0,ip:10.0.0.8,mac:01:00:5e:00:00:01", "error=bad_argument msg=\"neigh: not a neighbour"),
+        (
+            "ctl 4 neigh add port:9,ip:10.0.0.8,mac:02:00:00:00:00:08",
+            "error=bad_argument msg=\"neigh: port out of range",
+        ),
+        ("ctl 4 neigh add port:0,ip:10.0.0.8", "error=bad_argument msg=\"neigh.mac: expected"),
+    ] {
+        let (_, fin) = run(&mut m, &c, line);
+        assert!(fin.starts_with(&format!("@ctl id=4 {want}")), "{line}: {fin}");
+    }
+    let (_, fin) = run(&mut m, &c, "ctl 5 neigh del 10.0.0.7");
+    assert_eq!(fin, "@ctl id=5 ok entries=1");
+    let (_, fin) = run(&mut m, &c, "ctl 6 neigh del 10.0.0.7");
+    assert_eq!(fin, "@ctl id=6 error=not_found msg=\"neigh: no such neighbour\"");
+}

@@ -61,6 +61,30 @@ impl Table {
     }
 }
 
+/// Why a neighbour could not be set or removed by the control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeighEdit {
+    /// The port is not one of the dataplane's.
+    BadPort,
+    /// The address is one of ours, unspecified or multicast, or the MAC a group address.
+    NotANeighbour,
+    /// The table is full.
+    Full,
+    /// No entry for the address.
+    NotFound,
+}
+
+impl core::fmt::Display for NeighEdit {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::BadPort => "port out of range",
+            Self::NotANeighbour => "not a neighbour's address or MAC (ours, unspecified, multicast, or a group MAC)",
+            Self::Full => "the neighbour table is full",
+            Self::NotFound => "no such neighbour",
+        })
+    }
+}
+
 /// The neighbour table and the ports' addresses, shared by every worker of a chain.
 #[derive(Debug)]
 pub struct NeighShared {
@@ -218,6 +242,55 @@ impl NeighShared {
         if bits != 0 {
             self.ready.fetch_or(bits, Ordering::Release);
         }
+    }
+
+    /// Control plane: `ip` becomes a static neighbour at `mac` behind `port` (never aged,
+    /// never changed by ARP or neighbour discovery): a new entry, or the one `ip` has — frames
+    /// waiting in it then go to `mac` (their lanes send them at their next housekeeping).
+    pub fn set_static(&self, port: u8, ip: IpAddr, mac: [u8; 6], now: Instant) -> Result<(), NeighEdit> {
+        if usize::from(port) >= PORTS {
+            return Err(NeighEdit::BadPort);
+        }
+        if !self.neighbour_ok(ip, mac) {
+            return Err(NeighEdit::NotANeighbour);
+        }
+        let mut t = self.table.lock();
+        let full = t.entries.len() >= self.cfg.capacity;
+        let found = t.find(ip);
+        match found.and_then(|i| t.entries.get_mut(i)) {
+            Some(e) => {
+                let was = e.state;
+                (e.mac, e.port, e.state, e.since, e.probes) = (mac, port, State::Static, now, 0);
+                if matches!(was, State::Incomplete | State::Failed) {
+                    self.mark_ready(e);
+                }
+            }
+            None if full => return Err(NeighEdit::Full),
+            None => t.entries.push(Self::entry(ip, port, mac, State::Static, now)),
+        }
+        drop(t);
+        self.bump();
+        Ok(())
+    }
+
+    /// Control plane: forgets `ip`'s entry, static or learned. One with frames waiting fails
+    /// instead (their lanes drop them, `neigh_unresolved`) and goes at the next ageing once
+    /// they are out; a later frame for `ip` asks for it again.
+    pub fn remove(&self, ip: IpAddr) -> Result<(), NeighEdit> {
+        let mut t = self.table.lock();
+        let i = t.find(ip).ok_or(NeighEdit::NotFound)?;
+        match t.entries.get_mut(i) {
+            Some(e) if !e.queue.is_empty() => {
+                (e.state, e.since) = (State::Failed, Instant(0));
+                self.mark_ready(e);
+            }
+            _ => {
+                t.entries.swap_remove(i);
+            }
+        }
+        drop(t);
+        self.bump();
+        Ok(())
     }
 
     /// Whether `ip` may be a neighbour: a unicast address that is not ours.

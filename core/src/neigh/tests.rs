@@ -602,3 +602,35 @@ fn a_port_mtu_out_of_range_or_given_twice_names_its_line() {
 }
 
 mod nd6;
+
+#[test]
+fn a_neighbour_set_by_the_control_plane_sends_what_waited_and_one_removed_drops_it() {
+    let (mut chain, n) = build("");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let to_b = udp([10, 0, 0, 2], [10, 0, 1, 2]);
+    // Two frames wait for 10.0.1.2; the operator sets it static: they go to that MAC.
+    let o = step(&mut chain, &mut pool, &std::vec![to_b.clone(); 2], 0, 10);
+    assert_eq!(o.sent[1].len(), 1, "the ARP request");
+    n.set_static(1, IpAddr::V4([10, 0, 1, 2]), HOST_B, Instant(20)).unwrap();
+    let o = step(&mut chain, &mut pool, &[], 0, 20);
+    assert_eq!(o.sent[1].len(), 2);
+    assert!(o.sent[1].iter().all(|f| f[..6] == HOST_B));
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), Some(State::Static));
+    // ARP cannot move a static neighbour; later frames go straight out.
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&to_b), 0, 30);
+    assert_eq!(&o.sent[1][0][..6], &HOST_B);
+    // Removed: the next frame asks again.
+    n.remove(IpAddr::V4([10, 0, 1, 2])).unwrap();
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), None);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&to_b), 0, 40);
+    assert!(Arp::parse(&o.sent[1][0]).is_some_and(|r| r.op == arp::OP_REQUEST));
+    // Removed while a frame waits: it fails, the frame is dropped by its lane, then it goes.
+    n.remove(IpAddr::V4([10, 0, 1, 2])).unwrap();
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), Some(State::Failed));
+    let o = step(&mut chain, &mut pool, &[], 0, 50);
+    assert_eq!(o.c.drops_for(DropReason::NeighUnresolved), 1);
+    let _ = step(&mut chain, &mut pool, &[], 0, 5_000);
+    assert_eq!(state_of(&n, [10, 0, 1, 2]), None);
+    assert_eq!(pool.in_use(), 0);
+}
