@@ -13,7 +13,10 @@
 //! NAT and Accounting take them back (ports return to the pool, records go to the export
 //! ring, which the "control plane" here drains between polls), and URL-filter slabs are
 //! reused. HTTP requests (some to banned URLs, which get a TCP reset) go through the URL
-//! filter; replies to NAT mappings come back on the outside port. Warm-up first (tables,
+//! filter; replies to NAT mappings come back on the outside port. The L3 forwarder with
+//! IPv6 next hops in the neighbour table runs over IPv6 flows of its own: every destination
+//! is solicited, half of them answer with an advertisement (the wire builds it), the rest
+//! fail. Warm-up first (tables,
 //! rings and queues are allocated when built; the first packets find them cold), then the
 //! counted run.
 //!
@@ -31,7 +34,7 @@ use cadence_core::netblaze::{CoreMapper, NetBlazeConfig, Profile};
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared, example_rules};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
-use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
+use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4, Route6};
 use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
@@ -186,6 +189,78 @@ fn frames() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The IPv6 address `fd00:NET::HOST`.
+fn v6(net: u8, host: u16) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[..4].copy_from_slice(&[0xfd, 0, 0, net]);
+    a[14..].copy_from_slice(&host.to_be_bytes());
+    a
+}
+
+/// One IPv6 UDP frame per flow, from `fd00:2::…` on port 0's side: to 64 hosts of
+/// `fd00:3::/64` (directly connected on port 1) and to `fd00:4::/64` (through the gateway
+/// `fd00:3::fe`).
+fn frames6() -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let dst = if i % 8 == 0 { v6(4, i as u16) } else { v6(3, (i % 64) as u16 + 2) };
+            let src = v6(2, i as u16);
+            let payload = b"query-bytes";
+            let mut f = vec![0u8; 14 + 40 + 8 + payload.len()];
+            f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+            f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 0]);
+            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            f[14] = 0x60;
+            f[18..20].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+            f[20] = 17;
+            f[21] = 64;
+            f[22..38].copy_from_slice(&src);
+            f[38..54].copy_from_slice(&dst);
+            f[54..56].copy_from_slice(&(1024 + i as u16).to_be_bytes());
+            f[56..58].copy_from_slice(&53u16.to_be_bytes());
+            f[58..60].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+            f[62..].copy_from_slice(payload);
+            let sum = checksum::l4_checksum_v6(&src, &dst, 17, &f[54..]);
+            f[60..62].copy_from_slice(&sum.to_be_bytes());
+            f
+        })
+        .collect()
+}
+
+/// The advertisement a neighbour on port 1's link sends for a solicitation `sent` Cadence
+/// sent there, in `out` (no allocation): the hosts whose address ends in an even byte
+/// answer, the others do not (their entries fail).
+fn nd_reply(sent: &[u8], out: &mut [u8; 128]) -> Option<usize> {
+    if sent.len() < 86
+        || sent[12..14] != [0x86, 0xdd]
+        || sent[20] != 58
+        || sent[54] != 135
+        || !sent[77].is_multiple_of(2)
+    {
+        return None;
+    }
+    let target: [u8; 16] = sent[62..78].try_into().ok()?;
+    let to: [u8; 16] = sent[22..38].try_into().ok()?;
+    let mac = [2, 0, 0, 0, 3, sent[77]];
+    let out = &mut out[..86];
+    out.fill(0);
+    out[0..6].copy_from_slice(&sent[6..12]);
+    out[6..12].copy_from_slice(&mac);
+    out[12..14].copy_from_slice(&[0x86, 0xdd]);
+    out[14] = 0x60;
+    out[18..22].copy_from_slice(&[0, 32, 58, 255]);
+    out[22..38].copy_from_slice(&target);
+    out[38..54].copy_from_slice(&to);
+    out[54] = 136;
+    out[58] = 0x60; // Solicited, Override
+    out[62..78].copy_from_slice(&target);
+    out[78..80].copy_from_slice(&[2, 1]);
+    out[80..86].copy_from_slice(&mac);
+    let sum = checksum::l4_checksum_v6(&target, &to, 58, &out[54..]);
+    out[56..58].copy_from_slice(&sum.to_be_bytes());
+    Some(86)
+}
+
 /// The flow of packet `j` of batch `k`.
 fn flow_of(k: usize, j: usize) -> usize {
     let start = k * 4;
@@ -328,6 +403,28 @@ fn l3fwd_resolved() -> Chain {
     c
 }
 
+/// [`l3fwd_resolved`] for IPv6 (over [`frames6`]): `fd00:3::/64` directly connected on port
+/// 1, `fd00:4::/64` through the gateway `fd00:3::fe`; each destination is solicited (from
+/// the pool), half of them answer (the wire's [`nd_reply`]) and their frames go, the rest
+/// wait, fail and are dropped.
+fn l3fwd_resolved6() -> Chain {
+    use cadence_core::neigh::{NeighConfig, NeighShared, PortAddr6, Router};
+    let mut cfg = L3fwdConfig::default();
+    cfg.next_hops = vec![NextHop::direct(1), NextHop::gateway6(1, v6(3, 0xfe))];
+    cfg.routes6 =
+        vec![Route6 { prefix: v6(3, 0), len: 64, next_hop: 0 }, Route6 { prefix: v6(4, 0), len: 64, next_hop: 1 }];
+    let nf: Box<dyn Nf> = Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))));
+    let mut n = NeighConfig::default();
+    n.addrs6 = vec![PortAddr6 { port: 0, addr: v6(2, 1), len: 64 }, PortAddr6 { port: 1, addr: v6(3, 1), len: 64 }];
+    n.capacity = 64;
+    n.retrans = Duration(TIMEOUT / 64);
+    n.reachable = Duration(TIMEOUT / 4);
+    n.stale = Duration(TIMEOUT);
+    let mut c = Chain::new(vec![nf], EGRESS);
+    c.set_router(Some(Router::new(Arc::new(NeighShared::try_new(&n, EGRESS.own_mac).expect("neigh")))));
+    c
+}
+
 // ---- the run -------------------------------------------------------------------------
 
 /// What a counted run saw.
@@ -349,7 +446,16 @@ fn run(chain: Chain, exports: Option<Arc<AccountingShared>>) -> Outcome {
     let pool = Pool::try_new(mem, 0x1000_0000, 4096).expect("pool");
     let mut stage = NetBlazeStage::off(chain);
     stage.enter_lane(0);
-    run_stage(stage, pool, None, exports, FLOWS)
+    run_stage(stage, pool, None, exports, FLOWS, &frames())
+}
+
+/// [`run`] over [`frames6`].
+fn run6(chain: Chain) -> Outcome {
+    let mem: &'static mut [u8] = Box::leak(vec![0u8; 4096 * BUF_SIZE].into_boxed_slice());
+    let pool = Pool::try_new(mem, 0x1000_0000, 4096).expect("pool");
+    let mut stage = NetBlazeStage::off(chain);
+    stage.enter_lane(0);
+    run_stage(stage, pool, None, None, FLOWS, &frames6())
 }
 
 /// NetBlaze's epoch here: 20 polls of the test's clock (1 000 ticks each).
@@ -380,7 +486,7 @@ fn run_netblaze(chain: Chain, exports: Option<Arc<AccountingShared>>) -> (Outcom
     let aux = AuxWorker::with_views(ends.remove(0), views, aux_chain);
     let mut stage = NetBlazeStage::new(chain, Arc::clone(&lanes), CoreMapper::new(params), Arc::new(profile));
     stage.enter_lane(0);
-    let o = run_stage(stage, pool, Some((aux, lanes)), exports, 16);
+    let o = run_stage(stage, pool, Some((aux, lanes)), exports, 16, &frames());
     let nb = o.netblaze.clone();
     (o, nb)
 }
@@ -394,9 +500,9 @@ fn run_stage(
     mut aux: Option<(AuxWorker<'static>, SharedLanes)>,
     exports: Option<Arc<AccountingShared>>,
     warm_flows: usize,
+    frames: &[Vec<u8>],
 ) -> Outcome {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let frames = frames();
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, false), SoftTxQueue::new(512, false)];
     let mut poller = Poller::new(stage, PollConfig::default());
@@ -424,7 +530,7 @@ fn run_stage(
         let mut n_replies = 0;
         tx[1].transmit(pool, usize::MAX, |f| {
             if n_replies < BATCH_SIZE
-                && let Some(len) = nat_reply(f, &mut reply)
+                && let Some(len) = nat_reply(f, &mut reply).or_else(|| nd_reply(f, &mut reply))
             {
                 replies[n_replies][..len].copy_from_slice(&reply[..len]);
                 reply_lens[n_replies] = len;
@@ -547,6 +653,15 @@ fn l3fwd_through_the_neighbour_table_never_allocates_per_packet() {
     assert_no_alloc("l3fwd, neighbours", &o);
     assert!(counter(&o.counters, "neigh_arp_requests") > 100, "{}", o.counters);
     assert!(counter(&o.counters, "neigh_table_full") > 0, "{}", o.counters);
+}
+
+#[test]
+fn ipv6_next_hops_through_the_neighbour_table_never_allocate_per_packet() {
+    let o = run6(l3fwd_resolved6());
+    assert_no_alloc("l3fwd, IPv6 neighbours", &o);
+    assert!(counter(&o.counters, "neigh_nd_solicits") > 100, "{}", o.counters);
+    assert!(counter(&o.counters, "neigh_nd_resolved") > 10, "{}", o.counters);
+    assert!(counter(&o.counters, "l3fwd_forwarded6") > 10_000, "{}", o.counters);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! the input so that entries expire, sweeps report them and NAT/Accounting reclaim them.
 //! The first byte picks the chain: ACL → LB → Accounting, ACL → UrlFilter → Encrypt,
 //! ACL → NAT, L3fwd (with addresses and a neighbour table: static, gateway and directly
-//! connected next hops, ARP in the input, frames waiting for answers that never come), or all of LB, Accounting, NAT, UrlFilter and Encrypt behind the ACL
+//! connected next hops, IPv4 and IPv6, ARP and IPv6 neighbour solicitations and
+//! advertisements in the input, frames waiting for answers that may never come), or all of LB, Accounting, NAT, UrlFilter and Encrypt behind the ACL
 //! (byte % 5); and how it runs (byte / 5 % 3): wrapped in NetBlaze's stage as the firmware runs
 //! it without auxiliary cores (0), or with NetBlaze on and one auxiliary core (1, 2) whose
 //! loop the input also drives — a tiny profile and a short epoch, so flows are placed,
@@ -24,8 +25,8 @@ use cadence_core::control::ControlAuth;
 use cadence_core::nf::accounting::{Accounting, AccountingConfig, AccountingShared};
 use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared};
 use cadence_core::nf::encrypt::{Encrypt, EncryptConfig, EncryptShared};
-use cadence_core::neigh::{NeighConfig, NeighShared, PortAddr, Router};
-use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4};
+use cadence_core::neigh::{NeighConfig, NeighShared, PortAddr, PortAddr6, Router};
+use cadence_core::nf::l3fwd::{L3fwd, L3fwdConfig, L3fwdShared, NextHop, Route4, Route6};
 use cadence_core::nf::lb::{Backend, Lb, LbConfig, LbShared, Vip};
 use cadence_core::nf::nat::{Nat, NatConfig, NatShared};
 use cadence_core::nf::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterShared};
@@ -127,6 +128,11 @@ fn l3fwd() -> Arc<L3fwdShared> {
     cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::mac(p, [2, 0, 0, 0, 2, p])).collect();
     cfg.next_hops.push(NextHop::gateway(1, [10, 2, 0, 3]));
     cfg.next_hops.push(NextHop::direct(1));
+    cfg.next_hops.push(NextHop::gateway6(1, v6(0x79, 0xfe)));
+    cfg.routes6 = vec![
+        Route6 { prefix: v6(0x79, 0), len: 64, next_hop: 3 },
+        Route6 { prefix: v6(0x7a, 0), len: 64, next_hop: 4 },
+    ];
     cfg.routes4 = vec![
         Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 1 },
         Route4 { prefix: [10, 1, 0, 0], len: 16, next_hop: 0 },
@@ -135,17 +141,27 @@ fn l3fwd() -> Arc<L3fwdShared> {
         Route4 { prefix: [192, 0, 2, 0], len: 24, next_hop: 2 },
     ];
     cfg.max_groups4 = 8;
-    cfg.max_groups6 = 8;
+    cfg.max_groups6 = 16;
     Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))
 }
 
-/// The L3 chain's addresses (10.0.0.254 on port 0, 10.2.0.1 on port 1) and a small table.
+/// `fd<net>::<host>`.
+fn v6(net: u8, host: u8) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[..2].copy_from_slice(&[0xfd, net]);
+    a[15] = host;
+    a
+}
+
+/// The L3 chain's addresses (10.0.0.254 on port 0, 10.2.0.1 and fd79::1 on port 1) and a
+/// small table.
 fn neigh() -> Arc<NeighShared> {
     let mut cfg = NeighConfig::default();
     cfg.addrs = vec![
         PortAddr { port: 0, addr: [10, 0, 0, 254], len: 24 },
         PortAddr { port: 1, addr: [10, 2, 0, 1], len: 24 },
     ];
+    cfg.addrs6 = vec![PortAddr6 { port: 1, addr: v6(0x79, 1), len: 64 }];
     cfg.capacity = 6;
     cfg.max_waiting = 5;
     cfg.probes = 2;
@@ -175,12 +191,66 @@ fn arp(inp: &mut Input<'_>) -> Vec<u8> {
     f
 }
 
+/// An IPv6 frame for the L3 chain's neighbour discovery, its fields from the input: UDP to
+/// `fd79::x` (directly connected) or `fd7a::x` (through the gateway `fd79::fe`), a
+/// neighbour solicitation for `fd79::1` or an advertisement for `fd79::x` (to us or to all
+/// nodes, flags, target link-layer option or not), hop limit 255 or not, checksum right or
+/// not.
+fn nd6(inp: &mut Input<'_>) -> Vec<u8> {
+    let host = inp.u8() % 8;
+    let (src, mut dst, msg): ([u8; 16], [u8; 16], Vec<u8>) = match inp.u8() % 3 {
+        0 => {
+            let dst = if inp.u8() & 1 == 0 { v6(0x79, host) } else { v6(0x7a, host) };
+            (v6(0x78, 2), dst, vec![0x9c, 0x40, 0, 53, 0, 9, 0, 0, inp.u8()])
+        }
+        1 => {
+            let mut m = vec![135, 0, 0, 0, 0, 0, 0, 0];
+            m.extend_from_slice(&v6(0x79, 1));
+            if inp.u8() & 1 == 0 {
+                m.extend_from_slice(&[1, 1, 2, 0, 0, 0, 4, host]);
+            }
+            let group = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1];
+            (v6(0x79, host), group, m)
+        }
+        _ => {
+            let mut m = vec![136, 0, 0, 0, inp.u8() & 0xe0, 0, 0, 0];
+            m.extend_from_slice(&v6(0x79, host));
+            match inp.u8() % 3 {
+                0 => m.extend_from_slice(&[2, 1, 2, 0, 0, 0, 4, host]),
+                1 => m.extend_from_slice(&[2, inp.u8() % 3, 2, 0, 0, 0, 4, host]),
+                _ => {}
+            }
+            let all = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+            (v6(0x79, host), if inp.u8() & 1 == 0 { v6(0x79, 1) } else { all }, m)
+        }
+    };
+    if inp.u8() == 0 {
+        dst = v6(0x79, 1);
+    }
+    let next = if msg.first() == Some(&0x9c) { 17 } else { 58 };
+    let mut f = vec![0u8; 54 + msg.len()];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x11]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 4, host]);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..20].copy_from_slice(&(msg.len() as u16).to_be_bytes());
+    f[20] = next;
+    f[21] = if inp.u8() % 8 == 0 { inp.u8() } else { 255 };
+    f[22..38].copy_from_slice(&src);
+    f[38..54].copy_from_slice(&dst);
+    f[54..].copy_from_slice(&msg);
+    let at = if next == 17 { 54 + 6 } else { 54 + 2 };
+    let sum = checksum::l4_checksum_v6(&src, &dst, next, &f[54..]) ^ u16::from(inp.u8() % 16 == 0);
+    f[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
 /// An IPv4 TCP or UDP frame whose addresses, ports, flags and payload come from the input
 /// (checksums valid), so that the NFs see well-formed flows as well as raw bytes.
 fn shaped(inp: &mut Input<'_>) -> Vec<u8> {
     let kind = inp.u8();
     if kind % 4 == 3 {
-        return arp(inp);
+        return if kind & 4 == 0 { arp(inp) } else { nd6(inp) };
     }
     let tcp = kind & 1 == 0;
     let src = [10, 0, 0, inp.u8() % 8];

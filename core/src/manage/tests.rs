@@ -193,6 +193,27 @@ fn routes_and_backends_change_and_show() {
 }
 
 #[test]
+fn ipv6_routes_via_a_gateway_or_direct_are_added_shown_and_checked() {
+    let c = chain("version=1\nnf=l3fwd\nl3fwd.route=prefix:fd79::/64,port:1,via:direct\n");
+    let mut m = Manager::new();
+    let (_, fin) = run(&mut m, &c, "ctl 1 route add prefix:::/0,port:1,via:fe80::1");
+    assert_eq!(fin, "@ctl id=1 ok routes=2");
+    let (_, fin) = run(&mut m, &c, "ctl 2 route add prefix:fd7a::/64,port:1,via:10.0.0.1");
+    assert!(fin.starts_with("@ctl id=2 error=bad_argument"), "a gateway of the other IP version: {fin}");
+    let (_, fin) = run(&mut m, &c, "ctl 3 route add prefix:fd7b::/64,port:1,via:ff02::1");
+    assert!(fin.starts_with("@ctl id=3 error="), "a multicast gateway: {fin}");
+    let (data, _) = run(&mut m, &c, "ctl 4 show l3fwd");
+    assert_eq!(
+        data,
+        [
+            "@ctl id=4 | routes=2 next_hops=2",
+            "@ctl id=4 | route prefix:fd79::/64,port:1,via:direct",
+            "@ctl id=4 | route prefix:::/0,port:1,via:fe80::1",
+        ]
+    );
+}
+
+#[test]
 fn stats_pairs_become_one_json_object() {
     let mut s = String::new();
     write_json(" p0_rx=12 sched=metronome odd=\"x\\ big=99999999999999999999999", &mut s).unwrap();
