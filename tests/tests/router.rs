@@ -39,11 +39,11 @@
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
+use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, host, in_ns, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
 
 const A: &str = "10.78.0.2";
@@ -64,66 +64,12 @@ const ROUTED6: &str = "fd79::2";
 const GW_B6: &str = "fd79::1";
 const UNROUTED6: &str = "fd7a::9";
 
-/// A network namespace of the test's own, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Result<Self> {
-        ip(&["netns", "add", &name])?;
-        Ok(Self(name))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new(IP).args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// A child killed on drop.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    run(Command::new(IP).args(args)).map(|_| ())
-}
-
-fn run(cmd: &mut Command) -> Result<Output> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(out)
-}
-
-/// Moves a host end into `ns` as a host at `addr`/24 whose default route is `gw`; offloads
-/// off (full checksums on the wire). No neighbour entry is set.
-fn host(ns: &str, ifname: &str, addr: &str, gw: &str) -> Result<()> {
-    ip(&["link", "set", ifname, "netns", ns])?;
-    ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", ifname])?;
-    ip(&["-n", ns, "link", "set", ifname, "up"])?;
-    ip(&["-n", ns, "link", "set", "lo", "up"])?;
-    ip(&["-n", ns, "route", "add", "default", "via", gw])?;
-    run(Command::new(IP).args(["netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off"])).map(|_| ())
-}
-
 /// `ping -c COUNT -W 2 to` from namespace `ns`.
 fn ping(ns: &str, to: &str, count: u32) -> Result<Output> {
     Command::new(IP)
         .args(["netns", "exec", ns, "ping", "-n", "-c", &count.to_string(), "-W", "2", to])
         .output()
         .context("running ping")
-}
-
-/// `args` run in namespace `ns` (any exit status: a ping that gets an ICMP error fails).
-fn in_ns(ns: &str, args: &[&str]) -> Result<Output> {
-    Command::new(IP).args(["netns", "exec", ns]).args(args).output().with_context(|| format!("running {args:?}"))
 }
 
 /// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
@@ -193,36 +139,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     )?;
     let chain = out.join("router.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let mut dp = Kill(
-        Command::new(IP)
-            .args(["netns", "exec", &veths.netns])
-            .arg(&bin)
-            .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
-            .arg(&chain)
-            .args(["workers=1", "stats_ms=0"])
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(out.join("dataplane.stderr"))?)
-            .spawn()
-            .context("starting the hosted dataplane")?,
-    );
-    let stdout = dp.0.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut lines = Vec::new();
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) if l.starts_with("@ready") => break,
-            Ok(l) => lines.push(l),
-            Err(_) => bail!("the hosted dataplane never said @ready:\n{}", lines.join("\n")),
-        }
-    }
+    let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
 
     // Bad input first: a reply nobody asked for, "10.78.0.99 is at 02:66:…", from A's side
     // to Cadence's port 0.
@@ -351,27 +268,12 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     }
     drop(listen);
 
-    // SAFETY: kill(2) with our child's PID (not yet waited for) and SIGINT, which ends the run
-    // as STOP does (the dataplane prints @summary).
-    unsafe { libc::kill(dp.0.id() as libc::pid_t, libc::SIGINT) };
-    let summary = loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(l) if l.starts_with("@summary") => break l,
-            Ok(_) => {}
-            Err(_) => bail!("no @summary from the dataplane after SIGINT"),
-        }
-    };
+    let summary = dp.stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;
     if !failures.is_empty() {
         bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
     }
-    let key = |k: &str| -> Result<u64> {
-        summary
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("{k} missing in {summary}"))
-    };
+    let key = |k: &str| counter(&summary, k);
     // Both hosts asked for their gateway and were answered; Cadence learned A from its request
     // and resolved B by asking (or learned it from B's own request, whichever came first).
     assert!(key("neigh_arp_replies")? >= 2, "{summary}");
