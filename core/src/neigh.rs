@@ -127,14 +127,14 @@ pub struct PortAddr6 {
 }
 
 /// A neighbour given in the configuration (never aged, never replaced by ARP or neighbour
-/// discovery; IPv4 only).
+/// discovery), IPv4 or IPv6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct StaticNeigh {
     /// The port behind which it is.
     pub port: u8,
     /// Its address.
-    pub ip: [u8; 4],
+    pub ip: crate::parse::IpAddr,
     /// Its MAC.
     pub mac: [u8; 6],
 }
@@ -258,7 +258,9 @@ impl fmt::Display for NeighConfigError {
                 write!(f, "port.addr[{index}]: more than {MAX_ADDRS} addresses on the port, or given twice")
             }
             Self::StaticPort { index } => write!(f, "neigh.static[{index}]: port out of range"),
-            Self::StaticBad { index } => write!(f, "neigh.static[{index}]: address given twice, or a group MAC"),
+            Self::StaticBad { index } => {
+                write!(f, "neigh.static[{index}]: address given twice or not unicast, or a group MAC")
+            }
             Self::Capacity => f.write_str("neigh.capacity: zero, or fewer than the static neighbours"),
             Self::Probes => f.write_str("neigh.probes: zero"),
             Self::MaxWaiting => f.write_str("neigh.max_waiting: zero"),
@@ -305,7 +307,11 @@ impl NeighConfig {
             if usize::from(s.port) >= PORTS {
                 return Err(NeighConfigError::StaticPort { index });
             }
-            if s.mac[0] & 1 != 0 || self.statics.iter().take(index).any(|t| t.ip == s.ip) {
+            let unicast = match s.ip {
+                crate::parse::IpAddr::V4(a) => a != [0; 4] && a[0] < 224,
+                crate::parse::IpAddr::V6(a) => a != [0; 16] && a[0] != 0xff,
+            };
+            if !unicast || s.mac[0] & 1 != 0 || self.statics.iter().take(index).any(|t| t.ip == s.ip) {
                 return Err(NeighConfigError::StaticBad { index });
             }
         }

@@ -393,8 +393,13 @@ fn l3fwd_resolved() -> Chain {
     let mut n = NeighConfig::default();
     n.addrs = (0..PORTS as u8).map(|p| PortAddr { port: p, addr: [192, 0, 2 + p, 2], len: 24 }).collect();
     n.addrs.push(PortAddr { port: 1, addr: [10, 255, 255, 254], len: 8 });
-    n.statics =
-        (0..PORTS as u8).map(|p| StaticNeigh { port: p, ip: [192, 0, 2 + p, 1], mac: [2, 0, 0, 0, 2, p] }).collect();
+    n.statics = (0..PORTS as u8)
+        .map(|p| StaticNeigh {
+            port: p,
+            ip: cadence_core::parse::IpAddr::V4([192, 0, 2 + p, 1]),
+            mac: [2, 0, 0, 0, 2, p],
+        })
+        .collect();
     n.capacity = 64;
     n.retrans = Duration(TIMEOUT / 64);
     n.stale = Duration(TIMEOUT);

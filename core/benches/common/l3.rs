@@ -40,8 +40,9 @@ pub fn l3fwd_resolved_chain() -> Chain {
     let nf: Box<dyn Nf> = Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))));
     let mut n = NeighConfig::default();
     n.addrs = (0..PORTS as u8).map(|p| PortAddr { port: p, addr: [10, 255, p, 2], len: 24 }).collect();
-    n.statics =
-        (0..PORTS as u8).map(|p| StaticNeigh { port: p, ip: [10, 255, p, 1], mac: [2, 0, 0, 0, 2, p] }).collect();
+    n.statics = (0..PORTS as u8)
+        .map(|p| StaticNeigh { port: p, ip: cadence_core::parse::IpAddr::V4([10, 255, p, 1]), mac: [2, 0, 0, 0, 2, p] })
+        .collect();
     let shared = Arc::new(NeighShared::try_new(&n, EGRESS.own_mac).expect("neigh"));
     let mut c = Chain::new(vec![nf], EGRESS);
     c.set_router(Some(Router::new(shared)));

@@ -228,6 +228,7 @@ fn stats_pairs_become_one_json_object() {
 fn the_neighbour_table_is_shown() {
     let c = chain(
         "version=1\nport.addr=port:0,addr:10.0.0.1/24\nneigh.static=port:0,ip:10.0.0.9,mac:02:00:00:00:00:09\n\
+         neigh.static=port:1,ip:fd00::9,mac:02:00:00:00:00:99\n\
          nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n",
     );
     let mut m = Manager::new();
@@ -236,8 +237,9 @@ fn the_neighbour_table_is_shown() {
     assert_eq!(
         data,
         [
-            format!("@ctl id=1 | entries=1 waiting=0 capacity={}", crate::miri_or(256, 16)),
+            format!("@ctl id=1 | entries=2 waiting=0 capacity={}", crate::miri_or(256, 16)),
             "@ctl id=1 | neigh ip:10.0.0.9,port:0,mac:02:00:00:00:00:09,state:static,queued:0".into(),
+            "@ctl id=1 | neigh ip:fd00::9,port:1,mac:02:00:00:00:00:99,state:static,queued:0".into(),
         ]
     );
     let plain = chain("version=1\nnf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,mac:02:00:00:00:00:09\n");

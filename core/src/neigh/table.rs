@@ -119,7 +119,7 @@ impl NeighShared {
         entries.try_reserve_exact(cfg.capacity).map_err(|_| NeighConfigError::Capacity)?;
         for s in &cfg.statics {
             entries.push(Entry {
-                ip: IpAddr::V4(s.ip),
+                ip: s.ip,
                 port: s.port,
                 mac: s.mac,
                 state: State::Static,

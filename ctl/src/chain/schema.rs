@@ -75,7 +75,7 @@
 //! retrans_ms = 1000                     # between two requests for one address
 //! [[neigh.static]]
 //! port = 1
-//! ip = "10.0.1.50"
+//! ip = "10.0.1.50"                     # IPv4 or IPv6
 //! mac = "02:00:00:00:00:50"
 //! ```
 //!

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests, and send the solicitations for IPv6 next hops) |
 //! | `port.mtu` | `port:N,mtu:M`: the longest IP packet port N sends, 1280..=1500 (default 1500; list: at most one record per port) |
-//! | `neigh.static` | `port:N,ip:IPv4,mac:MAC` (list) |
+//! | `neigh.static` | `port:N,ip:IP,mac:MAC`, IPv4 or IPv6 (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |
 //! | `neigh.probes` | requests before an entry fails (default 3) |
 //! | `neigh.max_waiting` | frames waiting for answers over the whole table (default 64) |
@@ -71,13 +71,6 @@ fn port(s: &str) -> Result<u8, &'static str> {
     values::u16_dec(s).ok().and_then(|n| u8::try_from(n).ok()).ok_or("a port number 0..=255")
 }
 
-fn v4(s: &str) -> Result<[u8; 4], &'static str> {
-    match values::ip(s) {
-        Ok(NetIp::V4(a)) => Ok(a.octets()),
-        _ => Err("an IPv4 address"),
-    }
-}
-
 impl NeighSpec {
     /// Sets `key` (one of [`KEYS`]) from `value`, found on `line`.
     pub(crate) fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail> {
@@ -117,7 +110,11 @@ impl NeighSpec {
                 let [p, ip, mac] = record(value, ["port", "ip", "mac"])?;
                 let s = StaticNeigh {
                     port: req("port", p, port)?,
-                    ip: req("ip", ip, v4)?,
+                    ip: req("ip", ip, |s| match values::ip(s) {
+                        Ok(NetIp::V4(a)) => Ok(crate::parse::IpAddr::V4(a.octets())),
+                        Ok(NetIp::V6(a)) => Ok(crate::parse::IpAddr::V6(a.octets())),
+                        Err(e) => Err(e),
+                    })?,
                     mac: req("mac", mac, values::mac)?,
                 };
                 self.cfg.statics.push(s);
