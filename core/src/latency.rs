@@ -1,13 +1,20 @@
 //! The dataplane's own per-packet latency (NetBlaze keeps the p99 *sojourn* under an
 //! SLO, so the dataplane must see it, not only the host).
 //!
-//! Span measured: from the poll that took the frame off the receive ring (the worker stamps
-//! every received buffer with that poll's clock reading, [`crate::buf::Pool::set_stamp`]) to
-//! the moment the worker hands it to a transmit ring (one clock reading per poll, before the
-//! TX bursts). It includes the chain's processing and any wait in the worker's batches; it
-//! excludes the time the frame sat in the receive ring before the poll (Metronome's vacation)
-//! and everything on the wire side. Dropped frames are counted by reason, not timed. Frames
-//! the dataplane makes itself (IPFIX) carry no stamp and are not timed.
+//! Span measured: from the frame's **arrival** to the moment the worker hands it to a
+//! transmit ring (one clock reading per poll, before the TX bursts). The arrival is the
+//! stamp the receive queue put on the buffer where it has one
+//! ([`crate::nic::RxQueue::stamps_arrival`]: the hosted build's AF_XDP queues, stamped by
+//! the XDP program with `CLOCK_MONOTONIC` and converted to the worker's ticks through a
+//! [`crate::time::ClockMap`]; its `TPACKET_V3` queues, from the ring's own timestamp), and
+//! otherwise the reading of the poll that took the frame off the receive ring (the worker
+//! stamps the buffer, [`crate::buf::Pool::set_stamp`]). From arrival the span includes the
+//! wait in the receive ring (Metronome's vacation, the largest queueing delay); from the
+//! ring exit (the image's NICs, and a frame a stamping queue could not stamp) it excludes
+//! it. Both include the chain's processing and any wait in the worker's batches, and exclude
+//! the wire side. A driver stamp later than the poll's reading (two clocks that disagree)
+//! is replaced by the poll's. Dropped frames are counted by reason, not timed. Frames the
+//! dataplane makes itself (IPFIX) carry no stamp and are not timed.
 //!
 //! Recording is one subtraction, one `leading_zeros` and two increments into a fixed
 //! [`LogHistogram`] (4 KiB, no allocation), plus one compare against the SLO, per *run* of

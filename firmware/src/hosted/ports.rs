@@ -180,6 +180,13 @@ impl RxQueue for HostedRx {
             HostedRx::Packet(q) => q.pending(),
         }
     }
+    #[inline]
+    fn stamps_arrival(&self) -> bool {
+        match self {
+            HostedRx::Xdp(q) => q.stamps_arrival(),
+            HostedRx::Packet(q) => q.stamps_arrival(),
+        }
+    }
 }
 
 impl TxQueue for HostedTx {
