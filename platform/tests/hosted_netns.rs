@@ -7,7 +7,9 @@
 mod netns;
 
 use cadence_drivers::hal::{Kick, Mmio};
+use cadence_drivers::xsk::arrival;
 use cadence_platform::hosted::bpf::{AttachMode, Attached, IngressDrop, XdpProgram};
+use cadence_platform::hosted::clock::clock_ns;
 use cadence_platform::hosted::iface;
 use cadence_platform::hosted::mem::packet_memory;
 use cadence_platform::hosted::packet::{PacketConfig, PacketSocket, abi as pk};
@@ -314,12 +316,23 @@ fn xdp_copy_mode_receives_over_veth() {
         prog.register(0, &sock).unwrap();
 
         let tag = b"cadence-xsk-copy-rx";
+        let sent_ns = clock_ns(libc::CLOCK_MONOTONIC);
         send_raw(&raw_socket("vb"), &frame(mac("va"), mac("vb"), tag));
         let addr = xsk_find(&rings.rx, &o.rx, n.rx, buf, tag, Duration::from_secs(3))
             .expect("the frame sent on vb never reached va's AF_XDP RX ring");
+        let found_ns = clock_ns(libc::CLOCK_MONOTONIC);
         // Copy mode: the frame starts XDP_PACKET_HEADROOM into a chunk we posted.
         assert_eq!(addr % u64::from(CHUNK_SIZE), xa::XDP_PACKET_HEADROOM as u64);
         assert!(addr < 32 * u64::from(CHUNK_SIZE));
+        // The program's arrival stamp came along in front of the frame (copy mode copies
+        // the XDP metadata): the magic, and a CLOCK_MONOTONIC reading between the send and
+        // the find.
+        let a = addr as usize;
+        let word = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap());
+        let meta = a - arrival::META_LEN;
+        assert_eq!(word(meta + arrival::MAGIC), arrival::ARRIVAL_MAGIC, "no arrival stamp in front of the frame");
+        let stamp = word(meta + arrival::STAMP);
+        assert!((sent_ns..=found_ns).contains(&stamp), "stamp {stamp} outside [{sent_ns}, {found_ns}]");
         let st = sock.stats().unwrap();
         println!("hosted: xsk stats {st:?}");
         assert_eq!((st.rx_dropped, st.rx_invalid_descs, st.rx_ring_full), (0, 0, 0));
