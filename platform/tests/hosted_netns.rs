@@ -158,6 +158,11 @@ fn interface_facts_of_a_veth() {
 /// Walks the RX blocks the kernel has handed over, returning each to the kernel, until
 /// a frame holding `tag` is seen or `timeout` passes.
 fn tpacket_v3_find(rx: &impl Mmio, block_size: usize, blocks: usize, tag: &[u8], timeout: Duration) -> bool {
+    tpacket_v3_time(rx, block_size, blocks, tag, timeout).is_some()
+}
+
+/// [`tpacket_v3_find`], returning the frame's `tp_sec`/`tp_nsec` in nanoseconds.
+fn tpacket_v3_time(rx: &impl Mmio, block_size: usize, blocks: usize, tag: &[u8], timeout: Duration) -> Option<u64> {
     let end = Instant::now() + timeout;
     let mut b = 0;
     while Instant::now() < end {
@@ -167,23 +172,26 @@ fn tpacket_v3_find(rx: &impl Mmio, block_size: usize, blocks: usize, tag: &[u8],
             continue;
         }
         fence(Ordering::Acquire);
-        let mut found = false;
+        let mut found = None;
         let mut pkt = base + rx.read32(base + pk::BLOCK_FIRST_PKT) as usize;
         for _ in 0..rx.read32(base + pk::BLOCK_NUM_PKTS) {
             let snap = rx.read32(pkt + 12) as usize;
             let mac = rx.read16(pkt + 24) as usize;
             let bytes: Vec<u8> = (0..snap).map(|i| rx.read8(pkt + mac + i)).collect();
-            found |= contains(&bytes, tag);
+            if contains(&bytes, tag) {
+                // tp_sec at 4, tp_nsec at 8.
+                found = Some(u64::from(rx.read32(pkt + 4)) * 1_000_000_000 + u64::from(rx.read32(pkt + 8)));
+            }
             pkt += rx.read32(pkt) as usize;
         }
         fence(Ordering::Release);
         rx.write32(base + pk::BLOCK_STATUS, pk::TP_STATUS_KERNEL);
-        if found {
-            return true;
+        if found.is_some() {
+            return found;
         }
         b = (b + 1) % blocks;
     }
-    false
+    None
 }
 
 #[test]
@@ -201,11 +209,15 @@ fn packet_v3_receives_and_transmits_over_veth() {
 
         // RX: a frame sent on vb lands in one of va's blocks.
         let tag = b"cadence-tpacket-v3-rx";
+        let sent = clock_ns(libc::CLOCK_REALTIME);
         send_raw(&peer, &frame(mac("va"), mac("vb"), tag));
-        assert!(
-            tpacket_v3_find(&rings.rx, g.rx.block_size as usize, g.rx.block_nr as usize, tag, Duration::from_secs(3)),
-            "the frame sent on vb never reached va's TPACKET_V3 RX ring"
-        );
+        let t =
+            tpacket_v3_time(&rings.rx, g.rx.block_size as usize, g.rx.block_nr as usize, tag, Duration::from_secs(3))
+                .expect("the frame sent on vb never reached va's TPACKET_V3 RX ring");
+        // The header's time is CLOCK_REALTIME (what the driver's arrival stamp assumes),
+        // taken between the send and the find.
+        let found = clock_ns(libc::CLOCK_REALTIME);
+        assert!((sent..=found).contains(&t), "tp_sec/tp_nsec {t} outside CLOCK_REALTIME [{sent}, {found}]");
 
         // TX: a frame put in slot 0 and kicked leaves va and arrives on vb.
         let tag = b"cadence-tpacket-v3-tx";

@@ -16,7 +16,7 @@
 //! over hours never shifts a wake-up. The pair taken at calibration is kept in
 //! [`Calibration`] for the record.
 
-use cadence_core::time::{Clock, Duration, Instant, TickRate};
+use cadence_core::time::{Clock, ClockMap, ClockPair, Duration, Instant, TickRate};
 use core::fmt;
 
 /// How many ticks per second the fallback clock runs at.
@@ -141,6 +141,53 @@ impl HostClock {
                 timespec(mono.saturating_add(left))
             }
         }
+    }
+}
+
+impl HostClock {
+    /// A map from `clock`'s nanoseconds (`CLOCK_MONOTONIC`: the XDP program's
+    /// `bpf_ktime_get_ns`; `CLOCK_REALTIME`: `TPACKET_V3`'s `tp_sec`/`tp_nsec`) to this
+    /// clock's ticks, for the receive paths' arrival stamps
+    /// ([`cadence_core::time::ClockMap`]).
+    ///
+    /// `CLOCK_MONOTONIC` on the monotonic clock is the identity. Otherwise the map goes
+    /// through a fresh pair of readings taken together (best of five brackets); on the TSC
+    /// mapping `CLOCK_MONOTONIC`, its rate is the one measured between the calibration's
+    /// anchor and that pair when they are at least 100 ms apart (which takes in NTP's
+    /// frequency correction of `CLOCK_MONOTONIC`, absent from the calibration against
+    /// `CLOCK_MONOTONIC_RAW`), else the calibrated rate. The map is not re-anchored: what
+    /// drifts after it is NTP changing its correction (monotonic), or stepping the time
+    /// (realtime: a step shifts every later stamp by the step; the worker then counts a
+    /// stamp in its future from the poll).
+    pub fn map_from(&self, clock: libc::clockid_t) -> ClockMap {
+        if self.source == ClockSource::Monotonic && clock == libc::CLOCK_MONOTONIC {
+            return ClockMap::identity();
+        }
+        let now = self.pair_with(clock);
+        let measured = match (self.calibration, clock == libc::CLOCK_MONOTONIC) {
+            (Some(c), true) if now.ns.saturating_sub(c.anchor_monotonic_ns) >= 100_000_000 => {
+                ClockMap::from_pairs(ClockPair { ns: c.anchor_monotonic_ns, ticks: Instant(c.anchor_tsc) }, now)
+            }
+            _ => None,
+        };
+        // The rate fits the fixed point (a TSC or 1 GHz); identity only if it did not.
+        measured.or_else(|| ClockMap::try_new(now, self.rate)).unwrap_or(ClockMap::identity())
+    }
+
+    /// A reading of `clock` (ns) and of this clock taken together: the best of five
+    /// brackets `now; clock_gettime; now`, this clock taken as the bracket's middle.
+    fn pair_with(&self, clock: libc::clockid_t) -> ClockPair {
+        let mut best = (u64::MAX, ClockPair::default());
+        for _ in 0..5 {
+            let a = self.now().ticks();
+            let ns = clock_ns(clock);
+            let b = self.now().ticks();
+            let width = b.wrapping_sub(a);
+            if width < best.0 {
+                best = (width, ClockPair { ns, ticks: Instant(a + width / 2) });
+            }
+        }
+        best.1
     }
 }
 
@@ -293,6 +340,27 @@ mod tests {
         let now = clock_ns(libc::CLOCK_MONOTONIC);
         if c.source() == ClockSource::Tsc {
             assert!(now.abs_diff(past) < 10_000_000);
+        }
+    }
+
+    #[test]
+    fn maps_from_the_kernel_clocks_agree_with_a_fresh_reading() {
+        let (c, _) = HostClock::calibrate();
+        assert_eq!(HostClock::monotonic().map_from(libc::CLOCK_MONOTONIC), ClockMap::identity());
+        for clock in [libc::CLOCK_MONOTONIC, libc::CLOCK_REALTIME] {
+            for hc in [c, HostClock::monotonic()] {
+                let map = hc.map_from(clock);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                // A stamp taken now maps to (about) now: within 1 ms, whatever the load.
+                let (t0, ns, t1) = (hc.now(), clock_ns(clock), hc.now());
+                let mapped = map.ticks(ns);
+                let slack = hc.rate().ticks_from_ms(1).ticks();
+                assert!(
+                    mapped + slack >= t0.ticks() && mapped <= t1.ticks() + slack,
+                    "{:?} clock {clock}: {mapped} not in [{t0:?}, {t1:?}] ± 1 ms",
+                    hc.source()
+                );
+            }
         }
     }
 
