@@ -174,6 +174,16 @@ impl HostClock {
         measured.or_else(|| ClockMap::try_new(now, self.rate)).unwrap_or(ClockMap::identity())
     }
 
+    /// [`HostClock::map_from`] `CLOCK_MONOTONIC`: the XDP program's `bpf_ktime_get_ns`.
+    pub fn monotonic_map(&self) -> ClockMap {
+        self.map_from(libc::CLOCK_MONOTONIC)
+    }
+
+    /// [`HostClock::map_from`] `CLOCK_REALTIME`: `TPACKET_V3`'s `tp_sec`/`tp_nsec`.
+    pub fn realtime_map(&self) -> ClockMap {
+        self.map_from(libc::CLOCK_REALTIME)
+    }
+
     /// A reading of `clock` (ns) and of this clock taken together: the best of five
     /// brackets `now; clock_gettime; now`, this clock taken as the bracket's middle.
     fn pair_with(&self, clock: libc::clockid_t) -> ClockPair {
