@@ -72,6 +72,12 @@ impl ClockMap {
         self.anchor
     }
 
+    /// The same rate through another anchor (a third clock that runs at the same rate as
+    /// the one measured, with another origin: `CLOCK_REALTIME` beside `CLOCK_MONOTONIC`).
+    pub const fn through(self, anchor: ClockPair) -> Self {
+        Self { anchor, ..self }
+    }
+
     /// The other clock's `ns` as worker ticks (saturating at both ends; never 0, which the
     /// pool reads as "not stamped": a time before the worker clock's origin is tick 1).
     #[inline]
@@ -136,6 +142,9 @@ mod tests {
         // A rate 100 ppm off the nominal one is kept: 1 s after the anchor is 1.0001 s of ticks.
         let slewed = ClockMap::from_pairs(pair(0, 1), pair(1_000_000_000, 1_000_100_001)).unwrap();
         assert!(slewed.ticks(2_000_000_000).abs_diff(2_000_200_001) <= 1);
+        // Another origin, the same rate.
+        let moved = m.through(pair(5_000_000_000, 9));
+        assert_eq!(moved.ticks(5_000_000_400), 1_009);
         // Pairs that do not move forward on both clocks, or a zero rate, give no map.
         assert_eq!(ClockMap::from_pairs(pair(5, 5), pair(5, 9)), None);
         assert_eq!(ClockMap::from_pairs(pair(5, 9), pair(9, 9)), None);

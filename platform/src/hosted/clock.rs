@@ -25,6 +25,9 @@ const NS_PER_S: u64 = 1_000_000_000;
 const WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 /// Two windows must agree within this (parts per million): 0.1 %.
 const AGREE_PPM: u64 = 1_000;
+/// The least span over which [`HostClock::map_from`] measures the TSC against
+/// `CLOCK_MONOTONIC`.
+pub const MAP_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
 /// Calibration attempts before giving up on the TSC.
 const TRIES: usize = 3;
 
@@ -150,28 +153,38 @@ impl HostClock {
     /// clock's ticks, for the receive paths' arrival stamps
     /// ([`cadence_core::time::ClockMap`]).
     ///
-    /// `CLOCK_MONOTONIC` on the monotonic clock is the identity. Otherwise the map goes
-    /// through a fresh pair of readings taken together (best of five brackets); on the TSC
-    /// mapping `CLOCK_MONOTONIC`, its rate is the one measured between the calibration's
-    /// anchor and that pair when they are at least 100 ms apart (which takes in NTP's
-    /// frequency correction of `CLOCK_MONOTONIC`, absent from the calibration against
-    /// `CLOCK_MONOTONIC_RAW`), else the calibrated rate. The map is not re-anchored: what
-    /// drifts after it is NTP changing its correction (monotonic), or stepping the time
-    /// (realtime: a step shifts every later stamp by the step; the worker then counts a
-    /// stamp in its future from the poll).
+    /// `CLOCK_MONOTONIC` on the monotonic clock is the identity; `CLOCK_REALTIME` there is
+    /// an offset. On the TSC the rate is measured against `CLOCK_MONOTONIC` between the
+    /// calibration's anchor and a fresh pair of readings at least [`MAP_WINDOW`] later
+    /// (waiting out the rest of it if the calibration was more recent: start-up only). That
+    /// takes in NTP's frequency correction, which `CLOCK_MONOTONIC` and `CLOCK_REALTIME`
+    /// share and the calibration against `CLOCK_MONOTONIC_RAW` leaves out (tens of ppm: tens
+    /// of µs per second of run). The map goes through a fresh pair of `clock` and the TSC.
+    ///
+    /// The map is not re-anchored during the run: what it cannot follow is NTP changing its
+    /// correction afterwards (the two brackets' width over the window, ~0.1 ppm, plus
+    /// whatever NTP does), and a step of `CLOCK_REALTIME`, which shifts every later
+    /// `AF_PACKET` stamp by the step (a stamp then in the worker's future is counted from the
+    /// poll).
     pub fn map_from(&self, clock: libc::clockid_t) -> ClockMap {
-        if self.source == ClockSource::Monotonic && clock == libc::CLOCK_MONOTONIC {
-            return ClockMap::identity();
-        }
-        let now = self.pair_with(clock);
-        let measured = match (self.calibration, clock == libc::CLOCK_MONOTONIC) {
-            (Some(c), true) if now.ns.saturating_sub(c.anchor_monotonic_ns) >= 100_000_000 => {
-                ClockMap::from_pairs(ClockPair { ns: c.anchor_monotonic_ns, ticks: Instant(c.anchor_tsc) }, now)
+        if self.source == ClockSource::Monotonic {
+            if clock == libc::CLOCK_MONOTONIC {
+                return ClockMap::identity();
             }
-            _ => None,
-        };
+            return ClockMap::try_new(self.pair_with(clock), self.rate).unwrap_or(ClockMap::identity());
+        }
+        let rate = self.calibration.and_then(|c| {
+            let window = MAP_WINDOW.as_nanos() as u64;
+            let waited = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(c.anchor_monotonic_ns);
+            if waited < window {
+                std::thread::sleep(std::time::Duration::from_nanos(window - waited));
+            }
+            let anchor = ClockPair { ns: c.anchor_monotonic_ns, ticks: Instant(c.anchor_tsc) };
+            ClockMap::from_pairs(anchor, self.pair_with(libc::CLOCK_MONOTONIC))
+        });
+        let here = self.pair_with(clock);
         // The rate fits the fixed point (a TSC or 1 GHz); identity only if it did not.
-        measured.or_else(|| ClockMap::try_new(now, self.rate)).unwrap_or(ClockMap::identity())
+        rate.map(|m| m.through(here)).or_else(|| ClockMap::try_new(here, self.rate)).unwrap_or(ClockMap::identity())
     }
 
     /// [`HostClock::map_from`] `CLOCK_MONOTONIC`: the XDP program's `bpf_ktime_get_ns`.
