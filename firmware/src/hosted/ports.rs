@@ -374,6 +374,8 @@ fn open_xdp(
         XdpMode::ZeroCopy => BindMode::ZeroCopy,
     };
     let xcfg = XskConfig::with_ring_size(ring as u32).mode(mode).need_wakeup(true);
+    // The XDP program's arrival stamps (CLOCK_MONOTONIC) in worker ticks, for every queue.
+    let arrival_map = clock.monotonic_map();
     let mut programs = Vec::new();
     for (port, i) in ifaces.iter().enumerate() {
         let p = XdpProgram::attach(&i.name, lanes as u32, AttachMode::Auto)
@@ -423,8 +425,7 @@ fn open_xdp(
                 .with_always_kick_tx(s.data_path() == DataPath::Copy || !s.need_wakeup())
                 .with_always_kick_rx(args.busy_poll > 0)
                 .with_max_tx_frame(ifaces[port].mtu as usize + L2_OVERHEAD)
-                // The XDP program's arrival stamps (CLOCK_MONOTONIC) in worker ticks.
-                .with_arrival(Some(clock.monotonic_map()));
+                .with_arrival(Some(arrival_map));
             let (rx, tx) = xsk::try_new_queues(dr, s.kick(), &pool, &dcfg)
                 .map_err(|e| OpenError(format!("AF_XDP queue {k} of {}: {e}", ifaces[port].name)))?;
             if let Some(a) = rx.wake_address() {
@@ -471,6 +472,8 @@ fn open_packet(
 ) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
     let pcfg = PacketConfig::default();
+    // The rings' arrival times (CLOCK_REALTIME) in worker ticks, for every queue.
+    let arrival_map = clock.realtime_map();
     let mut pools = Vec::new();
     let mut pages = String::new();
     for _ in 0..lanes {
@@ -514,8 +517,7 @@ fn open_packet(
                 RxGeometry { block_size: g.rx.block_size as usize, block_nr: g.rx.block_nr as usize },
             )
             .map_err(|e| OpenError(format!("TPACKET_V3 RX ring of {}: {e}", iface.name)))?
-            // The ring's arrival times (CLOCK_REALTIME) in worker ticks.
-            .with_arrival(Some(clock.realtime_map()));
+            .with_arrival(Some(arrival_map));
             let tx = TpacketTx::try_new(
                 rings.tx,
                 s.kick(),
