@@ -38,6 +38,9 @@ pub struct Latency {
     /// The SLO in ticks (0: none).
     slo: u64,
     over: u64,
+    /// Frames a stamping receive queue handed out without a usable arrival stamp
+    /// ([`Latency::count_from_poll`]).
+    from_poll: u64,
 }
 
 impl fmt::Debug for Latency {
@@ -49,7 +52,7 @@ impl fmt::Debug for Latency {
 impl Latency {
     /// Empty, with the SLO `slo` (zero: no SLO, nothing counts as over).
     pub const fn new(slo: Duration) -> Self {
-        Self { hist: LogHistogram::new(), slo: slo.ticks(), over: 0 }
+        Self { hist: LogHistogram::new(), slo: slo.ticks(), over: 0, from_poll: 0 }
     }
 
     /// Records one frame that spent `ticks` in the dataplane.
@@ -68,10 +71,29 @@ impl Latency {
         }
     }
 
+    /// Counts `n` frames that a receive queue which stamps arrivals
+    /// ([`crate::nic::RxQueue::stamps_arrival`]) handed out without a usable stamp (none, or
+    /// one later than the poll): they are timed from the poll that took them instead.
+    #[inline]
+    pub fn count_from_poll(&mut self, n: u64) {
+        self.from_poll = self.from_poll.saturating_add(n);
+    }
+
+    /// Frames counted by [`Latency::count_from_poll`].
+    pub fn from_poll(&self) -> u64 {
+        self.from_poll
+    }
+
+    /// Writes ` lat_from_poll=…` ([`Latency::from_poll`]; 0 where no queue stamps arrivals).
+    pub fn write_from_poll(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        write!(w, " lat_from_poll={}", self.from_poll)
+    }
+
     /// Adds `other`'s frames (summing workers).
     pub fn merge(&mut self, other: &Latency) {
         self.hist.merge(&other.hist);
         self.over = self.over.saturating_add(other.over);
+        self.from_poll = self.from_poll.saturating_add(other.from_poll);
         self.slo = self.slo.max(other.slo);
     }
 
@@ -133,5 +155,14 @@ mod tests {
         let mut e = String::new();
         Latency::default().write(&mut e, "", TickRate::try_new(1_000_000_000).expect("rate")).expect("write");
         assert_eq!(e, " lat_count=0 lat_p50_ns=0 lat_p99_ns=0 lat_p999_ns=0 over_slo=0");
+        // Frames a stamping queue could not stamp add up across workers.
+        let mut d = Latency::default();
+        d.count_from_poll(2);
+        let mut f = Latency::default();
+        f.count_from_poll(3);
+        d.merge(&f);
+        let mut t = String::new();
+        d.write_from_poll(&mut t).expect("write");
+        assert_eq!((d.from_poll(), t.as_str()), (5, " lat_from_poll=5"));
     }
 }

@@ -312,7 +312,9 @@ impl<S: Stage> Poller<S> {
             // the byte count.
             let bytes = if self.cfg.timing {
                 if q.stamps_arrival() {
-                    pool.stamp_batch_unstamped(&self.rx_batch, now.ticks())
+                    let (bytes, from_poll) = pool.stamp_batch_unstamped(&self.rx_batch, now.ticks());
+                    self.latency.count_from_poll(from_poll);
+                    bytes
                 } else {
                     pool.stamp_batch(&self.rx_batch, now.ticks())
                 }

@@ -539,6 +539,8 @@ fn a_frame_that_waited_in_the_ring_counts_its_wait_from_its_arrival_stamp() {
     // From the ring exit all four would be 10 ticks and none over the SLO; from arrival the
     // first waited 100 more (110) and the second 40 more (50): both over it.
     assert_eq!(l.over_slo(), 2);
+    // The unstamped frame and the one stamped after the poll: timed from the poll, counted.
+    assert_eq!(l.from_poll(), 2);
     let h = l.histogram();
     assert_eq!(h.quantile(0.0), Some(10));
     assert_eq!(h.quantile(0.5), Some(10));
@@ -552,6 +554,6 @@ fn a_frame_that_waited_in_the_ring_counts_its_wait_from_its_arrival_stamp() {
         plain[0].inject(&mut pool, &udp4(1000 + i, 53, b"x")).unwrap();
     }
     assert_eq!(w2.poll_once(&mut pool, &mut plain, &mut tx, &clock).tx, 4);
-    assert_eq!((w2.latency().count(), w2.latency().over_slo()), (4, 0));
+    assert_eq!((w2.latency().count(), w2.latency().over_slo(), w2.latency().from_poll()), (4, 0, 0));
     assert_eq!(w2.latency().histogram().quantile(1.0), Some(10));
 }
