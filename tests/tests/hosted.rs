@@ -352,6 +352,11 @@ fn af_packet_l2_with_malformed_frames_counted_by_reason() -> Result<()> {
     assert_eq!(fw.require("drops")?, arrived, "{fw:?}");
     // A copying driver: every buffer is back in the pool.
     assert_eq!(fw.require("pool_in_use")?, 0, "{fw:?}");
+    // Every forwarded frame timed from the ring's own time (tp_sec/tp_nsec): at most a
+    // handful counted from the poll (a stamp the clock map puts a microsecond past the poll).
+    let timed = fw.require("lat_count")?;
+    assert_eq!(timed, FRAMES, "{fw:?}");
+    assert!(fw.require("lat_from_poll")? * 100 < timed, "frames without a ring time: {fw:?}");
     Ok(())
 }
 
@@ -435,6 +440,9 @@ fn af_xdp_overload_excess_is_counted_and_the_dataplane_recovers() -> Result<()> 
     assert_eq!(timed, k2.received, "every forwarded frame timed: {fw:?}");
     assert!(2 * over > timed, "over_slo {over} of {timed}: the ring wait is not counted\n{fw:?}");
     assert!(fw.require("lat_p50_ns")? > SLOW_SLO_US * 1_000, "{fw:?}");
+    // veth's native XDP keeps metadata: every frame carried the program's stamp (at most a
+    // handful counted from the poll: a stamp the clock map puts a microsecond past it).
+    assert!(fw.require("lat_from_poll")? * 100 < timed, "frames without an XDP stamp: {fw:?}");
     Ok(())
 }
 
