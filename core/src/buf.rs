@@ -328,6 +328,26 @@ impl<'m> Pool<'m> {
         bytes
     }
 
+    /// Completes the arrival stamps of `batch` from a driver that sets them itself
+    /// ([`crate::nic::RxQueue::stamps_arrival`]) and returns the frames' bytes: a frame the
+    /// driver left unstamped (0), or stamped after `ticks` (the two clocks disagree), gets
+    /// `ticks`, the reading of the poll that took it off the ring. Returns the bytes and how
+    /// many frames got `ticks`.
+    #[inline]
+    pub fn stamp_batch_unstamped(&mut self, batch: &Batch, ticks: u64) -> (u64, u64) {
+        let (mut bytes, mut from_poll) = (0u64, 0u64);
+        for &b in batch.as_slice() {
+            if let Some(m) = self.meta.get_mut(b.index()) {
+                if m.stamp == 0 || m.stamp > ticks {
+                    m.stamp = ticks;
+                    from_poll += 1;
+                }
+                bytes += u64::from(m.len);
+            }
+        }
+        (bytes, from_poll)
+    }
+
     /// `b`'s frame length and arrival stamp ([`Pool::len`], [`Pool::stamp`]) in one lookup.
     #[inline]
     pub fn len_stamp(&self, b: PacketBuf) -> (usize, u64) {

@@ -1,13 +1,20 @@
 //! The dataplane's own per-packet latency (NetBlaze keeps the p99 *sojourn* under an
 //! SLO, so the dataplane must see it, not only the host).
 //!
-//! Span measured: from the poll that took the frame off the receive ring (the worker stamps
-//! every received buffer with that poll's clock reading, [`crate::buf::Pool::set_stamp`]) to
-//! the moment the worker hands it to a transmit ring (one clock reading per poll, before the
-//! TX bursts). It includes the chain's processing and any wait in the worker's batches; it
-//! excludes the time the frame sat in the receive ring before the poll (Metronome's vacation)
-//! and everything on the wire side. Dropped frames are counted by reason, not timed. Frames
-//! the dataplane makes itself (IPFIX) carry no stamp and are not timed.
+//! Span measured: from the frame's **arrival** to the moment the worker hands it to a
+//! transmit ring (one clock reading per poll, before the TX bursts). The arrival is the
+//! stamp the receive queue put on the buffer where it has one
+//! ([`crate::nic::RxQueue::stamps_arrival`]: the hosted build's AF_XDP queues, stamped by
+//! the XDP program with `CLOCK_MONOTONIC` and converted to the worker's ticks through a
+//! [`crate::time::ClockMap`]; its `TPACKET_V3` queues, from the ring's own timestamp), and
+//! otherwise the reading of the poll that took the frame off the receive ring (the worker
+//! stamps the buffer, [`crate::buf::Pool::set_stamp`]). From arrival the span includes the
+//! wait in the receive ring (Metronome's vacation, the largest queueing delay); from the
+//! ring exit (the image's NICs, and a frame a stamping queue could not stamp) it excludes
+//! it. Both include the chain's processing and any wait in the worker's batches, and exclude
+//! the wire side. A driver stamp later than the poll's reading (two clocks that disagree)
+//! is replaced by the poll's. Dropped frames are counted by reason, not timed. Frames the
+//! dataplane makes itself (IPFIX) carry no stamp and are not timed.
 //!
 //! Recording is one subtraction, one `leading_zeros` and two increments into a fixed
 //! [`LogHistogram`] (4 KiB, no allocation), plus one compare against the SLO, per *run* of
@@ -31,6 +38,9 @@ pub struct Latency {
     /// The SLO in ticks (0: none).
     slo: u64,
     over: u64,
+    /// Frames a stamping receive queue handed out without a usable arrival stamp
+    /// ([`Latency::count_from_poll`]).
+    from_poll: u64,
 }
 
 impl fmt::Debug for Latency {
@@ -42,7 +52,7 @@ impl fmt::Debug for Latency {
 impl Latency {
     /// Empty, with the SLO `slo` (zero: no SLO, nothing counts as over).
     pub const fn new(slo: Duration) -> Self {
-        Self { hist: LogHistogram::new(), slo: slo.ticks(), over: 0 }
+        Self { hist: LogHistogram::new(), slo: slo.ticks(), over: 0, from_poll: 0 }
     }
 
     /// Records one frame that spent `ticks` in the dataplane.
@@ -61,10 +71,29 @@ impl Latency {
         }
     }
 
+    /// Counts `n` frames that a receive queue which stamps arrivals
+    /// ([`crate::nic::RxQueue::stamps_arrival`]) handed out without a usable stamp (none, or
+    /// one later than the poll): they are timed from the poll that took them instead.
+    #[inline]
+    pub fn count_from_poll(&mut self, n: u64) {
+        self.from_poll = self.from_poll.saturating_add(n);
+    }
+
+    /// Frames counted by [`Latency::count_from_poll`].
+    pub fn from_poll(&self) -> u64 {
+        self.from_poll
+    }
+
+    /// Writes ` lat_from_poll=…` ([`Latency::from_poll`]; 0 where no queue stamps arrivals).
+    pub fn write_from_poll(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        write!(w, " lat_from_poll={}", self.from_poll)
+    }
+
     /// Adds `other`'s frames (summing workers).
     pub fn merge(&mut self, other: &Latency) {
         self.hist.merge(&other.hist);
         self.over = self.over.saturating_add(other.over);
+        self.from_poll = self.from_poll.saturating_add(other.from_poll);
         self.slo = self.slo.max(other.slo);
     }
 
@@ -126,5 +155,14 @@ mod tests {
         let mut e = String::new();
         Latency::default().write(&mut e, "", TickRate::try_new(1_000_000_000).expect("rate")).expect("write");
         assert_eq!(e, " lat_count=0 lat_p50_ns=0 lat_p99_ns=0 lat_p999_ns=0 over_slo=0");
+        // Frames a stamping queue could not stamp add up across workers.
+        let mut d = Latency::default();
+        d.count_from_poll(2);
+        let mut f = Latency::default();
+        f.count_from_poll(3);
+        d.merge(&f);
+        let mut t = String::new();
+        d.write_from_poll(&mut t).expect("write");
+        assert_eq!((d.from_poll(), t.as_str()), (5, " lat_from_poll=5"));
     }
 }

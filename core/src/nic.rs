@@ -47,6 +47,15 @@ pub trait RxQueue {
         None
     }
 
+    /// Whether this queue stamps each frame it hands out with its arrival
+    /// ([`Pool::set_stamp`], in ticks of the worker's clock; 0 for a frame it has no stamp
+    /// for), so the latency accounting counts from there ([`crate::latency`]). `false` (the
+    /// default): the worker stamps every frame with the reading of the poll that took it.
+    /// Asked once per non-empty burst, never per packet.
+    fn stamps_arrival(&self) -> bool {
+        false
+    }
+
     /// Frames the device has handed over and the driver has not taken yet: what waits in
     /// the ring (a snapshot; more may arrive at once). Read only, never per packet: NetBlaze
     /// adds it to a lane's backlog at the end of an epoch. `None` (the default): the queue
@@ -222,6 +231,11 @@ impl<Q: RxQueue + ?Sized> RxQueue for &mut Q {
 
     fn pending(&self) -> Option<usize> {
         (**self).pending()
+    }
+
+    #[inline]
+    fn stamps_arrival(&self) -> bool {
+        (**self).stamps_arrival()
     }
 }
 

@@ -307,10 +307,17 @@ impl<S: Stage> Poller<S> {
                 continue;
             }
             outcome.rx += n;
-            // Arrival stamps for the latency accounting (this poll's clock reading), in the
-            // same pass over the frames' metadata as the byte count.
+            // Arrival stamps for the latency accounting (this poll's clock reading, or the
+            // driver's own where it has one), in the same pass over the frames' metadata as
+            // the byte count.
             let bytes = if self.cfg.timing {
-                pool.stamp_batch(&self.rx_batch, now.ticks())
+                if q.stamps_arrival() {
+                    let (bytes, from_poll) = pool.stamp_batch_unstamped(&self.rx_batch, now.ticks());
+                    self.latency.count_from_poll(from_poll);
+                    bytes
+                } else {
+                    pool.stamp_batch(&self.rx_batch, now.ticks())
+                }
             } else {
                 self.rx_batch.as_slice().iter().map(|&b| pool.len(b) as u64).sum::<u64>()
             };

@@ -7,6 +7,9 @@
 
 use core::fmt;
 
+mod map;
+pub use map::{ClockMap, ClockPair};
+
 /// Ticks per second of a clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

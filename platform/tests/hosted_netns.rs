@@ -7,7 +7,9 @@
 mod netns;
 
 use cadence_drivers::hal::{Kick, Mmio};
+use cadence_drivers::xsk::arrival;
 use cadence_platform::hosted::bpf::{AttachMode, Attached, IngressDrop, XdpProgram};
+use cadence_platform::hosted::clock::clock_ns;
 use cadence_platform::hosted::iface;
 use cadence_platform::hosted::mem::packet_memory;
 use cadence_platform::hosted::packet::{PacketConfig, PacketSocket, abi as pk};
@@ -156,6 +158,11 @@ fn interface_facts_of_a_veth() {
 /// Walks the RX blocks the kernel has handed over, returning each to the kernel, until
 /// a frame holding `tag` is seen or `timeout` passes.
 fn tpacket_v3_find(rx: &impl Mmio, block_size: usize, blocks: usize, tag: &[u8], timeout: Duration) -> bool {
+    tpacket_v3_time(rx, block_size, blocks, tag, timeout).is_some()
+}
+
+/// [`tpacket_v3_find`], returning the frame's `tp_sec`/`tp_nsec` in nanoseconds.
+fn tpacket_v3_time(rx: &impl Mmio, block_size: usize, blocks: usize, tag: &[u8], timeout: Duration) -> Option<u64> {
     let end = Instant::now() + timeout;
     let mut b = 0;
     while Instant::now() < end {
@@ -165,23 +172,26 @@ fn tpacket_v3_find(rx: &impl Mmio, block_size: usize, blocks: usize, tag: &[u8],
             continue;
         }
         fence(Ordering::Acquire);
-        let mut found = false;
+        let mut found = None;
         let mut pkt = base + rx.read32(base + pk::BLOCK_FIRST_PKT) as usize;
         for _ in 0..rx.read32(base + pk::BLOCK_NUM_PKTS) {
             let snap = rx.read32(pkt + 12) as usize;
             let mac = rx.read16(pkt + 24) as usize;
             let bytes: Vec<u8> = (0..snap).map(|i| rx.read8(pkt + mac + i)).collect();
-            found |= contains(&bytes, tag);
+            if contains(&bytes, tag) {
+                // tp_sec at 4, tp_nsec at 8.
+                found = Some(u64::from(rx.read32(pkt + 4)) * 1_000_000_000 + u64::from(rx.read32(pkt + 8)));
+            }
             pkt += rx.read32(pkt) as usize;
         }
         fence(Ordering::Release);
         rx.write32(base + pk::BLOCK_STATUS, pk::TP_STATUS_KERNEL);
-        if found {
-            return true;
+        if found.is_some() {
+            return found;
         }
         b = (b + 1) % blocks;
     }
-    false
+    None
 }
 
 #[test]
@@ -199,11 +209,15 @@ fn packet_v3_receives_and_transmits_over_veth() {
 
         // RX: a frame sent on vb lands in one of va's blocks.
         let tag = b"cadence-tpacket-v3-rx";
+        let sent = clock_ns(libc::CLOCK_REALTIME);
         send_raw(&peer, &frame(mac("va"), mac("vb"), tag));
-        assert!(
-            tpacket_v3_find(&rings.rx, g.rx.block_size as usize, g.rx.block_nr as usize, tag, Duration::from_secs(3)),
-            "the frame sent on vb never reached va's TPACKET_V3 RX ring"
-        );
+        let t =
+            tpacket_v3_time(&rings.rx, g.rx.block_size as usize, g.rx.block_nr as usize, tag, Duration::from_secs(3))
+                .expect("the frame sent on vb never reached va's TPACKET_V3 RX ring");
+        // The header's time is CLOCK_REALTIME (what the driver's arrival stamp assumes),
+        // taken between the send and the find.
+        let found = clock_ns(libc::CLOCK_REALTIME);
+        assert!((sent..=found).contains(&t), "tp_sec/tp_nsec {t} outside CLOCK_REALTIME [{sent}, {found}]");
 
         // TX: a frame put in slot 0 and kicked leaves va and arrives on vb.
         let tag = b"cadence-tpacket-v3-tx";
@@ -314,12 +328,23 @@ fn xdp_copy_mode_receives_over_veth() {
         prog.register(0, &sock).unwrap();
 
         let tag = b"cadence-xsk-copy-rx";
+        let sent_ns = clock_ns(libc::CLOCK_MONOTONIC);
         send_raw(&raw_socket("vb"), &frame(mac("va"), mac("vb"), tag));
         let addr = xsk_find(&rings.rx, &o.rx, n.rx, buf, tag, Duration::from_secs(3))
             .expect("the frame sent on vb never reached va's AF_XDP RX ring");
+        let found_ns = clock_ns(libc::CLOCK_MONOTONIC);
         // Copy mode: the frame starts XDP_PACKET_HEADROOM into a chunk we posted.
         assert_eq!(addr % u64::from(CHUNK_SIZE), xa::XDP_PACKET_HEADROOM as u64);
         assert!(addr < 32 * u64::from(CHUNK_SIZE));
+        // The program's arrival stamp came along in front of the frame (copy mode copies
+        // the XDP metadata): the magic, and a CLOCK_MONOTONIC reading between the send and
+        // the find.
+        let a = addr as usize;
+        let word = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap());
+        let meta = a - arrival::META_LEN;
+        assert_eq!(word(meta + arrival::MAGIC), arrival::ARRIVAL_MAGIC, "no arrival stamp in front of the frame");
+        let stamp = word(meta + arrival::STAMP);
+        assert!((sent_ns..=found_ns).contains(&stamp), "stamp {stamp} outside [{sent_ns}, {found_ns}]");
         let st = sock.stats().unwrap();
         println!("hosted: xsk stats {st:?}");
         assert_eq!((st.rx_dropped, st.rx_invalid_descs, st.rx_ring_full), (0, 0, 0));

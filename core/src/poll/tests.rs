@@ -485,3 +485,75 @@ fn tx_bytes_count_what_each_attempt_took() {
         assert_eq!(worker.latency().count(), if timing { 10 } else { 0 });
     }
 }
+
+/// An RX queue that stamps its frames with their arrival, as AF_XDP's does: the `n`-th frame
+/// it hands out gets `stamps[n]` (0: no stamp).
+struct ArrivalRx {
+    q: SoftRxQueue,
+    stamps: Vec<u64>,
+    next: usize,
+}
+
+impl RxQueue for ArrivalRx {
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let before = batch.len();
+        let n = self.q.rx_burst(pool, batch);
+        for &b in batch.as_slice().iter().skip(before) {
+            pool.set_stamp(b, self.stamps.get(self.next).copied().unwrap_or(0));
+            self.next += 1;
+        }
+        n
+    }
+    fn rx_stats(&self) -> crate::nic::RxStats {
+        self.q.rx_stats()
+    }
+    fn stamps_arrival(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_frame_that_waited_in_the_ring_counts_its_wait_from_its_arrival_stamp() {
+    let mut mem = alloc::vec![0u8; 512 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 512).unwrap();
+    let soft = |pool: &mut Pool<'_>| SoftRxQueue::new(pool, RING);
+    // Arrivals: 100 ticks before the poll's reading (1000), 40 before, none, and one after it
+    // (the two clocks disagree: counted from the poll instead).
+    let stamps = alloc::vec![900, 960, 0, 5_000];
+    let mut rx = [
+        ArrivalRx { q: soft(&mut pool), stamps, next: 0 },
+        ArrivalRx { q: soft(&mut pool), stamps: Vec::new(), next: 0 },
+    ];
+    let mut tx = [SoftTxQueue::new(256, true), SoftTxQueue::new(256, true)];
+    // SLO 30 ticks; the poll reads 1000 and sends at 1010 (10 ticks: under it).
+    let cfg = PollConfig::new(0, Duration::ZERO).with_slo(Duration(30));
+    let mut w = Poller::new(Chain::new(Vec::new(), Egress::new(OWN, PEER, None)), cfg);
+    let clock = FakeClock::new(10);
+    clock.t.set(1000);
+    for i in 0..4u16 {
+        rx[0].q.inject(&mut pool, &udp4(1000 + i, 53, b"x")).unwrap();
+    }
+    assert_eq!(w.poll_once(&mut pool, &mut rx, &mut tx, &clock).tx, 4);
+    let l = w.latency();
+    assert_eq!(l.count(), 4);
+    // From the ring exit all four would be 10 ticks and none over the SLO; from arrival the
+    // first waited 100 more (110) and the second 40 more (50): both over it.
+    assert_eq!(l.over_slo(), 2);
+    // The unstamped frame and the one stamped after the poll: timed from the poll, counted.
+    assert_eq!(l.from_poll(), 2);
+    let h = l.histogram();
+    assert_eq!(h.quantile(0.0), Some(10));
+    assert_eq!(h.quantile(0.5), Some(10));
+    assert!(h.quantile(0.75).is_some_and(|t| (48..56).contains(&t)), "{:?}", h.quantile(0.75));
+    assert!(h.quantile(1.0).is_some_and(|t| (104..112).contains(&t)), "{:?}", h.quantile(1.0));
+
+    // The same frames from a queue that does not stamp: ring exit, nothing over the SLO.
+    let mut plain = [soft(&mut pool), soft(&mut pool)];
+    let mut w2 = Poller::new(Chain::new(Vec::new(), Egress::new(OWN, PEER, None)), cfg);
+    for i in 0..4u16 {
+        plain[0].inject(&mut pool, &udp4(1000 + i, 53, b"x")).unwrap();
+    }
+    assert_eq!(w2.poll_once(&mut pool, &mut plain, &mut tx, &clock).tx, 4);
+    assert_eq!((w2.latency().count(), w2.latency().over_slo(), w2.latency().from_poll()), (4, 0, 0));
+    assert_eq!(w2.latency().histogram().quantile(1.0), Some(10));
+}

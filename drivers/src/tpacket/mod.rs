@@ -186,6 +186,7 @@ pub(crate) mod pkt {
     const V: usize = offset_of!(Tpacket3Hdr, hv1);
     pub(crate) const NEXT_OFFSET: usize = offset_of!(Tpacket3Hdr, tp_next_offset);
     pub(crate) const SEC: usize = offset_of!(Tpacket3Hdr, tp_sec);
+    pub(crate) const NSEC: usize = offset_of!(Tpacket3Hdr, tp_nsec);
     pub(crate) const SNAPLEN: usize = offset_of!(Tpacket3Hdr, tp_snaplen);
     pub(crate) const LEN: usize = offset_of!(Tpacket3Hdr, tp_len);
     pub(crate) const STATUS: usize = offset_of!(Tpacket3Hdr, tp_status);
@@ -199,7 +200,7 @@ pub(crate) mod pkt {
     /// `tp_hdrlen - sizeof(struct sockaddr_ll)` = `TPACKET_ALIGN(sizeof(struct
     /// tpacket3_hdr))` (`af_packet.c`, `tpacket_parse_header`).
     pub(crate) const TX_DATA: usize = tpacket_align(SIZE);
-    const _: () = assert!(NEXT_OFFSET == 0 && SEC == 4 && SNAPLEN == 12 && LEN == 16 && STATUS == 20);
+    const _: () = assert!(NEXT_OFFSET == 0 && SEC == 4 && NSEC == 8 && SNAPLEN == 12 && LEN == 16 && STATUS == 20);
     const _: () = assert!(MAC == 24 && NET == 26 && VLAN_TCI == 32 && VLAN_TPID == 36);
     const _: () = assert!(SIZE == 48 && TX_DATA == 48);
 }

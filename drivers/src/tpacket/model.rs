@@ -57,6 +57,8 @@ pub(crate) struct RxKernel {
     seq: u64,
     losing: bool,
     pub(crate) dropped: u64,
+    /// `tp_sec`, `tp_nsec` of the next frames.
+    pub(crate) time: (u32, u32),
 }
 
 impl RxKernel {
@@ -78,6 +80,7 @@ impl RxKernel {
             seq: 0,
             losing: false,
             dropped: 0,
+            time: (1, 0),
         }
     }
 
@@ -184,7 +187,8 @@ impl RxKernel {
             status |= TP_STATUS_CSUMNOTREADY;
         }
         self.w.w32(h + pkt::NEXT_OFFSET, total as u32);
-        self.w.w32(h + pkt::SEC, 1);
+        self.w.w32(h + pkt::SEC, self.time.0);
+        self.w.w32(h + pkt::NSEC, self.time.1);
         self.w.w32(h + pkt::SNAPLEN, snap as u32);
         self.w.w32(h + pkt::LEN, frame.len() as u32);
         self.w.w32(h + pkt::STATUS, status);

@@ -11,6 +11,7 @@ use core::sync::atomic::{Ordering, fence};
 
 use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, PacketBuf, Pool};
 use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
+use cadence_core::time::ClockMap;
 
 use super::status::{
     TP_STATUS_CSUMNOTREADY, TP_STATUS_KERNEL, TP_STATUS_LOSING, TP_STATUS_USER, TP_STATUS_VLAN_TPID_VALID,
@@ -54,6 +55,11 @@ pub struct TpacketRxCounters {
     pub csum_not_ready: u64,
     /// Frames whose 802.1Q tag was put back.
     pub vlan_restored: u64,
+    /// Frames stamped with their arrival from `tp_sec`/`tp_nsec` (only with
+    /// [`TpacketRx::with_arrival`]).
+    pub stamped: u64,
+    /// Frames whose header had no time (`tp_sec` 0): counted from the poll instead.
+    pub unstamped: u64,
 }
 
 /// One packet header, read and placed: `data` is inside the block.
@@ -91,6 +97,8 @@ pub struct TpacketRx<W> {
     next: usize,
     stats: RxStats,
     counters: TpacketRxCounters,
+    /// [`TpacketRx::with_arrival`].
+    arrival: Option<ClockMap>,
 }
 
 impl<W: Mmio> TpacketRx<W> {
@@ -126,7 +134,18 @@ impl<W: Mmio> TpacketRx<W> {
             next: 0,
             stats: RxStats::default(),
             counters: TpacketRxCounters::default(),
+            arrival: None,
         })
+    }
+
+    /// Stamps each frame with its arrival: the packet header's `tp_sec`/`tp_nsec`, which
+    /// `tpacket_rcv` fills with `CLOCK_REALTIME` (the skb's software timestamp, or the time
+    /// the frame entered the ring; a hardware one only with `PACKET_TIMESTAMP`, which the
+    /// platform does not set), converted to worker ticks by `map` (`CLOCK_REALTIME` ns →
+    /// ticks). `None`: no stamps (the worker counts from the poll).
+    pub fn with_arrival(mut self, map: Option<ClockMap>) -> Self {
+        self.arrival = map;
+        self
     }
 
     /// What was counted so far.
@@ -255,6 +274,17 @@ impl<W: Mmio> TpacketRx<W> {
             let _ = pool.free(b);
             return Err(Skip::Error);
         }
+        if let Some(map) = self.arrival {
+            // `struct tpacket3_hdr`: `tp_sec`, then `tp_nsec` (nanoseconds in V3).
+            let sec = u64::from(self.w.read32(p.hdr + pkt::SEC));
+            let nsec = u64::from(self.w.read32(p.hdr + pkt::NSEC));
+            if sec == 0 {
+                self.counters.unstamped += 1;
+            } else {
+                self.counters.stamped += 1;
+                pool.set_stamp(b, map.ticks(sec.saturating_mul(1_000_000_000).saturating_add(nsec)));
+            }
+        }
         Ok(b)
     }
 }
@@ -311,6 +341,12 @@ impl<W: Mmio> RxQueue for TpacketRx<W> {
 
     fn rx_stats(&self) -> RxStats {
         self.stats
+    }
+
+    /// With [`TpacketRx::with_arrival`]: frames carry the ring's timestamp.
+    #[inline]
+    fn stamps_arrival(&self) -> bool {
+        self.arrival.is_some()
     }
 
     /// The `block_status` of the block the queue waits for: the kernel stores it when it

@@ -552,3 +552,37 @@ fn tx_kick_failures_are_counted_and_the_kick_retried() {
     assert_eq!(kick.tx(), 5);
     assert_eq!(q.counters().kick_errors, 2);
 }
+
+// ---- arrival stamps ----
+
+#[test]
+fn arrival_stamps_come_from_the_packet_header_time() {
+    use cadence_core::time::ClockMap;
+    let mut m = mem(16);
+    let mut pool = Pool::try_new(&mut m, 0, 16).unwrap();
+    let (mut k, q) = rx_pair(4096, 2);
+    let mut q = q.with_arrival(Some(ClockMap::identity()));
+    assert!(q.stamps_arrival());
+    k.time = (5, 250);
+    assert!(k.deliver(&frame_bytes(1, 60)));
+    // No time in the header: unstamped.
+    k.time = (0, 0);
+    assert!(k.deliver(&frame_bytes(2, 60)));
+    k.time = (7, 999_999_999);
+    assert!(k.deliver(&frame_bytes(3, 60)));
+    k.retire();
+    let got = burst(&mut q, &mut pool);
+    let stamps: Vec<u64> = got.iter().map(|&b| pool.stamp(b)).collect();
+    assert_eq!(stamps, [5_000_000_250, 0, 7_999_999_999]);
+    assert_eq!((q.counters().stamped, q.counters().unstamped), (2, 1));
+    free_all(&mut pool, &got);
+    // Without a map: no stamps, nothing counted.
+    let (mut k2, mut plain) = rx_pair(4096, 2);
+    assert!(!plain.stamps_arrival());
+    assert!(k2.deliver(&frame_bytes(1, 60)));
+    k2.retire();
+    let got = burst(&mut plain, &mut pool);
+    assert_eq!(pool.stamp(got[0]), 0);
+    assert_eq!(plain.counters().stamped + plain.counters().unstamped, 0);
+    free_all(&mut pool, &got);
+}

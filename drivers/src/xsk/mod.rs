@@ -88,6 +88,7 @@ mod tx_tests;
 use core::mem::{offset_of, size_of};
 
 use cadence_core::buf::{MAX_FRAME, Pool};
+use cadence_core::time::ClockMap;
 
 pub use error::{Ring, XskError};
 pub use rx::{XskRx, XskRxCounters};
@@ -105,6 +106,31 @@ pub const XDP_PKT_CONTD: u32 = 1 << 0;
 /// `XDP_PACKET_HEADROOM` (`include/linux/bpf.h`): bytes the kernel leaves in front of a
 /// received frame in its chunk, before the UMEM's own headroom.
 pub const XDP_PACKET_HEADROOM: usize = 256;
+
+/// The arrival stamp the hosted build's XDP program writes in the metadata area in front of
+/// each frame it redirects (`bpf_xdp_adjust_meta(ctx, -16)`, then, once the verifier's
+/// `data_meta + 16 <= data` holds, two native-endian `u64`s): at `frame − 16` the
+/// `bpf_ktime_get_ns()` reading (`CLOCK_MONOTONIC`, ns), at `frame − 8`
+/// [`ARRIVAL_MAGIC`]. The kernel copies the metadata along with the frame into the UMEM
+/// chunk in copy mode (`xsk_copy_xdp` in `net/xdp/xsk.c`: `to_buf = to->data − metalen`)
+/// and leaves it in place in zero-copy mode; the RX descriptor points at the frame, not at
+/// the metadata. Where the driver under the program has no metadata support,
+/// `adjust_meta` fails and the frame goes unstamped: the magic is then absent (the bytes
+/// in front of the frame are whatever the chunk held), which is how the RX path tells the
+/// two apart; it clears the magic of every stamp it reads, so a chunk's stale stamp is
+/// never read twice.
+pub mod arrival {
+    /// Bytes of metadata in front of the frame.
+    pub const META_LEN: usize = 16;
+    /// Offset of the `CLOCK_MONOTONIC` stamp (`u64`), from the start of the metadata.
+    pub const STAMP: usize = 0;
+    /// Offset of the magic word (`u64`), from the start of the metadata.
+    pub const MAGIC: usize = 8;
+    /// The magic word: the bytes `"CADENCE1"` as a little-endian `u64` (arbitrary bytes in
+    /// front of an unstamped frame match it with probability 2⁻⁶⁴).
+    pub const ARRIVAL_MAGIC: u64 = u64::from_le_bytes(*b"CADENCE1");
+}
+pub use arrival::ARRIVAL_MAGIC;
 
 /// `struct xdp_desc` (`if_xdp.h`), an RX or TX ring entry. Declared for its layout: the
 /// driver reads and writes the fields through [`Mmio`] at its offsets, never through a
@@ -199,11 +225,16 @@ pub struct XskConfig {
     /// ring). Set it to the interface's MTU + 14 (+ 4 for a VLAN tag). Default
     /// [`MAX_FRAME`].
     pub max_tx_frame: usize,
+    /// Read each frame's arrival stamp ([`arrival`]) and convert it to worker ticks with
+    /// this map (`CLOCK_MONOTONIC` ns → the worker clock); the queue then stamps its frames
+    /// ([`cadence_core::nic::RxQueue::stamps_arrival`]). `None` (default): no stamps read,
+    /// the worker counts from the poll.
+    pub arrival: Option<ClockMap>,
 }
 
 impl Default for XskConfig {
     fn default() -> Self {
-        Self { umem_base: 0, always_kick_tx: false, always_kick_rx: false, max_tx_frame: MAX_FRAME }
+        Self { umem_base: 0, always_kick_tx: false, always_kick_rx: false, max_tx_frame: MAX_FRAME, arrival: None }
     }
 }
 
@@ -211,6 +242,11 @@ impl XskConfig {
     /// With [`XskConfig::umem_base`] set.
     pub fn with_umem_base(mut self, umem_base: u64) -> Self {
         self.umem_base = umem_base;
+        self
+    }
+    /// With [`XskConfig::arrival`] set.
+    pub fn with_arrival(mut self, map: Option<ClockMap>) -> Self {
+        self.arrival = map;
         self
     }
     /// With [`XskConfig::always_kick_tx`] set.

@@ -134,6 +134,12 @@ impl Kernel {
     /// chunk gets the frame at `headroom`, an RX descriptor names it. False (and counted)
     /// when the RX ring is full or the fill ring empty.
     pub(crate) fn deliver(&mut self, pool: &mut Pool<'_>, frame: &[u8]) -> bool {
+        self.deliver_meta(pool, frame, &[])
+    }
+
+    /// [`Kernel::deliver`] with XDP metadata: `meta` goes right in front of the frame, as
+    /// `xsk_copy_xdp` puts it.
+    pub(crate) fn deliver_meta(&mut self, pool: &mut Pool<'_>, frame: &[u8], meta: &[u8]) -> bool {
         if self.rx.used() >= self.rx.size {
             self.dropped_rx_full += 1;
             return false;
@@ -158,6 +164,7 @@ impl Kernel {
             return false;
         }
         pool.raw_mut(b)[self.headroom..self.headroom + frame.len()].copy_from_slice(frame);
+        pool.raw_mut(b)[self.headroom - meta.len()..self.headroom].copy_from_slice(meta);
         self.rx_raw(addr, frame.len() as u32, 0);
         true
     }

@@ -2,11 +2,12 @@
 
 use cadence_core::buf::{BUF_SIZE, Batch, PacketBuf, Pool};
 use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
+use cadence_core::time::ClockMap;
 
 use super::error::{Ring, XskError};
 use super::owned::Owned;
 use super::ring::{self, Consumer, Producer};
-use super::{ADDR_ENTRY, RingWindow, XDP_PKT_CONTD, XskConfig, check_umem, desc};
+use super::{ADDR_ENTRY, RingWindow, XDP_PKT_CONTD, XskConfig, arrival, check_umem, desc};
 use crate::hal::{Kick, KickError, Mmio};
 
 /// Shortest frame the RX ring may report: an Ethernet header.
@@ -35,6 +36,12 @@ pub struct XskRxCounters {
     pub kick_busy: u64,
     /// `kick_rx` calls that failed otherwise ([`KickError::Gone`], [`KickError::Other`]).
     pub kick_errors: u64,
+    /// Frames with an arrival stamp read ([`super::arrival`]; only with
+    /// [`XskConfig::arrival`]).
+    pub stamped: u64,
+    /// Frames without one (the XDP program could not add metadata, or the frame sits too
+    /// close to its chunk's start): counted from the poll instead.
+    pub unstamped: u64,
 }
 
 /// The receive queue of an AF_XDP socket: posts pool buffers on the fill ring, takes
@@ -55,6 +62,8 @@ pub struct XskRx<W, K> {
     in_fragment: bool,
     /// [`XskConfig::always_kick_rx`].
     always_kick: bool,
+    /// [`XskConfig::arrival`].
+    arrival: Option<ClockMap>,
     stats: RxStats,
     counters: XskRxCounters,
 }
@@ -86,6 +95,7 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
             posted: Owned::new(pool.capacity()),
             in_fragment: false,
             always_kick: config.always_kick_rx,
+            arrival: config.arrival,
             stats: RxStats::default(),
             counters: XskRxCounters::default(),
         })
@@ -219,10 +229,40 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
         } else if len < MIN_FRAME || len > BUF_SIZE - off {
             self.counters.bad_len += 1;
         } else if pool.set_frame(b, off, len).is_ok() {
+            if let Some(map) = self.arrival {
+                self.take_stamp(pool, b, off, &map);
+            }
             return Some(b);
         }
         let _ = pool.free(b);
         None
+    }
+}
+
+impl<W: Mmio, K: Kick> XskRx<W, K> {
+    /// Reads the arrival stamp in front of `b`'s frame at `off` ([`super::arrival`]), clears
+    /// its magic, and stamps the buffer with it in worker ticks; counts a frame without one
+    /// (its buffer keeps stamp 0, set when it was allocated for the fill ring).
+    #[inline]
+    fn take_stamp(&mut self, pool: &mut Pool<'_>, b: PacketBuf, off: usize, map: &ClockMap) {
+        let Some(start) = off.checked_sub(arrival::META_LEN) else {
+            self.counters.unstamped += 1;
+            return;
+        };
+        let word = |raw: &[u8], at: usize| {
+            raw.get(start + at..start + at + 8).and_then(|w| w.try_into().ok()).map(u64::from_ne_bytes)
+        };
+        let raw = pool.raw_mut(b);
+        if word(raw, arrival::MAGIC) != Some(arrival::ARRIVAL_MAGIC) {
+            self.counters.unstamped += 1;
+            return;
+        }
+        let ns = word(raw, arrival::STAMP).unwrap_or(0);
+        if let Some(m) = raw.get_mut(start + arrival::MAGIC..start + arrival::MAGIC + 8) {
+            m.fill(0);
+        }
+        self.counters.stamped += 1;
+        pool.set_stamp(b, map.ticks(ns));
     }
 }
 
@@ -254,6 +294,12 @@ impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
         let empty = room > 0 && avail == 0;
         self.wake(produced > 0 || empty, empty);
         n
+    }
+
+    /// With [`XskConfig::arrival`]: each frame carries the XDP program's stamp.
+    #[inline]
+    fn stamps_arrival(&self) -> bool {
+        self.arrival.is_some()
     }
 
     /// The RX ring's entries the kernel published and we have not read.

@@ -573,3 +573,57 @@ fn non_default_offsets_are_honoured() {
     assert_eq!(k.fill.w.r32(off.producer), 3 + 8 + 1);
     assert_eq!(k.tx.w.r32(off.producer), 4);
 }
+
+// ---- arrival stamps ----
+
+/// The XDP program's metadata: `ns` and, if `magic`, the magic word.
+fn meta(ns: u64, magic: bool) -> Vec<u8> {
+    let mut m = ns.to_ne_bytes().to_vec();
+    m.extend_from_slice(&if magic { super::ARRIVAL_MAGIC } else { 0x1234 }.to_ne_bytes());
+    m
+}
+
+#[test]
+fn arrival_stamps_are_read_converted_and_consumed() {
+    use cadence_core::time::{ClockMap, ClockPair, Instant, TickRate};
+    let mut m = mem(32);
+    // Worker ticks at 2 GHz; CLOCK_MONOTONIC 1 s is tick 10^9.
+    let map = ClockMap::try_new(
+        ClockPair { ns: 1_000_000_000, ticks: Instant(1_000_000_000) },
+        TickRate::try_new(2_000_000_000).unwrap(),
+    )
+    .unwrap();
+    let mut h = H::with(&mut m, [16, 16, 16, 16], 0, 0, XskConfig::default().with_arrival(Some(map)));
+    assert!(h.rx.stamps_arrival());
+    h.rx.fill(&mut h.pool);
+    // Stamped 1 µs after the anchor; unstamped (no magic); stamped at the anchor.
+    assert!(h.k.deliver_meta(&mut h.pool, &frame_bytes(1, 60), &meta(1_000_001_000, true)));
+    assert!(h.k.deliver_meta(&mut h.pool, &frame_bytes(2, 60), &meta(1_000_002_000, false)));
+    assert!(h.k.deliver_meta(&mut h.pool, &frame_bytes(3, 60), &meta(1_000_000_000, true)));
+    let got = h.rx_all();
+    assert_eq!(got.len(), 3);
+    let stamps: Vec<u64> = got.iter().map(|&b| h.pool.stamp(b)).collect();
+    assert_eq!(stamps, [1_000_002_000, 0, 1_000_000_000]);
+    // Frames are untouched; the magic in front of the stamped ones is cleared.
+    for (i, &b) in got.iter().enumerate() {
+        assert_eq!(h.pool.frame(b), frame_bytes(i as u32 + 1, 60).as_slice());
+        let off = h.pool.frame_offset(b);
+        assert_ne!(&h.pool.raw_mut(b)[off - 8..off], &super::ARRIVAL_MAGIC.to_ne_bytes());
+    }
+    let c = h.rx.counters();
+    assert_eq!((c.stamped, c.unstamped), (2, 1));
+    h.free_all(&got);
+
+    // Without a map nothing is read: stamps stay 0 and nothing is counted.
+    let mut m2 = mem(32);
+    let mut plain = H::new(&mut m2, [16, 16, 16, 16], 0);
+    assert!(!plain.rx.stamps_arrival());
+    plain.rx.fill(&mut plain.pool);
+    assert!(plain.k.deliver_meta(&mut plain.pool, &frame_bytes(1, 60), &meta(5, true)));
+    let got = plain.rx_all();
+    assert_eq!(plain.pool.stamp(got[0]), 0);
+    assert_eq!(plain.rx.counters().stamped + plain.rx.counters().unstamped, 0);
+    plain.free_all(&got);
+    h.assert_clean();
+    plain.assert_clean();
+}

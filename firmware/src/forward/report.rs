@@ -116,6 +116,7 @@ fn snapshot<M: Machine, P: FwdPort>(
             nb.write(w)?;
         }
         lat.write(w, "", sh.clock.rate())?;
+        lat.write_from_poll(w)?;
         write_cores(sh, w, &per_core)?;
         write_lanes(sh, w)?;
         sh.machine.write_extra(w)

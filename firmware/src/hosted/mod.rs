@@ -168,7 +168,7 @@ fn run(
         if profile.is_some() { "file" } else { "none" },
         spec.validate.name()
     ));
-    let mut opened = match ports::open(args, cfg) {
+    let mut opened = match ports::open(args, cfg, &clock) {
         Ok(p) => p,
         Err(e) => {
             m.say(format_args!("error: {e}"));

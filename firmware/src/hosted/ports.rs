@@ -23,6 +23,7 @@ use cadence_drivers::xsk::{self, RingWindow, XskRx, XskTx};
 use cadence_firmware::config::BootConfig;
 use cadence_firmware::forward::FwdPort;
 use cadence_platform::hosted::bpf::{AttachMode, Attached, IngressDrop, XdpProgram};
+use cadence_platform::hosted::clock::HostClock;
 use cadence_platform::hosted::iface::{self, Interface};
 use cadence_platform::hosted::kick::{PacketKick, XskKick};
 use cadence_platform::hosted::mem::{self, POOL_PHYS_BASE};
@@ -180,6 +181,13 @@ impl RxQueue for HostedRx {
             HostedRx::Packet(q) => q.pending(),
         }
     }
+    #[inline]
+    fn stamps_arrival(&self) -> bool {
+        match self {
+            HostedRx::Xdp(q) => q.stamps_arrival(),
+            HostedRx::Packet(q) => q.stamps_arrival(),
+        }
+    }
 }
 
 impl TxQueue for HostedTx {
@@ -298,7 +306,7 @@ impl fmt::Display for OpenError {
 }
 
 /// Opens both ports with `cfg.lanes` queue pairs each, over the I/O the arguments ask for.
-pub fn open(args: &Args, cfg: &BootConfig) -> Result<Opened, OpenError> {
+pub fn open(args: &Args, cfg: &BootConfig, clock: &HostClock) -> Result<Opened, OpenError> {
     let mut ifaces = Vec::new();
     for name in &args.ports {
         let i = iface::query(name).map_err(|e| OpenError(format!("interface {name}: {e}")))?;
@@ -312,13 +320,13 @@ pub fn open(args: &Args, cfg: &BootConfig) -> Result<Opened, OpenError> {
     }
     let mut notes = Vec::new();
     match args.io {
-        Io::AfPacket => open_packet(args, cfg, ifaces, notes),
-        Io::AfXdp => open_xdp(args, cfg, &ifaces, notes),
-        Io::Auto => match open_xdp(args, cfg, &ifaces, Vec::new()) {
+        Io::AfPacket => open_packet(args, cfg, clock, ifaces, notes),
+        Io::AfXdp => open_xdp(args, cfg, clock, &ifaces, notes),
+        Io::Auto => match open_xdp(args, cfg, clock, &ifaces, Vec::new()) {
             Ok(o) => Ok(o),
             Err(e) => {
                 notes.push(format!("warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"));
-                open_packet(args, cfg, ifaces, notes)
+                open_packet(args, cfg, clock, ifaces, notes)
             }
         },
     }
@@ -342,7 +350,13 @@ fn window(ring: MappedRing, o: xdp::RingOffsets, size: u32) -> RingWindow<Mapped
     }
 }
 
-fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<String>) -> Result<Opened, OpenError> {
+fn open_xdp(
+    args: &Args,
+    cfg: &BootConfig,
+    clock: &HostClock,
+    ifaces: &[Interface],
+    mut notes: Vec<String>,
+) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
     let ring = args.xdp_ring as usize;
     // A lane's pool feeds two sockets, each holding up to a fill ring of posted buffers
@@ -360,6 +374,8 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
         XdpMode::ZeroCopy => BindMode::ZeroCopy,
     };
     let xcfg = XskConfig::with_ring_size(ring as u32).mode(mode).need_wakeup(true);
+    // The XDP program's arrival stamps (CLOCK_MONOTONIC) in worker ticks, for every queue.
+    let arrival_map = clock.monotonic_map();
     let mut programs = Vec::new();
     for (port, i) in ifaces.iter().enumerate() {
         let p = XdpProgram::attach(&i.name, lanes as u32, AttachMode::Auto)
@@ -408,7 +424,8 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
             let dcfg = xsk::XskConfig::default()
                 .with_always_kick_tx(s.data_path() == DataPath::Copy || !s.need_wakeup())
                 .with_always_kick_rx(args.busy_poll > 0)
-                .with_max_tx_frame(ifaces[port].mtu as usize + L2_OVERHEAD);
+                .with_max_tx_frame(ifaces[port].mtu as usize + L2_OVERHEAD)
+                .with_arrival(Some(arrival_map));
             let (rx, tx) = xsk::try_new_queues(dr, s.kick(), &pool, &dcfg)
                 .map_err(|e| OpenError(format!("AF_XDP queue {k} of {}: {e}", ifaces[port].name)))?;
             if let Some(a) = rx.wake_address() {
@@ -449,11 +466,14 @@ fn open_xdp(args: &Args, cfg: &BootConfig, ifaces: &[Interface], mut notes: Vec<
 fn open_packet(
     args: &Args,
     cfg: &BootConfig,
+    clock: &HostClock,
     ifaces: Vec<Interface>,
     mut notes: Vec<String>,
 ) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
     let pcfg = PacketConfig::default();
+    // The rings' arrival times (CLOCK_REALTIME) in worker ticks, for every queue.
+    let arrival_map = clock.realtime_map();
     let mut pools = Vec::new();
     let mut pages = String::new();
     for _ in 0..lanes {
@@ -496,7 +516,8 @@ fn open_packet(
                 rings.rx,
                 RxGeometry { block_size: g.rx.block_size as usize, block_nr: g.rx.block_nr as usize },
             )
-            .map_err(|e| OpenError(format!("TPACKET_V3 RX ring of {}: {e}", iface.name)))?;
+            .map_err(|e| OpenError(format!("TPACKET_V3 RX ring of {}: {e}", iface.name)))?
+            .with_arrival(Some(arrival_map));
             let tx = TpacketTx::try_new(
                 rings.tx,
                 s.kick(),

@@ -16,7 +16,7 @@
 //! over hours never shifts a wake-up. The pair taken at calibration is kept in
 //! [`Calibration`] for the record.
 
-use cadence_core::time::{Clock, Duration, Instant, TickRate};
+use cadence_core::time::{Clock, ClockMap, ClockPair, Duration, Instant, TickRate};
 use core::fmt;
 
 /// How many ticks per second the fallback clock runs at.
@@ -25,6 +25,9 @@ const NS_PER_S: u64 = 1_000_000_000;
 const WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 /// Two windows must agree within this (parts per million): 0.1 %.
 const AGREE_PPM: u64 = 1_000;
+/// The least span over which [`HostClock::map_from`] measures the TSC against
+/// `CLOCK_MONOTONIC`.
+pub const MAP_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
 /// Calibration attempts before giving up on the TSC.
 const TRIES: usize = 3;
 
@@ -141,6 +144,73 @@ impl HostClock {
                 timespec(mono.saturating_add(left))
             }
         }
+    }
+}
+
+impl HostClock {
+    /// A map from `clock`'s nanoseconds (`CLOCK_MONOTONIC`: the XDP program's
+    /// `bpf_ktime_get_ns`; `CLOCK_REALTIME`: `TPACKET_V3`'s `tp_sec`/`tp_nsec`) to this
+    /// clock's ticks, for the receive paths' arrival stamps
+    /// ([`cadence_core::time::ClockMap`]).
+    ///
+    /// `CLOCK_MONOTONIC` on the monotonic clock is the identity; `CLOCK_REALTIME` there is
+    /// an offset. On the TSC the rate is measured against `CLOCK_MONOTONIC` between the
+    /// calibration's anchor and a fresh pair of readings at least [`MAP_WINDOW`] later
+    /// (waiting out the rest of it if the calibration was more recent: start-up only). That
+    /// takes in NTP's frequency correction, which `CLOCK_MONOTONIC` and `CLOCK_REALTIME`
+    /// share and the calibration against `CLOCK_MONOTONIC_RAW` leaves out (tens of ppm: tens
+    /// of µs per second of run). The map goes through a fresh pair of `clock` and the TSC.
+    ///
+    /// The map is not re-anchored during the run: what it cannot follow is NTP changing its
+    /// correction afterwards (the two brackets' width over the window, ~0.1 ppm, plus
+    /// whatever NTP does), and a step of `CLOCK_REALTIME`, which shifts every later
+    /// `AF_PACKET` stamp by the step (a stamp then in the worker's future is counted from the
+    /// poll).
+    pub fn map_from(&self, clock: libc::clockid_t) -> ClockMap {
+        if self.source == ClockSource::Monotonic {
+            if clock == libc::CLOCK_MONOTONIC {
+                return ClockMap::identity();
+            }
+            return ClockMap::try_new(self.pair_with(clock), self.rate).unwrap_or(ClockMap::identity());
+        }
+        let rate = self.calibration.and_then(|c| {
+            let window = MAP_WINDOW.as_nanos() as u64;
+            let waited = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(c.anchor_monotonic_ns);
+            if waited < window {
+                std::thread::sleep(std::time::Duration::from_nanos(window - waited));
+            }
+            let anchor = ClockPair { ns: c.anchor_monotonic_ns, ticks: Instant(c.anchor_tsc) };
+            ClockMap::from_pairs(anchor, self.pair_with(libc::CLOCK_MONOTONIC))
+        });
+        let here = self.pair_with(clock);
+        // The rate fits the fixed point (a TSC or 1 GHz); identity only if it did not.
+        rate.map(|m| m.through(here)).or_else(|| ClockMap::try_new(here, self.rate)).unwrap_or(ClockMap::identity())
+    }
+
+    /// [`HostClock::map_from`] `CLOCK_MONOTONIC`: the XDP program's `bpf_ktime_get_ns`.
+    pub fn monotonic_map(&self) -> ClockMap {
+        self.map_from(libc::CLOCK_MONOTONIC)
+    }
+
+    /// [`HostClock::map_from`] `CLOCK_REALTIME`: `TPACKET_V3`'s `tp_sec`/`tp_nsec`.
+    pub fn realtime_map(&self) -> ClockMap {
+        self.map_from(libc::CLOCK_REALTIME)
+    }
+
+    /// A reading of `clock` (ns) and of this clock taken together: the best of five
+    /// brackets `now; clock_gettime; now`, this clock taken as the bracket's middle.
+    fn pair_with(&self, clock: libc::clockid_t) -> ClockPair {
+        let mut best = (u64::MAX, ClockPair::default());
+        for _ in 0..5 {
+            let a = self.now().ticks();
+            let ns = clock_ns(clock);
+            let b = self.now().ticks();
+            let width = b.wrapping_sub(a);
+            if width < best.0 {
+                best = (width, ClockPair { ns, ticks: Instant(a + width / 2) });
+            }
+        }
+        best.1
     }
 }
 
@@ -293,6 +363,27 @@ mod tests {
         let now = clock_ns(libc::CLOCK_MONOTONIC);
         if c.source() == ClockSource::Tsc {
             assert!(now.abs_diff(past) < 10_000_000);
+        }
+    }
+
+    #[test]
+    fn maps_from_the_kernel_clocks_agree_with_a_fresh_reading() {
+        let (c, _) = HostClock::calibrate();
+        assert_eq!(HostClock::monotonic().map_from(libc::CLOCK_MONOTONIC), ClockMap::identity());
+        for clock in [libc::CLOCK_MONOTONIC, libc::CLOCK_REALTIME] {
+            for hc in [c, HostClock::monotonic()] {
+                let map = hc.map_from(clock);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                // A stamp taken now maps to (about) now: within 1 ms, whatever the load.
+                let (t0, ns, t1) = (hc.now(), clock_ns(clock), hc.now());
+                let mapped = map.ticks(ns);
+                let slack = hc.rate().ticks_from_ms(1).ticks();
+                assert!(
+                    mapped + slack >= t0.ticks() && mapped <= t1.ticks() + slack,
+                    "{:?} clock {clock}: {mapped} not in [{t0:?}, {t1:?}] ± 1 ms",
+                    hc.source()
+                );
+            }
         }
     }
 

@@ -34,7 +34,8 @@
 //!   bind in copy, zero-copy or auto mode, reading back which one `XDP_OPTIONS` reports); a
 //!   lane's second port shares the first port's UMEM with `XDP_SHARED_UMEM` and its own
 //!   fill/completion rings.
-//! - `bpf::XdpProgram` assembles the redirect program (`bpf_redirect_map(xskmap,
+//! - `bpf::XdpProgram` assembles the redirect program (the arrival stamp
+//!   `bpf_ktime_get_ns()` in 16 bytes of XDP metadata, then `bpf_redirect_map(xskmap,
 //!   rx_queue_index, …)`), loads it with `bpf(2)` (verifier log in the error) and attaches
 //!   it through a BPF link (native, else generic), so it detaches itself when the process
 //!   ends.
@@ -46,7 +47,8 @@
 //!   size/offset asserts checked against the uapi headers.
 //! - `clock::HostClock` is the TSC (invariant per CPUID and the kernel's clocksource, two
 //!   50 ms windows against `CLOCK_MONOTONIC_RAW` agreeing within 0.1 %) or
-//!   `CLOCK_MONOTONIC`.
+//!   `CLOCK_MONOTONIC`; `HostClock::map_from` converts the kernel's receive stamps
+//!   (`CLOCK_MONOTONIC`, `CLOCK_REALTIME`) to its ticks.
 //! - `sleep::NanoSleeper` sleeps in `clock_nanosleep(TIMER_ABSTIME)` until `deadline − spin
 //!   margin` with 1 ns timer slack, then spins to the deadline (the library default margin
 //!   is 50 µs; the hosted binary uses `--spin-us`, default 0, because a Metronome `T_S` of a

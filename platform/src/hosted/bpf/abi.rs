@@ -46,12 +46,20 @@ pub const XDP_DROP: i32 = 1;
 pub const TC_ACT_SHOT: i32 = 2;
 /// `BPF_FUNC_map_lookup_elem`: `void *bpf_map_lookup_elem(map, key)`.
 pub const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+/// `BPF_FUNC_ktime_get_ns`: `u64 bpf_ktime_get_ns(void)`, `CLOCK_MONOTONIC` in ns.
+pub const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+/// `BPF_FUNC_xdp_adjust_meta`: `long bpf_xdp_adjust_meta(xdp_md, delta)`; 0 on success.
+pub const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
 /// `BPF_FUNC_redirect_map`: `long bpf_redirect_map(map, key, flags)`.
 pub const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 /// `BPF_PSEUDO_MAP_FD`: an `ld_imm64` whose immediate is a map descriptor.
 pub const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// `BPF_OBJ_NAME_LEN`.
 pub const BPF_OBJ_NAME_LEN: usize = 16;
+/// `offsetof(struct xdp_md, data)`.
+pub const XDP_MD_DATA: i16 = 0;
+/// `offsetof(struct xdp_md, data_meta)`.
+pub const XDP_MD_DATA_META: i16 = 8;
 /// `offsetof(struct xdp_md, rx_queue_index)`.
 pub const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
@@ -65,6 +73,10 @@ pub const ALU64_MOV_K: u8 = 0xb7;
 pub const ALU64_MOV_X: u8 = 0xbf;
 /// Opcode `BPF_ALU64 | BPF_ADD | BPF_K`: `dst += imm`.
 pub const ALU64_ADD_K: u8 = 0x07;
+/// Opcode `BPF_STX | BPF_MEM | BPF_DW`: `*(u64 *)(dst + off) = src`.
+pub const STX_DW_MEM: u8 = 0x7b;
+/// Opcode `BPF_JMP | BPF_JGT | BPF_X`: `if dst > src goto pc + 1 + off` (unsigned).
+pub const JMP_JGT_X: u8 = 0x2d;
 /// Opcode `BPF_ST | BPF_MEM | BPF_W`: `*(u32 *)(dst + off) = imm`.
 pub const ST_W_MEM: u8 = 0x62;
 /// Opcode `BPF_JMP | BPF_JNE | BPF_K`: `if dst != imm goto pc + 1 + off`.

@@ -39,29 +39,64 @@ use abi::*;
 use core::fmt;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
-/// The XDP program: `bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_DROP)`; a frame no
-/// socket takes is dropped and counted in `unowned[0]`.
+/// The XDP program: stamps the frame's arrival in its metadata area, then
+/// `bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_DROP)`; a frame no socket takes is
+/// dropped and counted in `unowned[0]`.
+///
+/// The stamp ([`cadence_drivers::xsk::arrival`]): `bpf_xdp_adjust_meta(ctx, -16)`, then,
+/// with the verifier's bounds check `data_meta + 16 <= data`, `bpf_ktime_get_ns()` at
+/// `data_meta` and the magic word at `data_meta + 8`. When `adjust_meta` fails (a driver
+/// without metadata support) the frame is redirected unstamped; the RX path sees no magic.
 ///
 /// ```text
-///  0: r2 = *(u32 *)(r1 + 16)      ; xdp_md.rx_queue_index
-///  1: r1 = xsks ll                ; ld_imm64, src_reg = BPF_PSEUDO_MAP_FD (two slots)
-///  3: r3 = 1                      ; XDP_DROP: the action when the queue's slot is empty
-///  4: call bpf_redirect_map       ; helper 51
-///  5: if r0 != 1 goto 16          ; redirected (XDP_REDIRECT): return it
-///  6: *(u32 *)(r10 - 4) = 0       ; key 0 on the stack
-///  7: r2 = r10
-///  8: r2 += -4
-///  9: r1 = unowned ll             ; the counter's array map (two slots)
-/// 11: call bpf_map_lookup_elem    ; helper 1
-/// 12: if r0 == 0 goto 15
-/// 13: r1 = 1
-/// 14: lock *(u64 *)(r0 + 0) += r1
-/// 15: r0 = 1                      ; XDP_DROP
-/// 16: exit                        ; return r0
+///  0: r6 = r1                     ; the context, kept across the calls
+///  1: r2 = -16
+///  2: call bpf_xdp_adjust_meta    ; helper 54: 16 bytes of metadata in front of the frame
+///  3: if r0 != 0 goto 14          ; no metadata here: redirect unstamped
+///  4: call bpf_ktime_get_ns       ; helper 5: r0 = CLOCK_MONOTONIC ns
+///  5: r2 = *(u32 *)(r6 + 8)       ; xdp_md.data_meta (reloaded: adjust_meta moved it)
+///  6: r3 = *(u32 *)(r6 + 0)       ; xdp_md.data
+///  7: r4 = r2
+///  8: r4 += 16
+///  9: if r4 > r3 goto 14          ; the verifier's bounds check
+/// 10: *(u64 *)(r2 + 0) = r0       ; the stamp
+/// 11: r5 = ARRIVAL_MAGIC ll       ; ld_imm64 (two slots)
+/// 13: *(u64 *)(r2 + 8) = r5       ; the magic
+/// 14: r2 = *(u32 *)(r6 + 16)      ; xdp_md.rx_queue_index
+/// 15: r1 = xsks ll                ; ld_imm64, src_reg = BPF_PSEUDO_MAP_FD (two slots)
+/// 17: r3 = 1                      ; XDP_DROP: the action when the queue's slot is empty
+/// 18: call bpf_redirect_map       ; helper 51
+/// 19: if r0 != 1 goto 30          ; redirected (XDP_REDIRECT): return it
+/// 20: *(u32 *)(r10 - 4) = 0       ; key 0 on the stack
+/// 21: r2 = r10
+/// 22: r2 += -4
+/// 23: r1 = unowned ll             ; the counter's array map (two slots)
+/// 25: call bpf_map_lookup_elem    ; helper 1
+/// 26: if r0 == 0 goto 29
+/// 27: r1 = 1
+/// 28: lock *(u64 *)(r0 + 0) += r1
+/// 29: r0 = 1                      ; XDP_DROP
+/// 30: exit                        ; return r0
 /// ```
-pub fn redirect_program(xsks_fd: i32, unowned_fd: i32) -> [Insn; 17] {
+pub fn redirect_program(xsks_fd: i32, unowned_fd: i32) -> [Insn; 31] {
+    use cadence_drivers::xsk::arrival::{ARRIVAL_MAGIC, MAGIC, META_LEN, STAMP};
+    let meta = META_LEN as i32;
     [
-        Insn::new(LDX_W_MEM, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
+        Insn::new(ALU64_MOV_X, 6, 1, 0, 0),
+        Insn::new(ALU64_MOV_K, 2, 0, 0, -meta),
+        Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_META),
+        Insn::new(JMP_JNE_K, 0, 0, 10, 0),
+        Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS),
+        Insn::new(LDX_W_MEM, 2, 6, XDP_MD_DATA_META, 0),
+        Insn::new(LDX_W_MEM, 3, 6, XDP_MD_DATA, 0),
+        Insn::new(ALU64_MOV_X, 4, 2, 0, 0),
+        Insn::new(ALU64_ADD_K, 4, 0, 0, meta),
+        Insn::new(JMP_JGT_X, 4, 3, 4, 0),
+        Insn::new(STX_DW_MEM, 2, 0, STAMP as i16, 0),
+        Insn::new(LD_DW_IMM, 5, 0, 0, ARRIVAL_MAGIC as u32 as i32),
+        Insn::new(0, 0, 0, 0, (ARRIVAL_MAGIC >> 32) as u32 as i32),
+        Insn::new(STX_DW_MEM, 2, 5, MAGIC as i16, 0),
+        Insn::new(LDX_W_MEM, 2, 6, XDP_MD_RX_QUEUE_INDEX, 0),
         Insn::new(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, xsks_fd),
         // Second half of ld_imm64: the upper 32 bits of the immediate (0).
         Insn::new(0, 0, 0, 0, 0),
@@ -478,7 +513,21 @@ mod tests {
         assert_eq!(
             bytes,
             [
-                [0x61, 0x12, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = *(u32 *)(r1 + 16)
+                [0xbf, 0x16, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r6 = r1
+                [0xb7, 0x02, 0x00, 0x00, 0xf0, 0xff, 0xff, 0xff], // r2 = -16
+                [0x85, 0x00, 0x00, 0x00, 0x36, 0x00, 0x00, 0x00], // call 54
+                [0x55, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00], // if r0 != 0 goto +10
+                [0x85, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00], // call 5
+                [0x61, 0x62, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = *(u32 *)(r6 + 8)
+                [0x61, 0x63, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r3 = *(u32 *)(r6 + 0)
+                [0xbf, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r4 = r2
+                [0x07, 0x04, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00], // r4 += 16
+                [0x2d, 0x34, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00], // if r4 > r3 goto +4
+                [0x7b, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // *(u64 *)(r2 + 0) = r0
+                [0x18, 0x05, 0x00, 0x00, b'C', b'A', b'D', b'E'], // r5 = "CADENCE1"
+                [0x00, 0x00, 0x00, 0x00, b'N', b'C', b'E', b'1'], //   upper half
+                [0x7b, 0x52, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00], // *(u64 *)(r2 + 8) = r5
+                [0x61, 0x62, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = *(u32 *)(r6 + 16)
                 [0x18, 0x11, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00], // r1 = map fd 7 (pseudo)
                 [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], //   upper half
                 [0xb7, 0x03, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00], // r3 = XDP_DROP
@@ -497,12 +546,16 @@ mod tests {
                 [0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // exit
             ]
         );
-        // The jumps land where the listing says: the exit, and the final r0 = XDP_DROP.
+        // The jumps land where the listing says: the redirect (both stamp exits), the exit,
+        // and the final r0 = XDP_DROP.
         let p = redirect_program(7, 9);
-        assert_eq!(p[5 + 1 + p[5].off as usize], Insn::new(JMP_EXIT, 0, 0, 0, 0));
-        assert_eq!(p[12 + 1 + p[12].off as usize], Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP));
+        let redirect = Insn::new(LDX_W_MEM, 2, 6, XDP_MD_RX_QUEUE_INDEX, 0);
+        assert_eq!(p[3 + 1 + p[3].off as usize], redirect);
+        assert_eq!(p[9 + 1 + p[9].off as usize], redirect);
+        assert_eq!(p[19 + 1 + p[19].off as usize], Insn::new(JMP_EXIT, 0, 0, 0, 0));
+        assert_eq!(p[26 + 1 + p[26].off as usize], Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP));
         // In memory, an Insn is exactly its bytes.
-        let insn = redirect_program(-2, 9)[1];
+        let insn = redirect_program(-2, 9)[15];
         // SAFETY: Insn is repr(C), 8 bytes, no padding.
         let raw: [u8; 8] = unsafe { core::mem::transmute(insn) };
         assert_eq!(raw, insn.to_bytes());
