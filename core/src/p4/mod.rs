@@ -94,6 +94,7 @@ mod program;
 pub mod entry;
 pub mod exec;
 pub mod hash;
+pub mod tables;
 
 pub use error::{ErrorKind, SpecError};
 pub use program::*;
