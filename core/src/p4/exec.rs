@@ -2,7 +2,7 @@
 //! headers extracted and emitted with their validity bits, metadata in host order, the data
 //! movement, ALU, checksum, register and jump instructions, actions with their argument data.
 //!
-//! Lookups go through the [`Tables`] trait (the mapping onto `pna`'s tables is the next step);
+//! Lookups go through the [`Tables`] trait ([`super::tables::TableSet`] maps it onto `pna`'s tables);
 //! [`State::run`] uses [`NoEntries`]: applying a table or a learner is a miss that runs its
 //! default action with its default arguments, which is exactly what DPDK does for an empty
 //! table; `learn`, `rearm` and `forget` go to the trait too ([`NoEntries`] refuses them). A
