@@ -1,9 +1,9 @@
 //! The executor's [`Tables`] on Cadence's own structures (issue 28 item 2): a [`TableSet`]
 //! built once from a loaded [`Program`] and its table files, with no allocation per packet.
 //!
-//! - a table whose key fields are all `exact` → [`pna::exact::ExactTable`] (the key packed
+//! - a table whose key fields are all `exact` → [`crate::pna::exact::ExactTable`] (the key packed
 //!   big-endian into [`KEY_WORDS`] words; the entry's argument data and its index as the data);
-//! - a table with one `lpm` field and otherwise `exact` ones → [`pna::lpm::Lpm6`]: the exact
+//! - a table with one `lpm` field and otherwise `exact` ones → [`crate::pna::lpm::Lpm6`]: the exact
 //!   fields then the `lpm` field, left-aligned in 128 bits, the prefix length the exact fields'
 //!   width plus the entry's; the longest prefix wins, which is DPDK's order for such a table
 //!   (`rte_swx_ctl.c` gives an `lpm` entry the priority `width - prefix length`, lower wins). A
