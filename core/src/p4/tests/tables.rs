@@ -178,3 +178,48 @@ fn refusals_name_the_table() {
     let e = TableSet::build(&p, &[("nope", "")]).unwrap_err();
     assert!(matches!(e, BuildError::Refused { .. }), "{e}");
 }
+
+fn p4c(name: &str) -> Program {
+    let path = format!("{}/tests/p4/p4c/{name}", env!("CARGO_MANIFEST_DIR"));
+    load(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn reads_of_unwritten_metadata_are_flagged() {
+    // pna-example-template: a frame that is not IPv4 skips the table and sends to
+    // m.pna_main_output_metadata_output_port, which it never wrote.
+    let p = p4c("pna-example-template.p4.spec");
+    let rt = "match 0x0a000000/0xff000000 action next_hop vport 1\n";
+    let mut t = TableSet::build(&p, &[("ipv4_da_lpm", rt)]).unwrap();
+    let mut st = State::new(&p);
+    let mut out = [0u8; 256];
+    let mut f = frame();
+    assert_eq!(st.run_with(&p, &mut t, &f, 0, &mut out), Verdict::Tx { port: 1, len: f.len() });
+    assert!(!st.read_unwritten() && !st.read_invalid(), "IPv4 hit: the port was written by next_hop");
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    assert_eq!(st.run_with(&p, &mut t, &f, 0, &mut out), Verdict::Tx { port: 1, len: f.len() });
+    assert!(st.read_unwritten(), "IPv6-typed: the output port is what the last packet left");
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    st.run_with(&p, &mut t, &f, 0, &mut out);
+    assert!(!st.read_unwritten(), "reset by rx");
+}
+
+#[test]
+fn reads_of_an_invalid_header_are_flagged() {
+    // ACL (above) keys on h.ipv4 fields; a frame too short for IPv4 cannot get there, so use a
+    // spec that reads h.ipv4 without checking: its key of an IPv6-typed frame.
+    let p = load(&ACL.replace(
+        "    extract h.ipv4\n",
+        "    jmpneq SKIP h.eth.type 0x0800\n    extract h.ipv4\n    SKIP : mov m.port 0\n",
+    ))
+    .unwrap();
+    let mut t = TableSet::build(&p, &[("acl", ACL_TABLE)]).unwrap();
+    let mut st = State::new(&p);
+    let mut out = [0u8; 256];
+    let mut f = frame();
+    st.run_with(&p, &mut t, &f, 0, &mut out);
+    assert!(!st.read_invalid());
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    st.run_with(&p, &mut t, &f, 0, &mut out);
+    assert!(st.read_invalid(), "the acl key reads h.ipv4 of a frame without one");
+}
