@@ -140,6 +140,9 @@ pub struct State {
     invalid_read: core::cell::Cell<bool>,
     /// Per metadata byte: written since this packet's `rx` (see [`State::read_unwritten`]).
     written: Vec<bool>,
+    /// Per metadata byte: no instruction of the program writes it (so it is always zero, in
+    /// DPDK too): counted as written at `rx`.
+    never_written: Vec<bool>,
     unwritten_read: core::cell::Cell<bool>,
 }
 
@@ -183,6 +186,29 @@ impl State {
             learner: None,
             invalid_read: core::cell::Cell::new(false),
             written: vec![false; p.meta_bytes as usize],
+            never_written: {
+                let mut never = vec![true; p.meta_bytes as usize];
+                for i in p.apply.iter().chain(p.actions.iter().flat_map(|a| &a.instrs)) {
+                    let dst = match *i {
+                        Instr::Rx { port } => port,
+                        Instr::Mov { dst, .. }
+                        | Instr::Alu { dst, .. }
+                        | Instr::Ckadd { dst, .. }
+                        | Instr::Cksub { dst, .. }
+                        | Instr::Entryid { dst }
+                        | Instr::Hash { dst, .. }
+                        | Instr::RegRd { dst, .. } => dst,
+                        _ => continue,
+                    };
+                    if matches!(dst.space, Space::Meta) {
+                        let (o, n) = (dst.offset as usize, (dst.bits / 8) as usize);
+                        if let Some(w) = never.get_mut(o..o + n) {
+                            w.fill(false);
+                        }
+                    }
+                }
+                never
+            },
             unwritten_read: core::cell::Cell::new(false),
         }
     }
@@ -195,7 +221,8 @@ impl State {
         self.invalid_read.get()
     }
 
-    /// Whether the last packet read a metadata byte it had not written since its `rx`: DPDK
+    /// Whether the last packet read a metadata byte it had not written since its `rx` (and
+    /// that some instruction of the program does write: the others are always zero): DPDK
     /// 22.11 keeps up to 16 packet contexts (threads) and clears none between packets, so such
     /// a byte holds what some earlier packet left (`--fresh` finds most such frames, but not
     /// one whose stale value happens to equal zero). Not comparable.
@@ -470,7 +497,7 @@ impl State {
                     self.learner = None;
                     self.invalid_read.set(false);
                     self.unwritten_read.set(false);
-                    self.written.fill(false);
+                    self.written.copy_from_slice(&self.never_written);
                     self.store(port, port_in);
                 }
                 Instr::Tx { port } => return End::Tx(self.operand(port, args)),
