@@ -223,3 +223,20 @@ fn reads_of_an_invalid_header_are_flagged() {
     st.run_with(&p, &mut t, &f, 0, &mut out);
     assert!(st.read_invalid(), "the acl key reads h.ipv4 of a frame without one");
 }
+
+#[test]
+fn metadata_no_instruction_writes_is_not_flagged() {
+    // A field nothing writes is always zero (in DPDK too): reading it is defined.
+    let spec = ACL
+        .replace("struct meta_t {\n    bit<32> port\n}", "struct meta_t {\n    bit<32> port\n    bit<32> unused\n}")
+        .replace("    mov m.port 7\n", "    mov m.port m.unused\n");
+    let p = load(&spec).unwrap();
+    let mut t = TableSet::build(&p, &[("acl", ACL_TABLE)]).unwrap();
+    let mut st = State::new(&p);
+    let mut out = [0u8; 256];
+    let mut f = frame();
+    f[30..34].copy_from_slice(&[10, 0, 0, 9]);
+    f[26..30].copy_from_slice(&[11, 0, 0, 9]);
+    assert_eq!(st.run_with(&p, &mut t, &f, 0, &mut out), Verdict::Tx { port: 0, len: f.len() });
+    assert!(!st.read_unwritten());
+}
