@@ -188,7 +188,10 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
         ("p4c/pna-example-template.p4.spec", &[("ipv4_da_lpm", "tables/pna-example-template_ipv4_da_lpm.txt")]),
         ("p4c/pna-dpdk-add_on_miss1.p4.spec", &[]),
         ("p4c/pna-add_on_miss_action_name.p4.spec", &[]),
-        ("p4c/pna-example-tcp-connection-tracking.p4.spec", &[]),
+        (
+            "p4c/pna-example-tcp-connection-tracking.p4.spec",
+            &[("set_ct_options", "tables/pna-example-tcp-connection-tracking_set_ct_options.txt")],
+        ),
         ("p4c/pna-ipv6-actions.p4.spec", &[]),
         ("p4c/pna-mux-dismantle.p4.spec", &[]),
         ("p4c/pna-subparser.p4.spec", &[]),
@@ -198,9 +201,22 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
         ),
         ("p4c/pna-dpdk-table-key-consolidation-learner-1.p4.spec", &[]),
     ];
+    // TCP frames with every flag combination of interest (SYN, SYN+ACK, FIN, RST, ACK, none),
+    // for the wildcard table on TCP flags; the other specs keep the common mix.
+    let mut with_tcp = frames.clone();
+    for (i, flags) in [0x02u8, 0x12, 0x01, 0x04, 0x10, 0x00, 0x11, 0x06].into_iter().enumerate() {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [0xaa, 0xbb, 0xcc, 0xdd, 0, 1])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2 + i as u8], 64)
+            .tcp(1234, 80, 1000, 512);
+        let mut v = Vec::with_capacity(b.size(4));
+        b.write(&mut v, &[1, 2, 3, 4]).expect("frame built");
+        v[14 + 20 + 13] = flags;
+        with_tcp.push(Frame { port: i as u32 % 4, bytes: v });
+    }
     let mut failures = Vec::new();
     for (spec, files) in specs {
-        match check(&runner, spec, files, &frames) {
+        let frames = if spec.contains("tcp") { &with_tcp } else { &frames };
+        match check(&runner, spec, files, frames) {
             Ok(Count { loader: Some(e), .. }) => {
                 println!("{spec}: refused by the loader: {e}");
                 if !(e.starts_with("line ") && e.contains('`')) {
