@@ -2,7 +2,7 @@
 //! headers extracted and emitted with their validity bits, metadata in host order, the data
 //! movement, ALU, checksum, register and jump instructions, actions with their argument data.
 //!
-//! Lookups go through the [`Tables`] trait (the mapping onto `pna`'s tables is the next step);
+//! Lookups go through the [`Tables`] trait ([`super::tables::TableSet`] maps it onto `pna`'s tables);
 //! [`State::run`] uses [`NoEntries`]: applying a table or a learner is a miss that runs its
 //! default action with its default arguments, which is exactly what DPDK does for an empty
 //! table; `learn`, `rearm` and `forget` go to the trait too ([`NoEntries`] refuses them). A
@@ -135,6 +135,15 @@ pub struct State {
     last_action: Option<ActionId>,
     entry: u32,
     learner: Option<u16>,
+    /// Whether this packet read a field of a header that was not valid (see
+    /// [`State::read_invalid`]).
+    invalid_read: core::cell::Cell<bool>,
+    /// Per metadata byte: written since this packet's `rx` (see [`State::read_unwritten`]).
+    written: Vec<bool>,
+    /// Per metadata byte: no instruction of the program writes it (so it is always zero, in
+    /// DPDK too): counted as written at `rx`.
+    never_written: Vec<bool>,
+    unwritten_read: core::cell::Cell<bool>,
 }
 
 /// Where an instruction list ended.
@@ -175,6 +184,72 @@ impl State {
             last_action: None,
             entry: 0,
             learner: None,
+            invalid_read: core::cell::Cell::new(false),
+            written: vec![false; p.meta_bytes as usize],
+            never_written: {
+                let mut never = vec![true; p.meta_bytes as usize];
+                for i in p.apply.iter().chain(p.actions.iter().flat_map(|a| &a.instrs)) {
+                    let dst = match *i {
+                        Instr::Rx { port } => port,
+                        Instr::Mov { dst, .. }
+                        | Instr::Alu { dst, .. }
+                        | Instr::Ckadd { dst, .. }
+                        | Instr::Cksub { dst, .. }
+                        | Instr::Entryid { dst }
+                        | Instr::Hash { dst, .. }
+                        | Instr::RegRd { dst, .. } => dst,
+                        _ => continue,
+                    };
+                    if matches!(dst.space, Space::Meta) {
+                        let (o, n) = (dst.offset as usize, (dst.bits / 8) as usize);
+                        if let Some(w) = never.get_mut(o..o + n) {
+                            w.fill(false);
+                        }
+                    }
+                }
+                never
+            },
+            unwritten_read: core::cell::Cell::new(false),
+        }
+    }
+
+    /// Whether the last packet read a field of a header instance that was not valid. DPDK
+    /// 22.11 reads such a field through the header's pointer, which `extract` left pointing into
+    /// an earlier packet's buffer (`rx` does not reset it): the value it reads is undefined, so
+    /// such a packet is not comparable. Cadence reads its own header storage.
+    pub fn read_invalid(&self) -> bool {
+        self.invalid_read.get()
+    }
+
+    /// Whether the last packet read a metadata byte it had not written since its `rx` (and
+    /// that some instruction of the program does write: the others are always zero): DPDK
+    /// 22.11 keeps up to 16 packet contexts (threads) and clears none between packets, so such
+    /// a byte holds what some earlier packet left (`--fresh` finds most such frames, but not
+    /// one whose stale value happens to equal zero). Not comparable.
+    pub fn read_unwritten(&self) -> bool {
+        self.unwritten_read.get()
+    }
+
+    fn check_meta(&self, o: usize, n: usize) {
+        if self.written.get(o..o + n).is_none_or(|w| w.iter().any(|&x| !x)) {
+            self.unwritten_read.set(true);
+        }
+    }
+
+    fn mark_meta(&mut self, f: Field) {
+        if matches!(f.space, Space::Meta) {
+            let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+            if let Some(w) = self.written.get_mut(o..o + n) {
+                w.fill(true);
+            }
+        }
+    }
+
+    fn note(&self, space: Space) {
+        if let Space::Header(h) = space
+            && !self.valid(h)
+        {
+            self.invalid_read.set(true);
         }
     }
 
@@ -194,6 +269,10 @@ impl State {
     }
 
     fn bytes<'s>(&'s self, f: Field, args: &'s [u8]) -> &'s [u8] {
+        self.note(f.space);
+        if matches!(f.space, Space::Meta) {
+            self.check_meta(f.offset as usize, (f.bits / 8) as usize);
+        }
         let buf = match f.space {
             Space::Header(_) => &self.hdr[..],
             Space::Meta => &self.meta[..],
@@ -204,6 +283,7 @@ impl State {
     }
 
     fn bytes_mut(&mut self, f: Field) -> &mut [u8] {
+        self.mark_meta(f);
         let buf = match f.space {
             Space::Header(_) => &mut self.hdr[..],
             // Never a destination (the loader refuses `t.` there); metadata keeps it total.
@@ -252,6 +332,11 @@ impl State {
         let n = (src.bits.min(dst.bits) / 8) as usize;
         let (so, d) = (src.offset as usize, dst.offset as usize);
         let header = |f: Field| matches!(f.space, Space::Header(_));
+        self.note(src.space);
+        if matches!(src.space, Space::Meta) {
+            self.check_meta(so, n);
+        }
+        self.mark_meta(dst);
         let State { hdr, meta, .. } = self;
         let (from, to): (&[u8], &mut [u8]) = match (src.space, header(dst)) {
             (Space::Header(_), true) => {
@@ -358,9 +443,21 @@ impl State {
 
     /// Builds the lookup key of `fields` into `self.key` (big-endian fields back to back).
     fn build_key(&mut self, fields: impl Iterator<Item = Field>) {
-        let State { hdr, meta, key, .. } = self;
+        let State { hdr, meta, key, valid, invalid_read, written, unwritten_read, .. } = self;
         key.clear();
         for f in fields {
+            if let Space::Header(h) = f.space
+                && !valid.get(usize::from(h)).copied().unwrap_or(false)
+            {
+                invalid_read.set(true);
+            }
+            if matches!(f.space, Space::Meta)
+                && written
+                    .get(f.offset as usize..(f.offset + f.bits / 8) as usize)
+                    .is_none_or(|w| w.iter().any(|&x| !x))
+            {
+                unwritten_read.set(true);
+            }
             let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
             match f.space {
                 Space::Header(_) => key.extend_from_slice(hdr.get(o..o + n).unwrap_or(&[])),
@@ -398,6 +495,9 @@ impl State {
                     self.hit = false;
                     self.last_action = None;
                     self.learner = None;
+                    self.invalid_read.set(false);
+                    self.unwritten_read.set(false);
+                    self.written.copy_from_slice(&self.never_written);
                     self.store(port, port_in);
                 }
                 Instr::Tx { port } => return End::Tx(self.operand(port, args)),
@@ -456,7 +556,10 @@ impl State {
                     let v = self.raw(s);
                     self.ck(dst, Some(v), None, None, p);
                 }
-                Instr::Ckadd { dst, src: CkSrc::Header(h) } => self.ck(dst, None, None, Some(h), p),
+                Instr::Ckadd { dst, src: CkSrc::Header(h) } => {
+                    self.note(Space::Header(h));
+                    self.ck(dst, None, None, Some(h), p)
+                }
                 Instr::Cksub { dst, src } => {
                     let v = self.raw(src);
                     self.ck(dst, None, Some(v), None, p);
@@ -507,6 +610,9 @@ impl State {
                 Instr::Learn { action, args: first, timeout_id } => {
                     let tid = self.load(timeout_id, args);
                     let n = p.actions.get(usize::from(action)).map_or(0, |a| a.arg_bytes) as usize;
+                    if let Some(f) = first {
+                        self.check_meta(f.offset as usize, n);
+                    }
                     let data = first
                         .map_or(&[][..], |f| self.meta.get(f.offset as usize..f.offset as usize + n).unwrap_or(&[]));
                     let (Some(l), Some(t)) = (self.learner, tables.as_deref_mut()) else {
@@ -536,6 +642,10 @@ impl State {
                 Instr::Entryid { dst } => self.store(dst, u64::from(self.entry)),
                 Instr::Hash { func, dst, first, bytes } => {
                     let (o, n) = (first.offset as usize, bytes as usize);
+                    self.note(first.space);
+                    if matches!(first.space, Space::Meta) {
+                        self.check_meta(o, n);
+                    }
                     let buf: &[u8] = match first.space {
                         Space::Header(_) => &self.hdr,
                         Space::Meta => &self.meta,

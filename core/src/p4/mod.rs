@@ -79,7 +79,8 @@
 //! ```
 //! A backward jump is legal in the language (DPDK only refuses a jump to itself), hence the
 //! step bound. [`exec`] is the start of that loop (empty tables: the default action runs),
-//! unit-tested over frames. Table-file lines ([`entry`]) become typed entries against a
+//! unit-tested over frames; [`tables::TableSet`] is its [`exec::Tables`] on Cadence's own
+//! structures, checked against DPDK frame by frame in `bench/tests/p4_vs_dpdk.rs`. Table-file lines ([`entry`]) become typed entries against a
 //! loaded table, selector or learner.
 //!
 //! Memory: `alloc` at load time only (the program, its names, the entries parsed).
@@ -94,6 +95,7 @@ mod program;
 pub mod entry;
 pub mod exec;
 pub mod hash;
+pub mod tables;
 
 pub use error::{ErrorKind, SpecError};
 pub use program::*;

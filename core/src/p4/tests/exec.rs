@@ -4,13 +4,13 @@
 use super::super::exec::{Fault, Hit, State, Tables, Verdict};
 use super::super::*;
 
-fn corpus(name: &str) -> String {
+pub(super) fn corpus(name: &str) -> String {
     std::fs::read_to_string(format!("{}/tests/p4/dpdk/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 /// Ethernet (dst 02:..:01, src 02:..:02, IPv4) + a 20-byte IPv4 header with a correct checksum
 /// + 4 bytes of payload.
-fn frame() -> Vec<u8> {
+pub(super) fn frame() -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
     let mut ip = vec![0x45, 0, 0, 24, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
     let ck = checksum(&ip);
@@ -209,7 +209,7 @@ type Learned = (Vec<u8>, ActionId, Vec<u8>, u64);
 
 /// A reference for [`Tables`]: each table's entries from a table file, matched by a linear
 /// scan (value under mask, the lowest priority number wins, the first of equals).
-struct ListTables {
+pub(super) struct ListTables {
     /// Per table of the program: (value, mask, priority, action, args).
     tables: Vec<Vec<RefEntry>>,
     /// Per learner: (key, action, args, timeout id), in the order learned.
@@ -218,11 +218,18 @@ struct ListTables {
 }
 
 impl ListTables {
-    fn new(p: &Program, files: &[(&str, &str)]) -> Self {
+    pub(super) fn new(p: &Program, files: &[(&str, &str)]) -> Self {
+        let files: Vec<(&str, String)> = files.iter().map(|(t, f)| (*t, corpus(f))).collect();
+        let files: Vec<(&str, &str)> = files.iter().map(|(t, f)| (*t, f.as_str())).collect();
+        Self::from_texts(p, &files)
+    }
+
+    /// As `new`, with the table files' text.
+    pub(super) fn from_texts(p: &Program, files: &[(&str, &str)]) -> Self {
         let mut tables = vec![Vec::new(); p.tables.len()];
         for (table, file) in files {
             let i = p.tables.iter().position(|t| t.name == *table).unwrap();
-            for e in entry::parse_file(p, &p.tables[i], &corpus(file)).unwrap() {
+            for e in entry::parse_file(p, &p.tables[i], file).unwrap() {
                 let entry::Entry::Match { key, priority, action, .. } = e else { continue };
                 let value = key.iter().flat_map(|k| k.value.clone()).collect();
                 let mask =

@@ -3,3 +3,4 @@
 
 mod exec;
 mod load;
+mod tables;

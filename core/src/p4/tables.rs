@@ -1,0 +1,379 @@
+//! The executor's [`Tables`] on Cadence's own structures (issue 28 item 2): a [`TableSet`]
+//! built once from a loaded [`Program`] and its table files, with no allocation per packet.
+//!
+//! - a table whose key fields are all `exact` → [`crate::pna::exact::ExactTable`] (the key packed
+//!   big-endian into [`KEY_WORDS`] words; the entry's argument data and its index as the data);
+//! - a table with one `lpm` field and otherwise `exact` ones → [`crate::pna::lpm::Lpm6`]: the exact
+//!   fields then the `lpm` field, left-aligned in 128 bits, the prefix length the exact fields'
+//!   width plus the entry's; the longest prefix wins, which is DPDK's order for such a table
+//!   (`rte_swx_ctl.c` gives an `lpm` entry the priority `width - prefix length`, lower wins). A
+//!   key wider than 128 bits is refused with the table's name;
+//! - a table with a `wildcard` field → a priority-ordered list scanned linearly (lowest
+//!   `priority` first, then the order of the file, as DPDK's wildcard table). Cadence's
+//!   `pna::ternary` classifies five-tuples only, so it cannot take an arbitrary key: this list
+//!   is the stand-in until a general ternary classifier exists;
+//! - a learner → an exact table with add-on-miss under `AutoDelete`, the learner's `timeout`
+//!   list as its expire profiles (seconds; the clock in nanoseconds from the caller,
+//!   [`TableSet::set_time_ns`], so that a replay is deterministic): `learn` adds on miss,
+//!   `rearm` restarts the hit entry's expiry (with a new profile if given), `forget` deletes it.
+//!
+//! Refused at build, naming the table: a key wider than [`KEY_WORDS`] words, action data wider
+//! than [`DATA_WORDS`] words, more than 256 actions, a default entry in a table file (the
+//! executor runs the spec's default action), and selectors with members (not run yet).
+
+use alloc::boxed::Box;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::SpecError;
+use super::entry::{self, Entry};
+use super::exec::{Fault, Hit, Tables};
+use super::program::{ActionId, MatchKind, Program, TableRef};
+use crate::pna::IdleTimeout;
+use crate::pna::exact::{EntryHandle, ExactConfig, ExactTable, Local, Lookup};
+use crate::pna::lpm::{Lpm6, LpmConfig};
+use crate::time::{Duration, Instant};
+
+/// Key words of an exact table or learner (64 bytes of key).
+pub const KEY_WORDS: usize = 8;
+/// Words of action data an entry carries (64 bytes).
+pub const DATA_WORDS: usize = 8;
+/// The data word of an exact table's entry that holds its index (what `entryid` reads).
+const INDEX_WORD: usize = DATA_WORDS;
+
+type Exact = ExactTable<KEY_WORDS, { DATA_WORDS + 1 }>;
+
+/// Why a table set could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// A table file line refused (its line and construct).
+    Entry { table: String, error: SpecError },
+    /// A table the structures cannot hold, and why.
+    Refused { table: String, reason: &'static str },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Entry { table, error } => write!(f, "table `{table}`: {error}"),
+            BuildError::Refused { table, reason } => write!(f, "table `{table}`: {reason}"),
+        }
+    }
+}
+
+fn refused(table: &str, reason: &'static str) -> BuildError {
+    BuildError::Refused { table: table.to_string(), reason }
+}
+
+/// One entry of the list or LPM kinds: action and argument data.
+#[derive(Debug, Clone)]
+struct Stored {
+    action: ActionId,
+    args: Vec<u8>,
+}
+
+/// A wildcard entry: value and mask over the whole key, its priority.
+#[derive(Debug, Clone)]
+struct Ternary {
+    value: Vec<u8>,
+    mask: Vec<u8>,
+    priority: u32,
+    index: u32,
+}
+
+enum Kind {
+    Exact { table: Box<Exact>, local: Local },
+    Lpm { lpm: Lpm6, lpm_field: (usize, usize), entries: Vec<Stored> },
+    List { entries: Vec<Ternary>, stored: Vec<Stored> },
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Exact { .. } => "Exact",
+            Kind::Lpm { .. } => "Lpm",
+            Kind::List { .. } => "List",
+        })
+    }
+}
+
+struct Learner {
+    table: Exact,
+    local: Local,
+    /// The entry the last lookup hit (for `rearm` and `forget`).
+    last: Option<EntryHandle<KEY_WORDS>>,
+    profiles: usize,
+}
+
+/// The tables, learners and clock of one program.
+pub struct TableSet {
+    tables: Vec<Kind>,
+    learners: Vec<Learner>,
+    /// Argument bytes of each action.
+    arg_bytes: Vec<usize>,
+    /// The data of the last exact hit, as bytes.
+    buf: [u8; DATA_WORDS * 8],
+    now: Instant,
+    /// Adds a learner refused (full), counted.
+    pub learn_refused: u64,
+}
+
+impl fmt::Debug for TableSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableSet").field("tables", &self.tables).field("learners", &self.learners.len()).finish()
+    }
+}
+
+fn pack(key: &[u8]) -> [u64; KEY_WORDS] {
+    let mut w = [0u64; KEY_WORDS];
+    for (i, b) in key.iter().enumerate().take(KEY_WORDS * 8) {
+        if let Some(x) = w.get_mut(i / 8) {
+            *x |= u64::from(*b) << (56 - 8 * (i % 8));
+        }
+    }
+    w
+}
+
+fn data(args: &[u8], index: u32) -> [u64; DATA_WORDS + 1] {
+    let mut d = [0u64; DATA_WORDS + 1];
+    for (i, b) in args.iter().enumerate().take(DATA_WORDS * 8) {
+        if let Some(x) = d.get_mut(i / 8) {
+            *x |= u64::from(*b) << (8 * (i % 8));
+        }
+    }
+    if let Some(x) = d.get_mut(INDEX_WORD) {
+        *x = u64::from(index);
+    }
+    d
+}
+
+/// The bits of `bytes` (big-endian) left-aligned in a `u128` at bit `at`.
+fn put(acc: u128, at: usize, bytes: &[u8]) -> u128 {
+    bytes.iter().enumerate().fold(acc, |a, (i, &b)| a | u128::from(b) << (120 - at - 8 * i))
+}
+
+fn exact_table(name: &str, size: u32, key_bytes: usize, learner: bool) -> Result<Exact, BuildError> {
+    if key_bytes > KEY_WORDS * 8 {
+        return Err(refused(name, "key wider than 64 bytes"));
+    }
+    let mut cfg = ExactConfig::new(size.max(1) as usize);
+    cfg.add_on_miss = learner;
+    cfg.idle_timeout = if learner { IdleTimeout::AutoDelete } else { IdleTimeout::NoTimeout };
+    Exact::try_new(cfg).map_err(|_| refused(name, "no memory for a table of its size"))
+}
+
+impl TableSet {
+    /// Builds the set: `files` are `(table name, table-file text)`; tables without a file start
+    /// empty.
+    pub fn build(p: &Program, files: &[(&str, &str)]) -> Result<Self, BuildError> {
+        if p.actions.len() > 256 {
+            return Err(refused("*", "more than 256 actions"));
+        }
+        let arg_bytes: Vec<usize> = p.actions.iter().map(|a| a.arg_bytes as usize).collect();
+        if let Some(a) = p.actions.iter().find(|a| a.arg_bytes as usize > DATA_WORDS * 8) {
+            return Err(refused(&a.name, "action data wider than 64 bytes"));
+        }
+        for (name, _) in files {
+            if !p.tables.iter().any(|t| t.name == *name) {
+                return Err(refused(name, "no such table (selectors and learners take no file here)"));
+            }
+        }
+        let mut tables = Vec::with_capacity(p.tables.len());
+        for t in &p.tables {
+            let text = files.iter().find(|(n, _)| *n == t.name).map_or("", |(_, x)| *x);
+            let parsed =
+                entry::parse_file(p, t, text).map_err(|error| BuildError::Entry { table: t.name.clone(), error })?;
+            let widths: Vec<usize> = t.keys.iter().map(|k| (k.field.bits / 8) as usize).collect();
+            let key_bytes: usize = widths.iter().sum();
+            let lpm = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
+            let wildcard = t.keys.iter().any(|k| k.kind == MatchKind::Wildcard);
+            let mut kind = if wildcard {
+                Kind::List { entries: Vec::new(), stored: Vec::new() }
+            } else if let Some(l) = lpm {
+                if key_bytes > 16 {
+                    return Err(refused(&t.name, "lpm key wider than 128 bits (the LPM's address)"));
+                }
+                let at: usize = widths.iter().take(l).sum();
+                let lpm =
+                    Lpm6::try_new(LpmConfig::ipv6(1024)).map_err(|_| refused(&t.name, "no memory for the LPM"))?;
+                Kind::Lpm { lpm, lpm_field: (at, widths.get(l).copied().unwrap_or(0)), entries: Vec::new() }
+            } else {
+                let table = exact_table(&t.name, t.size, key_bytes, false)?;
+                let local = table.local();
+                Kind::Exact { table: Box::new(table), local }
+            };
+            for (index, e) in parsed.into_iter().enumerate() {
+                let Entry::Match { key, priority, prefix_len, action } = e else {
+                    return Err(refused(&t.name, "a default entry in its file (the spec's default runs)"));
+                };
+                let value: Vec<u8> = key.iter().flat_map(|k| k.value.iter().copied()).collect();
+                let index = index as u32;
+                match &mut kind {
+                    Kind::Exact { table, local } => {
+                        let added = table.insert(
+                            local,
+                            &pack(&value),
+                            action.action as u8,
+                            &data(&action.args, index),
+                            0,
+                            Instant(0),
+                        );
+                        if !added.is_success() {
+                            return Err(refused(&t.name, "an entry the exact table refused (full or repeated)"));
+                        }
+                    }
+                    Kind::Lpm { lpm, lpm_field: (at, w), entries } => {
+                        let exact: Vec<u8> = value
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| *i < *at || *i >= *at + *w)
+                            .map(|(_, b)| *b)
+                            .collect();
+                        let addr = put(put(0, 0, &exact), exact.len() * 8, value.get(*at..*at + *w).unwrap_or(&[]));
+                        let len = exact.len() * 8 + prefix_len.unwrap_or(0) as usize;
+                        lpm.add(addr, len as u8, entries.len() as u32)
+                            .map_err(|_| refused(&t.name, "an entry the LPM refused"))?;
+                        entries.push(Stored { action: action.action, args: action.args });
+                    }
+                    Kind::List { entries, stored } => {
+                        let mask = key
+                            .iter()
+                            .flat_map(|k| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()]))
+                            .collect();
+                        entries.push(Ternary { value, mask, priority, index });
+                        stored.push(Stored { action: action.action, args: action.args });
+                    }
+                }
+            }
+            if let Kind::List { entries, .. } = &mut kind {
+                // Stable: equal priorities keep the file's order.
+                entries.sort_by_key(|e| e.priority);
+            }
+            tables.push(kind);
+        }
+        let mut learners = Vec::with_capacity(p.learners.len());
+        for l in &p.learners {
+            let key_bytes = l.keys.iter().map(|k| (k.bits / 8) as usize).sum();
+            let table = exact_table(&l.name, l.size, key_bytes, true)?;
+            if l.timeouts.len() > 256 {
+                return Err(refused(&l.name, "more than 256 timeouts"));
+            }
+            for (i, s) in l.timeouts.iter().enumerate() {
+                table.set_expire_profile(i as u8, Duration(u64::from(*s).saturating_mul(1_000_000_000)));
+            }
+            let local = table.local();
+            learners.push(Learner { table, local, last: None, profiles: l.timeouts.len() });
+        }
+        Ok(TableSet { tables, learners, arg_bytes, buf: [0; DATA_WORDS * 8], now: Instant(0), learn_refused: 0 })
+    }
+
+    /// Sets the clock the learners' expiry reads (nanoseconds).
+    pub fn set_time_ns(&mut self, ns: u64) {
+        self.now = Instant(ns);
+    }
+
+    /// Live entries of learner `l`.
+    pub fn learned(&self, l: u16) -> usize {
+        self.learners.get(usize::from(l)).map_or(0, |x| x.table.count(self.now))
+    }
+}
+
+impl Tables for TableSet {
+    fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>> {
+        let TableSet { tables, learners, arg_bytes, buf, now, .. } = self;
+        let (action, n, index) = match table {
+            TableRef::Table(t) => match tables.get_mut(usize::from(t))? {
+                Kind::Exact { table, local } => match table.lookup(local, &pack(key), *now) {
+                    Lookup::Hit(h) => {
+                        for (i, b) in buf.iter_mut().enumerate() {
+                            *b = (h.params.get(i / 8).copied().unwrap_or(0) >> (8 * (i % 8))) as u8;
+                        }
+                        let index = h.params.get(INDEX_WORD).copied().unwrap_or(0) as u32;
+                        (ActionId::from(h.action), arg_bytes.get(usize::from(h.action)).copied().unwrap_or(0), index)
+                    }
+                    Lookup::Miss(_) => return None,
+                },
+                Kind::Lpm { lpm, lpm_field: (at, w), entries } => {
+                    let lpm_bytes = key.get(*at..*at + *w)?;
+                    let exact_len = key.len().saturating_sub(*w);
+                    let mut addr = 0u128;
+                    let mut bit = 0usize;
+                    for (i, b) in key.iter().enumerate() {
+                        if i < *at || i >= *at + *w {
+                            addr = put(addr, bit, &[*b]);
+                            bit += 8;
+                        }
+                    }
+                    addr = put(addr, exact_len * 8, lpm_bytes);
+                    let i = lpm.lookup(addr)?;
+                    let e = entries.get(i as usize)?;
+                    return Some(Hit { action: e.action, args: &e.args, entry: i });
+                }
+                Kind::List { entries, stored } => {
+                    let e = entries.iter().find(|e| {
+                        e.value.len() == key.len()
+                            && key.iter().zip(&e.value).zip(&e.mask).all(|((k, v), m)| k & m == v & m)
+                    })?;
+                    let s = stored.get(e.index as usize)?;
+                    return Some(Hit { action: s.action, args: &s.args, entry: e.index });
+                }
+            },
+            TableRef::Learner(l) => {
+                let x = learners.get_mut(usize::from(l))?;
+                match x.table.lookup(&mut x.local, &pack(key), *now) {
+                    Lookup::Hit(h) => {
+                        x.last = Some(h.handle);
+                        for (i, b) in buf.iter_mut().enumerate() {
+                            *b = (h.params.get(i / 8).copied().unwrap_or(0) >> (8 * (i % 8))) as u8;
+                        }
+                        (ActionId::from(h.action), arg_bytes.get(usize::from(h.action)).copied().unwrap_or(0), 0)
+                    }
+                    Lookup::Miss(_) => {
+                        x.last = None;
+                        return None;
+                    }
+                }
+            }
+            TableRef::Selector(_) => return None,
+        };
+        Some(Hit { action, args: buf.get(..n).unwrap_or(&[]), entry: index })
+    }
+
+    fn learn(&mut self, l: u16, key: &[u8], action: ActionId, args: &[u8], timeout_id: u64) -> Result<bool, Fault> {
+        let now = self.now;
+        let x = self.learners.get_mut(usize::from(l)).ok_or(Fault::Unsupported("learn"))?;
+        let Ok(action) = u8::try_from(action) else { return Err(Fault::Unsupported("learn")) };
+        // DPDK takes the timeout id modulo nothing: an id past the list is refused here.
+        let profile =
+            usize::try_from(timeout_id).ok().filter(|&t| t < x.profiles).ok_or(Fault::Unsupported("learn"))?;
+        let added = x.table.insert(&mut x.local, &pack(key), action, &data(args, 0), profile as u8, now);
+        if !added.is_success() {
+            self.learn_refused += 1;
+        }
+        Ok(added.is_success())
+    }
+
+    fn rearm(&mut self, l: u16, _key: &[u8], timeout_id: Option<u64>) -> Result<(), Fault> {
+        let now = self.now;
+        let x = self.learners.get_mut(usize::from(l)).ok_or(Fault::Unsupported("rearm"))?;
+        let Some(h) = x.last else { return Ok(()) };
+        let r = match timeout_id {
+            Some(t) => {
+                let p = usize::try_from(t).ok().filter(|&t| t < x.profiles).ok_or(Fault::Unsupported("rearm"))?;
+                x.table.set_entry_expire_time(&mut x.local, &h, p as u8, now)
+            }
+            None => x.table.restart_expire_timer(&mut x.local, &h, now),
+        };
+        let _ = r; // An entry that went in between: nothing to rearm, as DPDK.
+        Ok(())
+    }
+
+    fn forget(&mut self, l: u16, key: &[u8]) -> Result<(), Fault> {
+        let now = self.now;
+        let x = self.learners.get_mut(usize::from(l)).ok_or(Fault::Unsupported("forget"))?;
+        let _ = x.table.delete(&mut x.local, &pack(key), now);
+        x.last = None;
+        Ok(())
+    }
+}
