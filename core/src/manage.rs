@@ -303,6 +303,9 @@ fn parse_command(words: &[&str]) -> Result<Command, Error> {
     };
     let prefix = |s: &str| sections::prefix(s).map_err(|e| bad(format_args!("prefix: expected {e}, got '{s}'")));
     let backend = |s: &str| sections::backend(s).map_err(|e| bad(format_args!("backend: expected {e}, got '{s}'")));
+    let neighbour = |s: &str, what: &str| {
+        sections::addr(s).map_err(|_| bad(format_args!("{what}: expected an IPv4/IPv6 address, got '{s}'")))
+    };
     Ok(match *words {
         ["help"] => Command::Help,
         ["stats"] => Command::Stats,
@@ -329,20 +332,12 @@ fn parse_command(words: &[&str]) -> Result<Command, Error> {
                 .map(|v| v.unwrap_or(""));
             let port = u8::try_from(number(port, "neigh.port")?)
                 .map_err(|_| bad(format_args!("neigh.port: expected a port 0..=255")))?;
-            let addr = match crate::nf::config::values::ip(addr) {
-                Ok(core::net::IpAddr::V4(a)) => IpAddr::V4(a.octets()),
-                Ok(core::net::IpAddr::V6(a)) => IpAddr::V6(a.octets()),
-                Err(_) => return Err(bad(format_args!("neigh.ip: expected an IPv4/IPv6 address, got '{addr}'"))),
-            };
+            let addr = neighbour(addr, "neigh.ip")?;
             let mac = crate::nf::config::values::mac(mac)
                 .map_err(|e| bad(format_args!("neigh.mac: expected {e}, got '{mac}'")))?;
             Command::NeighAdd(port, addr, mac)
         }
-        ["neigh", "del", a] => Command::NeighDel(match crate::nf::config::values::ip(a) {
-            Ok(core::net::IpAddr::V4(a)) => IpAddr::V4(a.octets()),
-            Ok(core::net::IpAddr::V6(a)) => IpAddr::V6(a.octets()),
-            Err(_) => return Err(bad(format_args!("neigh del: expected an IPv4/IPv6 address, got '{a}'"))),
-        }),
+        ["neigh", "del", a] => Command::NeighDel(neighbour(a, "neigh del")?),
         ["lb", "backend", "add", vip, b] => Command::BackendAdd(number(vip, "vip")?, backend(b)?),
         ["lb", "backend", "del", vip, b] => Command::BackendDel(number(vip, "vip")?, backend(b)?),
         ["rss", "move", from, to] => Command::RssMove(queue(from, "from")?, queue(to, "to")?),
@@ -666,20 +661,11 @@ fn show(chain: &ChainFactory, t: Table, now: Instant, out: &mut dyn FnMut(fmt::A
             out(format_args!("entries={} waiting={} capacity={}", entries.len(), n.waiting(), n.config().capacity));
             let mut rows = Rows::new(out);
             for e in &entries {
-                let ip: core::net::IpAddr = match e.ip {
-                    crate::parse::IpAddr::V4(a) => a.into(),
-                    crate::parse::IpAddr::V6(a) => a.into(),
-                };
-                let m = e.mac;
                 rows.row(format_args!(
-                    "neigh ip:{ip},port:{},mac:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x},state:{},queued:{}",
+                    "neigh ip:{},port:{},mac:{},state:{},queued:{}",
+                    Addr(e.ip),
                     e.port,
-                    m[0],
-                    m[1],
-                    m[2],
-                    m[3],
-                    m[4],
-                    m[5],
+                    crate::nf::config::text::MacText(e.mac),
                     e.state.as_str(),
                     e.queued
                 ));

@@ -768,6 +768,18 @@ impl Drop for Nat {
     }
 }
 
+/// Applies a translation's outcome: done, counted in `done`; or `verdict` becomes the drop
+/// (a missing mapping counted in `no_mapping`).
+fn settle(r: Result<(), DropReason>, verdict: &mut Verdict, done: &mut u64, no_mapping: &mut u64) {
+    match r {
+        Ok(()) => *done += 1,
+        Err(reason) => {
+            *no_mapping += u64::from(reason == DropReason::NatNoMapping);
+            *verdict = Verdict::Drop(reason);
+        }
+    }
+}
+
 /// ICMP echo request and echo reply types (RFC 792).
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_ECHO_REPLY: u8 = 0;
@@ -827,23 +839,16 @@ impl Nf for Nat {
                         let _ = later_in.push(i);
                         continue;
                     }
-                    match self.later_fragment(pool.frame_mut(p.buf), &mut p.parsed, outbound, ctx.now) {
-                        Ok(()) => self.counters.fragments += 1,
-                        Err(reason) => {
-                            self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
-                            p.verdict = Verdict::Drop(reason);
-                        }
-                    }
+                    settle(
+                        self.later_fragment(pool.frame_mut(p.buf), &mut p.parsed, outbound, ctx.now),
+                        &mut p.verdict,
+                        &mut self.counters.fragments,
+                        &mut self.counters.no_mapping,
+                    );
                     continue;
                 }
                 if let Some(done) = self.icmp_error(pool.frame_mut(p.buf), &mut p.parsed, outbound, ctx.now) {
-                    match done {
-                        Ok(()) => self.counters.icmp_errors += 1,
-                        Err(reason) => {
-                            self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
-                            p.verdict = Verdict::Drop(reason);
-                        }
-                    }
+                    settle(done, &mut p.verdict, &mut self.counters.icmp_errors, &mut self.counters.no_mapping);
                     continue;
                 }
                 self.counters.unsupported += 1;
@@ -898,23 +903,16 @@ impl Nf for Nat {
                 }
                 _ => Err(DropReason::NatNoMapping),
             };
-            match r {
-                Ok(()) => self.counters.inbound += 1,
-                Err(reason) => {
-                    self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
-                    p.verdict = Verdict::Drop(reason);
-                }
-            }
+            settle(r, &mut p.verdict, &mut self.counters.inbound, &mut self.counters.no_mapping);
         }
         for &i in &later_in {
             let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
-            match self.later_fragment(pool.frame_mut(p.buf), &mut p.parsed, false, ctx.now) {
-                Ok(()) => self.counters.fragments += 1,
-                Err(reason) => {
-                    self.counters.no_mapping += u64::from(reason == DropReason::NatNoMapping);
-                    p.verdict = Verdict::Drop(reason);
-                }
-            }
+            settle(
+                self.later_fragment(pool.frame_mut(p.buf), &mut p.parsed, false, ctx.now),
+                &mut p.verdict,
+                &mut self.counters.fragments,
+                &mut self.counters.no_mapping,
+            );
         }
         self.maintain(ctx.now, shared.cfg.sweep_buckets, shared.cfg.reclaims_per_batch);
         self.frag_cursor = shared.frags.table().sweep(&mut self.frag_lane, ctx.now, self.frag_cursor, FRAG_SWEEP);

@@ -78,7 +78,11 @@ impl Cx<'_, '_> {
 
     /// A field of at most 64 bits.
     fn field64(&self, t: &str) -> Result<Field, SpecError> {
-        let f = self.field(t)?;
+        self.at_most64(t, self.field(t)?)
+    }
+
+    /// `f` (operand `t`) if it has at most 64 bits.
+    fn at_most64(&self, t: &str, f: Field) -> Result<Field, SpecError> {
         if f.bits > 64 {
             return Err(self.err(ErrorKind::Width {
                 name: t.into(),
@@ -98,15 +102,7 @@ impl Cx<'_, '_> {
     }
 
     fn dst64(&self, t: &str) -> Result<Field, SpecError> {
-        let f = self.dst(t)?;
-        if f.bits > 64 {
-            return Err(self.err(ErrorKind::Width {
-                name: t.into(),
-                bits: f.bits,
-                rule: "this operand takes at most 64 bits",
-            }));
-        }
-        Ok(f)
+        self.at_most64(t, self.dst(t)?)
     }
 
     fn meta64(&self, t: &str) -> Result<Field, SpecError> {

@@ -110,11 +110,7 @@ impl NeighSpec {
                 let [p, ip, mac] = record(value, ["port", "ip", "mac"])?;
                 let s = StaticNeigh {
                     port: req("port", p, port)?,
-                    ip: req("ip", ip, |s| match values::ip(s) {
-                        Ok(NetIp::V4(a)) => Ok(crate::parse::IpAddr::V4(a.octets())),
-                        Ok(NetIp::V6(a)) => Ok(crate::parse::IpAddr::V6(a.octets())),
-                        Err(e) => Err(e),
-                    })?,
+                    ip: req("ip", ip, super::sections::addr)?,
                     mac: req("mac", mac, values::mac)?,
                 };
                 self.cfg.statics.push(s);

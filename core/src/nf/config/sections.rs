@@ -242,7 +242,7 @@ impl Section for L3fwdSection {
 }
 
 /// An address in the NFs' own form.
-fn addr(s: &str) -> Result<IpAddr, &'static str> {
+pub(crate) fn addr(s: &str) -> Result<IpAddr, &'static str> {
     Ok(match values::ip(s)? {
         NetIp::V4(a) => IpAddr::V4(a.octets()),
         NetIp::V6(a) => IpAddr::V6(a.octets()),
