@@ -23,16 +23,23 @@
 //! it. A variant the server would not answer as a banned URL is a must-pass or left out: only
 //! what the server would serve counts as a bypass.
 //!
+//! The image runs the same suite (`the_image_stops_every_spelling_of_a_banned_url_before_a_real_server`):
+//! the firmware under QEMU (TCG) with virtio-net on tap interfaces moved into the two
+//! namespaces, the same chain, flood, variants and counters.
+//!
 //! Timeouts are hang guards; nothing asserts on time.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
+use cadence_harness::protocol::{BootOptions, Control, EXIT_SUCCESS};
+use cadence_harness::rig::Backend;
 
 const CLIENT: &str = "10.77.0.1";
 const SERVER: &str = "10.77.0.2";
@@ -180,26 +187,27 @@ fn host(ns: &str, ifname: &str, addr: &str, peer: &str, peer_mac: &str) -> Resul
         .map(|_| ())
 }
 
-#[test]
-fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
-    if !cadence_harness::netns::can_create() {
-        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
-    }
-    cadence_build::provision::ensure_evasion_tools()?;
-    let bin = image::build_hosted(Profile::Release)?;
-    let root = image::workspace_root();
-    let out = cadence_tests::out_dir("urlfilter_evasion");
-    std::fs::create_dir_all(&out)?;
-    let veths = VethPairs::create(1)?;
-    let cli = Netns::new(format!("{}c", veths.netns))?;
-    let srv = Netns::new(format!("{}s", veths.netns))?;
-    let (cmac, smac) = (mac(veths.mac_of(false, 0)?), mac(veths.mac_of(false, 1)?));
-    host(&cli.0, &veths.host[0], CLIENT, SERVER, &smac)?;
-    host(&srv.0, &veths.host[1], SERVER, CLIENT, &cmac)?;
-    for i in 0..2 {
-        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
-    }
+/// The chain both runs use: the URL filter alone, resets on, port 80 declared HTTP.
+const EVASION_TOML: &str = "[chain]\nnfs = [\"urlfilter\"]\n\n[urlfilter]\nbanned = [\"h.example/bad\", \"evil.example\"]\n\
+     reset = true\nports = [80]\nflows = 4096\nslabs = 256\n";
 
+/// A counter of the dataplane's `@summary` by name, and the line itself.
+type Summary = (String, Box<dyn Fn(&str) -> Result<u64>>);
+
+/// The client's and the server's sides once the dataplane forwards between them: their
+/// namespaces, the client's interface, and the two interfaces' MACs (`aa:bb:…`).
+struct Sides<'a> {
+    cli: &'a str,
+    srv: &'a str,
+    if_c: &'a str,
+    cmac: &'a str,
+    smac: &'a str,
+}
+
+/// The suite over a dataplane that forwards between the two sides: the server, the flood,
+/// every variant; `stop` ends the dataplane's run and returns its `@summary`.
+fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -> Result<()> {
+    let root = image::workspace_root();
     // The server: a directory with one file, `good`.
     let www = out.join("www");
     std::fs::create_dir_all(&www)?;
@@ -207,7 +215,7 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     let server_log = out.join("server.log");
     let server = Kill(
         Command::new(IP)
-            .args(["netns", "exec", &srv.0, "python3"])
+            .args(["netns", "exec", s.srv, "python3"])
             .arg(root.join("tests/evasion/server.py"))
             .arg(&www)
             .args([SERVER, "80"])
@@ -216,27 +224,15 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
             .spawn()
             .context("starting python3 http.server")?,
     );
-
-    // The dataplane: the URL filter alone, resets on, port 80 declared HTTP.
-    let toml = out.join("evasion.toml");
-    std::fs::write(
-        &toml,
-        "[chain]\nnfs = [\"urlfilter\"]\n\n[urlfilter]\nbanned = [\"h.example/bad\", \"evil.example\"]\nreset = true\n\
-         ports = [80]\nflows = 4096\nslabs = 256\n",
-    )?;
-    let chain = out.join("evasion.chain");
-    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let peers = [format!("peer0={cmac}"), format!("peer1={smac}")];
-    let dp = Dataplane::start(&bin, &veths, &chain, &peers, &out.join("dataplane.stderr"))?;
-    wait_for_server(&cli.0, &server_log)?;
+    wait_for_server(s.cli, &server_log)?;
 
     // A spoofed SYN flood (2 500/s) from the client's side for the whole run: legitimate
     // connections must still be read and served.
     let mut flood = Kill(
         Command::new(IP)
-            .args(["netns", "exec", &cli.0, "python3"])
+            .args(["netns", "exec", s.cli, "python3"])
             .arg(root.join("tests/evasion/flood.py"))
-            .args([veths.host[0].as_str(), &cmac, &smac, SERVER, "2500"])
+            .args([s.if_c, s.cmac, s.smac, SERVER, "2500"])
             .stdout(Stdio::piped())
             .spawn()
             .context("starting the SYN flood")?,
@@ -255,7 +251,7 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     let list_file = out.join("variants.txt");
     std::fs::write(&list_file, list)?;
     let client = Command::new(IP)
-        .args(["netns", "exec", &cli.0, "python3"])
+        .args(["netns", "exec", s.cli, "python3"])
         .arg(root.join("tests/evasion/client.py"))
         .arg(&list_file)
         .args([SERVER, "80"])
@@ -274,10 +270,9 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
         std::io::Read::read_to_string(o, &mut count)?;
     }
     let flooded: u64 = count.trim().parse().context("the flood's count")?;
-    // The dataplane's own count of what it saw: SIGINT ends the run as STOP does.
-    let summary = dp.stop()?;
+    // The dataplane's own count of what it saw.
+    let (summary, key) = stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;
-    let key = |k: &str| counter(&summary, k);
     drop(server);
     let log = std::fs::read_to_string(&server_log)?;
 
@@ -311,6 +306,110 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     }
     Ok(())
 }
+
+/// One dataplane at a time: each run brings its own (the hosted one, or QEMU under TCG) and
+/// a flood onto a 2-CPU machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_evasion_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let out = cadence_tests::out_dir("urlfilter_evasion");
+    std::fs::create_dir_all(&out)?;
+    let veths = VethPairs::create(1)?;
+    let cli = Netns::new(format!("{}c", veths.netns))?;
+    let srv = Netns::new(format!("{}s", veths.netns))?;
+    let (cmac, smac) = (mac(veths.mac_of(false, 0)?), mac(veths.mac_of(false, 1)?));
+    host(&cli.0, &veths.host[0], CLIENT, SERVER, &smac)?;
+    host(&srv.0, &veths.host[1], SERVER, CLIENT, &cmac)?;
+    for i in 0..2 {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    }
+    let toml = out.join("evasion.toml");
+    std::fs::write(&toml, EVASION_TOML)?;
+    let chain = out.join("evasion.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
+    let peers = [format!("peer0={cmac}"), format!("peer1={smac}")];
+    let mut dp = Some(Dataplane::start(&bin, &veths, &chain, &peers, &out.join("dataplane.stderr"))?);
+    let sides = Sides { cli: &cli.0, srv: &srv.0, if_c: &veths.host[0], cmac: &cmac, smac: &smac };
+    // SIGINT ends the run as STOP does.
+    suite(&sides, &out, &mut || {
+        let summary = dp.take().ok_or_else(|| anyhow!("stopped twice"))?.stop()?;
+        let text = summary.clone();
+        Ok((summary, Box::new(move |k: &str| counter(&text, k))))
+    })
+}
+
+/// The same suite through the image: the firmware under QEMU (TCG) with virtio-net on tap
+/// interfaces, which are moved into the client's and the server's namespaces (with the
+/// MACs the image's `peer0` / `peer1` name) once QEMU has made them; the run is ended by a
+/// signed STOP control frame sent from the client's side.
+#[test]
+fn the_image_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_evasion_tools()?;
+    let chain_dir = cadence_tests::out_dir("urlfilter_evasion_image_chain");
+    std::fs::create_dir_all(&chain_dir)?;
+    let toml = chain_dir.join("evasion.toml");
+    std::fs::write(&toml, EVASION_TOML)?;
+    let text = cadence_ctl::chain::load(&toml)?.text;
+    let mut rig =
+        cadence_tests::start_with("urlfilter_evasion_image", 1, BootOptions::default().set("stats_ms", 0), |cfg| {
+            cfg.backend = Backend::Tap { queues: 1 };
+            cfg.chain_text = Some(text);
+        })?;
+    rig.wait_ready(cadence_tests::BOOT_TIMEOUT, &mut |_| {})?;
+    let out = rig.out_dir.clone();
+    let taps = rig.tap_ifnames();
+    let [if_c, if_s] = taps.as_slice() else { bail!("two tap interfaces expected, got {taps:?}") };
+    let macs = rig.checker().macs();
+    let (cmac, smac) = (mac(macs.peer[0].0), mac(macs.peer[1].0));
+    let pid = std::process::id();
+    let cli = Netns::new(format!("cadurl{pid}c"))?;
+    let srv = Netns::new(format!("cadurl{pid}s"))?;
+    // The image sends port i's frames to peer{i}: the taps take those MACs.
+    for (ifname, m) in [(if_c, &cmac), (if_s, &smac)] {
+        ip(&["link", "set", ifname, "address", m])?;
+    }
+    host(&cli.0, if_c, CLIENT, SERVER, &smac)?;
+    host(&srv.0, if_s, SERVER, CLIENT, &cmac)?;
+    let sides = Sides { cli: &cli.0, srv: &srv.0, if_c, cmac: &cmac, smac: &smac };
+    suite(&sides, &out, &mut || {
+        // STOP, signed for this boot, from the client's side (the rig's own socket on the
+        // tap no longer sees it since the tap moved).
+        let stop = rig.control_frame(Control::Stop)?;
+        let hex: String = stop.iter().map(|b| format!("{b:02x}")).collect();
+        run(Command::new(IP).args(["netns", "exec", &cli.0, "python3", "-c", SEND, if_c, &hex]))?;
+        let deadline = Instant::now() + cadence_tests::STOP_TIMEOUT;
+        let exit = loop {
+            rig.pump(Duration::from_millis(50));
+            if let Some(e) = rig.qemu.try_exit()? {
+                break e;
+            }
+            if Instant::now() >= deadline {
+                break rig.qemu.kill()?;
+            }
+        };
+        rig.pump(Duration::from_millis(100));
+        rig.shutdown_receivers();
+        cadence_tests::expect_status(&rig, exit, EXIT_SUCCESS)?;
+        let fw =
+            rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary on COM1\n{}", rig.qemu.diagnostics()))?;
+        Ok((format!("{fw:?}"), Box::new(move |k: &str| fw.require(k))))
+    })
+}
+
+/// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
+const SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+                    s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
 
 /// Waits until the server answers (a plain request from the client namespace, through the
 /// dataplane), so the variants do not race its start.
