@@ -13,6 +13,16 @@
 //! ARP, so both hosts have static neighbours; the veths' checksum and segmentation offloads
 //! are off, so the segments on the wire carry full checksums, as on a real link.
 //!
+//! Then the variants a kernel TCP client cannot send, from `tests/evasion/raw.py`, which speaks
+//! TCP itself over raw frames from an address the client's kernel does not own: the banned
+//! request's segments in reverse order; conflicting overlaps either way (a second copy of
+//! bytes the server already has, and an out-of-order copy the server replaces with the
+//! in-order one); insertion of a harmless request's rest with a bad TCP checksum or without
+//! ACK (segments the server discards), followed by the real bytes; the request in one
+//! segment carried by two IPv4 fragments; and two must-pass controls (in order, reordered).
+//! Checked to have teeth: passing fragments, reading segments with a bad checksum or without
+//! ACK, or ignoring conflicting overlaps each shows up as a bypass of its variant.
+//!
 //! All of it under a spoofed SYN flood of 2 500 SYNs/s from random addresses
 //! (`tests/evasion/flood.py`): the dataplane's counters must show the flood went through the
 //! filter without taking a slab or the flow table from anyone.
@@ -191,15 +201,34 @@ fn host(ns: &str, ifname: &str, addr: &str, peer: &str, peer_mac: &str) -> Resul
 const EVASION_TOML: &str = "[chain]\nnfs = [\"urlfilter\"]\n\n[urlfilter]\nbanned = [\"h.example/bad\", \"evil.example\"]\n\
      reset = true\nports = [80]\nflows = 4096\nslabs = 256\n";
 
+/// The raw-frame client's address: one the client's kernel does not own, so it neither
+/// answers nor resets the server's segments to it.
+const RAW_CLIENT: &str = "10.77.0.9";
+
+/// The variants `tests/evasion/raw.py` sends as raw frames (what a kernel TCP client cannot
+/// send): name, must-block, why. Each is its own connection; the banned ones carry
+/// `/bad/NAME` on host h.example, the others `/good?NAME`.
+const RAW_VARIANTS: [(&str, bool, &str); 8] = [
+    ("raw_in_order_good", false, "control: the raw client's own request, in order"),
+    ("raw_reordered_good", false, "segments out of order are reassembled, not refused"),
+    ("raw_out_of_order", true, "the banned request's segments in reverse order"),
+    ("raw_overlap_first_wins", true, "a second copy of bytes 6..20 says otherwise; the server keeps the first"),
+    ("raw_overlap_ooo", true, "a queued out-of-order copy of 6..20 says otherwise; the server keeps the in-order one"),
+    ("raw_insert_bad_checksum", true, "a harmless request's rest with a bad TCP checksum, which the server discards"),
+    ("raw_insert_no_ack", true, "a harmless request's rest without ACK, which the server discards"),
+    ("raw_ip_fragments", true, "the banned request in one segment carried by two IPv4 fragments"),
+];
+
 /// A counter of the dataplane's `@summary` by name, and the line itself.
 type Summary = (String, Box<dyn Fn(&str) -> Result<u64>>);
 
 /// The client's and the server's sides once the dataplane forwards between them: their
-/// namespaces, the client's interface, and the two interfaces' MACs (`aa:bb:…`).
+/// namespaces, their interfaces, and the two interfaces' MACs (`aa:bb:…`).
 struct Sides<'a> {
     cli: &'a str,
     srv: &'a str,
     if_c: &'a str,
+    if_s: &'a str,
     cmac: &'a str,
     smac: &'a str,
 }
@@ -260,7 +289,21 @@ fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -
     if !client.status.success() {
         bail!("the client failed: {}", String::from_utf8_lossy(&client.stderr));
     }
-    let results = String::from_utf8_lossy(&client.stdout).to_string();
+    let mut results = String::from_utf8_lossy(&client.stdout).to_string();
+    // The raw-frame variants, one connection after another, from an address the client's
+    // kernel does not own (the server reaches it through a static neighbour).
+    ip(&["-n", s.srv, "neigh", "replace", RAW_CLIENT, "lladdr", s.cmac, "dev", s.if_s, "nud", "permanent"])?;
+    let raw = Command::new(IP)
+        .args(["netns", "exec", s.cli, "python3"])
+        .arg(root.join("tests/evasion/raw.py"))
+        .args([s.if_c, s.cmac, s.smac, RAW_CLIENT, SERVER])
+        .args(RAW_VARIANTS.iter().map(|v| v.0))
+        .output()
+        .context("running the raw-frame client")?;
+    if !raw.status.success() {
+        bail!("the raw-frame client failed: {}", String::from_utf8_lossy(&raw.stderr));
+    }
+    results.push_str(&String::from_utf8_lossy(&raw.stdout));
     std::fs::write(out.join("client.out"), &results)?;
     // SAFETY: kill(2) with a child's PID (still ours: not waited for) and SIGTERM, which the
     // flood script catches to print its count.
@@ -277,7 +320,9 @@ fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -
     let log = std::fs::read_to_string(&server_log)?;
 
     let mut failures = Vec::new();
-    for v in &vs {
+    let raw_variants = RAW_VARIANTS.iter().map(|&(name, block, why)| Variant { name, chunks: Vec::new(), block, why });
+    let all: Vec<Variant> = raw_variants.chain(vs).collect();
+    for v in &all {
         let line = results.lines().find(|l| l.split('\t').next() == Some(v.name)).unwrap_or("");
         let statuses: usize = line.split('\t').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         let reached = log.lines().any(|l| l.starts_with("REQ ") && l.contains(v.name));
@@ -293,13 +338,13 @@ fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -
     assert!(flooded >= 2500, "the flood sent {flooded} SYNs");
     assert!(key("urlfilter_handshakes")? >= flooded / 2, "flooded {flooded}: {summary}");
     assert_eq!((key("urlfilter_slab_exhausted")?, key("urlfilter_table_full")?), (0, 0), "{summary}");
-    let blocked = vs.iter().filter(|v| v.block).count();
-    assert!(blocked >= 40 && vs.len() - blocked >= 9, "the suite keeps its size");
+    let blocked = all.iter().filter(|v| v.block).count();
+    assert!(blocked >= 46 && all.len() - blocked >= 11, "the suite keeps its size");
     if !failures.is_empty() {
         bail!(
             "{} of {} variants failed:\n{}\nserver log:\n{log}\n(artifacts in {})",
             failures.len(),
-            vs.len(),
+            all.len(),
             failures.join("\n"),
             out.display()
         );
@@ -336,7 +381,8 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
     let peers = [format!("peer0={cmac}"), format!("peer1={smac}")];
     let mut dp = Some(Dataplane::start(&bin, &veths, &chain, &peers, &out.join("dataplane.stderr"))?);
-    let sides = Sides { cli: &cli.0, srv: &srv.0, if_c: &veths.host[0], cmac: &cmac, smac: &smac };
+    let sides =
+        Sides { cli: &cli.0, srv: &srv.0, if_c: &veths.host[0], if_s: &veths.host[1], cmac: &cmac, smac: &smac };
     // SIGINT ends the run as STOP does.
     suite(&sides, &out, &mut || {
         let summary = dp.take().ok_or_else(|| anyhow!("stopped twice"))?.stop()?;
@@ -381,7 +427,7 @@ fn the_image_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Resu
     }
     host(&cli.0, if_c, CLIENT, SERVER, &smac)?;
     host(&srv.0, if_s, SERVER, CLIENT, &cmac)?;
-    let sides = Sides { cli: &cli.0, srv: &srv.0, if_c, cmac: &cmac, smac: &smac };
+    let sides = Sides { cli: &cli.0, srv: &srv.0, if_c, if_s, cmac: &cmac, smac: &smac };
     suite(&sides, &out, &mut || {
         // STOP, signed for this boot, from the client's side (the rig's own socket on the
         // tap no longer sees it since the tap moved).
