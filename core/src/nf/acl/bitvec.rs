@@ -48,7 +48,9 @@ struct Field {
     narrow: Option<Vec<u64>>,
     /// For an IPv4 classifier's addresses: `top[t]` is the number of bounds below the
     /// IPv4-mapped address `t.0.0` (`t` the top 16 bits), so a key's search runs only over the
-    /// bounds that share its top 16 bits (`top[t]..top[t + 1]`, usually a handful).
+    /// bounds that share its top 16 bits (`top[t]..top[t + 1]`, usually a handful). For an
+    /// IPv6 classifier's (bounds not narrow): the same over the address's top 16 bits
+    /// (`t::/16`).
     top: Vec<u16>,
     /// Each interval's summary and vector. The summary aggregates the vector (Baboescu and
     /// Varghese, SIGCOMM 2001): its bit `k` is set when word `k` is not zero, so that a lookup
@@ -96,9 +98,24 @@ impl Field {
         Field { bounds, narrow, top: Vec::new(), bits, words }
     }
 
-    /// Adds the top-16-bit index ([`Field::top`], 128 KiB) for IPv4-mapped keys, where the
-    /// bounds are many enough for a plain search to cost more than two steps.
+    /// Adds the top-16-bit index ([`Field::top`], 128 KiB) for IPv4-mapped keys or IPv6 keys,
+    /// where the bounds are many enough for a plain search to cost more than two steps.
     fn with_top_index(mut self) -> Field {
+        if self.narrow.is_none() && self.bounds.len() > 8 && self.bounds.len() <= usize::from(u16::MAX) {
+            // top[t] = bounds below t << 112: one sweep.
+            let mut below = 0;
+            self.top = (0..=1u32 << 16)
+                .map(|t| {
+                    if t == 1 << 16 {
+                        below = self.bounds.len(); // every bound lies below the end of the space
+                    }
+                    while self.bounds.get(below).is_some_and(|&b| b < u128::from(t) << 112) {
+                        below += 1;
+                    }
+                    u16::try_from(below).unwrap_or(u16::MAX)
+                })
+                .collect();
+        }
         if let Some(narrow) = self.narrow.as_ref().filter(|n| n.len() > 8 && n.len() <= usize::from(u16::MAX)) {
             // top[t] = bounds below MAPPED + (t << 16): one sweep, as both grow with t.
             let mut below = 0;
@@ -132,7 +149,17 @@ impl Field {
             }
             // Above every narrow bound: the last interval.
             (Some(narrow), Err(_)) => narrow.len(),
-            (None, _) => self.bounds.partition_point(|&b| b <= v),
+            (None, _) => {
+                // The bounds that share the key's top 16 bits, with the index.
+                let t = (v >> 112) as usize;
+                match (self.top.get(t), self.top.get(t + 1)) {
+                    (Some(&lo), Some(&hi)) => {
+                        let within = self.bounds.get(usize::from(lo)..usize::from(hi)).unwrap_or(&[]);
+                        usize::from(lo) + within.partition_point(|&b| b <= v)
+                    }
+                    _ => self.bounds.partition_point(|&b| b <= v),
+                }
+            }
         };
         n.saturating_sub(1)
     }
@@ -409,6 +436,22 @@ mod tests {
         let plain = |v: u128| f.bounds.partition_point(|&b| b <= v).saturating_sub(1);
         let mut probes = vec![0u128, 1, m - 1, m, m | 0xFFFF_FFFF, (m | 0xFFFF_FFFF) + 1, u128::MAX];
         for &(lo, hi) in &ranges {
+            probes.extend([lo.saturating_sub(1), lo, lo + 1, hi.saturating_sub(1), hi, hi.saturating_add(1)]);
+        }
+        for v in probes {
+            assert_eq!(f.interval(v), plain(v), "{v:#x}");
+        }
+        // IPv6 bounds (not narrow): the index on the address's top 16 bits.
+        let n = |t: u128, rest: u128| t << 112 | rest;
+        let mut ranges6 = vec![(0, u128::MAX), (n(0x2001, 0), n(0x2001, u128::MAX >> 16)), (n(0xFFFF, 5), u128::MAX)];
+        ranges6.extend((0..8u128).map(|i| (n(0x2001, i << 80), n(0x2001, (i << 80) | 0xFFFF))));
+        ranges6.extend((0..4u128).map(|i| (n(0x3FFE + i, 1), n(0x3FFE + i, 1 << 100))));
+        let f = Field::build(&ranges6, u128::MAX, 1).with_top_index();
+        assert!(f.narrow.is_none());
+        assert_eq!(f.top.len(), (1 << 16) + 1);
+        let plain = |v: u128| f.bounds.partition_point(|&b| b <= v).saturating_sub(1);
+        let mut probes = vec![0u128, 1, n(1, 0) - 1, n(0xFFFF, 0), u128::MAX - 1, u128::MAX];
+        for &(lo, hi) in &ranges6 {
             probes.extend([lo.saturating_sub(1), lo, lo + 1, hi.saturating_sub(1), hi, hi.saturating_add(1)]);
         }
         for v in probes {
