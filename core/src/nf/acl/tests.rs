@@ -345,8 +345,8 @@ proptest! {
         seed in any::<u64>(),
         ops in proptest::collection::vec((0u8..10, any::<u64>()), 1..crate::testing::miri_or(120, 12)),
     ) {
-        // Two groups' worth of rules (the first holds 256), so deletes hit both.
-        let start = example_rules(seed, crate::testing::miri_or(300, 20));
+        // Two groups' worth of rules (the first holds 1 024), so deletes hit both.
+        let start = example_rules(seed, crate::testing::miri_or(1100, 20));
         let extra = example_rules(seed ^ 0xadd, 200);
         let shared = AclShared::try_new(&AclConfig::new(start.clone(), AclAction::Deny)).unwrap();
         let mut model = start;
