@@ -432,9 +432,28 @@ impl Controller {
     }
 }
 
+/// A server's `@report` line (docs/PROTOCOL.md): its dedicated cores and its load (frames
+/// received per second over the last period). `None` for any other line.
+pub fn parse_report(line: &str) -> Option<(u16, u64)> {
+    let rest = line.strip_prefix("@report ")?;
+    let key = |k: &str| rest.split_whitespace().find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='));
+    Some((key("dedicated")?.parse().ok()?, key("pps")?.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_lines_parse() {
+        assert_eq!(
+            parse_report("@report t_ms=2000 period=1 dedicated=3 workers=4 rx=20480 pps=10240"),
+            Some((3, 10240))
+        );
+        assert_eq!(parse_report("@stats t_ms=2000 dedicated=3 pps=1"), None);
+        assert_eq!(parse_report("@report t_ms=2000 dedicated=x pps=1"), None);
+        assert_eq!(parse_report("@report t_ms=2000 pps=1"), None);
+    }
 
     #[test]
     fn a_bad_configuration_names_the_field() {
