@@ -10,9 +10,8 @@
 //!  netns …s1 (server 1) ══ port 3 ┘
 //! ```
 //!
-//! The servers here are Linux hosts with a raw-socket receiver (not yet hosted Cadence
-//! dataplanes: that and the dataplanes' own `@report` lines are the next slice); their
-//! reports are fed to the controller by the test. τ = 2: the first aggregate recruits server
+//! Two tests. In the first, the servers are Linux hosts with a raw-socket receiver and their
+//! reports are fed to the controller by the test, to walk the mapper's decisions; τ = 2: the first aggregate recruits server
 //! 0, the second joins it; server 0 then reports 2 dedicated cores, so the third recruits
 //! server 1 and the fourth joins server 1. Assertions are on OVS's own table
 //! (`ovs-ofctl -O OpenFlow13 dump-flows`: one entry per aggregate, output to the server the
@@ -23,6 +22,14 @@
 //! `overflow_policy=refuse`) so that a sixth aggregate's flow-mod is refused: the controller
 //! reports the refusal and keeps the aggregate's packets going to its server as packet-outs.
 //!
+//! In the second, each server is a hosted Cadence dataplane (1 worker, the L2 forwarder,
+//! `report_ms=200`) whose port 0 is the switch's port and whose port 1 leads to a Linux host
+//! with the receiver; the controller's reports are the dataplanes' own `@report` lines (read
+//! from their management channel's output, `Dataplane::take_lines`), 1 dedicated core each,
+//! and τ = 1: the first aggregate recruits server 0, the second server 1, the third overflows
+//! onto server 0. Asserted: OVS's table, every frame once and in order per flow at the far
+//! hosts, and each dataplane's `@summary` (`p0_rx` = `p1_tx` = the frames of its aggregates).
+//!
 //! Each flow's first frame is sent alone and waited for before the rest (as a TCP flow's
 //! first packet waits for its answer): a frame that reaches the switch while its aggregate's
 //! entry is being installed goes through the controller and could be passed by a later one
@@ -31,6 +38,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -38,10 +46,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use cadence_build::image::{self, Profile};
 use cadence_core::netblaze::{IngressConfig, Steer};
 use cadence_ctl::rack::{Controller, Event, RackConfig};
-use cadence_harness::hosts::{Kill, Netns, ip};
-use cadence_harness::netns::IP;
+use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip};
+use cadence_harness::netns::{IP, VethPairs};
 use cadence_harness::ovs::{self, Ovs};
 
 /// Python, in the generator's namespace: sends UDP frames out of `argv[1]`. `argv[2..]` are
@@ -109,13 +118,30 @@ impl Receiver_ {
     }
 }
 
-/// The rig: OVS, three namespaces with a veth each into the bridge, two receivers.
+/// What stands behind a server port of the switch.
+enum Kind {
+    /// A Linux host with a receiver.
+    Linux,
+    /// A hosted Cadence dataplane (this binary, this chain file, 1 worker, `@report` every
+    /// 200 ms) whose port 1 leads to a Linux host with a receiver.
+    Cadence(PathBuf, PathBuf),
+}
+
+/// One server: its dataplane (if any), the receiver at the far side, their namespaces.
+struct Server {
+    dp: Option<Dataplane>,
+    recv: Receiver_,
+    _ns: Netns,
+    _veths: Option<VethPairs>,
+}
+
+/// The rig: OVS, a generator namespace with a veth into the bridge (port 1), two servers
+/// (ports 2 and 3).
 struct Rack {
     ovs: Ovs,
     gen_ns: Netns,
     gen_if: String,
-    recv: Vec<Receiver_>,
-    _ns: Vec<Netns>,
+    servers: Vec<Server>,
 }
 
 /// A controller running on a thread of its own until its stop flag is set.
@@ -128,11 +154,11 @@ struct Running {
 }
 
 impl Running {
-    fn start(ovs: &Ovs) -> Result<Self> {
+    fn start(ovs: &Ovs, tau: u16) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let mut ingress = IngressConfig::default();
-        (ingress.prefix_len, ingress.tau) = (24, 2);
+        (ingress.prefix_len, ingress.tau) = (24, tau);
         let cfg = RackConfig { server_ports: vec![2, 3], ingress, priority: 100 };
         let mut c = Controller::new(cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -188,27 +214,45 @@ impl Drop for Running {
 }
 
 impl Rack {
-    fn start(out: &std::path::Path) -> Result<Self> {
-        let tag = std::process::id() % 100_000;
-        let ovs = Ovs::start(&out.join("ovs"), &format!("rk{tag}"))?;
-        let mut ns = Vec::new();
-        let mut ifs = Vec::new();
-        for (i, role) in ["g", "s0", "s1"].iter().enumerate() {
-            let n = Netns::new(format!("rk{tag}{role}"))?;
-            let (sw, host) = (format!("rk{tag}{role}o"), format!("rk{tag}{role}h"));
+    fn start(out: &Path, tag: &str, kind: &Kind) -> Result<Self> {
+        let tag = format!("rk{}{tag}", std::process::id() % 10_000);
+        let ovs = Ovs::start(&out.join("ovs"), &tag)?;
+        let veth_into = |role: &str, ofport: Option<u32>| -> Result<(Netns, String)> {
+            let n = Netns::new(format!("{tag}{role}"))?;
+            let (sw, host) = (format!("{tag}{role}o"), format!("{tag}{role}h"));
             ip(&["link", "add", &sw, "type", "veth", "peer", "name", &host])?;
             ip(&["link", "set", &host, "netns", &n.0])?;
             ip(&["-n", &n.0, "link", "set", &host, "up"])?;
             ip(&["link", "set", &sw, "up"])?;
-            ovs.add_port(&sw, i as u32 + 1)?;
-            ifs.push(host);
-            ns.push(n);
+            if let Some(p) = ofport {
+                ovs.add_port(&sw, p)?;
+            }
+            Ok((n, host))
+        };
+        let (gen_ns, gen_if) = veth_into("g", Some(1))?;
+        let mut servers = Vec::new();
+        for i in 0..2u32 {
+            let role = format!("s{i}");
+            servers.push(match kind {
+                Kind::Linux => {
+                    let (ns, host) = veth_into(&role, Some(2 + i))?;
+                    Server { dp: None, recv: Receiver_::start(&ns.0, &host)?, _ns: ns, _veths: None }
+                }
+                Kind::Cadence(bin, chain) => {
+                    let veths = VethPairs::create(1)?;
+                    ovs.add_port(&veths.host[0], 2 + i)?;
+                    let ns = Netns::new(format!("{tag}{role}"))?;
+                    let host = &veths.host[1];
+                    ip(&["link", "set", host, "netns", &ns.0])?;
+                    ip(&["-n", &ns.0, "link", "set", host, "up"])?;
+                    let recv = Receiver_::start(&ns.0, host)?;
+                    let extra = ["report_ms=200".to_string()];
+                    let dp = Dataplane::start(bin, &veths, chain, &extra, &out.join(format!("dataplane{i}.stderr")))?;
+                    Server { dp: Some(dp), recv, _ns: ns, _veths: Some(veths) }
+                }
+            });
         }
-        let mut ns = ns.into_iter();
-        let gen_ns = ns.next().ok_or_else(|| anyhow!("no generator namespace"))?;
-        let rest: Vec<Netns> = ns.collect();
-        let recv = vec![Receiver_::start(&rest[0].0, &ifs[1])?, Receiver_::start(&rest[1].0, &ifs[2])?];
-        Ok(Self { ovs, gen_if: ifs[0].clone(), gen_ns, recv, _ns: rest })
+        Ok(Self { ovs, gen_if, gen_ns, servers })
     }
 
     /// Sends `flows` (`(dst, sport, first, count)`) from the generator.
@@ -228,9 +272,9 @@ impl Rack {
     /// Waits (a hang guard) until the receivers have seen `n` frames in all.
     fn wait_frames(&self, n: usize) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.recv.iter().map(Receiver_::count).sum::<usize>() < n {
+        while self.servers.iter().map(|s| s.recv.count()).sum::<usize>() < n {
             if Instant::now() > deadline {
-                bail!("the servers saw {} frames of {n}", self.recv.iter().map(Receiver_::count).sum::<usize>());
+                bail!("the servers saw {} frames of {n}", self.servers.iter().map(|s| s.recv.count()).sum::<usize>());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -280,14 +324,14 @@ fn the_controller_programs_ovs_with_one_entry_per_aggregate_and_rebuilds_from_it
     }
     let out = cadence_tests::out_dir("rack");
     std::fs::create_dir_all(&out)?;
-    let rack = Rack::start(&out)?;
+    let rack = Rack::start(&out, "a", &Kind::Linux)?;
     let r = run(&rack);
     std::fs::write(out.join("dump-flows.txt"), rack.ovs.ofctl("dump-flows", &[]).unwrap_or_default())?;
     r.with_context(|| format!("ovs-vswitchd.log tail:\n{}\n(artifacts in {})", ovs::log_tail(&rack.ovs), out.display()))
 }
 
 fn run(rack: &Rack) -> Result<()> {
-    let mut c = Running::start(&rack.ovs)?;
+    let mut c = Running::start(&rack.ovs, 2)?;
     c.wait("connection", |e| matches!(e, Event::Connected { .. }))?;
     c.wait("rebuild", |e| *e == Event::Rebuilt { restored: 0, foreign: 0 })?;
     let mut total = 0;
@@ -328,7 +372,7 @@ fn run(rack: &Rack) -> Result<()> {
     // A new controller: it rebuilds the four decisions from the table; a fifth aggregate
     // joins server 0 (active, 1 dedicated core after the restart: under τ); nothing moves.
     drop(c.stop()?);
-    let mut c = Running::start(&rack.ovs)?;
+    let mut c = Running::start(&rack.ovs, 2)?;
     c.wait("rebuild after the restart", |e| *e == Event::Rebuilt { restored: 4, foreign: 0 })?;
     rack.flows(&[("10.1.1.7", 1006, 0), ("10.1.4.7", 1007, 0), ("10.1.5.5", 1008, 0)], &mut total)?;
     let mut want = want;
@@ -370,19 +414,29 @@ fn run(rack: &Rack) -> Result<()> {
         bail!("packet-ins the controller could not read: {counts:?}");
     }
 
-    // Every frame once, in order per flow, on its aggregate's server only.
-    let server_of = |dst: &str| -> Option<usize> {
-        let agg = dst.rsplit_once('.').map(|(a, _)| format!("{a}.0/24"))?;
-        match want.get(&agg).map(String::as_str) {
-            Some("output:2") => Some(0),
-            Some("output:3") => Some(1),
-            _ if agg == "10.1.6.0/24" => Some(0),
-            _ => None,
-        }
-    };
+    // Every frame once, in order per flow, on its aggregate's server only (10.1.6.0/24,
+    // refused, reaches server 0 through the controller).
+    let mut route = want;
+    route.insert("10.1.6.0/24".into(), "output:2".into());
+    check_frames(rack, &|d| server_of(&route, d), 10)
+}
+
+/// The server (0: port 2, 1: port 3) `table` sends destination `dst` (a /24's address) to.
+fn server_of(table: &BTreeMap<String, String>, dst: &str) -> Option<usize> {
+    let agg = dst.rsplit_once('.').map(|(a, _)| format!("{a}.0/24"))?;
+    match table.get(&agg).map(String::as_str) {
+        Some("output:2") => Some(0),
+        Some("output:3") => Some(1),
+        _ => None,
+    }
+}
+
+/// Every frame once, in order per flow (50 frames each), on its aggregate's server only;
+/// `n` flows in all.
+fn check_frames(rack: &Rack, server_of: &dyn Fn(&str) -> Option<usize>, n: usize) -> Result<()> {
     let mut flows: BTreeMap<(String, u16), Vec<u32>> = BTreeMap::new();
-    for (i, r) in rack.recv.iter().enumerate() {
-        let seen = r.seen.lock().map_err(|_| anyhow!("receiver lock"))?.clone();
+    for (i, r) in rack.servers.iter().enumerate() {
+        let seen = r.recv.seen.lock().map_err(|_| anyhow!("receiver lock"))?.clone();
         for (d, sp, seq) in seen {
             if server_of(&d) != Some(i) {
                 bail!("flow {d}:{sp} frame {seq} reached server {i}, not its aggregate's");
@@ -402,8 +456,115 @@ fn run(rack: &Rack) -> Result<()> {
             bail!("flow {f:?}: frames lost or out of order: {seqs:?}");
         }
     }
-    if flows.len() != 10 {
-        bail!("{} flows arrived of 10", flows.len());
+    if flows.len() != n {
+        bail!("{} flows arrived of {n}", flows.len());
     }
     Ok(())
+}
+
+#[test]
+fn cadence_servers_report_their_cores_and_carry_the_aggregates_ovs_sends_them() -> Result<()> {
+    if !cadence_harness::netns::can_create() {
+        bail!("the rack test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    if !ovs::present() {
+        bail!(
+            "the rack test needs Open vSwitch (packages: {}); `cargo xtask test` installs it as root on Debian",
+            cadence_build::provision::OVS_PACKAGES.join(" ")
+        );
+    }
+    let bin = image::build_hosted(Profile::Release)?;
+    let out = cadence_tests::out_dir("rack_cadence");
+    std::fs::create_dir_all(&out)?;
+    // The L2 forwarder: port 0 (from the switch) to port 1 (the far host).
+    let toml = out.join("l2.toml");
+    std::fs::write(&toml, "[chain]\nnfs = []\nvalidate = \"l2\"\n")?;
+    let chain = out.join("l2.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
+    let mut rack = Rack::start(&out, "b", &Kind::Cadence(bin, chain))?;
+    let r = run_cadence(&mut rack);
+    std::fs::write(out.join("dump-flows.txt"), rack.ovs.ofctl("dump-flows", &[]).unwrap_or_default())?;
+    let mut summaries = Vec::new();
+    for s in &mut rack.servers {
+        if let Some(dp) = s.dp.take() {
+            summaries.push(dp.stop()?);
+        }
+    }
+    std::fs::write(out.join("summaries.txt"), summaries.join("\n"))?;
+    r.with_context(|| {
+        format!("ovs-vswitchd.log tail:\n{}\n(artifacts in {})", ovs::log_tail(&rack.ovs), out.display())
+    })?;
+    // Each server forwarded what it received from the switch to its far host: 50 frames per
+    // flow of its aggregates (server 0: 10.2.1/24 with 2 flows and the overflow 10.2.3/24;
+    // server 1: 10.2.2/24), and nothing else.
+    for (i, (s, want)) in summaries.iter().zip([150u64, 50]).enumerate() {
+        let (rx, tx) = (counter(s, "p0_rx")?, counter(s, "p1_tx")?);
+        if rx != want || tx != want {
+            bail!("server {i}: p0_rx={rx} p1_tx={tx}, want {want}: {s}");
+        }
+    }
+    Ok(())
+}
+
+/// Feeds every server's `@report` lines to the controller; how many were fed.
+fn feed_reports(rack: &mut Rack, c: &Running) -> Result<usize> {
+    let mut n = 0;
+    for (i, s) in rack.servers.iter_mut().enumerate() {
+        let Some(dp) = s.dp.as_mut() else { continue };
+        for l in dp.take_lines("@report") {
+            let (dedicated, _pps) = cadence_ctl::rack::parse_report(&l).ok_or_else(|| anyhow!("bad report: {l}"))?;
+            c.reports.send((i, dedicated))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn run_cadence(rack: &mut Rack) -> Result<()> {
+    // τ = 1: a server with one dedicated core (one worker) takes no second aggregate.
+    let mut c = Running::start(&rack.ovs, 1)?;
+    c.wait("rebuild", |e| *e == Event::Rebuilt { restored: 0, foreign: 0 })?;
+    // Each server's first report reaches the mapper: 1 dedicated core each.
+    for i in 0..2 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            feed_reports(rack, &c)?;
+            match c.events.recv_timeout(Duration::from_millis(100)) {
+                Ok(e) => {
+                    c.log.push(e.clone());
+                    if e == (Event::Report { server: i, dedicated: 1 }) {
+                        break;
+                    }
+                }
+                Err(_) if Instant::now() > deadline => bail!("no @report of server {i}: {:?}", c.log),
+                Err(_) => {}
+            }
+        }
+    }
+    // One aggregate at a time, so the decisions come in this order: 10.2.1/24 recruits
+    // server 0, 10.2.2/24 server 1, and 10.2.3/24 finds both full and none left (overflow,
+    // onto the server with the fewest cores: a tie, the lower index).
+    let mut total = 0;
+    rack.flows(&[("10.2.1.5", 2000, 0), ("10.2.1.6", 2001, 0)], &mut total)?;
+    feed_reports(rack, &c)?;
+    rack.flows(&[("10.2.2.5", 2002, 0)], &mut total)?;
+    feed_reports(rack, &c)?;
+    rack.flows(&[("10.2.3.5", 2003, 0)], &mut total)?;
+    c.drain();
+    let steers: Vec<Steer> =
+        c.log.iter().filter_map(|e| if let Event::Installed { steer, .. } = e { Some(*steer) } else { None }).collect();
+    if steers != [Steer::Recruited(0), Steer::Recruited(1), Steer::Overflow(0)] {
+        bail!("the mapper's decisions: {steers:?} (events {:?})", c.log);
+    }
+    let want: BTreeMap<String, String> =
+        [("10.2.1.0/24", "output:2"), ("10.2.2.0/24", "output:3"), ("10.2.3.0/24", "output:2")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+    let t = table(&rack.ovs)?;
+    if t != want {
+        bail!("OVS's table: {t:?}, want {want:?}");
+    }
+    drop(c.stop()?);
+    check_frames(rack, &|d| server_of(&want, d), 4)
 }
