@@ -100,9 +100,11 @@ pub enum Event {
     },
     /// The mapper's state was rebuilt from the switch's table.
     Rebuilt {
-        /// Aggregate entries restored.
+        /// Aggregate entries restored into the mapper, or found as the mapper already had
+        /// them (a reconnection).
         restored: usize,
-        /// Entries with our cookie that were not understood (left alone).
+        /// Entries with our cookie that were not understood, or that contradict the
+        /// mapper (left alone).
         foreign: usize,
     },
     /// A new aggregate's entry was installed (the barrier answered).
@@ -347,9 +349,12 @@ impl Controller {
                 };
                 match (e.matching.as_ipv4_dst(), server) {
                     (Some((prefix, len)), Some(s)) if len == self.mapper.prefix_len() => {
+                        // Restored, or (a reconnection) already the mapper's decision.
                         let agg = self.mapper.aggregate(prefix);
-                        if self.mapper.restore(agg, s as u16) {
+                        if self.mapper.restore(agg, s as u16) || self.mapper.route(agg) == Some(s as u16) {
                             restored += 1;
+                        } else {
+                            foreign += 1;
                         }
                     }
                     _ => foreign += 1,
@@ -432,6 +437,37 @@ impl Controller {
     }
 }
 
+/// An event as the line `cadence-ctl rack` prints (docs/PROTOCOL.md "Rack controller").
+pub fn event_line(e: &Event) -> String {
+    let ip = |a: u32| std::net::Ipv4Addr::from(a).to_string();
+    match e {
+        Event::Connected { dpid } => format!("@rack connected dpid={dpid:016x}"),
+        Event::Rebuilt { restored, foreign } => format!("@rack rebuilt restored={restored} foreign={foreign}"),
+        Event::Installed { prefix, len, steer, port } => {
+            let how = match steer {
+                Steer::Known(_) => "known",
+                Steer::New(_) => "new",
+                Steer::Recruited(_) => "recruited",
+                Steer::Overflow(_) => "overflow",
+            };
+            format!("@rack installed prefix={}/{len} server={} port={port} steer={how}", ip(*prefix), steer.server())
+        }
+        Event::Refused { prefix, ty, code } => match prefix {
+            Some(p) => format!("@rack refused prefix={} type={ty} code={code}", ip(*p)),
+            None => format!("@rack refused prefix=- type={ty} code={code}"),
+        },
+        Event::Report { server, dedicated } => format!("@rack report server={server} dedicated={dedicated}"),
+        Event::Disconnected(why) => format!("@rack disconnected why=\"{why}\""),
+    }
+}
+
+/// One line of `cadence-ctl rack`'s standard input: `SERVER @report …` (the server's index,
+/// then its `@report` line). `(server, dedicated)`, or `None` for any other line.
+pub fn parse_input(line: &str) -> Option<(usize, u16)> {
+    let (server, rest) = line.trim().split_once(' ')?;
+    Some((server.parse().ok()?, parse_report(rest.trim_start())?.0))
+}
+
 /// A server's `@report` line (docs/PROTOCOL.md): its dedicated cores and its load (frames
 /// received per second over the last period). `None` for any other line.
 pub fn parse_report(line: &str) -> Option<(u16, u64)> {
@@ -443,6 +479,17 @@ pub fn parse_report(line: &str) -> Option<(u16, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_lines_and_input() {
+        let e = Event::Installed { prefix: 0x0a01_0200, len: 24, steer: Steer::Recruited(1), port: 3 };
+        assert_eq!(event_line(&e), "@rack installed prefix=10.1.2.0/24 server=1 port=3 steer=recruited");
+        let e = Event::Refused { prefix: Some(0x0a01_0600), ty: 5, code: 1 };
+        assert_eq!(event_line(&e), "@rack refused prefix=10.1.6.0 type=5 code=1");
+        assert_eq!(parse_input("1 @report t_ms=200 period=0 dedicated=2 workers=2 rx=0 pps=0"), Some((1, 2)));
+        assert_eq!(parse_input("x @report dedicated=2 pps=0"), None);
+        assert_eq!(parse_input("@report dedicated=2 pps=0"), None);
+    }
 
     #[test]
     fn report_lines_parse() {

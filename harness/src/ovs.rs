@@ -10,7 +10,9 @@
 //! `ovs_datapath` netlink family is missing and carries on) whose ports are veths (opened
 //! as raw sockets by the netdev datapath); `protocols=OpenFlow13`; `fail_mode=secure` (no
 //! learning-switch fallback while the controller is away). `ovs-ofctl -O OpenFlow13 … unix:RUN/BR.mgmt`
-//! reads the table directly. The daemons run in the root namespace; the rack's hosts are in
+//! reads the table directly. `ovs-vsctl del-controller` flushes the flow table (a bridge
+//! left without a primary controller starts empty); pointing the bridge at another target
+//! keeps it. The daemons run in the root namespace; the rack's hosts are in
 //! namespaces of their own behind veths.
 
 use std::path::{Path, PathBuf};

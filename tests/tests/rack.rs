@@ -20,7 +20,9 @@
 //! four decisions from the switch's table (a fifth aggregate joins server 0, which is under τ
 //! after the restart, and no entry moves); then the table is limited (OVS's `flow_limit` with
 //! `overflow_policy=refuse`) so that a sixth aggregate's flow-mod is refused: the controller
-//! reports the refusal and keeps the aggregate's packets going to its server as packet-outs.
+//! reports the refusal and keeps the aggregate's packets going to its server as packet-outs;
+//! last, the switch drops the connection (pointed elsewhere) and comes back: the controller
+//! reports the disconnection, the table stays, and the reconnection finds the five entries.
 //!
 //! In the second, each server is a hosted Cadence dataplane (1 worker, the L2 forwarder,
 //! `report_ms=200`) whose port 0 is the switch's port and whose port 1 leads to a Linux host
@@ -151,6 +153,8 @@ struct Running {
     events: Receiver<Event>,
     reports: Sender<(usize, u16)>,
     log: Vec<Event>,
+    /// The TCP port it listens on.
+    port: u16,
 }
 
 impl Running {
@@ -172,7 +176,7 @@ impl Running {
             Ok(c)
         });
         ovs.set_controller(port)?;
-        Ok(Self { stop, thread: Some(thread), events, reports, log: Vec::new() })
+        Ok(Self { stop, thread: Some(thread), events, reports, log: Vec::new(), port })
     }
 
     /// Waits (a hang guard of 20 s) for an event `want` accepts, logging every event.
@@ -408,6 +412,19 @@ fn run(rack: &Rack) -> Result<()> {
     if t != want {
         bail!("OVS's table after the refusal: {t:?}, want {want:?}");
     }
+    // The switch drops the connection and comes back: the controller reports it, the table
+    // stays, and the reconnection finds the five entries as the mapper has them.
+    // (`del-controller` would not do: OVS flushes the table of a bridge left without a
+    // primary controller. Pointing it at a port nobody listens on drops the connection.)
+    let nobody = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    rack.ovs.set_controller(nobody)?;
+    c.wait("disconnection", |e| matches!(e, Event::Disconnected(_)))?;
+    let t = table(&rack.ovs)?;
+    if t != want {
+        bail!("OVS's table without its controller: {t:?}, want {want:?}");
+    }
+    rack.ovs.set_controller(c.port)?;
+    c.wait("rebuild after the reconnection", |e| *e == Event::Rebuilt { restored: 5, foreign: 0 })?;
     let ctl = c.stop()?;
     let counts = ctl.counts();
     if counts.bad != 0 {

@@ -117,6 +117,11 @@ impl IngressMapper {
         true
     }
 
+    /// The server of aggregate `agg`, if it has one.
+    pub fn route(&self, agg: u32) -> Option<u16> {
+        self.routes.get(&agg).copied()
+    }
+
     /// The aggregates installed, each with its server, in aggregate order.
     pub fn assigned(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
         self.routes.iter().map(|(&a, &s)| (a, s))
@@ -186,6 +191,8 @@ mod tests {
         assert_eq!(m.prefix(agg), 0x0a01_0200);
         assert!(m.restore(agg, 2));
         assert!(!m.restore(agg, 0), "never moved");
+        assert_eq!(m.route(agg), Some(2));
+        assert_eq!(m.route(agg + 1), None);
         assert!(!m.restore(7, 9), "no such server");
         assert_eq!(m.steer(0x0a01_02ff), Some(Steer::Known(2)));
         assert!(m.servers()[2].active);
