@@ -299,6 +299,22 @@ pub fn ensure_tshark() -> Result<()> {
     ensure_packages("the IPFIX test decodes the export with tshark", &TSHARK_PACKAGES, tshark_present)
 }
 
+/// Open vSwitch, the rack test's top-of-rack switch (its userspace datapath needs no kernel
+/// module): `ovsdb-server`, `ovs-vswitchd`, `ovs-vsctl`, `ovs-ofctl`.
+pub const OVS_PACKAGES: [&str; 1] = ["openvswitch-switch"];
+
+/// Whether OVS's daemons and tools run.
+pub fn ovs_present() -> bool {
+    let runs = |c: &str| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success());
+    runs("ovs-vswitchd") && runs("ovsdb-server") && runs("ovs-vsctl") && runs("ovs-ofctl")
+}
+
+/// Makes sure Open vSwitch is installed (as root with apt-get: installs it; the package's
+/// own service is not used: the rig starts its daemons in a run directory of its own).
+pub fn ensure_ovs() -> Result<()> {
+    ensure_packages("the rack test runs Open vSwitch as its switch", &OVS_PACKAGES, ovs_present)
+}
+
 /// The URL filter's evasion suite: a real HTTP server and a client that controls its bytes
 /// (Python 3's standard library), and `ethtool` to turn the test veths' offloads off.
 pub const EVASION_PACKAGES: [&str; 2] = ["python3", "ethtool"];

@@ -34,6 +34,31 @@ pub enum Cmd {
         /// The chain file.
         file: PathBuf,
     },
+    /// Run the rack controller (NetBlaze's ingress mapper) for an Open vSwitch bridge: it
+    /// listens for the bridge (`ovs-vsctl set-controller BR tcp:ADDR`, with
+    /// `protocols=OpenFlow13 fail_mode=secure`), rebuilds its state from the bridge's table,
+    /// and installs one entry per destination aggregate (docs/NETBLAZE.md "The rack on Open
+    /// vSwitch"). Servers' reports come on standard input as `SERVER @report …` lines (the
+    /// server's index, then the line its dataplane printed with `report_ms=`); events are
+    /// printed as `@rack …` lines. Stop it with Ctrl-C: the entries stay in the switch, and the
+    /// next run continues from them.
+    Rack {
+        /// Address to listen on for the switch.
+        #[arg(long, default_value = "127.0.0.1:6653")]
+        listen: String,
+        /// The switch's OpenFlow port of each server, in server order (repeat the option).
+        #[arg(long = "server-port", required = true)]
+        server_ports: Vec<u32>,
+        /// Destination prefix length of an aggregate.
+        #[arg(long, default_value_t = 24)]
+        prefix_len: u8,
+        /// τ: a server takes new aggregates while it reports fewer dedicated cores.
+        #[arg(long, default_value_t = 6)]
+        tau: u16,
+        /// Priority of the aggregate entries (the default entry is at 0).
+        #[arg(long, default_value_t = 100)]
+        priority: u16,
+    },
     /// Measure NetBlaze's capacity predictor of a chain on this machine (the chain's real
     /// code over software NICs, timed with the TSC) and write the profile file
     /// (docs/PROTOCOL.md "NetBlaze profile"). A debug build runs a release build of itself.
@@ -74,6 +99,29 @@ pub fn run(cmd: Cmd) -> Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             }
+        }
+        Cmd::Rack { listen, server_ports, prefix_len, tau, priority } => {
+            if prefix_len > 32 {
+                bail!("--prefix-len {prefix_len}: an IPv4 prefix length is 0..=32");
+            }
+            let mut ingress = cadence_core::netblaze::IngressConfig::default();
+            (ingress.prefix_len, ingress.tau) = (prefix_len, tau);
+            let cfg = crate::rack::RackConfig { server_ports, ingress, priority };
+            let mut c = crate::rack::Controller::new(cfg)?;
+            let listener = std::net::TcpListener::bind(&listen).with_context(|| format!("--listen {listen}"))?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in std::io::stdin().lines().map_while(Result::ok) {
+                    if let Some(r) = crate::rack::parse_input(&line)
+                        && tx.send(r).is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            println!("@rack listening addr={listen}");
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            c.serve(&listener, &rx, &stop, &mut |e| println!("{}", crate::rack::event_line(&e)))?;
         }
         Cmd::Chain { file } => {
             let c = crate::chain::load(&file)?;

@@ -4,6 +4,8 @@
 //! - [`ctl`]: the management channel's client and relay (`cadence-ctl ctl …`).
 //! - [`chain`]: chain files (TOML) checked and converted into the text form the dataplane
 //!   reads (`cadence-ctl chain …`).
+//! - [`openflow`], [`rack`]: the rack controller, NetBlaze's ingress mapper programming Open
+//!   vSwitch over OpenFlow 1.3 (issue 30).
 //! - [`profile`]: NetBlaze's capacity predictor measured on the chain's real code
 //!   (`cadence-ctl profile …`).
 //!
@@ -14,5 +16,7 @@
 pub mod chain;
 pub mod cli;
 pub mod ctl;
+pub mod openflow;
 #[allow(unsafe_code)] // `_rdtsc`: the cycle counter profiles are measured in
 pub mod profile;
+pub mod rack;

@@ -178,6 +178,9 @@ pub struct BootConfig {
     /// profile's (`epoch_ns`, the span its frontier was measured for); a value must be that
     /// one. Inside the run the epoch is the profile's, in ns, and in clock ticks on a lane.
     pub epoch_us: Option<u32>,
+    /// Period of `@report` lines (dedicated cores and load, for the rack controller) in
+    /// milliseconds; 0 = off.
+    pub report_ms: u32,
 }
 
 impl BootConfig {
@@ -227,6 +230,7 @@ impl Default for BootConfig {
             mapper_ms: 1000,
             aux: 0,
             epoch_us: None,
+            report_ms: 0,
         }
     }
 }
@@ -239,7 +243,7 @@ impl Default for BootConfig {
 pub const IDLE_AFTER_US: u32 = 0;
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 31] = [
+pub const KEYS: [&str; 32] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -271,6 +275,7 @@ pub const KEYS: [&str; 31] = [
     "mapper_ms",
     "aux",
     "epoch_us",
+    "report_ms",
 ];
 
 /// Line rate assumed when neither `line_mbps` nor the port says (10 GbE).
@@ -431,6 +436,7 @@ impl BootConfig {
                 "slo_us" => cfg.slo_us = int_in(value, 0, 10_000_000).ok_or(bad("an integer in 0..=10000000"))?,
                 "mapper_ms" => cfg.mapper_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
                 "aux" => cfg.aux = int_in(value, 0, 63).ok_or(bad("an integer in 0..=63"))? as usize,
+                "report_ms" => cfg.report_ms = int_in(value, 0, 60_000).ok_or(bad("an integer in 0..=60000"))?,
                 "epoch_us" => {
                     cfg.epoch_us = Some(int_in(value, 1, 10_000_000).ok_or(bad("an integer in 1..=10000000"))?)
                 }
@@ -581,6 +587,12 @@ mod tests {
             (c.aux, BootConfig::default().aux, c.epoch_us, BootConfig::default().epoch_us),
             (2, 0, Some(80), None)
         );
+        assert_eq!(BootConfig::parse("report_ms=500").unwrap().report_ms, 500);
+        assert_eq!(BootConfig::default().report_ms, 0);
+        assert!(matches!(
+            BootConfig::parse("report_ms=60001"),
+            Err(BootConfigError::BadValue { key: "report_ms", .. })
+        ));
         assert!(matches!(BootConfig::parse("epoch_us=0"), Err(BootConfigError::BadValue { key: "epoch_us", .. })));
         assert!(matches!(BootConfig::parse("epoch_us=x"), Err(BootConfigError::BadValue { key: "epoch_us", .. })));
         for bad in ["aux=64", "aux=-1", "aux=x"] {

@@ -2,7 +2,7 @@
 //! address and a default route via Cadence, and the dataplane itself (AF_XDP on the
 //! veths' far ends) started on a chain file and stopped with SIGINT for its `@summary`.
 //! Used by the tests that put Cadence between real hosts (`tests/tests/nat_icmp.rs`,
-//! `tests/tests/urlfilter_evasion.rs`) and by `cargo xtask run --hosted --topology`.
+//! `tests/tests/urlfilter_evasion.rs`, `tests/tests/rack.rs`) and by `cargo xtask run --hosted --topology`.
 //! Needs root and iproute2; CI runs as root. Timeouts are hang guards; nothing asserts on
 //! time.
 
@@ -140,6 +140,18 @@ impl Dataplane {
                 Err(_) => bail!("no answer to ctl {id} {cmd}"),
             }
         }
+    }
+
+    /// The lines it printed since the last call (or since `@ready`) that start with
+    /// `prefix`, without waiting; the others are dropped.
+    pub fn take_lines(&mut self, prefix: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(l) = self.lines.try_recv() {
+            if l.starts_with(prefix) {
+                out.push(l);
+            }
+        }
+        out
     }
 
     /// Stops it as STOP does (SIGINT) and returns its `@summary` line.

@@ -8,6 +8,7 @@
 //! - [`traffic`]: the generator, the frame-by-frame checker and what a chain makes of each
 //!   frame ([`traffic::expect`]).
 //! - [`protocol`]: the firmware's machine lines (`@ready`, `@stats`, `@summary`, …) parsed.
+//! - [`ovs`]: Open vSwitch in a run directory of its own (the rack's switch).
 //! - [`pcap`] and [`defmt`]: capture files and the image's defmt log decoded.
 //!
 //! `unsafe` is denied but in [`tap`] (the `ioctl`s and raw sockets of a tap interface).
@@ -18,6 +19,7 @@ pub mod defmt;
 mod host_port;
 pub mod hosts;
 pub mod netns;
+pub mod ovs;
 pub mod pcap;
 pub mod protocol;
 pub mod qemu;

@@ -125,6 +125,8 @@ pub fn test() -> Result<()> {
     cadence_build::provision::ensure_iproute().context("xtask test: step 'iproute2' failed")?;
     println!("\n==> xtask test: tshark (the IPFIX test's independent decoder)");
     cadence_build::provision::ensure_tshark().context("xtask test: step 'tshark' failed")?;
+    println!("\n==> xtask test: Open vSwitch (the rack test's switch)");
+    cadence_build::provision::ensure_ovs().context("xtask test: step 'Open vSwitch' failed")?;
     println!("\n==> xtask test: dpdk-test-acl (the ACL's differential test against rte_acl)");
     cadence_build::provision::ensure_test_acl().context("xtask test: step 'dpdk-test-acl' failed")?;
     println!(

@@ -90,6 +90,43 @@ impl IngressMapper {
         }
     }
 
+    /// The first address of aggregate `agg` (its `k` bits at the top).
+    pub fn prefix(&self, agg: u32) -> u32 {
+        match self.cfg.prefix_len {
+            0 => 0,
+            k => agg.checked_shl(32 - u32::from(k)).unwrap_or(0),
+        }
+    }
+
+    /// The prefix length `k`.
+    pub fn prefix_len(&self) -> u8 {
+        self.cfg.prefix_len
+    }
+
+    /// Restores a decision made before (a controller rebuilding its state from the switch's
+    /// table): aggregate `agg` is on `server`, which is active. An aggregate already routed
+    /// keeps its server (never moved); `false` when it was, or `server` is not in the rack.
+    pub fn restore(&mut self, agg: u32, server: u16) -> bool {
+        if self.routes.contains_key(&agg) {
+            return false;
+        }
+        let Some(s) = self.servers.get_mut(usize::from(server)) else { return false };
+        s.active = true;
+        s.dedicated = s.dedicated.max(1);
+        self.routes.insert(agg, server);
+        true
+    }
+
+    /// The server of aggregate `agg`, if it has one.
+    pub fn route(&self, agg: u32) -> Option<u16> {
+        self.routes.get(&agg).copied()
+    }
+
+    /// The aggregates installed, each with its server, in aggregate order.
+    pub fn assigned(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.routes.iter().map(|(&a, &s)| (a, s))
+    }
+
     /// A server's report of its dedicated cores.
     pub fn report(&mut self, server: usize, dedicated: u16) {
         if let Some(s) = self.servers.get_mut(server) {
@@ -140,5 +177,27 @@ impl IngressMapper {
         };
         self.routes.insert(agg, steer.server());
         Some(steer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restored_aggregates_stay_where_they_were() {
+        let mut m = IngressMapper::new(IngressConfig { prefix_len: 24, tau: 2 }, 3);
+        let agg = m.aggregate(0x0a01_0203);
+        assert_eq!(m.prefix(agg), 0x0a01_0200);
+        assert!(m.restore(agg, 2));
+        assert!(!m.restore(agg, 0), "never moved");
+        assert_eq!(m.route(agg), Some(2));
+        assert_eq!(m.route(agg + 1), None);
+        assert!(!m.restore(7, 9), "no such server");
+        assert_eq!(m.steer(0x0a01_02ff), Some(Steer::Known(2)));
+        assert!(m.servers()[2].active);
+        // A new aggregate joins the restored (active, under τ) server before recruiting.
+        assert_eq!(m.steer(0x0a09_0001), Some(Steer::New(2)));
+        assert_eq!(m.assigned().collect::<Vec<_>>(), vec![(agg, 2), (m.aggregate(0x0a09_0001), 2)]);
     }
 }

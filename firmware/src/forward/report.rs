@@ -191,3 +191,55 @@ fn write_lanes<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write) -> 
     }
     Ok(())
 }
+
+/// The rack controller's view of this server, kept between `@report` lines.
+pub(super) struct ReportState {
+    last_rx: u64,
+    last: Instant,
+    period: u64,
+}
+
+impl ReportState {
+    pub(super) fn new(start: Instant) -> Self {
+        Self { last_rx: 0, last: start, period: 0 }
+    }
+}
+
+/// Prints one `@report` line (docs/PROTOCOL.md): the dedicated cores this server uses — the
+/// server mapper's active queues when it runs and has decided a period, else the dedicated
+/// workers — and the load since the last line (frames received on every port, per second,
+/// from the workers' last publications). Gives up when the console is busy (`false`).
+pub(super) fn report<M: Machine, P: FwdPort>(
+    sh: &Shared<M, P>,
+    st: &mut ReportState,
+    start: Instant,
+    now: Instant,
+) -> bool {
+    let mut rx = 0u64;
+    for slot in &sh.telemetry.slots {
+        let s = slot.lock();
+        rx = rx.saturating_add(s.fwd.ports.iter().map(|p| p.rx).sum::<u64>());
+    }
+    let active = sh.mapping.meter_plan.is_some().then(|| sh.mapping.mapper.lock().active).filter(|&a| a > 0);
+    let dedicated = active.unwrap_or(sh.aux.dedicated as u64);
+    let ns = sh.clock.rate().ns(now.saturating_since(st.last));
+    let frames = rx.saturating_sub(st.last_rx);
+    let pps = if ns == 0 {
+        0
+    } else {
+        u64::try_from(u128::from(frames) * 1_000_000_000 / u128::from(ns)).unwrap_or(u64::MAX)
+    };
+    let t_ms = ms_since(&sh.clock, start, now);
+    let k = st.period;
+    let ok = sh.machine.try_line(&mut |w| {
+        write!(
+            w,
+            "@report t_ms={t_ms} period={k} dedicated={dedicated} workers={} rx={rx} pps={pps}",
+            sh.telemetry.slots.len()
+        )
+    });
+    if ok {
+        (st.last_rx, st.last, st.period) = (rx, now, k + 1);
+    }
+    ok
+}

@@ -562,6 +562,33 @@ fn a_stop_captured_from_one_boot_stops_neither_the_next_boot_nor_another_instanc
 }
 
 #[test]
+fn report_lines_say_the_dedicated_cores_and_count_the_frames_received() {
+    let m = FakeMachine::leak(4, vec![], 0);
+    let rig = start("CTL workers=2 stats_ms=0 report_ms=2 qsize=1024", m);
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@ready")));
+    for seq in 0..500u32 {
+        rig.in0.lock().expect("wire").push_back(udp_frame(MAC0, seq));
+    }
+    wait_for(|| rig.out1.lock().expect("wire").len() == 500);
+    // A line after every frame was published by its worker says all of them.
+    wait_for(|| m.lines().iter().any(|l| l.starts_with("@report") && key(l, "rx") == Some(500)));
+    rig.in0.lock().expect("wire").push_back(control_frame(m, MAC0, Command::Stop));
+    assert_eq!(rig.run.join().expect("run"), Outcome::Success);
+    let reports: Vec<String> = m.lines().into_iter().filter(|l| l.starts_with("@report")).collect();
+    for (k, l) in reports.iter().enumerate() {
+        // No server mapper: both workers are dedicated; periods counted from 0, rx never
+        // going back.
+        assert_eq!(key(l, "period"), Some(k as u64), "{l}");
+        assert_eq!(key(l, "dedicated"), Some(2), "{l}");
+        assert_eq!(key(l, "workers"), Some(2), "{l}");
+        assert!(key(l, "pps").is_some() && key(l, "t_ms").is_some(), "{l}");
+    }
+    let rx: Vec<u64> = reports.iter().filter_map(|l| key(l, "rx")).collect();
+    assert!(rx.windows(2).all(|w| w[0] <= w[1]), "{rx:?}");
+    let _ = rig.machine;
+}
+
+#[test]
 fn a_busy_console_skips_stats_lines_and_counts_them() {
     let m = FakeMachine::leak(2, vec![], 3);
     let rig = start("CTL stats_ms=1", m);

@@ -167,7 +167,7 @@ pub(super) fn run_worker<M: Machine, P: FwdPort>(sh: &'static Shared<M, P>, w: u
     sh.parked.fetch_add(1, Ordering::Release);
 }
 
-/// Worker 0 on the calling core, plus the clock: `@stats`, `max_s`, RSS moves.
+/// Worker 0 on the calling core, plus the clock: `@stats`, `@report`, `max_s`, RSS moves.
 pub(super) fn boot_worker<M: Machine, P: FwdPort>(
     sh: &'static Shared<M, P>,
     cfg: &BootConfig,
@@ -187,6 +187,9 @@ pub(super) fn boot_worker<M: Machine, P: FwdPort>(
     let start = sh.started;
     let period = rate.ticks_from_ms(u64::from(cfg.stats_ms));
     let mut next_stats = (cfg.stats_ms > 0).then(|| start.saturating_add(period));
+    let report_period = rate.ticks_from_ms(u64::from(cfg.report_ms));
+    let mut next_report = (cfg.report_ms > 0).then(|| start.saturating_add(report_period));
+    let mut reports = report::ReportState::new(start);
     let deadline = sh.max_deadline;
     let mut pl = make_worker(sh, 0);
     let mut local = Local::new(sh);
@@ -218,6 +221,11 @@ pub(super) fn boot_worker<M: Machine, P: FwdPort>(
                 sh.telemetry.stats_skipped.fetch_add(1, Ordering::Relaxed);
             }
             next_stats = next_stats.map(|t| t.saturating_add(period).max(now));
+        }
+        if next_report.is_some_and(|t| now >= t) {
+            // A busy console skips this period's line; the next one covers both.
+            let _ = report::report(sh, &mut reports, start, now);
+            next_report = next_report.map(|t| t.saturating_add(report_period).max(now));
         }
         match sh.rss.commands.take() {
             None => {}
