@@ -57,7 +57,8 @@ struct Field {
     /// ANDs only the words that all five fields may have set (at most 64 words: 4 096 rules,
     /// [`MAX_RULES`]).
     bits: Vec<u64>,
-    words: usize,
+    /// Words per interval: the summary and the vector.
+    stride: usize,
 }
 
 /// `::ffff:0.0.0.0`, the first IPv4-mapped address.
@@ -95,7 +96,7 @@ impl Field {
                 *summary = vector.iter().enumerate().fold(0, |m, (k, &w)| m | u64::from(w != 0) << (k % 64));
             }
         }
-        Field { bounds, narrow, top: Vec::new(), bits, words }
+        Field { bounds, narrow, top: Vec::new(), bits, stride }
     }
 
     /// Adds the top-16-bit index ([`Field::top`], 128 KiB) for IPv4-mapped keys or IPv6 keys,
@@ -173,10 +174,10 @@ impl Field {
     /// The summary and the vector of interval `i` (none past the end).
     #[inline]
     fn row_at(&self, i: usize) -> (u64, &[u64]) {
-        let stride = self.words + 1;
-        match self.bits.get(i * stride..(i + 1) * stride).and_then(|r| r.split_first()) {
-            Some((&summary, vector)) => (summary, vector),
-            None => (0, &[]),
+        let start = i * self.stride;
+        match self.bits.get(start..start + self.stride) {
+            Some([summary, vector @ ..]) => (*summary, vector),
+            _ => (0, &[]),
         }
     }
 
