@@ -82,6 +82,8 @@ struct Count {
     /// Frames that read a field of an invalid header (DPDK reads it through a stale pointer).
     invalid: usize,
     refused: BTreeMap<&'static str, usize>,
+    /// The output ports of the compared frames that both sent.
+    ports: std::collections::BTreeSet<u32>,
     /// The loader's refusal, which names the line and construct.
     loader: Option<String>,
 }
@@ -144,6 +146,7 @@ fn check(runner: &Runner, spec: &str, files: &[(&str, &str)], frames: &[Frame]) 
         let ours: Vec<(u32, &[u8])> = match v {
             Verdict::Tx { port, len } => {
                 c.tx += 1;
+                c.ports.insert(port as u32);
                 vec![(port as u32, &out[..len])]
             }
             Verdict::Drop => {
@@ -170,11 +173,15 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
         ("dpdk/l2fwd_macswp.spec", &[]),
         (
             "dpdk/fib.spec",
-            &[("routing_table", "dpdk/fib_routing_table.txt"), ("nexthop_table", "dpdk/fib_nexthop_table.txt")],
+            &[
+                ("routing_table", "dpdk/fib_routing_table.txt"),
+                ("nexthop_group_table", "dpdk/fib_nexthop_group_table.txt"),
+                ("nexthop_table", "dpdk/fib_nexthop_table.txt"),
+            ],
         ),
         ("dpdk/vxlan.spec", &[("vxlan_table", "dpdk/vxlan_table.txt")]),
         ("dpdk/learner.spec", &[]),
-        ("dpdk/selector.spec", &[]),
+        ("dpdk/selector.spec", &[("s", "dpdk/selector.txt")]),
         ("dpdk/registers.spec", &[]),
         ("dpdk/hash_func.spec", &[]),
         ("p4c/pna-example-pass.p4.spec", &[]),
@@ -213,9 +220,25 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
         v[14 + 20 + 13] = flags;
         with_tcp.push(Frame { port: i as u32 % 4, bytes: v });
     }
+    // For the selector: frames to group 0 (its group id is the destination MAC's low 32
+    // bits, masked to 64 groups; `selector.txt` fills group 0 with members 0..=3 of weights
+    // 1, 1, 2, 4, and the member is the output port), over many address pairs, so that the
+    // hash spreads them over every member.
+    let mut with_groups = frames.clone();
+    for i in 0..48u8 {
+        let bytes =
+            udp4([2, 0, 0, 0, 0, 0x40], [10, 1, i, 1], [10, 2, i.wrapping_mul(7), 3], 1000 + u16::from(i), 53, 8);
+        with_groups.push(Frame { port: 0, bytes });
+    }
     let mut failures = Vec::new();
     for (spec, files) in specs {
-        let frames = if spec.contains("tcp") { &with_tcp } else { &frames };
+        let frames = if spec.contains("tcp") {
+            &with_tcp
+        } else if spec.contains("selector") {
+            &with_groups
+        } else {
+            &frames
+        };
         match check(&runner, spec, files, frames) {
             Ok(Count { loader: Some(e), .. }) => {
                 println!("{spec}: refused by the loader: {e}");
@@ -223,10 +246,17 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
                     failures.push(format!("{spec}: a refusal that names no construct: {e}"));
                 }
             }
-            Ok(c) => println!(
-                "{spec}: {} compared, {} matched ({} tx, {} drop); excluded {} stale, {} runts, {} invalid-header reads; refused by name {:?}",
-                c.compared, c.matched, c.tx, c.drop, c.stale, c.runt, c.invalid, c.refused
-            ),
+            Ok(c) => {
+                println!(
+                    "{spec}: {} compared, {} matched ({} tx, {} drop, ports {:?}); excluded {} stale, {} runts, {} invalid-header reads; refused by name {:?}",
+                    c.compared, c.matched, c.tx, c.drop, c.ports, c.stale, c.runt, c.invalid, c.refused
+                );
+                // The selector's hash must have picked every member of group 0 (ports 0..=3),
+                // or the comparison says nothing about it.
+                if spec.contains("selector") && c.ports.len() < 4 {
+                    failures.push(format!("{spec}: only ports {:?}: the frames did not reach every member", c.ports));
+                }
+            }
             Err(e) => {
                 println!("{e:#}");
                 failures.push(format!("{e:#}"));

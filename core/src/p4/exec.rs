@@ -100,6 +100,14 @@ pub trait Tables {
         let _ = (learner, key);
         Err(Fault::Unsupported("forget"))
     }
+
+    /// A selector's member for `group` and the selector fields' `hash`
+    /// ([`super::hash::selector_hash`]). The default is a selector with no groups, whose group
+    /// table DPDK fills with zeros: member 0.
+    fn select(&mut self, selector: u16, group: u32, hash: u32) -> u32 {
+        let _ = (selector, group, hash);
+        0
+    }
 }
 
 /// Tables without entries: every lookup misses (what DPDK does before any entry is added);
@@ -441,6 +449,60 @@ impl State {
         Verdict::Tx { port, len }
     }
 
+    /// A selector, as DPDK 22.11 runs one (`rte_swx_table_selector_select`): the group id is
+    /// the 32-bit host-order word at the `group_id` field's offset; the selector fields' bytes,
+    /// at their places in the span from the first field to the end of the last (bytes between
+    /// fields masked to zero), zero-padded to a power of two of at least 8, are hashed
+    /// ([`super::hash::selector_hash`]); the member id that `tables` picks is written as a
+    /// 32-bit host-order word at the `member_id` field's offset. A span over 64 bytes (DPDK
+    /// refuses such a selector) ends the packet.
+    fn select<T: Tables + ?Sized>(&mut self, s: &SelectorDef, id: u16, tables: Option<&mut T>) -> Result<(), Fault> {
+        // The read flags (a field of an invalid header, unwritten metadata) as for a key.
+        self.build_key(s.selector.iter().copied());
+        let (Some(first), Some(last)) =
+            (s.selector.iter().min_by_key(|f| f.offset), s.selector.iter().max_by_key(|f| f.offset))
+        else {
+            return Err(Fault::FellOff);
+        };
+        let span = (last.offset + last.bits / 8).saturating_sub(first.offset) as usize;
+        if span > 64 {
+            return Err(Fault::Unsupported("selector over 64 bytes"));
+        }
+        let mut buf = [0u8; 64];
+        for f in &s.selector {
+            let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+            let src = match f.space {
+                Space::Header(_) => self.hdr.get(o..o + n),
+                Space::Meta | Space::Arg => self.meta.get(o..o + n),
+            };
+            let at = (f.offset - first.offset) as usize;
+            if let (Some(src), Some(dst)) = (src, buf.get_mut(at..at + n)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        let size = span.next_power_of_two().max(8);
+        let hash = super::hash::selector_hash(buf.get(..size).unwrap_or(&[]));
+        let word = |meta: &[u8], o: usize| {
+            let mut w = [0u8; 4];
+            for (d, s) in w.iter_mut().zip(meta.get(o..).unwrap_or(&[])) {
+                *d = *s;
+            }
+            u32::from_le_bytes(w)
+        };
+        let go = s.group_id.offset as usize;
+        self.check_meta(go, 4);
+        let group = word(&self.meta, go);
+        let member = tables.map_or(0, |t| t.select(id, group, hash));
+        let mo = s.member_id.offset as usize;
+        for (d, b) in self.meta.iter_mut().skip(mo).take(4).zip(member.to_le_bytes()) {
+            *d = b;
+        }
+        for w in self.written.iter_mut().skip(mo).take(4) {
+            *w = true;
+        }
+        Ok(())
+    }
+
     /// Builds the lookup key of `fields` into `self.key` (big-endian fields back to back).
     fn build_key(&mut self, fields: impl Iterator<Item = Field>) {
         let State { hdr, meta, key, valid, invalid_read, written, unwritten_read, .. } = self;
@@ -563,6 +625,12 @@ impl State {
                 Instr::Cksub { dst, src } => {
                     let v = self.raw(src);
                     self.ck(dst, None, Some(v), None, p);
+                }
+                Instr::Table { table: TableRef::Selector(id) } => {
+                    let Some(sel) = p.selectors.get(usize::from(id)) else { return End::Fault(Fault::FellOff) };
+                    if let Err(f) = self.select(sel, id, tables.as_deref_mut()) {
+                        return End::Fault(f);
+                    }
                 }
                 Instr::Table { table } => {
                     let default = match table {

@@ -87,6 +87,47 @@ pub fn crc32c(data: &[u8], init: u32) -> u32 {
     crc
 }
 
+/// `_mm_crc32_u64(crc, v)`: CRC-32C of `v`'s 8 bytes (little-endian) from `crc`'s low 32 bits.
+fn crc32_u64(crc: u64, v: u64) -> u64 {
+    u64::from(crc32c(&v.to_le_bytes(), crc as u32))
+}
+
+/// The hash of DPDK 22.11's selector table (`rte_swx_table_selector.c`, `hash`, seed 0) over
+/// `key`: 8, 16, 32 or 64 bytes (the selector's field span, already masked and zero-padded),
+/// read as little-endian 64-bit words; any other length hashes to 0, as there.
+pub fn selector_hash(key: &[u8]) -> u32 {
+    let k = |i: usize| -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(b) = key.get(i * 8..i * 8 + 8) {
+            w.copy_from_slice(b);
+        }
+        u64::from_le_bytes(w)
+    };
+    let seed = 0u64;
+    let h = match key.len() {
+        8 => crc32_u64(seed, k(0)),
+        16 => {
+            let k0 = k(0);
+            crc32_u64(k0, seed) ^ crc32_u64(k0 >> 32, k(1))
+        }
+        32 => {
+            let (k0, k2) = (k(0), k(2));
+            let (crc0, crc1) = (crc32_u64(k0, seed), crc32_u64(k0 >> 32, k(1)));
+            let (crc2, crc3) = (crc32_u64(k2, k(3)), k2 >> 32);
+            crc32_u64(crc0, crc1) ^ crc32_u64(crc2, crc3)
+        }
+        64 => {
+            let (k0, k2, k5) = (k(0), k(2), k(5));
+            let (crc0, crc1) = (crc32_u64(k0, seed), crc32_u64(k0 >> 32, k(1)));
+            let (crc2, crc3) = (crc32_u64(k2, k(3)), crc32_u64(k2 >> 32, k(4)));
+            let (crc4, crc5) = (crc32_u64(k5, k(6)), crc32_u64(k5 >> 32, k(7)));
+            crc32_u64(crc0, (crc1 << 32) ^ crc2) ^ crc32_u64(crc3, (crc4 << 32) ^ crc5)
+        }
+        _ => 0,
+    };
+    h as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,7 +29,7 @@ use core::fmt;
 use super::SpecError;
 use super::entry::{self, Entry};
 use super::exec::{Fault, Hit, Tables};
-use super::program::{ActionId, MatchKind, Program, TableRef};
+use super::program::{ActionId, MatchKind, Program, SelectorDef, TableRef};
 use crate::pna::IdleTimeout;
 use crate::pna::exact::{EntryHandle, ExactConfig, ExactTable, Local, Lookup};
 use crate::pna::lpm::{Lpm6, LpmConfig};
@@ -110,6 +110,7 @@ struct Learner {
 pub struct TableSet {
     tables: Vec<Kind>,
     learners: Vec<Learner>,
+    selectors: Vec<Groups>,
     /// Argument bytes of each action.
     arg_bytes: Vec<usize>,
     /// The data of the last exact hit, as bytes.
@@ -175,9 +176,16 @@ impl TableSet {
             return Err(refused(&a.name, "action data wider than 64 bytes"));
         }
         for (name, _) in files {
-            if !p.tables.iter().any(|t| t.name == *name) {
-                return Err(refused(name, "no such table (selectors and learners take no file here)"));
+            if !p.tables.iter().any(|t| t.name == *name) && p.selector(name).is_none() {
+                return Err(refused(name, "no such table or selector (learners take no file)"));
             }
+        }
+        let mut selectors = Vec::with_capacity(p.selectors.len());
+        for sel in &p.selectors {
+            let text = files.iter().find(|(n, _)| *n == sel.name).map_or("", |(_, x)| *x);
+            let members = entry::parse_selector_file(sel, text)
+                .map_err(|error| BuildError::Entry { table: sel.name.clone(), error })?;
+            selectors.push(Groups::build(sel, &members)?);
         }
         let mut tables = Vec::with_capacity(p.tables.len());
         for t in &p.tables {
@@ -265,7 +273,15 @@ impl TableSet {
             let local = table.local();
             learners.push(Learner { table, local, last: None, profiles: l.timeouts.len() });
         }
-        Ok(TableSet { tables, learners, arg_bytes, buf: [0; DATA_WORDS * 8], now: Instant(0), learn_refused: 0 })
+        Ok(TableSet {
+            tables,
+            learners,
+            selectors,
+            arg_bytes,
+            buf: [0; DATA_WORDS * 8],
+            now: Instant(0),
+            learn_refused: 0,
+        })
     }
 
     /// Sets the clock the learners' expiry reads (nanoseconds).
@@ -276,6 +292,88 @@ impl TableSet {
     /// Live entries of learner `l`.
     pub fn learned(&self, l: u16) -> usize {
         self.learners.get(usize::from(l)).map_or(0, |x| x.table.count(self.now))
+    }
+}
+
+/// A selector's group table, as DPDK 22.11 lays it out (`rte_swx_table_selector.c`): the
+/// group and member counts rounded up to powers of two (`G`, `M`); group `g` is `M` member ids
+/// in which each member appears in proportion to its weight. Built once; a lookup is one read.
+#[derive(Debug)]
+struct Groups {
+    table: Vec<u32>,
+    groups_mask: u32,
+    members_log2: u32,
+}
+
+impl Groups {
+    /// The group table of `sel` with `members` (file order): per group, DPDK's `group_set` —
+    /// weights divided by every common divisor from 2 up to the smallest weight, in turn; their
+    /// sum at most `M`; each member repeated `weight × (M / sum)` times, then the remainder
+    /// `M % sum` handed out in member order, at most a member's weight each.
+    fn build(sel: &SelectorDef, members: &[entry::Member]) -> Result<Self, BuildError> {
+        let g = sel.n_groups_max.checked_next_power_of_two().ok_or_else(|| refused(&sel.name, "too many groups"))?;
+        let m = sel
+            .n_members_per_group_max
+            .checked_next_power_of_two()
+            .ok_or_else(|| refused(&sel.name, "too many members per group"))?;
+        let size = (g as usize).checked_mul(m as usize).filter(|&n| n <= 1 << 24);
+        let size = size.ok_or_else(|| refused(&sel.name, "a group table of more than 2^24 entries"))?;
+        let mut table = Vec::new();
+        table.try_reserve_exact(size).map_err(|_| refused(&sel.name, "no memory for its group table"))?;
+        table.resize(size, 0u32);
+        let mut ids: Vec<u32> = members.iter().map(|x| x.group).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for gid in ids {
+            // (member, weight, normalized weight), in file order.
+            let mut ms: Vec<(u32, u32, u32)> = Vec::new();
+            for x in members.iter().filter(|x| x.group == gid) {
+                if x.member >= m || x.weight == 0 || ms.iter().any(|e| e.0 == x.member) {
+                    return Err(refused(&sel.name, "a member id past the group size, a zero weight or a member twice"));
+                }
+                ms.push((x.member, x.weight, x.weight));
+            }
+            let min = ms.iter().map(|e| e.1).min().unwrap_or(1);
+            for d in 2..=min {
+                if ms.iter().all(|e| e.2 % d == 0) {
+                    for e in &mut ms {
+                        e.2 /= d;
+                    }
+                }
+            }
+            let sum: u64 = ms.iter().map(|e| u64::from(e.2)).sum();
+            if sum > u64::from(m) {
+                return Err(refused(&sel.name, "a group whose weights add up to more than n_members_per_group_max"));
+            }
+            let sum = sum as u32;
+            let (mult, mut rem) = (m / sum.max(1), m % sum.max(1));
+            let mut counts: Vec<u32> = ms.iter().map(|e| e.2 * mult).collect();
+            for (c, e) in counts.iter_mut().zip(&ms) {
+                if rem == 0 {
+                    break;
+                }
+                let add = e.2.min(rem);
+                *c += add;
+                rem -= add;
+            }
+            let base = (gid as usize) * (m as usize);
+            let mut at = base;
+            for (c, e) in counts.iter().zip(&ms) {
+                for _ in 0..*c {
+                    if let Some(slot) = table.get_mut(at) {
+                        *slot = e.0;
+                    }
+                    at += 1;
+                }
+            }
+        }
+        Ok(Groups { table, groups_mask: g - 1, members_log2: m.trailing_zeros() })
+    }
+
+    fn select(&self, group: u32, hash: u32) -> u32 {
+        let g = (group & self.groups_mask) as usize;
+        let i = (hash & ((1u32 << self.members_log2) - 1)) as usize;
+        self.table.get((g << self.members_log2) + i).copied().unwrap_or(0)
     }
 }
 
@@ -367,6 +465,10 @@ impl Tables for TableSet {
         };
         let _ = r; // An entry that went in between: nothing to rearm, as DPDK.
         Ok(())
+    }
+
+    fn select(&mut self, selector: u16, group: u32, hash: u32) -> u32 {
+        self.selectors.get(usize::from(selector)).map_or(0, |s| s.select(group, hash))
     }
 
     fn forget(&mut self, l: u16, key: &[u8]) -> Result<(), Fault> {

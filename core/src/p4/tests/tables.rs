@@ -240,3 +240,54 @@ fn metadata_no_instruction_writes_is_not_flagged() {
     assert_eq!(st.run_with(&p, &mut t, &f, 0, &mut out), Verdict::Tx { port: 0, len: f.len() });
     assert!(!st.read_unwritten());
 }
+
+/// The member a selector's group table gives for `hash` (group 0).
+fn members(t: &mut TableSet, hashes: core::ops::Range<u32>) -> std::vec::Vec<u32> {
+    hashes.map(|h| Tables::select(t, 0, 0, h)).collect()
+}
+
+/// DPDK's layout of a group (`rte_swx_table_selector.c`, `group_set`): `selector.txt`'s
+/// weights 1, 1, 2, 4 over 16 places; weights with a common divisor normalised first, and the
+/// remainder of 16 over their sum handed out in member order.
+#[test]
+fn selector_groups_are_laid_out_as_dpdk_lays_them_out() {
+    let p = load(&corpus("selector.spec")).unwrap();
+    let text = corpus("selector.txt");
+    let mut t = TableSet::build(&p, &[("s", &text)]).unwrap();
+    let want: std::vec::Vec<u32> =
+        [(0, 2), (1, 2), (2, 4), (3, 8)].iter().flat_map(|&(m, n)| core::iter::repeat_n(m, n)).collect();
+    assert_eq!(members(&mut t, 0..16), want);
+    // The hash's low bits pick the place: 16 places, so hash 16 + i is place i.
+    assert_eq!(members(&mut t, 16..32), want);
+    // Another group of the 64 (none here): DPDK's zeros.
+    assert_eq!(Tables::select(&mut t, 0, 5, 7), 0);
+    // 2, 4, 6: divided by 2 → 1, 2, 3 (sum 6); 16 / 6 = 2 each plus the remainder 4 in order
+    // (1 to the first, 2 to the second, 1 to the third): 3, 6, 7 places.
+    let mut t = TableSet::build(
+        &p,
+        &[("s", "group 0 member 0 weight 2\ngroup 0 member 1 weight 4\ngroup 0 member 2 weight 6\n")],
+    )
+    .unwrap();
+    let want: std::vec::Vec<u32> =
+        [(0, 3), (1, 6), (2, 7)].iter().flat_map(|&(m, n)| core::iter::repeat_n(m, n)).collect();
+    assert_eq!(members(&mut t, 0..16), want);
+}
+
+/// What DPDK's `group_set` refuses is refused at build, naming the selector.
+#[test]
+fn selector_groups_dpdk_refuses_are_refused() {
+    let p = load(&corpus("selector.spec")).unwrap();
+    for (text, why) in [
+        ("group 0 member 0 weight 9\ngroup 0 member 1 weight 8\n", "more than n_members_per_group_max"),
+        ("group 0 member 16 weight 1\n", "past the group size"),
+        ("group 0 member 1 weight 1\ngroup 0 member 1 weight 2\n", "a member twice"),
+    ] {
+        match TableSet::build(&p, &[("s", text)]) {
+            Err(BuildError::Refused { table, reason }) => {
+                assert_eq!(table, "s");
+                assert!(reason.contains(why), "{text:?}: {reason}");
+            }
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+}
