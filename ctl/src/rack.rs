@@ -32,11 +32,18 @@
 //! **What is not solved**: packets of a new aggregate that reach the switch between its
 //! first packet-in and the entry's installation come to the controller as packet-ins and are
 //! sent out after the entry exists, so a later packet that hits the entry directly can pass
-//! them (a reorder within the aggregate's first milliseconds). The rack test counts reorders
-//! with the harness's checker rather than assume none.
+//! them (a reorder within the aggregate's first milliseconds). The rack test checks order per
+//! flow at the receivers, and its generator sends a flow's first frame alone and waits for it
+//! (as a TCP flow's first packet waits for its answer).
+//!
+//! **Baseline**: with [`RackConfig::select_baseline`] the controller installs an OpenFlow
+//! `select` group over the servers' ports instead, and all IPv4 goes to it (the switch hashes
+//! each flow onto one bucket, what ECMP does); the mapper is not consulted.
 //!
 //! Server reports ([`RackConfig`] server `i` ↔ OVS port) come in as `(server, dedicated)`
-//! over a channel and go to `IngressMapper::report`.
+//! over a channel and go to `IngressMapper::report`; [`parse_report`] reads a dataplane's
+//! `@report` line (docs/PROTOCOL.md), and `cadence-ctl rack` takes them on standard input
+//! ([`parse_input`]) and prints events as [`event_line`]s.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
