@@ -8,7 +8,8 @@
 //! - [`traffic`]: the generator, the frame-by-frame checker and what a chain makes of each
 //!   frame ([`traffic::expect`]).
 //! - [`protocol`]: the firmware's machine lines (`@ready`, `@stats`, `@summary`, …) parsed.
-//! - [`ovs`]: Open vSwitch in a run directory of its own (the rack's switch).
+//! - [`ovs`]: Open vSwitch in a run directory of its own; [`rack`]: a rack of servers behind
+//!   it with the rack controller (issue 30).
 //! - [`pcap`] and [`defmt`]: capture files and the image's defmt log decoded.
 //!
 //! `unsafe` is denied but in [`tap`] (the `ioctl`s and raw sockets of a tap interface).
@@ -23,6 +24,7 @@ pub mod ovs;
 pub mod pcap;
 pub mod protocol;
 pub mod qemu;
+pub mod rack;
 pub mod rig;
 #[allow(unsafe_code)] // SIOCGIFFLAGS/SIOCSIFFLAGS and an AF_PACKET socket on the tap interface
 pub mod tap;
