@@ -12,13 +12,16 @@
 //!   it with the rack controller (issue 30).
 //! - [`pcap`] and [`defmt`]: capture files and the image's defmt log decoded.
 //!
-//! `unsafe` is denied but in [`tap`] (the `ioctl`s and raw sockets of a tap interface).
+//! `unsafe` is denied but in [`tap`] (the `ioctl`s and raw sockets of a tap interface) and
+//! [`interrupt`] (a SIGINT handler).
 #![deny(unsafe_code)]
 
 pub mod accel;
 pub mod defmt;
 mod host_port;
 pub mod hosts;
+#[allow(unsafe_code)] // signal(2): a SIGINT handler that sets a flag
+pub mod interrupt;
 pub mod netns;
 pub mod ovs;
 pub mod pcap;

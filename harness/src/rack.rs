@@ -268,6 +268,9 @@ impl Rack {
     pub fn wait_frames(&self, n: usize) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.servers.iter().map(|s| s.recv.count()).sum::<usize>() < n {
+            if crate::interrupt::requested() {
+                bail!("interrupted (Ctrl-C)");
+            }
             if Instant::now() > deadline {
                 bail!("the servers saw {} frames of {n}", self.servers.iter().map(|s| s.recv.count()).sum::<usize>());
             }
@@ -310,14 +313,11 @@ pub fn table(ovs: &Ovs) -> Result<BTreeMap<String, String>> {
     Ok(t)
 }
 
-/// The server (0: port 2, 1: port 3) `table` sends destination `dst` (a /24's address) to.
+/// The server (`i`: switch port `2 + i`) `table` sends destination `dst` (a /24's address) to.
 pub fn server_of(table: &BTreeMap<String, String>, dst: &str) -> Option<usize> {
     let agg = dst.rsplit_once('.').map(|(a, _)| format!("{a}.0/24"))?;
-    match table.get(&agg).map(String::as_str) {
-        Some("output:2") => Some(0),
-        Some("output:3") => Some(1),
-        _ => None,
-    }
+    let port: usize = table.get(&agg)?.strip_prefix("output:")?.parse().ok()?;
+    port.checked_sub(2)
 }
 
 /// Every frame once, in order per flow (50 frames each), on its aggregate's server only;
