@@ -10,9 +10,9 @@
 //!  netns …s1 (server 1) ══ port 3 ┘
 //! ```
 //!
-//! Two tests. In the first, the servers are Linux hosts with a raw-socket receiver and their
-//! reports are fed to the controller by the test, to walk the mapper's decisions; τ = 2: the first aggregate recruits server
-//! 0, the second joins it; server 0 then reports 2 dedicated cores, so the third recruits
+//! Three tests. In the first, the servers are Linux hosts with a raw-socket receiver and
+//! their reports are fed to the controller by the test, to walk the mapper's decisions;
+//! τ = 2: the first aggregate recruits server 0, the second joins it; server 0 then reports 2 dedicated cores, so the third recruits
 //! server 1 and the fourth joins server 1. Assertions are on OVS's own table
 //! (`ovs-ofctl -O OpenFlow13 dump-flows`: one entry per aggregate, output to the server the
 //! mapper chose) and on what the receivers saw: every frame once, in order per flow, on the
@@ -32,10 +32,15 @@
 //! onto server 0. Asserted: OVS's table, every frame once and in order per flow at the far
 //! hosts, and each dataplane's `@summary` (`p0_rx` = `p1_tx` = the frames of its aggregates).
 //!
-//! Each flow's first frame is sent alone and waited for before the rest (as a TCP flow's
-//! first packet waits for its answer): a frame that reaches the switch while its aggregate's
-//! entry is being installed goes through the controller and could be passed by a later one
-//! (rack.rs module docs). Timeouts are hang guards; nothing asserts on time.
+//! The third sends the same 16 flows (2 aggregates) through the mapper and through the
+//! `select` baseline (`RackConfig::select_baseline`) on a fresh rack each: the mapper keeps
+//! them on 1 server, `select` spreads them over both; no frame lost or reordered either way.
+//!
+//! The rig is `cadence_harness::rack`. Each flow's first frame is sent alone and waited for
+//! before the rest (as a TCP flow's first packet waits for its answer): a frame that reaches
+//! the switch while its aggregate's entry is being installed goes through the controller and
+//! could be passed by a later one (`cadence_ctl::rack` module docs); the rest go 4 flows at a
+//! time. Timeouts are hang guards; nothing asserts on time.
 
 use std::collections::{BTreeMap, BTreeSet};
 
