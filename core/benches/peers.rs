@@ -9,6 +9,7 @@
 //!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
 //! peers lpm --routes F --ips F --label L [--huge]                  # pna::lpm::Lpm4 on dpdk-test-fib's files
+//! peers lpm6 --routes F --ips F --label L [--huge]                 # pna::lpm::Lpm6 on dpdk-test-fib -6's files
 //! ```
 //!
 //! Method (identical in `benches/peers/common.h`): one discarded warm-up sample, then samples
@@ -335,6 +336,61 @@ fn lpm(routes: &str, ips: &str, label: &str, stride: u8, op: &str) -> Result<(),
     Ok(())
 }
 
+/// [`lpm`] for IPv6 (`dpdk-test-fib -6`'s files: `a:b:…/len next-hop` and `a:b:…` lines):
+/// `Lpm6` (first stride 16, then 8-bit levels) beside `rte_fib6`'s trie, one pass right after
+/// the build in bursts of [`LPM_BURST`] (`Lpm6::lookup_burst`: keys walked in lockstep).
+fn lpm6(routes: &str, ips: &str, label: &str) -> Result<(), String> {
+    use cadence_core::pna::lpm::{Lpm6, LpmConfig, MAX_NEXT_HOP};
+    let text = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
+    let addr = |s: &str| s.parse::<std::net::Ipv6Addr>().map(u128::from).map_err(|e| format!("{s:?}: {e}"));
+    let mut list = Vec::new();
+    for (n, line) in text(routes)?.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let bad = |what: &str| format!("{routes}:{}: {what}: {line:?}", n + 1);
+        let mut w = line.split_whitespace();
+        let (Some(pfx), Some(nh)) = (w.next(), w.next()) else { return Err(bad("not `prefix/len next-hop`")) };
+        let (a, len) = pfx.split_once('/').ok_or_else(|| bad("no /len"))?;
+        let len: u8 = len.parse().map_err(|_| bad("bad length"))?;
+        let nh: u64 = nh.parse().map_err(|_| bad("bad next hop"))?;
+        let a = addr(a)?;
+        // The generator writes host bits past the length: the route is the prefix.
+        let a = if len == 0 { 0 } else { a & (u128::MAX << (128 - u32::from(len.min(128)))) };
+        list.push((a, len, (nh % (u64::from(MAX_NEXT_HOP) + 1)) as u32));
+    }
+    let keys: Vec<u128> =
+        text(ips)?.lines().filter(|l| !l.trim().is_empty()).map(|l| addr(l.trim())).collect::<Result<_, _>>()?;
+    // Every route may need a group per level past the first: enough for all.
+    let groups: usize = list.iter().map(|r| usize::from(r.1.saturating_sub(16)).div_ceil(8)).sum::<usize>() + 256;
+    let mut t = Lpm6::try_new(LpmConfig::ipv6(groups)).map_err(|e| format!("{e:?}"))?;
+    for &(a, len, nh) in &list {
+        t.add(a, len, nh).map_err(|e| format!("route {a:#x}/{len}: {e:?}"))?;
+    }
+    let keys = &keys[..keys.len() / LPM_BURST * LPM_BURST];
+    if keys.is_empty() {
+        return Err(format!("{ips}: fewer than {LPM_BURST} addresses"));
+    }
+    let mut out = [None; LPM_BURST];
+    let mut pass = || {
+        let mut spent = 0;
+        for burst in keys.chunks_exact(LPM_BURST) {
+            let t0 = rdtsc();
+            t.lookup_burst(black_box(burst), &mut out);
+            spent += rdtsc() - t0;
+            black_box(&out);
+        }
+        spent as f64 / keys.len() as f64
+    };
+    let first = pass();
+    let warm: Vec<String> = (0..3).map(|_| format!("{:.1}", pass())).collect();
+    report("lpm6", label, vec![first], keys.len());
+    println!(
+        "PEERINFO impl=cadence op=lpm6 size={label} routes={} lookups={} warm_passes={}",
+        list.len(),
+        keys.len(),
+        warm.join(",")
+    );
+    Ok(())
+}
+
 /// `100`, `1K`, `10K`, ...: a count with an optional K (×1000).
 fn parse_count(s: &str) -> Option<usize> {
     match s.strip_suffix('K') {
@@ -367,7 +423,7 @@ fn parse_size(s: &str) -> Option<usize> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K|1K-v6 | lpm --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M]"
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K|1K-v6 | lpm|lpm6 --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M]"
     );
     ExitCode::FAILURE
 }
@@ -435,6 +491,16 @@ fn main() -> ExitCode {
                         eprintln!("peers lpm: {e}");
                         return ExitCode::FAILURE;
                     }
+                }
+            }
+            _ => return usage(),
+        },
+        // The IPv6 LPM beside `dpdk-test-fib -6` (rte_fib6's trie).
+        "lpm6" => match (opt("--routes"), opt("--ips"), opt("--label")) {
+            (Some(r), Some(i), Some(l)) => {
+                if let Err(e) = lpm6(r, i, l) {
+                    eprintln!("peers lpm6: {e}");
+                    return ExitCode::FAILURE;
                 }
             }
             _ => return usage(),

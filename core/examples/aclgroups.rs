@@ -4,26 +4,35 @@
 //! matches). TSC-free wall-clock figures for comparing group layouts on one machine; the
 //! peers harness gives the cycles beside rte_acl.
 //!
-//! `cargo run --release -p cadence-core --example aclgroups -- 100 1000 10000`
+//! `cargo run --release -p cadence-core --example aclgroups -- 100 1000 10000 1000v6`
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use cadence_core::nf::acl::{
-    AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_trace, five_tuple,
+    AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6,
+    classbench_trace, five_tuple,
 };
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
-    for n in if sizes.is_empty() { vec![100, 1000, 10_000] } else { sizes } {
-        let rules = classbench_rules(CLASSBENCH_SEED, n);
+    // A size, or a size with `v6` after it (`1000v6`) for the IPv6 set.
+    let sizes: Vec<(usize, bool)> = std::env::args()
+        .skip(1)
+        .filter_map(|s| match s.strip_suffix("v6") {
+            Some(n) => n.parse().ok().map(|n| (n, true)),
+            None => s.parse().ok().map(|n| (n, false)),
+        })
+        .collect();
+    let all = vec![(100, false), (1000, false), (10_000, false), (1000, true)];
+    for (n, v6) in if sizes.is_empty() { all } else { sizes } {
+        let rules = if v6 { classbench_rules6(CLASSBENCH_SEED, n) } else { classbench_rules(CLASSBENCH_SEED, n) };
         let trace: Vec<_> = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS).iter().map(five_tuple).collect();
         let Ok(acl) = AclShared::try_new(&AclConfig::new(rules, AclAction::Permit)) else {
             eprintln!("aclgroups: the ACL refused {n} generated rules");
             std::process::exit(1);
         };
         let set = acl.rules();
-        let c = set.classifier(false);
+        let c = set.classifier(v6);
         let visited: usize = trace.iter().map(|k| c.groups_visited(k)).sum();
         let time = |f: &dyn Fn(&cadence_core::pna::ternary::FiveTuple)| {
             (0..5)
@@ -43,7 +52,8 @@ fn main() {
             black_box(c.classify_every_group(k));
         });
         println!(
-            "rules={n} groups={} bytes={} visited_per_key={:.3} trace_ns={trace_ns:.1} every_group_ns={worst_ns:.1}",
+            "rules={n}{} groups={} bytes={} visited_per_key={:.3} trace_ns={trace_ns:.1} every_group_ns={worst_ns:.1}",
+            if v6 { "v6" } else { "" },
             c.group_count(),
             c.bytes(),
             visited as f64 / trace.len() as f64

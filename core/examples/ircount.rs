@@ -18,7 +18,8 @@
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
 //! inside the profile's frontier: what placement costs when nothing moves), `chain1` (the chain
 //! benches' Chain 1, ACL → LB → accounting, over their 500 TCP flows), `acl100` and `acl1k` (the
-//! ACL alone over ClassBench-style sets of 100 and 1 000 rules, the same flows); a third argument
+//! ACL alone over ClassBench-style sets of 100 and 1 000 rules, the same flows), `url` (the URL
+//! filter alone over 64 keep-alive connections, every packet a whole request head it reads); a third argument
 //! `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
 //! criterion benches leave outside their measurement: compare modes or commits, not absolute
@@ -122,7 +123,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|chain1|acl100|acl1k BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|chain1|acl100|acl1k|url BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -171,6 +172,37 @@ fn main() -> Result<(), String> {
             let acl = AclShared::try_new(&acl_cfg).map_err(|e| format!("acl: {e:?}"))?;
             let frames: Vec<Vec<u8>> = (0..500u16).map(frames::tcp64).collect();
             run_frames(Chain::new(vec![Box::new(Acl::new(Arc::new(acl)))], l3::EGRESS), batches, cfg, &frames)
+        }
+        Some("url") => {
+            // The URL filter alone (the chain benches' 10 banned URLs, every TCP port read)
+            // over 64 keep-alive connections: a SYN each, then every packet one whole request
+            // head, each request read (a fixed list of 4 000 batches, whatever the count asked,
+            // so that the difference of two counts holds no frame building).
+            const CONNS: usize = 64;
+            const ISN: u32 = 0x1000;
+            let req = |r: usize| {
+                format!(
+                    "GET /news/article/{r:06}.html HTTP/1.1\r\nHost: www.example.com\r\n\
+                     User-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\nAccept: text/html\r\n\
+                     Accept-Encoding: gzip\r\nConnection: keep-alive\r\n\r\n"
+                )
+            };
+            let len = req(0).len() as u32;
+            let frames: Vec<Vec<u8>> = (0..4000 * BATCH_SIZE)
+                .map(|k| {
+                    let (conn, r) = ((k % CONNS) as u16, k / CONNS);
+                    if r == 0 {
+                        frames::tcp_segment(conn, ISN, 0x02, b"")
+                    } else {
+                        let seq = ISN + 1 + (r as u32 - 1) * len;
+                        frames::tcp_segment(conn, seq, 0x18, req(r).as_bytes())
+                    }
+                })
+                .collect();
+            if batches > 4000 {
+                return Err("url: at most 4000 batches".into());
+            }
+            run_frames(Chain::new(vec![nfs::urlfilter()], l3::EGRESS), batches, cfg, &frames)
         }
         Some("chain1") => {
             // The chain benches' Chain 1 over their 500 TCP flows (every flow known after the

@@ -141,7 +141,9 @@ pub struct BootConfig {
     pub ewma_permille: u16,
     /// Vacation feedback gain, in thousandths (0 = the paper's T_S rule alone).
     pub feedback_permille: u16,
-    /// MONITOR/MWAIT on the lane's receive queue during `T_S` sleeps, where the CPU has it.
+    /// MONITOR/MWAIT on the lane's receive queue during `T_S` sleeps, where the CPU has it
+    /// (on by default: an arrival ends the sleep, the deadline stays the backstop, and
+    /// without MONITOR the sleeper halts as before).
     pub mwait: bool,
     /// Line rate in Mb/s for Metronome's ring bound; 0 = the port's link speed (10 GbE
     /// when the port does not report one).
@@ -217,7 +219,7 @@ impl Default for BootConfig {
             arrival: true,
             ewma_permille: 750,
             feedback_permille: 30,
-            mwait: false,
+            mwait: true,
             line_mbps: 0,
             stall_ms: 1000,
             stall: None,
@@ -573,12 +575,13 @@ mod tests {
         assert_eq!(c.peer[1], [2, 0, 0, 0, 0, 9]);
         assert_eq!((c.pool, c.qsize), (1024, 512));
         let c = BootConfig::parse(
-            "workers=3 lanes=2 sched=poll vbar_us=10 tl_us=400 ts0_us=25 ewma=0.5 feedback=.03 mwait=on",
+            "workers=3 lanes=2 sched=poll vbar_us=10 tl_us=400 ts0_us=25 ewma=0.5 feedback=.03 mwait=off",
         )
         .unwrap();
         assert_eq!((c.workers, c.lanes, c.sched), (3, 2, Mode::Poll));
         assert_eq!((c.vbar_us, c.tl_us, c.ts0_us), (10, 400, 25));
-        assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, true));
+        assert_eq!((c.ewma_permille, c.feedback_permille, c.mwait), (500, 30, false));
+        assert!(BootConfig::default().mwait, "MONITOR/MWAIT on by default where the CPU has it");
         let c = BootConfig::parse("aux=2 epoch_us=80").unwrap();
         assert_eq!(
             (c.aux, BootConfig::default().aux, c.epoch_us, BootConfig::default().epoch_us),

@@ -67,8 +67,20 @@ pub struct HaltSleeper {
     mwait: bool,
     /// Sleeps that waited in MWAIT on a watched address.
     watched: u64,
+    /// MWAITs in a row that returned before the deadline with the watched byte unchanged.
+    hollow: u32,
+    /// MWAIT was turned off because it does not wait here ([`HOLLOW_LIMIT`]).
+    hollow_off: bool,
     _this_core: PhantomData<*const ()>,
 }
+
+/// MWAITs in a row that may return at once, with nothing written and the deadline not
+/// reached, before the sleeper concludes MWAIT does not wait on this machine and halts
+/// instead. QEMU's TCG reports MONITOR but, with more than one vCPU, executes MWAIT as a
+/// `pause` (it returns at once), which would turn every sleep into a spin; real hardware
+/// returns early only for an interrupt or a write to the line, rarely this many times in
+/// a row with the line unchanged.
+pub const HOLLOW_LIMIT: u32 = 32;
 
 impl HaltSleeper {
     /// A sleeper for the calling core.
@@ -76,7 +88,15 @@ impl HaltSleeper {
         let ctx = smp::current().ok_or(SleepError::NotReady)?;
         let kind = lapic::timer_kind().ok_or(SleepError::NotReady)?;
         let monitor = crate::cpu::features().monitor;
-        Ok(Self { ctx, kind, mwait: cfg.mwait && monitor, watched: 0, _this_core: PhantomData })
+        Ok(Self {
+            ctx,
+            kind,
+            mwait: cfg.mwait && monitor,
+            watched: 0,
+            hollow: 0,
+            hollow_off: false,
+            _this_core: PhantomData,
+        })
     }
 
     /// The timer mode that wakes it.
@@ -85,9 +105,15 @@ impl HaltSleeper {
     }
 
     /// Whether [`HaltSleeper::sleep_until_written`] uses MONITOR/MWAIT (asked for and
-    /// supported).
+    /// supported, and not turned off as hollow).
     pub fn mwait(&self) -> bool {
         self.mwait
+    }
+
+    /// Whether MWAIT was turned off because it returned at once [`HOLLOW_LIMIT`] times in a
+    /// row (an emulator's MWAIT that does not wait).
+    pub fn mwait_hollow(&self) -> bool {
+        self.hollow_off
     }
 
     /// Sleeps so far that waited in MONITOR/MWAIT on a watched receive queue
@@ -142,7 +168,11 @@ impl HaltSleeper {
             core::arch::asm!("monitor", in("rax") addr, in("ecx") 0, in("edx") 0,
                 options(nostack, preserves_flags));
         }
-        let woke = if still_idle() {
+        // SAFETY: `addr` is mapped (the callers' contract, as for MONITOR); a byte read of
+        // memory a device or another core may write is a plain load of whatever it holds.
+        let before = unsafe { core::ptr::read_volatile(addr as *const u8) };
+        let waited = still_idle();
+        let woke = if waited {
             let t0 = rdtsc();
             // SAFETY: `sti` takes effect after `mwait` starts, so a pending interrupt ends
             // the wait instead of being taken before it; EAX = 0 (C1 hint), ECX = 0 (no
@@ -157,6 +187,19 @@ impl HaltSleeper {
         };
         lapic::disarm_timer();
         restore(was_enabled);
+        // SAFETY: as for `before`.
+        let after = unsafe { core::ptr::read_volatile(addr as *const u8) };
+        if !waited {
+            // Work arrived before the wait: nothing to judge MWAIT by.
+        } else if after == before && woke < deadline.ticks() {
+            self.hollow += 1;
+            if self.hollow >= HOLLOW_LIMIT {
+                self.mwait = false;
+                self.hollow_off = true;
+            }
+        } else {
+            self.hollow = 0;
+        }
         Instant(woke)
     }
 }

@@ -35,16 +35,26 @@
 //! the path MTU (its next such ping fails locally with mtu=1400); over IPv6 to fd79::2,
 //! "Packet too big: mtu=1400" from fd78::1; 1400 bytes cross.
 //!
+//! The image does the same (`the_image_on_tap_nics_is_the_same_router_for_two_real_hosts`):
+//! the firmware under QEMU (TCG) with two virtio-net NICs on tap interfaces, which are moved
+//! into the two hosts' namespaces once QEMU has made them; the same checks and counters, and
+//! the run ended by a signed STOP control frame sent from host A's side.
+//!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, host, in_ns, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
+use cadence_harness::protocol::{BootOptions, Control, EXIT_SUCCESS};
+use cadence_harness::rig::Backend;
 
 const A: &str = "10.78.0.2";
 const B: &str = "10.78.1.2";
@@ -93,82 +103,66 @@ fn ip_hex(a: &str) -> Result<String> {
     Ok(a.octets().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-#[test]
-fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() -> Result<()> {
-    if !cadence_harness::netns::can_create() {
-        bail!("the router test needs root and iproute2 (network namespaces); CI runs as root");
-    }
-    cadence_build::provision::ensure_router_tools()?;
-    let bin = image::build_hosted(Profile::Release)?;
-    let out = cadence_tests::out_dir("router");
-    std::fs::create_dir_all(&out)?;
-    let veths = VethPairs::create(1)?;
-    let na = Netns::new(format!("{}a", veths.netns))?;
-    let nb = Netns::new(format!("{}b", veths.netns))?;
-    let (amac, cmac0) = (veths.mac_of(false, 0)?, veths.mac_of(true, 0)?);
-    host(&na.0, &veths.host[0], A, GW_A)?;
-    host(&nb.0, &veths.host[1], B, GW_B)?;
-    for i in 0..2 {
-        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
-    }
-    // Host A speaks IPv6 too: an address on Cadence's port-0 subnet (no duplicate address
+/// The chain both tests run: the L3 forwarder alone, a chain file as a user writes it.
+const ROUTER_TOML: &str = "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
+     [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\
+     [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n[[port.addr]]\nport = 1\naddr = \"fd79::1/64\"\n\
+     [[port.mtu]]\nport = 1\nmtu = 1400\n\n\
+     [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
+     [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
+     [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
+     [[l3fwd.route]]\nprefix = \"fd78::/64\"\nport = 0\nvia = \"direct\"\n\
+     [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nvia = \"direct\"\n";
+
+/// The two hosts around Cadence: their namespaces, host A's interface (on Cadence's port 0)
+/// and MAC, and Cadence's port-0 MAC.
+struct Hosts<'a> {
+    a: &'a str,
+    b: &'a str,
+    if_a: &'a str,
+    amac: [u8; 6],
+    cmac0: [u8; 6],
+}
+
+/// Moves the hosts' interfaces into their namespaces as hosts of port 0's and port 1's
+/// subnets (IPv4 and IPv6), each with a default route via Cadence and no neighbour entry.
+fn make_hosts(a: &str, b: &str, if_a: &str, if_b: &str) -> Result<()> {
+    host(a, if_a, A, GW_A)?;
+    host(b, if_b, B, GW_B)?;
+    // Both hosts speak IPv6 too: an address on Cadence's port subnet (no duplicate address
     // detection, so it is usable at once) and no neighbour entry for Cadence.
-    let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
-    run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
-    ip(&["-n", &na.0, "-6", "addr", "add", &format!("{A6}/64"), "dev", &veths.host[0], "nodad"])?;
-    ip(&["-n", &na.0, "-6", "route", "add", "default", "via", GW_A6])?;
-    // Host B too, on port 1's prefix.
-    let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[1]);
-    run(Command::new(IP).args(["netns", "exec", &nb.0, "sysctl", "-q", "-w", &v6]))?;
-    ip(&["-n", &nb.0, "-6", "addr", "add", &format!("{ROUTED6}/64"), "dev", &veths.host[1], "nodad"])?;
-    ip(&["-n", &nb.0, "-6", "route", "add", "default", "via", GW_B6])?;
+    for (ns, ifname, addr, gw) in [(a, if_a, A6, GW_A6), (b, if_b, ROUTED6, GW_B6)] {
+        let v6 = format!("net.ipv6.conf.{ifname}.disable_ipv6=0");
+        run(Command::new(IP).args(["netns", "exec", ns, "sysctl", "-q", "-w", &v6]))?;
+        ip(&["-n", ns, "-6", "addr", "add", &format!("{addr}/64"), "dev", ifname, "nodad"])?;
+        ip(&["-n", ns, "-6", "route", "add", "default", "via", gw])?;
+    }
+    Ok(())
+}
 
-    // The dataplane: the L3 forwarder alone, a chain file as a user writes it.
-    let toml = out.join("router.toml");
-    std::fs::write(
-        &toml,
-        "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
-         [[port.addr]]\nport = 0\naddr = \"10.78.0.1/24\"\n[[port.addr]]\nport = 1\naddr = \"10.78.1.1/24\"\n\
-         [[port.addr]]\nport = 0\naddr = \"fd78::1/64\"\n[[port.addr]]\nport = 1\naddr = \"fd79::1/64\"\n\
-         [[port.mtu]]\nport = 1\nmtu = 1400\n\n\
-         [neigh]\nretrans_ms = 200\nprobes = 3\n\n\
-         [[l3fwd.route]]\nprefix = \"10.78.0.0/24\"\nport = 0\nvia = \"direct\"\n\
-         [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
-         [[l3fwd.route]]\nprefix = \"fd78::/64\"\nport = 0\nvia = \"direct\"\n\
-         [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nvia = \"direct\"\n",
-    )?;
-    let chain = out.join("router.chain");
-    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
-
+/// What a user of the router tries, and bad input: returns what failed (artifacts in `out`).
+fn exercise(h: &Hosts<'_>, out: &Path) -> Result<Vec<String>> {
+    let (na, nb) = (h.a, h.b);
     // Bad input first: a reply nobody asked for, "10.78.0.99 is at 02:66:…", from A's side
     // to Cadence's port 0.
     let forged = [
-        mac_hex(cmac0),
-        mac_hex(amac),
+        mac_hex(h.cmac0),
+        mac_hex(h.amac),
         "0806000108000604".into(),
         "0002".into(),
         "026600000099".into(),
         ip_hex(GHOST)?,
-        mac_hex(cmac0),
+        mac_hex(h.cmac0),
         ip_hex(GW_A)?,
     ]
     .concat();
-    run(Command::new(IP).args(["netns", "exec", &na.0, "python3", "-c", SEND, &veths.host[0], &forged]))?;
+    run(Command::new(IP).args(["netns", "exec", na, "python3", "-c", SEND, h.if_a, &forged]))?;
 
     // Across, both ways, and to Cadence's own addresses (its far port's too).
     let mut failures = Vec::new();
-    for (ns, to) in [
-        (&na.0, B),
-        (&nb.0, A),
-        (&na.0, GW_A),
-        (&na.0, GW_B),
-        (&nb.0, GW_B),
-        (&na.0, GW_A6),
-        (&na.0, ROUTED6),
-        (&nb.0, A6),
-        (&nb.0, GW_B6),
-    ] {
+    for (ns, to) in
+        [(na, B), (nb, A), (na, GW_A), (na, GW_B), (nb, GW_B), (na, GW_A6), (na, ROUTED6), (nb, A6), (nb, GW_B6)]
+    {
         let o = ping(ns, to, 3)?;
         std::fs::write(out.join(format!("ping_{ns}_{to}.txt")), &o.stdout)?;
         if !o.status.success() {
@@ -183,7 +177,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         let mut args = vec!["traceroute", "-n", "-q", "1", "-w", "2", "-m", "3"];
         args.extend(extra);
         args.push(B);
-        let o = in_ns(&na.0, &args)?;
+        let o = in_ns(na, &args)?;
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         std::fs::write(out.join(format!("traceroute_{name}.txt")), &text)?;
         let hop = |n: &str, addr: &str| {
@@ -202,7 +196,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
         (ROUTED6, "1", GW_A6, "Time exceeded: Hop limit"),
         (UNROUTED6, "64", GW_A6, "Destination unreachable: No route"),
     ] {
-        let o = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-t", ttl, to])?;
+        let o = in_ns(na, &["ping", "-n", "-c", "1", "-W", "2", "-t", ttl, to])?;
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         std::fs::write(out.join(format!("ping_ttl{ttl}_{to}.txt")), &text)?;
         if !text.lines().any(|l| l.starts_with(&format!("From {from} ")) && l.contains(want)) {
@@ -226,19 +220,19 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
             "Packet too big: mtu=1400",
         ),
     ] {
-        let o = in_ns(&na.0, &args)?;
+        let o = in_ns(na, &args)?;
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         std::fs::write(out.join(format!("ping_pmtu_{}.txt", args[args.len() - 1])), &text)?;
         if !text.lines().any(|l| l.starts_with(&format!("From {from} ")) && l.contains(want)) {
             failures.push(format!("ping -M do to {}: no \"{want}\" from {from}:\n{text}", args[args.len() - 1]));
         }
     }
-    let again = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B])?;
+    let again = in_ns(na, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B])?;
     let text = format!("{}{}", String::from_utf8_lossy(&again.stdout), String::from_utf8_lossy(&again.stderr));
     if again.status.success() || !text.contains("mtu=1400") {
         failures.push(format!("A's kernel did not learn the path MTU of 1400 from Cadence:\n{text}"));
     }
-    let fits = in_ns(&na.0, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1372", B])?;
+    let fits = in_ns(na, &["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1372", B])?;
     if !fits.status.success() {
         failures.push(format!("1400 bytes did not cross:\n{}", String::from_utf8_lossy(&fits.stdout)));
     }
@@ -246,7 +240,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     // The forged reply made no entry: when B pings the ghost, Cadence asks for it on A's link.
     let mut listen = Kill(
         Command::new(IP)
-            .args(["netns", "exec", &na.0, "python3", "-c", LISTEN, &veths.host[0], GHOST])
+            .args(["netns", "exec", na, "python3", "-c", LISTEN, h.if_a, GHOST])
             .stdout(Stdio::piped())
             .spawn()
             .context("starting the ARP listener")?,
@@ -257,7 +251,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     if first.trim() != "listening" {
         bail!("the ARP listener did not start: {first:?}");
     }
-    let ghost = ping(&nb.0, GHOST, 1)?;
+    let ghost = ping(nb, GHOST, 1)?;
     let mut asked = String::new();
     heard.read_line(&mut asked)?;
     if ghost.status.success() {
@@ -266,14 +260,12 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     if asked.trim() != "asked" {
         failures.push(format!("Cadence never asked for {GHOST}: the forged reply made an entry? ({asked:?})"));
     }
-    drop(listen);
+    Ok(failures)
+}
 
-    let summary = dp.stop()?;
-    std::fs::write(out.join("summary.txt"), &summary)?;
-    if !failures.is_empty() {
-        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
-    }
-    let key = |k: &str| counter(&summary, k);
+/// What the dataplane's `@summary` must say after [`exercise`] (`key`: a counter by name;
+/// `summary`: the line, for the messages).
+fn check_summary(key: &dyn Fn(&str) -> Result<u64>, summary: &str) -> Result<()> {
     // Both hosts asked for their gateway and were answered; Cadence learned A from its request
     // and resolved B by asking (or learned it from B's own request, whichever came first).
     assert!(key("neigh_arp_replies")? >= 2, "{summary}");
@@ -302,4 +294,113 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     // Path MTU: the two too-big probes (IPv4, IPv6), each answered.
     assert!(key("neigh_too_big")? >= 2, "{summary}");
     Ok(())
+}
+
+/// One dataplane at a time: each test brings its own (QEMU under TCG, or the hosted one)
+/// onto a 2-CPU machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the router test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_router_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let out = cadence_tests::out_dir("router");
+    std::fs::create_dir_all(&out)?;
+    let veths = VethPairs::create(1)?;
+    let na = Netns::new(format!("{}a", veths.netns))?;
+    let nb = Netns::new(format!("{}b", veths.netns))?;
+    let (amac, cmac0) = (veths.mac_of(false, 0)?, veths.mac_of(true, 0)?);
+    make_hosts(&na.0, &nb.0, &veths.host[0], &veths.host[1])?;
+    for i in 0..2 {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    }
+    let toml = out.join("router.toml");
+    std::fs::write(&toml, ROUTER_TOML)?;
+    let chain = out.join("router.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
+    let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
+
+    let hosts = Hosts { a: &na.0, b: &nb.0, if_a: &veths.host[0], amac, cmac0 };
+    let failures = exercise(&hosts, &out)?;
+    let summary = dp.stop()?;
+    std::fs::write(out.join("summary.txt"), &summary)?;
+    if !failures.is_empty() {
+        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
+    }
+    check_summary(&|k| counter(&summary, k), &summary)
+}
+
+/// The image (QEMU, TCG, virtio-net on tap interfaces) as the same router: QEMU's taps are
+/// moved into the hosts' namespaces, and the same checks run; the run is stopped by a
+/// control frame sent from host A's side.
+#[test]
+fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the router test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_router_tools()?;
+    let toml_dir = cadence_tests::out_dir("router_image_chain");
+    std::fs::create_dir_all(&toml_dir)?;
+    let toml = toml_dir.join("router.toml");
+    std::fs::write(&toml, ROUTER_TOML)?;
+    let text = cadence_ctl::chain::load(&toml)?.text;
+    let mut rig = cadence_tests::start_with("router_image", 1, BootOptions::default().set("stats_ms", 0), |cfg| {
+        cfg.backend = Backend::Tap { queues: 1 };
+        cfg.chain_text = Some(text);
+    })?;
+    rig.wait_ready(cadence_tests::BOOT_TIMEOUT, &mut |_| {})?;
+    let out = rig.out_dir.clone();
+    let taps = rig.tap_ifnames();
+    let [if_a, if_b] = taps.as_slice() else { bail!("two tap interfaces expected, got {taps:?}") };
+    let pid = std::process::id();
+    let na = Netns::new(format!("cadimg{pid}a"))?;
+    let nb = Netns::new(format!("cadimg{pid}b"))?;
+    make_hosts(&na.0, &nb.0, if_a, if_b)?;
+    let amac = mac_in(&na.0, if_a)?;
+    let cmac0 = rig.checker().macs().nic[0].0;
+    let hosts = Hosts { a: &na.0, b: &nb.0, if_a, amac, cmac0 };
+    let failures = exercise(&hosts, &out)?;
+
+    // STOP, signed for this boot, from host A's side (the rig's own socket on the tap no
+    // longer sees it since the tap moved).
+    let stop = rig.control_frame(Control::Stop)?;
+    let hex: String = stop.iter().map(|b| format!("{b:02x}")).collect();
+    run(Command::new(IP).args(["netns", "exec", &na.0, "python3", "-c", SEND, if_a, &hex]))?;
+    let deadline = Instant::now() + cadence_tests::STOP_TIMEOUT;
+    let exit = loop {
+        rig.pump(Duration::from_millis(50));
+        if let Some(e) = rig.qemu.try_exit()? {
+            break e;
+        }
+        if Instant::now() >= deadline {
+            break rig.qemu.kill()?;
+        }
+    };
+    rig.pump(Duration::from_millis(100));
+    rig.shutdown_receivers();
+    cadence_tests::expect_status(&rig, exit, EXIT_SUCCESS)?;
+    let fw = rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary on COM1\n{}", rig.qemu.diagnostics()))?;
+    let summary = format!("{fw:?}");
+    std::fs::write(out.join("summary.txt"), &summary)?;
+    if !failures.is_empty() {
+        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
+    }
+    check_summary(&|k| fw.require(k), &summary)
+}
+
+/// The MAC of `ifname` in namespace `ns`.
+fn mac_in(ns: &str, ifname: &str) -> Result<[u8; 6]> {
+    let o = run(Command::new(IP).args(["netns", "exec", ns, "cat", &format!("/sys/class/net/{ifname}/address")]))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next().ok_or_else(|| anyhow!("bad MAC {text:?}"))?, 16)?;
+    }
+    Ok(mac)
 }

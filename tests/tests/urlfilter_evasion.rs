@@ -13,6 +13,16 @@
 //! ARP, so both hosts have static neighbours; the veths' checksum and segmentation offloads
 //! are off, so the segments on the wire carry full checksums, as on a real link.
 //!
+//! Then the variants a kernel TCP client cannot send, from `tests/evasion/raw.py`, which speaks
+//! TCP itself over raw frames from an address the client's kernel does not own: the banned
+//! request's segments in reverse order; conflicting overlaps either way (a second copy of
+//! bytes the server already has, and an out-of-order copy the server replaces with the
+//! in-order one); insertion of a harmless request's rest with a bad TCP checksum or without
+//! ACK (segments the server discards), followed by the real bytes; the request in one
+//! segment carried by two IPv4 fragments; and two must-pass controls (in order, reordered).
+//! Checked to have teeth: passing fragments, reading segments with a bad checksum or without
+//! ACK, or ignoring conflicting overlaps each shows up as a bypass of its variant.
+//!
 //! All of it under a spoofed SYN flood of 2 500 SYNs/s from random addresses
 //! (`tests/evasion/flood.py`): the dataplane's counters must show the flood went through the
 //! filter without taking a slab or the flow table from anyone.
@@ -23,16 +33,23 @@
 //! it. A variant the server would not answer as a banned URL is a must-pass or left out: only
 //! what the server would serve counts as a bypass.
 //!
+//! The image runs the same suite (`the_image_stops_every_spelling_of_a_banned_url_before_a_real_server`):
+//! the firmware under QEMU (TCG) with virtio-net on tap interfaces moved into the two
+//! namespaces, the same chain, flood, variants and counters.
+//!
 //! Timeouts are hang guards; nothing asserts on time.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
+use cadence_harness::protocol::{BootOptions, Control, EXIT_SUCCESS};
+use cadence_harness::rig::Backend;
 
 const CLIENT: &str = "10.77.0.1";
 const SERVER: &str = "10.77.0.2";
@@ -180,26 +197,46 @@ fn host(ns: &str, ifname: &str, addr: &str, peer: &str, peer_mac: &str) -> Resul
         .map(|_| ())
 }
 
-#[test]
-fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
-    if !cadence_harness::netns::can_create() {
-        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
-    }
-    cadence_build::provision::ensure_evasion_tools()?;
-    let bin = image::build_hosted(Profile::Release)?;
-    let root = image::workspace_root();
-    let out = cadence_tests::out_dir("urlfilter_evasion");
-    std::fs::create_dir_all(&out)?;
-    let veths = VethPairs::create(1)?;
-    let cli = Netns::new(format!("{}c", veths.netns))?;
-    let srv = Netns::new(format!("{}s", veths.netns))?;
-    let (cmac, smac) = (mac(veths.mac_of(false, 0)?), mac(veths.mac_of(false, 1)?));
-    host(&cli.0, &veths.host[0], CLIENT, SERVER, &smac)?;
-    host(&srv.0, &veths.host[1], SERVER, CLIENT, &cmac)?;
-    for i in 0..2 {
-        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
-    }
+/// The chain both runs use: the URL filter alone, resets on, port 80 declared HTTP.
+const EVASION_TOML: &str = "[chain]\nnfs = [\"urlfilter\"]\n\n[urlfilter]\nbanned = [\"h.example/bad\", \"evil.example\"]\n\
+     reset = true\nports = [80]\nflows = 4096\nslabs = 256\n";
 
+/// The raw-frame client's address: one the client's kernel does not own, so it neither
+/// answers nor resets the server's segments to it.
+const RAW_CLIENT: &str = "10.77.0.9";
+
+/// The variants `tests/evasion/raw.py` sends as raw frames (what a kernel TCP client cannot
+/// send): name, must-block, why. Each is its own connection; the banned ones carry
+/// `/bad/NAME` on host h.example, the others `/good?NAME`.
+const RAW_VARIANTS: [(&str, bool, &str); 8] = [
+    ("raw_in_order_good", false, "control: the raw client's own request, in order"),
+    ("raw_reordered_good", false, "segments out of order are reassembled, not refused"),
+    ("raw_out_of_order", true, "the banned request's segments in reverse order"),
+    ("raw_overlap_first_wins", true, "a second copy of bytes 6..20 says otherwise; the server keeps the first"),
+    ("raw_overlap_ooo", true, "a queued out-of-order copy of 6..20 says otherwise; the server keeps the in-order one"),
+    ("raw_insert_bad_checksum", true, "a harmless request's rest with a bad TCP checksum, which the server discards"),
+    ("raw_insert_no_ack", true, "a harmless request's rest without ACK, which the server discards"),
+    ("raw_ip_fragments", true, "the banned request in one segment carried by two IPv4 fragments"),
+];
+
+/// A counter of the dataplane's `@summary` by name, and the line itself.
+type Summary = (String, Box<dyn Fn(&str) -> Result<u64>>);
+
+/// The client's and the server's sides once the dataplane forwards between them: their
+/// namespaces, their interfaces, and the two interfaces' MACs (`aa:bb:…`).
+struct Sides<'a> {
+    cli: &'a str,
+    srv: &'a str,
+    if_c: &'a str,
+    if_s: &'a str,
+    cmac: &'a str,
+    smac: &'a str,
+}
+
+/// The suite over a dataplane that forwards between the two sides: the server, the flood,
+/// every variant; `stop` ends the dataplane's run and returns its `@summary`.
+fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -> Result<()> {
+    let root = image::workspace_root();
     // The server: a directory with one file, `good`.
     let www = out.join("www");
     std::fs::create_dir_all(&www)?;
@@ -207,7 +244,7 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     let server_log = out.join("server.log");
     let server = Kill(
         Command::new(IP)
-            .args(["netns", "exec", &srv.0, "python3"])
+            .args(["netns", "exec", s.srv, "python3"])
             .arg(root.join("tests/evasion/server.py"))
             .arg(&www)
             .args([SERVER, "80"])
@@ -216,27 +253,15 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
             .spawn()
             .context("starting python3 http.server")?,
     );
-
-    // The dataplane: the URL filter alone, resets on, port 80 declared HTTP.
-    let toml = out.join("evasion.toml");
-    std::fs::write(
-        &toml,
-        "[chain]\nnfs = [\"urlfilter\"]\n\n[urlfilter]\nbanned = [\"h.example/bad\", \"evil.example\"]\nreset = true\n\
-         ports = [80]\nflows = 4096\nslabs = 256\n",
-    )?;
-    let chain = out.join("evasion.chain");
-    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let peers = [format!("peer0={cmac}"), format!("peer1={smac}")];
-    let dp = Dataplane::start(&bin, &veths, &chain, &peers, &out.join("dataplane.stderr"))?;
-    wait_for_server(&cli.0, &server_log)?;
+    wait_for_server(s.cli, &server_log)?;
 
     // A spoofed SYN flood (2 500/s) from the client's side for the whole run: legitimate
     // connections must still be read and served.
     let mut flood = Kill(
         Command::new(IP)
-            .args(["netns", "exec", &cli.0, "python3"])
+            .args(["netns", "exec", s.cli, "python3"])
             .arg(root.join("tests/evasion/flood.py"))
-            .args([veths.host[0].as_str(), &cmac, &smac, SERVER, "2500"])
+            .args([s.if_c, s.cmac, s.smac, SERVER, "2500"])
             .stdout(Stdio::piped())
             .spawn()
             .context("starting the SYN flood")?,
@@ -255,7 +280,7 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     let list_file = out.join("variants.txt");
     std::fs::write(&list_file, list)?;
     let client = Command::new(IP)
-        .args(["netns", "exec", &cli.0, "python3"])
+        .args(["netns", "exec", s.cli, "python3"])
         .arg(root.join("tests/evasion/client.py"))
         .arg(&list_file)
         .args([SERVER, "80"])
@@ -264,7 +289,21 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     if !client.status.success() {
         bail!("the client failed: {}", String::from_utf8_lossy(&client.stderr));
     }
-    let results = String::from_utf8_lossy(&client.stdout).to_string();
+    let mut results = String::from_utf8_lossy(&client.stdout).to_string();
+    // The raw-frame variants, one connection after another, from an address the client's
+    // kernel does not own (the server reaches it through a static neighbour).
+    ip(&["-n", s.srv, "neigh", "replace", RAW_CLIENT, "lladdr", s.cmac, "dev", s.if_s, "nud", "permanent"])?;
+    let raw = Command::new(IP)
+        .args(["netns", "exec", s.cli, "python3"])
+        .arg(root.join("tests/evasion/raw.py"))
+        .args([s.if_c, s.cmac, s.smac, RAW_CLIENT, SERVER])
+        .args(RAW_VARIANTS.iter().map(|v| v.0))
+        .output()
+        .context("running the raw-frame client")?;
+    if !raw.status.success() {
+        bail!("the raw-frame client failed: {}", String::from_utf8_lossy(&raw.stderr));
+    }
+    results.push_str(&String::from_utf8_lossy(&raw.stdout));
     std::fs::write(out.join("client.out"), &results)?;
     // SAFETY: kill(2) with a child's PID (still ours: not waited for) and SIGTERM, which the
     // flood script catches to print its count.
@@ -274,15 +313,16 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
         std::io::Read::read_to_string(o, &mut count)?;
     }
     let flooded: u64 = count.trim().parse().context("the flood's count")?;
-    // The dataplane's own count of what it saw: SIGINT ends the run as STOP does.
-    let summary = dp.stop()?;
+    // The dataplane's own count of what it saw.
+    let (summary, key) = stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;
-    let key = |k: &str| counter(&summary, k);
     drop(server);
     let log = std::fs::read_to_string(&server_log)?;
 
     let mut failures = Vec::new();
-    for v in &vs {
+    let raw_variants = RAW_VARIANTS.iter().map(|&(name, block, why)| Variant { name, chunks: Vec::new(), block, why });
+    let all: Vec<Variant> = raw_variants.chain(vs).collect();
+    for v in &all {
         let line = results.lines().find(|l| l.split('\t').next() == Some(v.name)).unwrap_or("");
         let statuses: usize = line.split('\t').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         let reached = log.lines().any(|l| l.starts_with("REQ ") && l.contains(v.name));
@@ -298,19 +338,124 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     assert!(flooded >= 2500, "the flood sent {flooded} SYNs");
     assert!(key("urlfilter_handshakes")? >= flooded / 2, "flooded {flooded}: {summary}");
     assert_eq!((key("urlfilter_slab_exhausted")?, key("urlfilter_table_full")?), (0, 0), "{summary}");
-    let blocked = vs.iter().filter(|v| v.block).count();
-    assert!(blocked >= 40 && vs.len() - blocked >= 9, "the suite keeps its size");
+    let blocked = all.iter().filter(|v| v.block).count();
+    assert!(blocked >= 46 && all.len() - blocked >= 11, "the suite keeps its size");
     if !failures.is_empty() {
         bail!(
             "{} of {} variants failed:\n{}\nserver log:\n{log}\n(artifacts in {})",
             failures.len(),
-            vs.len(),
+            all.len(),
             failures.join("\n"),
             out.display()
         );
     }
     Ok(())
 }
+
+/// One dataplane at a time: each run brings its own (the hosted one, or QEMU under TCG) and
+/// a flood onto a 2-CPU machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_evasion_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let out = cadence_tests::out_dir("urlfilter_evasion");
+    std::fs::create_dir_all(&out)?;
+    let veths = VethPairs::create(1)?;
+    let cli = Netns::new(format!("{}c", veths.netns))?;
+    let srv = Netns::new(format!("{}s", veths.netns))?;
+    let (cmac, smac) = (mac(veths.mac_of(false, 0)?), mac(veths.mac_of(false, 1)?));
+    host(&cli.0, &veths.host[0], CLIENT, SERVER, &smac)?;
+    host(&srv.0, &veths.host[1], SERVER, CLIENT, &cmac)?;
+    for i in 0..2 {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    }
+    let toml = out.join("evasion.toml");
+    std::fs::write(&toml, EVASION_TOML)?;
+    let chain = out.join("evasion.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
+    let peers = [format!("peer0={cmac}"), format!("peer1={smac}")];
+    let mut dp = Some(Dataplane::start(&bin, &veths, &chain, &peers, &out.join("dataplane.stderr"))?);
+    let sides =
+        Sides { cli: &cli.0, srv: &srv.0, if_c: &veths.host[0], if_s: &veths.host[1], cmac: &cmac, smac: &smac };
+    // SIGINT ends the run as STOP does.
+    suite(&sides, &out, &mut || {
+        let summary = dp.take().ok_or_else(|| anyhow!("stopped twice"))?.stop()?;
+        let text = summary.clone();
+        Ok((summary, Box::new(move |k: &str| counter(&text, k))))
+    })
+}
+
+/// The same suite through the image: the firmware under QEMU (TCG) with virtio-net on tap
+/// interfaces, which are moved into the client's and the server's namespaces (with the
+/// MACs the image's `peer0` / `peer1` name) once QEMU has made them; the run is ended by a
+/// signed STOP control frame sent from the client's side.
+#[test]
+fn the_image_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the evasion suite needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_evasion_tools()?;
+    let chain_dir = cadence_tests::out_dir("urlfilter_evasion_image_chain");
+    std::fs::create_dir_all(&chain_dir)?;
+    let toml = chain_dir.join("evasion.toml");
+    std::fs::write(&toml, EVASION_TOML)?;
+    let text = cadence_ctl::chain::load(&toml)?.text;
+    let mut rig =
+        cadence_tests::start_with("urlfilter_evasion_image", 1, BootOptions::default().set("stats_ms", 0), |cfg| {
+            cfg.backend = Backend::Tap { queues: 1 };
+            cfg.chain_text = Some(text);
+        })?;
+    rig.wait_ready(cadence_tests::BOOT_TIMEOUT, &mut |_| {})?;
+    let out = rig.out_dir.clone();
+    let taps = rig.tap_ifnames();
+    let [if_c, if_s] = taps.as_slice() else { bail!("two tap interfaces expected, got {taps:?}") };
+    let macs = rig.checker().macs();
+    let (cmac, smac) = (mac(macs.peer[0].0), mac(macs.peer[1].0));
+    let pid = std::process::id();
+    let cli = Netns::new(format!("cadurl{pid}c"))?;
+    let srv = Netns::new(format!("cadurl{pid}s"))?;
+    // The image sends port i's frames to peer{i}: the taps take those MACs.
+    for (ifname, m) in [(if_c, &cmac), (if_s, &smac)] {
+        ip(&["link", "set", ifname, "address", m])?;
+    }
+    host(&cli.0, if_c, CLIENT, SERVER, &smac)?;
+    host(&srv.0, if_s, SERVER, CLIENT, &cmac)?;
+    let sides = Sides { cli: &cli.0, srv: &srv.0, if_c, if_s, cmac: &cmac, smac: &smac };
+    suite(&sides, &out, &mut || {
+        // STOP, signed for this boot, from the client's side (the rig's own socket on the
+        // tap no longer sees it since the tap moved).
+        let stop = rig.control_frame(Control::Stop)?;
+        let hex: String = stop.iter().map(|b| format!("{b:02x}")).collect();
+        run(Command::new(IP).args(["netns", "exec", &cli.0, "python3", "-c", SEND, if_c, &hex]))?;
+        let deadline = Instant::now() + cadence_tests::STOP_TIMEOUT;
+        let exit = loop {
+            rig.pump(Duration::from_millis(50));
+            if let Some(e) = rig.qemu.try_exit()? {
+                break e;
+            }
+            if Instant::now() >= deadline {
+                break rig.qemu.kill()?;
+            }
+        };
+        rig.pump(Duration::from_millis(100));
+        rig.shutdown_receivers();
+        cadence_tests::expect_status(&rig, exit, EXIT_SUCCESS)?;
+        let fw =
+            rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary on COM1\n{}", rig.qemu.diagnostics()))?;
+        Ok((format!("{fw:?}"), Box::new(move |k: &str| fw.require(k))))
+    })
+}
+
+/// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
+const SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+                    s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
 
 /// Waits until the server answers (a plain request from the client namespace, through the
 /// dataplane), so the variants do not race its start.

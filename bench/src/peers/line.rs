@@ -163,14 +163,16 @@ pub fn parse_test_acl(out: &str, alg: &str, size: &str, pages: &str) -> Option<M
 }
 
 /// `dpdk-test-fib`'s `AVG FIB lookup C` (cycles per lookup of one pass in bursts of 64) as
-/// the measurement of `rte_fib`'s `lpm4` on the set `size`; `Lookup tuples: N` gives the count.
-pub fn parse_test_fib(out: &str, size: &str, pages: &str) -> Option<Measurement> {
+/// the measurement of `rte_fib`'s `lpm4` (with `v6`: `rte_fib6`'s `lpm6`) on the set `size`;
+/// `Lookup tuples: N` gives the count.
+pub fn parse_test_fib(out: &str, size: &str, pages: &str, v6: bool) -> Option<Measurement> {
     let cycles: f64 = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("AVG FIB lookup ")?.trim().parse().ok())
         .filter(|c: &f64| c.is_finite() && *c > 0.0)?;
     let ops = out.lines().find_map(|l| l.trim().strip_prefix("Lookup tuples:")?.trim().parse().ok()).unwrap_or(0);
-    Some(one_sample("rte_fib", "lpm4", size, pages, cycles, ops))
+    let (imp, op) = if v6 { ("rte_fib6", "lpm6") } else { ("rte_fib", "lpm4") };
+    Some(one_sample(imp, op, size, pages, cycles, ops))
 }
 
 #[cfg(test)]
@@ -180,12 +182,14 @@ mod tests {
     #[test]
     fn parses_test_fib() {
         let out = "Routes total: 1000\nLookup tuples: 100000\nAVG FIB add 8809\nAVG FIB lookup 124.5\nAVG FIB delete 3417380\n";
-        let m = parse_test_fib(out, "1K", "4k").expect("a figure");
+        let m = parse_test_fib(out, "1K", "4k", false).expect("a figure");
         assert_eq!(
             (m.imp.as_str(), m.op.as_str(), m.size.as_str(), m.cycles, m.ops),
             ("rte_fib", "lpm4", "1K", 124.5, 100_000)
         );
-        assert_eq!(parse_test_fib("AVG FIB add 3\n", "1K", "4k"), None);
+        assert_eq!(parse_test_fib("AVG FIB add 3\n", "1K", "4k", false), None);
+        let m = parse_test_fib(out, "10K", "2M", true).expect("a figure");
+        assert_eq!((m.imp.as_str(), m.op.as_str(), m.size.as_str()), ("rte_fib6", "lpm6", "10K"));
     }
 
     #[test]

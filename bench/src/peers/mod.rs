@@ -197,7 +197,9 @@ fn run_job(bins: &Binaries, job: &Job, pages: Pages) -> Result<Outcome> {
         Reader::TestAcl { alg, size } => {
             (line::parse_test_acl(&stdout, alg, size, pages.label()).into_iter().collect(), vec![])
         }
-        Reader::TestFib { size } => (line::parse_test_fib(&stdout, size, pages.label()).into_iter().collect(), vec![]),
+        Reader::TestFib { size, v6 } => {
+            (line::parse_test_fib(&stdout, size, pages.label(), *v6).into_iter().collect(), vec![])
+        }
         Reader::Lines => line::parse_output(&stdout),
     };
     let tail = |s: &str| s.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
@@ -219,12 +221,12 @@ const TEST_FIB: &str = "dpdk-test-fib";
 
 /// Has `dpdk-test-fib` write a set of `n` routes and [`plan::FIB_LOOKUPS`] addresses inside
 /// them (its generator; it also runs its own benchmark, whose figures are not used).
-fn write_fib_set(routes: &Path, ips: &Path, n: usize) -> Result<()> {
+fn write_fib_set(routes: &Path, ips: &Path, n: usize, v6: bool) -> Result<()> {
     let out = Command::new(TEST_FIB)
         .args(["-l", "1", "--no-pci", "--no-huge", "--no-shconf", "-m", "1536", "--log-level=error"])
         .arg("--file-prefix=cadence-peers-fibgen")
         .arg("--")
-        .args(plan::fib_args(routes, ips, Some(n)))
+        .args(plan::fib_args(routes, ips, Some(n), v6))
         .output()
         .with_context(|| format!("running {TEST_FIB} (Debian's dpdk-dev)"))?;
     let lines = |p: &Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
@@ -274,8 +276,13 @@ pub fn run(o: &Options) -> Result<bool> {
     if o.only.is_empty() || o.only.iter().any(|g| g == "lpm") {
         for (label, n) in plan::FIB_SIZES {
             let (routes, ips) = (out.join(format!("fib-{label}.routes")), out.join(format!("fib-{label}.ips")));
-            write_fib_set(&routes, &ips, n)?;
-            fib_sets.push((label.to_string(), routes, ips));
+            write_fib_set(&routes, &ips, n, false)?;
+            fib_sets.push((label.to_string(), routes, ips, false));
+        }
+        for (label, n) in plan::FIB6_SIZES {
+            let (routes, ips) = (out.join(format!("fib6-{label}.routes")), out.join(format!("fib6-{label}.ips")));
+            write_fib_set(&routes, &ips, n, true)?;
+            fib_sets.push((label.to_string(), routes, ips, true));
         }
     }
     let knobs = Knobs {

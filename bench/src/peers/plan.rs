@@ -83,7 +83,7 @@ pub enum Reader {
     TestAcl { alg: &'static str, size: String },
     /// `dpdk-test-fib`'s `AVG FIB lookup` (one pass over the addresses, bursts of 64): the
     /// route-set label.
-    TestFib { size: String },
+    TestFib { size: String, v6: bool },
 }
 
 /// Programs run back to back in one round: a Cadence bench and its peers.
@@ -109,8 +109,9 @@ pub struct Knobs {
     pub routes6: PathBuf,
     /// The ACL sets: (label, rule file, trace file, keys in the trace).
     pub acl_sets: Vec<(String, PathBuf, PathBuf, usize)>,
-    /// The LPM sets: (label, route file, address file), written by `dpdk-test-fib` itself.
-    pub fib_sets: Vec<(String, PathBuf, PathBuf)>,
+    /// The LPM sets: (label, route file, address file, IPv6), written by `dpdk-test-fib`
+    /// itself.
+    pub fib_sets: Vec<(String, PathBuf, PathBuf, bool)>,
 }
 
 /// The groups' names, in their order in round 0 (`--only` selects among them).
@@ -120,12 +121,18 @@ pub const GROUPS: [&str; 8] = ["tables-64K", "tables-1M", "io", "macswap", "l3fw
 /// addresses looked up in each (`-l`).
 pub const FIB_SIZES: [(&str, usize); 3] = [("1K", 1_000), ("10K", 10_000), ("100K", 100_000)];
 pub const FIB_LOOKUPS: usize = 100_000;
+/// The IPv6 route-set sizes (`dpdk-test-fib -6`: prefixes of every length up to /128, so a
+/// set of N routes needs up to 14 N trie groups: 100K would not fit `-g 65536`).
+pub const FIB6_SIZES: [(&str, usize); 2] = [("1K", 1_000), ("10K", 10_000)];
 
 /// `dpdk-test-fib`'s arguments after the EAL's: `-n routes -l lookups -w routes_file -u
 /// ips_file` writes a set (its generator: prefixes of every length, addresses inside them);
 /// `-f -t` reads one; `-g` tbl8 groups for the longest sets.
-pub fn fib_args(routes: &std::path::Path, ips: &std::path::Path, write: Option<usize>) -> Vec<String> {
+pub fn fib_args(routes: &std::path::Path, ips: &std::path::Path, write: Option<usize>, v6: bool) -> Vec<String> {
     let mut v = Vec::new();
+    if v6 {
+        v.push("-6".into());
+    }
     if let Some(n) = write {
         v.extend(["-n".into(), n.to_string(), "-l".into(), FIB_LOOKUPS.to_string()]);
         v.extend(["-w".into(), routes.display().to_string(), "-u".into(), ips.display().to_string()]);
@@ -274,12 +281,13 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
 fn lpm_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
     let p = pages.label();
     let mut jobs = Vec::new();
-    for (label, routes, ips) in &k.fib_sets {
-        let mut a = strings(&["lpm", "--label", label]);
+    for (label, routes, ips, v6) in &k.fib_sets {
+        let (op, peer) = if *v6 { ("lpm6", "rte_fib6") } else { ("lpm", "rte_fib") };
+        let mut a = strings(&[op, "--label", label]);
         a.extend(["--routes".into(), routes.display().to_string(), "--ips".into(), ips.display().to_string()]);
         a.extend(cadence_tail.iter().cloned());
         jobs.push(Job {
-            label: format!("cadence lpm {label} ({p})"),
+            label: format!("cadence {op} {label} ({p})"),
             program: Program::Cadence,
             args: a,
             ending: Ending::Exits,
@@ -287,13 +295,13 @@ fn lpm_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
         });
         let mut a = eal(pages, "1", 512);
         a.push("--".into());
-        a.extend(fib_args(routes, ips, None));
+        a.extend(fib_args(routes, ips, None, *v6));
         jobs.push(Job {
-            label: format!("rte_fib {label} ({p})"),
+            label: format!("{peer} {label} ({p})"),
             program: Program::TestFib,
             args: a,
             ending: Ending::Exits,
-            reader: Reader::TestFib { size: label.clone() },
+            reader: Reader::TestFib { size: label.clone(), v6: *v6 },
         });
     }
     jobs
@@ -407,6 +415,10 @@ pub fn comparisons() -> Vec<Comparison> {
         v.push(c("lpm4", size, "rte_fib", "lpm4", Some(1.0)));
         v.push(c("lpm4_s16", size, "rte_fib", "lpm4", None));
     }
+    // And IPv6 at most rte_fib6's trie.
+    for (size, _) in FIB6_SIZES {
+        v.push(c("lpm6", size, "rte_fib6", "lpm6", Some(1.0)));
+    }
     // Issue 33: first-packet classification at most rte_acl's, whichever algorithm.
     for (size, _) in ACL_SIZES {
         for alg in ["rte_acl_scalar", "rte_acl_sse", "rte_acl_avx2"] {
@@ -444,7 +456,7 @@ mod tests {
             routes4: "/r4".into(),
             routes6: "/r6".into(),
             acl_sets: vec![("100".into(), "/a.rules".into(), "/a.trace".into(), 10)],
-            fib_sets: vec![("1K".into(), "/r.txt".into(), "/i.txt".into())],
+            fib_sets: vec![("1K".into(), "/r.txt".into(), "/i.txt".into(), false)],
         }
     }
 
@@ -526,7 +538,9 @@ mod tests {
         // Issue 33 item 4: the LPM at most rte_fib's DIR-24-8 at every size.
         assert_eq!(t("lpm4", "100K", "rte_fib"), Some(Target { limit: 1.0 }));
         assert_eq!(t("lpm4_s16", "100K", "rte_fib"), None);
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 3);
+        // IPv6 at most rte_fib6's trie.
+        assert_eq!(t("lpm6", "10K", "rte_fib6"), Some(Target { limit: 1.0 }));
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 3 + 2);
     }
 
     #[test]

@@ -64,3 +64,38 @@ pub fn tcp64(flow: u16) -> Vec<u8> {
     f[50..52].copy_from_slice(&sum.to_be_bytes());
     f
 }
+
+/// An IPv4/TCP frame of flow `flow` (from 10.2.x.y:1024+flow to the VIP's port 80) with
+/// sequence number `seq`, TCP `flags` and `payload`, valid checksums.
+pub fn tcp_segment(flow: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 54 + payload.len()];
+    f[0..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let src = [10, 2, (flow >> 8) as u8, flow as u8];
+    {
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&((40 + payload.len()) as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&src);
+        ip[16..20].copy_from_slice(&VIP);
+        let sum = checksum::checksum(ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    }
+    {
+        let tcp = &mut f[34..54];
+        tcp[0..2].copy_from_slice(&(1024 + flow).to_be_bytes());
+        tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&1u32.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = flags;
+        tcp[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    }
+    f[54..].copy_from_slice(payload);
+    let sum = checksum::l4_checksum_v4(src, VIP, 6, &f[34..]);
+    f[50..52].copy_from_slice(&sum.to_be_bytes());
+    f
+}

@@ -312,9 +312,11 @@ pub struct AclCounters {
     pub permitted: u64,
     /// Packets dropped (`AclDeny`).
     pub denied: u64,
-    /// Packets whose verdict came from the flow cache.
+    /// Packets whose verdict came from the flow cache (with a later packet of a new flow
+    /// in the burst that cached it: every packet counts once, here, in `classified` or in
+    /// `reclassified`).
     pub cache_hits: u64,
-    /// Packets classified (cache misses).
+    /// New flows classified (cache misses).
     pub classified: u64,
     /// Classifications that no rule matched (the default action applied).
     pub defaulted: u64,
@@ -416,8 +418,10 @@ impl Nf for Acl {
                     match shared.flows.add_entry(&mut self.lane, &miss, &v, PROFILE, ctx.now) {
                         // An earlier packet of the same new flow in this burst (the burst
                         // looked every key up before any add) already classified and cached
-                        // it: this one is not a new classification.
-                        AddStatus::NotDone(NotDone::KeyExists) => {}
+                        // it: this one is not a new flow; its verdict is the cached one (the
+                        // same rules decided it), so it counts as a cache hit. Every packet
+                        // counts once: a hit, a new flow classified, or one reclassified.
+                        AddStatus::NotDone(NotDone::KeyExists) => self.counters.cache_hits += 1,
                         status => {
                             self.counters.classified += 1;
                             self.counters.defaulted += u64::from(rule.is_none());

@@ -166,6 +166,10 @@ pub struct SleepSummary {
     pub late_p50_ns: Option<u64>,
     /// See `late_p50_ns`.
     pub late_p99_ns: Option<u64>,
+    /// 1 when the image's sleeper turned MONITOR/MWAIT off because it did not wait (an
+    /// emulator's MWAIT that returns at once: `cadence_platform::sleep::HOLLOW_LIMIT`), 0
+    /// while it waits (`core{i}_mwait_hollow`; image only).
+    pub mwait_hollow: Option<u64>,
 }
 
 /// A boot's nonce ([`Machine::boot_nonce`]).

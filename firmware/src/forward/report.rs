@@ -162,6 +162,7 @@ fn write_cores<M: Machine, P: FwdPort>(sh: &Shared<M, P>, w: &mut dyn Write, per
             ("spin_ns", s.spin_ns),
             ("late_p50_ns", s.late_p50_ns),
             ("late_p99_ns", s.late_p99_ns),
+            ("mwait_hollow", s.mwait_hollow),
         ] {
             if let Some(v) = v {
                 write!(w, " core{i}_{key}={v}")?;

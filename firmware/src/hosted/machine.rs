@@ -267,6 +267,7 @@ impl Machine for Hosted {
             spin_ns: Some(st.spin_ns),
             late_p50_ns: st.lateness_p50_ns(),
             late_p99_ns: st.lateness_p99_ns(),
+            mwait_hollow: None,
         }
     }
 

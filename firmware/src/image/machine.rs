@@ -90,7 +90,11 @@ impl Machine for BareMetal {
 
     fn sleep_summary(s: &HaltSleeper) -> SleepSummary {
         // Halted cycles are counted by the pipeline; lateness is not measured here.
-        SleepSummary { watched: s.watched_sleeps(), ..SleepSummary::default() }
+        SleepSummary {
+            watched: s.watched_sleeps(),
+            mwait_hollow: Some(u64::from(s.mwait_hollow())),
+            ..SleepSummary::default()
+        }
     }
 
     fn spawn(&self, worker: usize, job: Box<dyn FnOnce() + Send + 'static>) -> Result<(), BareMetalError> {

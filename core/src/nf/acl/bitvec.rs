@@ -9,12 +9,16 @@
 //! value in one interval is matched by exactly the same rules. Every interval keeps the bit
 //! vector of those rules (bit `p` = the rule at position `p`). A lookup finds the key's interval
 //! in each field — a binary search for the addresses, a table for ports and protocol — and ANDs
-//! the five vectors a 64-bit word at a time, in position order: the first set bit is the winner,
-//! so the scan usually stops in the first word or two.
+//! the five vectors a 64-bit word at a time, in position order: the first set bit is the winner.
+//! Every vector carries a summary word (an *aggregated bit vector*, Baboescu and Varghese,
+//! SIGCOMM 2001: bit `k` set when word `k` is not zero); the five summaries ANDed name the only
+//! words that can hold a match, so a key skips the words some field has empty and one
+//! classifier can take up to 4 096 rules ([`MAX_RULES`]) at little more than a short one's cost.
 //!
-//! Cost: a lookup is two binary searches over at most `2n + 1` bounds, three table reads and at
-//! most `⌈n / 64⌉` five-way ANDs, whatever the rules look like (no rule is checked field by
-//! field). Memory is quadratic: each field holds up to `2n + 1` vectors of `n` bits, so the
+//! Cost: a lookup is two binary searches over at most `2n + 1` bounds, three table reads, one
+//! five-way AND of the summaries and at most `⌈n / 64⌉` five-way ANDs of words (only where the
+//! summaries all have a bit; a summary bit whose words AND to zero costs one AND and is
+//! passed), whatever the rules look like (no rule is checked field by field). Memory is quadratic: each field holds up to `2n + 1` vectors of `n` bits, so the
 //! classifier is built only under a budget ([`BitVec::try_new`], [`MAX_BYTES`]); the tuple-space
 //! classifier takes larger sets. Build is `O(n²)` bit writes. No allocation and no panic per
 //! lookup.
@@ -29,8 +33,13 @@ use crate::pna::ternary::{FiveTuple, Match, Rule};
 /// shared with the flow tables), where a rule change briefly holds two versions.
 pub const MAX_BYTES: usize = 8 << 20;
 
+/// The most rules one classifier takes: one summary word ([`Field::summary`]) covers 64 words
+/// of 64 rules.
+pub const MAX_RULES: usize = 64 * 64;
+
 /// One field cut into elementary intervals: interval `i` is `bounds[i] ..= bounds[i + 1] - 1`
-/// (the last one runs to the field's maximum); its vector is `bits[i * words ..][.. words]`.
+/// (the last one runs to the field's maximum); its summary is `bits[i * (words + 1)]` and its
+/// vector the `words` words after it (one cache line holds the summary and the first words).
 #[derive(Debug, Default)]
 struct Field {
     bounds: Vec<u128>,
@@ -39,9 +48,17 @@ struct Field {
     narrow: Option<Vec<u64>>,
     /// For an IPv4 classifier's addresses: `top[t]` is the number of bounds below the
     /// IPv4-mapped address `t.0.0` (`t` the top 16 bits), so a key's search runs only over the
-    /// bounds that share its top 16 bits (`top[t]..top[t + 1]`, usually a handful).
-    top: Vec<u32>,
+    /// bounds that share its top 16 bits (`top[t]..top[t + 1]`, usually a handful). For an
+    /// IPv6 classifier's (bounds not narrow): the same over the address's top 16 bits
+    /// (`t::/16`).
+    top: Vec<u16>,
+    /// Each interval's summary and vector. The summary aggregates the vector (Baboescu and
+    /// Varghese, SIGCOMM 2001): its bit `k` is set when word `k` is not zero, so that a lookup
+    /// ANDs only the words that all five fields may have set (at most 64 words: 4 096 rules,
+    /// [`MAX_RULES`]).
     bits: Vec<u64>,
+    /// Words per interval: the summary and the vector.
+    stride: usize,
 }
 
 /// `::ffff:0.0.0.0`, the first IPv4-mapped address.
@@ -60,26 +77,47 @@ impl Field {
         }
         bounds.sort_unstable();
         bounds.dedup();
-        let mut bits = vec![0u64; bounds.len() * words];
+        let stride = words + 1;
+        let mut bits = vec![0u64; bounds.len() * stride];
         for (p, &(lo, hi)) in ranges.iter().enumerate() {
             // The intervals inside [lo, hi]: from the one starting at lo to the last starting
             // at or below hi (ranges' ends are bounds, so none straddles).
             let first = bounds.partition_point(|&b| b < lo);
             let end = bounds.partition_point(|&b| b <= hi);
             for i in first..end {
-                if let Some(w) = bits.get_mut(i * words + p / 64) {
+                if let Some(w) = bits.get_mut(i * stride + 1 + p / 64) {
                     *w |= 1 << (p % 64);
                 }
             }
         }
         let narrow = bounds.iter().map(|&b| u64::try_from(b).ok()).collect::<Option<Vec<u64>>>();
-        Field { bounds, narrow, top: Vec::new(), bits }
+        for row in bits.chunks_mut(stride) {
+            if let Some((summary, vector)) = row.split_first_mut() {
+                *summary = vector.iter().enumerate().fold(0, |m, (k, &w)| m | u64::from(w != 0) << (k % 64));
+            }
+        }
+        Field { bounds, narrow, top: Vec::new(), bits, stride }
     }
 
-    /// Adds the top-16-bit index ([`Field::top`], 256 KiB) for IPv4-mapped keys, where the
-    /// bounds are many enough for a plain search to cost more than two steps.
+    /// Adds the top-16-bit index ([`Field::top`], 128 KiB) for IPv4-mapped keys or IPv6 keys,
+    /// where the bounds are many enough for a plain search to cost more than two steps.
     fn with_top_index(mut self) -> Field {
-        if let Some(narrow) = self.narrow.as_ref().filter(|n| n.len() > 8) {
+        if self.narrow.is_none() && self.bounds.len() > 8 && self.bounds.len() <= usize::from(u16::MAX) {
+            // top[t] = bounds below t << 112: one sweep.
+            let mut below = 0;
+            self.top = (0..=1u32 << 16)
+                .map(|t| {
+                    if t == 1 << 16 {
+                        below = self.bounds.len(); // every bound lies below the end of the space
+                    }
+                    while self.bounds.get(below).is_some_and(|&b| b < u128::from(t) << 112) {
+                        below += 1;
+                    }
+                    u16::try_from(below).unwrap_or(u16::MAX)
+                })
+                .collect();
+        }
+        if let Some(narrow) = self.narrow.as_ref().filter(|n| n.len() > 8 && n.len() <= usize::from(u16::MAX)) {
             // top[t] = bounds below MAPPED + (t << 16): one sweep, as both grow with t.
             let mut below = 0;
             self.top = (0..=1u64 << 16)
@@ -87,7 +125,8 @@ impl Field {
                     while narrow.get(below).is_some_and(|&b| b < MAPPED + (t << 16)) {
                         below += 1;
                     }
-                    below as u32
+                    // At most 2 × MAX_RULES + 1 bounds: fits.
+                    u16::try_from(below).unwrap_or(u16::MAX)
                 })
                 .collect();
         }
@@ -111,22 +150,41 @@ impl Field {
             }
             // Above every narrow bound: the last interval.
             (Some(narrow), Err(_)) => narrow.len(),
-            (None, _) => self.bounds.partition_point(|&b| b <= v),
+            (None, _) => {
+                // The bounds that share the key's top 16 bits, with the index.
+                let t = (v >> 112) as usize;
+                match (self.top.get(t), self.top.get(t + 1)) {
+                    (Some(&lo), Some(&hi)) => {
+                        let within = self.bounds.get(usize::from(lo)..usize::from(hi)).unwrap_or(&[]);
+                        usize::from(lo) + within.partition_point(|&b| b <= v)
+                    }
+                    _ => self.bounds.partition_point(|&b| b <= v),
+                }
+            }
         };
         n.saturating_sub(1)
     }
 
-    /// The vector of the interval holding `v`.
+    /// The summary and the vector of the interval holding `v`.
     #[inline]
-    fn row(&self, v: u128, words: usize) -> &[u64] {
-        let i = self.interval(v);
-        self.bits.get(i * words..(i + 1) * words).unwrap_or(&[])
+    fn row(&self, v: u128) -> (u64, &[u64]) {
+        self.row_at(self.interval(v))
+    }
+
+    /// The summary and the vector of interval `i` (none past the end).
+    #[inline]
+    fn row_at(&self, i: usize) -> (u64, &[u64]) {
+        let start = i * self.stride;
+        match self.bits.get(start..start + self.stride) {
+            Some([summary, vector @ ..]) => (*summary, vector),
+            _ => (0, &[]),
+        }
     }
 
     fn bytes(&self) -> usize {
         self.bounds.len() * 16
             + self.narrow.as_ref().map_or(0, |n| n.len() * 8)
-            + self.top.len() * 4
+            + self.top.len() * 2
             + self.bits.len() * 8
     }
 }
@@ -156,9 +214,8 @@ impl Small {
     }
 
     #[inline]
-    fn row(&self, v: u16, words: usize) -> &[u64] {
-        let i = usize::from(self.index.get(usize::from(v)).copied().unwrap_or(0));
-        self.field.bits.get(i * words..(i + 1) * words).unwrap_or(&[])
+    fn row(&self, v: u16) -> (u64, &[u64]) {
+        self.field.row_at(usize::from(self.index.get(usize::from(v)).copied().unwrap_or(0)))
     }
 
     fn bytes(&self) -> usize {
@@ -171,7 +228,6 @@ impl Small {
 pub struct BitVec {
     /// Position → (id, action, priority).
     at: Vec<(u32, u32, u32)>,
-    words: usize,
     src: Field,
     dst: Field,
     sport: Small,
@@ -202,7 +258,7 @@ impl BitVecBuild {
         let words = n.div_ceil(64).max(1);
         // Worst case per field: 2n + 1 intervals of `words` words; five fields.
         let estimate = (2 * n + 1).saturating_mul(words).saturating_mul(8).saturating_mul(5);
-        if n >= 32_768 || estimate > max_bytes.saturating_mul(4) {
+        if n > MAX_RULES || estimate > max_bytes.saturating_mul(4) {
             return None;
         }
         let mut sorted = rules.to_vec();
@@ -256,7 +312,6 @@ impl BitVecBuild {
     pub fn finish(self) -> Option<BitVec> {
         Some(BitVec {
             at: self.sorted.iter().map(|(id, r)| (*id, r.action, r.priority)).collect(),
-            words: self.words,
             src: self.src?,
             dst: self.dst?,
             sport: self.sport?,
@@ -312,12 +367,16 @@ impl BitVec {
     /// word `p / 64`; words past its end count as zero): deleted since the build.
     #[inline]
     pub fn classify_without(&self, p: &FiveTuple, dead: &[u64]) -> Option<Match> {
-        let w = self.words;
-        let (s, d) = (self.src.row(p.src, w), self.dst.row(p.dst, w));
-        let (sp, dp, pr) =
-            (self.sport.row(p.sport, w), self.dport.row(p.dport, w), self.proto.row(u16::from(p.proto), w));
-        for (k, ((((a, b), c), e), f)) in s.iter().zip(d).zip(sp).zip(dp).zip(pr).enumerate() {
-            let x = a & b & c & e & f & !dead.get(k).copied().unwrap_or(0);
+        let ((ms, s), (md, d)) = (self.src.row(p.src), self.dst.row(p.dst));
+        let ((msp, sp), (mdp, dp), (mpr, pr)) =
+            (self.sport.row(p.sport), self.dport.row(p.dport), self.proto.row(u16::from(p.proto)));
+        // Only the words every field may have set, in position order.
+        let mut m = ms & md & msp & mdp & mpr;
+        while m != 0 {
+            let k = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let word = |r: &[u64]| r.get(k).copied().unwrap_or(0);
+            let x = word(s) & word(d) & word(sp) & word(dp) & word(pr) & !dead.get(k).copied().unwrap_or(0);
             if x != 0 {
                 let pos = k * 64 + x.trailing_zeros() as usize;
                 let &(rule, action, priority) = self.at.get(pos)?;
@@ -383,6 +442,22 @@ mod tests {
         for v in probes {
             assert_eq!(f.interval(v), plain(v), "{v:#x}");
         }
+        // IPv6 bounds (not narrow): the index on the address's top 16 bits.
+        let n = |t: u128, rest: u128| t << 112 | rest;
+        let mut ranges6 = vec![(0, u128::MAX), (n(0x2001, 0), n(0x2001, u128::MAX >> 16)), (n(0xFFFF, 5), u128::MAX)];
+        ranges6.extend((0..8u128).map(|i| (n(0x2001, i << 80), n(0x2001, (i << 80) | 0xFFFF))));
+        ranges6.extend((0..4u128).map(|i| (n(0x3FFE + i, 1), n(0x3FFE + i, 1 << 100))));
+        let f = Field::build(&ranges6, u128::MAX, 1).with_top_index();
+        assert!(f.narrow.is_none());
+        assert_eq!(f.top.len(), (1 << 16) + 1);
+        let plain = |v: u128| f.bounds.partition_point(|&b| b <= v).saturating_sub(1);
+        let mut probes = vec![0u128, 1, n(1, 0) - 1, n(0xFFFF, 0), u128::MAX - 1, u128::MAX];
+        for &(lo, hi) in &ranges6 {
+            probes.extend([lo.saturating_sub(1), lo, lo + 1, hi.saturating_sub(1), hi, hi.saturating_add(1)]);
+        }
+        for v in probes {
+            assert_eq!(f.interval(v), plain(v), "{v:#x}");
+        }
     }
 
     #[test]
@@ -393,6 +468,28 @@ mod tests {
         assert!(BitVec::try_new(&rules, 1 << 20).is_none(), "3000 rules do not fit in 1 MiB");
         let bv = BitVec::try_new(&rules, 64 << 20).expect("they fit in 64 MiB");
         assert!(bv.bytes() <= 64 << 20 && bv.bytes() > 1 << 20);
+    }
+
+    /// A summary bit is set exactly where its interval's vector word is not zero, and a run of
+    /// more rules than one summary word covers is refused.
+    #[test]
+    fn summaries_mark_the_words_that_are_not_zero() {
+        // 300 rules (5 words): rule i matches source port i only, so each port's interval has
+        // one word set; port 1 000 (no rule) none.
+        let rules: Vec<(u32, Rule)> =
+            (0..300u32).map(|i| (i, rule((0, 0), (0, 0), (i as u16, i as u16), (0, u16::MAX), None, 1))).collect();
+        let bv = BitVec::try_new(&rules, MAX_BYTES).expect("small");
+        for port in [0u16, 63, 64, 200, 299, 1000] {
+            let (summary, row) = bv.sport.row(port);
+            let want = row.iter().enumerate().fold(0u64, |m, (k, &w)| m | u64::from(w != 0) << k);
+            assert_eq!(summary, want, "port {port}");
+            assert_eq!(summary.count_ones(), u32::from(port < 300), "port {port}");
+            let m = bv.classify(&FiveTuple::v4(1, 2, port, 9, 6)).map(|m| m.rule);
+            assert_eq!(m, (port < 300).then_some(u32::from(port)));
+        }
+        let many: Vec<(u32, Rule)> =
+            (0..=MAX_RULES as u32).map(|i| (i, rule((0, 0), (0, 0), (0, u16::MAX), (0, u16::MAX), None, 1))).collect();
+        assert!(BitVec::try_new(&many, usize::MAX / 8).is_none(), "one rule past a summary word");
     }
 
     fn arb_rule() -> impl Strategy<Value = Rule> {

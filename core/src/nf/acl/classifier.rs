@@ -15,15 +15,16 @@
 //! that comes first in the rule list, as in the linear reference [`Classifier::classify_linear`].
 //!
 //! Most sets never reach the tuples: the rules in classification order are cut into runs —
-//! 256, 512, 1 024, then 2 048 rules each ([`GROUP_RULES`]) — and each run gets its own
-//! [`super::BitVec`] (two binary searches and a few word ANDs per lookup, whatever the rules).
+//! 1 024, then 2 048 rules each ([`GROUP_RULES`]) — and each run gets its own
+//! [`super::BitVec`] (two address searches, three table reads, five summary words ANDed and
+//! then only the vector words all five summaries leave, whatever the rules).
 //! A lookup asks the runs in order and the first run with a match holds the answer (every rule
 //! of a later run comes after it in classification order). A key matched by an early rule —
-//! on rule sets with broad rules near the top, nearly every key — is answered by the first,
-//! smallest run; a key that no rule matches visits every run (at 10 000 rules, eight: the
-//! worst case, measured with `core/examples/aclgroups.rs`). Runs short at the start keep that
-//! first lookup in small vectors; long afterwards keep the worst case to few runs (each run's
-//! tables cost a few cache misses). Only a set whose runs together exceed
+//! on rule sets with broad rules near the top, nearly every key — is answered by the first
+//! run; a key that no rule matches visits every run (at 10 000 rules, six: the worst case,
+//! measured with `core/examples/aclgroups.rs`). Long runs keep the worst case to few runs (each
+//! run's tables cost a few cache misses); the summaries keep a long run's lookup to the words
+//! that can hold a match. Only a set whose runs together exceed
 //! [`GROUPS_MAX_BYTES`] (about 12 000 rules) goes to the tuples.
 //!
 //! Everything is built once ([`Classifier::new`], allocating); [`Classifier::classify`] never
@@ -35,11 +36,12 @@ use super::BitVec;
 use super::bitvec::BitVecBuild;
 use crate::pna::ternary::{FiveTuple, Match, Rule};
 
-/// Rules per bit-vector group, in classification order: the first groups short (a key matched
-/// by an early rule is answered from small vectors), then runs of 2 048 (each run's vectors
-/// take up to about a quarter of its rule count squared in bytes per address field: ~2 MiB
-/// at 2 048 rules, inside [`super::bitvec::MAX_BYTES`]).
-const GROUP_RULES: [usize; 4] = [256, 512, 1024, 2048];
+/// Rules per bit-vector group, in classification order: 1 024 first (a set of up to 1 024
+/// rules is one run, so every key visits one run; the vectors' summaries let a key skip the
+/// words no field has set, so a long run costs little more than a short one), then runs of
+/// 2 048 (each run's vectors take up to about a quarter of its rule count squared in bytes
+/// per address field: ~2 MiB at 2 048 rules, inside [`super::bitvec::MAX_BYTES`]).
+const GROUP_RULES: [usize; 2] = [1024, 2048];
 
 /// The most memory all the groups of one classifier may take; a larger set goes to the tuples.
 pub const GROUPS_MAX_BYTES: usize = 20 << 20;
@@ -414,7 +416,7 @@ mod tests {
         let mut rules: Vec<(u32, Rule)> = (0..n)
             .map(|i| (i, Rule::v4(10_000 - i, (0x0A00_0000 | i, 32), (0, 0), (0, u16::MAX), (0, u16::MAX), None, i)))
             .collect();
-        for &b in &[256u32, 768, 1792, 3840] {
+        for &b in &[1024u32, 3072] {
             let Some(&(_, last)) = rules.get(b as usize - 1) else { continue };
             if let Some(next) = rules.get_mut(b as usize) {
                 next.1.priority = last.priority;
@@ -423,17 +425,19 @@ mod tests {
         }
         let c = Classifier::with_ids(rules.clone());
         assert!(c.uses_bit_vectors());
-        assert_eq!(c.group_count(), if n == 4000 { 5 } else { 2 }); // 256, 512, 1 024, 2 048, 160
-        for i in (0..n).step_by(7).chain([255, 256, 767, 768, 1791, 1792, 3839, 3840, n - 1]).filter(|&i| i < n) {
+        assert_eq!(c.group_count(), if n == 4000 { 3 } else { 1 }); // 1 024, 2 048, 928
+        for i in (0..n).step_by(7).chain([1023, 1024, 3071, 3072, n - 1]).filter(|&i| i < n) {
             let k = FiveTuple::v4(0x0A00_0000 | i, 1, 2, 3, 6);
             assert_eq!(c.classify(&k), c.classify_linear(&k), "host {i}");
-            let want = if [256, 768, 1792, 3840].contains(&i) { None } else { Some(i) };
+            let want = if [1024, 3072].contains(&i) { None } else { Some(i) };
             if let Some(w) = want {
                 assert_eq!(c.classify(&k).map(|m| m.rule), Some(w));
             }
         }
-        // The shared host of the boundary pairs: rule 255 (first group) beats rule 256.
-        assert_eq!(c.classify(&FiveTuple::v4(0x0A00_0000 | 255, 1, 2, 3, 6)).map(|m| m.rule), Some(255));
+        // The shared host of the boundary pairs: rule 1 023 (first group) beats rule 1 024.
+        if n > 1024 {
+            assert_eq!(c.classify(&FiveTuple::v4(0x0A00_0000 | 1023, 1, 2, 3, 6)).map(|m| m.rule), Some(1023));
+        }
         assert_eq!(c.classify(&FiveTuple::v4(0x0B00_0000, 1, 2, 3, 6)), None);
     }
 

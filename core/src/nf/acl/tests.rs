@@ -181,6 +181,23 @@ proptest! {
     }
 }
 
+/// Two packets of one new flow in the same burst: the first is classified and cached, the
+/// second counts as a cache hit (its flow is cached by then) — not as a second new flow, and
+/// not as nothing (the proptest above found the burst's duplicates counted nowhere).
+#[test]
+fn a_new_flows_second_packet_in_the_same_burst_counts_as_a_cache_hit() {
+    let shared = Arc::new(
+        AclShared::try_new(&AclConfig::new(vec![AclRule::any(1, AclAction::Deny)], AclAction::Permit)).unwrap(),
+    );
+    let mut acl = Acl::new(shared);
+    let f = frame(IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), 6, 1000, 80, b"x");
+    let g = frame(IpAddr::V4([10, 0, 0, 3]), IpAddr::V4([10, 0, 0, 2]), 6, 1000, 80, b"x");
+    let out = run(&mut acl, &[f.clone(), g, f], 0, Instant(1));
+    assert!(out.iter().all(|o| o.verdict == Verdict::Drop(DropReason::AclDeny)));
+    let c = *acl.counters();
+    assert_eq!((c.classified, c.cache_hits, c.denied), (2, 1, 3));
+}
+
 #[test]
 fn acl_validation_names_the_rule_and_field() {
     let ok = AclRule::any(1, AclAction::Deny);
@@ -328,8 +345,8 @@ proptest! {
         seed in any::<u64>(),
         ops in proptest::collection::vec((0u8..10, any::<u64>()), 1..crate::testing::miri_or(120, 12)),
     ) {
-        // Two groups' worth of rules (the first holds 256), so deletes hit both.
-        let start = example_rules(seed, crate::testing::miri_or(300, 20));
+        // Two groups' worth of rules (the first holds 1 024), so deletes hit both.
+        let start = example_rules(seed, crate::testing::miri_or(1100, 20));
         let extra = example_rules(seed ^ 0xadd, 200);
         let shared = AclShared::try_new(&AclConfig::new(start.clone(), AclAction::Deny)).unwrap();
         let mut model = start;

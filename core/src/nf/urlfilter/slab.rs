@@ -178,15 +178,28 @@ impl Slabs {
             let chunk_end = end.min((w + 1) * 64);
             let Some(word) = have.get(w) else { break };
             let old = word.load(Ordering::Relaxed);
+            // The chunk's positions as bits of this word.
+            let span = chunk_end - at;
+            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << (at % 64) };
             let mut new = old;
-            for pos in at..chunk_end {
-                let bit = 1u64 << (pos % 64);
-                let (Some(d), Some(&b)) = (data.get(pos), bytes.get(pos - off)) else { continue };
-                if old & bit == 0 {
-                    d.store(b, Ordering::Relaxed);
-                    new |= bit;
-                } else if d.load(Ordering::Relaxed) != b {
-                    conflict = true;
+            if old & mask == 0 {
+                // None of these bytes is here yet (the common case): store them all.
+                if let (Some(d), Some(src)) = (data.get(at..chunk_end), bytes.get(at - off..chunk_end - off)) {
+                    for (d, &b) in d.iter().zip(src) {
+                        d.store(b, Ordering::Relaxed);
+                    }
+                    new |= mask;
+                }
+            } else {
+                for pos in at..chunk_end {
+                    let bit = 1u64 << (pos % 64);
+                    let (Some(d), Some(&b)) = (data.get(pos), bytes.get(pos - off)) else { continue };
+                    if old & bit == 0 {
+                        d.store(b, Ordering::Relaxed);
+                        new |= bit;
+                    } else if d.load(Ordering::Relaxed) != b {
+                        conflict = true;
+                    }
                 }
             }
             if new != old {
@@ -222,21 +235,37 @@ impl Slabs {
         let have = self.have.get(i * self.words..(i + 1) * self.words).unwrap_or(&[]);
         let data = self.data.get(i * self.window..(i + 1) * self.window).unwrap_or(&[]);
         let x = x.min(self.window);
-        let bit = |pos: usize| have.get(pos / 64).is_some_and(|w| w.load(Ordering::Relaxed) >> (pos % 64) & 1 != 0);
-        for w in 0..self.words {
-            let mut word = 0u64;
-            for b in 0..64 {
-                let dst = w * 64 + b;
-                let src = dst + x;
-                if src < self.window && bit(src) {
-                    word |= 1 << b;
-                    if let (Some(d), Some(s)) = (data.get(dst), data.get(src)) {
-                        d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
-                    }
+        // One past the highest byte present (0: none).
+        let top = have
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(w, word)| {
+                let v = word.load(Ordering::Relaxed);
+                (v != 0).then(|| w * 64 + 64 - v.leading_zeros() as usize)
+            })
+            .unwrap_or(0);
+        if top > x {
+            // Bytes after `x` (out-of-order ones, or the next request): move bytes x..top to
+            // 0..top - x (absent ones too: their presence bit says what they are), and shift
+            // the presence bits by `x` with them, a word at a time in ascending order (each
+            // new word reads old words at or after its own place).
+            for dst in 0..top - x {
+                if let (Some(d), Some(s)) = (data.get(dst), data.get(dst + x)) {
+                    d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
                 }
             }
-            if let Some(h) = have.get(w) {
-                h.store(word, Ordering::Relaxed);
+            let (ws, bs) = (x / 64, x % 64);
+            let old = |w: usize| have.get(w).map_or(0, |v| v.load(Ordering::Relaxed));
+            for (w, h) in have.iter().enumerate() {
+                let lo = old(w + ws) >> bs;
+                let hi = if bs == 0 { 0 } else { old(w + ws + 1) << (64 - bs) };
+                h.store(lo | hi, Ordering::Relaxed);
+            }
+        } else {
+            // Nothing after `x` (the common case: a request consumed whole): clear what was.
+            for h in have.iter().take(top.div_ceil(64)) {
+                h.store(0, Ordering::Relaxed);
             }
         }
         if let Some(c) = self.contig.get(i) {
@@ -272,5 +301,53 @@ mod tests {
         }
         let s = Slabs::try_new(4, 128).unwrap();
         assert_eq!(s.window(), 128);
+    }
+
+    /// The window as a model: one optional byte per offset.
+    fn prefix(model: &[Option<u8>]) -> Vec<u8> {
+        model.iter().map_while(|b| *b).collect()
+    }
+
+    proptest::proptest! {
+        /// Writes (first-written bytes kept, conflicts reported) and consumes (offset `x`
+        /// becomes 0, bytes and presence alike) hold to a model of one optional byte per
+        /// offset, for windows that are and are not whole words, with out-of-order bytes
+        /// left after a consume.
+        #[test]
+        fn writes_and_consumes_hold_to_a_byte_model(
+            window in proptest::sample::select(vec![64usize, 100, 200, 1024]),
+            ops in proptest::collection::vec(
+                (proptest::bool::weighted(0.7), 0usize..1100, proptest::collection::vec(0u8..4, 0..150)),
+                1..40,
+            ),
+        ) {
+            let s = Slabs::try_new(2, window).unwrap();
+            let mut cursor = 0;
+            let r = s.claim(&mut cursor, Instant(1), Duration(1 << 40)).unwrap();
+            let mut model: Vec<Option<u8>> = vec![None; window];
+            for (write, at, bytes) in ops {
+                if write {
+                    let (len, grew, conflict) = s.write_checked(r, at, &bytes);
+                    let before = prefix(&model).len();
+                    let mut want_conflict = false;
+                    for (k, &b) in bytes.iter().enumerate() {
+                        let Some(m) = model.get_mut(at + k) else { break };
+                        match m {
+                            None => *m = Some(b),
+                            Some(old) => want_conflict |= *old != b,
+                        }
+                    }
+                    let after = prefix(&model).len();
+                    proptest::prop_assert_eq!((len, grew, conflict), (after, after > before, want_conflict));
+                } else {
+                    s.consume(r, at);
+                    let x = at.min(window);
+                    model = model.iter().skip(x).copied().chain(core::iter::repeat_n(None, x)).collect();
+                }
+                let mut out = vec![0u8; window];
+                let n = s.read_prefix(r, &mut out);
+                proptest::prop_assert_eq!(&out[..n], &prefix(&model)[..]);
+            }
+        }
     }
 }
