@@ -58,6 +58,10 @@ pub enum Cmd {
         /// Priority of the aggregate entries (the default entry is at 0).
         #[arg(long, default_value_t = 100)]
         priority: u16,
+        /// The baseline instead of the mapper: an OpenFlow `select` group over the servers'
+        /// ports (a hash per flow, what ECMP does) takes all IPv4.
+        #[arg(long)]
+        select: bool,
     },
     /// Measure NetBlaze's capacity predictor of a chain on this machine (the chain's real
     /// code over software NICs, timed with the TSC) and write the profile file
@@ -100,13 +104,13 @@ pub fn run(cmd: Cmd) -> Result<ExitCode> {
                 }
             }
         }
-        Cmd::Rack { listen, server_ports, prefix_len, tau, priority } => {
+        Cmd::Rack { listen, server_ports, prefix_len, tau, priority, select } => {
             if prefix_len > 32 {
                 bail!("--prefix-len {prefix_len}: an IPv4 prefix length is 0..=32");
             }
             let mut ingress = cadence_core::netblaze::IngressConfig::default();
             (ingress.prefix_len, ingress.tau) = (prefix_len, tau);
-            let cfg = crate::rack::RackConfig { server_ports, ingress, priority };
+            let cfg = crate::rack::RackConfig { server_ports, ingress, priority, select_baseline: select };
             let mut c = crate::rack::Controller::new(cfg)?;
             let listener = std::net::TcpListener::bind(&listen).with_context(|| format!("--listen {listen}"))?;
             let (tx, rx) = std::sync::mpsc::channel();

@@ -49,6 +49,8 @@ pub mod ty {
     pub const PACKET_OUT: u8 = 13;
     /// `OFPT_FLOW_MOD`.
     pub const FLOW_MOD: u8 = 14;
+    /// `OFPT_GROUP_MOD`.
+    pub const GROUP_MOD: u8 = 15;
     /// `OFPT_MULTIPART_REQUEST`.
     pub const MULTIPART_REQUEST: u8 = 18;
     /// `OFPT_MULTIPART_REPLY`.
@@ -329,6 +331,42 @@ pub fn flow_add(xid: u32, cookie: u64, priority: u16, matching: &Match, port: u3
     message(ty::FLOW_MOD, xid, &b)
 }
 
+/// `OFPT_FLOW_MOD` (`OFPFC_ADD`, table 0) like [`flow_add`], whose action is `OFPAT_GROUP`
+/// to `group`.
+pub fn flow_add_group(xid: u32, cookie: u64, priority: u16, matching: &Match, group: u32) -> Vec<u8> {
+    let mut m = flow_add(xid, cookie, priority, matching, 0);
+    // Replace the 16-byte output action with an 8-byte group action (type 22).
+    m.truncate(m.len() - 16);
+    let n = m.len();
+    m[n - 6..n - 4].copy_from_slice(&16u16.to_be_bytes()); // the instruction's length
+    m.extend_from_slice(&22u16.to_be_bytes());
+    m.extend_from_slice(&8u16.to_be_bytes());
+    m.extend_from_slice(&group.to_be_bytes());
+    let len = m.len() as u16;
+    m[2..4].copy_from_slice(&len.to_be_bytes());
+    m
+}
+
+/// `OFPT_GROUP_MOD` adding group `group` of type `OFPGT_SELECT` with one bucket per port
+/// (weight 1, no watch), each outputting to its port: the switch picks a bucket per flow
+/// (OVS: a hash of the packet's fields), what ECMP does.
+pub fn group_add_select(xid: u32, group: u32, ports: &[u32]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + 32 * ports.len());
+    b.extend_from_slice(&0u16.to_be_bytes()); // OFPGC_ADD
+    b.push(1); // OFPGT_SELECT
+    b.push(0);
+    b.extend_from_slice(&group.to_be_bytes());
+    for &p in ports {
+        b.extend_from_slice(&32u16.to_be_bytes()); // ofp_bucket (16) + one output action (16)
+        b.extend_from_slice(&1u16.to_be_bytes()); // weight
+        b.extend_from_slice(&PORT_ANY.to_be_bytes()); // watch_port
+        b.extend_from_slice(&GROUP_ANY.to_be_bytes()); // watch_group
+        b.extend_from_slice(&[0; 4]);
+        output_action(p, &mut b);
+    }
+    message(ty::GROUP_MOD, xid, &b)
+}
+
 /// `OFPT_PACKET_OUT` of `data` (no switch buffer) as if it came in on `in_port`, out of
 /// `port`.
 pub fn packet_out(xid: u32, in_port: u32, port: u32, data: &[u8]) -> Vec<u8> {
@@ -521,6 +559,24 @@ mod tests {
         b.clear();
         Match::any().encode(&mut b);
         assert_eq!(b, hex("0001 0004 00000000"));
+    }
+
+    #[test]
+    fn select_group_and_a_flow_to_it() {
+        // `ovs-ofctl ofp-print`: "OFPT_GROUP_MOD (OF1.3) (xid=0x7): ADD
+        // group_id=1,type=select,bucket=actions=output:2,bucket=actions=output:3".
+        let g = group_add_select(7, 1, &[2, 3]);
+        let bucket = |p: &str| format!("0020 0001 ffffffff ffffffff 00000000 0000 0010 {p} ffff 000000000000");
+        let want = format!("04 0f 0050 00000007 0000 01 00 00000001 {} {}", bucket("00000002"), bucket("00000003"));
+        assert_eq!(g, hex(&want));
+        // "OFPT_FLOW_MOD (OF1.3) (xid=0x8): ADD priority=1,ip cookie:0xcade actions=group:1".
+        let f = flow_add_group(8, 0xcade, 1, &Match::ipv4_dst(0, 0), 1);
+        let want = hex(
+            "04 0e 0050 00000008  000000000000cade 0000000000000000  00 00 0000 0000 0001 ffffffff ffffffff ffffffff 0000 0000 \
+             0001 000a 80000a02 0800 000000000000 \
+             0004 0010 00000000 0016 0008 00000001",
+        );
+        assert_eq!(f, want);
     }
 
     #[test]

@@ -32,11 +32,18 @@
 //! **What is not solved**: packets of a new aggregate that reach the switch between its
 //! first packet-in and the entry's installation come to the controller as packet-ins and are
 //! sent out after the entry exists, so a later packet that hits the entry directly can pass
-//! them (a reorder within the aggregate's first milliseconds). The rack test counts reorders
-//! with the harness's checker rather than assume none.
+//! them (a reorder within the aggregate's first milliseconds). The rack test checks order per
+//! flow at the receivers, and its generator sends a flow's first frame alone and waits for it
+//! (as a TCP flow's first packet waits for its answer).
+//!
+//! **Baseline**: with [`RackConfig::select_baseline`] the controller installs an OpenFlow
+//! `select` group over the servers' ports instead, and all IPv4 goes to it (the switch hashes
+//! each flow onto one bucket, what ECMP does); the mapper is not consulted.
 //!
 //! Server reports ([`RackConfig`] server `i` ↔ OVS port) come in as `(server, dedicated)`
-//! over a channel and go to `IngressMapper::report`.
+//! over a channel and go to `IngressMapper::report`; [`parse_report`] reads a dataplane's
+//! `@report` line (docs/PROTOCOL.md), and `cadence-ctl rack` takes them on standard input
+//! ([`parse_input`]) and prints events as [`event_line`]s.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -66,7 +73,15 @@ pub struct RackConfig {
     pub ingress: IngressConfig,
     /// The priority of an aggregate's entry (above the default entry's 0).
     pub priority: u16,
+    /// The baseline instead of the mapper: one `select` group over every server's port
+    /// ([`SELECT_GROUP`], the switch hashes each flow onto a bucket: what ECMP does) and one
+    /// entry sending all IPv4 to it (priority 1); no aggregate entries, no packet-ins for
+    /// IPv4.
+    pub select_baseline: bool,
 }
+
+/// The group id of the `select` baseline.
+pub const SELECT_GROUP: u32 = 1;
 
 impl RackConfig {
     /// Checks it: at least one server, distinct ports that are real switch ports, a
@@ -83,8 +98,8 @@ impl RackConfig {
                 bail!("rack: server_ports[{i}] = {p} repeats an earlier server's port");
             }
         }
-        if self.priority == 0 {
-            bail!("rack: priority must be above 0 (the default entry's)");
+        if self.priority <= 1 {
+            bail!("rack: priority must be above 1 (the default entry's 0, the select baseline's 1)");
         }
         Ok(())
     }
@@ -314,6 +329,14 @@ impl Controller {
         // The default entry: whatever no aggregate entry matches goes to the controller.
         let x = self.next_xid();
         c.send(&of::flow_add(x, COOKIE, 0, &Match::any(), of::PORT_CONTROLLER))?;
+        if self.cfg.select_baseline {
+            // On a reconnection the group exists already: the switch's refusal
+            // (OFPET_GROUP_MOD_FAILED / OFPGMFC_GROUP_EXISTS) is reported and harmless.
+            let x = self.next_xid();
+            c.send(&of::group_add_select(x, SELECT_GROUP, &self.cfg.server_ports))?;
+            let x = self.next_xid();
+            c.send(&of::flow_add_group(x, COOKIE, 1, &Match::ipv4_dst(0, 0), SELECT_GROUP))?;
+        }
         let x = self.next_xid();
         c.send(&of::barrier_request(x))?;
         self.expect(c, ty::BARRIER_REPLY, x, events)?;
@@ -504,13 +527,18 @@ mod tests {
 
     #[test]
     fn a_bad_configuration_names_the_field() {
-        let cfg =
-            |ports: Vec<u32>, priority| RackConfig { server_ports: ports, ingress: IngressConfig::default(), priority };
+        let cfg = |ports: Vec<u32>, priority| RackConfig {
+            server_ports: ports,
+            ingress: IngressConfig::default(),
+            priority,
+            select_baseline: false,
+        };
         let e = |c: RackConfig| c.check().unwrap_err().to_string();
         assert!(e(cfg(vec![], 100)).contains("server_ports is empty"));
         assert!(e(cfg(vec![1, 0], 100)).contains("server_ports[1] = 0"));
         assert!(e(cfg(vec![1, 2, 1], 100)).contains("server_ports[2] = 1 repeats"));
         assert!(e(cfg(vec![1], 0)).contains("priority"));
+        assert!(e(cfg(vec![1], 1)).contains("priority"));
         assert!(cfg(vec![1, 2], 100).check().is_ok());
     }
 }

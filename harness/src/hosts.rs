@@ -2,7 +2,8 @@
 //! address and a default route via Cadence, and the dataplane itself (AF_XDP on the
 //! veths' far ends) started on a chain file and stopped with SIGINT for its `@summary`.
 //! Used by the tests that put Cadence between real hosts (`tests/tests/nat_icmp.rs`,
-//! `tests/tests/urlfilter_evasion.rs`, `tests/tests/rack.rs`) and by `cargo xtask run --hosted --topology`.
+//! `tests/tests/urlfilter_evasion.rs`, `tests/tests/rack.rs`), by `cargo xtask run --hosted
+//! --topology` and by the rack (`harness/src/rack.rs`).
 //! Needs root and iproute2; CI runs as root. Timeouts are hang guards; nothing asserts on
 //! time.
 

@@ -8,21 +8,26 @@
 //! - [`traffic`]: the generator, the frame-by-frame checker and what a chain makes of each
 //!   frame ([`traffic::expect`]).
 //! - [`protocol`]: the firmware's machine lines (`@ready`, `@stats`, `@summary`, …) parsed.
-//! - [`ovs`]: Open vSwitch in a run directory of its own (the rack's switch).
+//! - [`ovs`]: Open vSwitch in a run directory of its own; [`rack`]: a rack of servers behind
+//!   it with the rack controller (issue 30).
 //! - [`pcap`] and [`defmt`]: capture files and the image's defmt log decoded.
 //!
-//! `unsafe` is denied but in [`tap`] (the `ioctl`s and raw sockets of a tap interface).
+//! `unsafe` is denied but in [`tap`] (the `ioctl`s and raw sockets of a tap interface) and
+//! [`interrupt`] (a SIGINT handler).
 #![deny(unsafe_code)]
 
 pub mod accel;
 pub mod defmt;
 mod host_port;
 pub mod hosts;
+#[allow(unsafe_code)] // signal(2): a SIGINT handler that sets a flag
+pub mod interrupt;
 pub mod netns;
 pub mod ovs;
 pub mod pcap;
 pub mod protocol;
 pub mod qemu;
+pub mod rack;
 pub mod rig;
 #[allow(unsafe_code)] // SIOCGIFFLAGS/SIOCSIFFLAGS and an AF_PACKET socket on the tap interface
 pub mod tap;

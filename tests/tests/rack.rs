@@ -10,9 +10,9 @@
 //!  netns …s1 (server 1) ══ port 3 ┘
 //! ```
 //!
-//! Two tests. In the first, the servers are Linux hosts with a raw-socket receiver and their
-//! reports are fed to the controller by the test, to walk the mapper's decisions; τ = 2: the first aggregate recruits server
-//! 0, the second joins it; server 0 then reports 2 dedicated cores, so the third recruits
+//! Three tests. In the first, the servers are Linux hosts with a raw-socket receiver and
+//! their reports are fed to the controller by the test, to walk the mapper's decisions;
+//! τ = 2: the first aggregate recruits server 0, the second joins it; server 0 then reports 2 dedicated cores, so the third recruits
 //! server 1 and the fourth joins server 1. Assertions are on OVS's own table
 //! (`ovs-ofctl -O OpenFlow13 dump-flows`: one entry per aggregate, output to the server the
 //! mapper chose) and on what the receivers saw: every frame once, in order per flow, on the
@@ -32,288 +32,27 @@
 //! onto server 0. Asserted: OVS's table, every frame once and in order per flow at the far
 //! hosts, and each dataplane's `@summary` (`p0_rx` = `p1_tx` = the frames of its aggregates).
 //!
-//! Each flow's first frame is sent alone and waited for before the rest (as a TCP flow's
-//! first packet waits for its answer): a frame that reaches the switch while its aggregate's
-//! entry is being installed goes through the controller and could be passed by a later one
-//! (rack.rs module docs). Timeouts are hang guards; nothing asserts on time.
+//! The third sends the same 16 flows (2 aggregates) through the mapper and through the
+//! `select` baseline (`RackConfig::select_baseline`) on a fresh rack each: the mapper keeps
+//! them on 1 server, `select` spreads them over both; no frame lost or reordered either way.
+//!
+//! The rig is `cadence_harness::rack`. Each flow's first frame is sent alone and waited for
+//! before the rest (as a TCP flow's first packet waits for its answer): a frame that reaches
+//! the switch while its aggregate's entry is being installed goes through the controller and
+//! could be passed by a later one (`cadence_ctl::rack` module docs); the rest go 4 flows at a
+//! time. Timeouts are hang guards; nothing asserts on time.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
-use cadence_core::netblaze::{IngressConfig, Steer};
-use cadence_ctl::rack::{Controller, Event, RackConfig};
-use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip};
-use cadence_harness::netns::{IP, VethPairs};
-use cadence_harness::ovs::{self, Ovs};
-
-/// Python, in the generator's namespace: sends UDP frames out of `argv[1]`. `argv[2..]` are
-/// `DST:SPORT:FIRST:COUNT`: frames FIRST..FIRST+COUNT of flow (DST, SPORT), the sequence
-/// number in the payload; frames of different flows interleaved.
-const SEND: &str = "import socket,struct,sys\n\
-s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind((sys.argv[1],0))\n\
-def csum(h):\n    t=sum(struct.unpack('!10H',h))\n    t=(t>>16)+(t&0xffff); t+=t>>16\n    return (~t)&0xffff\n\
-flows=[a.split(':') for a in sys.argv[2:]]\nn=max(int(f[3]) for f in flows)\n\
-for i in range(n):\n    for d,sp,first,count in flows:\n        if i>=int(count): continue\n        \
-seq=int(first)+i\n        pay=struct.pack('!I',seq)+bytes(20)\n        \
-udp=struct.pack('!HHHH',int(sp),9999,8+len(pay),0)+pay\n        \
-h=struct.pack('!BBHHHBBH4s4s',0x45,0,20+len(udp),0,0,64,17,0,socket.inet_aton('10.0.0.1'),socket.inet_aton(d))\n        \
-h=h[:10]+struct.pack('!H',csum(h))+h[12:]\n        \
-s.send(b'\\xff'*6+b'\\x02\\x00\\x00\\x00\\x00\\x01'+b'\\x08\\x00'+h+udp)\n";
-
-/// Python, in a server's namespace: prints `DST SPORT SEQ` for every UDP frame to port 9999
-/// on `argv[1]`, `ready` once bound.
-const RECV: &str = "import socket,struct,sys\n\
-s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0800))\ns.bind((sys.argv[1],0x0800))\n\
-print('ready',flush=True)\n\
-while True:\n    f=s.recv(4096)\n    \
-if len(f)<46 or f[23]!=17 or struct.unpack('!H',f[36:38])[0]!=9999: continue\n    \
-print(socket.inet_ntoa(f[30:34]),struct.unpack('!H',f[34:36])[0],struct.unpack('!I',f[42:46])[0],flush=True)\n";
-
-/// A receiver in a server's namespace and the lines it printed so far.
-struct Receiver_ {
-    _child: Kill,
-    seen: Arc<Mutex<Vec<(String, u16, u32)>>>,
-}
-
-impl Receiver_ {
-    fn start(ns: &str, ifname: &str) -> Result<Self> {
-        let mut child = Kill(
-            Command::new(IP)
-                .args(["netns", "exec", ns, "python3", "-u", "-c", RECV, ifname])
-                .stdout(Stdio::piped())
-                .spawn()
-                .context("starting a receiver")?,
-        );
-        let mut out = BufReader::new(child.0.stdout.take().ok_or_else(|| anyhow!("no receiver stdout"))?);
-        let mut first = String::new();
-        out.read_line(&mut first)?;
-        if first.trim() != "ready" {
-            bail!("the receiver did not start: {first:?}");
-        }
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for l in out.lines().map_while(Result::ok) {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                if let [d, sp, seq] = w.as_slice()
-                    && let (Ok(sp), Ok(seq)) = (sp.parse(), seq.parse())
-                    && let Ok(mut v) = s.lock()
-                {
-                    v.push((d.to_string(), sp, seq));
-                }
-            }
-        });
-        Ok(Self { _child: child, seen })
-    }
-
-    fn count(&self) -> usize {
-        self.seen.lock().map(|v| v.len()).unwrap_or(0)
-    }
-}
-
-/// What stands behind a server port of the switch.
-enum Kind {
-    /// A Linux host with a receiver.
-    Linux,
-    /// A hosted Cadence dataplane (this binary, this chain file, 1 worker, `@report` every
-    /// 200 ms) whose port 1 leads to a Linux host with a receiver.
-    Cadence(PathBuf, PathBuf),
-}
-
-/// One server: its dataplane (if any), the receiver at the far side, their namespaces.
-struct Server {
-    dp: Option<Dataplane>,
-    recv: Receiver_,
-    _ns: Netns,
-    _veths: Option<VethPairs>,
-}
-
-/// The rig: OVS, a generator namespace with a veth into the bridge (port 1), two servers
-/// (ports 2 and 3).
-struct Rack {
-    ovs: Ovs,
-    gen_ns: Netns,
-    gen_if: String,
-    servers: Vec<Server>,
-}
-
-/// A controller running on a thread of its own until its stop flag is set.
-struct Running {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<Controller>>>,
-    events: Receiver<Event>,
-    reports: Sender<(usize, u16)>,
-    log: Vec<Event>,
-    /// The TCP port it listens on.
-    port: u16,
-}
-
-impl Running {
-    fn start(ovs: &Ovs, tau: u16) -> Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let port = listener.local_addr()?.port();
-        let mut ingress = IngressConfig::default();
-        (ingress.prefix_len, ingress.tau) = (24, tau);
-        let cfg = RackConfig { server_ports: vec![2, 3], ingress, priority: 100 };
-        let mut c = Controller::new(cfg)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (etx, events) = channel();
-        let (reports, rrx) = channel();
-        let st = stop.clone();
-        let thread = std::thread::spawn(move || {
-            c.serve(&listener, &rrx, &st, &mut |e| {
-                let _ = etx.send(e);
-            })?;
-            Ok(c)
-        });
-        ovs.set_controller(port)?;
-        Ok(Self { stop, thread: Some(thread), events, reports, log: Vec::new(), port })
-    }
-
-    /// Waits (a hang guard of 20 s) for an event `want` accepts, logging every event.
-    fn wait(&mut self, what: &str, want: impl Fn(&Event) -> bool) -> Result<Event> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let e = self
-                .events
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .map_err(|_| anyhow!("no {what} from the controller; its events: {:?}", self.log))?;
-            self.log.push(e.clone());
-            if want(&e) {
-                return Ok(e);
-            }
-        }
-    }
-
-    /// Takes the events already sent into the log.
-    fn drain(&mut self) {
-        while let Ok(e) = self.events.try_recv() {
-            self.log.push(e);
-        }
-    }
-
-    fn stop(mut self) -> Result<Controller> {
-        self.stop.store(true, Ordering::Relaxed);
-        let t = self.thread.take().ok_or_else(|| anyhow!("stopped twice"))?;
-        t.join().map_err(|_| anyhow!("the controller panicked"))?
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Rack {
-    fn start(out: &Path, tag: &str, kind: &Kind) -> Result<Self> {
-        let tag = format!("rk{}{tag}", std::process::id() % 10_000);
-        let ovs = Ovs::start(&out.join("ovs"), &tag)?;
-        let veth_into = |role: &str, ofport: Option<u32>| -> Result<(Netns, String)> {
-            let n = Netns::new(format!("{tag}{role}"))?;
-            let (sw, host) = (format!("{tag}{role}o"), format!("{tag}{role}h"));
-            ip(&["link", "add", &sw, "type", "veth", "peer", "name", &host])?;
-            ip(&["link", "set", &host, "netns", &n.0])?;
-            ip(&["-n", &n.0, "link", "set", &host, "up"])?;
-            ip(&["link", "set", &sw, "up"])?;
-            if let Some(p) = ofport {
-                ovs.add_port(&sw, p)?;
-            }
-            Ok((n, host))
-        };
-        let (gen_ns, gen_if) = veth_into("g", Some(1))?;
-        let mut servers = Vec::new();
-        for i in 0..2u32 {
-            let role = format!("s{i}");
-            servers.push(match kind {
-                Kind::Linux => {
-                    let (ns, host) = veth_into(&role, Some(2 + i))?;
-                    Server { dp: None, recv: Receiver_::start(&ns.0, &host)?, _ns: ns, _veths: None }
-                }
-                Kind::Cadence(bin, chain) => {
-                    let veths = VethPairs::create(1)?;
-                    ovs.add_port(&veths.host[0], 2 + i)?;
-                    let ns = Netns::new(format!("{tag}{role}"))?;
-                    let host = &veths.host[1];
-                    ip(&["link", "set", host, "netns", &ns.0])?;
-                    ip(&["-n", &ns.0, "link", "set", host, "up"])?;
-                    let recv = Receiver_::start(&ns.0, host)?;
-                    let extra = ["report_ms=200".to_string()];
-                    let dp = Dataplane::start(bin, &veths, chain, &extra, &out.join(format!("dataplane{i}.stderr")))?;
-                    Server { dp: Some(dp), recv, _ns: ns, _veths: Some(veths) }
-                }
-            });
-        }
-        Ok(Self { ovs, gen_if, gen_ns, servers })
-    }
-
-    /// Sends `flows` (`(dst, sport, first, count)`) from the generator.
-    fn send(&self, flows: &[(&str, u16, u32, u32)]) -> Result<()> {
-        let args: Vec<String> = flows.iter().map(|(d, s, f, c)| format!("{d}:{s}:{f}:{c}")).collect();
-        let o = Command::new(IP)
-            .args(["netns", "exec", &self.gen_ns.0, "python3", "-c", SEND, &self.gen_if])
-            .args(&args)
-            .output()
-            .context("running the generator")?;
-        if !o.status.success() {
-            bail!("the generator failed: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        Ok(())
-    }
-
-    /// Waits (a hang guard) until the receivers have seen `n` frames in all.
-    fn wait_frames(&self, n: usize) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.servers.iter().map(|s| s.recv.count()).sum::<usize>() < n {
-            if Instant::now() > deadline {
-                bail!("the servers saw {} frames of {n}", self.servers.iter().map(|s| s.recv.count()).sum::<usize>());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    }
-
-    /// Sends each flow's first frame alone, waits for it, then the rest (module docs).
-    fn flows(&self, flows: &[(&str, u16, u32)], total: &mut usize) -> Result<()> {
-        let first: Vec<_> = flows.iter().map(|&(d, s, f)| (d, s, f, 1)).collect();
-        self.send(&first)?;
-        *total += flows.len();
-        self.wait_frames(*total)?;
-        let rest: Vec<_> = flows.iter().map(|&(d, s, f)| (d, s, f + 1, 49)).collect();
-        self.send(&rest)?;
-        *total += 49 * flows.len();
-        self.wait_frames(*total)
-    }
-}
-
-/// OVS's table: `nw_dst` prefix → output port, for the entries at priority 100.
-fn table(ovs: &Ovs) -> Result<BTreeMap<String, String>> {
-    let text = ovs.ofctl("dump-flows", &[])?;
-    let mut t = BTreeMap::new();
-    for l in text.lines().filter(|l| l.contains("priority=100")) {
-        let dst = l
-            .split(['\u{20}', ','])
-            .find_map(|w| w.strip_prefix("nw_dst="))
-            .ok_or_else(|| anyhow!("no nw_dst: {l}"))?;
-        let out = l.split("actions=").nth(1).ok_or_else(|| anyhow!("no actions: {l}"))?;
-        if t.insert(dst.to_string(), out.trim().to_string()).is_some() {
-            bail!("two entries for {dst}:\n{text}");
-        }
-    }
-    Ok(t)
-}
+use cadence_core::netblaze::Steer;
+use cadence_ctl::rack::Event;
+use cadence_harness::hosts::counter;
+use cadence_harness::ovs;
+use cadence_harness::rack::{Kind, Rack, Running, check_frames, feed_reports, server_of, table};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
 
 #[test]
 fn the_controller_programs_ovs_with_one_entry_per_aggregate_and_rebuilds_from_its_table() -> Result<()> {
@@ -328,14 +67,14 @@ fn the_controller_programs_ovs_with_one_entry_per_aggregate_and_rebuilds_from_it
     }
     let out = cadence_tests::out_dir("rack");
     std::fs::create_dir_all(&out)?;
-    let rack = Rack::start(&out, "a", &Kind::Linux)?;
+    let rack = Rack::start(&out, "a", &Kind::Linux, 2)?;
     let r = run(&rack);
     std::fs::write(out.join("dump-flows.txt"), rack.ovs.ofctl("dump-flows", &[]).unwrap_or_default())?;
     r.with_context(|| format!("ovs-vswitchd.log tail:\n{}\n(artifacts in {})", ovs::log_tail(&rack.ovs), out.display()))
 }
 
 fn run(rack: &Rack) -> Result<()> {
-    let mut c = Running::start(&rack.ovs, 2)?;
+    let mut c = Running::start(&rack.ovs, 2, 2)?;
     c.wait("connection", |e| matches!(e, Event::Connected { .. }))?;
     c.wait("rebuild", |e| *e == Event::Rebuilt { restored: 0, foreign: 0 })?;
     let mut total = 0;
@@ -376,7 +115,7 @@ fn run(rack: &Rack) -> Result<()> {
     // A new controller: it rebuilds the four decisions from the table; a fifth aggregate
     // joins server 0 (active, 1 dedicated core after the restart: under τ); nothing moves.
     drop(c.stop()?);
-    let mut c = Running::start(&rack.ovs, 2)?;
+    let mut c = Running::start(&rack.ovs, 2, 2)?;
     c.wait("rebuild after the restart", |e| *e == Event::Rebuilt { restored: 4, foreign: 0 })?;
     rack.flows(&[("10.1.1.7", 1006, 0), ("10.1.4.7", 1007, 0), ("10.1.5.5", 1008, 0)], &mut total)?;
     let mut want = want;
@@ -438,47 +177,6 @@ fn run(rack: &Rack) -> Result<()> {
     check_frames(rack, &|d| server_of(&route, d), 10)
 }
 
-/// The server (0: port 2, 1: port 3) `table` sends destination `dst` (a /24's address) to.
-fn server_of(table: &BTreeMap<String, String>, dst: &str) -> Option<usize> {
-    let agg = dst.rsplit_once('.').map(|(a, _)| format!("{a}.0/24"))?;
-    match table.get(&agg).map(String::as_str) {
-        Some("output:2") => Some(0),
-        Some("output:3") => Some(1),
-        _ => None,
-    }
-}
-
-/// Every frame once, in order per flow (50 frames each), on its aggregate's server only;
-/// `n` flows in all.
-fn check_frames(rack: &Rack, server_of: &dyn Fn(&str) -> Option<usize>, n: usize) -> Result<()> {
-    let mut flows: BTreeMap<(String, u16), Vec<u32>> = BTreeMap::new();
-    for (i, r) in rack.servers.iter().enumerate() {
-        let seen = r.recv.seen.lock().map_err(|_| anyhow!("receiver lock"))?.clone();
-        for (d, sp, seq) in seen {
-            if server_of(&d) != Some(i) {
-                bail!("flow {d}:{sp} frame {seq} reached server {i}, not its aggregate's");
-            }
-            flows.entry((d, sp)).or_default().push(seq);
-        }
-    }
-    let expect: Vec<u32> = (0..50).collect();
-    for (f, seqs) in &flows {
-        let mut once = seqs.clone();
-        once.sort_unstable();
-        once.dedup();
-        if once.len() != seqs.len() {
-            bail!("flow {f:?}: duplicates: {seqs:?}");
-        }
-        if seqs != &expect {
-            bail!("flow {f:?}: frames lost or out of order: {seqs:?}");
-        }
-    }
-    if flows.len() != n {
-        bail!("{} flows arrived of {n}", flows.len());
-    }
-    Ok(())
-}
-
 #[test]
 fn cadence_servers_report_their_cores_and_carry_the_aggregates_ovs_sends_them() -> Result<()> {
     if !cadence_harness::netns::can_create() {
@@ -498,7 +196,7 @@ fn cadence_servers_report_their_cores_and_carry_the_aggregates_ovs_sends_them() 
     std::fs::write(&toml, "[chain]\nnfs = []\nvalidate = \"l2\"\n")?;
     let chain = out.join("l2.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
-    let mut rack = Rack::start(&out, "b", &Kind::Cadence(bin, chain))?;
+    let mut rack = Rack::start(&out, "b", &Kind::Cadence(bin, chain), 2)?;
     let r = run_cadence(&mut rack);
     std::fs::write(out.join("dump-flows.txt"), rack.ovs.ofctl("dump-flows", &[]).unwrap_or_default())?;
     let mut summaries = Vec::new();
@@ -523,23 +221,9 @@ fn cadence_servers_report_their_cores_and_carry_the_aggregates_ovs_sends_them() 
     Ok(())
 }
 
-/// Feeds every server's `@report` lines to the controller; how many were fed.
-fn feed_reports(rack: &mut Rack, c: &Running) -> Result<usize> {
-    let mut n = 0;
-    for (i, s) in rack.servers.iter_mut().enumerate() {
-        let Some(dp) = s.dp.as_mut() else { continue };
-        for l in dp.take_lines("@report") {
-            let (dedicated, _pps) = cadence_ctl::rack::parse_report(&l).ok_or_else(|| anyhow!("bad report: {l}"))?;
-            c.reports.send((i, dedicated))?;
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
 fn run_cadence(rack: &mut Rack) -> Result<()> {
     // τ = 1: a server with one dedicated core (one worker) takes no second aggregate.
-    let mut c = Running::start(&rack.ovs, 1)?;
+    let mut c = Running::start(&rack.ovs, 2, 1)?;
     c.wait("rebuild", |e| *e == Event::Rebuilt { restored: 0, foreign: 0 })?;
     // Each server's first report reaches the mapper: 1 dedicated core each.
     for i in 0..2 {
@@ -584,4 +268,54 @@ fn run_cadence(rack: &mut Rack) -> Result<()> {
     }
     drop(c.stop()?);
     check_frames(rack, &|d| server_of(&want, d), 4)
+}
+
+#[test]
+fn against_the_select_baseline_the_mapper_keeps_the_same_traffic_on_fewer_servers() -> Result<()> {
+    if !cadence_harness::netns::can_create() {
+        bail!("the rack test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    if !ovs::present() {
+        bail!(
+            "the rack test needs Open vSwitch (packages: {}); `cargo xtask test` installs it as root on Debian",
+            cadence_build::provision::OVS_PACKAGES.join(" ")
+        );
+    }
+    // The same traffic twice, each time on a fresh rack: 16 flows (distinct source ports) in
+    // 2 aggregates; both servers report 1 dedicated core, τ = 6 (the default).
+    let flows: Vec<(String, u16)> = (0..16u16).map(|i| (format!("10.3.{}.{}", 1 + i % 2, 10 + i), 3000 + i)).collect();
+    let mut carrying = Vec::new();
+    for (tag, select) in [("c", false), ("d", true)] {
+        let out = cadence_tests::out_dir(&format!("rack_{}", if select { "select" } else { "mapper" }));
+        std::fs::create_dir_all(&out)?;
+        let rack = Rack::start(&out, tag, &Kind::Linux, 2)?;
+        let mut c = Running::start_with(&rack.ovs, 2, 6, select)?;
+        c.wait("rebuild", |e| matches!(e, Event::Rebuilt { .. }))?;
+        for i in 0..2 {
+            c.reports.send((i, 1))?;
+        }
+        let mut total = 0;
+        let f: Vec<(&str, u16, u32)> = flows.iter().map(|(d, s)| (d.as_str(), *s, 0)).collect();
+        rack.flows(&f, &mut total)?;
+        std::fs::write(out.join("dump-flows.txt"), rack.ovs.ofctl("dump-flows", &[])?)?;
+        drop(c.stop()?);
+        // Every frame once and in order, each flow on one server.
+        let mut on: BTreeMap<(String, u16), BTreeSet<usize>> = BTreeMap::new();
+        for (i, s) in rack.servers.iter().enumerate() {
+            for (d, sp, _) in s.recv.seen.lock().map_err(|_| anyhow!("receiver lock"))?.iter() {
+                on.entry((d.clone(), *sp)).or_default().insert(i);
+            }
+        }
+        if let Some((f, s)) = on.iter().find(|(_, s)| s.len() != 1) {
+            bail!("flow {f:?} on servers {s:?}");
+        }
+        let server = |d: &str| on.iter().find(|((fd, _), _)| fd == d).and_then(|(_, s)| s.first().copied());
+        check_frames(&rack, &server, 16)?;
+        carrying.push(rack.servers.iter().filter(|s| s.recv.count() > 0).count());
+    }
+    // The mapper: both aggregates on the first recruited server; select: spread over both.
+    if carrying != [1, 2] {
+        bail!("servers carrying traffic (mapper, select): {carrying:?}, want [1, 2]");
+    }
+    Ok(())
 }

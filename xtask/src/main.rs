@@ -114,6 +114,11 @@ enum Cmd {
         /// and forwarding counters.
         #[arg(long, value_parser = ["router"], requires = "hosted")]
         topology: Option<String>,
+        /// A rack of N hosted Cadence servers (1 worker each; 2 fit a 2-vCPU machine) behind
+        /// Open vSwitch, with the rack controller (NetBlaze's ingress mapper) and a generator
+        /// of N + 1 aggregates; checks every frame once and in order (docs/NETBLAZE.md).
+        #[arg(long, conflicts_with = "topology")]
+        rack: Option<u32>,
     },
     /// Run a simulator study, writing CSV and SVG files: `metronome` (the Metronome sweep
     /// of CPU share, vacation and T_S against offered load for M = 1..4, and equal timeouts
@@ -298,7 +303,12 @@ fn real_main() -> Result<ExitCode> {
             hosted_args,
             arch,
             topology,
+            rack,
         } => {
+            if let Some(n) = rack {
+                let ok = xtask::rack::run(n)?;
+                return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+            }
             if topology.is_some() {
                 let chain = if chain == run::DEFAULT_CHAIN { xtask::topology::ROUTER_CHAIN.into() } else { chain };
                 let ok = xtask::topology::router(&image::workspace_root().join(chain))?;
