@@ -410,7 +410,13 @@ fn selector(p: &Program, s: &super::parse::RawSelector<'_>) -> Result<SelectorDe
         return Err(invalid(s.line, s.name, "a selector needs at least one selector field"));
     }
     let keys: Vec<_> = s.selector.iter().map(|&(l, f)| (l, f, None)).collect();
-    let selector = key_fields(p, &keys)?.into_iter().map(|k| k.field).collect();
+    let selector: Vec<Field> = key_fields(p, &keys)?.into_iter().map(|k| k.field).collect();
+    // DPDK hashes the span from the first field to the end of the last, at most 64 bytes.
+    let start = selector.iter().map(|f| f.offset).min().unwrap_or(0);
+    let end = selector.iter().map(|f| f.offset + f.bits / 8).max().unwrap_or(0);
+    if end.saturating_sub(start) > 64 {
+        return Err(invalid(s.line, s.name, "selector fields within 64 bytes of each other"));
+    }
     let n_groups_max = s
         .n_groups_max
         .filter(|&n| n > 0)
