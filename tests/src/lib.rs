@@ -148,3 +148,35 @@ pub fn send_paced(rig: &mut Rig, frames: u64, rate: u64, mut pick: impl FnMut(u6
     }
     Ok(())
 }
+
+/// Python, in a namespace: sends one raw Ethernet frame (hex, `argv[2]`) out of interface
+/// `argv[1]`.
+pub const SEND_FRAME: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+                              s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
+
+/// Ends an image run whose tap NICs were moved into network namespaces (the rig's own
+/// sockets on them no longer see anything): a STOP signed for this boot, sent from interface
+/// `ifname` in namespace `ns`; then waits for QEMU to exit ([`STOP_TIMEOUT`], then kills it),
+/// requires the success status and returns the `@summary` counters.
+pub fn stop_from_netns(rig: &mut Rig, ns: &str, ifname: &str) -> Result<protocol::Counters> {
+    let stop = rig.control_frame(protocol::Control::Stop)?;
+    let hex: String = stop.iter().map(|b| format!("{b:02x}")).collect();
+    cadence_harness::hosts::run(
+        std::process::Command::new(cadence_harness::netns::IP)
+            .args(["netns", "exec", ns, "python3", "-c", SEND_FRAME, ifname, &hex]),
+    )?;
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    let exit = loop {
+        rig.pump(Duration::from_millis(50));
+        if let Some(e) = rig.qemu.try_exit()? {
+            break e;
+        }
+        if Instant::now() >= deadline {
+            break rig.qemu.kill()?;
+        }
+    };
+    rig.pump(Duration::from_millis(100));
+    rig.shutdown_receivers();
+    expect_status(rig, exit, protocol::EXIT_SUCCESS)?;
+    rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary on COM1\n{}", rig.qemu.diagnostics()))
+}

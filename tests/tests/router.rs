@@ -47,13 +47,12 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, host, in_ns, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
-use cadence_harness::protocol::{BootOptions, Control, EXIT_SUCCESS};
+use cadence_harness::protocol::BootOptions;
 use cadence_harness::rig::Backend;
 
 const A: &str = "10.78.0.2";
@@ -81,10 +80,6 @@ fn ping(ns: &str, to: &str, count: u32) -> Result<Output> {
         .output()
         .context("running ping")
 }
-
-/// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
-const SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
-                    s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
 
 /// Python, in a namespace: waits up to 10 s for an ARP request for `argv[2]` on `argv[1]`;
 /// prints `asked` when one comes. Prints `listening` once the socket is bound.
@@ -156,7 +151,7 @@ fn exercise(h: &Hosts<'_>, out: &Path) -> Result<Vec<String>> {
         ip_hex(GW_A)?,
     ]
     .concat();
-    run(Command::new(IP).args(["netns", "exec", na, "python3", "-c", SEND, h.if_a, &forged]))?;
+    run(Command::new(IP).args(["netns", "exec", na, "python3", "-c", cadence_tests::SEND_FRAME, h.if_a, &forged]))?;
 
     // Across, both ways, and to Cadence's own addresses (its far port's too).
     let mut failures = Vec::new();
@@ -366,25 +361,8 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     let hosts = Hosts { a: &na.0, b: &nb.0, if_a, amac, cmac0 };
     let failures = exercise(&hosts, &out)?;
 
-    // STOP, signed for this boot, from host A's side (the rig's own socket on the tap no
-    // longer sees it since the tap moved).
-    let stop = rig.control_frame(Control::Stop)?;
-    let hex: String = stop.iter().map(|b| format!("{b:02x}")).collect();
-    run(Command::new(IP).args(["netns", "exec", &na.0, "python3", "-c", SEND, if_a, &hex]))?;
-    let deadline = Instant::now() + cadence_tests::STOP_TIMEOUT;
-    let exit = loop {
-        rig.pump(Duration::from_millis(50));
-        if let Some(e) = rig.qemu.try_exit()? {
-            break e;
-        }
-        if Instant::now() >= deadline {
-            break rig.qemu.kill()?;
-        }
-    };
-    rig.pump(Duration::from_millis(100));
-    rig.shutdown_receivers();
-    cadence_tests::expect_status(&rig, exit, EXIT_SUCCESS)?;
-    let fw = rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary on COM1\n{}", rig.qemu.diagnostics()))?;
+    // STOP from host A's side (the rig's own socket on the tap no longer sees it).
+    let fw = cadence_tests::stop_from_netns(&mut rig, &na.0, if_a)?;
     let summary = format!("{fw:?}");
     std::fs::write(out.join("summary.txt"), &summary)?;
     if !failures.is_empty() {

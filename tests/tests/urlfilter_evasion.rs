@@ -48,7 +48,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
-use cadence_harness::protocol::{BootOptions, Control, EXIT_SUCCESS};
+use cadence_harness::protocol::BootOptions;
 use cadence_harness::rig::Backend;
 
 const CLIENT: &str = "10.77.0.1";
@@ -429,33 +429,11 @@ fn the_image_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Resu
     host(&srv.0, if_s, SERVER, CLIENT, &cmac)?;
     let sides = Sides { cli: &cli.0, srv: &srv.0, if_c, if_s, cmac: &cmac, smac: &smac };
     suite(&sides, &out, &mut || {
-        // STOP, signed for this boot, from the client's side (the rig's own socket on the
-        // tap no longer sees it since the tap moved).
-        let stop = rig.control_frame(Control::Stop)?;
-        let hex: String = stop.iter().map(|b| format!("{b:02x}")).collect();
-        run(Command::new(IP).args(["netns", "exec", &cli.0, "python3", "-c", SEND, if_c, &hex]))?;
-        let deadline = Instant::now() + cadence_tests::STOP_TIMEOUT;
-        let exit = loop {
-            rig.pump(Duration::from_millis(50));
-            if let Some(e) = rig.qemu.try_exit()? {
-                break e;
-            }
-            if Instant::now() >= deadline {
-                break rig.qemu.kill()?;
-            }
-        };
-        rig.pump(Duration::from_millis(100));
-        rig.shutdown_receivers();
-        cadence_tests::expect_status(&rig, exit, EXIT_SUCCESS)?;
-        let fw =
-            rig.report.summary.clone().ok_or_else(|| anyhow!("no @summary on COM1\n{}", rig.qemu.diagnostics()))?;
+        // STOP from the client's side (the rig's own socket on the tap no longer sees it).
+        let fw = cadence_tests::stop_from_netns(&mut rig, &cli.0, if_c)?;
         Ok((format!("{fw:?}"), Box::new(move |k: &str| fw.require(k))))
     })
 }
-
-/// Python, in a namespace: sends one raw Ethernet frame (hex) out of an interface.
-const SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
-                    s.bind((sys.argv[1],0))\ns.send(bytes.fromhex(sys.argv[2]))\n";
 
 /// Waits until the server answers (a plain request from the client namespace, through the
 /// dataplane), so the variants do not race its start.
