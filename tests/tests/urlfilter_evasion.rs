@@ -23,7 +23,7 @@
 //! Checked to have teeth: passing fragments, reading segments with a bad checksum or without
 //! ACK, or ignoring conflicting overlaps each shows up as a bypass of its variant.
 //!
-//! All of it under a spoofed SYN flood of 2 500 SYNs/s from random addresses
+//! The kernel-TCP variants run under a spoofed SYN flood of 2 500 SYNs/s from random addresses
 //! (`tests/evasion/flood.py`): the dataplane's counters must show the flood went through the
 //! filter without taking a slab or the flow table from anyone.
 //!
@@ -290,7 +290,16 @@ fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -
         bail!("the client failed: {}", String::from_utf8_lossy(&client.stderr));
     }
     let mut results = String::from_utf8_lossy(&client.stdout).to_string();
-    // The raw-frame variants, one connection after another, from an address the client's
+    // SAFETY: kill(2) with a child's PID (still ours: not waited for) and SIGTERM, which the
+    // flood script catches to print its count.
+    unsafe { libc::kill(flood.0.id() as libc::pid_t, libc::SIGTERM) };
+    let mut count = String::new();
+    if let Some(o) = flood.0.stdout.as_mut() {
+        std::io::Read::read_to_string(o, &mut count)?;
+    }
+    let flooded: u64 = count.trim().parse().context("the flood's count")?;
+    // The raw-frame variants, after the flood (their connections run one after another, and
+    // the flood's length stays that of the kernel-TCP variants), one connection each, from an address the client's
     // kernel does not own (the server reaches it through a static neighbour).
     ip(&["-n", s.srv, "neigh", "replace", RAW_CLIENT, "lladdr", s.cmac, "dev", s.if_s, "nud", "permanent"])?;
     let raw = Command::new(IP)
@@ -305,14 +314,6 @@ fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -
     }
     results.push_str(&String::from_utf8_lossy(&raw.stdout));
     std::fs::write(out.join("client.out"), &results)?;
-    // SAFETY: kill(2) with a child's PID (still ours: not waited for) and SIGTERM, which the
-    // flood script catches to print its count.
-    unsafe { libc::kill(flood.0.id() as libc::pid_t, libc::SIGTERM) };
-    let mut count = String::new();
-    if let Some(o) = flood.0.stdout.as_mut() {
-        std::io::Read::read_to_string(o, &mut count)?;
-    }
-    let flooded: u64 = count.trim().parse().context("the flood's count")?;
     // The dataplane's own count of what it saw.
     let (summary, key) = stop()?;
     std::fs::write(out.join("summary.txt"), &summary)?;
