@@ -338,7 +338,14 @@ fn suite(s: &Sides<'_>, out: &Path, stop: &mut dyn FnMut() -> Result<Summary>) -
     // slab), and never cost a legitimate connection its inspection.
     assert!(flooded >= 2500, "the flood sent {flooded} SYNs");
     assert!(key("urlfilter_handshakes")? >= flooded / 2, "flooded {flooded}: {summary}");
-    assert_eq!((key("urlfilter_slab_exhausted")?, key("urlfilter_table_full")?), (0, 0), "{summary}");
+    // The table never ran out of capacity or stalled an add; a SYN whose bucket held seven
+    // live entries is the single-bucket hash's luck (about 10⁻⁶ per SYN at this flood's half
+    // an entry per bucket), not the flood taking the table, and stays rare.
+    let full = ["urlfilter_slab_exhausted", "urlfilter_full_capacity", "urlfilter_full_busy"];
+    for k in full {
+        assert_eq!(key(k)?, 0, "{k}: {summary}");
+    }
+    assert!(key("urlfilter_full_bucket")? <= flooded / 1000, "{summary}");
     let blocked = all.iter().filter(|v| v.block).count();
     assert!(blocked >= 46 && all.len() - blocked >= 11, "the suite keeps its size");
     if !failures.is_empty() {

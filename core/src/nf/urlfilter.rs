@@ -100,7 +100,13 @@
 //! retransmission tries again; `Allow` passes the flow uninspected under an entry of the
 //! short handshake timeout (restarted by its packets), so a flood's allow entries vanish soon
 //! after it and a flow allowed under pressure has its next request read once it is over.
-//! Both are counted.
+//! Both are counted, the table's refusals by its reason (`urlfilter_full_capacity`,
+//! `urlfilter_full_bucket`, `urlfilter_full_busy`; `urlfilter_flows_used` is the table's
+//! used capacity when the counters are written).
+//!
+//! Expired entries go at once when a batch's sweep reaches their bucket (16 buckets per batch
+//! plus two per flow the batch added, so a flood in full batches cannot outrun the sweep),
+//! or when a new flow's bucket has no free way.
 //!
 //! # What it guarantees, and what not
 //!
@@ -557,8 +563,15 @@ pub struct UrlFilterCounters {
     pub midstream: u64,
     /// New flows that found no slab.
     pub slab_exhausted: u64,
-    /// New flows that found no room in the flow table.
+    /// New flows that found no room in the flow table (the sum of the three reasons below).
     pub table_full: u64,
+    /// … because the table held its capacity of entries (live, or expired and not yet swept).
+    pub full_capacity: u64,
+    /// … because every way of the key's bucket held a live entry.
+    pub full_bucket: u64,
+    /// … because the key's bucket stayed locked by another writer for the whole bounded wait
+    /// (or another reason the table gave).
+    pub full_busy: u64,
     /// Packets passed without a flow (pure ACK/FIN/RST of an unknown flow, or another port).
     pub untracked: u64,
     /// Non-TCP packets passed.
@@ -584,7 +597,24 @@ pub struct UrlFilter {
 /// Without it an expired entry held its place in the table's capacity until a new flow
 /// happened to land in its bucket: a SYN flood's expired handshake entries filled the table
 /// and a new connection found it full one time in seven (an empty bucket, no capacity left).
+///
+/// The sweep also grows with the batch's new flows ([`SWEEP_PER_ADD`] buckets each): with a
+/// fixed 16 a flood in full batches (32 SYNs) added 4 096 entries per sweep of a 4 096-flow
+/// table, expired entries held all its capacity between visits, and a new flow whose bucket
+/// held none found the table full (seen under a 2 300 SYN/s flood when the worker was
+/// descheduled and caught up in full batches).
 const SWEEP_BUCKETS: usize = 16;
+/// Buckets swept per flow the batch added.
+const SWEEP_PER_ADD: usize = 2;
+
+impl Drop for UrlFilter {
+    /// Gives this instance's capacity reserve back to the shared flow table (without it, each
+    /// instance dropped — a chain rebuilt, a worker stopped — kept up to two chunks of the
+    /// table's capacity out of use for good).
+    fn drop(&mut self) {
+        self.shared.flows.table().retire_local(&mut self.lane);
+    }
+}
 
 impl fmt::Debug for UrlFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -638,10 +668,15 @@ impl Nf for UrlFilter {
     }
 
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        let adds = self.lane.stats().adds;
         for p in batch.alive_mut() {
             self.packet(ctx.now, pool, p);
         }
-        self.sweep = self.shared.flows.table().sweep(&mut self.lane, ctx.now, self.sweep, SWEEP_BUCKETS);
+        // Two buckets more per flow this batch added: a full sweep of the table's buckets
+        // (capacity / 2) then takes at most capacity / 4 adds, however full the batches are.
+        let added = usize::try_from(self.lane.stats().adds.wrapping_sub(adds)).unwrap_or(usize::MAX);
+        let buckets = SWEEP_BUCKETS.saturating_add(added.saturating_mul(SWEEP_PER_ADD));
+        self.sweep = self.shared.flows.table().sweep(&mut self.lane, ctx.now, self.sweep, buckets);
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
@@ -652,7 +687,8 @@ impl Nf for UrlFilter {
              urlfilter_resets={} urlfilter_not_http={} urlfilter_gave_up={} urlfilter_no_host={} \
              urlfilter_unframed={} urlfilter_switched={} urlfilter_discarded={} urlfilter_conflicts={} \
              urlfilter_lost={} urlfilter_undecided_denied={} urlfilter_handshakes={} urlfilter_midstream={} \
-             urlfilter_slab_exhausted={} urlfilter_table_full={} urlfilter_untracked={} urlfilter_non_tcp={} \
+             urlfilter_slab_exhausted={} urlfilter_table_full={} urlfilter_full_capacity={} urlfilter_full_bucket={} \
+             urlfilter_full_busy={} urlfilter_flows_used={} urlfilter_untracked={} urlfilter_non_tcp={} \
              urlfilter_fragments={}",
             c.inspected,
             c.allowed,
@@ -672,6 +708,10 @@ impl Nf for UrlFilter {
             c.midstream,
             c.slab_exhausted,
             c.table_full,
+            c.full_capacity,
+            c.full_bucket,
+            c.full_busy,
+            self.shared.flows.table().used_capacity(),
             c.untracked,
             c.non_tcp,
             c.fragments

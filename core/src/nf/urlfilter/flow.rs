@@ -83,8 +83,8 @@ impl UrlFilter {
                                 return;
                             }
                             AddStatus::NotDone(NotDone::KeyExists) => continue,
-                            AddStatus::NotDone(_) => {
-                                st.counters.table_full += 1;
+                            AddStatus::NotDone(why) => {
+                                st.counters.count_full(why);
                                 return st.exhausted(&miss, client_first);
                             }
                         }
@@ -114,14 +114,26 @@ impl UrlFilter {
                             st.counters.midstream += 1;
                         }
                         AddStatus::NotDone(NotDone::KeyExists) => shared.slabs.release(slab),
-                        AddStatus::NotDone(_) => {
+                        AddStatus::NotDone(why) => {
                             shared.slabs.release(slab);
-                            st.counters.table_full += 1;
+                            st.counters.count_full(why);
                             return st.exhausted(&miss, client_first);
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+impl UrlFilterCounters {
+    /// A new flow the table refused, by the table's reason.
+    fn count_full(&mut self, why: NotDone) {
+        self.table_full += 1;
+        match why {
+            NotDone::TableFull => self.full_capacity += 1,
+            NotDone::BucketFull => self.full_bucket += 1,
+            _ => self.full_busy += 1,
         }
     }
 }

@@ -418,12 +418,41 @@ fn a_syn_flood_uses_no_slab_and_its_entries_expire_after_the_handshake_timeout()
     // handshake timeout frees the entries — far sooner than the inspection timeout would.
     let spoofed: Vec<Vec<u8>> = (0..200).map(|i| Conn::new(51_000 + i).syn()).collect();
     r.send(&spoofed);
-    assert!(r.counters().table_full > 0, "the table filled: {:?}", r.counters());
+    let k = r.counters();
+    assert!(k.table_full > 0, "the table filled: {k:?}");
+    assert_eq!(k.full_capacity + k.full_bucket + k.full_busy, k.table_full, "{k:?}");
+    assert!(k.full_capacity > 0 && k.full_busy == 0, "capacity, not a lock: {k:?}");
     r.now += 100;
     let late = Conn::new(40_101);
     let out = r.send(&[late.syn(), late.data(0, BANNED)]);
     assert_eq!(out[0].1, Verdict::Forward(1), "the spoofed entries expired");
     assert_eq!(out[1].1, Verdict::Drop(DropReason::UrlBlocked));
+}
+
+/// An instance that goes away gives its capacity reserve back: the table's used capacity is
+/// then the entries still stored, and a new instance can fill the whole table.
+#[test]
+fn a_dropped_instance_returns_its_reserve_of_flow_capacity() {
+    let c = UrlFilterConfig { flows: 64, ..cfg() };
+    let mut r = Rig::new(&c);
+    r.send(&[Conn::new(40_000).syn()]);
+    let table = r.shared.flows.table();
+    assert!(table.used_capacity() > 1, "the instance holds a reserve: {}", table.used_capacity());
+    let shared = r.shared.clone();
+    drop(r);
+    assert_eq!(shared.flows.table().used_capacity(), 1, "one entry stored, no reserve held");
+    // Instances come and go (a chain rebuilt): the table never shrinks.
+    for round in 0..20u16 {
+        let mut nf = Rig { nf: UrlFilter::new(shared.clone()), shared: shared.clone(), now: 1 };
+        nf.send(&[Conn::new(41_000 + round).syn()]);
+    }
+    assert_eq!(shared.flows.table().used_capacity(), 21);
+    let mut last = Rig { nf: UrlFilter::new(shared.clone()), shared: shared.clone(), now: 1 };
+    let rest: Vec<Vec<u8>> = (0..43).map(|i| Conn::new(42_000 + i).syn()).collect();
+    last.send(&rest);
+    // Every SYN found capacity (a full bucket is the hash's luck, not lost capacity).
+    let k = last.counters();
+    assert_eq!((k.handshakes + k.full_bucket, k.full_capacity), (43, 0), "{k:?}");
 }
 
 /// A flood ten times the flow table's size, spread so that only a quarter of the table is
@@ -757,7 +786,7 @@ fn write_counters_names_every_counter() {
     let mut s = String::new();
     r.nf.write_counters(&mut s).unwrap();
     assert!(s.starts_with(" urlfilter_inspected=0 urlfilter_allowed=0 urlfilter_blocked=0"));
-    assert_eq!(s.matches(" urlfilter_").count(), 21);
+    assert_eq!(s.matches(" urlfilter_").count(), 25);
     assert_eq!(r.nf.name(), "urlfilter");
 }
 
@@ -914,4 +943,41 @@ proptest! {
             }
         }
     }
+}
+
+/// A flood in full batches (32 SYNs each, as a worker that was descheduled catches up) ten
+/// times the table's size, 5/8 of the table live at any time: the sweep grows with the
+/// batches' new flows, so expired entries never hold the capacity and no SYN finds the table
+/// full (with a fixed 16 buckets per batch, a sweep of the table took a table's worth of adds
+/// and this flood was refused in the thousands).
+#[test]
+fn a_flood_in_full_batches_never_fills_the_table() {
+    let c = UrlFilterConfig { flows: 1024, handshake_timeout: Duration(200), ..cfg() };
+    let mut r = Rig::new(&c);
+    let mut rng = 0x1234_5678_9abc_def1u64;
+    for _ in 0..320 {
+        let frames: Vec<Vec<u8>> = (0..32)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let x = rng;
+                let mut f = Conn::new(1024 + (x as u16 % 60_000)).syn();
+                f[26..30].copy_from_slice(&[198, 18 + (x >> 20) as u8 % 2, (x >> 24) as u8, (x >> 32) as u8 | 1]);
+                f[24..26].fill(0);
+                let sum = checksum::checksum(&f[14..34]);
+                f[24..26].copy_from_slice(&sum.to_be_bytes());
+                fix_tcp_checksum(&mut f);
+                f
+            })
+            .collect();
+        r.send(&frames);
+        r.now += 10;
+    }
+    // 640 live entries on 512 buckets: a bucket is full now and then (the hash's luck, each
+    // SYN refused as the table's reason says), the capacity never.
+    let k = r.counters();
+    assert_eq!((k.full_capacity, k.full_busy), (0, 0), "{k:?}");
+    assert_eq!(k.handshakes + k.full_bucket, 320 * 32, "{k:?}");
+    assert!(k.full_bucket < 32, "{k:?}");
 }
