@@ -14,6 +14,8 @@
 //! SIGCOMM 2001: bit `k` set when word `k` is not zero); the five summaries ANDed name the only
 //! words that can hold a match, so a key skips the words some field has empty and one
 //! classifier can take up to 4 096 rules ([`MAX_RULES`]) at little more than a short one's cost.
+//! A run of at most 128 rules (two words) ANDs its words in turn and leaves the summaries
+//! unread: there the summary AND cost more than the word it might skip.
 //!
 //! Cost: a lookup is two binary searches over at most `2n + 1` bounds, three table reads, one
 //! five-way AND of the summaries and at most `⌈n / 64⌉` five-way ANDs of words (only where the
@@ -56,13 +58,20 @@ struct Field {
     /// Varghese, SIGCOMM 2001): its bit `k` is set when word `k` is not zero, so that a lookup
     /// ANDs only the words that all five fields may have set (at most 64 words: 4 096 rules,
     /// [`MAX_RULES`]).
+    /// Runs of at most [`DIRECT_WORDS`] words store no summary (the vector alone).
     bits: Vec<u64>,
-    /// Words per interval: the summary and the vector.
+    /// Words per interval: the summary (if any) and the vector.
     stride: usize,
+    /// Whether each interval starts with a summary word.
+    summary: bool,
 }
 
 /// `::ffff:0.0.0.0`, the first IPv4-mapped address.
 const MAPPED: u64 = 0xFFFF << 32;
+/// Runs of at most this many words (128 rules) carry no summaries and AND every word in turn:
+/// there the summary AND costs more than the one word it might skip, and a row of two words
+/// (16 bytes) never straddles a cache line, as one of three can.
+const DIRECT_WORDS: usize = 2;
 
 impl Field {
     /// Cuts `max`'s value space by `ranges` (one per rule, by position) and sets every rule's
@@ -77,7 +86,9 @@ impl Field {
         }
         bounds.sort_unstable();
         bounds.dedup();
-        let stride = words + 1;
+        let summary = words > DIRECT_WORDS;
+        let lead = usize::from(summary);
+        let stride = words + lead;
         let mut bits = vec![0u64; bounds.len() * stride];
         for (p, &(lo, hi)) in ranges.iter().enumerate() {
             // The intervals inside [lo, hi]: from the one starting at lo to the last starting
@@ -85,18 +96,18 @@ impl Field {
             let first = bounds.partition_point(|&b| b < lo);
             let end = bounds.partition_point(|&b| b <= hi);
             for i in first..end {
-                if let Some(w) = bits.get_mut(i * stride + 1 + p / 64) {
+                if let Some(w) = bits.get_mut(i * stride + lead + p / 64) {
                     *w |= 1 << (p % 64);
                 }
             }
         }
         let narrow = bounds.iter().map(|&b| u64::try_from(b).ok()).collect::<Option<Vec<u64>>>();
-        for row in bits.chunks_mut(stride) {
+        for row in bits.chunks_mut(stride).filter(|_| summary) {
             if let Some((summary, vector)) = row.split_first_mut() {
                 *summary = vector.iter().enumerate().fold(0, |m, (k, &w)| m | u64::from(w != 0) << (k % 64));
             }
         }
-        Field { bounds, narrow, top: Vec::new(), bits, stride }
+        Field { bounds, narrow, top: Vec::new(), bits, stride, summary }
     }
 
     /// Adds the top-16-bit index ([`Field::top`], 128 KiB) for IPv4-mapped keys or IPv6 keys,
@@ -176,8 +187,9 @@ impl Field {
     fn row_at(&self, i: usize) -> (u64, &[u64]) {
         let start = i * self.stride;
         match self.bits.get(start..start + self.stride) {
-            Some([summary, vector @ ..]) => (*summary, vector),
-            _ => (0, &[]),
+            Some([summary, vector @ ..]) if self.summary => (*summary, vector),
+            Some(vector) => (0, vector),
+            None => (0, &[]),
         }
     }
 
@@ -370,6 +382,17 @@ impl BitVec {
         let ((ms, s), (md, d)) = (self.src.row(p.src), self.dst.row(p.dst));
         let ((msp, sp), (mdp, dp), (mpr, pr)) =
             (self.sport.row(p.sport), self.dport.row(p.dport), self.proto.row(u16::from(p.proto)));
+        if s.len() <= DIRECT_WORDS {
+            // A run of at most 128 rules: its words ANDed in order, the summaries unread
+            // (their AND costs more than the one word it might skip).
+            let pos = match s.len() {
+                1 => first_match::<1>([s, d, sp, dp, pr], dead),
+                2 => first_match::<2>([s, d, sp, dp, pr], dead),
+                _ => None,
+            }?;
+            let &(rule, action, priority) = self.at.get(pos)?;
+            return Some(Match { rule, action, priority });
+        }
         // Only the words every field may have set, in position order.
         let mut m = ms & md & msp & mdp & mpr;
         while m != 0 {
@@ -385,6 +408,17 @@ impl BitVec {
         }
         None
     }
+}
+
+/// The first position all five rows of `W` words have set and `dead` has not.
+#[inline(always)]
+fn first_match<const W: usize>(rows: [&[u64]; 5], dead: &[u64]) -> Option<usize> {
+    let [Ok(s), Ok(d), Ok(sp), Ok(dp), Ok(pr)] = rows.map(<&[u64; W]>::try_from) else { return None };
+    (0..W).find_map(|k| {
+        let w = |r: &[u64; W]| r.get(k).copied().unwrap_or(0);
+        let x = w(s) & w(d) & w(sp) & w(dp) & w(pr) & !dead.get(k).copied().unwrap_or(0);
+        (x != 0).then(|| k * 64 + x.trailing_zeros() as usize)
+    })
 }
 
 #[cfg(all(test, not(loom)))]
