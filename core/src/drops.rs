@@ -114,6 +114,12 @@ drop_reasons! {
     /// An IPv6 neighbour advertisement for an address the table has no entry for (nobody
     /// asked): ignored, no entry made.
     NdUnsolicited = "nd_unsolicited",
+    /// A P4 program dropped the packet (`drop`; `crate::nf::p4`).
+    P4Drop = "p4_drop",
+    /// A P4 program faulted on the packet (an `extract` past the frame's end, a runaway loop,
+    /// an output larger than a buffer, an instruction the executor does not run): counted by
+    /// kind in the `p4_` counters.
+    P4Fault = "p4_fault",
 }
 
 impl DropReason {

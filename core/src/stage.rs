@@ -18,7 +18,7 @@ use crate::time::Instant;
 pub const PORTS: usize = 2;
 
 /// Counters every stage keeps: drops by reason and consumed control frames.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct StageCounters {
     /// Drops per reason, indexed by [`DropReason::index`].
@@ -28,6 +28,13 @@ pub struct StageCounters {
     /// Frames the stage originated itself ([`Stage::idle`]: e.g. IPFIX export messages):
     /// conservation is `rx + generated = tx + drops + ctl`.
     pub generated: u64,
+}
+
+impl Default for StageCounters {
+    // By hand: `Default` is derived for arrays of at most 32 elements.
+    fn default() -> Self {
+        Self { drops: [0; DropReason::COUNT], ctl: 0, generated: 0 }
+    }
 }
 
 impl StageCounters {

@@ -646,6 +646,28 @@ fn acl_nat_never_allocates_per_packet() {
     assert!(counter(&o.counters, "nat_inbound") > 1000, "replies translated: {}", o.counters);
 }
 
+/// The `p4` NF running `chains/p4/router.spec` (every frame's destination routed to port 1
+/// by its LPM table, the TTL decremented, the frame re-emitted and parsed again).
+fn p4_router() -> Box<dyn Nf> {
+    use cadence_core::nf::p4::{P4, P4Config, P4Shared};
+    let cfg = P4Config {
+        spec: include_str!("../../chains/p4/router.spec").to_string(),
+        tables: vec![(
+            "routes".to_string(),
+            "match 0x0a030000/0xffff0000 action route nexthop_mac 0x020000000b02 port_out 1\n".to_string(),
+        )],
+    };
+    let rate = cadence_core::time::TickRate::try_new(1_000_000_000).expect("rate");
+    Box::new(P4::new(Arc::new(P4Shared::try_new(&cfg, rate).expect("p4"))))
+}
+
+#[test]
+fn a_p4_program_never_allocates_per_packet() {
+    let o = run(Chain::new(vec![p4_router()], EGRESS), None);
+    assert_no_alloc("p4 router", &o);
+    assert!(counter(&o.counters, "p4_tx") > 10_000, "{}", o.counters);
+}
+
 #[test]
 fn l3fwd_never_allocates_per_packet() {
     let o = run(Chain::new(vec![l3fwd()], EGRESS), None);

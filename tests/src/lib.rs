@@ -149,6 +149,35 @@ pub fn send_paced(rig: &mut Rig, frames: u64, rate: u64, mut pick: impl FnMut(u6
     Ok(())
 }
 
+/// Boots the image with `chain_text` on two virtio-net NICs backed by tap interfaces (no
+/// stats lines) for a test that moves the taps into hosts' namespaces; returns the rig, once
+/// the image is ready, and the two taps' names (port 0, port 1).
+pub fn start_on_taps(name: &str, chain_text: String) -> Result<(Rig, [String; 2])> {
+    let mut rig = start_with(name, 1, BootOptions::default().set("stats_ms", 0), |cfg| {
+        cfg.backend = cadence_harness::rig::Backend::Tap { queues: 1 };
+        cfg.chain_text = Some(chain_text);
+    })?;
+    rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
+    let taps: [String; 2] =
+        rig.tap_ifnames().try_into().map_err(|t: Vec<String>| anyhow!("two tap interfaces expected, got {t:?}"))?;
+    Ok((rig, taps))
+}
+
+/// Writes a real-host test's `@summary` to `out/summary.txt` and fails with every check in
+/// `failures` (and the summary and where the artifacts are) if there is one.
+pub fn report(out: &std::path::Path, summary: &str, failures: &[String]) -> Result<()> {
+    std::fs::write(out.join("summary.txt"), summary)?;
+    if !failures.is_empty() {
+        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
+    }
+    Ok(())
+}
+
+/// `aa:bb:cc:dd:ee:ff`, as `ip` takes a MAC.
+pub fn mac_text(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
 /// Python, in a namespace: sends one raw Ethernet frame (hex, `argv[2]`) out of interface
 /// `argv[1]`.
 pub const SEND_FRAME: &str = "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\

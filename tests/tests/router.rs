@@ -52,8 +52,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, host, in_ns, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
-use cadence_harness::protocol::BootOptions;
-use cadence_harness::rig::Backend;
 
 const A: &str = "10.78.0.2";
 const B: &str = "10.78.1.2";
@@ -322,10 +320,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let hosts = Hosts { a: &na.0, b: &nb.0, if_a: &veths.host[0], amac, cmac0 };
     let failures = exercise(&hosts, &out)?;
     let summary = dp.stop()?;
-    std::fs::write(out.join("summary.txt"), &summary)?;
-    if !failures.is_empty() {
-        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
-    }
+    cadence_tests::report(&out, &summary, &failures)?;
     check_summary(&|k| counter(&summary, k), &summary)
 }
 
@@ -344,14 +339,9 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     let toml = toml_dir.join("router.toml");
     std::fs::write(&toml, ROUTER_TOML)?;
     let text = cadence_ctl::chain::load(&toml)?.text;
-    let mut rig = cadence_tests::start_with("router_image", 1, BootOptions::default().set("stats_ms", 0), |cfg| {
-        cfg.backend = Backend::Tap { queues: 1 };
-        cfg.chain_text = Some(text);
-    })?;
-    rig.wait_ready(cadence_tests::BOOT_TIMEOUT, &mut |_| {})?;
+    let (mut rig, [if_a, if_b]) = cadence_tests::start_on_taps("router_image", text)?;
+    let (if_a, if_b) = (&if_a, &if_b);
     let out = rig.out_dir.clone();
-    let taps = rig.tap_ifnames();
-    let [if_a, if_b] = taps.as_slice() else { bail!("two tap interfaces expected, got {taps:?}") };
     let pid = std::process::id();
     let na = Netns::new(format!("cadimg{pid}a"))?;
     let nb = Netns::new(format!("cadimg{pid}b"))?;
@@ -364,10 +354,7 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     // STOP from host A's side (the rig's own socket on the tap no longer sees it).
     let fw = cadence_tests::stop_from_netns(&mut rig, &na.0, if_a)?;
     let summary = format!("{fw:?}");
-    std::fs::write(out.join("summary.txt"), &summary)?;
-    if !failures.is_empty() {
-        bail!("{}\nsummary: {summary}\n(artifacts in {})", failures.join("\n"), out.display());
-    }
+    cadence_tests::report(&out, &summary, &failures)?;
     check_summary(&|k| fw.require(k), &summary)
 }
 

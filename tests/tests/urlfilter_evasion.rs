@@ -48,8 +48,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
 use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, ip, run};
 use cadence_harness::netns::{IP, VethPairs};
-use cadence_harness::protocol::BootOptions;
-use cadence_harness::rig::Backend;
+use cadence_tests::mac_text;
 
 const CLIENT: &str = "10.77.0.1";
 const SERVER: &str = "10.77.0.2";
@@ -179,10 +178,6 @@ fn variants() -> Vec<Variant> {
         v("p09", false, "keep-alive: two allowed requests", vec![get("/good?p09a", h), get("/good?p09", h)]),
         v("p10", false, "a chunked POST, then an allowed request", vec![chunked.to_vec(), get("/good?p10", h)]),
     ]
-}
-
-fn mac(m: [u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// Moves a host end into `ns` as a host at `addr` that reaches `peer` at `peer_mac`,
@@ -377,7 +372,7 @@ fn the_url_filter_stops_every_spelling_of_a_banned_url_before_a_real_server() ->
     let veths = VethPairs::create(1)?;
     let cli = Netns::new(format!("{}c", veths.netns))?;
     let srv = Netns::new(format!("{}s", veths.netns))?;
-    let (cmac, smac) = (mac(veths.mac_of(false, 0)?), mac(veths.mac_of(false, 1)?));
+    let (cmac, smac) = (mac_text(veths.mac_of(false, 0)?), mac_text(veths.mac_of(false, 1)?));
     host(&cli.0, &veths.host[0], CLIENT, SERVER, &smac)?;
     host(&srv.0, &veths.host[1], SERVER, CLIENT, &cmac)?;
     for i in 0..2 {
@@ -415,17 +410,11 @@ fn the_image_stops_every_spelling_of_a_banned_url_before_a_real_server() -> Resu
     let toml = chain_dir.join("evasion.toml");
     std::fs::write(&toml, EVASION_TOML)?;
     let text = cadence_ctl::chain::load(&toml)?.text;
-    let mut rig =
-        cadence_tests::start_with("urlfilter_evasion_image", 1, BootOptions::default().set("stats_ms", 0), |cfg| {
-            cfg.backend = Backend::Tap { queues: 1 };
-            cfg.chain_text = Some(text);
-        })?;
-    rig.wait_ready(cadence_tests::BOOT_TIMEOUT, &mut |_| {})?;
+    let (mut rig, [if_c, if_s]) = cadence_tests::start_on_taps("urlfilter_evasion_image", text)?;
+    let (if_c, if_s) = (&if_c, &if_s);
     let out = rig.out_dir.clone();
-    let taps = rig.tap_ifnames();
-    let [if_c, if_s] = taps.as_slice() else { bail!("two tap interfaces expected, got {taps:?}") };
     let macs = rig.checker().macs();
-    let (cmac, smac) = (mac(macs.peer[0].0), mac(macs.peer[1].0));
+    let (cmac, smac) = (mac_text(macs.peer[0].0), mac_text(macs.peer[1].0));
     let pid = std::process::id();
     let cli = Netns::new(format!("cadurl{pid}c"))?;
     let srv = Netns::new(format!("cadurl{pid}s"))?;

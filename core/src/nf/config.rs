@@ -51,6 +51,7 @@ use super::encrypt::{Encrypt, EncryptConfig, EncryptConfigError, EncryptShared};
 use super::l3fwd::{L3fwd, L3fwdConfig, L3fwdConfigError, L3fwdShared};
 use super::lb::{Lb, LbConfig, LbConfigError, LbShared};
 use super::nat::{Nat, NatConfig, NatConfigError, NatShared};
+use super::p4::{P4, P4Config, P4ConfigError, P4Shared};
 use super::urlfilter::{UrlFilter, UrlFilterConfig, UrlFilterConfigError, UrlFilterShared};
 use super::{Chain, Egress, Nf};
 use crate::neigh::{NeighShared, Router};
@@ -84,6 +85,8 @@ pub enum NfSpec {
     Encrypt(EncryptConfig),
     /// `nf=l3fwd`.
     L3fwd(L3fwdConfig),
+    /// `nf=p4`.
+    P4(P4Config),
 }
 
 impl NfSpec {
@@ -97,6 +100,7 @@ impl NfSpec {
             NfSpec::UrlFilter(_) => "urlfilter",
             NfSpec::Encrypt(_) => "encrypt",
             NfSpec::L3fwd(_) => "l3fwd",
+            NfSpec::P4(_) => "p4",
         }
     }
 }
@@ -183,6 +187,9 @@ pub enum SpecErrorKind {
     L3fwd(L3fwdConfigError),
     /// The addresses or the neighbour table's settings are wrong.
     Neigh(crate::neigh::NeighConfigError),
+    /// The P4 NF's spec or tables are refused (the class of error; `cadence-ctl` prints the
+    /// whole message when it compiles the chain).
+    P4(&'static str),
 }
 
 /// Most NFs in one chain.
@@ -209,7 +216,7 @@ impl fmt::Display for SpecErrorKind {
             SpecErrorKind::UnsupportedVersion => write!(f, "unsupported version (this image reads {VERSION})"),
             SpecErrorKind::NotKeyValue => f.write_str("expected key=value"),
             SpecErrorKind::UnknownNf => {
-                f.write_str("unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd)")
+                f.write_str("unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd, p4)")
             }
             SpecErrorKind::UnknownKey => {
                 f.write_str("unknown key for the current NF (keys are NAME.KEY after nf=NAME)")
@@ -228,6 +235,7 @@ impl fmt::Display for SpecErrorKind {
             SpecErrorKind::Encrypt(e) => write!(f, "{e}"),
             SpecErrorKind::L3fwd(e) => write!(f, "{e}"),
             SpecErrorKind::Neigh(e) => write!(f, "{e}"),
+            SpecErrorKind::P4(why) => f.write_str(why),
         }
     }
 }
@@ -344,6 +352,7 @@ fn section(name: &str) -> Option<Box<dyn Section>> {
         "urlfilter" => Box::<sections::UrlFilterSection>::default(),
         "encrypt" => Box::<sections::EncryptSection>::default(),
         "l3fwd" => Box::<sections::L3fwdSection>::default(),
+        "p4" => Box::<sections::P4Section>::default(),
         _ => return None,
     })
 }
@@ -469,6 +478,7 @@ impl ChainSpec {
                 NfSpec::Lb(c) => set(&mut c.affinity_timeout, t.affinity_ms),
                 NfSpec::Accounting(c) => set(&mut c.idle_timeout, t.idle_ms),
                 NfSpec::Nat(c) => set(&mut c.timeout, t.nat_ms),
+                NfSpec::P4(_) => {}
                 NfSpec::UrlFilter(c) => {
                     set(&mut c.inspect_timeout, t.inspect_ms);
                     set(&mut c.flow_timeout, t.flow_ms);
@@ -487,7 +497,7 @@ impl ChainSpec {
         let configs = self.configs(rate);
         let mut shared = Vec::with_capacity(configs.len());
         for (index, nf) in configs.iter().enumerate() {
-            shared.push(SharedNf::try_new(nf).map_err(|why| BuildError { index, nf: nf.name(), why })?);
+            shared.push(SharedNf::try_new(nf, rate).map_err(|why| BuildError { index, nf: nf.name(), why })?);
         }
         let neigh = match &self.neigh {
             Some(n) => {
@@ -504,7 +514,7 @@ impl ChainSpec {
 }
 
 /// The NF names the text form knows.
-pub const NAMES: [&str; 7] = ["acl", "lb", "accounting", "nat", "urlfilter", "encrypt", "l3fwd"];
+pub const NAMES: [&str; 8] = ["acl", "lb", "accounting", "nat", "urlfilter", "encrypt", "l3fwd", "p4"];
 
 /// Building an NF's shared state failed (e.g. its tables do not fit in memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -524,6 +534,18 @@ impl fmt::Display for BuildError {
     }
 }
 
+/// The class of a P4 configuration error (see [`SpecErrorKind::P4`]).
+fn p4_class(e: &P4ConfigError) -> &'static str {
+    match e {
+        P4ConfigError::NoSpec => "no P4 spec",
+        P4ConfigError::Spec(e) => crate::p4::error_class(&e.kind),
+        P4ConfigError::Tables(crate::p4::tables::BuildError::Entry { error, .. }) => {
+            crate::p4::error_class(&error.kind)
+        }
+        P4ConfigError::Tables(crate::p4::tables::BuildError::Refused { reason, .. }) => reason,
+    }
+}
+
 /// One NF's state shared by every worker.
 #[derive(Debug)]
 enum SharedNf {
@@ -534,10 +556,11 @@ enum SharedNf {
     UrlFilter(Arc<UrlFilterShared>),
     Encrypt(Arc<EncryptShared>),
     L3fwd(Arc<L3fwdShared>),
+    P4(Arc<P4Shared>),
 }
 
 impl SharedNf {
-    fn try_new(spec: &NfSpec) -> Result<SharedNf, SpecErrorKind> {
+    fn try_new(spec: &NfSpec, rate: TickRate) -> Result<SharedNf, SpecErrorKind> {
         Ok(match spec {
             NfSpec::Acl(c) => SharedNf::Acl(Arc::new(AclShared::try_new(c).map_err(SpecErrorKind::Acl)?)),
             NfSpec::Lb(c) => SharedNf::Lb(Arc::new(LbShared::try_new(c).map_err(SpecErrorKind::Lb)?)),
@@ -552,6 +575,9 @@ impl SharedNf {
                 SharedNf::Encrypt(Arc::new(EncryptShared::try_new(c).map_err(SpecErrorKind::Encrypt)?))
             }
             NfSpec::L3fwd(c) => SharedNf::L3fwd(Arc::new(L3fwdShared::try_new(c).map_err(SpecErrorKind::L3fwd)?)),
+            NfSpec::P4(c) => {
+                SharedNf::P4(Arc::new(P4Shared::try_new(c, rate).map_err(|e| SpecErrorKind::P4(p4_class(&e)))?))
+            }
         })
     }
 
@@ -564,6 +590,7 @@ impl SharedNf {
             SharedNf::UrlFilter(_) => "urlfilter",
             SharedNf::Encrypt(_) => "encrypt",
             SharedNf::L3fwd(_) => "l3fwd",
+            SharedNf::P4(_) => "p4",
         }
     }
 
@@ -576,6 +603,7 @@ impl SharedNf {
             SharedNf::UrlFilter(s) => Box::new(UrlFilter::new(Arc::clone(s))),
             SharedNf::Encrypt(s) => Box::new(Encrypt::new(Arc::clone(s))),
             SharedNf::L3fwd(s) => Box::new(L3fwd::new(Arc::clone(s))),
+            SharedNf::P4(s) => Box::new(P4::new(Arc::clone(s))),
         }
     }
 }

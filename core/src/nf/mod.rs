@@ -100,6 +100,7 @@ pub mod frag;
 pub mod l3fwd;
 pub mod lb;
 pub mod nat;
+pub mod p4;
 pub mod urlfilter;
 
 /// What happens to a packet when the chain is done with it.

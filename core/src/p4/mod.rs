@@ -100,6 +100,23 @@ pub mod tables;
 pub use error::{ErrorKind, SpecError};
 pub use program::*;
 
+/// A short class of a spec error, for error types that cannot carry its text (the chain's
+/// text form, which the image reports as `defmt`): `cadence-ctl` checks a chain's spec on the
+/// host and prints the whole message.
+pub fn error_class(k: &ErrorKind) -> &'static str {
+    match k {
+        ErrorKind::Syntax { .. } => "a line of the P4 spec or table file does not parse",
+        ErrorKind::Unsupported { .. } => "the P4 spec uses a construct Cadence does not run",
+        ErrorKind::NotFound { .. } => "the P4 spec or table file names something not declared",
+        ErrorKind::Duplicate { .. } => "the P4 spec declares a name twice",
+        ErrorKind::Width { .. } => "a P4 field has the wrong width",
+        ErrorKind::Operand { .. } => "a P4 instruction has a wrong operand",
+        ErrorKind::Number { .. } => "a number in the P4 spec or table file does not parse or fit",
+        ErrorKind::TooLong { .. } => "a P4 name or line is too long",
+        _ => "the P4 spec breaks a rule of the language",
+    }
+}
+
 /// Parses and validates a whole pipeline spec.
 pub fn load(text: &str) -> Result<Program, SpecError> {
     let lines = lex::lines(text)?;

@@ -221,7 +221,7 @@ pub fn compile(file: &str, src: &str) -> Result<Compiled, ChainError> {
     emit_neigh(&mut emit, doc.port.as_ref(), doc.neigh.as_ref())?;
     // Every configured NF must be in the chain, once.
     let nfs = &doc.chain.get_ref().nfs;
-    let configured: [(&str, Option<Range<usize>>); 7] = [
+    let configured: [(&str, Option<Range<usize>>); 8] = [
         ("acl", doc.acl.as_ref().map(Spanned::span)),
         ("lb", doc.lb.as_ref().map(Spanned::span)),
         ("accounting", doc.accounting.as_ref().map(Spanned::span)),
@@ -229,6 +229,7 @@ pub fn compile(file: &str, src: &str) -> Result<Compiled, ChainError> {
         ("urlfilter", doc.urlfilter.as_ref().map(Spanned::span)),
         ("encrypt", doc.encrypt.as_ref().map(Spanned::span)),
         ("l3fwd", doc.l3fwd.as_ref().map(Spanned::span)),
+        ("p4", doc.p4.as_ref().map(Spanned::span)),
     ];
     for (name, span) in &configured {
         if let Some(span) = span
@@ -251,12 +252,61 @@ pub fn compile(file: &str, src: &str) -> Result<Compiled, ChainError> {
             "nat" => emit_nat(&mut emit, doc.nat.as_ref())?,
             "urlfilter" => emit_urlfilter(&mut emit, doc.urlfilter.as_ref())?,
             "l3fwd" => emit_l3fwd(&mut emit, doc.l3fwd.as_ref())?,
+            "p4" => emit_p4(&mut emit, doc.p4.as_ref(), Path::new(file).parent().unwrap_or(Path::new(".")))?,
             // Unknown names: the text-form parser says which exist.
             _ => {}
         }
     }
     let spec = ChainSpec::parse(&emit.text).map_err(|e| emit.map(&e))?;
     Ok(Compiled { text: emit.text, spec })
+}
+
+/// `[p4]`: the spec a line per record, then each table file a line per record. The spec and
+/// the tables are checked here first (the image's text form carries only the class of a P4
+/// error): a refusal names the file, its line and the construct.
+fn emit_p4(emit: &mut Emit, t: Option<&Spanned<schema::P4Table>>, dir: &Path) -> Result<(), ChainError> {
+    let Some(t) = t else {
+        return Err(emit.err(&(0..0), "p4", "chain.nfs lists p4 but the file has no [p4] table"));
+    };
+    let t = t.get_ref();
+    let read = |path: &Spanned<String>, field: &str| {
+        let full = dir.join(path.get_ref());
+        std::fs::read_to_string(&full)
+            .map_err(|e| emit.err(&path.span(), field, format!("reading {}: {e}", full.display())))
+    };
+    let spec = read(&t.spec, "p4.spec")?;
+    let mut files = Vec::new();
+    for (name, path) in &t.tables {
+        files.push((name.clone(), read(path, &format!("p4.tables.{name}"))?, path));
+    }
+    let cfg = cadence_core::nf::p4::P4Config {
+        spec: spec.clone(),
+        tables: files.iter().map(|(n, text, _)| (n.clone(), text.clone())).collect(),
+    };
+    if let Err(e) = cfg.validate() {
+        use cadence_core::nf::p4::P4ConfigError;
+        use cadence_core::p4::tables::BuildError;
+        let (span, field, what) = match &e {
+            P4ConfigError::Tables(BuildError::Entry { table, .. } | BuildError::Refused { table, .. }) => {
+                match files.iter().find(|(n, _, _)| n == table) {
+                    Some((_, _, p)) => (p.span(), format!("p4.tables.{table}"), p.get_ref().clone()),
+                    None => (t.spec.span(), "p4.spec".into(), t.spec.get_ref().clone()),
+                }
+            }
+            _ => (t.spec.span(), "p4.spec".into(), t.spec.get_ref().clone()),
+        };
+        return Err(emit.err(&span, field, format!("{what}: {e}")));
+    }
+    for line in spec.lines() {
+        emit.scalar("p4.spec", "p4.spec", t.spec.span(), line.trim_end_matches('\r'))?;
+    }
+    for (name, text, path) in &files {
+        emit.scalar("p4.table", &format!("p4.tables.{name}"), path.span(), name)?;
+        for line in text.lines() {
+            emit.scalar("p4.entry", &format!("p4.tables.{name}"), path.span(), line.trim_end_matches('\r'))?;
+        }
+    }
+    Ok(())
 }
 
 fn emit_acl(emit: &mut Emit, t: Option<&Spanned<schema::AclTable>>) -> Result<(), ChainError> {

@@ -95,6 +95,7 @@ pub struct ChainFile {
     pub urlfilter: Option<Spanned<UrlFilterTable>>,
     pub encrypt: Option<Spanned<EncryptTable>>,
     pub l3fwd: Option<Spanned<L3fwdTable>>,
+    pub p4: Option<Spanned<P4Table>>,
     pub port: Option<Spanned<PortTable>>,
     pub neigh: Option<Spanned<NeighTable>>,
 }
@@ -307,4 +308,17 @@ pub struct UrlFilterTable {
     pub inspect_timeout_ms: Option<Spanned<u64>>,
     pub flow_timeout_ms: Option<Spanned<u64>>,
     pub handshake_timeout_ms: Option<Spanned<u64>>,
+}
+
+/// `[p4]`: a P4 program as p4c's DPDK backend emits it (a DPDK SWX pipeline spec) and the
+/// initial entries of its tables and selectors (DPDK's table-file syntax). Paths are relative
+/// to the chain file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4Table {
+    /// The spec file.
+    pub spec: Spanned<String>,
+    /// Table or selector name → its table file.
+    #[serde(default)]
+    pub tables: std::collections::BTreeMap<String, Spanned<String>>,
 }

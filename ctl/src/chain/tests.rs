@@ -203,7 +203,7 @@ fn errors_name_file_line_and_field() {
     fails("[chain]\nnfs = [\"acl\", \"acl\"]\n", "chains/x.toml:2: chain.nfs[1]: \"acl\" listed twice");
     fails(
         "[chain]\nnfs = [\"firewall\"]\n",
-        "chains/x.toml:2: chain.nfs[0]: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd), got \"firewall\"",
+        "chains/x.toml:2: chain.nfs[0]: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd, p4), got \"firewall\"",
     );
     fails(
         "[chain]\nnfs = []\nvalidate = \"l7\"\n",
@@ -463,4 +463,51 @@ fn ipv6_via_routes_reach_the_text_form() {
     let e = compile("chains/x.toml", &bad).unwrap_err();
     assert!(e.to_string().contains("IP version"), "{e}");
     assert_eq!((e.line, e.field.as_str()), (15, "l3fwd.route[1].via"), "{e}");
+}
+
+/// `chains/p4-router.toml`: the spec and its table file (paths relative to the chain file)
+/// reach the text form a line per record and load as the `p4` NF.
+#[test]
+fn the_example_p4_chain_compiles() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chains/p4-router.toml");
+    let c = load(&path).expect("chains/p4-router.toml compiles");
+    assert_eq!(c.names(), ["p4"]);
+    let NfSpec::P4(cfg) = &c.spec.nfs[0] else { panic!("{:?}", c.spec) };
+    let spec = std::fs::read_to_string(path.with_file_name("p4/router.spec")).unwrap();
+    // Line for line (the text form trims each record's indentation, which the spec ignores).
+    assert_eq!(cfg.spec.lines().collect::<Vec<_>>(), spec.lines().map(str::trim).collect::<Vec<_>>());
+    assert_eq!(cfg.tables.len(), 1);
+    assert_eq!(cfg.tables[0].0, "routes");
+    assert!(c.text.lines().any(|l| l == "p4.table=routes"), "{}", c.text);
+}
+
+/// A spec or table file the loader refuses: the error names the chain file's line, the key,
+/// the file and the construct at its own line; a missing file names its path.
+#[test]
+fn p4_errors_name_the_file_and_the_construct() {
+    let dir = std::env::temp_dir().join(format!("cadence-p4-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../chains/p4/router.spec")).unwrap();
+    std::fs::write(dir.join("bad.spec"), good.replace("\tsub h.ipv4.ttl 0x1", "\tmirror h.ipv4.ttl 0x1")).unwrap();
+    std::fs::write(dir.join("good.spec"), &good).unwrap();
+    std::fs::write(dir.join("bad_table.txt"), "match 0x0a000000/0xff000000 action nope port_out 1\n").unwrap();
+    let line = good.lines().position(|l| l == "\tsub h.ipv4.ttl 0x1").unwrap() + 1;
+    let chain = |spec: &str, table: &str| {
+        let toml = dir.join("c.toml");
+        std::fs::write(
+            &toml,
+            format!("[chain]\nnfs = [\"p4\"]\n[p4]\nspec = \"{spec}\"\n[p4.tables]\nroutes = \"{table}\"\n"),
+        )
+        .unwrap();
+        format!("{:#}", load(&toml).unwrap_err())
+    };
+    let e = chain("bad.spec", "bad_table.txt");
+    assert!(e.contains(":4: p4.spec: bad.spec: p4 spec: line ") && e.contains(&format!("line {line}:")), "{e}");
+    assert!(e.contains("mirror"), "{e}");
+    let e = chain("good.spec", "bad_table.txt");
+    assert!(e.contains(":6: p4.tables.routes: bad_table.txt: p4 tables: table `routes`: line 1:"), "{e}");
+    assert!(e.contains("nope"), "{e}");
+    let e = chain("missing.spec", "bad_table.txt");
+    assert!(e.contains("p4.spec: reading ") && e.contains("missing.spec"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
 }

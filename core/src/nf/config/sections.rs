@@ -8,6 +8,7 @@
 //! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS`, `accounting.export=ipfix:PORT:IP:UDPPORT`, `accounting.export_src=IP` |
 //! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
 //! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.undecided=deny\|allow`, `urlfilter.fragments=drop\|pass`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS`, `urlfilter.handshake_timeout_ms=MS` |
+//! | `p4` | `p4.spec=LINE` (list: the pipeline spec, one record per line, blank lines included so that the spec's line numbers hold), `p4.table=NAME` (list: a table or selector whose initial entries follow), `p4.entry=LINE` (list: one line of the last named table's file) |
 //! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` or `…,via:IP` (a gateway of the prefix's IP version) or `…,via:direct` (directly connected), the two last resolved through the neighbour table (`config::neigh`) (list; next hops are the distinct `(port, mac or via)` in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
 //!
 //! Timeouts (`…_ms`) are milliseconds, 1..=`MAX_TIMEOUT_MS` (one day); they stay in
@@ -614,5 +615,74 @@ impl Section for UrlFilterSection {
             (at.map(|l| (l, "urlfilter.banned")), Fail { field: None, kind: SpecErrorKind::UrlFilter(e) })
         })?;
         Ok((NfSpec::UrlFilter(self.cfg), self.timeouts))
+    }
+}
+
+/// `nf=p4`: the spec a line per record, then each table's file a line per record.
+#[derive(Default)]
+pub(crate) struct P4Section {
+    cfg: crate::nf::p4::P4Config,
+    /// The text-form line of each spec line.
+    spec_lines: Vec<usize>,
+    /// Per table: its `p4.table=` line and the text-form line of each of its entries.
+    table_lines: Vec<(usize, Vec<usize>)>,
+}
+
+impl Section for P4Section {
+    fn keys(&self) -> &'static [&'static str] {
+        &["p4.spec", "p4.table", "p4.entry"]
+    }
+
+    fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail> {
+        match key {
+            "p4.spec" => {
+                self.cfg.spec.push_str(value);
+                self.cfg.spec.push('\n');
+                self.spec_lines.push(line);
+            }
+            "p4.table" => {
+                if value.is_empty() || self.cfg.tables.iter().any(|(n, _)| n == value) {
+                    return Err(Fail::value("a table name, once"));
+                }
+                self.cfg.tables.push((value.into(), alloc::string::String::new()));
+                self.table_lines.push((line, Vec::new()));
+            }
+            _ => {
+                let (Some((_, file)), Some((_, lines))) = (self.cfg.tables.last_mut(), self.table_lines.last_mut())
+                else {
+                    return Err(Fail::value("a p4.table record before its entries"));
+                };
+                file.push_str(value);
+                file.push('\n');
+                lines.push(line);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<(NfSpec, Timeouts), FinishError> {
+        use crate::nf::p4::P4ConfigError;
+        use crate::p4::tables::BuildError;
+        let fail = |why: &'static str| Fail { field: None, kind: SpecErrorKind::P4(why) };
+        match self.cfg.validate() {
+            Ok(()) => Ok((NfSpec::P4(self.cfg), Timeouts::default())),
+            Err(P4ConfigError::NoSpec) => Err((None, fail("no spec"))),
+            Err(P4ConfigError::Spec(e)) => {
+                let at = self.spec_lines.get((e.line as usize).wrapping_sub(1)).map(|&l| (l, "p4.spec"));
+                Err((at, fail(crate::p4::error_class(&e.kind))))
+            }
+            Err(P4ConfigError::Tables(BuildError::Entry { table, error })) => {
+                let t = self.cfg.tables.iter().position(|(n, _)| *n == table);
+                let at = t
+                    .and_then(|t| self.table_lines.get(t))
+                    .and_then(|(_, lines)| lines.get((error.line as usize).wrapping_sub(1)).map(|&l| (l, "p4.entry")));
+                Err((at, fail(crate::p4::error_class(&error.kind))))
+            }
+            Err(P4ConfigError::Tables(BuildError::Refused { table, reason })) => {
+                let t = self.cfg.tables.iter().position(|(n, _)| *n == table);
+                let at = t.and_then(|t| self.table_lines.get(t)).map(|&(l, _)| (l, "p4.table"));
+                Err((at, fail(reason)))
+            }
+        }
     }
 }

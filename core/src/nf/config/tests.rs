@@ -120,7 +120,7 @@ fn errors_name_line_key_and_field() {
         (
             "version=1\nnf=firewall\n",
             2,
-            "line 2: nf: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd)",
+            "line 2: nf: unknown NF (known: acl, lb, accounting, nat, urlfilter, encrypt, l3fwd, p4)",
         ),
         (
             "version=1\nacl.default=permit\n",

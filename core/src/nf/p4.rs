@@ -1,0 +1,274 @@
+//! The `p4` NF: a P4 PNA program, as p4c's DPDK backend emits it (a DPDK SWX pipeline spec),
+//! run on each packet by [`crate::p4`]'s executor over Cadence's own tables
+//! ([`crate::p4::tables::TableSet`]: exact tables, the LPM, learners with add-on-miss and
+//! expiry, selectors).
+//!
+//! - **Configuration** ([`P4Config`]): the spec's text and, per table or selector, its initial
+//!   entries in DPDK's table-file syntax (`match … action … ARG VALUE …`). Both are checked
+//!   whole when the chain is built: a spec the loader refuses names its line and construct, a
+//!   table line its table, line and construct, and a table the structures cannot hold its
+//!   table ([`P4ConfigError`]).
+//! - **Per worker**: each NF instance builds its own [`TableSet`] from the files (as DPDK runs
+//!   one pipeline per thread: a learner learns the flows its worker sees, which flow affinity
+//!   makes the flow's only worker) and its own packet state. Nothing is allocated per packet.
+//! - **Per packet**: `rx` reads the port the frame arrived on; the program's `tx PORT` sends the
+//!   frame it emitted (its headers, then the payload from the parse cursor) to that port of
+//!   the chain; the link header keeps the program's destination MAC, and the chain's egress
+//!   writes the port's own MAC as the source, as it does for every frame it sends. A port the
+//!   chain does not have drops the frame as `no_route`. `drop` drops it as `p4_drop`; a fault
+//!   (an `extract` past the frame's end, a runaway loop, an output larger than a buffer, an
+//!   instruction not run) as `p4_fault`, counted by kind. After the program the frame is
+//!   parsed again for the NFs after it (a program may change header lengths: encapsulation);
+//!   a frame that no longer parses is dropped as `nf_unsupported`.
+//! - **Time**: learner timeouts are in seconds; the NF gives the tables the batch's time in
+//!   nanoseconds at the chain's clock rate.
+
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::{Dst, Nf, NfBatch, NfCtx, Verdict};
+use crate::buf::{BUF_SIZE, Pool};
+use crate::drops::DropReason;
+use crate::p4::exec::{Fault, State, Verdict as P4Verdict};
+use crate::p4::tables::{BuildError, TableSet};
+use crate::p4::{Program, SpecError};
+use crate::parse::{self, Depth};
+use crate::time::{Duration, TickRate};
+
+/// The `p4` NF's configuration: the spec and the initial entries of its tables.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct P4Config {
+    /// The pipeline spec's text (the DPDK SWX language).
+    pub spec: String,
+    /// `(table or selector name, table-file text)`, in order; tables without one start empty.
+    pub tables: Vec<(String, String)>,
+}
+
+/// A configuration the NF refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum P4ConfigError {
+    /// No spec was given.
+    NoSpec,
+    /// The spec does not load (its line and construct).
+    Spec(SpecError),
+    /// A table file or a table the structures cannot hold.
+    Tables(BuildError),
+}
+
+impl fmt::Display for P4ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoSpec => f.write_str("p4 spec: none given"),
+            Self::Spec(e) => write!(f, "p4 spec: {e}"),
+            Self::Tables(e) => write!(f, "p4 tables: {e}"),
+        }
+    }
+}
+
+impl P4Config {
+    /// Loads the spec and builds its tables once, to refuse a bad configuration before any
+    /// worker starts.
+    pub fn validate(&self) -> Result<(), P4ConfigError> {
+        self.load().map(|_| ())
+    }
+
+    /// The loaded program, its tables checked.
+    fn load(&self) -> Result<Program, P4ConfigError> {
+        if self.spec.trim().is_empty() {
+            return Err(P4ConfigError::NoSpec);
+        }
+        let program = crate::p4::load(&self.spec).map_err(P4ConfigError::Spec)?;
+        table_set(&program, &self.tables)?;
+        Ok(program)
+    }
+}
+
+fn table_set(program: &Program, tables: &[(String, String)]) -> Result<TableSet, P4ConfigError> {
+    let files: Vec<(&str, &str)> = tables.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+    TableSet::build(program, &files).map_err(P4ConfigError::Tables)
+}
+
+/// What the workers share: the loaded program, the table files, the clock rate.
+#[derive(Debug)]
+pub struct P4Shared {
+    program: Program,
+    tables: Vec<(String, String)>,
+    rate: TickRate,
+}
+
+impl P4Shared {
+    /// Loads `cfg`'s spec and checks its tables; `rate` is the clock's (for learner timeouts).
+    pub fn try_new(cfg: &P4Config, rate: TickRate) -> Result<Self, P4ConfigError> {
+        Ok(Self { program: cfg.load()?, tables: cfg.tables.clone(), rate })
+    }
+
+    /// The loaded program.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+}
+
+/// The `p4` NF's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct P4Counters {
+    /// Packets the program sent (`tx`) to a port of the chain.
+    pub tx: u64,
+    /// Packets the program dropped (`drop`).
+    pub dropped: u64,
+    /// `tx` to a port the chain does not have (dropped as `no_route`).
+    pub bad_port: u64,
+    /// Faults: an `extract` or `lookahead` past the frame's end.
+    pub truncated: u64,
+    /// Faults: an output larger than a buffer, or more `emit`s than the program has.
+    pub too_big: u64,
+    /// Faults: more instructions than the step limit (a loop).
+    pub step_limit: u64,
+    /// Faults: an instruction the executor does not run, or a list that ended without `tx`,
+    /// `drop` or `return`.
+    pub unsupported: u64,
+    /// Frames the program sent that no longer parse (dropped as `nf_unsupported`).
+    pub unparsable: u64,
+    /// Learner adds refused (the learner was full).
+    pub learn_refused: u64,
+    /// Packets dropped because this worker's tables could not be built.
+    pub no_tables: u64,
+}
+
+/// The `p4` NF on one worker.
+pub struct P4 {
+    shared: Arc<P4Shared>,
+    /// `None` only if building the tables failed for a worker after it succeeded once at
+    /// configuration (memory): every packet is then dropped as `p4_fault` (`p4_no_tables`).
+    tables: Option<TableSet>,
+    state: State,
+    out: Vec<u8>,
+    counters: P4Counters,
+}
+
+impl fmt::Debug for P4 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("P4").field("counters", &self.counters).finish_non_exhaustive()
+    }
+}
+
+impl P4 {
+    /// An instance with its own tables, built from the shared files (checked when `shared`
+    /// was made).
+    pub fn new(shared: Arc<P4Shared>) -> Self {
+        let tables = table_set(&shared.program, &shared.tables).ok();
+        let state = State::new(&shared.program);
+        Self { shared, tables, state, out: vec![0; BUF_SIZE], counters: P4Counters::default() }
+    }
+
+    /// This instance's counters.
+    pub fn counters(&self) -> P4Counters {
+        P4Counters { learn_refused: self.tables.as_ref().map_or(0, |t| t.learn_refused), ..self.counters }
+    }
+}
+
+fn count_fault(c: &mut P4Counters, f: Fault) {
+    match f {
+        Fault::Truncated => c.truncated += 1,
+        Fault::OutputTooSmall | Fault::EmitLimit => c.too_big += 1,
+        Fault::StepLimit => c.step_limit += 1,
+        Fault::Unsupported(_) | Fault::FellOff => c.unsupported += 1,
+    }
+}
+
+impl Nf for P4 {
+    fn name(&self) -> &'static str {
+        "p4"
+    }
+
+    /// The program parses the frame itself; the chain only needs the link header.
+    fn reads(&self) -> Depth {
+        Depth::L2
+    }
+
+    fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        let Some(tables) = self.tables.as_mut() else {
+            for p in batch.alive_mut() {
+                self.counters.no_tables += 1;
+                p.verdict = Verdict::Drop(DropReason::P4Fault);
+            }
+            return;
+        };
+        tables.set_time_ns(self.shared.rate.ns(Duration(ctx.now.ticks())));
+        for p in batch.alive_mut() {
+            let v = self.state.run_with(
+                &self.shared.program,
+                tables,
+                pool.frame(p.buf),
+                u64::from(p.ingress),
+                &mut self.out,
+            );
+            let (port, len) = match v {
+                P4Verdict::Tx { port, len } => (port, len),
+                P4Verdict::Drop => {
+                    self.counters.dropped += 1;
+                    p.verdict = Verdict::Drop(DropReason::P4Drop);
+                    continue;
+                }
+                P4Verdict::Fault(f) => {
+                    count_fault(&mut self.counters, f);
+                    p.verdict = Verdict::Drop(DropReason::P4Fault);
+                    continue;
+                }
+            };
+            let (Ok(port), Some(out)) = (u8::try_from(port), self.out.get(..len)) else {
+                self.counters.bad_port += 1;
+                p.verdict = Verdict::Drop(DropReason::NoRoute);
+                continue;
+            };
+            if pool.set_len(p.buf, len).is_err() {
+                self.counters.too_big += 1;
+                p.verdict = Verdict::Drop(DropReason::P4Fault);
+                continue;
+            }
+            let frame = pool.frame_mut(p.buf);
+            if frame.len() != len {
+                self.counters.too_big += 1;
+                p.verdict = Verdict::Drop(DropReason::P4Fault);
+                continue;
+            }
+            frame.copy_from_slice(out);
+            let Ok(parsed) = parse::parse(frame) else {
+                self.counters.unparsable += 1;
+                p.verdict = Verdict::Drop(DropReason::NfUnsupported);
+                continue;
+            };
+            p.parsed = parsed;
+            p.dst = match frame.first_chunk::<6>() {
+                Some(&mac) => Dst::Mac(mac),
+                None => Dst::Peer,
+            };
+            self.counters.tx += 1;
+            p.verdict = Verdict::Forward(port);
+        }
+    }
+
+    fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        let c = self.counters();
+        write!(
+            w,
+            " p4_tx={} p4_dropped={} p4_bad_port={} p4_truncated={} p4_too_big={} p4_step_limit={} \
+             p4_unsupported={} p4_unparsable={} p4_learn_refused={} p4_no_tables={}",
+            c.tx,
+            c.dropped,
+            c.bad_port,
+            c.truncated,
+            c.too_big,
+            c.step_limit,
+            c.unsupported,
+            c.unparsable,
+            c.learn_refused,
+            c.no_tables
+        )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,159 @@
+use super::*;
+use crate::nf::config::{ChainSpec, NfSpec, SpecErrorKind};
+use crate::nf::testkit::{Out, checksums_ok, frame, run};
+use crate::parse::IpAddr;
+use crate::time::Instant;
+use alloc::string::ToString;
+use alloc::vec::Vec;
+
+const ROUTER: &str = include_str!("../../../../chains/p4/router.spec");
+const ROUTES: &str = include_str!("../../../../chains/p4/router_table.txt");
+
+fn rate() -> TickRate {
+    TickRate::try_new(1_000_000_000).unwrap()
+}
+
+fn nf(spec: &str, tables: &[(&str, &str)]) -> P4 {
+    let cfg = P4Config {
+        spec: spec.to_string(),
+        tables: tables.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
+    };
+    P4::new(Arc::new(P4Shared::try_new(&cfg, rate()).unwrap()))
+}
+
+fn udp_to(dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut f = frame(IpAddr::V4([10, 0, 1, 7]), IpAddr::V4(dst), 17, 4000, 53, b"p4 payload");
+    f[22] = ttl;
+    f[24..26].fill(0);
+    let c = crate::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+fn outs(nf: &mut P4, frames: &[Vec<u8>], ingress: u8) -> Vec<Out> {
+    run(nf, frames, ingress, Instant(1))
+}
+
+/// The router spec: the longest prefix picks port and next-hop MAC, the TTL goes down by one
+/// with a checksum a from-scratch sum agrees with, and the payload is untouched.
+#[test]
+fn the_router_program_routes_by_longest_prefix_and_decrements_the_ttl() {
+    let mut r = nf(ROUTER, &[("routes", ROUTES)]);
+    let frames = [udp_to([10, 0, 2, 9], 64), udp_to([10, 0, 2, 200], 64), udp_to([10, 0, 1, 3], 9)];
+    let out = outs(&mut r, &frames, 0);
+    let want = [(1, [2, 0, 0, 0, 0xb, 2], 63), (0, [2, 0, 0, 0, 0xa, 0x80], 63), (0, [2, 0, 0, 0, 0xa, 1], 8)];
+    for ((o, f), (port, mac, ttl)) in out.iter().zip(&frames).zip(want) {
+        assert_eq!(o.verdict, Verdict::Forward(port));
+        assert_eq!(o.frame[0..6], mac, "the next hop's MAC");
+        assert_eq!(o.frame[6..12], f[6..12], "the source MAC is the chain's egress to write");
+        assert_eq!(o.frame[22], ttl);
+        assert!(checksums_ok(&o.frame), "header checksum after the incremental update");
+        assert_eq!(o.frame[23..24], f[23..24]);
+        assert_eq!(o.frame[34..], f[34..], "the UDP header and payload pass as they were");
+    }
+    assert_eq!((r.counters().tx, r.counters().dropped), (3, 0));
+}
+
+/// No route, a TTL of 1, and a frame that is not IPv4 are the program's drops (`p4_drop`),
+/// each counted; a route to a port the chain does not have is `no_route`.
+#[test]
+fn the_programs_drops_and_a_port_the_chain_lacks_are_counted() {
+    let mut r = nf(ROUTER, &[("routes", ROUTES)]);
+    let v6 = frame(IpAddr::V6([0xfd; 16]), IpAddr::V6([0xfe; 16]), 17, 1, 2, b"x");
+    let out = outs(&mut r, &[udp_to([192, 0, 2, 1], 64), udp_to([10, 0, 2, 9], 1), v6], 1);
+    assert!(out.iter().all(|o| o.verdict == Verdict::Drop(DropReason::P4Drop)), "{out:?}");
+    assert_eq!((r.counters().tx, r.counters().dropped), (0, 3));
+    let far = ROUTES.replace("port_out 1", "port_out 300");
+    let mut r = nf(ROUTER, &[("routes", &far)]);
+    let out = outs(&mut r, &[udp_to([10, 0, 2, 9], 64)], 0);
+    assert_eq!(out[0].verdict, Verdict::Drop(DropReason::NoRoute));
+    assert_eq!(r.counters().bad_port, 1);
+}
+
+/// A program that reads past the frame's end faults: the frame is dropped as `p4_fault` and
+/// counted by kind, and the next frame runs normally.
+#[test]
+fn a_fault_drops_the_frame_and_counts_its_kind() {
+    // Extracts a 16-byte header after Ethernet, IPv4 and UDP: past the end of a short frame.
+    let spec = "struct e_h {\n\tbit<48> d\n\tbit<48> s\n\tbit<16> t\n}\n\
+                struct skip_h {\n\tbit<64> a\n\tbit<64> b\n\tbit<64> c\n\tbit<64> d\n\tbit<64> e\n\tbit<16> f\n}\n\
+                struct tail_h {\n\tbit<64> a\n\tbit<64> b\n}\n\
+                header e instanceof e_h\nheader skip instanceof skip_h\nheader tail instanceof tail_h\n\
+                struct m_t {\n\tbit<32> port\n}\nmetadata instanceof m_t\n\
+                apply {\n\trx m.port\n\textract h.e\n\textract h.skip\n\textract h.tail\n\
+                EMIT\n\ttx m.port\n}\n";
+    let mut p = nf(&spec.replace("EMIT", "\temit h.e\n\temit h.skip\n\temit h.tail"), &[]);
+    let short = frame(IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), 17, 1, 2, b"");
+    let long = frame(IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), 17, 1, 2, &[7; 40]);
+    let out = outs(&mut p, &[short, long.clone()], 1);
+    assert_eq!(out[0].verdict, Verdict::Drop(DropReason::P4Fault));
+    assert_eq!((out[1].verdict, &out[1].frame), (Verdict::Forward(1), &long), "rx port, bytes as they came");
+    assert_eq!((p.counters().truncated, p.counters().tx), (1, 1));
+    // Without the `emit`s the headers are gone (P4: only emitted headers are sent): what is
+    // left does not parse, and the NFs after this one could not read it.
+    let mut p = nf(&spec.replace("EMIT", ""), &[]);
+    let out = outs(&mut p, &[long], 1);
+    assert_eq!(out[0].verdict, Verdict::Drop(DropReason::NfUnsupported));
+    assert_eq!((p.counters().unparsable, p.counters().tx), (1, 0));
+}
+
+/// The text form carries a spec a line per record and each table file a line per record; a
+/// spec line the loader refuses is reported at its own record's line.
+#[test]
+fn the_text_form_carries_the_spec_and_tables_and_names_a_bad_line() {
+    let mut text = String::from("version=1\nnf=p4\n");
+    for l in ROUTER.lines() {
+        text.push_str("p4.spec=");
+        text.push_str(l);
+        text.push('\n');
+    }
+    text.push_str("p4.table=routes\n");
+    for l in ROUTES.lines() {
+        text.push_str("p4.entry=");
+        text.push_str(l);
+        text.push('\n');
+    }
+    let spec = ChainSpec::parse(&text).unwrap();
+    let NfSpec::P4(cfg) = &spec.nfs[0] else { panic!("{spec:?}") };
+    assert_eq!(cfg.tables.len(), 1);
+    assert_eq!(cfg.spec.lines().count(), ROUTER.lines().count(), "blank lines kept: the spec's lines hold");
+    // Built into a worker's chain: the frame leaves port 1 with the program's destination MAC
+    // and the port's own source MAC; the unrouted one is counted as `p4_drop`.
+    let own = [[2, 0, 0, 0, 0, 0xe0], [2, 0, 0, 0, 0, 0xe1]];
+    let factory = spec.build(crate::nf::Egress::new(own, [[4; 6]; 2], None), rate()).unwrap();
+    let mut chain = factory.chain_for_worker();
+    let mut mem = alloc::vec![0u8; 8 * crate::buf::BUF_SIZE];
+    let mut pool = crate::buf::Pool::try_new(&mut mem, 0, 8).unwrap();
+    let mut input = crate::buf::Batch::new();
+    for f in [udp_to([10, 0, 2, 9], 64), udp_to([203, 0, 113, 1], 64)] {
+        let b = pool.alloc().unwrap();
+        pool.set_len(b, f.len()).unwrap();
+        pool.frame_mut(b).copy_from_slice(&f);
+        input.push(b).unwrap();
+    }
+    let mut out = [crate::buf::Batch::new(), crate::buf::Batch::new()];
+    let mut counters = crate::stage::StageCounters::default();
+    crate::stage::Stage::process(&mut chain, 0, &mut pool, &mut input, &mut out, &mut counters, Instant(5));
+    assert_eq!((out[0].len(), out[1].len()), (0, 1));
+    let sent = pool.frame(out[1].as_slice()[0]);
+    assert_eq!((&sent[0..6], &sent[6..12], sent[22]), (&[2, 0, 0, 0, 0xb, 2][..], &own[1][..], 63));
+    assert_eq!(counters.drops_for(DropReason::P4Drop), 1);
+
+    // `sub` misspelt on the spec's line 80: the error names the text form's line 82 (two
+    // records before the spec).
+    let at = ROUTER.lines().position(|l| l.trim() == "sub h.ipv4.ttl 0x1").unwrap();
+    let bad = text.replacen("p4.spec=\tsub h.ipv4.ttl 0x1", "p4.spec=\tsubb h.ipv4.ttl 0x1", 1);
+    let e = ChainSpec::parse(&bad).unwrap_err();
+    assert_eq!((e.line, e.key), (at + 3, "p4.spec"), "{e}");
+    assert!(matches!(e.kind, SpecErrorKind::P4(_)), "{e}");
+    // An entry naming an action the table does not have: its own record's line.
+    let bad = text.replacen("action route nexthop_mac 0x020000000b02", "action nope nexthop_mac 0x020000000b02", 1);
+    let e = ChainSpec::parse(&bad).unwrap_err();
+    let line = bad.lines().position(|l| l.contains("action nope")).unwrap() + 1;
+    assert_eq!((e.line, e.key), (line, "p4.entry"), "{e}");
+    // Entries before any table, and no spec at all.
+    let e = ChainSpec::parse("version=1\nnf=p4\np4.entry=match 1\n").unwrap_err();
+    assert_eq!((e.line, e.key), (3, "p4.entry"));
+    let e = ChainSpec::parse("version=1\nnf=p4\n").unwrap_err();
+    assert_eq!(e.kind, SpecErrorKind::P4("no spec"));
+}
