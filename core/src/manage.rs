@@ -142,10 +142,20 @@ pub enum Command {
     RssRestore,
     /// `stop`: stop as a STOP control frame would (the machine answers).
     Stop,
+    /// `p4 add|del TABLE LINE`: a live change of a P4 program's table, `LINE` in DPDK's
+    /// table-file syntax (`match KEY… action NAME ARG VALUE…`; a delete needs only the key).
+    P4Change {
+        /// An add (or a replacement of the key's entry), or a delete.
+        add: bool,
+        /// The table's name.
+        table: alloc::string::String,
+        /// The entry's line.
+        line: alloc::string::String,
+    },
 }
 
 /// The commands, as `help` lists them.
-pub const HELP: [&str; 14] = [
+pub const HELP: [&str; 16] = [
     "stats",
     "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
@@ -158,6 +168,8 @@ pub const HELP: [&str; 14] = [
     "lb backend del VIP BACKEND",
     "rss move FROM TO",
     "rss restore",
+    "p4 add TABLE match KEY... action NAME [ARG VALUE]...",
+    "p4 del TABLE match KEY...",
     "stop",
     "help",
 ];
@@ -261,12 +273,39 @@ pub fn parse(line: &str) -> Result<Request, (Option<u32>, Error)> {
     let Some(id) = request_id(line) else {
         return Err((None, Error::new(ErrorKind::BadRequest, format_args!("a request is: ctl ID COMMAND"))));
     };
+    if let Some(cmd) = p4_change(line) {
+        return cmd.map(|cmd| Request { id, cmd }).map_err(|e| (Some(id), e));
+    }
     let mut w = line.split_ascii_whitespace().skip(2);
     let words: heapless::Vec<&str, 6> = w.by_ref().take(6).collect();
     if w.next().is_some() {
         return Err((Some(id), Error::new(ErrorKind::BadArgument, format_args!("too many words"))));
     }
     parse_command(&words).map(|cmd| Request { id, cmd }).map_err(|e| (Some(id), e))
+}
+
+/// `ctl ID p4 add|del TABLE LINE…`: the entry's line is the rest of the request, however many
+/// words it has; `None` for another command.
+fn p4_change(line: &str) -> Option<Result<Command, Error>> {
+    let mut rest = line.trim_start();
+    for _ in 0..2 {
+        rest = rest.split_once(|c: char| c.is_ascii_whitespace()).map_or("", |(_, r)| r).trim_start();
+    }
+    let rest = rest.strip_prefix("p4")?;
+    if !rest.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let mut w = rest.trim_start().splitn(3, |c: char| c.is_ascii_whitespace());
+    let (op, table, entry) = (w.next().unwrap_or(""), w.next().unwrap_or(""), w.next().unwrap_or("").trim());
+    let add = match op {
+        "add" => true,
+        "del" => false,
+        _ => return Some(Err(bad(format_args!("p4: expected add or del, got '{op}'")))),
+    };
+    if table.is_empty() || entry.is_empty() {
+        return Some(Err(bad(format_args!("p4 {op}: expected TABLE and an entry line"))));
+    }
+    Some(Ok(Command::P4Change { add, table: table.into(), line: entry.into() }))
 }
 
 fn bad(args: fmt::Arguments<'_>) -> Error {
@@ -533,6 +572,13 @@ impl Manager {
                 let lb = chain.lb().ok_or_else(|| no_nf("lb"))?;
                 lb.delete_backend(*vip, *b).map_err(lb_error)?;
                 ok(format_args!("backends={}", lb.vip(*vip).map_or(0, |v| v.3.len())))
+            }
+            Command::P4Change { add, table, line } => {
+                let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
+                let generation = p4
+                    .change(table, line, *add)
+                    .map_err(|e| Error::new(ErrorKind::BadArgument, format_args!("p4 {table}: {e}")))?;
+                ok(format_args!("generation={generation}"))
             }
         }
     }

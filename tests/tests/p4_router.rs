@@ -16,7 +16,8 @@
 //! a ping to 192.0.2.1 (no route: the table's default action drops) gets no answer and is
 //! counted as `p4_drop`; a ping with TTL 1 is dropped by the program (no ICMP error: the
 //! program sends none). The counters: every echo request and reply forwarded by the program
-//! (`p4_tx`), no fault of any kind.
+//! (`p4_tx`), no fault of any kind. Then, live through the management channel (hosted):
+//! `p4 del routes` of B's prefix stops A's pings, `p4 add routes` brings them back.
 //!
 //! The image does the same (`the_image_runs_the_p4_router_for_two_real_hosts`): the firmware
 //! under QEMU (TCG) with virtio-net on tap interfaces moved into the hosts' namespaces, the
@@ -132,11 +133,27 @@ fn the_p4_router_program_routes_between_two_real_hosts() -> Result<()> {
     let (dut0, dut1) = (mac_text(veths.mac_of(true, 0)?), mac_text(veths.mac_of(true, 1)?));
     make_host(&na.0, &veths.host[0], MAC_A, A, GW_A, &dut0)?;
     make_host(&nb.0, &veths.host[1], MAC_B, B, GW_B, &dut1)?;
-    let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
-    let failures = exercise(&na.0)?;
+    let mut dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
+    let mut failures = exercise(&na.0)?;
+    // Live through the management channel: B's route deleted (A's pings go unanswered), then
+    // added back (they cross again).
+    let route = "match 0x0a000200/0xffffff00";
+    dp.ctl(1, &format!("p4 del routes {route}"))?;
+    if ping(&na.0, B, &[])?.status.success() {
+        failures.push("ping A -> B crossed after `p4 del routes` took B's route".into());
+    }
+    dp.ctl(2, &format!("p4 add routes {route} action route nexthop_mac 0x020000000b02 port_out 1"))?;
+    if !ping(&na.0, B, &[])?.status.success() {
+        failures.push("ping A -> B failed after `p4 add routes` put B's route back".into());
+    }
     let summary = dp.stop()?;
     cadence_tests::report(&out, &summary, &failures)?;
-    check_summary(&|k| counter(&summary, k), &summary)
+    check_summary(&|k| counter(&summary, k), &summary)?;
+    let (changes, refused) = (counter(&summary, "p4_changes")?, counter(&summary, "p4_change_refused")?);
+    if (changes, refused) != (2, 0) {
+        bail!("p4_changes={changes} p4_change_refused={refused}, expected 2 and 0: {summary}");
+    }
+    Ok(())
 }
 
 #[test]

@@ -281,3 +281,29 @@ fn neighbours_are_added_and_removed() {
     let (_, fin) = run(&mut m, &c, "ctl 6 neigh del 10.0.0.7");
     assert_eq!(fin, "@ctl id=6 error=not_found msg=\"neigh: no such neighbour\"");
 }
+
+/// `p4 add|del TABLE LINE`: the entry's line is the rest of the request, whatever its length;
+/// the program checks it now and every worker applies it before its next batch.
+#[test]
+fn p4_table_entries_are_added_and_deleted_live() {
+    let mut text = String::from("version=1\nnf=p4\n");
+    for l in include_str!("../../../chains/p4/router.spec").lines() {
+        text.push_str(&format!("p4.spec={l}\n"));
+    }
+    let c = chain(&text);
+    let mut m = Manager::new();
+    let add = "ctl 4 p4 add routes match 0x0a000200/0xffffff00 action route nexthop_mac 0x020000000b02 port_out 1";
+    assert_eq!(run(&mut m, &c, add).1, "@ctl id=4 ok generation=1");
+    assert_eq!(run(&mut m, &c, "ctl 5 p4 del routes match 0x0a000200/0xffffff00").1, "@ctl id=5 ok generation=2");
+    assert_eq!(c.p4().map(|p| p.generation()), Some(2));
+    let (_, e) = run(&mut m, &c, "ctl 6 p4 add routes match 0x0a000200/0xffffff00 action teleport");
+    assert_eq!(e, "@ctl id=6 error=bad_argument msg=\"p4 routes: action `teleport` not found\"");
+    let (_, e) = run(&mut m, &c, "ctl 7 p4 swap routes match 1");
+    assert!(e.contains("expected add or del"), "{e}");
+    let (_, e) = run(&mut m, &c, "ctl 8 p4 add routes");
+    assert!(e.contains("expected TABLE and an entry line"), "{e}");
+    // A chain without a P4 program says so.
+    let (_, e) = run(&mut m, &chain("version=1\nnf=acl\n"), add);
+    assert!(e.contains("p4"), "{e}");
+    assert_eq!(c.p4().map(|p| p.generation()), Some(2), "refused changes are not logged");
+}

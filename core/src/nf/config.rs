@@ -670,6 +670,11 @@ impl ChainFactory {
     pub fn l3fwd(&self) -> Option<&Arc<L3fwdShared>> {
         self.shared.iter().find_map(|s| if let SharedNf::L3fwd(a) = s { Some(a) } else { None })
     }
+
+    /// The shared state of the chain's first P4 program.
+    pub fn p4(&self) -> Option<&Arc<P4Shared>> {
+        self.shared.iter().find_map(|s| if let SharedNf::P4(a) = s { Some(a) } else { None })
+    }
 }
 
 #[cfg(test)]

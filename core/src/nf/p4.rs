@@ -28,12 +28,13 @@ use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{Dst, Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BUF_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::p4::exec::{Fault, State, Verdict as P4Verdict};
-use crate::p4::tables::{BuildError, TableSet};
+use crate::p4::tables::{BuildError, TableChange, TableSet};
 use crate::p4::{Program, SpecError};
 use crate::parse::{self, Depth};
 use crate::time::{Duration, TickRate};
@@ -91,18 +92,46 @@ fn table_set(program: &Program, tables: &[(String, String)]) -> Result<TableSet,
     TableSet::build(program, &files).map_err(P4ConfigError::Tables)
 }
 
-/// What the workers share: the loaded program, the table files, the clock rate.
+/// What the workers share: the loaded program, the table files, the clock rate, and the
+/// table changes the control plane made since (each worker applies them to its own tables
+/// before its next batch).
 #[derive(Debug)]
 pub struct P4Shared {
     program: Program,
     tables: Vec<(String, String)>,
     rate: TickRate,
+    changes: spin::Mutex<Vec<TableChange>>,
+    /// `changes.len()`, read by the workers once per batch without the lock.
+    generation: AtomicUsize,
 }
 
 impl P4Shared {
     /// Loads `cfg`'s spec and checks its tables; `rate` is the clock's (for learner timeouts).
     pub fn try_new(cfg: &P4Config, rate: TickRate) -> Result<Self, P4ConfigError> {
-        Ok(Self { program: cfg.load()?, tables: cfg.tables.clone(), rate })
+        Ok(Self {
+            program: cfg.load()?,
+            tables: cfg.tables.clone(),
+            rate,
+            changes: spin::Mutex::new(Vec::new()),
+            generation: AtomicUsize::new(0),
+        })
+    }
+
+    /// A live change of `table` (the control plane's `p4 add|del TABLE LINE`): `line` in the
+    /// table-file syntax, checked against the program now; every worker applies it before its
+    /// next batch (a worker that cannot — a full table, a delete of a key it does not hold —
+    /// counts it in `p4_change_refused`). Returns the change's generation.
+    pub fn change(&self, table: &str, line: &str, add: bool) -> Result<usize, String> {
+        let c = TableChange::parse(&self.program, table, line, add)?;
+        let mut log = self.changes.lock();
+        log.push(c);
+        self.generation.store(log.len(), Ordering::Release);
+        Ok(log.len())
+    }
+
+    /// Changes made so far.
+    pub fn generation(&self) -> usize {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The loaded program.
@@ -135,6 +164,10 @@ pub struct P4Counters {
     pub learn_refused: u64,
     /// Packets dropped because this worker's tables could not be built.
     pub no_tables: u64,
+    /// Live table changes applied to this worker's tables.
+    pub changes: u64,
+    /// Live table changes this worker's tables refused (full, or a delete of a missing key).
+    pub change_refused: u64,
 }
 
 /// The `p4` NF on one worker.
@@ -146,6 +179,8 @@ pub struct P4 {
     state: State,
     out: Vec<u8>,
     counters: P4Counters,
+    /// Changes of `shared` applied to `tables`.
+    applied: usize,
 }
 
 impl fmt::Debug for P4 {
@@ -160,7 +195,21 @@ impl P4 {
     pub fn new(shared: Arc<P4Shared>) -> Self {
         let tables = table_set(&shared.program, &shared.tables).ok();
         let state = State::new(&shared.program);
-        Self { shared, tables, state, out: vec![0; BUF_SIZE], counters: P4Counters::default() }
+        Self { shared, tables, state, out: vec![0; BUF_SIZE], counters: P4Counters::default(), applied: 0 }
+    }
+
+    /// Applies the control plane's changes this worker has not (between batches: the LPM and
+    /// the lists allocate).
+    fn catch_up(&mut self) {
+        let log = self.shared.changes.lock();
+        for c in log.get(self.applied..).unwrap_or(&[]) {
+            let done = self.tables.as_mut().map(|t| t.apply(c));
+            match done {
+                Some(Ok(())) => self.counters.changes += 1,
+                _ => self.counters.change_refused += 1,
+            }
+        }
+        self.applied = log.len();
     }
 
     /// This instance's counters.
@@ -189,6 +238,9 @@ impl Nf for P4 {
     }
 
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        if self.shared.generation() != self.applied {
+            self.catch_up();
+        }
         let Some(tables) = self.tables.as_mut() else {
             for p in batch.alive_mut() {
                 self.counters.no_tables += 1;
@@ -255,7 +307,8 @@ impl Nf for P4 {
         write!(
             w,
             " p4_tx={} p4_dropped={} p4_bad_port={} p4_truncated={} p4_too_big={} p4_step_limit={} \
-             p4_unsupported={} p4_unparsable={} p4_learn_refused={} p4_no_tables={}",
+             p4_unsupported={} p4_unparsable={} p4_learn_refused={} p4_no_tables={} p4_changes={} \
+             p4_change_refused={}",
             c.tx,
             c.dropped,
             c.bad_port,
@@ -265,7 +318,9 @@ impl Nf for P4 {
             c.unsupported,
             c.unparsable,
             c.learn_refused,
-            c.no_tables
+            c.no_tables,
+            c.changes,
+            c.change_refused
         )
     }
 }

@@ -193,6 +193,24 @@ pub fn parse_line(p: &Program, table: &TableDef, line: &str, no: u32) -> Result<
         Some(&"match") => {}
         Some(_) => return Err(syntax(no)),
     }
+    let (key, priority, prefix_len, action) = parse_match(p, table, line, no)?;
+    let action = action.ok_or_else(|| invalid(no, "match", "an entry needs `action NAME …` after its key"))?;
+    Ok(Some(Entry::Match { key, priority, prefix_len, action }))
+}
+
+/// A `match KEY… [priority P] [action NAME [ARG VALUE]…]` line for `table`: its key, priority,
+/// the `lpm` field's prefix length and the action if it names one.
+#[allow(clippy::type_complexity)]
+pub fn parse_match(
+    p: &Program,
+    table: &TableDef,
+    line: &str,
+    no: u32,
+) -> Result<(Vec<KeyValue>, u32, Option<u32>, Option<EntryAction>), SpecError> {
+    let t = tokens(line);
+    if t.first() != Some(&"match") {
+        return Err(syntax(no));
+    }
     let n = table.keys.len();
     let values = t.get(1..1 + n).ok_or_else(|| invalid(no, "match", "fewer values than the table has key fields"))?;
     let mut key = Vec::with_capacity(n);
@@ -239,11 +257,12 @@ pub fn parse_line(p: &Program, table: &TableDef, line: &str, no: u32) -> Result<
     if let (Some(pl), Some(k)) = (prefix, table.keys.iter().find(|k| k.kind == MatchKind::Lpm)) {
         priority = k.field.bits.saturating_sub(pl);
     }
-    if rest.first() != Some(&"action") {
-        return Err(invalid(no, "match", "an entry needs `action NAME …` after its key"));
-    }
-    let action = action(p, &table.actions, no, rest, false)?;
-    Ok(Some(Entry::Match { key, priority, prefix_len: prefix, action }))
+    let action = match rest.first() {
+        None => None,
+        Some(&"action") => Some(action(p, &table.actions, no, rest, false)?),
+        Some(_) => return Err(invalid(no, "match", "an entry needs `action NAME …` after its key")),
+    };
+    Ok((key, priority, prefix, action))
 }
 
 /// A learner's default entry (`action NAME ARG VALUE …`, DPDK's

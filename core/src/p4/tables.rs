@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::SpecError;
-use super::entry::{self, Entry};
+use super::entry::{self, Entry, KeyValue};
 use super::exec::{Fault, Hit, Tables};
 use super::program::{ActionId, MatchKind, Program, SelectorDef, TableRef};
 use crate::pna::IdleTimeout;
@@ -109,6 +109,8 @@ struct Learner {
 /// The tables, learners and clock of one program.
 pub struct TableSet {
     tables: Vec<Kind>,
+    /// Per table: the index the next entry added live gets (what `entryid` reads).
+    next_index: Vec<u32>,
     learners: Vec<Learner>,
     selectors: Vec<Groups>,
     /// Argument bytes of each action.
@@ -215,44 +217,8 @@ impl TableSet {
                 let Entry::Match { key, priority, prefix_len, action } = e else {
                     return Err(refused(&t.name, "a default entry in its file (the spec's default runs)"));
                 };
-                let value: Vec<u8> = key.iter().flat_map(|k| k.value.iter().copied()).collect();
-                let index = index as u32;
-                match &mut kind {
-                    Kind::Exact { table, local } => {
-                        let added = table.insert(
-                            local,
-                            &pack(&value),
-                            action.action as u8,
-                            &data(&action.args, index),
-                            0,
-                            Instant(0),
-                        );
-                        if !added.is_success() {
-                            return Err(refused(&t.name, "an entry the exact table refused (full or repeated)"));
-                        }
-                    }
-                    Kind::Lpm { lpm, lpm_field: (at, w), entries } => {
-                        let exact: Vec<u8> = value
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| *i < *at || *i >= *at + *w)
-                            .map(|(_, b)| *b)
-                            .collect();
-                        let addr = put(put(0, 0, &exact), exact.len() * 8, value.get(*at..*at + *w).unwrap_or(&[]));
-                        let len = exact.len() * 8 + prefix_len.unwrap_or(0) as usize;
-                        lpm.add(addr, len as u8, entries.len() as u32)
-                            .map_err(|_| refused(&t.name, "an entry the LPM refused"))?;
-                        entries.push(Stored { action: action.action, args: action.args });
-                    }
-                    Kind::List { entries, stored } => {
-                        let mask = key
-                            .iter()
-                            .flat_map(|k| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()]))
-                            .collect();
-                        entries.push(Ternary { value, mask, priority, index });
-                        stored.push(Stored { action: action.action, args: action.args });
-                    }
-                }
+                insert(&mut kind, &key, priority, prefix_len, action, index as u32, false)
+                    .map_err(|why| refused(&t.name, why))?;
             }
             if let Kind::List { entries, .. } = &mut kind {
                 // Stable: equal priorities keep the file's order.
@@ -273,8 +239,17 @@ impl TableSet {
             let local = table.local();
             learners.push(Learner { table, local, last: None, profiles: l.timeouts.len() });
         }
+        let next_index = p
+            .tables
+            .iter()
+            .map(|t| {
+                let text = files.iter().find(|(n, _)| *n == t.name).map_or("", |(_, x)| *x);
+                text.lines().count() as u32
+            })
+            .collect();
         Ok(TableSet {
             tables,
+            next_index,
             learners,
             selectors,
             arg_bytes,
@@ -292,6 +267,127 @@ impl TableSet {
     /// Live entries of learner `l`.
     pub fn learned(&self, l: u16) -> usize {
         self.learners.get(usize::from(l)).map_or(0, |x| x.table.count(self.now))
+    }
+}
+
+/// Adds an entry to a table being built (`live` false: a repeated key is refused) or changed
+/// live (`live`: a repeated key's entry is replaced, as DPDK's table add modifies it).
+fn insert(
+    kind: &mut Kind,
+    key: &[KeyValue],
+    priority: u32,
+    prefix_len: Option<u32>,
+    action: entry::EntryAction,
+    index: u32,
+    live: bool,
+) -> Result<(), &'static str> {
+    let value: Vec<u8> = key.iter().flat_map(|k| k.value.iter().copied()).collect();
+    match kind {
+        Kind::Exact { table, local } => {
+            let (k, d) = (pack(&value), data(&action.args, index));
+            let added = table.insert(local, &k, action.action as u8, &d, 0, Instant(0));
+            if added.is_success() {
+                return Ok(());
+            }
+            if live && table.modify(local, &k, action.action as u8, &d, Instant(0)).is_ok() {
+                return Ok(());
+            }
+            Err("an entry the exact table refused (full or repeated)")
+        }
+        Kind::Lpm { lpm, lpm_field, entries } => {
+            let (addr, len) = lpm_prefix(&value, *lpm_field, prefix_len);
+            let hop = u32::try_from(entries.len()).map_err(|_| "too many LPM entries")?;
+            lpm.add(addr, len, hop).map_err(|_| "an entry the LPM refused")?;
+            entries.push(Stored { action: action.action, args: action.args });
+            Ok(())
+        }
+        Kind::List { entries, stored } => {
+            let mask: Vec<u8> =
+                key.iter().flat_map(|k| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()])).collect();
+            if live {
+                entries.retain(|e| !(e.value == value && e.mask == mask));
+            }
+            entries.push(Ternary { value, mask, priority, index: stored.len() as u32 });
+            stored.push(Stored { action: action.action, args: action.args });
+            // Stable: equal priorities keep the order they came in.
+            entries.sort_by_key(|e| e.priority);
+            Ok(())
+        }
+    }
+}
+
+/// The LPM address and length of an entry's key: the exact fields, then the `lpm` field,
+/// left-aligned in 128 bits.
+fn lpm_prefix(value: &[u8], (at, w): (usize, usize), prefix_len: Option<u32>) -> (u128, u8) {
+    let exact: Vec<u8> = value.iter().enumerate().filter(|(i, _)| *i < at || *i >= at + w).map(|(_, b)| *b).collect();
+    let addr = put(put(0, 0, &exact), exact.len() * 8, value.get(at..at + w).unwrap_or(&[]));
+    (addr, (exact.len() * 8 + prefix_len.unwrap_or(0) as usize) as u8)
+}
+
+/// A live change of one table's entries (the control plane's `p4 add|del`), parsed against the
+/// program ([`TableChange::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableChange {
+    /// The table's index in the program.
+    pub table: usize,
+    key: Vec<KeyValue>,
+    priority: u32,
+    prefix_len: Option<u32>,
+    /// `None`: delete the entry with this key.
+    action: Option<entry::EntryAction>,
+}
+
+impl TableChange {
+    /// `line` (a table-file line: `match KEY… [priority P] action NAME [ARG VALUE]…`; for a
+    /// delete the action may be left out) for `table` of `p`; an error names the construct.
+    pub fn parse(p: &Program, table: &str, line: &str, add: bool) -> Result<Self, String> {
+        let (index, def) = p.tables.iter().enumerate().find(|(_, t)| t.name == table).ok_or_else(|| {
+            alloc::format!("no table `{table}` in the program (selectors and learners change otherwise)")
+        })?;
+        let (key, priority, prefix_len, action) = match entry::parse_match(p, def, line, 1) {
+            Ok(m) => m,
+            Err(e) => return Err(alloc::format!("{}", e.kind)),
+        };
+        if add && action.is_none() {
+            return Err("an entry to add needs `action NAME …` after its key".to_string());
+        }
+        Ok(TableChange { table: index, key, priority, prefix_len, action: if add { action } else { None } })
+    }
+}
+
+impl TableSet {
+    /// Applies a live change: an add (a repeated key's entry replaced) or a delete (`Err` if no
+    /// entry has the key). The exact tables change in place; the LPM and the lists allocate
+    /// (control-plane work, between batches).
+    pub fn apply(&mut self, c: &TableChange) -> Result<(), &'static str> {
+        let (Some(kind), Some(next)) = (self.tables.get_mut(c.table), self.next_index.get_mut(c.table)) else {
+            return Err("no such table");
+        };
+        let Some(action) = c.action.clone() else {
+            let value: Vec<u8> = c.key.iter().flat_map(|k| k.value.iter().copied()).collect();
+            return match kind {
+                Kind::Exact { table, local } => {
+                    table.delete(local, &pack(&value), self.now).map_err(|_| "no entry with this key")
+                }
+                Kind::Lpm { lpm, lpm_field, .. } => {
+                    let (addr, len) = lpm_prefix(&value, *lpm_field, c.prefix_len);
+                    lpm.delete(addr, len).map_err(|_| "no entry with this key")
+                }
+                Kind::List { entries, .. } => {
+                    let mask: Vec<u8> = c
+                        .key
+                        .iter()
+                        .flat_map(|k| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()]))
+                        .collect();
+                    let before = entries.len();
+                    entries.retain(|e| !(e.value == value && e.mask == mask));
+                    if entries.len() == before { Err("no entry with this key") } else { Ok(()) }
+                }
+            };
+        };
+        insert(kind, &c.key, c.priority, c.prefix_len, action, *next, true)?;
+        *next = next.saturating_add(1);
+        Ok(())
     }
 }
 

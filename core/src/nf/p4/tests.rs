@@ -10,7 +10,7 @@ const ROUTER: &str = include_str!("../../../../chains/p4/router.spec");
 const ROUTES: &str = include_str!("../../../../chains/p4/router_table.txt");
 
 fn rate() -> TickRate {
-    TickRate::try_new(1_000_000_000).unwrap()
+    TickRate::try_new(1_000_000_000).expect("a rate")
 }
 
 fn nf(spec: &str, tables: &[(&str, &str)]) -> P4 {
@@ -18,7 +18,7 @@ fn nf(spec: &str, tables: &[(&str, &str)]) -> P4 {
         spec: spec.to_string(),
         tables: tables.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
     };
-    P4::new(Arc::new(P4Shared::try_new(&cfg, rate()).unwrap()))
+    P4::new(Arc::new(P4Shared::try_new(&cfg, rate()).expect("the spec loads")))
 }
 
 fn udp_to(dst: [u8; 4], ttl: u8) -> Vec<u8> {
@@ -156,4 +156,45 @@ fn the_text_form_carries_the_spec_and_tables_and_names_a_bad_line() {
     assert_eq!((e.line, e.key), (3, "p4.entry"));
     let e = ChainSpec::parse("version=1\nnf=p4\n").unwrap_err();
     assert_eq!(e.kind, SpecErrorKind::P4("no spec"));
+}
+
+/// The control plane changes a table while the workers run: each instance applies the
+/// changes before its next batch — a route deleted drops, added back forwards, a replaced
+/// entry takes its new next hop — and a change its tables cannot take is counted, not lost.
+#[test]
+fn live_table_changes_reach_every_worker_before_its_next_batch() {
+    let cfg = P4Config { spec: ROUTER.to_string(), tables: alloc::vec![("routes".to_string(), ROUTES.to_string())] };
+    let shared = Arc::new(P4Shared::try_new(&cfg, rate()).expect("loads"));
+    let (mut w0, mut w1) = (P4::new(shared.clone()), P4::new(shared.clone()));
+    let to_b = || alloc::vec![udp_to([10, 0, 2, 9], 64)];
+    assert_eq!(outs(&mut w0, &to_b(), 0)[0].verdict, Verdict::Forward(1));
+    assert_eq!(shared.change("routes", "match 0x0a000200/0xffffff00", false), Ok(1));
+    for w in [&mut w0, &mut w1] {
+        assert_eq!(outs(w, &to_b(), 0)[0].verdict, Verdict::Drop(DropReason::P4Drop), "deleted on every worker");
+    }
+    let back = "match 0x0a000200/0xffffff00 action route nexthop_mac 0x020000000c03 port_out 0";
+    assert_eq!(shared.change("routes", back, true), Ok(2));
+    let out = outs(&mut w1, &to_b(), 0);
+    assert_eq!((out[0].verdict, &out[0].frame[0..6]), (Verdict::Forward(0), &[2, 0, 0, 0, 0xc, 3][..]));
+    // Replacing the entry of a key: the new action and arguments.
+    let again = "match 0x0a000200/0xffffff00 action route nexthop_mac 0x020000000b02 port_out 1";
+    assert_eq!(shared.change("routes", again, true), Ok(3));
+    assert_eq!(outs(&mut w0, &to_b(), 0)[0].verdict, Verdict::Forward(1));
+    assert_eq!((w0.counters().changes, w0.counters().change_refused), (3, 0));
+    // A delete of a key no entry has: accepted (it parses) but refused by the tables, counted.
+    assert_eq!(shared.change("routes", "match 0x0b000000/0xff000000", false), Ok(4));
+    outs(&mut w0, &to_b(), 0);
+    assert_eq!((w0.counters().changes, w0.counters().change_refused), (3, 1));
+    // Lines the program refuses change nothing: each names what is wrong.
+    let bad = [
+        ("nope", "match 0x0a000200/0xffffff00", false, "no table `nope`"),
+        ("routes", "match 0x0a000200/0xffffff00", true, "needs `action NAME"),
+        ("routes", "match 0x0a000200/0xffffff00 action teleport", true, "teleport"),
+        ("routes", "match 0x0a000200/0xff00ff00 action drop", true, "prefix"),
+    ];
+    for (table, line, add, why) in bad {
+        let e = shared.change(table, line, add).unwrap_err();
+        assert!(e.contains(why), "{table} {line}: {e}");
+    }
+    assert_eq!(shared.generation(), 4);
 }
