@@ -12,7 +12,8 @@
 //! the set-up. Modes: `io` (the I/O-only stage), `l2` (the empty `Chain`, the L2 forwarder),
 //! `l3` (the L3 forwarder chain of the benches), `l2v` and `l3v` (the same two checking only
 //! as deep as they read: `validate=l2`, `validate=l3`), `l3r` (`l3v` whose next hops are
-//! gateways resolved through the neighbour table, `core::neigh`, every one known), `l2m` and `l3m` (the same with the server
+//! gateways resolved through the neighbour table, `core::neigh`, every one known), `p4l3` (`l3v`'s
+//! routes and checks with the forwarding done by the `p4` NF running `chains/p4/router.spec`), `l2m` and `l3m` (the same with the server
 //! mapper's per-bucket meter, `rss::BucketMeter`), `l3off` (the L3 chain in
 //! `offload::NetBlazeStage::off`, as the firmware runs it without auxiliary cores) and
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
@@ -123,7 +124,8 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|chain1|acl100|acl1k|url BATCHES [notiming]";
+    let usage =
+        "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|url BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -152,6 +154,31 @@ fn main() -> Result<(), String> {
         }
         Some("l3v") => {
             let mut c = l3::l3fwd_chain();
+            c.set_validate(Depth::L3);
+            run(c, batches, cfg)
+        }
+        // The L3 forwarder's job done by a P4 program (`chains/p4/router.spec`, the `p4` NF)
+        // over the same 256 /24 routes and the /16, checked as deep as `l3v`: what the
+        // interpreter costs against the native NF.
+        Some("p4l3") => {
+            use cadence_core::nf::p4::{P4, P4Config, P4Shared};
+            let mut routes = String::new();
+            for i in 0..256u32 {
+                let p = i % 2;
+                routes.push_str(&format!(
+                    "match 0x0a{:02x}{:02x}00/0xffffff00 action route nexthop_mac 0x02000000020{p} port_out {p}\n",
+                    i >> 4,
+                    i & 15
+                ));
+            }
+            routes.push_str("match 0x0a010000/0xffff0000 action route nexthop_mac 0x020000000201 port_out 1\n");
+            let p4cfg = P4Config {
+                spec: include_str!("../../chains/p4/router.spec").to_string(),
+                tables: vec![("routes".to_string(), routes)],
+            };
+            let rate = cadence_core::time::TickRate::try_new(2_600_000_000).ok_or("rate")?;
+            let shared = P4Shared::try_new(&p4cfg, rate).map_err(|e| format!("p4: {e}"))?;
+            let mut c = Chain::new(vec![Box::new(P4::new(Arc::new(shared)))], l3::EGRESS);
             c.set_validate(Depth::L3);
             run(c, batches, cfg)
         }

@@ -542,14 +542,14 @@ impl State {
         mut tables: Option<&mut T>,
     ) -> End {
         let mut ip = 0usize;
-        while let Some(&i) = list.get(ip) {
+        while let Some(i) = list.get(ip) {
             *steps += 1;
             if *steps > STEP_LIMIT {
                 return End::Fault(Fault::StepLimit);
             }
             ip += 1;
             let jump = |target: u32| target as usize;
-            match i {
+            match *i {
                 Instr::Rx { port } => {
                     self.valid.fill(false);
                     self.emitted.clear();
