@@ -23,8 +23,10 @@ use etherparse::PacketBuilder;
 use cadence_bench::swx::{Frame, Job, Output, Runner};
 use cadence_core::p4::{self, exec::Fault, exec::State, exec::Verdict, tables::TableSet};
 
+/// A corpus file: under `core/tests/p4`, or `chains/…` (the example chains' own specs).
 fn corpus(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/p4").join(rel)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if rel.starts_with("chains/") { root.join(rel) } else { root.join("core/tests/p4").join(rel) }
 }
 
 /// Ethernet + IPv4 + UDP, `n` payload bytes.
@@ -207,6 +209,9 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
             &[("ipv4_da_lpm", "tables/pna-example-SelectByDirection_ipv4_da_lpm.txt")],
         ),
         ("p4c/pna-dpdk-table-key-consolidation-learner-1.p4.spec", &[]),
+        // The example chain's router (chains/p4-router.toml), which `cargo xtask run` checks
+        // frames against through the executor: its routes, drops and TTL rule as DPDK runs them.
+        ("chains/p4/router.spec", &[("routes", "chains/p4/router_table.txt")]),
     ];
     // TCP frames with every flag combination of interest (SYN, SYN+ACK, FIN, RST, ACK, none),
     // for the wildcard table on TCP flags; the other specs keep the common mix.
@@ -230,10 +235,23 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
             udp4([2, 0, 0, 0, 0, 0x40], [10, 1, i, 1], [10, 2, i.wrapping_mul(7), 3], 1000 + u16::from(i), 53, 8);
         with_groups.push(Frame { port: 0, bytes });
     }
+    // For the router: every route of its table file (the hosts' and the rig's, the more
+    // specific ones included), the table's drop, no route, and TTLs of 0, 1 and 2.
+    let mut with_routes = frames.clone();
+    let dsts = [[10, 0, 1, 7], [10, 0, 2, 9], [10, 0, 2, 200], [10, 101, 0, 1], [10, 100, 0, 4], [10, 100, 0, 13]];
+    for (i, dst) in dsts.into_iter().chain([[10, 101, 0, 8], [10, 99, 0, 1]]).enumerate() {
+        for ttl in [64u8, 2, 1, 0] {
+            let mut bytes = udp4([2, 0, 0, 0xca, 0xde, 0], [10, 0, 0, 1], dst, 1000 + i as u16, 53, 18);
+            bytes[22] = ttl;
+            with_routes.push(Frame { port: i as u32 % 2, bytes });
+        }
+    }
     let mut failures = Vec::new();
     for (spec, files) in specs {
         let frames = if spec.contains("tcp") {
             &with_tcp
+        } else if spec.contains("router") {
+            &with_routes
         } else if spec.contains("selector") {
             &with_groups
         } else {
@@ -255,6 +273,11 @@ fn cadence_runs_the_corpus_as_dpdk_does() -> Result<()> {
                 // or the comparison says nothing about it.
                 if spec.contains("selector") && c.ports.len() < 4 {
                     failures.push(format!("{spec}: only ports {:?}: the frames did not reach every member", c.ports));
+                }
+                // The router's frames must have left by both ports and been dropped too.
+                if spec.contains("router") && (c.ports.len() < 2 || c.drop == 0) {
+                    failures
+                        .push(format!("{spec}: ports {:?}, {} drops: the routes were not all run", c.ports, c.drop));
                 }
             }
             Err(e) => {

@@ -345,8 +345,23 @@ impl Checker {
             }
         }
         let mut expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, dst_mac, self.macs.nic[egress.min(1)]);
-        let nf_ok = self.apply_rewrites(&fe, usize::from(tag.flow), f, received, &mut expected);
-        if expected[12..] != f[12..] {
+        if fe.p4 {
+            // The program's output for the frame as it was sent; the port's own MAC as source.
+            let i = flow.ingress.min(1);
+            let sent = frame::build(flow, tag.seq, f.len(), tag.ts_ns, self.macs.nic[i], self.macs.peer[i]);
+            match self.expect.as_mut().and_then(|e| e.p4(flow.ingress, &sent)) {
+                Some(Ok((port, out))) => {
+                    (egress, expected) = (port, out);
+                    if let Some(src) = expected.get_mut(6..12) {
+                        src.copy_from_slice(&self.macs.nic[egress.min(1)].0);
+                    }
+                }
+                _ => return Verdict::NotDropped,
+            }
+        }
+        // The P4 model's output is the whole frame, checksums included: no rewrite on top.
+        let nf_ok = fe.p4 || self.apply_rewrites(&fe, usize::from(tag.flow), f, received, &mut expected);
+        if expected.get(12..) != f.get(12..) {
             return Verdict::Corrupted;
         }
         if !nf_ok {
@@ -357,7 +372,7 @@ impl Checker {
         if port != egress {
             return Verdict::Misdirected;
         }
-        if expected[..12] != f[..12] {
+        if expected.get(..12) != f.get(..12) {
             return Verdict::BadRewrite;
         }
         if !fresh {
@@ -555,6 +570,80 @@ mod tests {
         }
         let k = c.classes();
         assert_eq!((k.sent, k.received, k.expected_drops, k.not_dropped, k.lost), (80, 50, 30, 30, 0), "{k:?}");
+    }
+
+    /// chains/p4-router.toml over the standard flows, the P4 model against a router written
+    /// here: each forwarded frame leaves by its route's port with the next hop's MAC, the
+    /// TTL one less and the IPv4 checksum summed afresh (the program updates it
+    /// incrementally); the route's drop, the IPv6 flows (not IPv4) and any frame of theirs
+    /// that comes back are caught, as are a TTL left alone, a wrong port and a wrong MAC.
+    #[test]
+    fn p4_router_model() {
+        let path = cadence_build::image::workspace_root().join("chains").join("p4-router.toml");
+        let spec = cadence_ctl::chain::load(&path).expect("chains/p4-router.toml").spec;
+        let flows = Flow::standard_set(16);
+        let e = Expectations::new(&spec, &flows);
+        // router_table.txt's routes for these flows: (prefix, length, port, next hop).
+        let routes: [([u8; 4], u32, usize, [u8; 6]); 3] = [
+            ([10, 101, 0, 0], 16, 1, [2, 0, 0, 0, 1, 1]),
+            ([10, 100, 0, 0], 16, 0, [2, 0, 0, 0, 0, 1]),
+            ([10, 100, 0, 12], 30, 1, [2, 0, 0, 0, 1, 0x0c]),
+        ];
+        let route = |f: &[u8]| {
+            let dst = u32::from_be_bytes([f[30], f[31], f[32], f[33]]);
+            routes
+                .iter()
+                .filter(|(p, len, ..)| (u32::from_be_bytes(*p) ^ dst) >> (32 - len) == 0)
+                .max_by_key(|(_, len, ..)| *len)
+                .map(|&(_, _, port, mac)| (port, mac))
+        };
+        let routed = |f: &[u8], port: usize, mac: [u8; 6]| {
+            let mut g = f.to_vec();
+            g[0..6].copy_from_slice(&mac);
+            g[6..12].copy_from_slice(&Macs::DEFAULT.nic[port].0);
+            g[22] -= 1;
+            g[24..26].fill(0);
+            let sum = g[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum::<u32>();
+            let sum = (sum & 0xffff) + (sum >> 16);
+            g[24..26].copy_from_slice(&(!((sum & 0xffff) + (sum >> 16)) as u16).to_be_bytes());
+            g
+        };
+        let drops: Vec<_> = (0..16).filter(|&i| e.flows[i].drop == Some("p4_drop")).collect();
+        // IPv6 (2, 3, 6, 7, …) and 10.101.0.8 (flow 8, the table's drop).
+        assert_eq!(drops, [2, 3, 6, 7, 8, 10, 11, 14, 15]);
+        let mut c = Checker::new(flows, Macs::DEFAULT, Instant::now()).with_expectations(e);
+        let mut ports = [0u32; 2];
+        for i in 0..160u32 {
+            let id = (i % 16) as u16;
+            let (p, f) = c.next_frame(id, 60 + i as usize * 9).expect("flow");
+            if drops.contains(&usize::from(id)) {
+                assert_eq!(c.receive(1 - p, &f), Verdict::NotDropped, "flow {id}");
+                continue;
+            }
+            let (q, mac) = route(&f).expect("a route");
+            ports[q] += 1;
+            let g = routed(&f, q, mac);
+            assert_eq!(c.receive(q, &g), Verdict::Received, "flow {id}");
+            // Variants of a frame already seen: each is caught for what it is.
+            match i / 16 {
+                1 => {
+                    let mut stale = g.clone();
+                    stale[22] += 1; // the TTL not decremented (checksum still the new one)
+                    assert_eq!(c.receive(q, &stale), Verdict::Corrupted, "flow {id}");
+                }
+                2 => {
+                    let mut wrong = g.clone();
+                    wrong[5] ^= 1;
+                    assert_eq!(c.receive(q, &wrong), Verdict::BadRewrite, "flow {id}");
+                }
+                3 => assert_eq!(c.receive(1 - q, &g), Verdict::Misdirected, "flow {id}"),
+                _ => {}
+            }
+        }
+        assert!(ports[0] > 0 && ports[1] > 0, "{ports:?}");
+        let k = c.classes();
+        assert_eq!((k.sent, k.received, k.expected_drops, k.not_dropped, k.lost), (160, 70, 90, 90, 0), "{k:?}");
+        assert_eq!((k.corrupted, k.bad_rewrite, k.misdirected), (7, 7, 7), "{k:?}");
     }
 
     #[test]

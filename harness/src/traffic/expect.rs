@@ -31,6 +31,16 @@
 //!   after Encrypt (it sees ciphertext); with `reset = true` a blocked flow's frames are
 //!   still expected drops, but the resets that come back are not recognized.
 //! - Accounting: no change to generated traffic.
+//! - P4: the program's own output, computed by running each frame as it was sent through a
+//!   chain of the `p4` NF alone (the spec and table files of the chain under test) on the
+//!   host, as Encrypt's frames are decrypted by the NF itself. That the executor does what
+//!   DPDK's SWX pipeline does with a spec is the differential check's job
+//!   (`bench/tests/p4_vs_dpdk.rs`, which runs `chains/p4/router.spec` too); this model checks
+//!   the rest: the frame leaves by the port the program chose, with the bytes it wrote, the
+//!   port's own MAC as source, once, in order, and nothing is lost. A flow is an expected
+//!   drop (`p4_drop`, `p4_fault`) when its first frame is. Limit: one model instance sees
+//!   every frame in the order the checker gets them, so a program whose output depends on
+//!   state (learners, registers) is modeled only as far as that order is the image's.
 //!
 //! NFs that rewrite see the rewritten packet in the firmware; the models look at the
 //! flow as generated (every chain file here puts the ACL first).
@@ -38,6 +48,7 @@
 use std::net::IpAddr;
 
 use cadence_core::buf::{BUF_SIZE, Batch, Pool};
+use cadence_core::drops::DropReason;
 use cadence_core::nf::acl::{AclAction, AclConfig, Prefix};
 use cadence_core::nf::config::{ChainSpec, NfSpec};
 use cadence_core::nf::l3fwd::{L3fwdConfig, NextHop};
@@ -48,7 +59,8 @@ use cadence_core::parse::IpAddr as CoreIp;
 use cadence_core::stage::{Stage, StageCounters};
 use cadence_core::time::{Instant, TickRate};
 
-use super::frame::Flow;
+use super::checker::Macs;
+use super::frame::{Flow, build};
 
 /// What the chain does to one flow.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -66,6 +78,9 @@ pub struct FlowExpect {
     pub snat: Option<([u8; 4], (u16, u16))>,
     /// UrlFilter: its verdict on the flow (`None`: not inspected, or not modeled).
     pub url: Option<UrlVerdict>,
+    /// P4: the program forwards the flow; each frame is expected as the model chain
+    /// ([`Expectations::p4`]) writes it.
+    pub p4: bool,
 }
 
 /// What the URL filter decides for a TCP flow it inspects.
@@ -83,7 +98,7 @@ impl FlowExpect {
     /// Whether anything in the IP/L4 headers changes (so the tag's CRC, which covers
     /// them, cannot be checked on the received frame).
     pub fn rewrites_headers(&self) -> bool {
-        self.backends.is_some() || self.next_hop.is_some() || self.snat.is_some()
+        self.backends.is_some() || self.next_hop.is_some() || self.snat.is_some() || self.p4
     }
 }
 
@@ -94,6 +109,8 @@ pub struct Expectations {
     /// The NF names.
     pub nfs: Vec<&'static str>,
     decrypt: Option<Chain>,
+    /// A chain of the `p4` NF alone: the P4 model.
+    p4: Option<Chain>,
 }
 
 impl std::fmt::Debug for Expectations {
@@ -194,10 +211,47 @@ fn urlfilter(cfg: &UrlFilterConfig, f: &Flow) -> Option<UrlVerdict> {
     Some(if banned { UrlVerdict::Blocked } else { UrlVerdict::Allowed })
 }
 
+/// A chain of NF `i` of `spec` alone, its egress writing no MACs (the checker writes the
+/// port's own MAC as source, as the image's egress does).
+fn only(spec: &ChainSpec, i: usize) -> Option<Chain> {
+    let only = ChainSpec {
+        nfs: vec![spec.nfs.get(i)?.clone()],
+        timeouts: spec.timeouts.get(i).copied().into_iter().collect(),
+        validate: spec.validate,
+        neigh: None,
+    };
+    let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
+    // Frames are run at `Instant(0)`: the clock rate does not matter.
+    let rate = TickRate::try_new(1_000_000_000).expect("non-zero");
+    only.build(egress, rate).ok().map(|f| f.chain_for_worker())
+}
+
+/// Runs one frame that entered by `port` through `chain`: the port it left by and its bytes,
+/// or the name of the reason it was dropped for (`"model"` when the model itself failed).
+fn run_one(chain: &mut Chain, port: usize, f: &[u8]) -> Result<(usize, Vec<u8>), &'static str> {
+    let mut mem = vec![0u8; 2 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 2).map_err(|_| "model")?;
+    let b = pool.alloc().ok_or("model")?;
+    pool.set_len(b, f.len()).map_err(|_| "model")?;
+    pool.frame_mut(b).copy_from_slice(f);
+    let mut input = Batch::new();
+    input.push(b).map_err(|_| "model")?;
+    let mut out = [Batch::new(), Batch::new()];
+    let mut counters = StageCounters::default();
+    chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+    match out.iter().enumerate().find_map(|(q, o)| o.as_slice().first().map(|b| (q, *b))) {
+        Some((q, b)) => Ok((q, pool.frame(b).to_vec())),
+        None => {
+            Err(DropReason::ALL.iter().zip(counters.drops).find(|(_, n)| *n > 0).map_or("model", |(r, _)| r.as_str()))
+        }
+    }
+}
+
 impl Expectations {
     /// The expectations of `spec` for `flows` (flow ids = indices).
     pub fn new(spec: &ChainSpec, flows: &[Flow]) -> Expectations {
-        let mut decrypt = None;
+        let decrypt = spec.nfs.iter().position(|nf| matches!(nf, NfSpec::Encrypt(_))).and_then(|i| only(spec, i));
+        let mut p4 = spec.nfs.iter().position(|nf| matches!(nf, NfSpec::P4(_))).and_then(|i| only(spec, i));
         let out = flows
             .iter()
             .map(|f| {
@@ -235,27 +289,31 @@ impl Expectations {
                                 e.snat = Some((c.external_addr, c.ports));
                             }
                         }
+                        NfSpec::P4(_) => {
+                            // The flow's first frame, as the rig sends it, decides.
+                            let m = Macs::DEFAULT;
+                            let first = build(f, 0, 0, 0, m.nic[f.ingress.min(1)], m.peer[f.ingress.min(1)]);
+                            match p4.as_mut().map(|c| run_one(c, f.ingress, &first)) {
+                                Some(Ok(_)) => e.p4 = true,
+                                Some(Err(why)) => e.drop = Some(why),
+                                // The spec did not build: the run's own start refuses it.
+                                None => {}
+                            }
+                        }
                         _ => {}
                     }
                 }
                 e
             })
             .collect();
-        for (i, nf) in spec.nfs.iter().enumerate() {
-            if let NfSpec::Encrypt(_) = nf {
-                let only = ChainSpec {
-                    nfs: vec![nf.clone()],
-                    timeouts: spec.timeouts.get(i).copied().into_iter().collect(),
-                    validate: spec.validate,
-                    neigh: None,
-                };
-                let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
-                // Every frame is decrypted at `Instant(0)`: the clock rate does not matter.
-                let rate = TickRate::try_new(1_000_000_000).expect("non-zero");
-                decrypt = only.build(egress, rate).ok().map(|f| f.chain_for_worker());
-            }
-        }
-        Expectations { flows: out, nfs: spec.names().collect(), decrypt }
+        Expectations { flows: out, nfs: spec.names().collect(), decrypt, p4 }
+    }
+
+    /// The P4 model's output for a frame that entered by `port`: (egress port, bytes; the
+    /// source MAC is left as the program wrote it, the image's egress writes its own), or
+    /// the name of the drop reason. `None` without a `p4` NF.
+    pub fn p4(&mut self, port: usize, f: &[u8]) -> Option<Result<(usize, Vec<u8>), &'static str>> {
+        self.p4.as_mut().map(|c| run_one(c, port, f))
     }
 
     /// The expectation of flow `id`.
@@ -265,23 +323,11 @@ impl Expectations {
 
     /// Decrypts a frame that left the image by `port` (the chain encrypts): runs it
     /// through the chain's Encrypt config once more. `None` without Encrypt, or when the
-    /// NF dropped it.
+    /// NF dropped it. (The image's counter entries never expire between two frames of a
+    /// flow at the generator's rates; the model runs at a fixed time, so the host's never
+    /// do.)
     pub fn decrypt(&mut self, port: usize, f: &[u8]) -> Option<Vec<u8>> {
-        let chain = self.decrypt.as_mut()?;
-        let mut mem = vec![0u8; 2 * BUF_SIZE];
-        let mut pool = Pool::try_new(&mut mem, 0, 2).ok()?;
-        let b = pool.alloc()?;
-        pool.set_len(b, f.len()).ok()?;
-        pool.frame_mut(b).copy_from_slice(f);
-        let mut input = Batch::new();
-        input.push(b).ok()?;
-        let mut out = [Batch::new(), Batch::new()];
-        let mut counters = StageCounters::default();
-        // The image's counter entries never expire between two frames of a flow at the
-        // generator's rates; a fixed time keeps the host's from expiring at all.
-        chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
-        let b = out.iter().flat_map(|q| q.as_slice()).next().copied()?;
-        let mut g = pool.frame(b).to_vec();
+        let (_, mut g) = run_one(self.decrypt.as_mut()?, port, f).ok()?;
         // The MACs are the received ones (the decrypting chain rewrote them).
         g[..12].copy_from_slice(&f[..12]);
         Some(g)
