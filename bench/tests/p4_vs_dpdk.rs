@@ -110,6 +110,11 @@ fn check(runner: &Runner, spec: &str, files: &[(&str, &str)], frames: &[Frame]) 
         files.iter().map(|(t, f)| Ok((*t, std::fs::read_to_string(corpus(f))?))).collect::<Result<_>>()?;
     let texts: Vec<(&str, &str)> = texts.iter().map(|(t, x)| (*t, x.as_str())).collect();
     let mut tables = TableSet::build(&program, &texts).map_err(|e| anyhow!("{spec}: {e}"))?;
+    // The NF's way (no read diagnostics) over its own copy of the tables: the same verdict
+    // and bytes for every frame, compared or not.
+    let mut nf_tables = TableSet::build(&program, &texts).map_err(|e| anyhow!("{spec}: {e}"))?;
+    let mut nf_state = State::new(&program).without_diagnostics();
+    let mut nf_out = vec![0u8; 4096];
     let mut job = Job::new(&spec_path, 4);
     for (t, f) in files {
         job.tables.push((t.to_string(), corpus(f)));
@@ -123,6 +128,14 @@ fn check(runner: &Runner, spec: &str, files: &[(&str, &str)], frames: &[Frame]) 
     let mut c = Count::default();
     for (i, f) in frames.iter().enumerate() {
         let v = st.run_with(&program, &mut tables, &f.bytes, u64::from(f.port), &mut out);
+        let nf_v = nf_state.run_with(&program, &mut nf_tables, &f.bytes, u64::from(f.port), &mut nf_out);
+        let sent = |v: Verdict, out: &[u8]| match v {
+            Verdict::Tx { len, .. } => out.get(..len).map(<[u8]>::to_vec),
+            _ => None,
+        };
+        if nf_v != v || sent(nf_v, &nf_out) != sent(v, &out) {
+            return Err(anyhow!("{spec}: frame {i}: without diagnostics {nf_v:?}, with them {v:?}"));
+        }
         let d = normal.get(&i).cloned().unwrap_or_default();
         if d != fresh.get(&i).cloned().unwrap_or_default() {
             c.stale += 1;

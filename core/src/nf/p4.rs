@@ -194,7 +194,7 @@ impl P4 {
     /// was made).
     pub fn new(shared: Arc<P4Shared>) -> Self {
         let tables = table_set(&shared.program, &shared.tables).ok();
-        let state = State::new(&shared.program);
+        let state = State::new(&shared.program).without_diagnostics();
         Self { shared, tables, state, out: vec![0; BUF_SIZE], counters: P4Counters::default(), applied: 0 }
     }
 

@@ -121,6 +121,16 @@ impl Tables for NoEntries {
     }
 }
 
+/// Bytes of zeros after the header storage, the metadata and the action data, so that a
+/// field of up to 8 bytes is one 8-byte access.
+const PAD: usize = 8;
+
+/// The `n` low bytes of a word set (`n` in 1..=8).
+#[inline]
+fn low_mask(n: usize) -> u64 {
+    u64::MAX >> (64 - 8 * n.clamp(1, 8))
+}
+
 /// The per-packet storage of a program (header storage, validity, metadata) and its
 /// registers; built once, reused for every packet.
 #[derive(Debug, Clone)]
@@ -152,6 +162,9 @@ pub struct State {
     /// DPDK too): counted as written at `rx`.
     never_written: Vec<bool>,
     unwritten_read: core::cell::Cell<bool>,
+    /// Whether the two read flags above are kept (the differential check's; off in the NF,
+    /// where nobody reads them).
+    diag: bool,
 }
 
 /// Where an instruction list ended.
@@ -167,9 +180,10 @@ impl State {
     /// array's size rounded up to a power of two, as DPDK: 8 bytes a register).
     pub fn new(p: &Program) -> Self {
         State {
-            hdr: vec![0; p.header_bytes as usize],
+            // Padded by a word so that a field of up to 8 bytes is read and written as one.
+            hdr: vec![0; p.header_bytes as usize + PAD],
             valid: vec![false; p.headers.len()],
-            meta: vec![0; p.meta_bytes as usize],
+            meta: vec![0; p.meta_bytes as usize + PAD],
             regs: p.regarrays.iter().map(|r| vec![r.initval; (r.size as usize).next_power_of_two()]).collect(),
             emitted: Vec::with_capacity(
                 p.apply
@@ -187,7 +201,7 @@ impl State {
                     .unwrap_or(0) as usize,
             ),
             cursor: 0,
-            argbuf: Vec::with_capacity(p.actions.iter().map(|a| a.arg_bytes).max().unwrap_or(0) as usize),
+            argbuf: Vec::with_capacity(p.actions.iter().map(|a| a.arg_bytes).max().unwrap_or(0) as usize + PAD),
             hit: false,
             last_action: None,
             entry: 0,
@@ -218,7 +232,16 @@ impl State {
                 never
             },
             unwritten_read: core::cell::Cell::new(false),
+            diag: true,
         }
+    }
+
+    /// The same storage without the bookkeeping behind [`State::read_invalid`] and
+    /// [`State::read_unwritten`] (a note per field read, a mark per metadata byte written):
+    /// both then stay false. What a packet does is unchanged; the `p4` NF runs this way.
+    pub fn without_diagnostics(mut self) -> Self {
+        self.diag = false;
+        self
     }
 
     /// Whether the last packet read a field of a header instance that was not valid. DPDK
@@ -239,13 +262,13 @@ impl State {
     }
 
     fn check_meta(&self, o: usize, n: usize) {
-        if self.written.get(o..o + n).is_none_or(|w| w.iter().any(|&x| !x)) {
+        if self.diag && self.written.get(o..o + n).is_none_or(|w| w.iter().any(|&x| !x)) {
             self.unwritten_read.set(true);
         }
     }
 
     fn mark_meta(&mut self, f: Field) {
-        if matches!(f.space, Space::Meta) {
+        if self.diag && matches!(f.space, Space::Meta) {
             let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
             if let Some(w) = self.written.get_mut(o..o + n) {
                 w.fill(true);
@@ -254,7 +277,8 @@ impl State {
     }
 
     fn note(&self, space: Space) {
-        if let Space::Header(h) = space
+        if self.diag
+            && let Space::Header(h) = space
             && !self.valid(h)
         {
             self.invalid_read.set(true);
@@ -263,7 +287,7 @@ impl State {
 
     /// The metadata bytes (host order), for tests and the control plane.
     pub fn meta(&self) -> &[u8] {
-        &self.meta
+        self.meta.get(..self.meta.len() - PAD).unwrap_or(&[])
     }
 
     /// Whether header `h` is valid.
@@ -301,20 +325,47 @@ impl State {
         buf.get_mut(o..o + n).unwrap_or(&mut [])
     }
 
-    /// A field of at most 64 bits as a number.
+    /// A field of at most 64 bits as a number (of a wider one, its first 8 bytes): header
+    /// fields are in network order, metadata and action data in host order (little-endian).
+    /// One 8-byte read where the storage has a word from the field's start on (the header
+    /// and metadata storage are padded for it), else byte by byte.
+    #[inline]
     fn load(&self, f: Field, args: &[u8]) -> u64 {
-        let b = self.bytes(f, args);
-        let mut v = 0u64;
-        if matches!(f.space, Space::Header(_)) {
-            for &x in b.iter().take(8) {
-                v = (v << 8) | u64::from(x);
-            }
-        } else {
-            for &x in b.iter().take(8).rev() {
-                v = (v << 8) | u64::from(x);
+        let header = matches!(f.space, Space::Header(_));
+        if self.diag {
+            self.note(f.space);
+            if matches!(f.space, Space::Meta) {
+                self.check_meta(f.offset as usize, (f.bits / 8) as usize);
             }
         }
-        v
+        let n = ((f.bits / 8) as usize).min(8);
+        if let Some(w) = self.word(f, args) {
+            return if n == 0 {
+                0
+            } else if header {
+                u64::from_be_bytes(w) >> (64 - 8 * n)
+            } else {
+                u64::from_le_bytes(w) & low_mask(n)
+            };
+        }
+        let b = self.bytes(f, args);
+        let b = b.get(..8).unwrap_or(b);
+        if header {
+            b.iter().fold(0, |v, &x| (v << 8) | u64::from(x))
+        } else {
+            b.iter().rev().fold(0, |v, &x| (v << 8) | u64::from(x))
+        }
+    }
+
+    /// The 8 bytes of storage from `f`'s start, where there are 8.
+    #[inline]
+    fn word(&self, f: Field, args: &[u8]) -> Option<[u8; 8]> {
+        let buf = match f.space {
+            Space::Header(_) => &self.hdr[..],
+            Space::Meta => &self.meta[..],
+            Space::Arg => args,
+        };
+        buf.get(f.offset as usize..).and_then(|b| b.first_chunk::<8>()).copied()
     }
 
     fn operand(&self, o: Operand, args: &[u8]) -> u64 {
@@ -324,11 +375,34 @@ impl State {
         }
     }
 
-    /// Stores `v` into a field of at most 64 bits, truncated to its width.
+    /// Stores `v` into a field, truncated to its width (a field wider than 64 bits gets `v`
+    /// in its last 8 bytes in network order, or its first 8 in host order, zeros elsewhere).
+    /// A field of at most 8 bytes is merged into the word at its start (the storage is
+    /// padded for it).
+    #[inline]
     fn store(&mut self, f: Field, v: u64) {
         let header = matches!(f.space, Space::Header(_));
-        let b = self.bytes_mut(f);
-        let n = b.len();
+        self.mark_meta(f);
+        let n = (f.bits / 8) as usize;
+        let buf = match f.space {
+            Space::Header(_) => &mut self.hdr[..],
+            // Never a destination (the loader refuses `t.` there); metadata keeps it total.
+            Space::Meta | Space::Arg => &mut self.meta[..],
+        };
+        let o = f.offset as usize;
+        if (1..=8).contains(&n)
+            && let Some(w) = buf.get_mut(o..).and_then(|b| b.first_chunk_mut::<8>())
+        {
+            let m = low_mask(n);
+            *w = if header {
+                let sh = 64 - 8 * n;
+                ((u64::from_be_bytes(*w) & !(m << sh)) | ((v & m) << sh)).to_be_bytes()
+            } else {
+                ((u64::from_le_bytes(*w) & !m) | (v & m)).to_le_bytes()
+            };
+            return;
+        }
+        let b = buf.get_mut(o..o + n).unwrap_or(&mut []);
         for (i, x) in b.iter_mut().enumerate() {
             let shift = if header { 8 * (n - 1 - i) } else { 8 * i };
             *x = v.checked_shr(shift as u32).unwrap_or(0) as u8;
@@ -370,12 +444,17 @@ impl State {
     }
 
     /// The bytes of `f` read as DPDK reads them on a little-endian host (raw, masked).
+    #[inline]
     fn raw(&self, f: Field) -> u64 {
-        let mut v = 0u64;
-        for &x in self.bytes(f, &[]).iter().take(8).rev() {
-            v = (v << 8) | u64::from(x);
+        let n = ((f.bits / 8) as usize).min(8);
+        if let Some(w) = self.word(f, &[]) {
+            if self.diag {
+                let _ = self.bytes(f, &[]);
+            }
+            return if n == 0 { 0 } else { u64::from_le_bytes(w) & low_mask(n) };
         }
-        v
+        let b = self.bytes(f, &[]);
+        b.get(..8).unwrap_or(b).iter().rev().fold(0, |v, &x| (v << 8) | u64::from(x))
     }
 
     fn fold(mut r: u64) -> u64 {
@@ -497,23 +576,27 @@ impl State {
         for (d, b) in self.meta.iter_mut().skip(mo).take(4).zip(member.to_le_bytes()) {
             *d = b;
         }
-        for w in self.written.iter_mut().skip(mo).take(4) {
-            *w = true;
+        if self.diag {
+            for w in self.written.iter_mut().skip(mo).take(4) {
+                *w = true;
+            }
         }
         Ok(())
     }
 
     /// Builds the lookup key of `fields` into `self.key` (big-endian fields back to back).
     fn build_key(&mut self, fields: impl Iterator<Item = Field>) {
-        let State { hdr, meta, key, valid, invalid_read, written, unwritten_read, .. } = self;
+        let State { hdr, meta, key, valid, invalid_read, written, unwritten_read, diag, .. } = self;
         key.clear();
         for f in fields {
-            if let Space::Header(h) = f.space
+            if *diag
+                && let Space::Header(h) = f.space
                 && !valid.get(usize::from(h)).copied().unwrap_or(false)
             {
                 invalid_read.set(true);
             }
-            if matches!(f.space, Space::Meta)
+            if *diag
+                && matches!(f.space, Space::Meta)
                 && written
                     .get(f.offset as usize..(f.offset + f.bits / 8) as usize)
                     .is_none_or(|w| w.iter().any(|&x| !x))
@@ -559,7 +642,9 @@ impl State {
                     self.learner = None;
                     self.invalid_read.set(false);
                     self.unwritten_read.set(false);
-                    self.written.copy_from_slice(&self.never_written);
+                    if self.diag {
+                        self.written.copy_from_slice(&self.never_written);
+                    }
                     self.store(port, port_in);
                 }
                 Instr::Tx { port } => return End::Tx(self.operand(port, args)),
@@ -653,11 +738,13 @@ impl State {
                     let (action, was_hit) = match hit {
                         Some(h) => {
                             buf.extend_from_slice(h.args);
+                            buf.extend_from_slice(&[0; PAD]);
                             self.entry = h.entry;
                             (h.action, true)
                         }
                         None => {
                             buf.extend_from_slice(&d.args);
+                            buf.extend_from_slice(&[0; PAD]);
                             self.entry = 0;
                             (d.action, false)
                         }
