@@ -85,6 +85,10 @@
 #define MAX_MIRRORS 64
 #define MAX_PORTS 64
 #define RING_SIZE 1024
+/* --bench: burst size, bursts per sample, at most this many samples (see bench()). */
+#define BENCH_B 32
+#define BENCH_BURSTS 2048
+#define BENCH_MAX_SAMPLES 4096
 #define N_MBUFS 4095
 #define MBUF_DATA (RTE_PKTMBUF_HEADROOM + 16384)
 #define LINE_MAX_LEN 4096
@@ -134,6 +138,10 @@ struct args {
 	struct mirror mirrors[MAX_MIRRORS];
 	uint32_t n_mirrors;
 	int fresh;
+	/* --bench MS: time the pipeline instead of recording outputs (see bench()). */
+	uint64_t bench_ms;
+	uint32_t samples;
+	const char *label;
 };
 
 static uint64_t parse_u64(const char *what, const char *s)
@@ -154,6 +162,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 
 	memset(a, 0, sizeof(*a));
 	a->max_steps = 1000000;
+	a->samples = 7;
 	for (i = 0; i < argc; i++) {
 		const char *o = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -182,6 +191,12 @@ static void parse_args(int argc, char **argv, struct args *a)
 			a->n_ports = (uint32_t)parse_u64("--ports", v);
 		else if (!strcmp(o, "--max-steps"))
 			a->max_steps = parse_u64("--max-steps", v);
+		else if (!strcmp(o, "--bench"))
+			a->bench_ms = parse_u64("--bench", v);
+		else if (!strcmp(o, "--samples"))
+			a->samples = (uint32_t)parse_u64("--samples", v);
+		else if (!strcmp(o, "--label"))
+			a->label = v;
 		else if (!strcmp(o, "--table")) {
 			if (i + 2 >= argc)
 				die("--table needs NAME and FILE");
@@ -213,10 +228,14 @@ static void parse_args(int argc, char **argv, struct args *a)
 			die("unknown option %s", o);
 		i++;
 	}
-	if (!a->spec || !a->include || !a->in || !a->out || !a->n_ports)
+	if (!a->spec || !a->include || !a->in || (!a->out && !a->bench_ms) || !a->n_ports)
 		die("usage: swx_run <EAL args> -- --spec SPEC --include DIR --ports N --in IN.pcap --out OUT "
 		    "[--table NAME FILE]... [--in-ports FILE] [--out-pcap PREFIX] [--work DIR] "
-		    "[--mirror SESSION PORT fast|slow TRUNCATE]... [--fresh] [--max-steps K]");
+		    "[--mirror SESSION PORT fast|slow TRUNCATE]... [--fresh] [--max-steps K]\n"
+		    "       swx_run <EAL args> -- --spec SPEC --include DIR --ports N --in IN.pcap --bench MS "
+		    "[--samples S] [--label L] [--table NAME FILE]...");
+	if (a->bench_ms && (!a->samples || a->samples > BENCH_MAX_SAMPLES))
+		die("--samples must be 1..%d", BENCH_MAX_SAMPLES);
 	if (a->n_ports > MAX_PORTS)
 		die("--ports %u: at most %d", a->n_ports, MAX_PORTS);
 	if (!a->max_steps)
@@ -679,6 +698,106 @@ static void hex_line(FILE *f, const char *path, uint32_t index, uint32_t port, c
 		die("%s: write error", path);
 }
 
+/* ---- --bench: cycles per packet, measured as Cadence's forwarding benches measure ----
+ *
+ * The frames of IN.pcap, cycled, go to input port 0 in bursts of BENCH_B: outside the timed
+ * region each burst's mbufs are allocated and the frames copied in (a NIC's DMA, as Cadence's
+ * software NIC delivers a batch outside its timing); timed, with rte_rdtsc() around each burst:
+ * the burst enqueued on the input ring, the pipeline run until that ring is empty and every
+ * thread is back at `rx`, flushed, and every output ring drained and its mbufs freed (the
+ * transmit side). The ports are ring ports of burst size BENCH_B. A sample is BENCH_BURSTS
+ * bursts; its figure is TSC cycles per packet the pipeline received (its input port's count).
+ * One warm-up sample is dropped, then samples until there are at least S and MS milliseconds
+ * have passed. Printed as Cadence's peers bench prints, with the op `p4`:
+ *
+ *   PEERBENCH impl=swx op=p4 size=LABEL pages=4k|2M cycles=MEDIAN min=MIN max=MAX samples=N ops=PKTS
+ */
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return (a > b) - (a < b);
+}
+
+static uint64_t port_in_packets(struct rte_swx_pipeline *p)
+{
+	struct rte_swx_port_in_stats st;
+
+	memset(&st, 0, sizeof(st));
+	if (rte_swx_ctl_pipeline_port_in_stats_read(p, 0, &st))
+		die("reading input port 0's counters failed");
+	return st.n_pkts;
+}
+
+static void bench(struct rte_swx_pipeline *p, struct rte_mempool *pool, struct rte_ring *in,
+		  struct rte_ring **outs, uint32_t n_out, const struct frame *frames, uint32_t n_frames,
+		  const struct args *a)
+{
+	static double r[BENCH_MAX_SAMPLES];
+	struct rte_mbuf *ms[BENCH_B];
+	void *o[BENCH_B];
+	uint64_t min_cycles = a->bench_ms * (rte_get_tsc_hz() / 1000), start = rte_rdtsc();
+	uint64_t out_pkts = 0, in_total = 0;
+	uint32_t next = 0, seen = 0, b, i, j, k, n;
+
+	if (!n_frames)
+		die("--bench: %s holds no frame", a->in);
+	for (;;) {
+		uint64_t cycles = 0, before = port_in_packets(p), got;
+
+		for (b = 0; b < BENCH_BURSTS; b++) {
+			uint64_t t0;
+
+			for (i = 0; i < BENCH_B; i++) {
+				const struct frame *f = &frames[next];
+				char *d;
+
+				next = (next + 1) % n_frames;
+				ms[i] = rte_pktmbuf_alloc(pool);
+				if (!ms[i])
+					die("--bench: no mbuf");
+				d = rte_pktmbuf_append(ms[i], (uint16_t)f->len);
+				if (!d && f->len)
+					die("--bench: a %u-byte frame does not fit an mbuf", f->len);
+				if (f->len)
+					memcpy(d, f->data, f->len);
+			}
+			t0 = rte_rdtsc();
+			n = rte_ring_sp_enqueue_burst(in, (void **)ms, BENCH_B, NULL);
+			while (!rte_ring_empty(in) || !pipeline_idle(p))
+				rte_swx_pipeline_run(p, 16);
+			rte_swx_pipeline_flush(p);
+			for (j = 0; j < n_out; j++)
+				while ((k = rte_ring_sc_dequeue_burst(outs[j], o, BENCH_B, NULL)) > 0) {
+					rte_pktmbuf_free_bulk((struct rte_mbuf **)o, k);
+					out_pkts += k;
+				}
+			cycles += rte_rdtsc() - t0;
+			if (n < BENCH_B)
+				rte_pktmbuf_free_bulk(ms + n, BENCH_B - n);
+		}
+		got = port_in_packets(p) - before;
+		in_total += got;
+		if (!got)
+			die("--bench: the pipeline received nothing");
+		if (seen > 0)
+			r[seen - 1] = (double)cycles / (double)got;
+		seen++;
+		if (seen - 1 >= BENCH_MAX_SAMPLES ||
+		    (seen - 1 >= a->samples && rte_rdtsc() - start >= min_cycles))
+			break;
+	}
+	n = seen - 1;
+	qsort(r, n, sizeof(double), cmp_double);
+	printf("PEERBENCH impl=swx op=p4 size=%s pages=%s cycles=%.2f min=%.2f max=%.2f samples=%u ops=%u\n",
+	       a->label ? a->label : "-", rte_eal_has_hugepages() ? "2M" : "4k",
+	       n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2, r[0], r[n - 1], n, BENCH_B * BENCH_BURSTS);
+	printf("PEERINFO impl=swx op=p4 size=%s rx=%" PRIu64 " tx=%" PRIu64 "\n", a->label ? a->label : "-",
+	       in_total, out_pkts);
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	struct args a;
@@ -738,7 +857,8 @@ int main(int argc, char **argv)
 		in_rings[i] = rte_ring_create(name, RING_SIZE, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 		if (!in_rings[i])
 			die("rte_ring_create(%s): %s", name, rte_strerror(rte_errno));
-		io_len += snprintf(iospec + io_len, sizeof(iospec) - io_len, "port in %u ring %s bsz 1\n", i, name);
+		io_len += snprintf(iospec + io_len, sizeof(iospec) - io_len, "port in %u ring %s bsz %u\n", i, name,
+				   a.bench_ms ? BENCH_B : 1);
 		if (io_len >= sizeof(iospec))
 			die("I/O spec too long");
 	}
@@ -749,7 +869,8 @@ int main(int argc, char **argv)
 		out_rings[j] = rte_ring_create(name, RING_SIZE, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 		if (!out_rings[j])
 			die("rte_ring_create(%s): %s", name, rte_strerror(rte_errno));
-		io_len += snprintf(iospec + io_len, sizeof(iospec) - io_len, "port out %u ring %s bsz 1\n", j, name);
+		io_len += snprintf(iospec + io_len, sizeof(iospec) - io_len, "port out %u ring %s bsz %u\n", j, name,
+				   a.bench_ms ? BENCH_B : 1);
 		if (io_len >= sizeof(iospec))
 			die("I/O spec too long");
 	}
@@ -778,9 +899,17 @@ int main(int argc, char **argv)
 	}
 
 	/* 5: the frames, one at a time. */
-	pool = rte_pktmbuf_pool_create("swx_pool", N_MBUFS, 0, 0, MBUF_DATA, (int)rte_socket_id());
+	/* A per-lcore cache when timing, as a DPDK application has one; none otherwise. */
+	pool = rte_pktmbuf_pool_create("swx_pool", N_MBUFS, a.bench_ms ? 256 : 0, 0, MBUF_DATA, (int)rte_socket_id());
 	if (!pool)
 		die("rte_pktmbuf_pool_create: %s", rte_strerror(rte_errno));
+	if (a.bench_ms) {
+		on_crash();
+		bench(p, pool, in_rings[0], out_rings, a.n_ports, frames, n_frames, &a);
+		rte_swx_ctl_pipeline_free(ctl);
+		rte_eal_cleanup();
+		return 0;
+	}
 	out = fopen(a.out, "w");
 	if (!out)
 		die("%s: %s", a.out, strerror(errno));

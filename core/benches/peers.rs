@@ -10,7 +10,13 @@
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
 //! peers lpm --routes F --ips F --label L [--huge]                  # pna::lpm::Lpm4 on dpdk-test-fib's files
 //! peers lpm6 --routes F --ips F --label L [--huge]                 # pna::lpm::Lpm6 on dpdk-test-fib -6's files
+//! peers p4 --label L --spec F --pcap F [--table NAME F]... [--huge]  # the p4 NF, DPDK's SWX pipeline's peer
 //! ```
+//!
+//! P4: the `p4` NF running the spec with its table files as a chain of one NF that checks the
+//! link header only (the program parses the rest), the pcap's frames cycled into port 0 as
+//! every forwarding figure is measured (`swx_run --bench` measures DPDK's pipeline the same
+//! way: `bench/swx/swx_run.c`); `op=p4 size=L`.
 //!
 //! Method (identical in `benches/peers/common.h`): one discarded warm-up sample, then samples
 //! until there are at least S and at least M milliseconds have passed (so that each figure spans
@@ -275,6 +281,66 @@ fn acl(n: usize, label: &str, v6: bool, rule: Rule) {
     println!("PEERINFO impl=cadence op=acl_classify size={label} rules={n} keys={} matched={matched}", trace.len());
 }
 
+/// The frames of a classic pcap (microsecond or nanosecond, either byte order).
+fn read_pcap(path: &str) -> Result<Vec<Vec<u8>>, String> {
+    let b = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let magic = b.get(..4).ok_or(format!("{path}: not a pcap"))?;
+    let le = match magic {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
+        _ => return Err(format!("{path}: not a classic pcap")),
+    };
+    let word = |at: usize| {
+        b.get(at..at + 4).map(|w| {
+            let w = [w[0], w[1], w[2], w[3]];
+            if le { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }
+        })
+    };
+    let (mut at, mut frames) = (24, Vec::new());
+    while at < b.len() {
+        let len = word(at + 8).ok_or(format!("{path}: a record header cut short"))? as usize;
+        let data = b.get(at + 16..at + 16 + len).ok_or(format!("{path}: a record cut short"))?;
+        frames.push(data.to_vec());
+        at += 16 + len;
+    }
+    if frames.is_empty() {
+        return Err(format!("{path}: no frames"));
+    }
+    Ok(frames)
+}
+
+/// Cycles per packet of the `p4` NF running `spec` (with `tables`: `(name, file)`) over the
+/// frames of `pcap`, as the forwarding figures: a chain of the one NF checking the link header
+/// only, two ports.
+fn p4(label: &str, spec: &str, tables: &[(&str, &str)], pcap: &str, rule: Rule) -> Result<(), String> {
+    use cadence_core::nf::p4::{P4, P4Config, P4Shared};
+    use std::sync::Arc;
+    let text = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
+    let mut cfg = P4Config { spec: text(spec)?, tables: Vec::new() };
+    for (name, file) in tables {
+        cfg.tables.push((name.to_string(), text(file)?));
+    }
+    // The clock's rate only scales learner timeouts (60 s and more in these specs): a nominal
+    // one does, since no entry can age out within a run.
+    let rate = cadence_core::time::TickRate::try_new(2_600_000_000).ok_or("no rate")?;
+    let shared = P4Shared::try_new(&cfg, rate).map_err(|e| format!("{spec}: {e}"))?;
+    let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+    let mut chain = Chain::new(vec![Box::new(P4::new(Arc::new(shared)))], egress);
+    chain.set_validate(Depth::L2);
+    let frames = read_pcap(pcap)?;
+    let (r, stats) = with_worker(chain, &frames, |poll| {
+        rule.take(|| (0..POLLS).map(|_| poll()).sum::<u64>() as f64 / (POLLS * BATCH_SIZE) as f64)
+    });
+    report("p4", label, r, POLLS * BATCH_SIZE);
+    println!(
+        "PEERINFO impl=cadence op=p4 size={label} rx={} tx={} drops={}",
+        stats.ports.iter().map(|p| p.rx).sum::<u64>(),
+        stats.ports.iter().map(|p| p.tx).sum::<u64>(),
+        stats.drops_total()
+    );
+    Ok(())
+}
+
 /// Lookups per burst of the LPM figure: `dpdk-test-fib`'s `BURST_SZ`.
 const LPM_BURST: usize = 64;
 
@@ -517,6 +583,21 @@ fn main() -> ExitCode {
             chain.set_validate(Depth::L3);
             forwarding("l3fwd_l3", chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
         }
+        "p4" => match (opt("--label"), opt("--spec"), opt("--pcap")) {
+            (Some(l), Some(spec), Some(pcap)) => {
+                let tables: Vec<(&str, &str)> = args
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| *a == "--table")
+                    .filter_map(|(i, _)| Some((args.get(i + 1)?.as_str(), args.get(i + 2)?.as_str())))
+                    .collect();
+                if let Err(e) = p4(l, spec, &tables, pcap, rule) {
+                    eprintln!("peers p4: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            _ => return usage(),
+        },
         _ => return usage(),
     }
     if huge && hugealloc::fallback_bytes() > 0 {

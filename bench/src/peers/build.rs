@@ -55,6 +55,9 @@ pub struct Binaries {
     pub testpmd: PathBuf,
     /// l3fwd, or why it could not be built.
     pub l3fwd: Result<PathBuf, String>,
+    /// `swx_run` (DPDK's SWX pipeline, `bench/swx/`) and its `--include` directory, or why it
+    /// could not be built.
+    pub swx: Result<(PathBuf, PathBuf), String>,
 }
 
 fn pkg_config(what: &str) -> Result<Vec<String>> {
@@ -158,7 +161,8 @@ pub fn build_all(out: &Path) -> Result<Binaries> {
     let (hash, learner, ring) = (c("hash")?, c("learner")?, c("ring")?);
     let l3fwd = build_l3fwd(&peers, out).map_err(|e| format!("{e:#}"));
     let testpmd = which(TESTPMD).with_context(|| format!("{TESTPMD} is not on PATH"))?;
-    Ok(Binaries { cadence: cadence_bench()?, hash, learner, ring, testpmd, l3fwd })
+    let swx = crate::swx::Runner::build().map(|r| (r.bin, r.include)).map_err(|e| format!("{e:#}"));
+    Ok(Binaries { cadence: cadence_bench()?, hash, learner, ring, testpmd, l3fwd, swx })
 }
 
 fn which(name: &str) -> Option<PathBuf> {

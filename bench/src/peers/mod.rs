@@ -152,6 +152,13 @@ fn command(bins: &Binaries, job: &Job) -> Result<Command, String> {
         Program::L3fwd => Command::new(bins.l3fwd.as_ref().map_err(|e| format!("l3fwd was not built: {e}"))?),
         Program::TestAcl => Command::new(crate::classbench::TEST_ACL),
         Program::TestFib => Command::new(TEST_FIB),
+        Program::Swx => {
+            let (bin, _) = bins.swx.as_ref().map_err(|e| format!("swx_run was not built: {e}"))?;
+            // Pinned as the EAL pins the other peers' measuring lcore (`-l 1`).
+            let mut c = Command::new("taskset");
+            c.args(["-c", "1"]).arg(bin);
+            c
+        }
     };
     cmd.args(&job.args);
     Ok(cmd)
@@ -285,6 +292,21 @@ pub fn run(o: &Options) -> Result<bool> {
             fib_sets.push((label.to_string(), routes, ips, true));
         }
     }
+    // The P4 programs' frames, as pcaps both sides read.
+    let mut p4_sets = Vec::new();
+    if o.only.is_empty() || o.only.iter().any(|g| g == "p4") {
+        for s in crate::swx::sets::p4_sets() {
+            let pcap = out.join(format!("p4-{}.pcap", s.label));
+            let frames: Vec<crate::swx::Frame> =
+                s.frames.iter().map(|b| crate::swx::Frame { port: 0, bytes: b.clone() }).collect();
+            std::fs::write(&pcap, crate::swx::pcap(&frames)).with_context(|| format!("writing {}", pcap.display()))?;
+            p4_sets.push(plan::P4Job { label: s.label, spec: s.spec, tables: s.tables, ports: s.ports, pcap });
+        }
+    }
+    let swx_include = bins.swx.as_ref().map(|(_, inc)| inc.clone()).unwrap_or_default();
+    if let Err(e) = &bins.swx {
+        println!("swx_run could not be built, so the P4 programs have no peer: {e}");
+    }
     let knobs = Knobs {
         samples: o.samples,
         seconds: o.seconds,
@@ -293,6 +315,8 @@ pub fn run(o: &Options) -> Result<bool> {
         routes6: Path::new(build::L3FWD_SRC).join("lpm_default_v6.cfg"),
         acl_sets,
         fib_sets,
+        p4_sets,
+        swx_include,
     };
 
     catch_signals();

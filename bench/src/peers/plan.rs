@@ -46,6 +46,8 @@ pub enum Program {
     TestAcl,
     /// Debian's `dpdk-test-fib` (`rte_fib` DIR-24-8 over a route and address file).
     TestFib,
+    /// `bench/swx/swx_run.c --bench`: DPDK's SWX pipeline (its code-generated shared object).
+    Swx,
 }
 
 /// How a program's run ends.
@@ -112,10 +114,25 @@ pub struct Knobs {
     /// The LPM sets: (label, route file, address file, IPv6), written by `dpdk-test-fib`
     /// itself.
     pub fib_sets: Vec<(String, PathBuf, PathBuf, bool)>,
+    /// The P4 programs (`crate::swx::sets`), each with the pcap of its frames.
+    pub p4_sets: Vec<P4Job>,
+    /// `swx_run`'s `--include` directory (DPDK's internal headers the generated C includes).
+    pub swx_include: PathBuf,
+}
+
+/// One P4 program of the `p4` group: what both sides run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct P4Job {
+    pub label: &'static str,
+    pub spec: PathBuf,
+    pub tables: Vec<(String, PathBuf)>,
+    /// DPDK's output ports.
+    pub ports: u32,
+    pub pcap: PathBuf,
 }
 
 /// The groups' names, in their order in round 0 (`--only` selects among them).
-pub const GROUPS: [&str; 8] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl", "lpm"];
+pub const GROUPS: [&str; 9] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl", "lpm", "p4"];
 
 /// The LPM route-set sizes (`cargo xtask peers`' `lpm` group; `dpdk-test-fib -n`) and the
 /// addresses looked up in each (`-l`).
@@ -272,7 +289,46 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
         },
         Group { name: GROUPS[6], jobs: acl_jobs(pages, k, &cadence(&[], &table_ms)) },
         Group { name: GROUPS[7], jobs: lpm_jobs(pages, k, &cadence(&[], &table_ms)) },
+        Group { name: GROUPS[8], jobs: p4_jobs(pages, k, &cadence(&[], &fwd_ms)) },
     ]
+}
+
+/// The `p4` group: per program (`k.p4_sets`), the `p4` NF and DPDK's SWX pipeline over the same
+/// spec, table files and frames, each timed as the forwarding figures are.
+fn p4_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
+    let p = pages.label();
+    let mut jobs = Vec::new();
+    for s in &k.p4_sets {
+        let mut a = strings(&["p4", "--label", s.label]);
+        a.extend(["--spec".into(), s.spec.display().to_string(), "--pcap".into(), s.pcap.display().to_string()]);
+        for (name, file) in &s.tables {
+            a.extend(["--table".into(), name.clone(), file.display().to_string()]);
+        }
+        a.extend(cadence_tail.iter().cloned());
+        jobs.push(Job {
+            label: format!("cadence p4 {} ({p})", s.label),
+            program: Program::Cadence,
+            args: a,
+            ending: Ending::Exits,
+            reader: Reader::Lines,
+        });
+        let mut a = eal(pages, "1", 1024);
+        a.extend(["--".into(), "--include".into(), k.swx_include.display().to_string()]);
+        a.extend(["--spec".into(), s.spec.display().to_string(), "--ports".into(), s.ports.to_string()]);
+        a.extend(["--in".into(), s.pcap.display().to_string(), "--label".into(), s.label.to_string()]);
+        a.extend(["--bench".into(), (k.seconds * 1000).to_string(), "--samples".into(), k.samples.to_string()]);
+        for (name, file) in &s.tables {
+            a.extend(["--table".into(), name.clone(), file.display().to_string()]);
+        }
+        jobs.push(Job {
+            label: format!("swx {} ({p})", s.label),
+            program: Program::Swx,
+            args: a,
+            ending: Ending::Exits,
+            reader: Reader::Lines,
+        });
+    }
+    jobs
 }
 
 /// The `lpm` group: per route set, Cadence's `Lpm4` (DIR-24-8 and the default first stride
@@ -419,6 +475,10 @@ pub fn comparisons() -> Vec<Comparison> {
     for (size, _) in FIB6_SIZES {
         v.push(c("lpm6", size, "rte_fib6", "lpm6", Some(1.0)));
     }
+    // Issue 28 item 6: a P4 program at most DPDK's code-generated SWX pipeline on the same spec.
+    for label in crate::swx::sets::P4_LABELS {
+        v.push(c("p4", label, "swx", "p4", (label != "router").then_some(1.0)));
+    }
     // Issue 33: first-packet classification at most rte_acl's, whichever algorithm.
     for (size, _) in ACL_SIZES {
         for alg in ["rte_acl_scalar", "rte_acl_sse", "rte_acl_avx2"] {
@@ -457,6 +517,14 @@ mod tests {
             routes6: "/r6".into(),
             acl_sets: vec![("100".into(), "/a.rules".into(), "/a.trace".into(), 10)],
             fib_sets: vec![("1K".into(), "/r.txt".into(), "/i.txt".into(), false)],
+            p4_sets: vec![P4Job {
+                label: "fib",
+                spec: "/fib.spec".into(),
+                tables: vec![("t".into(), "/t.txt".into())],
+                ports: 4,
+                pcap: "/fib.pcap".into(),
+            }],
+            swx_include: "/inc".into(),
         }
     }
 
@@ -540,7 +608,11 @@ mod tests {
         assert_eq!(t("lpm4_s16", "100K", "rte_fib"), None);
         // IPv6 at most rte_fib6's trie.
         assert_eq!(t("lpm6", "10K", "rte_fib6"), Some(Target { limit: 1.0 }));
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 3 + 2);
+        // Issue 28 item 6: DPDK's four example programs at most the SWX pipeline; the router
+        // (Cadence's own example) is shown without a target.
+        assert_eq!(t("p4", "vxlan", "swx"), Some(Target { limit: 1.0 }));
+        assert_eq!(t("p4", "router", "swx"), None);
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 3 + 2 + 4);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //!   DPDK's own bursts of up to 16 it may not be).
 
 pub mod headers;
+pub mod sets;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -753,6 +753,11 @@ impl State {
                     self.last_action = Some(action);
                     self.learner = if let TableRef::Learner(l) = table { Some(l) } else { None };
                     let end = match p.actions.get(usize::from(action)) {
+                        // An action that only returns (`NoAction`): one step, no call.
+                        Some(a) if matches!(a.instrs.first(), Some(Instr::Return)) => {
+                            *steps += 1;
+                            End::Return
+                        }
                         Some(a) => self.list(p, &a.instrs, &buf, frame, port_in, steps, tables.as_deref_mut()),
                         None => End::Fault(Fault::FellOff),
                     };

@@ -130,12 +130,28 @@ impl fmt::Debug for TableSet {
 
 fn pack(key: &[u8]) -> [u64; KEY_WORDS] {
     let mut w = [0u64; KEY_WORDS];
-    for (i, b) in key.iter().enumerate().take(KEY_WORDS * 8) {
-        if let Some(x) = w.get_mut(i / 8) {
-            *x |= u64::from(*b) << (56 - 8 * (i % 8));
-        }
+    for (x, c) in w.iter_mut().zip(key.chunks(8)) {
+        *x = match c.first_chunk::<8>() {
+            Some(b) => u64::from_be_bytes(*b),
+            None => c.iter().enumerate().fold(0, |v, (i, &b)| v | u64::from(b) << (56 - 8 * i)),
+        };
     }
     w
+}
+
+/// An entry's action data back into bytes (the inverse of [`data`]: byte `i` is bits
+/// `8 (i % 8)..` of word `i / 8`), a word at a time.
+fn unpack(buf: &mut [u8], params: &[u64]) {
+    for (c, w) in buf.chunks_mut(8).zip(params.iter().copied().chain(core::iter::repeat(0))) {
+        match c.first_chunk_mut::<8>() {
+            Some(d) => *d = w.to_le_bytes(),
+            None => {
+                for (i, b) in c.iter_mut().enumerate() {
+                    *b = (w >> (8 * i)) as u8;
+                }
+            }
+        }
+    }
 }
 
 fn data(args: &[u8], index: u32) -> [u64; DATA_WORDS + 1] {
@@ -482,11 +498,12 @@ impl Tables for TableSet {
         let TableSet { tables, learners, arg_bytes, buf, now, .. } = self;
         let (action, n, index) = match table {
             TableRef::Table(t) => match tables.get_mut(usize::from(t))? {
+                // A table nothing was ever added to (a keyless stub, an empty learner-less
+                // table) misses without hashing a key: its used capacity bounds its entries.
+                Kind::Exact { table, .. } if table.used_capacity() == 0 => return None,
                 Kind::Exact { table, local } => match table.lookup(local, &pack(key), *now) {
                     Lookup::Hit(h) => {
-                        for (i, b) in buf.iter_mut().enumerate() {
-                            *b = (h.params.get(i / 8).copied().unwrap_or(0) >> (8 * (i % 8))) as u8;
-                        }
+                        unpack(buf, &h.params);
                         let index = h.params.get(INDEX_WORD).copied().unwrap_or(0) as u32;
                         (ActionId::from(h.action), arg_bytes.get(usize::from(h.action)).copied().unwrap_or(0), index)
                     }
@@ -522,9 +539,7 @@ impl Tables for TableSet {
                 match x.table.lookup(&mut x.local, &pack(key), *now) {
                     Lookup::Hit(h) => {
                         x.last = Some(h.handle);
-                        for (i, b) in buf.iter_mut().enumerate() {
-                            *b = (h.params.get(i / 8).copied().unwrap_or(0) >> (8 * (i % 8))) as u8;
-                        }
+                        unpack(buf, &h.params);
                         (ActionId::from(h.action), arg_bytes.get(usize::from(h.action)).copied().unwrap_or(0), 0)
                     }
                     Lookup::Miss(_) => {
