@@ -250,10 +250,10 @@ impl Nf for P4 {
         };
         tables.set_time_ns(self.shared.rate.ns(Duration(ctx.now.ticks())));
         for p in batch.alive_mut() {
-            let v = self.state.run_with(
+            let (v, in_place) = self.state.run_in_place(
                 &self.shared.program,
                 tables,
-                pool.frame(p.buf),
+                pool.frame_mut(p.buf),
                 u64::from(p.ingress),
                 &mut self.out,
             );
@@ -270,23 +270,33 @@ impl Nf for P4 {
                     continue;
                 }
             };
-            let (Ok(port), Some(out)) = (u8::try_from(port), self.out.get(..len)) else {
+            let Ok(port) = u8::try_from(port) else {
                 self.counters.bad_port += 1;
                 p.verdict = Verdict::Drop(DropReason::NoRoute);
                 continue;
             };
-            if pool.set_len(p.buf, len).is_err() {
-                self.counters.too_big += 1;
-                p.verdict = Verdict::Drop(DropReason::P4Fault);
-                continue;
+            // Headers as long as those parsed were written over them in the frame; otherwise
+            // the packet is in `out` and replaces the frame.
+            if !in_place {
+                let Some(out) = self.out.get(..len) else {
+                    self.counters.too_big += 1;
+                    p.verdict = Verdict::Drop(DropReason::P4Fault);
+                    continue;
+                };
+                if pool.set_len(p.buf, len).is_err() {
+                    self.counters.too_big += 1;
+                    p.verdict = Verdict::Drop(DropReason::P4Fault);
+                    continue;
+                }
+                let frame = pool.frame_mut(p.buf);
+                if frame.len() != len {
+                    self.counters.too_big += 1;
+                    p.verdict = Verdict::Drop(DropReason::P4Fault);
+                    continue;
+                }
+                frame.copy_from_slice(out);
             }
             let frame = pool.frame_mut(p.buf);
-            if frame.len() != len {
-                self.counters.too_big += 1;
-                p.verdict = Verdict::Drop(DropReason::P4Fault);
-                continue;
-            }
-            frame.copy_from_slice(out);
             let Ok(parsed) = parse::parse(frame) else {
                 self.counters.unparsable += 1;
                 p.verdict = Verdict::Drop(DropReason::NfUnsupported);

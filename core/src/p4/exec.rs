@@ -329,7 +329,7 @@ impl State {
     /// fields are in network order, metadata and action data in host order (little-endian).
     /// One 8-byte read where the storage has a word from the field's start on (the header
     /// and metadata storage are padded for it), else byte by byte.
-    #[inline]
+    #[inline(always)]
     fn load(&self, f: Field, args: &[u8]) -> u64 {
         let header = matches!(f.space, Space::Header(_));
         if self.diag {
@@ -358,7 +358,7 @@ impl State {
     }
 
     /// The 8 bytes of storage from `f`'s start, where there are 8.
-    #[inline]
+    #[inline(always)]
     fn word(&self, f: Field, args: &[u8]) -> Option<[u8; 8]> {
         let buf = match f.space {
             Space::Header(_) => &self.hdr[..],
@@ -379,7 +379,7 @@ impl State {
     /// in its last 8 bytes in network order, or its first 8 in host order, zeros elsewhere).
     /// A field of at most 8 bytes is merged into the word at its start (the storage is
     /// padded for it).
-    #[inline]
+    #[inline(always)]
     fn store(&mut self, f: Field, v: u64) {
         let header = matches!(f.space, Space::Header(_));
         self.mark_meta(f);
@@ -444,7 +444,7 @@ impl State {
     }
 
     /// The bytes of `f` read as DPDK reads them on a little-endian host (raw, masked).
-    #[inline]
+    #[inline(always)]
     fn raw(&self, f: Field) -> u64 {
         let n = ((f.bits / 8) as usize).min(8);
         if let Some(w) = self.word(f, &[]) {
@@ -507,6 +507,42 @@ impl State {
             End::Return => Verdict::Fault(Fault::FellOff),
             End::Fault(f) => Verdict::Fault(f),
         }
+    }
+
+    /// As [`State::run_with`], writing the packet back into `frame` where it fits there: when
+    /// the emitted headers are exactly as long as what the parser took (`extract`s), they are
+    /// written over it and the rest of the frame stays where it is (returns `true`: the packet
+    /// is `frame`, `len` its length); otherwise (a header added or removed) the packet is
+    /// built in `out` as `run_with` does (`false`).
+    pub fn run_in_place(
+        &mut self,
+        p: &Program,
+        tables: &mut dyn Tables,
+        frame: &mut [u8],
+        port_in: u64,
+        out: &mut [u8],
+    ) -> (Verdict, bool) {
+        let mut steps = 0u32;
+        let end = self.list(p, &p.apply, &[], frame, port_in, &mut steps, Some(tables));
+        let port = match end {
+            End::Tx(port) => port,
+            End::Drop => return (Verdict::Drop, false),
+            End::Return => return (Verdict::Fault(Fault::FellOff), false),
+            End::Fault(f) => return (Verdict::Fault(f), false),
+        };
+        let heads = || self.emitted.iter().filter_map(|&h| p.headers.get(usize::from(h)));
+        if heads().map(|h| h.bytes as usize).sum::<usize>() != self.cursor || self.cursor > frame.len() {
+            return (self.deparse(p, frame, port, out), false);
+        }
+        let mut at = 0usize;
+        for h in heads() {
+            let (o, n) = (h.offset as usize, h.bytes as usize);
+            if let (Some(src), Some(dst)) = (self.hdr.get(o..o + n), frame.get_mut(at..at + n)) {
+                dst.copy_from_slice(src);
+            }
+            at += n;
+        }
+        (Verdict::Tx { port, len: frame.len() }, true)
     }
 
     fn deparse(&self, p: &Program, frame: &[u8], port: u64, out: &mut [u8]) -> Verdict {
@@ -758,7 +794,7 @@ impl State {
                             *steps += 1;
                             End::Return
                         }
-                        Some(a) => self.list(p, &a.instrs, &buf, frame, port_in, steps, tables.as_deref_mut()),
+                        Some(a) => self.list(p, &a.run, &buf, frame, port_in, steps, tables.as_deref_mut()),
                         None => End::Fault(Fault::FellOff),
                     };
                     self.argbuf = buf;
@@ -865,6 +901,23 @@ impl State {
                     }
                 }
                 Instr::Return => return End::Return,
+                Instr::MovRun { run } => {
+                    let Some(r) = p.mov_runs.get(usize::from(run)) else { return End::Fault(Fault::FellOff) };
+                    // One step per `mov` it stands for (the step limit counts as before).
+                    *steps += r.moves.len().saturating_sub(1) as u32;
+                    for m in &r.moves {
+                        let (d, s, n) = (m.dst as usize, m.src as usize, usize::from(m.bytes));
+                        let from = args.get(s..s + n);
+                        if let Some(to) = self.hdr.get_mut(d..d + n) {
+                            match from {
+                                // Host order (little-endian) action data into a network-order field.
+                                Some(from) => to.iter_mut().zip(from.iter().rev()).for_each(|(t, f)| *t = *f),
+                                // As `mov` stores a missing operand: zero.
+                                None => to.fill(0),
+                            }
+                        }
+                    }
+                }
             }
         }
         End::Fault(Fault::FellOff)

@@ -65,6 +65,7 @@ pub(crate) fn load(raw: &Raw<'_>) -> Result<Program, SpecError> {
         regarrays: Vec::new(),
         metarrays: Vec::new(),
         apply: Vec::new(),
+        mov_runs: Vec::new(),
     };
     for &(line, name, size, initval) in &raw.regarrays {
         if p.regarrays.iter().any(|r| r.name == name) {
@@ -129,7 +130,8 @@ pub(crate) fn load(raw: &Raw<'_>) -> Result<Program, SpecError> {
             return Err(invalid(a.line, a.name, "an action needs at least one `return`, `tx` or `drop`"));
         }
         let learns = instrs.iter().any(|i| matches!(i, Instr::Learn { .. } | Instr::Forget));
-        p.actions.push(ActionDef { name: a.name.into(), args, arg_bytes, instrs, learns });
+        let run = fuse_moves(&mut p.mov_runs, &instrs);
+        p.actions.push(ActionDef { name: a.name.into(), args, arg_bytes, instrs, run, learns });
     }
 
     for t in &raw.tables {
@@ -434,4 +436,47 @@ fn selector(p: &Program, s: &super::parse::RawSelector<'_>) -> Result<SelectorDe
         n_members_per_group_max,
         line: s.line,
     })
+}
+
+/// An action's instructions with each run of two or more `mov h.FIELD t.ARG` (widths equal,
+/// at most 8 bytes) replaced by an [`Instr::MovRun`] appended to `runs`. An action with a
+/// jump is left as it is (its targets index the list).
+fn fuse_moves(runs: &mut Vec<MovRun>, instrs: &[Instr]) -> Vec<Instr> {
+    let arg_move = |i: &Instr| match *i {
+        Instr::Mov {
+            dst: Field { space: Space::Header(_), offset: dst, bits },
+            src: Operand::Field(Field { space: Space::Arg, offset: src, bits: sbits }),
+        } if bits == sbits && (8..=64).contains(&bits) => Some(ArgMove { dst, src, bytes: (bits / 8) as u8 }),
+        _ => None,
+    };
+    let jumps = instrs.iter().any(|i| {
+        matches!(
+            i,
+            Instr::Jmp { .. }
+                | Instr::JmpValid { .. }
+                | Instr::JmpHit { .. }
+                | Instr::JmpAction { .. }
+                | Instr::JmpCmp { .. }
+        )
+    });
+    if jumps {
+        return instrs.to_vec();
+    }
+    let mut out = Vec::with_capacity(instrs.len());
+    let mut k = 0;
+    while let Some(i) = instrs.get(k) {
+        let moves: Vec<ArgMove> = instrs.get(k..).unwrap_or(&[]).iter().map_while(arg_move).collect();
+        match u16::try_from(runs.len()) {
+            Ok(run) if moves.len() >= 2 => {
+                k += moves.len();
+                runs.push(MovRun { moves });
+                out.push(Instr::MovRun { run });
+            }
+            _ => {
+                out.push(*i);
+                k += 1;
+            }
+        }
+    }
+    out
 }

@@ -248,6 +248,28 @@ pub enum Instr {
     },
     /// End of an action: back to `apply`.
     Return,
+    /// Made by the loader, never written in a spec: a run of consecutive `mov`s of action
+    /// data into header fields of the same width ([`Program::mov_runs`]`[run]`), executed as
+    /// one step per `mov` without a dispatch each (DPDK's pipeline fuses such runs too).
+    MovRun {
+        run: u16,
+    },
+}
+
+/// One `mov h.HEADER.FIELD t.ARG` of a [`MovRun`]: the field's offset in the header
+/// storage, the argument's offset in the action data, their width in bytes (1..=8; the
+/// action data in host order, the header in network order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgMove {
+    pub dst: u32,
+    pub src: u32,
+    pub bytes: u8,
+}
+
+/// A run of [`ArgMove`]s ([`Instr::MovRun`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovRun {
+    pub moves: Vec<ArgMove>,
 }
 
 /// An action: its argument struct (`args instanceof`) and instructions.
@@ -259,6 +281,10 @@ pub struct ActionDef {
     /// Argument data size in bytes (0 for `args none`).
     pub arg_bytes: u32,
     pub instrs: Vec<Instr>,
+    /// What the executor runs: `instrs` with each run of two or more `mov`s of action data
+    /// into header fields replaced by one [`Instr::MovRun`] (an action with a jump keeps
+    /// `instrs` as they are).
+    pub run: Vec<Instr>,
     /// Whether the action runs `learn` or `forget` (only learners may use it).
     pub learns: bool,
 }
@@ -369,6 +395,8 @@ pub struct Program {
     pub metarrays: Vec<MetArrayDef>,
     /// The `apply` block; starts with `rx`.
     pub apply: Vec<Instr>,
+    /// The runs of [`Instr::MovRun`].
+    pub mov_runs: Vec<MovRun>,
 }
 
 impl Program {

@@ -331,6 +331,31 @@ fn vxlan_encapsulates_with_the_table_file_entries() {
     assert_eq!(st.run_with(&p, &mut tables, &f, 0, &mut out), Verdict::Drop);
 }
 
+/// The loader fuses vxlan_encap's runs of `mov h.F t.A` into `MovRun`s (the executor runs
+/// those); the test above checks the bytes they write, the differential check holds them
+/// to DPDK.
+#[test]
+fn runs_of_moves_of_action_data_are_fused() {
+    let p = load(&corpus("vxlan.spec")).unwrap();
+    let a = &p.actions[usize::from(p.action("vxlan_encap").unwrap())];
+    let movs = a.instrs.iter().filter(|i| matches!(i, Instr::Mov { .. })).count();
+    let runs: Vec<usize> = a
+        .run
+        .iter()
+        .filter_map(|i| match *i {
+            Instr::MovRun { run } => Some(p.mov_runs[usize::from(run)].moves.len()),
+            _ => None,
+        })
+        .collect();
+    assert!(runs.len() >= 4 && runs.iter().all(|&n| n >= 2), "{runs:?}");
+    let left = a.run.iter().filter(|i| matches!(i, Instr::Mov { .. })).count();
+    assert_eq!(runs.iter().sum::<usize>() + left, movs, "every mov is run once");
+    assert_eq!(a.run.len(), a.instrs.len() - runs.iter().map(|n| n - 1).sum::<usize>());
+    // A NoAction keeps its one `return`.
+    let l2 = load(&corpus("l2fwd.spec")).unwrap();
+    assert_eq!(l2.actions[0].run, l2.actions[0].instrs);
+}
+
 #[test]
 fn fib_routes_to_the_group_of_the_longest_prefix() {
     let p = load(&corpus("fib.spec")).unwrap();
