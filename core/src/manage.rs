@@ -152,10 +152,13 @@ pub enum Command {
         /// The entry's line.
         line: alloc::string::String,
     },
+    /// `p4 show TABLE`: a P4 program's table entries as the control plane sees them (its
+    /// table file, then the changes), one table-file line each.
+    P4Show(alloc::string::String),
 }
 
 /// The commands, as `help` lists them.
-pub const HELP: [&str; 16] = [
+pub const HELP: [&str; 17] = [
     "stats",
     "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
@@ -170,6 +173,7 @@ pub const HELP: [&str; 16] = [
     "rss restore",
     "p4 add TABLE match KEY... action NAME [ARG VALUE]...",
     "p4 del TABLE match KEY...",
+    "p4 show TABLE",
     "stop",
     "help",
 ];
@@ -300,7 +304,9 @@ fn p4_change(line: &str) -> Option<Result<Command, Error>> {
     let add = match op {
         "add" => true,
         "del" => false,
-        _ => return Some(Err(bad(format_args!("p4: expected add or del, got '{op}'")))),
+        "show" if !table.is_empty() && entry.is_empty() => return Some(Ok(Command::P4Show(table.into()))),
+        "show" => return Some(Err(bad(format_args!("p4 show: expected TABLE alone")))),
+        _ => return Some(Err(bad(format_args!("p4: expected add, del or show, got '{op}'")))),
     };
     if table.is_empty() || entry.is_empty() {
         return Some(Err(bad(format_args!("p4 {op}: expected TABLE and an entry line"))));
@@ -579,6 +585,16 @@ impl Manager {
                     .change(table, line, *add)
                     .map_err(|e| Error::new(ErrorKind::BadArgument, format_args!("p4 {table}: {e}")))?;
                 ok(format_args!("generation={generation}"))
+            }
+            Command::P4Show(table) => {
+                let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
+                let lines = p4.show(table).map_err(|e| Error::new(ErrorKind::BadArgument, format_args!("p4 {e}")))?;
+                let mut rows = Rows::new(out);
+                for l in &lines {
+                    rows.row(format_args!("{l}"));
+                }
+                rows.end();
+                ok(format_args!("entries={} generation={}", lines.len(), p4.generation()))
             }
         }
     }

@@ -17,7 +17,8 @@
 //! counted as `p4_drop`; a ping with TTL 1 is dropped by the program (no ICMP error: the
 //! program sends none). The counters: every echo request and reply forwarded by the program
 //! (`p4_tx`), no fault of any kind. Then, live through the management channel (hosted):
-//! `p4 del routes` of B's prefix stops A's pings, `p4 add routes` brings them back.
+//! `p4 del routes` of B's prefix stops A's pings, `p4 add routes` brings them back, and `p4 show
+//! routes` lists the route, then not, then again.
 //!
 //! The image does the same (`the_image_runs_the_p4_router_for_two_real_hosts`): the firmware
 //! under QEMU (TCG) with virtio-net on tap interfaces moved into the hosts' namespaces, the
@@ -138,13 +139,26 @@ fn the_p4_router_program_routes_between_two_real_hosts() -> Result<()> {
     // Live through the management channel: B's route deleted (A's pings go unanswered), then
     // added back (they cross again).
     let route = "match 0x0a000200/0xffffff00";
+    // `p4 show routes` lists the table as changed: B's route there, gone, back.
+    let shows_b = |dp: &mut Dataplane, id| -> Result<bool> {
+        Ok(dp.ctl(id, "p4 show routes")?.iter().any(|l| l.starts_with(&format!("{route} action route "))))
+    };
+    if !shows_b(&mut dp, 10)? {
+        failures.push("`p4 show routes` lacks B's route from the table file".into());
+    }
     dp.ctl(1, &format!("p4 del routes {route}"))?;
     if ping(&na.0, B, &[])?.status.success() {
         failures.push("ping A -> B crossed after `p4 del routes` took B's route".into());
     }
+    if shows_b(&mut dp, 11)? {
+        failures.push("`p4 show routes` still lists B's route after `p4 del routes`".into());
+    }
     dp.ctl(2, &format!("p4 add routes {route} action route nexthop_mac 0x020000000b02 port_out 1"))?;
     if !ping(&na.0, B, &[])?.status.success() {
         failures.push("ping A -> B failed after `p4 add routes` put B's route back".into());
+    }
+    if !shows_b(&mut dp, 12)? {
+        failures.push("`p4 show routes` lacks B's route after `p4 add routes`".into());
     }
     let summary = dp.stop()?;
     cadence_tests::report(&out, &summary, &failures)?;

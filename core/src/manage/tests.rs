@@ -299,11 +299,67 @@ fn p4_table_entries_are_added_and_deleted_live() {
     let (_, e) = run(&mut m, &c, "ctl 6 p4 add routes match 0x0a000200/0xffffff00 action teleport");
     assert_eq!(e, "@ctl id=6 error=bad_argument msg=\"p4 routes: action `teleport` not found\"");
     let (_, e) = run(&mut m, &c, "ctl 7 p4 swap routes match 1");
-    assert!(e.contains("expected add or del"), "{e}");
+    assert!(e.contains("expected add, del or show"), "{e}");
     let (_, e) = run(&mut m, &c, "ctl 8 p4 add routes");
     assert!(e.contains("expected TABLE and an entry line"), "{e}");
     // A chain without a P4 program says so.
     let (_, e) = run(&mut m, &chain("version=1\nnf=acl\n"), add);
     assert!(e.contains("p4"), "{e}");
     assert_eq!(c.p4().map(|p| p.generation()), Some(2), "refused changes are not logged");
+}
+
+/// `p4 show TABLE`: the table file's entries, then the changes (an add of a key replaces its
+/// entry, a delete removes it), in table-file syntax; a table the program lacks is refused.
+#[test]
+fn p4_show_lists_the_table_as_changed() {
+    let mut text = String::from("version=1\nnf=p4\n");
+    for l in include_str!("../../../chains/p4/router.spec").lines() {
+        text.push_str(&format!("p4.spec={l}\n"));
+    }
+    text.push_str("p4.table=routes\n");
+    text.push_str("p4.entry=match 0x0a000100/0xffffff00 action route nexthop_mac 0x020000000a01 port_out 0\n");
+    text.push_str("p4.entry=match 0x0a000200/0xffffff00 action route nexthop_mac 0x020000000b02 port_out 1\n");
+    let c = chain(&text);
+    let mut m = Manager::new();
+    let show = |m: &mut Manager| {
+        let (lines, fin) = run(m, &c, "ctl 9 p4 show routes");
+        let lines: Vec<String> = lines.iter().map(|l| l.trim_start_matches("@ctl id=9 | ").to_string()).collect();
+        // Each line reads back as an entry of the table.
+        for l in &lines {
+            let p4 = c.p4().expect("p4");
+            assert!(crate::p4::tables::TableChange::parse(p4.program(), "routes", l, true).is_ok(), "{l}");
+        }
+        (lines, fin)
+    };
+    let (lines, fin) = show(&mut m);
+    assert_eq!(
+        lines,
+        [
+            "match 0x0a000100/0xffffff00 action route nexthop_mac 0x20000000a01 port_out 0x0",
+            "match 0x0a000200/0xffffff00 action route nexthop_mac 0x20000000b02 port_out 0x1",
+        ]
+    );
+    assert_eq!(fin, "@ctl id=9 ok entries=2 generation=0");
+    // Replace the first route's next hop, delete the second, add a third.
+    let changes = [
+        "ctl 4 p4 add routes match 0x0a000100/0xffffff00 action route nexthop_mac 0x020000000a99 port_out 1",
+        "ctl 5 p4 del routes match 0x0a000200/0xffffff00",
+        "ctl 6 p4 add routes match 0x0a000300/0xffffff00 action drop",
+    ];
+    for l in changes {
+        assert!(run(&mut m, &c, l).1.contains(" ok generation="), "{l}");
+    }
+    let (lines, fin) = show(&mut m);
+    assert_eq!(
+        lines,
+        [
+            "match 0x0a000100/0xffffff00 action route nexthop_mac 0x20000000a99 port_out 0x1",
+            "match 0x0a000300/0xffffff00 action drop",
+        ]
+    );
+    assert_eq!(fin, "@ctl id=9 ok entries=2 generation=3");
+    let (_, e) = run(&mut m, &c, "ctl 10 p4 show nosuch");
+    assert_eq!(e, "@ctl id=10 error=bad_argument msg=\"p4 no table `nosuch` in the program\"");
+    let (_, e) = run(&mut m, &c, "ctl 11 p4 show routes extra");
+    assert!(e.contains("expected TABLE alone"), "{e}");
 }

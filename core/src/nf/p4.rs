@@ -129,6 +129,15 @@ impl P4Shared {
         Ok(log.len())
     }
 
+    /// The entries of `table` as the control plane sees them (its table file, then the
+    /// changes made since), each a line of the table-file syntax
+    /// ([`crate::p4::tables::table_lines`]).
+    pub fn show(&self, table: &str) -> Result<Vec<String>, String> {
+        let text = self.tables.iter().find(|(n, _)| n == table).map(|(_, t)| t.as_str());
+        let log = self.changes.lock();
+        crate::p4::tables::table_lines(&self.program, table, text, &log)
+    }
+
     /// Changes made so far.
     pub fn generation(&self) -> usize {
         self.generation.load(Ordering::Acquire)

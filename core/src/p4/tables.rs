@@ -407,6 +407,96 @@ impl TableSet {
     }
 }
 
+impl TableChange {
+    /// Whether this change is about the entry of `key` (same values, masks and prefix).
+    fn same_key(&self, key: &[KeyValue], prefix_len: Option<u32>) -> bool {
+        let full = |k: &KeyValue| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()]);
+        self.prefix_len == prefix_len
+            && self.key.len() == key.len()
+            && self.key.iter().zip(key).all(|(a, b)| a.value == b.value && full(a) == full(b))
+    }
+}
+
+/// The entries of `table` as the control plane sees them: those of its table file (`text`),
+/// then `changes` in order (an add replaces the entry of its key or appends, a delete removes
+/// it), each as a line of DPDK's table-file syntax (`match KEY… [priority P] action NAME [ARG
+/// VALUE]…`: keys in hex, masked ones `VALUE/MASK`, `priority` where a key field is a
+/// wildcard). Workers that refused a change (`p4_change_refused`) may differ from it.
+pub fn table_lines(
+    p: &Program,
+    table: &str,
+    text: Option<&str>,
+    changes: &[TableChange],
+) -> Result<Vec<String>, String> {
+    use core::fmt::Write;
+    let (index, def) = p
+        .tables
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.name == table)
+        .ok_or_else(|| alloc::format!("no table `{table}` in the program"))?;
+    let mut rows: Vec<(Vec<KeyValue>, u32, Option<u32>, entry::EntryAction)> = Vec::new();
+    for e in entry::parse_file(p, def, text.unwrap_or("")).map_err(|e| alloc::format!("{e}"))? {
+        if let entry::Entry::Match { key, priority, prefix_len, action } = e {
+            rows.push((key, priority, prefix_len, action));
+        }
+    }
+    for c in changes.iter().filter(|c| c.table == index) {
+        let at = rows.iter().position(|(k, _, l, _)| c.same_key(k, *l));
+        match (&c.action, at) {
+            (Some(a), Some(i)) => {
+                if let Some(r) = rows.get_mut(i) {
+                    *r = (c.key.clone(), c.priority, c.prefix_len, a.clone());
+                }
+            }
+            (Some(a), None) => rows.push((c.key.clone(), c.priority, c.prefix_len, a.clone())),
+            (None, Some(i)) => {
+                rows.remove(i);
+            }
+            (None, None) => {}
+        }
+    }
+    let wildcard = def.keys.iter().any(|k| k.kind == MatchKind::Wildcard);
+    let hex = |out: &mut String, b: &[u8]| {
+        out.push_str("0x");
+        for x in b {
+            let _ = write!(out, "{x:02x}");
+        }
+    };
+    Ok(rows
+        .iter()
+        .map(|(key, priority, _, action)| {
+            let mut l = String::from("match");
+            for k in key {
+                l.push(' ');
+                hex(&mut l, &k.value);
+                if let Some(m) = &k.mask {
+                    l.push('/');
+                    hex(&mut l, m);
+                }
+            }
+            if wildcard {
+                let _ = write!(l, " priority {priority}");
+            }
+            let a = p.actions.get(usize::from(action.action));
+            let _ = write!(l, " action {}", a.map_or("?", |a| a.name.as_str()));
+            let fields = a.and_then(|a| a.args).and_then(|s| p.structs.get(usize::from(s)));
+            for f in fields.map_or(&[][..], |s| &s.fields[..]) {
+                let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+                let b = action.args.get(o..o + n).unwrap_or(&[]);
+                let _ = write!(l, " {} ", f.name);
+                if n <= 8 {
+                    let v = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x));
+                    let _ = write!(l, "0x{v:x}");
+                } else {
+                    hex(&mut l, b);
+                }
+            }
+            l
+        })
+        .collect())
+}
+
 /// A selector's group table, as DPDK 22.11 lays it out (`rte_swx_table_selector.c`): the
 /// group and member counts rounded up to powers of two (`G`, `M`); group `g` is `M` member ids
 /// in which each member appears in proportion to its weight. Only the groups that have members
