@@ -152,13 +152,21 @@ pub enum Command {
         /// The entry's line.
         line: alloc::string::String,
     },
+    /// `p4 default TABLE action NAME [ARG VALUE]…`: a live change of a P4 table's default
+    /// action (the one a miss runs).
+    P4Default {
+        /// The table's name.
+        table: alloc::string::String,
+        /// `action NAME [ARG VALUE]…`.
+        line: alloc::string::String,
+    },
     /// `p4 show TABLE`: a P4 program's table entries as the control plane sees them (its
     /// table file, then the changes), one table-file line each.
     P4Show(alloc::string::String),
 }
 
 /// The commands, as `help` lists them.
-pub const HELP: [&str; 17] = [
+pub const HELP: [&str; 18] = [
     "stats",
     "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
@@ -173,6 +181,7 @@ pub const HELP: [&str; 17] = [
     "rss restore",
     "p4 add TABLE match KEY... action NAME [ARG VALUE]...",
     "p4 del TABLE match KEY...",
+    "p4 default TABLE action NAME [ARG VALUE]...",
     "p4 show TABLE",
     "stop",
     "help",
@@ -306,7 +315,11 @@ fn p4_change(line: &str) -> Option<Result<Command, Error>> {
         "del" => false,
         "show" if !table.is_empty() && entry.is_empty() => return Some(Ok(Command::P4Show(table.into()))),
         "show" => return Some(Err(bad(format_args!("p4 show: expected TABLE alone")))),
-        _ => return Some(Err(bad(format_args!("p4: expected add, del or show, got '{op}'")))),
+        "default" if !table.is_empty() && !entry.is_empty() => {
+            return Some(Ok(Command::P4Default { table: table.into(), line: entry.into() }));
+        }
+        "default" => return Some(Err(bad(format_args!("p4 default: expected TABLE action NAME [ARG VALUE]...")))),
+        _ => return Some(Err(bad(format_args!("p4: expected add, del, default or show, got '{op}'")))),
     };
     if table.is_empty() || entry.is_empty() {
         return Some(Err(bad(format_args!("p4 {op}: expected TABLE and an entry line"))));
@@ -583,6 +596,13 @@ impl Manager {
                 let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
                 let generation = p4
                     .change(table, line, *add)
+                    .map_err(|e| Error::new(ErrorKind::BadArgument, format_args!("p4 {table}: {e}")))?;
+                ok(format_args!("generation={generation}"))
+            }
+            Command::P4Default { table, line } => {
+                let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
+                let generation = p4
+                    .change_default(table, line)
                     .map_err(|e| Error::new(ErrorKind::BadArgument, format_args!("p4 {table}: {e}")))?;
                 ok(format_args!("generation={generation}"))
             }

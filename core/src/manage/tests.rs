@@ -299,7 +299,7 @@ fn p4_table_entries_are_added_and_deleted_live() {
     let (_, e) = run(&mut m, &c, "ctl 6 p4 add routes match 0x0a000200/0xffffff00 action teleport");
     assert_eq!(e, "@ctl id=6 error=bad_argument msg=\"p4 routes: action `teleport` not found\"");
     let (_, e) = run(&mut m, &c, "ctl 7 p4 swap routes match 1");
-    assert!(e.contains("expected add, del or show"), "{e}");
+    assert!(e.contains("expected add, del, default or show"), "{e}");
     let (_, e) = run(&mut m, &c, "ctl 8 p4 add routes");
     assert!(e.contains("expected TABLE and an entry line"), "{e}");
     // A chain without a P4 program says so.
@@ -324,10 +324,14 @@ fn p4_show_lists_the_table_as_changed() {
     let show = |m: &mut Manager| {
         let (lines, fin) = run(m, &c, "ctl 9 p4 show routes");
         let lines: Vec<String> = lines.iter().map(|l| l.trim_start_matches("@ctl id=9 | ").to_string()).collect();
-        // Each line reads back as an entry of the table.
+        // Each line reads back: an entry as `p4 add` takes it, the default as `p4 default`.
+        let p4 = c.p4().expect("p4");
         for l in &lines {
-            let p4 = c.p4().expect("p4");
-            assert!(crate::p4::tables::TableChange::parse(p4.program(), "routes", l, true).is_ok(), "{l}");
+            let back = match l.strip_prefix("default ") {
+                Some(d) => crate::p4::tables::TableChange::parse_default(p4.program(), "routes", d),
+                None => crate::p4::tables::TableChange::parse(p4.program(), "routes", l, true),
+            };
+            assert!(back.is_ok(), "{l}: {back:?}");
         }
         (lines, fin)
     };
@@ -337,14 +341,16 @@ fn p4_show_lists_the_table_as_changed() {
         [
             "match 0x0a000100/0xffffff00 action route nexthop_mac 0x20000000a01 port_out 0x0",
             "match 0x0a000200/0xffffff00 action route nexthop_mac 0x20000000b02 port_out 0x1",
+            "default action drop",
         ]
     );
-    assert_eq!(fin, "@ctl id=9 ok entries=2 generation=0");
+    assert_eq!(fin, "@ctl id=9 ok entries=3 generation=0");
     // Replace the first route's next hop, delete the second, add a third.
     let changes = [
         "ctl 4 p4 add routes match 0x0a000100/0xffffff00 action route nexthop_mac 0x020000000a99 port_out 1",
         "ctl 5 p4 del routes match 0x0a000200/0xffffff00",
         "ctl 6 p4 add routes match 0x0a000300/0xffffff00 action drop",
+        "ctl 7 p4 default routes action route nexthop_mac 0x020000000c03 port_out 0",
     ];
     for l in changes {
         assert!(run(&mut m, &c, l).1.contains(" ok generation="), "{l}");
@@ -355,9 +361,14 @@ fn p4_show_lists_the_table_as_changed() {
         [
             "match 0x0a000100/0xffffff00 action route nexthop_mac 0x20000000a99 port_out 0x1",
             "match 0x0a000300/0xffffff00 action drop",
+            "default action route nexthop_mac 0x20000000c03 port_out 0x0",
         ]
     );
-    assert_eq!(fin, "@ctl id=9 ok entries=2 generation=3");
+    assert_eq!(fin, "@ctl id=9 ok entries=3 generation=4");
+    let (_, e) = run(&mut m, &c, "ctl 12 p4 default routes match 0x0a000300/0xffffff00 action drop");
+    assert!(e.contains("error=bad_argument"), "{e}");
+    let (_, e) = run(&mut m, &c, "ctl 13 p4 default routes action teleport");
+    assert!(e.contains("`teleport`"), "{e}");
     let (_, e) = run(&mut m, &c, "ctl 10 p4 show nosuch");
     assert_eq!(e, "@ctl id=10 error=bad_argument msg=\"p4 no table `nosuch` in the program\"");
     let (_, e) = run(&mut m, &c, "ctl 11 p4 show routes extra");

@@ -129,6 +129,17 @@ impl P4Shared {
         Ok(log.len())
     }
 
+    /// A live change of `table`'s default action (the control plane's `p4 default TABLE
+    /// LINE`, `line` being `action NAME [ARG VALUE]…`), checked now, applied by every worker
+    /// before its next batch as [`P4Shared::change`]'s are. Returns the change's generation.
+    pub fn change_default(&self, table: &str, line: &str) -> Result<usize, String> {
+        let c = TableChange::parse_default(&self.program, table, line)?;
+        let mut log = self.changes.lock();
+        log.push(c);
+        self.generation.store(log.len(), Ordering::Release);
+        Ok(log.len())
+    }
+
     /// The entries of `table` as the control plane sees them (its table file, then the
     /// changes made since), each a line of the table-file syntax
     /// ([`crate::p4::tables::table_lines`]).

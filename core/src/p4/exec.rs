@@ -75,6 +75,13 @@ pub trait Tables {
     /// runs the table's default action.
     fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>>;
 
+    /// The default action the control plane set for `table` live, if it did (a miss runs it
+    /// instead of the spec's). The default: none.
+    fn default_action(&self, table: TableRef) -> Option<(ActionId, &[u8])> {
+        let _ = table;
+        None
+    }
+
     /// `learn`: adds `key` to `learner` with `action`, its argument data `args` and expiry
     /// profile `timeout_id`; `Ok(false)` when the learner refuses it (full). PNA add-on-miss.
     fn learn(
@@ -784,6 +791,17 @@ impl State {
                             self.entry = 0;
                             (d.action, false)
                         }
+                    };
+                    // A miss runs the default the control plane set live, where it set one.
+                    let over = if was_hit { None } else { tables.as_deref().and_then(|t| t.default_action(table)) };
+                    let action = match over {
+                        Some((a, args)) => {
+                            buf.clear();
+                            buf.extend_from_slice(args);
+                            buf.extend_from_slice(&[0; PAD]);
+                            a
+                        }
+                        None => action,
                     };
                     self.hit = was_hit;
                     self.last_action = Some(action);

@@ -115,6 +115,8 @@ pub struct TableSet {
     selectors: Vec<Groups>,
     /// Argument bytes of each action.
     arg_bytes: Vec<usize>,
+    /// Per table: the default action the control plane set live (`None`: the spec's).
+    defaults: Vec<Option<Stored>>,
     /// The data of the last exact hit, as bytes.
     buf: [u8; DATA_WORDS * 8],
     now: Instant,
@@ -264,6 +266,7 @@ impl TableSet {
             })
             .collect();
         Ok(TableSet {
+            defaults: alloc::vec![None; tables.len()],
             tables,
             next_index,
             learners,
@@ -351,6 +354,8 @@ pub struct TableChange {
     prefix_len: Option<u32>,
     /// `None`: delete the entry with this key.
     action: Option<entry::EntryAction>,
+    /// A change of the table's default action (`action`), not of an entry.
+    default: bool,
 }
 
 impl TableChange {
@@ -367,7 +372,41 @@ impl TableChange {
         if add && action.is_none() {
             return Err("an entry to add needs `action NAME …` after its key".to_string());
         }
-        Ok(TableChange { table: index, key, priority, prefix_len, action: if add { action } else { None } })
+        Ok(TableChange {
+            table: index,
+            key,
+            priority,
+            prefix_len,
+            action: if add { action } else { None },
+            default: false,
+        })
+    }
+
+    /// A new default action for `table` (the control plane's `p4 default TABLE LINE`, `line`
+    /// being `action NAME [ARG VALUE]…`, an action the table lists); refused for a table whose
+    /// spec makes its default `const`.
+    pub fn parse_default(p: &Program, table: &str, line: &str) -> Result<Self, String> {
+        let (index, def) = p
+            .tables
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.name == table)
+            .ok_or_else(|| alloc::format!("no table `{table}` in the program"))?;
+        if def.default.is_const {
+            return Err(alloc::format!("the default action of `{table}` is const in the spec"));
+        }
+        match entry::parse_line(p, def, line, 1) {
+            Ok(Some(Entry::Default(a))) => Ok(TableChange {
+                table: index,
+                key: Vec::new(),
+                priority: 0,
+                prefix_len: None,
+                action: Some(a),
+                default: true,
+            }),
+            Ok(_) => Err("expected `action NAME [ARG VALUE]…` alone".to_string()),
+            Err(e) => Err(alloc::format!("{}", e.kind)),
+        }
     }
 }
 
@@ -379,6 +418,13 @@ impl TableSet {
         let (Some(kind), Some(next)) = (self.tables.get_mut(c.table), self.next_index.get_mut(c.table)) else {
             return Err("no such table");
         };
+        if c.default {
+            let (Some(slot), Some(a)) = (self.defaults.get_mut(c.table), c.action.as_ref()) else {
+                return Err("no default action given");
+            };
+            *slot = Some(Stored { action: a.action, args: a.args.clone() });
+            return Ok(());
+        }
         let Some(action) = c.action.clone() else {
             let value: Vec<u8> = c.key.iter().flat_map(|k| k.value.iter().copied()).collect();
             return match kind {
@@ -421,7 +467,9 @@ impl TableChange {
 /// then `changes` in order (an add replaces the entry of its key or appends, a delete removes
 /// it), each as a line of DPDK's table-file syntax (`match KEY… [priority P] action NAME [ARG
 /// VALUE]…`: keys in hex, masked ones `VALUE/MASK`, `priority` where a key field is a
-/// wildcard). Workers that refused a change (`p4_change_refused`) may differ from it.
+/// wildcard), and last the default action in force (`default action NAME [ARG VALUE]…`: the
+/// spec's, or the last `p4 default`). Workers that refused a change (`p4_change_refused`) may
+/// differ from it.
 pub fn table_lines(
     p: &Program,
     table: &str,
@@ -441,7 +489,14 @@ pub fn table_lines(
             rows.push((key, priority, prefix_len, action));
         }
     }
+    let mut default = (def.default.action, def.default.args.clone());
     for c in changes.iter().filter(|c| c.table == index) {
+        if c.default {
+            if let Some(a) = &c.action {
+                default = (a.action, a.args.clone());
+            }
+            continue;
+        }
         let at = rows.iter().position(|(k, _, l, _)| c.same_key(k, *l));
         match (&c.action, at) {
             (Some(a), Some(i)) => {
@@ -463,7 +518,24 @@ pub fn table_lines(
             let _ = write!(out, "{x:02x}");
         }
     };
-    Ok(rows
+    // ` action NAME ARG VALUE…` (values in hex: host order up to 8 bytes, else network order).
+    let action_text = |l: &mut String, action: ActionId, args: &[u8]| {
+        let a = p.actions.get(usize::from(action));
+        let _ = write!(l, " action {}", a.map_or("?", |a| a.name.as_str()));
+        let fields = a.and_then(|a| a.args).and_then(|s| p.structs.get(usize::from(s)));
+        for f in fields.map_or(&[][..], |s| &s.fields[..]) {
+            let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+            let b = args.get(o..o + n).unwrap_or(&[]);
+            let _ = write!(l, " {} ", f.name);
+            if n <= 8 {
+                let v = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x));
+                let _ = write!(l, "0x{v:x}");
+            } else {
+                hex(l, b);
+            }
+        }
+    };
+    let mut lines: Vec<String> = rows
         .iter()
         .map(|(key, priority, _, action)| {
             let mut l = String::from("match");
@@ -478,23 +550,14 @@ pub fn table_lines(
             if wildcard {
                 let _ = write!(l, " priority {priority}");
             }
-            let a = p.actions.get(usize::from(action.action));
-            let _ = write!(l, " action {}", a.map_or("?", |a| a.name.as_str()));
-            let fields = a.and_then(|a| a.args).and_then(|s| p.structs.get(usize::from(s)));
-            for f in fields.map_or(&[][..], |s| &s.fields[..]) {
-                let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
-                let b = action.args.get(o..o + n).unwrap_or(&[]);
-                let _ = write!(l, " {} ", f.name);
-                if n <= 8 {
-                    let v = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x));
-                    let _ = write!(l, "0x{v:x}");
-                } else {
-                    hex(&mut l, b);
-                }
-            }
+            action_text(&mut l, action.action, &action.args);
             l
         })
-        .collect())
+        .collect();
+    let mut l = String::from("default");
+    action_text(&mut l, default.0, &default.1);
+    lines.push(l);
+    Ok(lines)
 }
 
 /// A selector's group table, as DPDK 22.11 lays it out (`rte_swx_table_selector.c`): the
@@ -584,6 +647,13 @@ impl Groups {
 }
 
 impl Tables for TableSet {
+    fn default_action(&self, table: TableRef) -> Option<(ActionId, &[u8])> {
+        match table {
+            TableRef::Table(t) => self.defaults.get(usize::from(t))?.as_ref().map(|s| (s.action, &s.args[..])),
+            _ => None,
+        }
+    }
+
     fn lookup(&mut self, table: TableRef, key: &[u8]) -> Option<Hit<'_>> {
         let TableSet { tables, learners, arg_bytes, buf, now, .. } = self;
         let (action, n, index) = match table {

@@ -198,3 +198,39 @@ fn live_table_changes_reach_every_worker_before_its_next_batch() {
     }
     assert_eq!(shared.generation(), 4);
 }
+
+/// `p4 default`: every worker's misses run the new default (here a route out of port 0 to a
+/// gateway's MAC) from its next batch on; hits are unchanged; a default back to `drop` drops
+/// again; a const default, an action the table does not list, or an entry line are refused.
+#[test]
+fn a_live_default_action_is_what_every_worker_runs_on_a_miss() {
+    let cfg = P4Config { spec: ROUTER.to_string(), tables: alloc::vec![("routes".to_string(), ROUTES.to_string())] };
+    let shared = Arc::new(P4Shared::try_new(&cfg, rate()).expect("loads"));
+    let (mut w0, mut w1) = (P4::new(shared.clone()), P4::new(shared.clone()));
+    let nowhere = || alloc::vec![udp_to([192, 0, 2, 1], 64)];
+    assert_eq!(outs(&mut w0, &nowhere(), 1)[0].verdict, Verdict::Drop(DropReason::P4Drop));
+    let gw = "action route nexthop_mac 0x020000000c09 port_out 0";
+    assert_eq!(shared.change_default("routes", gw), Ok(1));
+    for w in [&mut w0, &mut w1] {
+        let out = outs(w, &nowhere(), 1);
+        assert_eq!((out[0].verdict, &out[0].frame[0..6]), (Verdict::Forward(0), &[2, 0, 0, 0, 0xc, 9][..]));
+        assert_eq!(out[0].frame[22], 63, "the rest of the program ran");
+        // A hit still runs its entry.
+        assert_eq!(outs(w, &alloc::vec![udp_to([10, 0, 2, 9], 64)], 0)[0].verdict, Verdict::Forward(1));
+    }
+    assert_eq!(shared.change_default("routes", "action drop"), Ok(2));
+    assert_eq!(outs(&mut w1, &nowhere(), 1)[0].verdict, Verdict::Drop(DropReason::P4Drop));
+    for (table, line, why) in [
+        ("routes", "action teleport", "teleport"),
+        ("routes", "match 0x0a000200/0xffffff00 action drop", "alone"),
+        ("nope", "action drop", "no table `nope`"),
+    ] {
+        let e = shared.change_default(table, line).unwrap_err();
+        assert!(e.contains(why), "{table} {line}: {e}");
+    }
+    // l2fwd.spec's stub table has a const default.
+    let l2 = include_str!("../../../tests/p4/dpdk/l2fwd.spec");
+    let s = P4Shared::try_new(&P4Config { spec: l2.to_string(), tables: Vec::new() }, rate()).expect("loads");
+    assert!(s.change_default("stub", "action NoAction").unwrap_err().contains("const"));
+    assert_eq!(shared.generation(), 2);
+}
