@@ -239,12 +239,17 @@ fn tables(n: usize, label: &str, rule: Rule) {
 
 /// Cycles per packet through the worker loop running `stage` on `frames`.
 fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
+    forwarding_of(op, "-", stage, frames, rule);
+}
+
+/// [`forwarding`] with the figure's `size=` (the `p4` figures name their program there).
+fn forwarding_of<S: Stage>(op: &str, size: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
     let (r, stats) = with_worker(stage, frames, |poll| {
         rule.take(|| (0..POLLS).map(|_| poll()).sum::<u64>() as f64 / (POLLS * BATCH_SIZE) as f64)
     });
-    report(op, "-", r, POLLS * BATCH_SIZE);
+    report(op, size, r, POLLS * BATCH_SIZE);
     println!(
-        "PEERINFO impl=cadence op={op} rx={} tx={} drops={}",
+        "PEERINFO impl=cadence op={op} size={size} rx={} tx={} drops={}",
         stats.ports.iter().map(|p| p.rx).sum::<u64>(),
         stats.ports.iter().map(|p| p.tx).sum::<u64>(),
         stats.drops_total()
@@ -327,17 +332,7 @@ fn p4(label: &str, spec: &str, tables: &[(&str, &str)], pcap: &str, rule: Rule) 
     let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
     let mut chain = Chain::new(vec![Box::new(P4::new(Arc::new(shared)))], egress);
     chain.set_validate(Depth::L2);
-    let frames = read_pcap(pcap)?;
-    let (r, stats) = with_worker(chain, &frames, |poll| {
-        rule.take(|| (0..POLLS).map(|_| poll()).sum::<u64>() as f64 / (POLLS * BATCH_SIZE) as f64)
-    });
-    report("p4", label, r, POLLS * BATCH_SIZE);
-    println!(
-        "PEERINFO impl=cadence op=p4 size={label} rx={} tx={} drops={}",
-        stats.ports.iter().map(|p| p.rx).sum::<u64>(),
-        stats.ports.iter().map(|p| p.tx).sum::<u64>(),
-        stats.drops_total()
-    );
+    forwarding_of("p4", label, chain, &read_pcap(pcap)?, rule);
     Ok(())
 }
 

@@ -122,22 +122,22 @@ impl P4Shared {
     /// next batch (a worker that cannot — a full table, a delete of a key it does not hold —
     /// counts it in `p4_change_refused`). Returns the change's generation.
     pub fn change(&self, table: &str, line: &str, add: bool) -> Result<usize, String> {
-        let c = TableChange::parse(&self.program, table, line, add)?;
-        let mut log = self.changes.lock();
-        log.push(c);
-        self.generation.store(log.len(), Ordering::Release);
-        Ok(log.len())
+        Ok(self.log(TableChange::parse(&self.program, table, line, add)?))
     }
 
     /// A live change of `table`'s default action (the control plane's `p4 default TABLE
     /// LINE`, `line` being `action NAME [ARG VALUE]…`), checked now, applied by every worker
     /// before its next batch as [`P4Shared::change`]'s are. Returns the change's generation.
     pub fn change_default(&self, table: &str, line: &str) -> Result<usize, String> {
-        let c = TableChange::parse_default(&self.program, table, line)?;
+        Ok(self.log(TableChange::parse_default(&self.program, table, line)?))
+    }
+
+    /// Appends a checked change to the log the workers catch up with; its generation.
+    fn log(&self, c: TableChange) -> usize {
         let mut log = self.changes.lock();
         log.push(c);
         self.generation.store(log.len(), Ordering::Release);
-        Ok(log.len())
+        log.len()
     }
 
     /// The entries of `table` as the control plane sees them (its table file, then the

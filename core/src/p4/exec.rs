@@ -307,11 +307,17 @@ impl State {
         self.regs.get(usize::from(a))?.get(i).copied()
     }
 
-    fn bytes<'s>(&'s self, f: Field, args: &'s [u8]) -> &'s [u8] {
+    /// Notes a read of `f` for the diagnostics (a field of an invalid header, unwritten
+    /// metadata).
+    fn note_read(&self, f: Field) {
         self.note(f.space);
         if matches!(f.space, Space::Meta) {
             self.check_meta(f.offset as usize, (f.bits / 8) as usize);
         }
+    }
+
+    fn bytes<'s>(&'s self, f: Field, args: &'s [u8]) -> &'s [u8] {
+        self.note_read(f);
         let buf = match f.space {
             Space::Header(_) => &self.hdr[..],
             Space::Meta => &self.meta[..],
@@ -339,14 +345,11 @@ impl State {
     #[inline(always)]
     fn load(&self, f: Field, args: &[u8]) -> u64 {
         let header = matches!(f.space, Space::Header(_));
-        if self.diag {
-            self.note(f.space);
-            if matches!(f.space, Space::Meta) {
-                self.check_meta(f.offset as usize, (f.bits / 8) as usize);
-            }
-        }
         let n = ((f.bits / 8) as usize).min(8);
         if let Some(w) = self.word(f, args) {
+            if self.diag {
+                self.note_read(f);
+            }
             return if n == 0 {
                 0
             } else if header {
@@ -456,7 +459,7 @@ impl State {
         let n = ((f.bits / 8) as usize).min(8);
         if let Some(w) = self.word(f, &[]) {
             if self.diag {
-                let _ = self.bytes(f, &[]);
+                self.note_read(f);
             }
             return if n == 0 { 0 } else { u64::from_le_bytes(w) & low_mask(n) };
         }
@@ -506,13 +509,20 @@ impl State {
         port_in: u64,
         out: &mut [u8],
     ) -> Verdict {
+        match self.apply(p, tables, frame, port_in) {
+            Ok(port) => self.deparse(p, frame, port, out),
+            Err(v) => v,
+        }
+    }
+
+    /// Runs `apply` on one packet: the port of its `tx`, or the verdict it ended with.
+    fn apply(&mut self, p: &Program, tables: &mut dyn Tables, frame: &[u8], port_in: u64) -> Result<u64, Verdict> {
         let mut steps = 0u32;
-        let end = self.list(p, &p.apply, &[], frame, port_in, &mut steps, Some(tables));
-        match end {
-            End::Tx(port) => self.deparse(p, frame, port, out),
-            End::Drop => Verdict::Drop,
-            End::Return => Verdict::Fault(Fault::FellOff),
-            End::Fault(f) => Verdict::Fault(f),
+        match self.list(p, &p.apply, &[], frame, port_in, &mut steps, Some(tables)) {
+            End::Tx(port) => Ok(port),
+            End::Drop => Err(Verdict::Drop),
+            End::Return => Err(Verdict::Fault(Fault::FellOff)),
+            End::Fault(f) => Err(Verdict::Fault(f)),
         }
     }
 
@@ -529,13 +539,9 @@ impl State {
         port_in: u64,
         out: &mut [u8],
     ) -> (Verdict, bool) {
-        let mut steps = 0u32;
-        let end = self.list(p, &p.apply, &[], frame, port_in, &mut steps, Some(tables));
-        let port = match end {
-            End::Tx(port) => port,
-            End::Drop => return (Verdict::Drop, false),
-            End::Return => return (Verdict::Fault(Fault::FellOff), false),
-            End::Fault(f) => return (Verdict::Fault(f), false),
+        let port = match self.apply(p, tables, frame, port_in) {
+            Ok(port) => port,
+            Err(v) => return (v, false),
         };
         let heads = || self.emitted.iter().filter_map(|&h| p.headers.get(usize::from(h)));
         if heads().map(|h| h.bytes as usize).sum::<usize>() != self.cursor || self.cursor > frame.len() {
@@ -781,28 +787,21 @@ impl State {
                     let (action, was_hit) = match hit {
                         Some(h) => {
                             buf.extend_from_slice(h.args);
-                            buf.extend_from_slice(&[0; PAD]);
                             self.entry = h.entry;
                             (h.action, true)
                         }
                         None => {
-                            buf.extend_from_slice(&d.args);
-                            buf.extend_from_slice(&[0; PAD]);
-                            self.entry = 0;
-                            (d.action, false)
-                        }
-                    };
-                    // A miss runs the default the control plane set live, where it set one.
-                    let over = if was_hit { None } else { tables.as_deref().and_then(|t| t.default_action(table)) };
-                    let action = match over {
-                        Some((a, args)) => {
-                            buf.clear();
+                            // The default the control plane set live, where it set one.
+                            let (a, args) = tables
+                                .as_deref()
+                                .and_then(|t| t.default_action(table))
+                                .unwrap_or((d.action, &d.args[..]));
                             buf.extend_from_slice(args);
-                            buf.extend_from_slice(&[0; PAD]);
-                            a
+                            self.entry = 0;
+                            (a, false)
                         }
-                        None => action,
                     };
+                    buf.extend_from_slice(&[0; PAD]);
                     self.hit = was_hit;
                     self.last_action = Some(action);
                     self.learner = if let TableRef::Learner(l) = table { Some(l) } else { None };

@@ -29,7 +29,7 @@ use core::fmt;
 use super::SpecError;
 use super::entry::{self, Entry, KeyValue};
 use super::exec::{Fault, Hit, Tables};
-use super::program::{ActionId, MatchKind, Program, SelectorDef, TableRef};
+use super::program::{ActionId, MatchKind, Program, SelectorDef, TableDef, TableRef};
 use crate::pna::IdleTimeout;
 use crate::pna::exact::{EntryHandle, ExactConfig, ExactTable, Local, Lookup};
 use crate::pna::lpm::{Lpm6, LpmConfig};
@@ -321,18 +321,30 @@ fn insert(
             Ok(())
         }
         Kind::List { entries, stored } => {
-            let mask: Vec<u8> =
-                key.iter().flat_map(|k| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()])).collect();
+            let mask: Vec<u8> = key.iter().flat_map(full_mask).collect();
             if live {
                 entries.retain(|e| !(e.value == value && e.mask == mask));
             }
             entries.push(Ternary { value, mask, priority, index: stored.len() as u32 });
             stored.push(Stored { action: action.action, args: action.args });
-            // Stable: equal priorities keep the order they came in.
-            entries.sort_by_key(|e| e.priority);
+            if live {
+                // Stable: equal priorities keep the order they came in (a build sorts once, at
+                // its end).
+                entries.sort_by_key(|e| e.priority);
+            }
             Ok(())
         }
     }
+}
+
+/// The mask of a key field over its whole width (an exact field's: all ones).
+fn full_mask(k: &KeyValue) -> Vec<u8> {
+    k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()])
+}
+
+/// The table named `name`, with its index in the program.
+fn table_def<'p>(p: &'p Program, name: &str) -> Option<(usize, &'p TableDef)> {
+    p.tables.iter().enumerate().find(|(_, t)| t.name == name)
 }
 
 /// The LPM address and length of an entry's key: the exact fields, then the `lpm` field,
@@ -362,7 +374,7 @@ impl TableChange {
     /// `line` (a table-file line: `match KEY… [priority P] action NAME [ARG VALUE]…`; for a
     /// delete the action may be left out) for `table` of `p`; an error names the construct.
     pub fn parse(p: &Program, table: &str, line: &str, add: bool) -> Result<Self, String> {
-        let (index, def) = p.tables.iter().enumerate().find(|(_, t)| t.name == table).ok_or_else(|| {
+        let (index, def) = table_def(p, table).ok_or_else(|| {
             alloc::format!("no table `{table}` in the program (selectors and learners change otherwise)")
         })?;
         let (key, priority, prefix_len, action) = match entry::parse_match(p, def, line, 1) {
@@ -386,12 +398,7 @@ impl TableChange {
     /// being `action NAME [ARG VALUE]…`, an action the table lists); refused for a table whose
     /// spec makes its default `const`.
     pub fn parse_default(p: &Program, table: &str, line: &str) -> Result<Self, String> {
-        let (index, def) = p
-            .tables
-            .iter()
-            .enumerate()
-            .find(|(_, t)| t.name == table)
-            .ok_or_else(|| alloc::format!("no table `{table}` in the program"))?;
+        let (index, def) = table_def(p, table).ok_or_else(|| alloc::format!("no table `{table}` in the program"))?;
         if def.default.is_const {
             return Err(alloc::format!("the default action of `{table}` is const in the spec"));
         }
@@ -436,11 +443,7 @@ impl TableSet {
                     lpm.delete(addr, len).map_err(|_| "no entry with this key")
                 }
                 Kind::List { entries, .. } => {
-                    let mask: Vec<u8> = c
-                        .key
-                        .iter()
-                        .flat_map(|k| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()]))
-                        .collect();
+                    let mask: Vec<u8> = c.key.iter().flat_map(full_mask).collect();
                     let before = entries.len();
                     entries.retain(|e| !(e.value == value && e.mask == mask));
                     if entries.len() == before { Err("no entry with this key") } else { Ok(()) }
@@ -456,10 +459,9 @@ impl TableSet {
 impl TableChange {
     /// Whether this change is about the entry of `key` (same values, masks and prefix).
     fn same_key(&self, key: &[KeyValue], prefix_len: Option<u32>) -> bool {
-        let full = |k: &KeyValue| k.mask.clone().unwrap_or_else(|| alloc::vec![0xFF; k.value.len()]);
         self.prefix_len == prefix_len
             && self.key.len() == key.len()
-            && self.key.iter().zip(key).all(|(a, b)| a.value == b.value && full(a) == full(b))
+            && self.key.iter().zip(key).all(|(a, b)| a.value == b.value && full_mask(a) == full_mask(b))
     }
 }
 
@@ -477,12 +479,7 @@ pub fn table_lines(
     changes: &[TableChange],
 ) -> Result<Vec<String>, String> {
     use core::fmt::Write;
-    let (index, def) = p
-        .tables
-        .iter()
-        .enumerate()
-        .find(|(_, t)| t.name == table)
-        .ok_or_else(|| alloc::format!("no table `{table}` in the program"))?;
+    let (index, def) = table_def(p, table).ok_or_else(|| alloc::format!("no table `{table}` in the program"))?;
     let mut rows: Vec<(Vec<KeyValue>, u32, Option<u32>, entry::EntryAction)> = Vec::new();
     for e in entry::parse_file(p, def, text.unwrap_or("")).map_err(|e| alloc::format!("{e}"))? {
         if let entry::Entry::Match { key, priority, prefix_len, action } = e {

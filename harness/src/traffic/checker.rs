@@ -344,21 +344,21 @@ impl Checker {
                 break;
             }
         }
-        let mut expected = frame::build(flow, tag.seq, f.len(), tag.ts_ns, dst_mac, self.macs.nic[egress.min(1)]);
-        if fe.p4 {
+        let mut expected = if fe.p4 {
             // The program's output for the frame as it was sent; the port's own MAC as source.
             let i = flow.ingress.min(1);
             let sent = frame::build(flow, tag.seq, f.len(), tag.ts_ns, self.macs.nic[i], self.macs.peer[i]);
-            match self.expect.as_mut().and_then(|e| e.p4(flow.ingress, &sent)) {
-                Some(Ok((port, out))) => {
-                    (egress, expected) = (port, out);
-                    if let Some(src) = expected.get_mut(6..12) {
-                        src.copy_from_slice(&self.macs.nic[egress.min(1)].0);
-                    }
-                }
-                _ => return Verdict::NotDropped,
+            let Some(Ok((to, mut out))) = self.expect.as_mut().and_then(|e| e.p4(flow.ingress, &sent)) else {
+                return Verdict::NotDropped;
+            };
+            egress = to;
+            if let Some(src) = out.get_mut(6..12) {
+                src.copy_from_slice(&self.macs.nic[egress.min(1)].0);
             }
-        }
+            out
+        } else {
+            frame::build(flow, tag.seq, f.len(), tag.ts_ns, dst_mac, self.macs.nic[egress.min(1)])
+        };
         // The P4 model's output is the whole frame, checksums included: no rewrite on top.
         let nf_ok = fe.p4 || self.apply_rewrites(&fe, usize::from(tag.flow), f, received, &mut expected);
         if expected.get(12..) != f.get(12..) {
