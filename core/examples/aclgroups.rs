@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use cadence_core::nf::acl::{
     AclAction, AclConfig, AclShared, CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6,
-    classbench_trace, five_tuple,
+    classbench_trace,
 };
 
 fn main() {
@@ -44,7 +44,7 @@ fn main() {
     let all = vec![(100, false), (1000, false), (10_000, false), (1000, true)];
     for (n, v6) in if sizes.is_empty() { all } else { sizes } {
         let rules = if v6 { classbench_rules6(CLASSBENCH_SEED, n) } else { classbench_rules(CLASSBENCH_SEED, n) };
-        let trace: Vec<_> = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS).iter().map(five_tuple).collect();
+        let trace = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS);
         let Ok(acl) = AclShared::try_new(&AclConfig::new(rules, AclAction::Permit)) else {
             eprintln!("aclgroups: the ACL refused {n} generated rules");
             std::process::exit(1);
@@ -60,7 +60,7 @@ fn main() {
             continue;
         }
         let visited: usize = trace.iter().map(|k| c.groups_visited(k)).sum();
-        let time = |f: &dyn Fn(&cadence_core::pna::ternary::FiveTuple)| {
+        let time = |f: &dyn Fn(&cadence_core::parse::FlowKey)| {
             (0..5)
                 .map(|_| {
                     let t0 = Instant::now();

@@ -140,6 +140,16 @@ impl IpAddr {
             IpAddr::V6(a) => a,
         }
     }
+
+    /// The address as an IPv6 number, IPv4 as IPv4-mapped IPv6 (`::ffff:a.b.c.d`): the form
+    /// the ACL's rules and classifiers compare.
+    #[inline]
+    pub fn to_v6_bits(&self) -> u128 {
+        match self {
+            IpAddr::V4(b) => 0xFFFF << 32 | u128::from(u32::from_be_bytes(*b)),
+            IpAddr::V6(b) => u128::from_be_bytes(*b),
+        }
+    }
 }
 
 /// The 5-tuple of a packet. Ports are 0 for protocols without ports and for
@@ -166,6 +176,11 @@ pub const FLOW_WORDS: usize = 5;
 const V6_BIT: u64 = 1 << 40;
 
 impl FlowKey {
+    /// An IPv4 key from host-order addresses.
+    pub const fn v4(src: u32, dst: u32, src_port: u16, dst_port: u16, proto: u8) -> FlowKey {
+        FlowKey { src: IpAddr::V4(src.to_be_bytes()), dst: IpAddr::V4(dst.to_be_bytes()), src_port, dst_port, proto }
+    }
+
     /// Whether the key carries ports (TCP or UDP, not fragmented).
     pub fn has_ports(&self) -> bool {
         matches!(self.proto, PROTO_TCP | PROTO_UDP) && (self.src_port | self.dst_port) != 0

@@ -35,7 +35,7 @@ use crate::drops::DropReason;
 use crate::parse::{FlowKey, IpAddr};
 use crate::pna::exact::{Local, LocalStats};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
-use crate::pna::ternary::{FiveTuple, Rule};
+use crate::pna::ternary::Rule;
 use crate::pna::{ActionId, ActionMask, IdleTimeout};
 use crate::pna::{AddStatus, NotDone};
 use crate::sync::{Reader, Swap};
@@ -97,8 +97,8 @@ impl Prefix {
     /// The prefix in the classifier's space (IPv4 as IPv4-mapped IPv6).
     fn mapped(&self) -> (u128, u8) {
         match self.addr {
-            IpAddr::V4(_) => (ip_u128_mapped(&self.addr), 96 + self.len.min(32)),
-            IpAddr::V6(_) => (ip_u128_mapped(&self.addr), self.len.min(128)),
+            IpAddr::V4(_) => (self.addr.to_v6_bits(), 96 + self.len.min(32)),
+            IpAddr::V6(_) => (self.addr.to_v6_bits(), self.len.min(128)),
         }
     }
 
@@ -151,25 +151,6 @@ impl AclRule {
                 AclAction::Deny => 1,
             },
         }
-    }
-}
-
-/// An address as a `u128`, IPv4 as IPv4-mapped IPv6 (`::ffff:a.b.c.d`).
-fn ip_u128_mapped(a: &IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(b) => 0xFFFF << 32 | u128::from(u32::from_be_bytes(*b)),
-        IpAddr::V6(b) => u128::from_be_bytes(*b),
-    }
-}
-
-/// A flow key as the classifier sees it.
-pub fn five_tuple(flow: &FlowKey) -> FiveTuple {
-    FiveTuple {
-        src: ip_u128_mapped(&flow.src),
-        dst: ip_u128_mapped(&flow.dst),
-        sport: flow.src_port,
-        dport: flow.dst_port,
-        proto: flow.proto,
     }
 }
 

@@ -17,28 +17,27 @@
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::parse::FlowKey;
+
 const V4_MAPPED: u128 = 0xFFFF << 32;
 
-/// A packet's 5-tuple (addresses as IPv6; see [`FiveTuple::v4`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct FiveTuple {
-    /// Source address.
-    pub src: u128,
-    /// Destination address.
-    pub dst: u128,
-    /// Source port (0 when the protocol has none).
-    pub sport: u16,
-    /// Destination port.
-    pub dport: u16,
-    /// IP protocol.
-    pub proto: u8,
+/// A flow key in the classifiers' coordinates: both addresses as IPv6 numbers
+/// ([`IpAddr::to_v6_bits`](crate::parse::IpAddr::to_v6_bits)), made once per lookup from the
+/// one flow key type, [`FlowKey`], so that the scans compare integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Point {
+    pub(crate) src: u128,
+    pub(crate) dst: u128,
+    pub(crate) sport: u16,
+    pub(crate) dport: u16,
+    pub(crate) proto: u8,
 }
 
-impl FiveTuple {
-    /// An IPv4 5-tuple.
-    pub const fn v4(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> Self {
-        Self { src: V4_MAPPED | src as u128, dst: V4_MAPPED | dst as u128, sport, dport, proto }
+impl Point {
+    /// `k` as the classifiers compare it.
+    #[inline]
+    pub(crate) fn of(k: &FlowKey) -> Self {
+        Self { src: k.src.to_v6_bits(), dst: k.dst.to_v6_bits(), sport: k.src_port, dport: k.dst_port, proto: k.proto }
     }
 }
 
@@ -87,9 +86,14 @@ impl Rule {
         }
     }
 
-    /// Whether the rule matches `p`.
+    /// Whether the rule matches `k`.
+    pub fn matches(&self, k: &FlowKey) -> bool {
+        self.matches_point(&Point::of(k))
+    }
+
+    /// [`Rule::matches`] of a key already in the classifiers' coordinates.
     #[inline]
-    pub fn matches(&self, p: &FiveTuple) -> bool {
+    pub(crate) fn matches_point(&self, p: &Point) -> bool {
         mask(p.src, self.src.1) == mask(self.src.0, self.src.1)
             && mask(p.dst, self.dst.1) == mask(self.dst.0, self.dst.1)
             && (self.sport.0..=self.sport.1).contains(&p.sport)
@@ -272,8 +276,9 @@ impl TernaryTable {
         self.tuples.sort_by_key(|t| core::cmp::Reverse(t.best));
     }
 
-    /// The best rule matching `p` (tuple space search).
-    pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
+    /// The best rule matching `k` (tuple space search).
+    pub fn classify(&self, k: &FlowKey) -> Option<Match> {
+        let p = &Point::of(k);
         let mut best: Option<Match> = None;
         for t in &self.tuples {
             if best.is_some_and(|b| b.priority > t.best) {
@@ -308,11 +313,12 @@ impl TernaryTable {
     }
 
     /// The reference: a linear scan over every rule.
-    pub fn classify_linear(&self, p: &FiveTuple) -> Option<Match> {
+    pub fn classify_linear(&self, k: &FlowKey) -> Option<Match> {
+        let p = &Point::of(k);
         let mut best: Option<Match> = None;
         for (id, r) in self.rules.iter().enumerate() {
             let Some(r) = r else { continue };
-            if r.matches(p) && best.is_none_or(|b| r.priority > b.priority) {
+            if r.matches_point(p) && best.is_none_or(|b| r.priority > b.priority) {
                 best = Some(Match { rule: id as RuleId, action: r.action, priority: r.priority });
             }
         }
@@ -323,6 +329,7 @@ impl TernaryTable {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::parse::IpAddr;
     use proptest::prelude::*;
     use std::vec::Vec;
 
@@ -339,7 +346,7 @@ mod tests {
             .prop_map(|(pri, s, d, sp, dp, pr, a)| Rule::v4(pri, s, d, sp, dp, pr, a))
     }
 
-    fn packet() -> impl Strategy<Value = FiveTuple> {
+    fn packet() -> impl Strategy<Value = FlowKey> {
         let addr = prop_oneof![
             (0u32..512).prop_map(|x| 0x0a00_0000 | x),
             (0u32..512).prop_map(|x| 0x0a01_0000 | x),
@@ -347,7 +354,7 @@ mod tests {
             any::<u32>()
         ];
         (addr.clone(), addr, 0u16..110, 0u16..110, prop_oneof![Just(6u8), Just(17), Just(1)])
-            .prop_map(|(s, d, sp, dp, pr)| FiveTuple::v4(s, d, sp, dp, pr))
+            .prop_map(|(s, d, sp, dp, pr)| FlowKey::v4(s, d, sp, dp, pr))
     }
 
     proptest! {
@@ -368,7 +375,8 @@ mod tests {
             }
             // Packets built to hit each rule's own prefixes.
             for r in rules.iter() {
-                let p = FiveTuple { src: r.src.0, dst: r.dst.0, sport: r.sport.0, dport: r.dport.1, proto: r.proto.unwrap_or(6) };
+                let ip = |a: u128| IpAddr::V4((a as u32).to_be_bytes());
+                let p = FlowKey { src: ip(r.src.0), dst: ip(r.dst.0), src_port: r.sport.0, dst_port: r.dport.1, proto: r.proto.unwrap_or(6) };
                 prop_assert_eq!(t.classify(&p), t.classify_linear(&p));
             }
         }
@@ -383,10 +391,16 @@ mod tests {
             t.add(Rule { sport: (5, 4), ..Rule::v4(1, (0, 0), (0, 0), (0, 0), (0, 0), None, 0) }),
             Err(RuleError::Malformed)
         );
-        let p = FiveTuple::v4(0x0a01_0203, 0x0808_0808, 40000, 443, 6);
+        let p = FlowKey::v4(0x0a01_0203, 0x0808_0808, 40000, 443, 6);
         assert_eq!(t.classify(&p).map(|m| m.rule), Some(web));
-        assert_eq!(t.classify(&FiveTuple { dport: 8080, ..p }).map(|m| m.rule), Some(deny_all));
-        let v6 = FiveTuple { src: 0x2001_0db8 << 96, dst: 1, sport: 1, dport: 443, proto: 6 };
+        assert_eq!(t.classify(&FlowKey { dst_port: 8080, ..p }).map(|m| m.rule), Some(deny_all));
+        let v6 = FlowKey {
+            src: IpAddr::V6((0x2001_0db8u128 << 96).to_be_bytes()),
+            dst: IpAddr::V6(1u128.to_be_bytes()),
+            src_port: 1,
+            dst_port: 443,
+            proto: 6,
+        };
         assert_eq!(t.classify(&v6), None, "v4 rules never match v6 packets");
         assert_eq!(t.tuple_count(), 2);
         assert!(t.remove(web).is_ok());

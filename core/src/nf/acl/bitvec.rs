@@ -28,7 +28,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::pna::ternary::{FiveTuple, Match, Rule};
+use crate::parse::FlowKey;
+use crate::pna::ternary::{Match, Point, Rule};
 
 /// The most memory the bit vectors (and their tables) of one classifier may take: about 2 000
 /// rules of mixed prefixes and port ranges. Kept well inside the image's heap (at most 32 MiB,
@@ -371,14 +372,21 @@ impl BitVec {
 
     /// The best rule matching `p`: highest priority, then lowest id.
     #[inline]
-    pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
-        self.classify_without(p, &[])
+    pub fn classify(&self, k: &FlowKey) -> Option<Match> {
+        self.lookup(&Point::of(k), &[])
     }
 
     /// [`BitVec::classify`] without the rules whose positions are set in `dead` (bit `p` of
     /// word `p / 64`; words past its end count as zero): deleted since the build.
     #[inline]
-    pub fn classify_without(&self, p: &FiveTuple, dead: &[u64]) -> Option<Match> {
+    pub fn classify_without(&self, k: &FlowKey, dead: &[u64]) -> Option<Match> {
+        self.lookup(&Point::of(k), dead)
+    }
+
+    /// [`BitVec::classify_without`] of a key already in the classifiers' coordinates (a
+    /// [`Classifier`](super::Classifier) makes it once for all its groups).
+    #[inline]
+    pub(crate) fn lookup(&self, p: &Point, dead: &[u64]) -> Option<Match> {
         let ((ms, s), (md, d)) = (self.src.row(p.src), self.dst.row(p.dst));
         let ((msp, sp), (mdp, dp), (mpr, pr)) =
             (self.sport.row(p.sport), self.dport.row(p.dport), self.proto.row(u16::from(p.proto)));
@@ -425,6 +433,7 @@ fn first_match<const W: usize>(rows: [&[u64]; 5], dead: &[u64]) -> Option<usize>
 mod tests {
     use super::*;
     use crate::nf::acl::Classifier;
+    use crate::parse::IpAddr;
     use proptest::prelude::*;
 
     fn rule(
@@ -446,10 +455,10 @@ mod tests {
         narrow.dport = (80, 80);
         let rules = vec![(0, r(1)), (1, narrow), (2, r(5)), (3, r(1))];
         let bv = BitVec::try_new(&rules, MAX_BYTES).expect("small");
-        let m = |dport| bv.classify(&FiveTuple::v4(1, 2, 3, dport, 6)).map(|m| m.rule);
+        let m = |dport| bv.classify(&FlowKey::v4(1, 2, 3, dport, 6)).map(|m| m.rule);
         assert_eq!(m(80), Some(1), "priority 5 and the lower id");
         assert_eq!(m(81), Some(2));
-        assert_eq!(BitVec::try_new(&[], MAX_BYTES).expect("empty").classify(&FiveTuple::v4(1, 2, 3, 4, 6)), None);
+        assert_eq!(BitVec::try_new(&[], MAX_BYTES).expect("empty").classify(&FlowKey::v4(1, 2, 3, 4, 6)), None);
     }
 
     /// The top-16-bit index finds the interval the plain search finds, for IPv4-mapped keys
@@ -518,7 +527,7 @@ mod tests {
             let want = row.iter().enumerate().fold(0u64, |m, (k, &w)| m | u64::from(w != 0) << k);
             assert_eq!(summary, want, "port {port}");
             assert_eq!(summary.count_ones(), u32::from(port < 300), "port {port}");
-            let m = bv.classify(&FiveTuple::v4(1, 2, port, 9, 6)).map(|m| m.rule);
+            let m = bv.classify(&FlowKey::v4(1, 2, port, 9, 6)).map(|m| m.rule);
             assert_eq!(m, (port < 300).then_some(u32::from(port)));
         }
         let many: Vec<(u32, Rule)> =
@@ -561,7 +570,8 @@ mod tests {
             let bv = BitVec::try_new(&with_ids, MAX_BYTES).expect("small");
             let lin = Classifier::with_ids(with_ids);
             for (s, d, sp, dp, pr) in keys {
-                let k = FiveTuple { src: (s << 125) | 7, dst: (d << 125) | 3, sport: sp, dport: dp, proto: pr };
+                let ip = |a: u128| IpAddr::V6(a.to_be_bytes());
+                let k = FlowKey { src: ip((s << 125) | 7), dst: ip((d << 125) | 3), src_port: sp, dst_port: dp, proto: pr };
                 prop_assert_eq!(bv.classify(&k), lin.classify_linear(&k));
             }
         }

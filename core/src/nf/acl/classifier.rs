@@ -34,7 +34,8 @@ use alloc::vec::Vec;
 
 use super::BitVec;
 use super::bitvec::BitVecBuild;
-use crate::pna::ternary::{FiveTuple, Match, Rule};
+use crate::parse::FlowKey;
+use crate::pna::ternary::{Match, Point, Rule};
 
 /// Rules per bit-vector group, in classification order: 1 024 first (a set of up to 1 024
 /// rules is one run, so every key visits one run; the vectors' summaries let a key skip the
@@ -291,14 +292,16 @@ impl Classifier {
     }
 
     /// Groups a lookup of `p` visits (the first with a match ends it); for measurements.
-    pub fn groups_visited(&self, p: &FiveTuple) -> usize {
-        self.groups.iter().position(|g| g.classify(p).is_some()).map_or(self.groups.len(), |i| i + 1)
+    pub fn groups_visited(&self, k: &FlowKey) -> usize {
+        let p = &Point::of(k);
+        self.groups.iter().position(|g| g.lookup(p, &[]).is_some()).map_or(self.groups.len(), |i| i + 1)
     }
 
     /// Classifies `p` in every group and returns the first group's answer: the cost of a key
     /// that no rule matches (the worst case of a lookup); for measurements.
-    pub fn classify_every_group(&self, p: &FiveTuple) -> Option<Match> {
-        self.groups.iter().map(|g| g.classify(p)).fold(None, |a, m| a.or(m))
+    pub fn classify_every_group(&self, k: &FlowKey) -> Option<Match> {
+        let p = &Point::of(k);
+        self.groups.iter().map(|g| g.lookup(p, &[])).fold(None, |a, m| a.or(m))
     }
 
     /// The rules with their ids.
@@ -326,23 +329,29 @@ impl Classifier {
 
     /// The best rule matching `p`: highest priority, then lowest id.
     #[inline]
-    pub fn classify(&self, p: &FiveTuple) -> Option<Match> {
-        self.lookup(p, &[])
+    pub fn classify(&self, k: &FlowKey) -> Option<Match> {
+        self.lookup(&Point::of(k), &[])
     }
 
     /// [`Classifier::classify`] among the rules not marked in `dead`.
     #[inline]
-    pub fn classify_without(&self, p: &FiveTuple, dead: &Dead) -> Option<Match> {
+    pub fn classify_without(&self, k: &FlowKey, dead: &Dead) -> Option<Match> {
+        self.point_without(&Point::of(k), dead)
+    }
+
+    /// [`Classifier::classify_without`] of a key already in the classifiers' coordinates.
+    #[inline]
+    pub(crate) fn point_without(&self, p: &Point, dead: &Dead) -> Option<Match> {
         self.lookup(p, &dead.words)
     }
 
     #[inline]
-    fn lookup(&self, p: &FiveTuple, dead: &[u64]) -> Option<Match> {
+    fn lookup(&self, p: &Point, dead: &[u64]) -> Option<Match> {
         if !self.groups.is_empty() {
             // Runs in classification order: the first run with a match holds the answer.
             let mut start = 0;
             return self.groups.iter().find_map(|g| {
-                let m = g.classify_without(p, dead.get(start / 64..).unwrap_or(&[]));
+                let m = g.lookup(p, dead.get(start / 64..).unwrap_or(&[]));
                 start += g.len();
                 m
             });
@@ -372,7 +381,7 @@ impl Classifier {
 
     /// Checks one hash entry's rules, in order, against `p`.
     #[inline]
-    fn scan(&self, slot: &Slot, p: &FiveTuple, dead: &[u64], best: &mut Option<Match>) {
+    fn scan(&self, slot: &Slot, p: &Point, dead: &[u64], best: &mut Option<Match>) {
         let list = self.lists.get(slot.start as usize..(slot.start + slot.len) as usize).unwrap_or(&[]);
         for &at in list {
             let Some(&(id, ref r)) = self.rules.get(at as usize) else { continue };
@@ -382,7 +391,7 @@ impl Classifier {
             if best.is_some_and(|b| b.priority > r.priority || (b.priority == r.priority && b.rule < id)) {
                 return; // sorted: nothing later in the list beats the match in hand
             }
-            if r.matches(p) {
+            if r.matches_point(p) {
                 *best = Some(Match { rule: id, action: r.action, priority: r.priority });
                 return;
             }
@@ -390,10 +399,11 @@ impl Classifier {
     }
 
     /// The reference: a linear scan (highest priority, then lowest id).
-    pub fn classify_linear(&self, p: &FiveTuple) -> Option<Match> {
+    pub fn classify_linear(&self, k: &FlowKey) -> Option<Match> {
+        let p = &Point::of(k);
         let mut best: Option<Match> = None;
         for &(id, ref r) in &self.rules {
-            if r.matches(p) && best.is_none_or(|b| r.priority > b.priority) {
+            if r.matches_point(p) && best.is_none_or(|b| r.priority > b.priority) {
                 best = Some(Match { rule: id, action: r.action, priority: r.priority });
             }
         }
@@ -427,7 +437,7 @@ mod tests {
         assert!(c.uses_bit_vectors());
         assert_eq!(c.group_count(), if n == 4000 { 3 } else { 1 }); // 1 024, 2 048, 928
         for i in (0..n).step_by(7).chain([1023, 1024, 3071, 3072, n - 1]).filter(|&i| i < n) {
-            let k = FiveTuple::v4(0x0A00_0000 | i, 1, 2, 3, 6);
+            let k = FlowKey::v4(0x0A00_0000 | i, 1, 2, 3, 6);
             assert_eq!(c.classify(&k), c.classify_linear(&k), "host {i}");
             let want = if [1024, 3072].contains(&i) { None } else { Some(i) };
             if let Some(w) = want {
@@ -436,9 +446,9 @@ mod tests {
         }
         // The shared host of the boundary pairs: rule 1 023 (first group) beats rule 1 024.
         if n > 1024 {
-            assert_eq!(c.classify(&FiveTuple::v4(0x0A00_0000 | 1023, 1, 2, 3, 6)).map(|m| m.rule), Some(1023));
+            assert_eq!(c.classify(&FlowKey::v4(0x0A00_0000 | 1023, 1, 2, 3, 6)).map(|m| m.rule), Some(1023));
         }
-        assert_eq!(c.classify(&FiveTuple::v4(0x0B00_0000, 1, 2, 3, 6)), None);
+        assert_eq!(c.classify(&FlowKey::v4(0x0B00_0000, 1, 2, 3, 6)), None);
     }
 
     /// A set whose groups would exceed the budget goes to the tuples, with the same answers.
@@ -451,7 +461,7 @@ mod tests {
         let t = Classifier::tuples(rules);
         assert!(!t.uses_bit_vectors());
         assert_eq!(t.group_count(), 0);
-        let k = FiveTuple::v4(5 << 24 | 1, 2, 5, 80, 6);
+        let k = FlowKey::v4(5 << 24 | 1, 2, 5, 80, 6);
         assert_eq!(t.classify(&k).map(|m| m.rule), Some(5));
     }
 }

@@ -27,9 +27,9 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::classifier::{Build, Dead};
-use super::{AclAction, AclRule, Classifier, five_tuple};
+use super::{AclAction, AclRule, Classifier};
 use crate::parse::{FlowKey, IpAddr};
-use crate::pna::ternary::{Match, Rule};
+use crate::pna::ternary::{Match, Point, Rule};
 
 /// Most rules added since the base, per family, before an add rebuilds at once.
 pub const DELTA_MAX: usize = 64;
@@ -111,17 +111,17 @@ impl AclRules {
     /// Classifies a flow: the action and the rule's position (`None`: the default).
     pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
         let v6 = usize::from(matches!(flow.src, IpAddr::V6(_)));
-        let t = five_tuple(flow);
         let (Some(c), Some(dead), Some(delta)) = (self.base.family.get(v6), self.dead.get(v6), self.delta.get(v6))
         else {
             return (self.default_action, None);
         };
-        let mut best = c.classify_without(&t, dead);
+        let p = Point::of(flow);
+        let mut best = c.point_without(&p, dead);
         for &(id, ref r) in delta {
             if best.is_some_and(|b| b.priority > r.priority || (b.priority == r.priority && b.rule < id)) {
                 break; // classification order: nothing later beats the match in hand
             }
-            if r.matches(&t) {
+            if r.matches_point(&p) {
                 best = Some(Match { rule: id, action: r.action, priority: r.priority });
                 break;
             }
