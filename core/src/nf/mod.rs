@@ -362,6 +362,12 @@ pub trait Nf: Send {
     /// Called in reverse chain order, only for those rare errors. The default leaves it.
     fn own_error(&mut self, _pool: &mut Pool<'_>, _b: PacketBuf, _now: Instant) {}
 
+    /// Whether anything after this NF reads `Pkt::parsed` (a later NF of the chain, or the
+    /// chain's router at egress); the chain says so whenever its make-up changes, and an NF
+    /// is told `true` until then. An NF that rewrites headers freely (`p4`) parses its output
+    /// again only when it is read. The default ignores it.
+    fn set_parsed_read_after(&mut self, _read: bool) {}
+
     /// Writes this NF's own counters as ` key=value` pairs (each with a leading space,
     /// keys prefixed with the NF's name), for the stats lines.
     fn write_counters(&self, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
@@ -491,6 +497,10 @@ impl Chain {
         let reads = self.nfs.iter().map(|n| n.reads()).max().unwrap_or(Depth::L2);
         let meter = if self.meter.is_some() { Depth::L4 } else { Depth::L2 };
         self.depth = self.validate.max(reads).max(meter);
+        let (n, router) = (self.nfs.len(), self.router.is_some());
+        for (i, nf) in self.nfs.iter_mut().enumerate() {
+            nf.set_parsed_read_after(i + 1 < n || router);
+        }
         // Not with addresses: frames for the chain itself and next hops through the neighbour
         // table are the batch path's (`crate::neigh`).
         self.vector = self.meter.is_none()

@@ -178,7 +178,8 @@ pub struct P4Counters {
     /// Faults: an instruction the executor does not run, or a list that ended without `tx`,
     /// `drop` or `return`.
     pub unsupported: u64,
-    /// Frames the program sent that no longer parse (dropped as `nf_unsupported`).
+    /// Frames the program sent that no longer parse, where a later NF or the router reads the
+    /// parse (dropped as `nf_unsupported`; the chain's last NF without a router sends them).
     pub unparsable: u64,
     /// Learner adds refused (the learner was full).
     pub learn_refused: u64,
@@ -201,6 +202,9 @@ pub struct P4 {
     counters: P4Counters,
     /// Changes of `shared` applied to `tables`.
     applied: usize,
+    /// Whether anything after this NF reads the parse result ([`Nf::set_parsed_read_after`]):
+    /// if not, the program's output is sent as it is, without a parse of it.
+    parsed_read_after: bool,
 }
 
 impl fmt::Debug for P4 {
@@ -215,7 +219,15 @@ impl P4 {
     pub fn new(shared: Arc<P4Shared>) -> Self {
         let tables = table_set(&shared.program, &shared.tables).ok();
         let state = State::new(&shared.program).without_diagnostics();
-        Self { shared, tables, state, out: vec![0; BUF_SIZE], counters: P4Counters::default(), applied: 0 }
+        Self {
+            shared,
+            tables,
+            state,
+            out: vec![0; BUF_SIZE],
+            counters: P4Counters::default(),
+            applied: 0,
+            parsed_read_after: true,
+        }
     }
 
     /// Applies the control plane's changes this worker has not (between batches: the LPM and
@@ -317,12 +329,16 @@ impl Nf for P4 {
                 frame.copy_from_slice(out);
             }
             let frame = pool.frame_mut(p.buf);
-            let Ok(parsed) = parse::parse(frame) else {
-                self.counters.unparsable += 1;
-                p.verdict = Verdict::Drop(DropReason::NfUnsupported);
-                continue;
-            };
-            p.parsed = parsed;
+            // A later reader needs the headers as they now are; with none (the chain's last
+            // NF, no router), the packet is what the program emitted, as P4 has it.
+            if self.parsed_read_after {
+                let Ok(parsed) = parse::parse(frame) else {
+                    self.counters.unparsable += 1;
+                    p.verdict = Verdict::Drop(DropReason::NfUnsupported);
+                    continue;
+                };
+                p.parsed = parsed;
+            }
             p.dst = match frame.first_chunk::<6>() {
                 Some(&mac) => Dst::Mac(mac),
                 None => Dst::Peer,
@@ -330,6 +346,10 @@ impl Nf for P4 {
             self.counters.tx += 1;
             p.verdict = Verdict::Forward(port);
         }
+    }
+
+    fn set_parsed_read_after(&mut self, read: bool) {
+        self.parsed_read_after = read;
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {

@@ -152,6 +152,39 @@ fn split_off_keeps_the_head_and_returns_the_tail() {
     assert!(head.split_off(9).nfs().is_empty());
 }
 
+/// Remembers what the chain last told it about readers of the parse after it.
+struct ReadAfter(alloc::sync::Arc<core::sync::atomic::AtomicU8>);
+
+impl Nf for ReadAfter {
+    fn name(&self) -> &'static str {
+        "read_after"
+    }
+    fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, _batch: &mut NfBatch) {}
+    fn set_parsed_read_after(&mut self, read: bool) {
+        self.0.store(u8::from(read) + 1, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Each NF is told whether a later NF or the router reads `Pkt::parsed` after it, and told
+/// again when the chain changes: the last NF of a chain without a router is the only one
+/// with no reader (1: no reader, 2: a reader).
+#[test]
+fn each_nf_is_told_whether_the_parse_is_read_after_it() {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    let told: [alloc::sync::Arc<AtomicU8>; 3] = core::array::from_fn(|_| alloc::sync::Arc::new(AtomicU8::new(0)));
+    let nfs: Vec<Box<dyn Nf>> = told.iter().map(|t| Box::new(ReadAfter(t.clone())) as Box<dyn Nf>).collect();
+    let now = |t: &[alloc::sync::Arc<AtomicU8>; 3]| t.each_ref().map(|a| a.load(Ordering::Relaxed));
+    let mut chain = Chain::new(nfs, egress());
+    assert_eq!(now(&told), [2, 2, 1]);
+    let neigh = crate::neigh::NeighShared::try_new(&crate::neigh::NeighConfig::default(), OWN).expect("a table");
+    chain.set_router(Some(crate::neigh::Router::new(alloc::sync::Arc::new(neigh))));
+    assert_eq!(now(&told), [2, 2, 2], "the router reads the parse at egress");
+    chain.set_router(None);
+    let tail = chain.split_off(1);
+    assert_eq!(now(&told), [1, 2, 1], "the tail's core parses what it is handed again");
+    assert_eq!(tail.nfs().len(), 2);
+}
+
 // The chain without NFs: the L2 forwarder.
 
 const OWN: [[u8; 6]; PORTS] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];

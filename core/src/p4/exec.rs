@@ -779,6 +779,10 @@ impl State {
                         TableRef::Selector(_) => return End::Fault(Fault::Unsupported("selector")),
                     };
                     let Some(d) = default else { return End::Fault(Fault::FellOff) };
+                    // An action that only returns (`NoAction`): one step, no call, no data.
+                    let return_only = |a: ActionId| {
+                        p.actions.get(usize::from(a)).is_some_and(|a| matches!(a.instrs.first(), Some(Instr::Return)))
+                    };
                     // The action's data into a buffer of the state (no allocation: its
                     // capacity is the widest action's), so that the action may use `tables`.
                     let mut buf = core::mem::take(&mut self.argbuf);
@@ -786,7 +790,9 @@ impl State {
                     let hit = tables.as_deref_mut().and_then(|t| t.lookup(table, &self.key));
                     let (action, was_hit) = match hit {
                         Some(h) => {
-                            buf.extend_from_slice(h.args);
+                            if !return_only(h.action) {
+                                buf.extend_from_slice(h.args);
+                            }
                             self.entry = h.entry;
                             (h.action, true)
                         }
@@ -796,24 +802,27 @@ impl State {
                                 .as_deref()
                                 .and_then(|t| t.default_action(table))
                                 .unwrap_or((d.action, &d.args[..]));
-                            buf.extend_from_slice(args);
+                            if !return_only(a) {
+                                buf.extend_from_slice(args);
+                            }
                             self.entry = 0;
                             (a, false)
                         }
                     };
-                    buf.extend_from_slice(&[0; PAD]);
                     self.hit = was_hit;
                     self.last_action = Some(action);
                     self.learner = if let TableRef::Learner(l) = table { Some(l) } else { None };
-                    let end = match p.actions.get(usize::from(action)) {
-                        // An action that only returns (`NoAction`): one step, no call.
-                        Some(a) if matches!(a.instrs.first(), Some(Instr::Return)) => {
-                            *steps += 1;
-                            End::Return
-                        }
-                        Some(a) => self.list(p, &a.run, &buf, frame, port_in, steps, tables.as_deref_mut()),
-                        None => End::Fault(Fault::FellOff),
+                    let Some(a) = p.actions.get(usize::from(action)) else {
+                        self.argbuf = buf;
+                        return End::Fault(Fault::FellOff);
                     };
+                    if return_only(action) {
+                        self.argbuf = buf;
+                        *steps += 1;
+                        continue;
+                    }
+                    buf.extend_from_slice(&[0; PAD]);
+                    let end = self.list(p, &a.run, &buf, frame, port_in, steps, tables.as_deref_mut());
                     self.argbuf = buf;
                     match end {
                         End::Return => {}

@@ -92,9 +92,15 @@ fn a_fault_drops_the_frame_and_counts_its_kind() {
     // Without the `emit`s the headers are gone (P4: only emitted headers are sent): what is
     // left does not parse, and the NFs after this one could not read it.
     let mut p = nf(&spec.replace("EMIT", ""), &[]);
-    let out = outs(&mut p, &[long], 1);
+    let out = outs(&mut p, std::slice::from_ref(&long), 1);
     assert_eq!(out[0].verdict, Verdict::Drop(DropReason::NfUnsupported));
     assert_eq!((p.counters().unparsable, p.counters().tx), (1, 0));
+    // With nothing after it that reads the parse (the chain's last NF, no router), the
+    // packet is what the program emitted: the bytes after the three extracted headers.
+    p.set_parsed_read_after(false);
+    let out = outs(&mut p, std::slice::from_ref(&long), 1);
+    assert_eq!((out[0].verdict, &out[0].frame[..]), (Verdict::Forward(1), &long[14 + 42 + 16..]));
+    assert_eq!((p.counters().unparsable, p.counters().tx), (1, 1));
 }
 
 /// The text form carries a spec a line per record and each table file a line per record; a
