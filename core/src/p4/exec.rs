@@ -205,7 +205,9 @@ impl State {
                     .map(|t| t.keys.iter().map(|k| k.field.bits / 8).sum::<u32>())
                     .chain(p.learners.iter().map(|l| l.keys.iter().map(|k| k.bits / 8).sum::<u32>()))
                     .max()
-                    .unwrap_or(0) as usize,
+                    .unwrap_or(0) as usize
+                    // room for the last field's whole word (`build_key`)
+                    + PAD,
             ),
             cursor: 0,
             argbuf: Vec::with_capacity(p.actions.iter().map(|a| a.arg_bytes).max().unwrap_or(0) as usize + PAD),
@@ -653,10 +655,28 @@ impl State {
                 unwritten_read.set(true);
             }
             let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
-            match f.space {
-                Space::Header(_) => key.extend_from_slice(hdr.get(o..o + n).unwrap_or(&[])),
-                Space::Meta if n <= 8 => key.extend(meta.get(o..o + n).unwrap_or(&[]).iter().rev()),
-                Space::Meta | Space::Arg => key.extend_from_slice(meta.get(o..o + n).unwrap_or(&[])),
+            // A field of 1 to 8 bytes as one word (the storage is padded by a word): appended
+            // whole, then cut to its length, so no copy of a variable length is made.
+            let word = match f.space {
+                Space::Header(_) => hdr.get(o..o + PAD),
+                Space::Meta | Space::Arg => meta.get(o..o + PAD),
+            }
+            .and_then(|w| <[u8; PAD]>::try_from(w).ok())
+            .filter(|_| (1..=PAD).contains(&n));
+            let at = key.len();
+            match (f.space, word) {
+                (Space::Header(_), Some(w)) => {
+                    key.extend_from_slice(&w);
+                    key.truncate(at + n);
+                }
+                // Metadata is host order (little-endian): the key has its bytes reversed,
+                // which the top `n` bytes of the word shifted up give in big-endian order.
+                (Space::Meta, Some(w)) => {
+                    key.extend_from_slice(&(u64::from_le_bytes(w) << (64 - 8 * n)).to_be_bytes());
+                    key.truncate(at + n);
+                }
+                (Space::Header(_), None) => key.extend_from_slice(hdr.get(o..o + n).unwrap_or(&[])),
+                (Space::Meta | Space::Arg, _) => key.extend_from_slice(meta.get(o..o + n).unwrap_or(&[])),
             }
         }
     }
