@@ -169,9 +169,20 @@ fn data(args: &[u8], index: u32) -> [u64; DATA_WORDS + 1] {
     d
 }
 
-/// The bits of `bytes` (big-endian) left-aligned in a `u128` at bit `at`.
-fn put(acc: u128, at: usize, bytes: &[u8]) -> u128 {
-    bytes.iter().enumerate().fold(acc, |a, (i, &b)| a | u128::from(b) << (120 - at - 8 * i))
+/// The LPM address of `key` whose `lpm` field is bytes `at..at + w`: the exact fields' bytes
+/// in order, then the `lpm` field's, left-aligned in 128 bits (big-endian); `None` for a key
+/// wider than 16 bytes (refused when the table is built) or a field outside it.
+#[inline]
+fn lpm_addr(key: &[u8], at: usize, w: usize) -> Option<u128> {
+    let (before, rest) = key.split_at_checked(at)?;
+    let (lpm, after) = rest.split_at_checked(w)?;
+    let mut a = [0u8; 16];
+    let mut n = 0;
+    for piece in [before, after, lpm] {
+        a.get_mut(n..n + piece.len())?.copy_from_slice(piece);
+        n += piece.len();
+    }
+    Some(u128::from_be_bytes(a))
 }
 
 fn exact_table(name: &str, size: u32, key_bytes: usize, learner: bool) -> Result<Exact, BuildError> {
@@ -350,9 +361,8 @@ fn table_def<'p>(p: &'p Program, name: &str) -> Option<(usize, &'p TableDef)> {
 /// The LPM address and length of an entry's key: the exact fields, then the `lpm` field,
 /// left-aligned in 128 bits.
 fn lpm_prefix(value: &[u8], (at, w): (usize, usize), prefix_len: Option<u32>) -> (u128, u8) {
-    let exact: Vec<u8> = value.iter().enumerate().filter(|(i, _)| *i < at || *i >= at + w).map(|(_, b)| *b).collect();
-    let addr = put(put(0, 0, &exact), exact.len() * 8, value.get(at..at + w).unwrap_or(&[]));
-    (addr, (exact.len() * 8 + prefix_len.unwrap_or(0) as usize) as u8)
+    let exact = value.len().saturating_sub(w);
+    (lpm_addr(value, at, w).unwrap_or(0), (exact * 8 + prefix_len.unwrap_or(0) as usize) as u8)
 }
 
 /// A live change of one table's entries (the control plane's `p4 add|del`), parsed against the
@@ -667,18 +677,7 @@ impl Tables for TableSet {
                     Lookup::Miss(_) => return None,
                 },
                 Kind::Lpm { lpm, lpm_field: (at, w), entries } => {
-                    let lpm_bytes = key.get(*at..*at + *w)?;
-                    let exact_len = key.len().saturating_sub(*w);
-                    let mut addr = 0u128;
-                    let mut bit = 0usize;
-                    for (i, b) in key.iter().enumerate() {
-                        if i < *at || i >= *at + *w {
-                            addr = put(addr, bit, &[*b]);
-                            bit += 8;
-                        }
-                    }
-                    addr = put(addr, exact_len * 8, lpm_bytes);
-                    let i = lpm.lookup(addr)?;
+                    let i = lpm.lookup(lpm_addr(key, *at, *w)?)?;
                     let e = entries.get(i as usize)?;
                     return Some(Hit { action: e.action, args: &e.args, entry: i });
                 }
