@@ -21,7 +21,8 @@ use alloc::vec::Vec;
 
 use super::program::*;
 
-/// Instructions run for one packet before it is given up (a backward jump can loop).
+/// Jumps taken for one packet before it is given up: only a jump can loop (a list without
+/// one runs through once, and a table runs its action once), so counting jumps bounds the work.
 pub const STEP_LIMIT: u32 = 1 << 16;
 
 /// Why a packet ended without `tx` or `drop`.
@@ -32,7 +33,7 @@ pub enum Fault {
     Truncated,
     /// The output buffer is smaller than the packet to send.
     OutputTooSmall,
-    /// More than [`STEP_LIMIT`] instructions.
+    /// More than [`STEP_LIMIT`] jumps taken.
     StepLimit,
     /// An instruction this step of the executor does not run yet.
     Unsupported(&'static str),
@@ -694,13 +695,18 @@ impl State {
         mut tables: Option<&mut T>,
     ) -> End {
         let mut ip = 0usize;
+        // A jump taken: counted against the step limit.
+        macro_rules! jump {
+            ($target:expr) => {{
+                *steps += 1;
+                if *steps > STEP_LIMIT {
+                    return End::Fault(Fault::StepLimit);
+                }
+                ip = $target as usize;
+            }};
+        }
         while let Some(i) = list.get(ip) {
-            *steps += 1;
-            if *steps > STEP_LIMIT {
-                return End::Fault(Fault::StepLimit);
-            }
             ip += 1;
-            let jump = |target: u32| target as usize;
             match *i {
                 Instr::Rx { port } => {
                     self.valid.fill(false);
@@ -838,7 +844,6 @@ impl State {
                     };
                     if return_only(action) {
                         self.argbuf = buf;
-                        *steps += 1;
                         continue;
                     }
                     buf.extend_from_slice(&[0; PAD]);
@@ -918,20 +923,20 @@ impl State {
                         }
                     }
                 }
-                Instr::Jmp { target } => ip = jump(target),
+                Instr::Jmp { target } => jump!(target),
                 Instr::JmpValid { target, header, valid } => {
                     if self.valid(header) == valid {
-                        ip = jump(target);
+                        jump!(target);
                     }
                 }
                 Instr::JmpHit { target, hit } => {
                     if self.hit == hit {
-                        ip = jump(target);
+                        jump!(target);
                     }
                 }
                 Instr::JmpAction { target, action, ran } => {
                     if (self.last_action == Some(action)) == ran {
-                        ip = jump(target);
+                        jump!(target);
                     }
                 }
                 Instr::JmpCmp { target, cond, a, b } => {
@@ -943,14 +948,12 @@ impl State {
                         Cond::Gt => a > b,
                     };
                     if yes {
-                        ip = jump(target);
+                        jump!(target);
                     }
                 }
                 Instr::Return => return End::Return,
                 Instr::MovRun { run } => {
                     let Some(r) = p.mov_runs.get(usize::from(run)) else { return End::Fault(Fault::FellOff) };
-                    // One step per `mov` it stands for (the step limit counts as before).
-                    *steps += r.moves.len().saturating_sub(1) as u32;
                     for m in &r.moves {
                         let (d, s, n) = (m.dst as usize, m.src as usize, usize::from(m.bytes));
                         let from = args.get(s..s + n);
