@@ -2,7 +2,8 @@
 //! built once from a loaded [`Program`] and its table files, with no allocation per packet.
 //!
 //! - a table whose key fields are all `exact` → [`crate::pna::exact::ExactTable`] (the key packed
-//!   big-endian into [`KEY_WORDS`] words; the entry's argument data and its index as the data);
+//!   big-endian into 1, 2, 4 or up to [`KEY_WORDS`] words, the fewest that hold it: `keyed.rs`;
+//!   the entry's argument data and its index as the data);
 //! - a table with one `lpm` field and otherwise `exact` ones → [`crate::pna::lpm::Lpm6`]: the exact
 //!   fields then the `lpm` field, left-aligned in 128 bits, the prefix length the exact fields'
 //!   width plus the entry's; the longest prefix wins, which is DPDK's order for such a table
@@ -21,7 +22,6 @@
 //! than [`DATA_WORDS`] words, more than 256 actions, a default entry in a table file (the
 //! executor runs the spec's default action), and selectors with members (not run yet).
 
-use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
@@ -30,10 +30,11 @@ use super::SpecError;
 use super::entry::{self, Entry, KeyValue};
 use super::exec::{Fault, Hit, Tables};
 use super::program::{ActionId, MatchKind, Program, SelectorDef, TableDef, TableRef};
-use crate::pna::IdleTimeout;
-use crate::pna::exact::{EntryHandle, ExactConfig, ExactTable, Local, Lookup};
 use crate::pna::lpm::{Lpm6, LpmConfig};
 use crate::time::{Duration, Instant};
+
+mod keyed;
+use keyed::{Keyed, data};
 
 /// Key words of an exact table or learner (64 bytes of key).
 pub const KEY_WORDS: usize = 8;
@@ -41,8 +42,6 @@ pub const KEY_WORDS: usize = 8;
 pub const DATA_WORDS: usize = 8;
 /// The data word of an exact table's entry that holds its index (what `entryid` reads).
 const INDEX_WORD: usize = DATA_WORDS;
-
-type Exact = ExactTable<KEY_WORDS, { DATA_WORDS + 1 }>;
 
 /// Why a table set could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +82,7 @@ struct Ternary {
 }
 
 enum Kind {
-    Exact { table: Box<Exact>, local: Local },
+    Exact { table: Keyed },
     Lpm { lpm: Lpm6, lpm_field: (usize, usize), entries: Vec<Stored> },
     List { entries: Vec<Ternary>, stored: Vec<Stored> },
 }
@@ -99,10 +98,8 @@ impl fmt::Debug for Kind {
 }
 
 struct Learner {
-    table: Exact,
-    local: Local,
-    /// The entry the last lookup hit (for `rearm` and `forget`).
-    last: Option<EntryHandle<KEY_WORDS>>,
+    /// The entry the last lookup hit is the table's (for `rearm`).
+    table: Keyed,
     profiles: usize,
 }
 
@@ -130,45 +127,6 @@ impl fmt::Debug for TableSet {
     }
 }
 
-fn pack(key: &[u8]) -> [u64; KEY_WORDS] {
-    let mut w = [0u64; KEY_WORDS];
-    for (x, c) in w.iter_mut().zip(key.chunks(8)) {
-        *x = match c.first_chunk::<8>() {
-            Some(b) => u64::from_be_bytes(*b),
-            None => c.iter().enumerate().fold(0, |v, (i, &b)| v | u64::from(b) << (56 - 8 * i)),
-        };
-    }
-    w
-}
-
-/// An entry's action data back into bytes (the inverse of [`data`]: byte `i` is bits
-/// `8 (i % 8)..` of word `i / 8`), a word at a time.
-fn unpack(buf: &mut [u8], params: &[u64]) {
-    for (c, w) in buf.chunks_mut(8).zip(params.iter().copied().chain(core::iter::repeat(0))) {
-        match c.first_chunk_mut::<8>() {
-            Some(d) => *d = w.to_le_bytes(),
-            None => {
-                for (i, b) in c.iter_mut().enumerate() {
-                    *b = (w >> (8 * i)) as u8;
-                }
-            }
-        }
-    }
-}
-
-fn data(args: &[u8], index: u32) -> [u64; DATA_WORDS + 1] {
-    let mut d = [0u64; DATA_WORDS + 1];
-    for (i, b) in args.iter().enumerate().take(DATA_WORDS * 8) {
-        if let Some(x) = d.get_mut(i / 8) {
-            *x |= u64::from(*b) << (8 * (i % 8));
-        }
-    }
-    if let Some(x) = d.get_mut(INDEX_WORD) {
-        *x = u64::from(index);
-    }
-    d
-}
-
 /// The LPM address of `key` whose `lpm` field is bytes `at..at + w`: the exact fields' bytes
 /// in order, then the `lpm` field's, left-aligned in 128 bits (big-endian); `None` for a key
 /// wider than 16 bytes (refused when the table is built) or a field outside it.
@@ -185,14 +143,11 @@ fn lpm_addr(key: &[u8], at: usize, w: usize) -> Option<u128> {
     Some(u128::from_be_bytes(a))
 }
 
-fn exact_table(name: &str, size: u32, key_bytes: usize, learner: bool) -> Result<Exact, BuildError> {
+fn exact_table(name: &str, size: u32, key_bytes: usize, learner: bool) -> Result<Keyed, BuildError> {
     if key_bytes > KEY_WORDS * 8 {
         return Err(refused(name, "key wider than 64 bytes"));
     }
-    let mut cfg = ExactConfig::new(size.max(1) as usize);
-    cfg.add_on_miss = learner;
-    cfg.idle_timeout = if learner { IdleTimeout::AutoDelete } else { IdleTimeout::NoTimeout };
-    Exact::try_new(cfg).map_err(|_| refused(name, "no memory for a table of its size"))
+    Keyed::new(size, key_bytes, learner).ok_or_else(|| refused(name, "no memory for a table of its size"))
 }
 
 impl TableSet {
@@ -238,9 +193,7 @@ impl TableSet {
                     Lpm6::try_new(LpmConfig::ipv6(1024)).map_err(|_| refused(&t.name, "no memory for the LPM"))?;
                 Kind::Lpm { lpm, lpm_field: (at, widths.get(l).copied().unwrap_or(0)), entries: Vec::new() }
             } else {
-                let table = exact_table(&t.name, t.size, key_bytes, false)?;
-                let local = table.local();
-                Kind::Exact { table: Box::new(table), local }
+                Kind::Exact { table: exact_table(&t.name, t.size, key_bytes, false)? }
             };
             for (index, e) in parsed.into_iter().enumerate() {
                 let Entry::Match { key, priority, prefix_len, action } = e else {
@@ -265,8 +218,7 @@ impl TableSet {
             for (i, s) in l.timeouts.iter().enumerate() {
                 table.set_expire_profile(i as u8, Duration(u64::from(*s).saturating_mul(1_000_000_000)));
             }
-            let local = table.local();
-            learners.push(Learner { table, local, last: None, profiles: l.timeouts.len() });
+            learners.push(Learner { table, profiles: l.timeouts.len() });
         }
         let next_index = p
             .tables
@@ -313,13 +265,12 @@ fn insert(
 ) -> Result<(), &'static str> {
     let value: Vec<u8> = key.iter().flat_map(|k| k.value.iter().copied()).collect();
     match kind {
-        Kind::Exact { table, local } => {
-            let (k, d) = (pack(&value), data(&action.args, index));
-            let added = table.insert(local, &k, action.action as u8, &d, 0, Instant(0));
-            if added.is_success() {
+        Kind::Exact { table } => {
+            let d = data(&action.args, index);
+            if table.insert(&value, action.action as u8, &d, 0, Instant(0)) {
                 return Ok(());
             }
-            if live && table.modify(local, &k, action.action as u8, &d, Instant(0)).is_ok() {
+            if live && table.modify(&value, action.action as u8, &d, Instant(0)) {
                 return Ok(());
             }
             Err("an entry the exact table refused (full or repeated)")
@@ -445,8 +396,12 @@ impl TableSet {
         let Some(action) = c.action.clone() else {
             let value: Vec<u8> = c.key.iter().flat_map(|k| k.value.iter().copied()).collect();
             return match kind {
-                Kind::Exact { table, local } => {
-                    table.delete(local, &pack(&value), self.now).map_err(|_| "no entry with this key")
+                Kind::Exact { table } => {
+                    if table.delete(&value, self.now) {
+                        Ok(())
+                    } else {
+                        Err("no entry with this key")
+                    }
                 }
                 Kind::Lpm { lpm, lpm_field, .. } => {
                     let (addr, len) = lpm_prefix(&value, *lpm_field, c.prefix_len);
@@ -667,15 +622,11 @@ impl Tables for TableSet {
             TableRef::Table(t) => match tables.get_mut(usize::from(t))? {
                 // A table nothing was ever added to (a keyless stub, an empty learner-less
                 // table) misses without hashing a key: its used capacity bounds its entries.
-                Kind::Exact { table, .. } if table.used_capacity() == 0 => return None,
-                Kind::Exact { table, local } => match table.lookup(local, &pack(key), *now) {
-                    Lookup::Hit(h) => {
-                        unpack(buf, &h.params);
-                        let index = h.params.get(INDEX_WORD).copied().unwrap_or(0) as u32;
-                        (ActionId::from(h.action), arg_bytes.get(usize::from(h.action)).copied().unwrap_or(0), index)
-                    }
-                    Lookup::Miss(_) => return None,
-                },
+                Kind::Exact { table } if table.used_capacity() == 0 => return None,
+                Kind::Exact { table } => {
+                    let (action, index) = table.lookup(key, *now, buf)?;
+                    (ActionId::from(action), arg_bytes.get(usize::from(action)).copied().unwrap_or(0), index)
+                }
                 Kind::Lpm { lpm, lpm_field: (at, w), entries } => {
                     let i = lpm.lookup(lpm_addr(key, *at, *w)?)?;
                     let e = entries.get(i as usize)?;
@@ -692,17 +643,8 @@ impl Tables for TableSet {
             },
             TableRef::Learner(l) => {
                 let x = learners.get_mut(usize::from(l))?;
-                match x.table.lookup(&mut x.local, &pack(key), *now) {
-                    Lookup::Hit(h) => {
-                        x.last = Some(h.handle);
-                        unpack(buf, &h.params);
-                        (ActionId::from(h.action), arg_bytes.get(usize::from(h.action)).copied().unwrap_or(0), 0)
-                    }
-                    Lookup::Miss(_) => {
-                        x.last = None;
-                        return None;
-                    }
-                }
+                let (action, _) = x.table.lookup(key, *now, buf)?;
+                (ActionId::from(action), arg_bytes.get(usize::from(action)).copied().unwrap_or(0), 0)
             }
             TableRef::Selector(_) => return None,
         };
@@ -716,25 +658,26 @@ impl Tables for TableSet {
         // DPDK takes the timeout id modulo nothing: an id past the list is refused here.
         let profile =
             usize::try_from(timeout_id).ok().filter(|&t| t < x.profiles).ok_or(Fault::Unsupported("learn"))?;
-        let added = x.table.insert(&mut x.local, &pack(key), action, &data(args, 0), profile as u8, now);
-        if !added.is_success() {
+        let added = x.table.insert(key, action, &data(args, 0), profile as u8, now);
+        if !added {
             self.learn_refused += 1;
         }
-        Ok(added.is_success())
+        Ok(added)
     }
 
     fn rearm(&mut self, l: u16, _key: &[u8], timeout_id: Option<u64>) -> Result<(), Fault> {
         let now = self.now;
         let x = self.learners.get_mut(usize::from(l)).ok_or(Fault::Unsupported("rearm"))?;
-        let Some(h) = x.last else { return Ok(()) };
-        let r = match timeout_id {
+        if !x.table.has_hit() {
+            return Ok(()); // nothing to rearm, as DPDK
+        }
+        let profile = match timeout_id {
             Some(t) => {
-                let p = usize::try_from(t).ok().filter(|&t| t < x.profiles).ok_or(Fault::Unsupported("rearm"))?;
-                x.table.set_entry_expire_time(&mut x.local, &h, p as u8, now)
+                Some(usize::try_from(t).ok().filter(|&t| t < x.profiles).ok_or(Fault::Unsupported("rearm"))? as u8)
             }
-            None => x.table.restart_expire_timer(&mut x.local, &h, now),
+            None => None,
         };
-        let _ = r; // An entry that went in between: nothing to rearm, as DPDK.
+        x.table.rearm(profile, now);
         Ok(())
     }
 
@@ -745,8 +688,7 @@ impl Tables for TableSet {
     fn forget(&mut self, l: u16, key: &[u8]) -> Result<(), Fault> {
         let now = self.now;
         let x = self.learners.get_mut(usize::from(l)).ok_or(Fault::Unsupported("forget"))?;
-        let _ = x.table.delete(&mut x.local, &pack(key), now);
-        x.last = None;
+        let _ = x.table.delete(key, now);
         Ok(())
     }
 }
