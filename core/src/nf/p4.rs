@@ -197,7 +197,7 @@ pub struct P4 {
     /// `None` only if building the tables failed for a worker after it succeeded once at
     /// configuration (memory): every packet is then dropped as `p4_fault` (`p4_no_tables`).
     tables: Option<TableSet>,
-    state: State,
+    state: State<false>,
     out: Vec<u8>,
     counters: P4Counters,
     /// Changes of `shared` applied to `tables`.

@@ -140,9 +140,12 @@ fn low_mask(n: usize) -> u64 {
 }
 
 /// The per-packet storage of a program (header storage, validity, metadata) and its
-/// registers; built once, reused for every packet.
+/// registers; built once, reused for every packet. `DIAG`: whether the two read flags
+/// ([`State::read_invalid`], [`State::read_unwritten`]) are kept — the differential check's;
+/// the `p4` NF runs without them ([`State::without_diagnostics`]), and a type parameter rather
+/// than a flag takes their tests out of its code.
 #[derive(Debug, Clone)]
-pub struct State {
+pub struct State<const DIAG: bool = true> {
     hdr: Vec<u8>,
     valid: Vec<bool>,
     meta: Vec<u8>,
@@ -170,9 +173,6 @@ pub struct State {
     /// DPDK too): counted as written at `rx`.
     never_written: Vec<bool>,
     unwritten_read: core::cell::Cell<bool>,
-    /// Whether the two read flags above are kept (the differential check's; off in the NF,
-    /// where nobody reads them).
-    diag: bool,
 }
 
 /// Where an instruction list ended.
@@ -242,18 +242,53 @@ impl State {
                 never
             },
             unwritten_read: core::cell::Cell::new(false),
-            diag: true,
         }
     }
 
     /// The same storage without the bookkeeping behind [`State::read_invalid`] and
     /// [`State::read_unwritten`] (a note per field read, a mark per metadata byte written):
     /// both then stay false. What a packet does is unchanged; the `p4` NF runs this way.
-    pub fn without_diagnostics(mut self) -> Self {
-        self.diag = false;
-        self
+    pub fn without_diagnostics(self) -> State<false> {
+        let State {
+            hdr,
+            valid,
+            meta,
+            regs,
+            emitted,
+            cursor,
+            key,
+            argbuf,
+            hit,
+            last_action,
+            entry,
+            learner,
+            invalid_read,
+            written,
+            never_written,
+            unwritten_read,
+        } = self;
+        State {
+            hdr,
+            valid,
+            meta,
+            regs,
+            emitted,
+            cursor,
+            key,
+            argbuf,
+            hit,
+            last_action,
+            entry,
+            learner,
+            invalid_read,
+            written,
+            never_written,
+            unwritten_read,
+        }
     }
+}
 
+impl<const DIAG: bool> State<DIAG> {
     /// Whether the last packet read a field of a header instance that was not valid. DPDK
     /// 22.11 reads such a field through the header's pointer, which `extract` left pointing into
     /// an earlier packet's buffer (`rx` does not reset it): the value it reads is undefined, so
@@ -272,13 +307,13 @@ impl State {
     }
 
     fn check_meta(&self, o: usize, n: usize) {
-        if self.diag && self.written.get(o..o + n).is_none_or(|w| w.iter().any(|&x| !x)) {
+        if DIAG && self.written.get(o..o + n).is_none_or(|w| w.iter().any(|&x| !x)) {
             self.unwritten_read.set(true);
         }
     }
 
     fn mark_meta(&mut self, f: Field) {
-        if self.diag && matches!(f.space, Space::Meta) {
+        if DIAG && matches!(f.space, Space::Meta) {
             let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
             if let Some(w) = self.written.get_mut(o..o + n) {
                 w.fill(true);
@@ -287,7 +322,7 @@ impl State {
     }
 
     fn note(&self, space: Space) {
-        if self.diag
+        if DIAG
             && let Space::Header(h) = space
             && !self.valid(h)
         {
@@ -350,7 +385,7 @@ impl State {
         let header = matches!(f.space, Space::Header(_));
         let n = ((f.bits / 8) as usize).min(8);
         if let Some(w) = self.word(f, args) {
-            if self.diag {
+            if DIAG {
                 self.note_read(f);
             }
             return if n == 0 {
@@ -461,7 +496,7 @@ impl State {
     fn raw(&self, f: Field) -> u64 {
         let n = ((f.bits / 8) as usize).min(8);
         if let Some(w) = self.word(f, &[]) {
-            if self.diag {
+            if DIAG {
                 self.note_read(f);
             }
             return if n == 0 { 0 } else { u64::from_le_bytes(w) & low_mask(n) };
@@ -628,7 +663,7 @@ impl State {
         for (d, b) in self.meta.iter_mut().skip(mo).take(4).zip(member.to_le_bytes()) {
             *d = b;
         }
-        if self.diag {
+        if DIAG {
             for w in self.written.iter_mut().skip(mo).take(4) {
                 *w = true;
             }
@@ -638,16 +673,16 @@ impl State {
 
     /// Builds the lookup key of `fields` into `self.key` (big-endian fields back to back).
     fn build_key(&mut self, fields: impl Iterator<Item = Field>) {
-        let State { hdr, meta, key, valid, invalid_read, written, unwritten_read, diag, .. } = self;
+        let State { hdr, meta, key, valid, invalid_read, written, unwritten_read, .. } = self;
         key.clear();
         for f in fields {
-            if *diag
+            if DIAG
                 && let Space::Header(h) = f.space
                 && !valid.get(usize::from(h)).copied().unwrap_or(false)
             {
                 invalid_read.set(true);
             }
-            if *diag
+            if DIAG
                 && matches!(f.space, Space::Meta)
                 && written
                     .get(f.offset as usize..(f.offset + f.bits / 8) as usize)
@@ -717,7 +752,7 @@ impl State {
                     self.learner = None;
                     self.invalid_read.set(false);
                     self.unwritten_read.set(false);
-                    if self.diag {
+                    if DIAG {
                         self.written.copy_from_slice(&self.never_written);
                     }
                     self.store(port, port_in);
