@@ -989,16 +989,13 @@ impl<const DIAG: bool> State<DIAG> {
                 Instr::Return => return End::Return,
                 Instr::MovRun { run } => {
                     let Some(r) = p.mov_runs.get(usize::from(run)) else { return End::Fault(Fault::FellOff) };
-                    for m in &r.moves {
-                        let (d, s, n) = (m.dst as usize, m.src as usize, usize::from(m.bytes));
-                        let from = args.get(s..s + n);
-                        if let Some(to) = self.hdr.get_mut(d..d + n) {
-                            match from {
-                                // Host order (little-endian) action data into a network-order field.
-                                Some(from) => to.iter_mut().zip(from.iter().rev()).for_each(|(t, f)| *t = *f),
-                                // As `mov` stores a missing operand: zero.
-                                None => to.fill(0),
-                            }
+                    // A byte at a time (each field's bytes reversed at load: host-order action
+                    // data into network-order fields). The loader keeps every argument within
+                    // the action's data; a byte past it reads as zero, as `mov` stores a
+                    // missing operand.
+                    for &(d, s) in &r.bytes {
+                        if let Some(t) = self.hdr.get_mut(d as usize) {
+                            *t = args.get(s as usize).copied().unwrap_or(0);
                         }
                     }
                 }

@@ -469,7 +469,7 @@ fn fuse_moves(runs: &mut Vec<MovRun>, instrs: &[Instr]) -> Vec<Instr> {
         match u16::try_from(runs.len()) {
             Ok(run) if moves.len() >= 2 => {
                 k += moves.len();
-                runs.push(MovRun { moves });
+                runs.push(MovRun::new(moves));
                 out.push(Instr::MovRun { run });
             }
             _ => {

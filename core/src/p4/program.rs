@@ -270,6 +270,23 @@ pub struct ArgMove {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MovRun {
     pub moves: Vec<ArgMove>,
+    /// The same moves a byte at a time, as the executor runs them: (header byte, action data
+    /// byte), each field's bytes reversed (host order into network order).
+    pub bytes: Vec<(u32, u32)>,
+}
+
+impl MovRun {
+    /// The run of `moves`.
+    pub fn new(moves: Vec<ArgMove>) -> MovRun {
+        let bytes = moves
+            .iter()
+            .flat_map(|m| {
+                let n = u32::from(m.bytes);
+                (0..n).map(move |i| (m.dst + i, m.src + n - 1 - i))
+            })
+            .collect();
+        MovRun { moves, bytes }
+    }
 }
 
 /// An action: its argument struct (`args instanceof`) and instructions.
