@@ -113,7 +113,7 @@ fn check(runner: &Runner, spec: &str, files: &[(&str, &str)], frames: &[Frame]) 
     // The NF's way (no read diagnostics) over its own copy of the tables: the same verdict
     // and bytes for every frame, compared or not.
     let mut nf_tables = TableSet::build(&program, &texts).map_err(|e| anyhow!("{spec}: {e}"))?;
-    let mut nf_state = State::new(&program).without_diagnostics();
+    let mut nf_state = State::without_diagnostics(&program);
     let mut nf_out = vec![0u8; 4096];
     let mut job = Job::new(&spec_path, 4);
     for (t, f) in files {

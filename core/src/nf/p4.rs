@@ -218,7 +218,7 @@ impl P4 {
     /// was made).
     pub fn new(shared: Arc<P4Shared>) -> Self {
         let tables = table_set(&shared.program, &shared.tables).ok();
-        let state = State::new(&shared.program).without_diagnostics();
+        let state = State::without_diagnostics(&shared.program);
         Self {
             shared,
             tables,

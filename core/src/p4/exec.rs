@@ -187,6 +187,22 @@ impl State {
     /// Storage for `p`: zeroed headers and metadata, registers at their `initval` (each
     /// array's size rounded up to a power of two, as DPDK: 8 bytes a register).
     pub fn new(p: &Program) -> Self {
+        Self::storage(p)
+    }
+}
+
+impl State<false> {
+    /// [`State::new`]'s storage without the bookkeeping behind [`State::read_invalid`] and
+    /// [`State::read_unwritten`] (a note per field read, a mark per metadata byte written):
+    /// both then stay false. What a packet does is unchanged; the `p4` NF runs this way.
+    pub fn without_diagnostics(p: &Program) -> Self {
+        Self::storage(p)
+    }
+}
+
+impl<const DIAG: bool> State<DIAG> {
+    /// The storage of [`State::new`], with or without the diagnostics.
+    fn storage(p: &Program) -> Self {
         State {
             // Padded by a word so that a field of up to 8 bytes is read and written as one.
             hdr: vec![0; p.header_bytes as usize + PAD],
@@ -245,50 +261,6 @@ impl State {
         }
     }
 
-    /// The same storage without the bookkeeping behind [`State::read_invalid`] and
-    /// [`State::read_unwritten`] (a note per field read, a mark per metadata byte written):
-    /// both then stay false. What a packet does is unchanged; the `p4` NF runs this way.
-    pub fn without_diagnostics(self) -> State<false> {
-        let State {
-            hdr,
-            valid,
-            meta,
-            regs,
-            emitted,
-            cursor,
-            key,
-            argbuf,
-            hit,
-            last_action,
-            entry,
-            learner,
-            invalid_read,
-            written,
-            never_written,
-            unwritten_read,
-        } = self;
-        State {
-            hdr,
-            valid,
-            meta,
-            regs,
-            emitted,
-            cursor,
-            key,
-            argbuf,
-            hit,
-            last_action,
-            entry,
-            learner,
-            invalid_read,
-            written,
-            never_written,
-            unwritten_read,
-        }
-    }
-}
-
-impl<const DIAG: bool> State<DIAG> {
     /// Whether the last packet read a field of a header instance that was not valid. DPDK
     /// 22.11 reads such a field through the header's pointer, which `extract` left pointing into
     /// an earlier packet's buffer (`rx` does not reset it): the value it reads is undefined, so
