@@ -19,7 +19,8 @@
 //! `l3nb` (the L3 chain as a dedicated worker's stage with one auxiliary core, all traffic
 //! inside the profile's frontier: what placement costs when nothing moves), `chain1` (the chain
 //! benches' Chain 1, ACL → LB → accounting, over their 500 TCP flows), `acl100` and `acl1k` (the
-//! ACL alone over ClassBench-style sets of 100 and 1 000 rules, the same flows), `url` (the URL
+//! ACL alone over ClassBench-style sets of 100 and 1 000 rules, the same flows; `acl100c` and
+//! `acl1kc` the same with every packet through the flow cache, `AclConfig::always_cache`), `url` (the URL
 //! filter alone over 64 keep-alive connections, every packet a whole request head it reads); a third argument
 //! `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
@@ -124,8 +125,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage =
-        "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|url BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|acl100c|acl1kc|url BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -191,11 +191,12 @@ fn main() -> Result<(), String> {
             run(c, batches, cfg)
         }
         // The ACL alone over ClassBench-style rule sets, the chain benches' 500 TCP flows.
-        Some(m @ ("acl100" | "acl1k")) => {
+        Some(m @ ("acl100" | "acl1k" | "acl100c" | "acl1kc")) => {
             use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclShared, classbench_rules};
-            let n = if m == "acl100" { 100 } else { 1000 };
+            let n = if m.starts_with("acl100") { 100 } else { 1000 };
             let mut acl_cfg = AclConfig::new(classbench_rules(7, n), AclAction::Permit);
             acl_cfg.flow_capacity = 8192;
+            acl_cfg.always_cache = m.ends_with('c');
             let acl = AclShared::try_new(&acl_cfg).map_err(|e| format!("acl: {e:?}"))?;
             let frames: Vec<Vec<u8>> = (0..500u16).map(frames::tcp64).collect();
             run_frames(Chain::new(vec![Box::new(Acl::new(Arc::new(acl)))], l3::EGRESS), batches, cfg, &frames)

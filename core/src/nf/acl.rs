@@ -14,6 +14,11 @@
 //!   write. Each batch also sweeps a few buckets so that expired slots return to the table.
 //! - A full cache never changes a verdict: the packet is classified anyway and the failed add
 //!   is counted (`acl_cache_add_failed`).
+//! - While the IPv4 classifier's cross tables answer IPv4 keys (`classifier` module doc: a
+//!   set whose first run fits them, no rule of that run deleted since its build), IPv4 packets
+//!   skip the cache and are classified in bursts ([`AclRules::classify_burst`], counted as
+//!   `acl_direct`): there a classification costs less than a cache hit, and a flood of new
+//!   flows costs no adds. [`AclConfig::always_cache`] sends every packet through the cache.
 //! - Denied packets become `Drop(AclDeny)`.
 //! - Rule changes ([`AclShared::add_rule`], [`AclShared::delete_rule`]) are visible at the
 //!   workers' next batch without rebuilding the classifiers ([`AclRules`]: an added rule joins
@@ -29,7 +34,7 @@
 use alloc::sync::Arc;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, Verdict};
+use super::{Nf, NfBatch, NfCtx, Pkt, Verdict};
 use crate::buf::{BATCH_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::parse::{FlowKey, IpAddr};
@@ -44,6 +49,7 @@ pub mod bitvec;
 pub mod classifier;
 mod config;
 mod examples;
+pub mod rfc;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -204,6 +210,7 @@ pub struct AclShared {
     rules: Swap<AclRules>,
     flows: P4Table<5, 1, FlowVerdict>,
     sweep_buckets: usize,
+    always_cache: bool,
 }
 
 impl fmt::Debug for AclShared {
@@ -224,6 +231,7 @@ impl AclShared {
             rules: Swap::new(AclRules::build(cfg.rules.clone(), cfg.default_action, 0)),
             flows,
             sweep_buckets: cfg.sweep_buckets,
+            always_cache: cfg.always_cache,
         })
     }
 
@@ -305,6 +313,53 @@ pub struct AclCounters {
     pub cache_add_failed: u64,
     /// Cached verdicts decided by rules since replaced, decided again (and re-cached).
     pub reclassified: u64,
+    /// Packets classified directly, without the flow cache (IPv4 packets while the cross
+    /// tables answer them; [`AclConfig::always_cache`] off).
+    pub direct: u64,
+}
+
+impl Acl {
+    /// Classifies the batch's live IPv4 packets without the flow cache, in bursts through the
+    /// classifier's cross tables ([`AclRules::classify_burst`]).
+    fn classify_directly(counters: &mut AclCounters, rules: &AclRules, batch: &mut NfBatch) {
+        let mut flows = [FlowKey::v4(0, 0, 0, 0, 0); BATCH_SIZE];
+        let mut at = [0usize; BATCH_SIZE];
+        let mut n = 0;
+        for (i, p) in batch.pkts().iter().enumerate() {
+            if p.alive()
+                && matches!(p.parsed.flow.src, IpAddr::V4(_))
+                && let (Some(f), Some(a)) = (flows.get_mut(n), at.get_mut(n))
+            {
+                *f = p.parsed.flow;
+                *a = i;
+                n += 1;
+            }
+        }
+        let mut verdicts = [(AclAction::Permit, None); BATCH_SIZE];
+        let (Some(flows), Some(at)) = (flows.get(..n), at.get(..n)) else { return };
+        rules.classify_burst(flows, &mut verdicts);
+        for (&(action, rule), &i) in verdicts.iter().zip(at) {
+            counters.direct += 1;
+            counters.defaulted += u64::from(rule.is_none());
+            if let Some(p) = batch.pkts_mut().get_mut(i) {
+                counters.apply(p, action);
+            }
+        }
+    }
+}
+
+impl AclCounters {
+    /// Counts `action` and applies it to `p`.
+    #[inline]
+    fn apply(&mut self, p: &mut Pkt, action: AclAction) {
+        match action {
+            AclAction::Permit => self.permitted += 1,
+            AclAction::Deny => {
+                self.denied += 1;
+                p.verdict = Verdict::Drop(DropReason::AclDeny);
+            }
+        }
+    }
 }
 
 /// The ACL NF of one worker core.
@@ -357,15 +412,25 @@ impl Nf for Acl {
         // The rules in force for this whole batch (a change lands between batches).
         let rules = self.rules.get(&shared.rules);
         let generation = rules.generation();
+        // IPv4 packets go straight to the classifier while its cross tables answer them (a
+        // classification then costs less than a cache hit); the rest through the flow cache.
+        let direct = !shared.always_cache && rules.classifies_v4_by_cross_tables();
+        if direct {
+            Self::classify_directly(&mut self.counters, rules, batch);
+        }
         let mut keys = [[0u64; 5]; BATCH_SIZE];
         let mut at = [0usize; BATCH_SIZE];
         let mut n = 0;
         for (i, p) in batch.pkts().iter().enumerate() {
-            if let (true, Some(k), Some(a)) = (p.alive(), keys.get_mut(n), at.get_mut(n)) {
+            let done = direct && matches!(p.parsed.flow.src, IpAddr::V4(_));
+            if let (true, false, Some(k), Some(a)) = (p.alive(), done, keys.get_mut(n), at.get_mut(n)) {
                 *k = p.parsed.flow.words();
                 *a = i;
                 n += 1;
             }
+        }
+        if n == 0 {
+            return; // nothing for the cache (its expired entries are reclaimed by later adds)
         }
         let mut out = [shared.flows.placeholder(); BATCH_SIZE];
         let (Some(keys), Some(out)) = (keys.get(..n), out.get_mut(..n)) else { return };
@@ -417,13 +482,8 @@ impl Nf for Acl {
                     rules.classify(&FlowKey::from_words(entry.handle().key())).0
                 }
             };
-            let Some(p) = batch.pkts_mut().get_mut(i) else { continue };
-            match action {
-                AclAction::Permit => self.counters.permitted += 1,
-                AclAction::Deny => {
-                    self.counters.denied += 1;
-                    p.verdict = Verdict::Drop(DropReason::AclDeny);
-                }
+            if let Some(p) = batch.pkts_mut().get_mut(i) {
+                self.counters.apply(p, action);
             }
         }
         if shared.sweep_buckets > 0 {
@@ -436,7 +496,7 @@ impl Nf for Acl {
         let s = self.lane.stats();
         write!(
             w,
-            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={} acl_reclassified={}",
+            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={} acl_reclassified={} acl_direct={}",
             c.permitted,
             c.denied,
             c.cache_hits,
@@ -444,7 +504,8 @@ impl Nf for Acl {
             c.defaulted,
             c.cache_add_failed,
             s.expired_reclaimed,
-            c.reclassified
+            c.reclassified,
+            c.direct
         )
     }
 }

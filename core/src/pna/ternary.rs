@@ -24,7 +24,7 @@ const V4_MAPPED: u128 = 0xFFFF << 32;
 /// A flow key in the classifiers' coordinates: both addresses as IPv6 numbers
 /// ([`IpAddr::to_v6_bits`](crate::parse::IpAddr::to_v6_bits)), made once per lookup from the
 /// one flow key type, [`FlowKey`], so that the scans compare integers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Point {
     pub(crate) src: u128,
     pub(crate) dst: u128,

@@ -28,6 +28,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::rfc::{Rfc, RfcBuild};
 use crate::parse::FlowKey;
 use crate::pna::ternary::{Match, Point, Rule};
 
@@ -246,6 +247,9 @@ pub struct BitVec {
     sport: Small,
     dport: Small,
     proto: Small,
+    /// The same run as cross tables, for IPv4 keys while no rule of it is deleted
+    /// ([`super::rfc`]); `None` when the run is not all IPv4 rules or the tables would not fit.
+    rfc: Option<Rfc>,
 }
 
 /// A [`BitVec`] built a field at a time ([`BitVecBuild::step`]), so that a large build can be
@@ -262,6 +266,9 @@ pub struct BitVecBuild {
     sport: Option<Small>,
     dport: Option<Small>,
     proto: Option<Small>,
+    /// The cross tables still to build after the fields ([`BitVecBuild::with_rfc`]).
+    rfc: Option<RfcBuild>,
+    rfc_done: Option<Rfc>,
 }
 
 impl BitVecBuild {
@@ -276,7 +283,26 @@ impl BitVecBuild {
         }
         let mut sorted = rules.to_vec();
         sorted.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
-        Some(Self { sorted, words, max_bytes, bytes: 0, src: None, dst: None, sport: None, dport: None, proto: None })
+        Some(Self {
+            sorted,
+            words,
+            max_bytes,
+            bytes: 0,
+            src: None,
+            dst: None,
+            sport: None,
+            dport: None,
+            proto: None,
+            rfc: None,
+            rfc_done: None,
+        })
+    }
+
+    /// Also builds the run's cross tables ([`super::rfc`]) after its fields, one table per
+    /// step, if its rules are all IPv4 rules; a build that outgrows them leaves them out.
+    pub fn with_rfc(mut self) -> Self {
+        self.rfc = RfcBuild::new(&self.sorted);
+        self
     }
 
     /// Builds the next field: `Some(true)` when all are built, `None` if the vectors exceed
@@ -311,6 +337,14 @@ impl BitVecBuild {
             let b = f.bytes();
             self.proto = Some(f);
             b
+        } else if let Some(rfc) = self.rfc.as_mut() {
+            match rfc.step() {
+                Some(false) => return Some(false),
+                Some(true) => self.rfc_done = self.rfc.take().and_then(RfcBuild::finish),
+                // Too large: the run answers through its vectors alone.
+                None => self.rfc = None,
+            }
+            return Some(true);
         } else {
             0
         };
@@ -318,7 +352,7 @@ impl BitVecBuild {
         if self.bytes > self.max_bytes {
             return None;
         }
-        Some(self.proto.is_some())
+        Some(self.proto.is_some() && self.rfc.is_none())
     }
 
     /// The classifier, once every field is built.
@@ -330,6 +364,7 @@ impl BitVecBuild {
             sport: self.sport?,
             dport: self.dport?,
             proto: self.proto?,
+            rfc: self.rfc_done,
         })
     }
 }
@@ -352,7 +387,22 @@ impl BitVec {
 
     /// Bytes the classifier holds.
     pub fn bytes(&self) -> usize {
-        self.src.bytes() + self.dst.bytes() + self.sport.bytes() + self.dport.bytes() + self.proto.bytes()
+        self.src.bytes()
+            + self.dst.bytes()
+            + self.sport.bytes()
+            + self.dport.bytes()
+            + self.proto.bytes()
+            + self.rfc.as_ref().map_or(0, Rfc::bytes)
+    }
+
+    /// Whether IPv4 keys are answered by cross tables ([`super::rfc`]).
+    pub fn uses_rfc(&self) -> bool {
+        self.rfc.is_some()
+    }
+
+    /// Drops the cross tables (the vectors answer alone); returns the bytes they took.
+    pub(crate) fn drop_rfc(&mut self) -> usize {
+        self.rfc.take().map_or(0, |r| r.bytes())
     }
 
     /// Number of rules.
@@ -387,6 +437,35 @@ impl BitVec {
     /// [`Classifier`](super::Classifier) makes it once for all its groups).
     #[inline]
     pub(crate) fn lookup(&self, p: &Point, dead: &[u64]) -> Option<Match> {
+        if let Some(answer) = self.lookup_rfc(p, dead) {
+            return answer;
+        }
+        self.lookup_vectors(p, dead)
+    }
+
+    /// The answer of the cross tables ([`super::rfc`]), or `None` when they cannot give it:
+    /// none built, a rule of the run deleted since, or a key that is not IPv4.
+    #[inline]
+    pub(crate) fn lookup_rfc(&self, p: &Point, dead: &[u64]) -> Option<Option<Match>> {
+        let pos = self.rfc(dead)?.lookup_mapped(p.src, p.dst, p.sport, p.dport, p.proto)?;
+        Some(pos.and_then(|pos| self.match_at(pos)))
+    }
+
+    /// The cross tables, when they may answer (built, and no rule of the run deleted).
+    #[inline]
+    pub(crate) fn rfc(&self, dead: &[u64]) -> Option<&Rfc> {
+        self.rfc.as_ref().filter(|_| dead.iter().all(|&w| w == 0))
+    }
+
+    /// The rule at position `pos` as a match.
+    #[inline]
+    pub(crate) fn match_at(&self, pos: usize) -> Option<Match> {
+        self.at.get(pos).map(|&(rule, action, priority)| Match { rule, action, priority })
+    }
+
+    /// The answer of the bit vectors.
+    #[inline]
+    pub(crate) fn lookup_vectors(&self, p: &Point, dead: &[u64]) -> Option<Match> {
         let ((ms, s), (md, d)) = (self.src.row(p.src), self.dst.row(p.dst));
         let ((msp, sp), (mdp, dp), (mpr, pr)) =
             (self.sport.row(p.sport), self.dport.row(p.dport), self.proto.row(u16::from(p.proto)));

@@ -27,6 +27,12 @@
 //! that can hold a match. Only a set whose runs together exceed
 //! [`GROUPS_MAX_BYTES`] (about 12 000 rules) goes to the tuples.
 //!
+//! The first run of an IPv4 set is also built as cross tables ([`super::rfc`]: seven table
+//! reads for the address pair, then the pair's few rules in order), which answer an IPv4 key
+//! while no rule of that run is deleted; the vectors answer the rest. They are left out when
+//! they would take more than [`super::rfc::MAX_BYTES`], or when the set would not fit
+//! [`GROUPS_MAX_BYTES`] with them.
+//!
 //! Everything is built once ([`Classifier::new`], allocating); [`Classifier::classify`] never
 //! allocates and never panics.
 
@@ -151,13 +157,24 @@ impl Build {
         let len = GROUP_RULES.get(self.groups.len()).or(GROUP_RULES.last()).copied().unwrap_or(1024);
         if self.current.is_none() {
             let run = self.sorted.get(self.at..(self.at + len).min(self.sorted.len())).unwrap_or(&[]);
-            self.current = BitVecBuild::new(run, super::bitvec::MAX_BYTES);
+            // The first run — the one nearly every key is answered by — also gets cross
+            // tables for IPv4 keys (`super::rfc`); later runs keep to their vectors, so that
+            // a large set's memory stays the vectors'.
+            self.current = BitVecBuild::new(run, super::bitvec::MAX_BYTES)
+                .map(|b| if self.groups.is_empty() { b.with_rfc() } else { b });
         }
         let built = match self.current.as_mut().map(BitVecBuild::step) {
             Some(Some(false)) => return false,
             Some(Some(true)) => self.current.take().and_then(BitVecBuild::finish),
             _ => None,
         };
+        // A set that outgrows the budget with the first run's cross tables keeps its vectors
+        // without them (they are an accelerator: the tuples would cost far more).
+        if let (Some(bits), Some(first)) = (&built, self.groups.first_mut())
+            && self.bytes + bits.bytes() > GROUPS_MAX_BYTES
+        {
+            self.bytes -= first.drop_rfc();
+        }
         match built {
             Some(bits) if self.bytes + bits.bytes() <= GROUPS_MAX_BYTES => {
                 self.bytes += bits.bytes();
@@ -275,6 +292,11 @@ impl Classifier {
         !self.groups.is_empty()
     }
 
+    /// Whether the first run answers IPv4 keys by cross tables ([`super::rfc`]).
+    pub fn uses_rfc(&self) -> bool {
+        self.groups.first().is_some_and(BitVec::uses_rfc)
+    }
+
     /// Bit-vector classifiers a lookup may visit (0 with tuples).
     pub fn group_count(&self) -> usize {
         self.groups.len()
@@ -347,6 +369,65 @@ impl Classifier {
 
     #[inline]
     fn lookup(&self, p: &Point, dead: &[u64]) -> Option<Match> {
+        // The first run's cross tables answer most IPv4 keys of most sets (`super::rfc`):
+        // kept apart from the general path so that their few reads are all a lookup costs.
+        if let Some(first) = self.groups.first()
+            && let Some(answer) = first.lookup_rfc(p, dead)
+        {
+            return answer.or_else(|| self.lookup_after_first(p, dead));
+        }
+        self.lookup_general(p, dead)
+    }
+
+    /// [`Classifier::classify_without`] of every key of `keys` into `out` (as many as both
+    /// hold): IPv4 keys through the first run's cross tables in bursts ([`super::rfc::Rfc::lookup_burst`],
+    /// their reads overlapped), the others one by one.
+    pub fn classify_burst(&self, keys: &[FlowKey], dead: &Dead, out: &mut [Option<Match>]) {
+        let mut part = [None; super::rfc::BURST];
+        for (keys, out) in keys.chunks(super::rfc::BURST).zip(out.chunks_mut(super::rfc::BURST)) {
+            self.classify_burst_v4(keys, dead, &mut part);
+            for ((k, o), p) in keys.iter().zip(out.iter_mut()).zip(&part) {
+                *o = match *p {
+                    Some(m) => m,
+                    None => self.classify_without(k, dead),
+                };
+            }
+        }
+    }
+
+    /// The part of [`Classifier::classify_burst`] the cross tables answer, for up to
+    /// [`super::rfc::BURST`] keys: `out[i]` is `None` for a key they cannot answer (not IPv4,
+    /// no cross tables, a rule of the first run deleted), which the caller classifies
+    /// otherwise.
+    pub(crate) fn classify_burst_v4(&self, keys: &[FlowKey], dead: &Dead, out: &mut [Option<Option<Match>>]) {
+        let Some((first, rfc)) = self.groups.first().and_then(|g| Some((g, g.rfc(&dead.words)?))) else {
+            out.iter_mut().for_each(|o| *o = None);
+            return;
+        };
+        let mut pos = [None; super::rfc::BURST];
+        rfc.lookup_burst(keys, &mut pos);
+        for ((k, o), p) in keys.iter().zip(out.iter_mut()).zip(&pos) {
+            *o = match *p {
+                Some(Some(at)) => Some(first.match_at(at)),
+                Some(None) => Some(self.lookup_after_first(&Point::of(k), &dead.words)),
+                None => None,
+            };
+        }
+    }
+
+    /// The runs after the first, when the first has no match.
+    #[inline(never)]
+    fn lookup_after_first(&self, p: &Point, dead: &[u64]) -> Option<Match> {
+        let mut start = self.groups.first().map_or(0, BitVec::len);
+        self.groups.iter().skip(1).find_map(|g| {
+            let m = g.lookup(p, dead.get(start / 64..).unwrap_or(&[]));
+            start += g.len();
+            m
+        })
+    }
+
+    #[inline(never)]
+    fn lookup_general(&self, p: &Point, dead: &[u64]) -> Option<Match> {
         if !self.groups.is_empty() {
             // Runs in classification order: the first run with a match holds the answer.
             let mut start = 0;

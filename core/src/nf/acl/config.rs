@@ -111,6 +111,10 @@ pub struct AclConfig {
     pub flow_timeout: Duration,
     /// Flow-cache buckets each batch sweeps for expired entries (0: only lazy reclamation).
     pub sweep_buckets: usize,
+    /// Sends every packet through the flow cache. Off (the default), an IPv4 packet skips the
+    /// cache while the rules' cross tables answer IPv4 keys (the classifiers' module doc): there
+    /// classifying it costs less than a cache hit.
+    pub always_cache: bool,
 }
 
 impl Default for AclConfig {
@@ -123,6 +127,7 @@ impl Default for AclConfig {
             flow_capacity: crate::miri_or(1 << 16, 64),
             flow_timeout: Duration(1 << 34),
             sweep_buckets: 16,
+            always_cache: false,
         }
     }
 }

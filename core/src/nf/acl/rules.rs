@@ -116,21 +116,71 @@ impl AclRules {
             return (self.default_action, None);
         };
         let p = Point::of(flow);
-        let mut best = c.point_without(&p, dead);
+        let best = c.point_without(&p, dead);
+        self.conclude(&p, best, delta)
+    }
+
+    /// [`AclRules::classify`] of every flow of `flows` into `out` (as many as both hold): the
+    /// IPv4 flows in bursts through the classifier's cross tables
+    /// ([`Classifier::classify_burst`]), so that their table reads overlap.
+    pub fn classify_burst(&self, flows: &[FlowKey], out: &mut [(AclAction, Option<u32>)]) {
+        const CHUNK: usize = super::rfc::BURST;
+        let (Some(c), Some(dead), Some(delta)) = (self.base.family.first(), self.dead.first(), self.delta.first())
+        else {
+            return;
+        };
+        if !c.uses_rfc() {
+            for (f, o) in flows.iter().zip(out.iter_mut()) {
+                *o = self.classify(f);
+            }
+            return;
+        }
+        let mut best = [None; CHUNK];
+        for (flows, out) in flows.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            c.classify_burst_v4(flows, dead, &mut best);
+            for ((f, o), b) in flows.iter().zip(out.iter_mut()).zip(&best) {
+                *o = match b {
+                    // The delta's rules are checked against the key as a point only if any.
+                    Some(m) if delta.is_empty() => self.conclude(&Point::default(), *m, delta),
+                    Some(m) => self.conclude(&Point::of(f), *m, delta),
+                    None => self.classify(f),
+                };
+            }
+        }
+    }
+
+    /// Whether IPv4 keys are classified by the IPv4 base's cross tables (built, and no rule of
+    /// their run deleted since): then classifying an IPv4 packet costs less than a flow-cache hit.
+    pub fn classifies_v4_by_cross_tables(&self) -> bool {
+        self.base.family.first().is_some_and(Classifier::uses_rfc) && self.dead.first().is_some_and(|d| d.count() == 0)
+    }
+
+    /// The position of rule `id` among the rules: `id` itself while no rule before it was
+    /// deleted (ids are increasing, so `ids[id] == id` says so), else a binary search.
+    #[inline]
+    fn position_of(&self, id: u32) -> Option<u32> {
+        if self.ids.get(id as usize) == Some(&id) {
+            return Some(id);
+        }
+        self.ids.binary_search(&id).ok().map(|p| p as u32)
+    }
+
+    /// The answer from the base's match: the delta's rules that come before it, then the
+    /// action and the rule's position.
+    #[inline]
+    fn conclude(&self, p: &Point, base: Option<Match>, delta: &[(u32, Rule)]) -> (AclAction, Option<u32>) {
+        let mut best = base;
         for &(id, ref r) in delta {
             if best.is_some_and(|b| b.priority > r.priority || (b.priority == r.priority && b.rule < id)) {
                 break; // classification order: nothing later beats the match in hand
             }
-            if r.matches_point(&p) {
+            if r.matches_point(p) {
                 best = Some(Match { rule: id, action: r.action, priority: r.priority });
                 break;
             }
         }
         match best {
-            Some(m) => (
-                if m.action == 0 { AclAction::Permit } else { AclAction::Deny },
-                self.ids.binary_search(&m.rule).ok().map(|p| p as u32),
-            ),
+            Some(m) => (if m.action == 0 { AclAction::Permit } else { AclAction::Deny }, self.position_of(m.rule)),
             None => (self.default_action, None),
         }
     }

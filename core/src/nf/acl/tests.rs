@@ -88,17 +88,24 @@ fn flows_for(rules: &[AclRule], rng: &mut XorShift64, n: usize) -> Vec<FlowKey> 
         .collect()
 }
 
+/// `cfg` with every packet through the flow cache (the tests of the cache itself).
+fn cached(cfg: AclConfig) -> AclConfig {
+    AclConfig { always_cache: true, ..cfg }
+}
+
 fn frame_of(f: &FlowKey) -> Vec<u8> {
     frame(f.src, f.dst, f.proto, f.src_port, f.dst_port, b"acl")
 }
 
 proptest! {
     #![proptest_config(crate::testing::proptest_config(12))]
-    /// 1.5k random rules: the classifier, the shared classify and the NF (first packet
-    /// classified, second from the cache) all agree with the linear reference.
+    /// 1.5k random rules (or 200, half the cases: a set whose cross tables fit, so that the NF
+    /// classifies IPv4 packets directly): the classifier, the shared classify and the NF (first
+    /// packet classified, second from the cache) all agree with the linear reference.
     #[test]
     fn acl_matches_linear_reference_with_1500_rules(seed in any::<u64>(), deny_default in any::<bool>()) {
-        let rules = example_rules(seed, crate::testing::miri_or(1500, 30));
+        let n = if seed & 1 == 0 { 1500 } else { 200 };
+        let rules = example_rules(seed, crate::testing::miri_or(n, 30));
         let default = if deny_default { AclAction::Deny } else { AclAction::Permit };
         let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules.clone(), default)).unwrap());
         let mut rng = XorShift64::from_state(seed ^ 0x5eed);
@@ -118,30 +125,40 @@ proptest! {
             }
             prop_assert_eq!(shared.classify(f).0, *e);
         }
-        let mut acl = Acl::new(shared.clone());
         let frames: Vec<Vec<u8>> = flows.iter().map(frame_of).collect();
-        for (pass, now) in [(0, Instant(1)), (1, Instant(2))] {
-            let out = run(&mut acl, &frames, 0, now);
-            for (o, e) in out.iter().zip(&expected) {
-                let want = match e {
-                    AclAction::Permit => Verdict::Forward(1),
-                    AclAction::Deny => Verdict::Drop(DropReason::AclDeny),
-                };
-                prop_assert_eq!(o.verdict, want, "pass {}", pass);
+        let v4 = flows.iter().filter(|f| matches!(f.src, IpAddr::V4(_))).count() as u64;
+        // Through the cache only, then with IPv4 packets classified directly where the
+        // cross tables answer them: the same verdicts either way.
+        for always_cache in [true, false] {
+            let cfg = AclConfig { always_cache, ..AclConfig::new(rules.clone(), default) };
+            let shared = Arc::new(AclShared::try_new(&cfg).unwrap());
+            let direct = !always_cache && shared.rules().classifies_v4_by_cross_tables();
+            let mut acl = Acl::new(shared.clone());
+            for (pass, now) in [(0, Instant(1)), (1, Instant(2))] {
+                let out = run(&mut acl, &frames, 0, now);
+                for (o, e) in out.iter().zip(&expected) {
+                    let want = match e {
+                        AclAction::Permit => Verdict::Forward(1),
+                        AclAction::Deny => Verdict::Drop(DropReason::AclDeny),
+                    };
+                    prop_assert_eq!(o.verdict, want, "pass {} always_cache {}", pass, always_cache);
+                }
             }
+            let c = *acl.counters();
+            let denied = expected.iter().filter(|e| **e == AclAction::Deny).count() as u64;
+            prop_assert_eq!(c.denied, 2 * denied);
+            prop_assert_eq!(c.permitted + c.denied, 2 * flows.len() as u64);
+            prop_assert_eq!(c.cache_add_failed, 0);
+            // Duplicate flows within the first batch hit the cache already; every flow the
+            // cache sees is classified exactly once.
+            let mut uniq: Vec<FlowKey> = flows.iter().filter(|f| !direct || matches!(f.src, IpAddr::V6(_))).copied().collect();
+            let through_cache = uniq.len() as u64;
+            uniq.sort();
+            uniq.dedup();
+            prop_assert_eq!(c.direct, if direct { 2 * v4 } else { 0 });
+            prop_assert_eq!(c.classified, uniq.len() as u64);
+            prop_assert_eq!(c.cache_hits, 2 * through_cache - uniq.len() as u64);
         }
-        let c = *acl.counters();
-        let denied = expected.iter().filter(|e| **e == AclAction::Deny).count() as u64;
-        prop_assert_eq!(c.denied, 2 * denied);
-        prop_assert_eq!(c.permitted + c.denied, 2 * flows.len() as u64);
-        prop_assert_eq!(c.cache_add_failed, 0);
-        // Duplicate flows within the first batch hit the cache already; every flow is
-        // classified exactly once.
-        let mut uniq = flows.clone();
-        uniq.sort();
-        uniq.dedup();
-        prop_assert_eq!(c.classified, uniq.len() as u64);
-        prop_assert_eq!(c.cache_hits, 2 * flows.len() as u64 - uniq.len() as u64);
         prop_assert!(shared.rules().classifier(false).tuple_count() <= 2 * 17 * 17);
         prop_assert_eq!(shared.rules().classifier(false).len() + shared.rules().classifier(true).len()
             - rules.iter().filter(|r| r.src.is_none() && r.dst.is_none()).count(), rules.len());
@@ -181,13 +198,57 @@ proptest! {
     }
 }
 
+/// IPv4 packets skip the flow cache while the cross tables answer them, IPv6 packets take it,
+/// and a deleted rule (its run's tables no longer answer) sends IPv4 packets back through it
+/// until the merge; the verdicts follow the rules in force throughout.
+#[test]
+fn ipv4_packets_skip_the_cache_while_the_cross_tables_answer() {
+    let web = AclRule { dport: (80, 80), proto: Some(6), ..AclRule::any(10, AclAction::Permit) };
+    let ssh = AclRule { dst: Some(Prefix::v4([10, 0, 0, 0], 8)), dport: (22, 22), ..AclRule::any(20, AclAction::Deny) };
+    let v6 = AclRule {
+        src: Some(Prefix { addr: IpAddr::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), len: 32 }),
+        ..AclRule::any(5, AclAction::Permit)
+    };
+    let shared = Arc::new(AclShared::try_new(&AclConfig::new(vec![web, ssh, v6], AclAction::Deny)).unwrap());
+    assert!(shared.rules().classifies_v4_by_cross_tables());
+    let mut acl = Acl::new(shared.clone());
+    let a4 = |x: u8| IpAddr::V4([10, 0, 0, x]);
+    let a6 = |x: u8| IpAddr::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, x]);
+    let frames = [
+        frame(a4(1), a4(2), 6, 1000, 80, b"x"),  // web: permit
+        frame(a4(1), a4(2), 6, 1000, 22, b"x"),  // ssh to 10/8: deny
+        frame(a4(1), a4(2), 17, 1000, 53, b"x"), // nothing: default deny
+        frame(a6(1), a6(2), 17, 1000, 53, b"x"), // the IPv6 rule: permit
+    ];
+    let want = [
+        Verdict::Forward(1),
+        Verdict::Drop(DropReason::AclDeny),
+        Verdict::Drop(DropReason::AclDeny),
+        Verdict::Forward(1),
+    ];
+    let out = run(&mut acl, &frames, 0, Instant(1));
+    assert_eq!(out.iter().map(|o| o.verdict).collect::<Vec<_>>(), want);
+    let c = *acl.counters();
+    assert_eq!((c.direct, c.classified, c.cache_hits, c.defaulted), (3, 1, 0, 1));
+    // Delete the ssh rule: its run's tables stop answering, IPv4 goes through the cache.
+    shared.delete_rule(1).unwrap();
+    assert!(!shared.rules().classifies_v4_by_cross_tables());
+    let out = run(&mut acl, &frames, 0, Instant(2));
+    assert_eq!(out.get(1).map(|o| o.verdict), Some(Verdict::Drop(DropReason::AclDeny)), "now the default");
+    assert_eq!(out.first().map(|o| o.verdict), Some(Verdict::Forward(1)));
+    let c = *acl.counters();
+    // The three IPv4 flows are new to the cache; the IPv6 flow's cached verdict predates the
+    // delete and is decided again.
+    assert_eq!((c.direct, c.classified, c.reclassified, c.cache_hits), (3, 1 + 3, 1, 0));
+}
+
 /// Two packets of one new flow in the same burst: the first is classified and cached, the
 /// second counts as a cache hit (its flow is cached by then) — not as a second new flow, and
 /// not as nothing (the proptest above found the burst's duplicates counted nowhere).
 #[test]
 fn a_new_flows_second_packet_in_the_same_burst_counts_as_a_cache_hit() {
     let shared = Arc::new(
-        AclShared::try_new(&AclConfig::new(vec![AclRule::any(1, AclAction::Deny)], AclAction::Permit)).unwrap(),
+        AclShared::try_new(&cached(AclConfig::new(vec![AclRule::any(1, AclAction::Deny)], AclAction::Permit))).unwrap(),
     );
     let mut acl = Acl::new(shared);
     let f = frame(IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), 6, 1000, 80, b"x");
@@ -248,7 +309,7 @@ fn acl_validation_names_the_rule_and_field() {
 #[test]
 fn acl_cache_entries_expire_and_flows_are_reclassified() {
     let web = AclRule { dport: (80, 80), proto: Some(6), ..AclRule::any(5, AclAction::Permit) };
-    let mut cfg = AclConfig::new(vec![web], AclAction::Deny);
+    let mut cfg = cached(AclConfig::new(vec![web], AclAction::Deny));
     cfg.flow_timeout = Duration(100);
     let shared = Arc::new(AclShared::try_new(&cfg).unwrap());
     let mut acl = Acl::new(shared.clone());
@@ -274,7 +335,8 @@ fn acl_cache_entries_expire_and_flows_are_reclassified() {
 #[test]
 fn packets_of_one_new_flow_in_one_burst_are_classified_once() {
     let rule = AclRule { proto: Some(17), ..AclRule::any(1, AclAction::Deny) };
-    let mut acl = Acl::new(Arc::new(AclShared::try_new(&AclConfig::new(vec![rule], AclAction::Permit)).unwrap()));
+    let mut acl =
+        Acl::new(Arc::new(AclShared::try_new(&cached(AclConfig::new(vec![rule], AclAction::Permit))).unwrap()));
     let (a, b) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]));
     // Three packets of one TCP flow and two of one UDP flow, all new, in one burst.
     let frames: Vec<_> = [6, 6, 17, 6, 17].iter().map(|&p| frame(a, b, p, 1000, 80, b"")).collect();
@@ -287,8 +349,10 @@ fn packets_of_one_new_flow_in_one_burst_are_classified_once() {
 
 #[test]
 fn acl_full_cache_still_decides() {
-    let mut cfg =
-        AclConfig::new(vec![AclRule { proto: Some(17), ..AclRule::any(1, AclAction::Deny) }], AclAction::Permit);
+    let mut cfg = cached(AclConfig::new(
+        vec![AclRule { proto: Some(17), ..AclRule::any(1, AclAction::Deny) }],
+        AclAction::Permit,
+    ));
     cfg.flow_capacity = 2;
     let mut acl = Acl::new(Arc::new(AclShared::try_new(&cfg).unwrap()));
     let frames: Vec<_> = (0..40u16)
@@ -385,9 +449,13 @@ proptest! {
             }
             let now = shared.rules();
             prop_assert!(now.pending().0 <= 2 * DELTA_MAX);
-            for f in flows_for(&model, &mut rng, crate::testing::miri_or(24, 4)) {
-                let want = (ref_verdict(&model, AclAction::Deny, &f), ref_position(&model, &f));
-                prop_assert_eq!(now.classify(&f), want, "{:?}", f);
+            let flows = flows_for(&model, &mut rng, crate::testing::miri_or(24, 4));
+            let mut burst = vec![(AclAction::Permit, None); flows.len()];
+            now.classify_burst(&flows, &mut burst);
+            for (f, b) in flows.iter().zip(&burst) {
+                let want = (ref_verdict(&model, AclAction::Deny, f), ref_position(&model, f));
+                prop_assert_eq!(now.classify(f), want, "{:?}", f);
+                prop_assert_eq!(*b, want, "burst {:?}", f);
             }
         }
     }
@@ -422,7 +490,7 @@ fn a_full_delta_rebuilds_and_a_merge_it_overtook_is_dropped() {
 
 #[test]
 fn a_merge_changes_no_verdict_and_keeps_cached_ones() {
-    let shared = Arc::new(AclShared::try_new(&AclConfig::new(Vec::new(), AclAction::Permit)).unwrap());
+    let shared = Arc::new(AclShared::try_new(&cached(AclConfig::new(Vec::new(), AclAction::Permit))).unwrap());
     let mut acl = Acl::new(shared.clone());
     let (a, b, c) = (IpAddr::V4([10, 0, 0, 1]), IpAddr::V4([10, 0, 0, 2]), IpAddr::V4([10, 0, 0, 3]));
     let frames = [frame(a, b, 6, 1000, 80, b""), frame(a, c, 6, 1000, 80, b"")];
