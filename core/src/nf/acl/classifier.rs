@@ -409,6 +409,8 @@ impl Classifier {
         for ((k, o), p) in keys.iter().zip(out.iter_mut()).zip(&pos) {
             *o = match *p {
                 Some(Some(at)) => Some(first.match_at(at)),
+                // Later runs, if any (a one-run set's answer is in: no key conversion).
+                Some(None) if self.groups.len() == 1 => Some(None),
                 Some(None) => Some(self.lookup_after_first(&Point::of(k), &dead.words)),
                 None => None,
             };
