@@ -68,6 +68,40 @@ struct Field {
     summary: bool,
 }
 
+/// Cuts `0..=max` by `ranges` (one per rule, by position) into elementary intervals: interval
+/// `i` is `bounds[i] ..= bounds[i + 1] - 1` (the last one runs to `max`). Returns the bounds
+/// and, `stride` words per interval, each interval's vector of the rules covering it, bit `p`
+/// of word `lead + p / 64` (the words before `lead` left for the caller).
+pub(super) fn elementary_intervals(
+    ranges: &[(u128, u128)],
+    max: u128,
+    stride: usize,
+    lead: usize,
+) -> (Vec<u128>, Vec<u64>) {
+    let mut bounds: Vec<u128> = vec![0];
+    for &(lo, hi) in ranges {
+        bounds.push(lo);
+        if hi < max {
+            bounds.push(hi + 1);
+        }
+    }
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut bits = vec![0u64; bounds.len() * stride];
+    for (p, &(lo, hi)) in ranges.iter().enumerate() {
+        // The intervals inside [lo, hi]: from the one starting at lo to the last starting at or
+        // below hi (ranges' ends are bounds, so none straddles).
+        let first = bounds.partition_point(|&b| b < lo);
+        let end = bounds.partition_point(|&b| b <= hi);
+        for i in first..end {
+            if let Some(w) = bits.get_mut(i * stride + lead + p / 64) {
+                *w |= 1 << (p % 64);
+            }
+        }
+    }
+    (bounds, bits)
+}
+
 /// `::ffff:0.0.0.0`, the first IPv4-mapped address.
 const MAPPED: u64 = 0xFFFF << 32;
 /// Runs of at most this many words (128 rules) carry no summaries and AND every word in turn:
@@ -79,30 +113,10 @@ impl Field {
     /// Cuts `max`'s value space by `ranges` (one per rule, by position) and sets every rule's
     /// bit in the intervals its range covers.
     fn build(ranges: &[(u128, u128)], max: u128, words: usize) -> Field {
-        let mut bounds: Vec<u128> = vec![0];
-        for &(lo, hi) in ranges {
-            bounds.push(lo);
-            if hi < max {
-                bounds.push(hi + 1);
-            }
-        }
-        bounds.sort_unstable();
-        bounds.dedup();
         let summary = words > DIRECT_WORDS;
         let lead = usize::from(summary);
         let stride = words + lead;
-        let mut bits = vec![0u64; bounds.len() * stride];
-        for (p, &(lo, hi)) in ranges.iter().enumerate() {
-            // The intervals inside [lo, hi]: from the one starting at lo to the last starting
-            // at or below hi (ranges' ends are bounds, so none straddles).
-            let first = bounds.partition_point(|&b| b < lo);
-            let end = bounds.partition_point(|&b| b <= hi);
-            for i in first..end {
-                if let Some(w) = bits.get_mut(i * stride + lead + p / 64) {
-                    *w |= 1 << (p % 64);
-                }
-            }
-        }
+        let (bounds, mut bits) = elementary_intervals(ranges, max, stride, lead);
         let narrow = bounds.iter().map(|&b| u64::try_from(b).ok()).collect::<Option<Vec<u64>>>();
         for row in bits.chunks_mut(stride).filter(|_| summary) {
             if let Some((summary, vector)) = row.split_first_mut() {

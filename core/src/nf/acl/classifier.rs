@@ -379,26 +379,10 @@ impl Classifier {
         self.lookup_general(p, dead)
     }
 
-    /// [`Classifier::classify_without`] of every key of `keys` into `out` (as many as both
-    /// hold): IPv4 keys through the first run's cross tables in bursts ([`super::rfc::Rfc::lookup_burst`],
-    /// their reads overlapped), the others one by one.
-    pub fn classify_burst(&self, keys: &[FlowKey], dead: &Dead, out: &mut [Option<Match>]) {
-        let mut part = [None; super::rfc::BURST];
-        for (keys, out) in keys.chunks(super::rfc::BURST).zip(out.chunks_mut(super::rfc::BURST)) {
-            self.classify_burst_v4(keys, dead, &mut part);
-            for ((k, o), p) in keys.iter().zip(out.iter_mut()).zip(&part) {
-                *o = match *p {
-                    Some(m) => m,
-                    None => self.classify_without(k, dead),
-                };
-            }
-        }
-    }
-
-    /// The part of [`Classifier::classify_burst`] the cross tables answer, for up to
-    /// [`super::rfc::BURST`] keys: `out[i]` is `None` for a key they cannot answer (not IPv4,
-    /// no cross tables, a rule of the first run deleted), which the caller classifies
-    /// otherwise.
+    /// [`Classifier::classify_without`] of up to [`super::rfc::BURST`] keys, as far as the first
+    /// run's cross tables answer them, in one burst ([`super::rfc::Rfc::lookup_burst`]: their
+    /// reads overlapped): `out[i]` is `None` for a key they cannot answer (not IPv4, no cross
+    /// tables, a rule of the first run deleted), which the caller classifies otherwise.
     pub(crate) fn classify_burst_v4(&self, keys: &[FlowKey], dead: &Dead, out: &mut [Option<Option<Match>>]) {
         let Some((first, rfc)) = self.groups.first().and_then(|g| Some((g, g.rfc(&dead.words)?))) else {
             out.iter_mut().for_each(|o| *o = None);

@@ -415,26 +415,8 @@ fn halves((a, len): (u128, u8)) -> Option<[(u32, u32); 2]> {
 
 /// Phase 0: the table from each value `0..=max` to its class, and the classes.
 fn chunk(ranges: &[(u32, u32)], max: u32, words: usize) -> Option<(Vec<u16>, Classes)> {
-    let mut bounds: Vec<u32> = vec![0];
-    for &(lo, hi) in ranges {
-        bounds.push(lo);
-        if hi < max {
-            bounds.push(hi + 1);
-        }
-    }
-    bounds.sort_unstable();
-    bounds.dedup();
-    // Interval i is bounds[i]..bounds[i + 1]; its vector has the bits of the rules covering it.
-    let mut bits = vec![0u64; bounds.len() * words];
-    for (p, &(lo, hi)) in ranges.iter().enumerate() {
-        let first = bounds.partition_point(|&b| b < lo);
-        let end = bounds.partition_point(|&b| b <= hi);
-        for i in first..end {
-            if let Some(w) = bits.get_mut(i * words + p / 64) {
-                *w |= 1 << (p % 64);
-            }
-        }
-    }
+    let wide: Vec<(u128, u128)> = ranges.iter().map(|&(lo, hi)| (u128::from(lo), u128::from(hi))).collect();
+    let (bounds, bits) = super::bitvec::elementary_intervals(&wide, u128::from(max), words, 0);
     let mut dedup = Dedup::new(words);
     let ids = bits.chunks(words.max(1)).map(|v| dedup.id(v)).collect::<Option<Vec<u16>>>()?;
     // Interval i covers bounds[i]..bounds[i + 1] (the last one up to max).

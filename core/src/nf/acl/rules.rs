@@ -122,7 +122,7 @@ impl AclRules {
 
     /// [`AclRules::classify`] of every flow of `flows` into `out` (as many as both hold): the
     /// IPv4 flows in bursts through the classifier's cross tables
-    /// ([`Classifier::classify_burst`]), so that their table reads overlap.
+    /// (`Classifier::classify_burst_v4`), so that their table reads overlap.
     pub fn classify_burst(&self, flows: &[FlowKey], out: &mut [(AclAction, Option<u32>)]) {
         const CHUNK: usize = super::rfc::BURST;
         let (Some(c), Some(dead), Some(delta)) = (self.base.family.first(), self.dead.first(), self.delta.first())
