@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
-//! peers acl --rules 100|1K|10K|1K-v6 [--huge] [--samples S] [--min-ms M]  # ACL first-packet classification
+//! peers acl --rules 100|1K|10K|1K-v6 [--huge] [--samples S] [--min-ms M]  # ACL first-packet classification, and the ACL NF per packet
 //! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3 [--huge] [--samples S] [--min-ms M]  # the worker loop, software NICs
 //!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
@@ -267,7 +267,7 @@ fn acl(n: usize, label: &str, v6: bool, rule: Rule) {
     // The sets `cargo xtask peers` writes for `dpdk-test-acl`: the same seed, the same keys.
     let rules = if v6 { classbench_rules6(CLASSBENCH_SEED, n) } else { classbench_rules(CLASSBENCH_SEED, n) };
     let trace = classbench_trace(CLASSBENCH_SEED, &rules, CLASSBENCH_KEYS);
-    let mut cfg = AclConfig::new(rules, AclAction::Permit);
+    let mut cfg = AclConfig::new(rules.clone(), AclAction::Permit);
     cfg.flow_capacity = 64;
     let Ok(acl) = AclShared::try_new(&cfg) else {
         eprintln!("peers acl: the ACL refused the generated rules");
@@ -285,6 +285,46 @@ fn acl(n: usize, label: &str, v6: bool, rule: Rule) {
     });
     report("acl_classify", label, r, trace.len());
     println!("PEERINFO impl=cadence op=acl_classify size={label} rules={n} keys={} matched={matched}", trace.len());
+    acl_nf(label, &rules, &trace, rule);
+}
+
+/// Cycles per packet the ACL NF adds to the worker loop (`op=acl_nf`): the trace's keys as
+/// frames (`common::frames::of_flow`), cycled through a chain of the ACL NF alone (its default
+/// configuration: IPv4 classified directly while the cross tables answer, else its flow
+/// cache of 65 536 flows, which the trace's 100 000 keys overflow — a flood of new flows),
+/// minus the same frames through the empty chain (the same parse, every check), both measured
+/// in each sample. Every rule permits here, so that both chains send every frame and the
+/// difference is the NF's own work, not the cost of the frames it would drop.
+fn acl_nf(label: &str, rules: &[cadence_core::nf::acl::AclRule], trace: &[cadence_core::parse::FlowKey], rule: Rule) {
+    use cadence_core::nf::acl::{Acl, AclAction, AclConfig, AclRule, AclShared};
+    use std::sync::Arc;
+    let permit: Vec<AclRule> = rules.iter().map(|r| AclRule { action: AclAction::Permit, ..*r }).collect();
+    let Ok(shared) = AclShared::try_new(&AclConfig::new(permit, AclAction::Permit)) else {
+        eprintln!("peers acl: the ACL refused the generated rules");
+        return;
+    };
+    let direct = shared.rules().classifies_v4_by_cross_tables();
+    let frames: Vec<Vec<u8>> = trace.iter().map(common::frames::of_flow).collect();
+    let egress = || Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+    let nf = Chain::new(vec![Box::new(Acl::new(Arc::new(shared)))], egress());
+    let ((r, base_stats), nf_stats) = with_worker(nf, &frames, |nf_poll| {
+        with_worker(Chain::new(Vec::new(), egress()), &frames, |base_poll| {
+            rule.take(|| {
+                let with_nf: u64 = (0..POLLS).map(|_| nf_poll()).sum();
+                let without: u64 = (0..POLLS).map(|_| base_poll()).sum();
+                (with_nf as f64 - without as f64) / (POLLS * BATCH_SIZE) as f64
+            })
+        })
+    });
+    report("acl_nf", label, r, POLLS * BATCH_SIZE);
+    let sent = |s: &cadence_core::poll::PollStats| s.ports.iter().map(|p| p.tx).sum::<u64>();
+    println!(
+        "PEERINFO impl=cadence op=acl_nf size={label} direct={direct} tx={} drops={} base_tx={} base_drops={}",
+        sent(&nf_stats),
+        nf_stats.drops_total(),
+        sent(&base_stats),
+        base_stats.drops_total()
+    );
 }
 
 /// The frames of a classic pcap (microsecond or nanosecond, either byte order).

@@ -485,6 +485,12 @@ pub fn comparisons() -> Vec<Comparison> {
             v.push(c("acl_classify", size, alg, "acl_classify", Some(1.0)));
         }
     }
+    // Issue 33 item 2: what the ACL NF adds to a packet's cost, at most rte_acl's classification.
+    for (size, _) in ACL_SIZES {
+        for alg in ["rte_acl_scalar", "rte_acl_sse", "rte_acl_avx2"] {
+            v.push(c("acl_nf", size, alg, "acl_classify", Some(1.0)));
+        }
+    }
     v
 }
 
@@ -612,7 +618,8 @@ mod tests {
         // (Cadence's own example) is shown without a target.
         assert_eq!(t("p4", "vxlan", "swx"), Some(Target { limit: 1.0 }));
         assert_eq!(t("p4", "router", "swx"), None);
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 3 + 2 + 4);
+        assert_eq!(t("acl_nf", "1K", "rte_acl_avx2"), Some(Target { limit: 1.0 }));
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 12 + 3 + 2 + 4);
     }
 
     #[test]

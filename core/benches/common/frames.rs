@@ -99,3 +99,66 @@ pub fn tcp_segment(flow: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
     f[50..52].copy_from_slice(&sum.to_be_bytes());
     f
 }
+
+/// A frame carrying flow `k` (IPv4 or IPv6; TCP with a 20-byte header, UDP, or another
+/// protocol with 8 bytes after the IP header, which carry no ports), valid checksums, so that
+/// the parser gives back `k` (ports 0 for a protocol without them).
+pub fn of_flow(k: &cadence_core::parse::FlowKey) -> Vec<u8> {
+    use cadence_core::parse::IpAddr;
+    let l4_len = if k.proto == 6 { 20 } else { 8 };
+    let mut l4 = vec![0u8; l4_len];
+    if matches!(k.proto, 6 | 17) {
+        l4[0..2].copy_from_slice(&k.src_port.to_be_bytes());
+        l4[2..4].copy_from_slice(&k.dst_port.to_be_bytes());
+    }
+    if k.proto == 6 {
+        l4[12] = 5 << 4;
+        l4[13] = 0x10; // ACK
+        l4[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    } else if k.proto == 17 {
+        l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+    }
+    let mut f = vec![0u8; 14];
+    f[0..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 2]);
+    match (k.src, k.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            if matches!(k.proto, 6 | 17) {
+                let sum = checksum::l4_checksum_v4(s, d, k.proto, &l4);
+                let at = if k.proto == 6 { 16 } else { 6 };
+                l4[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+            }
+            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let mut ip = [0u8; 20];
+            ip[0] = 0x45;
+            ip[2..4].copy_from_slice(&((20 + l4_len) as u16).to_be_bytes());
+            ip[8] = 64;
+            ip[9] = k.proto;
+            ip[12..16].copy_from_slice(&s);
+            ip[16..20].copy_from_slice(&d);
+            let sum = checksum::checksum(&ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+            f.extend_from_slice(&ip);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            if matches!(k.proto, 6 | 17) {
+                let sum = checksum::l4_checksum_v6(&s, &d, k.proto, &l4);
+                let at = if k.proto == 6 { 16 } else { 6 };
+                l4[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+            }
+            f[12..14].copy_from_slice(&0x86DDu16.to_be_bytes());
+            let mut ip = [0u8; 40];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            ip[6] = k.proto;
+            ip[7] = 64;
+            ip[8..24].copy_from_slice(&s);
+            ip[24..40].copy_from_slice(&d);
+            f.extend_from_slice(&ip);
+        }
+        _ => {}
+    }
+    f.extend_from_slice(&l4);
+    f.resize(f.len().max(60), 0);
+    f
+}

@@ -16,9 +16,15 @@
 //!   is counted (`acl_cache_add_failed`).
 //! - While the IPv4 classifier's cross tables answer IPv4 keys (`classifier` module doc: a
 //!   set whose first run fits them, no rule of that run deleted since its build), IPv4 packets
-//!   skip the cache and are classified in bursts ([`AclRules::classify_burst`], counted as
-//!   `acl_direct`): there a classification costs less than a cache hit, and a flood of new
-//!   flows costs no adds. [`AclConfig::always_cache`] sends every packet through the cache.
+//!   skip the cache and are classified in bursts of [`BURST`] keys held field by field
+//!   ([`Keys4`], [`AclRules::classify_v4_burst`]; counted as `acl_direct`): there a
+//!   classification costs less than a cache hit, and a flood of new flows costs no adds.
+//!   [`AclConfig::always_cache`] sends every packet through the cache.
+//! - Alone in a chain, the ACL has a vector loop (`Nf::run_v4`, `nf` module doc): while
+//!   the cross tables answer, each common IPv4 frame (untagged, no options, not a fragment)
+//!   has its 5-tuple read straight from the frame (`parse::ipv4_flow`), is classified in a
+//!   burst and sent or dropped without a packet record; every other frame takes the batch
+//!   path above.
 //! - Denied packets become `Drop(AclDeny)`.
 //! - Rule changes ([`AclShared::add_rule`], [`AclShared::delete_rule`]) are visible at the
 //!   workers' next batch without rebuilding the classifiers ([`AclRules`]: an added rule joins
@@ -34,10 +40,10 @@
 use alloc::sync::Arc;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, Pkt, Verdict};
-use crate::buf::{BATCH_SIZE, Pool};
+use super::{Nf, NfBatch, NfCtx, Pkt, V4Tx, Verdict};
+use crate::buf::{BATCH_SIZE, PacketBuf, Pool};
 use crate::drops::DropReason;
-use crate::parse::{FlowKey, IpAddr};
+use crate::parse::{self, FlowKey, IpAddr};
 use crate::pna::exact::{Local, LocalStats};
 use crate::pna::p4::{Actions, Applied, P4Table, TableDecl};
 use crate::pna::ternary::Rule;
@@ -60,6 +66,7 @@ pub use config::{AclConfig, AclConfigError, AclField};
 pub use examples::{
     CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6, classbench_trace, example_rules,
 };
+pub use rfc::{BURST, Keys4};
 pub use rules::{AclRules, DELTA_MAX, Merge};
 
 /// Most rules an ACL takes.
@@ -322,27 +329,67 @@ impl Acl {
     /// Classifies the batch's live IPv4 packets without the flow cache, in bursts through the
     /// classifier's cross tables ([`AclRules::classify_burst`]).
     fn classify_directly(counters: &mut AclCounters, rules: &AclRules, batch: &mut NfBatch) {
-        let mut flows = [FlowKey::v4(0, 0, 0, 0, 0); BATCH_SIZE];
-        let mut at = [0usize; BATCH_SIZE];
-        let mut n = 0;
-        for (i, p) in batch.pkts().iter().enumerate() {
-            if p.alive()
-                && matches!(p.parsed.flow.src, IpAddr::V4(_))
-                && let (Some(f), Some(a)) = (flows.get_mut(n), at.get_mut(n))
-            {
-                *f = p.parsed.flow;
-                *a = i;
-                n += 1;
+        let mut keys = Keys4::default();
+        let mut at = [0usize; BURST];
+        let mut answers = [(AclAction::Permit, None); BURST];
+        let mut from = 0;
+        while from < batch.len() {
+            keys.clear();
+            for (i, p) in batch.pkts().iter().enumerate().skip(from) {
+                from = i + 1;
+                let k = keys.len();
+                if p.alive()
+                    && keys.push(&p.parsed.flow)
+                    && let Some(a) = at.get_mut(k)
+                {
+                    *a = i;
+                    if keys.is_full() {
+                        break;
+                    }
+                }
+            }
+            rules.classify_v4_burst(&keys, &mut answers);
+            for (&i, &(action, rule)) in at.iter().zip(&answers).take(keys.len()) {
+                if let Some(p) = batch.pkts_mut().get_mut(i) {
+                    counters.direct += 1;
+                    counters.defaulted += u64::from(rule.is_none());
+                    counters.apply(p, action);
+                }
             }
         }
-        let mut verdicts = [(AclAction::Permit, None); BATCH_SIZE];
-        let (Some(flows), Some(at)) = (flows.get(..n), at.get(..n)) else { return };
-        rules.classify_burst(flows, &mut verdicts);
-        for (&(action, rule), &i) in verdicts.iter().zip(at) {
+    }
+}
+
+impl Acl {
+    /// Each of `bufs` with its answer: sent to port `to` with link header `head` (none: no
+    /// such port, dropped as `NoRoute` as the chain's egress does) or dropped as `AclDeny`.
+    fn send_v4(
+        counters: &mut AclCounters,
+        pool: &mut Pool<'_>,
+        tx: &mut V4Tx<'_>,
+        bufs: &[PacketBuf],
+        answers: &[(AclAction, Option<u32>); BURST],
+        (to, head): (u8, Option<[u8; 12]>),
+    ) {
+        for (&b, &(action, rule)) in bufs.iter().zip(answers) {
             counters.direct += 1;
             counters.defaulted += u64::from(rule.is_none());
-            if let Some(p) = batch.pkts_mut().get_mut(i) {
-                counters.apply(p, action);
+            match (action, head) {
+                (AclAction::Deny, _) => {
+                    counters.denied += 1;
+                    tx.drop(pool, b, DropReason::AclDeny);
+                }
+                (AclAction::Permit, Some(head)) => {
+                    counters.permitted += 1;
+                    if let Some(m) = pool.frame_mut(b).first_chunk_mut::<12>() {
+                        *m = head;
+                    }
+                    tx.push(pool, b, to);
+                }
+                (AclAction::Permit, None) => {
+                    counters.permitted += 1;
+                    tx.drop(pool, b, DropReason::NoRoute);
+                }
             }
         }
     }
@@ -405,6 +452,51 @@ impl Drop for Acl {
 impl Nf for Acl {
     fn name(&self) -> &'static str {
         "acl"
+    }
+
+    /// Alone in a chain, common IPv4 frames are classified straight from the received batch
+    /// ([`Nf::run_v4`]) unless every packet must go through the flow cache.
+    fn vector_v4(&self) -> bool {
+        !self.shared.always_cache
+    }
+
+    /// While the cross tables answer IPv4 keys (as [`Nf::process`] then classifies directly).
+    fn vector_ready(&mut self) -> bool {
+        self.rules.get(&self.shared.rules).classifies_v4_by_cross_tables()
+    }
+
+    /// The direct path of [`Nf::process`] without a packet record: each common IPv4 frame's
+    /// 5-tuple read from the frame (`parse::ipv4_flow`), classified in bursts
+    /// ([`AclRules::classify_v4_burst`]), then sent to the other port with the port's link
+    /// header (permitted) or dropped as `AclDeny`, counted as the batch path counts it.
+    fn run_v4(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut V4Tx<'_>) -> usize {
+        let rules = self.rules.get(&self.shared.rules);
+        let (l4, to) = (tx.l4(), tx.default_out());
+        let head = tx.link_header(to, None);
+        let mut keys = Keys4::default();
+        let mut answers = [(AclAction::Permit, None); BURST];
+        let mut took = 0;
+        for &b in input {
+            let frame = pool.frame(b);
+            let flow = if l4 { parse::ipv4_flow::<true>(frame) } else { parse::ipv4_flow::<false>(frame) };
+            let Some(flow) = flow else { break };
+            if !keys.push(&flow) {
+                break; // (an IPv4 key is always taken while there is room)
+            }
+            took += 1;
+            if keys.is_full() {
+                rules.classify_v4_burst(&keys, &mut answers);
+                let bufs = input.get(took - keys.len()..took).unwrap_or(&[]);
+                Self::send_v4(&mut self.counters, pool, tx, bufs, &answers, (to, head));
+                keys.clear();
+            }
+        }
+        if !keys.is_empty() {
+            rules.classify_v4_burst(&keys, &mut answers);
+            let bufs = input.get(took - keys.len()..took).unwrap_or(&[]);
+            Self::send_v4(&mut self.counters, pool, tx, bufs, &answers, (to, head));
+        }
+        took
     }
 
     fn process(&mut self, ctx: &NfCtx, _pool: &mut Pool<'_>, batch: &mut NfBatch) {

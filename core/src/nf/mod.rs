@@ -258,9 +258,17 @@ pub struct V4Tx<'a> {
     out: &'a mut [Batch],
     counters: &'a mut StageCounters,
     l4: bool,
+    ingress: u8,
 }
 
 impl V4Tx<'_> {
+    /// The port a frame leaves by when the NF does not route it (the batch path's
+    /// `Verdict::Forward` default: the other port).
+    #[inline(always)]
+    pub fn default_out(&self) -> u8 {
+        (PORTS - 1).saturating_sub(usize::from(self.ingress)) as u8
+    }
+
     /// Whether the chain checks the transport header too (its depth is `L4`): the loop takes
     /// a frame only if `parse::ipv4_dst::<true>` does.
     #[inline(always)]
@@ -336,6 +344,13 @@ pub trait Nf: Send {
     /// is no.
     fn vector_v4(&self) -> bool {
         false
+    }
+    /// Whether the vector loop takes this received batch's common frames: asked once per
+    /// batch of an NF whose [`Nf::vector_v4`] says yes; an NF whose loop applies only in some
+    /// states (the ACL, while its cross tables answer) says no otherwise, and the whole batch
+    /// takes the batch path. The default is yes.
+    fn vector_ready(&mut self) -> bool {
+        true
     }
     /// The vector loop (see [`V4Tx`]): takes frames from the front of `input` while each is
     /// a common IPv4 frame (`parse::ipv4_dst` at [`V4Tx::l4`]'s depth) and treats each exactly
@@ -908,7 +923,7 @@ impl Stage for Chain {
             input.clear();
             return commands;
         }
-        if self.vector {
+        if self.vector && self.nfs.first_mut().is_some_and(|nf| nf.vector_ready()) {
             self.process_vector(port, pool, input, out, counters, &mut commands, now);
             input.clear();
             return commands;
@@ -1045,7 +1060,7 @@ impl Chain {
         while !rest.is_empty() {
             let took = match self.nfs.first_mut() {
                 Some(nf) => {
-                    let mut tx = V4Tx { macs: &self.macs, out, counters, l4 };
+                    let mut tx = V4Tx { macs: &self.macs, out, counters, l4, ingress: port as u8 };
                     nf.run_v4(&ctx, pool, rest, &mut tx)
                 }
                 None => 0,

@@ -1,3 +1,5 @@
+#![cfg(not(loom))]
+
 use super::*;
 use crate::buf::BUF_SIZE;
 use crate::test_frames::{control, ctl_on, eth, tcp6, udp4};
@@ -53,25 +55,7 @@ impl Nf for Counter {
 }
 
 fn run(chain: &mut Chain, frames: &[Vec<u8>], port: usize) -> ([Vec<Vec<u8>>; 2], StageCounters, Commands) {
-    let mut mem = vec![0u8; 64 * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
-    let mut input = Batch::new();
-    for f in frames {
-        let b = pool.alloc().unwrap();
-        pool.set_len(b, f.len()).unwrap();
-        pool.frame_mut(b).copy_from_slice(f);
-        input.push(b).unwrap();
-    }
-    let mut out = [Batch::new(), Batch::new()];
-    let mut counters = StageCounters::default();
-    let cmds = chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(7));
-    assert!(input.is_empty());
-    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
-    for q in &mut out {
-        pool.free_batch(q);
-    }
-    assert_eq!(pool.in_use(), 0, "every buffer went out or back to the pool");
-    (sent, counters, cmds)
+    crate::nf::testkit::run_chain_on(chain, frames, port)
 }
 
 #[test]

@@ -56,6 +56,15 @@ pub fn ipv4_dst<const L4: bool>(frame: &[u8]) -> Option<u32> {
     }
 }
 
+/// The flow key of `frame` if [`ipv4`] takes it whole and valid at the same depth (ports as
+/// the general parser gives them: 0 below `L4` and for protocols without ports), `None`
+/// exactly when [`ipv4`] gives `None`: the vector path's parse for an NF that reads the
+/// 5-tuple (the ACL).
+#[inline(always)]
+pub fn ipv4_flow<const L4: bool>(frame: &[u8]) -> Option<FlowKey> {
+    Some(ipv4::<L4>(frame)?.flow)
+}
+
 /// The [`Parsed`] of `frame` if it is an untagged, option-less, unfragmented IPv4 datagram
 /// that passes every check; `None` for anything else (see the module doc). Without `L4` the
 /// transport header is neither checked nor parsed (as the general parser at `Depth::L3`).

@@ -40,6 +40,7 @@ use alloc::vec::Vec;
 
 use super::BitVec;
 use super::bitvec::BitVecBuild;
+use super::rfc::{BURST, Keys4, NO_MATCH};
 use crate::parse::FlowKey;
 use crate::pna::ternary::{Match, Point, Rule};
 
@@ -379,26 +380,27 @@ impl Classifier {
         self.lookup_general(p, dead)
     }
 
-    /// [`Classifier::classify_without`] of up to [`super::rfc::BURST`] keys, as far as the first
-    /// run's cross tables answer them, in one burst ([`super::rfc::Rfc::lookup_burst`]: their
-    /// reads overlapped): `out[i]` is `None` for a key they cannot answer (not IPv4, no cross
-    /// tables, a rule of the first run deleted), which the caller classifies otherwise.
-    pub(crate) fn classify_burst_v4(&self, keys: &[FlowKey], dead: &Dead, out: &mut [Option<Option<Match>>]) {
+    /// [`Classifier::classify_without`] of every key of `keys` through the first run's cross
+    /// tables, in one burst ([`super::rfc::Rfc::lookup_burst`]: their reads overlapped), then
+    /// the later runs for a key the first leaves without a match: `out[i]` is key `i`'s match.
+    /// `false` (and `out` untouched) when the cross tables cannot answer (none built, or a rule
+    /// of the first run deleted): the caller classifies otherwise.
+    pub(crate) fn classify_burst_v4(&self, keys: &Keys4, dead: &Dead, out: &mut [Option<Match>; BURST]) -> bool {
         let Some((first, rfc)) = self.groups.first().and_then(|g| Some((g, g.rfc(&dead.words)?))) else {
-            out.iter_mut().for_each(|o| *o = None);
-            return;
+            return false;
         };
-        let mut pos = [None; super::rfc::BURST];
+        let mut pos = [NO_MATCH; BURST];
         rfc.lookup_burst(keys, &mut pos);
-        for ((k, o), p) in keys.iter().zip(out.iter_mut()).zip(&pos) {
-            *o = match *p {
-                Some(Some(at)) => Some(first.match_at(at)),
-                // Later runs, if any (a one-run set's answer is in: no key conversion).
-                Some(None) if self.groups.len() == 1 => Some(None),
-                Some(None) => Some(self.lookup_after_first(&Point::of(k), &dead.words)),
-                None => None,
+        let later = self.groups.len() > 1;
+        for (i, (o, &p)) in out.iter_mut().zip(&pos).enumerate().take(keys.len()) {
+            *o = match p {
+                NO_MATCH if later => keys.flow(i).and_then(|k| self.lookup_after_first(&Point::of(&k), &dead.words)),
+                // A one-run set's answer is in (no key conversion).
+                NO_MATCH => None,
+                p => first.match_at(usize::from(p)),
             };
         }
+        true
     }
 
     /// The runs after the first, when the first has no match.

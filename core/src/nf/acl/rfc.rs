@@ -48,6 +48,76 @@ use crate::sync::prefetch::prefetch;
 /// Keys per phase pass of [`Rfc::lookup_burst`].
 pub const BURST: usize = 16;
 
+/// [`Rfc::lookup_burst`]'s answer for a key no rule of the run matches (positions are below
+/// 65 535: a run holds at most 1 024 rules).
+pub const NO_MATCH: u16 = u16::MAX;
+
+/// Up to [`BURST`] IPv4 keys as arrays, field by field (the burst reads each field of every
+/// key in turn): the input of [`Rfc::lookup_burst`].
+#[derive(Debug, Clone)]
+pub struct Keys4 {
+    n: usize,
+    src: [u32; BURST],
+    dst: [u32; BURST],
+    sport: [u16; BURST],
+    dport: [u16; BURST],
+    proto: [u8; BURST],
+}
+
+impl Default for Keys4 {
+    fn default() -> Self {
+        Self { n: 0, src: [0; BURST], dst: [0; BURST], sport: [0; BURST], dport: [0; BURST], proto: [0; BURST] }
+    }
+}
+
+impl Keys4 {
+    /// Appends `k` if it is an IPv4 key and the burst has room; `false` otherwise.
+    #[inline]
+    pub fn push(&mut self, k: &FlowKey) -> bool {
+        let (IpAddr::V4(a), IpAddr::V4(b)) = (k.src, k.dst) else { return false };
+        let i = self.n;
+        if i >= BURST {
+            return false;
+        }
+        self.src[i] = u32::from_be_bytes(a);
+        self.dst[i] = u32::from_be_bytes(b);
+        self.sport[i] = k.src_port;
+        self.dport[i] = k.dst_port;
+        self.proto[i] = k.proto;
+        self.n = i + 1;
+        true
+    }
+
+    /// Keys held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether no key is held.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Whether the burst is full.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.n == BURST
+    }
+
+    /// Empties the burst.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.n = 0;
+    }
+
+    /// Key `i` as a flow key (IPv4), if held.
+    pub fn flow(&self, i: usize) -> Option<FlowKey> {
+        (i < self.n).then(|| FlowKey::v4(self.src[i], self.dst[i], self.sport[i], self.dport[i], self.proto[i]))
+    }
+}
+
 /// The most memory the tables of one [`Rfc`] may take (phase 0 alone is 512 KiB; 1 000
 /// ClassBench-style rules take about 4 MiB).
 pub const MAX_BYTES: usize = 5 << 20;
@@ -158,22 +228,35 @@ fn read(t: &[u16], v: usize) -> u16 {
     t.get(v).copied().unwrap_or(0)
 }
 
-/// One rule of a pair class: its position and what the address pair leaves to check.
+/// One rule of a pair class: its position and what the address pair leaves to check, each
+/// range as (first value, last − first), so that a check is one wrapping subtraction and one
+/// compare, without a branch.
 #[derive(Debug, Clone, Copy, Default)]
 struct Cand {
     pos: u16,
     sport: (u16, u16),
     dport: (u16, u16),
-    /// Inclusive protocol range: one value, or `0..=255` for any.
+    /// One value (span 0), or `0..=255` for any.
     proto: (u8, u8),
 }
 
 impl Cand {
+    /// The candidate of the rule at `pos`; `None` if one of its ranges is empty (the rule
+    /// matches nothing and is left out of every list).
+    fn new(pos: u16, sport: (u16, u16), dport: (u16, u16), proto: (u8, u8)) -> Option<Self> {
+        Some(Self {
+            pos,
+            sport: (sport.0, sport.1.checked_sub(sport.0)?),
+            dport: (dport.0, dport.1.checked_sub(dport.0)?),
+            proto: (proto.0, proto.1.checked_sub(proto.0)?),
+        })
+    }
+
     #[inline]
     fn matches(&self, sport: u16, dport: u16, proto: u8) -> bool {
-        (self.sport.0 <= sport && sport <= self.sport.1)
-            & (self.dport.0 <= dport && dport <= self.dport.1)
-            & (self.proto.0 <= proto && proto <= self.proto.1)
+        (sport.wrapping_sub(self.sport.0) <= self.sport.1)
+            && (dport.wrapping_sub(self.dport.0) <= self.dport.1)
+            && (proto.wrapping_sub(self.proto.0) <= self.proto.1)
     }
 }
 
@@ -205,38 +288,37 @@ impl Rfc {
         self.first_in(self.list(c), sport, dport, proto)
     }
 
-    /// [`Rfc::lookup`] of up to [`BURST`] keys at once, phase by phase, so that the reads of
+    /// [`Rfc::lookup`] of every key of `keys` at once, phase by phase, so that the reads of
     /// different keys overlap (each phase's reads depend on the previous phase's): `out[i]` is
-    /// `None` for a key that is not IPv4 (the caller classifies it otherwise), else the
-    /// lookup's answer. Keys past `out.len()` or past [`BURST`] are left alone.
+    /// the position of key `i`'s first matching rule, or [`NO_MATCH`].
     #[inline]
-    pub fn lookup_burst(&self, keys: &[FlowKey], out: &mut [Option<Option<usize>>]) {
-        let n = keys.len().min(out.len()).min(BURST);
-        let (mut s, mut d) = ([(0u16, 0u16); BURST], [(0u16, 0u16); BURST]);
-        for ((k, s), d) in keys.iter().zip(s.iter_mut()).zip(d.iter_mut()).take(n) {
-            if let (IpAddr::V4(a), IpAddr::V4(b)) = (k.src, k.dst) {
-                let (a, b) = (u32::from_be_bytes(a), u32::from_be_bytes(b));
-                *s = (read(&self.src_hi, (a >> 16) as usize), read(&self.src_lo, (a & 0xFFFF) as usize));
-                *d = (read(&self.dst_hi, (b >> 16) as usize), read(&self.dst_lo, (b & 0xFFFF) as usize));
-            }
+    pub fn lookup_burst(&self, keys: &Keys4, out: &mut [u16; BURST]) {
+        let n = keys.len();
+        // Phase 0, then phase 1: each loop's reads are independent of one another.
+        let mut h = [[0u16; 4]; BURST];
+        for ((h, &a), &b) in h.iter_mut().zip(&keys.src).zip(&keys.dst).take(n) {
+            *h = [
+                read(&self.src_hi, (a >> 16) as usize),
+                read(&self.src_lo, (a & 0xFFFF) as usize),
+                read(&self.dst_hi, (b >> 16) as usize),
+                read(&self.dst_lo, (b & 0xFFFF) as usize),
+            ];
         }
         let mut sd = [(0u16, 0u16); BURST];
-        for ((c, s), d) in sd.iter_mut().zip(&s).zip(&d).take(n) {
-            *c = (self.src.at(s.0, s.1), self.dst.at(d.0, d.1));
+        for (c, &[sh, sl, dh, dl]) in sd.iter_mut().zip(&h).take(n) {
+            *c = (self.src.at(sh, sl), self.dst.at(dh, dl));
         }
         // The pair's candidate list, its first line prefetched for the scan below.
         let mut list = [(0u32, 0u32); BURST];
-        for (l, c) in list.iter_mut().zip(&sd).take(n) {
-            *l = self.list(usize::from(self.pair.at(c.0, c.1)));
+        for (l, &(s, d)) in list.iter_mut().zip(&sd).take(n) {
+            *l = self.list(usize::from(self.pair.at(s, d)));
             if let Some(first) = self.cands.get(l.0 as usize) {
                 prefetch(first);
             }
         }
-        for ((k, l), o) in keys.iter().zip(&list).zip(out.iter_mut()).take(n) {
-            *o = match (k.src, k.dst) {
-                (IpAddr::V4(_), IpAddr::V4(_)) => Some(self.first_in(*l, k.src_port, k.dst_port, k.proto)),
-                _ => None,
-            };
+        let ports = keys.sport.iter().zip(&keys.dport).zip(&keys.proto);
+        for ((o, &l), ((&sp, &dp), &pr)) in out.iter_mut().zip(&list).zip(ports).take(n) {
+            *o = self.first_in(l, sp, dp, pr).map_or(NO_MATCH, |p| p as u16);
         }
     }
 
@@ -287,8 +369,8 @@ pub struct RfcBuild {
     words: usize,
     /// The four address chunks' ranges, in the order of [`Rfc`]'s phase-0 fields.
     chunks: [Ranges; 4],
-    /// Each rule's candidate entry, by position.
-    rules: Vec<Cand>,
+    /// Each rule's candidate entry, by position (`None`: the rule matches nothing).
+    rules: Vec<Option<Cand>>,
     /// Phase-0 classes, then src, dst and pair classes.
     classes: Vec<Classes>,
     /// The cross table being filled.
@@ -314,7 +396,7 @@ impl RfcBuild {
                 c.push(range);
             }
             let proto = r.proto.map_or((0, u8::MAX), |p| (p, p));
-            rules.push(Cand { pos: u16::try_from(pos).ok()?, sport: r.sport, dport: r.dport, proto });
+            rules.push(Cand::new(u16::try_from(pos).ok()?, r.sport, r.dport, proto));
         }
         Some(Self {
             words: sorted.len().div_ceil(64),
@@ -379,7 +461,9 @@ impl RfcBuild {
             for (k, &w) in pairs.get(c).iter().enumerate() {
                 let mut w = w;
                 while w != 0 {
-                    cands.push(*self.rules.get(k * 64 + w.trailing_zeros() as usize)?);
+                    if let Some(c) = *self.rules.get(k * 64 + w.trailing_zeros() as usize)? {
+                        cands.push(c);
+                    }
                     w &= w - 1;
                 }
             }
@@ -469,6 +553,32 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_takes_ipv4_keys_until_full() {
+        let mut b = Keys4::default();
+        assert!(b.is_empty());
+        let v6 = FlowKey { src: IpAddr::V6([1; 16]), dst: IpAddr::V6([2; 16]), src_port: 1, dst_port: 2, proto: 6 };
+        assert!(!b.push(&v6), "an IPv6 key is not taken");
+        for i in 0..BURST as u32 {
+            assert!(b.push(&FlowKey::v4(i, !i, i as u16, 80, 6)));
+        }
+        assert!(b.is_full());
+        assert!(!b.push(&FlowKey::v4(1, 2, 3, 4, 6)), "a full burst takes no more");
+        assert_eq!(b.flow(3), Some(FlowKey::v4(3, !3, 3, 80, 6)));
+        assert_eq!(b.flow(BURST), None);
+        b.clear();
+        assert_eq!((b.len(), b.flow(0)), (0, None));
+    }
+
+    #[test]
+    fn a_rule_with_an_empty_range_is_no_candidate() {
+        assert!(Cand::new(0, (5, 4), (0, 9), (6, 6)).is_none());
+        assert!(Cand::new(0, (0, 9), (0, 9), (7, 6)).is_none());
+        let c = Cand::new(3, (10, 20), (80, 80), (0, u8::MAX)).expect("ranges");
+        assert!(c.matches(10, 80, 17) && c.matches(20, 80, 6));
+        assert!(!c.matches(9, 80, 6) && !c.matches(21, 80, 6) && !c.matches(15, 81, 6) && !c.matches(15, 79, 6));
+    }
+
+    #[test]
     fn only_ipv4_runs_get_cross_tables() {
         let r = Rule::v4(1, (0x0A00_0000, 8), (0, 0), (0, u16::MAX), (80, 80), Some(6), 0);
         assert!(Classifier::new(&[r]).uses_rfc());
@@ -508,7 +618,9 @@ mod tests {
         let port = prop_oneof![
             Just((0u16, u16::MAX)),
             (0u16..8).prop_map(|p| (p, p)),
-            (0u16..8, 0u16..8).prop_map(|(a, b)| (a.min(b), a.max(b)))
+            (0u16..8, 0u16..8).prop_map(|(a, b)| (a.min(b), a.max(b))),
+            // An empty range (the rule matches nothing).
+            (1u16..8).prop_map(|p| (p, p - 1))
         ];
         (
             (addr(), len.clone()),
@@ -540,6 +652,19 @@ mod tests {
             prop_assert!(c.uses_rfc());
             for k in &keys {
                 prop_assert_eq!(c.classify(k), c.classify_linear(k));
+            }
+            // The burst, 16 keys at a time (the last burst short).
+            let dead = crate::nf::acl::classifier::Dead::default();
+            for chunk in keys.chunks(BURST - 3) {
+                let mut burst = Keys4::default();
+                for k in chunk {
+                    prop_assert!(burst.push(k));
+                }
+                let mut out = [None; BURST];
+                prop_assert!(c.classify_burst_v4(&burst, &dead, &mut out));
+                for (k, o) in chunk.iter().zip(out) {
+                    prop_assert_eq!(o, c.classify_linear(k));
+                }
             }
             let gone = kill.index(rules.len()) as u32;
             let mut dead = crate::nf::acl::classifier::Dead::default();

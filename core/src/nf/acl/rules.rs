@@ -27,6 +27,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::classifier::{Build, Dead};
+use super::rfc::{BURST, Keys4};
 use super::{AclAction, AclRule, Classifier};
 use crate::parse::{FlowKey, IpAddr};
 use crate::pna::ternary::{Match, Point, Rule};
@@ -121,30 +122,59 @@ impl AclRules {
     }
 
     /// [`AclRules::classify`] of every flow of `flows` into `out` (as many as both hold): the
-    /// IPv4 flows in bursts through the classifier's cross tables
-    /// (`Classifier::classify_burst_v4`), so that their table reads overlap.
+    /// IPv4 flows in bursts of [`BURST`] ([`AclRules::classify_v4_burst`]), the rest one by one.
     pub fn classify_burst(&self, flows: &[FlowKey], out: &mut [(AclAction, Option<u32>)]) {
-        const CHUNK: usize = super::rfc::BURST;
+        let n = flows.len().min(out.len());
+        let (flows, out) = (flows.get(..n).unwrap_or(&[]), out.get_mut(..n).unwrap_or(&mut []));
+        let mut answers = [(self.default_action, None); BURST];
+        for (flows, out) in flows.chunks(BURST).zip(out.chunks_mut(BURST)) {
+            let mut keys = Keys4::default();
+            let mut at = [0usize; BURST];
+            for (i, f) in flows.iter().enumerate() {
+                let k = keys.len();
+                if keys.push(f) {
+                    if let Some(a) = at.get_mut(k) {
+                        *a = i;
+                    }
+                } else if let Some(o) = out.get_mut(i) {
+                    *o = self.classify(f);
+                }
+            }
+            self.classify_v4_burst(&keys, &mut answers);
+            for (&i, &v) in at.iter().zip(&answers).take(keys.len()) {
+                if let Some(o) = out.get_mut(i) {
+                    *o = v;
+                }
+            }
+        }
+    }
+
+    /// [`AclRules::classify`] of every key of `keys` (IPv4) into `out`, at once: through the
+    /// IPv4 classifier's cross tables while they answer (`Classifier::classify_burst_v4`: the
+    /// keys' table reads overlapped), else one by one.
+    pub fn classify_v4_burst(&self, keys: &Keys4, out: &mut [(AclAction, Option<u32>); BURST]) {
         let (Some(c), Some(dead), Some(delta)) = (self.base.family.first(), self.dead.first(), self.delta.first())
         else {
             return;
         };
-        if !c.uses_rfc() {
-            for (f, o) in flows.iter().zip(out.iter_mut()) {
-                *o = self.classify(f);
+        let mut best = [None; BURST];
+        if !c.classify_burst_v4(keys, dead, &mut best) {
+            for (i, o) in out.iter_mut().enumerate().take(keys.len()) {
+                if let Some(f) = keys.flow(i) {
+                    *o = self.classify(&f);
+                }
             }
             return;
         }
-        let mut best = [None; CHUNK];
-        for (flows, out) in flows.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            c.classify_burst_v4(flows, dead, &mut best);
-            for ((f, o), b) in flows.iter().zip(out.iter_mut()).zip(&best) {
-                *o = match b {
-                    // The delta's rules are checked against the key as a point only if any.
-                    Some(m) if delta.is_empty() => self.conclude(&Point::default(), *m, delta),
-                    Some(m) => self.conclude(&Point::of(f), *m, delta),
-                    None => self.classify(f),
-                };
+        if delta.is_empty() {
+            for (o, &m) in out.iter_mut().zip(&best).take(keys.len()) {
+                *o = self.answer(m);
+            }
+        } else {
+            // The delta's rules are checked against the key as a point.
+            for (i, (o, &m)) in out.iter_mut().zip(&best).enumerate().take(keys.len()) {
+                let p = keys.flow(i).map(|f| Point::of(&f)).unwrap_or_default();
+                *o = self.conclude(&p, m, delta);
             }
         }
     }
@@ -179,6 +209,12 @@ impl AclRules {
                 break;
             }
         }
+        self.answer(best)
+    }
+
+    /// The action and rule position of a final match (`None`: the default action).
+    #[inline]
+    fn answer(&self, best: Option<Match>) -> (AclAction, Option<u32>) {
         match best {
             Some(m) => (if m.action == 0 { AclAction::Permit } else { AclAction::Deny }, self.position_of(m.rule)),
             None => (self.default_action, None),

@@ -508,3 +508,104 @@ fn a_merge_changes_no_verdict_and_keeps_cached_ones() {
     let c = acl.counters();
     assert_eq!((c.classified, c.reclassified, c.cache_hits), (2, 0, 2), "the cached verdicts still hold");
 }
+
+/// One frame of a mixed batch for the vector path: flow `f`'s frame as it is (kinds 0–3, the
+/// common frame for IPv4), or one the vector loop must leave to the batch path — a bad IPv4
+/// header checksum (4), a first fragment (5: valid, the general parser's) — or a runt (6).
+fn mixed_frame(f: &FlowKey, kind: u8) -> Vec<u8> {
+    let mut b = frame_of(f);
+    let v4 = matches!(f.src, IpAddr::V4(_));
+    match kind % 7 {
+        4 if v4 => b[24] ^= 0x40,
+        5 if v4 => {
+            b[20] |= 0x20;
+            b[24..26].fill(0);
+            let c = crate::checksum::checksum(&b[14..34]);
+            b[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        6 => b.truncate(30),
+        _ => {}
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(48))]
+
+    /// A chain of the ACL alone takes common IPv4 frames by its vector loop (`Nf::run_v4`):
+    /// it sends the same frames, in the same order and with the same bytes, and counts the
+    /// same drops by reason and the same ACL counters as the batch path (the ACL followed by
+    /// an NF without a vector loop), on batches mixing IPv4 and IPv6 flows with frames the
+    /// loop leaves to the batch path; with a rule deleted (the cross tables then do not
+    /// answer, and the whole batch takes the batch path and the cache) as well.
+    #[test]
+    fn the_acl_vector_path_is_the_batch_path(
+        seed in any::<u64>(),
+        kinds in proptest::collection::vec(any::<u8>(), 1..=crate::buf::BATCH_SIZE),
+        deny_default in any::<bool>(),
+        delete in any::<bool>(),
+    ) {
+        use crate::nf::testkit::{Passive, run_chain};
+        let rules = example_rules(seed, crate::testing::miri_or(100, 12));
+        let default = if deny_default { AclAction::Deny } else { AclAction::Permit };
+        let mut rng = XorShift64::from_state(seed ^ 0xacc);
+        let flows = flows_for(&rules, &mut rng, kinds.len());
+        let frames: Vec<Vec<u8>> = flows.iter().zip(&kinds).map(|(f, &k)| mixed_frame(f, k)).collect();
+        let egress = || crate::nf::Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], crate::nf::Egress::DEFAULT_PEERS, None);
+        let shared = |rules: &[AclRule]| {
+            let s = Arc::new(AclShared::try_new(&AclConfig::new(rules.to_vec(), default)).unwrap());
+            if delete {
+                s.delete_rule(0).unwrap();
+            }
+            s
+        };
+        let mut vector = crate::nf::Chain::new(vec![Box::new(Acl::new(shared(&rules)))], egress());
+        let mut batch = crate::nf::Chain::new(vec![Box::new(Acl::new(shared(&rules))), Box::new(Passive)], egress());
+        prop_assert!(vector.is_vector() && !batch.is_vector());
+        let (a, b) = (run_chain(&mut vector, &frames), run_chain(&mut batch, &frames));
+        prop_assert_eq!(a, b);
+    }
+}
+
+/// The vector loop decides as the rules say (a case with a known answer, so that the
+/// equivalence above compares something), counts its packets as classified directly, and is
+/// not used while the cross tables do not answer or when every packet must take the cache.
+#[test]
+fn the_acl_vector_loop_sends_permitted_and_drops_denied() {
+    use crate::nf::testkit::run_chain;
+    let web = AclRule { dport: (80, 80), proto: Some(6), ..AclRule::any(10, AclAction::Permit) };
+    let ssh = AclRule { dport: (22, 22), ..AclRule::any(20, AclAction::Deny) };
+    let cfg = AclConfig::new(vec![web, ssh], AclAction::Permit);
+    let egress = || {
+        crate::nf::Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], crate::nf::Egress::DEFAULT_PEERS, None)
+    };
+    let shared = Arc::new(AclShared::try_new(&cfg).unwrap());
+    let mut chain = crate::nf::Chain::new(vec![Box::new(Acl::new(shared.clone()))], egress());
+    assert!(chain.is_vector());
+    let a4 = |x: u8| IpAddr::V4([10, 0, 0, x]);
+    let frames = [
+        frame(a4(1), a4(2), 6, 1000, 80, b"x"),  // web: permit
+        frame(a4(1), a4(2), 6, 1000, 22, b"x"),  // ssh: deny
+        frame(a4(3), a4(2), 6, 1001, 80, b"x"),  // web: permit
+        frame(a4(1), a4(2), 17, 1000, 53, b"x"), // nothing: default permit
+    ];
+    let ([to0, to1], drops, text) = run_chain(&mut chain, &frames);
+    assert!(to0.is_empty());
+    assert_eq!(to1.len(), 3);
+    // The other port's link header: its peer as destination, its own MAC as source.
+    assert_eq!(to1[0][..12], [crate::nf::Egress::DEFAULT_PEERS[1], [2, 0, 0, 0, 0, 0x11]].concat()[..]);
+    assert_eq!(to1[0][12..], frames[0][12..]);
+    assert_eq!(to1[1][12..], frames[2][12..]);
+    assert_eq!(to1[2][12..], frames[3][12..]);
+    assert_eq!(drops[DropReason::AclDeny as usize], 1);
+    assert!(text.contains(" acl_permitted=3 acl_denied=1 acl_cache_hits=0 acl_classified=0 acl_defaulted=1"), "{text}");
+    assert!(text.contains(" acl_direct=4"), "{text}");
+    // A rule deleted: the cross tables stop answering; the batch path and the cache decide.
+    shared.delete_rule(1).unwrap();
+    let ([_, to1], drops, text) = run_chain(&mut chain, &frames);
+    assert_eq!((to1.len(), drops[DropReason::AclDeny as usize]), (4, 0), "ssh now takes the default");
+    assert!(text.contains(" acl_classified=4"), "{text}");
+    // With every packet through the cache, no vector loop.
+    let cached = Arc::new(AclShared::try_new(&AclConfig { always_cache: true, ..cfg }).unwrap());
+    assert!(!crate::nf::Chain::new(vec![Box::new(Acl::new(cached))], egress()).is_vector());
+}

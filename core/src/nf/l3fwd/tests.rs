@@ -1,6 +1,9 @@
+#![cfg(not(loom))]
+
 use super::*;
 use crate::buf::{BATCH_SIZE, BUF_SIZE};
 use crate::nf::Pkt;
+use crate::nf::testkit::{Passive, run_chain};
 use crate::parse::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, PROTO_UDP};
 use crate::test_frames::{eth, ipv4_with, ipv6, udp, udp4};
 use crate::time::Instant;
@@ -332,47 +335,6 @@ fn routes_changed_live_take_effect_at_the_next_batch() {
     let port = shared.add_route(IpAddr::V4([11, 0, 0, 0]), 8, NextHop::mac(7, MAC_B));
     assert_eq!(port.err(), Some(L3fwdConfigError::NextHopPort { index: 2 }));
     assert_eq!(shared.tables().config(), &v);
-}
-
-/// Reads the IP header and does nothing: a chain of the L3 forwarder and this NF has no
-/// vector path, so it runs every frame through the batch path.
-struct Passive;
-
-impl Nf for Passive {
-    fn name(&self) -> &'static str {
-        "passive"
-    }
-    fn process(&mut self, _ctx: &NfCtx, _pool: &mut Pool<'_>, _batch: &mut NfBatch) {}
-    fn reads(&self) -> Depth {
-        Depth::L3
-    }
-}
-
-/// One received batch through `chain` on port 0: each port's frames in order, the drops per
-/// reason and the chain's counters.
-fn run_chain(chain: &mut crate::nf::Chain, frames: &[Vec<u8>]) -> ([Vec<Vec<u8>>; 2], Vec<u64>, String) {
-    use crate::buf::Batch;
-    use crate::stage::{Stage, StageCounters};
-    let mut mem = vec![0u8; 64 * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
-    let mut input = Batch::new();
-    for f in frames {
-        let b = pool.alloc().unwrap();
-        pool.set_len(b, f.len()).unwrap();
-        pool.frame_mut(b).copy_from_slice(f);
-        input.push(b).unwrap();
-    }
-    let mut out = [Batch::new(), Batch::new()];
-    let mut counters = StageCounters::default();
-    chain.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(7));
-    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
-    for q in &mut out {
-        pool.free_batch(q);
-    }
-    assert_eq!(pool.in_use(), 0, "every buffer went out or back to the pool");
-    let mut text = String::new();
-    chain.write_counters(&mut text).unwrap();
-    (sent, counters.drops.to_vec(), text)
 }
 
 /// One frame of a mixed batch: the common IPv4 frame (to a routed or unrouted address, any
