@@ -327,7 +327,7 @@ pub struct AclCounters {
 
 impl Acl {
     /// Classifies the batch's live IPv4 packets without the flow cache, in bursts through the
-    /// classifier's cross tables ([`AclRules::classify_burst`]).
+    /// classifier's cross tables ([`AclRules::classify_v4_burst`]).
     fn classify_directly(counters: &mut AclCounters, rules: &AclRules, batch: &mut NfBatch) {
         let mut keys = Keys4::default();
         let mut at = [0usize; BURST];
@@ -358,9 +358,7 @@ impl Acl {
             }
         }
     }
-}
 
-impl Acl {
     /// Each of `bufs` with its answer: sent to port `to` with link header `head` (none: no
     /// such port, dropped as `NoRoute` as the chain's egress does) or dropped as `AclDeny`.
     fn send_v4(

@@ -155,6 +155,7 @@ impl AclRules {
     pub fn classify_v4_burst(&self, keys: &Keys4, out: &mut [(AclAction, Option<u32>); BURST]) {
         let (Some(c), Some(dead), Some(delta)) = (self.base.family.first(), self.dead.first(), self.delta.first())
         else {
+            out.fill((self.default_action, None));
             return;
         };
         let mut best = [None; BURST];
