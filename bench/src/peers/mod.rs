@@ -228,12 +228,12 @@ const TEST_FIB: &str = "dpdk-test-fib";
 
 /// Has `dpdk-test-fib` write a set of `n` routes and [`plan::FIB_LOOKUPS`] addresses inside
 /// them (its generator; it also runs its own benchmark, whose figures are not used).
-fn write_fib_set(routes: &Path, ips: &Path, n: usize, v6: bool) -> Result<()> {
+fn write_fib_set(routes: &Path, ips: &Path, n: usize, lengths: Option<&str>, v6: bool) -> Result<()> {
     let out = Command::new(TEST_FIB)
         .args(["-l", "1", "--no-pci", "--no-huge", "--no-shconf", "-m", "1536", "--log-level=error"])
         .arg("--file-prefix=cadence-peers-fibgen")
         .arg("--")
-        .args(plan::fib_args(routes, ips, Some(n), v6))
+        .args(plan::fib_args(routes, ips, Some((n, lengths)), v6))
         .output()
         .with_context(|| format!("running {TEST_FIB} (Debian's dpdk-dev)"))?;
     let lines = |p: &Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
@@ -281,15 +281,19 @@ pub fn run(o: &Options) -> Result<bool> {
     // The LPM sets, written once per run by dpdk-test-fib's own generator; both sides read them.
     let mut fib_sets = Vec::new();
     if o.only.is_empty() || o.only.iter().any(|g| g == "lpm") {
-        for (label, n) in plan::FIB_SIZES {
+        for (label, n, lengths) in plan::FIB_SIZES {
             let (routes, ips) = (out.join(format!("fib-{label}.routes")), out.join(format!("fib-{label}.ips")));
-            write_fib_set(&routes, &ips, n, false)?;
-            fib_sets.push((label.to_string(), routes, ips, false));
+            write_fib_set(&routes, &ips, n, lengths, false)?;
+            let ips_dpdk = out.join(format!("fib-{label}.ips.dpdk"));
+            let text = std::fs::read_to_string(&ips).with_context(|| format!("reading {}", ips.display()))?;
+            write(&ips_dpdk, &plan::reversed_ipv4(&text).with_context(|| format!("{}", ips.display()))?)?;
+            fib_sets.push(plan::FibSet { label: label.to_string(), routes, ips, ips_dpdk, v6: false });
         }
         for (label, n) in plan::FIB6_SIZES {
             let (routes, ips) = (out.join(format!("fib6-{label}.routes")), out.join(format!("fib6-{label}.ips")));
-            write_fib_set(&routes, &ips, n, true)?;
-            fib_sets.push((label.to_string(), routes, ips, true));
+            write_fib_set(&routes, &ips, n, None, true)?;
+            let ips_dpdk = ips.clone();
+            fib_sets.push(plan::FibSet { label: label.to_string(), routes, ips, ips_dpdk, v6: true });
         }
     }
     // The P4 programs' frames, as pcaps both sides read.

@@ -111,9 +111,8 @@ pub struct Knobs {
     pub routes6: PathBuf,
     /// The ACL sets: (label, rule file, trace file, keys in the trace).
     pub acl_sets: Vec<(String, PathBuf, PathBuf, usize)>,
-    /// The LPM sets: (label, route file, address file, IPv6), written by `dpdk-test-fib`
-    /// itself.
-    pub fib_sets: Vec<(String, PathBuf, PathBuf, bool)>,
+    /// The LPM sets, written by `dpdk-test-fib` itself.
+    pub fib_sets: Vec<FibSet>,
     /// The P4 programs (`crate::swx::sets`), each with the pcap of its frames.
     pub p4_sets: Vec<P4Job>,
     /// `swx_run`'s `--include` directory (DPDK's internal headers the generated C includes).
@@ -134,10 +133,37 @@ pub struct P4Job {
 /// The groups' names, in their order in round 0 (`--only` selects among them).
 pub const GROUPS: [&str; 9] = ["tables-64K", "tables-1M", "io", "macswap", "l3fwd", "ring", "acl", "lpm", "p4"];
 
-/// The LPM route-set sizes (`cargo xtask peers`' `lpm` group; `dpdk-test-fib -n`) and the
-/// addresses looked up in each (`-l`).
-pub const FIB_SIZES: [(&str, usize); 3] = [("1K", 1_000), ("10K", 10_000), ("100K", 100_000)];
+/// One LPM set: its routes and the addresses looked up, as files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FibSet {
+    pub label: String,
+    /// `a.b.c.d/len next-hop` lines (IPv6: `a:b:…/len next-hop`).
+    pub routes: PathBuf,
+    /// The addresses, one per line, as `dpdk-test-fib -u` wrote them (Cadence reads these).
+    pub ips: PathBuf,
+    /// The same addresses as `dpdk-test-fib -t` must read them to look up the same ones: it
+    /// stores an IPv4 line's bytes as they come (network order) and reads them as a host-order
+    /// `u32`, so each IPv4 address here has its bytes reversed (IPv6 is read as bytes: the same
+    /// file).
+    pub ips_dpdk: PathBuf,
+    pub v6: bool,
+}
+
+/// The LPM route-set sizes (`cargo xtask peers`' `lpm` group; `dpdk-test-fib -n`), each with
+/// the prefix-length distribution given to `-d` (`None`: its own, prefixes of every length)
+/// and whether the routes are shuffled (`-s`: the addresses are drawn from the first
+/// [`FIB_LOOKUPS`] routes in the file's order, so a set larger than that is shuffled or the
+/// addresses would all fall in its shortest routes).
+pub const FIB_SIZES: [(&str, usize, Option<&str>); 4] =
+    [("1K", 1_000, None), ("10K", 10_000, None), ("100K", 100_000, None), ("1M", 1_000_000, Some(FIB_INTERNET))];
 pub const FIB_LOOKUPS: usize = 100_000;
+/// A full table's prefix lengths (`dpdk-test-fib -d depth:count,…` for 1 000 000 routes): most
+/// at /24, a peak at /16–/23, few shorter than /16 or longer than /24, close to the shares of
+/// a public BGP table (about 60 % /24, 10–12 % each /22 and /23, 4–5 % each /20 and /21).
+/// Every length not listed gets none.
+pub const FIB_INTERNET: &str = "0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0,8:16,9:13,10:40,11:100,12:300,13:600,14:1200,15:2000,\
+16:13000,17:8000,18:13500,19:25000,20:45000,21:50000,22:120000,23:100000,24:599000,25:3000,26:3000,27:2500,\
+28:2500,29:3000,30:4000,31:500,32:3731";
 /// The IPv6 route-set sizes (`dpdk-test-fib -6`: prefixes of every length up to /128, so a
 /// set of N routes needs up to 14 N trie groups: 100K would not fit `-g 65536`).
 pub const FIB6_SIZES: [(&str, usize); 2] = [("1K", 1_000), ("10K", 10_000)];
@@ -145,19 +171,43 @@ pub const FIB6_SIZES: [(&str, usize); 2] = [("1K", 1_000), ("10K", 10_000)];
 /// `dpdk-test-fib`'s arguments after the EAL's: `-n routes -l lookups -w routes_file -u
 /// ips_file` writes a set (its generator: prefixes of every length, addresses inside them);
 /// `-f -t` reads one; `-g` tbl8 groups for the longest sets.
-pub fn fib_args(routes: &std::path::Path, ips: &std::path::Path, write: Option<usize>, v6: bool) -> Vec<String> {
+pub fn fib_args(
+    routes: &std::path::Path,
+    ips: &std::path::Path,
+    write: Option<(usize, Option<&str>)>,
+    v6: bool,
+) -> Vec<String> {
     let mut v = Vec::new();
     if v6 {
         v.push("-6".into());
     }
-    if let Some(n) = write {
+    if let Some((n, lengths)) = write {
         v.extend(["-n".into(), n.to_string(), "-l".into(), FIB_LOOKUPS.to_string()]);
+        if let Some(d) = lengths {
+            v.extend(["-d".into(), d.into(), "-s".into()]);
+        }
         v.extend(["-w".into(), routes.display().to_string(), "-u".into(), ips.display().to_string()]);
     } else {
         v.extend(["-f".into(), routes.display().to_string(), "-t".into(), ips.display().to_string()]);
     }
     v.extend(["-g".into(), "65536".into()]);
     v
+}
+
+/// `dpdk-test-fib -t`'s file for the IPv4 addresses of `text` (one per line): each with its
+/// bytes reversed, since it stores a line's bytes in network order and looks them up as a
+/// host-order (little-endian) `u32`. Without this it looks up other addresses than Cadence:
+/// for a set written by its own generator, mostly ones that fall in no long route.
+pub fn reversed_ipv4(text: &str) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let mut out = String::with_capacity(text.len());
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let a: std::net::Ipv4Addr =
+            line.trim().parse().with_context(|| format!("line {}: {line:?} is not an IPv4 address", n + 1))?;
+        let [x, y, z, w] = a.octets();
+        out.push_str(&format!("{w}.{z}.{y}.{x}\n"));
+    }
+    Ok(out)
 }
 
 /// The ACL rule-set sizes (`cargo xtask peers`' `acl` group) and `rte_acl`'s algorithms.
@@ -331,13 +381,14 @@ fn p4_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
     jobs
 }
 
-/// The `lpm` group: per route set, Cadence's `Lpm4` (DIR-24-8 and the default first stride
-/// 16) and `rte_fib`'s DIR-24-8 over the same files (`k.fib_sets`), both measured as
-/// `dpdk-test-fib` measures: one pass over the addresses right after the build.
+/// The `lpm` group: per route set, Cadence's IPv4 structures (`Poptrie4`, `Lpm4` as DIR-24-8
+/// and with the default first stride 16) and `rte_fib`'s DIR-24-8 over the same routes and
+/// addresses (`k.fib_sets`), both measured as `dpdk-test-fib` measures: one pass over the
+/// addresses right after the build.
 fn lpm_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
     let p = pages.label();
     let mut jobs = Vec::new();
-    for (label, routes, ips, v6) in &k.fib_sets {
+    for FibSet { label, routes, ips, ips_dpdk, v6 } in &k.fib_sets {
         let (op, peer) = if *v6 { ("lpm6", "rte_fib6") } else { ("lpm", "rte_fib") };
         let mut a = strings(&[op, "--label", label]);
         a.extend(["--routes".into(), routes.display().to_string(), "--ips".into(), ips.display().to_string()]);
@@ -349,9 +400,9 @@ fn lpm_jobs(pages: Pages, k: &Knobs, cadence_tail: &[String]) -> Vec<Job> {
             ending: Ending::Exits,
             reader: Reader::Lines,
         });
-        let mut a = eal(pages, "1", 512);
+        let mut a = eal(pages, "1", 1024);
         a.push("--".into());
-        a.extend(fib_args(routes, ips, None, *v6));
+        a.extend(fib_args(routes, ips_dpdk, None, *v6));
         jobs.push(Job {
             label: format!("{peer} {label} ({p})"),
             program: Program::TestFib,
@@ -465,10 +516,14 @@ pub fn comparisons() -> Vec<Comparison> {
     v.push(c("l3fwd", "-", "l3fwd", "l3fwd_lpm", Some(0.7)));
     v.push(c("l3fwd_l3", "-", "l3fwd", "l3fwd_lpm", Some(1.0)));
     v.push(c("ring_spsc_b32", "-", "rte_ring", "ring_spsc_b32", None));
-    // Issue 33 item 4: an IPv4 LPM at most rte_fib's DIR-24-8 (the same layout), and the L3
-    // forwarder's default first stride beside it.
-    for (size, _) in FIB_SIZES {
+    // Issue 33 item 4: an IPv4 LPM at most rte_fib's DIR-24-8: the Poptrie (18-bit direct
+    // array), and DIR-24-8 (the same layout as rte_fib's); the Poptrie's 16- and 24-bit direct
+    // arrays and the L3 forwarder's default first stride beside them.
+    for (size, _, _) in FIB_SIZES {
+        v.push(c("lpm4_pop18", size, "rte_fib", "lpm4", Some(1.0)));
         v.push(c("lpm4", size, "rte_fib", "lpm4", Some(1.0)));
+        v.push(c("lpm4_pop16", size, "rte_fib", "lpm4", None));
+        v.push(c("lpm4_pop24", size, "rte_fib", "lpm4", None));
         v.push(c("lpm4_s16", size, "rte_fib", "lpm4", None));
     }
     // And IPv6 at most rte_fib6's trie.
@@ -522,7 +577,13 @@ mod tests {
             routes4: "/r4".into(),
             routes6: "/r6".into(),
             acl_sets: vec![("100".into(), "/a.rules".into(), "/a.trace".into(), 10)],
-            fib_sets: vec![("1K".into(), "/r.txt".into(), "/i.txt".into(), false)],
+            fib_sets: vec![FibSet {
+                label: "1K".into(),
+                routes: "/r.txt".into(),
+                ips: "/i.txt".into(),
+                ips_dpdk: "/i.dpdk".into(),
+                v6: false,
+            }],
             p4_sets: vec![P4Job {
                 label: "fib",
                 spec: "/fib.spec".into(),
@@ -532,6 +593,24 @@ mod tests {
             }],
             swx_include: "/inc".into(),
         }
+    }
+
+    /// `dpdk-test-fib -t` reads an IPv4 line's bytes as a little-endian `u32`: its file has
+    /// them reversed, so that both sides look up the same addresses; a bad line is refused.
+    #[test]
+    fn the_peer_reads_the_same_ipv4_addresses() {
+        assert_eq!(reversed_ipv4("27.208.240.41\n\n10.0.0.1\n").unwrap(), "41.240.208.27\n1.0.0.10\n");
+        assert!(reversed_ipv4("10.0.0.1\n10.0.0\n").unwrap_err().to_string().contains("line 2"));
+        let jobs = lpm_jobs(Pages::Small, &knobs(), &[]);
+        let args = |p: Program| jobs.iter().find(|j| j.program == p).map(|j| j.args.join(" ")).unwrap();
+        assert!(args(Program::Cadence).contains("--ips /i.txt"), "{}", args(Program::Cadence));
+        assert!(args(Program::TestFib).contains("-t /i.dpdk"), "{}", args(Program::TestFib));
+        // The full-table set has its own length distribution, shuffled (its addresses come
+        // from the file's first routes).
+        let w = fib_args("/r".as_ref(), "/i".as_ref(), Some((1_000_000, Some(FIB_INTERNET))), false).join(" ");
+        assert!(w.contains("-n 1000000 -l 100000 -d 0:0,") && w.contains(",32:3731 -s"), "{w}");
+        let total: u64 = FIB_INTERNET.split(',').map(|f| f.split_once(':').unwrap().1.parse::<u64>().unwrap()).sum();
+        assert_eq!(total, 1_000_000);
     }
 
     #[test]
@@ -612,6 +691,7 @@ mod tests {
         // Issue 33 item 4: the LPM at most rte_fib's DIR-24-8 at every size.
         assert_eq!(t("lpm4", "100K", "rte_fib"), Some(Target { limit: 1.0 }));
         assert_eq!(t("lpm4_s16", "100K", "rte_fib"), None);
+        assert_eq!(t("lpm4_pop18", "1M", "rte_fib"), Some(Target { limit: 1.0 }));
         // IPv6 at most rte_fib6's trie.
         assert_eq!(t("lpm6", "10K", "rte_fib6"), Some(Target { limit: 1.0 }));
         // Issue 28 item 6: DPDK's four example programs at most the SWX pipeline; the router
@@ -619,7 +699,7 @@ mod tests {
         assert_eq!(t("p4", "vxlan", "swx"), Some(Target { limit: 1.0 }));
         assert_eq!(t("p4", "router", "swx"), None);
         assert_eq!(t("acl_nf", "1K", "rte_acl_avx2"), Some(Target { limit: 1.0 }));
-        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 12 + 3 + 2 + 4);
+        assert_eq!(comparisons().iter().filter(|c| c.target.is_some()).count(), 8 + 12 + 12 + 2 * 4 + 2 + 4);
     }
 
     #[test]

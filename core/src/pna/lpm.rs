@@ -126,17 +126,6 @@ impl Trie {
         self.root.get((addr >> (32 - self.first)) as usize)
     }
 
-    /// The second-level entry an IPv4 lookup of `addr` reads next, if its first-level entry
-    /// (read now: prefetched earlier) leads down (to prefetch it).
-    #[inline(always)]
-    fn second32(&self, addr: u32) -> Option<&u32> {
-        let e = *self.root32(addr)?;
-        if e & EXT == 0 || self.first >= 32 {
-            return None;
-        }
-        self.groups.get((e & !EXT) as usize * GROUP + ((addr << self.first) >> 24) as usize)
-    }
-
     /// [`Trie::lookup`] of `addr << 96` in 32-bit arithmetic, for a 32-bit trie (the same
     /// entries: the root index is the top `first` bits, each group the next 8) — the L3
     /// forwarder's per-packet path, where the 128-bit shifts cost more than the memory reads.
@@ -316,31 +305,36 @@ impl Lpm4 {
         self.0.lookup32(addr)
     }
     /// The next hops of `addrs` into `out` (as many as both hold), each as [`Lpm4::lookup`]
-    /// gives it, in a pipeline that overlaps the cache misses of a large table (DIR-24-8's
-    /// first level is 64 MiB): the first-level entry of the key [`BURST_AHEAD`] places further
-    /// is prefetched, and the second-level entry of the key half as far, whose first-level
-    /// entry has arrived by then; then the key itself is looked up.
+    /// gives it, [`LOCKSTEP`] keys at a time so that the cache misses of a large table
+    /// (DIR-24-8's first level is 64 MiB) overlap: every key's first-level entry is prefetched,
+    /// then each is read and the second-level entry of those that go down is prefetched, then
+    /// each key is answered.
     pub fn lookup_burst(&self, addrs: &[u32], out: &mut [Option<u32>]) {
-        const HALF: usize = BURST_AHEAD / 2;
-        for a in addrs.iter().take(BURST_AHEAD) {
-            if let Some(e) = self.0.root32(*a) {
-                prefetch(e);
+        let t = &self.0;
+        for (a, o) in addrs.chunks(LOCKSTEP).zip(out.chunks_mut(LOCKSTEP)) {
+            for k in a {
+                if let Some(e) = t.root32(*k) {
+                    prefetch(e);
+                }
+            }
+            let mut e = [0u32; LOCKSTEP];
+            for (k, ei) in a.iter().zip(e.iter_mut()) {
+                *ei = t.root32(*k).copied().unwrap_or(0);
+                if *ei & EXT != 0
+                    && let Some(g) = t.groups.get((*ei & !EXT) as usize * GROUP + ((*k << t.first) >> 24) as usize)
+                {
+                    prefetch(g);
+                }
+            }
+            for ((k, ei), o) in a.iter().zip(e.iter()).zip(o.iter_mut()) {
+                *o = if *ei & EXT == 0 { (*ei & VALID != 0).then_some(*ei & NH_MASK) } else { t.lookup32(*k) };
             }
         }
-        for a in addrs.iter().take(HALF) {
-            if let Some(e) = self.0.second32(*a) {
-                prefetch(e);
-            }
-        }
-        for (i, (a, o)) in addrs.iter().zip(out.iter_mut()).enumerate() {
-            if let Some(e) = addrs.get(i + BURST_AHEAD).and_then(|n| self.0.root32(*n)) {
-                prefetch(e);
-            }
-            if let Some(e) = addrs.get(i + HALF).and_then(|n| self.0.second32(*n)) {
-                prefetch(e);
-            }
-            *o = self.0.lookup32(*a);
-        }
+    }
+    /// Bytes the lookup reads from: the first level and the group pool as allocated (the
+    /// route map is the control plane's and not counted).
+    pub fn lookup_bytes(&self) -> usize {
+        (self.0.root.len() + self.0.groups.capacity()) * 4
     }
     /// Number of routes.
     pub fn len(&self) -> usize {
@@ -352,8 +346,8 @@ impl Lpm4 {
     }
 }
 
-/// How many keys ahead [`Lpm4::lookup_burst`] prefetches.
-pub const BURST_AHEAD: usize = 16;
+/// How many keys [`Lpm4::lookup_burst`] takes at a time (docs/PERFORMANCE.md, "IPv4 LPM").
+pub const LOCKSTEP: usize = 64;
 
 /// IPv6 routes: prefix → next-hop id.
 #[derive(Debug)]

@@ -10,6 +10,8 @@
 //! - [`events`]: the bounded multi-producer ring that carries `NotifyControl` expiry reports.
 //! - [`lpm`]: longest-prefix match for IPv4 and IPv6 routes (a multibit trie, first stride 16 or
 //!   24 bits, then 8-bit strides), managed by the control plane.
+//! - [`poptrie`]: IPv4 longest-prefix match in a compressed multiway trie that fits in cache
+//!   (a 16- to 24-bit direct array, then 6-bit nodes with popcount-indexed children).
 //! - [`ternary`]: a 5-tuple rule classifier (prefixes, port ranges, protocol, priority) by tuple
 //!   space search, with a linear reference.
 //!
@@ -57,6 +59,7 @@ pub mod events;
 pub mod exact;
 pub mod lpm;
 pub mod p4;
+pub mod poptrie;
 pub mod ternary;
 
 #[cfg(test)]

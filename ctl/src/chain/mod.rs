@@ -489,6 +489,9 @@ fn emit_encrypt(emit: &mut Emit, t: Option<&Spanned<schema::EncryptTable>>) -> R
 fn emit_l3fwd(emit: &mut Emit, t: Option<&Spanned<schema::L3fwdTable>>) -> Result<(), ChainError> {
     let Some(t) = t else { return Ok(()) };
     let t = t.get_ref();
+    if let Some(v) = &t.lpm4 {
+        emit.scalar("l3fwd.lpm4", "l3fwd.lpm4", v.span(), v.get_ref())?;
+    }
     if let Some(v) = &t.first_stride4 {
         emit.scalar("l3fwd.first_stride4", "l3fwd.first_stride4", v.span(), &v.get_ref().to_string())?;
     }

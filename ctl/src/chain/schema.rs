@@ -208,6 +208,7 @@ pub struct AclRuleTable {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct L3fwdTable {
+    pub lpm4: Option<Spanned<String>>,
     pub first_stride4: Option<Spanned<u8>>,
     pub max_groups4: Option<Spanned<u64>>,
     pub max_groups6: Option<Spanned<u64>>,

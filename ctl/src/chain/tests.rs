@@ -47,6 +47,10 @@ backends = ["[fd00::1]:4443", "fd00::2"]
 key = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 clear = "drop"
 
+[l3fwd]
+lpm4 = "poptrie"
+first_stride4 = 18
+
 [[l3fwd.route]]
 prefix = "10.0.0.0/8"
 port = 1
@@ -110,6 +114,8 @@ fn expected_full() -> Vec<NfSpec> {
     enc.key = core::array::from_fn(|i| i as u8);
     enc.clear = ClearPolicy::Drop;
     let mut l3 = L3fwdConfig::default();
+    l3.lpm4 = cadence_core::nf::l3fwd::Lpm4Kind::Poptrie;
+    l3.first_stride4 = 18;
     l3.next_hops = vec![NextHop::mac(1, [2, 0, 0, 0, 1, 1]), NextHop::mac(0, [2, 0, 0, 0, 1, 0])];
     l3.routes4 = vec![
         Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 0 },

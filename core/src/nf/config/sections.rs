@@ -9,7 +9,7 @@
 //! | `nat` | `nat.external=IPv4`, `nat.ports=LO-HI`, `nat.inside_port=N`, `nat.sweep_buckets=N`, `nat.reclaims_per_batch=N`, `nat.timeout_ms=MS` |
 //! | `urlfilter` | `urlfilter.banned=HOST[/PATH]` (list: one record per pattern), `urlfilter.ports=P;P;…`, `urlfilter.reset=true\|false`, `urlfilter.on_exhaustion=drop\|allow`, `urlfilter.undecided=deny\|allow`, `urlfilter.fragments=drop\|pass`, `urlfilter.window=N`, `urlfilter.slabs=N`, `urlfilter.flows=N`, `urlfilter.inspect_timeout_ms=MS`, `urlfilter.flow_timeout_ms=MS`, `urlfilter.handshake_timeout_ms=MS` |
 //! | `p4` | `p4.spec=LINE` (list: the pipeline spec, one record per line, blank lines included so that the spec's line numbers hold), `p4.table=NAME` (list: a table or selector whose initial entries follow), `p4.entry=LINE` (list: one line of the last named table's file) |
-//! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` or `…,via:IP` (a gateway of the prefix's IP version) or `…,via:direct` (directly connected), the two last resolved through the neighbour table (`config::neigh`) (list; next hops are the distinct `(port, mac or via)` in order of first use), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
+//! | `l3fwd` | `l3fwd.route=prefix:PFX,port:N,mac:MAC` or `…,via:IP` (a gateway of the prefix's IP version) or `…,via:direct` (directly connected), the two last resolved through the neighbour table (`config::neigh`) (list; next hops are the distinct `(port, mac or via)` in order of first use), `l3fwd.lpm4=trie` or `poptrie` (the IPv4 routes' structure), `l3fwd.first_stride4=N`, `l3fwd.max_groups4=N`, `l3fwd.max_groups6=N` |
 //!
 //! Timeouts (`…_ms`) are milliseconds, 1..=`MAX_TIMEOUT_MS` (one day); they stay in
 //! milliseconds in [`Timeouts`] until `ChainSpec::build` knows the clock's rate.
@@ -25,7 +25,7 @@ use super::{Fail, NfSpec, Section, SpecErrorKind, Timeouts, once, opt, record, r
 use crate::nf::accounting::{AccountingConfig, IpfixExport};
 use crate::nf::acl::{AclAction, AclConfig, AclConfigError, AclRule, Prefix};
 use crate::nf::encrypt::{ClearPolicy, EncryptConfig};
-use crate::nf::l3fwd::{Family, L3fwdConfig, L3fwdConfigError, NextHop, Route4, Route6};
+use crate::nf::l3fwd::{Family, L3fwdConfig, L3fwdConfigError, Lpm4Kind, NextHop, Route4, Route6};
 use crate::nf::lb::{Backend, LbConfig, LbConfigError, LbError, Vip};
 use crate::nf::nat::NatConfig;
 use crate::nf::urlfilter::{Exhaustion, Fragments, Undecided, UrlFilterConfig, UrlFilterConfigError};
@@ -170,6 +170,7 @@ fn field_name(f: crate::nf::acl::AclField) -> &'static str {
 #[derive(Default)]
 pub(crate) struct L3fwdSection {
     cfg: L3fwdConfig,
+    kind: Option<()>,
     stride: Option<()>,
     groups4: Option<()>,
     groups6: Option<()>,
@@ -179,11 +180,19 @@ pub(crate) struct L3fwdSection {
 
 impl Section for L3fwdSection {
     fn keys(&self) -> &'static [&'static str] {
-        &["l3fwd.route", "l3fwd.first_stride4", "l3fwd.max_groups4", "l3fwd.max_groups6"]
+        &["l3fwd.route", "l3fwd.lpm4", "l3fwd.first_stride4", "l3fwd.max_groups4", "l3fwd.max_groups6"]
     }
 
     fn set(&mut self, key: &'static str, value: &str, line: usize) -> Result<(), Fail> {
         match key {
+            "l3fwd.lpm4" => {
+                once(&mut self.kind, ())?;
+                self.cfg.lpm4 = match value {
+                    "trie" => Lpm4Kind::Trie,
+                    "poptrie" => Lpm4Kind::Poptrie,
+                    _ => return Err(Fail::value("trie or poptrie")),
+                };
+            }
             "l3fwd.first_stride4" => {
                 once(&mut self.stride, ())?;
                 let n = values::u16_dec(value).ok().and_then(|n| u8::try_from(n).ok());

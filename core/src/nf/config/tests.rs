@@ -319,3 +319,21 @@ fn an_ipfix_export_parses_with_its_source() {
     let NfSpec::Accounting(a) = &s.nfs[0] else { panic!("accounting") };
     assert_eq!(a.export.map(|e| e.source), Some(crate::nf::accounting::IpfixExport::DEFAULT_SOURCE));
 }
+
+/// `l3fwd.lpm4` picks the IPv4 routes' structure; a bad name, or a direct array too small for
+/// the Poptrie, is refused naming the key.
+#[test]
+fn the_ipv4_routes_structure_is_chosen_by_name() {
+    let s = ChainSpec::parse(
+        "version=1\nnf=l3fwd\nl3fwd.lpm4=poptrie\nl3fwd.first_stride4=18\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:01:01\n",
+    )
+    .expect("parses");
+    let NfSpec::L3fwd(l) = &s.nfs[0] else { panic!("l3fwd") };
+    assert_eq!((l.lpm4, l.first_stride4), (crate::nf::l3fwd::Lpm4Kind::Poptrie, 18));
+    let e = err("version=1\nnf=l3fwd\nl3fwd.lpm4=dir\n");
+    assert_eq!((e.line, e.to_string().as_str()), (3, "line 3: l3fwd.lpm4: expected trie or poptrie"));
+    let e = err("version=1\nnf=l3fwd\nl3fwd.lpm4=poptrie\nl3fwd.lpm4=trie\n");
+    assert_eq!(e.line, 4, "{e}");
+    let e = err("version=1\nnf=l3fwd\nl3fwd.lpm4=poptrie\nl3fwd.first_stride4=12\n");
+    assert!(e.to_string().contains("l3fwd first_stride4 12 is not in 16..=24 (l3fwd.lpm4=poptrie)"), "{e}");
+}

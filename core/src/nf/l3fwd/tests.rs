@@ -161,6 +161,14 @@ fn config_errors_name_the_field() {
     c.first_stride4 = 25;
     assert_eq!(c.validate(), Err(L3fwdConfigError::FirstStride(25)));
     let mut c = config();
+    c.lpm4 = Lpm4Kind::Poptrie;
+    c.first_stride4 = 8;
+    assert_eq!(c.validate(), Err(L3fwdConfigError::PoptrieStride(8)));
+    assert_eq!(
+        L3fwdShared::try_new(&c).unwrap_err().to_string(),
+        "l3fwd first_stride4 8 is not in 16..=24 (l3fwd.lpm4=poptrie)"
+    );
+    let mut c = config();
     c.next_hops[1].port = 2;
     assert_eq!(c.validate(), Err(L3fwdConfigError::NextHopPort { index: 1 }));
     let mut c = config();
@@ -206,9 +214,15 @@ proptest! {
     fn lpm4_matches_a_linear_scan(
         routes in proptest::collection::vec((any::<u32>(), 0u8..=32, 0u32..4), 1..crate::testing::miri_or(40, 6)),
         probes in proptest::collection::vec((any::<u32>(), 0usize..40, any::<u8>()), 1..crate::testing::miri_or(64, 8)),
-        stride in prop_oneof![Just(8u8), Just(16u8)],
+        (stride, lpm4) in prop_oneof![
+            Just((8u8, Lpm4Kind::Trie)),
+            Just((16u8, Lpm4Kind::Trie)),
+            Just((16u8, Lpm4Kind::Poptrie)),
+            Just((18u8, Lpm4Kind::Poptrie)),
+        ],
     ) {
         let mut c = L3fwdConfig {
+            lpm4,
             first_stride4: stride,
             max_groups4: 4096,
             next_hops: (0..4).map(|i| NextHop::mac((i % 2) as u8, [2, 0, 0, 0, 0, i as u8])).collect(),
