@@ -305,10 +305,9 @@ fn acl_nf(label: &str, rules: &[cadence_core::nf::acl::AclRule], trace: &[cadenc
     };
     let direct = shared.rules().classifies_v4_by_cross_tables();
     let frames: Vec<Vec<u8>> = trace.iter().map(common::frames::of_flow).collect();
-    let egress = || Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
-    let nf = Chain::new(vec![Box::new(Acl::new(Arc::new(shared)))], egress());
+    let nf = Chain::new(vec![Box::new(Acl::new(Arc::new(shared)))], bench_egress());
     let ((r, base_stats), nf_stats) = with_worker(nf, &frames, |nf_poll| {
-        with_worker(Chain::new(Vec::new(), egress()), &frames, |base_poll| {
+        with_worker(Chain::new(Vec::new(), bench_egress()), &frames, |base_poll| {
             rule.take(|| {
                 let with_nf: u64 = (0..POLLS).map(|_| nf_poll()).sum();
                 let without: u64 = (0..POLLS).map(|_| base_poll()).sum();
@@ -370,11 +369,17 @@ fn p4(label: &str, spec: &str, tables: &[(&str, &str)], pcap: &str, rule: Rule) 
     // one does, since no entry can age out within a run.
     let rate = cadence_core::time::TickRate::try_new(2_600_000_000).ok_or("no rate")?;
     let shared = P4Shared::try_new(&cfg, rate).map_err(|e| format!("{spec}: {e}"))?;
-    let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+    let egress = bench_egress();
     let mut chain = Chain::new(vec![Box::new(P4::new(Arc::new(shared)))], egress);
     chain.set_validate(Depth::L2);
     forwarding_of("p4", label, chain, &read_pcap(pcap)?, rule);
     Ok(())
+}
+
+/// The two ports' egress every chain of this bench uses: own MACs 02:..:10 and 02:..:11, the
+/// default peers, no control port.
+fn bench_egress() -> Egress {
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None)
 }
 
 /// Lookups per burst of the LPM figure: `dpdk-test-fib`'s `BURST_SZ`.
@@ -682,7 +687,7 @@ fn main() -> ExitCode {
         },
         "io" => forwarding("io", IoOnly, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule),
         "l2fwd" => {
-            let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+            let egress = bench_egress();
             forwarding(
                 "l2fwd",
                 Chain::new(Vec::new(), egress),
@@ -692,7 +697,7 @@ fn main() -> ExitCode {
         }
         // The L2 forwarder checking the link header only (`validate=l2`): what macswap checks.
         "l2fwd_l2" => {
-            let egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], Egress::DEFAULT_PEERS, None);
+            let egress = bench_egress();
             let mut chain = Chain::new(Vec::new(), egress);
             chain.set_validate(Depth::L2);
             forwarding("l2fwd_l2", chain, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule)
