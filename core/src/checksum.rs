@@ -149,6 +149,17 @@ pub const fn update_ttl_decrement(hc: u16) -> u16 {
     !(((x & 0xFFFF) + (x >> 16)) as u16)
 }
 
+/// [`update_ttl_decrement`] on the checksum's two bytes as they lie in the header: the sum is
+/// taken on the native-order word (RFC 1071 §2 (B): one's complement arithmetic commutes with
+/// swapping the bytes of every word), so no byte is swapped on a little-endian machine.
+#[inline]
+pub const fn update_ttl_decrement_ne(hc: [u8; 2]) -> [u8; 2] {
+    // `0xFEFF` as the same two bytes in memory order.
+    let k = u16::from_ne_bytes(0xFEFFu16.to_be_bytes()) as u32;
+    let x = (!u16::from_ne_bytes(hc)) as u32 + k;
+    (!(((x & 0xFFFF) + (x >> 16)) as u16)).to_ne_bytes()
+}
+
 /// RFC 1624 eqn. 3 for a 32-bit field (an IPv4 address, a TCP sequence number)
 /// changing from `old` to `new`, applied to both 16-bit halves at once.
 #[inline]
@@ -195,6 +206,7 @@ mod tests {
             for (ttl, proto) in [(1u8, 0u8), (2, 6), (64, 17), (128, 1), (255, 255)] {
                 let (old, new) = (u16::from_be_bytes([ttl, proto]), u16::from_be_bytes([ttl - 1, proto]));
                 assert_eq!(update_ttl_decrement(hc), update16(hc, old, new), "hc {hc:#06x} ttl {ttl} proto {proto}");
+                assert_eq!(update_ttl_decrement_ne(hc.to_be_bytes()), update16(hc, old, new).to_be_bytes());
             }
         }
         // And on a real header: the updated checksum verifies.

@@ -617,16 +617,33 @@ fn forward_v4(
     lookup4: impl Fn(u32) -> Option<u32>,
 ) -> usize {
     let l4 = tx.l4();
+    // The last next hops' port and link header (`None`: the chain has no such port), by the
+    // next hop's low two bits: a burst to a few next hops builds each header once.
+    let mut heads = [HeadMemo { hop: u32::MAX, port: 0, head: None }; 4];
+    let mut forwarded = 0;
     let mut took = 0;
     for &b in input {
         let f = pool.frame_mut(b);
         let dst = if l4 { parse::ipv4_dst::<true>(f) } else { parse::ipv4_dst::<false>(f) };
         let (Some(dst), Some(h)) = (dst, f.first_chunk_mut::<34>()) else { break };
         took += 1;
-        let Some(hop) = lookup4(dst).and_then(|nh| out4.get(nh as usize)) else {
-            counters.no_route += 1;
-            tx.drop(pool, b, DropReason::NoRoute);
-            continue;
+        let memo = match lookup4(dst) {
+            Some(nh) if heads[(nh & 3) as usize].hop == nh => &heads[(nh & 3) as usize],
+            Some(nh) if let Some(hop) = out4.get(nh as usize) => {
+                let head = match hop.mac {
+                    Some(m) => tx.link_header_to(hop.port, m),
+                    // A chain without addresses sends `Via` to the peer, as its egress does.
+                    None => tx.link_header(hop.port, None),
+                };
+                let memo = &mut heads[(nh & 3) as usize];
+                *memo = HeadMemo { hop: nh, port: hop.port, head };
+                &*memo
+            }
+            _ => {
+                counters.no_route += 1;
+                tx.drop(pool, b, DropReason::NoRoute);
+                continue;
+            }
         };
         // The IPv4 header the parse checked is at 14: TTL at 22, its checksum at 24..26.
         if h[22] <= 1 {
@@ -635,24 +652,30 @@ fn forward_v4(
             continue;
         }
         h[22] -= 1;
-        let sum = checksum::update_ttl_decrement(u16::from_be_bytes([h[24], h[25]]));
-        h[24..26].copy_from_slice(&sum.to_be_bytes());
-        counters.forwarded4 += 1;
-        let head = match hop.mac {
-            Some(m) => tx.link_header_to(hop.port, m),
-            // A chain without addresses sends `Via` to the peer, as its egress does.
-            None => tx.link_header(hop.port, None),
-        };
-        let Some(head) = head else {
+        if let Some(c) = h.get_mut(24..26).and_then(|c| c.first_chunk_mut::<2>()) {
+            *c = checksum::update_ttl_decrement_ne(*c);
+        }
+        forwarded += 1;
+        let Some(head) = memo.head else {
             tx.drop(pool, b, DropReason::NoRoute);
             continue;
         };
         if let Some(m) = h.first_chunk_mut::<12>() {
             *m = head;
         }
-        tx.push(pool, b, hop.port);
+        tx.push(pool, b, memo.port);
     }
+    counters.forwarded4 += forwarded;
     took
+}
+
+/// One entry of `forward_v4`'s next-hop memo: next hop `hop` leaves by `port` with link
+/// header `head` (`None`: the chain has no port `port`).
+#[derive(Clone, Copy)]
+struct HeadMemo {
+    hop: u32,
+    port: u8,
+    head: Option<[u8; 12]>,
 }
 
 /// What one forwarder instance counted.

@@ -25,9 +25,10 @@ fn be16(b: &[u8; HEAD], i: usize) -> u16 {
 
 /// Whether the 20-byte IPv4 header at bytes 14..34 sums to `0xFFFF` (RFC 1071 §1), as
 /// `checksum::verify` decides it. RFC 1071 §2 (A, B): the one's complement sum does not depend
-/// on byte order and may be taken over wider words with end-around carry, then folded; so the
-/// header is summed as two 64-bit and one 32-bit native-order words (sum ≤ 2^66), folded to
-/// 16 bits, and compared with `0xFFFF`, which is the same in either byte order.
+/// on byte order and may be taken over wider words with end-around carry; so the header is
+/// summed as two 64-bit and one 32-bit native-order words. Folding that sum to 16 bits keeps
+/// it modulo `0xFFFF` (2^16 ≡ 1) and gives `0xFFFF` exactly when the sum is a nonzero
+/// multiple of `0xFFFF`: that is the test, one multiplication for the remainder.
 #[inline(always)]
 pub(super) fn header_sums_to_ones(h: &[u8; HEAD]) -> bool {
     let (Some(a), Some(b), Some(c)) = (h.get(14..22), h.get(22..30), h.get(30..34)) else { return false };
@@ -35,15 +36,33 @@ pub(super) fn header_sums_to_ones(h: &[u8; HEAD]) -> bool {
         return false;
     };
     let s = u128::from(u64::from_ne_bytes(a)) + u128::from(u64::from_ne_bytes(b)) + u128::from(u32::from_ne_bytes(c));
-    // 66 bits → 64 (+1 carry at most) → 32 → 16, each fold with end-around carry.
+    // Below 2^66: the high part (at most 3) added back to the low 64 bits (2^64 ≡ 1 modulo
+    // 0xFFFF), and the carry of that once more (the sum is then below 3: no second carry).
     let (s, carry) = (s as u64).overflowing_add((s >> 64) as u64);
-    let s = s.wrapping_add(u64::from(carry));
-    let (s, carry) = (s as u32).overflowing_add((s >> 32) as u32);
-    let s = s.wrapping_add(u32::from(carry));
-    let s = (s & 0xFFFF) + (s >> 16);
-    let s = (s & 0xFFFF) + (s >> 16);
-    s == 0xFFFF
+    let s = s + u64::from(carry);
+    s != 0 && divisible_by_ffff(s)
 }
+
+/// `x % 0xFFFF == 0` as one multiplication and one compare (Granlund and Montgomery, 1994:
+/// for an odd `d`, `x` is a multiple of `d` exactly when `x * d⁻¹ mod 2^64 <= (2^64 - 1) / d`,
+/// multiplication by the inverse being a bijection that maps the multiples onto `0..=that`).
+#[inline(always)]
+pub(super) const fn divisible_by_ffff(x: u64) -> bool {
+    x.wrapping_mul(INVERSE_FFFF) <= u64::MAX / 0xFFFF
+}
+
+/// The inverse of `0xFFFF` modulo 2^64: Newton's iteration `y ← y (2 − d y)` doubles the
+/// correct low bits each step, from 1 bit to 64 in six (a test checks the product is 1).
+pub(super) const INVERSE_FFFF: u64 = {
+    let d: u64 = 0xFFFF;
+    let mut y: u64 = 1;
+    let mut i = 0;
+    while i < 6 {
+        y = y.wrapping_mul(2u64.wrapping_sub(d.wrapping_mul(y)));
+        i += 1;
+    }
+    y
+};
 
 /// The destination address of `frame` (host order) if [`ipv4`] takes it whole and valid at the
 /// same depth, `None` exactly when [`ipv4`] gives `None`: the vector path's parse

@@ -561,3 +561,39 @@ proptest! {
         prop_assert_eq!(fast::header_sums_to_ones(&head), crate::checksum::verify(&head[14..34]));
     }
 }
+
+/// The header sum's carries at their largest: headers of one repeated byte (all `0xFF`: both
+/// 64-bit words and the 32-bit one at their maximum), each as it is and with its checksum
+/// field made valid, and the all-zero header (sum 0: not valid), decided as `checksum::verify`.
+#[test]
+fn fast_header_sum_carries() {
+    for fill in 0..=u8::MAX {
+        for fix in [false, true] {
+            let mut head = [fill; 34];
+            if fix {
+                head[24..26].copy_from_slice(&[0, 0]);
+                let c = !crate::checksum::Sum::new().add_bytes(&head[14..34]).fold();
+                head[24..26].copy_from_slice(&c.to_be_bytes());
+                assert!(crate::checksum::verify(&head[14..34]), "fill {fill:#04x}");
+            }
+            assert_eq!(
+                fast::header_sums_to_ones(&head),
+                crate::checksum::verify(&head[14..34]),
+                "fill {fill:#04x} fix {fix}"
+            );
+        }
+    }
+    assert!(!fast::header_sums_to_ones(&[0; 34]));
+}
+
+proptest! {
+    /// The header sum's divisibility test is `%` on any value, on multiples of `0xFFFF` and
+    /// their neighbours, and at the ends of the range; its constant is the inverse.
+    #[test]
+    fn divisible_by_ffff_is_remainder(x in any::<u64>(), k in 0u64..=u64::MAX / 0xFFFF, off in 0u64..3) {
+        assert_eq!(fast::INVERSE_FFFF.wrapping_mul(0xFFFF), 1);
+        for v in [x, (k * 0xFFFF).wrapping_add(off), (k * 0xFFFF).wrapping_sub(off), 0, u64::MAX, u64::MAX - 0xFFFF] {
+            prop_assert_eq!(fast::divisible_by_ffff(v), v % 0xFFFF == 0, "{:#x}", v);
+        }
+    }
+}

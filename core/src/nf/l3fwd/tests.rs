@@ -424,3 +424,61 @@ fn the_vector_path_routes_and_drops_by_reason() {
     assert_eq!(drops[DropReason::NoRoute.index()], 1);
     assert_eq!(drops[DropReason::TtlExpired.index()], 1);
 }
+
+/// Eight next hops on the two ports, hops 6 and 7 gateways (sent to the port's peer in a chain
+/// without a router), route `i` 10.0.i.0/24 via hop `i`.
+fn many_hops() -> L3fwdConfig {
+    L3fwdConfig {
+        next_hops: (0..8u8)
+            .map(
+                |i| {
+                    if i < 6 {
+                        NextHop::mac(i % 2, [2, 0, 0, 0, 0xc, i])
+                    } else {
+                        NextHop::gateway(i % 2, [10, 9, 9, i])
+                    }
+                },
+            )
+            .collect(),
+        routes4: (0..8u8).map(|i| Route4 { prefix: [10, 0, i, 0], len: 24, next_hop: u32::from(i) }).collect(),
+        ..Default::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(64))]
+
+    /// Next hops that share the vector loop's per-batch memo slot (hops `i` and `i + 4`) in
+    /// any order, with unrouted frames and expiring TTLs among them: each frame leaves with its
+    /// own hop's port and MAC (a gateway's: the port's peer), as the batch path sends it.
+    #[test]
+    fn the_vector_path_keeps_each_next_hops_header(
+        spec in proptest::collection::vec((0u8..9, prop_oneof![Just(1u8), Just(64)]), 1..=BATCH_SIZE),
+    ) {
+        let frames: Vec<Vec<u8>> =
+            spec.iter().map(|&(h, t)| v4_frame(if h < 8 { [10, 0, h, 1] } else { [192, 0, 2, 1] }, t, &[])).collect();
+        let shared = Arc::new(L3fwdShared::try_new(&many_hops()).unwrap());
+        let egress = crate::nf::Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], crate::nf::Egress::DEFAULT_PEERS, None);
+        let mut vector = crate::nf::Chain::new(vec![Box::new(L3fwd::new(shared.clone()))], egress.clone());
+        let mut batch = crate::nf::Chain::new(vec![Box::new(L3fwd::new(shared)), Box::new(Passive)], egress);
+        prop_assert!(vector.is_vector() && !batch.is_vector());
+        let (a, b) = (run_chain(&mut vector, &frames), run_chain(&mut batch, &frames));
+        prop_assert_eq!(&a, &b);
+        // The known answer: per port, the routed frames with a TTL above 1, in order.
+        for port in 0..2u8 {
+            let want: Vec<[u8; 12]> = spec
+                .iter()
+                .filter(|&&(h, t)| h < 8 && t > 1 && h % 2 == port)
+                .map(|&(h, _)| {
+                    let dst = if h < 6 { [2, 0, 0, 0, 0xc, h] } else { crate::nf::Egress::DEFAULT_PEERS[usize::from(port)] };
+                    let mut head = [0u8; 12];
+                    head[..6].copy_from_slice(&dst);
+                    head[6..].copy_from_slice(&[2, 0, 0, 0, 0, 0x10 + port]);
+                    head
+                })
+                .collect();
+            let got: Vec<[u8; 12]> = a.0[usize::from(port)].iter().map(|f| f[..12].try_into().unwrap()).collect();
+            prop_assert_eq!(got, want, "port {}", port);
+        }
+    }
+}
