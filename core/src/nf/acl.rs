@@ -19,7 +19,13 @@
 //!   skip the cache and are classified in bursts of [`BURST`] keys held field by field
 //!   ([`Keys4`], [`AclRules::classify_v4_burst`]; counted as `acl_direct`): there a
 //!   classification costs less than a cache hit, and a flood of new flows costs no adds.
-//!   [`AclConfig::always_cache`] sends every packet through the cache.
+//! - A cache that misses nearly every lookup is skipped for a while (`FloodGuard`): after
+//!   [`FLOOD_PROBE`] lookups with more than 7 in 8 new flows (a flood of new flows, or more
+//!   live flows than the cache holds), the next [`FLOOD_WINDOW`] packets are classified
+//!   directly (counted `acl_direct`; windows `acl_flood_windows`), then the cache is probed
+//!   again. Verdicts are the same either way; a flood costs a classification per packet, not
+//!   a classification, a lookup and an add.
+//! - [`AclConfig::always_cache`] sends every packet through the cache.
 //! - Alone in a chain, the ACL has a vector loop (`Nf::run_v4`, `nf` module doc): while
 //!   the cross tables answer, each common IPv4 frame (untagged, no options, not a fragment)
 //!   has its 5-tuple read straight from the frame (`parse::ipv4_flow`), is classified in a
@@ -321,8 +327,62 @@ pub struct AclCounters {
     /// Cached verdicts decided by rules since replaced, decided again (and re-cached).
     pub reclassified: u64,
     /// Packets classified directly, without the flow cache (IPv4 packets while the cross
-    /// tables answer them; [`AclConfig::always_cache`] off).
+    /// tables answer them, and every packet of a flood window; [`AclConfig::always_cache`]
+    /// off).
     pub direct: u64,
+    /// Flood windows: times the flow cache missed more than 7 in 8 of [`FLOOD_PROBE`] lookups
+    /// (new flows, each costing a classification and an add) and the next [`FLOOD_WINDOW`]
+    /// packets were classified directly instead.
+    pub flood_windows: u64,
+}
+
+/// Lookups of the flow cache over which [`FloodGuard`] judges its miss rate.
+pub const FLOOD_PROBE: u32 = 512;
+/// Packets classified without the cache after a probe that found a flood.
+pub const FLOOD_WINDOW: u32 = 4096;
+
+/// Whether the flow cache is worth its lookups. A cache that misses nearly every lookup (a
+/// flood of new flows, or more live flows than it holds) costs a lookup and an add on top of
+/// each classification and evicts nothing useful by being skipped: after a probe of
+/// [`FLOOD_PROBE`] lookups with more than 7 in 8 misses, the next [`FLOOD_WINDOW`] packets are
+/// classified directly (the same rules, so the same verdicts), then the cache is probed
+/// again. In a sustained flood about one packet in nine still goes through the cache.
+#[derive(Debug, Clone, Copy, Default)]
+struct FloodGuard {
+    looked: u32,
+    missed: u32,
+    bypass_left: u32,
+}
+
+impl FloodGuard {
+    /// Whether a flood window is open (the cache is skipped).
+    #[inline]
+    fn bypassing(&self) -> bool {
+        self.bypass_left > 0
+    }
+
+    /// `n` packets classified in the window.
+    #[inline]
+    fn spend(&mut self, n: u32) {
+        self.bypass_left = self.bypass_left.saturating_sub(n);
+    }
+
+    /// A batch's `looked` lookups of which `missed` were new flows; `true` when this ends a
+    /// probe that found a flood (a bypass window starts).
+    #[inline]
+    fn observe(&mut self, looked: u32, missed: u32) -> bool {
+        self.looked = self.looked.saturating_add(looked);
+        self.missed = self.missed.saturating_add(missed);
+        if self.looked < FLOOD_PROBE {
+            return false;
+        }
+        let flood = u64::from(self.missed) * 8 > u64::from(self.looked) * 7;
+        (self.looked, self.missed) = (0, 0);
+        if flood {
+            self.bypass_left = FLOOD_WINDOW;
+        }
+        flood
+    }
 }
 
 impl Acl {
@@ -415,6 +475,7 @@ pub struct Acl {
     lane: Local,
     cursor: usize,
     counters: AclCounters,
+    flood: FloodGuard,
 }
 
 impl Acl {
@@ -422,7 +483,7 @@ impl Acl {
     pub fn new(shared: Arc<AclShared>) -> Self {
         let lane = shared.flows.table().local();
         let rules = shared.rules.reader();
-        Self { shared, rules, lane, cursor: 0, counters: AclCounters::default() }
+        Self { shared, rules, lane, cursor: 0, counters: AclCounters::default(), flood: FloodGuard::default() }
     }
 
     /// This worker's counters.
@@ -508,20 +569,37 @@ impl Nf for Acl {
         if direct {
             Self::classify_directly(&mut self.counters, rules, batch);
         }
+        // A flood window: the rest are classified as they come, without the cache's lookup
+        // and add (the same rules: the same verdicts).
+        let flood = !shared.always_cache && self.flood.bypassing();
         let mut keys = [[0u64; 5]; BATCH_SIZE];
         let mut at = [0usize; BATCH_SIZE];
         let mut n = 0;
-        for (i, p) in batch.pkts().iter().enumerate() {
+        for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
             let done = direct && matches!(p.parsed.flow.src, IpAddr::V4(_));
-            if let (true, false, Some(k), Some(a)) = (p.alive(), done, keys.get_mut(n), at.get_mut(n)) {
+            if !p.alive() || done {
+                continue;
+            }
+            if flood {
+                let (a, rule) = rules.classify(&p.parsed.flow);
+                self.counters.direct += 1;
+                self.counters.defaulted += u64::from(rule.is_none());
+                self.counters.apply(p, a);
+                n += 1;
+            } else if let (Some(k), Some(a)) = (keys.get_mut(n), at.get_mut(n)) {
                 *k = p.parsed.flow.words();
                 *a = i;
                 n += 1;
             }
         }
+        if flood {
+            self.flood.spend(n as u32);
+            return;
+        }
         if n == 0 {
             return; // nothing for the cache (its expired entries are reclaimed by later adds)
         }
+        let new_before = self.counters.classified + self.counters.reclassified;
         let mut out = [shared.flows.placeholder(); BATCH_SIZE];
         let (Some(keys), Some(out)) = (keys.get(..n), out.get_mut(..n)) else { return };
         shared.flows.apply_burst(&mut self.lane, keys, ctx.now, out);
@@ -579,6 +657,10 @@ impl Nf for Acl {
         if shared.sweep_buckets > 0 {
             self.cursor = shared.flows.table().sweep(&mut self.lane, ctx.now, self.cursor, shared.sweep_buckets);
         }
+        let missed = self.counters.classified + self.counters.reclassified - new_before;
+        if !shared.always_cache && self.flood.observe(n as u32, missed as u32) {
+            self.counters.flood_windows += 1;
+        }
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
@@ -586,7 +668,7 @@ impl Nf for Acl {
         let s = self.lane.stats();
         write!(
             w,
-            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={} acl_reclassified={} acl_direct={}",
+            " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={} acl_reclassified={} acl_direct={} acl_flood_windows={}",
             c.permitted,
             c.denied,
             c.cache_hits,
@@ -595,7 +677,8 @@ impl Nf for Acl {
             c.cache_add_failed,
             s.expired_reclaimed,
             c.reclassified,
-            c.direct
+            c.direct,
+            c.flood_windows
         )
     }
 }

@@ -609,3 +609,72 @@ fn the_acl_vector_loop_sends_permitted_and_drops_denied() {
     let cached = Arc::new(AclShared::try_new(&AclConfig { always_cache: true, ..cfg }).unwrap());
     assert!(!crate::nf::Chain::new(vec![Box::new(Acl::new(cached))], egress()).is_vector());
 }
+
+/// The flood guard's threshold: a probe of `FLOOD_PROBE` lookups opens a window only with
+/// more than 7 in 8 misses; the window lasts `FLOOD_WINDOW` packets, then the cache is probed
+/// again.
+#[test]
+fn the_flood_guard_opens_a_window_past_seven_misses_in_eight() {
+    let mut g = FloodGuard::default();
+    assert!(!g.observe(FLOOD_PROBE - 1, FLOOD_PROBE - 1), "no judgement before a whole probe");
+    assert!(g.observe(1, 1));
+    assert!(g.bypassing());
+    g.spend(FLOOD_WINDOW - 1);
+    assert!(g.bypassing());
+    g.spend(32);
+    assert!(!g.bypassing());
+    let seven_eighths = FLOOD_PROBE / 8 * 7;
+    assert!(!g.observe(FLOOD_PROBE, seven_eighths), "exactly 7 in 8: the cache stays");
+    assert!(!g.bypassing());
+    assert!(g.observe(FLOOD_PROBE, seven_eighths + 1));
+}
+
+/// A flood of new IPv6 flows (which always take the cache path): after one probe of misses
+/// the NF classifies without the cache, with the verdicts the rules give; once the window is
+/// spent, a probe of known flows finds them cached and the cache stays in use.
+#[test]
+fn a_flood_of_new_flows_skips_the_cache_and_known_flows_return_to_it() {
+    let ssh = AclRule { dport: (22, 22), ..AclRule::any(20, AclAction::Deny) };
+    let rules = vec![ssh];
+    let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules.clone(), AclAction::Permit)).unwrap());
+    let mut acl = Acl::new(shared);
+    let flow = |i: u32| FlowKey {
+        src: IpAddr::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (i >> 8) as u8, i as u8]),
+        dst: IpAddr::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+        proto: 6,
+        src_port: 1000 + (i % 7) as u16,
+        dst_port: if i.is_multiple_of(3) { 22 } else { 80 },
+    };
+    let mut t = 1;
+    let mut send = |acl: &mut Acl, flows: &[FlowKey]| {
+        for chunk in flows.chunks(32) {
+            let frames: Vec<Vec<u8>> = chunk.iter().map(frame_of).collect();
+            let out = run(acl, &frames, 0, Instant(t));
+            t += 1;
+            for (o, f) in out.iter().zip(chunk) {
+                let want = match ref_verdict(&rules, AclAction::Permit, f) {
+                    AclAction::Permit => Verdict::Forward(1),
+                    AclAction::Deny => Verdict::Drop(DropReason::AclDeny),
+                };
+                assert_eq!(o.verdict, want, "{f:?}");
+            }
+        }
+    };
+    let probe = FLOOD_PROBE as u64;
+    // The probe: every flow new, classified and cached; then the window opens.
+    let known: Vec<FlowKey> = (0..FLOOD_PROBE).map(flow).collect();
+    send(&mut acl, &known);
+    let c = *acl.counters();
+    assert_eq!((c.classified, c.cache_hits, c.direct, c.flood_windows), (probe, 0, 0, 1));
+    // The window: new flows classified directly, nothing added.
+    let new: Vec<FlowKey> = (FLOOD_PROBE..FLOOD_PROBE + FLOOD_WINDOW).map(flow).collect();
+    send(&mut acl, &new);
+    let c = *acl.counters();
+    assert_eq!((c.classified, c.direct, c.flood_windows), (probe, u64::from(FLOOD_WINDOW), 1));
+    assert_eq!(c.permitted + c.denied, probe + u64::from(FLOOD_WINDOW));
+    // Known flows: the probe finds them in the cache; no new window.
+    send(&mut acl, &known);
+    send(&mut acl, &known);
+    let c = *acl.counters();
+    assert_eq!((c.cache_hits, c.classified, c.flood_windows), (2 * probe, probe, 1));
+}
