@@ -163,10 +163,26 @@ pub enum Command {
     /// `p4 show TABLE`: a P4 program's table entries as the control plane sees them (its
     /// table file, then the changes), one table-file line each.
     P4Show(alloc::string::String),
+    /// `p4 reg read ARRAY INDEX`: a register of the P4 program (every worker shares it).
+    P4RegRead {
+        /// The `regarray`'s name.
+        array: alloc::string::String,
+        /// The register's index (below the array's size).
+        index: u64,
+    },
+    /// `p4 reg write ARRAY INDEX VALUE`: sets a register of the P4 program.
+    P4RegWrite {
+        /// The `regarray`'s name.
+        array: alloc::string::String,
+        /// The register's index (below the array's size).
+        index: u64,
+        /// The new value.
+        value: u64,
+    },
 }
 
 /// The commands, as `help` lists them.
-pub const HELP: [&str; 18] = [
+pub const HELP: [&str; 20] = [
     "stats",
     "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
@@ -183,6 +199,8 @@ pub const HELP: [&str; 18] = [
     "p4 del TABLE match KEY...",
     "p4 default TABLE action NAME [ARG VALUE]...",
     "p4 show TABLE",
+    "p4 reg read ARRAY INDEX",
+    "p4 reg write ARRAY INDEX VALUE",
     "stop",
     "help",
 ];
@@ -310,6 +328,9 @@ fn p4_change(line: &str) -> Option<Result<Command, Error>> {
     }
     let mut w = rest.trim_start().splitn(3, |c: char| c.is_ascii_whitespace());
     let (op, table, entry) = (w.next().unwrap_or(""), w.next().unwrap_or(""), w.next().unwrap_or("").trim());
+    if op == "reg" {
+        return Some(p4_reg(table, entry));
+    }
     let add = match op {
         "add" => true,
         "del" => false,
@@ -319,12 +340,34 @@ fn p4_change(line: &str) -> Option<Result<Command, Error>> {
             return Some(Ok(Command::P4Default { table: table.into(), line: entry.into() }));
         }
         "default" => return Some(Err(bad(format_args!("p4 default: expected TABLE action NAME [ARG VALUE]...")))),
-        _ => return Some(Err(bad(format_args!("p4: expected add, del, default or show, got '{op}'")))),
+        _ => return Some(Err(bad(format_args!("p4: expected add, del, default, show or reg, got '{op}'")))),
     };
     if table.is_empty() || entry.is_empty() {
         return Some(Err(bad(format_args!("p4 {op}: expected TABLE and an entry line"))));
     }
     Some(Ok(Command::P4Change { add, table: table.into(), line: entry.into() }))
+}
+
+/// `p4 reg read ARRAY INDEX` / `p4 reg write ARRAY INDEX VALUE` (`op` and the words after it;
+/// numbers in decimal or `0x` hex).
+fn p4_reg(op: &str, rest: &str) -> Result<Command, Error> {
+    let num = |w: &str, what: &str| {
+        let n = match w.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16),
+            None => w.parse::<u64>(),
+        };
+        n.map_err(|_| bad(format_args!("p4 reg {op}: {what} '{w}' is not a number")))
+    };
+    let words: heapless::Vec<&str, 4> = rest.split_ascii_whitespace().take(4).collect();
+    match (op, words.as_slice()) {
+        ("read", [array, index]) => Ok(Command::P4RegRead { array: (*array).into(), index: num(index, "index")? }),
+        ("write", [array, index, value]) => {
+            Ok(Command::P4RegWrite { array: (*array).into(), index: num(index, "index")?, value: num(value, "value")? })
+        }
+        ("read", _) => Err(bad(format_args!("p4 reg read: expected ARRAY INDEX"))),
+        ("write", _) => Err(bad(format_args!("p4 reg write: expected ARRAY INDEX VALUE"))),
+        _ => Err(bad(format_args!("p4 reg: expected read or write, got '{op}'"))),
+    }
 }
 
 fn bad(args: fmt::Arguments<'_>) -> Error {
@@ -615,6 +658,16 @@ impl Manager {
                 }
                 rows.end();
                 ok(format_args!("entries={} generation={}", lines.len(), p4.generation()))
+            }
+            Command::P4RegRead { array, index } => {
+                let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
+                let v = p4.reg_read(array, *index).map_err(|e| bad(format_args!("p4 reg read: {e}")))?;
+                ok(format_args!("value={v}"))
+            }
+            Command::P4RegWrite { array, index, value } => {
+                let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
+                p4.reg_write(array, *index, *value).map_err(|e| bad(format_args!("p4 reg write: {e}")))?;
+                ok(format_args!("value={value}"))
             }
         }
     }

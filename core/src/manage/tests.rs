@@ -299,7 +299,7 @@ fn p4_table_entries_are_added_and_deleted_live() {
     let (_, e) = run(&mut m, &c, "ctl 6 p4 add routes match 0x0a000200/0xffffff00 action teleport");
     assert_eq!(e, "@ctl id=6 error=bad_argument msg=\"p4 routes: action `teleport` not found\"");
     let (_, e) = run(&mut m, &c, "ctl 7 p4 swap routes match 1");
-    assert!(e.contains("expected add, del, default or show"), "{e}");
+    assert!(e.contains("expected add, del, default, show or reg"), "{e}");
     let (_, e) = run(&mut m, &c, "ctl 8 p4 add routes");
     assert!(e.contains("expected TABLE and an entry line"), "{e}");
     // A chain without a P4 program says so.
@@ -373,4 +373,39 @@ fn p4_show_lists_the_table_as_changed() {
     assert_eq!(e, "@ctl id=10 error=bad_argument msg=\"p4 no table `nosuch` in the program\"");
     let (_, e) = run(&mut m, &c, "ctl 11 p4 show routes extra");
     assert!(e.contains("expected TABLE alone"), "{e}");
+}
+
+/// `p4 reg read|write ARRAY INDEX [VALUE]`: the program's shared registers, numbers in decimal
+/// or hex; a bad array, index, number or word count is refused with what is wrong.
+#[test]
+fn p4_registers_are_read_and_written() {
+    let mut text = String::from("version=1\nnf=p4\n");
+    for l in include_str!("../../tests/p4/dpdk/registers.spec").lines() {
+        text.push_str(&format!("p4.spec={l}\n"));
+    }
+    let c = chain(&text);
+    let mut m = Manager::new();
+    assert_eq!(run(&mut m, &c, "ctl 1 p4 reg read pkt_counters 263").1, "@ctl id=1 ok value=0");
+    assert_eq!(run(&mut m, &c, "ctl 2 p4 reg write pkt_counters 0x107 0x2a").1, "@ctl id=2 ok value=42");
+    assert_eq!(run(&mut m, &c, "ctl 3 p4 reg read pkt_counters 263").1, "@ctl id=3 ok value=42");
+    assert_eq!(c.p4().map(|p| p.reg_read("pkt_counters", 263)), Some(Ok(42)));
+    let refused = [
+        (
+            "p4 reg read pkt_counters 65536",
+            "p4 reg read: regarray pkt_counters: index 65536 is not below its size 65536",
+        ),
+        ("p4 reg write nope 1 2", "p4 reg write: no regarray nope in the program"),
+        ("p4 reg read pkt_counters x1", "p4 reg read: index 'x1' is not a number"),
+        ("p4 reg write pkt_counters 1", "p4 reg write: expected ARRAY INDEX VALUE"),
+        ("p4 reg read pkt_counters", "p4 reg read: expected ARRAY INDEX"),
+        ("p4 reg peek pkt_counters 1", "p4 reg: expected read or write, got 'peek'"),
+    ];
+    for (i, (cmd, msg)) in refused.iter().enumerate() {
+        let (_, e) = run(&mut m, &c, &format!("ctl {} {cmd}", 10 + i));
+        assert_eq!(e, format!("@ctl id={} error=bad_argument msg=\"{msg}\"", 10 + i), "{cmd}");
+    }
+    // Without a p4 NF in the chain.
+    let other = chain("version=1\nnf=acl\nacl.default=permit\n");
+    let (_, e) = run(&mut m, &other, "ctl 20 p4 reg read pkt_counters 1");
+    assert!(e.starts_with("@ctl id=20 error=no_such_nf"), "{e}");
 }

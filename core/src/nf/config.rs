@@ -543,6 +543,7 @@ fn p4_class(e: &P4ConfigError) -> &'static str {
             crate::p4::error_class(&error.kind)
         }
         P4ConfigError::Tables(crate::p4::tables::BuildError::Refused { reason, .. }) => reason,
+        P4ConfigError::Registers(_) => sections::REGISTERS_TOO_LARGE,
     }
 }
 

@@ -10,7 +10,10 @@
 //!   table ([`P4ConfigError`]).
 //! - **Per worker**: each NF instance builds its own [`TableSet`] from the files (as DPDK runs
 //!   one pipeline per thread: a learner learns the flows its worker sees, which flow affinity
-//!   makes the flow's only worker) and its own packet state. Nothing is allocated per packet.
+//!   makes the flow's only worker) and its own packet state. The registers (`regarray`) are
+//!   one set for every worker ([`crate::p4::regs`]: a PNA pipeline has one instance of each
+//!   register), read and written in place by the control plane (`p4 reg read|write`).
+//!   Nothing is allocated per packet.
 //! - **Per packet**: `rx` reads the port the frame arrived on; the program's `tx PORT` sends the
 //!   frame it emitted (its headers, then the payload from the parse cursor) to that port of
 //!   the chain; the link header keeps the program's destination MAC, and the chain's egress
@@ -23,6 +26,7 @@
 //! - **Time**: learner timeouts are in seconds; the NF gives the tables the batch's time in
 //!   nanoseconds at the chain's clock rate.
 
+use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
@@ -34,6 +38,7 @@ use super::{Dst, Nf, NfBatch, NfCtx, Verdict};
 use crate::buf::{BUF_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::p4::exec::{Fault, State, Verdict as P4Verdict};
+use crate::p4::regs::Registers;
 use crate::p4::tables::{BuildError, TableChange, TableSet};
 use crate::p4::{Program, SpecError};
 use crate::parse::{self, Depth};
@@ -57,6 +62,9 @@ pub enum P4ConfigError {
     Spec(SpecError),
     /// A table file or a table the structures cannot hold.
     Tables(BuildError),
+    /// A register array larger than `p4::regs::MAX_REGISTERS`, or whose memory cannot be
+    /// allocated (what is wrong, naming the array).
+    Registers(String),
 }
 
 impl fmt::Display for P4ConfigError {
@@ -65,6 +73,7 @@ impl fmt::Display for P4ConfigError {
             Self::NoSpec => f.write_str("p4 spec: none given"),
             Self::Spec(e) => write!(f, "p4 spec: {e}"),
             Self::Tables(e) => write!(f, "p4 tables: {e}"),
+            Self::Registers(why) => write!(f, "p4 {why}"),
         }
     }
 }
@@ -76,14 +85,15 @@ impl P4Config {
         self.load().map(|_| ())
     }
 
-    /// The loaded program, its tables checked.
-    fn load(&self) -> Result<Program, P4ConfigError> {
+    /// The loaded program, its tables checked, and its registers.
+    fn load(&self) -> Result<(Program, Registers), P4ConfigError> {
         if self.spec.trim().is_empty() {
             return Err(P4ConfigError::NoSpec);
         }
         let program = crate::p4::load(&self.spec).map_err(P4ConfigError::Spec)?;
         table_set(&program, &self.tables)?;
-        Ok(program)
+        let regs = Registers::try_new(&program).map_err(P4ConfigError::Registers)?;
+        Ok((program, regs))
     }
 }
 
@@ -92,12 +102,14 @@ fn table_set(program: &Program, tables: &[(String, String)]) -> Result<TableSet,
     TableSet::build(program, &files).map_err(P4ConfigError::Tables)
 }
 
-/// What the workers share: the loaded program, the table files, the clock rate, and the
-/// table changes the control plane made since (each worker applies them to its own tables
-/// before its next batch).
+/// What the workers share: the loaded program, the table files, the clock rate, the table
+/// changes the control plane made since (each worker applies them to its own tables before its
+/// next batch), and the program's registers (one set for every worker, read and written in
+/// place by the control plane: [`P4Shared::reg_read`], [`P4Shared::reg_write`]).
 #[derive(Debug)]
 pub struct P4Shared {
     program: Program,
+    regs: Arc<Registers>,
     tables: Vec<(String, String)>,
     rate: TickRate,
     changes: spin::Mutex<Vec<TableChange>>,
@@ -108,8 +120,10 @@ pub struct P4Shared {
 impl P4Shared {
     /// Loads `cfg`'s spec and checks its tables; `rate` is the clock's (for learner timeouts).
     pub fn try_new(cfg: &P4Config, rate: TickRate) -> Result<Self, P4ConfigError> {
+        let (program, regs) = cfg.load()?;
         Ok(Self {
-            program: cfg.load()?,
+            program,
+            regs: Arc::new(regs),
             tables: cfg.tables.clone(),
             rate,
             changes: spin::Mutex::new(Vec::new()),
@@ -147,6 +161,36 @@ impl P4Shared {
         let text = self.tables.iter().find(|(n, _)| n == table).map(|(_, t)| t.as_str());
         let log = self.changes.lock();
         crate::p4::tables::table_lines(&self.program, table, text, &log)
+    }
+
+    /// Register `index` of the program's array `array` (the control plane's `p4 reg read`):
+    /// the value every worker's packets see now.
+    pub fn reg_read(&self, array: &str, index: u64) -> Result<u64, String> {
+        let (a, size) = self.regarray(array)?;
+        self.regs.get(a, index).ok_or_else(|| format!("regarray {array}: index {index} is not below its size {size}"))
+    }
+
+    /// Sets register `index` of array `array` to `value` (`p4 reg write`): the next packet of
+    /// any worker that reads it sees `value`.
+    pub fn reg_write(&self, array: &str, index: u64, value: u64) -> Result<(), String> {
+        let (a, size) = self.regarray(array)?;
+        if self.regs.set(a, index, value) {
+            Ok(())
+        } else {
+            Err(format!("regarray {array}: index {index} is not below its size {size}"))
+        }
+    }
+
+    /// The id and declared size of the program's register array `name`.
+    fn regarray(&self, name: &str) -> Result<(u16, u32), String> {
+        let i = self
+            .program
+            .regarrays
+            .iter()
+            .position(|r| r.name == name)
+            .ok_or_else(|| format!("no regarray {name} in the program"))?;
+        let size = self.program.regarrays.get(i).map_or(0, |r| r.size);
+        Ok((i as u16, size))
     }
 
     /// Changes made so far.
@@ -218,7 +262,7 @@ impl P4 {
     /// was made).
     pub fn new(shared: Arc<P4Shared>) -> Self {
         let tables = table_set(&shared.program, &shared.tables).ok();
-        let state = State::without_diagnostics(&shared.program);
+        let state = State::sharing(&shared.program, shared.regs.clone());
         Self {
             shared,
             tables,

@@ -16,10 +16,12 @@
 //! packets (as DPDK); an `extract` beyond the frame ends the packet with [`Fault::Truncated`]
 //! (DPDK does not check). No allocation per packet: [`State`] is built once per program.
 
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::program::*;
+use super::regs::Registers;
 
 /// Jumps taken for one packet before it is given up: only a jump can loop (a list without
 /// one runs through once, and a table runs its action once), so counting jumps bounds the work.
@@ -149,7 +151,9 @@ pub struct State<const DIAG: bool = true> {
     hdr: Vec<u8>,
     valid: Vec<bool>,
     meta: Vec<u8>,
-    regs: Vec<Vec<u64>>,
+    /// The program's registers: this state's own ([`State::new`]) or shared with the other
+    /// workers' ([`State::sharing`]); a clone shares them.
+    regs: Arc<Registers>,
     /// Headers emitted so far, in order.
     emitted: Vec<HeaderId>,
     /// The parse cursor in the frame.
@@ -183,11 +187,18 @@ enum End {
     Fault(Fault),
 }
 
+/// Registers of `p` for one state alone ([`State::new`]).
+fn own_registers(p: &Program) -> Arc<Registers> {
+    Arc::new(Registers::try_new(p).unwrap_or_default())
+}
+
 impl State {
-    /// Storage for `p`: zeroed headers and metadata, registers at their `initval` (each
-    /// array's size rounded up to a power of two, as DPDK: 8 bytes a register).
+    /// Storage for `p`: zeroed headers and metadata, its own registers at their `initval`
+    /// (each array's size rounded up to a power of two, as DPDK: 8 bytes a register; arrays
+    /// that cannot be allocated are absent and read 0 — the `p4` NF refuses such a program
+    /// when it is configured).
     pub fn new(p: &Program) -> Self {
-        Self::storage(p)
+        Self::storage(p, own_registers(p))
     }
 }
 
@@ -196,19 +207,25 @@ impl State<false> {
     /// [`State::read_unwritten`] (a note per field read, a mark per metadata byte written):
     /// both then stay false. What a packet does is unchanged; the `p4` NF runs this way.
     pub fn without_diagnostics(p: &Program) -> Self {
-        Self::storage(p)
+        Self::storage(p, own_registers(p))
+    }
+
+    /// [`State::without_diagnostics`] over `regs` (made for `p`, shared with the other
+    /// workers: the `p4` NF's).
+    pub fn sharing(p: &Program, regs: Arc<Registers>) -> Self {
+        Self::storage(p, regs)
     }
 }
 
 impl<const DIAG: bool> State<DIAG> {
     /// The storage of [`State::new`], with or without the diagnostics.
-    fn storage(p: &Program) -> Self {
+    fn storage(p: &Program, regs: Arc<Registers>) -> Self {
         State {
             // Padded by a word so that a field of up to 8 bytes is read and written as one.
             hdr: vec![0; p.header_bytes as usize + PAD],
             valid: vec![false; p.headers.len()],
             meta: vec![0; p.meta_bytes as usize + PAD],
-            regs: p.regarrays.iter().map(|r| vec![r.initval; (r.size as usize).next_power_of_two()]).collect(),
+            regs,
             emitted: Vec::with_capacity(
                 p.apply
                     .iter()
@@ -314,7 +331,7 @@ impl<const DIAG: bool> State<DIAG> {
 
     /// Register `i` of array `a`.
     pub fn reg(&self, a: u16, i: usize) -> Option<u64> {
-        self.regs.get(usize::from(a))?.get(i).copied()
+        self.regs.get(a, i as u64)
     }
 
     /// Notes a read of `f` for the diagnostics (a field of an invalid header, unwritten
@@ -914,21 +931,16 @@ impl<const DIAG: bool> State<DIAG> {
                 }
                 Instr::RegRd { array, dst, idx } => {
                     let i = self.operand(idx, args);
-                    let v = self
-                        .regs
-                        .get(usize::from(array))
-                        .map_or(0, |r| r.get(i as usize & r.len().saturating_sub(1)).copied().unwrap_or(0));
+                    let v = self.regs.read(array, i);
                     self.store(dst, v);
                 }
-                Instr::RegWr { array, idx, src } | Instr::RegAdd { array, idx, src } => {
-                    let add = matches!(i, Instr::RegAdd { .. });
+                Instr::RegWr { array, idx, src } => {
                     let (at, v) = (self.operand(idx, args), self.operand(src, args));
-                    if let Some(r) = self.regs.get_mut(usize::from(array)) {
-                        let mask = r.len().saturating_sub(1);
-                        if let Some(x) = r.get_mut(at as usize & mask) {
-                            *x = if add { x.wrapping_add(v) } else { v };
-                        }
-                    }
+                    self.regs.write(array, at, v);
+                }
+                Instr::RegAdd { array, idx, src } => {
+                    let (at, v) = (self.operand(idx, args), self.operand(src, args));
+                    self.regs.add(array, at, v);
                 }
                 Instr::Jmp { target } => jump!(target),
                 Instr::JmpValid { target, header, valid } => {

@@ -95,6 +95,7 @@ mod program;
 pub mod entry;
 pub mod exec;
 pub mod hash;
+pub mod regs;
 pub mod tables;
 
 pub use error::{ErrorKind, SpecError};

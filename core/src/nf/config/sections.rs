@@ -31,6 +31,9 @@ use crate::nf::nat::NatConfig;
 use crate::nf::urlfilter::{Exhaustion, Fragments, Undecided, UrlFilterConfig, UrlFilterConfigError};
 use crate::parse::IpAddr;
 
+/// The class of a P4 program whose register arrays cannot be allocated.
+pub(crate) const REGISTERS_TOO_LARGE: &str = "regarray too large";
+
 /// An error of a finished section: the line and key of the record it belongs to
 /// (`None`: the `nf=` line).
 pub(crate) type FinishError = (Option<(usize, &'static str)>, Fail);
@@ -692,6 +695,7 @@ impl Section for P4Section {
                 let at = t.and_then(|t| self.table_lines.get(t)).map(|&(l, _)| (l, "p4.table"));
                 Err((at, fail(reason)))
             }
+            Err(P4ConfigError::Registers(_)) => Err((None, fail(REGISTERS_TOO_LARGE))),
         }
     }
 }

@@ -240,3 +240,43 @@ fn a_live_default_action_is_what_every_worker_runs_on_a_miss() {
     assert!(s.change_default("stub", "action NoAction").unwrap_err().contains("const"));
     assert_eq!(shared.generation(), 2);
 }
+
+/// The program's registers are one set for every worker: two workers' `regadd`s land in the
+/// same counters, the control plane reads what they counted, and a write is what the next
+/// packet adds to; an index at or past the array's size and an unknown array are refused.
+#[test]
+fn registers_are_shared_by_the_workers_and_read_and_written_by_the_control_plane() {
+    let cfg = P4Config { spec: include_str!("../../../tests/p4/dpdk/registers.spec").into(), tables: Vec::new() };
+    let shared = Arc::new(P4Shared::try_new(&cfg, rate()).expect("the spec loads"));
+    let (mut a, mut b) = (P4::new(shared.clone()), P4::new(shared.clone()));
+    let f = udp_to([10, 0, 2, 9], 64);
+    outs(&mut a, &[f.clone(), f.clone()], 0);
+    outs(&mut b, core::slice::from_ref(&f), 1);
+    // regadd pkt_counters h.ipv4.src_addr 1; regadd byte_counters h.ipv4.src_addr
+    // h.ipv4.total_len: 10.0.1.7 masked to the array's 65 536 registers.
+    let at = 0x0107;
+    let len = u64::from(u16::from_be_bytes([f[16], f[17]]));
+    assert_eq!(shared.reg_read("pkt_counters", at), Ok(3));
+    assert_eq!(shared.reg_read("byte_counters", at), Ok(3 * len));
+    assert_eq!(shared.reg_read("pkt_counters", at + 1), Ok(0));
+    shared.reg_write("pkt_counters", at, 100).unwrap();
+    outs(&mut b, &[f], 0);
+    assert_eq!(shared.reg_read("pkt_counters", at), Ok(101));
+    let past = "regarray pkt_counters: index 65536 is not below its size 65536";
+    assert_eq!(shared.reg_read("pkt_counters", 65_536), Err(past.to_string()));
+    assert_eq!(shared.reg_write("pkt_counters", 65_536, 1), Err(past.to_string()));
+    assert_eq!(shared.reg_read("nope", 0), Err("no regarray nope in the program".to_string()));
+}
+
+/// A register array above `MAX_REGISTERS` is refused when the program is configured, by name.
+#[test]
+fn a_regarray_too_large_is_refused() {
+    let spec = include_str!("../../../tests/p4/dpdk/registers.spec")
+        .replace("regarray byte_counters size 65536", "regarray byte_counters size 16777217");
+    let cfg = P4Config { spec, tables: Vec::new() };
+    let why = "regarray byte_counters: size 16777217 is above the 16777216 an array may have";
+    match P4Shared::try_new(&cfg, rate()) {
+        Err(e @ P4ConfigError::Registers(_)) => assert_eq!(e.to_string(), alloc::format!("p4 {why}")),
+        other => panic!("expected the regarray refused, got {other:?}"),
+    }
+}
