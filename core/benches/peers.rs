@@ -647,7 +647,7 @@ fn parse_size(s: &str) -> Option<usize> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | ring | acl --rules 100|1K|10K|1K-v6 | lpm|lpm6 --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M]"
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | l3fwd_l3_d24 | ring | acl --rules 100|1K|10K|1K-v6 | lpm|lpm6 --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M]"
     );
     ExitCode::FAILURE
 }
@@ -733,6 +733,12 @@ fn main() -> ExitCode {
             &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(),
             rule,
         ),
+        // The same with DIR-24-8 (`l3fwd.first_stride4=24`): the layout of l3fwd's rte_lpm.
+        "l3fwd_l3_d24" => {
+            let mut chain = Chain::new(vec![common::l3::l3fwd_stride(24)], common::l3::EGRESS);
+            chain.set_validate(Depth::L3);
+            forwarding("l3fwd_l3_d24", chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
+        }
         // The L3 forwarder checking through the IP header only (`validate=l3`).
         "l3fwd_l3" => {
             let mut chain = common::l3::l3fwd_chain();

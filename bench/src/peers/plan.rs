@@ -309,6 +309,7 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
             jobs: vec![
                 fwd("l3fwd"),
                 fwd("l3fwd_l3"),
+                fwd("l3fwd_l3_d24"),
                 Job {
                     label: format!("l3fwd-lpm ({p})"),
                     program: Program::L3fwd,
@@ -515,6 +516,8 @@ pub fn comparisons() -> Vec<Comparison> {
     v.push(c("l2fwd_l2", "-", "testpmd", "macswap", Some(1.0)));
     v.push(c("l3fwd", "-", "l3fwd", "l3fwd_lpm", Some(0.7)));
     v.push(c("l3fwd_l3", "-", "l3fwd", "l3fwd_lpm", Some(1.0)));
+    // The same router on l3fwd's own LPM layout (DIR-24-8).
+    v.push(c("l3fwd_l3_d24", "-", "l3fwd", "l3fwd_lpm", None));
     v.push(c("ring_spsc_b32", "-", "rte_ring", "ring_spsc_b32", None));
     // Issue 33 item 4: an IPv4 LPM at most rte_fib's DIR-24-8: the Poptrie (18-bit direct
     // array), and DIR-24-8 (the same layout as rte_fib's); the Poptrie's 16- and 24-bit direct

@@ -17,7 +17,14 @@ pub const EGRESS: Egress = Egress {
 /// The L3 forwarder NF: route `i` (0..256) is 10.(i / 16).(i % 16).0/24 via port i % 2, plus
 /// 10.1.0.0/16 via port 1 (so the VIP always has a route; its /24, route 16, wins: port 0).
 pub fn l3fwd() -> Box<dyn Nf> {
+    l3fwd_stride(L3fwdConfig::default().first_stride4)
+}
+
+/// [`l3fwd`] with an IPv4 first level of `first_stride4` bits (24: DIR-24-8, `rte_lpm`'s
+/// layout, which DPDK's l3fwd uses).
+pub fn l3fwd_stride(first_stride4: u8) -> Box<dyn Nf> {
     let mut cfg = L3fwdConfig::default();
+    cfg.first_stride4 = first_stride4;
     cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::mac(p, [2, 0, 0, 0, 2, p])).collect();
     cfg.routes4 = (0..256u32)
         .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
