@@ -630,11 +630,8 @@ fn forward_v4(
         let memo = match lookup4(dst) {
             Some(nh) if heads[(nh & 3) as usize].hop == nh => &heads[(nh & 3) as usize],
             Some(nh) if let Some(hop) = out4.get(nh as usize) => {
-                let head = match hop.mac {
-                    Some(m) => tx.link_header_to(hop.port, m),
-                    // A chain without addresses sends `Via` to the peer, as its egress does.
-                    None => tx.link_header(hop.port, None),
-                };
+                // A `via` next hop (no MAC) goes to the port's peer, as the egress sends it.
+                let head = tx.link_header(hop.port, hop.mac);
                 let memo = &mut heads[(nh & 3) as usize];
                 *memo = HeadMemo { hop: nh, port: hop.port, head };
                 &*memo

@@ -166,31 +166,26 @@ impl P4Shared {
     /// Register `index` of the program's array `array` (the control plane's `p4 reg read`):
     /// the value every worker's packets see now.
     pub fn reg_read(&self, array: &str, index: u64) -> Result<u64, String> {
-        let (a, size) = self.regarray(array)?;
-        self.regs.get(a, index).ok_or_else(|| format!("regarray {array}: index {index} is not below its size {size}"))
+        Ok(self.regs.read(self.register(array, index)?, index))
     }
 
     /// Sets register `index` of array `array` to `value` (`p4 reg write`): the next packet of
     /// any worker that reads it sees `value`.
     pub fn reg_write(&self, array: &str, index: u64, value: u64) -> Result<(), String> {
-        let (a, size) = self.regarray(array)?;
-        if self.regs.set(a, index, value) {
-            Ok(())
-        } else {
-            Err(format!("regarray {array}: index {index} is not below its size {size}"))
-        }
+        self.regs.write(self.register(array, index)?, index, value);
+        Ok(())
     }
 
-    /// The id and declared size of the program's register array `name`.
-    fn regarray(&self, name: &str) -> Result<(u16, u32), String> {
-        let i = self
-            .program
-            .regarrays
-            .iter()
-            .position(|r| r.name == name)
+    /// The id of the program's register array `name`, if `index` is below its declared size
+    /// (so the data path's mask leaves `index` as it is).
+    fn register(&self, name: &str, index: u64) -> Result<u16, String> {
+        let (i, r) = (self.program.regarrays.iter().enumerate())
+            .find(|(_, r)| r.name == name)
             .ok_or_else(|| format!("no regarray {name} in the program"))?;
-        let size = self.program.regarrays.get(i).map_or(0, |r| r.size);
-        Ok((i as u16, size))
+        if index >= u64::from(r.size) {
+            return Err(format!("regarray {name}: index {index} is not below its size {}", r.size));
+        }
+        Ok(i as u16)
     }
 
     /// Changes made so far.

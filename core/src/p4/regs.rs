@@ -78,19 +78,9 @@ impl Registers {
         }
     }
 
-    /// Register `i` of array `a` if `i` is below the array's declared size (the control
-    /// plane's read; no masking).
+    /// Register `i` of array `a` if `i` is below the array's declared size (no masking:
+    /// `State::reg`'s read).
     pub fn get(&self, a: u16, i: u64) -> Option<u64> {
         (i < u64::from(*self.sizes.get(usize::from(a))?)).then(|| self.read(a, i))
-    }
-
-    /// Sets register `i` of array `a` to `v` if `i` is below the array's declared size;
-    /// whether it did.
-    pub fn set(&self, a: u16, i: u64, v: u64) -> bool {
-        let ok = self.sizes.get(usize::from(a)).is_some_and(|&n| i < u64::from(n));
-        if ok {
-            self.write(a, i, v);
-        }
-        ok
     }
 }
