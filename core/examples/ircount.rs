@@ -20,7 +20,9 @@
 //! inside the profile's frontier: what placement costs when nothing moves), `chain1` (the chain
 //! benches' Chain 1, ACL → LB → accounting, over their 500 TCP flows), `acl100` and `acl1k` (the
 //! ACL alone over ClassBench-style sets of 100 and 1 000 rules, the same flows; `acl100c` and
-//! `acl1kc` the same with every packet through the flow cache, `AclConfig::always_cache`), `url` (the URL
+//! `acl1kc` the same with every packet through the flow cache, `AclConfig::always_cache`), `acl1k6` (the
+//! ACL alone over 1 000 ClassBench-style IPv6 rules, every one made a permit, and 500 IPv6 flows of
+//! its trace: every packet a flow-cache hit), `url` (the URL
 //! filter alone over 64 keep-alive connections, every packet a whole request head it reads); a third argument
 //! `notiming` turns the latency
 //! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
@@ -125,7 +127,7 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|acl100c|acl1kc|url BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|acl100c|acl1kc|acl1k6|url BATCHES [notiming]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
@@ -199,6 +201,18 @@ fn main() -> Result<(), String> {
             acl_cfg.always_cache = m.ends_with('c');
             let acl = AclShared::try_new(&acl_cfg).map_err(|e| format!("acl: {e:?}"))?;
             let frames: Vec<Vec<u8>> = (0..500u16).map(frames::tcp64).collect();
+            run_frames(Chain::new(vec![Box::new(Acl::new(Arc::new(acl)))], l3::EGRESS), batches, cfg, &frames)
+        }
+        Some("acl1k6") => {
+            use cadence_core::nf::acl::{
+                Acl, AclAction, AclConfig, AclRule, AclShared, classbench_rules6, classbench_trace,
+            };
+            let rules: Vec<AclRule> =
+                classbench_rules6(7, 1000).into_iter().map(|r| AclRule { action: AclAction::Permit, ..r }).collect();
+            let frames: Vec<Vec<u8>> = classbench_trace(7, &rules, 500).iter().map(frames::of_flow).collect();
+            let mut acl_cfg = AclConfig::new(rules, AclAction::Permit);
+            acl_cfg.flow_capacity = 8192;
+            let acl = AclShared::try_new(&acl_cfg).map_err(|e| format!("acl: {e:?}"))?;
             run_frames(Chain::new(vec![Box::new(Acl::new(Arc::new(acl)))], l3::EGRESS), batches, cfg, &frames)
         }
         Some("url") => {

@@ -38,7 +38,7 @@
 //! [`parse`] and [`check`] go all the way.
 
 mod fast;
-pub use fast::{ipv4_dst, ipv4_flow};
+pub use fast::{ipv4_dst, ipv4_flow, ipv6_flow};
 pub(crate) mod headers;
 #[cfg(test)]
 mod tests;

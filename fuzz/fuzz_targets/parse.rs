@@ -1,7 +1,8 @@
 //! `core::parse::parse` over arbitrary frames: never panics, and what it reports lies inside
 //! the frame (offsets, lengths, payload) and agrees with itself, so that the NFs' accessors,
 //! which trust it, cannot index out of bounds; the shallower depths (`parse::Depth`) refuse
-//! what they refuse for the same reason as the full parse.
+//! what they refuse for the same reason as the full parse; the vector loops' parses
+//! (`ipv4_flow`, `ipv6_flow`) take a frame only with the flow key the full parse gives it.
 #![no_main]
 
 use cadence_core::parse::{self, Depth, L4Kind};
@@ -21,6 +22,18 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert_eq!(p3.l4, L4Kind::Unparsed);
         assert!(usize::from(p3.l3_offset) + usize::from(p3.l3_len) <= data.len(), "IP length past the frame");
         assert!(usize::from(p3.payload_offset) + usize::from(p3.payload_len) <= data.len(), "payload past the frame");
+    }
+    // The vector loops' parses: a frame they take parses, with the same flow key, at the
+    // same depth.
+    for (flow, depth) in [
+        (parse::ipv4_flow::<true>(data), Depth::L4),
+        (parse::ipv4_flow::<false>(data), Depth::L3),
+        (parse::ipv6_flow::<true>(data), Depth::L4),
+        (parse::ipv6_flow::<false>(data), Depth::L3),
+    ] {
+        if let Some(f) = flow {
+            assert_eq!(parse::parse_to(data, depth).map(|p| p.flow), Ok(f), "a vector parse took a frame otherwise judged");
+        }
     }
     let Ok(p) = parse::parse(data) else { return };
     let n = data.len();

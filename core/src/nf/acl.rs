@@ -21,16 +21,19 @@
 //!   classification costs less than a cache hit, and a flood of new flows costs no adds.
 //! - A cache that misses nearly every lookup is skipped for a while (`FloodGuard`): after
 //!   [`FLOOD_PROBE`] lookups with more than 7 in 8 new flows (a flood of new flows, or more
-//!   live flows than the cache holds), the next [`FLOOD_WINDOW`] packets are classified
+//!   live flows than the cache holds), the next [`FLOOD_WINDOW`] packets (doubling while
+//!   the flood lasts, up to [`FLOOD_WINDOW_MAX`]) are classified
 //!   directly (counted `acl_direct`; windows `acl_flood_windows`), then the cache is probed
 //!   again. Verdicts are the same either way; a flood costs a classification per packet, not
 //!   a classification, a lookup and an add.
 //! - [`AclConfig::always_cache`] sends every packet through the cache.
-//! - Alone in a chain, the ACL has a vector loop (`Nf::run_v4`, `nf` module doc): while
+//! - Alone in a chain, the ACL has a vector loop (`Nf::run_vector`, `nf` module doc): while
 //!   the cross tables answer, each common IPv4 frame (untagged, no options, not a fragment)
 //!   has its 5-tuple read straight from the frame (`parse::ipv4_flow`), is classified in a
-//!   burst and sent or dropped without a packet record; every other frame takes the batch
-//!   path above.
+//!   burst and sent or dropped without a packet record; each common IPv6 frame (untagged, no
+//!   extension header: `parse::ipv6_flow`) likewise, decided in bursts as the batch path
+//!   decides it (the flow cache, or directly in a flood window: `CacheLane::decide`, one
+//!   piece of code for both paths); every other frame takes the batch path above.
 //! - Denied packets become `Drop(AclDeny)`.
 //! - Rule changes ([`AclShared::add_rule`], [`AclShared::delete_rule`]) are visible at the
 //!   workers' next batch without rebuilding the classifiers ([`AclRules`]: an added rule joins
@@ -46,7 +49,7 @@
 use alloc::sync::Arc;
 use core::fmt;
 
-use super::{Nf, NfBatch, NfCtx, Pkt, V4Tx, Verdict};
+use super::{Nf, NfBatch, NfCtx, Pkt, VectorTx, Verdict};
 use crate::buf::{BATCH_SIZE, PacketBuf, Pool};
 use crate::drops::DropReason;
 use crate::parse::{self, FlowKey, IpAddr};
@@ -332,26 +335,42 @@ pub struct AclCounters {
     pub direct: u64,
     /// Flood windows: times the flow cache missed more than 7 in 8 of [`FLOOD_PROBE`] lookups
     /// (new flows, each costing a classification and an add) and the next [`FLOOD_WINDOW`]
-    /// packets were classified directly instead.
+    /// packets (more in a lasting flood: `FloodGuard`) were classified directly instead.
     pub flood_windows: u64,
 }
 
 /// Lookups of the flow cache over which [`FloodGuard`] judges its miss rate.
 pub const FLOOD_PROBE: u32 = 512;
-/// Packets classified without the cache after a probe that found a flood.
+/// Packets classified without the cache after a probe that found a flood (the first window
+/// of a flood; each further probe that finds it again doubles the window, up to
+/// [`FLOOD_WINDOW_MAX`]).
 pub const FLOOD_WINDOW: u32 = 4096;
+/// The longest flood window: [`FLOOD_WINDOW`] doubled five times (131 072 packets, about 13 ms
+/// at 10 Mpps before a flow cache that has become useful again is used).
+pub const FLOOD_WINDOW_MAX: u32 = FLOOD_WINDOW << 5;
 
 /// Whether the flow cache is worth its lookups. A cache that misses nearly every lookup (a
 /// flood of new flows, or more live flows than it holds) costs a lookup and an add on top of
 /// each classification and evicts nothing useful by being skipped: after a probe of
 /// [`FLOOD_PROBE`] lookups with more than 7 in 8 misses, the next [`FLOOD_WINDOW`] packets are
 /// classified directly (the same rules, so the same verdicts), then the cache is probed
-/// again. In a sustained flood about one packet in nine still goes through the cache.
-#[derive(Debug, Clone, Copy, Default)]
+/// again. Each probe in a row that finds the flood again doubles the next window, up to
+/// [`FLOOD_WINDOW_MAX`]; a probe that finds the cache useful starts over from
+/// [`FLOOD_WINDOW`]. In a sustained flood the probes come to 512 of every 131 584 packets
+/// (0.4 %), where a fixed window would send one packet in nine through the cache.
+#[derive(Debug, Clone, Copy)]
 struct FloodGuard {
     looked: u32,
     missed: u32,
     bypass_left: u32,
+    /// The window the next flood probe opens.
+    window: u32,
+}
+
+impl Default for FloodGuard {
+    fn default() -> Self {
+        Self { looked: 0, missed: 0, bypass_left: 0, window: FLOOD_WINDOW }
+    }
 }
 
 impl FloodGuard {
@@ -379,7 +398,10 @@ impl FloodGuard {
         let flood = u64::from(self.missed) * 8 > u64::from(self.looked) * 7;
         (self.looked, self.missed) = (0, 0);
         if flood {
-            self.bypass_left = FLOOD_WINDOW;
+            self.bypass_left = self.window;
+            self.window = self.window.saturating_mul(2).min(FLOOD_WINDOW_MAX);
+        } else {
+            self.window = FLOOD_WINDOW;
         }
         flood
     }
@@ -421,34 +443,210 @@ impl Acl {
 
     /// Each of `bufs` with its answer: sent to port `to` with link header `head` (none: no
     /// such port, dropped as `NoRoute` as the chain's egress does) or dropped as `AclDeny`.
-    fn send_v4(
+    /// `DIRECT`: the answers are the classifier's (counted as classified directly, and as
+    /// defaulted where no rule decided, and as permitted or denied); otherwise the flow
+    /// cache's decision ([`CacheLane::decide`]) counted them.
+    #[inline(never)]
+    fn send<const DIRECT: bool>(
         counters: &mut AclCounters,
         pool: &mut Pool<'_>,
-        tx: &mut V4Tx<'_>,
+        tx: &mut VectorTx<'_>,
         bufs: &[PacketBuf],
-        answers: &[(AclAction, Option<u32>); BURST],
+        answers: &[(AclAction, Option<u32>)],
         (to, head): (u8, Option<[u8; 12]>),
     ) {
         for (&b, &(action, rule)) in bufs.iter().zip(answers) {
-            counters.direct += 1;
-            counters.defaulted += u64::from(rule.is_none());
+            if DIRECT {
+                counters.direct += 1;
+                counters.defaulted += u64::from(rule.is_none());
+                counters.count(action);
+            }
             match (action, head) {
-                (AclAction::Deny, _) => {
-                    counters.denied += 1;
-                    tx.drop(pool, b, DropReason::AclDeny);
-                }
+                (AclAction::Deny, _) => tx.drop(pool, b, DropReason::AclDeny),
                 (AclAction::Permit, Some(head)) => {
-                    counters.permitted += 1;
                     if let Some(m) = pool.frame_mut(b).first_chunk_mut::<12>() {
                         *m = head;
                     }
                     tx.push(pool, b, to);
                 }
-                (AclAction::Permit, None) => {
-                    counters.permitted += 1;
-                    tx.drop(pool, b, DropReason::NoRoute);
-                }
+                (AclAction::Permit, None) => tx.drop(pool, b, DropReason::NoRoute),
             }
+        }
+    }
+
+    /// The vector loop's IPv4 burst (`bufs`, one per key): classified through the cross
+    /// tables, counted as classified directly, then sent or dropped; `keys` emptied.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn flush_v4(
+        counters: &mut AclCounters,
+        rules: &AclRules,
+        pool: &mut Pool<'_>,
+        tx: &mut VectorTx<'_>,
+        keys: &mut Keys4,
+        answers: &mut [(AclAction, Option<u32>); BURST],
+        bufs: &[PacketBuf],
+        route: (u8, Option<[u8; 12]>),
+    ) {
+        rules.classify_v4_burst(keys, answers);
+        Self::send::<true>(counters, pool, tx, bufs, answers, route);
+        keys.clear();
+    }
+}
+
+impl Acl {
+    /// The vector loop's IPv6 part: takes frames from the front of `input` while each is a
+    /// common IPv6 frame (`parse::ipv6_flow` at depth `l4`), decides them in bursts as the
+    /// batch path decides them ([`CacheLane::decide`]: the flow cache, or directly in a flood
+    /// window) and sends or drops each; returns how many it took. Out of the IPv4 loop, so
+    /// that IPv4 frames pay nothing for it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn run_v6(
+        cache: &mut CacheLane,
+        shared: &AclShared,
+        rules: &AclRules,
+        counters: &mut AclCounters,
+        now: crate::time::Instant,
+        pool: &mut Pool<'_>,
+        tx: &mut VectorTx<'_>,
+        input: &[PacketBuf],
+        l4: bool,
+        route: (u8, Option<[u8; 12]>),
+    ) -> usize {
+        let mut keys = [[0u64; 5]; BURST];
+        let mut decided = [(AclAction::Permit, None); BURST];
+        let mut took = 0;
+        loop {
+            let rest = input.get(took..).unwrap_or(&[]);
+            let mut n = 0;
+            for (&b, slot) in rest.iter().zip(keys.iter_mut()) {
+                let frame = pool.frame(b);
+                let flow = if l4 { parse::ipv6_flow::<true>(frame) } else { parse::ipv6_flow::<false>(frame) };
+                let Some(flow) = flow else { break };
+                *slot = flow.words();
+                n += 1;
+            }
+            if n == 0 {
+                return took;
+            }
+            cache.decide(shared, rules, counters, now, keys.get(..n).unwrap_or(&[]), |i, a| {
+                if let Some(d) = decided.get_mut(i) {
+                    d.0 = a;
+                }
+            });
+            Self::send::<false>(counters, pool, tx, rest.get(..n).unwrap_or(&[]), &decided, route);
+            took += n;
+            if n < BURST {
+                return took;
+            }
+        }
+    }
+}
+
+/// What a worker's ACL holds of the flow cache: its lane, where its sweep goes on, and its
+/// flood guard.
+#[derive(Debug)]
+struct CacheLane {
+    lane: Local,
+    cursor: usize,
+    flood: FloodGuard,
+}
+
+impl CacheLane {
+    /// Decides the flow of each of `keys` (5-tuples as [`FlowKey::words`], at most
+    /// [`BATCH_SIZE`]) by the rules in force — through the flow cache, or classified directly
+    /// while a flood window is open — counting each packet as the NF counts it (a cache hit, a
+    /// new flow classified, one reclassified, or one classified directly) and as permitted or
+    /// denied; `out(i, action)` for each `keys[i]`, in order.
+    #[inline(always)]
+    fn decide(
+        &mut self,
+        shared: &AclShared,
+        rules: &AclRules,
+        counters: &mut AclCounters,
+        now: crate::time::Instant,
+        keys: &[[u64; 5]],
+        mut out: impl FnMut(usize, AclAction),
+    ) {
+        let n = keys.len().min(BATCH_SIZE);
+        if n == 0 {
+            return; // nothing for the cache (its expired entries are reclaimed by later adds)
+        }
+        // A flood window: classified as they come, without the cache's lookup and add (the
+        // same rules: the same verdicts).
+        if !shared.always_cache && self.flood.bypassing() {
+            for (i, k) in keys.iter().enumerate() {
+                let (a, rule) = rules.classify(&FlowKey::from_words(k));
+                counters.direct += 1;
+                counters.defaulted += u64::from(rule.is_none());
+                counters.count(a);
+                out(i, a);
+            }
+            self.flood.spend(n as u32);
+            return;
+        }
+        let generation = rules.generation();
+        let new_before = counters.classified + counters.reclassified;
+        let mut applied = [shared.flows.placeholder(); BATCH_SIZE];
+        let (Some(keys), Some(applied)) = (keys.get(..n), applied.get_mut(..n)) else { return };
+        shared.flows.apply_burst(&mut self.lane, keys, now, applied);
+        for (i, applied) in applied.iter().enumerate() {
+            let action = match *applied {
+                Applied::Hit { action: FlowVerdict::Permit(param) | FlowVerdict::Deny(param), entry } => {
+                    let a = if matches!(applied, Applied::Hit { action: FlowVerdict::Permit(_), .. }) {
+                        AclAction::Permit
+                    } else {
+                        AclAction::Deny
+                    };
+                    if param_generation(param) == generation {
+                        counters.cache_hits += 1;
+                        a
+                    } else {
+                        // Decided by rules since replaced: decide again and re-cache.
+                        let key = *entry.handle().key();
+                        let (a, rule) = rules.classify(&FlowKey::from_words(&key));
+                        let v = verdict(a, rule, generation);
+                        let done = shared.flows.modify(&mut self.lane, &key, &v, now);
+                        counters.reclassified += 1;
+                        counters.cache_add_failed += u64::from(done.is_err());
+                        a
+                    }
+                }
+                Applied::Miss { miss, .. } => {
+                    let flow = FlowKey::from_words(miss.key());
+                    let (a, rule) = rules.classify(&flow);
+                    let v = verdict(a, rule, generation);
+                    match shared.flows.add_entry(&mut self.lane, &miss, &v, PROFILE, now) {
+                        // An earlier packet of the same new flow in this burst (the burst
+                        // looked every key up before any add) already classified and cached
+                        // it: this one is not a new flow; its verdict is the cached one (the
+                        // same rules decided it), so it counts as a cache hit. Every packet
+                        // counts once: a hit, a new flow classified, or one reclassified.
+                        AddStatus::NotDone(NotDone::KeyExists) => counters.cache_hits += 1,
+                        status => {
+                            counters.classified += 1;
+                            counters.defaulted += u64::from(rule.is_none());
+                            counters.cache_add_failed += u64::from(!status.is_success());
+                        }
+                    }
+                    a
+                }
+                // A hit on the miss-only action cannot be stored; classify to be safe.
+                Applied::Hit { action: FlowVerdict::Classify, entry } => {
+                    counters.classified += 1;
+                    rules.classify(&FlowKey::from_words(entry.handle().key())).0
+                }
+            };
+            counters.count(action);
+            out(i, action);
+        }
+        if shared.sweep_buckets > 0 {
+            self.cursor = shared.flows.table().sweep(&mut self.lane, now, self.cursor, shared.sweep_buckets);
+        }
+        let missed = counters.classified + counters.reclassified - new_before;
+        if !shared.always_cache && self.flood.observe(n as u32, missed as u32) {
+            counters.flood_windows += 1;
         }
     }
 }
@@ -457,12 +655,18 @@ impl AclCounters {
     /// Counts `action` and applies it to `p`.
     #[inline]
     fn apply(&mut self, p: &mut Pkt, action: AclAction) {
+        self.count(action);
+        if action == AclAction::Deny {
+            p.verdict = Verdict::Drop(DropReason::AclDeny);
+        }
+    }
+
+    /// Counts `action`.
+    #[inline(always)]
+    fn count(&mut self, action: AclAction) {
         match action {
             AclAction::Permit => self.permitted += 1,
-            AclAction::Deny => {
-                self.denied += 1;
-                p.verdict = Verdict::Drop(DropReason::AclDeny);
-            }
+            AclAction::Deny => self.denied += 1,
         }
     }
 }
@@ -472,10 +676,8 @@ impl AclCounters {
 pub struct Acl {
     shared: Arc<AclShared>,
     rules: Reader<AclRules>,
-    lane: Local,
-    cursor: usize,
+    cache: CacheLane,
     counters: AclCounters,
-    flood: FloodGuard,
 }
 
 impl Acl {
@@ -483,7 +685,8 @@ impl Acl {
     pub fn new(shared: Arc<AclShared>) -> Self {
         let lane = shared.flows.table().local();
         let rules = shared.rules.reader();
-        Self { shared, rules, lane, cursor: 0, counters: AclCounters::default(), flood: FloodGuard::default() }
+        let cache = CacheLane { lane, cursor: 0, flood: FloodGuard::default() };
+        Self { shared, rules, cache, counters: AclCounters::default() }
     }
 
     /// This worker's counters.
@@ -493,7 +696,7 @@ impl Acl {
 
     /// This worker's flow-cache counters.
     pub fn cache_stats(&self) -> &LocalStats {
-        self.lane.stats()
+        self.cache.lane.stats()
     }
 
     /// The shared state.
@@ -504,7 +707,7 @@ impl Acl {
 
 impl Drop for Acl {
     fn drop(&mut self) {
-        self.shared.flows.table().retire_local(&mut self.lane);
+        self.shared.flows.table().retire_local(&mut self.cache.lane);
     }
 }
 
@@ -513,10 +716,15 @@ impl Nf for Acl {
         "acl"
     }
 
-    /// Alone in a chain, common IPv4 frames are classified straight from the received batch
-    /// ([`Nf::run_v4`]) unless every packet must go through the flow cache.
+    /// Alone in a chain, common IPv4 and IPv6 frames are classified straight from the
+    /// received batch ([`Nf::run_vector`]) unless every packet must go through the flow cache.
     fn vector_v4(&self) -> bool {
         !self.shared.always_cache
+    }
+
+    /// IPv6 frames take the loop too: the cache's decision, without a packet record.
+    fn vector_v6(&self) -> bool {
+        true
     }
 
     /// While the cross tables answer IPv4 keys (as [`Nf::process`] then classifies directly).
@@ -524,36 +732,52 @@ impl Nf for Acl {
         self.rules.get(&self.shared.rules).classifies_v4_by_cross_tables()
     }
 
-    /// The direct path of [`Nf::process`] without a packet record: each common IPv4 frame's
-    /// 5-tuple read from the frame (`parse::ipv4_flow`), classified in bursts
-    /// ([`AclRules::classify_v4_burst`]), then sent to the other port with the port's link
-    /// header (permitted) or dropped as `AclDeny`, counted as the batch path counts it.
-    fn run_v4(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut V4Tx<'_>) -> usize {
-        let rules = self.rules.get(&self.shared.rules);
+    /// [`Nf::process`] without a packet record: each common frame's 5-tuple read from the
+    /// frame (`parse::ipv4_flow`, `parse::ipv6_flow`); IPv4 keys classified in bursts through
+    /// the cross tables ([`AclRules::classify_v4_burst`]), IPv6 keys decided in bursts as the
+    /// batch path decides them (the flow cache, or directly in a flood window); then each
+    /// frame sent to the other port with the port's link header (permitted) or dropped as
+    /// `AclDeny`, counted as the batch path counts it. A burst ends where the family changes,
+    /// so that frames leave in the order they came.
+    fn run_vector(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut VectorTx<'_>) -> usize {
+        let Self { shared, rules, cache, counters } = self;
+        let rules = rules.get(&shared.rules);
         let (l4, to) = (tx.l4(), tx.default_out());
-        let head = tx.link_header(to, None);
+        let route = (to, tx.link_header(to, None));
         let mut keys = Keys4::default();
         let mut answers = [(AclAction::Permit, None); BURST];
         let mut took = 0;
-        for &b in input {
+        while let Some(&b) = input.get(took) {
             let frame = pool.frame(b);
             let flow = if l4 { parse::ipv4_flow::<true>(frame) } else { parse::ipv4_flow::<false>(frame) };
-            let Some(flow) = flow else { break };
+            let Some(flow) = flow else {
+                // Not a common IPv4 frame: the IPv4 frames before it leave first, then the
+                // run of common IPv6 frames it may start.
+                if !keys.is_empty() {
+                    let bufs = input.get(took - keys.len()..took).unwrap_or(&[]);
+                    Self::flush_v4(counters, rules, pool, tx, &mut keys, &mut answers, bufs, route);
+                }
+                let rest = input.get(took..).unwrap_or(&[]);
+                match Self::run_v6(cache, shared, rules, counters, ctx.now, pool, tx, rest, l4, route) {
+                    0 => break,
+                    n => {
+                        took += n;
+                        continue;
+                    }
+                }
+            };
             if !keys.push(&flow) {
                 break; // (an IPv4 key is always taken while there is room)
             }
             took += 1;
             if keys.is_full() {
-                rules.classify_v4_burst(&keys, &mut answers);
                 let bufs = input.get(took - keys.len()..took).unwrap_or(&[]);
-                Self::send_v4(&mut self.counters, pool, tx, bufs, &answers, (to, head));
-                keys.clear();
+                Self::flush_v4(counters, rules, pool, tx, &mut keys, &mut answers, bufs, route);
             }
         }
         if !keys.is_empty() {
-            rules.classify_v4_burst(&keys, &mut answers);
             let bufs = input.get(took - keys.len()..took).unwrap_or(&[]);
-            Self::send_v4(&mut self.counters, pool, tx, bufs, &answers, (to, head));
+            Self::flush_v4(counters, rules, pool, tx, &mut keys, &mut answers, bufs, route);
         }
         took
     }
@@ -562,110 +786,38 @@ impl Nf for Acl {
         let shared = &*self.shared;
         // The rules in force for this whole batch (a change lands between batches).
         let rules = self.rules.get(&shared.rules);
-        let generation = rules.generation();
         // IPv4 packets go straight to the classifier while its cross tables answer them (a
         // classification then costs less than a cache hit); the rest through the flow cache.
         let direct = !shared.always_cache && rules.classifies_v4_by_cross_tables();
         if direct {
             Self::classify_directly(&mut self.counters, rules, batch);
         }
-        // A flood window: the rest are classified as they come, without the cache's lookup
-        // and add (the same rules: the same verdicts).
-        let flood = !shared.always_cache && self.flood.bypassing();
         let mut keys = [[0u64; 5]; BATCH_SIZE];
         let mut at = [0usize; BATCH_SIZE];
         let mut n = 0;
-        for (i, p) in batch.pkts_mut().iter_mut().enumerate() {
+        for (i, p) in batch.pkts().iter().enumerate() {
             let done = direct && matches!(p.parsed.flow.src, IpAddr::V4(_));
             if !p.alive() || done {
                 continue;
             }
-            if flood {
-                let (a, rule) = rules.classify(&p.parsed.flow);
-                self.counters.direct += 1;
-                self.counters.defaulted += u64::from(rule.is_none());
-                self.counters.apply(p, a);
-                n += 1;
-            } else if let (Some(k), Some(a)) = (keys.get_mut(n), at.get_mut(n)) {
+            if let (Some(k), Some(a)) = (keys.get_mut(n), at.get_mut(n)) {
                 *k = p.parsed.flow.words();
                 *a = i;
                 n += 1;
             }
         }
-        if flood {
-            self.flood.spend(n as u32);
-            return;
-        }
-        if n == 0 {
-            return; // nothing for the cache (its expired entries are reclaimed by later adds)
-        }
-        let new_before = self.counters.classified + self.counters.reclassified;
-        let mut out = [shared.flows.placeholder(); BATCH_SIZE];
-        let (Some(keys), Some(out)) = (keys.get(..n), out.get_mut(..n)) else { return };
-        shared.flows.apply_burst(&mut self.lane, keys, ctx.now, out);
-        for (applied, &i) in out.iter().zip(at.iter()) {
-            let action = match *applied {
-                Applied::Hit { action: FlowVerdict::Permit(param) | FlowVerdict::Deny(param), entry } => {
-                    let a = if matches!(applied, Applied::Hit { action: FlowVerdict::Permit(_), .. }) {
-                        AclAction::Permit
-                    } else {
-                        AclAction::Deny
-                    };
-                    if param_generation(param) == generation {
-                        self.counters.cache_hits += 1;
-                        a
-                    } else {
-                        // Decided by rules since replaced: decide again and re-cache.
-                        let key = *entry.handle().key();
-                        let (a, rule) = rules.classify(&FlowKey::from_words(&key));
-                        let v = verdict(a, rule, generation);
-                        let done = shared.flows.modify(&mut self.lane, &key, &v, ctx.now);
-                        self.counters.reclassified += 1;
-                        self.counters.cache_add_failed += u64::from(done.is_err());
-                        a
-                    }
-                }
-                Applied::Miss { miss, .. } => {
-                    let flow = FlowKey::from_words(miss.key());
-                    let (a, rule) = rules.classify(&flow);
-                    let v = verdict(a, rule, generation);
-                    match shared.flows.add_entry(&mut self.lane, &miss, &v, PROFILE, ctx.now) {
-                        // An earlier packet of the same new flow in this burst (the burst
-                        // looked every key up before any add) already classified and cached
-                        // it: this one is not a new flow; its verdict is the cached one (the
-                        // same rules decided it), so it counts as a cache hit. Every packet
-                        // counts once: a hit, a new flow classified, or one reclassified.
-                        AddStatus::NotDone(NotDone::KeyExists) => self.counters.cache_hits += 1,
-                        status => {
-                            self.counters.classified += 1;
-                            self.counters.defaulted += u64::from(rule.is_none());
-                            self.counters.cache_add_failed += u64::from(!status.is_success());
-                        }
-                    }
-                    a
-                }
-                // A hit on the miss-only action cannot be stored; classify to be safe.
-                Applied::Hit { action: FlowVerdict::Classify, entry } => {
-                    self.counters.classified += 1;
-                    rules.classify(&FlowKey::from_words(entry.handle().key())).0
-                }
-            };
-            if let Some(p) = batch.pkts_mut().get_mut(i) {
-                self.counters.apply(p, action);
+        self.cache.decide(shared, rules, &mut self.counters, ctx.now, keys.get(..n).unwrap_or(&[]), |j, a| {
+            if a == AclAction::Deny
+                && let Some(p) = at.get(j).and_then(|&i| batch.pkts_mut().get_mut(i))
+            {
+                p.verdict = Verdict::Drop(DropReason::AclDeny);
             }
-        }
-        if shared.sweep_buckets > 0 {
-            self.cursor = shared.flows.table().sweep(&mut self.lane, ctx.now, self.cursor, shared.sweep_buckets);
-        }
-        let missed = self.counters.classified + self.counters.reclassified - new_before;
-        if !shared.always_cache && self.flood.observe(n as u32, missed as u32) {
-            self.counters.flood_windows += 1;
-        }
+        });
     }
 
     fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
         let c = &self.counters;
-        let s = self.lane.stats();
+        let s = self.cache.lane.stats();
         write!(
             w,
             " acl_permitted={} acl_denied={} acl_cache_hits={} acl_classified={} acl_defaulted={} acl_cache_add_failed={} acl_cache_expired={} acl_reclassified={} acl_direct={} acl_flood_windows={}",

@@ -37,8 +37,10 @@ pub struct Chain {
     /// How deep every frame is checked and parsed: the deepest of `validate`, what each NF
     /// reads and what the meter needs (the 5-tuple).
     depth: Depth,
-    /// Whether common IPv4 frames take the NF's vector loop (see [`V4Tx`]).
+    /// Whether common IPv4 frames take the NF's vector loop (see [`VectorTx`]).
     vector: bool,
+    /// Whether common IPv6 frames take it too ([`Nf::vector_v6`]).
+    vector6: bool,
     /// Each port's link header as the egress writes it: the peer's MAC, then the port's own.
     macs: [[u8; 12]; PORTS],
     /// The ports' addresses and the neighbour table (`crate::neigh`); `None`: the chain
@@ -65,6 +67,7 @@ impl Chain {
             validate: Depth::L4,
             depth: Depth::L4,
             vector: false,
+            vector6: false,
             macs: [[0; 12]; PORTS],
             router: None,
         };
@@ -106,9 +109,10 @@ impl Chain {
             && self.depth >= Depth::L3
             && self.nfs.len() == 1
             && self.nfs.iter().all(|n| n.vector_v4());
+        self.vector6 = self.vector && self.nfs.iter().all(|n| n.vector_v6());
     }
 
-    /// Whether common IPv4 frames take the NF's vector loop ([`V4Tx`]).
+    /// Whether common IPv4 frames take the NF's vector loop ([`VectorTx`]).
     pub fn is_vector(&self) -> bool {
         self.vector
     }
@@ -616,7 +620,8 @@ impl Chain {
     }
 
     /// The vector path over one received batch: the NF's vector loop takes each run of
-    /// common IPv4 frames, the batch path each run of the others ([`Chain::admit`], then the
+    /// common frames (IPv4, and IPv6 if its loop takes them), the batch path each run of the
+    /// others ([`Chain::admit`], then the
     /// NF's `process` and the egress), so frames leave in the order they came.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
@@ -643,8 +648,8 @@ impl Chain {
         while !rest.is_empty() {
             let took = match self.nfs.first_mut() {
                 Some(nf) => {
-                    let mut tx = V4Tx { macs: &self.macs, out, counters, l4, ingress: port as u8 };
-                    nf.run_v4(&ctx, pool, rest, &mut tx)
+                    let mut tx = VectorTx { macs: &self.macs, out, counters, l4, ingress: port as u8 };
+                    nf.run_vector(&ctx, pool, rest, &mut tx)
                 }
                 None => 0,
             };
@@ -654,8 +659,11 @@ impl Chain {
             let mut first = true;
             while let Some((&b, after)) = rest.split_first() {
                 let frame = pool.frame(b);
-                let common =
-                    if l4 { parse::ipv4_dst::<true>(frame) } else { parse::ipv4_dst::<false>(frame) }.is_some();
+                let common = if l4 { parse::ipv4_dst::<true>(frame) } else { parse::ipv4_dst::<false>(frame) }
+                    .is_some()
+                    || (self.vector6
+                        && if l4 { parse::ipv6_flow::<true>(frame) } else { parse::ipv6_flow::<false>(frame) }
+                            .is_some());
                 if common && !first {
                     break;
                 }

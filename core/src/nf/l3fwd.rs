@@ -31,7 +31,7 @@
 //! - IPv4 checksum: RFC 1624 eqn. 3 over the 16-bit word that holds TTL and protocol
 //!   ([`checksum::update_ttl_decrement`]); IPv6 has no header checksum.
 //!
-//! - The common IPv4 frame takes the vector loop ([`Nf::run_v4`], `super::V4Tx`): parse, lookup,
+//! - The common IPv4 frame takes the vector loop ([`Nf::run_vector`], `super::VectorTx`): parse, lookup,
 //!   TTL, link header and TX queue in one pass over the frame, the same verdicts and counters
 //!   as `process` plus the chain's egress (a proptest in `tests.rs` holds them equal).
 //!
@@ -45,7 +45,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Dst, Nf, NfBatch, NfCtx, V4Tx, Verdict};
+use super::{Dst, Nf, NfBatch, NfCtx, VectorTx, Verdict};
 use crate::buf::{PacketBuf, Pool};
 use crate::checksum;
 use crate::drops::DropReason;
@@ -394,7 +394,7 @@ struct HopOut {
     dst: Dst,
 }
 
-/// What the IPv4 vector loop ([`Nf::run_v4`], chains without a router) needs of a next hop:
+/// What the IPv4 vector loop ([`Nf::run_vector`], chains without a router) needs of a next hop:
 /// its port and its MAC if static (a `via` one goes to the port's peer). Eight bytes, kept
 /// apart from [`HopOut`] (which holds an IPv6 gateway) so that the loop's index stays a shift.
 #[derive(Debug, Clone, Copy)]
@@ -606,14 +606,14 @@ fn forward(
     }
 }
 
-/// [`L3fwd`]'s `run_v4` with `lookup4` as the route lookup (one copy per structure).
+/// [`L3fwd`]'s `run_vector` with `lookup4` as the route lookup (one copy per structure).
 #[inline(always)]
 fn forward_v4(
     counters: &mut L3fwdCounters,
     out4: &[HopOut4],
     pool: &mut Pool<'_>,
     input: &[PacketBuf],
-    tx: &mut V4Tx<'_>,
+    tx: &mut VectorTx<'_>,
     lookup4: impl Fn(u32) -> Option<u32>,
 ) -> usize {
     let l4 = tx.l4();
@@ -761,7 +761,7 @@ impl Nf for L3fwd {
 
     /// `process` and the egress in one pass for the common IPv4 frame: the same lookup, TTL
     /// decrement, counters and next hop; the frame's memory is looked at once.
-    fn run_v4(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut V4Tx<'_>) -> usize {
+    fn run_vector(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut VectorTx<'_>) -> usize {
         let t = self.tables.get(&self.shared.tables);
         let c = &mut self.counters;
         match &t.lpm4 {

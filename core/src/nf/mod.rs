@@ -16,15 +16,16 @@
 //! time: RSS keeps it on one lane, and one worker holds a lane at a time); an NF instance
 //! is per worker and holds its core's `pna` lane handles.
 //!
-//! The vector loop: a chain of one NF that has one ([`Nf::run_v4`]; the L3 forwarder) hands
-//! it each run of common IPv4 frames straight from the received batch, and the NF checks,
-//! decides, rewrites and queues each for TX in one pass ([`V4Tx`]) — no [`Pkt`] built or read
-//! back; every other frame takes the batch path, in arrival order.
+//! The vector loop: a chain of one NF that has one ([`Nf::run_vector`]; the L3 forwarder, the
+//! ACL) hands it each run of common IPv4 frames (and of common IPv6 frames, for an NF whose
+//! loop takes them: the ACL) straight from the received batch, and the NF checks, decides,
+//! rewrites and queues each for TX in one pass ([`VectorTx`]) — no [`Pkt`] built or read back;
+//! every other frame takes the batch path, in arrival order.
 //!
 //! Chains can be cut at a position ([`Chain::split_off`]) so that a booster core runs the
 //! tail of a chain for a whale flow (NetBlaze).
 //!
-//! This module holds the NF's side (the [`Nf`] trait, [`NfBatch`], [`Pkt`], [`V4Tx`],
+//! This module holds the NF's side (the [`Nf`] trait, [`NfBatch`], [`Pkt`], [`VectorTx`],
 //! [`Egress`]); `chain.rs` holds [`Chain`] and its phases.
 //!
 //! # From a file to a worker's chain
@@ -250,16 +251,18 @@ impl NfBatch {
     }
 }
 
-/// What an NF's vector loop ([`Nf::run_v4`], issue 25) sends through: the chain's output
+/// What an NF's vector loop ([`Nf::run_vector`], issue 25) sends through: the chain's output
 /// batches, its drop counters and each port's link header, and what the chain checks.
 ///
 /// The vector loop is the whole path of a common IPv4 frame — untagged, no options, not a
-/// fragment, checked to the chain's depth by [`parse::ipv4_dst`] — from the received batch to
-/// an output batch in one pass: one look at the frame's memory, no parse result built or read
-/// back. A chain of one NF that has a vector loop ([`Nf::vector_v4`]) and no meter gives it
-/// each run of common frames; every other frame takes the batch path, in arrival order.
+/// fragment, checked to the chain's depth by [`parse::ipv4_dst`] — (and, for an NF whose loop
+/// takes them ([`Nf::vector_v6`]), of a common IPv6 frame: untagged, no extension header,
+/// checked by [`parse::ipv6_flow`]) from the received batch to an output batch in one pass:
+/// one look at the frame's memory, no parse result built or read back. A chain of one NF that
+/// has a vector loop ([`Nf::vector_v4`]) and no meter gives it each run of common frames;
+/// every other frame takes the batch path, in arrival order.
 #[derive(Debug)]
-pub struct V4Tx<'a> {
+pub struct VectorTx<'a> {
     macs: &'a [[u8; 12]; PORTS],
     out: &'a mut [Batch],
     counters: &'a mut StageCounters,
@@ -267,7 +270,7 @@ pub struct V4Tx<'a> {
     ingress: u8,
 }
 
-impl V4Tx<'_> {
+impl VectorTx<'_> {
     /// The port a frame leaves by when the NF does not route it (the batch path's
     /// `Verdict::Forward` default: the other port).
     #[inline(always)]
@@ -293,7 +296,7 @@ impl V4Tx<'_> {
         }
     }
 
-    /// [`V4Tx::link_header`] with destination `dst`.
+    /// [`VectorTx::link_header`] with destination `dst`.
     #[inline(always)]
     pub fn link_header_to(&self, to: u8, dst: [u8; 6]) -> Option<[u8; 12]> {
         let mut head = *self.macs.get(usize::from(to))?;
@@ -346,7 +349,7 @@ pub trait Nf: Send {
     fn reads(&self) -> Depth {
         Depth::L4
     }
-    /// Whether the NF has a vector loop for common IPv4 frames ([`Nf::run_v4`]). The default
+    /// Whether the NF has a vector loop for common IPv4 frames ([`Nf::run_vector`]). The default
     /// is no.
     fn vector_v4(&self) -> bool {
         false
@@ -358,14 +361,21 @@ pub trait Nf: Send {
     fn vector_ready(&mut self) -> bool {
         true
     }
-    /// The vector loop (see [`V4Tx`]): takes frames from the front of `input` while each is
-    /// a common IPv4 frame (`parse::ipv4_dst` at [`V4Tx::l4`]'s depth) and treats each exactly
+    /// Whether the NF's vector loop also takes common IPv6 frames: untagged, the transport
+    /// header right after the fixed header (`parse::ipv6_flow` at the chain's depth). Asked
+    /// only of an NF whose [`Nf::vector_v4`] says yes. The default is no.
+    fn vector_v6(&self) -> bool {
+        false
+    }
+    /// The vector loop (see [`VectorTx`]): takes frames from the front of `input` while each is
+    /// a common IPv4 frame (`parse::ipv4_dst` at [`VectorTx::l4`]'s depth) or, if
+    /// [`Nf::vector_v6`] says yes, a common IPv6 frame, and treats each exactly
     /// as [`Nf::process`] followed by the chain's egress would — the same verdict, rewrite,
     /// link header and counters — sending or dropping it through `tx`. Returns how many frames
     /// it took; it may stop before any frame (the chain then takes that frame by the batch
     /// path). Called only if [`Nf::vector_v4`] says yes, for a chain of this NF alone; the
     /// default takes none.
-    fn run_v4(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut V4Tx<'_>) -> usize {
+    fn run_vector(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut VectorTx<'_>) -> usize {
         let _ = (ctx, pool, input, tx);
         0
     }

@@ -382,7 +382,34 @@ fn seeds() -> Vec<Vec<u8>> {
         eth(&[(TPID_8021AD, 1), (TPID_8021Q, 2)], ETHERTYPE_IPV4, &ipv4(PROTO_ICMP, &icmp_echo(b"x"))),
         eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_HOP_BY_HOP, &v6ext)),
         eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &[1, 2, 3, 4, 5])),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_UDP, &udp(7, 8, b"udp6"))),
     ]
+}
+
+/// Each fast path takes a frame only as the general parser parses it, at both depths.
+fn fast_paths_agree(f: &[u8]) -> Result<(), TestCaseError> {
+    if let Some(p) = fast::ipv4::<true>(f) {
+        prop_assert_eq!(
+            Ok(p),
+            parse_general::<true>(f),
+            "the IPv4 fast path took a frame the general parser judges otherwise"
+        );
+    }
+    if let Some(p) = fast::ipv4::<false>(f) {
+        prop_assert_eq!(Ok(p), parse_general::<false>(f), "the IPv4 fast path at L3");
+    }
+    if let Some(p) = fast::ipv6::<true>(f) {
+        prop_assert_eq!(
+            Ok(p),
+            parse_general::<true>(f),
+            "the IPv6 fast path took a frame the general parser judges otherwise"
+        );
+    }
+    if let Some(p) = fast::ipv6::<false>(f) {
+        prop_assert_eq!(Ok(p), parse_general::<false>(f), "the IPv6 fast path at L3");
+    }
+    prop_assert_eq!(ipv6_flow::<true>(f), fast::ipv6::<true>(f).map(|p| p.flow));
+    Ok(())
 }
 
 /// The one table encoding of a flow: reversible, and the families never share words.
@@ -432,6 +459,50 @@ fn fast_path_takes_plain_ipv4_and_nothing_else() {
     }
 }
 
+/// The IPv6 fast path takes an untagged packet whose transport header follows the fixed
+/// header, whole (so the equivalence checks compare something), and leaves every other kind
+/// to the general parser.
+#[test]
+fn fast_path_takes_plain_ipv6_and_nothing_else() {
+    let mut padded = tcp6(5, 6, b"pad me");
+    padded.extend_from_slice(&[0; 20]);
+    for f in [
+        tcp6(443, 50000, b"data"),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_UDP, &udp(7, 8, b"u"))),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &[128, 0, 0, 0, 0, 1, 0, 1])),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(59, &[])),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMP, &[1])),
+        padded,
+    ] {
+        for (fast, general) in
+            [(fast::ipv6::<true>(&f), parse_general::<true>(&f)), (fast::ipv6::<false>(&f), parse_general::<false>(&f))]
+        {
+            assert_eq!(fast.map(Ok), Some(general), "{f:02x?}");
+        }
+    }
+    let mut short_udp = eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_UDP, &udp(1, 2, b"xyz")));
+    short_udp[58..60].copy_from_slice(&7u16.to_be_bytes());
+    let mut long_payload = tcp6(1, 2, b"x");
+    long_payload[18..20].copy_from_slice(&100u16.to_be_bytes());
+    let mut v5 = tcp6(1, 2, b"x");
+    v5[14] = 0x50;
+    let mut frag = frag6(PROTO_UDP, 0, false);
+    frag.extend(udp(1, 2, b"x"));
+    for f in [
+        eth(&[(TPID_8021Q, 5)], ETHERTYPE_IPV6, &ipv6(PROTO_UDP, &udp(1, 2, b"x"))),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_HOP_BY_HOP, &[&ext(PROTO_UDP, 0)[..], &udp(1, 2, b"x")].concat())),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_FRAGMENT, &frag)),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &[1, 2, 3])),
+        short_udp,
+        long_payload,
+        v5,
+        udp4(1, 2, b"x"),
+        tcp6(1, 2, b"x")[..53].to_vec(),
+    ] {
+        assert_eq!(fast::ipv6::<true>(&f), None, "{f:02x?}");
+    }
+}
+
 /// What [`Depth`] promises, for one frame: `L4` is `check`/`parse`; a refusal at one depth is
 /// the same refusal at every deeper one (and a frame accepted deeper is accepted shallower);
 /// `parse_to` and `check_to` agree; at `L3` the fast path takes a frame only as the general
@@ -449,9 +520,7 @@ fn depths_agree(f: &[u8]) -> Result<(), TestCaseError> {
         }
     }
     prop_assert_eq!(check_to(f, Depth::L3), parse_to(f, Depth::L3).map(|_| ()));
-    if let Some(p) = fast::ipv4::<false>(f) {
-        prop_assert_eq!(Ok(p), parse_general::<false>(f), "fast path at L3");
-    }
+    fast_paths_agree(f)?;
     if let (Ok(l3), Ok(full)) = (parse_to(f, Depth::L3), parse(f)) {
         prop_assert_eq!(
             (l3.l2, l3.l3, l3.l3_offset, l3.l3_len, l3.l4_offset),
@@ -512,14 +581,11 @@ proptest! {
         }
         prop_assert_eq!(check(&frame), parse(&frame).map(|_| ()), "check and parse disagree");
         depths_agree(&frame)?;
-        if let Some(p) = fast::ipv4::<true>(&frame) {
-            prop_assert_eq!(Ok(p), parse_general::<true>(&frame), "the fast path took a frame the general parser judges otherwise");
-        }
     }
 
     #[test]
     fn mutated_frames_never_panic(
-        seed in 0usize..6,
+        seed in 0usize..7,
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
         cut in any::<prop::sample::Index>(),
     ) {
@@ -535,11 +601,8 @@ proptest! {
         }
         // The L2 forwarder's check is the same verdict, reason included.
         prop_assert_eq!(check(f), parse(f).map(|_| ()), "check and parse disagree");
+        // ... and the fast paths take a frame only as the general parser would parse it.
         depths_agree(f)?;
-        // The fast path takes a frame only as the general parser would parse it.
-        if let Some(p) = fast::ipv4::<true>(f) {
-            prop_assert_eq!(Ok(p), parse_general::<true>(f), "the fast path took a frame the general parser judges otherwise");
-        }
     }
 }
 

@@ -510,8 +510,10 @@ fn a_merge_changes_no_verdict_and_keeps_cached_ones() {
 }
 
 /// One frame of a mixed batch for the vector path: flow `f`'s frame as it is (kinds 0–3, the
-/// common frame for IPv4), or one the vector loop must leave to the batch path — a bad IPv4
-/// header checksum (4), a first fragment (5: valid, the general parser's) — or a runt (6).
+/// common frame of either family), or one the vector loop must leave to the batch path — a bad
+/// IPv4 header checksum (4), an IPv4 first fragment (5: valid, the general parser's), an IPv6
+/// hop-by-hop header in front of the transport header (4: valid, the general parser's), an
+/// IPv6 payload length past the frame (5) — or a runt (6).
 fn mixed_frame(f: &FlowKey, kind: u8) -> Vec<u8> {
     let mut b = frame_of(f);
     let v4 = matches!(f.src, IpAddr::V4(_));
@@ -523,6 +525,17 @@ fn mixed_frame(f: &FlowKey, kind: u8) -> Vec<u8> {
             let c = crate::checksum::checksum(&b[14..34]);
             b[24..26].copy_from_slice(&c.to_be_bytes());
         }
+        4 => {
+            let next = b[20];
+            b[20] = 0; // hop-by-hop, 8 bytes, then the transport header
+            b.splice(54..54, [next, 0, 1, 4, 0, 0, 0, 0]);
+            let len = u16::from_be_bytes([b[18], b[19]]) + 8;
+            b[18..20].copy_from_slice(&len.to_be_bytes());
+        }
+        5 => {
+            let len = u16::from_be_bytes([b[18], b[19]]) + 1;
+            b[18..20].copy_from_slice(&len.to_be_bytes());
+        }
         6 => b.truncate(30),
         _ => {}
     }
@@ -532,11 +545,11 @@ fn mixed_frame(f: &FlowKey, kind: u8) -> Vec<u8> {
 proptest! {
     #![proptest_config(crate::testing::proptest_config(48))]
 
-    /// A chain of the ACL alone takes common IPv4 frames by its vector loop (`Nf::run_v4`):
+    /// A chain of the ACL alone takes common IPv4 frames by its vector loop (`Nf::run_vector`):
     /// it sends the same frames, in the same order and with the same bytes, and counts the
     /// same drops by reason and the same ACL counters as the batch path (the ACL followed by
-    /// an NF without a vector loop), on batches mixing IPv4 and IPv6 flows with frames the
-    /// loop leaves to the batch path; with a rule deleted (the cross tables then do not
+    /// an NF without a vector loop), on batches mixing IPv4 and IPv6 flows (IPv6 through the
+    /// flow cache, on both paths) with frames the loop leaves to the batch path; with a rule deleted (the cross tables then do not
     /// answer, and the whole batch takes the batch path and the cache) as well.
     #[test]
     fn the_acl_vector_path_is_the_batch_path(
@@ -583,28 +596,35 @@ fn the_acl_vector_loop_sends_permitted_and_drops_denied() {
     let mut chain = crate::nf::Chain::new(vec![Box::new(Acl::new(shared.clone()))], egress());
     assert!(chain.is_vector());
     let a4 = |x: u8| IpAddr::V4([10, 0, 0, x]);
+    let a6 = |x: u8| IpAddr::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, x]);
     let frames = [
         frame(a4(1), a4(2), 6, 1000, 80, b"x"),  // web: permit
         frame(a4(1), a4(2), 6, 1000, 22, b"x"),  // ssh: deny
+        frame(a6(1), a6(2), 6, 1000, 22, b"x"),  // ssh over IPv6: deny (through the cache)
+        frame(a6(1), a6(2), 6, 1000, 80, b"x"),  // web over IPv6: permit (through the cache)
         frame(a4(3), a4(2), 6, 1001, 80, b"x"),  // web: permit
         frame(a4(1), a4(2), 17, 1000, 53, b"x"), // nothing: default permit
     ];
     let ([to0, to1], drops, text) = run_chain(&mut chain, &frames);
     assert!(to0.is_empty());
-    assert_eq!(to1.len(), 3);
+    assert_eq!(to1.len(), 4);
     // The other port's link header: its peer as destination, its own MAC as source.
     assert_eq!(to1[0][..12], [crate::nf::Egress::DEFAULT_PEERS[1], [2, 0, 0, 0, 0, 0x11]].concat()[..]);
-    assert_eq!(to1[0][12..], frames[0][12..]);
-    assert_eq!(to1[1][12..], frames[2][12..]);
-    assert_eq!(to1[2][12..], frames[3][12..]);
-    assert_eq!(drops[DropReason::AclDeny as usize], 1);
-    assert!(text.contains(" acl_permitted=3 acl_denied=1 acl_cache_hits=0 acl_classified=0 acl_defaulted=1"), "{text}");
+    assert_eq!(to1[1][..12], to1[0][..12]);
+    for (sent, i) in to1.iter().zip([0, 3, 4, 5]) {
+        assert_eq!(sent[12..], frames[i][12..], "frame {i}, in order");
+    }
+    assert_eq!(drops[DropReason::AclDeny as usize], 2);
+    assert!(text.contains(" acl_permitted=4 acl_denied=2 acl_cache_hits=0 acl_classified=2 acl_defaulted=1"), "{text}");
     assert!(text.contains(" acl_direct=4"), "{text}");
+    // The IPv6 flows are cached now: hits.
+    let (_, _, text) = run_chain(&mut chain, &frames[2..4]);
+    assert!(text.contains(" acl_cache_hits=2 acl_classified=2"), "{text}");
     // A rule deleted: the cross tables stop answering; the batch path and the cache decide.
     shared.delete_rule(1).unwrap();
     let ([_, to1], drops, text) = run_chain(&mut chain, &frames);
-    assert_eq!((to1.len(), drops[DropReason::AclDeny as usize]), (4, 0), "ssh now takes the default");
-    assert!(text.contains(" acl_classified=4"), "{text}");
+    assert_eq!((to1.len(), drops[DropReason::AclDeny as usize]), (6, 0), "ssh now takes the default");
+    assert!(text.contains(" acl_reclassified=2 acl_direct=4"), "{text}");
     // With every packet through the cache, no vector loop.
     let cached = Arc::new(AclShared::try_new(&AclConfig { always_cache: true, ..cfg }).unwrap());
     assert!(!crate::nf::Chain::new(vec![Box::new(Acl::new(cached))], egress()).is_vector());
@@ -612,7 +632,8 @@ fn the_acl_vector_loop_sends_permitted_and_drops_denied() {
 
 /// The flood guard's threshold: a probe of `FLOOD_PROBE` lookups opens a window only with
 /// more than 7 in 8 misses; the window lasts `FLOOD_WINDOW` packets, then the cache is probed
-/// again.
+/// again; each probe in a row that finds the flood doubles the next window up to
+/// `FLOOD_WINDOW_MAX`, and one that does not starts over.
 #[test]
 fn the_flood_guard_opens_a_window_past_seven_misses_in_eight() {
     let mut g = FloodGuard::default();
@@ -626,7 +647,27 @@ fn the_flood_guard_opens_a_window_past_seven_misses_in_eight() {
     let seven_eighths = FLOOD_PROBE / 8 * 7;
     assert!(!g.observe(FLOOD_PROBE, seven_eighths), "exactly 7 in 8: the cache stays");
     assert!(!g.bypassing());
-    assert!(g.observe(FLOOD_PROBE, seven_eighths + 1));
+    // The flood lasts: 4 096, then 8 192, 16 384, … packets, never more than the cap.
+    let mut windows = Vec::new();
+    for _ in 0..8 {
+        assert!(g.observe(FLOOD_PROBE, seven_eighths + 1));
+        let mut n = 0;
+        while g.bypassing() {
+            g.spend(1024);
+            n += 1024;
+        }
+        windows.push(n);
+    }
+    let w = FLOOD_WINDOW;
+    assert_eq!(windows, [w, 2 * w, 4 * w, 8 * w, 16 * w, 32 * w, 32 * w, 32 * w]);
+    assert_eq!(FLOOD_WINDOW_MAX, 32 * w);
+    // A probe that finds the cache useful: the next flood starts from the first window again.
+    assert!(!g.observe(FLOOD_PROBE, 0));
+    assert!(g.observe(FLOOD_PROBE, FLOOD_PROBE));
+    g.spend(FLOOD_WINDOW - 1);
+    assert!(g.bypassing());
+    g.spend(1);
+    assert!(!g.bypassing());
 }
 
 /// A flood of new IPv6 flows (which always take the cache path): after one probe of misses
