@@ -455,14 +455,16 @@ impl Acl {
         answers: &[(AclAction, Option<u32>)],
         (to, head): (u8, Option<[u8; 12]>),
     ) {
+        // The counts in registers through the loop (`counters` is behind a reference the
+        // compiler must otherwise store through on every frame).
+        let (mut denied, mut defaulted) = (0u64, 0u64);
         for (&b, &(action, rule)) in bufs.iter().zip(answers) {
-            if DIRECT {
-                counters.direct += 1;
-                counters.defaulted += u64::from(rule.is_none());
-                counters.count(action);
-            }
+            defaulted += u64::from(rule.is_none());
             match (action, head) {
-                (AclAction::Deny, _) => tx.drop(pool, b, DropReason::AclDeny),
+                (AclAction::Deny, _) => {
+                    denied += 1;
+                    tx.drop(pool, b, DropReason::AclDeny);
+                }
                 (AclAction::Permit, Some(head)) => {
                     if let Some(m) = pool.frame_mut(b).first_chunk_mut::<12>() {
                         *m = head;
@@ -471,6 +473,13 @@ impl Acl {
                 }
                 (AclAction::Permit, None) => tx.drop(pool, b, DropReason::NoRoute),
             }
+        }
+        if DIRECT {
+            let n = bufs.len().min(answers.len()) as u64;
+            counters.direct += n;
+            counters.defaulted += defaulted;
+            counters.denied += denied;
+            counters.permitted += n - denied;
         }
     }
 
