@@ -163,6 +163,9 @@ pub enum Command {
     /// `p4 show TABLE`: a P4 program's table entries as the control plane sees them (its
     /// table file, then the changes), one table-file line each.
     P4Show(alloc::string::String),
+    /// `p4 learner show LEARNER`: the entries a P4 program's learner holds on each worker
+    /// (learned by the data plane), one line each, with the instance that holds it.
+    P4LearnerShow(alloc::string::String),
     /// `p4 reg read ARRAY INDEX`: a register of the P4 program (every worker shares it).
     P4RegRead {
         /// The `regarray`'s name.
@@ -182,7 +185,7 @@ pub enum Command {
 }
 
 /// The commands, as `help` lists them.
-pub const HELP: [&str; 20] = [
+pub const HELP: [&str; 21] = [
     "stats",
     "show acl|lb|nat|accounting|l3fwd|neigh|rss",
     "acl add prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit|deny",
@@ -199,6 +202,7 @@ pub const HELP: [&str; 20] = [
     "p4 del TABLE match KEY...",
     "p4 default TABLE action NAME [ARG VALUE]...",
     "p4 show TABLE",
+    "p4 learner show LEARNER",
     "p4 reg read ARRAY INDEX",
     "p4 reg write ARRAY INDEX VALUE",
     "stop",
@@ -331,6 +335,14 @@ fn p4_change(line: &str) -> Option<Result<Command, Error>> {
     if op == "reg" {
         return Some(p4_reg(table, entry));
     }
+    if op == "learner" {
+        return Some(
+            match (table, entry.split_ascii_whitespace().take(2).collect::<heapless::Vec<&str, 2>>().as_slice()) {
+                ("show", [name]) => Ok(Command::P4LearnerShow((*name).into())),
+                _ => Err(bad(format_args!("p4 learner: expected show LEARNER"))),
+            },
+        );
+    }
     let add = match op {
         "add" => true,
         "del" => false,
@@ -340,7 +352,7 @@ fn p4_change(line: &str) -> Option<Result<Command, Error>> {
             return Some(Ok(Command::P4Default { table: table.into(), line: entry.into() }));
         }
         "default" => return Some(Err(bad(format_args!("p4 default: expected TABLE action NAME [ARG VALUE]...")))),
-        _ => return Some(Err(bad(format_args!("p4: expected add, del, default, show or reg, got '{op}'")))),
+        _ => return Some(Err(bad(format_args!("p4: expected add, del, default, show, learner or reg, got '{op}'")))),
     };
     if table.is_empty() || entry.is_empty() {
         return Some(Err(bad(format_args!("p4 {op}: expected TABLE and an entry line"))));
@@ -658,6 +670,17 @@ impl Manager {
                 }
                 rows.end();
                 ok(format_args!("entries={} generation={}", lines.len(), p4.generation()))
+            }
+            Command::P4LearnerShow(learner) => {
+                let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;
+                let (lines, instances) =
+                    p4.learner_show(learner, now).map_err(|e| bad(format_args!("p4 learner show: {e}")))?;
+                let mut rows = Rows::new(out);
+                for l in &lines {
+                    rows.row(format_args!("{l}"));
+                }
+                rows.end();
+                ok(format_args!("entries={} instances={instances}", lines.len()))
             }
             Command::P4RegRead { array, index } => {
                 let p4 = chain.p4().ok_or_else(|| no_nf("p4"))?;

@@ -299,7 +299,7 @@ fn p4_table_entries_are_added_and_deleted_live() {
     let (_, e) = run(&mut m, &c, "ctl 6 p4 add routes match 0x0a000200/0xffffff00 action teleport");
     assert_eq!(e, "@ctl id=6 error=bad_argument msg=\"p4 routes: action `teleport` not found\"");
     let (_, e) = run(&mut m, &c, "ctl 7 p4 swap routes match 1");
-    assert!(e.contains("expected add, del, default, show or reg"), "{e}");
+    assert!(e.contains("expected add, del, default, show, learner or reg"), "{e}");
     let (_, e) = run(&mut m, &c, "ctl 8 p4 add routes");
     assert!(e.contains("expected TABLE and an entry line"), "{e}");
     // A chain without a P4 program says so.
@@ -373,6 +373,49 @@ fn p4_show_lists_the_table_as_changed() {
     assert_eq!(e, "@ctl id=10 error=bad_argument msg=\"p4 no table `nosuch` in the program\"");
     let (_, e) = run(&mut m, &c, "ctl 11 p4 show routes extra");
     assert!(e.contains("expected TABLE alone"), "{e}");
+}
+
+/// `p4 learner show LEARNER`: the flows each worker's learner holds, a row each, with the
+/// count and the instances read; an unknown learner and a malformed request are refused.
+#[cfg(not(loom))] // (the chain test kit is not built under loom)
+#[test]
+fn p4_learner_show_lists_what_the_workers_learned() {
+    let mut text = String::from("version=1\nnf=p4\n");
+    let spec = include_str!("../../tests/p4/dpdk/learner.spec").replace("size 1048576", "size 1024");
+    for l in spec.lines() {
+        text.push_str(&format!("p4.spec={l}\n"));
+    }
+    let c = chain(&text);
+    let mut m = Manager::new();
+    let (rows, fin) = run(&mut m, &c, "ctl 1 p4 learner show fwd_table");
+    assert_eq!((rows.len(), fin.as_str()), (0, "@ctl id=1 ok entries=0 instances=0"));
+    // A worker's chain learns one flow.
+    let mut worker = c.chain_for_worker();
+    let f = crate::nf::testkit::frame(
+        crate::parse::IpAddr::V4([10, 0, 1, 7]),
+        crate::parse::IpAddr::V4([10, 0, 2, 9]),
+        17,
+        4000,
+        53,
+        b"learn me",
+    );
+    let _ = crate::nf::testkit::run_chain(&mut worker, &[f]);
+    let (rows, fin) = run(&mut m, &c, "ctl 2 p4 learner show fwd_table");
+    assert_eq!(fin, "@ctl id=2 ok entries=1 instances=1");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0].starts_with("@ctl id=2 | instance=0 match 0x0a000209 action fwd_action port_out 0x0 timeout 1"),
+        "{rows:?}"
+    );
+    let (_, e) = run(&mut m, &c, "ctl 3 p4 learner show nope");
+    assert_eq!(e, "@ctl id=3 error=bad_argument msg=\"p4 learner show: no learner `nope` in the program\"");
+    for (i, cmd) in ["p4 learner show", "p4 learner list fwd_table", "p4 learner show a b", "p4 learner show a b c d"]
+        .iter()
+        .enumerate()
+    {
+        let (_, e) = run(&mut m, &c, &format!("ctl {} {cmd}", 10 + i));
+        assert_eq!(e, format!("@ctl id={} error=bad_argument msg=\"p4 learner: expected show LEARNER\"", 10 + i));
+    }
 }
 
 /// `p4 reg read|write ARRAY INDEX [VALUE]`: the program's shared registers, numbers in decimal

@@ -12,7 +12,9 @@
 //!   one pipeline per thread: a learner learns the flows its worker sees, which flow affinity
 //!   makes the flow's only worker) and its own packet state. The registers (`regarray`) are
 //!   one set for every worker ([`crate::p4::regs`]: a PNA pipeline has one instance of each
-//!   register), read and written in place by the control plane (`p4 reg read|write`).
+//!   register), read and written in place by the control plane (`p4 reg read|write`). Each
+//!   instance registers weak views of its learners in [`P4Shared`], so the control plane reads
+//!   every worker's learned flows in place (`p4 learner show`, [`P4Shared::learner_show`]).
 //!   Nothing is allocated per packet.
 //! - **Per packet**: `rx` reads the port the frame arrived on; the program's `tx PORT` sends the
 //!   frame it emitted (its headers, then the payload from the parse cursor) to that port of
@@ -39,7 +41,7 @@ use crate::buf::{BUF_SIZE, Pool};
 use crate::drops::DropReason;
 use crate::p4::exec::{Fault, State, Verdict as P4Verdict};
 use crate::p4::regs::Registers;
-use crate::p4::tables::{BuildError, TableChange, TableSet};
+use crate::p4::tables::{BuildError, LearnerViews, TableChange, TableSet};
 use crate::p4::{Program, SpecError};
 use crate::parse::{self, Depth};
 use crate::time::{Duration, TickRate};
@@ -115,6 +117,12 @@ pub struct P4Shared {
     changes: spin::Mutex<Vec<TableChange>>,
     /// `changes.len()`, read by the workers once per batch without the lock.
     generation: AtomicUsize,
+    /// Each instance's learners, as the control plane reads them (`p4 learner show`): the
+    /// instance's number (in the order the workers built their chains) and weak views of its
+    /// tables. An instance dropped leaves a dead view, pruned at the next registration.
+    learners: spin::Mutex<Vec<(usize, LearnerViews)>>,
+    /// Instances made so far (the next one's number).
+    instances: AtomicUsize,
 }
 
 impl P4Shared {
@@ -128,7 +136,38 @@ impl P4Shared {
             rate,
             changes: spin::Mutex::new(Vec::new()),
             generation: AtomicUsize::new(0),
+            learners: spin::Mutex::new(Vec::new()),
+            instances: AtomicUsize::new(0),
         })
+    }
+
+    /// The entries each instance's learner `learner` holds now (the control plane's `p4
+    /// learner show`), as lines `instance=N match KEY… action NAME ARG VALUE… timeout ID
+    /// expires_in_ms MS` ([`crate::p4::tables::learner_lines`]), and how many instances
+    /// were read. A learner learns the flows its worker sees (one pipeline per worker, as
+    /// DPDK), so the same key may appear under several instances only if its flow moved.
+    pub fn learner_show(&self, learner: &str, now: crate::time::Instant) -> Result<(Vec<String>, usize), String> {
+        let now_ns = self.rate.ns(Duration(now.ticks()));
+        let reg = self.learners.lock();
+        let labels: Vec<(String, &LearnerViews)> =
+            reg.iter().filter(|(_, v)| v.alive()).map(|(n, v)| (format!("instance={n}"), v)).collect();
+        let lines = crate::p4::tables::learner_lines(
+            &self.program,
+            learner,
+            labels.iter().map(|(l, v)| (l.as_str(), *v)),
+            now_ns,
+        )?;
+        Ok((lines, labels.len()))
+    }
+
+    /// Numbers a new instance and registers its learners for [`P4Shared::learner_show`].
+    fn register_instance(&self, tables: Option<&TableSet>) {
+        let n = self.instances.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = tables {
+            let mut reg = self.learners.lock();
+            reg.retain(|(_, v)| v.alive());
+            reg.push((n, t.learner_views()));
+        }
     }
 
     /// A live change of `table` (the control plane's `p4 add|del TABLE LINE`): `line` in the
@@ -257,6 +296,7 @@ impl P4 {
     /// was made).
     pub fn new(shared: Arc<P4Shared>) -> Self {
         let tables = table_set(&shared.program, &shared.tables).ok();
+        shared.register_instance(tables.as_ref());
         let state = State::sharing(&shared.program, shared.regs.clone());
         Self {
             shared,

@@ -34,7 +34,7 @@ use crate::pna::lpm::{Lpm6, LpmConfig};
 use crate::time::{Duration, Instant};
 
 mod keyed;
-use keyed::{Keyed, data};
+use keyed::{Keyed, KeyedView, data};
 
 /// Key words of an exact table or learner (64 bytes of key).
 pub const KEY_WORDS: usize = 8;
@@ -249,6 +249,98 @@ impl TableSet {
     /// Live entries of learner `l`.
     pub fn learned(&self, l: u16) -> usize {
         self.learners.get(usize::from(l)).map_or(0, |x| x.table.count(self.now))
+    }
+
+    /// What the control plane reads of this set's learners ([`learner_lines`]); it does not
+    /// keep them alive.
+    pub fn learner_views(&self) -> LearnerViews {
+        LearnerViews(self.learners.iter().map(|l| l.table.view()).collect())
+    }
+}
+
+/// One worker's learners as the control plane reads them (`p4 learner show`): weak views of
+/// the tables, one per learner of the program, in its order.
+pub struct LearnerViews(Vec<KeyedView>);
+
+impl fmt::Debug for LearnerViews {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LearnerViews").field("learners", &self.0.len()).finish()
+    }
+}
+
+impl LearnerViews {
+    /// Whether the worker's tables still exist.
+    pub fn alive(&self) -> bool {
+        self.0.iter().all(KeyedView::alive)
+    }
+}
+
+/// The entries learner `learner` holds on each worker (`workers`: a label and that worker's
+/// views), as lines `LABEL match KEY… action NAME ARG VALUE… timeout ID expires_in_ms MS` — a
+/// key field per learner key field, in hex, as [`table_lines`] writes a table's — at `now_ns`
+/// (the learners' clock, nanoseconds). Expired entries are not shown. A worker whose tables
+/// are gone is skipped. `Err` names a learner the program does not have.
+pub fn learner_lines<'a>(
+    p: &Program,
+    learner: &str,
+    workers: impl Iterator<Item = (&'a str, &'a LearnerViews)>,
+    now_ns: u64,
+) -> Result<Vec<String>, String> {
+    use core::fmt::Write;
+    let (index, def) = p
+        .learners
+        .iter()
+        .enumerate()
+        .find(|(_, l)| l.name == learner)
+        .ok_or_else(|| alloc::format!("no learner `{learner}` in the program"))?;
+    let widths: Vec<usize> = def.keys.iter().map(|k| (k.bits / 8) as usize).collect();
+    let now = Instant(now_ns);
+    let mut lines = Vec::new();
+    for (label, views) in workers {
+        let Some(view) = views.0.get(index) else { continue };
+        view.for_each(now, |e| {
+            let mut l = String::from(label);
+            l.push_str(" match");
+            let mut at = 0;
+            for w in &widths {
+                l.push(' ');
+                hex(&mut l, e.key.get(at..at + w).unwrap_or(&[]));
+                at += w;
+            }
+            action_text(p, &mut l, ActionId::from(e.action), e.args);
+            let left = e.deadline.map_or(0, |d| d.ticks().saturating_sub(now_ns));
+            let _ = write!(l, " timeout {} expires_in_ms {}", e.profile, left / 1_000_000);
+            lines.push(l);
+        });
+    }
+    Ok(lines)
+}
+
+/// `0x` and the bytes in hex, in order.
+fn hex(out: &mut String, b: &[u8]) {
+    use core::fmt::Write;
+    out.push_str("0x");
+    for x in b {
+        let _ = write!(out, "{x:02x}");
+    }
+}
+
+/// ` action NAME ARG VALUE…` (values in hex: host order up to 8 bytes, else network order).
+fn action_text(p: &Program, l: &mut String, action: ActionId, args: &[u8]) {
+    use core::fmt::Write;
+    let a = p.actions.get(usize::from(action));
+    let _ = write!(l, " action {}", a.map_or("?", |a| a.name.as_str()));
+    let fields = a.and_then(|a| a.args).and_then(|s| p.structs.get(usize::from(s)));
+    for f in fields.map_or(&[][..], |s| &s.fields[..]) {
+        let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
+        let b = args.get(o..o + n).unwrap_or(&[]);
+        let _ = write!(l, " {} ", f.name);
+        if n <= 8 {
+            let v = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x));
+            let _ = write!(l, "0x{v:x}");
+        } else {
+            hex(l, b);
+        }
     }
 }
 
@@ -474,29 +566,6 @@ pub fn table_lines(
         }
     }
     let wildcard = def.keys.iter().any(|k| k.kind == MatchKind::Wildcard);
-    let hex = |out: &mut String, b: &[u8]| {
-        out.push_str("0x");
-        for x in b {
-            let _ = write!(out, "{x:02x}");
-        }
-    };
-    // ` action NAME ARG VALUE…` (values in hex: host order up to 8 bytes, else network order).
-    let action_text = |l: &mut String, action: ActionId, args: &[u8]| {
-        let a = p.actions.get(usize::from(action));
-        let _ = write!(l, " action {}", a.map_or("?", |a| a.name.as_str()));
-        let fields = a.and_then(|a| a.args).and_then(|s| p.structs.get(usize::from(s)));
-        for f in fields.map_or(&[][..], |s| &s.fields[..]) {
-            let (o, n) = (f.offset as usize, (f.bits / 8) as usize);
-            let b = args.get(o..o + n).unwrap_or(&[]);
-            let _ = write!(l, " {} ", f.name);
-            if n <= 8 {
-                let v = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x));
-                let _ = write!(l, "0x{v:x}");
-            } else {
-                hex(l, b);
-            }
-        }
-    };
     let mut lines: Vec<String> = rows
         .iter()
         .map(|(key, priority, _, action)| {
@@ -512,12 +581,12 @@ pub fn table_lines(
             if wildcard {
                 let _ = write!(l, " priority {priority}");
             }
-            action_text(&mut l, action.action, &action.args);
+            action_text(p, &mut l, action.action, &action.args);
             l
         })
         .collect();
     let mut l = String::from("default");
-    action_text(&mut l, default.0, &default.1);
+    action_text(p, &mut l, default.0, &default.1);
     lines.push(l);
     Ok(lines)
 }

@@ -280,3 +280,44 @@ fn a_regarray_too_large_is_refused() {
         other => panic!("expected the regarray refused, got {other:?}"),
     }
 }
+
+/// DPDK's learner example with a learner of 1 024 entries (its 1 M would take each test
+/// instance hundreds of MiB).
+fn learner_shared() -> Arc<P4Shared> {
+    let spec = include_str!("../../../tests/p4/dpdk/learner.spec").replace("size 1048576", "size 1024");
+    Arc::new(P4Shared::try_new(&P4Config { spec, tables: Vec::new() }, rate()).expect("the spec loads"))
+}
+
+/// `p4 learner show`: each worker's learner, read by the control plane while the worker holds
+/// it — the flows that worker learned, with the action and its argument the program chose, the
+/// timeout it picked and the time left; expired entries are not shown, a worker gone takes its
+/// entries with it, and an unknown learner is refused by name.
+#[test]
+fn the_control_plane_reads_each_workers_learned_flows() {
+    let shared = learner_shared();
+    let (mut a, mut b) = (P4::new(shared.clone()), P4::new(shared.clone()));
+    // learn_action: port_out = (the shared counter, then incremented) & 3, timeout id 1 (120 s).
+    outs(&mut a, &[udp_to([10, 0, 2, 9], 64), udp_to([10, 0, 2, 10], 64), udp_to([10, 0, 2, 9], 64)], 0);
+    outs(&mut b, &[udp_to([10, 0, 3, 1], 64)], 1);
+    let one_s = Instant(1_000_000_001); // the learners' clock: 1 ns a tick at this rate
+    let (mut lines, instances) = shared.learner_show("fwd_table", one_s).expect("a learner");
+    lines.sort();
+    assert_eq!(instances, 2);
+    assert_eq!(
+        lines,
+        [
+            "instance=0 match 0x0a000209 action fwd_action port_out 0x0 timeout 1 expires_in_ms 119000",
+            "instance=0 match 0x0a00020a action fwd_action port_out 0x1 timeout 1 expires_in_ms 119000",
+            "instance=1 match 0x0a000301 action fwd_action port_out 0x2 timeout 1 expires_in_ms 119000",
+        ]
+    );
+    // Past the 120 s timeout nothing is left to show.
+    let later = Instant(121_000_000_001);
+    assert_eq!(shared.learner_show("fwd_table", later).map(|(l, _)| l.len()), Ok(0));
+    // A worker's NF dropped: its learner goes with it.
+    drop(b);
+    let (lines, instances) = shared.learner_show("fwd_table", one_s).expect("a learner");
+    assert_eq!((lines.len(), instances), (2, 1));
+    assert!(lines.iter().all(|l| l.starts_with("instance=0 ")), "{lines:?}");
+    assert_eq!(shared.learner_show("nope", one_s), Err("no learner `nope` in the program".to_string()));
+}

@@ -4,7 +4,7 @@
 //! entry's handle) only the words the key has: a 4-byte next-hop id or a 6-byte MAC is one
 //! word, not eight.
 
-use alloc::boxed::Box;
+use alloc::sync::{Arc, Weak};
 
 use super::{DATA_WORDS, INDEX_WORD, KEY_WORDS};
 use crate::pna::IdleTimeout;
@@ -14,9 +14,11 @@ use crate::time::{Duration, Instant};
 /// Data words of an entry: the action's argument data, then its index ([`INDEX_WORD`]).
 const DW: usize = DATA_WORDS + 1;
 
-/// One width's table, its worker-local state and the entry the last lookup hit.
+/// One width's table, its worker-local state and the entry the last lookup hit. The table is
+/// the worker's; the control plane reads it through a [`KeyedView`] (a learner's entries,
+/// `p4 learner show`), which does not keep it alive.
 pub(super) struct Ex<const KW: usize> {
-    table: Box<ExactTable<KW, DW>>,
+    table: Arc<ExactTable<KW, DW>>,
     local: Local,
     /// The entry the last lookup hit (a learner's `rearm`).
     last: Option<EntryHandle<KW>>,
@@ -88,7 +90,7 @@ impl<const KW: usize> Ex<KW> {
     fn new(cfg: ExactConfig) -> Option<Self> {
         let table = ExactTable::try_new(cfg).ok()?;
         let local = table.local();
-        Some(Ex { table: Box::new(table), local, last: None })
+        Some(Ex { table: Arc::new(table), local, last: None })
     }
 
     #[inline]
@@ -107,7 +109,80 @@ impl<const KW: usize> Ex<KW> {
     }
 }
 
+/// What the control plane reads of a worker's exact table or learner: a weak reference, so a
+/// worker's tables go when the worker's NF does, whoever still holds the view.
+pub(super) enum KeyedView {
+    W1(Weak<ExactTable<1, DW>>),
+    W2(Weak<ExactTable<2, DW>>),
+    W4(Weak<ExactTable<4, DW>>),
+    W8(Weak<ExactTable<8, DW>>),
+}
+
+/// One entry as the control plane sees it: the key bytes (the table's width, zero-padded past
+/// the key), the action, its argument bytes and the expiry deadline.
+pub(super) struct Seen<'a> {
+    pub key: &'a [u8],
+    pub action: u8,
+    pub args: &'a [u8],
+    /// The expire profile (the learner's timeout id).
+    pub profile: u8,
+    pub deadline: Option<Instant>,
+}
+
+impl KeyedView {
+    /// Whether the table still exists.
+    pub(super) fn alive(&self) -> bool {
+        match self {
+            KeyedView::W1(t) => t.strong_count() > 0,
+            KeyedView::W2(t) => t.strong_count() > 0,
+            KeyedView::W4(t) => t.strong_count() > 0,
+            KeyedView::W8(t) => t.strong_count() > 0,
+        }
+    }
+
+    /// Calls `f` for each entry present at `now`, bucket by bucket (each bucket a consistent
+    /// snapshot; the worker may change the table meanwhile, as for every control-plane read
+    /// of an [`ExactTable`]). `false` if the table is gone (its worker's NF dropped).
+    pub(super) fn for_each(&self, now: Instant, mut f: impl FnMut(&Seen<'_>)) -> bool {
+        fn walk<const KW: usize>(t: &Weak<ExactTable<KW, DW>>, now: Instant, f: &mut dyn FnMut(&Seen<'_>)) -> bool {
+            let Some(t) = t.upgrade() else { return false };
+            t.for_each(now, |e| {
+                let mut key = [0u8; KEY_WORDS * 8];
+                for (c, w) in key.chunks_exact_mut(8).zip(e.key) {
+                    c.copy_from_slice(&w.to_be_bytes());
+                }
+                let mut args = [0u8; DATA_WORDS * 8];
+                unpack(&mut args, &e.params);
+                f(&Seen {
+                    key: key.get(..KW * 8).unwrap_or(&[]),
+                    action: e.action,
+                    args: &args,
+                    profile: e.profile,
+                    deadline: e.deadline,
+                });
+            });
+            true
+        }
+        match self {
+            KeyedView::W1(t) => walk(t, now, &mut f),
+            KeyedView::W2(t) => walk(t, now, &mut f),
+            KeyedView::W4(t) => walk(t, now, &mut f),
+            KeyedView::W8(t) => walk(t, now, &mut f),
+        }
+    }
+}
+
 impl Keyed {
+    /// The control plane's view of this table ([`KeyedView`]).
+    pub(super) fn view(&self) -> KeyedView {
+        match self {
+            Keyed::W1(x) => KeyedView::W1(Arc::downgrade(&x.table)),
+            Keyed::W2(x) => KeyedView::W2(Arc::downgrade(&x.table)),
+            Keyed::W4(x) => KeyedView::W4(Arc::downgrade(&x.table)),
+            Keyed::W8(x) => KeyedView::W8(Arc::downgrade(&x.table)),
+        }
+    }
+
     /// A table of `size` entries for keys of `key_bytes` (`None`: wider than [`KEY_WORDS`]
     /// words, or no memory); `learner`: add-on-miss with expiry.
     pub(super) fn new(size: u32, key_bytes: usize, learner: bool) -> Option<Keyed> {
