@@ -41,6 +41,8 @@ pub struct Chain {
     vector: bool,
     /// Whether common IPv6 frames take it too ([`Nf::vector_v6`]).
     vector6: bool,
+    /// Whether every frame that passes the chain's checks takes it ([`Nf::vector_any`]).
+    vector_any: bool,
     /// Each port's link header as the egress writes it: the peer's MAC, then the port's own.
     macs: [[u8; 12]; PORTS],
     /// The ports' addresses and the neighbour table (`crate::neigh`); `None`: the chain
@@ -68,6 +70,7 @@ impl Chain {
             depth: Depth::L4,
             vector: false,
             vector6: false,
+            vector_any: false,
             macs: [[0; 12]; PORTS],
             router: None,
         };
@@ -104,12 +107,14 @@ impl Chain {
         }
         // Not with addresses: frames for the chain itself and next hops through the neighbour
         // table are the batch path's (`crate::neigh`).
+        let any = self.nfs.iter().all(|n| n.vector_any());
         self.vector = self.meter.is_none()
             && self.router.is_none()
-            && self.depth >= Depth::L3
+            && (self.depth >= Depth::L3 || any)
             && self.nfs.len() == 1
             && self.nfs.iter().all(|n| n.vector_v4());
         self.vector6 = self.vector && self.nfs.iter().all(|n| n.vector_v6());
+        self.vector_any = self.vector && any;
     }
 
     /// Whether common IPv4 frames take the NF's vector loop ([`VectorTx`]).
@@ -648,7 +653,7 @@ impl Chain {
         while !rest.is_empty() {
             let took = match self.nfs.first_mut() {
                 Some(nf) => {
-                    let mut tx = VectorTx { macs: &self.macs, out, counters, l4, ingress: port as u8 };
+                    let mut tx = VectorTx { macs: &self.macs, out, counters, l4, depth, ingress: port as u8 };
                     nf.run_vector(&ctx, pool, rest, &mut tx)
                 }
                 None => 0,
@@ -659,11 +664,15 @@ impl Chain {
             let mut first = true;
             while let Some((&b, after)) = rest.split_first() {
                 let frame = pool.frame(b);
-                let common = if l4 { parse::ipv4_dst::<true>(frame) } else { parse::ipv4_dst::<false>(frame) }
-                    .is_some()
-                    || (self.vector6
-                        && if l4 { parse::ipv6_flow::<true>(frame) } else { parse::ipv6_flow::<false>(frame) }
-                            .is_some());
+                let common = if self.vector_any {
+                    // What `VectorTx::admits` says: the frames `parse_to` at this depth takes.
+                    parse::check_to(frame, depth.max(Depth::L3)).is_ok()
+                } else {
+                    if l4 { parse::ipv4_dst::<true>(frame) } else { parse::ipv4_dst::<false>(frame) }.is_some()
+                        || (self.vector6
+                            && if l4 { parse::ipv6_flow::<true>(frame) } else { parse::ipv6_flow::<false>(frame) }
+                                .is_some())
+                };
                 if common && !first {
                     break;
                 }

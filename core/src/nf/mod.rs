@@ -17,8 +17,9 @@
 //! is per worker and holds its core's `pna` lane handles.
 //!
 //! The vector loop: a chain of one NF that has one ([`Nf::run_vector`]; the L3 forwarder, the
-//! ACL) hands it each run of common IPv4 frames (and of common IPv6 frames, for an NF whose
-//! loop takes them: the ACL) straight from the received batch, and the NF checks, decides,
+//! ACL, the `p4` NF) hands it each run of common IPv4 frames (and of common IPv6 frames, for an
+//! NF whose loop takes them: the ACL; of every frame the chain admits, for one that reads the
+//! frame itself: the `p4` NF) straight from the received batch, and the NF checks, decides,
 //! rewrites and queues each for TX in one pass ([`VectorTx`]) — no [`Pkt`] built or read back;
 //! every other frame takes the batch path, in arrival order.
 //!
@@ -267,10 +268,25 @@ pub struct VectorTx<'a> {
     out: &'a mut [Batch],
     counters: &'a mut StageCounters,
     l4: bool,
+    depth: Depth,
     ingress: u8,
 }
 
 impl VectorTx<'_> {
+    /// The port the frames came in on.
+    #[inline(always)]
+    pub fn ingress(&self) -> u8 {
+        self.ingress
+    }
+
+    /// Whether the batch path would admit `frame` (`parse::parse_to` at the chain's depth
+    /// accepts it: at `L2` that is the IP header's checks too, as a packet record needs them):
+    /// what [`Nf::vector_any`]'s loop takes.
+    #[inline(always)]
+    pub fn admits(&self, frame: &[u8]) -> bool {
+        parse::check_to(frame, self.depth.max(Depth::L3)).is_ok()
+    }
+
     /// The port a frame leaves by when the NF does not route it (the batch path's
     /// `Verdict::Forward` default: the other port).
     #[inline(always)]
@@ -361,6 +377,13 @@ pub trait Nf: Send {
     fn vector_ready(&mut self) -> bool {
         true
     }
+    /// Whether the NF's vector loop takes every frame that passes the chain's checks
+    /// ([`VectorTx::admits`], at any depth, `L2` included), not only the
+    /// common IPv4 and IPv6 ones: an NF that reads the frame itself (the `p4` NF). Asked only
+    /// of an NF whose [`Nf::vector_v4`] says yes. The default is no.
+    fn vector_any(&self) -> bool {
+        false
+    }
     /// Whether the NF's vector loop also takes common IPv6 frames: untagged, the transport
     /// header right after the fixed header (`parse::ipv6_flow` at the chain's depth). Asked
     /// only of an NF whose [`Nf::vector_v4`] says yes. The default is no.
@@ -369,7 +392,8 @@ pub trait Nf: Send {
     }
     /// The vector loop (see [`VectorTx`]): takes frames from the front of `input` while each is
     /// a common IPv4 frame (`parse::ipv4_dst` at [`VectorTx::l4`]'s depth) or, if
-    /// [`Nf::vector_v6`] says yes, a common IPv6 frame, and treats each exactly
+    /// [`Nf::vector_v6`] says yes, a common IPv6 frame, or, if [`Nf::vector_any`] says yes,
+    /// any frame that passes the chain's checks, and treats each exactly
     /// as [`Nf::process`] followed by the chain's egress would — the same verdict, rewrite,
     /// link header and counters — sending or dropping it through `tx`. Returns how many frames
     /// it took; it may stop before any frame (the chain then takes that frame by the batch

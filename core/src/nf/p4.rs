@@ -25,6 +25,10 @@
 //!   instruction not run) as `p4_fault`, counted by kind. After the program the frame is
 //!   parsed again for the NFs after it (a program may change header lengths: encapsulation);
 //!   a frame that no longer parses is dropped as `nf_unsupported`.
+//! - **Alone in a chain** the NF runs every frame the chain admits straight from the received
+//!   batch (`Nf::run_vector`, `Nf::vector_any`): the same program, verdicts, counters and link
+//!   header as the batch path, without a packet record or the egress pass (a proptest holds the
+//!   two paths to the same output).
 //! - **Time**: learner timeouts are in seconds; the NF gives the tables the batch's time in
 //!   nanoseconds at the chain's clock rate.
 
@@ -36,8 +40,8 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Dst, Nf, NfBatch, NfCtx, Verdict};
-use crate::buf::{BUF_SIZE, Pool};
+use super::{Dst, Nf, NfBatch, NfCtx, VectorTx, Verdict};
+use crate::buf::{BUF_SIZE, PacketBuf, Pool};
 use crate::drops::DropReason;
 use crate::p4::exec::{Fault, State, Verdict as P4Verdict};
 use crate::p4::regs::Registers;
@@ -275,8 +279,7 @@ pub struct P4 {
     /// `None` only if building the tables failed for a worker after it succeeded once at
     /// configuration (memory): every packet is then dropped as `p4_fault` (`p4_no_tables`).
     tables: Option<TableSet>,
-    state: State<false>,
-    out: Vec<u8>,
+    exec: Exec,
     counters: P4Counters,
     /// Changes of `shared` applied to `tables`.
     applied: usize,
@@ -301,8 +304,7 @@ impl P4 {
         Self {
             shared,
             tables,
-            state,
-            out: vec![0; BUF_SIZE],
+            exec: Exec { state, out: vec![0; BUF_SIZE] },
             counters: P4Counters::default(),
             applied: 0,
             parsed_read_after: true,
@@ -329,6 +331,70 @@ impl P4 {
     }
 }
 
+/// A worker's executor: the program's packet state and the buffer an output too long for the
+/// frame is built in.
+struct Exec {
+    state: State<false>,
+    out: Vec<u8>,
+}
+
+impl Exec {
+    /// Runs the program on frame `b` (arrived on port `ingress`): the port it leaves by and its
+    /// link destination (the MAC the program left in the frame), or why it is dropped, counted in
+    /// `counters`. The output replaces the frame when it did not fit over the headers parsed.
+    #[inline(always)]
+    fn run(
+        &mut self,
+        program: &Program,
+        tables: &mut TableSet,
+        counters: &mut P4Counters,
+        pool: &mut Pool<'_>,
+        b: PacketBuf,
+        ingress: u8,
+    ) -> Result<(u8, Dst), DropReason> {
+        let Exec { state, out } = self;
+        let (v, in_place) = state.run_in_place(program, tables, pool.frame_mut(b), u64::from(ingress), out);
+        let (port, len) = match v {
+            P4Verdict::Tx { port, len } => (port, len),
+            P4Verdict::Drop => {
+                counters.dropped += 1;
+                return Err(DropReason::P4Drop);
+            }
+            P4Verdict::Fault(f) => {
+                count_fault(counters, f);
+                return Err(DropReason::P4Fault);
+            }
+        };
+        let Ok(port) = u8::try_from(port) else {
+            counters.bad_port += 1;
+            return Err(DropReason::NoRoute);
+        };
+        // Headers as long as those parsed were written over them in the frame; otherwise the
+        // packet is in `out` and replaces the frame.
+        if !in_place {
+            let Some(out) = out.get(..len) else {
+                counters.too_big += 1;
+                return Err(DropReason::P4Fault);
+            };
+            if pool.set_len(b, len).is_err() {
+                counters.too_big += 1;
+                return Err(DropReason::P4Fault);
+            }
+            let frame = pool.frame_mut(b);
+            if frame.len() != len {
+                counters.too_big += 1;
+                return Err(DropReason::P4Fault);
+            }
+            frame.copy_from_slice(out);
+        }
+        let dst = match pool.frame(b).first_chunk::<6>() {
+            Some(&mac) => Dst::Mac(mac),
+            None => Dst::Peer,
+        };
+        Ok((port, dst))
+    }
+}
+
 fn count_fault(c: &mut P4Counters, f: Fault) {
     match f {
         Fault::Truncated => c.truncated += 1,
@@ -348,6 +414,59 @@ impl Nf for P4 {
         Depth::L2
     }
 
+    /// Alone in a chain, the NF takes every frame the chain admits straight from the received
+    /// batch ([`Nf::run_vector`]): the program reads the frame itself, so no packet record is
+    /// built or read back.
+    fn vector_v4(&self) -> bool {
+        true
+    }
+
+    fn vector_any(&self) -> bool {
+        true
+    }
+
+    /// Not without tables (every frame is then dropped as the batch path counts it).
+    fn vector_ready(&mut self) -> bool {
+        self.tables.is_some()
+    }
+
+    /// [`Nf::process`] and the chain's egress without a packet record: each frame the chain
+    /// admits ([`VectorTx::admits`]) run through the program, then sent to the port it chose
+    /// with the program's destination MAC and the port's own MAC as source, or dropped, counted
+    /// as the batch path counts it.
+    fn run_vector(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, input: &[PacketBuf], tx: &mut VectorTx<'_>) -> usize {
+        if self.shared.generation() != self.applied {
+            self.catch_up();
+        }
+        let Some(tables) = self.tables.as_mut() else { return 0 };
+        tables.set_time_ns(self.shared.rate.ns(Duration(ctx.now.ticks())));
+        let ingress = tx.ingress();
+        let mut took = 0;
+        for &b in input {
+            if !tx.admits(pool.frame(b)) {
+                break;
+            }
+            took += 1;
+            let run = self.exec.run(&self.shared.program, tables, &mut self.counters, pool, b, ingress);
+            match run {
+                Ok((port, dst)) => {
+                    self.counters.tx += 1;
+                    match tx.link_header(port, dst.mac()) {
+                        Some(head) => {
+                            if let Some(m) = pool.frame_mut(b).first_chunk_mut::<12>() {
+                                *m = head;
+                            }
+                            tx.push(pool, b, port);
+                        }
+                        None => tx.drop(pool, b, DropReason::NoRoute),
+                    }
+                }
+                Err(reason) => tx.drop(pool, b, reason),
+            }
+        }
+        took
+    }
+
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
         if self.shared.generation() != self.applied {
             self.catch_up();
@@ -361,67 +480,25 @@ impl Nf for P4 {
         };
         tables.set_time_ns(self.shared.rate.ns(Duration(ctx.now.ticks())));
         for p in batch.alive_mut() {
-            let (v, in_place) = self.state.run_in_place(
-                &self.shared.program,
-                tables,
-                pool.frame_mut(p.buf),
-                u64::from(p.ingress),
-                &mut self.out,
-            );
-            let (port, len) = match v {
-                P4Verdict::Tx { port, len } => (port, len),
-                P4Verdict::Drop => {
-                    self.counters.dropped += 1;
-                    p.verdict = Verdict::Drop(DropReason::P4Drop);
-                    continue;
-                }
-                P4Verdict::Fault(f) => {
-                    count_fault(&mut self.counters, f);
-                    p.verdict = Verdict::Drop(DropReason::P4Fault);
+            let run = self.exec.run(&self.shared.program, tables, &mut self.counters, pool, p.buf, p.ingress);
+            let (port, dst) = match run {
+                Ok(x) => x,
+                Err(reason) => {
+                    p.verdict = Verdict::Drop(reason);
                     continue;
                 }
             };
-            let Ok(port) = u8::try_from(port) else {
-                self.counters.bad_port += 1;
-                p.verdict = Verdict::Drop(DropReason::NoRoute);
-                continue;
-            };
-            // Headers as long as those parsed were written over them in the frame; otherwise
-            // the packet is in `out` and replaces the frame.
-            if !in_place {
-                let Some(out) = self.out.get(..len) else {
-                    self.counters.too_big += 1;
-                    p.verdict = Verdict::Drop(DropReason::P4Fault);
-                    continue;
-                };
-                if pool.set_len(p.buf, len).is_err() {
-                    self.counters.too_big += 1;
-                    p.verdict = Verdict::Drop(DropReason::P4Fault);
-                    continue;
-                }
-                let frame = pool.frame_mut(p.buf);
-                if frame.len() != len {
-                    self.counters.too_big += 1;
-                    p.verdict = Verdict::Drop(DropReason::P4Fault);
-                    continue;
-                }
-                frame.copy_from_slice(out);
-            }
-            let frame = pool.frame_mut(p.buf);
             // A later reader needs the headers as they now are; with none (the chain's last
             // NF, no router), the packet is what the program emitted, as P4 has it.
             if self.parsed_read_after {
-                let Ok(parsed) = parse::parse(frame) else {
+                let Ok(parsed) = parse::parse(pool.frame(p.buf)) else {
                     self.counters.unparsable += 1;
                     p.verdict = Verdict::Drop(DropReason::NfUnsupported);
                     continue;
                 };
                 p.parsed = parsed;
             }
-            p.dst = match frame.first_chunk::<6>() {
-                Some(&mac) => Dst::Mac(mac),
-                None => Dst::Peer,
-            };
+            p.dst = dst;
             self.counters.tx += 1;
             p.verdict = Verdict::Forward(port);
         }

@@ -321,3 +321,99 @@ fn the_control_plane_reads_each_workers_learned_flows() {
     assert!(lines.iter().all(|l| l.starts_with("instance=0 ")), "{lines:?}");
     assert_eq!(shared.learner_show("nope", one_s), Err("no learner `nope` in the program".to_string()));
 }
+
+/// The `p4` NF with its vector loop hidden: the same NF through the chain's batch path (a
+/// packet record per frame, `process`, the egress).
+struct BatchOnly(P4);
+
+impl Nf for BatchOnly {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        self.0.process(ctx, pool, batch);
+    }
+    fn reads(&self) -> Depth {
+        self.0.reads()
+    }
+    fn set_parsed_read_after(&mut self, read: bool) {
+        self.0.set_parsed_read_after(read);
+    }
+    fn write_counters(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        self.0.write_counters(w)
+    }
+}
+
+/// One frame of a mixed batch for the P4 vector path: routed (kinds 0–2, a destination in
+/// or out of the routes), a TTL the program drops (3), a bad IPv4 header checksum the chain
+/// refuses (4), IPv6 (5: the program drops what is not IPv4), ARP (6: refused), a runt (7),
+/// an IPv4 datagram of two bytes after its header (8: the chain checks only to the IP header
+/// at this depth; the program reads what it declares).
+fn p4_frame(dst: [u8; 4], kind: u8) -> Vec<u8> {
+    match kind % 9 {
+        3 => udp_to(dst, 1),
+        4 => {
+            let mut f = udp_to(dst, 64);
+            f[24] ^= 0x40;
+            f
+        }
+        5 => frame(
+            IpAddr::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            IpAddr::V6([0x20; 16]),
+            17,
+            1,
+            2,
+            b"v6",
+        ),
+        6 => {
+            let mut f = udp_to(dst, 64);
+            f[12..14].copy_from_slice(&[0x08, 0x06]);
+            f
+        }
+        7 => udp_to(dst, 64)[..20].to_vec(),
+        8 => {
+            let mut f = udp_to(dst, 64);
+            f.truncate(36);
+            let total = (f.len() - 14) as u16;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+            f[24..26].fill(0);
+            let c = crate::checksum::checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            f
+        }
+        _ => udp_to(dst, 64),
+    }
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(48))]
+
+    /// A chain of the `p4` NF alone runs every frame it admits through its vector loop
+    /// (`Nf::run_vector`): the same frames leave by the same ports with the same bytes, in the
+    /// same order, with the same drops by reason and the same `p4_*` counters as the batch
+    /// path of the same NF; for the router (routes, its drops, the chain's refusals) and for
+    /// the learner (state learned as the frames come, ports from a counter) alike.
+    #[test]
+    fn the_p4_vector_path_is_the_batch_path(
+        picks in proptest::collection::vec((any::<u8>(), any::<u8>()), 1..=crate::buf::BATCH_SIZE),
+        learner in any::<bool>(),
+    ) {
+        use crate::nf::testkit::run_chain;
+        let dsts = [[10, 0, 2, 9], [10, 0, 2, 200], [10, 0, 1, 3], [10, 9, 9, 9], [10, 0, 2, 10]];
+        let frames: Vec<Vec<u8>> = picks.iter().map(|&(d, k)| p4_frame(dsts[usize::from(d) % dsts.len()], k)).collect();
+        let shared = || if learner { learner_shared() } else {
+            let cfg = P4Config { spec: ROUTER.into(), tables: alloc::vec![("routes".into(), ROUTES.into())] };
+            Arc::new(P4Shared::try_new(&cfg, rate()).expect("the spec loads"))
+        };
+        let egress = || crate::nf::Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], crate::nf::Egress::DEFAULT_PEERS, None);
+        let mut vector = crate::nf::Chain::new(alloc::vec![Box::new(P4::new(shared()))], egress());
+        let mut batch = crate::nf::Chain::new(alloc::vec![Box::new(BatchOnly(P4::new(shared())))], egress());
+        vector.set_validate(Depth::L2);
+        batch.set_validate(Depth::L2);
+        prop_assert!(vector.is_vector() && !batch.is_vector());
+        let (a, b) = (run_chain(&mut vector, &frames), run_chain(&mut batch, &frames));
+        prop_assert_eq!(a, b);
+    }
+}
