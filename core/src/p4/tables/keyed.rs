@@ -244,13 +244,15 @@ impl Keyed {
     }
 
     /// Restarts the expiry of the entry the last lookup hit (with `profile` if given); an
-    /// entry gone since is left, as DPDK.
+    /// entry gone since is left, as DPDK. A learner is written by its own worker only (each
+    /// worker has its own; the control plane only reads it), so a restart without a new
+    /// profile is the table's lock-free one.
     pub(super) fn rearm(&mut self, profile: Option<u8>, now: Instant) {
         each!(self, x => {
             if let Some(h) = x.last {
                 let _ = match profile {
                     Some(p) => x.table.set_entry_expire_time(&mut x.local, &h, p, now),
-                    None => x.table.restart_expire_timer(&mut x.local, &h, now),
+                    None => x.table.restart_expire_timer_sole_writer(&mut x.local, &h, now),
                 };
             }
         })

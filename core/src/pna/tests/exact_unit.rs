@@ -166,6 +166,37 @@ fn hit_does_not_refresh_the_timer_but_restart_does() {
     assert_eq!(local.stats().expired_misses, 2);
 }
 
+/// The lock-free restart of a table one core writes: it restarts a live entry's timer as the
+/// locked one does, refuses a handle whose entry was deleted or has expired (counted as a
+/// failed update), and refuses a table without timeouts.
+#[test]
+fn the_sole_writer_restart_restarts_live_entries_only() {
+    let mut cfg = ExactConfig::new(64);
+    cfg.idle_timeout = IdleTimeout::AutoDelete;
+    let t = ExactTable::<2, 1>::new(cfg);
+    t.set_expire_profile(0, Duration(100));
+    let mut local = t.local();
+    assert!(add(&t, &mut local, [1, 5], T0).is_success());
+    assert!(add(&t, &mut local, [2, 5], T0).is_success());
+    let h1 = t.lookup(&mut local, &[1, 5], Instant(90)).hit().expect("hit").handle;
+    assert_eq!(t.restart_expire_timer_sole_writer(&mut local, &h1, Instant(90)), Ok(()));
+    assert!(t.lookup(&mut local, &[1, 5], Instant(189)).hit().is_some(), "restarted at 90: lives to 190");
+    assert!(t.lookup(&mut local, &[1, 5], Instant(190)).hit().is_none());
+    // Expired: not restarted.
+    assert_eq!(t.restart_expire_timer_sole_writer(&mut local, &h1, Instant(190)), Err(EntryError::NotFound));
+    // Deleted, and the slot taken by another key: not restarted, the other entry untouched.
+    let h2 = t.lookup(&mut local, &[2, 5], Instant(50)).hit().expect("hit").handle;
+    assert!(t.delete(&mut local, &[2, 5], Instant(50)).is_ok());
+    assert_eq!(t.restart_expire_timer_sole_writer(&mut local, &h2, Instant(60)), Err(EntryError::NotFound));
+    let failures = local.stats().update_failures;
+    assert_eq!(failures, 2);
+    let plain = ExactTable::<2, 1>::new(ExactConfig::new(64));
+    let mut pl = plain.local();
+    assert!(add(&plain, &mut pl, [3, 5], T0).is_success());
+    let h3 = plain.lookup(&mut pl, &[3, 5], T0).hit().expect("hit").handle;
+    assert_eq!(plain.restart_expire_timer_sole_writer(&mut pl, &h3, T0), Err(EntryError::NoIdleTimeout));
+}
+
 /// Two threads insert disjoint keys, rewrite their parameters and look up both key sets. Every
 /// parameter word of an entry always holds the same value, so a torn read would show unequal words.
 #[test]
