@@ -37,7 +37,8 @@ pub struct Chain {
     /// How deep every frame is checked and parsed: the deepest of `validate`, what each NF
     /// reads and what the meter needs (the 5-tuple).
     depth: Depth,
-    /// Whether common IPv4 frames take the NF's vector loop (see [`VectorTx`]).
+    /// Whether the NF's vector loop takes common IPv4 frames (see [`VectorTx`]), and the
+    /// frames `vector6` and `vector_any` add.
     vector: bool,
     /// Whether common IPv6 frames take it too ([`Nf::vector_v6`]).
     vector6: bool,
@@ -117,7 +118,7 @@ impl Chain {
         self.vector_any = self.vector && any;
     }
 
-    /// Whether common IPv4 frames take the NF's vector loop ([`VectorTx`]).
+    /// Whether the chain hands frames to its NF's vector loop ([`VectorTx`]).
     pub fn is_vector(&self) -> bool {
         self.vector
     }
@@ -625,8 +626,8 @@ impl Chain {
     }
 
     /// The vector path over one received batch: the NF's vector loop takes each run of
-    /// common frames (IPv4, and IPv6 if its loop takes them), the batch path each run of the
-    /// others ([`Chain::admit`], then the
+    /// common frames (IPv4, IPv6 if its loop takes them, every frame the chain admits if it
+    /// takes those), the batch path each run of the others ([`Chain::admit`], then the
     /// NF's `process` and the egress), so frames leave in the order they came.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]

@@ -258,7 +258,9 @@ impl NfBatch {
 /// The vector loop is the whole path of a common IPv4 frame — untagged, no options, not a
 /// fragment, checked to the chain's depth by [`parse::ipv4_dst`] — (and, for an NF whose loop
 /// takes them ([`Nf::vector_v6`]), of a common IPv6 frame: untagged, no extension header,
-/// checked by [`parse::ipv6_flow`]) from the received batch to an output batch in one pass:
+/// checked by [`parse::ipv6_flow`]; for an NF that reads the frame itself ([`Nf::vector_any`]),
+/// of every frame the chain admits, [`VectorTx::admits`]) from the received batch to an output
+/// batch in one pass:
 /// one look at the frame's memory, no parse result built or read back. A chain of one NF that
 /// has a vector loop ([`Nf::vector_v4`]) and no meter gives it each run of common frames;
 /// every other frame takes the batch path, in arrival order.
@@ -365,7 +367,8 @@ pub trait Nf: Send {
     fn reads(&self) -> Depth {
         Depth::L4
     }
-    /// Whether the NF has a vector loop for common IPv4 frames ([`Nf::run_vector`]). The default
+    /// Whether the NF has a vector loop ([`Nf::run_vector`]): for common IPv4 frames, and for
+    /// more if [`Nf::vector_v6`] or [`Nf::vector_any`] say so. The default
     /// is no.
     fn vector_v4(&self) -> bool {
         false
