@@ -666,8 +666,7 @@ impl Chain {
             while let Some((&b, after)) = rest.split_first() {
                 let frame = pool.frame(b);
                 let common = if self.vector_any {
-                    // What `VectorTx::admits` says: the frames `parse_to` at this depth takes.
-                    parse::check_to(frame, depth.max(Depth::L3)).is_ok()
+                    VectorTx::admits_at(frame, depth)
                 } else {
                     if l4 { parse::ipv4_dst::<true>(frame) } else { parse::ipv4_dst::<false>(frame) }.is_some()
                         || (self.vector6

@@ -286,7 +286,14 @@ impl VectorTx<'_> {
     /// what [`Nf::vector_any`]'s loop takes.
     #[inline(always)]
     pub fn admits(&self, frame: &[u8]) -> bool {
-        parse::check_to(frame, self.depth.max(Depth::L3)).is_ok()
+        Self::admits_at(frame, self.depth)
+    }
+
+    /// [`VectorTx::admits`] for a chain checking to `depth` (the chain's own test of where a
+    /// run of such frames ends).
+    #[inline(always)]
+    pub(super) fn admits_at(frame: &[u8], depth: Depth) -> bool {
+        parse::check_to(frame, depth.max(Depth::L3)).is_ok()
     }
 
     /// The port a frame leaves by when the NF does not route it (the batch path's

@@ -119,33 +119,8 @@ pub(super) fn ipv6<const L4: bool>(frame: &[u8]) -> Option<Parsed> {
         return None;
     }
     let seg = frame.get(HEAD6..HEAD6 + payload)?;
-    let (kind, header_len, payload_len, ports) = match proto {
-        _ if !L4 => (L4Kind::Unparsed, 0, seg.len(), (0, 0)),
-        PROTO_TCP => {
-            let t: &[u8; 20] = seg.first_chunk()?;
-            let hl = usize::from(t[12] >> 4) * 4;
-            if hl < 20 || hl > seg.len() {
-                return None;
-            }
-            (L4Kind::Tcp, hl, seg.len() - hl, (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]])))
-        }
-        PROTO_UDP => {
-            let u: &[u8; 8] = seg.first_chunk()?;
-            let ulen = usize::from(u16::from_be_bytes([u[4], u[5]]));
-            if ulen < 8 || ulen > seg.len() {
-                return None;
-            }
-            (L4Kind::Udp, 8, ulen - 8, (u16::from_be_bytes([u[0], u[1]]), u16::from_be_bytes([u[2], u[3]])))
-        }
-        PROTO_ICMPV6 => {
-            // RFC 4443 §2.1: type, code and checksum.
-            if seg.len() < 4 {
-                return None;
-            }
-            (L4Kind::Icmpv6, 4, seg.len() - 4, (0, 0))
-        }
-        _ => (L4Kind::Unparsed, 0, seg.len(), (0, 0)),
-    };
+    // RFC 4443 §2.1: an ICMPv6 message has type, code and checksum.
+    let (kind, header_len, payload_len, ports) = transport::<L4>(proto, seg, (PROTO_ICMPV6, L4Kind::Icmpv6, 4))?;
     let (Some(src), Some(dst)) = (h.get(22..38), h.get(38..54)) else { return None };
     let (Ok(src), Ok(dst)) = (<[u8; 16]>::try_from(src), <[u8; 16]>::try_from(dst)) else { return None };
     Some(Parsed {
@@ -184,7 +159,36 @@ pub(super) fn ipv4<const L4: bool>(frame: &[u8]) -> Option<Parsed> {
     }
     let proto = h[23];
     let seg = frame.get(HEAD..14 + total)?;
-    let (kind, header_len, payload_len, ports) = match proto {
+    // RFC 792: every ICMP message has type, code, checksum and 4 more bytes.
+    let (kind, header_len, payload_len, ports) = transport::<L4>(proto, seg, (PROTO_ICMP, L4Kind::Icmp, 8))?;
+    let src = IpAddr::V4([h[26], h[27], h[28], h[29]]);
+    let dst = IpAddr::V4([h[30], h[31], h[32], h[33]]);
+    Some(Parsed {
+        l2: L2 { vlans: [VlanTag::default(); MAX_VLAN_TAGS], vlan_count: 0, ethertype: ETHERTYPE_IPV4, len: 14 },
+        l3: L3Kind::Ipv4,
+        l3_offset: 14,
+        l3_len: total as u16,
+        l4_offset: HEAD as u16,
+        ip_proto: proto,
+        fragment: Fragment::Whole,
+        l4: kind,
+        flow: FlowKey { src, dst, src_port: ports.0, dst_port: ports.1, proto },
+        payload_offset: (HEAD + header_len) as u16,
+        payload_len: payload_len as u16,
+    })
+}
+
+/// The transport header of a whole datagram's upper-layer bytes `seg` for protocol `proto`, as
+/// the general parser reads it: `(kind, header length, payload length, ports)`, or `None` for
+/// a header it would refuse (the general parser then says why). `icmp`: the IP version's ICMP
+/// protocol number, its kind and its fixed header length. Without `L4` nothing is parsed.
+#[inline(always)]
+fn transport<const L4: bool>(
+    proto: u8,
+    seg: &[u8],
+    icmp: (u8, L4Kind, usize),
+) -> Option<(L4Kind, usize, usize, (u16, u16))> {
+    Some(match proto {
         _ if !L4 => (L4Kind::Unparsed, 0, seg.len(), (0, 0)),
         PROTO_TCP => {
             let t: &[u8; 20] = seg.first_chunk()?;
@@ -202,27 +206,12 @@ pub(super) fn ipv4<const L4: bool>(frame: &[u8]) -> Option<Parsed> {
             }
             (L4Kind::Udp, 8, ulen - 8, (u16::from_be_bytes([u[0], u[1]]), u16::from_be_bytes([u[2], u[3]])))
         }
-        PROTO_ICMP => {
-            if seg.len() < 8 {
+        p if p == icmp.0 => {
+            if seg.len() < icmp.2 {
                 return None;
             }
-            (L4Kind::Icmp, 8, seg.len() - 8, (0, 0))
+            (icmp.1, icmp.2, seg.len() - icmp.2, (0, 0))
         }
         _ => (L4Kind::Unparsed, 0, seg.len(), (0, 0)),
-    };
-    let src = IpAddr::V4([h[26], h[27], h[28], h[29]]);
-    let dst = IpAddr::V4([h[30], h[31], h[32], h[33]]);
-    Some(Parsed {
-        l2: L2 { vlans: [VlanTag::default(); MAX_VLAN_TAGS], vlan_count: 0, ethertype: ETHERTYPE_IPV4, len: 14 },
-        l3: L3Kind::Ipv4,
-        l3_offset: 14,
-        l3_len: total as u16,
-        l4_offset: HEAD as u16,
-        ip_proto: proto,
-        fragment: Fragment::Whole,
-        l4: kind,
-        flow: FlowKey { src, dst, src_port: ports.0, dst_port: ports.1, proto },
-        payload_offset: (HEAD + header_len) as u16,
-        payload_len: payload_len as u16,
     })
 }

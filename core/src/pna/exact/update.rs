@@ -10,6 +10,13 @@ use super::{Bucket, EntryHandle, ExactTable, LIVE, Local, NOTIFIED, PROFILE_SHIF
 use crate::time::Instant;
 
 impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
+    /// Whether the way whose tag is `tag` and slot `slot` still holds `handle`'s entry, alive
+    /// at `now`.
+    #[inline]
+    fn holds(&self, tag: u64, slot: &Slot<KW, DW>, handle: &EntryHandle<KW>, now: Instant) -> bool {
+        tag & LIVE != 0 && slot.key_eq(&handle.key) && !self.is_expired(slot.deadline.load(Ordering::Relaxed), now)
+    }
+
     /// Runs `f` on the entry `handle` names, under its bucket's lock, if the entry still lives.
     fn with_handle(
         &self,
@@ -25,10 +32,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
             let slot = self.slot(b, way).ok_or(EntryError::NotFound)?;
             let _guard = bucket.lock().ok_or(EntryError::Busy)?;
             let tag = bucket.tag(way);
-            if tag & LIVE == 0
-                || !slot.key_eq(&handle.key)
-                || self.is_expired(slot.deadline.load(Ordering::Relaxed), now)
-            {
+            if !self.holds(tag, slot, handle, now) {
                 return Err(EntryError::NotFound);
             }
             f(bucket, slot, tag)
@@ -100,7 +104,7 @@ impl<const KW: usize, const DW: usize> ExactTable<KW, DW> {
         if tag & NOTIFIED != 0 {
             return self.restart_expire_timer(local, handle, now);
         }
-        if tag & LIVE == 0 || !slot.key_eq(&handle.key) || self.is_expired(slot.deadline.load(Ordering::Relaxed), now) {
+        if !self.holds(tag, slot, handle, now) {
             local.stats.update_failures += 1;
             return Err(EntryError::NotFound);
         }
