@@ -5,8 +5,11 @@
 //! ```text
 //! peers tables --size 64K|1M|<n>K [--huge] [--samples S] [--min-ms M]   # pna::exact ExactTable<2, 1>
 //! peers acl --rules 100|1K|10K|1K-v6 [--huge] [--samples S] [--min-ms M]  # ACL first-packet classification, and the ACL NF per packet
-//! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3 [--huge] [--samples S] [--min-ms M]  # the worker loop, software NICs
-//!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`)
+//! peers io|l2fwd|l2fwd_l2|l3fwd|l3fwd_l3|l3fwd_l3_d24 [--huge] [--samples S] [--min-ms M] [--wire null|ring]  # the worker loop, software NICs
+//!   (`_l2`, `_l3`: the chain checks only as deep as it reads, `validate=l2` / `validate=l3`;
+//!   the software NIC matches the peer's device unless `--wire` says: `io` and `l2fwd*` over
+//!   `null`, a refilling RX ring and a freeing TX queue as testpmd's `net_null`; `l3fwd*` over
+//!   `ring`, a loopback that neither allocates nor frees, as l3fwd's `net_ring`)
 //! peers ring [--huge] [--samples S] [--min-ms M]                   # offload::handoff, CPU 0 -> CPU 1
 //! peers lpm --routes F --ips F --label L [--huge]                  # pna::lpm::Lpm4 on dpdk-test-fib's files
 //! peers lpm6 --routes F --ips F --label L [--huge]                 # pna::lpm::Lpm6 on dpdk-test-fib -6's files
@@ -70,7 +73,7 @@ use common::hugealloc::{self, HugeAlloc, Pages};
 use common::keys::{Key, keys};
 use common::stages::IoOnly;
 use common::tsc::rdtsc;
-use common::worker_loop::with_worker;
+use common::worker_loop::{Wire, with_worker, with_worker_on};
 
 #[global_allocator]
 static ALLOC: HugeAlloc = HugeAlloc;
@@ -238,18 +241,22 @@ fn tables(n: usize, label: &str, rule: Rule) {
 }
 
 /// Cycles per packet through the worker loop running `stage` on `frames`.
-fn forwarding<S: Stage>(op: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
-    forwarding_of(op, "-", stage, frames, rule);
+fn forwarding<S: Stage>(op: &str, wire: Wire, stage: S, frames: &[Vec<u8>], rule: Rule) {
+    forwarding_of(op, "-", wire, stage, frames, rule);
 }
 
 /// [`forwarding`] with the figure's `size=` (the `p4` figures name their program there).
-fn forwarding_of<S: Stage>(op: &str, size: &str, stage: S, frames: &[Vec<u8>], rule: Rule) {
-    let (r, stats) = with_worker(stage, frames, |poll| {
+fn forwarding_of<S: Stage>(op: &str, size: &str, wire: Wire, stage: S, frames: &[Vec<u8>], rule: Rule) {
+    let (r, stats) = with_worker_on(wire, stage, frames, |poll| {
         rule.take(|| (0..POLLS).map(|_| poll()).sum::<u64>() as f64 / (POLLS * BATCH_SIZE) as f64)
     });
     report(op, size, r, POLLS * BATCH_SIZE);
     println!(
-        "PEERINFO impl=cadence op={op} size={size} rx={} tx={} drops={}",
+        "PEERINFO impl=cadence op={op} size={size} wire={} rx={} tx={} drops={}",
+        match wire {
+            Wire::Null => "null",
+            Wire::Ring => "ring",
+        },
         stats.ports.iter().map(|p| p.rx).sum::<u64>(),
         stats.ports.iter().map(|p| p.tx).sum::<u64>(),
         stats.drops_total()
@@ -372,7 +379,7 @@ fn p4(label: &str, spec: &str, tables: &[(&str, &str)], pcap: &str, rule: Rule) 
     let egress = bench_egress();
     let mut chain = Chain::new(vec![Box::new(P4::new(Arc::new(shared)))], egress);
     chain.set_validate(Depth::L2);
-    forwarding_of("p4", label, chain, &read_pcap(pcap)?, rule);
+    forwarding_of("p4", label, Wire::Null, chain, &read_pcap(pcap)?, rule);
     Ok(())
 }
 
@@ -647,7 +654,7 @@ fn parse_size(s: &str) -> Option<usize> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | l3fwd_l3_d24 | ring | acl --rules 100|1K|10K|1K-v6 | lpm|lpm6 --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M]"
+        "usage: peers tables --size 64K|1M | io | l2fwd | l2fwd_l2 | l3fwd | l3fwd_l3 | l3fwd_l3_d24 | ring | acl --rules 100|1K|10K|1K-v6 | lpm|lpm6 --routes F --ips F --label L  [--huge] [--samples S] [--min-ms M] [--wire null|ring]"
     );
     ExitCode::FAILURE
 }
@@ -668,6 +675,16 @@ fn main() -> ExitCode {
         Some(Err(_)) => return usage(),
     };
     let rule = Rule { samples, min: std::time::Duration::from_millis(min) };
+    // The software NIC under a forwarding op: by default the one matching its peer's device
+    // (`io` and `l2fwd*` as testpmd's `net_null`, `l3fwd*` as l3fwd's `net_ring`).
+    let wire = match opt("--wire") {
+        None => None,
+        Some("null") => Some(Wire::Null),
+        Some("ring") => Some(Wire::Ring),
+        Some(_) => return usage(),
+    };
+    let null = wire.unwrap_or(Wire::Null);
+    let looped = wire.unwrap_or(Wire::Ring);
     // Experiments only (`docs/PERFORMANCE.md`, "the lookup gap"): fewer, fuller buckets.
     match opt("--buckets-per").map(str::parse::<usize>) {
         None => {}
@@ -685,11 +702,14 @@ fn main() -> ExitCode {
             Some((label, n)) => tables(n, label, rule),
             None => return usage(),
         },
-        "io" => forwarding("io", IoOnly, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule),
+        "io" => {
+            forwarding("io", null, IoOnly, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule)
+        }
         "l2fwd" => {
             let egress = bench_egress();
             forwarding(
                 "l2fwd",
+                null,
                 Chain::new(Vec::new(), egress),
                 &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(),
                 rule,
@@ -700,7 +720,13 @@ fn main() -> ExitCode {
             let egress = bench_egress();
             let mut chain = Chain::new(Vec::new(), egress);
             chain.set_validate(Depth::L2);
-            forwarding("l2fwd_l2", chain, &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(), rule)
+            forwarding(
+                "l2fwd_l2",
+                null,
+                chain,
+                &(0..BATCH_SIZE as u16).map(common::frames::udp60).collect::<Vec<_>>(),
+                rule,
+            )
         }
         "ring" => ring(rule),
         "acl" => match opt("--rules").and_then(|s| Some((s, parse_count(s.strip_suffix("-v6").unwrap_or(s))?))) {
@@ -729,6 +755,7 @@ fn main() -> ExitCode {
         },
         "l3fwd" => forwarding(
             "l3fwd",
+            looped,
             common::l3::l3fwd_chain(),
             &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(),
             rule,
@@ -737,13 +764,13 @@ fn main() -> ExitCode {
         "l3fwd_l3_d24" => {
             let mut chain = Chain::new(vec![common::l3::l3fwd_stride(24)], common::l3::EGRESS);
             chain.set_validate(Depth::L3);
-            forwarding("l3fwd_l3_d24", chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
+            forwarding("l3fwd_l3_d24", looped, chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
         }
         // The L3 forwarder checking through the IP header only (`validate=l3`).
         "l3fwd_l3" => {
             let mut chain = common::l3::l3fwd_chain();
             chain.set_validate(Depth::L3);
-            forwarding("l3fwd_l3", chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
+            forwarding("l3fwd_l3", looped, chain, &(0..500).map(common::frames::tcp64).collect::<Vec<_>>(), rule)
         }
         "p4" => match (opt("--label"), opt("--spec"), opt("--pcap")) {
             (Some(l), Some(spec), Some(pcap)) => {

@@ -25,7 +25,9 @@
 //! its trace: every packet a flow-cache hit), `url` (the URL
 //! filter alone over 64 keep-alive connections, every packet a whole request head it reads); a third argument
 //! `notiming` turns the latency
-//! accounting off. The count includes the software NIC's `inject` (the wire's side), which the
+//! accounting off, and `ring` runs the worker over the benches' loopback (`worker_loop::Wire::Ring`:
+//! no pool allocation or free per frame, as over DPDK's `net_ring`) instead of the allocating
+//! software NIC. The count includes the software NIC's `inject` (the wire's side), which the
 //! criterion benches leave outside their measurement: compare modes or commits, not absolute
 //! figures with the benches'. docs/PERFORMANCE.md ("Restructuring, before and after") uses it.
 
@@ -56,8 +58,11 @@ mod nfs;
 mod stages;
 #[path = "../benches/common/tsc.rs"]
 mod tsc;
+#[path = "../benches/common/worker_loop.rs"]
+mod worker_loop;
 
 use stages::IoOnly;
+use worker_loop::{SoftPorts, Wire};
 
 /// A clock that advances 1 000 ticks per reading: no `rdtsc`, the same path every run.
 struct Steps(Cell<u64>);
@@ -73,35 +78,92 @@ impl Clock for Steps {
     }
 }
 
-fn run<S: Stage>(stage: S, batches: usize, cfg: PollConfig) -> Result<(), String> {
+fn run<S: Stage>(stage: S, batches: usize, cfg: Cfg) -> Result<(), String> {
     let frames: Vec<Vec<u8>> = (0..BATCH_SIZE as u16).map(frames::udp60).collect();
     run_frames(stage, batches, cfg, &frames)
 }
 
+/// The worker's configuration and the software NIC under it.
+#[derive(Clone, Copy)]
+struct Cfg {
+    poll: PollConfig,
+    wire: Wire,
+}
+
 /// `run` over `frames` in turn, `BATCH_SIZE` per batch, wrapping around.
-fn run_frames<S: Stage>(stage: S, batches: usize, cfg: PollConfig, frames: &[Vec<u8>]) -> Result<(), String> {
+fn run_frames<S: Stage>(stage: S, batches: usize, cfg: Cfg, frames: &[Vec<u8>]) -> Result<(), String> {
+    // The frames as whole batches (as many copies as make them divide evenly), each batch's
+    // frames walked as one `Vec`.
+    let copies = BATCH_SIZE / gcd(frames.len().max(1), BATCH_SIZE);
+    let all: Vec<Vec<u8>> = frames.iter().cycle().take(frames.len() * copies).cloned().collect();
+    let groups: Vec<Vec<Vec<u8>>> = all.chunks(BATCH_SIZE).map(<[Vec<u8>]>::to_vec).collect();
+    let drops = match cfg.wire {
+        Wire::Null => null_loop(stage, cfg.poll, batches, &groups)?,
+        Wire::Ring => ring_loop(stage, cfg.poll, batches, &all, &groups)?,
+    };
+    match drops {
+        0 => Ok(()),
+        n => Err(format!("{n} frames dropped: the count would not describe forwarding")),
+    }
+}
+
+/// `run_frames` over the allocating software NIC; returns the frames dropped. Written out as
+/// it was before there was a choice of NIC, in its own function with its own worker, so that
+/// its count stays comparable with earlier commits' (the shared `SoftPorts` loop inlines
+/// differently).
+#[inline(never)]
+fn null_loop<S: Stage>(stage: S, cfg: PollConfig, batches: usize, groups: &[Vec<Vec<u8>>]) -> Result<u64, String> {
     let mut mem = vec![0u8; 4096 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).map_err(|e| format!("pool: {e:?}"))?;
     let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
     let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
     let mut worker = Poller::new(stage, cfg);
     let clock = Steps(Cell::new(0));
-    // The frames as whole batches (as many copies as make them divide evenly), each batch's
-    // frames walked as one `Vec`.
-    let copies = BATCH_SIZE / gcd(frames.len().max(1), BATCH_SIZE);
-    let all: Vec<Vec<u8>> = frames.iter().cycle().take(frames.len() * copies).cloned().collect();
-    let groups: Vec<Vec<Vec<u8>>> = all.chunks(BATCH_SIZE).map(<[Vec<u8>]>::to_vec).collect();
     for i in 0..batches {
-        // Never empty: every mode passes frames (indexing keeps the walk as the old loop was).
+        // Never empty: every mode passes frames.
         for f in &groups[i % groups.len()] {
             let _ = rx[0].inject(&mut pool, f);
         }
         black_box(worker.poll_once(&mut pool, &mut rx, &mut tx, &clock));
     }
-    match worker.stats().drops_total() {
-        0 => Ok(()),
-        n => Err(format!("{n} frames dropped: the count would not describe forwarding")),
+    Ok(worker.stats().drops_total())
+}
+
+/// [`Steps`] under another name: `ring_loop`'s `poll_once` is then its own copy, and each
+/// loop's copy has one caller and is inlined into it as before.
+struct RingSteps(Steps);
+
+impl Clock for RingSteps {
+    fn now(&self) -> Instant {
+        self.0.now()
     }
+    fn rate(&self) -> TickRate {
+        self.0.rate()
+    }
+}
+
+/// `run_frames` over the loopback (`Wire::Ring`); returns the frames dropped.
+#[inline(never)]
+fn ring_loop<S: Stage>(
+    stage: S,
+    cfg: PollConfig,
+    batches: usize,
+    all: &[Vec<u8>],
+    groups: &[Vec<Vec<u8>>],
+) -> Result<u64, String> {
+    let mut mem = vec![0u8; 4096 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0x1000_0000, 4096).map_err(|e| format!("pool: {e:?}"))?;
+    let mut worker = Poller::new(stage, cfg);
+    let clock = RingSteps(Steps(Cell::new(0)));
+    // The ring starts with frames in flight, from the same walk.
+    let mut next = 0;
+    let mut ports = SoftPorts::new(&mut pool, Wire::Ring, all, &mut next);
+    for i in 0..batches {
+        ports.turn(&mut pool);
+        ports.offer(&mut pool, &groups[(i + next / BATCH_SIZE) % groups.len()]);
+        black_box(worker.poll_once(&mut pool, &mut ports.rx, &mut ports.tx, &clock));
+    }
+    Ok(worker.stats().drops_total())
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -127,18 +189,21 @@ fn dedicated(chain: Chain) -> Result<NetBlazeStage, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|acl100c|acl1kc|acl1k6|url BATCHES [notiming]";
+    let usage = "usage: ircount io|l2|l3|l2v|l3v|l3r|l2m|l3m|l3off|l3nb|p4l3|chain1|acl100|acl1k|acl100c|acl1kc|acl1k6|url BATCHES [notiming] [ring]";
     let metered = |mut c: Chain| {
         let meter = BucketMeter::new(128, Instant(0), Duration(2_600_000_000)).expect("meter");
         c.set_meter(Some(meter));
         c
     };
     let batches: usize = args.get(1).and_then(|n| n.parse().ok()).ok_or(usage)?;
-    let cfg = match args.get(2).map(String::as_str) {
-        None => PollConfig::default(),
-        Some("notiming") => PollConfig::default().without_timing(),
-        Some(_) => return Err(usage.into()),
-    };
+    let mut cfg = Cfg { poll: PollConfig::default(), wire: Wire::Null };
+    for a in args.iter().skip(2) {
+        match a.as_str() {
+            "notiming" => cfg.poll = cfg.poll.without_timing(),
+            "ring" => cfg.wire = Wire::Ring,
+            _ => return Err(usage.into()),
+        }
+    }
     match args.first().map(String::as_str) {
         Some("io") => run(IoOnly, batches, cfg),
         Some("l2") => run(Chain::new(Vec::new(), l3::EGRESS), batches, cfg),

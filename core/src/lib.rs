@@ -17,7 +17,7 @@
 //! | [`nic`] | the RX/TX queue contract every driver keeps |
 //! | [`time`] | clock ticks, `Clock`, `Sleeper`, deadlines |
 //! | [`rss`] | the Toeplitz hash, indirection tables, and [`rss::meter`], the load per RSS bucket |
-//! | [`softnic`] | in-memory queues that keep the [`nic`] contract (tests, simulator) |
+//! | [`softnic`] | in-memory queues that keep the [`nic`] contract (tests, simulator, benches; a loopback pair as DPDK's `net_ring`) |
 //! | [`stage`] | the [`stage::Stage`] contract the worker hands batches to, [`stage::StageCounters`] |
 //! | [`latency`] | the dataplane's own per-packet sojourn (RX stamp to TX) |
 //! | [`metronome`] | the Metronome controller: shared lanes, trylocks, adaptive sleep |

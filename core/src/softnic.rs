@@ -12,6 +12,13 @@
 //! pool. With `auto_complete` every frame is done as soon as it is taken.
 //!
 //! Both allocate their rings when created and never afterwards.
+//!
+//! A loopback pair, as DPDK's `net_ring` is one: [`SoftRxQueue::fed`] makes a receive ring
+//! that is never refilled from the pool — the wire posts buffers it already holds, frames in
+//! them ([`SoftRxQueue::deliver`]) — and [`SoftTxQueue::hand_off`] gives the wire the frames a
+//! transmit ring holds instead of freeing them. Buffers then circulate between the two
+//! without a pool allocation or free on the dataplane's side, which is what a peer over
+//! `net_ring` measures (DPDK's l3fwd there neither allocates nor frees an mbuf).
 
 use core::fmt;
 
@@ -82,6 +89,9 @@ pub struct SoftRxQueue {
     posted: u32,
     stats: RxStats,
     device_drops: u64,
+    /// How many descriptors `rx_burst` keeps posted with pool buffers: `size`, or 0 for a
+    /// ring the wire feeds ([`Self::fed`]), which then takes nothing from the pool.
+    post_to: u32,
 }
 
 impl SoftRxQueue {
@@ -97,14 +107,35 @@ impl SoftRxQueue {
             posted: 0,
             stats: RxStats::default(),
             device_drops: 0,
+            post_to: size as u32,
         };
         q.refill(pool);
         q
     }
 
+    /// A ring of `size` descriptors (at most 2^31) that the wire feeds with its own buffers
+    /// ([`Self::deliver`]) and that never takes one from the pool: the receive side of a
+    /// loopback, as DPDK's `net_ring` (what a queue hands out, the wire gives back through
+    /// a transmit queue's [`SoftTxQueue::hand_off`]). It starts empty; [`Self::inject`] finds
+    /// no posted buffer in it.
+    pub fn fed(size: usize) -> Self {
+        let size = size.min(1 << 31);
+        Self {
+            size: size as u32,
+            wake: None,
+            ring: Ring::new(size),
+            head: 0,
+            filled: 0,
+            posted: 0,
+            stats: RxStats::default(),
+            device_drops: 0,
+            post_to: 0,
+        }
+    }
+
     #[inline]
     fn refill(&mut self, pool: &mut Pool<'_>) {
-        while self.posted.wrapping_sub(self.head) < self.size {
+        while self.posted.wrapping_sub(self.head) < self.post_to {
             match pool.alloc() {
                 Some(b) => {
                     self.ring.set(self.posted, b);
@@ -134,6 +165,34 @@ impl SoftRxQueue {
         // Cannot fail: HEADROOM + MAX_FRAME == BUF_SIZE.
         let _ = pool.set_frame(b, HEADROOM, frame.len());
         pool.frame_mut(b).copy_from_slice(frame);
+        Ok(())
+    }
+
+    /// The wire delivers `frame` in `b`, a buffer it holds (one a transmit queue handed off, or
+    /// one from the pool): `b` goes onto the ring behind the frames already there. Only a
+    /// [`Self::fed`] ring takes it; on a refilling ring, or a full one, `b` comes back with
+    /// [`InjectError::NoDescriptor`] (counted in [`Self::device_drops`]), and with
+    /// [`InjectError::BadLength`] for an empty or too long frame (counted in
+    /// [`RxStats::errors`]).
+    #[inline]
+    pub fn deliver(&mut self, pool: &mut Pool<'_>, b: PacketBuf, frame: &[u8]) -> Result<(), (InjectError, PacketBuf)> {
+        if frame.is_empty() || frame.len() > MAX_FRAME {
+            self.stats.errors += 1;
+            return Err((InjectError::BadLength, b));
+        }
+        if self.post_to != 0 || self.posted.wrapping_sub(self.head) >= self.size {
+            self.device_drops += 1;
+            return Err((InjectError::NoDescriptor, b));
+        }
+        if pool.set_frame(b, HEADROOM, frame.len()).is_err() {
+            // Cannot happen for a length checked above (HEADROOM + MAX_FRAME == BUF_SIZE).
+            self.stats.errors += 1;
+            return Err((InjectError::BadLength, b));
+        }
+        pool.frame_mut(b).copy_from_slice(frame);
+        self.ring.set(self.posted, b);
+        self.posted = self.posted.wrapping_add(1);
+        self.filled = self.posted;
         Ok(())
     }
 
@@ -238,6 +297,21 @@ impl SoftTxQueue {
         n
     }
 
+    /// The wire takes every frame waiting on the ring and hands each buffer to `sink`, oldest
+    /// first: the buffer is the wire's now (it is not freed), for a loopback to deliver again
+    /// ([`SoftRxQueue::deliver`]). Frames already sent and done are freed first, as
+    /// [`TxQueue::reclaim`] does. Returns how many it handed off.
+    pub fn hand_off(&mut self, pool: &mut Pool<'_>, mut sink: impl FnMut(PacketBuf)) -> usize {
+        self.reclaim(pool);
+        let n = self.tail.wrapping_sub(self.sent) as usize;
+        while self.sent != self.tail {
+            sink(self.ring.get(self.sent));
+            self.sent = self.sent.wrapping_add(1);
+        }
+        self.head = self.sent;
+        n
+    }
+
     /// Free slots on the ring (done frames still occupy theirs until reclaimed).
     pub fn room(&self) -> usize {
         self.size.saturating_sub(self.tail.wrapping_sub(self.head)) as usize
@@ -264,23 +338,30 @@ impl TxQueue for SoftTxQueue {
             batch.clear();
             return taken;
         }
+        // Counts in locals, added to the queue's once per burst.
+        let (mut packets, mut bytes, mut errors) = (0u64, 0u64, 0u64);
         self.reclaim(pool);
+        let (head, size, mut tail) = (self.head, self.size, self.tail);
         let mut taken = 0;
         for &b in batch.as_slice() {
             let len = pool.len(b);
             if len == 0 || len > MAX_FRAME {
                 let _ = pool.free(b);
-                self.stats.errors += 1;
-            } else if self.tail.wrapping_sub(self.head) < self.size {
-                self.ring.set(self.tail, b);
-                self.tail = self.tail.wrapping_add(1);
-                self.stats.packets += 1;
-                self.stats.bytes += len as u64;
+                errors += 1;
+            } else if tail.wrapping_sub(head) < size {
+                self.ring.set(tail, b);
+                tail = tail.wrapping_add(1);
+                packets += 1;
+                bytes += len as u64;
             } else {
                 break;
             }
             taken += 1;
         }
+        self.tail = tail;
+        self.stats.packets += packets;
+        self.stats.bytes += bytes;
+        self.stats.errors += errors;
         self.stats.ring_full += (batch.len() - taken) as u64;
         batch.drain_front(taken);
         taken
@@ -376,6 +457,79 @@ mod tests {
         assert_eq!((batch.len(), tx.in_flight(), tx.room(), pool.in_use()), (0, 0, 2, 0));
     }
 
+    #[test]
+    fn a_fed_ring_and_a_hand_off_circulate_buffers_without_the_pool() {
+        let mut mem = vec![0u8; 8 * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
+        let mut rx = SoftRxQueue::fed(3);
+        // A fed ring starts empty and takes nothing from the pool.
+        assert_eq!((rx.owned(), pool.in_use()), (0, 0));
+        assert_eq!(rx.inject(&mut pool, &[1; 20]), Err(InjectError::NoDescriptor));
+        let bufs: Vec<PacketBuf> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        for (i, &b) in bufs.iter().take(3).enumerate() {
+            rx.deliver(&mut pool, b, &[i as u8; 30]).unwrap();
+        }
+        // Full: the buffer comes back to the wire, counted.
+        assert_eq!(rx.deliver(&mut pool, bufs[3], &[9; 30]), Err((InjectError::NoDescriptor, bufs[3])));
+        assert_eq!(rx.device_drops(), 2);
+        assert_eq!(rx.deliver(&mut pool, bufs[3], &[]), Err((InjectError::BadLength, bufs[3])));
+        assert_eq!(rx.rx_stats().errors, 1);
+        let mut batch = Batch::new();
+        assert_eq!(rx.rx_burst(&mut pool, &mut batch), 3);
+        assert_eq!(batch.as_slice(), &bufs[..3]);
+        assert_eq!((pool.frame(bufs[1]), rx.owned(), pool.in_use()), (&[1u8; 30][..], 0, 4));
+        let st = rx.rx_stats();
+        assert_eq!((st.packets, st.bytes, st.no_buffer), (3, 90, 0));
+        // The transmit side hands the frames to the wire in order and frees none.
+        let mut tx = SoftTxQueue::new(4, false);
+        assert_eq!(tx.tx_burst(&mut pool, &mut batch), 3);
+        let mut back = Vec::new();
+        assert_eq!(tx.hand_off(&mut pool, |b| back.push(b)), 3);
+        assert_eq!((back.as_slice(), tx.in_flight(), tx.room(), pool.in_use()), (&bufs[..3], 0, 4, 4));
+        assert_eq!(tx.hand_off(&mut pool, |b| back.push(b)), 0);
+        // The same buffers go round again.
+        for (i, &b) in back.iter().enumerate() {
+            rx.deliver(&mut pool, b, &[10 + i as u8; 40]).unwrap();
+        }
+        assert_eq!(rx.rx_burst(&mut pool, &mut batch), 3);
+        assert_eq!(pool.frame(batch.as_slice()[2]), &[12; 40]);
+        assert_eq!(rx.rx_stats().bytes, 210);
+        // A refilling ring posts its own buffers: the wire cannot feed it.
+        let mut refilling = SoftRxQueue::new(&mut pool, 2);
+        assert_eq!(refilling.deliver(&mut pool, bufs[3], &[1; 20]), Err((InjectError::NoDescriptor, bufs[3])));
+        pool.free_batch(&mut batch);
+        let _ = pool.free(bufs[3]);
+        refilling.release(&mut pool);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn a_hand_off_frees_what_the_wire_already_sent() {
+        let mut mem = vec![0u8; 8 * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
+        let mut tx = SoftTxQueue::new(4, false);
+        let mut batch = Batch::new();
+        for i in 0..3u8 {
+            let b = pool.alloc().unwrap();
+            pool.set_len(b, 1).unwrap();
+            pool.frame_mut(b)[0] = i;
+            batch.push(b).unwrap();
+        }
+        assert_eq!(tx.tx_burst(&mut pool, &mut batch), 3);
+        let mut sent = Vec::new();
+        assert_eq!(tx.transmit(&pool, 1, |f| sent.push(f[0])), 1);
+        let mut back = Vec::new();
+        assert_eq!(tx.hand_off(&mut pool, |b| back.push(b)), 2);
+        // The sent frame went back to the pool; the two waiting ones are the wire's.
+        assert_eq!((sent.as_slice(), back.len(), pool.in_use(), tx.in_flight()), (&[0u8][..], 2, 2, 0));
+        assert_eq!(pool.frame(back[0])[0], 1);
+        assert_eq!(pool.frame(back[1])[0], 2);
+        for b in back {
+            pool.free(b).unwrap();
+        }
+        assert_eq!(pool.in_use(), 0);
+    }
+
     proptest::proptest! {
         #![proptest_config(crate::testing::proptest_config(64))]
         /// Against a model (two `VecDeque`s): every frame the wire injects comes out of
@@ -427,6 +581,71 @@ mod tests {
             proptest::prop_assert_eq!(&wire_out, &taken);
             rx.release(&mut pool);
             proptest::prop_assert_eq!(pool.in_use(), 0);
+        }
+
+        /// A loopback against a model: frames the wire delivers into a fed ring come out of
+        /// `rx_burst` once and in order, what `tx_burst` takes is handed back to the wire once
+        /// and in order, and the pool is never touched by either queue: the buffers in use are
+        /// exactly those the wire, the rings and the caller hold.
+        #[test]
+        fn a_loopback_keeps_order_and_never_touches_the_pool(
+            rx_size in 1usize..9,
+            tx_size in 1usize..9,
+            ops in proptest::collection::vec((0u8..4, 1usize..6), 1..200),
+        ) {
+            use std::collections::VecDeque;
+            let mut mem = vec![0u8; 32 * BUF_SIZE];
+            let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+            let mut rx = SoftRxQueue::fed(rx_size);
+            let mut tx = SoftTxQueue::new(tx_size, false);
+            // The wire's buffers: six of the pool's, going round.
+            let mut wire: VecDeque<PacketBuf> = (0..6).map(|_| pool.alloc().unwrap()).collect();
+            let (mut next, mut on_rx, mut taken, mut out) = (0u8, VecDeque::new(), Vec::new(), Vec::new());
+            let mut handed = Vec::new();
+            let mut held = Batch::new();
+            for (op, n) in ops {
+                match op {
+                    0 => for _ in 0..n {
+                        let Some(b) = wire.pop_front() else { break };
+                        match rx.deliver(&mut pool, b, &[next; 20]) {
+                            Ok(()) => { on_rx.push_back(next); next = next.wrapping_add(1); }
+                            Err((e, b)) => {
+                                proptest::prop_assert_eq!(e, InjectError::NoDescriptor);
+                                proptest::prop_assert_eq!(rx.owned(), rx_size);
+                                wire.push_front(b);
+                                break;
+                            }
+                        }
+                    },
+                    1 => {
+                        let got = rx.rx_burst(&mut pool, &mut held);
+                        for &b in &held.as_slice()[held.len() - got..] {
+                            let f = pool.frame(b)[0];
+                            proptest::prop_assert_eq!(Some(f), on_rx.pop_front());
+                            taken.push(f);
+                        }
+                    }
+                    2 => { tx.tx_burst(&mut pool, &mut held); }
+                    _ => {
+                        tx.hand_off(&mut pool, |b| handed.push(b));
+                        for b in handed.drain(..) {
+                            out.push(pool.frame(b)[0]);
+                            wire.push_back(b);
+                        }
+                    }
+                }
+                // The wire's, the rings' and the caller's buffers are all there are.
+                proptest::prop_assert_eq!(pool.in_use(), 6);
+                proptest::prop_assert_eq!(wire.len() + rx.owned() + held.len() + tx.in_flight(), 6);
+                proptest::prop_assert!(rx.owned() <= rx_size && tx.in_flight() <= tx_size);
+            }
+            // Drain: everything taken from rx came back to the wire once, in order.
+            while !held.is_empty() || tx.in_flight() > 0 {
+                tx.tx_burst(&mut pool, &mut held);
+                tx.hand_off(&mut pool, |b| handed.push(b));
+            }
+            out.extend(handed.iter().map(|&b| pool.frame(b)[0]));
+            proptest::prop_assert_eq!(out, taken);
         }
     }
 }

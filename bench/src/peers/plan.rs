@@ -304,6 +304,9 @@ pub fn groups(pages: Pages, k: &Knobs) -> Vec<Group> {
         Group { name: GROUPS[1], jobs: tables("1M") },
         Group { name: GROUPS[2], jobs: vec![fwd("io"), testpmd("io")] },
         Group { name: GROUPS[3], jobs: vec![fwd("l2fwd"), fwd("l2fwd_l2"), testpmd("macswap")] },
+        // Each Cadence forwarding op runs over the software NIC that matches its peer's
+        // device (`peers` chooses it): `io` and `l2fwd*` over one that allocates and frees per
+        // frame as testpmd's `net_null`, `l3fwd*` over a loopback as l3fwd's `net_ring`.
         Group {
             name: GROUPS[4],
             jobs: vec![

@@ -3,18 +3,38 @@
 // Each bench uses some of these.
 #![allow(dead_code)]
 
+use std::collections::VecDeque;
 use std::hint::black_box;
 
-use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, Pool};
+use cadence_core::buf::{BATCH_SIZE, BUF_SIZE, PacketBuf, Pool};
 use cadence_core::poll::{PollConfig, PollStats, Poller};
 use cadence_core::softnic::{SoftRxQueue, SoftTxQueue};
 use cadence_core::stage::Stage;
+use cadence_core::time::{Clock, Instant, TickRate};
 
 use super::stages::Tsc;
 use super::tsc::rdtsc;
 
 /// Buffers in the bench's pool.
 pub const BUFFERS: usize = 4096;
+
+/// Frames circulating through a [`Wire::Ring`] loopback (l3fwd's peer circulates 512 mbufs).
+pub const RING_IN_FLIGHT: usize = 512;
+
+/// The software NIC under the worker, chosen to match the DPDK peer's virtual device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// As `net_null` (testpmd's peers): each receive ring refills from the pool as it hands
+    /// frames out, and each transmit queue frees a frame as it takes it — one pool allocation
+    /// and one free per packet inside the measurement, as `net_null` allocates and frees an
+    /// mbuf.
+    Null,
+    /// As `net_ring` (l3fwd's peer): a loopback. The receive ring is fed with the buffers the
+    /// transmit queues handed off (`SoftRxQueue::fed`, `SoftTxQueue::hand_off`), so no
+    /// buffer is allocated or freed inside the measurement, as l3fwd over `net_ring` neither
+    /// allocates nor frees an mbuf.
+    Ring,
+}
 
 /// Runs `body` with a `poll` function over a [`Poller`] running `stage` on two software
 /// ports (512-slot rings, TX done at once). Each call of `poll` lets the wire deliver one batch
@@ -39,7 +59,7 @@ pub fn with_worker_ab<S: Stage, R>(
     body: impl FnOnce(&mut dyn FnMut(bool) -> u64) -> R,
 ) -> (R, PollStats) {
     let mut worker = Poller::new(stage, PollConfig::default());
-    let r = with_poller(&mut worker, frames, body);
+    let r = with_poller(&mut worker, Wire::Null, frames, body);
     (r, *worker.stats())
 }
 
@@ -51,34 +71,172 @@ pub fn with_worker_cfg<S: Stage, R>(
     body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
 ) -> (R, PollStats) {
     let mut worker = Poller::new(stage, cfg);
-    let r = with_poller(&mut worker, frames, |poll| body(&mut || poll(cfg.timing)));
+    let r = with_poller(&mut worker, Wire::Null, frames, |poll| body(&mut || poll(cfg.timing)));
     (r, *worker.stats())
 }
 
-/// The loop both of the above run: `poll(timing)` sets the accounting, lets the wire deliver
-/// one batch, and times one `poll_once`.
+/// [`with_worker`] over the software NIC `wire`.
+pub fn with_worker_on<S: Stage, R>(
+    wire: Wire,
+    stage: S,
+    frames: &[Vec<u8>],
+    body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
+) -> (R, PollStats) {
+    let cfg = PollConfig::default();
+    let mut worker = Poller::new(stage, cfg);
+    let r = with_poller(&mut worker, wire, frames, |poll| body(&mut || poll(cfg.timing)));
+    (r, *worker.stats())
+}
+
+/// Two software ports and the wire on their far side, as [`Wire`] says: what the worker polls
+/// (`rx`, `tx`) and what delivers frames to it ([`SoftPorts::offer`], outside any
+/// measurement: a NIC's DMA does this).
+pub struct SoftPorts {
+    pub rx: [SoftRxQueue; 2],
+    pub tx: [SoftTxQueue; 2],
+    wire: Wire,
+    /// [`Wire::Ring`]: the buffers the transmit queues handed back, oldest first.
+    back: VecDeque<PacketBuf>,
+}
+
+impl SoftPorts {
+    /// Two ports of 512-slot rings over `pool`. Over [`Wire::Ring`] port 0's ring holds
+    /// [`RING_IN_FLIGHT`] − [`BATCH_SIZE`] frames of `frames` (cycled from `*next`) before the
+    /// first poll, as l3fwd's peer injects 512 mbufs into `net_ring`.
+    pub fn new(pool: &mut Pool<'_>, wire: Wire, frames: &[Vec<u8>], next: &mut usize) -> Self {
+        let mut p = match wire {
+            Wire::Null => Self {
+                rx: [SoftRxQueue::new(pool, 512), SoftRxQueue::new(pool, 512)],
+                tx: [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)],
+                wire,
+                back: VecDeque::new(),
+            },
+            Wire::Ring => Self {
+                rx: [SoftRxQueue::fed(512), SoftRxQueue::fed(512)],
+                tx: [SoftTxQueue::new(512, false), SoftTxQueue::new(512, false)],
+                wire,
+                back: VecDeque::with_capacity(BUFFERS),
+            },
+        };
+        if wire == Wire::Ring {
+            let (first, n) = (*next, RING_IN_FLIGHT - BATCH_SIZE);
+            p.offer(pool, (0..n).map(|k| &frames[(first + k) % frames.len()]));
+            *next = (first + n) % frames.len();
+        }
+        p
+    }
+
+    /// The wire takes back what both ports transmitted ([`Wire::Ring`]: into its buffers for
+    /// the next deliveries; [`Wire::Null`] frees as it takes, so nothing to do). Once per poll,
+    /// before that poll's frames are offered.
+    #[inline(always)]
+    pub fn turn(&mut self, pool: &mut Pool<'_>) {
+        if self.wire == Wire::Ring {
+            self.hand_back(pool);
+        }
+    }
+
+    #[inline(never)]
+    fn hand_back(&mut self, pool: &mut Pool<'_>) {
+        for q in &mut self.tx {
+            q.hand_off(pool, |b| self.back.push_back(b));
+        }
+    }
+
+    /// The wire delivers `frames` into port 0, in order: each into the next posted buffer
+    /// ([`Wire::Null`]), or at the ring's tail in the oldest buffer handed back (from the pool
+    /// only when none is, for frames the stage dropped and at the start: [`Wire::Ring`]). A
+    /// frame the ring has no room for is not delivered (as a device drops it).
+    #[inline(always)]
+    pub fn offer<'f>(&mut self, pool: &mut Pool<'_>, frames: impl IntoIterator<Item = &'f Vec<u8>>) {
+        match self.wire {
+            Wire::Null => {
+                for f in frames {
+                    let _ = self.rx[0].inject(pool, f);
+                }
+            }
+            Wire::Ring => self.deliver(pool, frames),
+        }
+    }
+
+    /// [`SoftPorts::offer`] over the loopback (kept out of line: the allocating wire's loop
+    /// stays as small as it was before there was a choice).
+    #[inline(never)]
+    fn deliver<'f>(&mut self, pool: &mut Pool<'_>, frames: impl IntoIterator<Item = &'f Vec<u8>>) {
+        for f in frames {
+            let Some(b) = self.back.pop_front().or_else(|| pool.alloc()) else { return };
+            if let Err((_, b)) = self.rx[0].deliver(pool, b, f) {
+                self.back.push_front(b);
+            }
+        }
+    }
+}
+
+/// The loop all of the above run: `poll(timing)` sets the accounting, lets the wire deliver
+/// one batch ([`SoftPorts`]), and times one `poll_once`. The same frames arrive whatever the
+/// wire; over [`Wire::Ring`] a frame waits on the ring for about `RING_IN_FLIGHT /
+/// BATCH_SIZE` polls, so the worker reads it as a circulating frame, not one written just
+/// before.
 fn with_poller<S: Stage, R>(
     worker: &mut Poller<S>,
+    wire: Wire,
     frames: &[Vec<u8>],
     body: impl FnOnce(&mut dyn FnMut(bool) -> u64) -> R,
 ) -> R {
     let mut mem = vec![0u8; BUFFERS * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, BUFFERS).expect("pool");
-    let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
-    let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
-    let clock = Tsc;
     let mut next = 0usize;
-    let mut poll = |timing: bool| {
-        worker.set_timing(timing);
-        for _ in 0..BATCH_SIZE {
-            let _ = rx[0].inject(&mut pool, &frames[next]);
-            next = (next + 1) % frames.len();
+    match wire {
+        // Written out rather than through `SoftPorts`: the loop the earlier figures were
+        // measured with, compiled the same way.
+        Wire::Null => {
+            let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
+            let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
+            let clock = Tsc;
+            let mut poll = |timing: bool| {
+                worker.set_timing(timing);
+                for _ in 0..BATCH_SIZE {
+                    let _ = rx[0].inject(&mut pool, &frames[next]);
+                    next = (next + 1) % frames.len();
+                }
+                let t0 = rdtsc();
+                let out = worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
+                let cycles = rdtsc() - t0;
+                black_box(out);
+                cycles
+            };
+            body(&mut poll)
         }
-        let t0 = rdtsc();
-        let out = worker.poll_once(&mut pool, &mut rx, &mut tx, &clock);
-        let cycles = rdtsc() - t0;
-        black_box(out);
-        cycles
-    };
-    body(&mut poll)
+        Wire::Ring => {
+            let mut ports = SoftPorts::new(&mut pool, wire, frames, &mut next);
+            // Another clock type, so that this `poll_once` is its own copy (one caller each,
+            // both inlined).
+            let clock = RingTsc;
+            let mut poll = |timing: bool| {
+                worker.set_timing(timing);
+                ports.turn(&mut pool);
+                let first = next;
+                ports.offer(&mut pool, (0..BATCH_SIZE).map(|k| &frames[(first + k) % frames.len()]));
+                next = (next + BATCH_SIZE) % frames.len();
+                let t0 = rdtsc();
+                let out = worker.poll_once(&mut pool, &mut ports.rx, &mut ports.tx, &clock);
+                let cycles = rdtsc() - t0;
+                black_box(out);
+                cycles
+            };
+            body(&mut poll)
+        }
+    }
+}
+
+/// [`Tsc`] under another name (see [`with_poller`]).
+struct RingTsc;
+
+impl Clock for RingTsc {
+    fn now(&self) -> Instant {
+        Tsc.now()
+    }
+    fn rate(&self) -> TickRate {
+        Tsc.rate()
+    }
 }
