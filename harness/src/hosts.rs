@@ -126,16 +126,24 @@ impl Dataplane {
     /// management channel, docs/PROTOCOL.md) and returns the answer's data lines; an `error`
     /// answer is an error naming it.
     pub fn ctl(&mut self, id: u32, cmd: &str) -> Result<Vec<String>> {
+        Ok(self.ctl_answer(id, cmd)?.0)
+    }
+
+    /// [`Dataplane::ctl`] with the `ok` line's fields as well (`entries=2 instances=1`, empty
+    /// when it has none).
+    pub fn ctl_answer(&mut self, id: u32, cmd: &str) -> Result<(Vec<String>, String)> {
         use std::io::Write;
         let stdin = self.child.0.stdin.as_mut().ok_or_else(|| anyhow!("the dataplane's stdin is gone"))?;
         writeln!(stdin, "ctl {id} {cmd}").and_then(|()| stdin.flush()).context("writing to the dataplane")?;
         let (data, done) = (format!("@ctl id={id} | "), format!("@ctl id={id} "));
+        let (ok, ok_fields) = (format!("@ctl id={id} ok"), format!("@ctl id={id} ok "));
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut rows = Vec::new();
         loop {
             match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(l) if l.starts_with(&data) => rows.push(l[data.len()..].to_string()),
-                Ok(l) if l == format!("@ctl id={id} ok") || l.starts_with(&format!("{done}ok ")) => return Ok(rows),
+                Ok(l) if l == ok => return Ok((rows, String::new())),
+                Ok(l) if l.starts_with(&ok_fields) => return Ok((rows, l[ok_fields.len()..].to_string())),
                 Ok(l) if l.starts_with(&done) => bail!("ctl {id} {cmd}: {l}"),
                 Ok(_) => {}
                 Err(_) => bail!("no answer to ctl {id} {cmd}"),

@@ -170,6 +170,85 @@ fn the_p4_router_program_routes_between_two_real_hosts() -> Result<()> {
     Ok(())
 }
 
+/// `p4 learner show` end to end (issue 28): DPDK's learner example (`core/tests/p4/dpdk/
+/// learner.spec`, its learner cut to 1 024 entries) as the hosted chain between the same two
+/// hosts. Each IPv4 destination the program has not seen is learned with the next value of its
+/// `counter` register as the output port (mod 4) and timeout 1 (120 s). Host A pings B and an
+/// address no host has; then the management channel lists the learner: both destinations there
+/// with `fwd_action` and a port below 4, timeout 1 and at most 120 s left; as many entries as
+/// `p4 reg read counter 0` says were learned (the program learns once per miss and counts each
+/// learn; nothing expires within the test); an unknown learner refused by name.
+#[test]
+fn a_p4_learner_learns_what_real_hosts_send_and_the_control_plane_lists_it() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the P4 learner test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_router_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let out = cadence_tests::out_dir("p4_learner");
+    std::fs::create_dir_all(&out)?;
+    let spec = std::fs::read_to_string(image::workspace_root().join("core/tests/p4/dpdk/learner.spec"))?
+        .replace("size 1048576", "size 1024");
+    std::fs::write(out.join("learner.spec"), spec)?;
+    std::fs::write(out.join("learner.toml"), "[chain]\nnfs = [\"p4\"]\n\n[p4]\nspec = \"learner.spec\"\n")?;
+    let chain = out.join("learner.chain");
+    std::fs::write(&chain, cadence_ctl::chain::load(&out.join("learner.toml"))?.text)?;
+    let veths = VethPairs::create(1)?;
+    let na = Netns::new(format!("{}a", veths.netns))?;
+    let nb = Netns::new(format!("{}b", veths.netns))?;
+    let (dut0, dut1) = (mac_text(veths.mac_of(true, 0)?), mac_text(veths.mac_of(true, 1)?));
+    make_host(&na.0, &veths.host[0], MAC_A, A, GW_A, &dut0)?;
+    make_host(&nb.0, &veths.host[1], MAC_B, B, GW_B, &dut1)?;
+    let mut dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
+    // Whether the pings cross depends on the ports the counter hands out (the hosts' own
+    // IPv6 frames are learned too): only what the learner holds is checked.
+    ping(&na.0, B, &[])?;
+    ping(&na.0, UNROUTED, &[])?;
+    let mut failures = Vec::new();
+    let (lines, fields) = dp.ctl_answer(20, "p4 learner show fwd_table")?;
+    std::fs::write(out.join("learner_show.txt"), format!("{}\n{fields}\n", lines.join("\n")))?;
+    let field = |name: &str| {
+        fields.split_whitespace().find_map(|f| f.strip_prefix(name)?.strip_prefix('=')?.parse::<usize>().ok())
+    };
+    let (entries, instances) = (field("entries"), field("instances"));
+    if entries != Some(lines.len()) || instances.is_none_or(|i| i == 0) {
+        failures.push(format!("the answer's fields `{fields}` do not count its {} lines", lines.len()));
+    }
+    for (dst, hex) in [(B, "0x0a000209"), (UNROUTED, "0xc0000201")] {
+        let entry = lines.iter().find(|l| l.split_whitespace().nth(2) == Some(hex));
+        let ok = entry.is_some_and(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let instance = w.first().and_then(|x| x.strip_prefix("instance=")).and_then(|x| x.parse::<usize>().ok());
+            let port = w.get(6).and_then(|x| x.strip_prefix("0x")).and_then(|x| u32::from_str_radix(x, 16).ok());
+            let left = w.get(10).and_then(|x| x.parse::<u64>().ok());
+            w.len() == 11
+                && instance.is_some_and(|i| instances.is_some_and(|n| i < n))
+                && w[1..6] == ["match", hex, "action", "fwd_action", "port_out"][..]
+                && port.is_some_and(|p| p < 4)
+                && w[7..10] == ["timeout", "1", "expires_in_ms"][..]
+                && left.is_some_and(|ms| ms > 0 && ms <= 120_000)
+        });
+        if !ok {
+            failures.push(format!("no well-formed entry for {dst} ({hex}) in:\n{}", lines.join("\n")));
+        }
+    }
+    let learned = dp.ctl_answer(21, "p4 reg read counter 0")?.1;
+    if learned != format!("value={}", lines.len()) {
+        failures.push(format!("the counter says `{learned}` learns, the learner lists {} entries", lines.len()));
+    }
+    match dp.ctl(22, "p4 learner show nope") {
+        Err(e) if e.to_string().contains("bad_argument") => {}
+        other => failures.push(format!("an unknown learner was not refused: {other:?}")),
+    }
+    let summary = dp.stop()?;
+    cadence_tests::report(&out, &summary, &failures)?;
+    if counter(&summary, "drop_p4_fault")? != 0 {
+        bail!("faults: {summary}");
+    }
+    Ok(())
+}
+
 #[test]
 fn the_image_runs_the_p4_router_for_two_real_hosts() -> Result<()> {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
