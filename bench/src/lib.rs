@@ -1,4 +1,4 @@
-//! Cadence's benchmark lab: [`bench`] (`cargo xtask bench hosted`: the hosted build end to end
+//! Cadence's benchmark lab: [`bench`](mod@bench) (`cargo xtask bench hosted`: the hosted build end to end
 //! with its own load generator, zero-loss search, latency, CPU) and [`peers`] (`cargo xtask
 //! peers`: Cadence's per-packet paths side by side with DPDK's, same run, same machine), and
 //! [`swx`]: DPDK's SWX pipeline as the reference runner P4 specs are checked against.

@@ -2,10 +2,10 @@
 //! ([`crate::exit::ExitCode::Panic`]), as the x86_64 image's IDT handlers do.
 //!
 //! Facts (Arm ARM DDI 0487, D1.10.2 "Exception vectors" and D17.2.37 "ESR_EL1"): the vector
-//! table is 2 KiB aligned (VBAR_EL1 bits [10:0] are RES0), 16 entries of 0x80 bytes in
+//! table is 2 KiB aligned (VBAR_EL1 bits \[10:0\] are RES0), 16 entries of 0x80 bytes in
 //! four groups — current EL with SP_EL0, current EL with SP_ELx, lower EL AArch64, lower
-//! EL AArch32 — each group synchronous, IRQ, FIQ, SError. ESR_EL1.EC is bits [31:26],
-//! IL bit 25, ISS bits [24:0]; ELR_EL1 holds the return address, FAR_EL1 the faulting
+//! EL AArch32 — each group synchronous, IRQ, FIQ, SError. ESR_EL1.EC is bits \[31:26\],
+//! IL bit 25, ISS bits \[24:0\]; ELR_EL1 holds the return address, FAR_EL1 the faulting
 //! virtual address (valid for aborts and alignment faults).
 
 /// Which of the 16 vectors was taken, by group and kind.
@@ -31,7 +31,7 @@ pub fn vector_name(index: u64) -> &'static str {
     NAMES.get(index as usize).copied().unwrap_or("unknown vector")
 }
 
-/// ESR_EL1.EC, bits [31:26].
+/// ESR_EL1.EC, bits \[31:26\].
 pub const fn exception_class(esr: u64) -> u8 {
     ((esr >> 26) & 0x3f) as u8
 }

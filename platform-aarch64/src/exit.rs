@@ -10,7 +10,7 @@
 //! `SYS_EXIT_EXTENDED` is 0x20 and takes a two-word block `{reason, subcode}`; with reason
 //! `ADP_Stopped_ApplicationExit` (0x20026) the subcode is the exit status. QEMU honours it
 //! with `-semihosting-config enable=on,target=native` (docs/system/arm/… "Semihosting");
-//! without semihosting enabled the `HLT` is an undefined instruction, so [`exit`] falls
+//! without semihosting enabled the `HLT` is an undefined instruction, so `exit` falls
 //! back to parking the core.
 
 /// What the image reports when it stops.

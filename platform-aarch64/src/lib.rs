@@ -16,7 +16,7 @@
 //! | [`heap`] | the init-time heap (the x86 platform's `linked_list_allocator`) over RAM carved around the image and the tree |
 //! | [`mmu`] | the identity map (RAM normal write-back in 2 MiB/1 GiB blocks, MMIO Device-nGnRE) and turning the MMU on |
 //! | `gic` | just enough GICv3 for the virtual timer's PPI to wake `WFI`: distributor enabled, the core's redistributor awake with the PPI in group 1, ICC system registers |
-//! | `init` | the boot core's bring-up: tree, identity map and MMU on, console, heap, GIC, timer; [`InitError`]s with their exit statuses |
+//! | `init` | the boot core's bring-up: tree, identity map and MMU on, console, heap, GIC, timer; `InitError`s with their exit statuses |
 //! | `pl011` | the PL011 UART as a text console (`println!`) |
 //! | [`timer`] | the generic timer: CNTVCT_EL0 as `core::time::Clock` (rate from CNTFRQ_EL0 or the tree), `WfiSleeper` (virtual timer armed, WFI with IRQs masked) |
 //! | `jobs` | a job mailbox per secondary core (the firmware's workers): idle in deadline `WFI` steps, run, report idle |

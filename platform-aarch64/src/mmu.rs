@@ -3,18 +3,18 @@
 //!
 //! Facts (Arm ARM DDI 0487, D8 "The AArch64 Virtual Memory System Architecture"):
 //! - 4 KiB granule, 48-bit input addresses (TCR_EL1.T0SZ = 16, TG0 = 0b00): level 0
-//!   indexes VA[47:39], level 1 VA[38:30] (1 GiB blocks), level 2 VA[29:21] (2 MiB
+//!   indexes VA\[47:39\], level 1 VA\[38:30\] (1 GiB blocks), level 2 VA\[29:21\] (2 MiB
 //!   blocks) (D8.2.7).
-//! - Descriptors (D8.3.1, D8.3.2): bits[1:0] = 0b11 a table (next level's address in
-//!   [47:12]), 0b01 a block at level 1 or 2; lower attributes AttrIndx [4:2], AP [7:6]
-//!   (0b00: EL1 read/write), SH [9:8] (0b11 inner shareable), AF [10] (set, or the first
-//!   access faults); upper PXN [53], UXN [54].
+//! - Descriptors (D8.3.1, D8.3.2): bits\[1:0\] = 0b11 a table (next level's address in
+//!   \[47:12\]), 0b01 a block at level 1 or 2; lower attributes AttrIndx \[4:2\], AP \[7:6\]
+//!   (0b00: EL1 read/write), SH \[9:8\] (0b11 inner shareable), AF \[10\] (set, or the first
+//!   access faults); upper PXN \[53\], UXN \[54\].
 //! - MAIR_EL1 (D17.2.97): attribute 0 = 0x04 Device-nGnRE, attribute 1 = 0xFF normal
 //!   memory, inner and outer write-back, read- and write-allocate, non-transient.
-//! - TCR_EL1 (D17.2.131): IRGN0/ORGN0 [9:8]/[11:10] = 0b01 (write-back walks), SH0
-//!   [13:12] = 0b11, EPD1 [23] = 1 (no TTBR1 walks), IPS [34:32] = the CPU's PARange
-//!   (ID_AA64MMFR0_EL1[3:0], D17.2.64), at most 0b101 (48 bits).
-//! - SCTLR_EL1 (D17.2.118): M [0], C [2], SA [3], SA0 [4], I [12] over the RES1 bits
+//! - TCR_EL1 (D17.2.131): IRGN0/ORGN0 \[9:8\]/\[11:10\] = 0b01 (write-back walks), SH0
+//!   \[13:12\] = 0b11, EPD1 \[23\] = 1 (no TTBR1 walks), IPS \[34:32\] = the CPU's PARange
+//!   (ID_AA64MMFR0_EL1\[3:0\], D17.2.64), at most 0b101 (48 bits).
+//! - SCTLR_EL1 (D17.2.118): M \[0\], C \[2\], SA \[3\], SA0 \[4\], I \[12\] over the RES1 bits
 //!   0x30D0_0800; the enable sequence (D8.11, "the MMU ... enabled") writes MAIR, TCR,
 //!   TTBR0, invalidates the TLB (`TLBI VMALLE1`, `DSB`, `ISB`), then sets SCTLR.M with an
 //!   `ISB` after it. The tables are written with the MMU and caches off, so they are in

@@ -3,7 +3,7 @@
 //! Facts (Arm Power State Coordination Interface, DEN 0022D, §5.1 and §5.6; SMC Calling
 //! Convention DEN 0028, §2.7): the function ID goes in W0, arguments in X1–X3, the result
 //! comes back in X0; X4–X17 may be clobbered (SMCCC 1.0). `PSCI_VERSION` = 0x8400_0000
-//! (major in [31:16], minor in [15:0]); `CPU_ON` (SMC64) = 0xC400_0003 with X1 = the
+//! (major in \[31:16\], minor in \[15:0\]); `CPU_ON` (SMC64) = 0xC400_0003 with X1 = the
 //! target's MPIDR affinity, X2 = the physical entry address, X3 = a context ID handed to
 //! the new core in X0. The core starts at the caller's exception level, MMU and caches
 //! off (§6.4.3). Return codes (§5.2.2): 0 success, −2 invalid parameters, −4 already on,

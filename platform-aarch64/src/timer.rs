@@ -8,14 +8,14 @@
 //! - CNTVCT_EL0 is the virtual count (physical count − CNTVOFF_EL2, which the boot code
 //!   zeroes when it enters at EL2). Reads may be speculated, so an `ISB` precedes each
 //!   (D11.2.2, "Reading the counter").
-//! - CNTV_CVAL_EL0 is the compare value; CNTV_CTL_EL0 has ENABLE [0], IMASK [1], ISTATUS
-//!   [2]; the timer condition is met when CNTVCT − CVAL ≥ 0 and then, with ENABLE set and
+//! - CNTV_CVAL_EL0 is the compare value; CNTV_CTL_EL0 has ENABLE \[0\], IMASK \[1\], ISTATUS
+//!   \[2\]; the timer condition is met when CNTVCT − CVAL ≥ 0 and then, with ENABLE set and
 //!   IMASK clear, the timer asserts its PPI (INTID 27 on `virt`, from the tree).
 //! - `WFI` wakes on a pending IRQ even while PSTATE.I masks it (D1.16.2 "Wait for
 //!   Interrupt": "an IRQ interrupt ... regardless of the value of PSTATE.I"), so the
 //!   sleeper never takes the interrupt: it keeps IRQs masked, arms the timer, waits,
 //!   and disables the timer after waking, which removes the level-sensitive PPI again
-//!   (no acknowledge needed). The GIC must forward the PPI to the core ([`crate::gic`]).
+//!   (no acknowledge needed). The GIC must forward the PPI to the core (`crate::gic`).
 
 use cadence_core::time::TickRate;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
@@ -74,7 +74,7 @@ pub fn wait_for_event() {
     unsafe { core::arch::asm!("wfe", options(nomem, nostack)) };
 }
 
-/// The virtual counter as a [`Clock`]; copyable, shared by every core.
+/// The virtual counter as a `Clock`; copyable, shared by every core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GenericClock {
     rate: TickRate,
@@ -86,7 +86,7 @@ impl GenericClock {
         GenericClock { rate }
     }
 
-    /// Its rate (also [`Clock::rate`] on the target).
+    /// Its rate (also `Clock::rate` on the target).
     pub const fn tick_rate(&self) -> TickRate {
         self.rate
     }

@@ -15,16 +15,28 @@ pub struct Step {
     pub name: &'static str,
     pub args: Vec<&'static str>,
     pub defmt_log: bool,
+    /// `RUSTDOCFLAGS` for the step (the docs step denies rustdoc's warnings).
+    pub rustdocflags: Option<&'static str>,
 }
 
 /// The cargo steps, in order.
 pub fn steps() -> Vec<Step> {
     vec![
-        Step { name: "format", args: vec!["fmt", "--all", "--", "--check"], defmt_log: false },
+        Step { name: "format", args: vec!["fmt", "--all", "--", "--check"], defmt_log: false, rustdocflags: None },
         Step {
             name: "clippy (host)",
             args: vec!["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
             defmt_log: false,
+            rustdocflags: None,
+        },
+        // The workspace's docs build without a warning: no link to a private or missing
+        // item, no bracket rustdoc takes for a link (`cargo doc --no-deps --open` is how
+        // docs/ARCHITECTURE.md tells a reader to browse the module docs).
+        Step {
+            name: "docs",
+            args: vec!["doc", "--workspace", "--no-deps"],
+            defmt_log: false,
+            rustdocflags: Some("-D warnings"),
         },
         Step {
             name: "clippy (bare metal)",
@@ -41,11 +53,13 @@ pub fn steps() -> Vec<Step> {
                 "warnings",
             ],
             defmt_log: true,
+            rustdocflags: None,
         },
         Step {
             name: "build (portable crates for an Arm SmartNIC core)",
             args: vec!["build", "-p", "cadence-core", "-p", "cadence-drivers", "--target", PORTABLE_TARGET],
             defmt_log: false,
+            rustdocflags: None,
         },
         Step {
             name: "clippy (portable crates for an Arm SmartNIC core)",
@@ -62,6 +76,7 @@ pub fn steps() -> Vec<Step> {
                 "warnings",
             ],
             defmt_log: false,
+            rustdocflags: None,
         },
         Step {
             name: "clippy (the aarch64 platform, its boot check and the firmware, bare metal)",
@@ -78,11 +93,13 @@ pub fn steps() -> Vec<Step> {
                 "warnings",
             ],
             defmt_log: false,
+            rustdocflags: None,
         },
         Step {
             name: "tests (unit, integration and QEMU end-to-end)",
             args: vec!["test", "--workspace"],
             defmt_log: true,
+            rustdocflags: None,
         },
     ]
 }
@@ -92,6 +109,9 @@ fn run_step(s: &Step) -> Result<()> {
     cmd.current_dir(image::workspace_root()).args(&s.args);
     if s.defmt_log {
         cmd.env("DEFMT_LOG", image::defmt_log());
+    }
+    if let Some(flags) = s.rustdocflags {
+        cmd.env("RUSTDOCFLAGS", flags);
     }
     println!("\n==> xtask test: {} (cargo {})", s.name, s.args.join(" "));
     let st = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
@@ -106,7 +126,7 @@ pub fn test() -> Result<()> {
     println!("==> xtask test: Rust toolchain ({})", cadence_build::toolchain::FILE);
     cadence_build::toolchain::ensure().context("xtask test: step 'Rust toolchain' failed")?;
     let all = steps();
-    let (before, after) = all.split_at(6);
+    let (before, after) = all.split_at(all.len() - 1);
     for s in before {
         run_step(s)?;
     }
@@ -162,7 +182,10 @@ mod tests {
         let all = steps();
         let at = |needle: &str| all.iter().position(|s| s.args.contains(&needle) && s.args.contains(&PORTABLE_TARGET));
         let (build, clippy) = (at("build"), at("clippy"));
-        assert!(build.is_some_and(|b| b < 5) && clippy.is_some_and(|c| c < 5), "{all:?}");
+        assert!(build.is_some_and(|b| b < 6) && clippy.is_some_and(|c| c < 6), "{all:?}");
+        // Everything but the tests runs before the QEMU set-up; the tests come last.
+        assert_eq!(all.iter().position(|s| s.args[0] == "test"), Some(all.len() - 1));
+        assert!(all.iter().any(|s| s.name == "docs" && s.rustdocflags == Some("-D warnings")), "{all:?}");
         let want = cadence_build::toolchain::wanted().expect("rust-toolchain.toml");
         assert!(want.targets.iter().any(|t| t == PORTABLE_TARGET), "{want:?}");
     }

@@ -4,7 +4,7 @@
 //! programs of `benches/peers/`, DPDK's l3fwd example with Cadence's hook and Cadence's `peers`
 //! bench ([`build`]), reserves 2 MiB pages ([`hugepages`]), then runs rounds: every round runs
 //! each Cadence bench and its peers back to back, for both page sizes, in an order that rotates
-//! from round to round ([`plan`]). Every program prints TSC cycles per operation ([`line`]).
+//! from round to round ([`plan`]). Every program prints TSC cycles per operation ([`line`](mod@line)).
 //! While each program runs, the noise guard ([`noise`]) measures how much CPU other processes
 //! used; a round in which they used more than 0.2 CPUs during any program is refused and none
 //! of its figures is used. The result is one table of ratios, Cadence / peer, per operation and

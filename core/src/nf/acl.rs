@@ -339,7 +339,7 @@ pub struct AclCounters {
     pub flood_windows: u64,
 }
 
-/// Lookups of the flow cache over which [`FloodGuard`] judges its miss rate.
+/// Lookups of the flow cache over which the flood guard (`FloodGuard`) judges its miss rate.
 pub const FLOOD_PROBE: u32 = 512;
 /// Packets classified without the cache after a probe that found a flood (the first window
 /// of a flood; each further probe that finds it again doubles the window, up to

@@ -66,8 +66,8 @@ pub(super) const INVERSE_FFFF: u64 = {
     y
 };
 
-/// The destination address of `frame` (host order) if [`ipv4`] takes it whole and valid at the
-/// same depth, `None` exactly when [`ipv4`] gives `None`: the vector path's parse
+/// The destination address of `frame` (host order) if `ipv4` takes it whole and valid at the
+/// same depth, `None` exactly when `ipv4` gives `None`: the vector path's parse
 /// (`crate::nf::V4Group`), which needs no [`Parsed`].
 #[inline(always)]
 pub fn ipv4_dst<const L4: bool>(frame: &[u8]) -> Option<u32> {
@@ -77,17 +77,17 @@ pub fn ipv4_dst<const L4: bool>(frame: &[u8]) -> Option<u32> {
     }
 }
 
-/// The flow key of `frame` if [`ipv4`] takes it whole and valid at the same depth (ports as
+/// The flow key of `frame` if `ipv4` takes it whole and valid at the same depth (ports as
 /// the general parser gives them: 0 below `L4` and for protocols without ports), `None`
-/// exactly when [`ipv4`] gives `None`: the vector path's parse for an NF that reads the
+/// exactly when `ipv4` gives `None`: the vector path's parse for an NF that reads the
 /// 5-tuple (the ACL).
 #[inline(always)]
 pub fn ipv4_flow<const L4: bool>(frame: &[u8]) -> Option<FlowKey> {
     Some(ipv4::<L4>(frame)?.flow)
 }
 
-/// The flow key of `frame` if [`ipv6`] takes it whole and valid at the same depth, `None`
-/// exactly when [`ipv6`] gives `None`: the vector path's parse of an IPv6 frame for an NF
+/// The flow key of `frame` if `ipv6` takes it whole and valid at the same depth, `None`
+/// exactly when `ipv6` gives `None`: the vector path's parse of an IPv6 frame for an NF
 /// that reads the 5-tuple (the ACL).
 #[inline(always)]
 pub fn ipv6_flow<const L4: bool>(frame: &[u8]) -> Option<FlowKey> {

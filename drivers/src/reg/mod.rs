@@ -1,5 +1,5 @@
 //! Typed registers (STYLE habit 3; issue 15 item 3): a register is declared once — name,
-//! offset, width, access and bit fields, with [`registers!`] — and the type system
+//! offset, width, access and bit fields, with [`registers!`](crate::registers) — and the type system
 //! carries the rest.
 //!
 //! - Every register is a zero-sized type (`CTRL`), so a value read from it is a
@@ -255,7 +255,7 @@ pub enum Single {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Many {}
 
-/// A register type, as [`registers!`] declares it.
+/// A register type, as [`registers!`](crate::registers) declares it.
 pub trait Register: Copy + 'static {
     /// [`Ro`], [`Rc`], [`Wo`] or [`Rw`].
     type Access;

@@ -62,7 +62,7 @@ impl Chains {
         &self.factory
     }
 
-    /// A worker's own chain (with [`Burn`] first under debug `burn=`).
+    /// A worker's own chain (with `Burn` first under debug `burn=`).
     pub fn for_worker(&self) -> Chain {
         let mut chain = self.factory.chain_for_worker();
         if self.burn > 0 {

@@ -15,7 +15,7 @@
 //! rings and prints `@summary`.
 //!
 //! Counters cross cores through one slot per worker, published with a non-blocking
-//! `try_lock` after rounds that moved packets (and every [`PUBLISH_EVERY`] rounds), so no
+//! `try_lock` after rounds that moved packets (and every `PUBLISH_EVERY` rounds), so no
 //! worker ever waits for the reporter. `@stats` lines go through
 //! [`Machine::try_line`], which may refuse (a console still busy with the previous line);
 //! a refused line is skipped and counted (`stats_skipped`), never waited for.

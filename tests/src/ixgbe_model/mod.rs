@@ -13,7 +13,7 @@
 //!   reads later; pulling the cable takes it down, plugging it back brings it up.
 //! - Clear-on-read statistics (GPRC, GPTC, GORC/GOTC as 36-bit L/H pairs, MPC,
 //!   CRCERRS, QPRC, QPRDC).
-//! - RX engine ([`engine`]): an injected frame passes the MAC filter, gets a Toeplitz
+//! - RX engine (`engine`): an injected frame passes the MAC filter, gets a Toeplitz
 //!   hash over the MRQC-enabled fields with the RSSRK key (`cadence_core::rss`), a
 //!   queue from the 128-entry RETA (4-bit entries), and lands in the next descriptor:
 //!   buffer, then the write-back with DD written last. No descriptor: DROP_EN drops

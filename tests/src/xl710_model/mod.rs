@@ -10,14 +10,14 @@
 //! - readiness: GLGEN_RSTAT.DEVSTATE, GLNVM_ULD (firmware loaded), PFGEN_CTRL.PFSWR
 //!   (self-clearing PF reset that clears the PF's state), each with knobs to never
 //!   finish;
-//! - the admin queue ([`aq`]): ASQ/ARQ rings in host memory, the commands the driver
+//! - the admin queue (`aq`): ASQ/ARQ rings in host memory, the commands the driver
 //!   uses (Get Version, Clear PXE, MAC Address Read, Get Switch Config, Get/Update VSI
 //!   Parameters, Set VSI Promiscuous, Get Link Status, RX Control Register Write) with
 //!   cookie echo, error answers, error injection and a firmware that never answers;
 //!   link-status events on the ARQ when enabled;
-//! - the HMC ([`hmc`]): segment descriptor 0 in direct mode, the LAN object bases and
+//! - the HMC (`hmc`): segment descriptor 0 in direct mode, the LAN object bases and
 //!   counts, and contexts read from host memory when a queue is enabled;
-//! - LAN queues ([`engine`]): RX with RSS (HENA packet types, 52-byte key, Toeplitz
+//! - LAN queues (`engine`): RX with RSS (HENA packet types, 52-byte key, Toeplitz
 //!   through `cadence_core::rss`, 128/512-entry HLUT, the VSI's contiguous queue map),
 //!   32-byte descriptors written back DD last; TX on tail writes, DTYPE 0xF written back
 //!   on RS descriptors; write-back only for queues in interrupt 0's linked list with

@@ -37,7 +37,7 @@ use crate::pna::ternary::{Match, Point, Rule};
 /// shared with the flow tables), where a rule change briefly holds two versions.
 pub const MAX_BYTES: usize = 8 << 20;
 
-/// The most rules one classifier takes: one summary word ([`Field::summary`]) covers 64 words
+/// The most rules one classifier takes: one summary word (`Field::summary`) covers 64 words
 /// of 64 rules.
 pub const MAX_RULES: usize = 64 * 64;
 

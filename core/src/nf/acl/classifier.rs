@@ -15,7 +15,7 @@
 //! that comes first in the rule list, as in the linear reference [`Classifier::classify_linear`].
 //!
 //! Most sets never reach the tuples: the rules in classification order are cut into runs —
-//! 1 024, then 2 048 rules each ([`GROUP_RULES`]) — and each run gets its own
+//! 1 024, then 2 048 rules each (`GROUP_RULES`) — and each run gets its own
 //! [`super::BitVec`] (two address searches, three table reads, five summary words ANDed and
 //! then only the vector words all five summaries leave, whatever the rules).
 //! A lookup asks the runs in order and the first run with a match holds the answer (every rule
@@ -208,7 +208,7 @@ impl Build {
 pub struct Classifier {
     rules: Vec<(u32, Rule)>,
     /// The bit vectors, one classifier per run of consecutive rules in classification order
-    /// ([`GROUP_RULES`]), when the set fits them ([`GROUPS_MAX_BYTES`]); then the tuples are not
+    /// (`GROUP_RULES`), when the set fits them ([`GROUPS_MAX_BYTES`]); then the tuples are not
     /// built.
     groups: Vec<BitVec>,
     tuples: Vec<Tuple>,

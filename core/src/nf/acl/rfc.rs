@@ -33,7 +33,7 @@
 //! class counts (1 000 ClassBench-style rules: 670 × 447 and 820 × 555 address halves' classes,
 //! 710 × 902 pairs; about 4.7 MB in all). [`RfcBuild`] gives up past [`MAX_BYTES`] (the
 //! bit-vector run it sits in keeps answering; 1 024 random host pairs exceed it), and the
-//! build is cut into steps of at most [`CELLS_PER_STEP`] cross-table cells, like the bit
+//! build is cut into steps of at most `CELLS_PER_STEP` cross-table cells, like the bit
 //! vectors' (`BitVecBuild::step`; about a millisecond each at 1 000 rules). Deleted rules are
 //! still in the lists: a run with deletions pending answers through its bit vectors until the
 //! background merge rebuilds it.

@@ -72,7 +72,7 @@ pub enum XdpError {
     BadConfig(&'static str),
     /// The interface is missing or unreadable.
     Interface(IfError),
-    /// [`Umem::SharedWith`] a socket bound to the same interface and queue: the kernel
+    /// `Umem::SharedWith` a socket bound to the same interface and queue: the kernel
     /// shares that socket's fill/completion rings instead, which Cadence does not do.
     SameQueue,
     /// The kernel's offsets struct is the pre-5.4 one (no `flags`): too old.
