@@ -92,14 +92,16 @@ impl P4Config {
     }
 
     /// The loaded program, its tables checked, and its registers.
-    fn load(&self) -> Result<(Program, Registers), P4ConfigError> {
+    /// The program, its registers, and its tables built from the files (the check that
+    /// they load; the first instance takes them).
+    fn load(&self) -> Result<(Program, Registers, TableSet), P4ConfigError> {
         if self.spec.trim().is_empty() {
             return Err(P4ConfigError::NoSpec);
         }
         let program = crate::p4::load(&self.spec).map_err(P4ConfigError::Spec)?;
-        table_set(&program, &self.tables)?;
+        let tables = table_set(&program, &self.tables)?;
         let regs = Registers::try_new(&program).map_err(P4ConfigError::Registers)?;
-        Ok((program, regs))
+        Ok((program, regs, tables))
     }
 }
 
@@ -127,12 +129,15 @@ pub struct P4Shared {
     learners: spin::Mutex<Vec<(usize, LearnerViews)>>,
     /// Instances made so far (the next one's number).
     instances: AtomicUsize,
+    /// The tables built when the files were checked, for the first instance to take (a
+    /// learner's table can be large: built once, not twice).
+    spare: spin::Mutex<Option<TableSet>>,
 }
 
 impl P4Shared {
     /// Loads `cfg`'s spec and checks its tables; `rate` is the clock's (for learner timeouts).
     pub fn try_new(cfg: &P4Config, rate: TickRate) -> Result<Self, P4ConfigError> {
-        let (program, regs) = cfg.load()?;
+        let (program, regs, tables) = cfg.load()?;
         Ok(Self {
             program,
             regs: Arc::new(regs),
@@ -142,6 +147,7 @@ impl P4Shared {
             generation: AtomicUsize::new(0),
             learners: spin::Mutex::new(Vec::new()),
             instances: AtomicUsize::new(0),
+            spare: spin::Mutex::new(Some(tables)),
         })
     }
 
@@ -296,9 +302,11 @@ impl fmt::Debug for P4 {
 
 impl P4 {
     /// An instance with its own tables, built from the shared files (checked when `shared`
-    /// was made).
+    /// was made; the first instance takes the tables that check built). The control plane's
+    /// changes since are applied before its first batch, as any instance's are.
     pub fn new(shared: Arc<P4Shared>) -> Self {
-        let tables = table_set(&shared.program, &shared.tables).ok();
+        let spare = shared.spare.lock().take();
+        let tables = spare.or_else(|| table_set(&shared.program, &shared.tables).ok());
         shared.register_instance(tables.as_ref());
         let state = State::sharing(&shared.program, shared.regs.clone());
         Self {

@@ -205,6 +205,41 @@ fn live_table_changes_reach_every_worker_before_its_next_batch() {
     assert_eq!(shared.generation(), 4);
 }
 
+/// The first instance takes the tables built when the files were checked, the next ones build
+/// their own; a change the control plane made before either existed reaches both before their
+/// first batch, and a change to one instance's tables is not seen by the other (each worker
+/// its own tables, the spare included).
+#[test]
+fn instances_made_after_a_change_start_from_the_files_and_apply_it() {
+    let cfg = P4Config { spec: ROUTER.to_string(), tables: alloc::vec![("routes".to_string(), ROUTES.to_string())] };
+    let shared = Arc::new(P4Shared::try_new(&cfg, rate()).expect("loads"));
+    assert!(shared.spare.lock().is_some(), "the checked tables are kept for the first instance");
+    assert_eq!(shared.change("routes", "match 0x0a000200/0xffffff00", false), Ok(1));
+    let mut first = P4::new(shared.clone());
+    assert!(shared.spare.lock().is_none(), "the first instance took them");
+    let mut second = P4::new(shared.clone());
+    let to_b = || alloc::vec![udp_to([10, 0, 2, 9], 64)];
+    let to_a = || alloc::vec![udp_to([10, 0, 1, 3], 64)];
+    for w in [&mut first, &mut second] {
+        assert_eq!(outs(w, &to_b(), 0)[0].verdict, Verdict::Drop(DropReason::P4Drop), "the delete applied");
+        assert_eq!(outs(w, &to_a(), 1)[0].verdict, Verdict::Forward(0), "the other routes from the file");
+        assert_eq!((w.counters().changes, w.counters().change_refused), (1, 0));
+    }
+    // Each instance's tables are its own: a learner's or a route's state is not shared.
+    if let Some(t) = first.tables.as_mut() {
+        let add = TableChange::parse(
+            &shared.program,
+            "routes",
+            "match 0x0a000200/0xffffff00 action route nexthop_mac 0x020000000b02 port_out 1",
+            true,
+        )
+        .expect("parses");
+        assert_eq!(t.apply(&add), Ok(()));
+    }
+    assert_eq!(outs(&mut first, &to_b(), 0)[0].verdict, Verdict::Forward(1));
+    assert_eq!(outs(&mut second, &to_b(), 0)[0].verdict, Verdict::Drop(DropReason::P4Drop));
+}
+
 /// `p4 default`: every worker's misses run the new default (here a route out of port 0 to a
 /// gateway's MAC) from its next batch on; hits are unchanged; a default back to `drop` drops
 /// again; a const default, an action the table does not list, or an entry line are refused.
