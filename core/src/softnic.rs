@@ -391,6 +391,18 @@ mod tests {
     use super::*;
     use crate::buf::BUF_SIZE;
 
+    /// A batch of `n` one-byte frames from `pool`, frame `i` holding byte `i`.
+    fn one_byte_frames(pool: &mut Pool<'_>, n: u8) -> Batch {
+        let mut batch = Batch::new();
+        for i in 0..n {
+            let b = pool.alloc().unwrap();
+            pool.set_len(b, 1).unwrap();
+            pool.frame_mut(b)[0] = i;
+            batch.push(b).unwrap();
+        }
+        batch
+    }
+
     #[test]
     fn rx_ring_owns_buffers_and_refills() {
         let mut mem = vec![0u8; 8 * BUF_SIZE];
@@ -421,13 +433,7 @@ mod tests {
         let mut mem = vec![0u8; 8 * BUF_SIZE];
         let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
         let mut tx = SoftTxQueue::new(2, false);
-        let mut batch = Batch::new();
-        for i in 0..3u8 {
-            let b = pool.alloc().unwrap();
-            pool.set_len(b, 1).unwrap();
-            pool.frame_mut(b)[0] = i;
-            batch.push(b).unwrap();
-        }
+        let mut batch = one_byte_frames(&mut pool, 3);
         assert_eq!(tx.tx_burst(&mut pool, &mut batch), 2);
         assert_eq!((batch.len(), tx.in_flight(), tx.tx_stats().ring_full), (1, 2, 1));
         let mut seen = Vec::new();
@@ -508,13 +514,7 @@ mod tests {
         let mut mem = vec![0u8; 8 * BUF_SIZE];
         let mut pool = Pool::try_new(&mut mem, 0, 8).unwrap();
         let mut tx = SoftTxQueue::new(4, false);
-        let mut batch = Batch::new();
-        for i in 0..3u8 {
-            let b = pool.alloc().unwrap();
-            pool.set_len(b, 1).unwrap();
-            pool.frame_mut(b)[0] = i;
-            batch.push(b).unwrap();
-        }
+        let mut batch = one_byte_frames(&mut pool, 3);
         assert_eq!(tx.tx_burst(&mut pool, &mut batch), 3);
         let mut sent = Vec::new();
         assert_eq!(tx.transmit(&pool, 1, |f| sent.push(f[0])), 1);

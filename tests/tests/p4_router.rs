@@ -70,6 +70,29 @@ fn make_host(ns: &str, ifname: &str, mac: &str, addr: &str, gw: &str, gw_mac: &s
     ip(&["-n", ns, "neigh", "replace", gw, "lladdr", gw_mac, "dev", ifname, "nud", "permanent"])
 }
 
+/// The hosted dataplane (AF_XDP) running `chain` between host A (port 0's side) and host B
+/// (port 1's), each in a namespace of its own with a static neighbour for its gateway (the
+/// dataplane port's MAC); its standard error in `out`. Returns what must live as long as the
+/// run: the veth pairs, A's and B's namespaces, the dataplane.
+fn hosted_between_two_hosts(
+    out: &std::path::Path,
+    chain: &std::path::Path,
+) -> Result<(VethPairs, Netns, Netns, Dataplane)> {
+    if !cadence_harness::netns::can_create() {
+        bail!("the P4 hosted tests need root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_router_tools()?;
+    let bin = image::build_hosted(Profile::Release)?;
+    let veths = VethPairs::create(1)?;
+    let na = Netns::new(format!("{}a", veths.netns))?;
+    let nb = Netns::new(format!("{}b", veths.netns))?;
+    let (dut0, dut1) = (mac_text(veths.mac_of(true, 0)?), mac_text(veths.mac_of(true, 1)?));
+    make_host(&na.0, &veths.host[0], MAC_A, A, GW_A, &dut0)?;
+    make_host(&nb.0, &veths.host[1], MAC_B, B, GW_B, &dut1)?;
+    let dp = Dataplane::start(&bin, &veths, chain, &[], &out.join("dataplane.stderr"))?;
+    Ok((veths, na, nb, dp))
+}
+
 /// The pings; returns what failed.
 fn exercise(a: &str) -> Result<Vec<String>> {
     let mut failures = Vec::new();
@@ -119,22 +142,11 @@ fn check_summary(key: &dyn Fn(&str) -> Result<u64>, summary: &str) -> Result<()>
 #[test]
 fn the_p4_router_program_routes_between_two_real_hosts() -> Result<()> {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !cadence_harness::netns::can_create() {
-        bail!("the P4 router test needs root and iproute2 (network namespaces); CI runs as root");
-    }
-    cadence_build::provision::ensure_router_tools()?;
-    let bin = image::build_hosted(Profile::Release)?;
     let out = cadence_tests::out_dir("p4_router");
     std::fs::create_dir_all(&out)?;
     let chain = out.join("p4-router.chain");
     std::fs::write(&chain, chain_text()?)?;
-    let veths = VethPairs::create(1)?;
-    let na = Netns::new(format!("{}a", veths.netns))?;
-    let nb = Netns::new(format!("{}b", veths.netns))?;
-    let (dut0, dut1) = (mac_text(veths.mac_of(true, 0)?), mac_text(veths.mac_of(true, 1)?));
-    make_host(&na.0, &veths.host[0], MAC_A, A, GW_A, &dut0)?;
-    make_host(&nb.0, &veths.host[1], MAC_B, B, GW_B, &dut1)?;
-    let mut dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
+    let (_veths, na, _nb, mut dp) = hosted_between_two_hosts(&out, &chain)?;
     let mut failures = exercise(&na.0)?;
     // Live through the management channel: B's route deleted (A's pings go unanswered), then
     // added back (they cross again).
@@ -181,11 +193,6 @@ fn the_p4_router_program_routes_between_two_real_hosts() -> Result<()> {
 #[test]
 fn a_p4_learner_learns_what_real_hosts_send_and_the_control_plane_lists_it() -> Result<()> {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !cadence_harness::netns::can_create() {
-        bail!("the P4 learner test needs root and iproute2 (network namespaces); CI runs as root");
-    }
-    cadence_build::provision::ensure_router_tools()?;
-    let bin = image::build_hosted(Profile::Release)?;
     let out = cadence_tests::out_dir("p4_learner");
     std::fs::create_dir_all(&out)?;
     let spec = std::fs::read_to_string(image::workspace_root().join("core/tests/p4/dpdk/learner.spec"))?
@@ -194,13 +201,7 @@ fn a_p4_learner_learns_what_real_hosts_send_and_the_control_plane_lists_it() -> 
     std::fs::write(out.join("learner.toml"), "[chain]\nnfs = [\"p4\"]\n\n[p4]\nspec = \"learner.spec\"\n")?;
     let chain = out.join("learner.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&out.join("learner.toml"))?.text)?;
-    let veths = VethPairs::create(1)?;
-    let na = Netns::new(format!("{}a", veths.netns))?;
-    let nb = Netns::new(format!("{}b", veths.netns))?;
-    let (dut0, dut1) = (mac_text(veths.mac_of(true, 0)?), mac_text(veths.mac_of(true, 1)?));
-    make_host(&na.0, &veths.host[0], MAC_A, A, GW_A, &dut0)?;
-    make_host(&nb.0, &veths.host[1], MAC_B, B, GW_B, &dut1)?;
-    let mut dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
+    let (_veths, na, _nb, mut dp) = hosted_between_two_hosts(&out, &chain)?;
     // Whether the pings cross depends on the ports the counter hands out (the hosts' own
     // IPv6 frames are learned too): only what the learner holds is checked.
     ping(&na.0, B, &[])?;
