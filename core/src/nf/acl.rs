@@ -385,8 +385,9 @@ impl Acl {
         }
     }
 
-    /// Each of `bufs` with its answer: sent to port `to` with link header `head` (none: no
-    /// such port, dropped as `NoRoute` as the chain's egress does) or dropped as `AclDeny`.
+    /// Each of `bufs` with its answer: sent to port `to` (its link header `head` already
+    /// written by the loop that parsed it; none: no such port, dropped as `NoRoute` as the
+    /// chain's egress does) or dropped as `AclDeny`.
     /// `DIRECT`: the answers are the classifier's (counted as classified directly, and as
     /// defaulted where no rule decided, and as permitted or denied); otherwise the flow
     /// cache's decision ([`CacheLane::decide`]) counted them.
@@ -409,12 +410,7 @@ impl Acl {
                     denied += 1;
                     tx.drop(pool, b, DropReason::AclDeny);
                 }
-                (AclAction::Permit, Some(head)) => {
-                    if let Some(m) = pool.frame_mut(b).first_chunk_mut::<12>() {
-                        *m = head;
-                    }
-                    tx.push(pool, b, to);
-                }
+                (AclAction::Permit, Some(_)) => tx.push(pool, b, to),
                 (AclAction::Permit, None) => tx.drop(pool, b, DropReason::NoRoute),
             }
         }
@@ -474,10 +470,14 @@ impl Acl {
             let rest = input.get(took..).unwrap_or(&[]);
             let mut n = 0;
             for (&b, slot) in rest.iter().zip(keys.iter_mut()) {
-                let frame = pool.frame(b);
+                let frame = pool.frame_mut(b);
                 let flow = if l4 { parse::ipv6_flow::<true>(frame) } else { parse::ipv6_flow::<false>(frame) };
                 let Some(flow) = flow else { break };
                 *slot = flow.words();
+                // The link header while the frame is at hand, as in the IPv4 loop.
+                if let (Some(head), Some(m)) = (route.1, frame.first_chunk_mut::<12>()) {
+                    *m = head;
+                }
                 n += 1;
             }
             if n == 0 {
@@ -594,7 +594,7 @@ impl Nf for Acl {
         let mut answers = [(AclAction::Permit, None); BURST];
         let mut took = 0;
         while let Some(&b) = input.get(took) {
-            let frame = pool.frame(b);
+            let frame = pool.frame_mut(b);
             let flow = if l4 { parse::ipv4_flow::<true>(frame) } else { parse::ipv4_flow::<false>(frame) };
             let Some(flow) = flow else {
                 // Not a common IPv4 frame: the IPv4 frames before it leave first, then the
@@ -614,6 +614,11 @@ impl Nf for Acl {
             };
             if !keys.push(&flow) {
                 break; // (an IPv4 key is always taken while there is room)
+            }
+            // The link header now, while the frame is at hand: a frame the rules then deny
+            // is dropped whatever it holds ([`Acl::send`] writes no header after this).
+            if let (Some(head), Some(m)) = (route.1, frame.first_chunk_mut::<12>()) {
+                *m = head;
             }
             took += 1;
             if keys.is_full() {
