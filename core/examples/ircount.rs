@@ -62,7 +62,7 @@ mod tsc;
 mod worker_loop;
 
 use stages::IoOnly;
-use worker_loop::{SoftPorts, Wire};
+use worker_loop::{Loopback, Wire};
 
 /// A clock that advances 1 000 ticks per reading: no `rdtsc`, the same path every run.
 struct Steps(Cell<u64>);
@@ -109,7 +109,7 @@ fn run_frames<S: Stage>(stage: S, batches: usize, cfg: Cfg, frames: &[Vec<u8>]) 
 
 /// `run_frames` over the allocating software NIC; returns the frames dropped. Written out as
 /// it was before there was a choice of NIC, in its own function with its own worker, so that
-/// its count stays comparable with earlier commits' (the shared `SoftPorts` loop inlines
+/// its count stays comparable with earlier commits' (a shared loop inlines
 /// differently).
 #[inline(never)]
 fn null_loop<S: Stage>(stage: S, cfg: PollConfig, batches: usize, groups: &[Vec<Vec<u8>>]) -> Result<u64, String> {
@@ -157,7 +157,7 @@ fn ring_loop<S: Stage>(
     let clock = RingSteps(Steps(Cell::new(0)));
     // The ring starts with frames in flight, from the same walk.
     let mut next = 0;
-    let mut ports = SoftPorts::new(&mut pool, Wire::Ring, all, &mut next);
+    let mut ports = Loopback::new(&mut pool, all, &mut next);
     for i in 0..batches {
         ports.turn(&mut pool);
         ports.offer(&mut pool, &groups[(i + next / BATCH_SIZE) % groups.len()]);

@@ -98,17 +98,7 @@ impl SoftRxQueue {
     /// A ring of `size` descriptors (at most 2^31), filled from `pool` (as many as it has).
     pub fn new(pool: &mut Pool<'_>, size: usize) -> Self {
         let size = size.min(1 << 31);
-        let mut q = Self {
-            size: size as u32,
-            wake: None,
-            ring: Ring::new(size),
-            head: 0,
-            filled: 0,
-            posted: 0,
-            stats: RxStats::default(),
-            device_drops: 0,
-            post_to: size as u32,
-        };
+        let mut q = Self::empty(size, size);
         q.refill(pool);
         q
     }
@@ -119,7 +109,11 @@ impl SoftRxQueue {
     /// a transmit queue's [`SoftTxQueue::hand_off`]). It starts empty; [`Self::inject`] finds
     /// no posted buffer in it.
     pub fn fed(size: usize) -> Self {
-        let size = size.min(1 << 31);
+        Self::empty(size.min(1 << 31), 0)
+    }
+
+    /// A ring of `size` descriptors holding nothing, which keeps `post_to` of them posted.
+    fn empty(size: usize, post_to: usize) -> Self {
         Self {
             size: size as u32,
             wake: None,
@@ -129,7 +123,7 @@ impl SoftRxQueue {
             posted: 0,
             stats: RxStats::default(),
             device_drops: 0,
-            post_to: 0,
+            post_to: post_to as u32,
         }
     }
 
@@ -162,9 +156,7 @@ impl SoftRxQueue {
         }
         let b = self.ring.get(self.filled);
         self.filled = self.filled.wrapping_add(1);
-        // Cannot fail: HEADROOM + MAX_FRAME == BUF_SIZE.
-        let _ = pool.set_frame(b, HEADROOM, frame.len());
-        pool.frame_mut(b).copy_from_slice(frame);
+        write_frame(pool, b, frame);
         Ok(())
     }
 
@@ -184,12 +176,7 @@ impl SoftRxQueue {
             self.device_drops += 1;
             return Err((InjectError::NoDescriptor, b));
         }
-        if pool.set_frame(b, HEADROOM, frame.len()).is_err() {
-            // Cannot happen for a length checked above (HEADROOM + MAX_FRAME == BUF_SIZE).
-            self.stats.errors += 1;
-            return Err((InjectError::BadLength, b));
-        }
-        pool.frame_mut(b).copy_from_slice(frame);
+        write_frame(pool, b, frame);
         self.ring.set(self.posted, b);
         self.posted = self.posted.wrapping_add(1);
         self.filled = self.posted;
@@ -225,6 +212,14 @@ impl SoftRxQueue {
         }
         self.filled = self.head;
     }
+}
+
+/// The wire writes `frame` (checked: at most [`MAX_FRAME`] bytes) into `b` at `HEADROOM`.
+#[inline(always)]
+fn write_frame(pool: &mut Pool<'_>, b: PacketBuf, frame: &[u8]) {
+    // Cannot fail: HEADROOM + MAX_FRAME == BUF_SIZE.
+    let _ = pool.set_frame(b, HEADROOM, frame.len());
+    pool.frame_mut(b).copy_from_slice(frame);
 }
 
 impl RxQueue for SoftRxQueue {

@@ -70,9 +70,7 @@ pub fn with_worker_cfg<S: Stage, R>(
     cfg: PollConfig,
     body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
 ) -> (R, PollStats) {
-    let mut worker = Poller::new(stage, cfg);
-    let r = with_poller(&mut worker, Wire::Null, frames, |poll| body(&mut || poll(cfg.timing)));
-    (r, *worker.stats())
+    worker_on(Wire::Null, stage, frames, cfg, body)
 }
 
 /// [`with_worker`] over the software NIC `wire`.
@@ -82,87 +80,62 @@ pub fn with_worker_on<S: Stage, R>(
     frames: &[Vec<u8>],
     body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
 ) -> (R, PollStats) {
-    let cfg = PollConfig::default();
+    worker_on(wire, stage, frames, PollConfig::default(), body)
+}
+
+/// [`with_worker_cfg`] and [`with_worker_on`]: a worker with `cfg` over the software NIC
+/// `wire`.
+fn worker_on<S: Stage, R>(
+    wire: Wire,
+    stage: S,
+    frames: &[Vec<u8>],
+    cfg: PollConfig,
+    body: impl FnOnce(&mut dyn FnMut() -> u64) -> R,
+) -> (R, PollStats) {
     let mut worker = Poller::new(stage, cfg);
     let r = with_poller(&mut worker, wire, frames, |poll| body(&mut || poll(cfg.timing)));
     (r, *worker.stats())
 }
 
-/// Two software ports and the wire on their far side, as [`Wire`] says: what the worker polls
-/// (`rx`, `tx`) and what delivers frames to it ([`SoftPorts::offer`], outside any
-/// measurement: a NIC's DMA does this).
-pub struct SoftPorts {
+/// Two software ports over a loopback ([`Wire::Ring`]) and the wire on their far side: what
+/// the worker polls (`rx`, `tx`) and what delivers frames to it ([`Loopback::offer`], outside
+/// any measurement: a NIC's DMA does this).
+pub struct Loopback {
     pub rx: [SoftRxQueue; 2],
     pub tx: [SoftTxQueue; 2],
-    wire: Wire,
-    /// [`Wire::Ring`]: the buffers the transmit queues handed back, oldest first.
+    /// The buffers the transmit queues handed back, oldest first.
     back: VecDeque<PacketBuf>,
 }
 
-impl SoftPorts {
-    /// Two ports of 512-slot rings over `pool`. Over [`Wire::Ring`] port 0's ring holds
-    /// [`RING_IN_FLIGHT`] − [`BATCH_SIZE`] frames of `frames` (cycled from `*next`) before the
-    /// first poll, as l3fwd's peer injects 512 mbufs into `net_ring`.
-    pub fn new(pool: &mut Pool<'_>, wire: Wire, frames: &[Vec<u8>], next: &mut usize) -> Self {
-        let mut p = match wire {
-            Wire::Null => Self {
-                rx: [SoftRxQueue::new(pool, 512), SoftRxQueue::new(pool, 512)],
-                tx: [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)],
-                wire,
-                back: VecDeque::new(),
-            },
-            Wire::Ring => Self {
-                rx: [SoftRxQueue::fed(512), SoftRxQueue::fed(512)],
-                tx: [SoftTxQueue::new(512, false), SoftTxQueue::new(512, false)],
-                wire,
-                back: VecDeque::with_capacity(BUFFERS),
-            },
+impl Loopback {
+    /// Two ports of 512-slot rings; port 0's ring holds [`RING_IN_FLIGHT`] − [`BATCH_SIZE`]
+    /// frames of `frames` (cycled from `*next`) before the first poll, as l3fwd's peer
+    /// injects 512 mbufs into `net_ring`.
+    pub fn new(pool: &mut Pool<'_>, frames: &[Vec<u8>], next: &mut usize) -> Self {
+        let mut p = Self {
+            rx: [SoftRxQueue::fed(512), SoftRxQueue::fed(512)],
+            tx: [SoftTxQueue::new(512, false), SoftTxQueue::new(512, false)],
+            back: VecDeque::with_capacity(BUFFERS),
         };
-        if wire == Wire::Ring {
-            let (first, n) = (*next, RING_IN_FLIGHT - BATCH_SIZE);
-            p.offer(pool, (0..n).map(|k| &frames[(first + k) % frames.len()]));
-            *next = (first + n) % frames.len();
-        }
+        let (first, n) = (*next, RING_IN_FLIGHT - BATCH_SIZE);
+        p.offer(pool, (0..n).map(|k| &frames[(first + k) % frames.len()]));
+        *next = (first + n) % frames.len();
         p
     }
 
-    /// The wire takes back what both ports transmitted ([`Wire::Ring`]: into its buffers for
-    /// the next deliveries; [`Wire::Null`] frees as it takes, so nothing to do). Once per poll,
-    /// before that poll's frames are offered.
-    #[inline(always)]
+    /// The wire takes back what both ports transmitted, for its next deliveries. Once per
+    /// poll, before that poll's frames are offered.
     pub fn turn(&mut self, pool: &mut Pool<'_>) {
-        if self.wire == Wire::Ring {
-            self.hand_back(pool);
-        }
-    }
-
-    #[inline(never)]
-    fn hand_back(&mut self, pool: &mut Pool<'_>) {
         for q in &mut self.tx {
             q.hand_off(pool, |b| self.back.push_back(b));
         }
     }
 
-    /// The wire delivers `frames` into port 0, in order: each into the next posted buffer
-    /// ([`Wire::Null`]), or at the ring's tail in the oldest buffer handed back (from the pool
-    /// only when none is, for frames the stage dropped and at the start: [`Wire::Ring`]). A
-    /// frame the ring has no room for is not delivered (as a device drops it).
-    #[inline(always)]
+    /// The wire delivers `frames` into port 0, in order, at the ring's tail in the oldest
+    /// buffer handed back (from the pool only when none is: at the start, and for frames the
+    /// stage dropped). A frame the ring has no room for is not delivered (as a device drops
+    /// it).
     pub fn offer<'f>(&mut self, pool: &mut Pool<'_>, frames: impl IntoIterator<Item = &'f Vec<u8>>) {
-        match self.wire {
-            Wire::Null => {
-                for f in frames {
-                    let _ = self.rx[0].inject(pool, f);
-                }
-            }
-            Wire::Ring => self.deliver(pool, frames),
-        }
-    }
-
-    /// [`SoftPorts::offer`] over the loopback (kept out of line: the allocating wire's loop
-    /// stays as small as it was before there was a choice).
-    #[inline(never)]
-    fn deliver<'f>(&mut self, pool: &mut Pool<'_>, frames: impl IntoIterator<Item = &'f Vec<u8>>) {
         for f in frames {
             let Some(b) = self.back.pop_front().or_else(|| pool.alloc()) else { return };
             if let Err((_, b)) = self.rx[0].deliver(pool, b, f) {
@@ -173,7 +146,7 @@ impl SoftPorts {
 }
 
 /// The loop all of the above run: `poll(timing)` sets the accounting, lets the wire deliver
-/// one batch ([`SoftPorts`]), and times one `poll_once`. The same frames arrive whatever the
+/// one batch, and times one `poll_once`. The same frames arrive whatever the
 /// wire; over [`Wire::Ring`] a frame waits on the ring for about `RING_IN_FLIGHT /
 /// BATCH_SIZE` polls, so the worker reads it as a circulating frame, not one written just
 /// before.
@@ -187,8 +160,7 @@ fn with_poller<S: Stage, R>(
     let mut pool = Pool::try_new(&mut mem, 0x1000_0000, BUFFERS).expect("pool");
     let mut next = 0usize;
     match wire {
-        // Written out rather than through `SoftPorts`: the loop the earlier figures were
-        // measured with, compiled the same way.
+        // The loop the earlier figures were measured with, compiled the same way.
         Wire::Null => {
             let mut rx = [SoftRxQueue::new(&mut pool, 512), SoftRxQueue::new(&mut pool, 512)];
             let mut tx = [SoftTxQueue::new(512, true), SoftTxQueue::new(512, true)];
@@ -208,7 +180,7 @@ fn with_poller<S: Stage, R>(
             body(&mut poll)
         }
         Wire::Ring => {
-            let mut ports = SoftPorts::new(&mut pool, wire, frames, &mut next);
+            let mut ports = Loopback::new(&mut pool, frames, &mut next);
             // Another clock type, so that this `poll_once` is its own copy (one caller each,
             // both inlined).
             let clock = RingTsc;
