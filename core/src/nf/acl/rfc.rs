@@ -38,6 +38,7 @@
 //! still in the lists: a run with deletions pending answers through its bit vectors until the
 //! background merge rebuilds it.
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -223,11 +224,6 @@ impl Cross {
     }
 }
 
-#[inline]
-fn read(t: &[u16], v: usize) -> u16 {
-    t.get(v).copied().unwrap_or(0)
-}
-
 /// One rule of a pair class: its position and what the address pair leaves to check, each
 /// range as (first value, last − first), so that a range check is one wrapping subtraction and
 /// one compare (the three checks stay short-circuit: making them branch-free measured the
@@ -261,13 +257,23 @@ impl Cand {
     }
 }
 
+/// A phase-0 table: a class for each of the 65 536 values of a 16-bit chunk. Its length is
+/// in its type, so that a read indexed by a chunk needs no bounds check.
+type Chunk = Box<[u16; 1 << 16]>;
+
+/// A zeroed [`Chunk`], made on the heap (not on the stack and moved); `None` if the
+/// allocation's length were not the array's (it is).
+fn zeroed_chunk() -> Option<Chunk> {
+    vec![0u16; 1 << 16].into_boxed_slice().try_into().ok()
+}
+
 /// The tables of one IPv4 run (see the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Rfc {
-    src_hi: Vec<u16>,
-    src_lo: Vec<u16>,
-    dst_hi: Vec<u16>,
-    dst_lo: Vec<u16>,
+    src_hi: Chunk,
+    src_lo: Chunk,
+    dst_hi: Chunk,
+    dst_lo: Chunk,
     src: Cross,
     dst: Cross,
     pair: Cross,
@@ -283,8 +289,8 @@ impl Rfc {
     /// addresses as IPv4 numbers.
     #[inline]
     pub fn lookup(&self, src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> Option<usize> {
-        let (s_hi, s_lo) = (read(&self.src_hi, (src >> 16) as usize), read(&self.src_lo, (src & 0xFFFF) as usize));
-        let (d_hi, d_lo) = (read(&self.dst_hi, (dst >> 16) as usize), read(&self.dst_lo, (dst & 0xFFFF) as usize));
+        let (s_hi, s_lo) = (self.src_hi[(src >> 16) as usize], self.src_lo[usize::from(src as u16)]);
+        let (d_hi, d_lo) = (self.dst_hi[(dst >> 16) as usize], self.dst_lo[usize::from(dst as u16)]);
         let c = usize::from(self.pair.at(self.src.at(s_hi, s_lo), self.dst.at(d_hi, d_lo)));
         self.first_in(self.list(c), sport, dport, proto)
     }
@@ -299,10 +305,10 @@ impl Rfc {
         let mut h = [[0u16; 4]; BURST];
         for ((h, &a), &b) in h.iter_mut().zip(&keys.src).zip(&keys.dst).take(n) {
             *h = [
-                read(&self.src_hi, (a >> 16) as usize),
-                read(&self.src_lo, (a & 0xFFFF) as usize),
-                read(&self.dst_hi, (b >> 16) as usize),
-                read(&self.dst_lo, (b & 0xFFFF) as usize),
+                self.src_hi[(a >> 16) as usize],
+                self.src_lo[usize::from(a as u16)],
+                self.dst_hi[(b >> 16) as usize],
+                self.dst_lo[usize::from(b as u16)],
             ];
         }
         let mut sd = [(0u16, 0u16); BURST];
@@ -348,9 +354,8 @@ impl Rfc {
 
     /// Bytes the tables take.
     pub fn bytes(&self) -> usize {
-        let t = [&self.src_hi, &self.src_lo, &self.dst_hi, &self.dst_lo];
         let c = [&self.src, &self.dst, &self.pair];
-        2 * (t.iter().map(|t| t.len()).sum::<usize>() + c.iter().map(|c| c.table.len()).sum::<usize>())
+        2 * (4 * self.src_hi.len() + c.iter().map(|c| c.table.len()).sum::<usize>())
             + 8 * self.lists.len()
             + core::mem::size_of::<Cand>() * self.cands.len()
     }
@@ -405,7 +410,18 @@ impl RfcBuild {
             rules,
             classes: Vec::new(),
             filling: None,
-            rfc: Rfc::default(),
+            rfc: Rfc {
+                src_hi: zeroed_chunk()?,
+                src_lo: zeroed_chunk()?,
+                dst_hi: zeroed_chunk()?,
+                dst_lo: zeroed_chunk()?,
+                src: Cross::default(),
+                dst: Cross::default(),
+                pair: Cross::default(),
+                lists: Vec::new(),
+                cands: Vec::new(),
+                longest: 0,
+            },
             bytes: 0,
         })
     }
@@ -415,11 +431,11 @@ impl RfcBuild {
     pub fn step(&mut self) -> Option<bool> {
         let k = self.classes.len();
         if k < 4 {
-            let (table, classes) = chunk(self.chunks.get(k)?, 0xFFFF, self.words)?;
-            self.bytes += table.len() * 2;
-            *[&mut self.rfc.src_hi, &mut self.rfc.src_lo, &mut self.rfc.dst_hi, &mut self.rfc.dst_lo]
+            let table = [&mut self.rfc.src_hi, &mut self.rfc.src_lo, &mut self.rfc.dst_hi, &mut self.rfc.dst_lo]
                 .into_iter()
-                .nth(k)? = table;
+                .nth(k)?;
+            let classes = chunk(self.chunks.get(k)?, table, self.words)?;
+            self.bytes += table.len() * 2;
             self.classes.push(classes);
             return Some(false);
         }
@@ -498,19 +514,20 @@ fn halves((a, len): (u128, u8)) -> Option<[(u32, u32); 2]> {
     Some([(lo >> 16, hi >> 16), if l <= 16 { ALL } else { (lo & 0xFFFF, hi & 0xFFFF) }])
 }
 
-/// Phase 0: the table from each value `0..=max` to its class, and the classes.
-fn chunk(ranges: &[(u32, u32)], max: u32, words: usize) -> Option<(Vec<u16>, Classes)> {
+/// Phase 0: fills `table` from each 16-bit value to its class; returns the classes.
+fn chunk(ranges: &[(u32, u32)], table: &mut [u16; 1 << 16], words: usize) -> Option<Classes> {
+    let max = table.len() - 1;
     let wide: Vec<(u128, u128)> = ranges.iter().map(|&(lo, hi)| (u128::from(lo), u128::from(hi))).collect();
-    let (bounds, bits) = super::bitvec::elementary_intervals(&wide, u128::from(max), words, 0);
+    let (bounds, bits) = super::bitvec::elementary_intervals(&wide, max as u128, words, 0);
     let mut dedup = Dedup::new(words);
-    let ids = bits.chunks(words.max(1)).map(|v| dedup.id(v)).collect::<Option<Vec<u16>>>()?;
     // Interval i covers bounds[i]..bounds[i + 1] (the last one up to max).
-    let mut table = Vec::with_capacity(max as usize + 1);
-    for (i, &id) in ids.iter().enumerate() {
-        let end = bounds.get(i + 1).map_or(max as usize + 1, |&b| b as usize);
-        table.resize(end, id);
+    for (i, v) in bits.chunks(words.max(1)).enumerate() {
+        let id = dedup.id(v)?;
+        let start = bounds.get(i).map_or(0, |&b| b as usize);
+        let end = bounds.get(i + 1).map_or(max + 1, |&b| b as usize);
+        table.get_mut(start..end)?.fill(id);
     }
-    Some((table, dedup.classes))
+    Some(dedup.classes)
 }
 
 /// Fills rows of a cross table (the class of every pair's AND) from `f.row` on, at least
