@@ -305,6 +305,7 @@ fn targets(res: &Results, s: &mut String) {
     {
         let _ = writeln!(s, "  (testpmd, 1 worker, zero load: {:.1} % of its core)", t.r.usage.workers_total() * 100.0);
     }
+    p99_at_low_load(res, s);
     let poll1 = Dut::cadence(Io::AfXdp, false, Sched::Poll);
     // Every one-worker Metronome configuration of the study, in the order it ran.
     let mut met_w1: Vec<&Dut> = Vec::new();
@@ -354,6 +355,36 @@ fn targets(res: &Results, s: &mut String) {
     }
 }
 
+/// The load of issue 31's latency target: 10 % of the device's own zero-loss rate.
+const LOW_LOAD: f64 = 0.1;
+
+/// Issue 31's latency target: per Metronome device of the latency phase, its p99 at 10 % of
+/// its zero-loss rate (64 B) against the polling device's with the same I/O and chain, ≤ 2×.
+fn p99_at_low_load(res: &Results, s: &mut String) {
+    let p99 = |d: &Dut| {
+        res.latency
+            .iter()
+            .find(|l| l.dut == *d && l.mix == SizeMix::Fixed(60) && (l.frac - LOW_LOAD).abs() < 1e-9)
+            .map(|l| l.r.latency.p99_ns as f64 / 1e3)
+    };
+    for l in &res.latency {
+        let Dut::Cadence { io, chain, sched: Sched::Metronome, .. } = l.dut else { continue };
+        if l.mix != SizeMix::Fixed(60) || (l.frac - LOW_LOAD).abs() >= 1e-9 {
+            continue;
+        }
+        let poll = Dut::cadence(io, chain, Sched::Poll);
+        let (Some(m), Some(p)) = (p99(&l.dut), p99(&poll)) else { continue };
+        let r = m / p.max(1e-3);
+        let _ = writeln!(
+            s,
+            "- {}: p99 at 10 % load ≤ 2× {}'s: {r:.2}× ({m:.0} vs {p:.0} µs) — {}",
+            l.dut.name(),
+            poll.name(),
+            verdict(r <= 2.0)
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,6 +396,34 @@ mod tests {
         assert_eq!(ratio_cell(Some(&sp(600.0, 1)), Some(&sp(300.0, 0))), "≥2.00×");
         assert_eq!(ratio_cell(Some(&sp(150.0, 0)), Some(&sp(300.0, 2))), "≤0.50×");
         assert_eq!(ratio_cell(None, Some(&sp(300.0, 0))), "–");
+    }
+
+    #[test]
+    fn the_low_load_p99_is_held_to_twice_the_pollers() {
+        use super::super::generator::TrialResult;
+        use super::super::report::LatRec;
+        let rec = |sched, frac: f64, p99_us: u64| LatRec {
+            dut: Dut::cadence(Io::AfXdp, false, sched),
+            mix: SizeMix::Fixed(60),
+            frac,
+            rate: 1000.0,
+            r: TrialResult {
+                latency: super::super::tally::Latency { p99_ns: p99_us * 1000, ..Default::default() },
+                ..Default::default()
+            },
+        };
+        let run = |latency: Vec<LatRec>| {
+            let mut s = String::new();
+            p99_at_low_load(&Results { latency, ..Default::default() }, &mut s);
+            s
+        };
+        // Metronome's p99 at 10 % against the poller's at 10 %, not at another load.
+        let met = run(vec![rec(Sched::Poll, 0.1, 100), rec(Sched::Poll, 0.5, 10), rec(Sched::Metronome, 0.1, 150)]);
+        assert!(met.contains("1.50× (150 vs 100 µs) — **met**"), "{met}");
+        let missed = run(vec![rec(Sched::Poll, 0.1, 100), rec(Sched::Metronome, 0.1, 201)]);
+        assert!(missed.contains("2.01×") && missed.contains("missed"), "{missed}");
+        // No poller at 10 %: no verdict rather than a made-up one.
+        assert_eq!(run(vec![rec(Sched::Metronome, 0.1, 150), rec(Sched::Poll, 0.9, 100)]), "");
     }
 
     #[test]
