@@ -162,11 +162,11 @@ impl PollStats {
 
     /// Writes every counter of docs/PROTOCOL.md as space-separated `key=value` pairs,
     /// in its order: `p{i}_rx p{i}_rx_bytes p{i}_tx p{i}_tx_bytes p{i}_rx_err
-    /// p{i}_no_buf p{i}_tx_full` per port, `drops`, `drop_<reason>` per
-    /// [`DropReason`], `ctl`, `generated`, `pool_in_use`, `polls`, `busy_polls`. No leading space,
-    /// no newline: the caller writes `@stats t_ms=… ` before and `\n` after.
-    pub fn write_counters<W: fmt::Write + ?Sized>(&self, w: &mut W, drv: &DriverCounters) -> fmt::Result {
-        for (i, p) in self.ports.iter().enumerate() {
+    /// p{i}_no_buf p{i}_tx_full` for each of the dataplane's `ports`, `drops`, `drop_<reason>`
+    /// per [`DropReason`], `ctl`, `generated`, `pool_in_use`, `polls`, `busy_polls`. No leading
+    /// space, no newline: the caller writes `@stats t_ms=… ` before and `\n` after.
+    pub fn write_counters<W: fmt::Write + ?Sized>(&self, w: &mut W, drv: &DriverCounters, ports: usize) -> fmt::Result {
+        for (i, p) in self.ports.iter().enumerate().take(ports) {
             let rx_err = drv.rx_err.get(i).copied().unwrap_or(0);
             let no_buf = drv.no_buf.get(i).copied().unwrap_or(0);
             write!(
@@ -331,9 +331,14 @@ impl<S: Stage> Poller<S> {
         // Frames the stage originates (exports) go out with this poll's.
         self.stage.idle(pool, &mut self.out, &mut self.stats.stage, now);
 
+        // The ports with frames to send, in one look at the `PORTS` output batches (most are
+        // empty: a dataplane has fewer ports, or a poll sends on few of them).
+        let mut busy = self.out.iter().enumerate().fold(0u32, |m, (p, o)| m | u32::from(!o.is_empty()) << p);
         // One clock reading for every frame handed to a TX ring in this poll.
-        let tx_now = if self.cfg.timing && self.out.iter().any(|o| !o.is_empty()) { clock.now() } else { now };
-        for port in 0..PORTS {
+        let tx_now = if self.cfg.timing && busy != 0 { clock.now() } else { now };
+        while busy != 0 {
+            let port = busy.trailing_zeros() as usize;
+            busy &= busy - 1;
             outcome.tx += self.transmit(pool, port, tx.get_mut(port), tx_now);
         }
 

@@ -1,5 +1,5 @@
 //! The stage contract: what the worker loop hands a batch to ([`Stage`]), the counters every
-//! stage keeps ([`StageCounters`]), and the number of ports ([`PORTS`]).
+//! stage keeps ([`StageCounters`]), and the most ports a dataplane has ([`PORTS`]).
 //!
 //! A [`Stage`] takes a batch received on one port and empties it: every frame either moves to
 //! the output batch of some port, or is returned to the pool and counted under one
@@ -14,8 +14,20 @@ use crate::control::Commands;
 use crate::drops::DropReason;
 use crate::time::Instant;
 
-/// Ports of the dataplane (port `i`'s default egress is port `1 - i`).
-pub const PORTS: usize = 2;
+/// The most ports a dataplane has (per-port state is sized by it; a dataplane runs with 2 to
+/// `PORTS` of them). Ports pair up for the L2 default: port `i`'s default egress is port
+/// `i ^ 1` (0 ↔ 1, 2 ↔ 3, …, as DPDK's l2fwd pairs its ports); a frame for a port the
+/// dataplane does not have is dropped as `TxFull` by the worker loop.
+pub const PORTS: usize = 8;
+
+// The worker loop keeps the ports with frames to send in a `u32` bit mask.
+const _: () = assert!(PORTS <= 32);
+
+/// Port `port`'s partner for the L2 default: `port ^ 1`.
+#[inline]
+pub const fn pair_of(port: u8) -> u8 {
+    port ^ 1
+}
 
 /// Counters every stage keeps: drops by reason and consumed control frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -109,10 +109,10 @@ impl Mode {
 /// What one queue lock protects: queue `k` of every port and their buffer pool.
 #[derive(Debug)]
 pub struct Lane<'m, R, T> {
-    /// Receive queue `k` of each port.
-    pub rx: [R; PORTS],
-    /// Transmit queue `k` of each port.
-    pub tx: [T; PORTS],
+    /// Receive queue `k` of each port (port `p`'s at index `p`; at most [`PORTS`]).
+    pub rx: heapless::Vec<R, PORTS>,
+    /// Transmit queue `k` of each port, as `rx`.
+    pub tx: heapless::Vec<T, PORTS>,
     /// The buffers these queues use.
     pub pool: Pool<'m>,
 }

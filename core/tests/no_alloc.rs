@@ -301,11 +301,8 @@ impl Clock for StepClock {
     }
 }
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    control: None,
-};
+const EGRESS: Egress =
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], None);
 
 // ---- the chains ----------------------------------------------------------------------
 
@@ -383,7 +380,7 @@ fn l3fwd() -> Box<dyn Nf> {
 fn l3fwd_resolved() -> Chain {
     use cadence_core::neigh::{NeighConfig, NeighShared, PortAddr, Router, StaticNeigh};
     let mut cfg = L3fwdConfig::default();
-    cfg.next_hops = (0..PORTS as u8).map(|p| NextHop::gateway(p, [192, 0, 2 + p, 1])).collect();
+    cfg.next_hops = (0..2u8).map(|p| NextHop::gateway(p, [192, 0, 2 + p, 1])).collect();
     cfg.next_hops.push(NextHop::direct(1));
     cfg.routes4 = (0..64u32)
         .map(|i| Route4 { prefix: [10, (i >> 4) as u8, (i & 15) as u8, 0], len: 24, next_hop: i % 2 })
@@ -391,9 +388,9 @@ fn l3fwd_resolved() -> Chain {
     cfg.routes4.push(Route4 { prefix: [10, 0, 0, 0], len: 8, next_hop: 2 });
     let nf: Box<dyn Nf> = Box::new(L3fwd::new(Arc::new(L3fwdShared::try_new(&cfg).expect("l3fwd"))));
     let mut n = NeighConfig::default();
-    n.addrs = (0..PORTS as u8).map(|p| PortAddr { port: p, addr: [192, 0, 2 + p, 2], len: 24 }).collect();
+    n.addrs = (0..2u8).map(|p| PortAddr { port: p, addr: [192, 0, 2 + p, 2], len: 24 }).collect();
     n.addrs.push(PortAddr { port: 1, addr: [10, 255, 255, 254], len: 8 });
-    n.statics = (0..PORTS as u8)
+    n.statics = (0..2u8)
         .map(|p| StaticNeigh {
             port: p,
             ip: cadence_core::parse::IpAddr::V4([192, 0, 2 + p, 1]),

@@ -143,11 +143,8 @@ pub fn frame(flow: u32) -> Vec<u8> {
     f
 }
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    control: None,
-};
+const EGRESS: Egress =
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], None);
 
 /// The chain spec with `acl_rules` generated rules and a top-priority permit for the profile's
 /// traffic added to its ACL (if it has one).

@@ -7,6 +7,8 @@
 
 use core::fmt;
 
+use cadence_core::stage::PORTS;
+
 pub use cadence_core::worker::Mode;
 
 /// What the image does after booting (boot option `mode`).
@@ -105,8 +107,8 @@ pub struct BootConfig {
     pub ctl: Option<u8>,
     /// The SipHash-2-4 key control frames are signed with (`ctl_key=`, 32 hex digits).
     pub ctl_key: Option<Secret>,
-    /// Next-hop MAC for frames leaving port 0 and port 1.
-    pub peer: [[u8; 6]; 2],
+    /// Next-hop MAC for frames leaving each port (`peerN`).
+    pub peer: [[u8; 6]; PORTS],
     /// Packet buffers in the pool.
     pub pool: usize,
     /// Virtqueue size.
@@ -204,7 +206,7 @@ impl Default for BootConfig {
             max_s: 0,
             ctl: None,
             ctl_key: None,
-            peer: [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]],
+            peer: cadence_core::nf::Egress::DEFAULT_PEERS,
             pool: 4096,
             qsize: 256,
             workers: 1,
@@ -243,7 +245,7 @@ impl Default for BootConfig {
 pub const IDLE_AFTER_US: u32 = 0;
 
 /// Every key the command line accepts, in the order of docs/PROTOCOL.md.
-pub const KEYS: [&str; 32] = [
+pub const KEYS: [&str; 38] = [
     "mode",
     "stats_ms",
     "max_s",
@@ -251,6 +253,12 @@ pub const KEYS: [&str; 32] = [
     "ctl_key",
     "peer0",
     "peer1",
+    "peer2",
+    "peer3",
+    "peer4",
+    "peer5",
+    "peer6",
+    "peer7",
     "pool",
     "qsize",
     "workers",
@@ -379,15 +387,20 @@ impl BootConfig {
                 "ctl" => {
                     cfg.ctl = match value {
                         "off" => None,
-                        "port:0" => Some(0),
-                        "port:1" => Some(1),
-                        _ => return Err(bad("one of off, port:0, port:1")),
+                        _ => Some(
+                            value
+                                .strip_prefix("port:")
+                                .and_then(|n| n.parse::<u8>().ok())
+                                .filter(|&n| usize::from(n) < PORTS)
+                                .ok_or(bad("off, or port:N with N below 8"))?,
+                        ),
                     }
                 }
                 "ctl_key" => cfg.ctl_key = Some(Secret(parse_key(value).ok_or(bad("32 hex digits (a 128-bit key)"))?)),
-                "peer0" | "peer1" => {
-                    let port = usize::from(key == "peer1");
-                    cfg.peer[port] = parse_mac(value).ok_or(bad("a MAC address xx:xx:xx:xx:xx:xx"))?;
+                k if let Some(slot) =
+                    k.strip_prefix("peer").and_then(|n| n.parse::<usize>().ok()).and_then(|n| cfg.peer.get_mut(n)) =>
+                {
+                    *slot = parse_mac(value).ok_or(bad("a MAC address xx:xx:xx:xx:xx:xx"))?;
                 }
                 "pool" => cfg.pool = int_in(value, 256, 16_384).ok_or(bad("an integer in 256..=16384"))? as usize,
                 "qsize" => {
@@ -710,7 +723,8 @@ mod tests {
             ("mode=fast", "mode", "fast"),
             ("ctl=yes", "ctl", "yes"),
             ("ctl=on", "ctl", "on"),
-            ("ctl=port:2", "ctl", "port:2"),
+            ("ctl=port:8", "ctl", "port:8"),
+            ("ctl=port:x", "ctl", "port:x"),
             ("ctl_key=0011", "ctl_key", "0011"),
             ("ctl_key=zz0102030405060708090a0b0c0d0e0f", "ctl_key", "zz0102030405060708090a0b0c0d0e0f"),
             ("peer0=01:02:03", "peer0", "01:02:03"),

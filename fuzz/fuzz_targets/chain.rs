@@ -48,11 +48,7 @@ const NAT_PORTS: (u16, u16) = (40_000, 40_015);
 /// Control frames accepted on port 0 (signed with a fixed key: the input may carry
 /// anything there, and a forged one must be dropped, never obeyed).
 fn egress() -> Egress {
-    Egress {
-        own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-        peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-        control: Some(ControlAuth::new(0, [0x5a; 16], 0x5a5a)),
-    }
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], Some(ControlAuth::new(0, [0x5a; 16], 0x5a5a)))
 }
 
 struct StepClock(std::cell::Cell<u64>);

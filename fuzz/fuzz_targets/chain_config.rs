@@ -24,11 +24,7 @@ fn small(nf: &NfSpec) -> bool {
     }
 }
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    control: None,
-};
+const EGRESS: Egress = Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], None);
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(text) = core::str::from_utf8(data) else { return };

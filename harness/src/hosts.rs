@@ -84,14 +84,16 @@ pub struct Dataplane {
 }
 
 impl Dataplane {
-    /// Starts `bin` on `veths` (port 0, port 1) with `chain` and the boot options `extra`, its
-    /// stderr to `stderr`; returns once it says `@ready`.
+    /// Starts `bin` on `veths` (port `p` on `veths.dut[p]`) with `chain` and the boot options
+    /// `extra`, its stderr to `stderr`; returns once it says `@ready`.
     pub fn start(bin: &Path, veths: &VethPairs, chain: &Path, extra: &[String], stderr: &Path) -> Result<Self> {
+        let ports = veths.dut.iter().enumerate().flat_map(|(p, d)| [format!("--port{p}"), d.clone()]);
         let mut child = Kill(
             Command::new(IP)
                 .args(["netns", "exec", &veths.netns])
                 .arg(bin)
-                .args(["--port0", &veths.dut[0], "--port1", &veths.dut[1], "--io", "af_xdp", "--chain"])
+                .args(ports)
+                .args(["--io", "af_xdp", "--chain"])
                 .arg(chain)
                 .args(["workers=1", "stats_ms=0"])
                 .args(extra)

@@ -27,10 +27,10 @@ pub use cadence_build::provision::IP;
 pub struct VethPairs {
     /// The namespace the dataplane runs in.
     pub netns: String,
-    /// Host ends, port 0 and 1.
-    pub host: [String; 2],
-    /// Dataplane ends (inside `netns`), port 0 and 1.
-    pub dut: [String; 2],
+    /// Host ends, port `p`'s at index `p`.
+    pub host: Vec<String>,
+    /// Dataplane ends (inside `netns`), as `host`.
+    pub dut: Vec<String>,
 }
 
 fn ip(args: &[&str]) -> Result<()> {
@@ -71,12 +71,20 @@ fn disable_ipv6(netns: Option<&str>, ifname: &str) -> Result<()> {
 impl VethPairs {
     /// Creates the namespace and the pairs, with `queues` RX/TX queues per veth.
     pub fn create(queues: u16) -> Result<VethPairs> {
+        Self::create_ports(queues, 2)
+    }
+
+    /// As [`VethPairs::create`], with `ports` pairs (a dataplane of that many ports, 1..=8).
+    pub fn create_ports(queues: u16, ports: usize) -> Result<VethPairs> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
+        if !(1..=8).contains(&ports) {
+            bail!("{ports} veth pairs: 1..=8");
+        }
         let n = NEXT.fetch_add(1, Ordering::Relaxed) % 100;
         let id = std::process::id();
         let netns = format!("cad{id}_{n:02}");
-        let host = [format!("cg{id}_{n:02}0"), format!("cg{id}_{n:02}1")];
-        let dut = [format!("cd{id}_{n:02}0"), format!("cd{id}_{n:02}1")];
+        let host: Vec<String> = (0..ports).map(|p| format!("cg{id}_{n:02}{p}")).collect();
+        let dut: Vec<String> = (0..ports).map(|p| format!("cd{id}_{n:02}{p}")).collect();
         for name in host.iter().chain(&dut) {
             if name.len() > 15 {
                 bail!("interface name {name} is longer than 15 bytes");
@@ -86,7 +94,7 @@ impl VethPairs {
         // From here on, Drop cleans up whatever was made.
         let pairs = VethPairs { netns, host, dut };
         let q = queues.max(1).to_string();
-        for i in 0..2 {
+        for i in 0..ports {
             ip(&[
                 "link",
                 "add",

@@ -35,6 +35,12 @@
 //! the path MTU (its next such ping fails locally with mtu=1400); over IPv6 to fd79::2,
 //! "Packet too big: mtu=1400" from fd78::1; 1400 bytes cross.
 //!
+//! A third port (item 3): the hosted test gives the dataplane a third veth pair with host C
+//! (10.78.2.2/24, default via Cadence's port-2 address 10.78.2.1) behind it, no neighbour
+//! entry either; A and B each ping C, C pings Cadence's port-2 address, and the `@summary`
+//! shows port 2's own counters (`p2_rx`, `p2_tx`) carrying them. The L2 default pairs ports
+//! (0 ↔ 1, 2 ↔ 3): the router reaches port 2 by its route alone.
+//!
 //! The image does the same (`the_image_on_tap_nics_is_the_same_router_for_two_real_hosts`):
 //! the firmware under QEMU (TCG) with two virtio-net NICs on tap interfaces, which are moved
 //! into the two hosts' namespaces once QEMU has made them; the same checks and counters, and
@@ -106,6 +112,31 @@ const ROUTER_TOML: &str = "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
      [[l3fwd.route]]\nprefix = \"10.78.1.0/24\"\nport = 1\nvia = \"direct\"\n\
      [[l3fwd.route]]\nprefix = \"fd78::/64\"\nport = 0\nvia = \"direct\"\n\
      [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nvia = \"direct\"\n";
+
+/// Host C, on Cadence's third port (the hosted test only).
+const C: &str = "10.78.2.2";
+const GW_C: &str = "10.78.2.1";
+
+/// [`ROUTER_TOML`] with a third port: its address and its directly connected subnet.
+fn router3_toml() -> String {
+    format!(
+        "{ROUTER_TOML}[[port.addr]]\nport = 2\naddr = \"{GW_C}/24\"\n\
+         [[l3fwd.route]]\nprefix = \"10.78.2.0/24\"\nport = 2\nvia = \"direct\"\n"
+    )
+}
+
+/// Pings across to and from host C (on port 2): what failed.
+fn exercise_third_port(a: &str, b: &str, c: &str) -> Result<Vec<String>> {
+    let mut failures = Vec::new();
+    for (from, name, to) in [(a, "A", C), (b, "B", C), (c, "C", GW_C), (c, "C", A)] {
+        let o = ping(from, to, 3)?;
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        if !o.status.success() || text.lines().filter(|l| l.contains(&format!("bytes from {to}"))).count() != 3 {
+            failures.push(format!("ping {name} -> {to} through port 2: three replies, got:\n{text}"));
+        }
+    }
+    Ok(failures)
+}
 
 /// The two hosts around Cadence: their namespaces, host A's interface (on Cadence's port 0)
 /// and MAC, and Cadence's port-0 MAC.
@@ -303,25 +334,35 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let bin = image::build_hosted(Profile::Release)?;
     let out = cadence_tests::out_dir("router");
     std::fs::create_dir_all(&out)?;
-    let veths = VethPairs::create(1)?;
+    let veths = VethPairs::create_ports(1, 3)?;
     let na = Netns::new(format!("{}a", veths.netns))?;
     let nb = Netns::new(format!("{}b", veths.netns))?;
+    let nc = Netns::new(format!("{}c", veths.netns))?;
     let (amac, cmac0) = (veths.mac_of(false, 0)?, veths.mac_of(true, 0)?);
     make_hosts(&na.0, &nb.0, &veths.host[0], &veths.host[1])?;
-    for i in 0..2 {
-        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    host(&nc.0, &veths.host[2], C, GW_C)?;
+    for d in &veths.dut {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", d, "tx", "off"]))?;
     }
     let toml = out.join("router.toml");
-    std::fs::write(&toml, ROUTER_TOML)?;
+    std::fs::write(&toml, router3_toml())?;
     let chain = out.join("router.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
     let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
 
     let hosts = Hosts { a: &na.0, b: &nb.0, if_a: &veths.host[0], amac, cmac0 };
-    let failures = exercise(&hosts, &out)?;
+    let mut failures = exercise(&hosts, &out)?;
+    failures.extend(exercise_third_port(&na.0, &nb.0, &nc.0)?);
     let summary = dp.stop()?;
     cadence_tests::report(&out, &summary, &failures)?;
-    check_summary(&|k| counter(&summary, k), &summary)
+    check_summary(&|k| counter(&summary, k), &summary)?;
+    // Port 2 carried C's traffic both ways: 3 + 3 + 3 echo requests in, their replies out,
+    // and C's own ARP for its gateway (port 2's counters are in the line at all only because
+    // the dataplane has three ports).
+    let (rx2, tx2) = (counter(&summary, "p2_rx")?, counter(&summary, "p2_tx")?);
+    assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
+    assert!(counter(&summary, "p3_rx").is_err(), "a fourth port in the line: {summary}");
+    Ok(())
 }
 
 /// The image (QEMU, TCG, virtio-net on tap interfaces) as the same router: QEMU's taps are

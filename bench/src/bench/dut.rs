@@ -339,7 +339,7 @@ impl Instance {
                     v.set_mac(true, i, DUT_MACS[i])?;
                     v.set_mac(false, i, HOST_MACS[i])?;
                 }
-                let ifs = v.host.clone();
+                let ifs = [v.host[0].clone(), v.host[1].clone()];
                 (Wiring::Pairs(v), ifs)
             }
         };
@@ -406,7 +406,7 @@ impl Instance {
                         Io::AfXdp => Pmd::AfXdp,
                         Io::AfPacket => Pmd::AfPacket,
                     },
-                    ifaces: ports.clone(),
+                    ifaces: [ports[0].clone(), ports[1].clone()],
                     peers: [Mac(HOST_MACS[0]).to_string(), Mac(HOST_MACS[1]).to_string()],
                     prefix: prefix.clone(),
                     workers: *workers,

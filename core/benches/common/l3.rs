@@ -8,11 +8,8 @@ use cadence_core::nf::{Chain, Egress, Nf};
 use cadence_core::stage::PORTS;
 
 /// The chains' egress: own and peer MACs of the two ports, no control port.
-pub const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    control: None,
-};
+pub const EGRESS: Egress =
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], None);
 
 /// The L3 forwarder NF: route `i` (0..256) is 10.(i / 16).(i % 16).0/24 via port i % 2, plus
 /// 10.1.0.0/16 via port 1 (so the VIP always has a route; its /24, route 16, wins: port 0).

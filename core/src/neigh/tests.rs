@@ -76,7 +76,7 @@ fn step(chain: &mut crate::nf::Chain, pool: &mut Pool<'_>, frames: &[Vec<u8>], p
         pool.frame_mut(b).copy_from_slice(f);
         input.push(b).unwrap();
     }
-    let mut out = [Batch::new(), Batch::new()];
+    let mut out = [const { Batch::new() }; crate::stage::PORTS];
     let mut c = StageCounters::default();
     let _ = chain.process(port, pool, &mut input, &mut out, &mut c, Instant(now));
     chain.idle(pool, &mut out, &mut c, Instant(now));
@@ -332,7 +332,7 @@ fn bad_configuration_names_the_record() {
     let bad = |extra: &str| {
         ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()
     };
-    assert_eq!(bad("port.addr=port:2,addr:10.0.0.1/24\n"), "line 2: port.addr: port.addr[0]: port out of range");
+    assert_eq!(bad("port.addr=port:8,addr:10.0.0.1/24\n"), "line 2: port.addr: port.addr[0]: port out of range");
     assert!(bad("port.addr=port:0,addr:10.0.0.0/24\n").contains("not a host address"));
     assert!(bad("port.addr=port:0,addr:10.0.0.1\n").starts_with("line 2: port.addr.addr: expected IPv4/LEN"));
     assert!(bad("neigh.static=port:0,ip:10.0.0.5,mac:01:00:5e:00:00:01\n").contains("group MAC"));
@@ -597,7 +597,7 @@ fn a_port_mtu_out_of_range_or_given_twice_names_its_line() {
     assert_eq!(bad("port.mtu=port:1,mtu:1279\n"), "line 2: port.mtu: port.mtu (port 1): not 1280..=1500");
     assert_eq!(bad("port.mtu=port:0,mtu:9000\n"), "line 2: port.mtu: port.mtu (port 0): not 1280..=1500");
     assert!(bad("port.mtu=port:0,mtu:1400\nport.mtu=port:0,mtu:1300\n").starts_with("line 3: port.mtu"));
-    assert!(bad("port.mtu=port:5,mtu:1400\n").starts_with("line 2: port.mtu"));
+    assert!(bad("port.mtu=port:8,mtu:1400\n").starts_with("line 2: port.mtu"));
     assert!(bad("port.mtu=port:0\n").starts_with("line 2: port.mtu"));
 }
 

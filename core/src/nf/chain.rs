@@ -238,7 +238,7 @@ impl Chain {
         match parsed {
             Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
             Ok(parsed) => {
-                let default_out = (PORTS - 1 - port) as u8;
+                let default_out = crate::stage::pair_of(port as u8);
                 let pkt =
                     Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst: Dst::Peer };
                 if let Err(p) = self.batch.push(pkt) {
@@ -589,8 +589,8 @@ impl Chain {
         counters: &mut StageCounters,
         commands: &mut Commands,
     ) {
-        // The other port and its link header (the peer's MAC, the port's own), once per batch.
-        let to = (PORTS - 1).checked_sub(port);
+        // The port's pair and its link header (the peer's MAC, the port's own), once per batch.
+        let to = (port < PORTS).then(|| usize::from(crate::stage::pair_of(port as u8)));
         let head = to.and_then(|t| self.macs.get(t)).copied();
         for &b in input.as_slice() {
             match (parse::check_to(pool.frame(b), depth), to, head) {

@@ -297,10 +297,10 @@ impl VectorTx<'_> {
     }
 
     /// The port a frame leaves by when the NF does not route it (the batch path's
-    /// `Verdict::Forward` default: the other port).
+    /// `Verdict::Forward` default: its pair, [`crate::stage::pair_of`]).
     #[inline(always)]
     pub fn default_out(&self) -> u8 {
-        (PORTS - 1).saturating_sub(usize::from(self.ingress)) as u8
+        crate::stage::pair_of(self.ingress)
     }
 
     /// Whether the chain checks the transport header too (its depth is `L4`): the loop takes
@@ -455,11 +455,35 @@ pub struct Egress {
 }
 
 impl Egress {
-    /// The default peers of docs/PROTOCOL.md (`peer0`, `peer1`).
-    pub const DEFAULT_PEERS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0x01, 0x00], [0x02, 0, 0, 0, 0x01, 0x01]];
+    /// The default peers of docs/PROTOCOL.md (`peerN`: `02:00:00:00:01:0N` for port `N`).
+    pub const DEFAULT_PEERS: [[u8; 6]; PORTS] = {
+        let mut p = [[0x02, 0, 0, 0, 0x01, 0x00]; PORTS];
+        let mut i = 0;
+        while i < PORTS {
+            p[i][5] = i as u8;
+            i += 1;
+        }
+        p
+    };
 
-    /// The ports' own MACs, their peers, and who may send control frames.
-    pub const fn new(own_mac: [[u8; 6]; PORTS], peer_mac: [[u8; 6]; PORTS], control: Option<ControlAuth>) -> Self {
+    /// The first ports' own MACs and peers (as many as given, at most [`PORTS`]; the other
+    /// ports keep a zero own MAC and their default peer), and who may send control frames.
+    pub const fn new<const A: usize, const B: usize>(
+        own: [[u8; 6]; A],
+        peer: [[u8; 6]; B],
+        control: Option<ControlAuth>,
+    ) -> Self {
+        let (mut own_mac, mut peer_mac) = ([[0; 6]; PORTS], Self::DEFAULT_PEERS);
+        let mut i = 0;
+        while i < PORTS {
+            if i < A {
+                own_mac[i] = own[i];
+            }
+            if i < B {
+                peer_mac[i] = peer[i];
+            }
+            i += 1;
+        }
         Self { own_mac, peer_mac, control }
     }
 }

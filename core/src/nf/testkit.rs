@@ -238,7 +238,7 @@ pub fn run_chain_on(
         pool.frame_mut(b).copy_from_slice(f);
         input.push(b).unwrap();
     }
-    let mut out = [Batch::new(), Batch::new()];
+    let mut out = [const { Batch::new() }; crate::stage::PORTS];
     let mut counters = StageCounters::default();
     let cmds = chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(7));
     assert!(input.is_empty());

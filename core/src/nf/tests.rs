@@ -6,11 +6,7 @@ use crate::test_frames::{control, ctl_on, eth, tcp6, udp4};
 
 /// Egress with control accepted on port 1 (where the tests' frames arrive).
 fn egress() -> Egress {
-    Egress {
-        own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-        peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-        control: ctl_on(1),
-    }
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], ctl_on(1))
 }
 
 /// Drops packets whose UDP source port is odd, sends the rest back where they came from
@@ -160,7 +156,9 @@ fn each_nf_is_told_whether_the_parse_is_read_after_it() {
     let now = |t: &[alloc::sync::Arc<AtomicU8>; 3]| t.each_ref().map(|a| a.load(Ordering::Relaxed));
     let mut chain = Chain::new(nfs, egress());
     assert_eq!(now(&told), [2, 2, 1]);
-    let neigh = crate::neigh::NeighShared::try_new(&crate::neigh::NeighConfig::default(), OWN).expect("a table");
+    let neigh =
+        crate::neigh::NeighShared::try_new(&crate::neigh::NeighConfig::default(), Egress::new(OWN, PEER, None).own_mac)
+            .expect("a table");
     chain.set_router(Some(crate::neigh::Router::new(alloc::sync::Arc::new(neigh))));
     assert_eq!(now(&told), [2, 2, 2], "the router reads the parse at egress");
     chain.set_router(None);
@@ -171,7 +169,7 @@ fn each_nf_is_told_whether_the_parse_is_read_after_it() {
 
 // The chain without NFs: the L2 forwarder.
 
-const OWN: [[u8; 6]; PORTS] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
+const OWN: [[u8; 6]; 2] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
 const PEER: [[u8; 6]; PORTS] = Egress::DEFAULT_PEERS;
 
 fn load(pool: &mut Pool<'_>, frame: &[u8]) -> PacketBuf {
@@ -196,10 +194,10 @@ fn forwards_both_ways_with_mac_rewrite_in_order() {
     let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
     let mut l2 = Chain::new(Vec::new(), Egress::new(OWN, PEER, None));
     let mut counters = StageCounters::default();
-    for port in 0..PORTS {
+    for port in 0..2 {
         let frames: Vec<_> = (0..5).map(|i| udp4(i, 7, &[i as u8; 3])).collect();
         let mut input = batch_of(&mut pool, &frames);
-        let mut out = [Batch::new(), Batch::new()];
+        let mut out = [const { Batch::new() }; crate::stage::PORTS];
         let cmds = l2.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
         assert!(cmds.is_empty() && input.is_empty());
         let to = 1 - port;
@@ -234,7 +232,7 @@ fn drops_are_freed_and_counted() {
         tcp6(1, 2, b"b"),
     ];
     let mut input = batch_of(&mut pool, &frames);
-    let mut out = [Batch::new(), Batch::new()];
+    let mut out = [const { Batch::new() }; crate::stage::PORTS];
     let cmds = l2.process(1, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     assert!(cmds.is_empty());
     assert_eq!(out[0].len(), 2);
@@ -254,7 +252,7 @@ fn control_frames_are_consumed_when_enabled() {
     let replayed = control(2);
     let frames = alloc::vec![replayed.clone(), udp4(1, 2, &[]), control(2), control(9), replayed, control(1)];
     let mut input = batch_of(&mut pool, &frames);
-    let mut out = [Batch::new(), Batch::new()];
+    let mut out = [const { Batch::new() }; crate::stage::PORTS];
     let cmds = l2.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     assert_eq!(cmds, Commands { stop: true, stats: 2, rss_move: None, rss_restore: false });
     assert_eq!(counters.ctl, 3);
@@ -265,7 +263,7 @@ fn control_frames_are_consumed_when_enabled() {
     let n = forged.len();
     forged[n - 1] ^= 1;
     let mut input = batch_of(&mut pool, &[control(1), forged]);
-    let mut o = [Batch::new(), Batch::new()];
+    let mut o = [const { Batch::new() }; crate::stage::PORTS];
     assert!(l2.process(1, &mut pool, &mut input, &mut o, &mut counters, Instant(0)).is_empty());
     assert_eq!(counters.drops_for(DropReason::CtlRejected), 4);
     assert_eq!(pool.in_use(), 1);
@@ -278,7 +276,7 @@ fn no_room_or_no_port_counts_tx_full() {
     let mut l2 = Chain::new(Vec::new(), Egress::default());
     let mut counters = StageCounters::default();
     // An output batch that already holds 30 frames takes 2 of the next 4.
-    let mut out = [Batch::new(), Batch::new()];
+    let mut out = [const { Batch::new() }; crate::stage::PORTS];
     for _ in 0..30 {
         let b = load(&mut pool, &udp4(1, 2, &[]));
         out[1].push(b).unwrap();
@@ -289,7 +287,7 @@ fn no_room_or_no_port_counts_tx_full() {
     assert_eq!(counters.drops_for(DropReason::TxFull), 2);
     // A port the forwarder does not have, and an output slice that is too short.
     let mut input = batch_of(&mut pool, &frames[..1]);
-    l2.process(5, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
+    l2.process(crate::stage::PORTS, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     let mut input = batch_of(&mut pool, &frames[..1]);
     l2.process(0, &mut pool, &mut input, &mut out[..1], &mut counters, Instant(0));
     assert_eq!(counters.drops_for(DropReason::TxFull), 4);

@@ -70,9 +70,9 @@ impl<'m> AuxWorker<'m> {
             chain,
             counters: StageCounters::default(),
             stats: AuxStats::default(),
-            by_port: [Batch::new(), Batch::new()],
+            by_port: [const { Batch::new() }; PORTS],
             tails: Vec::with_capacity(BATCH_SIZE),
-            out: [Batch::new(), Batch::new()],
+            out: [const { Batch::new() }; PORTS],
             scratch: Batch::new(),
             bell: None,
         }

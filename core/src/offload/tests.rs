@@ -150,7 +150,7 @@ fn a_lane_hands_flows_to_an_aux_core_and_transmits_them_back_in_order() {
             (*aux.stats(), *aux.counters(), aux.held())
         });
         let _done = Done(&done);
-        let mut out = [Batch::new(), Batch::new()];
+        let mut out = [const { Batch::new() }; crate::stage::PORTS];
         let mut seq: BTreeMap<u16, u32> = BTreeMap::new();
         dedicated.enter_lane(0);
         // Under Miri, fewer and shorter burst epochs (the whale still above the frontier's 100)
@@ -237,7 +237,7 @@ impl<'m> Rig<'m> {
         let mut dedicated = stage(&lanes);
         dedicated.enter_lane(0);
         let aux = AuxWorker::new(ends.remove(0), vec![view], chain());
-        let (out, counters) = ([Batch::new(), Batch::new()], StageCounters::default());
+        let (out, counters) = ([const { Batch::new() }; PORTS], StageCounters::default());
         Rig { aux, dedicated, lanes, pool, out, counters, seen: BTreeMap::new(), seq: BTreeMap::new() }
     }
 

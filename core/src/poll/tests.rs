@@ -8,7 +8,7 @@ use crate::time::TickRate;
 use core::cell::Cell;
 use proptest::prelude::*;
 
-const OWN: [[u8; 6]; PORTS] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
+const OWN: [[u8; 6]; 2] = [[0x52, 0x54, 0, 0, 0, 0x10], [0x52, 0x54, 0, 0, 0, 0x11]];
 const PEER: [[u8; 6]; PORTS] = Egress::DEFAULT_PEERS;
 const RING: usize = 64;
 
@@ -38,8 +38,8 @@ impl Clock for FakeClock {
 /// Two ports of soft queues over one pool.
 struct Rig<'m> {
     pool: Pool<'m>,
-    rx: [SoftRxQueue; PORTS],
-    tx: [SoftTxQueue; PORTS],
+    rx: [SoftRxQueue; 2],
+    tx: [SoftTxQueue; 2],
     worker: Poller<Chain>,
     clock: FakeClock,
 }
@@ -79,7 +79,7 @@ impl<'m> Rig<'m> {
 
     /// Sends and reclaims everything, then checks that no buffer leaked.
     fn assert_no_leak(&mut self) {
-        for p in 0..PORTS {
+        for p in 0..2 {
             self.wire(p);
             self.tx[p].reclaim(&mut self.pool);
         }
@@ -259,10 +259,10 @@ fn counters_line_has_every_protocol_key_in_order() {
     rig.poll();
     let drv = DriverCounters::from_queues(&rig.rx, &rig.pool);
     let mut line = String::new();
-    rig.worker.stats().write_counters(&mut line, &drv).unwrap();
+    rig.worker.stats().write_counters(&mut line, &drv, 2).unwrap();
     let kv: Vec<(&str, &str)> = line.split(' ').map(|p| p.split_once('=').unwrap()).collect();
     let mut keys = Vec::new();
-    for i in 0..PORTS {
+    for i in 0..2 {
         for k in ["rx", "rx_bytes", "tx", "tx_bytes", "rx_err", "no_buf", "tx_full"] {
             keys.push(format!("p{i}_{k}"));
         }
@@ -292,7 +292,7 @@ proptest! {
     ) {
         let mut mem = vec![0u8; 400 * BUF_SIZE];
         let mut rig = Rig::new(&mut mem, tx_size, true, retries);
-        let mut sent = [0u64; PORTS];
+        let mut sent = [0u64; 2];
         let mut injected = 0u64;
         for chunk in frames.chunks(50) {
             for &(port, kind) in chunk {

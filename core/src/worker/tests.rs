@@ -49,7 +49,7 @@ type SoftLane<'m> = Lane<'m, SoftRxQueue, SoftTxQueue>;
 fn lane(mem: &mut [u8], buffers: usize) -> SoftLane<'_> {
     let mut pool = Pool::try_new(mem, 0x100_0000, buffers).unwrap();
     let rx = [SoftRxQueue::new(&mut pool, 64), SoftRxQueue::new(&mut pool, 64)];
-    Lane { rx, tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)], pool }
+    Lane { rx: rx.into(), tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)].into(), pool }
 }
 
 fn controller(workers: usize, lanes: usize) -> Metronome<Vec<LaneShare>> {
@@ -584,7 +584,7 @@ const FLOOD_FRAMES: u64 = crate::testing::miri_or(200_000, 1_000);
 fn flood_lane(mem: &mut [u8], per_burst: usize) -> FloodLane<'_> {
     let mut pool = Pool::try_new(mem, 0x100_0000, 256).unwrap();
     let rx = [FloodRx::new(&mut pool, per_burst, FLOOD_FRAMES), FloodRx::new(&mut pool, 0, 0)];
-    Lane { rx, tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)], pool }
+    Lane { rx: rx.into(), tx: [SoftTxQueue::new(64, true), SoftTxQueue::new(64, true)].into(), pool }
 }
 
 #[test]

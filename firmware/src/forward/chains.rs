@@ -47,12 +47,12 @@ impl Chains {
     pub fn build(
         spec: &ChainSpec,
         cfg: &BootConfig,
-        own: [[u8; 6]; 2],
+        own: [[u8; 6]; cadence_core::stage::PORTS],
         workers: usize,
         rate: TickRate,
         nonce: u64,
     ) -> Result<Chains, BuildError> {
-        let egress = Egress { own_mac: own, peer_mac: cfg.peer, control: cfg.control(nonce) };
+        let egress = Egress::new(own, cfg.peer, cfg.control(nonce));
         let factory = spec.build(egress, rate)?;
         Ok(Chains { factory, slots: (0..workers).map(|_| Mutex::new(Text::new())).collect(), burn: cfg.burn })
     }

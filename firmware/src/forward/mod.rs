@@ -92,6 +92,8 @@ struct Slot {
 /// [`rss::RssState`].
 struct Shared<M: Machine, P: FwdPort> {
     machine: &'static M,
+    /// The dataplane's ports (2 to `PORTS`): port `p` is queue index `p` of every lane.
+    ports: usize,
     ctl: Metronome<Vec<LaneShare>>,
     lanes: Vec<Guarded<FwLane<P>>>,
     /// The NF chain every worker runs (its own instance) and their NF counters.
@@ -158,14 +160,17 @@ pub fn run<M: Machine, P: FwdPort>(
     line: LineRate,
 ) -> Outcome {
     let line_rate_pps = Some(cadence_core::metronome::line_rate_pps_for_mbps(u64::from(line.mbps)));
-    if ports.len() != PORTS {
-        say(machine, format_args!("error: forwarding needs 2 NICs, found {}", ports.len()));
+    if !(2..=PORTS).contains(&ports.len()) {
+        say(machine, format_args!("error: forwarding needs 2 to {PORTS} NICs, found {}", ports.len()));
         return Outcome::RuntimeFailure;
     }
-    let own = [ports[0].mac(), ports[1].mac()];
+    let mut own = [[0u8; 6]; PORTS];
+    for (o, p) in own.iter_mut().zip(&ports) {
+        *o = p.mac();
+    }
     // The rings go to the lanes; the ports keep their control path (RSS table updates).
-    let (q0, q1) = (ports[0].take_queues(), ports[1].take_queues());
-    let lanes = q0.len().min(q1.len()).min(pools.len());
+    let mut queues: Vec<_> = ports.iter_mut().map(|p| p.take_queues().into_iter()).collect();
+    let lanes = queues.iter().map(|q| q.len()).min().unwrap_or(0).min(pools.len());
     if lanes < cfg.lanes {
         say(machine, format_args!("warning: lanes={} asked, the NICs give {lanes} queue pairs", cfg.lanes));
     }
@@ -209,14 +214,19 @@ pub fn run<M: Machine, P: FwdPort>(
     // returns to when the run is idle (printed on `@ready`, checked against `@summary`).
     let mut resting = 0;
     let mut lane_resting = Vec::with_capacity(lanes);
-    for (k, ((mut pool, (r0, t0)), (r1, t1))) in pools.into_iter().zip(q0).zip(q1).take(lanes).enumerate() {
-        let mut rx = [r0, r1];
+    for (k, mut pool) in pools.into_iter().take(lanes).enumerate() {
+        // Queue pair `k` of every port, port `p`'s at index `p`.
+        let (mut rx, mut tx) = (heapless::Vec::new(), heapless::Vec::new());
+        for (r, t) in queues.iter_mut().filter_map(Iterator::next) {
+            // Cannot fail: at most PORTS ports (checked above).
+            let (_, _) = (rx.push(r), tx.push(t));
+        }
         for r in &mut rx {
             P::fill(r, &mut pool);
         }
         resting += pool.in_use();
         lane_resting.push(pool.in_use());
-        bound.push(Guarded::new(ctl.lanes()[k].lock(), Lane { rx, tx: [t0, t1], pool }));
+        bound.push(Guarded::new(ctl.lanes()[k].lock(), Lane { rx, tx, pool }));
     }
     let mode = cfg.sched;
     let nonce = machine.boot_nonce();
@@ -242,6 +252,7 @@ pub fn run<M: Machine, P: FwdPort>(
     let meter_plan = plan.as_ref().map(|p| p.meter_plan(started_at));
     let shared: &'static Shared<M, P> = Box::leak(Box::new(Shared {
         machine,
+        ports: ports.len(),
         ctl,
         lanes: bound,
         chains,
@@ -307,16 +318,18 @@ pub fn run<M: Machine, P: FwdPort>(
         finished: AtomicBool::new(false),
     }));
 
-    machine.log(format_args!(
-        "forward: {} workers on {lanes} lanes, sched={}, control frames {}",
-        cfg.workers,
-        mode.as_str(),
-        match cfg.ctl {
-            Some(0) => "on port 0 (signed)",
-            Some(_) => "on port 1 (signed)",
-            None => "off",
-        }
-    ));
+    match cfg.ctl {
+        Some(port) => machine.log(format_args!(
+            "forward: {} workers on {lanes} lanes, sched={}, control frames on port {port} (signed)",
+            cfg.workers,
+            mode.as_str(),
+        )),
+        None => machine.log(format_args!(
+            "forward: {} workers on {lanes} lanes, sched={}, control frames off",
+            cfg.workers,
+            mode.as_str(),
+        )),
+    }
     machine.event(Event::Started { workers: cfg.workers, lanes });
 
     let mut started = 1;

@@ -93,7 +93,7 @@ fn snapshot<M: Machine, P: FwdPort>(
     let t_ms = ms_since(&sh.clock, start, now);
     let mut write = |w: &mut dyn Write| -> fmt::Result {
         write!(w, "{tag} t_ms={t_ms} ")?;
-        total.write_counters(&mut *w, &drv)?;
+        total.write_counters(&mut *w, &drv, sh.ports)?;
         sh.chains.write_summed(&mut *w)?;
         write!(w, " stats_skipped={}", sh.telemetry.stats_skipped.load(Ordering::Relaxed))?;
         write!(w, " stalls={}", sh.health.stalls.load(Ordering::Relaxed))?;

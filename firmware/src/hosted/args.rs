@@ -5,6 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use cadence_core::stage::PORTS;
 use cadence_firmware::config::{BootConfig, KEYS};
 
 /// The ports' I/O kind.
@@ -41,8 +42,8 @@ pub enum PacketStack {
 /// Everything the command line says.
 #[derive(Debug, Clone)]
 pub struct Args {
-    /// Interfaces of port 0 and port 1.
-    pub ports: [String; 2],
+    /// The interfaces, port `p`'s at index `p` (2 to `PORTS`).
+    pub ports: Vec<String>,
     pub io: Io,
     pub xdp_mode: XdpMode,
     /// `AF_PACKET`: what the kernel's stack gets.
@@ -78,8 +79,8 @@ pub const DEFAULT_XDP_RING: u32 = 2048;
 /// The pool a lane needs for AF_XDP rings of `ring` entries when `pool=` is not given:
 /// two sockets, each holding up to a fill ring of posted buffers and a TX ring of frames
 /// in flight; never below the image's default.
-pub fn hosted_pool(ring: u32) -> usize {
-    (4 * ring as usize).clamp(4096, 16_384)
+pub fn hosted_pool(ring: u32, ports: usize) -> usize {
+    (2 * ports * ring as usize).clamp(4096, 16_384)
 }
 
 /// What is wrong with the command line; the message names the option.
@@ -94,14 +95,17 @@ impl fmt::Display for ArgError {
 
 /// The `--help` text.
 pub const USAGE: &str = "\
-usage: cadence --port0 IF --port1 IF [options] [key=value ...]
+usage: cadence --port0 IF --port1 IF [--port2 IF ...] [options] [key=value ...]
 
-Cadence's dataplane as a Linux process: forwards port 0 <-> port 1 through the NF chain,
+Cadence's dataplane as a Linux process: forwards between its ports through the NF chain
+(the L2 default pairs them: port 0 <-> port 1, port 2 <-> port 3, ...),
 prints the image's machine lines (@ready, @stats, @summary) on stdout, stops on a STOP
 control frame (ctl=port:N ctl_key=HEX) or max_s. Exit 0 success, 1 runtime failure, 2 bad configuration.
 
 options:
-  --port0 IF, --port1 IF   the two interfaces (needs root or CAP_NET_RAW/CAP_NET_ADMIN/CAP_BPF)
+  --port0 IF ... --port7 IF
+                           the interfaces, 2 to 8 of them numbered from 0 (needs root or
+                           CAP_NET_RAW/CAP_NET_ADMIN/CAP_BPF)
   --io af_xdp|af_packet|auto
                            port I/O (default auto: AF_XDP, else AF_PACKET with a line saying why)
   --xdp-mode auto|copy|zerocopy
@@ -129,7 +133,7 @@ options:
 
 /// Parses the arguments (without the program name). `Ok(None)`: `--help`.
 pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
-    let mut ports: [Option<String>; 2] = [None, None];
+    let mut ports: [Option<String>; PORTS] = Default::default();
     let (mut io, mut xdp_mode, mut chain) = (Io::Auto, XdpMode::Auto, None);
     let mut packet_stack = PacketStack::Drop;
     let mut user = String::from("nobody");
@@ -169,8 +173,11 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
             None => it.next().cloned().ok_or_else(|| ArgError(format!("option '--{name}' needs a value")))?,
         };
         match name {
-            "port0" => ports[0] = Some(value),
-            "port1" => ports[1] = Some(value),
+            n if let Some(slot) =
+                n.strip_prefix("port").and_then(|i| i.parse::<usize>().ok()).and_then(|i| ports.get_mut(i)) =>
+            {
+                *slot = Some(value);
+            }
             "io" => {
                 io = match value.as_str() {
                     "af_xdp" => Io::AfXdp,
@@ -250,18 +257,29 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
             "warning: ctl_key on the command line shows in process listings (ps); use --ctl-key-file FILE".into(),
         );
     }
-    // The pool must feed two sockets' fill and TX rings per lane (4 rings' worth); the
-    // image's default pool (4096) is sized for its own NICs' 256-entry rings.
+    // The pool must feed every port's socket's fill and TX rings per lane (two rings' worth
+    // a port); the image's default pool (4096) is sized for its own NICs' 256-entry rings.
     if !boot.iter().any(|b| b.starts_with("pool=")) {
-        boot.insert(0, format!("pool={}", hosted_pool(xdp_ring)));
+        boot.insert(0, format!("pool={}", hosted_pool(xdp_ring, ports.iter().flatten().count().max(2))));
     }
     let line = boot.join(" ");
     let boot = BootConfig::parse(&line).map_err(|e| ArgError(e.to_string()))?;
-    let [Some(p0), Some(p1)] = ports else {
+    // Ports numbered from 0 without a gap, at least two.
+    let given = ports.iter().take_while(|p| p.is_some()).count();
+    if let Some(gap) = ports.iter().skip(given).position(Option::is_some) {
+        return Err(ArgError(format!("option '--port{}' given without '--port{given}'", given + gap)));
+    }
+    let ports: Vec<String> = ports.into_iter().flatten().collect();
+    if ports.len() < 2 {
         return Err(ArgError("options '--port0' and '--port1' are required (the two interfaces)".into()));
-    };
-    if p0 == p1 {
-        return Err(ArgError(format!("options '--port0' and '--port1' name the same interface '{p0}'")));
+    }
+    for (i, a) in ports.iter().enumerate() {
+        if let Some(j) = ports.iter().skip(i + 1).position(|b| b == a) {
+            return Err(ArgError(format!(
+                "options '--port{i}' and '--port{}' name the same interface '{a}'",
+                i + 1 + j
+            )));
+        }
     }
     if !cpus.is_empty() && cpus.len() < boot.workers {
         return Err(ArgError(format!(
@@ -271,7 +289,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, ArgError> {
         )));
     }
     Ok(Some(Args {
-        ports: [p0, p1],
+        ports,
         io,
         xdp_mode,
         packet_stack,
@@ -312,6 +330,17 @@ mod tests {
 
     fn p(s: &str) -> Result<Option<Args>, ArgError> {
         parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn more_ports_take_their_interfaces_peers_and_pool() {
+        // In any order on the line; the pool then feeds a socket per port.
+        let a = p("--port2 c --port0 a --port1 b peer2=02:00:00:00:00:33").unwrap().unwrap();
+        assert_eq!(a.ports, ["a".to_string(), "b".to_string(), "c".to_string()]);
+        assert_eq!(a.boot.peer[2], [2, 0, 0, 0, 0, 0x33]);
+        assert_eq!(a.boot.peer[3], cadence_core::nf::Egress::DEFAULT_PEERS[3]);
+        assert_eq!(a.boot.pool, hosted_pool(2048, 3));
+        assert!(hosted_pool(2048, 3) > hosted_pool(2048, 2));
     }
 
     #[test]
@@ -370,6 +399,10 @@ mod tests {
         for (line, want) in [
             ("--port0 a", "'--port0' and '--port1' are required"),
             ("--port0 a --port1 a", "same interface 'a'"),
+            ("--port0 a --port1 b --port2 a", "'--port0' and '--port2' name the same interface 'a'"),
+            ("--port0 a --port1 b --port3 c", "option '--port3' given without '--port2'"),
+            ("--port0 a --port2 c", "option '--port2' given without '--port1'"),
+            ("--port0 a --port1 b --port8 c", "option '--port8': unknown"),
             ("--port0 a --port1 b --io dpdk", "option '--io'"),
             ("--port0 a --port1 b --xdp-mode fast", "option '--xdp-mode'"),
             ("--port0 a --port1 b --packet-stack keep", "option '--packet-stack'"),

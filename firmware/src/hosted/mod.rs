@@ -11,14 +11,15 @@
 //!
 //! - `args`: its own options plus every boot option, as `key=value` or `--key value`,
 //!   through the image's own strict parser.
-//! - `ports`: two interfaces with `lanes=` queue pairs each. Over AF_XDP the XDP program is
-//!   attached to each interface, lane `k`'s pool is the UMEM of both its sockets (port 0
-//!   queue `k` registers it, port 1 queue `k` shares it), and `cadence_drivers::xsk` drives
+//! - `ports`: 2 to 8 interfaces (`--port0 … --port7`) with `lanes=` queue pairs each. Over
+//!   AF_XDP the XDP program is attached to each interface, lane `k`'s pool is the UMEM of all
+//!   its sockets (port 0 queue `k` registers it, the other ports' queue `k` share it), and
+//!   `cadence_drivers::xsk` drives
 //!   the rings, so a frame is forwarded without a user-space copy. Its rings have
 //!   `--xdp-ring` entries (default 2048, libxdp's and DPDK's: with the image's 256 a worker
 //!   the kernel preempts for ~0.6 ms at 400 kpps overflows its RX ring, which halved the
-//!   zero-loss rate) and, without `pool=`, the lane's pool is sized to feed two sockets'
-//!   fill and TX rings (`args::hosted_pool`). `--busy-poll N` turns on preferred busy
+//!   zero-loss rate) and, without `pool=`, the lane's pool is sized to feed every port's
+//!   socket's fill and TX rings (`args::hosted_pool`). `--busy-poll N` turns on preferred busy
 //!   polling (`XskSocket::busy_poll`, and `XskConfig::always_kick_rx` so that every empty
 //!   RX burst calls into the kernel, which runs the interface's NAPI poll in the worker's
 //!   thread). Over `AF_PACKET`: one `TPACKET_V3` socket per lane and interface in a
@@ -191,7 +192,7 @@ fn run(
         ));
     }
     if cfg.mode == Job::Boot {
-        m.log_line(format_args!("boot: done (2 NICs up)"));
+        m.log_line(format_args!("boot: done ({} NICs up)", opened.ports.len()));
         return ExitCode::SUCCESS;
     }
     // Everything that needed privileges is in hand (sockets, programs, memory): give them up.

@@ -1,6 +1,6 @@
-//! The hosted build's ports: two Linux interfaces, each with one queue pair per lane, over
-//! AF_XDP (an XDP redirect program + one socket per queue; the lane's pool is the UMEM
-//! both its sockets share, so a frame is forwarded without a copy in user space) or over
+//! The hosted build's ports: 2 to `PORTS` Linux interfaces, each with one queue pair per
+//! lane, over AF_XDP (an XDP redirect program + one socket per queue; the lane's pool is the
+//! UMEM all its sockets share, so a frame is forwarded without a copy in user space) or over
 //! `AF_PACKET` `TPACKET_V3` rings (one fanout socket per lane and interface; the driver
 //! copies frames in and out of the pool). The ring protocols are `cadence_drivers::xsk`
 //! and `cadence_drivers::tpacket`; the sockets, mappings and the BPF programs are
@@ -218,7 +218,7 @@ impl TxQueue for HostedTx {
     }
 }
 
-/// The two ports, the lanes' pools, and what to say about them.
+/// The ports, the lanes' pools, and what to say about them.
 #[derive(Debug)]
 pub struct Opened {
     pub ports: Vec<HostedPort>,
@@ -238,7 +238,7 @@ impl Opened {
     }
 }
 
-/// Every socket of both ports, to read the kernel's statistics for the stats lines (the
+/// Every socket of every port, to read the kernel's statistics for the stats lines (the
 /// sockets live as long as this: the machine keeps it for the whole run).
 #[derive(Debug, Clone, Default)]
 pub struct SocketStats {
@@ -305,7 +305,7 @@ impl fmt::Display for OpenError {
     }
 }
 
-/// Opens both ports with `cfg.lanes` queue pairs each, over the I/O the arguments ask for.
+/// Opens every port with `cfg.lanes` queue pairs, over the I/O the arguments ask for.
 pub fn open(args: &Args, cfg: &BootConfig, clock: &HostClock) -> Result<Opened, OpenError> {
     let mut ifaces = Vec::new();
     for name in &args.ports {
@@ -359,13 +359,16 @@ fn open_xdp(
 ) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
     let ring = args.xdp_ring as usize;
-    // A lane's pool feeds two sockets, each holding up to a fill ring of posted buffers
-    // and a TX ring of frames in flight: with less, the kernel runs short of fill entries.
-    if 4 * ring > cfg.pool {
+    // A lane's pool feeds a socket per port, each holding up to a fill ring of posted
+    // buffers and a TX ring of frames in flight: with less, the kernel runs short of fill
+    // entries.
+    let rings = 2 * args.ports.len();
+    if rings * ring > cfg.pool {
         notes.push(format!(
-            "warning: pool={} buffers is below 4 x {ring} (two sockets' fill and TX rings): \
+            "warning: pool={} buffers is below {rings} x {ring} ({} sockets' fill and TX rings): \
              raise pool= or lower --xdp-ring",
-            cfg.pool
+            cfg.pool,
+            args.ports.len()
         ));
     }
     let mode = match args.xdp_mode {
@@ -396,8 +399,8 @@ fn open_xdp(
         }
     }
     let mut pools = Vec::new();
-    let mut paths = [DataPath::Copy; 2];
-    let mut queues: [Vec<(HostedRx, HostedTx)>; 2] = [Vec::new(), Vec::new()];
+    let mut paths = vec![DataPath::Copy; ifaces.len()];
+    let mut queues: Vec<Vec<(HostedRx, HostedTx)>> = ifaces.iter().map(|_| Vec::new()).collect();
     let mut stats = SocketStats { programs: programs.clone(), ..SocketStats::default() };
     let mut arrivals = Vec::new();
     let mut pages = String::new();
@@ -405,11 +408,20 @@ fn open_xdp(
         let (pool, umem, p) = pool_for(args, cfg)?;
         pages = p;
         let umem = umem.ok_or_else(|| OpenError("no UMEM".into()))?;
-        let s0 = XskSocket::open(&ifaces[0].name, k as u32, Umem::Register(umem), &xcfg)
+        // Queue `k` of the first port registers the lane's UMEM; queue `k` of every other
+        // port shares it (one pool per lane).
+        let first = ifaces.first().ok_or_else(|| OpenError("no port".into()))?;
+        let s0 = XskSocket::open(&first.name, k as u32, Umem::Register(umem), &xcfg)
             .map_err(|e| OpenError(e.to_string()))?;
-        let s1 = XskSocket::open(&ifaces[1].name, k as u32, Umem::SharedWith(&s0), &xcfg)
-            .map_err(|e| OpenError(e.to_string()))?;
-        for (port, mut s) in [s0, s1].into_iter().enumerate() {
+        let mut socks = Vec::with_capacity(ifaces.len());
+        for i in ifaces.iter().skip(1) {
+            socks.push(
+                XskSocket::open(&i.name, k as u32, Umem::SharedWith(&s0), &xcfg)
+                    .map_err(|e| OpenError(e.to_string()))?,
+            );
+        }
+        socks.insert(0, s0);
+        for (port, mut s) in socks.into_iter().enumerate() {
             if args.busy_poll > 0 {
                 s.busy_poll(args.busy_poll).map_err(|e| OpenError(e.to_string()))?;
             }
@@ -431,11 +443,14 @@ fn open_xdp(
             if let Some(a) = rx.wake_address() {
                 arrivals.push(s.kick().arrival(a.get()..a.get() + 4));
             }
-            programs[port]
-                .register(k as u32, &s)
-                .map_err(|e| OpenError(format!("XSKMAP of {}: {e}", ifaces[port].name)))?;
-            paths[port] = s.data_path();
-            queues[port].push((HostedRx::Xdp(rx), HostedTx::Xdp(tx)));
+            let (Some(program), Some(path), Some(q), Some(iface)) =
+                (programs.get(port), paths.get_mut(port), queues.get_mut(port), ifaces.get(port))
+            else {
+                return Err(OpenError(format!("port {port}: no XDP program")));
+            };
+            program.register(k as u32, &s).map_err(|e| OpenError(format!("XSKMAP of {}: {e}", iface.name)))?;
+            *path = s.data_path();
+            q.push((HostedRx::Xdp(rx), HostedTx::Xdp(tx)));
             stats.xdp.push((port, Arc::new(Mutex::new(s))));
         }
         pools.push(pool);

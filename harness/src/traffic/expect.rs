@@ -220,7 +220,7 @@ fn only(spec: &ChainSpec, i: usize) -> Option<Chain> {
         validate: spec.validate,
         neigh: None,
     };
-    let egress = Egress { own_mac: [[0; 6]; 2], peer_mac: [[0; 6]; 2], control: None };
+    let egress = Egress::new([[0; 6]; 2], [[0; 6]; 2], None);
     // Frames are run at `Instant(0)`: the clock rate does not matter.
     let rate = TickRate::try_new(1_000_000_000).expect("non-zero");
     only.build(egress, rate).ok().map(|f| f.chain_for_worker())
@@ -236,7 +236,7 @@ fn run_one(chain: &mut Chain, port: usize, f: &[u8]) -> Result<(usize, Vec<u8>),
     pool.frame_mut(b).copy_from_slice(f);
     let mut input = Batch::new();
     input.push(b).map_err(|_| "model")?;
-    let mut out = [Batch::new(), Batch::new()];
+    let mut out = [const { Batch::new() }; cadence_core::stage::PORTS];
     let mut counters = StageCounters::default();
     chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(0));
     match out.iter().enumerate().find_map(|(q, o)| o.as_slice().first().map(|b| (q, *b))) {

@@ -79,7 +79,7 @@ fn parses_every_nf() {
 fn empty_chain_and_factory() {
     let s = ChainSpec::parse("version=1\n").expect("parses");
     assert!(s.nfs.is_empty());
-    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], control: None };
+    let egress = Egress::new([[2; 6]; 2], [[3; 6]; 2], None);
     let f = s.build(egress.clone(), rate()).expect("builds");
     assert!(f.is_empty());
     assert!(f.chain_for_worker().nfs().is_empty());
@@ -98,7 +98,7 @@ fn empty_chain_and_factory() {
 #[test]
 fn validate_sets_the_chains_depth() {
     use crate::parse::Depth;
-    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], control: None };
+    let egress = Egress::new([[2; 6]; 2], [[3; 6]; 2], None);
     let depth = |text: &str| {
         let s = ChainSpec::parse(text).expect("parses");
         (s.validate, s.build(egress.clone(), rate()).expect("builds").chain_for_worker().depth())
@@ -291,7 +291,7 @@ fn timeouts_in_ms_become_ticks_at_build() {
     // And the chain builds with them (small tables: the test heap).
     let small = "version=1\nnf=acl\nacl.flow_capacity=256\nacl.flow_timeout_ms=10000\n\
                  nf=lb\nlb.affinity_capacity=256\nlb.affinity_timeout_ms=1\n";
-    let egress = Egress { own_mac: [[2; 6]; 2], peer_mac: [[3; 6]; 2], control: None };
+    let egress = Egress::new([[2; 6]; 2], [[3; 6]; 2], None);
     let f = ChainSpec::parse(small).expect("parses").build(egress, slow).expect("builds");
     assert_eq!(f.len(), 2);
 }

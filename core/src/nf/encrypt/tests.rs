@@ -134,11 +134,8 @@ fn set_tcp(mut f: Vec<u8>, seq: u32, flags: u8) -> Vec<u8> {
     with_l4_checksum(f)
 }
 
-const EGRESS: Egress = Egress {
-    own_mac: [[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]],
-    peer_mac: [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]],
-    control: None,
-};
+const EGRESS: Egress =
+    Egress::new([[2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 0x11]], [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]], None);
 
 /// Runs `frames` through `chain` (received on port 0); returns what left on port 1, with the
 /// stage counters.
@@ -155,7 +152,7 @@ fn through(chain: &mut Chain, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, StageCounter
             pool.frame_mut(b).copy_from_slice(f);
             input.push(b).unwrap();
         }
-        let mut out = [Batch::new(), Batch::new()];
+        let mut out = [const { Batch::new() }; crate::stage::PORTS];
         chain.process(0, &mut pool, &mut input, &mut out, &mut counters, Instant(5));
         sent.extend(out[1].as_slice().iter().map(|&b| pool.frame(b).to_vec()));
         for q in &mut out {

@@ -85,7 +85,7 @@ fn nat_drops_unmapped_unsupported_and_counts() {
     cfg.ports = (10, 9);
     assert_eq!(NatShared::try_new(&cfg).err(), Some(NatConfigError::BadPortRange));
     cfg.ports = (10, 10);
-    cfg.inside_port = 2;
+    cfg.inside_port = 8;
     assert_eq!(cfg.validate(), Err(NatConfigError::BadInsidePort));
     cfg.inside_port = 0;
     cfg.timeout = Duration(0);
@@ -440,7 +440,7 @@ fn the_chains_own_icmp_errors_reach_the_inside_host_through_the_nat() {
         pool.set_len(b, f.len()).unwrap();
         pool.frame_mut(b).copy_from_slice(f);
         input.push(b).unwrap();
-        let mut out = [Batch::new(), Batch::new()];
+        let mut out = [const { Batch::new() }; crate::stage::PORTS];
         let mut c = StageCounters::default();
         let _ = chain.process(0, &mut pool, &mut input, &mut out, &mut c, Instant(5));
         let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
