@@ -1,12 +1,12 @@
-//! `cargo xtask run --hosted --topology router`: Cadence as the router of two real Linux
-//! hosts, as a user would set it up — the hosted dataplane on two veth pairs, host A
-//! (10.78.0.2/24, fd78::2/64) behind port 0 and host B (10.78.1.2/24) behind port 1, each in a
-//! network namespace of its own with only an address and a default route via Cadence's port
-//! address (no static neighbours). The chain is `chains/router.toml` unless `--chain` names
-//! another with the same port addresses (10.78.0.1/24 and fd78::1/64 on port 0, 10.78.1.1/24
-//! on port 1).
+//! `cargo xtask run --hosted --topology router`: Cadence as the router of three real Linux
+//! hosts, as a user would set it up — the hosted dataplane on three veth pairs, host A
+//! (10.78.0.2/24, fd78::2/64) behind port 0, host B (10.78.1.2/24) behind port 1 and host C
+//! (10.78.2.2/24) behind port 2, each in a network namespace of its own with only an address
+//! and a default route via Cadence's port address (no static neighbours). The chain is
+//! `chains/router.toml` unless `--chain` names another with the same port addresses
+//! (10.78.0.1/24 and fd78::1/64 on port 0, 10.78.1.1/24 on port 1, 10.78.2.1/24 on port 2).
 //!
-//! It runs what a user would try — `ping` both ways, `ping -6` to Cadence, `traceroute` A → B,
+//! It runs what a user would try — `ping` across every pair, `ping -6` to Cadence, `traceroute` A → B,
 //! a 1 500-byte `ping` with Don't Fragment — prints each tool's output and Cadence's neighbour
 //! table (`show neigh` on its management channel), then stops the dataplane and prints its
 //! neighbour, ICMP and forwarding counters from `@summary`. The
@@ -26,6 +26,7 @@ pub const ROUTER_CHAIN: &str = "chains/router.toml";
 
 const A: &str = "10.78.0.2";
 const B: &str = "10.78.1.2";
+const C: &str = "10.78.2.2";
 const GW_A6: &str = "fd78::1";
 
 /// Runs the router topology with `chain` (a TOML chain file); `Ok(true)` when every ping that
@@ -45,24 +46,32 @@ pub fn router(chain: &Path) -> Result<bool> {
     let chain_file = out.join("router.chain");
     std::fs::write(&chain_file, text)?;
 
-    let veths = VethPairs::create(1)?;
+    let veths = VethPairs::create_ports(1, 3)?;
     let na = Netns::new(format!("{}a", veths.netns))?;
     let nb = Netns::new(format!("{}b", veths.netns))?;
+    let nc = Netns::new(format!("{}c", veths.netns))?;
     host(&na.0, &veths.host[0], A, "10.78.0.1")?;
     host(&nb.0, &veths.host[1], B, "10.78.1.1")?;
-    for i in 0..2 {
-        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", &veths.dut[i], "tx", "off"]))?;
+    host(&nc.0, &veths.host[2], C, "10.78.2.1")?;
+    for d in &veths.dut {
+        run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", d, "tx", "off"]))?;
     }
     let v6 = format!("net.ipv6.conf.{}.disable_ipv6=0", veths.host[0]);
     run(Command::new(IP).args(["netns", "exec", &na.0, "sysctl", "-q", "-w", &v6]))?;
     ip(&["-n", &na.0, "-6", "addr", "add", "fd78::2/64", "dev", &veths.host[0], "nodad"])?;
     let mut dp = Dataplane::start(&bin, &veths, &chain_file, &[], &out.join("dataplane.stderr"))?;
-    println!("topology: host A {A} (netns {}) ── port 0 [Cadence] port 1 ── host B {B} (netns {})", na.0, nb.0);
+    println!(
+        "topology: host A {A} (netns {}) ── port 0 [Cadence] port 1 ── host B {B} (netns {})\n          \
+         port 2 ── host C {C} (netns {})",
+        na.0, nb.0, nc.0
+    );
 
     let mut ok = true;
-    let steps: [(&str, &str, Vec<&str>, bool); 5] = [
+    let steps: [(&str, &str, Vec<&str>, bool); 7] = [
         ("A", &na.0, vec!["ping", "-n", "-c", "3", "-W", "2", B], true),
         ("B", &nb.0, vec!["ping", "-n", "-c", "3", "-W", "2", A], true),
+        ("A", &na.0, vec!["ping", "-n", "-c", "3", "-W", "2", C], true),
+        ("C", &nc.0, vec!["ping", "-n", "-c", "3", "-W", "2", B], true),
         ("A", &na.0, vec!["ping", "-6", "-n", "-c", "2", "-W", "2", GW_A6], true),
         ("A", &na.0, vec!["traceroute", "-n", "-q", "1", "-w", "2", "-m", "4", B], false),
         ("A", &na.0, vec!["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B], false),
@@ -84,7 +93,7 @@ pub fn router(chain: &Path) -> Result<bool> {
     std::fs::write(out.join("summary.txt"), &summary)?;
     println!("\nCadence's counters (non-zero neighbour, ICMP, forwarding and drop counters):");
     for kv in summary.split_whitespace() {
-        let interesting = ["neigh_", "l3fwd_", "drop_", "p0_", "p1_"].iter().any(|p| kv.starts_with(p));
+        let interesting = ["neigh_", "l3fwd_", "drop_", "p0_", "p1_", "p2_"].iter().any(|p| kv.starts_with(p));
         if interesting && !kv.ends_with("=0") {
             println!("  {kv}");
         }
