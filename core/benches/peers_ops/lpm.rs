@@ -20,21 +20,9 @@ const LPM_BURST: usize = 64;
 pub fn lpm(routes: &str, ips: &str, label: &str) -> Result<(), String> {
     use cadence_core::pna::lpm::{Lpm4, LpmConfig, MAX_NEXT_HOP};
     use cadence_core::pna::poptrie::Poptrie4;
-    let text = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
     let addr = |s: &str| s.parse::<std::net::Ipv4Addr>().map(u32::from).map_err(|e| format!("{s:?}: {e}"));
-    let mut list = Vec::new();
-    for (n, line) in text(routes)?.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let bad = |what: &str| format!("{routes}:{}: {what}: {line:?}", n + 1);
-        let mut w = line.split_whitespace();
-        let (Some(pfx), Some(nh)) = (w.next(), w.next()) else { return Err(bad("not `prefix/len next-hop`")) };
-        let (a, len) = pfx.split_once('/').ok_or_else(|| bad("no /len"))?;
-        let len: u8 = len.parse().map_err(|_| bad("bad length"))?;
-        let nh: u64 = nh.parse().map_err(|_| bad("bad next hop"))?;
-        // The lookup's cost does not depend on the value: fold it into the trie's range.
-        list.push((addr(a)?, len, (nh % (u64::from(MAX_NEXT_HOP) + 1)) as u32));
-    }
-    let keys: Vec<u32> =
-        text(ips)?.lines().filter(|l| !l.trim().is_empty()).map(|l| addr(l.trim())).collect::<Result<_, _>>()?;
+    let list = read_routes(routes, addr, MAX_NEXT_HOP)?;
+    let keys: Vec<u32> = read_addrs(ips, addr)?;
     let keys = &keys[..keys.len() / LPM_BURST * LPM_BURST];
     if keys.is_empty() {
         return Err(format!("{ips}: fewer than {LPM_BURST} addresses"));
@@ -189,23 +177,13 @@ bench_lpm4!(cadence_core::pna::poptrie::Poptrie4);
 /// the build in bursts of [`LPM_BURST`] (`Lpm6::lookup_burst`: keys walked in lockstep).
 pub fn lpm6(routes: &str, ips: &str, label: &str) -> Result<(), String> {
     use cadence_core::pna::lpm::{Lpm6, LpmConfig, MAX_NEXT_HOP};
-    let text = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
     let addr = |s: &str| s.parse::<std::net::Ipv6Addr>().map(u128::from).map_err(|e| format!("{s:?}: {e}"));
-    let mut list = Vec::new();
-    for (n, line) in text(routes)?.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let bad = |what: &str| format!("{routes}:{}: {what}: {line:?}", n + 1);
-        let mut w = line.split_whitespace();
-        let (Some(pfx), Some(nh)) = (w.next(), w.next()) else { return Err(bad("not `prefix/len next-hop`")) };
-        let (a, len) = pfx.split_once('/').ok_or_else(|| bad("no /len"))?;
-        let len: u8 = len.parse().map_err(|_| bad("bad length"))?;
-        let nh: u64 = nh.parse().map_err(|_| bad("bad next hop"))?;
-        let a = addr(a)?;
-        // The generator writes host bits past the length: the route is the prefix.
-        let a = if len == 0 { 0 } else { a & (u128::MAX << (128 - u32::from(len.min(128)))) };
-        list.push((a, len, (nh % (u64::from(MAX_NEXT_HOP) + 1)) as u32));
+    let mut list = read_routes(routes, addr, MAX_NEXT_HOP)?;
+    // The generator writes host bits past the length: the route is the prefix.
+    for (a, len, _) in &mut list {
+        *a = if *len == 0 { 0 } else { *a & (u128::MAX << (128 - u32::from((*len).min(128)))) };
     }
-    let keys: Vec<u128> =
-        text(ips)?.lines().filter(|l| !l.trim().is_empty()).map(|l| addr(l.trim())).collect::<Result<_, _>>()?;
+    let keys: Vec<u128> = read_addrs(ips, addr)?;
     // Every route may need a group per level past the first: enough for all.
     let groups: usize = list.iter().map(|r| usize::from(r.1.saturating_sub(16)).div_ceil(8)).sum::<usize>() + 256;
     let mut t = Lpm6::try_new(LpmConfig::ipv6(groups)).map_err(|e| format!("{e:?}"))?;
@@ -237,4 +215,32 @@ pub fn lpm6(routes: &str, ips: &str, label: &str) -> Result<(), String> {
         warm.join(",")
     );
     Ok(())
+}
+
+/// The routes of a `dpdk-test-fib` route file (`prefix/len next-hop` lines; `addr` parses the
+/// prefix), each next hop folded into `0..=max_next_hop`: the lookup's cost does not depend on
+/// the value.
+fn read_routes<A>(
+    routes: &str,
+    addr: impl Fn(&str) -> Result<A, String>,
+    max_next_hop: u32,
+) -> Result<Vec<(A, u8, u32)>, String> {
+    let text = std::fs::read_to_string(routes).map_err(|e| format!("{routes}: {e}"))?;
+    let mut list = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let bad = |what: &str| format!("{routes}:{}: {what}: {line:?}", n + 1);
+        let mut w = line.split_whitespace();
+        let (Some(pfx), Some(nh)) = (w.next(), w.next()) else { return Err(bad("not `prefix/len next-hop`")) };
+        let (a, len) = pfx.split_once('/').ok_or_else(|| bad("no /len"))?;
+        let len: u8 = len.parse().map_err(|_| bad("bad length"))?;
+        let nh: u64 = nh.parse().map_err(|_| bad("bad next hop"))?;
+        list.push((addr(a)?, len, (nh % (u64::from(max_next_hop) + 1)) as u32));
+    }
+    Ok(list)
+}
+
+/// The addresses of a `dpdk-test-fib` lookup file, one a line.
+fn read_addrs<A>(ips: &str, addr: impl Fn(&str) -> Result<A, String>) -> Result<Vec<A>, String> {
+    let text = std::fs::read_to_string(ips).map_err(|e| format!("{ips}: {e}"))?;
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| addr(l.trim())).collect()
 }
