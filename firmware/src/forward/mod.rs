@@ -219,7 +219,8 @@ pub fn run<M: Machine, P: FwdPort>(
         let (mut rx, mut tx) = (heapless::Vec::new(), heapless::Vec::new());
         for (r, t) in queues.iter_mut().filter_map(Iterator::next) {
             // Cannot fail: at most PORTS ports (checked above).
-            let (_, _) = (rx.push(r), tx.push(t));
+            let _ = rx.push(r);
+            let _ = tx.push(t);
         }
         for r in &mut rx {
             P::fill(r, &mut pool);
