@@ -358,6 +358,31 @@ fn section(name: &str) -> Option<Box<dyn Section>> {
 }
 
 impl ChainSpec {
+    /// The highest port the chain's configuration names, and the record that names it
+    /// (`l3fwd.route`/next hop, `nat.inside_port`, `port.addr`, `neigh.static`, `port.mtu`);
+    /// `None` when it names none. A dataplane with fewer ports refuses the chain at start
+    /// rather than dropping what goes there. (A `p4` program's ports come from its tables and
+    /// are not counted: frames it sends to a missing port are dropped as `tx_full`.)
+    pub fn highest_port(&self) -> Option<(u8, &'static str)> {
+        let mut named: Vec<(u8, &'static str)> = Vec::new();
+        for nf in &self.nfs {
+            match nf {
+                NfSpec::L3fwd(c) => named.extend(c.next_hops.iter().map(|h| (h.port, "l3fwd.route"))),
+                NfSpec::Nat(c) => named.push((c.inside_port, "nat.inside_port")),
+                _ => {}
+            }
+        }
+        if let Some(n) = &self.neigh {
+            let c = &n.cfg;
+            named.extend(c.addrs.iter().map(|a| (a.port, "port.addr")));
+            named.extend(c.addrs6.iter().map(|a| (a.port, "port.addr")));
+            named.extend(c.statics.iter().map(|s| (s.port, "neigh.static")));
+            let set = c.mtu.iter().enumerate().filter(|&(_, &m)| m != crate::neigh::DEFAULT_MTU);
+            named.extend(set.map(|(p, _)| (p as u8, "port.mtu")));
+        }
+        named.into_iter().max_by_key(|&(p, _)| p)
+    }
+
     /// Parses the text form (see the module docs). Trailing NUL bytes (padding a boot
     /// module may carry) and `\r` line ends are accepted.
     pub fn parse(text: &str) -> Result<ChainSpec, SpecError> {

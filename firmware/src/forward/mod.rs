@@ -164,6 +164,18 @@ pub fn run<M: Machine, P: FwdPort>(
         say(machine, format_args!("error: forwarding needs 2 to {PORTS} NICs, found {}", ports.len()));
         return Outcome::RuntimeFailure;
     }
+    // The chain and `ctl=` may name only ports this dataplane has.
+    if let Some((p, record)) = spec.highest_port().filter(|&(p, _)| usize::from(p) >= ports.len()) {
+        say(
+            machine,
+            format_args!("error: chain: {record} names port {p}, but the dataplane has {} ports", ports.len()),
+        );
+        return Outcome::ConfigError;
+    }
+    if let Some(p) = cfg.ctl.filter(|&p| usize::from(p) >= ports.len()) {
+        say(machine, format_args!("error: boot option 'ctl': port:{p}, but the dataplane has {} ports", ports.len()));
+        return Outcome::ConfigError;
+    }
     let mut own = [[0u8; 6]; PORTS];
     for (o, p) in own.iter_mut().zip(&ports) {
         *o = p.mac();

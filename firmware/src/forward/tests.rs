@@ -421,6 +421,17 @@ fn start_with(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool) -> Rig {
 
 /// [`start_with`], with a NetBlaze profile (what a chain module may carry).
 fn start_profiled(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool, profile: Option<Profile>) -> Rig {
+    start_chain(cfg, machine, stuck_tx, profile, ChainSpec::default())
+}
+
+/// [`start_profiled`] running `spec`'s chain.
+fn start_chain(
+    cfg: &str,
+    machine: &'static FakeMachine,
+    stuck_tx: bool,
+    profile: Option<Profile>,
+    spec: ChainSpec,
+) -> Rig {
     let cfg = cfg.replace("CTL", CTL);
     let wires: Vec<Wire> = (0..4).map(|_| Arc::default()).collect();
     let (in0, in1, out0, out1) = (wires[0].clone(), wires[1].clone(), wires[2].clone(), wires[3].clone());
@@ -445,15 +456,7 @@ fn start_profiled(cfg: &str, machine: &'static FakeMachine, stuck_tx: bool, prof
     let run = std::thread::spawn(move || {
         let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * cadence_core::buf::BUF_SIZE].into_boxed_slice());
         let pools = vec![Pool::try_new(mem, 0, 512).expect("pool")];
-        run(
-            machine,
-            &cfg,
-            pools,
-            ports,
-            &ChainSpec::default(),
-            profile.as_ref(),
-            LineRate { mbps: 10_000, from: "default" },
-        )
+        run(machine, &cfg, pools, ports, &spec, profile.as_ref(), LineRate { mbps: 10_000, from: "default" })
     });
     Rig { in0, out1, flood0, run, machine }
 }
@@ -599,6 +602,29 @@ fn a_busy_console_skips_stats_lines_and_counts_them() {
     let summary = lines.iter().find(|l| l.starts_with("@summary")).expect("@summary");
     assert_eq!(key(summary, "stats_skipped"), Some(3), "{summary}");
     let _ = rig.machine;
+}
+
+#[test]
+fn a_chain_or_ctl_naming_a_port_the_dataplane_lacks_is_refused_by_name() {
+    // Two ports here: a chain that routes to port 2, or control frames on port 3, is a
+    // configuration error at start, not frames dropped later.
+    let m = FakeMachine::leak(1, vec![], 0);
+    let spec = ChainSpec::parse("version=1\nport.addr=port:2,addr:10.0.2.1/24\n").expect("chain");
+    let rig = start_chain("CTL", m, false, None, spec);
+    assert_eq!(rig.run.join().expect("run"), Outcome::ConfigError);
+    let want = "error: chain: port.addr names port 2, but the dataplane has 2 ports";
+    assert!(m.lines().iter().any(|l| l == want), "{:?}", m.lines());
+    let m = FakeMachine::leak(1, vec![], 0);
+    let rig = start("ctl=port:3 ctl_key=000102030405060708090a0b0c0d0e0f", m);
+    assert_eq!(rig.run.join().expect("run"), Outcome::ConfigError);
+    let want = "error: boot option 'ctl': port:3, but the dataplane has 2 ports";
+    assert!(m.lines().iter().any(|l| l == want), "{:?}", m.lines());
+    // Port 1 is there: the run starts (and ends at max_s, as nothing stops it).
+    let m = FakeMachine::leak(1, vec![], 0);
+    let spec = ChainSpec::parse("version=1\nport.addr=port:1,addr:10.0.1.1/24\n").expect("chain");
+    let rig = start_chain("CTL max_s=1", m, false, None, spec);
+    assert_eq!(rig.run.join().expect("run"), Outcome::RuntimeFailure);
+    assert!(!m.lines().iter().any(|l| l.starts_with("error: chain")), "{:?}", m.lines());
 }
 
 #[test]

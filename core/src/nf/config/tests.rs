@@ -337,3 +337,18 @@ fn the_ipv4_routes_structure_is_chosen_by_name() {
     let e = err("version=1\nnf=l3fwd\nl3fwd.lpm4=poptrie\nl3fwd.first_stride4=12\n");
     assert!(e.to_string().contains("l3fwd first_stride4 12 is not in 16..=24 (l3fwd.lpm4=poptrie)"), "{e}");
 }
+
+#[test]
+fn the_highest_port_a_chain_names_comes_with_its_record() {
+    let port = |text: &str| ChainSpec::parse(text).expect("chain").highest_port();
+    assert_eq!(port("version=1\n"), None);
+    assert_eq!(
+        port("version=1\nnf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:3,mac:02:00:00:00:01:01\n"),
+        Some((3, "l3fwd.route"))
+    );
+    let nat = "version=1\nnf=nat\nnat.external=192.0.2.7\nnat.ports=20000-29999\nnat.inside_port=1\n";
+    assert_eq!(port(nat), Some((1, "nat.inside_port")));
+    assert_eq!(port(&std::format!("{nat}port.addr=port:4,addr:10.0.4.1/24\n")), Some((4, "port.addr")));
+    assert_eq!(port("version=1\nport.mtu=port:5,mtu:1400\n"), Some((5, "port.mtu")));
+    assert_eq!(port("version=1\nneigh.static=port:6,ip:10.0.6.9,mac:02:00:00:00:00:09\n"), Some((6, "neigh.static")));
+}
