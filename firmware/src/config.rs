@@ -15,7 +15,7 @@ pub use cadence_core::worker::Mode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(target_os = "none", derive(defmt::Format))]
 pub enum Job {
-    /// Forward port 0 ↔ port 1 until a STOP control frame or `max_s`.
+    /// Forward between the ports through the chain until a STOP control frame or `max_s`.
     Forward,
     /// Print the banner and the NICs found, then exit with success.
     Boot,

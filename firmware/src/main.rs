@@ -4,11 +4,11 @@
 //! `virt`, `image_aarch64/`; `bare/` is what the two share), reads the boot configuration
 //! from the kernel command line ([`cadence_firmware::config`]; on aarch64 the device
 //! tree's `/chosen/bootargs`), brings the platform up, prints the banner, probes the NICs,
-//! and forwards port 0 ↔ port 1 until a STOP control frame or `max_s`
+//! and forwards between its ports through the chain until a STOP control frame or `max_s`
 //! (docs/PROTOCOL.md). Exit statuses: 33 success, 35 bad
 //! configuration, 37 runtime failure, 39 panic.
 //!
-//! Built for Linux, the same binary is the hosted dataplane (`hosted/`): two interfaces
+//! Built for Linux, the same binary is the hosted dataplane (`hosted/`): 2 to 8 interfaces
 //! over AF_XDP or `AF_PACKET`, worker threads, the same forwarding run and lines.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
