@@ -61,8 +61,10 @@ impl fmt::Display for PciAddr {
     }
 }
 
-/// Most NICs `nics=` names (the image drives two ports).
-pub const MAX_NICS: usize = 2;
+/// Most NICs `nics=` names (a dataplane's most ports).
+pub const MAX_NICS: usize = PORTS;
+// The `nics=` error message says "1 to 8".
+const _: () = assert!(MAX_NICS == 8);
 
 /// The NICs `nics=` selects, in port order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +74,7 @@ pub struct NicSelect {
 }
 
 impl NicSelect {
-    /// Parses one or two distinct addresses separated by `,`.
+    /// Parses 1 to [`MAX_NICS`] distinct addresses separated by `,`.
     pub fn parse(s: &str) -> Option<Self> {
         let mut addrs = [PciAddr { bus: 0, dev: 0, func: 0 }; MAX_NICS];
         let mut len = 0;
@@ -466,9 +468,10 @@ impl BootConfig {
                     cfg.stall = Some((w as u8, ms));
                 }
                 "nics" => {
-                    cfg.nics = Some(NicSelect::parse(value).ok_or(bad(
-                        "one or two distinct PCI addresses BB:DD.F separated by ',' (e.g. 00:03.0,00:04.0)",
-                    ))?)
+                    cfg.nics =
+                        Some(NicSelect::parse(value).ok_or(bad(
+                            "1 to 8 distinct PCI addresses BB:DD.F separated by ',' (e.g. 00:03.0,00:04.0)",
+                        ))?)
                 }
                 // Every key of KEYS is matched above.
                 _ => return Err(BootConfigError::UnknownKey { key }),
@@ -668,6 +671,8 @@ mod tests {
         assert_eq!(addrs, [PciAddr { bus: 0, dev: 4, func: 0 }, PciAddr { bus: 0x1a, dev: 0x1f, func: 7 }]);
         assert_eq!(alloc::format!("{}", addrs[1]), "1a:1f.7");
         assert_eq!(BootConfig::parse("nics=03:00.1").unwrap().nics.map(|n| n.addrs().len()), Some(1));
+        let three = BootConfig::parse("nics=00:05.0,00:03.0,00:04.0").unwrap();
+        assert_eq!(three.nics.map(|n| n.addrs().len()), Some(3));
         assert_eq!(BootConfig::default().nics, None);
         for bad in [
             "nics=",
@@ -676,15 +681,13 @@ mod tests {
             "nics=00:03.8",
             "nics=100:03.0",
             "nics=00:03.0,00:03.0",
-            "nics=00:03.0,00:04.0,00:05.0",
+            "nics=00:03.0,00:04.0,00:05.0,00:06.0,00:07.0,00:08.0,00:09.0,00:0a.0,00:0b.0",
             "nics=00:03.0,",
             "nics=g0:03.0",
         ] {
             let e = BootConfig::parse(bad).unwrap_err();
             assert!(matches!(e, BootConfigError::BadValue { key: "nics", .. }), "{bad}: {e:?}");
-            assert!(
-                alloc::format!("{e}").starts_with("boot option 'nics': expected one or two distinct PCI addresses")
-            );
+            assert!(alloc::format!("{e}").starts_with("boot option 'nics': expected 1 to 8 distinct PCI addresses"));
         }
     }
 

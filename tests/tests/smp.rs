@@ -1,13 +1,16 @@
 //! Multi-core bring-up in `mode=boot`: every core of the MADT comes online (`@smp`),
 //! prints its `@cpu` line, and its deadline sleeper's timer fired. Only that the timer
-//! fires is asserted, never how precisely (QEMU TCG timing is meaningless).
+//! fires is asserted, never how precisely (QEMU TCG timing is meaningless). The xAPIC boot
+//! also carries three NICs (issue 27: more than two ports): the image brings all three up,
+//! port 0 to 2 in PCI order, without a `nics=`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use cadence_harness::protocol::Mac;
 use cadence_harness::protocol::{BootOptions, EXIT_SUCCESS, MachineLine};
-use cadence_harness::qemu::{QemuConfig, boot_and_wait};
+use cadence_harness::qemu::{DgramNic, QemuConfig, boot_and_wait, free_udp_port};
 use cadence_harness::rig::{Rig, RigConfig};
 use cadence_tests::{BOOT_TIMEOUT, MAX_S, expect_status, image, out_dir};
 
@@ -71,10 +74,19 @@ fn four_cores_come_up_and_their_deadline_timers_fire() -> Result<()> {
 fn xapic_fallback_brings_up_cores_without_x2apic() -> Result<()> {
     let dir = out_dir("smp_xapic");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut nics = Vec::new();
+    for i in 0..3u8 {
+        let nic = DgramNic {
+            mac: Mac([0x52, 0x54, 0, 0xca, 0xde, 0x20 + i]),
+            qemu_port: free_udp_port()?,
+            host_port: free_udp_port()?,
+        };
+        nics.push(nic.into());
+    }
     let cfg = QemuConfig {
         image: image()?,
         append: BootOptions::default().set("max_s", MAX_S).set("mode", "boot"),
-        nics: vec![],
+        nics,
         com2: dir.join("com2.defmt"),
         smp: 2,
         kvm: None,
@@ -85,5 +97,13 @@ fn xapic_fallback_brings_up_cores_without_x2apic() -> Result<()> {
     };
     let (exit, com1, stderr) = boot_and_wait(&cfg, BOOT_TIMEOUT)?;
     assert_eq!(exit.status, Some(EXIT_SUCCESS), "COM1:\n{}\nstderr:\n{stderr}", com1.join("\n"));
+    // Three NICs, each up as its own port, with the MAC QEMU gave it.
+    let nic_lines = machine_lines(&com1, "nic")?;
+    assert_eq!(nic_lines.len(), 3, "{}", com1.join("\n"));
+    for (i, l) in nic_lines.iter().enumerate() {
+        let mac = format!("52:54:00:ca:de:{:02x}", 0x20 + i);
+        assert!(l.str("mac").is_ok_and(|m| m.eq_ignore_ascii_case(&mac)), "port {i}: {l:?}");
+        assert_eq!(l.u64("index")?, i as u64, "{l:?}");
+    }
     check_cores(&com1, 2, "xapic")
 }

@@ -2,8 +2,8 @@
 //! (82599/X520/X540/X550) and i40e (XL710/X710), behind one [`Nic`] type with
 //! enum-dispatching queues, so the forwarding loop is the same for every kind.
 //!
-//! Which NICs: the ones `nics=` names, in its order; without it, the first
-//! [`MAX_PORTS`] the image drives, virtio-net first, then igb, ixgbe, i40e, each kind in
+//! Which NICs: the ones `nics=` names, in its order; without it, every NIC the image
+//! drives up to [`MAX_PORTS`] (8), virtio-net first, then igb, ixgbe, i40e, each kind in
 //! PCI order (a warning line names what was left out). A NIC whose bring-up fails is
 //! reported (`error: <kind> <pci>: <why>`) and skipped; the caller decides what too few
 //! NICs mean (exit 37 only when none of those tried came up). `tests/tests/nic_select.rs`:
@@ -67,8 +67,8 @@ pub const VIRTIO_VENDOR: u16 = 0x1af4;
 pub const VIRTIO_NET: u16 = 0x1041;
 /// Intel's PCI vendor ID.
 pub const INTEL_VENDOR: u16 = 0x8086;
-/// Most ports the image drives.
-pub const MAX_PORTS: usize = 2;
+/// Most ports the image drives: a dataplane's most ports.
+pub const MAX_PORTS: usize = cadence_core::stage::PORTS;
 
 /// The kinds of NIC the image drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -424,7 +424,7 @@ pub fn probe(
     let (chosen, present) = select(pci, cfg)?;
     if cfg.nics.is_none() && present > chosen.len() {
         println!(
-            "warning: {present} NICs found, driving the first {} (choose others with nics=BB:DD.F,BB:DD.F)",
+            "warning: {present} NICs found, driving the first {} (choose others with nics=BB:DD.F,…)",
             chosen.len()
         );
     }
