@@ -78,6 +78,9 @@ _head:
     adrp    x1, __boot_stack_top
     add     x1, x1, :lo12:__boot_stack_top
     mov     sp, x1
+    adrp    x1, __boot_stack_guard  // the exception stack ends at the guard (stack.rs)
+    add     x1, x1, :lo12:__boot_stack_guard
+    msr     tpidr_el1, x1
     adrp    x1, __bss_start
     add     x1, x1, :lo12:__bss_start
     adrp    x2, __bss_end
@@ -108,6 +111,8 @@ cadence_aarch64_secondary:
     isb
     ldr     x1, [x0]
     mov     sp, x1
+    ldr     x1, [x0, #8]            // CoreBoot.exception_stack_top
+    msr     tpidr_el1, x1
     adrp    x1, cadence_aarch64_vectors
     add     x1, x1, :lo12:cadence_aarch64_vectors
     msr     vbar_el1, x1
@@ -117,7 +122,7 @@ cadence_aarch64_secondary:
     b       8b
 
     // Exception vectors (Arm ARM D1.10.2): 16 entries of 0x80 bytes, 2 KiB aligned. Each
-    // passes its index, ESR_EL1, ELR_EL1 and FAR_EL1 to the reporting handler, which
+    // moves to the core's exception stack, then passes its index, ESR_EL1, ELR_EL1 and FAR_EL1 to the reporting handler, which
     // exits; nothing returns, so no registers are saved.
     .section .text.vectors, "ax"
     .balign 0x800
@@ -126,6 +131,8 @@ cadence_aarch64_vectors:
     .set    vector, 0
     .rept   16
     .balign 0x80
+    mrs     x9, tpidr_el1           // this core's exception stack: SP may be spent (stack.rs)
+    mov     sp, x9
     mov     x0, #vector
     mrs     x1, esr_el1
     mrs     x2, elr_el1

@@ -70,6 +70,19 @@ extern "C" fn cadence_aarch64_exception(vector: u64, esr: u64, elr: u64, far: u6
         crate::fence::on_fiq();
     }
     let ec = exception_class(esr);
+    if ec == 0x25 {
+        match crate::stack::owner_of_guard(far) {
+            Some(None) => crate::println!(
+                "error: stack overflow: the boot core ran past its {} KiB stack into the guard page (FAR_EL1={far:#x} ELR_EL1={elr:#x})",
+                crate::stack::BOOT_STACK_SIZE >> 10
+            ),
+            Some(Some(i)) => crate::println!(
+                "error: stack overflow: core {i} ran past its {} KiB stack into the guard page (FAR_EL1={far:#x} ELR_EL1={elr:#x})",
+                crate::stack::STACK_SIZE >> 10
+            ),
+            None => {}
+        }
+    }
     crate::println!(
         "error: CPU exception: {}: ESR_EL1={esr:#x} (EC {ec:#04x}: {}) ELR_EL1={elr:#x} FAR_EL1={far:#x}",
         vector_name(vector),

@@ -13,7 +13,8 @@ use crate::gic::{self, GicError};
 use crate::mmu::{self, MapError, MmuRegs, Tables};
 use crate::timer::{self, GenericClock, TimerError};
 
-/// Page tables reserved for the identity map (16 × 4 KiB: `virt`'s map uses 5).
+/// Page tables reserved for the identity map (16 × 4 KiB: `virt`'s map uses 5, and up to
+/// 3 more for the stacks' guard pages).
 const TABLES: usize = 16;
 /// The heap's size.
 pub const HEAP_SIZE: u64 = 16 << 20;
@@ -160,6 +161,9 @@ pub fn init(boot: crate::BootArgs) -> Result<Platform, InitError> {
             continue;
         }
         map.map_device(dev).map_err(InitError::Map)?;
+    }
+    for guard in crate::stack::guards() {
+        map.unmap_page(guard).map_err(InitError::Map)?;
     }
     let regs = MmuRegs { mair: mmu::MAIR, tcr: mmu::tcr(mmu::parange()), ttbr0: map.root(), sctlr: mmu::SCTLR_ON };
     // SAFETY: the map covers RAM (the image, its stack, the tree) and the devices used

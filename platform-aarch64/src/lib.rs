@@ -21,6 +21,7 @@
 //! | [`timer`] | the generic timer: CNTVCT_EL0 as `core::time::Clock` (rate from CNTFRQ_EL0 or the tree), `WfiSleeper` (virtual timer armed, WFI with IRQs masked) |
 //! | `jobs` | a job mailbox per secondary core (the firmware's workers): idle in deadline `WFI` steps, run, report idle |
 //! | `fence` | stopping a hung worker's core for good: SGI 8 in Group 0 (FIQ), acknowledged by the vectors, then parked |
+//! | `stack` | each core's stack with an unmapped guard page below it and an exception stack below that, which every vector moves to (TPIDR_EL1): an overflow is reported, not silent |
 //! | [`psci`], `smp` | PSCI calls over the tree's conduit; secondary cores started with `CPU_ON`, each on its own stack, on the boot core's map and GIC set-up, checked in against a deadline |
 //! | `pcie`, `mmio`, `dma` | ECAM configuration access, bus-0 enumeration and BAR assignment from the tree's 32-bit window, `hal::PciFunction`; volatile windows; the DMA allocator (coherent, identity) |
 //! | `defmt_log` | (feature `defmt-semihosting`) defmt's global logger over semihosting `SYS_WRITEC`: the human log, off the console |
@@ -85,6 +86,9 @@ pub mod psci;
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 #[allow(unsafe_code)] // per-core stacks and boot blocks, cache cleaning, the secondary entry
 pub mod smp;
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[allow(unsafe_code)] // the per-core stacks' storage, a linker symbol
+pub mod stack;
 
 /// Prints a line on the console (PL011), like `std::println!`.
 #[macro_export]

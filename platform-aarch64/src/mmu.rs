@@ -24,6 +24,11 @@
 //! at either end is left out); device regions are rounded out to 2 MiB (device memory is
 //! never accessed speculatively, so mapping a little more of the MMIO hole is harmless).
 //! A whole aligned GiB becomes one level-1 block.
+//!
+//! Guard pages ([`Tables::unmap_page`]): the block holding the page is split into a table
+//! of the same mapping one level down (a level-1 block into 512 level-2 blocks, a level-2
+//! block into 512 level-3 pages, descriptor bits\[1:0\] = 0b11 at level 3, D8.3.1), then
+//! the page's descriptor is cleared, so any access to it is a translation fault.
 
 use crate::dt::Region;
 
@@ -38,6 +43,8 @@ pub const SCTLR_ON: u64 = SCTLR_RES1 | 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 12;
 
 const VALID_TABLE: u64 = 0b11;
 const VALID_BLOCK: u64 = 0b01;
+/// A level-3 page descriptor (the same bits as a table descriptor one level up).
+const VALID_PAGE: u64 = 0b11;
 const AF: u64 = 1 << 10;
 const SH_INNER: u64 = 0b11 << 8;
 const PXN: u64 = 1 << 53;
@@ -73,6 +80,8 @@ pub enum MapError {
     TooHigh,
     /// A range already mapped with another kind.
     Overlap,
+    /// A guard page outside the mapped RAM.
+    NotMapped,
 }
 
 impl core::fmt::Display for MapError {
@@ -81,6 +90,7 @@ impl core::fmt::Display for MapError {
             MapError::OutOfTables => "the identity map needs more page tables than the platform reserves",
             MapError::TooHigh => "a device tree region lies beyond 48-bit addresses",
             MapError::Overlap => "a device region overlaps RAM in the device tree",
+            MapError::NotMapped => "a stack's guard page lies outside the mapped RAM",
         })
     }
 }
@@ -188,23 +198,69 @@ impl<const N: usize> Tables<N> {
         self.map_aligned(base, end, Kind::Device)
     }
 
+    /// Unmaps the 4 KiB page holding `va` (a guard page: any access faults), splitting
+    /// the blocks above it. The page must be mapped.
+    pub fn unmap_page(&mut self, va: u64) -> Result<(), MapError> {
+        if va >= 1 << 48 {
+            return Err(MapError::TooHigh);
+        }
+        let mut table = 0usize;
+        for shift in [39, 30, 21] {
+            let idx = (va >> shift) as usize & 511;
+            let d = self.tables[table].0[idx];
+            table = match d & 0b11 {
+                VALID_TABLE => self.index_of(d & ADDR_MASK).ok_or(MapError::Overlap)?,
+                VALID_BLOCK if shift < 39 => self.split(table, idx, shift)?,
+                _ => return Err(MapError::NotMapped),
+            };
+        }
+        let idx = (va >> 12) as usize & 511;
+        if self.tables[table].0[idx] & 0b11 != VALID_PAGE {
+            return Err(MapError::NotMapped);
+        }
+        self.tables[table].0[idx] = 0;
+        Ok(())
+    }
+
+    /// Replaces the block `table[idx]` (`1 << shift` bytes) by a new table mapping the
+    /// same addresses with the same attributes one level down; returns the new table.
+    fn split(&mut self, table: usize, idx: usize, shift: u32) -> Result<usize, MapError> {
+        if self.used == N {
+            return Err(MapError::OutOfTables);
+        }
+        let d = self.tables[table].0[idx];
+        let (base, attrs) = (d & ADDR_MASK, d & !(ADDR_MASK | 0b11));
+        let (child, bits) = (1u64 << (shift - 9), if shift == 21 { VALID_PAGE } else { VALID_BLOCK });
+        let t = self.used;
+        self.used += 1;
+        for (i, e) in self.tables[t].0.iter_mut().enumerate() {
+            *e = (base + i as u64 * child) | attrs | bits;
+        }
+        self.tables[table].0[idx] = self.addr(t) | VALID_TABLE;
+        Ok(t)
+    }
+
     /// What `va` translates to: the output address and the block's attributes, or `None`
     /// when unmapped (a software walk, for tests and reports).
     pub fn translate(&self, va: u64) -> Option<(u64, Kind)> {
         let mut table = 0usize;
-        for (level, shift) in [(0, 39), (1, 30), (2, 21)] {
+        for (level, shift) in [(0, 39), (1, 30), (2, 21), (3, 12)] {
             let d = self.tables[table].0[(va >> shift) as usize & 511];
             match d & 0b11 {
-                VALID_TABLE if level < 2 => table = self.index_of(d & ADDR_MASK)?,
-                VALID_BLOCK if level > 0 => {
-                    let size = 1u64 << shift;
-                    let kind = if d & (0b111 << 2) == 1 << 2 { Kind::Ram } else { Kind::Device };
-                    return Some(((d & ADDR_MASK & !(size - 1)) | (va & (size - 1)), kind));
-                }
+                VALID_TABLE if level < 3 => table = self.index_of(d & ADDR_MASK)?,
+                VALID_BLOCK if level == 1 || level == 2 => return Some(Self::output(d, shift, va)),
+                VALID_PAGE if level == 3 => return Some(Self::output(d, shift, va)),
                 _ => return None,
             }
         }
         None
+    }
+
+    /// The output address of `va` through the block or page `d` of `1 << shift` bytes.
+    fn output(d: u64, shift: u32, va: u64) -> (u64, Kind) {
+        let size = 1u64 << shift;
+        let kind = if d & (0b111 << 2) == 1 << 2 { Kind::Ram } else { Kind::Device };
+        ((d & ADDR_MASK & !(size - 1)) | (va & (size - 1)), kind)
     }
 
     /// Tables in use.
@@ -317,6 +373,43 @@ mod tests {
         assert_eq!(t.translate(0x4010_0000), None);
         assert_eq!(t.translate(0x4020_0000), Some((0x4020_0000, Kind::Ram)));
         assert_eq!(t.translate(0x4040_0000), None);
+    }
+
+    #[test]
+    fn a_guard_page_faults_and_its_neighbours_keep_their_mapping() {
+        let mut t = virt();
+        let before = t.used();
+        let guard = 0x4123_4000;
+        t.unmap_page(guard + 0x18).expect("split the 2 MiB block");
+        assert_eq!(t.used(), before + 1, "one level-3 table");
+        assert_eq!(t.translate(guard), None);
+        assert_eq!(t.translate(guard + 0xfff), None);
+        assert_eq!(t.translate(guard - 8), Some((guard - 8, Kind::Ram)));
+        assert_eq!(t.translate(guard + 0x1000), Some((guard + 0x1000, Kind::Ram)));
+        assert_eq!(t.translate(0x4120_0000), Some((0x4120_0000, Kind::Ram)), "the split block's first page");
+        assert_eq!(t.translate(0x413f_fff8), Some((0x413f_fff8, Kind::Ram)), "and its last");
+        assert_eq!(t.translate(0x4140_0000), Some((0x4140_0000, Kind::Ram)), "the next block is untouched");
+        // A second guard in the same block reuses its table.
+        t.unmap_page(guard + 0x2_0000).expect("same block");
+        assert_eq!(t.used(), before + 1);
+        assert_eq!(t.translate(guard + 0x2_0000), None);
+        assert_eq!(t.unmap_page(guard), Err(MapError::NotMapped), "already a guard");
+        assert_eq!(t.unmap_page(0x5000_0000), Err(MapError::NotMapped), "past RAM");
+        assert_eq!(t.unmap_page(1 << 48), Err(MapError::TooHigh));
+    }
+
+    #[test]
+    fn a_guard_page_in_a_gib_block_splits_it_twice() {
+        let mut t = Box::new(Tables::<4>::new());
+        t.map_ram(Region { base: 0x4000_0000, size: 1 << 30 }).expect("one GiB");
+        assert_eq!(t.used(), 2);
+        t.unmap_page(0x7fe0_1000).expect("split the GiB, then the 2 MiB block");
+        assert_eq!(t.used(), 4);
+        assert_eq!(t.translate(0x7fe0_1008), None);
+        assert_eq!(t.translate(0x7fe0_0ff8), Some((0x7fe0_0ff8, Kind::Ram)));
+        assert_eq!(t.translate(0x4000_0000), Some((0x4000_0000, Kind::Ram)));
+        assert_eq!(t.translate(0x7fff_fff8), Some((0x7fff_fff8, Kind::Ram)));
+        assert_eq!(t.unmap_page(0x5000_0000), Err(MapError::OutOfTables), "another block: a fifth table");
     }
 
     #[test]

@@ -20,9 +20,6 @@ use crate::dt::MAX_CPUS;
 use crate::mmu::MmuRegs;
 use crate::psci::{self, PsciError};
 
-/// Each secondary core's stack.
-pub const STACK_SIZE: usize = 64 << 10;
-
 /// What a secondary core runs once it is set up: `f(index)`; it must not return.
 pub type CoreMain = fn(usize) -> !;
 
@@ -32,6 +29,8 @@ pub type CoreMain = fn(usize) -> !;
 pub struct CoreBoot {
     /// Initial SP (offset 0: the entry code loads it).
     pub stack_top: u64,
+    /// The exception stack's top (offset 8: the entry code puts it in TPIDR_EL1).
+    pub exception_stack_top: u64,
     pub mmu: MmuRegs,
     pub index: u64,
     pub mpidr: u64,
@@ -45,20 +44,16 @@ pub struct CoreBoot {
     pub gic_deadline: u64,
 }
 
-#[repr(C, align(16))]
-struct Stack(UnsafeCell<[u8; STACK_SIZE]>);
 struct Block(UnsafeCell<CoreBoot>);
 
-// SAFETY: stack `i` is used only by core `i`, which the boot core starts once.
-unsafe impl Sync for Stack {}
 // SAFETY: block `i` is written by the boot core before `CPU_ON` for core `i` and only
 // read afterwards (by core `i`).
 unsafe impl Sync for Block {}
 
-static STACKS: [Stack; MAX_CPUS] = [const { Stack(UnsafeCell::new([0; STACK_SIZE])) }; MAX_CPUS];
 static BLOCKS: [Block; MAX_CPUS] = [const {
     Block(UnsafeCell::new(CoreBoot {
         stack_top: 0,
+        exception_stack_top: 0,
         mmu: MmuRegs { mair: 0, tcr: 0, ttbr0: 0, sctlr: 0 },
         index: 0,
         mpidr: 0,
@@ -116,13 +111,14 @@ pub fn start_secondaries(p: &crate::Platform, main: CoreMain, deadline_ticks: u6
         if mpidr == me {
             continue;
         }
-        let stack_top = STACKS[i].0.get() as usize + STACK_SIZE;
+        let stack = crate::stack::secondary(i);
         let block = BLOCKS[i].0.get();
         // SAFETY: core `i` is not running (it is off until CPU_ON below), so the boot core
         // is the block's only user.
         unsafe {
             block.write(CoreBoot {
-                stack_top: stack_top as u64,
+                stack_top: stack.top,
+                exception_stack_top: stack.exception_top,
                 mmu: p.mmu,
                 index: i as u64,
                 mpidr,

@@ -87,6 +87,32 @@ fn aarch64_exception_is_reported_with_its_syndrome_and_status_39() -> Result<()>
 }
 
 #[test]
+fn aarch64_stack_overflow_hits_the_guard_page_and_is_reported_on_the_boot_core_and_a_secondary() -> Result<()> {
+    for (cpus, fault, who) in [
+        (1, "fault=stack", "the boot core ran past its 128 KiB stack"),
+        (2, "fault=stack-secondary", "core 1 ran past its 64 KiB stack"),
+    ] {
+        let b = boot(cpus, &["-append", fault])?;
+        if b.status != Some(39) {
+            bail!("{fault}: expected exit status 39 (CPU exception)\n{}", b.diagnostics());
+        }
+        let line = b
+            .lines
+            .iter()
+            .find(|l| l.starts_with("error: stack overflow: "))
+            .ok_or_else(|| anyhow::anyhow!("{fault}: no stack overflow report\n{}", b.diagnostics()))?;
+        assert!(line.contains(who), "{fault}: {line}");
+        // Then the vectors' own report: a data abort at EL1 (EC 0x25) on the guard page.
+        assert!(
+            b.lines.iter().any(|l| l.starts_with("error: CPU exception: sync (EL1)") && l.contains("EC 0x25")),
+            "{fault}\n{}",
+            b.diagnostics()
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn aarch64_image_entered_at_el2_drops_to_el1_and_calls_psci_by_smc() -> Result<()> {
     // With virtualization=on QEMU enters at EL2 and its tree says PSCI goes by SMC.
     let b = boot(2, &["-M", "virtualization=on"])?;

@@ -21,6 +21,9 @@
 //!   one fails), then `@pcisum functions=<n> nics=<n>`;
 //! - with `fault=unmapped` on the command line (`-append`): a read of an unmapped address,
 //!   which the exception vectors report (`error: CPU exception: …`) and exit 39;
+//! - with `fault=stack`: unbounded recursion on the boot core, and with
+//!   `fault=stack-secondary` on core 1; the guard page below the stack stops it and the
+//!   vectors report it on the core's exception stack (`error: stack overflow: …`, exit 39);
 //! - `error: …` and exit 35 (the tree) or 37 (the machine) when bring-up fails.
 //!
 //! On the host this binary is an empty stub (the workspace builds every crate there);
@@ -53,8 +56,28 @@ mod image {
     /// its deadline (0: not yet, or early).
     static SLEPT: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(0) }; MAX_CPUS];
 
+    /// `fault=stack-secondary`: core 1 overflows its stack.
+    static OVERFLOW_SECONDARY: AtomicU8 = AtomicU8::new(0);
+
+    /// Recurses until the stack runs out (`fault=stack`): each frame keeps 512 bytes.
+    #[inline(never)]
+    fn overflow(depth: u64) -> u64 {
+        let mut frame = [0u8; 512];
+        frame[0] = depth as u8;
+        core::hint::black_box(&mut frame);
+        if depth == u64::MAX {
+            return 0;
+        }
+        overflow(depth + 1).wrapping_add(u64::from(core::hint::black_box(frame[0])))
+    }
+
     /// A secondary core: one deadline sleep on its own timer, report, park.
     fn secondary(index: usize) -> ! {
+        if index == 1 && OVERFLOW_SECONDARY.load(Ordering::Acquire) == 1 {
+            let n = overflow(0);
+            println!("error: core 1's recursion returned {n}");
+            exit(ExitCode::RuntimeFailure)
+        }
         let mut s = WfiSleeper::default();
         let start = timer::counter();
         let deadline = Instant(start.saturating_add(SECONDARY_SLEEP_TICKS.load(Ordering::Acquire)));
@@ -203,6 +226,14 @@ mod image {
             let v = unsafe { core::ptr::read_volatile(0x10 as *const u64) };
             println!("error: the unmapped read returned {v:#x}");
             exit(ExitCode::RuntimeFailure)
+        }
+        if boot.cmdline().split_whitespace().any(|w| w == "fault=stack") {
+            let n = overflow(0);
+            println!("error: the recursion returned {n}");
+            exit(ExitCode::RuntimeFailure)
+        }
+        if boot.cmdline().split_whitespace().any(|w| w == "fault=stack-secondary") {
+            OVERFLOW_SECONDARY.store(1, Ordering::Release);
         }
         let mut s = WfiSleeper::default();
         let start = p.clock.now();
