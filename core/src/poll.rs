@@ -278,8 +278,8 @@ impl<S: Stage> Poller<S> {
     }
 
     /// One pass over every port: receive, process, transmit. `rx[p]` and `tx[p]` are
-    /// port `p`'s queues; ports beyond [`PORTS`] are ignored, and frames bound for a
-    /// port without a TX queue are dropped as `TxFull`.
+    /// port `p`'s queues; ports beyond [`PORTS`] are ignored. The stage sees one output batch
+    /// per TX queue, so a frame it sends to a port without one is dropped as `TxFull` there.
     pub fn poll_once<R, T, C>(&mut self, pool: &mut Pool<'_>, rx: &mut [R], tx: &mut [T], clock: &C) -> PollOutcome
     where
         R: RxQueue,
@@ -287,6 +287,9 @@ impl<S: Stage> Poller<S> {
         C: Clock + ?Sized,
     {
         let now = clock.now();
+        // The ports this poll can send on: the stage gets an output batch for each of them
+        // only, and only those are looked at below.
+        let ports = tx.len().min(PORTS);
         let drops_before = self.stats.stage.drops_total();
         let mut outcome = PollOutcome { now, ..PollOutcome::default() };
         if self.stage.backlog_due(now) {
@@ -325,15 +328,17 @@ impl<S: Stage> Poller<S> {
                 c.rx += n as u64;
                 c.rx_bytes += bytes;
             }
-            let cmds = self.stage.process(port, pool, &mut self.rx_batch, &mut self.out, &mut self.stats.stage, now);
+            let out = self.out.get_mut(..ports).unwrap_or_default();
+            let cmds = self.stage.process(port, pool, &mut self.rx_batch, out, &mut self.stats.stage, now);
             outcome.commands.merge(cmds);
         }
         // Frames the stage originates (exports) go out with this poll's.
-        self.stage.idle(pool, &mut self.out, &mut self.stats.stage, now);
+        self.stage.idle(pool, self.out.get_mut(..ports).unwrap_or_default(), &mut self.stats.stage, now);
 
-        // The ports with frames to send, in one look at the `PORTS` output batches (most are
-        // empty: a dataplane has fewer ports, or a poll sends on few of them).
-        let mut busy = self.out.iter().enumerate().fold(0u32, |m, (p, o)| m | u32::from(!o.is_empty()) << p);
+        // The ports with frames to send, in one look at their output batches (a poll often
+        // sends on few of them).
+        let mut busy =
+            self.out.iter().take(ports).enumerate().fold(0u32, |m, (p, o)| m | u32::from(!o.is_empty()) << p);
         // One clock reading for every frame handed to a TX ring in this poll.
         let tx_now = if self.cfg.timing && busy != 0 { clock.now() } else { now };
         while busy != 0 {
