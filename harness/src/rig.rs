@@ -25,7 +25,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use crate::host_port::{HostPort, SharedPcap, host_socket, receive_loop};
 use crate::pcap::PcapWriter;
-use crate::protocol::{self, BootOptions, Control, MachineLine, Report};
+use crate::protocol::{self, BootOptions, Control, Mac, MachineLine, Report};
 use crate::qemu::{DgramNic, Exit, Qemu, QemuConfig, QemuNic, TapNic, free_udp_port};
 use crate::tap::{self, PacketSocket};
 use crate::traffic::{Checker, Expectations, Flow, Macs};
@@ -89,6 +89,11 @@ pub struct RigConfig {
     pub ctl_key: [u8; 16],
     /// The machine QEMU emulates (`image` must be built for it).
     pub arch: crate::qemu::Arch,
+    /// [`Backend::Tap`] only: this many more virtio-net NICs after the two the checker
+    /// models (ports 2, 3, …), on tap interfaces the rig creates and raises but does not
+    /// open ([`Rig::extra_tap_ifnames`]: for real hosts in namespaces); MAC
+    /// `52:54:00:ca:de:0N` for port N. Default 0.
+    pub extra_taps: usize,
 }
 
 /// Which device QEMU emulates for each NIC (dgram backends).
@@ -119,6 +124,7 @@ impl RigConfig {
             pcap: None,
             ctl_key: protocol::random_ctl_key(),
             arch: crate::qemu::Arch::X86_64,
+            extra_taps: 0,
         }
     }
 }
@@ -150,6 +156,8 @@ pub struct Rig {
     ctl_counter: u64,
     /// The management socket served for `cargo xtask ctl` ([`Rig::serve_ctl`]).
     relay: Option<cadence_ctl::ctl::Relay>,
+    /// The tap interfaces of `RigConfig::extra_taps`, in port order.
+    extra_taps: Vec<String>,
 }
 
 impl Rig {
@@ -163,6 +171,10 @@ impl Rig {
         let mut ports = Vec::new();
         let mut nics: Vec<QemuNic> = Vec::new();
         let mut ifnames = Vec::new();
+        let mut extra_taps = Vec::new();
+        if cfg.extra_taps > 0 && !matches!(cfg.backend, Backend::Tap { .. }) {
+            bail!("extra_taps needs the tap backend");
+        }
         match cfg.backend {
             Backend::Dgram => {
                 for i in 0..2 {
@@ -186,6 +198,12 @@ impl Rig {
                     let ifname = tap::unique_ifname(i);
                     nics.push(TapNic { mac: cfg.macs.nic[i], ifname: ifname.clone(), queues: queues.max(1) }.into());
                     ifnames.push(ifname);
+                }
+                for port in 2..2 + cfg.extra_taps {
+                    let ifname = tap::unique_ifname(port);
+                    let mac = Mac([0x52, 0x54, 0x00, 0xca, 0xde, port as u8]);
+                    nics.push(TapNic { mac, ifname: ifname.clone(), queues: queues.max(1) }.into());
+                    extra_taps.push(ifname);
                 }
             }
             Backend::Veth { .. } => unreachable!("handled by start_hosted"),
@@ -232,14 +250,16 @@ impl Rig {
         let mut qemu = Qemu::spawn(&qemu_config, Some(cfg.out_dir.join("com1.log")))?;
         // Tap: QEMU creates the interfaces; make them quiet, raise them, open them. The
         // firmware transmits nothing before the host sends, so nothing is missed.
-        for ifname in ifnames {
+        for (i, ifname) in ifnames.into_iter().chain(extra_taps.iter().cloned()).enumerate() {
             let ready = tap::prepare(&ifname, TAP_TIMEOUT, &mut || matches!(qemu.try_exit(), Ok(None)));
             if let Err(e) = ready {
                 let _ = qemu.kill();
                 bail!("{e:#}\n{}", qemu.diagnostics());
             }
-            let sock = PacketSocket::bind(&ifname, READ_TIMEOUT)?;
-            ports.push(HostPort::Tap { sock, ifname });
+            if i < 2 {
+                let sock = PacketSocket::bind(&ifname, READ_TIMEOUT)?;
+                ports.push(HostPort::Tap { sock, ifname });
+            }
         }
         if matches!(cfg.backend, Backend::Tap { .. }) {
             spawn_receivers(&ports, &mut receivers)?;
@@ -261,6 +281,7 @@ impl Rig {
             ctl_key: cfg.ctl_key,
             ctl_counter: 1,
             relay: None,
+            extra_taps,
         })
     }
 
@@ -321,6 +342,7 @@ impl Rig {
             ctl_key: cfg.ctl_key,
             ctl_counter: 1,
             relay: None,
+            extra_taps: Vec::new(),
         })
     }
 
@@ -339,6 +361,11 @@ impl Rig {
                 HostPort::Udp { .. } => None,
             })
             .collect()
+    }
+
+    /// The tap interfaces of `RigConfig::extra_taps` (ports 2, 3, …), raised, not opened.
+    pub fn extra_tap_ifnames(&self) -> &[String] {
+        &self.extra_taps
     }
 
     /// The checker (locked).

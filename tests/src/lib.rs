@@ -153,9 +153,15 @@ pub fn send_paced(rig: &mut Rig, frames: u64, rate: u64, mut pick: impl FnMut(u6
 /// stats lines) for a test that moves the taps into hosts' namespaces; returns the rig, once
 /// the image is ready, and the two taps' names (port 0, port 1).
 pub fn start_on_taps(name: &str, chain_text: String) -> Result<(Rig, [String; 2])> {
+    start_on_more_taps(name, chain_text, 0)
+}
+
+/// [`start_on_taps`] with `extra` more tap NICs (ports 2, 3, …; `Rig::extra_tap_ifnames`).
+pub fn start_on_more_taps(name: &str, chain_text: String, extra: usize) -> Result<(Rig, [String; 2])> {
     let mut rig = start_with(name, 1, BootOptions::default().set("stats_ms", 0), |cfg| {
         cfg.backend = cadence_harness::rig::Backend::Tap { queues: 1 };
         cfg.chain_text = Some(chain_text);
+        cfg.extra_taps = extra;
     })?;
     rig.wait_ready(BOOT_TIMEOUT, &mut |_| {})?;
     let taps: [String; 2] =

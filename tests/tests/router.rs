@@ -42,8 +42,9 @@
 //! (0 ↔ 1, 2 ↔ 3): the router reaches port 2 by its route alone.
 //!
 //! The image does the same (`the_image_on_tap_nics_is_the_same_router_for_two_real_hosts`):
-//! the firmware under QEMU (TCG) with two virtio-net NICs on tap interfaces, which are moved
-//! into the two hosts' namespaces once QEMU has made them; the same checks and counters, and
+//! the firmware under QEMU (TCG) with three virtio-net NICs on tap interfaces (the third for
+//! host C: the image drives every NIC it finds, up to 8), which are moved
+//! into the hosts' namespaces once QEMU has made them; the same checks and counters, and
 //! the run ended by a signed STOP control frame sent from host A's side.
 //!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
@@ -113,7 +114,7 @@ const ROUTER_TOML: &str = "[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n\
      [[l3fwd.route]]\nprefix = \"fd78::/64\"\nport = 0\nvia = \"direct\"\n\
      [[l3fwd.route]]\nprefix = \"fd79::/64\"\nport = 1\nvia = \"direct\"\n";
 
-/// Host C, on Cadence's third port (the hosted test only).
+/// Host C, on Cadence's third port.
 const C: &str = "10.78.2.2";
 const GW_C: &str = "10.78.2.1";
 
@@ -378,25 +379,37 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     let toml_dir = cadence_tests::out_dir("router_image_chain");
     std::fs::create_dir_all(&toml_dir)?;
     let toml = toml_dir.join("router.toml");
-    std::fs::write(&toml, ROUTER_TOML)?;
+    std::fs::write(&toml, router3_toml())?;
     let text = cadence_ctl::chain::load(&toml)?.text;
-    let (mut rig, [if_a, if_b]) = cadence_tests::start_on_taps("router_image", text)?;
+    // A third virtio-net NIC on its own tap for host C: the image drives all three.
+    let (mut rig, [if_a, if_b]) = cadence_tests::start_on_more_taps("router_image", text, 1)?;
     let (if_a, if_b) = (&if_a, &if_b);
+    let if_c = rig.extra_tap_ifnames().first().cloned().ok_or_else(|| anyhow!("no third tap"))?;
+    if rig.report.nics.len() != 3 {
+        bail!("expected three @nic lines, got {:?}\n{}", rig.report.nics, rig.qemu.diagnostics());
+    }
     let out = rig.out_dir.clone();
     let pid = std::process::id();
     let na = Netns::new(format!("cadimg{pid}a"))?;
     let nb = Netns::new(format!("cadimg{pid}b"))?;
+    let nc = Netns::new(format!("cadimg{pid}c"))?;
     make_hosts(&na.0, &nb.0, if_a, if_b)?;
+    host(&nc.0, &if_c, C, GW_C)?;
     let amac = mac_in(&na.0, if_a)?;
     let cmac0 = rig.checker().macs().nic[0].0;
     let hosts = Hosts { a: &na.0, b: &nb.0, if_a, amac, cmac0 };
-    let failures = exercise(&hosts, &out)?;
+    let mut failures = exercise(&hosts, &out)?;
+    failures.extend(exercise_third_port(&na.0, &nb.0, &nc.0)?);
 
     // STOP from host A's side (the rig's own socket on the tap no longer sees it).
     let fw = cadence_tests::stop_from_netns(&mut rig, &na.0, if_a)?;
     let summary = format!("{fw:?}");
     cadence_tests::report(&out, &summary, &failures)?;
-    check_summary(&|k| fw.require(k), &summary)
+    check_summary(&|k| fw.require(k), &summary)?;
+    // Port 2 carried C's traffic both ways (as in the hosted test).
+    let (rx2, tx2) = (fw.require("p2_rx")?, fw.require("p2_tx")?);
+    assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
+    Ok(())
 }
 
 /// The MAC of `ifname` in namespace `ns`.
