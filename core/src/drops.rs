@@ -93,6 +93,9 @@ drop_reasons! {
     /// An ARP frame that is not ARP for IPv4 over Ethernet (or is VLAN-tagged), with a
     /// chain that has addresses.
     ArpBad = "arp_bad",
+    /// An 802.1Q-tagged frame whose (port, VLAN ID) is no sub-interface of a chain that has
+    /// sub-interfaces (`crate::vlan`).
+    VlanUnknown = "vlan_unknown",
     /// An ARP request or announcement for an address the dataplane does not own (and no
     /// entry of ours to update).
     ArpNotOurs = "arp_not_ours",

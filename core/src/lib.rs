@@ -24,6 +24,7 @@
 //! | [`pna`] | P4 PNA match-action tables: exact (add-on-miss, expiry), LPM, ternary |
 //! | [`p4`] | P4 programs as DPDK pipeline specs: the loader (validated, resolved program), table-file entries |
 //! | [`poll`] | one poll of a lane: RX burst, the stage, TX burst, counters |
+//! | [`vlan`] | 802.1Q sub-interfaces: interface numbers past the ports, the tag popped on receive and pushed on transmit |
 //! | [`neigh`] | the ports' addresses, the neighbour table (ARP), ICMP echo and IPv6 neighbour solicitations for our addresses |
 //! | [`nf`] | network functions and the [`nf::Chain`] that runs them (its phases) |
 //! | [`netblaze`] | NetBlaze's decisions: profile, core mapper, follow rule, server and ingress mappers |
@@ -74,6 +75,7 @@ pub mod stage;
 #[allow(unsafe_code)]
 pub mod sync;
 pub mod time;
+pub mod vlan;
 pub mod worker;
 
 /// `native`, or `miri` when this crate runs under Miri (`cargo xtask test`, step "Miri").

@@ -619,6 +619,10 @@ impl Manager {
             }
             Command::RouteAdd(p, hop) => {
                 let l3 = chain.l3fwd().ok_or_else(|| no_nf("l3fwd"))?;
+                if !chain.egress().vlans.exists(usize::from(hop.port)) {
+                    let why = format_args!("port {} is neither a port nor a declared sub-interface", hop.port);
+                    return Err(Error::new(ErrorKind::BadArgument, why));
+                }
                 self.l3.push(l3.add_route(p.addr, p.len, *hop).map_err(l3_error)?);
                 ok(format_args!("routes={}", route_count(&l3.tables())))
             }

@@ -63,7 +63,7 @@
 //! Limitations (issue 27, later milestones): no ICMP errors from the head of a NetBlaze
 //! split (its drops are freed there); static neighbours are IPv4 only (an IPv6 next hop is
 //! resolved, or given by `mac:`); no duplicate address detection of our own IPv6 addresses,
-//! no router advertisements, no redirects; untagged frames only; a stale entry
+//! no router advertisements, no redirects; one VLAN tag at most (`crate::vlan`); a stale entry
 //! is used until removed (no DELAY / PROBE states, no unicast probe of a neighbour in use —
 //! hosts that talk through the dataplane re-ask for its address and refresh it; the
 //! advertisement's Router flag is not recorded); a NetBlaze auxiliary core has no
@@ -74,8 +74,8 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::stage::PORTS;
 use crate::time::Duration;
+use crate::vlan::{IFACES, Vlan, VlanMap};
 
 pub mod arp;
 pub mod echo;
@@ -168,10 +168,13 @@ pub struct NeighConfig {
     pub icmp_interval: Duration,
     /// ICMP errors: tokens a port's bucket holds (a burst sent at once); 0 sends none.
     pub icmp_burst: u32,
-    /// Each port's MTU: the longest IP packet it sends (`port.mtu`; [`DEFAULT_MTU`]). A
+    /// Each interface's MTU: the longest IP packet it sends (`port.mtu`; [`DEFAULT_MTU`]). A
     /// longer packet routed to it is dropped as `too_big` and answered with an ICMP
     /// "fragmentation needed" / ICMPv6 "packet too big" carrying the MTU ([`icmp`]).
-    pub mtu: [u16; PORTS],
+    pub mtu: [u16; IFACES],
+    /// The VLAN sub-interfaces (`port.vlan`, [`crate::vlan`]): interfaces `PORTS..IFACES`
+    /// that the other fields may name as they name ports.
+    pub vlans: Vec<Vlan>,
 }
 
 impl Default for NeighConfig {
@@ -192,7 +195,8 @@ impl Default for NeighConfig {
             max_waiting: 64,
             icmp_interval: Duration(1_000_000),
             icmp_burst: 50,
-            mtu: [DEFAULT_MTU; PORTS],
+            mtu: [DEFAULT_MTU; IFACES],
+            vlans: Vec::new(),
         }
     }
 }
@@ -240,10 +244,18 @@ pub enum NeighConfigError {
         /// The address.
         index: usize,
     },
-    /// `mtu[port]` is not [`MIN_MTU`]..=[`MAX_MTU`].
+    /// `mtu[port]` is not [`MIN_MTU`]..=[`MAX_MTU`], or names an interface that is neither a
+    /// port nor a declared sub-interface.
     Mtu {
         /// The port.
         port: usize,
+    },
+    /// `vlans[index]` is bad ([`crate::vlan::VlanError`]).
+    Vlan {
+        /// The sub-interface.
+        index: usize,
+        /// What is wrong.
+        why: crate::vlan::VlanError,
     },
 }
 
@@ -264,7 +276,10 @@ impl fmt::Display for NeighConfigError {
             Self::Capacity => f.write_str("neigh.capacity: zero, or fewer than the static neighbours"),
             Self::Probes => f.write_str("neigh.probes: zero"),
             Self::MaxWaiting => f.write_str("neigh.max_waiting: zero"),
-            Self::Mtu { port } => write!(f, "port.mtu (port {port}): not {MIN_MTU}..={MAX_MTU}"),
+            Self::Mtu { port } => {
+                write!(f, "port.mtu (port {port}): not {MIN_MTU}..={MAX_MTU}, or not a port or sub-interface")
+            }
+            Self::Vlan { index, why } => write!(f, "port.vlan[{index}]: {why}"),
             Self::Addr6 { index } => write!(
                 f,
                 "port.addr (IPv6) [{index}]: port or prefix length out of range, not a unicast address, \
@@ -277,8 +292,10 @@ impl fmt::Display for NeighConfigError {
 impl NeighConfig {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<(), NeighConfigError> {
+        let vlans = self.vlan_map()?;
+        let iface = |p: u8| vlans.exists(usize::from(p));
         for (index, a) in self.addrs.iter().enumerate() {
-            if usize::from(a.port) >= PORTS {
+            if !iface(a.port) {
                 return Err(NeighConfigError::AddrPort { index });
             }
             let host_mask = u32::MAX.checked_shr(u32::from(a.len)).unwrap_or(0);
@@ -299,12 +316,12 @@ impl NeighConfig {
             let special = a.addr[0] == 0xff || a.addr == [0; 16] || u128::from_be_bytes(a.addr) == 1;
             let on_port = self.addrs6.iter().take(index).filter(|b| b.port == a.port).count();
             let twice = self.addrs6.iter().take(index).any(|b| b.addr == a.addr);
-            if usize::from(a.port) >= PORTS || !(1..=128).contains(&a.len) || special || on_port >= MAX_ADDRS || twice {
+            if !iface(a.port) || !(1..=128).contains(&a.len) || special || on_port >= MAX_ADDRS || twice {
                 return Err(NeighConfigError::Addr6 { index });
             }
         }
         for (index, s) in self.statics.iter().enumerate() {
-            if usize::from(s.port) >= PORTS {
+            if !iface(s.port) {
                 return Err(NeighConfigError::StaticPort { index });
             }
             let unicast = match s.ip {
@@ -324,10 +341,17 @@ impl NeighConfig {
         if self.max_waiting == 0 {
             return Err(NeighConfigError::MaxWaiting);
         }
-        if let Some(port) = self.mtu.iter().position(|m| !(MIN_MTU..=MAX_MTU).contains(m)) {
+        let bad_mtu =
+            |(p, m): (usize, &u16)| !(MIN_MTU..=MAX_MTU).contains(m) || (*m != DEFAULT_MTU && !vlans.exists(p));
+        if let Some(port) = self.mtu.iter().enumerate().position(bad_mtu) {
             return Err(NeighConfigError::Mtu { port });
         }
         Ok(())
+    }
+
+    /// The sub-interfaces as a map, checked.
+    pub fn vlan_map(&self) -> Result<VlanMap, NeighConfigError> {
+        VlanMap::new(&self.vlans).map_err(|(index, why)| NeighConfigError::Vlan { index, why })
     }
 }
 

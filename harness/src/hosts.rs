@@ -70,6 +70,76 @@ pub fn host(ns: &str, ifname: &str, addr: &str, gw: &str) -> Result<()> {
     run(Command::new(IP).args(["netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off"])).map(|_| ())
 }
 
+/// The VLAN relay of [`vlan_host`], in Python: frames from the access link (argv 2) get an
+/// 802.1Q tag for VID argv 3 and leave by the trunk (argv 1); frames received on the trunk
+/// with that VID — the tag in the frame, or beside it as the kernel's receive path leaves it
+/// (`PACKET_AUXDATA`'s `tp_vlan_tci`) — leave by the access link untagged. Frames a socket's
+/// own interface sends are not relayed. Prints `ready` once both sockets are bound; ends
+/// quietly when an interface goes away.
+pub const VLAN_RELAY: &str = r#"
+import select, socket, struct, sys
+SOL_PACKET, PACKET_AUXDATA, VLAN_VALID = 263, 8, 1 << 4
+trunk_if, access_if, vid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def bound(ifname):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+    s.bind((ifname, 0))
+    return s
+trunk, access = bound(trunk_if), bound(access_if)
+tag = struct.pack("!HH", 0x8100, vid)
+print("ready", flush=True)
+def relay():
+    ready, _, _ = select.select([trunk, access], [], [])
+    if access in ready:
+        f, addr = access.recvfrom(65535)
+        if addr[2] != socket.PACKET_OUTGOING and len(f) >= 14:
+            trunk.send(f[:12] + tag + f[12:])
+    if trunk in ready:
+        f, anc, _, addr = trunk.recvmsg(65535, socket.CMSG_SPACE(20))
+        if addr[2] == socket.PACKET_OUTGOING or len(f) < 14:
+            return
+        beside = [struct.unpack("IIIHHHH", d[:20]) for (l, t, d) in anc if l == SOL_PACKET and t == PACKET_AUXDATA]
+        if beside and beside[0][0] & VLAN_VALID and beside[0][5] & 0xFFF == vid:
+            access.send(f)
+        elif f[12:14] == b"\x81\x00" and struct.unpack("!H", f[14:16])[0] & 0xFFF == vid:
+            access.send(f[:12] + f[16:])
+try:
+    while True:
+        relay()
+except OSError:
+    pass  # an interface went away: the test is tearing down
+"#;
+
+/// A Linux host on VLAN `vid` of host interface `trunk` (in namespace `trunk_ns`): this
+/// kernel has no 802.1Q interfaces, so the host gets a veth pair — `name` in namespace `ns`
+/// with `addr`/24 and a default route via `gw`, its peer `name`r in `trunk_ns` — and
+/// [`VLAN_RELAY`] tags what the host sends onto `trunk` and hands it what comes back on its
+/// VLAN untagged, as a switch's access port would. The host's stack is Linux's own; only the
+/// tag is the relay's. The relay runs until the returned guard drops.
+pub fn vlan_host(trunk_ns: &str, trunk: &str, vid: u16, ns: &str, name: &str, addr: &str, gw: &str) -> Result<Kill> {
+    let peer = format!("{name}r");
+    ip(&["link", "add", name, "type", "veth", "peer", "name", &peer])?;
+    ip(&["link", "set", &peer, "netns", trunk_ns])?;
+    let quiet = format!("net.ipv6.conf.{peer}.disable_ipv6=1");
+    run(Command::new(IP).args(["netns", "exec", trunk_ns, "sysctl", "-q", "-w", &quiet]))?;
+    ip(&["-n", trunk_ns, "link", "set", &peer, "up"])?;
+    host(ns, name, addr, gw)?;
+    let mut relay = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", trunk_ns, "python3", "-c", VLAN_RELAY, trunk, &peer, &vid.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the VLAN relay")?,
+    );
+    let mut first = String::new();
+    let out = relay.0.stdout.take().ok_or_else(|| anyhow::anyhow!("no relay stdout"))?;
+    BufReader::new(out).read_line(&mut first)?;
+    if first.trim() != "ready" {
+        bail!("the VLAN relay did not start: {first:?}");
+    }
+    Ok(relay)
+}
+
 /// `args` run in namespace `ns` (any exit status: a ping that gets an ICMP error fails).
 pub fn in_ns(ns: &str, args: &[&str]) -> Result<Output> {
     Command::new(IP).args(["netns", "exec", ns]).args(args).output().with_context(|| format!("running {args:?}"))

@@ -41,6 +41,13 @@
 //! shows port 2's own counters (`p2_rx`, `p2_tx`) carrying them. The L2 default pairs ports
 //! (0 ↔ 1, 2 ↔ 3): the router reaches port 2 by its route alone.
 //!
+//! A VLAN sub-interface (item 4): the hosted test declares VLAN 100 on port 2 as an interface
+//! with 10.78.3.1/24 and puts host D (10.78.3.2/24) on it — a Linux host whose frames cross
+//! host C's link tagged (`hosts::vlan_host`; this kernel has no 802.1Q interfaces, so an
+//! AF_PACKET relay does the tagging, as a switch's access port would). A pings D, D pings
+//! Cadence's VLAN address, A and C; a frame on VLAN 200, which is no sub-interface, is dropped
+//! as `drop_vlan_unknown`.
+//!
 //! The image does the same (`the_image_on_tap_nics_is_the_same_router_for_two_real_hosts`):
 //! the firmware under QEMU (TCG) with three virtio-net NICs on tap interfaces (the third for
 //! host C: the image drives every NIC it finds, up to 8), which are moved
@@ -57,7 +64,7 @@ use std::sync::Mutex;
 
 use anyhow::{Context, Result, anyhow, bail};
 use cadence_build::image::{self, Profile};
-use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, host, in_ns, ip, run};
+use cadence_harness::hosts::{Dataplane, Kill, Netns, counter, host, in_ns, ip, run, vlan_host};
 use cadence_harness::netns::{IP, VethPairs};
 
 const A: &str = "10.78.0.2";
@@ -124,6 +131,44 @@ fn router3_toml() -> String {
         "{ROUTER_TOML}[[port.addr]]\nport = 2\naddr = \"{GW_C}/24\"\n\
          [[l3fwd.route]]\nprefix = \"10.78.2.0/24\"\nport = 2\nvia = \"direct\"\n"
     )
+}
+
+/// Host D, on VLAN 100 of port 2 (the hosted test): a sub-interface of Cadence's, as a
+/// router's VLAN interface. The chain's text form numbers it 8 (`core::stage::PORTS`).
+const D: &str = "10.78.3.2";
+const GW_D: &str = "10.78.3.1";
+const VID_D: u16 = 100;
+
+/// [`router3_toml`] with VLAN 100 on port 2 as a sub-interface: its address and subnet.
+fn router3_vlan_toml() -> String {
+    format!(
+        "{}[[port.vlan]]\nport = 2\nvid = {VID_D}\n         [[port.addr]]\nport = 2\nvlan = {VID_D}\naddr = \"{GW_D}/24\"\n         [[l3fwd.route]]\nprefix = \"10.78.3.0/24\"\nport = 2\nvlan = {VID_D}\nvia = \"direct\"\n",
+        router3_toml()
+    )
+}
+
+/// Puts host D in namespace `nd` on VLAN 100 of host C's link (`if_c` in `nc`; the relay
+/// runs until the guard drops).
+fn make_vlan_host(nc: &str, if_c: &str, nd: &str) -> Result<Kill> {
+    let vl = format!("cvl{}", std::process::id() % 100_000);
+    vlan_host(nc, if_c, VID_D, nd, &vl, D, GW_D)
+}
+
+/// Sends a frame on VLAN 200 of port 2 (MAC `cmac2`), which is no sub-interface, from host C
+/// (`if_c` in `nc`): it must be dropped as `vlan_unknown`. Then A pings D, D pings
+/// Cadence's VLAN address, A and C (D: VLAN 100 on port 2, [`make_vlan_host`]): what failed.
+fn exercise_vlan(a: &str, nc: &str, if_c: &str, cmac2: [u8; 6], d: &str) -> Result<Vec<String>> {
+    let stray = format!("{}{}8100{:04x}0800{}", mac_hex(cmac2), mac_hex(mac_in(nc, if_c)?), 200, "00".repeat(46));
+    run(Command::new(IP).args(["netns", "exec", nc, "python3", "-c", cadence_tests::SEND_FRAME, if_c, &stray]))?;
+    let mut failures = Vec::new();
+    for (from, name, to) in [(a, "A", D), (d, "D", GW_D), (d, "D", A), (d, "D", C)] {
+        let o = ping(from, to, 3)?;
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        if !o.status.success() || text.lines().filter(|l| l.contains(&format!("bytes from {to}"))).count() != 3 {
+            failures.push(format!("ping {name} -> {to} across VLAN {VID_D}: three replies, got:\n{text}"));
+        }
+    }
+    Ok(failures)
 }
 
 /// Pings across to and from host C (on port 2): what failed.
@@ -339,14 +384,16 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let na = Netns::new(format!("{}a", veths.netns))?;
     let nb = Netns::new(format!("{}b", veths.netns))?;
     let nc = Netns::new(format!("{}c", veths.netns))?;
+    let nd = Netns::new(format!("{}d", veths.netns))?;
     let (amac, cmac0) = (veths.mac_of(false, 0)?, veths.mac_of(true, 0)?);
     make_hosts(&na.0, &nb.0, &veths.host[0], &veths.host[1])?;
     host(&nc.0, &veths.host[2], C, GW_C)?;
+    let _relay = make_vlan_host(&nc.0, &veths.host[2], &nd.0)?;
     for d in &veths.dut {
         run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", d, "tx", "off"]))?;
     }
     let toml = out.join("router.toml");
-    std::fs::write(&toml, router3_toml())?;
+    std::fs::write(&toml, router3_vlan_toml())?;
     let chain = out.join("router.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
     let dp = Dataplane::start(&bin, &veths, &chain, &[], &out.join("dataplane.stderr"))?;
@@ -354,6 +401,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let hosts = Hosts { a: &na.0, b: &nb.0, if_a: &veths.host[0], amac, cmac0 };
     let mut failures = exercise(&hosts, &out)?;
     failures.extend(exercise_third_port(&na.0, &nb.0, &nc.0)?);
+    failures.extend(exercise_vlan(&na.0, &nc.0, &veths.host[2], veths.mac_of(true, 2)?, &nd.0)?);
     let summary = dp.stop()?;
     cadence_tests::report(&out, &summary, &failures)?;
     check_summary(&|k| counter(&summary, k), &summary)?;
@@ -363,6 +411,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     let (rx2, tx2) = (counter(&summary, "p2_rx")?, counter(&summary, "p2_tx")?);
     assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
     assert!(counter(&summary, "p3_rx").is_err(), "a fourth port in the line: {summary}");
+    assert_eq!(counter(&summary, "drop_vlan_unknown")?, 1, "the VLAN 200 frame: {summary}");
     Ok(())
 }
 
@@ -379,7 +428,7 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     let toml_dir = cadence_tests::out_dir("router_image_chain");
     std::fs::create_dir_all(&toml_dir)?;
     let toml = toml_dir.join("router.toml");
-    std::fs::write(&toml, router3_toml())?;
+    std::fs::write(&toml, router3_vlan_toml())?;
     let text = cadence_ctl::chain::load(&toml)?.text;
     // A third virtio-net NIC on its own tap for host C: the image drives all three.
     let (mut rig, [if_a, if_b]) = cadence_tests::start_on_more_taps("router_image", text, 1)?;
@@ -393,13 +442,18 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     let na = Netns::new(format!("cadimg{pid}a"))?;
     let nb = Netns::new(format!("cadimg{pid}b"))?;
     let nc = Netns::new(format!("cadimg{pid}c"))?;
+    let nd = Netns::new(format!("cadimg{pid}d"))?;
     make_hosts(&na.0, &nb.0, if_a, if_b)?;
     host(&nc.0, &if_c, C, GW_C)?;
+    let _relay = make_vlan_host(&nc.0, &if_c, &nd.0)?;
     let amac = mac_in(&na.0, if_a)?;
     let cmac0 = rig.checker().macs().nic[0].0;
     let hosts = Hosts { a: &na.0, b: &nb.0, if_a, amac, cmac0 };
     let mut failures = exercise(&hosts, &out)?;
     failures.extend(exercise_third_port(&na.0, &nb.0, &nc.0)?);
+    // The rig's NIC MACs: 52:54:00:ca:de:0N for port N.
+    let cmac2 = [0x52, 0x54, 0x00, 0xca, 0xde, 0x02];
+    failures.extend(exercise_vlan(&na.0, &nc.0, &if_c, cmac2, &nd.0)?);
 
     // STOP from host A's side (the rig's own socket on the tap no longer sees it).
     let fw = cadence_tests::stop_from_netns(&mut rig, &na.0, if_a)?;
@@ -409,6 +463,7 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     // Port 2 carried C's traffic both ways (as in the hosted test).
     let (rx2, tx2) = (fw.require("p2_rx")?, fw.require("p2_tx")?);
     assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
+    assert_eq!(fw.require("drop_vlan_unknown")?, 1, "the VLAN 200 frame: {summary}");
     Ok(())
 }
 

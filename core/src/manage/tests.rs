@@ -9,7 +9,8 @@ use crate::stage::PORTS;
 use crate::time::TickRate;
 
 fn chain(text: &str) -> ChainFactory {
-    let egress = Egress { own_mac: [[2, 0, 0, 0, 0, 1]; PORTS], peer_mac: [[2, 0, 0, 0, 0, 2]; PORTS], control: None };
+    let egress =
+        Egress { own_mac: [[2, 0, 0, 0, 0, 1]; PORTS], peer_mac: [[2, 0, 0, 0, 0, 2]; PORTS], ..Egress::default() };
     ChainSpec::parse(text).unwrap().build(egress, TickRate::try_new(1_000_000_000).unwrap()).unwrap()
 }
 

@@ -148,7 +148,7 @@ fn slot_key(ip: [u8; 4], port: u8) -> u64 {
 pub struct Router {
     shared: Arc<NeighShared>,
     /// The ports' MTUs (`NeighConfig::mtu`), kept here for the egress's per-packet check.
-    mtu: [u16; crate::stage::PORTS],
+    mtu: [u16; crate::vlan::IFACES],
     generation: u64,
     cache: [Slot; CACHE],
     cache6: [Slot6; CACHE6],

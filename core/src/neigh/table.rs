@@ -11,6 +11,7 @@ use crate::drops::DropReason;
 use crate::parse::IpAddr;
 use crate::stage::PORTS;
 use crate::time::Instant;
+use crate::vlan::{IFACES, VlanMap};
 
 /// A frame waiting for its neighbour.
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +90,10 @@ impl core::fmt::Display for NeighEdit {
 #[derive(Debug)]
 pub struct NeighShared {
     pub(super) cfg: NeighConfig,
-    pub(super) own_mac: [[u8; 6]; PORTS],
+    /// Each interface's MAC (a sub-interface has its port's).
+    pub(super) own_mac: [[u8; 6]; IFACES],
+    /// The sub-interfaces (`NeighConfig::vlans`).
+    pub(super) vlans: VlanMap,
     pub(super) table: spin::Mutex<Table>,
     /// Bumped when a resolved mapping changes or goes (workers drop their caches).
     pub(super) generation: AtomicU64,
@@ -99,9 +103,9 @@ pub struct NeighShared {
     pub(super) next_age: AtomicU64,
     /// [`filter_bit`] of every own address.
     pub(super) own_filter: u64,
-    /// Per port: the ICMP error bucket's theoretical arrival time (clock ticks; see
+    /// Per interface: the ICMP error bucket's theoretical arrival time (clock ticks; see
     /// [`NeighShared::icmp_allow`]).
-    pub(super) icmp_tat: [AtomicU64; PORTS],
+    pub(super) icmp_tat: [AtomicU64; IFACES],
 }
 
 /// One of 64 bits for an address (a one-word Bloom filter of the own addresses).
@@ -111,10 +115,18 @@ pub(super) fn filter_bit(ip: [u8; 4]) -> u64 {
 }
 
 impl NeighShared {
+    /// The sub-interfaces.
+    pub fn vlans(&self) -> VlanMap {
+        self.vlans
+    }
+
     /// Validates `cfg` and builds the table (allocated here, once) for ports with MACs
-    /// `own_mac`.
+    /// `own_mac` (a sub-interface gets its port's).
     pub fn try_new(cfg: &NeighConfig, own_mac: [[u8; 6]; PORTS]) -> Result<Self, NeighConfigError> {
         cfg.validate()?;
+        let vlans = cfg.vlan_map()?;
+        let own_mac =
+            core::array::from_fn(|i| vlans.port_of(i).and_then(|p| own_mac.get(p)).copied().unwrap_or_default());
         let mut entries = Vec::new();
         entries.try_reserve_exact(cfg.capacity).map_err(|_| NeighConfigError::Capacity)?;
         for s in &cfg.statics {
@@ -131,6 +143,7 @@ impl NeighShared {
         Ok(Self {
             cfg: cfg.clone(),
             own_mac,
+            vlans,
             table: spin::Mutex::new(Table { entries, waiting: 0 }),
             next_age: AtomicU64::new(0),
             own_filter: cfg.addrs.iter().fold(0, |f, a| f | filter_bit(a.addr)),
@@ -248,7 +261,7 @@ impl NeighShared {
     /// never changed by ARP or neighbour discovery): a new entry, or the one `ip` has — frames
     /// waiting in it then go to `mac` (their lanes send them at their next housekeeping).
     pub fn set_static(&self, port: u8, ip: IpAddr, mac: [u8; 6], now: Instant) -> Result<(), NeighEdit> {
-        if usize::from(port) >= PORTS {
+        if !self.vlans.exists(usize::from(port)) {
             return Err(NeighEdit::BadPort);
         }
         if !self.neighbour_ok(ip, mac) {

@@ -594,14 +594,16 @@ fn a_port_mtu_out_of_range_or_given_twice_names_its_line() {
     let bad = |extra: &str| {
         ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()
     };
-    assert_eq!(bad("port.mtu=port:1,mtu:1279\n"), "line 2: port.mtu: port.mtu (port 1): not 1280..=1500");
-    assert_eq!(bad("port.mtu=port:0,mtu:9000\n"), "line 2: port.mtu: port.mtu (port 0): not 1280..=1500");
+    let tail = "not 1280..=1500, or not a port or sub-interface";
+    assert_eq!(bad("port.mtu=port:1,mtu:1279\n"), std::format!("line 2: port.mtu: port.mtu (port 1): {tail}"));
+    assert_eq!(bad("port.mtu=port:0,mtu:9000\n"), std::format!("line 2: port.mtu: port.mtu (port 0): {tail}"));
     assert!(bad("port.mtu=port:0,mtu:1400\nport.mtu=port:0,mtu:1300\n").starts_with("line 3: port.mtu"));
     assert!(bad("port.mtu=port:8,mtu:1400\n").starts_with("line 2: port.mtu"));
     assert!(bad("port.mtu=port:0\n").starts_with("line 2: port.mtu"));
 }
 
 mod nd6;
+mod vlan;
 
 #[test]
 fn a_neighbour_set_by_the_control_plane_sends_what_waited_and_one_removed_drops_it() {

@@ -4,6 +4,7 @@
 //! module.
 
 use super::*;
+use crate::vlan;
 /// NFs in order, run as one [`Stage`].
 ///
 /// # Phases
@@ -235,10 +236,65 @@ impl Chain {
         parsed: Result<parse::Parsed, ParseError>,
         now: Instant,
     ) {
+        // A chain with sub-interfaces takes the tag off a tagged frame first (`crate::vlan`).
+        if !self.egress.vlans.is_empty()
+            && port < PORTS
+            && let Some(vid) = vlan::tag_of(pool.frame(b))
+        {
+            return self.admit_tagged(port, pool, counters, commands, b, vid, now);
+        }
+        self.admit_on(port, crate::stage::pair_of(port as u8), pool, counters, commands, b, parsed, now);
+    }
+
+    /// A tagged frame received on `port` of a chain with sub-interfaces: VID 0 (priority
+    /// only) stays on the port, a declared (port, VID) goes on as received on its
+    /// sub-interface, anything else is dropped as `vlan_unknown`; the tag comes off first
+    /// and the frame is parsed again.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn admit_tagged(
+        &mut self,
+        port: usize,
+        pool: &mut Pool<'_>,
+        counters: &mut StageCounters,
+        commands: &mut Commands,
+        b: PacketBuf,
+        vid: u16,
+        now: Instant,
+    ) {
+        let iface = if vid == 0 { Some(port as u8) } else { self.egress.vlans.iface(port as u8, vid) };
+        let Some(iface) = iface else {
+            return Self::drop_frame(pool, counters, b, DropReason::VlanUnknown);
+        };
+        if !vlan::pop(pool, b) {
+            return Self::drop_frame(pool, counters, b, DropReason::Runt);
+        }
+        let parsed = parse::parse_to(pool.frame(b), self.depth);
+        let default_out = crate::stage::pair_of(port as u8);
+        self.admit_on(usize::from(iface), default_out, pool, counters, commands, b, parsed, now);
+    }
+
+    /// [`Chain::admit`] of an untagged frame received on interface `port` (a port, or a
+    /// sub-interface), whose default egress is `default_out`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn admit_on(
+        &mut self,
+        port: usize,
+        default_out: u8,
+        pool: &mut Pool<'_>,
+        counters: &mut StageCounters,
+        commands: &mut Commands,
+        b: PacketBuf,
+        parsed: Result<parse::Parsed, ParseError>,
+        now: Instant,
+    ) {
         match parsed {
-            Ok(_) if port >= PORTS => Self::drop_frame(pool, counters, b, DropReason::TxFull),
+            Ok(_) if port >= PORTS && self.egress.vlans.of(port).is_none() => {
+                Self::drop_frame(pool, counters, b, DropReason::TxFull)
+            }
             Ok(parsed) => {
-                let default_out = crate::stage::pair_of(port as u8);
                 let pkt =
                     Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst: Dst::Peer };
                 if let Err(p) = self.batch.push(pkt) {
@@ -522,9 +578,18 @@ impl Stage for Chain {
             return commands;
         }
         let depth = self.depth;
-        for &b in input.as_slice() {
-            let parsed = parse::parse_to(pool.frame(b), depth);
-            self.admit(port, pool, counters, &mut commands, b, parsed, now);
+        // Tags are looked for only in a chain with sub-interfaces, decided once per batch.
+        if self.egress.vlans.is_empty() && port < PORTS {
+            let default_out = crate::stage::pair_of(port as u8);
+            for &b in input.as_slice() {
+                let parsed = parse::parse_to(pool.frame(b), depth);
+                self.admit_on(port, default_out, pool, counters, &mut commands, b, parsed, now);
+            }
+        } else {
+            for &b in input.as_slice() {
+                let parsed = parse::parse_to(pool.frame(b), depth);
+                self.admit(port, pool, counters, &mut commands, b, parsed, now);
+            }
         }
         input.clear();
         self.run_admitted(pool, out, counters, now);
@@ -706,10 +771,33 @@ impl Chain {
             return;
         };
         r.begin_batch();
-        for p in self.batch.pkts() {
+        // A chain with VLAN sub-interfaces sends through `send_any`; one without does not
+        // look (decided once per batch: two copies of the loop).
+        if egress.vlans.is_empty() {
+            Self::egress_routed::<false>(egress, r, &mut self.nfs, &self.batch, pool, out, counters, now);
+        } else {
+            Self::egress_routed::<true>(egress, r, &mut self.nfs, &self.batch, pool, out, counters, now);
+        }
+        self.batch.clear();
+    }
+
+    /// [`Chain::egress`] with a router; `VLANS`: the chain has sub-interfaces.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn egress_routed<const VLANS: bool>(
+        egress: &Egress,
+        r: &mut Router,
+        nfs: &mut [Box<dyn Nf>],
+        batch: &NfBatch,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        now: Instant,
+    ) {
+        for p in batch.pkts() {
             let to = match p.verdict {
                 Verdict::Drop(reason @ (DropReason::TtlExpired | DropReason::NoRoute)) => {
-                    Self::icmp_error(egress, r, &mut self.nfs, pool, out, counters, p, reason, now);
+                    Self::icmp_error(egress, r, nfs, pool, out, counters, p, reason, now);
                     continue;
                 }
                 Verdict::Drop(reason) => {
@@ -720,12 +808,11 @@ impl Chain {
             };
             let ip_len = pool.len(p.buf).saturating_sub(usize::from(p.parsed.l3_offset));
             if let Some(mtu) = r.too_big(to, ip_len) {
-                Self::too_big(egress, r, &mut self.nfs, pool, out, counters, p, to, mtu, now);
+                Self::too_big(egress, r, nfs, pool, out, counters, p, to, mtu, now);
                 continue;
             }
-            Self::forward(egress, r, pool, out, counters, p, p.buf, to, now);
+            Self::forward::<VLANS>(egress, r, pool, out, counters, p, p.buf, to, now);
         }
-        self.batch.clear();
     }
 
     /// A packet the L3 forwarder dropped for TTL (hop limit) expiry or no route, in a chain
@@ -783,7 +870,7 @@ impl Chain {
         };
         let Some(mac) = sent else { return false };
         Self::own_error(nfs, pool, p.buf, now);
-        Self::send(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac));
+        Self::send_any(egress, pool, out, counters, p.buf, usize::from(p.ingress), Some(mac));
         true
     }
 
@@ -820,7 +907,7 @@ impl Chain {
             r.count_fragmented(frags.len());
             counters.generated = counters.generated.saturating_add(frags.len() as u64 - 1);
             for b in frags {
-                Self::forward(egress, r, pool, out, counters, p, b, to, now);
+                Self::forward::<true>(egress, r, pool, out, counters, p, b, to, now);
             }
             return;
         }
@@ -839,9 +926,10 @@ impl Chain {
     /// Sends `b` (the packet `p`, or a fragment of it) out of `to` to its next hop: the NF's
     /// MAC, the port's peer, or the neighbour [`Dst::Via`] / [`Dst::Via6`] names (a miss takes
     /// the table's slow path).
+    /// `VLANS`: `to` may be a sub-interface ([`Chain::send_any`]).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn forward(
+    fn forward<const VLANS: bool>(
         egress: &Egress,
         r: &mut Router,
         pool: &mut Pool<'_>,
@@ -860,7 +948,11 @@ impl Chain {
             Dst::Mac(m) => Some(m),
             Dst::Peer => None,
         };
-        Self::send(egress, pool, out, counters, b, usize::from(to), dst);
+        if VLANS {
+            Self::send_any(egress, pool, out, counters, b, usize::from(to), dst);
+        } else {
+            Self::send(egress, pool, out, counters, b, usize::from(to), dst);
+        }
     }
 
     /// The MAC of `p`'s [`Dst::Via`] or [`Dst::Via6`] neighbour behind `to` if the worker has
@@ -893,7 +985,7 @@ impl Chain {
         };
         let mut emit = |pool: &mut Pool<'_>, b, e| Self::emit(egress, pool, out, counters, b, e);
         match r.miss(pool, b, ip, to, now, &mut emit) {
-            Miss::Send(mac) => Self::send(egress, pool, out, counters, b, usize::from(to), Some(mac)),
+            Miss::Send(mac) => Self::send_any(egress, pool, out, counters, b, usize::from(to), Some(mac)),
             Miss::Queued => {}
             Miss::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
         }
@@ -914,7 +1006,7 @@ impl Chain {
                 if generated {
                     counters.generated = counters.generated.saturating_add(1);
                 }
-                Self::send(egress, pool, out, counters, b, usize::from(port), Some(mac));
+                Self::send_any(egress, pool, out, counters, b, usize::from(port), Some(mac));
             }
             Emit::Drop(reason) => Self::drop_frame(pool, counters, b, reason),
         }
@@ -950,5 +1042,59 @@ impl Chain {
         if let Err(b) = q.push(buf) {
             Self::drop_frame(pool, counters, b, DropReason::TxFull);
         }
+    }
+
+    /// [`Chain::send`] for a chain with a router, whose interfaces past the ports are VLAN
+    /// sub-interfaces: their frames get the tag and leave by their port ([`Chain::tag_for`]).
+    #[inline(always)]
+    fn send_any(
+        egress: &Egress,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        buf: PacketBuf,
+        to: usize,
+        dst_mac: Option<[u8; 6]>,
+    ) {
+        if to < PORTS {
+            Self::send(egress, pool, out, counters, buf, to, dst_mac)
+        } else {
+            Self::send_tagged(egress, pool, out, counters, buf, to, dst_mac)
+        }
+    }
+
+    /// [`Chain::send_any`] past the ports, out of line.
+    #[cold]
+    #[inline(never)]
+    fn send_tagged(
+        egress: &Egress,
+        pool: &mut Pool<'_>,
+        out: &mut [Batch],
+        counters: &mut StageCounters,
+        buf: PacketBuf,
+        to: usize,
+        dst_mac: Option<[u8; 6]>,
+    ) {
+        match Self::tag_for(egress, pool, buf, to) {
+            Ok(port) => Self::send(egress, pool, out, counters, buf, port, dst_mac),
+            Err(reason) => Self::drop_frame(pool, counters, buf, reason),
+        }
+    }
+
+    /// [`Chain::send`] to interface `to` past the ports: a declared sub-interface's tag is
+    /// pushed ([`vlan::push`]) and its port returned; anything else is `NoRoute` (a frame with
+    /// no headroom for the tag, which no driver delivers, `TxFull`).
+    #[cold]
+    #[inline(never)]
+    fn tag_for(egress: &Egress, pool: &mut Pool<'_>, buf: PacketBuf, to: usize) -> Result<usize, DropReason> {
+        let (port, vid) = egress.vlans.of(to).ok_or(DropReason::NoRoute)?;
+        let port = usize::from(port);
+        if port >= PORTS {
+            return Err(DropReason::NoRoute);
+        }
+        if !vlan::push(pool, buf, vid) {
+            return Err(DropReason::TxFull);
+        }
+        Ok(port)
     }
 }

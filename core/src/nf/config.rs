@@ -187,6 +187,11 @@ pub enum SpecErrorKind {
     L3fwd(L3fwdConfigError),
     /// The addresses or the neighbour table's settings are wrong.
     Neigh(crate::neigh::NeighConfigError),
+    /// A route names interface `iface` past the ports, which no `port.vlan` record declares.
+    NoSuchIface {
+        /// The interface.
+        iface: u8,
+    },
     /// The P4 NF's spec or tables are refused (the class of error; `cadence-ctl` prints the
     /// whole message when it compiles the chain).
     P4(&'static str),
@@ -235,6 +240,9 @@ impl fmt::Display for SpecErrorKind {
             SpecErrorKind::Encrypt(e) => write!(f, "{e}"),
             SpecErrorKind::L3fwd(e) => write!(f, "{e}"),
             SpecErrorKind::Neigh(e) => write!(f, "{e}"),
+            SpecErrorKind::NoSuchIface { iface } => {
+                write!(f, "port {iface} is neither a port nor a sub-interface a port.vlan record declares")
+            }
             SpecErrorKind::P4(why) => f.write_str(why),
         }
     }
@@ -379,8 +387,12 @@ impl ChainSpec {
             named.extend(c.statics.iter().map(|s| (s.port, "neigh.static")));
             let set = c.mtu.iter().enumerate().filter(|&(_, &m)| m != crate::neigh::DEFAULT_MTU);
             named.extend(set.map(|(p, _)| (p as u8, "port.mtu")));
+            named.extend(c.vlans.iter().map(|v| (v.port, "port.vlan")));
         }
-        named.into_iter().max_by_key(|&(p, _)| p)
+        // A sub-interface counts as the port it is on.
+        let vlans = self.neigh.as_ref().and_then(|n| n.cfg.vlan_map().ok()).unwrap_or_default();
+        let port = |p: u8| vlans.port_of(usize::from(p)).map_or(p, |q| q as u8);
+        named.into_iter().map(|(p, what)| (port(p), what)).max_by_key(|&(p, _)| p)
     }
 
     /// Parses the text form (see the module docs). Trailing NUL bytes (padding a boot
@@ -392,6 +404,8 @@ impl ChainSpec {
         // The open NF: (its `nf=` line, its section).
         let mut open: Option<(usize, Box<dyn Section>)> = None;
         let mut last_line = 0;
+        // The `nf=` line of each NF, in order.
+        let mut nf_lines = Vec::new();
         let text = text.trim_end_matches('\0');
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
@@ -432,6 +446,7 @@ impl ChainSpec {
             if key == "nf" {
                 if let Some((at, s)) = open.take() {
                     spec.push(s, at)?;
+                    nf_lines.push(at);
                 }
                 let Some(s) = section(value) else {
                     return Err(err("nf", Fail { field: None, kind: SpecErrorKind::UnknownNf }));
@@ -460,12 +475,23 @@ impl ChainSpec {
         }
         if let Some((at, s)) = open.take() {
             spec.push(s, at)?;
+            nf_lines.push(at);
         }
         if let Some(n) = &spec.neigh {
             n.finish().map_err(|(at, f)| {
                 let (line, key) = at.unwrap_or((last_line.max(1), "neigh"));
                 SpecError { line, key, field: f.field, kind: f.kind }
             })?;
+        }
+        // A route may name a sub-interface only if the chain declares it.
+        let vlans = spec.neigh.as_ref().and_then(|n| n.cfg.vlan_map().ok()).unwrap_or_default();
+        for (nf, &line) in spec.nfs.iter().zip(&nf_lines) {
+            if let NfSpec::L3fwd(c) = nf
+                && let Some(h) = c.next_hops.iter().find(|h| !vlans.exists(usize::from(h.port)))
+            {
+                let kind = SpecErrorKind::NoSuchIface { iface: h.port };
+                return Err(SpecError { line, key: "l3fwd.route", field: None, kind });
+            }
         }
         Ok(spec)
     }
@@ -518,7 +544,7 @@ impl ChainSpec {
 
     /// Builds every NF's shared state once (tables, `Arc`ed) for chains with `egress`,
     /// timeouts in ticks of a clock at `rate` ([`ChainSpec::configs`]).
-    pub fn build(&self, egress: Egress, rate: TickRate) -> Result<ChainFactory, BuildError> {
+    pub fn build(&self, mut egress: Egress, rate: TickRate) -> Result<ChainFactory, BuildError> {
         let configs = self.configs(rate);
         let mut shared = Vec::with_capacity(configs.len());
         for (index, nf) in configs.iter().enumerate() {
@@ -534,6 +560,9 @@ impl ChainSpec {
             }
             None => None,
         };
+        // The sub-interfaces (checked with the neighbour table above): the chain pops and
+        // pushes their tags.
+        egress.vlans = neigh.as_ref().map(|n| n.vlans()).unwrap_or_default();
         Ok(ChainFactory { shared, egress, validate: self.validate, neigh })
     }
 }
@@ -652,7 +681,12 @@ impl ChainFactory {
         c
     }
 
-    /// The neighbour table shared by the workers' chains, if the chain has addresses.
+    /// The egress settings every worker's chain gets (MACs, control, sub-interfaces).
+    pub fn egress(&self) -> &Egress {
+        &self.egress
+    }
+
+    /// The neighbour table and addresses, if the chain has them.
     pub fn neigh(&self) -> Option<&Arc<NeighShared>> {
         self.neigh.as_ref()
     }

@@ -52,7 +52,6 @@ use crate::drops::DropReason;
 use crate::parse::{self, Depth, IpAddr, L3Kind};
 use crate::pna::lpm::{Lpm4, Lpm6, LpmConfig, LpmError, MAX_NEXT_HOP};
 use crate::pna::poptrie::Poptrie4;
-use crate::stage::PORTS;
 use crate::sync::{Reader, Swap};
 
 /// How a next hop's destination MAC is found.
@@ -161,7 +160,7 @@ impl Default for L3fwdConfig {
             first_stride4: 16,
             max_groups4: crate::miri_or(1024, 16),
             max_groups6: crate::miri_or(1024, 16),
-            ports: PORTS as u8,
+            ports: crate::vlan::IFACES as u8,
         }
     }
 }

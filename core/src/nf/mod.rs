@@ -452,6 +452,9 @@ pub struct Egress {
     /// Who may send control frames (`ctl=port:N`, `ctl_key=`); `None` (`ctl=off`): they are
     /// dropped as [`DropReason::UnsupportedEthertype`].
     pub control: Option<ControlAuth>,
+    /// The chain's VLAN sub-interfaces ([`crate::vlan`]; set by the chain build from
+    /// `port.vlan`): frames for them get their tag and leave by their port.
+    pub vlans: crate::vlan::VlanMap,
 }
 
 impl Egress {
@@ -484,7 +487,7 @@ impl Egress {
             }
             i += 1;
         }
-        Self { own_mac, peer_mac, control }
+        Self { own_mac, peer_mac, control, vlans: crate::vlan::VlanMap::EMPTY }
     }
 }
 

@@ -102,9 +102,32 @@ struct Emit {
     file: String,
     /// Line offsets of the TOML source, to turn spans into lines.
     src: String,
+    /// The `[[port.vlan]]` tables as (port, VID): sub-interface `PORTS + i` is entry `i`.
+    vlans: Vec<(u8, u16)>,
 }
 
 impl Emit {
+    /// The text form's `port` field of a record with `port` and an optional `vlan`: the port,
+    /// or the number of its `[[port.vlan]]` sub-interface with that VID (an error at `vlan`
+    /// when the file declares none).
+    fn port_field(
+        &self,
+        port: &Spanned<u8>,
+        vlan: Option<&Spanned<u16>>,
+        path: &str,
+    ) -> Result<Option<(String, Range<usize>)>, ChainError> {
+        let Some(v) = vlan else { return Ok(spanned_num(port)) };
+        let (p, vid) = (*port.get_ref(), *v.get_ref());
+        match self.vlans.iter().position(|&e| e == (p, vid)) {
+            Some(i) => Ok(Some(((cadence_core::stage::PORTS + i).to_string(), v.span()))),
+            None => Err(self.err(
+                &v.span(),
+                format!("{path}.vlan"),
+                format!("port {p} has no sub-interface with vid {vid} (declare it with [[port.vlan]])"),
+            )),
+        }
+    }
+
     fn err(&self, span: &Range<usize>, field: impl Into<String>, message: impl Into<String>) -> ChainError {
         ChainError {
             file: self.file.clone(),
@@ -505,7 +528,7 @@ fn emit_l3fwd(emit: &mut Emit, t: Option<&Spanned<schema::L3fwdTable>>) -> Resul
             span,
             &[
                 ("prefix", "prefix", spanned_str(&r.prefix)),
-                ("port", "port", spanned_num(&r.port)),
+                ("port", "port", emit.port_field(&r.port, r.vlan.as_ref(), &format!("l3fwd.route[{i}]"))?),
                 ("mac", "mac", r.mac.as_ref().and_then(spanned_str)),
                 ("via", "via", r.via.as_ref().and_then(spanned_str)),
             ],
@@ -520,25 +543,36 @@ fn emit_neigh(
     port: Option<&Spanned<schema::PortTable>>,
     neigh: Option<&Spanned<schema::NeighTable>>,
 ) -> Result<(), ChainError> {
+    // Sub-interfaces first: the other records may name them.
+    for (i, v) in port.map(|p| p.get_ref().vlan.as_slice()).unwrap_or_default().iter().enumerate() {
+        let span = v.span();
+        let v = v.get_ref();
+        let iface = (cadence_core::stage::PORTS + i).to_string();
+        emit.record(
+            "port.vlan",
+            &format!("port.vlan[{i}]"),
+            span.clone(),
+            &[
+                ("iface", "port", Some((iface, span))),
+                ("port", "port", spanned_num(&v.port)),
+                ("vid", "vid", spanned_num(&v.vid)),
+            ],
+        )?;
+        emit.vlans.push((*v.port.get_ref(), *v.vid.get_ref()));
+    }
     for (i, a) in port.map(|p| p.get_ref().addr.as_slice()).unwrap_or_default().iter().enumerate() {
         let span = a.span();
         let a = a.get_ref();
-        emit.record(
-            "port.addr",
-            &format!("port.addr[{i}]"),
-            span,
-            &[("port", "port", spanned_num(&a.port)), ("addr", "addr", spanned_str(&a.addr))],
-        )?;
+        let path = format!("port.addr[{i}]");
+        let port = emit.port_field(&a.port, a.vlan.as_ref(), &path)?;
+        emit.record("port.addr", &path, span, &[("port", "port", port), ("addr", "addr", spanned_str(&a.addr))])?;
     }
     for (i, m) in port.map(|p| p.get_ref().mtu.as_slice()).unwrap_or_default().iter().enumerate() {
         let span = m.span();
         let m = m.get_ref();
-        emit.record(
-            "port.mtu",
-            &format!("port.mtu[{i}]"),
-            span,
-            &[("port", "port", spanned_num(&m.port)), ("mtu", "mtu", spanned_num(&m.mtu))],
-        )?;
+        let path = format!("port.mtu[{i}]");
+        let port = emit.port_field(&m.port, m.vlan.as_ref(), &path)?;
+        emit.record("port.mtu", &path, span, &[("port", "port", port), ("mtu", "mtu", spanned_num(&m.mtu))])?;
     }
     let Some(n) = neigh else { return Ok(()) };
     let n = n.get_ref();
@@ -559,15 +593,13 @@ fn emit_neigh(
     for (i, s) in n.statics.iter().enumerate() {
         let span = s.span();
         let s = s.get_ref();
+        let path = format!("neigh.static[{i}]");
+        let port = emit.port_field(&s.port, s.vlan.as_ref(), &path)?;
         emit.record(
             "neigh.static",
-            &format!("neigh.static[{i}]"),
+            &path,
             span,
-            &[
-                ("port", "port", spanned_num(&s.port)),
-                ("ip", "ip", spanned_str(&s.ip)),
-                ("mac", "mac", spanned_str(&s.mac)),
-            ],
+            &[("port", "port", port), ("ip", "ip", spanned_str(&s.ip)), ("mac", "mac", spanned_str(&s.mac))],
         )?;
     }
     Ok(())

@@ -62,6 +62,13 @@
 //! port = 0                              # gives the chain a neighbour table: ARP and ping
 //! addr = "10.0.0.1/24"                  # answered, `via` next hops resolved)
 //!
+//! [[port.vlan]]                         # an 802.1Q sub-interface: VLAN 100 on port 1, an
+//! port = 1                              # interface with its own addresses, MTU, neighbours
+//! vid = 100                             # and routes; name it with `vlan = 100` beside
+//!                                       # `port = 1` in port.addr, port.mtu, neigh.static and
+//!                                       # l3fwd.route (the text form numbers sub-interfaces
+//!                                       # from 8, in this order)
+//!
 //! [[port.mtu]]                          # the longest IP packet a port sends (1280..=1500,
 //! port = 1                              # default 1500): longer ones get ICMP "fragmentation
 //! mtu = 1400                            # needed" / "packet too big" (path-MTU discovery)
@@ -100,7 +107,7 @@ pub struct ChainFile {
     pub neigh: Option<Spanned<NeighTable>>,
 }
 
-/// `[port]`: its `[[port.addr]]` and `[[port.mtu]]`.
+/// `[port]`: its `[[port.addr]]`, `[[port.mtu]]` and `[[port.vlan]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortTable {
@@ -108,6 +115,16 @@ pub struct PortTable {
     pub addr: Vec<Spanned<PortAddrTable>>,
     #[serde(default)]
     pub mtu: Vec<Spanned<PortMtuTable>>,
+    #[serde(default)]
+    pub vlan: Vec<Spanned<PortVlanTable>>,
+}
+
+/// `[[port.vlan]]`: VLAN `vid` on `port` is an interface of its own.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortVlanTable {
+    pub port: Spanned<u8>,
+    pub vid: Spanned<u16>,
 }
 
 /// `[[port.mtu]]`.
@@ -115,6 +132,8 @@ pub struct PortTable {
 #[serde(deny_unknown_fields)]
 pub struct PortMtuTable {
     pub port: Spanned<u8>,
+    /// The sub-interface (`[[port.vlan]]`) of `port` with this VLAN ID, instead of the port.
+    pub vlan: Option<Spanned<u16>>,
     pub mtu: Spanned<u16>,
 }
 
@@ -123,6 +142,8 @@ pub struct PortMtuTable {
 #[serde(deny_unknown_fields)]
 pub struct PortAddrTable {
     pub port: Spanned<u8>,
+    /// The sub-interface (`[[port.vlan]]`) of `port` with this VLAN ID, instead of the port.
+    pub vlan: Option<Spanned<u16>>,
     pub addr: Spanned<String>,
 }
 
@@ -147,6 +168,8 @@ pub struct NeighTable {
 #[serde(deny_unknown_fields)]
 pub struct NeighStaticTable {
     pub port: Spanned<u8>,
+    /// The sub-interface (`[[port.vlan]]`) of `port` with this VLAN ID, instead of the port.
+    pub vlan: Option<Spanned<u16>>,
     pub ip: Spanned<String>,
     pub mac: Spanned<String>,
 }
@@ -222,6 +245,8 @@ pub struct L3fwdTable {
 pub struct L3fwdRouteTable {
     pub prefix: Spanned<String>,
     pub port: Spanned<u8>,
+    /// The sub-interface (`[[port.vlan]]`) of `port` with this VLAN ID, instead of the port.
+    pub vlan: Option<Spanned<u16>>,
     pub mac: Option<Spanned<String>>,
     pub via: Option<Spanned<String>>,
 }

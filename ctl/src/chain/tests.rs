@@ -518,3 +518,36 @@ fn p4_errors_name_the_file_and_the_construct() {
     assert!(e.contains("p4.spec: reading ") && e.contains("missing.spec"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `[[port.vlan]]` sub-interfaces are numbered from `PORTS` in order, and `vlan = V` beside
+/// `port` names one in the other records; a VID no `[[port.vlan]]` declares, or a bad one,
+/// points at its TOML line and key.
+#[test]
+fn vlan_sub_interfaces_reach_the_text_form_as_interface_numbers() {
+    let src = "[chain]\nnfs = [\"l3fwd\"]\n\n[[port.vlan]]\nport = 1\nvid = 100\n[[port.vlan]]\nport = 0\nvid = 7\n\n\
+               [[port.addr]]\nport = 1\nvlan = 100\naddr = \"10.0.5.1/24\"\n\
+               [[port.mtu]]\nport = 0\nvlan = 7\nmtu = 1400\n\n\
+               [[neigh.static]]\nport = 1\nvlan = 100\nip = \"10.0.5.9\"\nmac = \"02:00:00:00:00:59\"\n\n\
+               [[l3fwd.route]]\nprefix = \"10.0.5.0/24\"\nport = 1\nvlan = 100\nvia = \"direct\"\n";
+    let c = compile("chains/x.toml", src).expect("compiles");
+    let (a, b) = (cadence_core::stage::PORTS, cadence_core::stage::PORTS + 1);
+    for line in [
+        format!("port.vlan=iface:{a},port:1,vid:100"),
+        format!("port.vlan=iface:{b},port:0,vid:7"),
+        format!("port.addr=port:{a},addr:10.0.5.1/24"),
+        format!("port.mtu=port:{b},mtu:1400"),
+        format!("neigh.static=port:{a},ip:10.0.5.9,mac:02:00:00:00:00:59"),
+        format!("l3fwd.route=prefix:10.0.5.0/24,port:{a},via:direct"),
+    ] {
+        assert!(c.text.lines().any(|l| l == line), "{line} missing from\n{}", c.text);
+    }
+    assert_eq!(c.spec.highest_port().map(|(p, _)| p), Some(1), "sub-interfaces count as their ports");
+    // The route names VLAN 100 on port 0: nothing declares it.
+    let bad = src.replace("prefix = \"10.0.5.0/24\"\nport = 1", "prefix = \"10.0.5.0/24\"\nport = 0");
+    let e = compile("chains/x.toml", &bad).unwrap_err();
+    assert_eq!(e.field, "l3fwd.route[0].vlan", "{e}");
+    assert!(e.message.contains("port 0 has no sub-interface with vid 100"), "{e}");
+    let bad = "[chain]\nnfs = [\"l3fwd\"]\n\n[[port.vlan]]\nport = 1\nvid = 4095\n";
+    let e = compile("chains/x.toml", bad).unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (4, "port.vlan[0]"), "{e}");
+}

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests, and send the solicitations for IPv6 next hops) |
 //! | `port.mtu` | `port:N,mtu:M`: the longest IP packet port N sends, 1280..=1500 (default 1500; list: at most one record per port) |
+//! | `port.vlan` | `iface:I,port:N,vid:V`: interface I (`stage::PORTS..vlan::IFACES`) is 802.1Q VLAN V (1..=4094) on port N (list; `crate::vlan`). Every other record may name I where it names a port |
 //! | `neigh.static` | `port:N,ip:IP,mac:MAC`, IPv4 or IPv6 (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |
 //! | `neigh.probes` | requests before an entry fails (default 3) |
@@ -22,6 +23,7 @@ use core::net::IpAddr as NetIp;
 use super::{Fail, SpecErrorKind, once, record, req, timeout_ms, values};
 use crate::neigh::{NeighConfig, NeighConfigError, PortAddr, PortAddr6, StaticNeigh};
 use crate::time::{Duration, TickRate};
+use crate::vlan::Vlan;
 use alloc::vec::Vec;
 
 /// The neighbour records of a chain as the text form gives them (timeouts in ms).
@@ -50,12 +52,15 @@ pub struct NeighSpec {
     addr6_lines: Vec<usize>,
     /// The line of each port's `port.mtu` record.
     mtu_lines: Vec<(u8, usize)>,
+    /// The line of each `port.vlan` record.
+    vlan_lines: Vec<usize>,
 }
 
 /// The keys of this section.
-pub(crate) const KEYS: [&str; 11] = [
+pub(crate) const KEYS: [&str; 12] = [
     "port.addr",
     "port.mtu",
+    "port.vlan",
     "neigh.static",
     "neigh.capacity",
     "neigh.probes",
@@ -105,6 +110,16 @@ impl NeighSpec {
                 let slot = self.cfg.mtu.get_mut(usize::from(port)).ok_or(Fail::value("a port of the dataplane"))?;
                 *slot = mtu;
                 self.mtu_lines.push((port, line));
+            }
+            "port.vlan" => {
+                let [i, p, v] = record(value, ["iface", "port", "vid"])?;
+                let vlan = Vlan {
+                    iface: req("iface", i, port)?,
+                    port: req("port", p, port)?,
+                    vid: req("vid", v, |s| values::u16_dec(s).map_err(|_| "a VLAN ID 1..=4094"))?,
+                };
+                self.cfg.vlans.push(vlan);
+                self.vlan_lines.push(line);
             }
             "neigh.static" => {
                 let [p, ip, mac] = record(value, ["port", "ip", "mac"])?;
@@ -159,6 +174,7 @@ impl NeighSpec {
                 NeighConfigError::Probes => self.probes.map(|l| (l, "neigh.probes")),
                 NeighConfigError::MaxWaiting => self.max_waiting.map(|l| (l, "neigh.max_waiting")),
                 NeighConfigError::Addr6 { index } => self.addr6_lines.get(index).map(|&l| (l, "port.addr")),
+                NeighConfigError::Vlan { index, .. } => self.vlan_lines.get(index).map(|&l| (l, "port.vlan")),
                 NeighConfigError::Mtu { port } => {
                     self.mtu_lines.iter().find(|&&(q, _)| usize::from(q) == port).map(|&(_, l)| (l, "port.mtu"))
                 }

@@ -169,7 +169,7 @@ fn config_errors_name_the_field() {
         "l3fwd first_stride4 8 is not in 16..=24 (l3fwd.lpm4=poptrie)"
     );
     let mut c = config();
-    c.next_hops[1].port = 8;
+    c.next_hops[1].port = crate::vlan::IFACES as u8;
     assert_eq!(c.validate(), Err(L3fwdConfigError::NextHopPort { index: 1 }));
     let mut c = config();
     c.routes4[2].next_hop = 7;
@@ -346,7 +346,7 @@ fn routes_changed_live_take_effect_at_the_next_batch() {
     assert_eq!(dup.err(), Some(L3fwdConfigError::DuplicateRoute { family: Family::V4, index: 4 }));
     let host = shared.add_route(IpAddr::V4([10, 0, 0, 1]), 8, NextHop::mac(1, MAC_B));
     assert_eq!(host.err(), Some(L3fwdConfigError::RouteHostBits { family: Family::V4, index: 4 }));
-    let port = shared.add_route(IpAddr::V4([11, 0, 0, 0]), 8, NextHop::mac(8, MAC_B));
+    let port = shared.add_route(IpAddr::V4([11, 0, 0, 0]), 8, NextHop::mac(crate::vlan::IFACES as u8, MAC_B));
     assert_eq!(port.err(), Some(L3fwdConfigError::NextHopPort { index: 2 }));
     assert_eq!(shared.tables().config(), &v);
 }
