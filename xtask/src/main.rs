@@ -108,7 +108,7 @@ enum Cmd {
         #[arg(long, default_value = "x86_64", value_parser = ["x86_64", "aarch64"])]
         arch: String,
         /// With --hosted: instead of the generator and checker, real Linux hosts around
-        /// Cadence. `router`: three hosts (ports 0, 1, 2) in namespaces of their own whose only route is a
+        /// Cadence. `router`: four hosts (ports 0, 1, 2, and VLAN 100 of port 2) in namespaces of their own whose only route is a
         /// default via Cadence (chains/router.toml unless --chain names another); pings,
         /// traceroute and path MTU as a user would try them, then Cadence's neighbour, ICMP
         /// and forwarding counters.

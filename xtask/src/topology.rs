@@ -1,10 +1,13 @@
 //! `cargo xtask run --hosted --topology router`: Cadence as the router of three real Linux
 //! hosts, as a user would set it up — the hosted dataplane on three veth pairs, host A
 //! (10.78.0.2/24, fd78::2/64) behind port 0, host B (10.78.1.2/24) behind port 1 and host C
-//! (10.78.2.2/24) behind port 2, each in a network namespace of its own with only an address
-//! and a default route via Cadence's port address (no static neighbours). The chain is
-//! `chains/router.toml` unless `--chain` names another with the same port addresses
-//! (10.78.0.1/24 and fd78::1/64 on port 0, 10.78.1.1/24 on port 1, 10.78.2.1/24 on port 2).
+//! (10.78.2.2/24) behind port 2, and host D (10.78.3.2/24) on VLAN 100 of port 2's link,
+//! each in a network namespace of its own with only an address and a default route via
+//! Cadence's interface address (no static neighbours). This kernel has no 802.1Q interfaces,
+//! so D's frames are tagged on host C's link by a relay (`hosts::vlan_host`), as a switch's
+//! access port would. The chain is `chains/router.toml` unless `--chain` names another with
+//! the same addresses (10.78.0.1/24 and fd78::1/64 on port 0, 10.78.1.1/24 on port 1,
+//! 10.78.2.1/24 on port 2, 10.78.3.1/24 on its VLAN 100 sub-interface).
 //!
 //! It runs what a user would try — `ping` across every pair, `ping -6` to Cadence, `traceroute` A → B,
 //! a 1 500-byte `ping` with Don't Fragment — prints each tool's output and Cadence's neighbour
@@ -18,7 +21,7 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 use cadence_build::image::{self, Profile};
-use cadence_harness::hosts::{Dataplane, Netns, host, in_ns, ip, run};
+use cadence_harness::hosts::{Dataplane, Netns, host, in_ns, ip, run, vlan_host};
 use cadence_harness::netns::{IP, VethPairs};
 
 /// The chain the topology is laid out for.
@@ -27,6 +30,7 @@ pub const ROUTER_CHAIN: &str = "chains/router.toml";
 const A: &str = "10.78.0.2";
 const B: &str = "10.78.1.2";
 const C: &str = "10.78.2.2";
+const D: &str = "10.78.3.2";
 const GW_A6: &str = "fd78::1";
 
 /// Runs the router topology with `chain` (a TOML chain file); `Ok(true)` when every ping that
@@ -50,9 +54,12 @@ pub fn router(chain: &Path) -> Result<bool> {
     let na = Netns::new(format!("{}a", veths.netns))?;
     let nb = Netns::new(format!("{}b", veths.netns))?;
     let nc = Netns::new(format!("{}c", veths.netns))?;
+    let nd = Netns::new(format!("{}d", veths.netns))?;
     host(&na.0, &veths.host[0], A, "10.78.0.1")?;
     host(&nb.0, &veths.host[1], B, "10.78.1.1")?;
     host(&nc.0, &veths.host[2], C, "10.78.2.1")?;
+    let vl = format!("tvl{}", std::process::id() % 100_000);
+    let _relay = vlan_host(&nc.0, &veths.host[2], 100, &nd.0, &vl, D, "10.78.3.1")?;
     for d in &veths.dut {
         run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", d, "tx", "off"]))?;
     }
@@ -62,16 +69,19 @@ pub fn router(chain: &Path) -> Result<bool> {
     let mut dp = Dataplane::start(&bin, &veths, &chain_file, &[], &out.join("dataplane.stderr"))?;
     println!(
         "topology: host A {A} (netns {}) ── port 0 [Cadence] port 1 ── host B {B} (netns {})\n          \
-         port 2 ── host C {C} (netns {})",
-        na.0, nb.0, nc.0
+         port 2 ── host C {C} (netns {})\n          \
+         port 2, VLAN 100 ── host D {D} (netns {})",
+        na.0, nb.0, nc.0, nd.0
     );
 
     let mut ok = true;
-    let steps: [(&str, &str, Vec<&str>, bool); 7] = [
+    let steps: [(&str, &str, Vec<&str>, bool); 9] = [
         ("A", &na.0, vec!["ping", "-n", "-c", "3", "-W", "2", B], true),
         ("B", &nb.0, vec!["ping", "-n", "-c", "3", "-W", "2", A], true),
         ("A", &na.0, vec!["ping", "-n", "-c", "3", "-W", "2", C], true),
         ("C", &nc.0, vec!["ping", "-n", "-c", "3", "-W", "2", B], true),
+        ("A", &na.0, vec!["ping", "-n", "-c", "3", "-W", "2", D], true),
+        ("D", &nd.0, vec!["ping", "-n", "-c", "3", "-W", "2", C], true),
         ("A", &na.0, vec!["ping", "-6", "-n", "-c", "2", "-W", "2", GW_A6], true),
         ("A", &na.0, vec!["traceroute", "-n", "-q", "1", "-w", "2", "-m", "4", B], false),
         ("A", &na.0, vec!["ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", B], false),

@@ -419,8 +419,9 @@ fn the_example_router_chain_compiles() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chains/router.toml");
     let c = crate::chain::load(&path).expect("chains/router.toml compiles");
     let n = c.spec.neigh.as_ref().expect("a neighbour table");
-    assert_eq!((n.cfg.addrs.len(), n.cfg.addrs6.len()), (3, 1));
+    assert_eq!((n.cfg.addrs.len(), n.cfg.addrs6.len(), n.cfg.vlans.len()), (4, 1, 1));
     assert!(c.text.lines().any(|l| l == "l3fwd.route=prefix:10.78.2.0/24,port:2,via:direct"), "{}", c.text);
+    assert!(c.text.lines().any(|l| l == "l3fwd.route=prefix:10.78.3.0/24,port:8,via:direct"), "{}", c.text);
     assert!(c.text.lines().any(|l| l == "l3fwd.route=prefix:0.0.0.0/0,port:1,via:10.78.1.254"), "{}", c.text);
 }
 
