@@ -160,25 +160,23 @@ fn make_vlan_host(nc: &str, if_c: &str, nd: &str) -> Result<Kill> {
 fn exercise_vlan(a: &str, nc: &str, if_c: &str, cmac2: [u8; 6], d: &str) -> Result<Vec<String>> {
     let stray = format!("{}{}8100{:04x}0800{}", mac_hex(cmac2), mac_hex(mac_in(nc, if_c)?), 200, "00".repeat(46));
     run(Command::new(IP).args(["netns", "exec", nc, "python3", "-c", cadence_tests::SEND_FRAME, if_c, &stray]))?;
-    let mut failures = Vec::new();
-    for (from, name, to) in [(a, "A", D), (d, "D", GW_D), (d, "D", A), (d, "D", C)] {
-        let o = ping(from, to, 3)?;
-        let text = String::from_utf8_lossy(&o.stdout).to_string();
-        if !o.status.success() || text.lines().filter(|l| l.contains(&format!("bytes from {to}"))).count() != 3 {
-            failures.push(format!("ping {name} -> {to} across VLAN {VID_D}: three replies, got:\n{text}"));
-        }
-    }
-    Ok(failures)
+    three_replies(&[(a, "A", D), (d, "D", GW_D), (d, "D", A), (d, "D", C)], &format!("across VLAN {VID_D}"))
 }
 
 /// Pings across to and from host C (on port 2): what failed.
 fn exercise_third_port(a: &str, b: &str, c: &str) -> Result<Vec<String>> {
+    three_replies(&[(a, "A", C), (b, "B", C), (c, "C", GW_C), (c, "C", A)], "through port 2")
+}
+
+/// Three pings for each (namespace, host name, address); a failure for each that did not get
+/// three replies (`how`: the way they go, for the message).
+fn three_replies(pings: &[(&str, &str, &str)], how: &str) -> Result<Vec<String>> {
     let mut failures = Vec::new();
-    for (from, name, to) in [(a, "A", C), (b, "B", C), (c, "C", GW_C), (c, "C", A)] {
+    for &(from, name, to) in pings {
         let o = ping(from, to, 3)?;
         let text = String::from_utf8_lossy(&o.stdout).to_string();
         if !o.status.success() || text.lines().filter(|l| l.contains(&format!("bytes from {to}"))).count() != 3 {
-            failures.push(format!("ping {name} -> {to} through port 2: three replies, got:\n{text}"));
+            failures.push(format!("ping {name} -> {to} {how}: three replies, got:\n{text}"));
         }
     }
     Ok(failures)

@@ -1057,24 +1057,8 @@ impl Chain {
         dst_mac: Option<[u8; 6]>,
     ) {
         if to < PORTS {
-            Self::send(egress, pool, out, counters, buf, to, dst_mac)
-        } else {
-            Self::send_tagged(egress, pool, out, counters, buf, to, dst_mac)
+            return Self::send(egress, pool, out, counters, buf, to, dst_mac);
         }
-    }
-
-    /// [`Chain::send_any`] past the ports, out of line.
-    #[cold]
-    #[inline(never)]
-    fn send_tagged(
-        egress: &Egress,
-        pool: &mut Pool<'_>,
-        out: &mut [Batch],
-        counters: &mut StageCounters,
-        buf: PacketBuf,
-        to: usize,
-        dst_mac: Option<[u8; 6]>,
-    ) {
         match Self::tag_for(egress, pool, buf, to) {
             Ok(port) => Self::send(egress, pool, out, counters, buf, port, dst_mac),
             Err(reason) => Self::drop_frame(pool, counters, buf, reason),
