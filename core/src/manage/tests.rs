@@ -453,3 +453,23 @@ fn p4_registers_are_read_and_written() {
     let (_, e) = run(&mut m, &other, "ctl 20 p4 reg read pkt_counters 1");
     assert!(e.starts_with("@ctl id=20 error=no_such_nf"), "{e}");
 }
+
+/// Routes and static neighbours may name a declared VLAN sub-interface, and only those.
+#[test]
+fn routes_and_neighbours_on_sub_interfaces_are_taken_only_where_declared() {
+    let (i, j) = (PORTS, PORTS + 1);
+    let c = chain(&format!(
+        "version=1\nport.vlan=iface:{i},port:1,vid:100\nport.addr=port:{i},addr:10.5.0.1/24\n\
+         nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/8,port:1,mac:02:00:00:00:00:10\n"
+    ));
+    let mut m = Manager::new();
+    let (_, fin) = run(&mut m, &c, &format!("ctl 1 route add prefix:10.5.0.0/24,port:{i},via:direct"));
+    assert_eq!(fin, "@ctl id=1 ok routes=2");
+    let (_, fin) = run(&mut m, &c, &format!("ctl 2 route add prefix:10.6.0.0/24,port:{j},via:direct"));
+    assert!(fin.starts_with("@ctl id=2 error=bad_argument"), "{fin}");
+    assert!(fin.contains(&format!("port {j} is neither a port nor a declared sub-interface")), "{fin}");
+    let (_, fin) = run(&mut m, &c, &format!("ctl 3 neigh add port:{i},ip:10.5.0.9,mac:02:00:00:00:00:59"));
+    assert!(fin.starts_with("@ctl id=3 ok"), "{fin}");
+    let (_, fin) = run(&mut m, &c, &format!("ctl 4 neigh add port:{j},ip:10.6.0.9,mac:02:00:00:00:00:59"));
+    assert!(fin.starts_with("@ctl id=4 error=bad_argument"), "{fin}");
+}
