@@ -291,28 +291,38 @@ fn frames_waiting_over_the_whole_table_are_bounded() {
     assert_eq!(pool.in_use(), 3);
 }
 
+/// fd78::1 and fd78::2.
+const FD78_1: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const FD78_2: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+/// A neighbour solicitation from `host` (MAC `HOST_A`, given as its source link-layer
+/// address) for `target`, to the target's solicited-node address.
+fn solicitation(target: &[u8; 16], host: &[u8; 16]) -> Vec<u8> {
+    let dst = nd::solicited_node(target);
+    let mut f = std::vec![0u8; 54 + 32];
+    f[..6].copy_from_slice(&[0x33, 0x33, 0xff, target[13], target[14], target[15]]);
+    f[6..12].copy_from_slice(&HOST_A);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..22].copy_from_slice(&[0, 32, 58, 255]);
+    f[22..38].copy_from_slice(host);
+    f[38..54].copy_from_slice(&dst);
+    f[54] = 135;
+    f[62..78].copy_from_slice(target);
+    f[78..80].copy_from_slice(&[1, 1]);
+    f[80..86].copy_from_slice(&HOST_A);
+    let c = crate::checksum::l4_checksum_v6(host, &dst, 58, &f[54..]);
+    f[56..58].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
 #[test]
 fn an_ipv6_solicitation_for_our_address_is_answered_on_its_port_only() {
     let (mut chain, _) = build("port.addr=port:0,addr:fd78::1/64\n");
     let mut mem = std::vec![0u8; 32 * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
-    let ours: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-    let host: [u8; 16] = [0xfd, 0x78, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
-    let dst = nd::solicited_node(&ours);
-    let mut f = std::vec![0u8; 54 + 32];
-    f[..6].copy_from_slice(&[0x33, 0x33, 0xff, 0, 0, 1]);
-    f[6..12].copy_from_slice(&HOST_A);
-    f[12..14].copy_from_slice(&[0x86, 0xdd]);
-    f[14] = 0x60;
-    f[18..22].copy_from_slice(&[0, 32, 58, 255]);
-    f[22..38].copy_from_slice(&host);
-    f[38..54].copy_from_slice(&dst);
-    f[54] = 135;
-    f[62..78].copy_from_slice(&ours);
-    f[78..80].copy_from_slice(&[1, 1]);
-    f[80..86].copy_from_slice(&HOST_A);
-    let c = crate::checksum::l4_checksum_v6(&host, &dst, 58, &f[54..]);
-    f[56..58].copy_from_slice(&c.to_be_bytes());
+    let (ours, host) = (FD78_1, FD78_2);
+    let f = solicitation(&ours, &host);
     let o = step(&mut chain, &mut pool, std::slice::from_ref(&f), 0, 1);
     assert_eq!(o.sent[0].len(), 1, "the advertisement leaves by the ingress port");
     let a = &o.sent[0][0];

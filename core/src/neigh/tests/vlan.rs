@@ -14,7 +14,7 @@ fn chain_vlan() -> (crate::nf::Chain, Arc<NeighShared>) {
     let i = PORTS;
     let text = std::format!(
         "version=1\nport.addr=port:0,addr:10.0.0.1/24\nport.vlan=iface:{i},port:1,vid:100\n\
-         port.addr=port:{i},addr:10.0.5.1/24\n\
+         port.addr=port:{i},addr:10.0.5.1/24\nport.addr=port:{i},addr:fd78::1/64\n\
          neigh.static=port:{i},ip:10.0.5.2,mac:02:cc:00:00:00:05\n\
          neigh.static=port:0,ip:10.0.0.2,mac:02:aa:00:00:00:01\n\
          nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n\
@@ -58,6 +58,24 @@ fn arp_on_a_sub_interface_is_answered_with_its_tag_from_its_port() {
     let plain = arp_frame(arp::OP_REQUEST, HOST_B, [10, 0, 5, 9], [0; 6], [10, 0, 5, 1]);
     let o = step(&mut chain, &mut pool, &[plain], 1, 0);
     assert_eq!((o.sent[1].len(), o.c.drops_for(DropReason::ArpNotOurs)), (0, 1));
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn an_ipv6_solicitation_on_a_sub_interface_is_answered_with_its_tag() {
+    let (mut chain, _n) = chain_vlan();
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let ns = solicitation(&FD78_1, &FD78_2);
+    let o = step(&mut chain, &mut pool, &[tagged(&ns, 100)], 1, 0);
+    assert_eq!((o.sent[0].len(), o.sent[1].len()), (0, 1), "{:?}", o.c);
+    let a = &o.sent[1][0];
+    assert_eq!((&a[..6], &a[6..12], &a[12..16]), (&HOST_A[..], &OWN[1][..], &[0x81, 0x00, 0x00, 100][..]));
+    assert_eq!((a[18 + 40], &a[18 + 8..18 + 24]), (136, &FD78_1[..]), "an advertisement from fd78::1");
+    // Untagged on port 1, where the address is not: not answered.
+    let o = step(&mut chain, &mut pool, &[ns], 1, 0);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::LocalUnsupported), 1);
     assert_eq!(pool.in_use(), 0);
 }
 
