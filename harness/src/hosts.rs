@@ -3,7 +3,9 @@
 //! veths' far ends) started on a chain file and stopped with SIGINT for its `@summary`.
 //! Used by the tests that put Cadence between real hosts (`tests/tests/nat_icmp.rs`,
 //! `tests/tests/urlfilter_evasion.rs`, `tests/tests/rack.rs`), by `cargo xtask run --hosted
-//! --topology` and by the rack (`harness/src/rack.rs`).
+//! --topology` and by the rack (`harness/src/rack.rs`). A host on a VLAN ([`vlan_host`]) is
+//! a namespace behind an AF_PACKET relay that tags its frames onto another host's link: this
+//! machine's kernel has no 802.1Q interfaces.
 //! Needs root and iproute2; CI runs as root. Timeouts are hang guards; nothing asserts on
 //! time.
 
