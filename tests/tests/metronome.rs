@@ -159,11 +159,14 @@ fn monitor_mwait_sleeps_on_the_used_ring_and_lose_nothing() -> Result<()> {
     // QEMU's `-cpu max` has MONITOR/MWAIT: primaries did wait on their used rings.
     let mwaits: u64 = (0..WORKERS).map(|i| fw.get(&format!("core{i}_mwait_sleeps"))).sum();
     assert!(mwaits > 0, "no sleep waited in MWAIT: {fw:?}");
-    // TCG with several vCPUs executes MWAIT as a `pause` (it returns at once): the sleepers
-    // notice (every MWAIT back early with nothing written) and halt instead, so the
-    // default `mwait=on` costs no spinning under emulation. (A QEMU whose MWAIT waits
-    // would leave these at 0: then this check must change.)
+    // TCG with several vCPUs executes MWAIT as a `pause` (it returns at once); a sleeper
+    // that sees 32 in a row come back before their deadline with nothing written turns
+    // MWAIT off and halts instead (`core{i}_mwait_hollow`). Whether a return counts depends
+    // on how fast TCG runs against the TSC — three vCPUs on a busy 2-core host may reach
+    // each short deadline before MWAIT returns, and a CI run saw 45 320 MWAIT sleeps and no
+    // sleeper turn it off — so it is reported here, not asserted (timing under TCG is never
+    // asserted).
     let hollow: u64 = (0..WORKERS).map(|i| fw.get(&format!("core{i}_mwait_hollow"))).sum();
-    assert!(hollow >= 1, "no sleeper found TCG's MWAIT hollow: {fw:?}");
+    eprintln!("sleepers that found MWAIT hollow: {hollow} of {WORKERS}");
     Ok(())
 }
