@@ -586,9 +586,17 @@ impl Stage for Chain {
                 self.admit_on(port, default_out, pool, counters, &mut commands, b, parsed, now);
             }
         } else {
+            let default_out = crate::stage::pair_of(port as u8);
             for &b in input.as_slice() {
+                // A tagged frame is parsed once, after its tag is off (`admit_tagged`).
+                if port < PORTS
+                    && let Some(vid) = vlan::tag_of(pool.frame(b))
+                {
+                    self.admit_tagged(port, pool, counters, &mut commands, b, vid, now);
+                    continue;
+                }
                 let parsed = parse::parse_to(pool.frame(b), depth);
-                self.admit(port, pool, counters, &mut commands, b, parsed, now);
+                self.admit_on(port, default_out, pool, counters, &mut commands, b, parsed, now);
             }
         }
         input.clear();
