@@ -249,7 +249,8 @@ impl VlanTag {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct L2 {
-    /// VLAN tags, outermost first; only the first `vlan_count` are meaningful.
+    /// VLAN tags, outermost first; only the first `vlan_count` are meaningful, and the slots
+    /// after them are zero (every parse builds it so).
     pub vlans: [VlanTag; MAX_VLAN_TAGS],
     /// Number of VLAN tags.
     pub vlan_count: u8,

@@ -46,7 +46,9 @@
 //! host C's link tagged (`hosts::vlan_host`; this kernel has no 802.1Q interfaces, so an
 //! AF_PACKET relay does the tagging, as a switch's access port would). A pings D, D pings
 //! Cadence's VLAN address, A and C; a frame on VLAN 200, which is no sub-interface, is dropped
-//! as `drop_vlan_unknown`.
+//! as `drop_vlan_unknown`. The VID in the ACL's key: the chain's ACL denies UDP to port 5001
+//! from VLAN 100 only, so D's datagrams to A's port 5001 never reach A (`acl_denied`: 3) while
+//! C's, on the same port untagged, do.
 //!
 //! The image does the same (`the_image_on_tap_nics_is_the_same_router_for_two_real_hosts`):
 //! the firmware under QEMU (TCG) with three virtio-net NICs on tap interfaces (the third for
@@ -139,11 +141,19 @@ const D: &str = "10.78.3.2";
 const GW_D: &str = "10.78.3.1";
 const VID_D: u16 = 100;
 
-/// [`router3_toml`] with VLAN 100 on port 2 as a sub-interface: its address and subnet.
+/// The UDP port the ACL closes on VLAN 100 only ([`router3_vlan_toml`]).
+const UDP_CLOSED_ON_D: u16 = 5001;
+
+/// [`router3_toml`] with VLAN 100 on port 2 as a sub-interface: its address and subnet; and
+/// an ACL before the forwarder whose one rule denies UDP to port 5001 from VLAN 100.
 fn router3_vlan_toml() -> String {
+    let acl = format!(
+        "[acl]\ndefault = \"permit\"\n[[acl.rule]]\npriority = 10\nproto = \"udp\"\n\
+         dst_port = {UDP_CLOSED_ON_D}\nvlan = {VID_D}\naction = \"deny\"\n"
+    );
     format!(
-        "{}[[port.vlan]]\nport = 2\nvid = {VID_D}\n         [[port.addr]]\nport = 2\nvlan = {VID_D}\naddr = \"{GW_D}/24\"\n         [[l3fwd.route]]\nprefix = \"10.78.3.0/24\"\nport = 2\nvlan = {VID_D}\nvia = \"direct\"\n",
-        router3_toml()
+        "{}{acl}[[port.vlan]]\nport = 2\nvid = {VID_D}\n         [[port.addr]]\nport = 2\nvlan = {VID_D}\naddr = \"{GW_D}/24\"\n         [[l3fwd.route]]\nprefix = \"10.78.3.0/24\"\nport = 2\nvlan = {VID_D}\nvia = \"direct\"\n",
+        router3_toml().replace("nfs = [\"l3fwd\"]", "nfs = [\"acl\", \"l3fwd\"]")
     )
 }
 
@@ -154,13 +164,53 @@ fn make_vlan_host(nc: &str, if_c: &str, nd: &str) -> Result<Kill> {
     vlan_host(nc, if_c, VID_D, nd, &vl, D, GW_D)
 }
 
+/// Python, in a namespace: prints `listening` once bound to UDP port `argv[1]`, then each
+/// datagram's payload as it comes, until three that start with `argv[2]` came or 20 s passed.
+const UDP_LISTEN: &str = "import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                          s.bind(('0.0.0.0',int(sys.argv[1])))\ns.settimeout(0.5)\nprint('listening',flush=True)\n\
+                          end=time.time()+20\nn=0\nwhile n<3 and time.time()<end:\n    \
+                          try: d=s.recv(2048).decode(errors='replace')\n    except socket.timeout: continue\n    \
+                          print(d,flush=True)\n    n+=d.startswith(sys.argv[2])\n";
+
+/// Python, in a namespace: three UDP datagrams `argv[3]` to `argv[1]`, port `argv[2]`.
+const UDP_SEND: &str = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                        [s.sendto(sys.argv[3].encode(),(sys.argv[1],int(sys.argv[2]))) for _ in range(3)]\n";
+
 /// Sends a frame on VLAN 200 of port 2 (MAC `cmac2`), which is no sub-interface, from host C
 /// (`if_c` in `nc`): it must be dropped as `vlan_unknown`. Then A pings D, D pings
-/// Cadence's VLAN address, A and C (D: VLAN 100 on port 2, [`make_vlan_host`]): what failed.
+/// Cadence's VLAN address, A and C (D: VLAN 100 on port 2, [`make_vlan_host`]); and UDP to
+/// A's port 5001 from D (VLAN 100 of port 2) must be denied by the ACL while the same from C
+/// (port 2, untagged) reaches A: what failed.
 fn exercise_vlan(a: &str, nc: &str, if_c: &str, cmac2: [u8; 6], d: &str) -> Result<Vec<String>> {
     let stray = format!("{}{}8100{:04x}0800{}", mac_hex(cmac2), mac_hex(mac_in(nc, if_c)?), 200, "00".repeat(46));
     run(Command::new(IP).args(["netns", "exec", nc, "python3", "-c", cadence_tests::SEND_FRAME, if_c, &stray]))?;
-    three_replies(&[(a, "A", D), (d, "D", GW_D), (d, "D", A), (d, "D", C)], &format!("across VLAN {VID_D}"))
+    let port = UDP_CLOSED_ON_D.to_string();
+    let mut listen = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", a, "python3", "-c", UDP_LISTEN, &port, "from-c"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the UDP listener")?,
+    );
+    let mut heard = BufReader::new(listen.0.stdout.take().ok_or_else(|| anyhow!("no listener stdout"))?);
+    let mut first = String::new();
+    heard.read_line(&mut first)?;
+    if first.trim() != "listening" {
+        bail!("the UDP listener did not start: {first:?}");
+    }
+    // D's datagrams first; the pings after them take the same relay, so they were delivered
+    // (or dropped) before C's are sent.
+    run(Command::new(IP).args(["netns", "exec", d, "python3", "-c", UDP_SEND, A, &port, "from-d"]))?;
+    let mut failures =
+        three_replies(&[(a, "A", D), (d, "D", GW_D), (d, "D", A), (d, "D", C)], &format!("across VLAN {VID_D}"))?;
+    run(Command::new(IP).args(["netns", "exec", nc, "python3", "-c", UDP_SEND, A, &port, "from-c"]))?;
+    let got: Vec<String> = heard.lines().map_while(std::result::Result::ok).collect();
+    if got.iter().filter(|l| l.starts_with("from-c")).count() != 3 || got.iter().any(|l| l.starts_with("from-d")) {
+        failures.push(format!(
+            "UDP to A:{port}: three from C (port 2) and none from D (VLAN {VID_D}, denied by the ACL), got {got:?}"
+        ));
+    }
+    Ok(failures)
 }
 
 /// Pings across to and from host C (on port 2): what failed.
@@ -410,6 +460,7 @@ fn two_hosts_ping_each_other_and_cadence_through_it_with_no_static_neighbours() 
     assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
     assert!(counter(&summary, "p3_rx").is_err(), "a fourth port in the line: {summary}");
     assert_eq!(counter(&summary, "drop_vlan_unknown")?, 1, "the VLAN 200 frame: {summary}");
+    assert_eq!(counter(&summary, "acl_denied")?, 3, "D's three datagrams to port 5001: {summary}");
     Ok(())
 }
 
@@ -462,6 +513,7 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     let (rx2, tx2) = (fw.require("p2_rx")?, fw.require("p2_tx")?);
     assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
     assert_eq!(fw.require("drop_vlan_unknown")?, 1, "the VLAN 200 frame: {summary}");
+    assert_eq!(fw.require("acl_denied")?, 3, "D's three datagrams to port 5001: {summary}");
     Ok(())
 }
 

@@ -139,6 +139,18 @@ fn acl_rules_are_added_shown_and_removed() {
     assert_eq!(fin, "@ctl id=5 error=no_such_nf msg=\"the chain has no l3fwd\"");
     let (_, fin) = run(&mut m, &c, "ctl 6 stats");
     assert_eq!(fin, "@ctl id=6 machine");
+    // A rule of one VLAN: taken (a new VLAN rebuilds the classifiers), shown with its VID; a
+    // VID out of range refused by field.
+    let (_, fin) = run(&mut m, &c, "ctl 7 acl add prio:7,proto:udp,vlan:100,action:deny");
+    assert_eq!(fin, "@ctl id=7 ok rule=1 generation=3");
+    assert_eq!(acl.rules().vlans(), &[100]);
+    let (data, _) = run(&mut m, &c, "ctl 8 show acl");
+    assert_eq!(
+        data.last().map(String::as_str),
+        Some("@ctl id=8 | rule 1 prio:7,src:any,dst:any,sport:any,dport:any,proto:udp,vlan:100,action:deny")
+    );
+    let (_, fin) = run(&mut m, &c, "ctl 9 acl add prio:1,vlan:4095,action:deny");
+    assert!(fin.starts_with("@ctl id=9 error=bad_argument msg=\"acl.rule.vlan: expected a VLAN ID 1..=4094"), "{fin}");
 }
 
 #[test]

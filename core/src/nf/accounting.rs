@@ -479,8 +479,14 @@ impl Accounting {
             self.requeue(&recs);
             return;
         };
-        let pkt =
-            Pkt { buf: b, parsed, ingress: exp.port, verdict: Verdict::Forward(exp.port), dst: crate::nf::Dst::Peer };
+        let pkt = Pkt {
+            buf: b,
+            parsed,
+            ingress: exp.port,
+            vid: 0,
+            verdict: Verdict::Forward(exp.port),
+            dst: crate::nf::Dst::Peer,
+        };
         if let Err(p) = batch.push(pkt) {
             let _ = pool.free(p.buf);
             self.requeue(&recs);

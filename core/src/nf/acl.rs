@@ -42,6 +42,15 @@
 //!   classifiers in the background ([`AclShared::start_merge`], [`Merge::step`],
 //!   [`AclShared::finish_merge`]).
 //!
+//! VLANs: a rule with [`AclRule::vlan`] matches only frames that arrived with that VLAN ID
+//! (`Pkt::vlan`: the sub-interface's, whose tag came off at admission, or the outer tag a
+//! frame carries through a chain without sub-interfaces); one without matches every frame.
+//! The rules of each VLAN (at most [`MAX_VLANS`] VIDs) are classifiers of their own beside
+//! those of the rules without a VLAN (`rules` module: scopes), and a tagged frame's answer is
+//! the better of the two; its flow-cache key carries the VID (`cache_key`), so the same
+//! 5-tuple on two VLANs is two flows. Untagged frames — all the vector loop and the direct
+//! IPv4 path take — see only the rules without a VLAN, at the cost they had before.
+//!
 //! Fragments: a non-first fragment has no ports; its flow key (and so its classification)
 //! carries ports 0 (`parse` module docs). ICMP and other protocols classify with ports 0 too.
 //! Families: a rule with an IPv4 prefix matches only IPv4 packets, one with an IPv6 prefix only
@@ -78,7 +87,7 @@ pub use examples::{
     CLASSBENCH_KEYS, CLASSBENCH_SEED, classbench_rules, classbench_rules6, classbench_trace, example_rules,
 };
 pub use rfc::{BURST, Keys4};
-pub use rules::{AclRules, DELTA_MAX, Merge};
+pub use rules::{AclRules, DELTA_MAX, MAX_VLANS, Merge};
 
 /// Most rules an ACL takes.
 pub const MAX_RULES: usize = 1 << 16;
@@ -86,6 +95,24 @@ pub const MAX_RULES: usize = 1 << 16;
 const PROFILE: u8 = 1;
 /// Rule id stored for flows that took the default action.
 const DEFAULT_RULE: u64 = u32::MAX as u64;
+/// Where a frame's VLAN ID sits in its flow-cache key: above [`FlowKey::words`]' last word's
+/// protocol, ports and family bit (bits 0..=40), so that the same 5-tuple on two VLANs (or
+/// tagged and untagged) is two flows, each decided by the rules of its VLAN.
+const KEY_VID_SHIFT: u32 = 44;
+
+/// The flow-cache key of a frame of `flow` that arrived with VLAN ID `vid` (12 bits; 0: none).
+#[inline(always)]
+fn cache_key(flow: &FlowKey, vid: u16) -> [u64; 5] {
+    let mut k = flow.words();
+    k[4] |= u64::from(vid) << KEY_VID_SHIFT;
+    k
+}
+
+/// The VLAN ID of a [`cache_key`].
+#[inline(always)]
+fn key_vid(k: &[u64; 5]) -> u16 {
+    (k[4] >> KEY_VID_SHIFT) as u16 & 0xFFF
+}
 
 /// What a rule (or the default) decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +177,10 @@ pub struct AclRule {
     pub dport: (u16, u16),
     /// IP protocol, or any.
     pub proto: Option<u8>,
+    /// The VLAN ID (1..=4094) a frame must have arrived with — the tag of the sub-interface
+    /// it came in on, or the outer tag it carries through a chain without sub-interfaces;
+    /// `None` matches every frame, tagged or not.
+    pub vlan: Option<u16>,
     /// What the rule decides.
     pub action: AclAction,
 }
@@ -157,7 +188,16 @@ pub struct AclRule {
 impl AclRule {
     /// A rule matching everything, with `priority` and `action` (narrow it with the fields).
     pub const fn any(priority: u32, action: AclAction) -> Self {
-        Self { priority, src: None, dst: None, sport: (0, u16::MAX), dport: (0, u16::MAX), proto: None, action }
+        Self {
+            priority,
+            src: None,
+            dst: None,
+            sport: (0, u16::MAX),
+            dport: (0, u16::MAX),
+            proto: None,
+            vlan: None,
+            action,
+        }
     }
 
     /// The rule in the classifier's form.
@@ -278,6 +318,12 @@ impl AclShared {
         if cur.rules().len() >= MAX_RULES {
             return Err(AclConfigError::TooManyRules { count: cur.rules().len() + 1 });
         }
+        if rule.vlan.is_some_and(|v| !cur.vlans().contains(&v)) {
+            let count = config::vlan_count(cur.rules()) + 1;
+            if count > MAX_VLANS {
+                return Err(AclConfigError::TooManyVlans { count });
+            }
+        }
         let next = cur.with_added(rule);
         Ok((next.rules().len() - 1, self.rules.publish(Arc::new(next))))
     }
@@ -352,8 +398,8 @@ pub const FLOOD_WINDOW: u32 = 4096;
 pub const FLOOD_WINDOW_MAX: u32 = FLOOD_WINDOW << 5;
 
 impl Acl {
-    /// Classifies the batch's live IPv4 packets without the flow cache, in bursts through the
-    /// classifier's cross tables ([`AclRules::classify_v4_burst`]).
+    /// Classifies the batch's live untagged IPv4 packets without the flow cache, in bursts
+    /// through the classifier's cross tables ([`AclRules::classify_v4_burst`]).
     fn classify_directly(counters: &mut AclCounters, rules: &AclRules, batch: &mut NfBatch) {
         let mut keys = Keys4::default();
         let mut at = [0usize; BURST];
@@ -365,6 +411,7 @@ impl Acl {
                 from = i + 1;
                 let k = keys.len();
                 if p.alive()
+                    && p.vlan() == 0
                     && keys.push(&p.parsed.flow)
                     && let Some(a) = at.get_mut(k)
                 {
@@ -637,8 +684,9 @@ impl Nf for Acl {
         let shared = &*self.shared;
         // The rules in force for this whole batch (a change lands between batches).
         let rules = self.rules.get(&shared.rules);
-        // IPv4 packets go straight to the classifier while its cross tables answer them (a
-        // classification then costs less than a cache hit); the rest through the flow cache.
+        // Untagged IPv4 packets go straight to the classifier while its cross tables answer
+        // them (a classification then costs less than a cache hit); the rest through the flow
+        // cache, keyed with the VLAN ID they arrived with.
         let direct = !shared.always_cache && rules.classifies_v4_by_cross_tables();
         if direct {
             Self::classify_directly(&mut self.counters, rules, batch);
@@ -647,12 +695,13 @@ impl Nf for Acl {
         let mut at = [0usize; BATCH_SIZE];
         let mut n = 0;
         for (i, p) in batch.pkts().iter().enumerate() {
-            let done = direct && matches!(p.parsed.flow.src, IpAddr::V4(_));
+            let vid = p.vlan();
+            let done = direct && vid == 0 && matches!(p.parsed.flow.src, IpAddr::V4(_));
             if !p.alive() || done {
                 continue;
             }
             if let (Some(k), Some(a)) = (keys.get_mut(n), at.get_mut(n)) {
-                *k = p.parsed.flow.words();
+                *k = cache_key(&p.parsed.flow, vid);
                 *a = i;
                 n += 1;
             }

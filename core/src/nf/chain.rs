@@ -243,7 +243,7 @@ impl Chain {
         {
             return self.admit_tagged(port, pool, counters, commands, b, vid, now);
         }
-        self.admit_on(port, crate::stage::pair_of(port as u8), pool, counters, commands, b, parsed, now);
+        self.admit_on((port, 0), crate::stage::pair_of(port as u8), pool, counters, commands, b, parsed, now);
     }
 
     /// A tagged frame received on `port` of a chain with sub-interfaces: VID 0 (priority
@@ -272,16 +272,16 @@ impl Chain {
         }
         let parsed = parse::parse_to(pool.frame(b), self.depth);
         let default_out = crate::stage::pair_of(port as u8);
-        self.admit_on(usize::from(iface), default_out, pool, counters, commands, b, parsed, now);
+        self.admit_on((usize::from(iface), vid), default_out, pool, counters, commands, b, parsed, now);
     }
 
     /// [`Chain::admit`] of an untagged frame received on interface `port` (a port, or a
-    /// sub-interface), whose default egress is `default_out`.
+    /// sub-interface whose tag `vid` came off), whose default egress is `default_out`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn admit_on(
         &mut self,
-        port: usize,
+        (port, vid): (usize, u16),
         default_out: u8,
         pool: &mut Pool<'_>,
         counters: &mut StageCounters,
@@ -295,8 +295,14 @@ impl Chain {
                 Self::drop_frame(pool, counters, b, DropReason::TxFull)
             }
             Ok(parsed) => {
-                let pkt =
-                    Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(default_out), dst: Dst::Peer };
+                let pkt = Pkt {
+                    buf: b,
+                    parsed,
+                    ingress: port as u8,
+                    vid,
+                    verdict: Verdict::Forward(default_out),
+                    dst: Dst::Peer,
+                };
                 if let Err(p) = self.batch.push(pkt) {
                     // Cannot happen: a batch never holds more than BATCH_SIZE frames.
                     Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
@@ -413,6 +419,7 @@ impl Chain {
                     buf: b,
                     parsed: link_only(),
                     ingress: port as u8,
+                    vid: 0,
                     verdict: Verdict::Reply(port as u8),
                     dst: Dst::Mac(to),
                 };
@@ -517,7 +524,7 @@ impl Chain {
         };
         let dst_mac = dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
         let dst = dst_mac.map_or(Dst::Peer, Dst::Mac);
-        let pkt = Pkt { buf: b, parsed, ingress: port as u8, verdict: Verdict::Forward(to), dst };
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, vid: 0, verdict: Verdict::Forward(to), dst };
         if let Err(p) = self.batch.push(pkt) {
             Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
         }
@@ -583,7 +590,7 @@ impl Stage for Chain {
             let default_out = crate::stage::pair_of(port as u8);
             for &b in input.as_slice() {
                 let parsed = parse::parse_to(pool.frame(b), depth);
-                self.admit_on(port, default_out, pool, counters, &mut commands, b, parsed, now);
+                self.admit_on((port, 0), default_out, pool, counters, &mut commands, b, parsed, now);
             }
         } else {
             let default_out = crate::stage::pair_of(port as u8);
@@ -596,7 +603,7 @@ impl Stage for Chain {
                     continue;
                 }
                 let parsed = parse::parse_to(pool.frame(b), depth);
-                self.admit_on(port, default_out, pool, counters, &mut commands, b, parsed, now);
+                self.admit_on((port, 0), default_out, pool, counters, &mut commands, b, parsed, now);
             }
         }
         input.clear();

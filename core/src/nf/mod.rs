@@ -132,8 +132,11 @@ pub struct Pkt {
     pub buf: PacketBuf,
     /// The parse result (offsets stay valid: NFs rewrite fields, never header lengths).
     pub parsed: Parsed,
-    /// The port it arrived on.
+    /// The interface it arrived on: a port, or a VLAN sub-interface (`crate::vlan`).
     pub ingress: u8,
+    /// The VLAN ID of the sub-interface it arrived on, whose tag came off at admission (0:
+    /// it arrived on a port); [`Pkt::vlan`] is the VID it arrived with either way.
+    pub vid: u16,
     /// What happens to it.
     pub verdict: Verdict,
     /// Its destination MAC at egress: the port's peer unless an NF chose one (the L3
@@ -167,6 +170,18 @@ impl Dst {
 }
 
 impl Pkt {
+    /// The VLAN ID it arrived with (0: none): its sub-interface's, or the outer tag it still
+    /// carries (a chain without sub-interfaces leaves tags on).
+    #[inline]
+    pub fn vlan(&self) -> u16 {
+        // The outer tag's slot is zero when the frame has none (`parse::L2::vlans`): no
+        // branch on the tag count.
+        match self.vid {
+            0 => self.parsed.l2.vlans.first().map_or(0, crate::parse::VlanTag::vid),
+            v => v,
+        }
+    }
+
     /// The neighbour a [`Dst::Via`] of `via` names: the gateway, or for
     /// [`l3fwd::VIA_DESTINATION`] the packet's own destination (IPv4 or IPv6).
     #[inline]

@@ -182,6 +182,7 @@ pub fn run(nf: &mut dyn Nf, frames: &[Vec<u8>], ingress: u8, now: Instant) -> Ve
                 buf: b,
                 parsed,
                 ingress,
+                vid: 0,
                 verdict: Verdict::Forward(1 - ingress.min(1)),
                 dst: crate::nf::Dst::Peer,
             };

@@ -361,6 +361,7 @@ fn emit_acl(emit: &mut Emit, t: Option<&Spanned<schema::AclTable>>) -> Result<()
                 ("sport", "src_port", r.src_port.as_ref().and_then(spanned_port)),
                 ("dport", "dst_port", r.dst_port.as_ref().and_then(spanned_port)),
                 ("proto", "proto", r.proto.as_ref().and_then(spanned_str)),
+                ("vlan", "vlan", r.vlan.as_ref().and_then(spanned_num)),
                 ("action", "action", spanned_str(&r.action)),
             ],
         )?;

@@ -22,6 +22,7 @@
 //! src_port = "1024-65535"               # optional: a port, "LO-HI" (default any)
 //! dst_port = 80
 //! proto = "tcp"                         # optional: tcp, udp, icmp, icmpv6, number (default any)
+//! vlan = 100                            # optional: only frames that arrived with this VID
 //! action = "deny"                       # permit | deny
 //!
 //! [[lb.vip]]
@@ -224,6 +225,8 @@ pub struct AclRuleTable {
     pub src_port: Option<Spanned<PortSpec>>,
     pub dst_port: Option<Spanned<PortSpec>>,
     pub proto: Option<Spanned<String>>,
+    /// The VLAN ID a frame must have arrived with (1..=4094).
+    pub vlan: Option<Spanned<u16>>,
     pub action: Spanned<String>,
 }
 

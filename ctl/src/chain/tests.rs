@@ -28,6 +28,7 @@ src = "fd00::/16"
 dst = "fd00:1::/32"
 src_port = 53
 proto = "udp"
+vlan = 100
 action = "permit"
 
 [lb]
@@ -78,6 +79,7 @@ fn expected_full() -> Vec<NfSpec> {
                 src: Some(Prefix::v6([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 16)),
                 dst: Some(Prefix::v6([0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 32)),
                 sport: (53, 53),
+                vlan: Some(100),
                 proto: Some(17),
                 ..AclRule::any(0, AclAction::Permit)
             },
@@ -179,6 +181,10 @@ fn errors_name_file_line_and_field() {
     fails(
         &rule("dst_port = \"443-80\"\naction = \"deny\""),
         "chains/x.toml:11: acl.rule[3].dst_port: expected a port or port range LO-HI (0..=65535, LO <= HI) or any, got \"443-80\"",
+    );
+    fails(
+        &rule("vlan = 4095\naction = \"deny\""),
+        "chains/x.toml:11: acl.rule[3].vlan: expected a VLAN ID 1..=4094 or any, got \"4095\"",
     );
     fails(&rule("action = \"allow\""), "chains/x.toml:11: acl.rule[3].action: expected permit or deny, got \"allow\"");
     fails(

@@ -153,7 +153,9 @@ fn acl(cfg: &AclConfig, f: &Flow) -> AclAction {
             && r.dst.as_ref().is_none_or(|p| in_prefix(&dst, p))
             && (r.sport.0..=r.sport.1).contains(&f.src_port)
             && (r.dport.0..=r.dport.1).contains(&f.dst_port)
-            && r.proto.is_none_or(|p| p == proto);
+            && r.proto.is_none_or(|p| p == proto)
+            // The generator's frames are untagged: a rule of one VLAN never matches them.
+            && r.vlan.is_none();
         // Strictly higher wins, so among equal priorities the first rule stays.
         if ok && best.is_none_or(|(p, _)| r.priority > p) {
             best = Some((r.priority, r.action));

@@ -11,13 +11,18 @@ use crate::vlan::TPID;
 /// directly connected, and host 10.0.5.2 a static neighbour there; 10.0.0.2 a static
 /// neighbour on port 0.
 fn chain_vlan() -> (crate::nf::Chain, Arc<NeighShared>) {
+    chain_vlan_with("")
+}
+
+/// [`chain_vlan`] with `nfs` (chain text: `nf=` records and theirs) before the L3 forwarder.
+fn chain_vlan_with(nfs: &str) -> (crate::nf::Chain, Arc<NeighShared>) {
     let i = PORTS;
     let text = std::format!(
         "version=1\nport.addr=port:0,addr:10.0.0.1/24\nport.vlan=iface:{i},port:1,vid:100\n\
          port.addr=port:{i},addr:10.0.5.1/24\nport.addr=port:{i},addr:fd78::1/64\n\
          neigh.static=port:{i},ip:10.0.5.2,mac:02:cc:00:00:00:05\n\
          neigh.static=port:0,ip:10.0.0.2,mac:02:aa:00:00:00:01\n\
-         nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n\
+         {nfs}nf=l3fwd\nl3fwd.route=prefix:10.0.0.0/24,port:0,via:direct\n\
          l3fwd.route=prefix:10.0.5.0/24,port:{i},via:direct\n"
     );
     let spec = ChainSpec::parse(&text).expect("parses");
@@ -156,4 +161,25 @@ fn sub_interface_records_and_routes_to_undeclared_ones_are_refused_by_name() {
             i + 1
         )
     );
+}
+
+/// The ACL sees the VLAN ID a frame arrived with on a sub-interface, though its tag came off
+/// before the NFs: a rule of VLAN 100 drops UDP port 53 from the sub-interface, and the same
+/// packet from port 0, untagged, goes through onto the sub-interface.
+#[test]
+fn the_acl_decides_by_the_vlan_of_the_sub_interface_a_frame_came_in_on() {
+    let (mut chain, _n) = chain_vlan_with("nf=acl\nacl.rule=prio:10,dport:53,proto:udp,vlan:100,action:deny\n");
+    let mut mem = std::vec![0u8; 32 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let mut back = udp([10, 0, 5, 2], [10, 0, 0, 2]);
+    back[..6].copy_from_slice(&OWN[1]);
+    for _ in 0..2 {
+        let o = step(&mut chain, &mut pool, &[tagged(&back, 100)], 1, 0);
+        assert_eq!((o.sent[0].len(), o.c.drops_for(DropReason::AclDeny)), (0, 1), "{:?}", o.c);
+    }
+    let there = udp([10, 0, 0, 2], [10, 0, 5, 2]);
+    let o = step(&mut chain, &mut pool, &[there], 0, 0);
+    assert_eq!((o.sent[1].len(), o.c.drops_total()), (1, 0), "{:?}", o.c);
+    assert_eq!(&o.sent[1][0][12..16], &[0x81, 0x00, 0x00, 100]);
+    assert_eq!(pool.in_use(), 0);
 }

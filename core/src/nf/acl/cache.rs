@@ -5,7 +5,6 @@
 use super::{AclAction, AclCounters, AclRules, AclShared, FLOOD_PROBE, FLOOD_WINDOW, FLOOD_WINDOW_MAX, FlowVerdict};
 use super::{PROFILE, param_generation, verdict};
 use crate::buf::BATCH_SIZE;
-use crate::parse::FlowKey;
 use crate::pna::exact::Local;
 use crate::pna::p4::Applied;
 use crate::pna::{AddStatus, NotDone};
@@ -78,7 +77,7 @@ pub(super) struct CacheLane {
 }
 
 impl CacheLane {
-    /// Decides the flow of each of `keys` (5-tuples as [`FlowKey::words`], at most
+    /// Decides the flow of each of `keys` (5-tuples with their VLAN ID, `super::cache_key`; at most
     /// [`BATCH_SIZE`]) by the rules in force — through the flow cache, or classified directly
     /// while a flood window is open — counting each packet as the NF counts it (a cache hit, a
     /// new flow classified, one reclassified, or one classified directly) and as permitted or
@@ -101,7 +100,7 @@ impl CacheLane {
         // same rules: the same verdicts).
         if !shared.always_cache && self.flood.bypassing() {
             for (i, k) in keys.iter().enumerate() {
-                let (a, rule) = rules.classify(&FlowKey::from_words(k));
+                let (a, rule) = rules.classify_key(k);
                 counters.direct += 1;
                 counters.defaulted += u64::from(rule.is_none());
                 counters.count(a);
@@ -129,7 +128,7 @@ impl CacheLane {
                     } else {
                         // Decided by rules since replaced: decide again and re-cache.
                         let key = *entry.handle().key();
-                        let (a, rule) = rules.classify(&FlowKey::from_words(&key));
+                        let (a, rule) = rules.classify_key(&key);
                         let v = verdict(a, rule, generation);
                         let done = shared.flows.modify(&mut self.lane, &key, &v, now);
                         counters.reclassified += 1;
@@ -138,8 +137,7 @@ impl CacheLane {
                     }
                 }
                 Applied::Miss { miss, .. } => {
-                    let flow = FlowKey::from_words(miss.key());
-                    let (a, rule) = rules.classify(&flow);
+                    let (a, rule) = rules.classify_key(miss.key());
                     let v = verdict(a, rule, generation);
                     match shared.flows.add_entry(&mut self.lane, &miss, &v, PROFILE, now) {
                         // An earlier packet of the same new flow in this burst (the burst
@@ -159,7 +157,7 @@ impl CacheLane {
                 // A hit on the miss-only action cannot be stored; classify to be safe.
                 Applied::Hit { action: FlowVerdict::Classify, entry } => {
                     counters.classified += 1;
-                    rules.classify(&FlowKey::from_words(entry.handle().key())).0
+                    rules.classify_key(entry.handle().key()).0
                 }
             };
             counters.count(action);

@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{AclAction, AclRule, MAX_RULES};
+use super::{AclAction, AclRule, MAX_RULES, MAX_VLANS};
 use crate::pna::exact::TableConfigError;
 use crate::time::Duration;
 
@@ -20,6 +20,8 @@ pub enum AclField {
     SrcPort,
     /// The destination port range.
     DstPort,
+    /// The VLAN ID.
+    Vlan,
 }
 
 impl fmt::Display for AclField {
@@ -29,6 +31,7 @@ impl fmt::Display for AclField {
             AclField::Dst => "dst",
             AclField::SrcPort => "sport",
             AclField::DstPort => "dport",
+            AclField::Vlan => "vlan",
         })
     }
 }
@@ -68,6 +71,16 @@ pub enum AclConfigError {
         /// `SrcPort` or `DstPort`.
         field: AclField,
     },
+    /// A VLAN ID outside 1..=4094.
+    BadVlan {
+        /// The rule's index.
+        rule: usize,
+    },
+    /// The rules name more than [`MAX_VLANS`] distinct VLAN IDs.
+    TooManyVlans {
+        /// How many they name.
+        count: usize,
+    },
     /// `flow_capacity` is zero.
     ZeroFlowCapacity,
     /// `flow_timeout` is zero.
@@ -89,6 +102,8 @@ impl fmt::Display for AclConfigError {
             Self::HostBitsSet { rule, field } => write!(f, "rule {rule}: {field} has bits set beyond its length"),
             Self::FamilyMismatch { rule } => write!(f, "rule {rule}: src and dst are of different IP versions"),
             Self::EmptyPortRange { rule, field } => write!(f, "rule {rule}: {field} range is empty"),
+            Self::BadVlan { rule } => write!(f, "rule {rule}: vlan not 1..=4094"),
+            Self::TooManyVlans { count } => write!(f, "the rules name {count} VLAN IDs, at most {MAX_VLANS}"),
             Self::ZeroFlowCapacity => f.write_str("flow_capacity is zero"),
             Self::ZeroFlowTimeout => f.write_str("flow_timeout is zero"),
             Self::FlowTable(e) => write!(f, "flow table: {e}"),
@@ -146,6 +161,10 @@ impl AclConfig {
         for (i, r) in self.rules.iter().enumerate() {
             check_rule(i, r)?;
         }
+        let count = vlan_count(&self.rules);
+        if count > MAX_VLANS {
+            return Err(AclConfigError::TooManyVlans { count });
+        }
         if self.flow_capacity == 0 {
             return Err(AclConfigError::ZeroFlowCapacity);
         }
@@ -180,5 +199,16 @@ pub(super) fn check_rule(i: usize, r: &AclRule) -> Result<(), AclConfigError> {
     if r.dport.0 > r.dport.1 {
         return Err(AclConfigError::EmptyPortRange { rule: i, field: AclField::DstPort });
     }
+    if r.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
+        return Err(AclConfigError::BadVlan { rule: i });
+    }
     Ok(())
+}
+
+/// How many distinct VLAN IDs `rules` name.
+pub(super) fn vlan_count(rules: &[AclRule]) -> usize {
+    let mut v: Vec<u16> = rules.iter().filter_map(|r| r.vlan).collect();
+    v.sort_unstable();
+    v.dedup();
+    v.len()
 }

@@ -58,6 +58,7 @@ pub fn example_rules(seed: u64, n: usize) -> Vec<AclRule> {
             sport: port(rp >> 10),
             dport: port(rp >> 30),
             proto: [None, Some(6), Some(17)][(r >> 12) as usize % 3],
+            vlan: None,
             action: if r >> 20 & 3 == 0 { AclAction::Permit } else { AclAction::Deny },
         });
     }
@@ -206,7 +207,7 @@ fn classbench_set(family: Family, seed: u64, n: usize) -> Vec<AclRule> {
             } else {
                 dst
             };
-            AclRule { priority: 1, src, dst, sport, dport, proto, action: AclAction::Deny }
+            AclRule { priority: 1, src, dst, sport, dport, proto, vlan: None, action: AclAction::Deny }
         })
         .collect()
 }

@@ -35,10 +35,40 @@ use crate::pna::ternary::{Match, Point, Rule};
 /// Most rules added since the base, per family, before an add rebuilds at once.
 pub const DELTA_MAX: usize = 64;
 
-/// The classifiers of one build: IPv4 (index 0) and IPv6 (1).
-#[derive(Debug, Default)]
+/// Most distinct VLAN IDs the rules of one ACL name (`AclRule::vlan`).
+pub const MAX_VLANS: usize = 16;
+
+/// The classifiers of one build, by *scope* and family: index `2 * scope + v6`. Scope 0 holds
+/// the rules without a VLAN ID (they match every frame); scope `1 + i` the rules of VLAN
+/// `vids[i]` (they match only frames that arrived with that VID).
+#[derive(Debug)]
 pub struct Base {
-    family: [Classifier; 2],
+    /// The VLAN IDs with a scope (increasing).
+    vids: Vec<u16>,
+    family: Vec<Classifier>,
+}
+
+impl Base {
+    /// The scope of VLAN `vid` (0: none of its own).
+    #[inline]
+    fn scope(&self, vid: u16) -> usize {
+        self.vids.binary_search(&vid).map_or(0, |i| i + 1)
+    }
+
+    /// The scope of `rule`, `None` if its VLAN has none in this base.
+    fn scope_of(&self, rule: &AclRule) -> Option<usize> {
+        rule.vlan.map_or(Some(0), |v| self.vids.binary_search(&v).ok().map(|i| i + 1))
+    }
+}
+
+/// The better of two matches: the higher priority, then the earlier rule.
+#[inline]
+fn better(a: Option<Match>, b: Option<Match>) -> Option<Match> {
+    match (a, b) {
+        (Some(x), Some(y)) if y.priority > x.priority || (y.priority == x.priority && y.rule < x.rule) => b,
+        (Some(_), _) => a,
+        (None, _) => b,
+    }
 }
 
 /// Which families a rule applies to: a rule with an IPv4 prefix only IPv4, an IPv6 prefix only
@@ -55,11 +85,11 @@ pub struct AclRules {
     /// The stable id of each rule of `rules` (increasing).
     ids: Vec<u32>,
     base: Arc<Base>,
-    /// Base rules deleted since the base was built, per family.
-    dead: [Dead; 2],
-    /// Rules added since the base was built, per family, in classification order (priority
-    /// descending, stable id ascending).
-    delta: [Vec<(u32, Rule)>; 2],
+    /// Base rules deleted since the base was built, per classifier of the base.
+    dead: Vec<Dead>,
+    /// Rules added since the base was built, per classifier of the base, in classification
+    /// order (priority descending, stable id ascending).
+    delta: Vec<Vec<(u32, Rule)>>,
     next_id: u32,
     default_action: AclAction,
     /// Counts rule changes (wraps): cached verdicts carry the generation that decided them.
@@ -70,8 +100,8 @@ impl fmt::Debug for AclRules {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AclRules")
             .field("rules", &self.rules.len())
-            .field("delta", &(self.delta[0].len() + self.delta[1].len()))
-            .field("dead", &(self.dead[0].count() + self.dead[1].count()))
+            .field("vlans", &self.base.vids.len())
+            .field("pending", &self.pending())
             .field("default_action", &self.default_action)
             .field("generation", &self.generation)
             .finish()
@@ -86,39 +116,73 @@ impl AclRules {
         while !m.step() {}
         let base = Arc::new(m.finish());
         let next_id = rules.len() as u32;
+        let scopes = base.family.len();
         Self {
             rules,
             ids,
             base,
-            dead: Default::default(),
-            delta: Default::default(),
+            dead: (0..scopes).map(|_| Dead::default()).collect(),
+            delta: alloc::vec![Vec::new(); scopes],
             next_id,
             default_action,
             generation,
         }
     }
 
-    /// The classifier of one family's base (`v6`: IPv6, else IPv4). Rules changed since the
-    /// base was built are not in it ([`AclRules::pending`]).
+    /// The classifier of one family's base for the rules without a VLAN ID (`v6`: IPv6, else
+    /// IPv4). Rules changed since the base was built are not in it ([`AclRules::pending`]).
     pub fn classifier(&self, v6: bool) -> &Classifier {
         &self.base.family[usize::from(v6)]
     }
 
     /// Changes not yet merged into the base: (rules added, base rules deleted).
     pub fn pending(&self) -> (usize, usize) {
-        (self.delta[0].len() + self.delta[1].len(), self.dead[0].count() + self.dead[1].count())
+        (self.delta.iter().map(Vec::len).sum(), self.dead.iter().map(Dead::count).sum())
     }
 
-    /// Classifies a flow: the action and the rule's position (`None`: the default).
+    /// Whether any rule names a VLAN ID (then a frame's VID is part of its flow's key).
+    #[inline]
+    pub fn has_vlan_rules(&self) -> bool {
+        !self.base.vids.is_empty()
+    }
+
+    /// Classifies the flow of an untagged frame: the action and the rule's position (`None`:
+    /// the default).
     pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
+        self.classify_on(flow, 0)
+    }
+
+    /// Classifies the flow of a flow-cache key (`super::cache_key`: the 5-tuple and the VLAN
+    /// ID).
+    #[inline]
+    pub(super) fn classify_key(&self, k: &[u64; 5]) -> (AclAction, Option<u32>) {
+        self.classify_on(&FlowKey::from_words(k), super::key_vid(k))
+    }
+
+    /// Classifies the flow of a frame that arrived with VLAN ID `vid` (0: untagged): the rules
+    /// without a VLAN ID and those of `vid`, whichever match is better.
+    pub fn classify_on(&self, flow: &FlowKey, vid: u16) -> (AclAction, Option<u32>) {
         let v6 = usize::from(matches!(flow.src, IpAddr::V6(_)));
-        let (Some(c), Some(dead), Some(delta)) = (self.base.family.get(v6), self.dead.get(v6), self.delta.get(v6))
-        else {
-            return (self.default_action, None);
-        };
         let p = Point::of(flow);
-        let best = c.point_without(&p, dead);
-        self.conclude(&p, best, delta)
+        let mut best = self.best_in(v6, &p);
+        if vid != 0 {
+            match self.base.scope(vid) {
+                0 => {}
+                s => best = better(best, self.best_in(2 * s + v6, &p)),
+            }
+        }
+        self.answer(best)
+    }
+
+    /// The best match for `p` among classifier `at`'s rules in force (the base's, then the
+    /// delta's).
+    #[inline]
+    fn best_in(&self, at: usize, p: &Point) -> Option<Match> {
+        let (Some(c), Some(dead), Some(delta)) = (self.base.family.get(at), self.dead.get(at), self.delta.get(at))
+        else {
+            return None;
+        };
+        Self::with_delta(p, c.point_without(p, dead), delta)
     }
 
     /// [`AclRules::classify`] of every flow of `flows` into `out` (as many as both hold): the
@@ -175,7 +239,7 @@ impl AclRules {
             // The delta's rules are checked against the key as a point.
             for (i, (o, &m)) in out.iter_mut().zip(&best).enumerate().take(keys.len()) {
                 let p = keys.flow(i).map(|f| Point::of(&f)).unwrap_or_default();
-                *o = self.conclude(&p, m, delta);
+                *o = self.answer(Self::with_delta(&p, m, delta));
             }
         }
     }
@@ -196,10 +260,9 @@ impl AclRules {
         self.ids.binary_search(&id).ok().map(|p| p as u32)
     }
 
-    /// The answer from the base's match: the delta's rules that come before it, then the
-    /// action and the rule's position.
+    /// The match from the base's: the delta's rules that come before it are checked first.
     #[inline]
-    fn conclude(&self, p: &Point, base: Option<Match>, delta: &[(u32, Rule)]) -> (AclAction, Option<u32>) {
+    fn with_delta(p: &Point, base: Option<Match>, delta: &[(u32, Rule)]) -> Option<Match> {
         let mut best = base;
         for &(id, ref r) in delta {
             if best.is_some_and(|b| b.priority > r.priority || (b.priority == r.priority && b.rule < id)) {
@@ -210,7 +273,7 @@ impl AclRules {
                 break;
             }
         }
-        self.answer(best)
+        best
     }
 
     /// The action and rule position of a final match (`None`: the default action).
@@ -238,21 +301,31 @@ impl AclRules {
     }
 
     /// This version with `rule` appended (already validated). Allocates: for the control plane.
+    /// A rule whose VLAN has no scope in the base rebuilds at once, as one that finds its
+    /// delta full does.
     pub(super) fn with_added(&self, rule: AclRule) -> Self {
         let fams = [false, true].map(|v6| in_family(&rule, v6));
-        if fams.iter().zip(&self.delta).any(|(&f, d)| f && d.len() >= DELTA_MAX) || self.next_id == u32::MAX {
+        let scope = self.base.scope_of(&rule);
+        let full = |s: usize| {
+            fams.iter()
+                .enumerate()
+                .any(|(f, &in_f)| in_f && self.delta.get(2 * s + f).is_none_or(|d| d.len() >= DELTA_MAX))
+        };
+        let Some(scope) = scope.filter(|&s| !full(s) && self.next_id != u32::MAX) else {
             let mut rules = self.rules.clone();
             rules.push(rule);
             return Self::build(rules, self.default_action, self.generation.wrapping_add(1));
-        }
+        };
         let id = self.next_id;
         let mut next = self.copy();
         next.rules.push(rule);
         next.ids.push(id);
         next.next_id = id + 1;
-        for (delta, _) in next.delta.iter_mut().zip(fams).filter(|(_, f)| *f) {
-            delta.push((id, rule.to_rule()));
-            delta.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
+        for (f, _) in fams.iter().enumerate().filter(|(_, in_f)| **in_f) {
+            if let Some(delta) = next.delta.get_mut(2 * scope + f) {
+                delta.push((id, rule.to_rule()));
+                delta.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
+            }
         }
         next
     }
@@ -291,6 +364,11 @@ impl AclRules {
         (self.pending() != (0, 0)).then(|| Merge::of(&self.rules, &self.ids, Some(self.base.clone())))
     }
 
+    /// The VLAN IDs the rules' base has scopes for (increasing).
+    pub fn vlans(&self) -> &[u16] {
+        &self.base.vids
+    }
+
     /// `cur` (a later version of the same lineage as `m`'s start) on `m`'s new base, or `None`
     /// if `cur` is on another base (a rebuild happened since: the merge is stale).
     pub(super) fn rebased(cur: &AclRules, m: Merge) -> Option<Self> {
@@ -300,7 +378,9 @@ impl AclRules {
         let merged = m.ids.clone();
         let base = Arc::new(m.finish());
         let in_merged = |id: &u32| merged.binary_search(id).is_ok();
-        let mut dead: [Dead; 2] = Default::default();
+        // The new base has the old one's scopes (`Merge::of`), so dead bits and delta keep
+        // their classifier's index.
+        let mut dead: Vec<Dead> = base.family.iter().map(|_| Dead::default()).collect();
         // Deleted during the build: in the new base, no longer in force.
         for id in merged.iter().filter(|id| cur.ids.binary_search(id).is_err()) {
             for (d, c) in dead.iter_mut().zip(&base.family) {
@@ -308,10 +388,10 @@ impl AclRules {
             }
         }
         // Added during the build: still the delta.
-        let delta = cur.delta.clone().map(|mut d| {
+        let mut delta = cur.delta.clone();
+        for d in &mut delta {
             d.retain(|(id, _)| !in_merged(id));
-            d
-        });
+        }
         Some(Self {
             rules: cur.rules.clone(),
             ids: cur.ids.clone(),
@@ -332,16 +412,35 @@ pub struct Merge {
     from: Option<Arc<Base>>,
     /// The stable ids of the rules it holds (increasing).
     ids: Vec<u32>,
-    builds: [Build; 2],
+    vids: Vec<u16>,
+    /// One per classifier of the new base (`Base`'s order).
+    builds: Vec<Build>,
     done: usize,
 }
 
 impl Merge {
+    /// A merge keeps the scopes of the base it replaces (every rule's VLAN has one there: a
+    /// rule of a new VLAN rebuilds at once), so that a version's dead bits and delta carry
+    /// over by index; a first build makes a scope for each VLAN the rules name.
     fn of(rules: &[AclRule], ids: &[u32], from: Option<Arc<Base>>) -> Self {
-        let pick = |v6: bool| -> Vec<(u32, Rule)> {
-            rules.iter().zip(ids).filter(|(r, _)| in_family(r, v6)).map(|(r, &id)| (id, r.to_rule())).collect()
+        let vids = match &from {
+            Some(b) => b.vids.clone(),
+            None => {
+                let mut v: Vec<u16> = rules.iter().filter_map(|r| r.vlan).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
         };
-        Merge { from, ids: ids.to_vec(), builds: [Build::new(pick(false)), Build::new(pick(true))], done: 0 }
+        let scope = |r: &AclRule| r.vlan.map_or(Some(0), |v| vids.binary_search(&v).ok().map(|i| i + 1));
+        let builds = (0..2 * (vids.len() + 1))
+            .map(|at| {
+                let (s, v6) = (at / 2, at % 2 == 1);
+                let picked = rules.iter().zip(ids).filter(|(r, _)| scope(r) == Some(s) && in_family(r, v6));
+                Build::new(picked.map(|(r, &id)| (id, r.to_rule())).collect())
+            })
+            .collect();
+        Merge { from, ids: ids.to_vec(), vids, builds, done: 0 }
     }
 
     /// Builds the next piece (one bit-vector group of one family); `true` when the new base is
@@ -355,7 +454,6 @@ impl Merge {
     }
 
     fn finish(self) -> Base {
-        let [v4, v6] = self.builds;
-        Base { family: [v4.finish(), v6.finish()] }
+        Base { vids: self.vids, family: self.builds.into_iter().map(Build::finish).collect() }
     }
 }

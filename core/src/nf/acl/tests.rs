@@ -25,11 +25,23 @@ fn ref_verdict(rules: &[AclRule], default: AclAction, f: &FlowKey) -> AclAction 
     ref_position(rules, f).and_then(|i| rules.get(i as usize)).map_or(default, |r| r.action)
 }
 
-/// The position of the rule that decides `f` in `rules` (highest priority, then first).
+/// The position of the rule that decides `f` in `rules` (highest priority, then first), for
+/// an untagged frame.
 fn ref_position(rules: &[AclRule], f: &FlowKey) -> Option<u32> {
+    ref_position_on(rules, f, 0)
+}
+
+/// [`ref_verdict`] of a frame that arrived with VLAN ID `vid` (0: none).
+fn ref_verdict_on(rules: &[AclRule], default: AclAction, f: &FlowKey, vid: u16) -> AclAction {
+    ref_position_on(rules, f, vid).and_then(|i| rules.get(i as usize)).map_or(default, |r| r.action)
+}
+
+/// [`ref_position`] of a frame that arrived with VLAN ID `vid` (0: none).
+fn ref_position_on(rules: &[AclRule], f: &FlowKey, vid: u16) -> Option<u32> {
     let mut best: Option<(usize, &AclRule)> = None;
     for (i, r) in rules.iter().enumerate() {
-        let m = ref_prefix(&r.src, &f.src)
+        let m = r.vlan.is_none_or(|v| v == vid)
+            && ref_prefix(&r.src, &f.src)
             && ref_prefix(&r.dst, &f.dst)
             && (r.sport.0..=r.sport.1).contains(&f.src_port)
             && (r.dport.0..=r.dport.1).contains(&f.dst_port)
@@ -95,6 +107,23 @@ fn cached(cfg: AclConfig) -> AclConfig {
 
 fn frame_of(f: &FlowKey) -> Vec<u8> {
     frame(f.src, f.dst, f.proto, f.src_port, f.dst_port, b"acl")
+}
+
+/// `frame` with an 802.1Q tag of `vid` after its MACs (0: unchanged).
+fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+    if vid == 0 {
+        return frame.to_vec();
+    }
+    [&frame[..12], &crate::vlan::TPID.to_be_bytes()[..], &vid.to_be_bytes()[..], &frame[12..]].concat()
+}
+
+/// `rules` with some of them (a third, picked by `seed`) for VLAN 100 or 200 only.
+fn some_for_vlans(mut rules: Vec<AclRule>, seed: u64) -> Vec<AclRule> {
+    let mut rng = XorShift64::from_state(seed ^ 0x71a);
+    for r in &mut rules {
+        r.vlan = [None, None, None, None, Some(100), Some(200)][(rng.next_u64() % 6) as usize];
+    }
+    rules
 }
 
 proptest! {
@@ -181,6 +210,7 @@ proptest! {
             sport: (0, u16::MAX),
             dport: [(0, u16::MAX), (80, 80), (0, 1023), (443, 8443)][pr as usize],
             proto,
+            vlan: None,
             action: if permit { AclAction::Permit } else { AclAction::Deny },
         }).collect();
         let cfg = AclConfig::new(rules.clone(), AclAction::Deny);
@@ -412,8 +442,16 @@ proptest! {
         // Two groups' worth of rules (the first holds 1 024), so deletes hit both; or one
         // run of at most 128 rules (the classifier's direct path, no summary words).
         let n = if seed % 2 == 0 { 1100 } else { 100 };
-        let start = example_rules(seed, crate::testing::miri_or(n, 20));
-        let extra = example_rules(seed ^ 0xadd, 200);
+        let (mut start, mut extra) = (example_rules(seed, crate::testing::miri_or(n, 20)), example_rules(seed ^ 0xadd, 200));
+        // A third of the cases: rules of VLANs 100 and 200 among them (each its own scope;
+        // the first rule of VLAN 300 comes by an add, which rebuilds).
+        if seed % 3 == 0 {
+            start = some_for_vlans(start, seed);
+            extra = some_for_vlans(extra, seed ^ 1);
+            if let Some(r) = extra.get_mut(7) {
+                r.vlan = Some(300);
+            }
+        }
         let shared = AclShared::try_new(&AclConfig::new(start.clone(), AclAction::Deny)).unwrap();
         let mut model = start;
         let mut merge: Option<Merge> = None;
@@ -448,7 +486,7 @@ proptest! {
                 },
             }
             let now = shared.rules();
-            prop_assert!(now.pending().0 <= 2 * DELTA_MAX);
+            prop_assert!(now.pending().0 <= 2 * DELTA_MAX * (1 + now.vlans().len()));
             let flows = flows_for(&model, &mut rng, crate::testing::miri_or(24, 4));
             let mut burst = vec![(AclAction::Permit, None); flows.len()];
             now.classify_burst(&flows, &mut burst);
@@ -456,6 +494,10 @@ proptest! {
                 let want = (ref_verdict(&model, AclAction::Deny, f), ref_position(&model, f));
                 prop_assert_eq!(now.classify(f), want, "{:?}", f);
                 prop_assert_eq!(*b, want, "burst {:?}", f);
+                for vid in [100, 200, 300, 400] {
+                    let want = (ref_verdict_on(&model, AclAction::Deny, f, vid), ref_position_on(&model, f, vid));
+                    prop_assert_eq!(now.classify_on(f, vid), want, "vlan {} {:?}", vid, f);
+                }
             }
         }
     }
@@ -718,4 +760,114 @@ fn a_flood_of_new_flows_skips_the_cache_and_known_flows_return_to_it() {
     send(&mut acl, &known);
     let c = *acl.counters();
     assert_eq!((c.cache_hits, c.classified, c.flood_windows), (2 * probe, probe, 1));
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(12))]
+    /// Rules of which a third are for VLAN 100 or 200 only; each flow sent untagged and tagged
+    /// 100, 200 and 300, twice: every frame gets the reference's verdict for the VID it
+    /// carries — the same 5-tuple on two VLANs is two flows in the cache, each decided by its
+    /// VLAN's rules — whether IPv4 goes through the cache or directly.
+    #[test]
+    fn tagged_frames_are_decided_by_the_rules_of_their_vlan(seed in any::<u64>()) {
+        let rules = some_for_vlans(example_rules(seed, crate::testing::miri_or(200, 30)), seed);
+        let mut rng = XorShift64::from_state(seed ^ 0x7a6);
+        let flows = flows_for(&rules, &mut rng, crate::testing::miri_or(40, 4));
+        let vids = [0u16, 100, 200, 300];
+        let frames: Vec<Vec<u8>> = flows.iter().flat_map(|f| vids.map(|v| tagged(&frame_of(f), v))).collect();
+        let expected: Vec<AclAction> =
+            flows.iter().flat_map(|f| vids.map(|v| ref_verdict_on(&rules, AclAction::Deny, f, v))).collect();
+        for always_cache in [true, false] {
+            let cfg = AclConfig { always_cache, ..AclConfig::new(rules.clone(), AclAction::Deny) };
+            let shared = Arc::new(AclShared::try_new(&cfg).unwrap());
+            let mut acl = Acl::new(shared.clone());
+            for pass in 0..2 {
+                let out = run(&mut acl, &frames, 0, Instant(1 + pass));
+                for (i, (o, e)) in out.iter().zip(&expected).enumerate() {
+                    let want = match e {
+                        AclAction::Permit => Verdict::Forward(1),
+                        AclAction::Deny => Verdict::Drop(DropReason::AclDeny),
+                    };
+                    prop_assert_eq!(o.verdict, want, "frame {} pass {} always_cache {}", i, pass, always_cache);
+                }
+            }
+            // Tagged frames always take the cache: each (5-tuple, VID) is classified once.
+            let c = *acl.counters();
+            let mut keys: Vec<(FlowKey, u16)> = flows.iter().flat_map(|f| vids.map(|v| (*f, v))).filter(|(f, v)| {
+                *v != 0 || always_cache || !shared.rules().classifies_v4_by_cross_tables() || matches!(f.src, IpAddr::V6(_))
+            }).collect();
+            keys.sort();
+            keys.dedup();
+            prop_assert_eq!(c.classified, keys.len() as u64);
+        }
+    }
+}
+
+/// One flow, rules for VLANs 100 and 200 and one for every frame: untagged, tagged 100, 200
+/// and 300 each get their own verdict, cached apart; a VLAN rule added live applies to its
+/// VLAN's cached flow at the next packet and to no other.
+#[test]
+fn a_vlan_rule_decides_only_frames_of_its_vlan() {
+    let web = AclRule { dport: (80, 80), proto: Some(6), ..AclRule::any(10, AclAction::Deny) };
+    let rules = vec![
+        AclRule { vlan: Some(100), ..web },
+        AclRule { vlan: Some(200), ..AclRule::any(20, AclAction::Permit) },
+        AclRule { dport: (80, 80), ..AclRule::any(5, AclAction::Permit) },
+    ];
+    let shared = Arc::new(AclShared::try_new(&AclConfig::new(rules, AclAction::Deny)).unwrap());
+    assert_eq!(shared.rules().vlans(), &[100, 200]);
+    let mut acl = Acl::new(shared.clone());
+    let f = FlowKey {
+        src: IpAddr::V4([10, 0, 0, 1]),
+        dst: IpAddr::V4([10, 0, 0, 2]),
+        src_port: 999,
+        dst_port: 80,
+        proto: 6,
+    };
+    let frames: Vec<Vec<u8>> = [0, 100, 200, 300].iter().map(|&v| tagged(&frame_of(&f), v)).collect();
+    let deny = Verdict::Drop(DropReason::AclDeny);
+    let verdicts =
+        |acl: &mut Acl, now| run(acl, &frames, 0, Instant(now)).iter().map(|o| o.verdict).collect::<Vec<_>>();
+    let want = vec![Verdict::Forward(1), deny, Verdict::Forward(1), Verdict::Forward(1)];
+    assert_eq!(verdicts(&mut acl, 1), want, "untagged and VLAN 300: the global rule; 100: its deny; 200: its permit");
+    assert_eq!(verdicts(&mut acl, 2), want, "the same from the cache");
+    // The untagged frame is classified directly (the cross tables answer), the tagged ones
+    // through the cache, each (5-tuple, VID) its own flow.
+    let c = acl.counters();
+    assert_eq!((c.classified, c.cache_hits, c.direct), (3, 3, 2));
+    // A rule of VLAN 300 (a new scope: the classifiers rebuilt) denies VLAN 300's flow only.
+    shared.add_rule(AclRule { vlan: Some(300), ..web }).unwrap();
+    assert_eq!(shared.rules().vlans(), &[100, 200, 300]);
+    assert_eq!(verdicts(&mut acl, 3), vec![Verdict::Forward(1), deny, Verdict::Forward(1), deny]);
+    // Another of VLAN 200 joins the delta and, higher, overrides its permit.
+    shared.add_rule(AclRule { vlan: Some(200), ..AclRule::any(30, AclAction::Deny) }).unwrap();
+    assert_eq!(shared.rules().pending().0, 2, "in the delta of both families, no rebuild");
+    assert_eq!(verdicts(&mut acl, 4), vec![Verdict::Forward(1), deny, deny, deny]);
+    assert_eq!(shared.rules().classify(&f), (AclAction::Permit, Some(2)));
+    assert_eq!(shared.rules().classify_on(&f, 200), (AclAction::Deny, Some(4)));
+}
+
+#[test]
+fn vlan_ids_in_rules_are_checked() {
+    let any = AclRule::any(1, AclAction::Deny);
+    for bad in [0, 4095] {
+        assert_eq!(
+            AclConfig::new(vec![any, AclRule { vlan: Some(bad), ..any }], AclAction::Permit).validate(),
+            Err(AclConfigError::BadVlan { rule: 1 })
+        );
+    }
+    let many: Vec<AclRule> = (1..=MAX_VLANS as u16 + 1).map(|v| AclRule { vlan: Some(v), ..any }).collect();
+    assert_eq!(
+        AclConfig::new(many.clone(), AclAction::Permit).validate(),
+        Err(AclConfigError::TooManyVlans { count: MAX_VLANS + 1 })
+    );
+    assert_eq!(std::format!("{}", AclConfigError::BadVlan { rule: 3 }), "rule 3: vlan not 1..=4094");
+    // Live: the rule of one VLAN too many is refused, one of a VLAN already named is taken.
+    let shared = AclShared::try_new(&AclConfig::new(many[..MAX_VLANS].to_vec(), AclAction::Permit)).unwrap();
+    assert_eq!(shared.add_rule(many[MAX_VLANS]).err(), Some(AclConfigError::TooManyVlans { count: MAX_VLANS + 1 }));
+    assert_eq!(
+        shared.add_rule(AclRule { vlan: Some(0), ..any }).map(|r| r.0).err(),
+        Some(AclConfigError::BadVlan { rule: MAX_VLANS })
+    );
+    assert_eq!(shared.add_rule(many[0]).map(|r| r.0), Ok(MAX_VLANS));
 }

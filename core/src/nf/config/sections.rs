@@ -2,7 +2,7 @@
 //!
 //! | NF | keys |
 //! |---|---|
-//! | `acl` | `acl.default=permit\|deny`, `acl.flow_capacity=N`, `acl.sweep_buckets=N`, `acl.flow_timeout_ms=MS`, `acl.rule=prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:permit\|deny` (list; every field but `action` optional: any) |
+//! | `acl` | `acl.default=permit\|deny`, `acl.flow_capacity=N`, `acl.sweep_buckets=N`, `acl.flow_timeout_ms=MS`, `acl.rule=prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,vlan:V,action:permit\|deny` (list; every field but `action` optional: any; `vlan`: the VID 1..=4094 a frame arrived with) |
 //! | `lb` | `lb.vip=addr:IP,port:N,proto:tcp\|udp,backends:B;B;…` (list; a backend is `IP`, `IPv4:PORT` or `[IPv6]:PORT`, without a port it keeps the VIP's), `lb.max_backends=N`, `lb.affinity_capacity=N`, `lb.sweep_buckets=N`, `lb.affinity_timeout_ms=MS` |
 //! | `encrypt` | `encrypt.key=HEX64` (the 32-byte ChaCha20 key), `encrypt.udp_flows=N`, `encrypt.clear=pass\|drop`, `encrypt.udp_idle_timeout_ms=MS` |
 //! | `accounting` | `accounting.capacity=N`, `accounting.export_ring=N`, `accounting.event_ring=N`, `accounting.sweep_buckets=N`, `accounting.exports_per_batch=N`, `accounting.idle_timeout_ms=MS`, `accounting.export=ipfix:PORT:IP:UDPPORT`, `accounting.export_src=IP` |
@@ -60,11 +60,11 @@ fn acl_action(s: &str) -> Result<AclAction, &'static str> {
     }
 }
 
-/// One `acl.rule` value: `prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,action:A` (every
-/// field but `action` optional). Also the argument of the management command `acl add`.
+/// One `acl.rule` value: `prio:P,src:PFX,dst:PFX,sport:R,dport:R,proto:P,vlan:V,action:A`
+/// (every field but `action` optional). Also the argument of the management command `acl add`.
 pub(crate) fn acl_rule(value: &str) -> Result<AclRule, Fail> {
-    let [p, src, dst, sport, dport, proto, action] =
-        record(value, ["prio", "src", "dst", "sport", "dport", "proto", "action"])?;
+    let [p, src, dst, sport, dport, proto, vlan, action] =
+        record(value, ["prio", "src", "dst", "sport", "dport", "proto", "vlan", "action"])?;
     let mut r = AclRule::any(0, req("action", action, acl_action)?);
     r.priority = opt("prio", p, values::u32_dec)?.unwrap_or(0);
     r.src = opt("src", src, opt_prefix)?.flatten();
@@ -72,6 +72,12 @@ pub(crate) fn acl_rule(value: &str) -> Result<AclRule, Fail> {
     r.sport = opt("sport", sport, values::port_range)?.unwrap_or((0, u16::MAX));
     r.dport = opt("dport", dport, values::port_range)?.unwrap_or((0, u16::MAX));
     r.proto = opt("proto", proto, values::proto)?.flatten();
+    r.vlan = opt("vlan", vlan, |s| match values::u16_dec(s) {
+        Ok(v @ 1..=4094) => Ok(Some(v)),
+        _ if s == "any" => Ok(None),
+        _ => Err("a VLAN ID 1..=4094 or any"),
+    })?
+    .flatten();
     if let (Some(s), Some(d)) = (r.src, r.dst)
         && matches!(s.addr, IpAddr::V4(_)) != matches!(d.addr, IpAddr::V4(_))
     {
@@ -150,6 +156,7 @@ impl Section for AclSection {
                 }
                 AclConfigError::EmptyPortRange { rule, field } => (Some(rule), Some(field_name(field))),
                 AclConfigError::FamilyMismatch { rule } => (Some(rule), Some("dst")),
+                AclConfigError::BadVlan { rule } => (Some(rule), Some("vlan")),
                 _ => (None, None),
             };
             let at = rule.and_then(|r| self.lines.get(r).map(|&l| (l, "acl.rule")));
@@ -166,6 +173,7 @@ fn field_name(f: crate::nf::acl::AclField) -> &'static str {
         AclField::Dst => "dst",
         AclField::SrcPort => "sport",
         AclField::DstPort => "dport",
+        AclField::Vlan => "vlan",
     }
 }
 

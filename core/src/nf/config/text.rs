@@ -87,14 +87,18 @@ impl fmt::Display for RuleText<'_> {
         };
         write!(
             f,
-            "prio:{},src:{},dst:{},sport:{},dport:{},proto:{},action:{action}",
+            "prio:{},src:{},dst:{},sport:{},dport:{},proto:{},",
             r.priority,
             PrefixText(r.src),
             PrefixText(r.dst),
             Ports(r.sport),
             Ports(r.dport),
             values::proto_name(r.proto)
-        )
+        )?;
+        if let Some(v) = r.vlan {
+            write!(f, "vlan:{v},")?;
+        }
+        write!(f, "action:{action}")
     }
 }
 
@@ -140,6 +144,7 @@ mod tests {
             "prio:10,src:10.0.0.0/8,dst:any,sport:any,dport:80-443,proto:tcp,action:deny",
             "prio:0,src:any,dst:fd00::/8,sport:53,dport:any,proto:any,action:permit",
             "prio:4294967295,src:1.2.3.4/32,dst:5.6.7.0/24,sport:1-2,dport:0,proto:47,action:permit",
+            "prio:3,src:any,dst:any,sport:any,dport:any,proto:any,vlan:100,action:deny",
         ] {
             let r = sections::acl_rule(text).unwrap();
             assert_eq!(format!("{}", RuleText(&r)), text);

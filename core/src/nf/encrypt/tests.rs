@@ -294,6 +294,7 @@ fn run_nf(nf: &mut Encrypt, frames: &[Vec<u8>]) -> Vec<Verdict> {
                 buf: b,
                 parsed,
                 ingress: 0,
+                vid: 0,
                 verdict: Verdict::Forward(1),
                 dst: crate::nf::Dst::Peer,
             })

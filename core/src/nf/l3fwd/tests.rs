@@ -25,7 +25,7 @@ fn run(nf: &mut dyn Nf, frames: &[Vec<u8>]) -> Vec<(Vec<u8>, Verdict, Option<[u8
         pool.frame_mut(b).copy_from_slice(f);
         let parsed = crate::parse::parse(f).unwrap();
         batch
-            .push(Pkt { buf: b, parsed, ingress: 0, verdict: Verdict::Forward(1), dst: crate::nf::Dst::Peer })
+            .push(Pkt { buf: b, parsed, ingress: 0, vid: 0, verdict: Verdict::Forward(1), dst: crate::nf::Dst::Peer })
             .unwrap();
     }
     nf.process(&NfCtx { now: Instant(1) }, &mut pool, &mut batch);
@@ -149,7 +149,7 @@ fn dead_packets_are_left_alone() {
     let mut batch = NfBatch::new();
     let parsed = crate::parse::parse(&frame).unwrap();
     let dead = Verdict::Drop(DropReason::AclDeny);
-    batch.push(Pkt { buf: b, parsed, ingress: 0, verdict: dead, dst: crate::nf::Dst::Peer }).unwrap();
+    batch.push(Pkt { buf: b, parsed, ingress: 0, vid: 0, verdict: dead, dst: crate::nf::Dst::Peer }).unwrap();
     f.process(&NfCtx { now: Instant(0) }, &mut pool, &mut batch);
     assert_eq!(batch.pkts()[0].verdict, dead);
     assert_eq!(pool.frame(b), &frame[..]);

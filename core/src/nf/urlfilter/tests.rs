@@ -113,7 +113,7 @@ impl Rig {
             let parsed = parse(f).unwrap();
             let ingress = if parsed.flow.src_port == 80 || parsed.flow.src_port == 443 { 1 } else { 0 };
             let verdict = Verdict::Forward(1 - ingress);
-            batch.push(Pkt { buf: b, parsed, ingress, verdict, dst: crate::nf::Dst::Peer }).unwrap();
+            batch.push(Pkt { buf: b, parsed, ingress, vid: 0, verdict, dst: crate::nf::Dst::Peer }).unwrap();
         }
         self.nf.process(&NfCtx { now: Instant(self.now) }, &mut pool, &mut batch);
         batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst.mac())).collect()
