@@ -469,8 +469,9 @@ impl Chain {
     }
 
     /// A whale's head (NetBlaze's split at `k`): the admitted frames through the meter and
-    /// NFs `0..k`; each frame still alive goes to `hand` with its verdict's port and the
-    /// destination MAC an NF chose (the caller hands it to the core that runs the tail, see
+    /// NFs `0..k`; each frame still alive goes to `hand` with the interface it arrived on (a
+    /// sub-interface's tag is off by now), its verdict's port and the destination MAC an NF
+    /// chose (the caller hands it to the core that runs the tail, see
     /// [`Chain::admit_tail`]); the dropped ones are freed and counted here.
     pub fn run_head(
         &mut self,
@@ -478,7 +479,7 @@ impl Chain {
         pool: &mut Pool<'_>,
         counters: &mut StageCounters,
         now: Instant,
-        mut hand: impl FnMut(&mut Pool<'_>, PacketBuf, u8, Option<[u8; 6]>),
+        mut hand: impl FnMut(&mut Pool<'_>, PacketBuf, u8, u8, Option<[u8; 6]>),
     ) {
         if self.batch.is_empty() {
             return;
@@ -495,17 +496,18 @@ impl Chain {
                 // The tail's core holds no lane to queue on: only a cached neighbour goes.
                 (Verdict::Forward(to), Dst::Via(_) | Dst::Via6(_)) => {
                     match self.router.as_ref().and_then(|r| Self::cached(r, p, to)) {
-                        Some(mac) => hand(pool, p.buf, to, Some(mac)),
+                        Some(mac) => hand(pool, p.buf, p.ingress, to, Some(mac)),
                         None => Self::drop_frame(pool, counters, p.buf, DropReason::NeighUnresolved),
                     }
                 }
-                (Verdict::Forward(to) | Verdict::Reply(to), dst) => hand(pool, p.buf, to, dst.mac()),
+                (Verdict::Forward(to) | Verdict::Reply(to), dst) => hand(pool, p.buf, p.ingress, to, dst.mac()),
             }
         }
         self.batch.clear();
     }
 
-    /// One frame whose head ran on another core ([`Chain::run_head`]), received on `port`:
+    /// One frame whose head ran on another core ([`Chain::run_head`]), received on interface
+    /// `port` (a sub-interface's: the frame arrived with its VID, whose tag the head took off):
     /// into the chain's batch with the head's verdict (`to`) and, if the head chose one
     /// (`dst_set`), the destination MAC the frame carries; a frame that no longer parses is
     /// dropped by reason.
@@ -524,7 +526,8 @@ impl Chain {
         };
         let dst_mac = dst_set.then(|| pool.frame(b).get(..6).and_then(|d| d.try_into().ok())).flatten();
         let dst = dst_mac.map_or(Dst::Peer, Dst::Mac);
-        let pkt = Pkt { buf: b, parsed, ingress: port as u8, vid: 0, verdict: Verdict::Forward(to), dst };
+        let vid = self.egress.vlans.of(port).map_or(0, |(_, vid)| vid);
+        let pkt = Pkt { buf: b, parsed, ingress: port as u8, vid, verdict: Verdict::Forward(to), dst };
         if let Err(p) = self.batch.push(pkt) {
             Self::drop_frame(pool, counters, p.buf, DropReason::TxFull);
         }

@@ -10,6 +10,7 @@ use crate::nf::Chain;
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::sync::Doorbell;
 use crate::time::Instant;
+use crate::vlan::IFACES;
 
 /// What an auxiliary core's loop did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -97,11 +98,12 @@ impl<'m> AuxWorker<'m> {
             total += n;
             self.tails.clear();
             for &b in got.as_slice() {
-                let p = marks::out(&link.view, b).map(usize::from).filter(|&p| p < PORTS).unwrap_or(0);
+                let p = marks::out(&link.view, b).map_or(0, usize::from);
                 if let Some(mark) = marks::tail(&link.view, b) {
-                    // A whale's frame whose head ran on its lane.
-                    self.tails.push((b, mark, p));
-                } else if let Some(batch) = self.by_port.get_mut(p) {
+                    // A whale's frame whose head ran on its lane, with the interface it
+                    // arrived on (a port or a sub-interface).
+                    self.tails.push((b, mark, if p < IFACES { p } else { 0 }));
+                } else if let Some(batch) = self.by_port.get_mut(if p < PORTS { p } else { 0 }) {
                     let _ = batch.push(b);
                 }
             }

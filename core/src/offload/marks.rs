@@ -39,7 +39,8 @@ pub fn out(pool: &Pool<'_>, b: PacketBuf) -> Option<u8> {
 }
 
 /// Sets both of `b`'s marks at once ([`set_out`] and [`set_tail`] in one write): a frame whose
-/// head ran here, handed over with its ingress port.
+/// head ran here, handed over with the interface it arrived on (a port, or a VLAN
+/// sub-interface: its tail runs as the head did, with the VID, `nf::Chain::admit_tail`).
 #[inline]
 pub fn set(pool: &mut Pool<'_>, b: PacketBuf, out: Option<u8>, tail: Option<TailMark>) {
     pool.set_opaque(b, encode(out, tail));

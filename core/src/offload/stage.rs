@@ -139,12 +139,14 @@ fn run_heads(
             chain.admit(usize::from(h.port), pool, counters, &mut none, h.buf, Ok(h.parsed), now);
         }
         let these: &Vec<Head> = heads;
-        chain.run_head(usize::from(k), pool, counters, now, |pool, b, to, dst| {
+        chain.run_head(usize::from(k), pool, counters, now, |pool, b, ingress, to, dst| {
             let Some(h) = these.iter().find(|h| h.buf == b) else { return };
             if let (Some(d), Some(f)) = (dst, pool.frame_mut(b).get_mut(..6)) {
                 f.copy_from_slice(&d);
             }
-            marks::set(pool, b, Some(h.port), Some(TailMark { from: k, port: to, dst_set: dst.is_some() }));
+            // The interface it arrived on (a sub-interface for a frame whose tag the head took
+            // off), so that the tail sees the frame as the head did.
+            marks::set(pool, b, Some(ingress), Some(TailMark { from: k, port: to, dst_set: dst.is_some() }));
             // Within the place reserved for it when the batch was classified.
             if let Some(q) = st.queued.get_mut(usize::from(h.aux)) {
                 q.push_back((b, h.key, k));

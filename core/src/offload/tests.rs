@@ -18,6 +18,7 @@ use crate::offload::{AuxWorker, LaneConfig, LaneState, NetBlazeStage, SharedLane
 use crate::stage::{PORTS, Stage, StageCounters};
 use crate::test_frames::udp4;
 use crate::time::{Duration, Instant};
+use crate::vlan::{TPID, Vlan, VlanMap};
 
 const EPOCH: u64 = 1_000;
 
@@ -26,8 +27,12 @@ fn cfg(link_capacity: usize) -> LaneConfig {
 }
 
 fn stage(lanes: &SharedLanes) -> NetBlazeStage {
+    stage_of(lanes, chain())
+}
+
+fn stage_of(lanes: &SharedLanes, chain: Chain) -> NetBlazeStage {
     let params = NetBlazeConfig::default().validate().expect("params");
-    NetBlazeStage::new(chain(), lanes.clone(), CoreMapper::new(params), Arc::new(fixture()))
+    NetBlazeStage::new(chain, lanes.clone(), CoreMapper::new(params), Arc::new(fixture()))
 }
 
 fn shared(states: Vec<LaneState>) -> SharedLanes {
@@ -57,6 +62,32 @@ fn chain() -> Chain {
     Chain::new(vec![Box::new(Mark(0)), Box::new(Mark(1)), Box::new(Mark(2))], Egress::default())
 }
 
+/// NF `i` of [`vlan_chain`]: writes into payload byte `i` after the sequence number the
+/// interface each frame arrived on, bit 7 set if it arrived with VID 100 ([`crate::nf::Pkt::vlan`]).
+struct SeenOn(usize);
+
+impl Nf for SeenOn {
+    fn name(&self) -> &'static str {
+        "seen-on"
+    }
+
+    fn process(&mut self, _ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
+        for p in batch.alive_mut() {
+            let v = p.ingress | if p.vlan() == 100 { 0x80 } else { 0 };
+            if let Some(x) = pool.frame_mut(p.buf).get_mut(46 + self.0) {
+                *x = v;
+            }
+        }
+    }
+}
+
+/// Three [`SeenOn`] NFs, with VLAN 100 of port 0 the sub-interface [`PORTS`].
+fn vlan_chain() -> Chain {
+    let vlans = VlanMap::new(&[Vlan { iface: PORTS as u8, port: 0, vid: 100 }]).expect("a sub-interface");
+    let egress = Egress { vlans, ..Egress::default() };
+    Chain::new(vec![Box::new(SeenOn(0)), Box::new(SeenOn(1)), Box::new(SeenOn(2))], egress)
+}
+
 /// Flow `flow`'s packet `seq`: UDP from port 1000 + flow, the sequence number and three mark
 /// bytes as payload.
 fn load(pool: &mut Pool<'_>, flow: u16, seq: u32) -> PacketBuf {
@@ -79,10 +110,15 @@ fn ident(pool: &Pool<'_>, b: PacketBuf) -> (u16, u32) {
 
 /// What left on port 1 ("transmitted": checked and freed) and what is left on port 0.
 fn transmit(pool: &mut Pool<'_>, out: &mut [Batch; PORTS], seen: &mut BTreeMap<u16, Vec<u32>>) {
+    transmit_marked(pool, out, seen, [1, 1, 1]);
+}
+
+/// [`transmit`], each frame's three NF bytes `marks`.
+fn transmit_marked(pool: &mut Pool<'_>, out: &mut [Batch; PORTS], seen: &mut BTreeMap<u16, Vec<u32>>, marks: [u8; 3]) {
     assert!(out[0].is_empty(), "frames from port 0 leave on port 1");
     for &b in out[1].as_slice() {
         let (flow, seq) = ident(pool, b);
-        assert_eq!(pool.frame(b).get(46..49), Some(&[1u8, 1, 1][..]), "flow {flow} frame {seq}: every NF once");
+        assert_eq!(pool.frame(b).get(46..49), Some(&marks[..]), "flow {flow} frame {seq}: every NF once");
         seen.entry(flow).or_default().push(seq);
         pool.free(b).expect("a frame of the pool");
     }
@@ -219,12 +255,21 @@ struct Rig<'m> {
     /// What left, per flow; the next sequence number per flow.
     seen: BTreeMap<u16, Vec<u32>>,
     seq: BTreeMap<u16, u32>,
+    /// The VLAN tag frames arrive with (0: none), and the NF bytes they must leave with.
+    vid: u16,
+    marks: [u8; 3],
 }
 
 impl<'m> Rig<'m> {
     /// `mem.len() / BUF_SIZE` buffers, a link of `link` slots.
     #[allow(unsafe_code)] // `Pool::view`
     fn new(mem: &'m mut [u8], link: usize) -> Self {
+        Self::with_chain(mem, link, chain)
+    }
+
+    /// [`Rig::new`] running `make`'s chain on both sides.
+    #[allow(unsafe_code)] // `Pool::view`
+    fn with_chain(mem: &'m mut [u8], link: usize, make: fn() -> Chain) -> Self {
         let bufs = mem.len() / BUF_SIZE;
         let pool = Pool::try_new(mem, 0, bufs).expect("pool");
         // SAFETY: the view lives in the rig with the pool and is dropped before it; the rig
@@ -234,11 +279,12 @@ impl<'m> Rig<'m> {
         let view = unsafe { pool.view() };
         let (states, mut ends) = build(1, 1, cfg(link)).expect("links");
         let lanes = shared(states);
-        let mut dedicated = stage(&lanes);
+        let mut dedicated = stage_of(&lanes, make());
         dedicated.enter_lane(0);
-        let aux = AuxWorker::new(ends.remove(0), vec![view], chain());
+        let aux = AuxWorker::new(ends.remove(0), vec![view], make());
         let (out, counters) = ([const { Batch::new() }; PORTS], StageCounters::default());
-        Rig { aux, dedicated, lanes, pool, out, counters, seen: BTreeMap::new(), seq: BTreeMap::new() }
+        let (seen, seq) = (BTreeMap::new(), BTreeMap::new());
+        Rig { aux, dedicated, lanes, pool, out, counters, seen, seq, vid: 0, marks: [1, 1, 1] }
     }
 
     /// A batch of the next frame of each flow in `flows`, in order, processed at epoch `e`
@@ -247,7 +293,14 @@ impl<'m> Rig<'m> {
         let mut input = Batch::new();
         for &flow in flows {
             let n = self.seq.entry(flow).or_insert(0);
-            input.push(load(&mut self.pool, flow, *n)).expect("room");
+            let b = load(&mut self.pool, flow, *n);
+            if self.vid != 0 {
+                let f = self.pool.frame(b).to_vec();
+                let tagged = [&f[..12], &TPID.to_be_bytes()[..], &self.vid.to_be_bytes()[..], &f[12..]].concat();
+                self.pool.set_len(b, tagged.len()).expect("len");
+                self.pool.frame_mut(b).copy_from_slice(&tagged);
+            }
+            input.push(b).expect("room");
             *n += 1;
         }
         let now = Instant(e * EPOCH);
@@ -258,7 +311,7 @@ impl<'m> Rig<'m> {
     /// The end of a poll at epoch `e`: reclaim, hand over, transmit.
     fn idle(&mut self, e: u64) {
         self.dedicated.idle(&mut self.pool, &mut self.out, &mut self.counters, Instant(e * EPOCH));
-        transmit(&mut self.pool, &mut self.out, &mut self.seen);
+        transmit_marked(&mut self.pool, &mut self.out, &mut self.seen, self.marks);
     }
 
     /// `flows` in batches of 32, each a whole poll, at epoch `e`.
@@ -478,4 +531,33 @@ fn frames_waiting_in_the_rings_at_an_epoch_end_count_in_the_backlog() {
     // of 2 flows, 96 a core finishes.
     let profile = fixture();
     assert!(profile.full.frontier.contains(crate::netblaze::Backlog::new(2, 64)));
+}
+
+/// A whale from a VLAN sub-interface, split: its head runs here, its tail on the auxiliary
+/// core, and both see the frame as received on the sub-interface with its VID (the tag came
+/// off at the head) — so do the whole flows placed on the auxiliary core, which take the tag
+/// off there. Every frame leaves untagged on port 1 with each NF's byte 0x88 (interface 8,
+/// VID 100), none lost.
+#[test]
+fn a_split_whale_from_a_sub_interface_keeps_its_interface_and_vid_on_the_aux_core() {
+    let mut mem = vec![0u8; 1024 * BUF_SIZE];
+    let mut r = Rig::with_chain(&mut mem, 512, vlan_chain);
+    (r.vid, r.marks) = (100, [0x88; 3]);
+    // Under Miri, fewer epochs and one round each (the whale still above the frontier).
+    let (epochs, rounds, whale) = crate::testing::miri_or((6, 4, 30), (3, 1, 110));
+    for e in 0..epochs {
+        let mut frames: Vec<u16> = Vec::new();
+        for round in 0..rounds {
+            frames.extend(1..=40u16);
+            frames.extend(core::iter::repeat_n(0u16, whale + round));
+        }
+        r.send(&frames, e);
+        r.finish(e);
+    }
+    let nb = *r.dedicated.counters();
+    assert!(nb.splits > 0 && nb.heads > 0, "the whale is split: {nb:?}");
+    assert!(nb.handed > nb.heads, "whole flows were placed too: {nb:?}");
+    r.assert_in_order(false);
+    assert_eq!(r.transmitted(), r.sent());
+    assert_eq!(r.pool.available(), 1024);
 }
