@@ -18,6 +18,13 @@
 //! reference to one buffer at a time, so a device writing another buffer aliases nothing
 //! ([`Pool::try_with_mem`] for memory a device reaches through its own pointer).
 //!
+//! Frames longer than a buffer (jumbo frames, issue 27 item 5) span several: the first buffer
+//! is the frame's handle, each buffer's record says whether the frame goes on and a side table
+//! names the next buffer ([`Pool::append_segment`], [`Pool::segments`], [`Pool::frame_len`];
+//! at most [`MAX_SEGMENTS`]). [`Pool::frame`] is the first buffer's bytes, where every header
+//! is; freeing the first buffer frees them all. A frame of one buffer pays one flag test when
+//! it is freed.
+//!
 //! In the dataplane there is one pool per lane (2048-byte buffers, 64 bytes of headroom), and
 //! frames received on lane `k` leave on lane `k`. Every buffer is in exactly one place: the
 //! pool, an RX ring, a batch, a TX ring, or a NetBlaze hand-off link (its two rings, or the
@@ -43,6 +50,11 @@ pub const HEADROOM: usize = 64;
 pub const MAX_FRAME: usize = BUF_SIZE - HEADROOM;
 /// Most buffers in one batch.
 pub const BATCH_SIZE: usize = 32;
+/// Most buffers one frame spans ([`Pool::append_segment`]): 8 × [`MAX_FRAME`] = 15 872 bytes,
+/// room for the frame of a 9 000-byte MTU (9 018 bytes with a VLAN tag) in 5 buffers.
+pub const MAX_SEGMENTS: usize = 8;
+/// The longest frame a pool holds, over [`MAX_SEGMENTS`] buffers.
+pub const MAX_SEGMENTED_FRAME: usize = MAX_SEGMENTS * MAX_FRAME;
 
 /// A handle to one packet buffer of a [`Pool`]: a small index, `Copy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,6 +96,9 @@ pub enum PoolError {
     DoubleFree,
     /// A frame's offset and length do not fit in the buffer.
     BadLength,
+    /// A segment that cannot be appended: free, already part of a frame of several buffers,
+    /// the frame itself, or one more than [`MAX_SEGMENTS`].
+    BadSegment,
 }
 
 impl fmt::Display for PoolError {
@@ -95,6 +110,7 @@ impl fmt::Display for PoolError {
             PoolError::BadHandle => "handle outside the pool",
             PoolError::DoubleFree => "buffer freed twice",
             PoolError::BadLength => "frame does not fit in the buffer",
+            PoolError::BadSegment => "segment cannot be appended to the frame",
         })
     }
 }
@@ -106,11 +122,17 @@ impl fmt::Display for PoolError {
 /// (`crate::offload::marks`).
 pub const OPAQUE: usize = 3;
 
+/// [`Meta::flags`]: the buffer is in the pool's free list.
+const FREE: u8 = 1;
+/// [`Meta::flags`]: the frame goes on in the buffer the pool's link table names.
+const MORE: u8 = 2;
+
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Meta {
     off: u16,
     len: u16,
-    free: bool,
+    /// [`FREE`], [`MORE`].
+    flags: u8,
     /// The upper layer's bytes ([`OPAQUE`]).
     opaque: [u8; OPAQUE],
     /// Clock ticks when the frame was received (0: not stamped), for the dataplane's own
@@ -121,7 +143,12 @@ pub(crate) struct Meta {
 impl Meta {
     /// A buffer's record when it is handed out (and, with `free`, when it is taken back).
     const fn fresh(free: bool) -> Meta {
-        Meta { off: HEADROOM as u16, len: 0, free, opaque: [0; OPAQUE], stamp: 0 }
+        Meta { off: HEADROOM as u16, len: 0, flags: if free { FREE } else { 0 }, opaque: [0; OPAQUE], stamp: 0 }
+    }
+
+    #[inline(always)]
+    fn is_free(&self) -> bool {
+        self.flags & FREE != 0
     }
 }
 
@@ -134,6 +161,9 @@ pub struct Pool<'m> {
     mem: PacketMem<'m>,
     phys_base: u64,
     meta: MetaTable<Meta>,
+    /// For each buffer whose record has [`MORE`]: the buffer its frame goes on in. Apart from
+    /// the records so that they stay 16 bytes; read only for frames of several buffers.
+    links: MetaTable<u16>,
     /// The owner: its free buffers. A view ([`Pool::view`]): the buffers its holder freed,
     /// to give back to the owner.
     free: Vec<PacketBuf>,
@@ -162,9 +192,10 @@ impl<'m> Pool<'m> {
             return Err(PoolError::Misaligned);
         }
         let meta = MetaTable::new(alloc::vec![Meta::fresh(true); count]);
+        let links = MetaTable::new(alloc::vec![0u16; count]);
         // Highest index on top: allocation hands out low indices first.
         let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
-        Ok(Self { mem, phys_base, meta, free, double_frees: 0, view: false })
+        Ok(Self { mem, phys_base, meta, links, free, double_frees: 0, view: false })
     }
 
     /// Buffers in the pool, free or not.
@@ -200,9 +231,10 @@ impl<'m> Pool<'m> {
         Some(b)
     }
 
-    /// Returns `b` to the pool. In a view ([`Pool::view`]) the buffer is kept aside for its
+    /// Returns `b` to the pool, with every further buffer of its frame
+    /// ([`Pool::append_segment`]). In a view ([`Pool::view`]) the buffer is kept aside for its
     /// holder to give back to the owner ([`Pool::take_released`]), its metadata untouched
-    /// (the owner frees it, and counts a double free if there is one).
+    /// (the owner frees it and its segments, and counts a double free if there is one).
     #[inline]
     pub fn free(&mut self, b: PacketBuf) -> Result<(), PoolError> {
         let Some(m) = self.meta.get_mut(b.index()) else {
@@ -216,14 +248,140 @@ impl<'m> Pool<'m> {
             self.free.push(b);
             return Ok(());
         }
-        if m.free {
+        if m.is_free() {
             self.double_frees += 1;
             return Err(PoolError::DoubleFree);
         }
-        m.free = true;
+        let more = m.flags & MORE != 0;
+        m.flags = FREE;
         // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
         self.free.push(b);
+        if more {
+            self.free_segments(b);
+        }
         Ok(())
+    }
+
+    /// Frees the buffers after `b` in its frame (whose record no longer says so): each once,
+    /// at most [`MAX_SEGMENTS`] − 1; one already free ends the walk and is counted.
+    #[cold]
+    #[inline(never)]
+    fn free_segments(&mut self, mut b: PacketBuf) {
+        for _ in 1..MAX_SEGMENTS {
+            let Some(&n) = self.links.get(b.index()) else { return };
+            let next = PacketBuf(n);
+            let Some(m) = self.meta.get_mut(next.index()) else { return };
+            if m.is_free() {
+                self.double_frees += 1;
+                return;
+            }
+            let more = m.flags & MORE != 0;
+            m.flags = FREE;
+            // Cannot overflow, as in `free`.
+            self.free.push(next);
+            if !more {
+                return;
+            }
+            b = next;
+        }
+    }
+
+    /// Appends `next` (a buffer holding the frame's next bytes, at its own offset and length)
+    /// to the frame that starts in `head`: a frame longer than a buffer, as a NIC delivers it
+    /// over several receive buffers. Refused (`BadSegment`) for a free buffer, a `next` that
+    /// is already part of a frame of several buffers or is one of `head`'s, and past
+    /// [`MAX_SEGMENTS`] buffers; nothing changes then.
+    pub fn append_segment(&mut self, head: PacketBuf, next: PacketBuf) -> Result<(), PoolError> {
+        let rec = |p: &Self, b: PacketBuf| p.meta.get(b.index()).copied().ok_or(PoolError::BadHandle);
+        let (h, n) = (rec(self, head)?, rec(self, next)?);
+        if h.is_free() || n.is_free() || n.flags & MORE != 0 {
+            return Err(PoolError::BadSegment);
+        }
+        let mut last = head;
+        for _ in 1..MAX_SEGMENTS {
+            if last == next {
+                return Err(PoolError::BadSegment);
+            }
+            match self.next_segment(last) {
+                Some(s) => last = s,
+                None => {
+                    if let (Some(l), Some(m)) = (self.links.get_mut(last.index()), self.meta.get_mut(last.index())) {
+                        *l = next.0;
+                        m.flags |= MORE;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        Err(PoolError::BadSegment)
+    }
+
+    /// The buffer `b`'s frame goes on in, if it spans more than `b`.
+    #[inline]
+    pub fn next_segment(&self, b: PacketBuf) -> Option<PacketBuf> {
+        match self.meta.get(b.index()) {
+            Some(m) if m.flags & MORE != 0 => self.links.get(b.index()).map(|&n| PacketBuf(n)),
+            _ => None,
+        }
+    }
+
+    /// Whether `b`'s frame spans more buffers than `b` ([`Pool::append_segment`]).
+    #[inline]
+    pub fn is_segmented(&self, b: PacketBuf) -> bool {
+        self.meta.get(b.index()).is_some_and(|m| m.flags & MORE != 0)
+    }
+
+    /// The buffers of the frame that starts in `b`, `b` first (at most [`MAX_SEGMENTS`]).
+    pub fn segments(&self, b: PacketBuf) -> impl Iterator<Item = PacketBuf> + '_ {
+        core::iter::successors(Some(b), |&s| self.next_segment(s)).take(MAX_SEGMENTS)
+    }
+
+    /// The length of the whole frame that starts in `b`: [`Pool::len`] over its buffers.
+    #[inline]
+    pub fn frame_len(&self, b: PacketBuf) -> usize {
+        if self.is_segmented(b) { self.segments(b).map(|s| self.len(s)).sum() } else { self.len(b) }
+    }
+
+    /// Copies the whole frame that starts in `b` into the front of `out`; its length, or
+    /// `None` (nothing copied) if `out` is shorter.
+    pub fn copy_frame(&self, b: PacketBuf, out: &mut [u8]) -> Option<usize> {
+        let total = self.frame_len(b);
+        let mut at = out.get_mut(..total)?;
+        for s in self.segments(b) {
+            let f = self.frame(s);
+            let (here, rest) = at.split_at_mut(f.len().min(at.len()));
+            here.copy_from_slice(f.get(..here.len())?);
+            at = rest;
+        }
+        Some(total)
+    }
+
+    /// A frame holding `bytes`, over as many buffers as it needs (each at `HEADROOM`, up to
+    /// [`MAX_FRAME`] bytes; at most [`MAX_SEGMENTS`]): its first buffer, or `None` — and
+    /// nothing taken — when the pool has too few free buffers, `bytes` is empty, or it is
+    /// longer than [`MAX_SEGMENTED_FRAME`]. For drivers that copy frames in.
+    pub fn alloc_frame(&mut self, bytes: &[u8]) -> Option<PacketBuf> {
+        let n = bytes.len().div_ceil(MAX_FRAME);
+        if n == 0 || n > MAX_SEGMENTS || n > self.available() {
+            return None;
+        }
+        let mut head: Option<PacketBuf> = None;
+        let mut prev: Option<PacketBuf> = None;
+        for chunk in bytes.chunks(MAX_FRAME) {
+            // Cannot fail: `n` buffers are free, and a frame of `n` chunks is within bounds.
+            let b = self.alloc()?;
+            let _ = self.set_len(b, chunk.len());
+            self.frame_mut(b).copy_from_slice(chunk);
+            if let Some(p) = prev
+                && let (Some(l), Some(m)) = (self.links.get_mut(p.index()), self.meta.get_mut(p.index()))
+            {
+                *l = b.0;
+                m.flags |= MORE;
+            }
+            head.get_or_insert(b);
+            prev = Some(b);
+        }
+        head
     }
 
     /// Rebuilds the free list from the buffers' own records: exactly the buffers marked free.
@@ -240,7 +398,7 @@ impl<'m> Pool<'m> {
         self.free.clear();
         // Highest index first, as at construction.
         for i in (0..self.meta.len()).rev() {
-            if self.meta.get(i).is_some_and(|m| m.free) {
+            if self.meta.get(i).is_some_and(Meta::is_free) {
                 // Cannot overflow: the list has room for every buffer.
                 self.free.push(PacketBuf(i as u16));
             }
@@ -248,21 +406,27 @@ impl<'m> Pool<'m> {
         self.free.len()
     }
 
-    /// The region and the metadata, for [`Pool::view`] (`view`, where the
-    /// aliasing is argued).
-    pub(crate) fn view_parts(&self) -> (&PacketMem<'m>, &MetaTable<Meta>) {
-        (&self.mem, &self.meta)
+    /// The region, the metadata and the segment links, for [`Pool::view`] (`view`, where
+    /// the aliasing is argued).
+    pub(crate) fn view_parts(&self) -> (&PacketMem<'m>, &MetaTable<Meta>, &MetaTable<u16>) {
+        (&self.mem, &self.meta, &self.links)
     }
 
-    /// Makes the metadata table permanent (never freed), for [`Pool::aux_views`].
+    /// Makes the metadata and link tables permanent (never freed), for [`Pool::aux_views`].
     pub(crate) fn make_meta_permanent(&mut self) {
         self.meta.make_permanent();
+        self.links.make_permanent();
     }
 
-    /// A view over `mem` and `meta` (aliases of an owner's, made by [`Pool::view`]).
-    pub(crate) fn from_view_parts(mem: PacketMem<'m>, meta: MetaTable<Meta>, phys_base: u64) -> Self {
+    /// A view over `mem`, `meta` and `links` (aliases of an owner's, made by [`Pool::view`]).
+    pub(crate) fn from_view_parts(
+        mem: PacketMem<'m>,
+        meta: MetaTable<Meta>,
+        links: MetaTable<u16>,
+        phys_base: u64,
+    ) -> Self {
         let free = Vec::with_capacity(meta.len());
-        Pool { mem, phys_base, meta, free, double_frees: 0, view: true }
+        Pool { mem, phys_base, meta, links, free, double_frees: 0, view: true }
     }
 
     /// Whether this pool is a view ([`Pool::view`]).
@@ -393,7 +557,7 @@ impl<'m> Pool<'m> {
         let index = usize::try_from(index).ok()?;
         // `index < capacity <= u16::MAX + 1`, so it fits the handle.
         let m = self.meta.get(index)?;
-        (!m.free).then_some(PacketBuf(index as u16))
+        (!m.is_free()).then_some(PacketBuf(index as u16))
     }
 
     /// Sets where `b`'s frame starts in its buffer and how long it is.
@@ -554,7 +718,7 @@ mod tests {
         let popped = p.free.pop().unwrap();
         // `free` cut after the record, before the push: marked free, not in the list.
         let half_freed = held[2];
-        p.meta.get_mut(half_freed.index()).unwrap().free = true;
+        p.meta.get_mut(half_freed.index()).unwrap().flags = FREE;
         // A duplicated entry (the list's length written before its slot): two copies.
         let dup = *p.free.last().unwrap();
         p.free.push(dup);
@@ -682,6 +846,105 @@ mod tests {
         assert_eq!(last.index(), n - 1);
         assert_eq!(p.handle_at(p.phys(last) + BUF_SIZE as u64 - 1), Some(last));
         assert_eq!(p.handle_at((n * BUF_SIZE) as u64), None);
+    }
+
+    /// A frame longer than a buffer: copied in over as many buffers as it needs, read back
+    /// whole, freed whole by its first buffer; too long or too few buffers takes nothing.
+    #[test]
+    fn a_frame_spans_buffers_and_is_freed_with_its_first() {
+        let mut mem = vec![0u8; 8 * BUF_SIZE];
+        let mut p = pool(&mut mem, 8);
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let head = p.alloc_frame(&bytes).unwrap();
+        let segs: Vec<PacketBuf> = p.segments(head).collect();
+        assert_eq!(
+            segs.iter().map(|&s| p.len(s)).collect::<Vec<_>>(),
+            vec![MAX_FRAME, MAX_FRAME, 5000 - 2 * MAX_FRAME]
+        );
+        assert!(p.is_segmented(head) && p.is_segmented(segs[1]) && !p.is_segmented(segs[2]));
+        assert_eq!((p.frame_len(head), p.frame_len(segs[2]), p.in_use()), (5000, 5000 - 2 * MAX_FRAME, 3));
+        let mut out = vec![0u8; 6000];
+        assert_eq!(p.copy_frame(head, &mut out), Some(5000));
+        assert_eq!(&out[..5000], &bytes[..]);
+        assert_eq!(p.copy_frame(head, &mut out[..4999]), None, "too short a destination: nothing");
+        // One buffer's frame is what it was.
+        let small = p.alloc_frame(&bytes[..100]).unwrap();
+        assert_eq!((p.is_segmented(small), p.frame_len(small), p.segments(small).count()), (false, 100, 1));
+        p.free(head).unwrap();
+        assert_eq!(p.in_use(), 1, "all three back");
+        // A segment freed again, through its own handle: refused and counted.
+        assert_eq!(p.free(segs[1]), Err(PoolError::DoubleFree));
+        assert_eq!(p.double_frees(), 1);
+        // Too long, empty, or more buffers than are free: nothing taken.
+        assert_eq!(p.alloc_frame(&vec![1; MAX_SEGMENTED_FRAME + 1]), None);
+        assert_eq!(p.alloc_frame(&[]), None);
+        assert_eq!(p.alloc_frame(&vec![1; 7 * MAX_FRAME + 1]), None);
+        assert_eq!(p.in_use(), 1);
+        let full = p.alloc_frame(&vec![1; 7 * MAX_FRAME]).unwrap();
+        assert_eq!((p.frame_len(full), p.available()), (7 * MAX_FRAME, 0));
+        p.free(full).unwrap();
+        p.free(small).unwrap();
+        assert_eq!(p.in_use(), 0);
+    }
+
+    /// Appending segments by hand, as a NIC's receive path does: each to the end of the frame,
+    /// and nothing that would make a frame of a free buffer, a cycle, two frames' worth, or
+    /// more than `MAX_SEGMENTS` buffers.
+    #[test]
+    fn segments_are_appended_at_the_end_and_bad_ones_refused() {
+        let mut mem = vec![0u8; 12 * BUF_SIZE];
+        let mut p = pool(&mut mem, 12);
+        let b: Vec<PacketBuf> = (0..10).map(|_| p.alloc().unwrap()).collect();
+        for (i, &x) in b.iter().enumerate() {
+            p.set_len(x, 10 + i).unwrap();
+        }
+        p.append_segment(b[0], b[1]).unwrap();
+        p.append_segment(b[0], b[2]).unwrap();
+        assert_eq!(p.segments(b[0]).collect::<Vec<_>>(), vec![b[0], b[1], b[2]]);
+        assert_eq!(p.frame_len(b[0]), 10 + 11 + 12);
+        // Its own segment again (a cycle), itself, or the head of another frame of several.
+        assert_eq!(p.append_segment(b[0], b[2]), Err(PoolError::BadSegment));
+        assert_eq!(p.append_segment(b[0], b[0]), Err(PoolError::BadSegment));
+        p.append_segment(b[3], b[4]).unwrap();
+        assert_eq!(p.append_segment(b[0], b[3]), Err(PoolError::BadSegment));
+        // A free buffer, either way; a handle outside the pool.
+        let spare = p.alloc().unwrap();
+        p.free(spare).unwrap();
+        assert_eq!(p.append_segment(b[0], spare), Err(PoolError::BadSegment));
+        assert_eq!(p.append_segment(spare, b[5]), Err(PoolError::BadSegment));
+        assert_eq!(p.append_segment(b[0], PacketBuf(40)), Err(PoolError::BadHandle));
+        // Up to MAX_SEGMENTS buffers, not one more.
+        for &x in &b[5..10] {
+            p.append_segment(b[0], x).unwrap();
+        }
+        assert_eq!(p.segments(b[0]).count(), MAX_SEGMENTS);
+        let extra = p.alloc().unwrap();
+        assert_eq!(p.append_segment(b[0], extra), Err(PoolError::BadSegment));
+        assert!(!p.is_segmented(b[9]) && !p.is_segmented(extra));
+        p.free(b[0]).unwrap();
+        p.free(b[3]).unwrap();
+        p.free(extra).unwrap();
+        assert_eq!((p.in_use(), p.double_frees()), (0, 0));
+    }
+
+    /// A view frees a frame of several buffers as one: its holder gives the first back, and
+    /// the owner's free takes the rest with it.
+    #[test]
+    #[allow(unsafe_code)] // a view of the pool (`Pool::view`), under its discipline
+    fn a_views_free_of_a_frame_of_several_buffers_frees_all_of_them_at_the_owner() {
+        let mut mem = vec![0u8; 4 * BUF_SIZE];
+        let mut p = pool(&mut mem, 4);
+        let head = p.alloc_frame(&vec![3u8; 3000]).unwrap();
+        // SAFETY: the view is used only here, on `head`'s frame, which the owner does not
+        // touch meanwhile.
+        let mut view = unsafe { p.view() };
+        assert_eq!(view.frame_len(head), 3000, "the view reads the links");
+        view.free(head).unwrap();
+        let mut back = Batch::new();
+        assert_eq!(view.take_released(&mut back), 1);
+        drop(view);
+        p.free_batch(&mut back);
+        assert_eq!((p.in_use(), p.double_frees()), (0, 0));
     }
 
     #[test]

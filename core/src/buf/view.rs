@@ -69,10 +69,11 @@ impl<'m> Pool<'m> {
     /// link). In particular the owner touches no buffer it handed over until the link gives
     /// it back, and the view's side none it gave back.
     pub unsafe fn view(&self) -> Pool<'m> {
-        let (mem, meta) = self.view_parts();
-        // SAFETY: the caller's contract is `alias`'s for both: the owner outlives the view
-        // and each buffer's bytes and record are touched through one side at a time.
-        let (mem, meta) = unsafe { (mem.alias(), meta.alias()) };
-        Pool::from_view_parts(mem, meta, self.phys_base())
+        let (mem, meta, links) = self.view_parts();
+        // SAFETY: the caller's contract is `alias`'s for all three: the owner outlives the
+        // view and each buffer's bytes, record and link are touched through one side at a
+        // time.
+        let (mem, meta, links) = unsafe { (mem.alias(), meta.alias(), links.alias()) };
+        Pool::from_view_parts(mem, meta, links, self.phys_base())
     }
 }
