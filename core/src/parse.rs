@@ -421,6 +421,18 @@ pub fn parse_to(frame: &[u8], depth: Depth) -> Result<Parsed, ParseError> {
     }
 }
 
+/// [`parse_to`] of a frame over several buffers (`crate::buf`: a jumbo frame): `first` is its
+/// first buffer's bytes, `total` the whole frame's length (at least `first`'s). The same
+/// checks, lengths judged against `total`; every header read must lie in `first` (a header
+/// that runs past it is refused as truncated, as it would be at the frame's end). For a frame
+/// of one buffer (`total == first.len()`) exactly [`parse_to`].
+pub fn parse_segmented(first: &[u8], total: usize, depth: Depth) -> Result<Parsed, ParseError> {
+    match depth {
+        Depth::L4 => parse_general::<true>(first, total),
+        Depth::L2 | Depth::L3 => parse_general::<false>(first, total),
+    }
+}
+
 /// [`check`] to `depth` (see [`Depth`]).
 #[inline(always)]
 pub fn check_to(frame: &[u8], depth: Depth) -> Result<(), ParseError> {
@@ -452,27 +464,34 @@ fn check_l2(frame: &[u8]) -> Result<(), ParseError> {
 fn parse_inline<const L4: bool>(frame: &[u8]) -> Result<Parsed, ParseError> {
     match fast::ipv4::<L4>(frame) {
         Some(p) => Ok(p),
-        None => parse_general::<L4>(frame),
+        None => parse_general::<L4>(frame, frame.len()),
     }
 }
 
-/// Every frame, every check, every reason (the transport header's with `L4`).
+/// Every frame, every check, every reason (the transport header's with `L4`). `frame` holds
+/// the headers; `total` is the frame's length (more than `frame`'s for a frame over several
+/// buffers, [`parse_segmented`]).
 #[inline(never)]
-fn parse_general<const L4: bool>(frame: &[u8]) -> Result<Parsed, ParseError> {
-    // Offsets are u16: a frame is at most a buffer (2 KiB). Longer input is parsed as
-    // its first 64 KiB - 1, which no IP length field can reach past anyway.
+fn parse_general<const L4: bool>(frame: &[u8], total: usize) -> Result<Parsed, ParseError> {
+    // Offsets are u16: a frame is at most 16 KiB (`buf::MAX_SEGMENTED_FRAME`). Longer input
+    // is parsed as its first 64 KiB - 1, which no IP length field can reach past anyway.
     let frame = frame.get(..usize::from(u16::MAX)).unwrap_or(frame);
+    let total = total.clamp(frame.len(), usize::from(u16::MAX));
     let l2 = parse_l2(frame)?;
     let l3_off = usize::from(l2.len);
     let l3 = frame.get(l3_off..).unwrap_or(&[]);
+    // The frame's bytes from the IP header on, over every buffer.
+    let avail = total.saturating_sub(l3_off);
     let net = match l2.ethertype {
-        ETHERTYPE_IPV4 => net_v4(l3)?,
-        ETHERTYPE_IPV6 => net_v6(l3)?,
+        ETHERTYPE_IPV4 => net_v4(l3, avail)?,
+        ETHERTYPE_IPV6 => net_v6(l3, avail)?,
         _ => return Err(ParseError::UnsupportedEthertype),
     };
-    // The upper-layer bytes: from the L4 offset to the end of the IP packet.
-    let seg = l3.get(net.l4_rel..net.l3_len).unwrap_or(&[]);
-    let l4 = if L4 { transport(&net, seg)? } else { Transport::unparsed(seg) };
+    // The upper-layer bytes: from the L4 offset to the end of the IP packet (`seg`: those in
+    // the first buffer, where the transport header must be; `seg_len`: all of them).
+    let seg = l3.get(net.l4_rel..net.l3_len.min(l3.len())).unwrap_or(&[]);
+    let seg_len = net.l3_len.saturating_sub(net.l4_rel);
+    let l4 = if L4 { transport(&net, seg, seg_len)? } else { Transport::unparsed(seg_len) };
     let base = l3_off as u16;
     Ok(Parsed {
         l2,
@@ -500,7 +519,9 @@ struct Net {
     dst: IpAddr,
 }
 
-fn net_v4(b: &[u8]) -> Result<Net, ParseError> {
+/// The IPv4 header at the front of `b` (the first buffer's bytes from it on), in a packet of
+/// `avail` bytes to the frame's end.
+fn net_v4(b: &[u8], avail: usize) -> Result<Net, ParseError> {
     // A short buffer is TruncatedL3 whatever its first byte says; 20 bytes with the
     // wrong version are BadIpVersion before the IHL is judged.
     if b.len() < Ipv4Header::<&[u8]>::MIN_LEN {
@@ -514,7 +535,7 @@ fn net_v4(b: &[u8]) -> Result<Net, ParseError> {
     let total = usize::from(ip.total_len());
     // RFC 791: "Total Length is the length of the datagram, measured in octets,
     // including internet header and data."
-    if total < hlen || total > b.len() {
+    if total < hlen || total > avail {
         return Err(ParseError::BadIpTotalLen);
     }
     if !ip.verify_checksum() {
@@ -536,15 +557,18 @@ fn net_v4(b: &[u8]) -> Result<Net, ParseError> {
     })
 }
 
-fn net_v6(b: &[u8]) -> Result<Net, ParseError> {
+/// The IPv6 header and its extension headers at the front of `b` (as [`net_v4`]'s).
+fn net_v6(b: &[u8], avail: usize) -> Result<Net, ParseError> {
     let ip = Ipv6Header::try_new(b)?;
     if ip.version() != 6 {
         return Err(ParseError::BadIpVersion);
     }
     let end = 40 + usize::from(ip.payload_len());
-    if end > b.len() {
+    if end > avail {
         return Err(ParseError::BadIpTotalLen);
     }
+    // Where the headers may be: the packet, within the first buffer.
+    let heads = end.min(b.len());
     let mut next = ip.next_header();
     let mut off = 40usize;
     let mut fragment = Fragment::Whole;
@@ -558,7 +582,7 @@ fn net_v6(b: &[u8]) -> Result<Net, ParseError> {
         seen += 1;
         // Next Header and Hdr Ext Len (the first two bytes of every extension header) must
         // be inside the payload before they are read.
-        if off + 2 > end {
+        if off + 2 > heads {
             return Err(ParseError::TruncatedL3);
         }
         let len = if next == EXT_FRAGMENT {
@@ -570,7 +594,7 @@ fn net_v6(b: &[u8]) -> Result<Net, ParseError> {
             // including the first 8 octets."
             (usize::from(byte(b, off + 1)) + 1) * 8
         };
-        if off + len > end {
+        if off + len > heads {
             return Err(ParseError::TruncatedL3);
         }
         if next == EXT_FRAGMENT {
@@ -607,14 +631,16 @@ struct Transport {
 }
 
 impl Transport {
-    /// No transport header parsed: the whole segment is payload, no ports.
-    fn unparsed(seg: &[u8]) -> Transport {
-        Transport { kind: L4Kind::Unparsed, header_len: 0, payload_len: seg.len(), ports: (0, 0) }
+    /// No transport header parsed: the whole segment (`seg_len` bytes) is payload, no ports.
+    fn unparsed(seg_len: usize) -> Transport {
+        Transport { kind: L4Kind::Unparsed, header_len: 0, payload_len: seg_len, ports: (0, 0) }
     }
 }
 
-fn transport(net: &Net, seg: &[u8]) -> Result<Transport, ParseError> {
-    let unparsed = Transport::unparsed(seg);
+/// The transport header at the front of `seg` (the upper-layer bytes in the first buffer) of
+/// an upper-layer segment of `seg_len` bytes.
+fn transport(net: &Net, seg: &[u8], seg_len: usize) -> Result<Transport, ParseError> {
+    let unparsed = Transport::unparsed(seg_len);
     if net.fragment == Fragment::Later {
         return Ok(unparsed);
     }
@@ -627,7 +653,7 @@ fn transport(net: &Net, seg: &[u8]) -> Result<Transport, ParseError> {
             Transport {
                 kind: L4Kind::Tcp,
                 header_len: h,
-                payload_len: seg.len().saturating_sub(h),
+                payload_len: seg_len.saturating_sub(h),
                 ports: ports((tcp.src_port(), tcp.dst_port())),
             }
         }
@@ -637,21 +663,21 @@ fn transport(net: &Net, seg: &[u8]) -> Result<Transport, ParseError> {
             // RFC 768: "Length is the length in octets of this user datagram including
             // this header and the data. (This means the minimum value of the length
             // is eight.)" A first fragment holds only part of the datagram.
-            if ulen < 8 || (whole && ulen > seg.len()) {
+            if ulen < 8 || (whole && ulen > seg_len) {
                 return Err(ParseError::BadL4Len);
             }
-            let payload_len = if whole { ulen } else { seg.len() }.saturating_sub(8);
+            let payload_len = if whole { ulen } else { seg_len }.saturating_sub(8);
             Transport { kind: L4Kind::Udp, header_len: 8, payload_len, ports: ports((udp.src_port(), udp.dst_port())) }
         }
         (L3Kind::Ipv4, PROTO_ICMP) => {
             if seg.len() < 8 {
                 return Err(ParseError::TruncatedL4);
             }
-            Transport { kind: L4Kind::Icmp, header_len: 8, payload_len: seg.len().saturating_sub(8), ports: (0, 0) }
+            Transport { kind: L4Kind::Icmp, header_len: 8, payload_len: seg_len.saturating_sub(8), ports: (0, 0) }
         }
         (L3Kind::Ipv6, PROTO_ICMPV6) => {
             IcmpHeader::try_new(seg)?;
-            Transport { kind: L4Kind::Icmpv6, header_len: 4, payload_len: seg.len().saturating_sub(4), ports: (0, 0) }
+            Transport { kind: L4Kind::Icmpv6, header_len: 4, payload_len: seg_len.saturating_sub(4), ports: (0, 0) }
         }
         _ => unparsed,
     })

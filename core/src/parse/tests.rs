@@ -391,22 +391,22 @@ fn fast_paths_agree(f: &[u8]) -> Result<(), TestCaseError> {
     if let Some(p) = fast::ipv4::<true>(f) {
         prop_assert_eq!(
             Ok(p),
-            parse_general::<true>(f),
+            parse_general::<true>(f, f.len()),
             "the IPv4 fast path took a frame the general parser judges otherwise"
         );
     }
     if let Some(p) = fast::ipv4::<false>(f) {
-        prop_assert_eq!(Ok(p), parse_general::<false>(f), "the IPv4 fast path at L3");
+        prop_assert_eq!(Ok(p), parse_general::<false>(f, f.len()), "the IPv4 fast path at L3");
     }
     if let Some(p) = fast::ipv6::<true>(f) {
         prop_assert_eq!(
             Ok(p),
-            parse_general::<true>(f),
+            parse_general::<true>(f, f.len()),
             "the IPv6 fast path took a frame the general parser judges otherwise"
         );
     }
     if let Some(p) = fast::ipv6::<false>(f) {
-        prop_assert_eq!(Ok(p), parse_general::<false>(f), "the IPv6 fast path at L3");
+        prop_assert_eq!(Ok(p), parse_general::<false>(f, f.len()), "the IPv6 fast path at L3");
     }
     prop_assert_eq!(ipv6_flow::<true>(f), fast::ipv6::<true>(f).map(|p| p.flow));
     Ok(())
@@ -438,7 +438,7 @@ fn fast_path_takes_plain_ipv4_and_nothing_else() {
         eth(&[], ETHERTYPE_IPV4, &ipv4(PROTO_GRE, b"gre")),
         padded,
     ] {
-        assert_eq!(fast::ipv4::<true>(&f).map(Ok), Some(parse_general::<true>(&f)), "{f:02x?}");
+        assert_eq!(fast::ipv4::<true>(&f).map(Ok), Some(parse_general::<true>(&f, f.len())), "{f:02x?}");
     }
     let mut bad_sum = udp4(1, 2, b"x");
     bad_sum[24] ^= 1;
@@ -475,7 +475,7 @@ fn fast_path_takes_plain_ipv6_and_nothing_else() {
         padded,
     ] {
         for (fast, general) in
-            [(fast::ipv6::<true>(&f), parse_general::<true>(&f)), (fast::ipv6::<false>(&f), parse_general::<false>(&f))]
+            [(fast::ipv6::<true>(&f), parse_general::<true>(&f, f.len())), (fast::ipv6::<false>(&f), parse_general::<false>(&f, f.len()))]
         {
             assert_eq!(fast.map(Ok), Some(general), "{f:02x?}");
         }
@@ -657,6 +657,66 @@ proptest! {
         assert_eq!(fast::INVERSE_FFFF.wrapping_mul(0xFFFF), 1);
         for v in [x, (k * 0xFFFF).wrapping_add(off), (k * 0xFFFF).wrapping_sub(off), 0, u64::MAX, u64::MAX - 0xFFFF] {
             prop_assert_eq!(fast::divisible_by_ffff(v), v % 0xFFFF == 0, "{:#x}", v);
+        }
+    }
+}
+
+/// [`seeds`]' frames, each carrying `n` payload bytes (their lengths set to match): past
+/// about 2 000 bytes, frames a pool holds over several buffers.
+fn long_seeds(n: usize) -> Vec<Vec<u8>> {
+    let p = vec![0x5a; n];
+    let mut v6ext = ext(EXT_FRAGMENT, 0);
+    v6ext.extend(frag6(PROTO_UDP, 0, true));
+    v6ext.extend(udp(1, 2, &p));
+    vec![
+        udp4(1, 2, &p),
+        tcp4(3, 4, &p),
+        tcp6(5, 6, &p),
+        eth(&[(TPID_8021AD, 1), (TPID_8021Q, 2)], ETHERTYPE_IPV4, &ipv4(PROTO_ICMP, &icmp_echo(&p))),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(EXT_HOP_BY_HOP, &v6ext)),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMPV6, &p)),
+        eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_UDP, &udp(7, 8, &p))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(crate::testing::proptest_config(256))]
+    /// A frame whose first `k` bytes are in its first buffer parses as the same frame in one
+    /// piece, at every depth: the same result when the first buffer holds every header it
+    /// reads, a refusal (never a panic, never another result) when a header runs past it;
+    /// lengths are judged against the whole frame, so a frame whose IP length is longer
+    /// than the frame is still refused. With `k` the whole frame, exactly `parse_to`.
+    #[test]
+    fn a_frame_over_buffers_parses_as_the_same_frame_in_one(
+        seed in 0usize..7,
+        n in 0usize..9000,
+        cut in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        short in 0usize..3,
+    ) {
+        let mut f = long_seeds(n).swap_remove(seed);
+        for (at, v) in edits {
+            let i = at.index(f.len());
+            f[i] = v;
+        }
+        // Sometimes the frame ends early: the IP length then says more than there is.
+        f.truncate(f.len().saturating_sub(short));
+        let k = cut.index(f.len() + 1);
+        for depth in [Depth::L2, Depth::L3, Depth::L4] {
+            let whole = parse_to(&f, depth);
+            let split = parse_segmented(&f[..k], f.len(), depth);
+            match (&whole, &split) {
+                (Ok(w), Ok(s)) => prop_assert_eq!(w, s),
+                (Err(_), Ok(s)) => prop_assert!(false, "accepted over buffers, refused whole: {:?}", s),
+                (Ok(w), Err(e)) => {
+                    let heads = if depth == Depth::L4 { usize::from(w.payload_offset) } else { usize::from(w.l4_offset) };
+                    prop_assert!(k < heads, "refused ({:?}) with every header in the first {} bytes of {}", e, k, f.len());
+                }
+                (Err(_), Err(_)) => {}
+            }
+            if k == f.len() {
+                prop_assert_eq!(&split, &whole);
+            }
         }
     }
 }
