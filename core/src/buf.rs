@@ -168,6 +168,10 @@ pub struct Pool<'m> {
     /// to give back to the owner.
     free: Vec<PacketBuf>,
     double_frees: u64,
+    /// Frames over several buffers made in this pool and not yet freed or trimmed (never
+    /// below the truth: a per-batch test that lets single-buffer traffic skip every
+    /// per-frame look at segments).
+    segmented: u32,
     view: bool,
 }
 
@@ -195,7 +199,7 @@ impl<'m> Pool<'m> {
         let links = MetaTable::new(alloc::vec![0u16; count]);
         // Highest index on top: allocation hands out low indices first.
         let free = (0..count).rev().map(|i| PacketBuf(i as u16)).collect();
-        Ok(Self { mem, phys_base, meta, links, free, double_frees: 0, view: false })
+        Ok(Self { mem, phys_base, meta, links, free, double_frees: 0, segmented: 0, view: false })
     }
 
     /// Buffers in the pool, free or not.
@@ -257,9 +261,17 @@ impl<'m> Pool<'m> {
         // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
         self.free.push(b);
         if more {
+            self.segmented = self.segmented.saturating_sub(1);
             self.free_segments(b);
         }
         Ok(())
+    }
+
+    /// Whether a frame over several buffers may be in use (made here and not freed): when
+    /// not, no frame needs its segments looked at.
+    #[inline(always)]
+    pub fn has_segmented(&self) -> bool {
+        self.segmented != 0
     }
 
     /// Frees the buffers after `b` in its frame (whose record no longer says so): each once,
@@ -305,6 +317,9 @@ impl<'m> Pool<'m> {
             match self.next_segment(last) {
                 Some(s) => last = s,
                 None => {
+                    if last == head {
+                        self.segmented = self.segmented.saturating_add(1);
+                    }
                     if let (Some(l), Some(m)) = (self.links.get_mut(last.index()), self.meta.get_mut(last.index())) {
                         *l = next.0;
                         m.flags |= MORE;
@@ -314,6 +329,17 @@ impl<'m> Pool<'m> {
             }
         }
         Err(PoolError::BadSegment)
+    }
+
+    /// Cuts `b`'s frame to its first buffer: the buffers after it are freed (a reply built in
+    /// place from the front of a long frame, an ICMP error).
+    pub fn trim_segments(&mut self, b: PacketBuf) {
+        let Some(m) = self.meta.get_mut(b.index()) else { return };
+        if m.flags & MORE != 0 && !m.is_free() {
+            m.flags &= !MORE;
+            self.segmented = self.segmented.saturating_sub(1);
+            self.free_segments(b);
+        }
     }
 
     /// The buffer `b`'s frame goes on in, if it spans more than `b`.
@@ -337,9 +363,13 @@ impl<'m> Pool<'m> {
     }
 
     /// The length of the whole frame that starts in `b`: [`Pool::len`] over its buffers.
-    #[inline]
+    #[inline(always)]
     pub fn frame_len(&self, b: PacketBuf) -> usize {
-        if self.is_segmented(b) { self.segments(b).map(|s| self.len(s)).sum() } else { self.len(b) }
+        match self.meta.get(b.index()) {
+            Some(m) if m.flags & MORE != 0 => m.len as usize + self.rest_len(b) as usize,
+            Some(m) => m.len as usize,
+            None => 0,
+        }
     }
 
     /// Copies the whole frame that starts in `b` into the front of `out`; its length, or
@@ -380,6 +410,9 @@ impl<'m> Pool<'m> {
             }
             head.get_or_insert(b);
             prev = Some(b);
+        }
+        if n > 1 {
+            self.segmented = self.segmented.saturating_add(1);
         }
         head
     }
@@ -426,7 +459,7 @@ impl<'m> Pool<'m> {
         phys_base: u64,
     ) -> Self {
         let free = Vec::with_capacity(meta.len());
-        Pool { mem, phys_base, meta, links, free, double_frees: 0, view: true }
+        Pool { mem, phys_base, meta, links, free, double_frees: 0, segmented: 0, view: true }
     }
 
     /// Whether this pool is a view ([`Pool::view`]).
@@ -479,7 +512,8 @@ impl<'m> Pool<'m> {
     }
 
     /// Stamps every frame of `batch` with `ticks` ([`Pool::set_stamp`]) and returns their
-    /// bytes: one pass over their metadata where a receive path needs both.
+    /// bytes (every buffer of a frame over several): one pass over their metadata where a
+    /// receive path needs both.
     #[inline]
     pub fn stamp_batch(&mut self, batch: &Batch, ticks: u64) -> u64 {
         let mut bytes = 0u64;
@@ -489,7 +523,25 @@ impl<'m> Pool<'m> {
                 bytes += u64::from(m.len);
             }
         }
+        // Frames over several buffers: their other buffers' bytes, in a pass of their own.
+        if self.has_segmented() {
+            bytes += self.rest_bytes(batch);
+        }
         bytes
+    }
+
+    /// The bytes of `batch`'s frames after their first buffers.
+    #[cold]
+    #[inline(never)]
+    fn rest_bytes(&self, batch: &Batch) -> u64 {
+        batch.as_slice().iter().filter(|&&b| self.is_segmented(b)).map(|&b| self.rest_len(b)).sum()
+    }
+
+    /// Bytes of `b`'s frame after its first buffer.
+    #[cold]
+    #[inline(never)]
+    fn rest_len(&self, b: PacketBuf) -> u64 {
+        self.segments(b).skip(1).map(|s| self.len(s) as u64).sum()
     }
 
     /// Completes the arrival stamps of `batch` from a driver that sets them itself
@@ -509,10 +561,14 @@ impl<'m> Pool<'m> {
                 bytes += u64::from(m.len);
             }
         }
+        if self.has_segmented() {
+            bytes += self.rest_bytes(batch);
+        }
         (bytes, from_poll)
     }
 
-    /// `b`'s frame length and arrival stamp ([`Pool::len`], [`Pool::stamp`]) in one lookup.
+    /// `b`'s first buffer's length ([`Pool::len`]) and arrival stamp ([`Pool::stamp`]) in one
+    /// lookup.
     #[inline]
     pub fn len_stamp(&self, b: PacketBuf) -> (usize, u64) {
         self.meta.get(b.index()).map_or((0, 0), |m| (m.len as usize, m.stamp))
@@ -870,8 +926,10 @@ mod tests {
         // One buffer's frame is what it was.
         let small = p.alloc_frame(&bytes[..100]).unwrap();
         assert_eq!((p.is_segmented(small), p.frame_len(small), p.segments(small).count()), (false, 100, 1));
+        assert!(p.has_segmented());
         p.free(head).unwrap();
         assert_eq!(p.in_use(), 1, "all three back");
+        assert!(!p.has_segmented(), "no frame of several buffers left");
         // A segment freed again, through its own handle: refused and counted.
         assert_eq!(p.free(segs[1]), Err(PoolError::DoubleFree));
         assert_eq!(p.double_frees(), 1);
@@ -922,9 +980,15 @@ mod tests {
         assert_eq!(p.append_segment(b[0], extra), Err(PoolError::BadSegment));
         assert!(!p.is_segmented(b[9]) && !p.is_segmented(extra));
         p.free(b[0]).unwrap();
+        assert!(p.has_segmented(), "b[3]'s frame is left");
         p.free(b[3]).unwrap();
         p.free(extra).unwrap();
-        assert_eq!((p.in_use(), p.double_frees()), (0, 0));
+        assert_eq!((p.in_use(), p.double_frees(), p.has_segmented()), (0, 0, false));
+        // Trimmed to its first buffer: the others back, the first still held.
+        let f = p.alloc_frame(&vec![1; 3 * MAX_FRAME]).unwrap();
+        p.trim_segments(f);
+        assert_eq!((p.in_use(), p.frame_len(f), p.has_segmented()), (1, MAX_FRAME, false));
+        p.free(f).unwrap();
     }
 
     /// A view frees a frame of several buffers as one: its holder gives the first back, and

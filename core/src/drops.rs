@@ -96,6 +96,10 @@ drop_reasons! {
     /// An 802.1Q-tagged frame whose (port, VLAN ID) is no sub-interface of a chain that has
     /// sub-interfaces (`crate::vlan`).
     VlanUnknown = "vlan_unknown",
+    /// A frame over several buffers (a jumbo frame, `crate::buf`) that something on its way
+    /// cannot carry: an NF that reads whole payloads (the URL filter, the encryption NF), or
+    /// IPv4 fragmentation of it.
+    MultiBuffer = "multi_buffer",
     /// An ARP request or announcement for an address the dataplane does not own (and no
     /// entry of ours to update).
     ArpNotOurs = "arp_not_ours",

@@ -77,7 +77,8 @@ pub trait TxQueue {
     ///   ring drained by the device makes room again.
     /// - Frames with a length of 0 or over the device's maximum are not sent: the
     ///   driver frees them to `pool`, counts them in [`TxStats::errors`], and counts
-    ///   them as taken.
+    ///   them as taken. A frame over several buffers (`Pool::is_segmented`) is over the
+    ///   maximum of a queue that sends one buffer per frame.
     /// - The doorbell is rung before returning whenever anything was taken.
     fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize;
 

@@ -370,6 +370,8 @@ impl<S: Stage> Poller<S> {
         // and leave with one `now`: each run of equal stamps is recorded once (the histogram
         // is the same as frame by frame).
         let mut lens = [0u64; BATCH_SIZE];
+        // (Each entry is the first buffer's length; made whole after the loop, where the pool
+        // may hold frames over several buffers: one test per batch.)
         if self.cfg.timing {
             let (mut run_stamp, mut run) = (0u64, 0u64);
             for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
@@ -391,6 +393,9 @@ impl<S: Stage> Poller<S> {
             for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
                 *l = pool.len(b) as u64;
             }
+        }
+        if pool.has_segmented() {
+            whole_lens(pool, out, &mut lens);
         }
         if let Some(q) = txq {
             for _ in 0..=self.cfg.tx_retries {
@@ -448,6 +453,15 @@ impl<S: Stage> Poller<S> {
                 idle && q.in_flight() == 0
             })
         })
+    }
+}
+
+/// `lens` of `out`'s frames made whole: a frame over several buffers counts all of them.
+#[cold]
+#[inline(never)]
+fn whole_lens(pool: &Pool<'_>, out: &Batch, lens: &mut [u64; BATCH_SIZE]) {
+    for (l, &b) in lens.iter_mut().zip(out.as_slice()) {
+        *l = pool.frame_len(b) as u64;
     }
 }
 

@@ -339,6 +339,8 @@ impl TxQueue for SoftTxQueue {
         let (head, size, mut tail) = (self.head, self.size, self.tail);
         let mut taken = 0;
         for &b in batch.as_slice() {
+            // A frame over several buffers goes on the ring as its first, counted by its first
+            // buffer's bytes (the wire's side reads it whole: `Pool::copy_frame`).
             let len = pool.len(b);
             if len == 0 || len > MAX_FRAME {
                 let _ = pool.free(b);

@@ -67,20 +67,23 @@ struct Out {
     c: StageCounters,
 }
 
-/// One batch of `frames` on `port` at `now` (ms), then the chain's idle: what left each port.
+/// One batch of `frames` on `port` at `now` (ms), then the chain's idle: what left each port
+/// (a frame longer than a buffer goes in over several, and comes out whole).
 fn step(chain: &mut crate::nf::Chain, pool: &mut Pool<'_>, frames: &[Vec<u8>], port: usize, now: u64) -> Out {
     let mut input = Batch::new();
     for f in frames {
-        let b = pool.alloc().unwrap();
-        pool.set_len(b, f.len()).unwrap();
-        pool.frame_mut(b).copy_from_slice(f);
-        input.push(b).unwrap();
+        input.push(pool.alloc_frame(f).unwrap()).unwrap();
     }
     let mut out = [const { Batch::new() }; crate::stage::PORTS];
     let mut c = StageCounters::default();
     let _ = chain.process(port, pool, &mut input, &mut out, &mut c, Instant(now));
     chain.idle(pool, &mut out, &mut c, Instant(now));
-    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
+    let whole = |b| {
+        let mut f = std::vec![0; pool.frame_len(b)];
+        pool.copy_frame(b, &mut f);
+        f
+    };
+    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| whole(b)).collect::<Vec<_>>());
     for q in &mut out {
         pool.free_batch(q);
     }
@@ -563,6 +566,43 @@ fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_fragmented() {
     assert_eq!(pool.in_use(), 0);
 }
 
+/// Jumbo frames (issue 27 item 5) through the router: a 9 000-byte IPv4 packet over five
+/// buffers is routed whole — TTL down and MACs rewritten in its first buffer, every later
+/// byte as sent — toward a port whose MTU is 9 000; toward one of 1 500, with DF set it is
+/// answered "fragmentation needed" (the error built from its first buffer, the others freed),
+/// without DF it is dropped as `multi_buffer` (not cut). Nothing leaks.
+#[test]
+fn a_jumbo_packet_is_routed_whole_or_answered_from_its_first_buffer() {
+    let (mut chain, _) = build("port.mtu=port:0,mtu:9000\nport.mtu=port:1,mtu:9000\n");
+    let mut mem = std::vec![0u8; 16 * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, 16).unwrap();
+    let mut jumbo = udp_sized([192, 0, 2, 7], 9000, true);
+    for (i, b) in jumbo[42..].iter_mut().enumerate() {
+        *b = (i * 13 % 251) as u8;
+    }
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&jumbo), 0, 10);
+    assert_eq!((o.sent[0].len(), o.sent[1].len(), o.c.drops_total()), (0, 1, 0), "{:?}", o.c);
+    let f = &o.sent[1][0];
+    assert_eq!(f.len(), 14 + 9000);
+    assert_eq!((&f[..6], &f[6..12]), (&[2, 0, 0, 0, 0, 0x99][..], &OWN[1][..]));
+    assert_eq!(f[22], jumbo[22] - 1, "TTL decremented");
+    assert!(crate::checksum::verify(&f[14..34]));
+    assert_eq!(&f[26..], &jumbo[26..], "addresses, ports and all 8 972 bytes of payload as sent");
+    assert_eq!(pool.in_use(), 0);
+    // Port 1 at 1 500 bytes: DF set, answered from the first buffer; no DF, dropped.
+    let (mut chain, _) = build("port.mtu=port:0,mtu:9000\n");
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&jumbo), 0, 10);
+    let (src, dst, ty, code, quoted) = icmp_of(&o.sent[0][0]);
+    assert_eq!((src, dst, ty, code, o.sent[1].len()), ([10, 0, 0, 1], [10, 0, 0, 2], 3, 4, 0));
+    assert_eq!(u16::from_be_bytes([o.sent[0][0][40], o.sent[0][0][41]]), 1500);
+    assert_eq!(&quoted[12..], &jumbo[26..42]);
+    let no_df = udp_sized([192, 0, 2, 7], 9000, false);
+    let o = step(&mut chain, &mut pool, &[no_df], 0, 10);
+    assert!(o.sent.iter().all(Vec::is_empty));
+    assert_eq!(o.c.drops_for(DropReason::MultiBuffer), 1);
+    assert_eq!((pool.in_use(), pool.double_frees()), (0, 0));
+}
+
 #[test]
 fn an_ipv6_packet_longer_than_the_egress_mtu_gets_packet_too_big() {
     let text = "version=1\nport.addr=port:0,addr:fd78::1/64\nport.mtu=port:1,mtu:1280\n\
@@ -604,9 +644,9 @@ fn a_port_mtu_out_of_range_or_given_twice_names_its_line() {
     let bad = |extra: &str| {
         ChainSpec::parse(&std::format!("version=1\n{extra}")).map(|_| ()).map_err(|e| std::format!("{e}")).unwrap_err()
     };
-    let tail = "not 1280..=1500, or not a port or sub-interface";
+    let tail = "not 1280..=9000, or not a port or sub-interface";
     assert_eq!(bad("port.mtu=port:1,mtu:1279\n"), std::format!("line 2: port.mtu: port.mtu (port 1): {tail}"));
-    assert_eq!(bad("port.mtu=port:0,mtu:9000\n"), std::format!("line 2: port.mtu: port.mtu (port 0): {tail}"));
+    assert_eq!(bad("port.mtu=port:0,mtu:9001\n"), std::format!("line 2: port.mtu: port.mtu (port 0): {tail}"));
     assert!(bad("port.mtu=port:0,mtu:1400\nport.mtu=port:0,mtu:1300\n").starts_with("line 3: port.mtu"));
     assert!(bad("port.mtu=port:8,mtu:1400\n").starts_with("line 2: port.mtu"));
     assert!(bad("port.mtu=port:0\n").starts_with("line 2: port.mtu"));

@@ -270,7 +270,7 @@ impl Chain {
         if !vlan::pop(pool, b) {
             return Self::drop_frame(pool, counters, b, DropReason::Runt);
         }
-        let parsed = parse::parse_to(pool.frame(b), self.depth);
+        let parsed = super::parse_frame(pool, b, self.depth);
         let default_out = crate::stage::pair_of(port as u8);
         self.admit_on((usize::from(iface), vid), default_out, pool, counters, commands, b, parsed, now);
     }
@@ -520,7 +520,7 @@ impl Chain {
         to: u8,
         dst_set: bool,
     ) {
-        let parsed = match parse::parse(pool.frame(b)) {
+        let parsed = match super::parse_frame(pool, b, Depth::L4) {
             Ok(p) => p,
             Err(e) => return Self::drop_frame(pool, counters, b, e.into()),
         };
@@ -592,7 +592,7 @@ impl Stage for Chain {
         if self.egress.vlans.is_empty() && port < PORTS {
             let default_out = crate::stage::pair_of(port as u8);
             for &b in input.as_slice() {
-                let parsed = parse::parse_to(pool.frame(b), depth);
+                let parsed = super::parse_frame(pool, b, depth);
                 self.admit_on((port, 0), default_out, pool, counters, &mut commands, b, parsed, now);
             }
         } else {
@@ -605,7 +605,7 @@ impl Stage for Chain {
                     self.admit_tagged(port, pool, counters, &mut commands, b, vid, now);
                     continue;
                 }
-                let parsed = parse::parse_to(pool.frame(b), depth);
+                let parsed = super::parse_frame(pool, b, depth);
                 self.admit_on((port, 0), default_out, pool, counters, &mut commands, b, parsed, now);
             }
         }
@@ -676,7 +676,7 @@ impl Chain {
         let to = (port < PORTS).then(|| usize::from(crate::stage::pair_of(port as u8)));
         let head = to.and_then(|t| self.macs.get(t)).copied();
         for &b in input.as_slice() {
-            match (parse::check_to(pool.frame(b), depth), to, head) {
+            match (super::check_frame(pool, b, depth), to, head) {
                 (Ok(()), Some(to), Some(head)) => Self::send_head(pool, out, counters, b, to, head),
                 // Nowhere to send it: the caller named a port the chain does not have.
                 (Ok(()), _, _) => Self::drop_frame(pool, counters, b, DropReason::TxFull),
@@ -760,7 +760,7 @@ impl Chain {
                     break;
                 }
                 first = false;
-                let parsed = parse::parse_to(frame, depth);
+                let parsed = super::parse_frame(pool, b, depth);
                 self.admit(port, pool, counters, commands, b, parsed, now);
                 rest = after;
             }
@@ -824,7 +824,7 @@ impl Chain {
                 }
                 Verdict::Forward(to) | Verdict::Reply(to) => to,
             };
-            let ip_len = pool.len(p.buf).saturating_sub(usize::from(p.parsed.l3_offset));
+            let ip_len = pool.frame_len(p.buf).saturating_sub(usize::from(p.parsed.l3_offset));
             if let Some(mtu) = r.too_big(to, ip_len) {
                 Self::too_big(egress, r, nfs, pool, out, counters, p, to, mtu, now);
                 continue;
@@ -919,8 +919,11 @@ impl Chain {
         let df = pool.frame(p.buf).get(ip + 6).is_some_and(|f| f & 0x40 != 0);
         if p.parsed.l3 == L3Kind::Ipv4 && !df {
             // May be fragmented: each fragment goes on as the packet would have.
-            let Some(frags) = frag::fragment4(pool, p.buf, ip, mtu) else {
-                return Self::drop_frame(pool, counters, p.buf, DropReason::TooBig);
+            // (A frame over several buffers is not cut: `frag` reads one buffer.)
+            let frags = if pool.is_segmented(p.buf) { None } else { frag::fragment4(pool, p.buf, ip, mtu) };
+            let Some(frags) = frags else {
+                let why = if pool.is_segmented(p.buf) { DropReason::MultiBuffer } else { DropReason::TooBig };
+                return Self::drop_frame(pool, counters, p.buf, why);
             };
             r.count_fragmented(frags.len());
             counters.generated = counters.generated.saturating_add(frags.len() as u64 - 1);

@@ -295,6 +295,11 @@ impl Nf for Encrypt {
                 self.counters.empty += 1;
                 continue;
             }
+            // A payload over several buffers is not sealed or opened in pieces: refused.
+            if pool.is_segmented(p.buf) {
+                p.verdict = Verdict::Drop(DropReason::MultiBuffer);
+                continue;
+            }
             let f = &pr.flow;
             let key = f.words();
             let flow_id = self.shared.flow_id(&key);

@@ -111,6 +111,32 @@ pub mod urlfilter;
 
 pub use chain::Chain;
 
+/// [`parse::parse_to`] of the frame that starts in `b`, over every buffer it spans (a frame
+/// of several buffers, `crate::buf`: [`parse::parse_segmented`]).
+#[inline(always)]
+pub(crate) fn parse_frame(pool: &Pool<'_>, b: PacketBuf, depth: Depth) -> Result<Parsed, ParseError> {
+    if pool.is_segmented(b) {
+        return parse_segmented_frame(pool, b, depth);
+    }
+    parse::parse_to(pool.frame(b), depth)
+}
+
+/// [`parse::check_to`] of the frame that starts in `b`, over every buffer it spans.
+#[inline(always)]
+pub(crate) fn check_frame(pool: &Pool<'_>, b: PacketBuf, depth: Depth) -> Result<(), ParseError> {
+    // At `L2` only the link header is read: the first buffer's bytes are enough.
+    if depth != Depth::L2 && pool.is_segmented(b) {
+        return parse_segmented_frame(pool, b, depth).map(|_| ());
+    }
+    parse::check_to(pool.frame(b), depth)
+}
+
+#[cold]
+#[inline(never)]
+fn parse_segmented_frame(pool: &Pool<'_>, b: PacketBuf, depth: Depth) -> Result<Parsed, ParseError> {
+    parse::parse_segmented(pool.frame(b), pool.frame_len(b), depth)
+}
+
 /// What happens to a packet when the chain is done with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -166,17 +166,17 @@ pub struct Out {
 }
 
 /// Runs `nf` over `frames` (each must parse) as one batch (or several of 32) arriving on
-/// `ingress` at `now`; returns each frame with its verdict, in order.
+/// `ingress` at `now`; returns each frame with its verdict, in order. A frame longer than a
+/// buffer goes in over several (`Pool::alloc_frame`) and comes out whole.
 pub fn run(nf: &mut dyn Nf, frames: &[Vec<u8>], ingress: u8, now: Instant) -> Vec<Out> {
     let mut outs = Vec::new();
-    let mut mem = vec![0u8; 32 * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, 32).unwrap();
+    let n = 32 * crate::buf::MAX_SEGMENTS;
+    let mut mem = vec![0u8; n * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, n).unwrap();
     for chunk in frames.chunks(32) {
         let mut batch = NfBatch::new();
         for f in chunk {
-            let b = pool.alloc().unwrap();
-            pool.set_len(b, f.len()).unwrap();
-            pool.frame_mut(b).copy_from_slice(f);
+            let b = pool.alloc_frame(f).unwrap();
             let parsed = parse::parse(f).expect("test frames parse");
             let pkt = Pkt {
                 buf: b,
@@ -190,7 +190,9 @@ pub fn run(nf: &mut dyn Nf, frames: &[Vec<u8>], ingress: u8, now: Instant) -> Ve
         }
         nf.process(&NfCtx { now }, &mut pool, &mut batch);
         for p in batch.pkts() {
-            outs.push(Out { frame: pool.frame(p.buf).to_vec(), verdict: p.verdict });
+            let mut frame = vec![0; pool.frame_len(p.buf)];
+            pool.copy_frame(p.buf, &mut frame);
+            outs.push(Out { frame, verdict: p.verdict });
             pool.free(p.buf).unwrap();
         }
         batch.clear();
@@ -230,20 +232,24 @@ pub fn run_chain_on(
 ) -> ([Vec<Vec<u8>>; 2], crate::stage::StageCounters, crate::control::Commands) {
     use crate::buf::Batch;
     use crate::stage::{Stage, StageCounters};
-    let mut mem = vec![0u8; 64 * BUF_SIZE];
-    let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+    let n = 32 * crate::buf::MAX_SEGMENTS;
+    let mut mem = vec![0u8; n * BUF_SIZE];
+    let mut pool = Pool::try_new(&mut mem, 0, n).unwrap();
     let mut input = Batch::new();
     for f in frames {
-        let b = pool.alloc().unwrap();
-        pool.set_len(b, f.len()).unwrap();
-        pool.frame_mut(b).copy_from_slice(f);
-        input.push(b).unwrap();
+        // A frame longer than a buffer goes in over several.
+        input.push(pool.alloc_frame(f).unwrap()).unwrap();
     }
     let mut out = [const { Batch::new() }; crate::stage::PORTS];
     let mut counters = StageCounters::default();
     let cmds = chain.process(port, &mut pool, &mut input, &mut out, &mut counters, Instant(7));
     assert!(input.is_empty());
-    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| pool.frame(b).to_vec()).collect::<Vec<_>>());
+    let whole = |b| {
+        let mut f = vec![0; pool.frame_len(b)];
+        pool.copy_frame(b, &mut f);
+        f
+    };
+    let sent = [0, 1].map(|p| out[p].as_slice().iter().map(|&b| whole(b)).collect::<Vec<_>>());
     for q in &mut out {
         pool.free_batch(q);
     }

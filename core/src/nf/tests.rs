@@ -368,3 +368,34 @@ fn validate_depth_decides_which_frames_are_checked_how_far() {
     chain.set_meter(None);
     assert_eq!(chain.depth(), Depth::L3);
 }
+
+/// Frames over several buffers through chains (issue 27 item 5): the L2 forwarder and the
+/// ACL carry a 9 000-byte TCP packet whole (every byte as sent, the link header rewritten);
+/// the URL filter and the encryption NF, which read whole payloads, refuse it as
+/// `multi_buffer` and pass the same flow's packet of one buffer. Every buffer goes out or back.
+#[test]
+fn jumbo_frames_cross_header_nfs_whole_and_payload_nfs_refuse_them() {
+    let key = "01".repeat(32);
+    let big: Vec<u8> = (0..9000 - 40).map(|i| (i % 251) as u8).collect();
+    let jumbo = crate::test_frames::tcp4(40_000, 443, &big);
+    let small = crate::test_frames::tcp4(40_000, 443, b"hello");
+    for (text, carried) in [
+        (std::string::String::from("version=1\n"), true),
+        ("version=1\nnf=acl\nacl.default=permit\n".into(), true),
+        ("version=1\nnf=urlfilter\nurlfilter.banned=example.com\nurlfilter.ports=443\n".into(), false),
+        (std::format!("version=1\nnf=encrypt\nencrypt.key={key}\n"), false),
+    ] {
+        let spec = crate::nf::config::ChainSpec::parse(&text).expect("parses");
+        let f = spec.build(egress(), crate::time::TickRate::try_new(1000).unwrap()).unwrap();
+        let mut chain = f.chain_for_worker();
+        chain.enter_lane(0);
+        let (sent, c, _) = run(&mut chain, &[jumbo.clone(), small.clone()], 0);
+        if carried {
+            assert_eq!(sent[1].len(), 2, "{text}: {c:?}");
+            assert_eq!((sent[1][0].len(), &sent[1][0][12..]), (jumbo.len(), &jumbo[12..]), "{text}");
+        } else {
+            assert_eq!(sent[1].len(), 1, "{text}: only the small one: {c:?}");
+            assert_eq!(c.drops_for(DropReason::MultiBuffer), 1, "{text}");
+        }
+    }
+}

@@ -670,6 +670,12 @@ impl Nf for UrlFilter {
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
         let adds = self.lane.stats().adds;
         for p in batch.alive_mut() {
+            // A TCP payload over several buffers is not read in pieces: refused, so that no
+            // request passes unread.
+            if p.parsed.l4 == crate::parse::L4Kind::Tcp && pool.is_segmented(p.buf) {
+                p.verdict = crate::nf::Verdict::Drop(crate::drops::DropReason::MultiBuffer);
+                continue;
+            }
             self.packet(ctx.now, pool, p);
         }
         // Two buckets more per flow this batch added: a full sweep of the table's buckets

@@ -278,7 +278,7 @@ impl Stage for NetBlazeStage {
         // Frames that stay here go straight into the chain's batch with the parse made here.
         self.chain.begin();
         for &b in input.as_slice() {
-            let parsed = match parse::parse(pool.frame(b)) {
+            let parsed = match crate::nf::parse_frame(pool, b, crate::parse::Depth::L4) {
                 Ok(p) => p,
                 Err(e) => {
                     // The chain drops it by reason, or takes it as a control frame.

@@ -474,9 +474,10 @@ fn fast_path_takes_plain_ipv6_and_nothing_else() {
         eth(&[], ETHERTYPE_IPV6, &ipv6(PROTO_ICMP, &[1])),
         padded,
     ] {
-        for (fast, general) in
-            [(fast::ipv6::<true>(&f), parse_general::<true>(&f, f.len())), (fast::ipv6::<false>(&f), parse_general::<false>(&f, f.len()))]
-        {
+        for (fast, general) in [
+            (fast::ipv6::<true>(&f), parse_general::<true>(&f, f.len())),
+            (fast::ipv6::<false>(&f), parse_general::<false>(&f, f.len())),
+        ] {
             assert_eq!(fast.map(Ok), Some(general), "{f:02x?}");
         }
     }

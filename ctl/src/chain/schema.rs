@@ -70,7 +70,7 @@
 //!                                       # l3fwd.route (the text form numbers sub-interfaces
 //!                                       # from 8, in this order)
 //!
-//! [[port.mtu]]                          # the longest IP packet a port sends (1280..=1500,
+//! [[port.mtu]]                          # the longest IP packet a port sends (1280..=9000,
 //! port = 1                              # default 1500): longer ones get ICMP "fragmentation
 //! mtu = 1400                            # needed" / "packet too big" (path-MTU discovery)
 //!

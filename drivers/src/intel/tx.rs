@@ -96,8 +96,9 @@ impl<W: Mmio, R: Dma, F: TxFormat> IntelTx<W, R, F> {
 }
 
 impl<W: Mmio, R: Dma, F: TxFormat> TxQueue for IntelTx<W, R, F> {
-    /// Frames shorter than the format's minimum (empty ones at least) are refused
-    /// (freed and counted in `errors`).
+    /// Frames shorter than the format's minimum (empty ones at least), and frames over
+    /// several buffers (one descriptor per frame here), are refused (freed and counted in
+    /// `errors`).
     fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
         self.reclaim(pool);
         let mut taken = 0;
@@ -106,7 +107,7 @@ impl<W: Mmio, R: Dma, F: TxFormat> TxQueue for IntelTx<W, R, F> {
         let mut held: Option<(usize, u64, u16)> = None;
         for &b in batch.as_slice() {
             let len = pool.len(b);
-            if len < F::MIN_FRAME.max(1) || len > MAX_TX_FRAME {
+            if len < F::MIN_FRAME.max(1) || len > MAX_TX_FRAME || pool.is_segmented(b) {
                 let _ = pool.free(b);
                 self.stats.errors += 1;
                 taken += 1;

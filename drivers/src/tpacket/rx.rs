@@ -9,7 +9,9 @@
 
 use core::sync::atomic::{Ordering, fence};
 
-use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, PacketBuf, Pool};
+use alloc::vec::Vec;
+
+use cadence_core::buf::{Batch, HEADROOM, MAX_FRAME, MAX_SEGMENTED_FRAME, PacketBuf, Pool};
 use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
 use cadence_core::time::ClockMap;
 
@@ -41,8 +43,11 @@ pub struct TpacketRxCounters {
     /// Frames the kernel cut short (`tp_snaplen < tp_len`): the ring's slot was smaller
     /// than the frame. Dropped.
     pub truncated: u64,
-    /// Frames longer than a pool buffer takes (`MAX_FRAME`, counting a re-inserted tag).
+    /// Frames longer than a pool frame takes (`MAX_SEGMENTED_FRAME` over several buffers,
+    /// counting a re-inserted tag).
     pub too_long: u64,
+    /// Frames longer than one pool buffer, received over several (`Pool::alloc_frame`).
+    pub multi_buffer: u64,
     /// Frames shorter than an Ethernet header.
     pub short: u64,
     /// Packet headers outside their block, or data running past it. A header that
@@ -99,6 +104,9 @@ pub struct TpacketRx<W> {
     counters: TpacketRxCounters,
     /// [`TpacketRx::with_arrival`].
     arrival: Option<ClockMap>,
+    /// Where a frame longer than a buffer is put together before it is copied into several
+    /// (`MAX_SEGMENTED_FRAME` bytes, allocated once).
+    scratch: Vec<u8>,
 }
 
 impl<W: Mmio> TpacketRx<W> {
@@ -135,6 +143,7 @@ impl<W: Mmio> TpacketRx<W> {
             stats: RxStats::default(),
             counters: TpacketRxCounters::default(),
             arrival: None,
+            scratch: alloc::vec![0; MAX_SEGMENTED_FRAME],
         })
     }
 
@@ -234,18 +243,63 @@ impl<W: Mmio> TpacketRx<W> {
         let vlan = p.status & TP_STATUS_VLAN_VALID != 0;
         let out_len = if vlan { snap + VLAN_HLEN } else { snap };
         if out_len > MAX_FRAME {
-            self.counters.too_long += 1;
-            return Err(Skip::Error);
+            return self.copy_out_long(pool, p, mac, out_len);
         }
         let Some(b) = pool.alloc() else {
             return Err(Skip::NoBuffer);
         };
-        let data = p.hdr + mac;
         // `HEADROOM + out_len <= BUF_SIZE` (out_len <= MAX_FRAME), so the range exists.
         let Some(dst) = pool.raw_mut(b).get_mut(HEADROOM..HEADROOM + out_len) else {
             let _ = pool.free(b);
             return Err(Skip::Error);
         };
+        self.read_frame(p, mac, dst);
+        if pool.set_frame(b, HEADROOM, out_len).is_err() {
+            let _ = pool.free(b);
+            return Err(Skip::Error);
+        }
+        self.stamp(pool, p, b);
+        Ok(b)
+    }
+
+    /// [`TpacketRx::copy_out`] of a frame longer than a buffer (a jumbo frame): put together
+    /// in the scratch area, then copied over as many buffers as it needs.
+    #[cold]
+    #[inline(never)]
+    fn copy_out_long(
+        &mut self,
+        pool: &mut Pool<'_>,
+        p: &Packet,
+        mac: usize,
+        out_len: usize,
+    ) -> Result<PacketBuf, Skip> {
+        let mut scratch = core::mem::take(&mut self.scratch);
+        let got = match scratch.get_mut(..out_len) {
+            None => {
+                self.counters.too_long += 1;
+                Err(Skip::Error)
+            }
+            Some(dst) => {
+                self.read_frame(p, mac, dst);
+                match pool.alloc_frame(dst) {
+                    Some(b) => {
+                        self.counters.multi_buffer += 1;
+                        self.stamp(pool, p, b);
+                        Ok(b)
+                    }
+                    None => Err(Skip::NoBuffer),
+                }
+            }
+        };
+        self.scratch = scratch;
+        got
+    }
+
+    /// Reads packet `p`'s frame (its data at `mac` from the header) into `dst`, exactly as
+    /// long as the frame on the wire: a VLAN tag the kernel took off goes back in.
+    fn read_frame(&mut self, p: &Packet, mac: usize, dst: &mut [u8]) {
+        let data = p.hdr + mac;
+        let vlan = p.status & TP_STATUS_VLAN_VALID != 0;
         if vlan {
             // if_packet.h: with TP_STATUS_VLAN_VALID the tag is in `tp_vlan_tci` (and its
             // TPID in `tp_vlan_tpid` if TP_STATUS_VLAN_TPID_VALID, else 802.1Q), not in
@@ -270,10 +324,10 @@ impl<W: Mmio> TpacketRx<W> {
         if p.status & TP_STATUS_CSUMNOTREADY != 0 {
             self.counters.csum_not_ready += 1;
         }
-        if pool.set_frame(b, HEADROOM, out_len).is_err() {
-            let _ = pool.free(b);
-            return Err(Skip::Error);
-        }
+    }
+
+    /// Stamps `b` with packet `p`'s arrival ([`TpacketRx::with_arrival`]).
+    fn stamp(&mut self, pool: &mut Pool<'_>, p: &Packet, b: PacketBuf) {
         if let Some(map) = self.arrival {
             // `struct tpacket3_hdr`: `tp_sec`, then `tp_nsec` (nanoseconds in V3).
             let sec = u64::from(self.w.read32(p.hdr + pkt::SEC));
@@ -285,7 +339,6 @@ impl<W: Mmio> TpacketRx<W> {
                 pool.set_stamp(b, map.ticks(sec.saturating_mul(1_000_000_000).saturating_add(nsec)));
             }
         }
-        Ok(b)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The `TPACKET_V3` queues against the fake kernel of [`super::model`].
 
-use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, MAX_FRAME, PacketBuf, Pool};
+use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, MAX_FRAME, MAX_SEGMENTED_FRAME, PacketBuf, Pool};
 use cadence_core::nic::{RxQueue, TxQueue};
 
 use super::model::{MAC_OFF, RxKernel, TxKernel};
@@ -48,6 +48,17 @@ fn burst(q: &mut TpacketRx<ShmWindow>, pool: &mut Pool<'_>) -> Vec<PacketBuf> {
 
 fn frames(pool: &Pool<'_>, bufs: &[PacketBuf]) -> Vec<Vec<u8>> {
     bufs.iter().map(|&b| pool.frame(b).to_vec()).collect()
+}
+
+/// Each frame whole, every buffer of one over several.
+fn whole(pool: &Pool<'_>, bufs: &[PacketBuf]) -> Vec<Vec<u8>> {
+    bufs.iter()
+        .map(|&b| {
+            let mut f = vec![0; pool.frame_len(b)];
+            assert_eq!(pool.copy_frame(b, &mut f), Some(f.len()));
+            f
+        })
+        .collect()
 }
 
 fn free_all(pool: &mut Pool<'_>, bufs: &[PacketBuf]) {
@@ -228,32 +239,57 @@ fn vlan_tags_are_put_back_byte_for_byte() {
 
 #[test]
 fn truncated_long_and_short_frames_are_counted_and_skipped() {
-    let (mut k, mut q) = rx_pair(8192, 2);
-    let mut m = mem(16);
-    let mut pool = Pool::try_new(&mut m, 0, 16).unwrap();
+    let (mut k, mut q) = rx_pair(65536, 2);
+    let mut m = mem(24);
+    let mut pool = Pool::try_new(&mut m, 0, 24).unwrap();
     k.snap_cap = Some(1000);
     k.deliver(&frame_bytes(1, 1200)); // cut to 1000: truncated
     k.snap_cap = None;
     k.deliver(&frame_bytes(2, 70)); // fine
-    k.deliver(&frame_bytes(3, MAX_FRAME + 1)); // over a buffer
+    k.deliver(&frame_bytes(3, MAX_FRAME + 1)); // over a buffer: two
     k.deliver(&tagged(4, MAX_FRAME, 0x8100, 5)); // MAX_FRAME − 4 in the ring, MAX_FRAME with its tag back
     k.deliver(&frame_bytes(5, 13)); // shorter than an Ethernet header
     k.deliver(&frame_bytes(6, 80)); // fine
     k.retire();
     let got = burst(&mut q, &mut pool);
-    assert_eq!(frames(&pool, &got), vec![frame_bytes(2, 70), tagged(4, MAX_FRAME, 0x8100, 5), frame_bytes(6, 80)]);
+    let want =
+        vec![frame_bytes(2, 70), frame_bytes(3, MAX_FRAME + 1), tagged(4, MAX_FRAME, 0x8100, 5), frame_bytes(6, 80)];
+    assert_eq!(whole(&pool, &got), want);
+    assert_eq!(got.iter().map(|&b| pool.is_segmented(b)).collect::<Vec<_>>(), vec![false, true, false, false]);
     let c = q.counters();
-    assert_eq!((c.truncated, c.too_long, c.short), (1, 1, 1));
-    assert_eq!(q.rx_stats().errors, 3);
+    assert_eq!((c.truncated, c.too_long, c.short, c.multi_buffer), (1, 0, 1, 1));
+    assert_eq!(q.rx_stats().errors, 2);
     assert_eq!(k.block_status(0), TP_STATUS_KERNEL);
-    // A tagged frame of MAX_FRAME + 1 wire bytes is MAX_FRAME − 3 in the ring: too long
-    // once the tag is back.
     free_all(&mut pool, &got);
-    k.deliver(&tagged(7, MAX_FRAME + 1, 0x8100, 5));
+    // A jumbo frame whose tag the kernel took off: the tag back, over five buffers; one
+    // longer than a pool frame takes (with its tag back): too long.
+    k.deliver(&tagged(7, 9018, 0x8100, 5));
+    k.deliver(&tagged(8, MAX_SEGMENTED_FRAME + 1, 0x8100, 5));
     k.retire();
-    assert!(burst(&mut q, &mut pool).is_empty());
-    assert_eq!(q.counters().too_long, 2);
+    let got = burst(&mut q, &mut pool);
+    assert_eq!(whole(&pool, &got), vec![tagged(7, 9018, 0x8100, 5)]);
+    assert_eq!(pool.segments(got[0]).count(), 5);
+    let c = q.counters();
+    assert_eq!((c.too_long, c.multi_buffer, c.vlan_restored), (1, 2, 2));
+    free_all(&mut pool, &got);
     assert_eq!(pool.in_use(), 0);
+}
+
+/// A jumbo frame when the pool has fewer free buffers than it spans: dropped and counted as
+/// no buffer, nothing taken, the block still goes back.
+#[test]
+fn a_jumbo_frame_without_enough_buffers_is_dropped_whole() {
+    let (mut k, mut q) = rx_pair(65536, 2);
+    let mut m = mem(4);
+    let mut pool = Pool::try_new(&mut m, 0, 4).unwrap();
+    k.deliver(&frame_bytes(1, 9000));
+    k.deliver(&frame_bytes(2, 3000));
+    k.retire();
+    let got = burst(&mut q, &mut pool);
+    assert_eq!(whole(&pool, &got), vec![frame_bytes(2, 3000)]);
+    assert_eq!((q.rx_stats().no_buffer, pool.in_use()), (1, 2));
+    assert_eq!(k.block_status(0), TP_STATUS_KERNEL);
+    free_all(&mut pool, &got);
 }
 
 #[test]
@@ -437,6 +473,29 @@ fn tx_frames_go_out_in_order_from_slots_laid_out_block_by_block() {
     let s = q.tx_stats();
     assert_eq!((s.packets, s.errors, s.ring_full), (5, 0, 0));
     assert_eq!(kick.rx(), 0);
+}
+
+/// A frame over several buffers goes out whole from one slot; its buffers are freed at once;
+/// one longer than the slot takes is refused whole.
+#[test]
+fn tx_a_frame_over_several_buffers_goes_out_whole() {
+    let mut k = TxKernel::new(65536, 2, 16384);
+    k.max_len = 9018; // the interface's MTU of 9000
+    let geometry = TxGeometry { block_size: 65536, block_nr: 2, frame_size: 16384, frame_nr: 8 };
+    let mut q = TpacketTx::try_new(k.w.clone(), FakeKick::default(), geometry, 9018).expect("tx");
+    let mut m = mem(16);
+    let mut pool = Pool::try_new(&mut m, 0, 16).unwrap();
+    let (jumbo, small, over) = (frame_bytes(1, 9018), frame_bytes(2, 60), frame_bytes(3, 9019));
+    let mut batch = Batch::new();
+    for f in [&jumbo, &small, &over] {
+        batch.push(pool.alloc_frame(f).expect("buffers")).unwrap();
+    }
+    assert_eq!(q.tx_burst(&mut pool, &mut batch), 3);
+    assert_eq!(pool.in_use(), 0, "every buffer freed, the refused frame's too");
+    assert_eq!(k.send(), 2);
+    assert_eq!(k.sent, vec![jumbo, small]);
+    let s = q.tx_stats();
+    assert_eq!((s.packets, s.bytes, s.errors), (2, 9078, 1));
 }
 
 #[test]

@@ -195,7 +195,8 @@ impl<W: Mmio, K: Kick> TpacketTx<W, K> {
 }
 
 impl<W: Mmio, K: Kick> TxQueue for TpacketTx<W, K> {
-    /// Copies each frame into the next free slot and frees its buffer at once. Refused
+    /// Copies each frame (every buffer of one over several) into the next free slot and
+    /// frees its buffers at once. Refused
     /// (freed, counted in `errors`, counted as taken): frames shorter than 14 bytes or
     /// longer than [`TpacketTx::max_frame`]. One `kick_tx` per burst that queued
     /// anything, or when a previous kick failed.
@@ -204,7 +205,8 @@ impl<W: Mmio, K: Kick> TxQueue for TpacketTx<W, K> {
         let mut queued = 0;
         let mut taken = 0;
         for &b in batch.as_slice() {
-            let len = pool.len(b);
+            // The whole frame: one over several buffers is copied into the slot piece by piece.
+            let len = pool.frame_len(b);
             if !(ETH_HLEN..=self.max_len).contains(&len) {
                 let _ = pool.free(b);
                 self.stats.errors += 1;
@@ -215,7 +217,15 @@ impl<W: Mmio, K: Kick> TxQueue for TpacketTx<W, K> {
                 break;
             }
             let s = self.slot(self.head);
-            self.w.write_bytes(s + pkt::TX_DATA, pool.frame(b));
+            if pool.is_segmented(b) {
+                let mut at = s + pkt::TX_DATA;
+                for seg in pool.segments(b) {
+                    self.w.write_bytes(at, pool.frame(seg));
+                    at += pool.len(seg);
+                }
+            } else {
+                self.w.write_bytes(s + pkt::TX_DATA, pool.frame(b));
+            }
             // `len <= frame_size - 48 <= u32::MAX`.
             self.w.write32(s + pkt::LEN, len as u32);
             self.w.write32(s + pkt::SNAPLEN, len as u32);

@@ -199,15 +199,16 @@ impl<W: Mmio, R: Dma> VirtioTx<W, R> {
 }
 
 impl<W: Mmio, R: Dma> TxQueue for VirtioTx<W, R> {
-    /// Frames are refused (freed and counted in `errors`) when they are empty or
-    /// start less than 12 bytes into their buffer (no room for the virtio-net header).
+    /// Frames are refused (freed and counted in `errors`) when they are empty, start less
+    /// than 12 bytes into their buffer (no room for the virtio-net header), or span several
+    /// buffers (one descriptor per frame here).
     fn tx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
         self.reclaim(pool);
         let mut taken = 0;
         for &b in batch.as_slice() {
             let off = pool.frame_offset(b);
             let len = pool.len(b);
-            if len == 0 || off < NET_HDR_LEN {
+            if len == 0 || off < NET_HDR_LEN || pool.is_segmented(b) {
                 let _ = pool.free(b);
                 self.stats.errors += 1;
                 taken += 1;

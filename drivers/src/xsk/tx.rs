@@ -177,7 +177,9 @@ impl<W: Mmio, K: Kick> TxQueue for XskTx<W, K> {
                 continue;
             }
             let addr = (pool.phys(b) + off as u64).checked_sub(self.umem_base);
-            let addr = addr.filter(|_| len > 0 && len <= self.max_frame && self.on_ring.fits(b));
+            // One descriptor per frame: a frame over several buffers is too long here.
+            let addr =
+                addr.filter(|_| len > 0 && len <= self.max_frame && self.on_ring.fits(b) && !pool.is_segmented(b));
             let Some(addr) = addr else {
                 let _ = pool.free(b);
                 self.stats.errors += 1;

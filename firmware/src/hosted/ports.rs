@@ -486,7 +486,9 @@ fn open_packet(
     mut notes: Vec<String>,
 ) -> Result<Opened, OpenError> {
     let lanes = cfg.lanes;
-    let pcfg = PacketConfig::default();
+    // Rings for the longest frame an interface carries (jumbo frames: larger blocks and slots).
+    let longest = ifaces.iter().map(|i| i.mtu as usize + L2_OVERHEAD).max().unwrap_or(0);
+    let pcfg = PacketConfig::for_max_frame(longest);
     // The rings' arrival times (CLOCK_REALTIME) in worker ticks, for every queue.
     let arrival_map = clock.realtime_map();
     let mut pools = Vec::new();

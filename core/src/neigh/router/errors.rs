@@ -38,6 +38,8 @@ impl Router {
             self.counters.icmp_suppressed += 1;
             return None;
         }
+        // The error quotes the packet's front, which is in its first buffer: the rest goes.
+        pool.trim_segments(b);
         let (off, len) = (pool.frame_offset(b), pool.len(b));
         let n = icmp::error_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
         pool.set_len(b, n).ok()?;
@@ -70,6 +72,7 @@ impl Router {
             self.counters.icmp_suppressed += 1;
             return None;
         }
+        pool.trim_segments(b);
         let (off, len) = (pool.frame_offset(b), pool.len(b));
         let n = icmp::error6_in_place(pool.raw_mut(b).get_mut(off..)?, ip, len, kind, from)?;
         pool.set_len(b, n).ok()?;

@@ -4,7 +4,7 @@
 //! | key | value |
 //! |---|---|
 //! | `port.addr` | `port:N,addr:IPv4/LEN` or `port:N,addr:IPv6/LEN` (list: one record per address, at most `neigh::MAX_ADDRS` per port and family; IPv6 ones answer neighbour solicitations and echo requests, and send the solicitations for IPv6 next hops) |
-//! | `port.mtu` | `port:N,mtu:M`: the longest IP packet port N sends, 1280..=1500 (default 1500; list: at most one record per port) |
+//! | `port.mtu` | `port:N,mtu:M`: the longest IP packet port N sends, 1280..=9000 (default 1500; list: at most one record per port) |
 //! | `port.vlan` | `iface:I,port:N,vid:V`: interface I (`stage::PORTS..vlan::IFACES`) is 802.1Q VLAN V (1..=4094) on port N (list; `crate::vlan`). Every other record may name I where it names a port |
 //! | `neigh.static` | `port:N,ip:IP,mac:MAC`, IPv4 or IPv6 (list) |
 //! | `neigh.capacity` | entries, static ones included (default 256) |

@@ -117,6 +117,22 @@ impl Default for PacketConfig {
 }
 
 impl PacketConfig {
+    /// The default, or for an interface whose frames are longer than its 2 048-byte TX slots
+    /// take (`max_frame`: the MTU and the link header; a jumbo frame): RX blocks of 32 KiB
+    /// (128 of them: 4 MiB, as the default; a block holds three 9 000-byte frames), TX slots
+    /// of 16 KiB (32 blocks of 128 KiB: 256 slots). An RX block must hold a whole frame, or
+    /// the kernel cuts it short.
+    pub fn for_max_frame(max_frame: usize) -> Self {
+        let d = Self::default();
+        if max_frame + TPACKET3_HDRLEN <= d.geometry.tx.frame_size as usize {
+            return d;
+        }
+        Self::with_geometry(PacketGeometry {
+            rx: RingGeometry::new(32 << 10, 128, 2048),
+            tx: RingGeometry::new(128 << 10, 32, 16 << 10),
+        })
+    }
+
     /// The default with other rings.
     pub fn with_geometry(geometry: PacketGeometry) -> Self {
         Self { geometry, ..Self::default() }
@@ -462,6 +478,19 @@ mod tests {
         assert_eq!(g.rx.frame_nr, 32 * 64);
         assert_eq!(g.tx.frame_nr, 512);
         assert_eq!(g.rx.bytes(), 4 << 20);
+    }
+
+    /// Frames up to 2 048 bytes with their header keep the default rings; a 9 000-byte MTU's
+    /// get RX blocks that hold whole frames and TX slots they fit in, as much ring memory.
+    #[test]
+    fn jumbo_frames_get_rings_that_hold_them() {
+        assert_eq!(PacketConfig::for_max_frame(1518), PacketConfig::default());
+        let g = PacketConfig::for_max_frame(9018).geometry;
+        g.rx.check().unwrap();
+        g.tx.check().unwrap();
+        assert!(g.rx.block_size as usize >= 3 * (9018 + TPACKET3_HDRLEN) + 64);
+        assert!(g.tx.frame_size as usize >= 9018 + TPACKET3_HDRLEN);
+        assert_eq!((g.rx.bytes(), g.tx.frame_nr), (4 << 20, 256));
     }
 
     #[test]
