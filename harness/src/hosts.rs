@@ -159,13 +159,25 @@ impl Dataplane {
     /// Starts `bin` on `veths` (port `p` on `veths.dut[p]`) with `chain` and the boot options
     /// `extra`, its stderr to `stderr`; returns once it says `@ready`.
     pub fn start(bin: &Path, veths: &VethPairs, chain: &Path, extra: &[String], stderr: &Path) -> Result<Self> {
+        Self::start_io(bin, veths, chain, "af_xdp", extra, stderr)
+    }
+
+    /// [`Dataplane::start`] with the ports' I/O `io` (`af_xdp`, `af_packet`: `--io`).
+    pub fn start_io(
+        bin: &Path,
+        veths: &VethPairs,
+        chain: &Path,
+        io: &str,
+        extra: &[String],
+        stderr: &Path,
+    ) -> Result<Self> {
         let ports = veths.dut.iter().enumerate().flat_map(|(p, d)| [format!("--port{p}"), d.clone()]);
         let mut child = Kill(
             Command::new(IP)
                 .args(["netns", "exec", &veths.netns])
                 .arg(bin)
                 .args(ports)
-                .args(["--io", "af_xdp", "--chain"])
+                .args(["--io", io, "--chain"])
                 .arg(chain)
                 .args(["workers=1", "stats_ms=0"])
                 .args(extra)
