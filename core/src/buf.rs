@@ -252,18 +252,33 @@ impl<'m> Pool<'m> {
             self.free.push(b);
             return Ok(());
         }
+        // One test for both exceptions: already free, or a frame over several buffers.
+        if m.flags != 0 {
+            return self.free_flagged(b);
+        }
+        m.flags = FREE;
+        // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
+        self.free.push(b);
+        Ok(())
+    }
+
+    /// [`Pool::free`] of a buffer whose record has a flag: a double free (refused, counted),
+    /// or the first buffer of a frame over several (all of them freed).
+    #[cold]
+    #[inline(never)]
+    fn free_flagged(&mut self, b: PacketBuf) -> Result<(), PoolError> {
+        let Some(m) = self.meta.get_mut(b.index()) else {
+            return Err(PoolError::BadHandle);
+        };
         if m.is_free() {
             self.double_frees += 1;
             return Err(PoolError::DoubleFree);
         }
-        let more = m.flags & MORE != 0;
         m.flags = FREE;
-        // Cannot overflow: the free list has room for every buffer, and `b` was not in it.
+        // Cannot overflow, as in `free`.
         self.free.push(b);
-        if more {
-            self.segmented = self.segmented.saturating_sub(1);
-            self.free_segments(b);
-        }
+        self.segmented = self.segmented.saturating_sub(1);
+        self.free_segments(b);
         Ok(())
     }
 

@@ -388,7 +388,7 @@ impl VectorTx<'_> {
     /// Frees `b` and counts the drop under `reason`.
     #[inline(always)]
     pub fn drop(&mut self, pool: &mut Pool<'_>, b: PacketBuf, reason: DropReason) {
-        Chain::drop_frame(pool, self.counters, b, reason);
+        Chain::drop_inline(pool, self.counters, b, reason);
     }
 }
 
