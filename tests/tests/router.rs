@@ -67,7 +67,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{ChildStdout, Command, Output, Stdio};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -108,6 +108,27 @@ const LISTEN: &str = "import socket,sys,time\ns=socket.socket(socket.AF_PACKET,s
                       print('listening',flush=True)\nend=time.time()+10\nwhile time.time()<end:\n    \
                       try: f=s.recv(2048)\n    except socket.timeout: continue\n    \
                       if f[20:22]==b'\\x00\\x01' and f[38:42]==t:\n        print('asked',flush=True); break\n";
+
+/// Starts Python `script` with `args` in namespace `ns` (`what` it is, for the errors) and
+/// waits for its first line, which must be `listening`: the child (killed when dropped) and
+/// the rest of its output.
+fn listener(ns: &str, script: &str, args: &[&str], what: &str) -> Result<(Kill, BufReader<ChildStdout>)> {
+    let mut child = Kill(
+        Command::new(IP)
+            .args(["netns", "exec", ns, "python3", "-c", script])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting the {what}"))?,
+    );
+    let mut out = BufReader::new(child.0.stdout.take().ok_or_else(|| anyhow!("no {what} stdout"))?);
+    let mut first = String::new();
+    out.read_line(&mut first)?;
+    if first.trim() != "listening" {
+        bail!("the {what} did not start: {first:?}");
+    }
+    Ok((child, out))
+}
 
 fn mac_hex(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect()
@@ -191,19 +212,7 @@ fn exercise_vlan(a: &str, nc: &str, if_c: &str, cmac2: [u8; 6], d: &str) -> Resu
     let stray = format!("{}{}8100{:04x}0800{}", mac_hex(cmac2), mac_hex(mac_in(nc, if_c)?), 200, "00".repeat(46));
     run(Command::new(IP).args(["netns", "exec", nc, "python3", "-c", cadence_tests::SEND_FRAME, if_c, &stray]))?;
     let port = UDP_CLOSED_ON_D.to_string();
-    let mut listen = Kill(
-        Command::new(IP)
-            .args(["netns", "exec", a, "python3", "-c", UDP_LISTEN, &port, "from-c"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the UDP listener")?,
-    );
-    let mut heard = BufReader::new(listen.0.stdout.take().ok_or_else(|| anyhow!("no listener stdout"))?);
-    let mut first = String::new();
-    heard.read_line(&mut first)?;
-    if first.trim() != "listening" {
-        bail!("the UDP listener did not start: {first:?}");
-    }
+    let (_listen, heard) = listener(a, UDP_LISTEN, &[&port, "from-c"], "UDP listener")?;
     // D's datagrams first; the pings after them take the same relay, so they were delivered
     // (or dropped) before C's are sent.
     run(Command::new(IP).args(["netns", "exec", d, "python3", "-c", UDP_SEND, A, &port, "from-d"]))?;
@@ -362,19 +371,7 @@ fn exercise(h: &Hosts<'_>, out: &Path) -> Result<Vec<String>> {
     }
 
     // The forged reply made no entry: when B pings the ghost, Cadence asks for it on A's link.
-    let mut listen = Kill(
-        Command::new(IP)
-            .args(["netns", "exec", na, "python3", "-c", LISTEN, h.if_a, GHOST])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the ARP listener")?,
-    );
-    let mut heard = BufReader::new(listen.0.stdout.take().ok_or_else(|| anyhow!("no listener stdout"))?);
-    let mut first = String::new();
-    heard.read_line(&mut first)?;
-    if first.trim() != "listening" {
-        bail!("the ARP listener did not start: {first:?}");
-    }
+    let (_listen, mut heard) = listener(na, LISTEN, &[h.if_a, GHOST], "ARP listener")?;
     let ghost = ping(nb, GHOST, 1)?;
     let mut asked = String::new();
     heard.read_line(&mut asked)?;
@@ -553,19 +550,7 @@ const TCP_SOURCE: &str = "import hashlib,random,socket,sys\nn=int(sys.argv[3])\n
 /// A TCP bulk transfer of `bytes` from namespace `from` to `to` (listening in namespace
 /// `to_ns`, port `port`): what the sender and the receiver each printed (`count sha256`).
 fn bulk(from: &str, to_ns: &str, to: &str, port: u16, bytes: usize) -> Result<(String, String)> {
-    let mut sink = Kill(
-        Command::new(IP)
-            .args(["netns", "exec", to_ns, "python3", "-c", TCP_SINK, &port.to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the TCP sink")?,
-    );
-    let mut heard = BufReader::new(sink.0.stdout.take().ok_or_else(|| anyhow!("no sink stdout"))?);
-    let mut first = String::new();
-    heard.read_line(&mut first)?;
-    if first.trim() != "listening" {
-        bail!("the TCP sink did not start: {first:?}");
-    }
+    let (_sink, mut heard) = listener(to_ns, TCP_SINK, &[&port.to_string()], "TCP sink")?;
     let sent = in_ns(from, &["python3", "-c", TCP_SOURCE, to, &port.to_string(), &bytes.to_string()])?;
     let mut got = String::new();
     heard.read_line(&mut got)?;
