@@ -335,10 +335,7 @@ impl<'m> Pool<'m> {
                     if last == head {
                         self.segmented = self.segmented.saturating_add(1);
                     }
-                    if let (Some(l), Some(m)) = (self.links.get_mut(last.index()), self.meta.get_mut(last.index())) {
-                        *l = next.0;
-                        m.flags |= MORE;
-                    }
+                    self.link(last, next);
                     return Ok(());
                 }
             }
@@ -354,6 +351,14 @@ impl<'m> Pool<'m> {
             m.flags &= !MORE;
             self.segmented = self.segmented.saturating_sub(1);
             self.free_segments(b);
+        }
+    }
+
+    /// Makes `next` the buffer `prev`'s frame goes on in.
+    fn link(&mut self, prev: PacketBuf, next: PacketBuf) {
+        if let (Some(l), Some(m)) = (self.links.get_mut(prev.index()), self.meta.get_mut(prev.index())) {
+            *l = next.0;
+            m.flags |= MORE;
         }
     }
 
@@ -417,11 +422,8 @@ impl<'m> Pool<'m> {
             let b = self.alloc()?;
             let _ = self.set_len(b, chunk.len());
             self.frame_mut(b).copy_from_slice(chunk);
-            if let Some(p) = prev
-                && let (Some(l), Some(m)) = (self.links.get_mut(p.index()), self.meta.get_mut(p.index()))
-            {
-                *l = b.0;
-                m.flags |= MORE;
+            if let Some(p) = prev {
+                self.link(p, b);
             }
             head.get_or_insert(b);
             prev = Some(b);

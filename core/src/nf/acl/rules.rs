@@ -140,12 +140,6 @@ impl AclRules {
         (self.delta.iter().map(Vec::len).sum(), self.dead.iter().map(Dead::count).sum())
     }
 
-    /// Whether any rule names a VLAN ID (then a frame's VID is part of its flow's key).
-    #[inline]
-    pub fn has_vlan_rules(&self) -> bool {
-        !self.base.vids.is_empty()
-    }
-
     /// Classifies the flow of an untagged frame: the action and the rule's position (`None`:
     /// the default).
     pub fn classify(&self, flow: &FlowKey) -> (AclAction, Option<u32>) {
