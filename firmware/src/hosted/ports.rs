@@ -319,7 +319,10 @@ pub fn open(args: &Args, cfg: &BootConfig, clock: &HostClock) -> Result<Opened, 
         ifaces.push(i);
     }
     let mut notes = Vec::new();
-    match args.io {
+    let mtus: Vec<(&str, u32)> = ifaces.iter().map(|i| (i.name.as_str(), i.mtu)).collect();
+    let (io, note) = io_for_mtus(args.io, &mtus).map_err(OpenError)?;
+    notes.extend(note);
+    match io {
         Io::AfPacket => open_packet(args, cfg, clock, ifaces, notes),
         Io::AfXdp => open_xdp(args, cfg, clock, &ifaces, notes),
         Io::Auto => match open_xdp(args, cfg, clock, &ifaces, Vec::new()) {
@@ -331,6 +334,34 @@ pub fn open(args: &Args, cfg: &BootConfig, clock: &HostClock) -> Result<Opened, 
         },
     }
 }
+
+/// The I/O for interfaces of these MTUs (`(name, mtu)`): a frame longer than one pool buffer
+/// (an MTU above [`MAX_ONE_BUFFER_MTU`]: jumbo frames) is carried only by `AF_PACKET` here,
+/// which receives it over several buffers; AF_XDP takes one buffer per frame. So `auto` picks
+/// `AF_PACKET` for such an interface (with a line saying why), and `af_xdp` is refused naming
+/// the interface.
+fn io_for_mtus(io: Io, mtus: &[(&str, u32)]) -> Result<(Io, Option<String>), String> {
+    let Some(&(name, mtu)) = mtus.iter().find(|(_, m)| *m as usize > MAX_ONE_BUFFER_MTU) else {
+        return Ok((io, None));
+    };
+    match io {
+        Io::AfPacket => Ok((io, None)),
+        Io::Auto => Ok((
+            Io::AfPacket,
+            Some(format!(
+                "hosted: {name} has MTU {mtu}: AF_PACKET, which carries frames over several buffers \
+                 (AF_XDP takes one buffer per frame: MTU up to {MAX_ONE_BUFFER_MTU})"
+            )),
+        )),
+        Io::AfXdp => Err(format!(
+            "--io af_xdp: interface {name} has MTU {mtu}, and AF_XDP takes one buffer per frame \
+             (MTU up to {MAX_ONE_BUFFER_MTU}); --io af_packet carries jumbo frames"
+        )),
+    }
+}
+
+/// The largest MTU whose frames (with the link header and a tag) fit one pool buffer.
+const MAX_ONE_BUFFER_MTU: usize = cadence_core::buf::MAX_FRAME - L2_OVERHEAD;
 
 fn pool_for(args: &Args, cfg: &BootConfig) -> Result<(Pool<'static>, Option<UmemRegion>, String), OpenError> {
     let m = mem::packet_memory(cfg.pool * BUF_SIZE, args.huge)
@@ -556,4 +587,27 @@ fn open_packet(
         ports.push(HostedPort { iface, ring, queues, lanes, keep: Keep::Packet { _stack: stack }, detail });
     }
     Ok(Opened { ports, pools, notes, stats, arrivals })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Interfaces whose frames fit a buffer keep the asked I/O; a jumbo MTU makes `auto` pick
+    /// AF_PACKET (saying why) and refuses `af_xdp` by the interface's name.
+    #[test]
+    fn a_jumbo_mtu_picks_af_packet_or_refuses_af_xdp() {
+        let small = [("a", 1500), ("b", MAX_ONE_BUFFER_MTU as u32)];
+        for io in [Io::Auto, Io::AfXdp, Io::AfPacket] {
+            assert_eq!(io_for_mtus(io, &small), Ok((io, None)));
+        }
+        let jumbo = [("a", 1500), ("j0", 9000)];
+        let (io, note) = io_for_mtus(Io::Auto, &jumbo).unwrap();
+        assert_eq!(io, Io::AfPacket);
+        assert!(note.unwrap().starts_with("hosted: j0 has MTU 9000: AF_PACKET"));
+        assert_eq!(io_for_mtus(Io::AfPacket, &jumbo), Ok((Io::AfPacket, None)));
+        let e = io_for_mtus(Io::AfXdp, &jumbo).unwrap_err();
+        assert!(e.starts_with("--io af_xdp: interface j0 has MTU 9000"), "{e}");
+        assert_eq!(MAX_ONE_BUFFER_MTU, 1966);
+    }
 }
