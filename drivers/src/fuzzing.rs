@@ -377,7 +377,7 @@ pub fn tpacket(data: &[u8]) {
     use crate::tpacket::model::{MAC_OFF, RxKernel};
     use crate::tpacket::status::{TP_STATUS_KERNEL, TP_STATUS_USER};
     use crate::tpacket::{RxGeometry, TpacketRx, TpacketTx, TxGeometry, block, pkt};
-    use cadence_core::buf::{HEADROOM, MAX_FRAME};
+    use cadence_core::buf::{HEADROOM, MAX_FRAME, MAX_SEGMENTED_FRAME};
 
     const BUFS: usize = 48;
     let mut inp = Input::new(data);
@@ -449,10 +449,22 @@ pub fn tpacket(data: &[u8]) {
                 let (pre, before) = (batch.len(), pool.in_use());
                 let n = rxq.rx_burst(&mut pool, &mut batch);
                 assert_eq!(batch.len(), pre + n);
-                assert_eq!(pool.in_use(), before + n, "a buffer was lost or duplicated");
+                // A frame longer than a buffer holds several (each at HEADROOM, each full
+                // but the last).
+                let held: usize = batch.as_slice()[pre..].iter().map(|&b| pool.segments(b).count()).sum();
+                assert_eq!(pool.in_use(), before + held, "a buffer was lost or duplicated");
                 for &b in &batch.as_slice()[pre..] {
-                    assert_eq!(pool.frame_offset(b), HEADROOM);
-                    assert!((14..=MAX_FRAME).contains(&pool.len(b)), "bad length {}", pool.len(b));
+                    assert!(
+                        (14..=MAX_SEGMENTED_FRAME).contains(&pool.frame_len(b)),
+                        "bad length {}",
+                        pool.frame_len(b)
+                    );
+                    let segs: Vec<PacketBuf> = pool.segments(b).collect();
+                    for (i, &s) in segs.iter().enumerate() {
+                        assert_eq!(pool.frame_offset(s), HEADROOM);
+                        let full = i + 1 < segs.len();
+                        assert!(if full { pool.len(s) == MAX_FRAME } else { (1..=MAX_FRAME).contains(&pool.len(s)) });
+                    }
                 }
                 pool.free_batch(&mut batch);
                 let c = rxq.counters();
