@@ -406,6 +406,27 @@ impl<'m> Pool<'m> {
         Some(total)
     }
 
+    /// Copies bytes `from..from + out.len()` of the whole frame that starts in `b` (across its
+    /// buffers) into `out`; `false` (`out` partly written) if the frame is shorter.
+    pub fn copy_out(&self, b: PacketBuf, from: usize, out: &mut [u8]) -> bool {
+        let (mut skip, mut at) = (from, 0);
+        for s in self.segments(b) {
+            let f = self.frame(s);
+            if skip >= f.len() {
+                skip -= f.len();
+                continue;
+            }
+            let n = (f.len() - skip).min(out.len() - at);
+            let (Some(dst), Some(src)) = (out.get_mut(at..at + n), f.get(skip..skip + n)) else { return false };
+            dst.copy_from_slice(src);
+            (skip, at) = (0, at + n);
+            if at == out.len() {
+                return true;
+            }
+        }
+        at == out.len()
+    }
+
     /// A frame holding `bytes`, over as many buffers as it needs (each at `HEADROOM`, up to
     /// [`MAX_FRAME`] bytes; at most [`MAX_SEGMENTS`]): its first buffer, or `None` — and
     /// nothing taken — when the pool has too few free buffers, `bytes` is empty, or it is
@@ -940,6 +961,12 @@ mod tests {
         assert_eq!(p.copy_frame(head, &mut out), Some(5000));
         assert_eq!(&out[..5000], &bytes[..]);
         assert_eq!(p.copy_frame(head, &mut out[..4999]), None, "too short a destination: nothing");
+        // Any range of the whole frame, across buffers; none past its end.
+        let mut piece = [0u8; 100];
+        assert!(p.copy_out(head, MAX_FRAME - 30, &mut piece));
+        assert_eq!(&piece[..], &bytes[MAX_FRAME - 30..MAX_FRAME + 70]);
+        assert!(p.copy_out(head, 4900, &mut piece) && piece[..] == bytes[4900..]);
+        assert!(!p.copy_out(head, 4901, &mut piece));
         // One buffer's frame is what it was.
         let small = p.alloc_frame(&bytes[..100]).unwrap();
         assert_eq!((p.is_segmented(small), p.frame_len(small), p.segments(small).count()), (false, 100, 1));

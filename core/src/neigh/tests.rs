@@ -570,7 +570,7 @@ fn packets_longer_than_the_egress_mtu_get_path_mtu_errors_or_are_fragmented() {
 /// buffers is routed whole — TTL down and MACs rewritten in its first buffer, every later
 /// byte as sent — toward a port whose MTU is 9 000; toward one of 1 500, with DF set it is
 /// answered "fragmentation needed" (the error built from its first buffer, the others freed),
-/// without DF it is dropped as `multi_buffer` (not cut). Nothing leaks.
+/// without DF it is cut into fragments read across its buffers. Nothing leaks.
 #[test]
 fn a_jumbo_packet_is_routed_whole_or_answered_from_its_first_buffer() {
     let (mut chain, _) = build("port.mtu=port:0,mtu:9000\nport.mtu=port:1,mtu:9000\n");
@@ -596,11 +596,21 @@ fn a_jumbo_packet_is_routed_whole_or_answered_from_its_first_buffer() {
     assert_eq!((src, dst, ty, code, o.sent[1].len()), ([10, 0, 0, 1], [10, 0, 0, 2], 3, 4, 0));
     assert_eq!(u16::from_be_bytes([o.sent[0][0][40], o.sent[0][0][41]]), 1500);
     assert_eq!(&quoted[12..], &jumbo[26..42]);
-    let no_df = udp_sized([192, 0, 2, 7], 9000, false);
-    let o = step(&mut chain, &mut pool, &[no_df], 0, 10);
-    assert!(o.sent.iter().all(Vec::is_empty));
-    assert_eq!(o.c.drops_for(DropReason::MultiBuffer), 1);
-    assert_eq!((pool.in_use(), pool.double_frees()), (0, 0));
+    // Without DF: cut into seven fragments of at most 1 500 bytes of IP, which put back
+    // together are the packet as forwarded.
+    let mut no_df = udp_sized([192, 0, 2, 7], 9000, false);
+    no_df[42..].copy_from_slice(&jumbo[42..]);
+    let o = step(&mut chain, &mut pool, std::slice::from_ref(&no_df), 0, 10);
+    assert_eq!((o.sent[0].len(), o.sent[1].len(), o.c.generated), (0, 7, 6), "{:?}", o.c);
+    let mut data = Vec::new();
+    for (i, f) in o.sent[1].iter().enumerate() {
+        assert!(f.len() - 14 <= 1500 && crate::checksum::verify(&f[14..34]));
+        let fo = u16::from_be_bytes([f[20], f[21]]);
+        assert_eq!((usize::from(fo & 0x1FFF) * 8, fo & 0x2000 != 0), (data.len(), i < 6), "fragment {i}");
+        data.extend_from_slice(&f[34..]);
+    }
+    assert_eq!(data, no_df[34..].to_vec(), "the datagram's 8 980 bytes, in order");
+    assert_eq!((pool.in_use(), pool.double_frees(), o.c.drops_for(DropReason::MultiBuffer)), (0, 0, 0));
 }
 
 #[test]

@@ -926,9 +926,8 @@ impl Chain {
         let df = pool.frame(p.buf).get(ip + 6).is_some_and(|f| f & 0x40 != 0);
         if p.parsed.l3 == L3Kind::Ipv4 && !df {
             // May be fragmented: each fragment goes on as the packet would have.
-            // (A frame over several buffers is not cut: `frag` reads one buffer.)
-            let frags = if pool.is_segmented(p.buf) { None } else { frag::fragment4(pool, p.buf, ip, mtu) };
-            let Some(frags) = frags else {
+            let Some(frags) = frag::fragment4(pool, p.buf, ip, mtu) else {
+                // (A jumbo frame whose fragments would not each fit a buffer is not cut.)
                 let why = if pool.is_segmented(p.buf) { DropReason::MultiBuffer } else { DropReason::TooBig };
                 return Self::drop_frame(pool, counters, p.buf, why);
             };

@@ -11,15 +11,18 @@
 //! - Offsets continue the packet's own (a fragment is fragmented again the same way), and the
 //!   last piece keeps the packet's More Fragments flag. Identification, TOS, TTL and protocol
 //!   are kept; each header's checksum is computed anew.
+//! - A packet over several buffers (a jumbo frame) is read across them; each fragment must fit
+//!   one buffer (the first in the packet's first buffer, whose other buffers are then freed),
+//!   or the packet is not cut.
 //! - A buffer short (the lane's pool empty) fails the whole packet: nothing is sent, the buffers
 //!   taken are given back, the caller drops the packet.
 
 use crate::buf::{PacketBuf, Pool};
 use crate::checksum;
 
-/// Most fragments one packet is cut into (a frame of at most `buf::MAX_FRAME` bytes over an
-/// MTU of at least 1 280 takes two; four leaves room).
-pub const MAX_FRAGMENTS: usize = 4;
+/// Most fragments one packet is cut into: a 9 000-byte packet (the largest `port.mtu`, a
+/// jumbo frame over several buffers) over an MTU of 1 280, the smallest, takes eight.
+pub const MAX_FRAGMENTS: usize = 8;
 
 /// The fragments of a packet, the first in the packet's own buffer.
 pub type Fragments = heapless::Vec<PacketBuf, MAX_FRAGMENTS>;
@@ -53,12 +56,15 @@ fn copied_options(opts: &[u8]) -> Option<heapless::Vec<u8, 40>> {
 /// them (the first is `b`, cut short), or `None` (nothing changed, nothing held) if the packet
 /// is not IPv4, has a malformed header, has nothing to cut, or the pool ran out of buffers.
 pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Option<Fragments> {
+    // The packet may span buffers (a jumbo frame): its header is in the first, its data is
+    // read across them ([`Pool::copy_out`]).
+    let whole = pool.frame_len(b).checked_sub(l3)?;
     let frame = pool.frame(b);
     let h = frame.get(l3..)?;
     let (&vihl, _) = h.split_first()?;
     let ihl = usize::from(vihl & 0x0F) * 4;
     let total = usize::from(u16::from_be_bytes([*h.get(2)?, *h.get(3)?]));
-    if vihl >> 4 != 4 || ihl < 20 || total < ihl || total > h.len() {
+    if vihl >> 4 != 4 || ihl < 20 || total < ihl || total > whole || h.len() < ihl {
         return None;
     }
     let fo = u16::from_be_bytes([*h.get(6)?, *h.get(7)?]);
@@ -68,7 +74,8 @@ pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Opti
     let mtu = usize::from(mtu);
     let (first, later) = (mtu.saturating_sub(ihl) / 8 * 8, mtu.saturating_sub(ihl2) / 8 * 8);
     let data = total - ihl;
-    if total <= mtu || first == 0 || later == 0 {
+    // Every fragment in one buffer: the first in the packet's own first buffer.
+    if total <= mtu || first == 0 || later == 0 || h.len() < ihl + first || l3 + ihl2 + later > crate::buf::MAX_FRAME {
         return None;
     }
     let mut frags = Fragments::new();
@@ -89,7 +96,9 @@ pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Opti
         fixed.get_mut(..20)?.copy_from_slice(src.get(l3..l3 + 20)?);
         let mut piece = [0u8; crate::buf::MAX_FRAME];
         let piece = piece.get_mut(..n)?;
-        piece.copy_from_slice(src.get(l3 + ihl + at..l3 + ihl + at + n)?);
+        if !pool.copy_out(b, l3 + ihl + at, piece) {
+            return give_back(pool, &frags);
+        }
         let last = at + n == data;
         let dst = pool.frame_mut(nb);
         dst.get_mut(..l3)?.copy_from_slice(head.get(..l3)?);
@@ -102,6 +111,8 @@ pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Opti
     }
     let first_ip = pool.frame_mut(b).get_mut(l3..l3 + ihl + first)?;
     header(first_ip, ihl, first, base, true)?;
+    // The first fragment is in the first buffer: the packet's other buffers go.
+    pool.trim_segments(b);
     pool.set_len(b, l3 + ihl + first).ok()?;
     Some(frags)
 }
