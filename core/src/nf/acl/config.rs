@@ -207,8 +207,13 @@ pub(super) fn check_rule(i: usize, r: &AclRule) -> Result<(), AclConfigError> {
 
 /// How many distinct VLAN IDs `rules` name.
 pub(super) fn vlan_count(rules: &[AclRule]) -> usize {
+    vlans_of(rules).len()
+}
+
+/// The distinct VLAN IDs `rules` name, increasing.
+pub(super) fn vlans_of(rules: &[AclRule]) -> Vec<u16> {
     let mut v: Vec<u16> = rules.iter().filter_map(|r| r.vlan).collect();
     v.sort_unstable();
     v.dedup();
-    v.len()
+    v
 }

@@ -57,8 +57,14 @@ impl Base {
 
     /// The scope of `rule`, `None` if its VLAN has none in this base.
     fn scope_of(&self, rule: &AclRule) -> Option<usize> {
-        rule.vlan.map_or(Some(0), |v| self.vids.binary_search(&v).ok().map(|i| i + 1))
+        scope_in(&self.vids, rule)
     }
+}
+
+/// The scope of `rule` among scopes for `vids` (increasing): 0 without a VLAN, `None` if its
+/// VLAN has none.
+fn scope_in(vids: &[u16], rule: &AclRule) -> Option<usize> {
+    rule.vlan.map_or(Some(0), |v| vids.binary_search(&v).ok().map(|i| i + 1))
 }
 
 /// The better of two matches: the higher priority, then the earlier rule.
@@ -417,16 +423,8 @@ impl Merge {
     /// rule of a new VLAN rebuilds at once), so that a version's dead bits and delta carry
     /// over by index; a first build makes a scope for each VLAN the rules name.
     fn of(rules: &[AclRule], ids: &[u32], from: Option<Arc<Base>>) -> Self {
-        let vids = match &from {
-            Some(b) => b.vids.clone(),
-            None => {
-                let mut v: Vec<u16> = rules.iter().filter_map(|r| r.vlan).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            }
-        };
-        let scope = |r: &AclRule| r.vlan.map_or(Some(0), |v| vids.binary_search(&v).ok().map(|i| i + 1));
+        let vids = from.as_ref().map_or_else(|| super::config::vlans_of(rules), |b| b.vids.clone());
+        let scope = |r: &AclRule| scope_in(&vids, r);
         let builds = (0..2 * (vids.len() + 1))
             .map(|at| {
                 let (s, v6) = (at / 2, at % 2 == 1);
