@@ -85,27 +85,34 @@ impl Held {
     fn received(&mut self, pool: &Pool<'_>, batch: &mut Batch, n: usize) {
         assert_eq!(n, batch.len(), "rx_burst's count disagrees with the batch");
         for &b in batch.as_slice() {
-            let (off, len) = (pool.frame_offset(b), pool.len(b));
-            assert!(off + len <= BUF_SIZE, "frame {off}+{len} outside its buffer");
-            assert!(!self.0.contains(&b), "buffer {b:?} handed out twice");
+            for s in pool.segments(b) {
+                let (off, len) = (pool.frame_offset(s), pool.len(s));
+                assert!(off + len <= BUF_SIZE, "frame {off}+{len} outside its buffer");
+                assert!(!self.0.iter().any(|&h| pool.segments(h).any(|x| x == s)), "buffer {s:?} handed out twice");
+            }
         }
         self.0.extend_from_slice(batch.as_slice());
         batch.clear();
     }
 
-    /// A batch of up to `n` buffers to send: held ones first, then fresh `len`-byte frames.
+    /// A batch of up to `n` frames to send: held ones first, then fresh `len`-byte frames
+    /// (over several buffers when longer than one).
     fn to_send(&mut self, pool: &mut Pool<'_>, n: usize, len: usize, seed: u32) -> Batch {
         let mut batch = Batch::new();
         for i in 0..n.min(32) {
             let b = match self.0.pop() {
                 Some(b) => b,
                 None => {
-                    let Some(b) = pool.alloc() else { break };
-                    let len = len.min(BUF_SIZE - 64);
-                    let _ = pool.set_len(b, len);
                     let bytes = frame_bytes(seed.wrapping_add(i as u32), len);
-                    pool.frame_mut(b).copy_from_slice(&bytes);
-                    b
+                    if len > BUF_SIZE - 64 {
+                        let Some(b) = pool.alloc_frame(&bytes) else { break };
+                        b
+                    } else {
+                        let Some(b) = pool.alloc() else { break };
+                        let _ = pool.set_len(b, len);
+                        pool.frame_mut(b).copy_from_slice(&bytes);
+                        b
+                    }
                 }
             };
             if let Err(b) = batch.push(b) {
@@ -130,15 +137,17 @@ impl Held {
         }
     }
 
-    fn len(&self) -> usize {
-        self.0.len()
+    /// Buffers held: every buffer of every frame.
+    fn buffers(&self, pool: &Pool<'_>) -> usize {
+        self.0.iter().map(|&b| pool.segments(b).count()).sum()
     }
 }
 
 /// virtio-net RX/TX (queue pair 0) against the register-level device model, with the
 /// fuzzer playing a hostile device: besides honest deliveries and transmissions it writes
 /// used-ring entries naming any descriptor with any length and moves the used index
-/// anywhere.
+/// anywhere. Half the inputs want jumbo frames (`MRG_RXBUF`): packets over several buffers,
+/// headers claiming any buffer count, frames over several buffers sent.
 #[cfg(feature = "virtio")]
 pub fn virtio(data: &[u8]) {
     use crate::virtio::model::{FakeClock, Model, POOL_BASE};
@@ -147,26 +156,35 @@ pub fn virtio(data: &[u8]) {
     const BUFS: usize = 96;
     let mut inp = Input::new(data);
     let qsize = [8u16, 16, 32][inp.below(3)];
+    let jumbo = inp.below(2) == 1;
+    let longest = if jumbo { 17_000 } else { 1600 };
     let model = Model::new(BUFS * BUF_SIZE);
     let (pci, mut dma, clock) = (model.pci(), model.dma(), FakeClock::new());
     let mut pool = Pool::try_with_mem(model.pool_mem(), POOL_BASE, BUFS).expect("pool");
-    let mut net = VirtioNet::try_new(&pci, &mut dma, &clock, &mut pool, &Config::default().with_queue_size(qsize))
-        .expect("init against the model");
+    let mut config = Config::default().with_queue_size(qsize);
+    if jumbo {
+        config = config.with_max_frame(9018);
+    }
+    let mut net = VirtioNet::try_new(&pci, &mut dma, &clock, &mut pool, &config).expect("init against the model");
     let Some((rx, tx)) = net.queue_pair(0) else { panic!("queue pair 0") };
     let mut held = Held(Vec::new());
     let mut batch = Batch::new();
     let mut seed = 0u32;
     while !inp.is_empty() {
         seed = seed.wrapping_add(1);
-        match inp.u8() % 11 {
+        match inp.u8() % 12 {
             0 => {
-                let len = inp.below(1600);
+                let len = inp.below(longest);
                 model.inject(&frame_bytes(seed, len));
             }
             1 => {
-                let len = inp.below(1600);
+                let len = inp.below(longest);
                 let claimed = inp.u32();
                 model.inject_claiming(&frame_bytes(seed, len), claimed);
+            }
+            11 => {
+                let (len, n) = (inp.below(longest), inp.u16());
+                model.inject_claiming_buffers(&frame_bytes(seed, len), n);
             }
             2 | 3 => {
                 model.step();
@@ -184,7 +202,7 @@ pub fn virtio(data: &[u8]) {
                 held.received(&pool, &mut batch, n);
             }
             8 => {
-                let (n, len) = (inp.below(33), inp.below(1600));
+                let (n, len) = (inp.below(33), inp.below(longest));
                 let mut out = held.to_send(&mut pool, n, len, seed);
                 let offered = out.len();
                 let taken = tx.tx_burst(&mut pool, &mut out);
@@ -199,7 +217,11 @@ pub fn virtio(data: &[u8]) {
                 rx.fill(&mut pool);
             }
         }
-        assert_eq!(pool.in_use(), held.len() + rx.posted() + tx.in_flight(), "a buffer was lost or duplicated");
+        assert_eq!(
+            pool.in_use(),
+            held.buffers(&pool) + rx.posted() + tx.in_flight(),
+            "a buffer was lost or duplicated"
+        );
         assert_eq!(pool.double_frees(), 0);
     }
 }
@@ -266,7 +288,7 @@ pub fn intel_rx(data: &[u8]) {
                 q.fill(&mut pool);
             }
         }
-        assert_eq!(pool.in_use(), held.len() + q.posted(), "a buffer was lost or duplicated");
+        assert_eq!(pool.in_use(), held.buffers(&pool) + q.posted(), "a buffer was lost or duplicated");
         assert!(q.posted() < size as usize, "more than size - 1 descriptors posted");
         assert!((tail.r32(0) as usize) < size as usize, "tail outside the ring");
         assert_eq!(pool.double_frees(), 0);
@@ -357,7 +379,11 @@ pub fn xsk(data: &[u8]) {
                 rx.fill(&mut pool);
             }
         }
-        assert_eq!(pool.in_use(), held.len() + rx.posted() + tx.in_flight(), "a buffer was lost or duplicated");
+        assert_eq!(
+            pool.in_use(),
+            held.buffers(&pool) + rx.posted() + tx.in_flight(),
+            "a buffer was lost or duplicated"
+        );
         let (rs, rc) = (rx.rx_stats(), rx.counters());
         assert_eq!(rs.errors, rc.bad_addr + rc.not_owned + rc.bad_len + rc.fragments, "an error went uncounted");
     }

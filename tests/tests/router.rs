@@ -60,7 +60,11 @@
 //! the firmware under QEMU (TCG) with three virtio-net NICs on tap interfaces (the third for
 //! host C: the image drives every NIC it finds, up to 8), which are moved
 //! into the hosts' namespaces once QEMU has made them; the same checks and counters, and
-//! the run ended by a signed STOP control frame sent from host A's side.
+//! the run ended by a signed STOP control frame sent from host A's side. Then jumbo frames
+//! through virtio-net (ports 0 and 2 at 9 000 in its chain: mergeable receive buffers in,
+//! descriptor chains out): A and C raise their links to 9 000 and 1 MiB crosses A→C
+//! byte-exact in jumbo frames (port 2's frames average over 4 000 bytes), and A→B through
+//! port 1 at 1 400 after path-MTU discovery.
 //!
 //! Assertions are on `ping`'s exit status, on what crossed the links, and on the dataplane's
 //! `@summary` counters. Timeouts are hang guards; nothing asserts on time.
@@ -481,6 +485,9 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     std::fs::create_dir_all(&toml_dir)?;
     let toml = toml_dir.join("router.toml");
     std::fs::write(&toml, router3_vlan_toml())?;
+    // Ports 0 and 2 (hosts A and C) carry jumbo frames: virtio-net takes them over mergeable
+    // receive buffers and sends them as descriptor chains.
+    std::fs::write(&toml, router3_vlan_toml() + &jumbo_ports(&[0, 2]))?;
     let text = cadence_ctl::chain::load(&toml)?.text;
     // A third virtio-net NIC on its own tap for host C: the image drives all three.
     let (mut rig, [if_a, if_b]) = cadence_tests::start_on_more_taps("router_image", text, 1)?;
@@ -506,6 +513,7 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     // The rig's NIC MACs: 52:54:00:ca:de:0N for port N.
     let cmac2 = [0x52, 0x54, 0x00, 0xca, 0xde, 0x02];
     failures.extend(exercise_vlan(&na.0, &nc.0, &if_c, cmac2, &nd.0)?);
+    failures.extend(exercise_jumbo(&na.0, &nb.0, &nc.0, if_a, &if_c, &out, 1 << 20)?);
 
     // STOP from host A's side (the rig's own socket on the tap no longer sees it).
     let fw = cadence_tests::stop_from_netns(&mut rig, &na.0, if_a)?;
@@ -517,7 +525,44 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     assert!(rx2 >= 9 && tx2 >= 9, "port 2: rx {rx2}, tx {tx2}: {summary}");
     assert_eq!(fw.require("drop_vlan_unknown")?, 1, "the VLAN 200 frame: {summary}");
     assert_eq!(fw.require("acl_denied")?, 3, "D's three datagrams to port 5001: {summary}");
+    // The jumbo transfer to C left port 2 in frames far longer than a receive buffer.
+    let (tx2_bytes, drops) = (fw.require("p2_tx_bytes")?, fw.require("drop_multi_buffer")?);
+    assert!(tx2_bytes / tx2 > 4000, "port 2: {tx2} frames, {tx2_bytes} bytes: {summary}");
+    assert_eq!(drops, 0, "{summary}");
     Ok(())
+}
+
+/// `[[port.mtu]]` records putting `ports` at a 9 000-byte MTU.
+fn jumbo_ports(ports: &[u8]) -> String {
+    ports.iter().map(|p| format!("[[port.mtu]]\nport = {p}\nmtu = 9000\n")).collect()
+}
+
+/// Hosts A and C raise their links (`if_a`, `if_c`) to a 9 000-byte MTU, segments as the
+/// wire carries them (no TSO/GSO/GRO): `bytes` over TCP from A to C byte-exact (in jumbo
+/// frames, Cadence's ports 0 and 2 at 9 000), and from A to B (behind port 1 at 1 400: A's
+/// kernel sends what fits after Cadence's "fragmentation needed"). Returns what failed.
+fn exercise_jumbo(a: &str, b: &str, c: &str, if_a: &str, if_c: &str, out: &Path, bytes: usize) -> Result<Vec<String>> {
+    for (ns, ifname) in [(a, if_a), (c, if_c)] {
+        ip(&["-n", ns, "link", "set", ifname, "mtu", "9000"])?;
+        run(Command::new(IP)
+            .args(["netns", "exec", ns, "ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]))?;
+    }
+    transfers(a, &[(c, C, 5202), (b, B, 5201)], out, bytes)
+}
+
+/// TCP bulk transfers of `bytes` from namespace `from` to each `(namespace, address, port)`,
+/// what each end printed written to `out/bulk_<address>.txt`: the transfers that were not
+/// byte-exact.
+fn transfers(from: &str, to: &[(&str, &str, u16)], out: &Path, bytes: usize) -> Result<Vec<String>> {
+    let mut failures = Vec::new();
+    for &(to_ns, to, port) in to {
+        let (sent, got) = bulk(from, to_ns, to, port, bytes)?;
+        std::fs::write(out.join(format!("bulk_{to}.txt")), format!("sent {sent}\ngot {got}\n"))?;
+        if sent.is_empty() || sent != got || !sent.starts_with(&format!("{bytes} ")) {
+            failures.push(format!("TCP A -> {to}: sent {sent:?}, received {got:?}"));
+        }
+    }
+    Ok(failures)
 }
 
 /// The chain of the jumbo test: the L3 forwarder between three directly connected subnets;
@@ -593,15 +638,7 @@ fn jumbo_frames_cross_the_hosted_router_byte_exact_and_path_mtu_discovery_works(
     let chain = out.join("jumbo.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
     let dp = Dataplane::start_io(&bin, &veths, &chain, "af_packet", &[], &out.join("dataplane.stderr"))?;
-    let bytes = 4 << 20;
-    let mut failures = Vec::new();
-    for (to_ns, to, port) in [(&ns[1].0, B, 5101u16), (&ns[2].0, C, 5102)] {
-        let (sent, got) = bulk(&ns[0].0, to_ns, to, port, bytes)?;
-        std::fs::write(out.join(format!("bulk_{to}.txt")), format!("sent {sent}\ngot {got}\n"))?;
-        if sent.is_empty() || sent != got || !sent.starts_with(&format!("{bytes} ")) {
-            failures.push(format!("TCP A -> {to}: sent {sent:?}, received {got:?}"));
-        }
-    }
+    let failures = transfers(&ns[0].0, &[(&ns[1].0, B, 5101), (&ns[2].0, C, 5102)], &out, 4 << 20)?;
     let summary = dp.stop()?;
     cadence_tests::report(&out, &summary, &failures)?;
     // To B, data in jumbo frames: port 1's frames average far above a buffer's 1 984 bytes.

@@ -366,6 +366,32 @@ fn section(name: &str) -> Option<Box<dyn Section>> {
 }
 
 impl ChainSpec {
+    /// Bytes a frame adds to its IP packet on the wire, FCS aside: the Ethernet header and
+    /// one 802.1Q tag.
+    pub const L2_OVERHEAD: usize = 18;
+
+    /// The longest frame port `port` must receive: the largest MTU (`port.mtu`) of the port
+    /// and of the sub-interfaces on it, plus [`Self::L2_OVERHEAD`]; 1 518 without
+    /// `port.mtu`. A NIC brought up for the port must take frames this long.
+    pub fn longest_frame(&self, port: usize) -> usize {
+        let mtu = match &self.neigh {
+            None => crate::neigh::DEFAULT_MTU,
+            Some(n) => {
+                let vlans = n.cfg.vlan_map().unwrap_or_default();
+                let on_port = |i: usize| vlans.port_of(i) == Some(port);
+                n.cfg
+                    .mtu
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| on_port(i))
+                    .map(|(_, &m)| m)
+                    .max()
+                    .unwrap_or(crate::neigh::DEFAULT_MTU)
+            }
+        };
+        usize::from(mtu) + Self::L2_OVERHEAD
+    }
+
     /// The highest port the chain's configuration names, and the record that names it
     /// (`l3fwd.route`/next hop, `nat.inside_port`, `port.addr`, `neigh.static`, `port.mtu`);
     /// `None` when it names none. A dataplane with fewer ports refuses the chain at start

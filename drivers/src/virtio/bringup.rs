@@ -13,7 +13,7 @@ use super::mq::{self, RssConfig, hash_type};
 use super::pci::{CapRegion, VirtioCaps};
 use super::queue::{MAX_SIZE, SplitQueue};
 use super::regs::{DeviceStatus, NO_VECTOR, common, feature, net_cfg};
-use super::rxtx::{VirtioRx, VirtioTx};
+use super::rxtx::{MAX_MERGED_FRAME, MAX_ONE_BUFFER_FRAME, VirtioRx, VirtioTx};
 use crate::hal::{Dma, DmaAlloc, Mmio, PciFunction, pci};
 
 /// PCI vendor ID of virtio devices (§4.1.2).
@@ -50,11 +50,24 @@ pub struct Config {
     /// leaves them empty for the caller to fill with [`VirtioRx::fill`], e.g. each queue
     /// pair from the pool of the lane that owns it. Default `true`.
     pub fill_rx: bool,
+    /// The longest frame to receive, in bytes from the destination MAC (no FCS). Above
+    /// [`MAX_ONE_BUFFER_FRAME`] (a frame in one receive buffer) `VIRTIO_NET_F_MRG_RXBUF` is
+    /// negotiated, so the device spreads longer packets over several buffers; a device
+    /// without it is refused ([`InitError::NoMergeableRx`]), as is a length over
+    /// [`MAX_MERGED_FRAME`]. Default [`MAX_ONE_BUFFER_FRAME`].
+    pub max_frame: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { queue_size: 256, mac: None, timeout_ms: 100, queue_pairs: 1, fill_rx: true }
+        Self {
+            queue_size: 256,
+            mac: None,
+            timeout_ms: 100,
+            queue_pairs: 1,
+            fill_rx: true,
+            max_frame: MAX_ONE_BUFFER_FRAME,
+        }
     }
 }
 
@@ -77,6 +90,12 @@ impl Config {
         self
     }
 
+    /// This configuration receiving frames of up to `bytes` ([`Config::max_frame`]).
+    pub fn with_max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+
     /// This configuration with receive rings filled at bring-up (`true`) or left to the
     /// caller (`false`).
     pub fn with_fill_rx(mut self, fill: bool) -> Self {
@@ -94,8 +113,8 @@ impl Config {
 /// bus addresses. With more than one pair wanted: `VIRTIO_NET_F_MQ` and
 /// `VIRTIO_NET_F_RSS` when offered together with `VIRTIO_NET_F_CTRL_VQ` (§5.1.3.1:
 /// "VIRTIO_NET_F_MQ Requires VIRTIO_NET_F_CTRL_VQ", likewise `RSS`), and `CTRL_VQ`
-/// only with one of them. Nothing else: no `MRG_RXBUF`, no `HASH_REPORT` and no
-/// offloads, so the header stays 12 bytes and all zeros on transmit.
+/// only with one of them. Nothing else (`MRG_RXBUF` is [`negotiate_frames`]'s): no
+/// `HASH_REPORT` and no offloads, so the header stays 12 bytes and all zeros on transmit.
 pub fn negotiate(offered: u64, queue_pairs: u16) -> Result<u64, InitError> {
     if offered & feature::VERSION_1 == 0 {
         return Err(InitError::NoVersion1);
@@ -109,6 +128,22 @@ pub fn negotiate(offered: u64, queue_pairs: u16) -> Result<u64, InitError> {
         features &= !feature::NET_CTRL_VQ;
     }
     Ok(features)
+}
+
+/// The feature frames of up to `max_frame` bytes need out of `offered`: none when one receive
+/// buffer holds them, else `VIRTIO_NET_F_MRG_RXBUF` (§5.1.6.3.1: without it or a GSO feature
+/// the driver offers buffers for a 1 514-byte frame at most), refused when the device does
+/// not offer it or the frame is longer than [`MAX_MERGED_FRAME`].
+pub fn negotiate_frames(offered: u64, max_frame: usize) -> Result<u64, InitError> {
+    if max_frame <= MAX_ONE_BUFFER_FRAME {
+        Ok(0)
+    } else if max_frame > MAX_MERGED_FRAME {
+        Err(InitError::FrameTooLong { max_frame })
+    } else if offered & feature::NET_MRG_RXBUF == 0 {
+        Err(InitError::NoMergeableRx { max_frame })
+    } else {
+        Ok(feature::NET_MRG_RXBUF)
+    }
 }
 
 /// The RSS configuration the port keeps (and resends whole on every change).
@@ -208,7 +243,7 @@ where
     let lo = c.read32(common::DEVICE_FEATURE) as u64;
     c.write32(common::DEVICE_FEATURE_SELECT, 1);
     let hi = c.read32(common::DEVICE_FEATURE) as u64;
-    let features = negotiate(hi << 32 | lo, config.queue_pairs)?;
+    let features = negotiate(hi << 32 | lo, config.queue_pairs)? | negotiate_frames(hi << 32 | lo, config.max_frame)?;
     if features & feature::NET_MAC == 0 && config.mac.is_none() {
         return Err(InitError::NoMac);
     }
@@ -254,7 +289,7 @@ where
     let mut tx = Vec::with_capacity(pairs as usize);
     for pair in 0..pairs {
         let (vq, bell) = setup_queue(pci, c, caps, dma, 2 * pair, config.queue_size)?;
-        rx.push(VirtioRx::new(vq, bell, 2 * pair));
+        rx.push(VirtioRx::new(vq, bell, 2 * pair, features & feature::NET_MRG_RXBUF != 0));
         let (vq, bell) = setup_queue(pci, c, caps, dma, 2 * pair + 1, config.queue_size)?;
         tx.push(VirtioTx::new(vq, bell, 2 * pair + 1));
     }

@@ -64,6 +64,19 @@ pub enum InitError {
     /// §5.1.6.5.5 / §5.1.6.5.7: the multiqueue command (`VQ_PAIRS_SET` or `RSS_CONFIG`)
     /// at bring-up failed.
     Multiqueue(CtrlError),
+    /// Frames of `max_frame` bytes are wanted (`Config::max_frame`), longer than a receive
+    /// buffer, and the device does not offer `VIRTIO_NET_F_MRG_RXBUF` to spread them over
+    /// several.
+    NoMergeableRx {
+        /// The longest frame wanted.
+        max_frame: usize,
+    },
+    /// Frames of `max_frame` bytes are wanted, longer than the buffers of one frame hold
+    /// (`rxtx::MAX_MERGED_FRAME`).
+    FrameTooLong {
+        /// The longest frame wanted.
+        max_frame: usize,
+    },
 }
 
 impl fmt::Display for InitError {
@@ -93,6 +106,17 @@ impl fmt::Display for InitError {
             InitError::MapNotify(e) => write!(f, "mapping virtio notify address: {e}"),
             InitError::CtrlQueueTooSmall(q) => write!(f, "virtio control queue {q}: fewer than 2 entries"),
             InitError::Multiqueue(e) => write!(f, "virtio-net multiqueue setup: {e}"),
+            InitError::NoMergeableRx { max_frame } => write!(
+                f,
+                "virtio features: frames of {max_frame} bytes need mergeable receive buffers \
+                 (VIRTIO_NET_F_MRG_RXBUF), which the device does not offer (it takes {} at most)",
+                super::rxtx::MAX_ONE_BUFFER_FRAME
+            ),
+            InitError::FrameTooLong { max_frame } => write!(
+                f,
+                "virtio-net: frames of {max_frame} bytes are longer than the driver receives ({} at most)",
+                super::rxtx::MAX_MERGED_FRAME
+            ),
         }
     }
 }

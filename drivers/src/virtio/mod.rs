@@ -79,9 +79,9 @@ mod mq_tests;
 #[cfg(test)]
 mod tests;
 
-pub use bringup::{Config, DEVICE_ID, TRANSITIONAL_DEVICE_ID, VENDOR_ID, negotiate};
+pub use bringup::{Config, DEVICE_ID, TRANSITIONAL_DEVICE_ID, VENDOR_ID, negotiate, negotiate_frames};
 pub use ctrl::CtrlError;
 pub use error::InitError;
 pub use mq::hash_type;
 pub use net::{OwnedQueues, QueuePair, Queues, VirtioNet};
-pub use rxtx::{NET_HDR_LEN, VirtioRx, VirtioTx};
+pub use rxtx::{MAX_MERGED_FRAME, MAX_ONE_BUFFER_FRAME, NET_HDR_LEN, VirtioRx, VirtioTx};

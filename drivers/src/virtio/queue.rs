@@ -12,10 +12,13 @@
 //! N (the queue size) is a power of two, so the free-running 16-bit ring indices
 //! wrap onto ring slots consistently (`idx % N` stays continuous across the u16 wrap).
 //!
-//! Every chain here is a single descriptor carrying one packet buffer: the queue
-//! keeps a stack of free descriptor ids and, per descriptor, the buffer it carries,
-//! so completions may come back in any order and an id the device invents is
-//! caught instead of trusted.
+//! A chain here carries one packet: a single descriptor (every receive buffer, and a frame
+//! in one buffer), or up to `buf::MAX_SEGMENTS` (a frame over several buffers on transmit,
+//! [`SplitQueue::push_chain`]). The queue keeps a stack of free descriptor ids and, per
+//! descriptor, the buffer a chain's head carries and the descriptor that follows it (the
+//! driver's own copy of `next`: the device's view of the table is never read back), so
+//! completions may come back in any order, a whole chain is freed by its head, and an id
+//! the device invents is caught instead of trusted.
 
 use alloc::vec::Vec;
 
@@ -77,7 +80,10 @@ pub(crate) const fn layout(size: u16) -> (usize, usize, usize) {
     (avail_off, used_off, used_end)
 }
 
-/// A split virtqueue whose chains are single descriptors carrying packet buffers.
+/// No descriptor follows (the end of a chain, in [`SplitQueue`]'s `next`).
+const NO_NEXT: u16 = u16::MAX;
+
+/// A split virtqueue whose chains carry packet buffers.
 #[derive(Debug)]
 pub(crate) struct SplitQueue<R> {
     mem: R,
@@ -86,8 +92,10 @@ pub(crate) struct SplitQueue<R> {
     used_off: usize,
     /// Free descriptor ids (a stack).
     free: Vec<u16>,
-    /// The buffer each descriptor carries while the device owns it.
+    /// The buffer each chain's head carries while the device owns it.
     tokens: Vec<Option<PacketBuf>>,
+    /// The descriptor after each one in its chain ([`NO_NEXT`] for the last).
+    next: Vec<u16>,
     /// The driver's next avail index (written to `avail->idx` by [`Self::publish`]).
     next_avail: u16,
     /// The avail index the device has been shown.
@@ -113,6 +121,7 @@ impl<R: Dma> SplitQueue<R> {
         mem.write16(avail_off + avail::FLAGS, AVAIL_F_NO_INTERRUPT);
         let free = (0..size).rev().collect();
         let tokens = alloc::vec![None; size as usize];
+        let next = alloc::vec![NO_NEXT; size as usize];
         Ok(Self {
             mem,
             size,
@@ -120,6 +129,7 @@ impl<R: Dma> SplitQueue<R> {
             used_off,
             free,
             tokens,
+            next,
             next_avail: 0,
             published: 0,
             last_used: 0,
@@ -153,7 +163,8 @@ impl<R: Dma> SplitQueue<R> {
         self.free.len()
     }
 
-    /// Buffers the device owns (posted, not yet seen in the used ring).
+    /// Descriptors the device owns (posted, not yet seen in the used ring): its buffers,
+    /// one per descriptor.
     pub(crate) fn in_flight(&self) -> usize {
         self.size as usize - self.free.len()
     }
@@ -170,11 +181,45 @@ impl<R: Dma> SplitQueue<R> {
         let Some(id) = self.free.pop() else {
             return Err(buf);
         };
+        self.write_desc(id, addr, len, flags, NO_NEXT);
+        self.make_available(id, buf);
+        Ok(())
+    }
+
+    /// Puts `buf` on the available ring as one chain of descriptors, `parts[i]` = (address,
+    /// bytes) of the i-th, all with `flags` (and `NEXT` but the last): one packet in several
+    /// pieces (§2.7.5, §2.7.13.1). Gives `buf` back, and takes nothing, if `parts` is empty
+    /// or fewer descriptors are free.
+    pub(crate) fn push_chain(&mut self, parts: &[(u64, u32)], flags: u16, buf: PacketBuf) -> Result<(), PacketBuf> {
+        if parts.is_empty() || parts.len() > self.free.len() {
+            return Err(buf);
+        }
+        // Built from the last descriptor back, so each knows the one after it.
+        let mut after = NO_NEXT;
+        for &(addr, len) in parts.iter().rev() {
+            let Some(id) = self.free.pop() else { return Err(buf) }; // Cannot fail: counted above.
+            let f = if after == NO_NEXT { flags } else { flags | DESC_F_NEXT };
+            self.write_desc(id, addr, len, f, after);
+            after = id;
+        }
+        self.make_available(after, buf);
+        Ok(())
+    }
+
+    /// Writes descriptor `id` and the driver's copy of its `next`.
+    fn write_desc(&mut self, id: u16, addr: u64, len: u32, flags: u16, next: u16) {
         let d = id as usize * desc::SIZE;
         self.mem.write64(d + desc::ADDR, addr);
         self.mem.write32(d + desc::LEN, len);
         self.mem.write16(d + desc::FLAGS, flags);
-        self.mem.write16(d + desc::NEXT, 0);
+        self.mem.write16(d + desc::NEXT, if next == NO_NEXT { 0 } else { next });
+        if let Some(n) = self.next.get_mut(id as usize) {
+            *n = next;
+        }
+    }
+
+    /// Puts the chain headed by `id`, carrying `buf`, in the next available-ring entry.
+    fn make_available(&mut self, id: u16, buf: PacketBuf) {
         if let Some(t) = self.tokens.get_mut(id as usize) {
             *t = Some(buf);
         }
@@ -183,7 +228,6 @@ impl<R: Dma> SplitQueue<R> {
         let slot = (self.next_avail % self.size) as usize;
         self.mem.write16(self.avail_off + avail::RING + slot * avail::ELEM, id);
         self.next_avail = self.next_avail.wrapping_add(1);
-        Ok(())
     }
 
     /// Shows the device every descriptor pushed since the last call, by storing the
@@ -246,8 +290,9 @@ impl<R: Dma> SplitQueue<R> {
     }
 
     /// Takes the next used entry seen by [`Self::poll_used`]: the buffer and the bytes
-    /// the device wrote into it. Entries naming a descriptor the device does not own
-    /// are skipped and counted in [`Self::bad_used`].
+    /// the device wrote into it; the entry's chain is free again. Entries naming a
+    /// descriptor that heads no chain the device owns are skipped and counted in
+    /// [`Self::bad_used`].
     pub(crate) fn pop_used(&mut self) -> Option<(PacketBuf, u32)> {
         while self.last_used != self.seen_used {
             let slot = (self.last_used % self.size) as usize;
@@ -258,8 +303,16 @@ impl<R: Dma> SplitQueue<R> {
             let token = usize::try_from(id).ok().and_then(|i| self.tokens.get_mut(i)).and_then(Option::take);
             match token {
                 Some(buf) => {
-                    // `id < size` here, since `tokens` has `size` entries.
-                    self.free.push(id as u16);
+                    // `id < size` here, since `tokens` has `size` entries; a chain is at most
+                    // `size` long (each descriptor in it was taken from `free` once).
+                    let mut d = id as u16;
+                    for _ in 0..self.size {
+                        self.free.push(d);
+                        match self.next.get_mut(d as usize) {
+                            Some(n) if *n != NO_NEXT => d = core::mem::replace(n, NO_NEXT),
+                            _ => break,
+                        }
+                    }
                     return Some((buf, len));
                 }
                 None => self.bad_used += 1,

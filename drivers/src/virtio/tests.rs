@@ -596,3 +596,151 @@ fn a_hostile_used_ring_loses_no_buffer() {
     assert_eq!(h.pool.double_frees(), 0);
     assert!(rx.rx_stats().errors > 0);
 }
+
+/// Jumbo frames (`Config::max_frame` above a buffer): `MRG_RXBUF` negotiated, each packet
+/// over as many receive buffers as it fills, put back together byte-exact.
+#[test]
+fn jumbo_frames_arrive_over_merged_buffers_byte_exact() {
+    use super::{MAX_MERGED_FRAME, MAX_ONE_BUFFER_FRAME};
+    let mut h = Harness::new();
+    let mut net = h.init(&Config::default().with_queue_size(64).with_max_frame(9018));
+    assert_ne!(h.model.dev().accepted & feature::NET_MRG_RXBUF, 0);
+    // 1 996 bytes a buffer, the header in the first.
+    let lens = [60, MAX_ONE_BUFFER_FRAME, MAX_ONE_BUFFER_FRAME + 1, 3000, 9014, 9018, MAX_MERGED_FRAME];
+    let want: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| frame_bytes(i as u32, l)).collect();
+    for f in &want {
+        h.model.inject(f);
+    }
+    assert_eq!(h.model.step(), (0, lens.len()));
+    let rx = net.rx_queue(0).expect("rx0");
+    let mut batch = Batch::new();
+    assert_eq!(rx.rx_burst(&mut h.pool, &mut batch), lens.len());
+    for (&b, w) in batch.as_slice().iter().zip(&want) {
+        let mut got = vec![0u8; MAX_MERGED_FRAME];
+        let n = h.pool.copy_frame(b, &mut got).expect("fits");
+        assert_eq!(&got[..n], &w[..], "a frame of {} bytes", w.len());
+        assert_eq!(h.pool.segments(b).count(), (w.len() + 12).div_ceil(1996), "{} bytes", w.len());
+        assert_eq!(h.pool.frame_offset(b), HEADROOM);
+    }
+    let s = rx.rx_stats();
+    assert_eq!((s.packets, s.errors), (lens.len() as u64, 0));
+    assert_eq!(s.bytes, lens.iter().sum::<usize>() as u64);
+    // The ring was topped up for every buffer taken.
+    assert_eq!(rx.posted(), 64);
+    h.pool.free_batch(&mut batch);
+    assert_eq!(h.pool.in_use(), 64);
+    h.model.assert_clean();
+}
+
+/// A packet whose later buffers the device has not published yet waits in the queue (held,
+/// counted as posted) and comes out whole once they are.
+#[test]
+fn a_merged_packet_seen_in_part_waits_for_its_last_buffers() {
+    let mut h = Harness::new();
+    let mut net = h.init(&Config::default().with_queue_size(16).with_max_frame(9018));
+    let f = frame_bytes(7, 9000); // Five buffers.
+    h.model.inject(&f);
+    h.model.step();
+    h.model.set_used_idx(0, 2);
+    let rx = net.rx_queue(0).expect("rx0");
+    let mut batch = Batch::new();
+    assert_eq!(rx.rx_burst(&mut h.pool, &mut batch), 0);
+    assert_eq!(rx.posted(), 16 + 2, "the two buffers seen are held, the ring refilled");
+    h.model.set_used_idx(0, 5);
+    assert_eq!(rx.rx_burst(&mut h.pool, &mut batch), 1);
+    let mut got = vec![0u8; 9000];
+    assert_eq!(h.pool.copy_frame(batch.as_slice()[0], &mut got), Some(9000));
+    assert_eq!(got, f);
+    assert_eq!(rx.posted(), 16);
+    assert_eq!(rx.rx_stats().errors, 0);
+    h.pool.free_batch(&mut batch);
+    assert_eq!(h.pool.in_use(), 16);
+}
+
+/// A header counting 0 buffers, or more than a frame may span, throws its packet away whole
+/// (every buffer back on the ring, one error), and the packets after it arrive intact.
+#[test]
+fn bad_buffer_counts_throw_their_packet_away_whole() {
+    let mut h = Harness::new();
+    let mut net = h.init(&Config::default().with_queue_size(32).with_max_frame(9018));
+    let (a, b, c) = (frame_bytes(1, 1000), frame_bytes(2, 9 * 1996 - 12), frame_bytes(3, 5000));
+    h.model.inject_claiming_buffers(&a, 0); // One buffer used, the header says none.
+    h.model.inject(&b); // Nine buffers: one more than a frame may span.
+    h.model.inject(&c);
+    assert_eq!(h.model.step(), (0, 3));
+    let rx = net.rx_queue(0).expect("rx0");
+    let mut batch = Batch::new();
+    assert_eq!(rx.rx_burst(&mut h.pool, &mut batch), 1);
+    let frames: Vec<Vec<u8>> = batch
+        .as_slice()
+        .iter()
+        .map(|&x| {
+            let mut v = vec![0u8; 16000];
+            let n = h.pool.copy_frame(x, &mut v).expect("fits");
+            v.truncate(n);
+            v
+        })
+        .collect();
+    assert_eq!(frames, vec![c], "the packet after the bad ones arrives whole");
+    assert_eq!(rx.rx_stats().errors, 2);
+    h.pool.free_batch(&mut batch);
+    assert_eq!(rx.posted(), 32);
+    assert_eq!(h.pool.in_use(), 32, "no buffer lost");
+    assert_eq!(h.pool.double_frees(), 0);
+}
+
+/// Without `MRG_RXBUF` on offer, a port wanting jumbo frames is refused by name, as is a
+/// frame longer than eight buffers hold.
+#[test]
+fn jumbo_frames_need_mergeable_buffers_on_offer() {
+    use super::MAX_MERGED_FRAME;
+    let mut h = Harness::new();
+    h.model.dev().offered &= !feature::NET_MRG_RXBUF;
+    assert_eq!(
+        h.try_init(&Config::default().with_max_frame(9018)).err(),
+        Some(InitError::NoMergeableRx { max_frame: 9018 })
+    );
+    assert_eq!(h.status().0 & DeviceStatus::FAILED, DeviceStatus::FAILED);
+    let mut h = Harness::new();
+    let too_long = MAX_MERGED_FRAME + 1;
+    assert_eq!(
+        h.try_init(&Config::default().with_max_frame(too_long)).err(),
+        Some(InitError::FrameTooLong { max_frame: too_long })
+    );
+    // A default port does not take MRG_RXBUF even when offered.
+    let mut h = Harness::new();
+    h.init(&Config::default());
+    assert_eq!(h.model.dev().accepted & feature::NET_MRG_RXBUF, 0);
+}
+
+/// A frame over several buffers leaves as one descriptor chain, byte-exact; a chain that
+/// does not fit the free descriptors waits, in order; every buffer comes back.
+#[test]
+fn a_frame_over_several_buffers_is_sent_as_one_chain() {
+    let mut h = Harness::new();
+    let mut net = h.init(&Config::default().with_queue_size(8));
+    let base = h.pool.in_use();
+    let (big, big2) = (frame_bytes(4, 9014), frame_bytes(5, 6000));
+    let a = h.pool.alloc_frame(&big).expect("five buffers");
+    let b = h.pool.alloc_frame(&big2).expect("four buffers");
+    let small = h.frame(6, 64);
+    let mut batch = Batch::new();
+    for x in [a, b, small] {
+        batch.push(x).expect("room");
+    }
+    let tx = net.tx_queue(0).expect("tx0");
+    // Five descriptors for `a`; `b` needs four, one more than the three left.
+    assert_eq!(tx.tx_burst(&mut h.pool, &mut batch), 1);
+    assert_eq!(batch.len(), 2);
+    assert_eq!(tx.in_flight(), 5);
+    h.model.step();
+    assert_eq!(tx.tx_burst(&mut h.pool, &mut batch), 2);
+    h.model.step();
+    tx.reclaim(&mut h.pool);
+    assert_eq!(h.model.dev().tx_frames, vec![big, big2, frame_bytes(6, 64)]);
+    let s = tx.tx_stats();
+    assert_eq!((s.packets, s.bytes, s.errors), (3, 9014 + 6000 + 64, 0));
+    assert_eq!(h.pool.in_use(), base);
+    assert_eq!(h.pool.double_frees(), 0);
+    h.model.assert_clean();
+}

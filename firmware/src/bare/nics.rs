@@ -353,6 +353,17 @@ pub enum NicError {
     Ixgbe(ixgbe::InitError),
     /// An i40e function failed to initialize.
     I40e(i40e::InitError),
+    /// The chain wants port `port` to receive frames longer than its NIC takes (`port.mtu`).
+    FrameTooLong {
+        /// The port.
+        port: usize,
+        /// Its NIC's kind.
+        kind: NicKind,
+        /// The longest frame the chain's MTUs for the port need.
+        need: usize,
+        /// The longest frame the NIC receives.
+        most: usize,
+    },
 }
 
 impl fmt::Display for NicError {
@@ -365,6 +376,11 @@ impl fmt::Display for NicError {
             NicError::Igb(e) => write!(f, "{e}"),
             NicError::Ixgbe(e) => write!(f, "{e}"),
             NicError::I40e(e) => write!(f, "{e}"),
+            NicError::FrameTooLong { port, kind, need, most } => write!(
+                f,
+                "port.mtu: port {port} ({}) receives frames of up to {most} bytes; its MTU needs {need}",
+                kind.as_str()
+            ),
         }
     }
 }
@@ -409,17 +425,24 @@ pub fn count(pci: &[PciDevice], cfg: &BootConfig) -> usize {
     select(pci, cfg).map_or(0, |(c, _)| c.len())
 }
 
+/// The longest frame an Intel NIC receives here: one buffer, no `JUMBOEN`/`LPE`.
+const INTEL_MAX_FRAME: usize = cadence_drivers::intel::MAX_RX_FRAME;
+
 /// Brings up the selected NICs with `cfg.lanes` queue pairs each (as many as the
 /// device gives) and empty receive rings (each lane fills its own with
-/// [`NicRx::fill`]); prints one `@nic` line per NIC brought up and one `error:` line
-/// per NIC that failed (and is skipped). `Err` only when `nics=` names a missing NIC.
-/// Returns the NICs and how many were tried.
+/// [`NicRx::fill`]); port `p` takes frames of up to `longest(p)` bytes (the chain's
+/// `port.mtu`: virtio-net then spreads longer ones over several buffers). Prints one `@nic`
+/// line per NIC brought up and one `error:` line per NIC that failed (and is skipped).
+/// `Err` when `nics=` names a missing NIC or a port's NIC cannot take the frames its MTU
+/// needs ([`NicError::FrameTooLong`]: configuration errors). Returns the NICs and how many
+/// were tried.
 pub fn probe(
     pci: &[PciDevice],
     dma: &mut DmaAllocator,
     clock: &Clock,
     pool: &mut Pool<'static>,
     cfg: &BootConfig,
+    longest: &dyn Fn(usize) -> usize,
 ) -> Result<(heapless::Vec<Nic, MAX_PORTS>, usize), NicError> {
     let (chosen, present) = select(pci, cfg)?;
     if cfg.nics.is_none() && present > chosen.len() {
@@ -433,12 +456,27 @@ pub fn probe(
     for &(dev, kind) in &chosen {
         let f = machine::function(dev);
         let bdf = dev.bdf;
+        let (port, need) = (ports.len(), longest(ports.len()));
+        if kind != NicKind::VirtioNet && need > INTEL_MAX_FRAME {
+            return Err(NicError::FrameTooLong { port, kind, need, most: INTEL_MAX_FRAME });
+        }
         let nic = match kind {
             NicKind::VirtioNet => {
                 let pairs = lanes.min(usize::from(u16::MAX)) as u16;
-                let c =
-                    virtio::Config::default().with_queue_size(cfg.qsize).with_queue_pairs(pairs).with_fill_rx(false);
-                VirtioNet::try_new(&f, dma, clock, pool, &c).map(Nic::Virtio).map_err(NicError::Virtio)
+                let c = virtio::Config::default()
+                    .with_queue_size(cfg.qsize)
+                    .with_queue_pairs(pairs)
+                    .with_fill_rx(false)
+                    .with_max_frame(need.max(virtio::MAX_ONE_BUFFER_FRAME));
+                match VirtioNet::try_new(&f, dma, clock, pool, &c) {
+                    Err(virtio::InitError::NoMergeableRx { .. }) => {
+                        return Err(NicError::FrameTooLong { port, kind, need, most: virtio::MAX_ONE_BUFFER_FRAME });
+                    }
+                    Err(virtio::InitError::FrameTooLong { .. }) => {
+                        return Err(NicError::FrameTooLong { port, kind, need, most: virtio::MAX_MERGED_FRAME });
+                    }
+                    r => r.map(Nic::Virtio).map_err(NicError::Virtio),
+                }
             }
             NicKind::Igb => {
                 let pairs = lanes.min(usize::from(igb::MAX_QUEUES)) as u16;

@@ -77,7 +77,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
     }
     // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
     // the pool handed to the drivers only satisfies their signature.
-    let ports = match nics::probe(&p.pci, &mut p.dma, &p.clock, &mut pools[0], &cfg) {
+    let ports = match nics::probe(&p.pci, &mut p.dma, &p.clock, &mut pools[0], &cfg, &|port| spec.longest_frame(port)) {
         Ok((ports, tried)) => {
             // A NIC that failed was reported and skipped; with none left of those
             // tried, there is nothing to run.
@@ -87,7 +87,7 @@ fn kmain(boot: &'static BootInfo) -> ! {
             }
             ports
         }
-        Err(e @ nics::NicError::NotFound(_)) => {
+        Err(e @ (nics::NicError::NotFound(_) | nics::NicError::FrameTooLong { .. })) => {
             println!("error: {e}");
             exit(ExitCode::ConfigError)
         }

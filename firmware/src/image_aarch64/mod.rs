@@ -98,7 +98,7 @@ fn kmain(boot: BootArgs) -> ! {
     }
     // Bring-up posts no receive buffers (each lane fills its rings from its own pool), so
     // the pool handed to the drivers only satisfies their signature.
-    let ports = match nics::probe(&pci, &mut dma, &p.clock, &mut pools[0], &cfg) {
+    let ports = match nics::probe(&pci, &mut dma, &p.clock, &mut pools[0], &cfg, &|port| spec.longest_frame(port)) {
         Ok((ports, tried)) => {
             if ports.is_empty() && tried > 0 {
                 println!("error: no usable NIC ({tried} found, none came up)");
@@ -106,7 +106,7 @@ fn kmain(boot: BootArgs) -> ! {
             }
             ports
         }
-        Err(e @ nics::NicError::NotFound(_)) => {
+        Err(e @ (nics::NicError::NotFound(_) | nics::NicError::FrameTooLong { .. })) => {
             println!("error: {e}");
             exit(ExitCode::ConfigError)
         }

@@ -352,3 +352,15 @@ fn the_highest_port_a_chain_names_comes_with_its_record() {
     assert_eq!(port("version=1\nport.mtu=port:5,mtu:1400\n"), Some((5, "port.mtu")));
     assert_eq!(port("version=1\nneigh.static=port:6,ip:10.0.6.9,mac:02:00:00:00:00:09\n"), Some((6, "neigh.static")));
 }
+
+#[test]
+fn the_longest_frame_a_port_receives_follows_its_mtus_and_its_sub_interfaces() {
+    let spec = |text: &str| ChainSpec::parse(text).expect("chain");
+    // No MTU set: Ethernet's 1 500 plus the header and a tag.
+    assert_eq!(spec("version=1\n").longest_frame(0), 1518);
+    let s = spec("version=1\nport.mtu=port:1,mtu:9000\nport.mtu=port:2,mtu:1400\n");
+    assert_eq!((s.longest_frame(0), s.longest_frame(1), s.longest_frame(2)), (1518, 9018, 1418));
+    // A sub-interface of port 0 (interface 8) with a jumbo MTU makes port 0 take jumbo frames.
+    let s = spec("version=1\nport.vlan=iface:8,port:0,vid:100\nport.mtu=port:8,mtu:9000\n");
+    assert_eq!((s.longest_frame(0), s.longest_frame(1)), (9018, 1518));
+}

@@ -4,8 +4,9 @@
 //!   notify, ISR, device) behind an MSI-X capability, all in BAR 4 like QEMU's.
 //! - [`Device`]: common-configuration semantics (reset to 0, feature select windows,
 //!   FEATURES_OK accept/refuse, queue registers), the doorbells, and the device side of
-//!   the split virtqueues: [`Model::step`] consumes TX descriptors (checking the header
-//!   is zero) and delivers injected RX frames (buffer first, then the used idx).
+//!   the split virtqueues: [`Model::step`] consumes TX descriptor chains (checking the
+//!   header is zero) and delivers injected RX frames (buffer first, then the used idx), with
+//!   `MRG_RXBUF` over as many buffers as a frame fills (`num_buffers` in the first header).
 //! - [`FakeDma`] (in `host`): DMA memory over host memory at fake physical addresses; the packet
 //!   pool's memory ([`PoolMem`]) is reachable by physical address too.
 //! - Multi-queue (in `ctrl`, turned on by [`Model::with_pairs`]): `CTRL_VQ`, `MQ` and `RSS`
@@ -74,11 +75,13 @@ pub(crate) struct Vq {
     pub(crate) used_idx: u16,
 }
 
-/// An RX frame waiting for a buffer; `claimed` overrides the used length reported.
+/// An RX frame waiting for a buffer; `claimed` overrides the used length reported (of its
+/// first buffer), `num_buffers` the header's count with `MRG_RXBUF`.
 #[derive(Debug, Clone)]
 struct RxFrame {
     bytes: Vec<u8>,
     claimed: Option<u32>,
+    num_buffers: Option<u16>,
 }
 
 /// The device's state and knobs.
@@ -330,17 +333,32 @@ impl Device {
         let mut n = 0;
         while last != avail_idx && self.tx_budget.is_none_or(|b| n < b) {
             let id = mem.r16(vq.driver + 4 + 2 * (last % vq.size) as u64);
-            let d = vq.desc + 16 * id as u64;
-            let (addr, len, flags) = (mem.r64(d), mem.r32(d + 8), mem.r16(d + 12));
-            if id >= vq.size || flags != 0 || len < 12 {
-                self.violations.push(format!("queue {q}: bad TX descriptor {id} flags {flags} len {len}"));
-            }
-            let mut bytes = vec![0u8; len as usize];
-            if !mem.read(addr, &mut bytes) {
-                self.violations.push(format!("queue {q}: TX buffer {addr:#x} outside memory"));
+            // The chain from `id` (§2.7.5): every descriptor device-readable, the header in
+            // the first, at most `size` long.
+            let mut bytes = Vec::new();
+            let mut d_id = id;
+            for i in 0..=vq.size {
+                if i == vq.size || d_id >= vq.size {
+                    self.violations.push(format!("queue {q}: TX chain from {id} loops or leaves the table"));
+                    break;
+                }
+                let d = vq.desc + 16 * d_id as u64;
+                let (addr, len, flags, next) = (mem.r64(d), mem.r32(d + 8), mem.r16(d + 12), mem.r16(d + 14));
+                if flags & !super::queue::DESC_F_NEXT != 0 || (i == 0 && len < 12) || (i > 0 && len == 0) {
+                    self.violations.push(format!("queue {q}: bad TX descriptor {d_id} flags {flags} len {len}"));
+                }
+                let mut part = vec![0u8; len as usize];
+                if !mem.read(addr, &mut part) {
+                    self.violations.push(format!("queue {q}: TX buffer {addr:#x} outside memory"));
+                }
+                bytes.extend_from_slice(&part);
+                if flags & super::queue::DESC_F_NEXT == 0 {
+                    break;
+                }
+                d_id = next;
             }
             if bytes.iter().take(12).any(|&b| b != 0) {
-                self.violations.push(format!("queue {q}: non-zero virtio_net_hdr {:?}", &bytes[..12]));
+                self.violations.push(format!("queue {q}: non-zero virtio_net_hdr {:?}", bytes.get(..12)));
             }
             self.tx_frames.push(bytes.get(12..).unwrap_or(&[]).to_vec());
             // Used element first: id, len (nothing written into a TX buffer).
@@ -369,32 +387,47 @@ impl Device {
         }
         let (mut last, mut used) = (vq.last_avail, vq.used_idx);
         let mut n = 0;
+        let merge = self.accepted & feature::NET_MRG_RXBUF != 0;
+        // The header goes just before HEADROOM, the frame at HEADROOM, up to the buffer end.
+        let (off, want_len) = ((HEADROOM - 12) as u64, (BUF_SIZE - HEADROOM + 12) as u32);
         while last != avail_idx {
-            let Some(frame) = self.rx_pending.get_mut(q / 2).and_then(VecDeque::pop_front) else { break };
-            let id = mem.r16(vq.driver + 4 + 2 * (last % vq.size) as u64);
-            let d = vq.desc + 16 * id as u64;
-            let (addr, len, flags) = (mem.r64(d), mem.r32(d + 8), mem.r16(d + 12));
-            if id >= vq.size || flags != 2 {
-                self.violations.push(format!("queue {q}: bad RX descriptor {id} flags {flags}"));
-            }
-            // The header goes just before HEADROOM, the frame at HEADROOM, up to the buffer end.
-            let (off, want_len) = ((HEADROOM - 12) as u64, (BUF_SIZE - HEADROOM + 12) as u32);
-            if addr < POOL_BASE || (addr - POOL_BASE) % BUF_SIZE as u64 != off || len != want_len {
-                self.violations.push(format!("queue {q}: RX descriptor {id} at {addr:#x} len {len}"));
-            }
-            // virtio_net_hdr: all zero but num_buffers = 1 (§5.1.6.4), then the frame.
+            let Some(q_pending) = self.rx_pending.get_mut(q / 2) else { break };
+            let Some(frame) = q_pending.front().cloned() else { break };
+            // virtio_net_hdr: all zero but num_buffers (§5.1.6.4), then the frame.
             let mut bytes = vec![0u8; 12];
-            bytes[10] = 1;
             bytes.extend_from_slice(&frame.bytes);
-            bytes.truncate(len as usize);
-            if !mem.write(addr, &bytes) {
-                self.violations.push(format!("queue {q}: RX buffer {addr:#x} outside memory"));
+            // With MRG_RXBUF a packet takes as many buffers as it fills (and waits until
+            // that many are posted, as QEMU does); without, one, cut to its length.
+            let need = if merge { bytes.len().div_ceil(want_len as usize) } else { 1 };
+            if usize::from(avail_idx.wrapping_sub(last)) < need {
+                break;
             }
-            let e = vq.device + 4 + 8 * (used % vq.size) as u64;
-            mem.write(e, &(id as u32).to_le_bytes());
-            mem.write(e + 4, &frame.claimed.unwrap_or(bytes.len() as u32).to_le_bytes());
-            last = last.wrapping_add(1);
-            used = used.wrapping_add(1);
+            q_pending.pop_front();
+            let count = frame.num_buffers.unwrap_or(need as u16);
+            bytes[10..12].copy_from_slice(&count.to_le_bytes());
+            if !merge {
+                bytes.truncate(want_len as usize);
+            }
+            for (i, chunk) in bytes.chunks(want_len as usize).enumerate() {
+                let id = mem.r16(vq.driver + 4 + 2 * (last % vq.size) as u64);
+                let d = vq.desc + 16 * id as u64;
+                let (addr, len, flags) = (mem.r64(d), mem.r32(d + 8), mem.r16(d + 12));
+                if id >= vq.size || flags != 2 {
+                    self.violations.push(format!("queue {q}: bad RX descriptor {id} flags {flags}"));
+                }
+                if addr < POOL_BASE || (addr - POOL_BASE) % BUF_SIZE as u64 != off || len != want_len {
+                    self.violations.push(format!("queue {q}: RX descriptor {id} at {addr:#x} len {len}"));
+                }
+                if !mem.write(addr, chunk) {
+                    self.violations.push(format!("queue {q}: RX buffer {addr:#x} outside memory"));
+                }
+                let e = vq.device + 4 + 8 * (used % vq.size) as u64;
+                mem.write(e, &(id as u32).to_le_bytes());
+                let claimed = frame.claimed.filter(|_| i == 0).unwrap_or(chunk.len() as u32);
+                mem.write(e + 4, &claimed.to_le_bytes());
+                last = last.wrapping_add(1);
+                used = used.wrapping_add(1);
+            }
             n += 1;
         }
         mem.write(vq.device + 2, &used.to_le_bytes());
@@ -497,12 +530,18 @@ impl Model {
     /// Queues a frame for reception on the receive queue the device steers it to;
     /// returns that queue (pair index).
     pub(crate) fn inject(&self, bytes: &[u8]) -> usize {
-        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: None })
+        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: None, num_buffers: None })
+    }
+
+    /// Queues a frame whose header claims `num_buffers` buffers (with `MRG_RXBUF`; a lying
+    /// device), spread over as many as it fills.
+    pub(crate) fn inject_claiming_buffers(&self, bytes: &[u8], num_buffers: u16) {
+        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: None, num_buffers: Some(num_buffers) });
     }
 
     /// Queues a frame whose used entry reports `claimed` bytes (a lying device).
     pub(crate) fn inject_claiming(&self, bytes: &[u8], claimed: u32) {
-        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: Some(claimed) });
+        self.push_rx(RxFrame { bytes: bytes.to_vec(), claimed: Some(claimed), num_buffers: None });
     }
 
     fn push_rx(&self, frame: RxFrame) -> usize {
