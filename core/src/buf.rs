@@ -50,9 +50,10 @@ pub const HEADROOM: usize = 64;
 pub const MAX_FRAME: usize = BUF_SIZE - HEADROOM;
 /// Most buffers in one batch.
 pub const BATCH_SIZE: usize = 32;
-/// Most buffers one frame spans ([`Pool::append_segment`]): 8 × [`MAX_FRAME`] = 15 872 bytes,
-/// room for the frame of a 9 000-byte MTU (9 018 bytes with a VLAN tag) in 5 buffers.
-pub const MAX_SEGMENTS: usize = 8;
+/// Most buffers one frame spans ([`Pool::append_segment`]): 16 × [`MAX_FRAME`] = 31 744 bytes;
+/// the frame of a 9 000-byte MTU (9 018 bytes with a VLAN tag) takes 5 whole buffers, or 9
+/// of 1 KiB (the Intel NICs' receive buffers with jumbo frames).
+pub const MAX_SEGMENTS: usize = 16;
 /// The longest frame a pool holds, over [`MAX_SEGMENTS`] buffers.
 pub const MAX_SEGMENTED_FRAME: usize = MAX_SEGMENTS * MAX_FRAME;
 
@@ -994,9 +995,9 @@ mod tests {
     /// more than `MAX_SEGMENTS` buffers.
     #[test]
     fn segments_are_appended_at_the_end_and_bad_ones_refused() {
-        let mut mem = vec![0u8; 12 * BUF_SIZE];
-        let mut p = pool(&mut mem, 12);
-        let b: Vec<PacketBuf> = (0..10).map(|_| p.alloc().unwrap()).collect();
+        let mut mem = vec![0u8; (MAX_SEGMENTS + 4) * BUF_SIZE];
+        let mut p = pool(&mut mem, MAX_SEGMENTS + 4);
+        let b: Vec<PacketBuf> = (0..MAX_SEGMENTS + 2).map(|_| p.alloc().unwrap()).collect();
         for (i, &x) in b.iter().enumerate() {
             p.set_len(x, 10 + i).unwrap();
         }
@@ -1014,15 +1015,15 @@ mod tests {
         p.free(spare).unwrap();
         assert_eq!(p.append_segment(b[0], spare), Err(PoolError::BadSegment));
         assert_eq!(p.append_segment(spare, b[5]), Err(PoolError::BadSegment));
-        assert_eq!(p.append_segment(b[0], PacketBuf(40)), Err(PoolError::BadHandle));
+        assert_eq!(p.append_segment(b[0], PacketBuf(400)), Err(PoolError::BadHandle));
         // Up to MAX_SEGMENTS buffers, not one more.
-        for &x in &b[5..10] {
+        for &x in &b[5..MAX_SEGMENTS + 2] {
             p.append_segment(b[0], x).unwrap();
         }
         assert_eq!(p.segments(b[0]).count(), MAX_SEGMENTS);
         let extra = p.alloc().unwrap();
         assert_eq!(p.append_segment(b[0], extra), Err(PoolError::BadSegment));
-        assert!(!p.is_segmented(b[9]) && !p.is_segmented(extra));
+        assert!(!p.is_segmented(b[MAX_SEGMENTS + 1]) && !p.is_segmented(extra));
         p.free(b[0]).unwrap();
         assert!(p.has_segmented(), "b[3]'s frame is left");
         p.free(b[3]).unwrap();

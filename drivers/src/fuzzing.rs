@@ -228,7 +228,8 @@ pub fn virtio(data: &[u8]) {
 
 /// The Intel advanced-descriptor RX ring (shared by ixgbe and igb) with the fuzzer writing
 /// the descriptor write-back: any status/error bits (DD, EOP, errors), any length, on any
-/// descriptor, including ones the driver has not posted or has already cleaned.
+/// descriptor, including ones the driver has not posted or has already cleaned. Half the
+/// inputs take jumbo frames (frames chained over descriptors until EOP).
 #[cfg(any(feature = "ixgbe", feature = "igb"))]
 pub fn intel_rx(data: &[u8]) {
     use crate::intel::desc::{ADV_DESC_LEN as DESC_LEN, AdvRx, RX_LENGTH, RX_STATUS_ERROR};
@@ -247,6 +248,10 @@ pub fn intel_rx(data: &[u8]) {
     let mut dma = ShmDma::new(0x1000_0000, 64 * 1024);
     let tail = ShmWindow::new(4);
     let mut q = IntelRx::<_, _, AdvRx>::try_new(&mut dma, size, tail.clone(), 0).expect("ring");
+    let jumbo = inp.below(2) == 1;
+    if jumbo {
+        q.set_max_frame(9018, 1024);
+    }
     let ring = dma.window(q.ring_phys()).expect("ring window");
     q.fill(&mut pool);
     let mut held = Held(Vec::new());
@@ -261,7 +266,7 @@ pub fn intel_rx(data: &[u8]) {
                 ring.w16(d + LENGTH, inp.u16());
             }
             2 => {
-                // An honest write-back of the next descriptors: DD | EOP, a frame length.
+                // An honest write-back of the next descriptors: DD (| EOP), a length.
                 let n = inp.below(8);
                 let tail_now = tail.r32(0) as usize;
                 for k in 0..n {
@@ -270,15 +275,19 @@ pub fn intel_rx(data: &[u8]) {
                         break;
                     }
                     let d = i * DESC_LEN;
-                    ring.w16(d + LENGTH, (60 + inp.below(MAX_RX_FRAME - 59)) as u16);
-                    ring.w32(d + STATUS_ERROR, 0b11);
+                    let most = if jumbo { 1024 } else { MAX_RX_FRAME };
+                    ring.w16(d + LENGTH, (60 + inp.below(most - 59)) as u16);
+                    ring.w32(d + STATUS_ERROR, if jumbo && inp.below(2) == 0 { 0b01 } else { 0b11 });
                 }
             }
             3 | 4 => {
                 let n = q.rx_burst(&mut pool, &mut batch);
                 for &b in batch.as_slice() {
-                    assert_eq!(pool.frame_offset(b), RX_FRAME_OFFSET);
-                    assert!((1..=MAX_RX_FRAME).contains(&pool.len(b)), "bad length {}", pool.len(b));
+                    for s in pool.segments(b) {
+                        assert_eq!(pool.frame_offset(s), RX_FRAME_OFFSET);
+                        assert!((1..=MAX_RX_FRAME).contains(&pool.len(s)), "bad length {}", pool.len(s));
+                    }
+                    assert!(pool.frame_len(b) <= q.max_frame(), "a frame of {} bytes", pool.frame_len(b));
                 }
                 held.received(&pool, &mut batch, n);
             }
@@ -288,7 +297,7 @@ pub fn intel_rx(data: &[u8]) {
                 q.fill(&mut pool);
             }
         }
-        assert_eq!(pool.in_use(), held.buffers(&pool) + q.posted(), "a buffer was lost or duplicated");
+        assert_eq!(pool.in_use(), held.buffers(&pool) + q.posted() + q.receiving(), "a buffer was lost or duplicated");
         assert!(q.posted() < size as usize, "more than size - 1 descriptors posted");
         assert!((tail.r32(0) as usize) < size as usize, "tail outside the ring");
         assert_eq!(pool.double_frees(), 0);

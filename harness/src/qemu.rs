@@ -61,6 +61,8 @@ pub struct TapNic {
     pub ifname: String,
     /// Queue pairs the device offers (`max_virtqueue_pairs`), 1 or more.
     pub queues: u16,
+    /// An Intel 82576 (`igb`, one queue pair here) instead of virtio-net.
+    pub igb: bool,
 }
 
 /// The link speed every virtio-net device reports (`VIRTIO_NET_F_SPEED_DUPLEX`): 1 Gb/s,
@@ -111,6 +113,11 @@ impl QemuNic {
                 // Each igb PF reserves the slots of its 8 VFs (devfn + 0x80, stride 2):
                 // PFs two slots apart (4, 6) keep the VF ranges from overlapping.
                 format!("igb,netdev=n{i},mac={},addr={:#x}", n.mac, 4 + 2 * i),
+            ),
+            QemuNic::Tap(t) if t.igb => (
+                format!("tap,id=n{i},ifname={},script=no,downscript=no,vhost=off", t.ifname),
+                // PFs two slots apart, as for the dgram igb NICs above.
+                format!("igb,netdev=n{i},mac={},addr={:#x}", t.mac, 4 + 2 * i),
             ),
             QemuNic::Tap(t) => {
                 let q = t.queues.max(1);
@@ -568,13 +575,13 @@ mod tests {
     #[test]
     fn tap_command_line() {
         let mac = Mac([0x52, 0x54, 0, 0xca, 0xde, 0]);
-        let mq = QemuNic::from(TapNic { mac, ifname: "cad123_00".into(), queues: 4 }).args(0).join(" ");
+        let mq = QemuNic::from(TapNic { mac, ifname: "cad123_00".into(), queues: 4, igb: false }).args(0).join(" ");
         assert_eq!(
             mq,
             "-netdev tap,id=n0,ifname=cad123_00,script=no,downscript=no,queues=4,vhost=off \
              -device virtio-net-pci,disable-legacy=on,netdev=n0,mq=on,rss=on,vectors=10,speed=1000,duplex=full,mac=52:54:00:ca:de:00"
         );
-        let one = QemuNic::from(TapNic { mac, ifname: "t".into(), queues: 1 }).args(3).join(" ");
+        let one = QemuNic::from(TapNic { mac, ifname: "t".into(), queues: 1, igb: false }).args(3).join(" ");
         assert_eq!(
             one,
             "-netdev tap,id=n3,ifname=t,script=no,downscript=no,queues=1,vhost=off \

@@ -94,9 +94,12 @@ pub struct RigConfig {
     /// open ([`Rig::extra_tap_ifnames`]: for real hosts in namespaces); MAC
     /// `52:54:00:ca:de:0N` for port N. Default 0.
     pub extra_taps: usize,
+    /// More QEMU arguments, after the rest (e.g. `-global virtio-net-pci.mrg_rxbuf=off`: a
+    /// device without a feature). Default none.
+    pub qemu_args: Vec<String>,
 }
 
-/// Which device QEMU emulates for each NIC (dgram backends).
+/// Which device QEMU emulates for each NIC (dgram and tap backends; a tap igb has one queue pair).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NicModel {
     /// Modern virtio-net (`virtio-net-pci,disable-legacy=on`).
@@ -125,6 +128,7 @@ impl RigConfig {
             ctl_key: protocol::random_ctl_key(),
             arch: crate::qemu::Arch::X86_64,
             extra_taps: 0,
+            qemu_args: Vec::new(),
         }
     }
 }
@@ -194,15 +198,18 @@ impl Rig {
                 }
             }
             Backend::Tap { queues } => {
+                let igb = cfg.nic_model == NicModel::Igb;
                 for i in 0..2 {
                     let ifname = tap::unique_ifname(i);
-                    nics.push(TapNic { mac: cfg.macs.nic[i], ifname: ifname.clone(), queues: queues.max(1) }.into());
+                    nics.push(
+                        TapNic { mac: cfg.macs.nic[i], ifname: ifname.clone(), queues: queues.max(1), igb }.into(),
+                    );
                     ifnames.push(ifname);
                 }
                 for port in 2..2 + cfg.extra_taps {
                     let ifname = tap::unique_ifname(port);
                     let mac = Mac([0x52, 0x54, 0x00, 0xca, 0xde, port as u8]);
-                    nics.push(TapNic { mac, ifname: ifname.clone(), queues: queues.max(1) }.into());
+                    nics.push(TapNic { mac, ifname: ifname.clone(), queues: queues.max(1), igb }.into());
                     extra_taps.push(ifname);
                 }
             }
@@ -215,6 +222,7 @@ impl Rig {
             // to an arm64 `Image` in RAM named by `/chosen/linux,initrd-start`/`-end`.
             extra_args.extend(["-initrd".to_string(), p.display().to_string()]);
         }
+        extra_args.extend(cfg.qemu_args.iter().cloned());
         let pcap = open_pcap(cfg)?;
         let qemu_config = QemuConfig {
             image: cfg.image.clone(),

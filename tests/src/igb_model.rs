@@ -6,11 +6,16 @@
 //! an auto-negotiation restart through MDIC (PHY 1, BMCR.ANRESTART), RCTL/TCTL enables,
 //! queue blocks at 0x0C000/0x0E000 + 0x40n with ENABLE read-back delays, RSS only when
 //! MRQC.MRQE = 010b and RXCSUM.PCSD = 1 (Toeplitz over the MRQC fields, 4-bit RETA
-//! entries), DROP_EN (SRRCTL bit 31) with RQDPC, and DD written last.
+//! entries), DROP_EN (SRRCTL bit 31) with RQDPC, and DD written last. Long packets: without
+//! RCTL.LPE a frame over 1 522 bytes is dropped (`oversized`), with it one over RLPML − 4
+//! (RLPML counts the CRC); a frame longer than SRRCTL.BSIZEPACKET spans descriptors, EOP on
+//! its last, each with its own length (dropped when the ring has too few); a transmitted
+//! frame is the descriptors up to EOP.
 //!
 //! Checked (violations): RDT bumped before RXDCTL.ENABLE read back; RCTL.EN with DTYP ≠
-//! 0 or LPE set; ring base/length alignment; SRRCTL not advanced one-buffer at enable;
-//! DMA outside allocated memory; bad TX descriptors; sub-dword register accesses.
+//! 0, or with LPE but RLPML not above 1 526; ring base/length alignment; SRRCTL not
+//! advanced one-buffer at enable; DMA outside allocated memory; bad TX descriptors;
+//! sub-dword register accesses.
 
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
@@ -29,6 +34,7 @@ const MDIC: usize = 0x0020;
 const RCTL: usize = 0x0100;
 const TCTL: usize = 0x0400;
 const RXCSUM: usize = 0x5000;
+const RLPML: usize = 0x5004;
 const MRQC: usize = 0x5818;
 const RETA: usize = 0x5C00;
 const RSSRK: usize = 0x5C80;
@@ -63,6 +69,10 @@ pub struct IgbDevice {
     pub rqdpc: [u64; QUEUES],
     /// Frames sent: (queue, bytes).
     pub tx_frames: Vec<(u16, Vec<u8>)>,
+    /// Frames dropped as longer than the long-packet settings allow.
+    pub oversized: u64,
+    /// The bytes of a transmitted frame before its EOP descriptor, per queue.
+    tx_partial: Vec<Vec<u8>>,
     /// Protocol violations.
     pub violations: Vec<String>,
 }
@@ -78,6 +88,7 @@ impl IgbDevice {
         self.link_up = false;
         self.rxq = vec![Q::default(); QUEUES];
         self.txq = vec![Q::default(); QUEUES];
+        self.tx_partial = vec![Vec::new(); QUEUES];
     }
 
     fn reg(&self, o: usize) -> u32 {
@@ -144,8 +155,9 @@ impl IgbDevice {
                 self.regs.insert(MDIC, v | 1 << 28);
             }
             RCTL => {
-                if v & 2 != 0 && ((v >> 10) & 3 != 0 || v & 1 << 5 != 0) {
-                    self.violations.push(format!("RCTL.EN with DTYP/LPE set: {v:#x}"));
+                let lpe_unset = v & 1 << 5 != 0 && self.reg(RLPML) & 0x3FFF <= 1526;
+                if v & 2 != 0 && ((v >> 10) & 3 != 0 || lpe_unset) {
+                    self.violations.push(format!("RCTL.EN with DTYP set, or LPE without RLPML: {v:#x}"));
                 }
                 self.regs.insert(o, v);
             }
@@ -247,17 +259,35 @@ impl IgbDevice {
             }
             return None;
         }
-        let head = self.rxq[q].head;
-        let d = base + 16 * head as u64;
-        let addr = self.host.r64(d);
-        let ok = self.host.dev_write(addr, frame)
-            && self.host.dev_write(d, &0u64.to_le_bytes())
-            && self.host.dev_write(d + 12, &(frame.len() as u32).to_le_bytes())
-            && self.host.dev_write(d + 8, &3u32.to_le_bytes());
-        if !ok {
-            self.violations.push(format!("RX queue {q}: DMA outside allocated memory at {addr:#x}"));
+        let longest = if self.reg(RCTL) & 1 << 5 != 0 { (self.reg(RLPML) & 0x3FFF) as usize - 4 } else { 1522 };
+        if frame.len() > longest {
+            self.oversized += 1;
+            return None;
         }
-        self.rxq[q].head = (head + 1) % n;
+        let bsize = ((self.reg(block + 0x0C) & 0x7F) as usize * 1024).max(1024);
+        let pieces = frame.len().div_ceil(bsize).max(1);
+        let free = (tail + n - self.rxq[q].head) % n;
+        if (free as usize) < pieces {
+            if self.reg(block + 0x0C) & 1 << 31 != 0 {
+                self.rqdpc[q] += 1;
+            }
+            return None;
+        }
+        for (k, piece) in frame.chunks(bsize).enumerate() {
+            let head = self.rxq[q].head;
+            let d = base + 16 * head as u64;
+            let addr = self.host.r64(d);
+            // Status: DD, and EOP on the last piece.
+            let status = if k + 1 == pieces { 3u32 } else { 1 };
+            let ok = self.host.dev_write(addr, piece)
+                && self.host.dev_write(d, &0u64.to_le_bytes())
+                && self.host.dev_write(d + 12, &(piece.len() as u32).to_le_bytes())
+                && self.host.dev_write(d + 8, &status.to_le_bytes());
+            if !ok {
+                self.violations.push(format!("RX queue {q}: DMA outside allocated memory at {addr:#x}"));
+            }
+            self.rxq[q].head = (head + 1) % n;
+        }
         self.rx_per_queue[q] += 1;
         Some(q)
     }
@@ -273,14 +303,18 @@ impl IgbDevice {
             let head = self.txq[q].head;
             let d = base + 16 * head as u64;
             let (addr, cmd) = (self.host.r64(d), self.host.r32(d + 8));
-            if (cmd >> 20) & 0xF != 3 || cmd & 1 << 29 == 0 || cmd & 3 << 24 != 3 << 24 {
+            if (cmd >> 20) & 0xF != 3 || cmd & 1 << 29 == 0 || cmd & 1 << 25 == 0 || cmd & 0xFFFF == 0 {
                 self.violations.push(format!("TX queue {q} descriptor {head}: {cmd:#x}"));
             }
             let mut bytes = vec![0u8; (cmd & 0xFFFF) as usize];
             if !self.host.dev_read(addr, &mut bytes) {
                 self.violations.push(format!("TX queue {q}: buffer {addr:#x} outside memory"));
             }
-            self.tx_frames.push((q as u16, bytes));
+            self.tx_partial[q].extend_from_slice(&bytes);
+            if cmd & 1 << 24 != 0 {
+                let frame = std::mem::take(&mut self.tx_partial[q]);
+                self.tx_frames.push((q as u16, frame));
+            }
             if cmd & 1 << 27 != 0 {
                 self.host.dev_write(d + 12, &1u32.to_le_bytes());
             }
@@ -321,6 +355,8 @@ impl Igb82576 {
             rx_per_queue: [0; QUEUES],
             rqdpc: [0; QUEUES],
             tx_frames: Vec::new(),
+            oversized: 0,
+            tx_partial: vec![Vec::new(); QUEUES],
             violations: Vec::new(),
         };
         d.reset();

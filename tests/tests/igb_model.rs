@@ -81,3 +81,66 @@ fn igb_rings_can_be_filled_after_bring_up_from_separate_pools() {
     pool1.free_batch(&mut batch);
     model.assert_clean();
 }
+
+/// Bytes `seed` of a jumbo frame of `len` bytes (a frame whose header says IPv4).
+fn jumbo(seed: u8, len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)).collect();
+    f[..6].copy_from_slice(&MAC);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f
+}
+
+/// Jumbo frames (`Config::max_frame` 9 018): RCTL.LPE with RLPML, 1 KiB buffers, a frame
+/// over as many descriptors as it fills chained into one, byte-exact; one longer than the
+/// maximum dropped by the device; a frame over several buffers sent as one descriptor chain.
+/// Without jumbo frames the device drops anything over 1 522 bytes.
+#[test]
+fn igb_jumbo_frames_arrive_over_chained_descriptors_and_leave_whole() {
+    let host = Host::new(1024 * BUF_SIZE);
+    let mut pool = Pool::try_with_mem(host.pool_mem(), POOL_BASE, 1024).expect("pool");
+    let (mut dma, clock) = (host.dma(), FakeClock::new());
+    let model = Igb82576::new(&host, MAC);
+    let cfg = Config::default().with_ring(64).with_max_frame(9018);
+    let mut nic = Igb::try_new(&model.pci(), &mut dma, &clock, &mut pool, &cfg).expect("init");
+    model.assert_clean();
+    let lens = [60, 1024, 1025, 1514, 9014, 9018];
+    let want: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| jumbo(i as u8, l)).collect();
+    for f in &want {
+        assert_eq!(model.inject(f), Some(0), "{} bytes", f.len());
+    }
+    assert_eq!(model.inject(&jumbo(9, 9019)), None, "longer than RLPML allows");
+    assert_eq!(model.dev().oversized, 1);
+    let rx = nic.rx_queue(0).unwrap();
+    let mut batch = Batch::new();
+    assert_eq!(rx.rx_burst(&mut pool, &mut batch), lens.len());
+    for (&b, w) in batch.as_slice().iter().zip(&want) {
+        let mut got = vec![0u8; w.len() + 1];
+        assert_eq!(pool.copy_frame(b, &mut got), Some(w.len()));
+        assert_eq!(&got[..w.len()], &w[..]);
+        assert_eq!(pool.segments(b).count(), w.len().div_ceil(1024), "{} bytes", w.len());
+    }
+    assert_eq!(rx.rx_stats().bytes, lens.iter().sum::<usize>() as u64);
+    assert_eq!(rx.rx_stats().errors, 0);
+    // Out again: each frame over its buffers as one chain of descriptors.
+    let tx = nic.tx_queue(0).unwrap();
+    assert_eq!(tx.tx_burst(&mut pool, &mut batch), lens.len());
+    let sent: Vec<Vec<u8>> = model.dev().tx_frames.iter().map(|(_, f)| f.clone()).collect();
+    assert_eq!(sent, want);
+    tx.reclaim(&mut pool);
+    assert_eq!(pool.in_use(), 63, "every buffer back but the ring's");
+    model.assert_clean();
+
+    // The same device without jumbo frames: 2 KiB buffers, nothing over 1 522 bytes.
+    let host = Host::new(256 * BUF_SIZE);
+    let mut pool = Pool::try_with_mem(host.pool_mem(), POOL_BASE, 256).expect("pool");
+    let (mut dma, clock) = (host.dma(), FakeClock::new());
+    let model = Igb82576::new(&host, MAC);
+    let mut nic =
+        Igb::try_new(&model.pci(), &mut dma, &clock, &mut pool, &Config::default().with_ring(64)).expect("init");
+    assert_eq!(model.inject(&jumbo(1, 1523)), None);
+    assert_eq!(model.inject(&jumbo(2, 1522)), Some(0));
+    let rx = nic.rx_queue(0).unwrap();
+    assert_eq!(rx.rx_burst(&mut pool, &mut batch), 1);
+    assert!(!pool.is_segmented(batch.as_slice()[0]));
+    model.assert_clean();
+}

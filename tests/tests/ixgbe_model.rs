@@ -425,3 +425,48 @@ fn queues_move_out_for_the_lanes_and_name_their_write_back_word() {
     assert_eq!(nic.hw_stats().gprc, 1);
     model.assert_clean();
 }
+
+/// Jumbo frames (`Config::max_frame` 9 018): HLREG0.JUMBOEN with MAXFRS 9 022, 1 KiB buffers,
+/// a frame over as many descriptors as it fills chained into one, byte-exact, and sent back
+/// out as one descriptor chain; one longer than MAXFRS dropped by the device. A max_frame
+/// past what the ring takes is refused by name.
+#[test]
+fn jumbo_frames_arrive_over_chained_descriptors_and_leave_whole() {
+    let mut h = ModelRig::new(POOL_BUFS);
+    let (model, mut nic) = h.ixgbe_port(MAC0, &Config::default().with_rings(64, 64).with_max_frame(9018));
+    assert_eq!(model.dev().reg(off::MAXFRS) >> 16, 9022);
+    // A standard frame's headers, the rest filler (the device reads no further than the MAC).
+    let long = |len: usize| -> Vec<u8> {
+        let mut f = frame(1, len as u32, 60, MAC0);
+        f.extend((f.len()..len).map(|i| (i * 13) as u8));
+        f
+    };
+    let sent: Vec<Vec<u8>> = [60, 1024, 1025, 1514, 4000, 9014, 9018].into_iter().map(&long).collect();
+    for f in &sent {
+        assert_eq!(model.inject(f), RxOutcome::Delivered(0), "{} bytes", f.len());
+    }
+    assert_eq!(model.inject(&long(9019)), RxOutcome::Oversize);
+    let mut batch = Batch::new();
+    let rx = nic.rx_queue(0).unwrap();
+    assert_eq!(rx.rx_burst(&mut h.pool, &mut batch), sent.len());
+    for (&b, f) in batch.as_slice().iter().zip(&sent) {
+        let mut got = vec![0u8; f.len()];
+        assert_eq!(h.pool.copy_frame(b, &mut got), Some(f.len()));
+        assert_eq!(&got, f);
+        assert_eq!(h.pool.segments(b).count(), f.len().div_ceil(1024));
+    }
+    let (_, tx) = nic.queue_pair(0).unwrap();
+    assert_eq!(tx.tx_burst(&mut h.pool, &mut batch), sent.len());
+    let out: Vec<Vec<u8>> = model.take_tx().into_iter().map(|(_, f)| f).collect();
+    assert_eq!(out, sent);
+    tx.reclaim(&mut h.pool);
+    assert_eq!(h.pool.in_use(), 63);
+    model.assert_clean();
+
+    let mut h = ModelRig::new(POOL_BUFS);
+    let model = Ixgbe82599::new(&h.host, MAC1);
+    let too_long = cadence_drivers::intel::MAX_JUMBO_FRAME + 1;
+    let cfg = Config::default().with_max_frame(too_long);
+    let r = Ixgbe::try_new(&model.pci(), &mut h.dma, &h.clock, &mut h.pool, &cfg);
+    assert_eq!(r.err(), Some(InitError::MaxFrame(too_long)));
+}

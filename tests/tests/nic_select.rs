@@ -38,20 +38,20 @@ fn nics_naming_a_missing_function_is_a_configuration_error() -> Result<()> {
     Ok(())
 }
 
-/// A chain whose `port.mtu` needs frames longer than the port's NIC receives (igb: 1 522
-/// bytes, one buffer a frame) is a configuration error naming the record, the port and the
-/// NIC, before any frame moves.
+/// A chain whose `port.mtu` needs frames longer than the port's NIC receives (a virtio-net
+/// device without mergeable receive buffers: one buffer, 1 984 bytes, a frame) is a
+/// configuration error naming the record, the port and the NIC, before any frame moves.
 #[test]
 fn a_port_mtu_its_nic_cannot_receive_is_a_configuration_error() -> Result<()> {
     let mut rig = cadence_tests::start_with("nic_select_mtu", 1, BootOptions::default().set("mode", "boot"), |c| {
-        c.nic_model = cadence_harness::rig::NicModel::Igb;
+        c.qemu_args = vec!["-global".into(), "virtio-net-pci.mrg_rxbuf=off".into()];
         c.chain_text = Some("version=1\nport.mtu=port:1,mtu:9000\n".into());
     })?;
     let exit = rig.qemu.wait(cadence_tests::BOOT_TIMEOUT)?;
     rig.pump(std::time::Duration::from_millis(200));
     expect_status(&rig, exit, EXIT_BAD_CONFIG)?;
     let com1 = rig.qemu.com1();
-    let needle = "error: port.mtu: port 1 (igb) receives frames of up to 1522 bytes; its MTU needs 9018";
+    let needle = "error: port.mtu: port 1 (virtio-net) receives frames of up to 1984 bytes; its MTU needs 9018";
     assert!(com1.iter().any(|l| l.contains(needle)), "no {needle:?} on COM1:\n{}", com1.join("\n"));
     Ok(())
 }

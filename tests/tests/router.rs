@@ -532,6 +532,59 @@ fn the_image_on_tap_nics_is_the_same_router_for_two_real_hosts() -> Result<()> {
     Ok(())
 }
 
+/// The image on two igb NICs (QEMU's 82576 on taps) between hosts A and B whose links, like
+/// Cadence's ports, have a 9 000-byte MTU: 1 MiB over TCP from A to B byte-exact, in frames
+/// received over chained 1 KiB descriptors and sent as descriptor chains (port 1's frames
+/// average over 4 000 bytes); ping across first (ARP through the igb ports).
+#[test]
+fn the_image_on_igb_nics_carries_jumbo_frames_between_two_hosts() -> Result<()> {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !cadence_harness::netns::can_create() {
+        bail!("the router test needs root and iproute2 (network namespaces); CI runs as root");
+    }
+    cadence_build::provision::ensure_router_tools()?;
+    let dir = cadence_tests::out_dir("router_igb_chain");
+    std::fs::create_dir_all(&dir)?;
+    let toml = dir.join("router.toml");
+    std::fs::write(&toml, jumbo_toml(&[0, 1]))?;
+    let text = cadence_ctl::chain::load(&toml)?.text;
+    let boot = cadence_harness::protocol::BootOptions::default().set("stats_ms", 0);
+    let mut rig = cadence_tests::start_with("router_igb", 1, boot, |cfg| {
+        cfg.backend = cadence_harness::rig::Backend::Tap { queues: 1 };
+        cfg.nic_model = cadence_harness::rig::NicModel::Igb;
+        cfg.chain_text = Some(text);
+    })?;
+    rig.wait_ready(cadence_tests::BOOT_TIMEOUT, &mut |_| {})?;
+    if !rig.report.nics.iter().all(|n| n.kind == "igb") || rig.report.nics.len() != 2 {
+        bail!("expected two igb NICs, got {:?}\n{}", rig.report.nics, rig.qemu.diagnostics());
+    }
+    let [if_a, if_b]: [String; 2] =
+        rig.tap_ifnames().try_into().map_err(|t: Vec<String>| anyhow!("two taps expected, got {t:?}"))?;
+    let out = rig.out_dir.clone();
+    let pid = std::process::id();
+    let (na, nb) = (Netns::new(format!("cadigb{pid}a"))?, Netns::new(format!("cadigb{pid}b"))?);
+    host(&na.0, &if_a, A, GW_A)?;
+    host(&nb.0, &if_b, B, GW_B)?;
+    let mut failures = Vec::new();
+    let p = ping(&na.0, B, 2)?;
+    if !p.status.success() {
+        failures.push(format!("ping A -> B over igb: {}", String::from_utf8_lossy(&p.stdout)));
+    }
+    for (ns, ifname) in [(&na.0, &if_a), (&nb.0, &if_b)] {
+        ip(&["-n", ns, "link", "set", ifname, "mtu", "9000"])?;
+        run(Command::new(IP)
+            .args(["netns", "exec", ns, "ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]))?;
+    }
+    failures.extend(transfers(&na.0, &[(&nb.0, B, 5301)], &out, 1 << 20)?);
+    let fw = cadence_tests::stop_from_netns(&mut rig, &na.0, &if_a)?;
+    let summary = format!("{fw:?}");
+    cadence_tests::report(&out, &summary, &failures)?;
+    let (tx1, tx1_bytes) = (fw.require("p1_tx")?, fw.require("p1_tx_bytes")?);
+    assert!(tx1 > 0 && tx1_bytes / tx1 > 4000, "port 1: {tx1} frames, {tx1_bytes} bytes: {summary}");
+    assert_eq!(fw.require("p0_rx_err")?, 0, "{summary}");
+    Ok(())
+}
+
 /// `[[port.mtu]]` records putting `ports` at a 9 000-byte MTU.
 fn jumbo_ports(ports: &[u8]) -> String {
     ports.iter().map(|p| format!("[[port.mtu]]\nport = {p}\nmtu = 9000\n")).collect()
@@ -565,18 +618,19 @@ fn transfers(from: &str, to: &[(&str, &str, u16)], out: &Path, bytes: usize) -> 
     Ok(failures)
 }
 
-/// The chain of the jumbo test: the L3 forwarder between three directly connected subnets;
-/// ports 0 and 1 at a 9 000-byte MTU, port 2 at Ethernet's 1 500.
-fn jumbo_toml() -> String {
+/// The chain of the jumbo tests: the L3 forwarder between directly connected subnets, one a
+/// port of `ports` (three: A, B, C; two: A, B); ports 0 and 1 at a 9 000-byte MTU, port 2 at
+/// Ethernet's 1 500.
+fn jumbo_toml(ports: &[u8]) -> String {
     let mut t =
         String::from("[chain]\nnfs = [\"l3fwd\"]\nvalidate = \"l3\"\n\n[neigh]\nretrans_ms = 200\nprobes = 3\n\n");
-    for (port, gw) in [(0, GW_A), (1, GW_B), (2, GW_C)] {
+    for (port, gw) in [(0, GW_A), (1, GW_B), (2, GW_C)].into_iter().filter(|(p, _)| ports.contains(p)) {
         t += &format!(
             "[[port.addr]]\nport = {port}\naddr = \"{gw}/24\"\n\
              [[l3fwd.route]]\nprefix = \"10.78.{port}.0/24\"\nport = {port}\nvia = \"direct\"\n"
         );
     }
-    t + "[[port.mtu]]\nport = 0\nmtu = 9000\n[[port.mtu]]\nport = 1\nmtu = 9000\n"
+    t + &jumbo_ports(&[0, 1])
 }
 
 /// Python, in a namespace: accepts one TCP connection on port `argv[1]` (printing `listening`
@@ -634,7 +688,7 @@ fn jumbo_frames_cross_the_hosted_router_byte_exact_and_path_mtu_discovery_works(
         run(Command::new(IP).args(["netns", "exec", &veths.netns, "ethtool", "-K", d, "tx", "off", "gro", "off"]))?;
     }
     let toml = out.join("jumbo.toml");
-    std::fs::write(&toml, jumbo_toml())?;
+    std::fs::write(&toml, jumbo_toml(&[0, 1, 2]))?;
     let chain = out.join("jumbo.chain");
     std::fs::write(&chain, cadence_ctl::chain::load(&toml)?.text)?;
     let dp = Dataplane::start_io(&bin, &veths, &chain, "af_packet", &[], &out.join("dataplane.stderr"))?;

@@ -11,7 +11,7 @@
 //! ```
 
 use crate::hal::Mmio;
-use crate::intel::desc::{RxFormat, RxWriteBack, TxFormat};
+use crate::intel::desc::{RxFormat, RxWriteBack, TxFormat, TxPart};
 use crate::reg::{Block, Regs, Value};
 use crate::registers;
 
@@ -94,10 +94,10 @@ pub const DTYPE_DONE: u64 = 0xF;
 pub const MIN_TX_FRAME: usize = 17;
 
 /// Qword 1 of a data descriptor for a whole frame of `len` bytes.
-pub const fn tx_qw1(len: u16, rs: bool) -> Value<TX_QW1> {
+pub const fn tx_qw1(len: u16, eop: bool, rs: bool) -> Value<TX_QW1> {
     TX_QW1::DTYPE
         .value(DTYPE_DATA)
-        .set(TX_QW1::EOP)
+        .set_if(TX_QW1::EOP, eop)
         .set(TX_QW1::ICRC)
         .set_if(TX_QW1::RS, rs)
         .with(TX_QW1::BUF_SZ, len as u64)
@@ -140,10 +140,10 @@ impl TxFormat for I40eTx {
     const MIN_FRAME: usize = MIN_TX_FRAME;
 
     #[inline]
-    fn write<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64, len: u16, rs: bool) {
+    fn write<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64, len: u16, part: TxPart) {
         let (r, d) = (Regs::new(ring), Block::<I40eTx>::at(i * Self::LEN));
         r.write(d.reg(TX_BUFFER_ADDR), Value::new(addr));
-        r.write(d.reg(TX_QW1), tx_qw1(len, rs));
+        r.write(d.reg(TX_QW1), tx_qw1(len, part.eop, part.rs));
     }
 
     #[inline]
@@ -160,8 +160,9 @@ mod tests {
     #[test]
     fn tx_qword1_matches_the_datasheet_layout() {
         // DTYPE 0, CMD = EOP (bit 4) | ICRC (bit 6) [| RS bit 5], BUF_SZ 60 << 34.
-        assert_eq!(tx_qw1(60, false).bits(), 0x50 | (60 << 34));
-        assert_eq!(tx_qw1(1514, true).bits(), 0x70 | (1514 << 34));
+        assert_eq!(tx_qw1(60, true, false).bits(), 0x50 | (60 << 34));
+        assert_eq!(tx_qw1(1514, true, true).bits(), 0x70 | (1514 << 34));
+        assert_eq!(tx_qw1(1024, false, false).bits(), 0x40 | (1024 << 34));
     }
 
     #[test]

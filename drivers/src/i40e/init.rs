@@ -12,10 +12,10 @@ use super::cmd::{Commands, LinkStatus, PROMISC_BROADCAST, PROMISC_MULTICAST, PRO
 use super::desc::{I40eRx, I40eTx};
 use super::hmc::{Hmc, RxCtx, TxCtx};
 use super::regs::*;
-use super::{Config, InitError, LUT_ENTRIES, MAX_QUEUES, VENDOR_ID, is_supported_device, valid_ring_size};
+use super::{Config, InitError, JUMBO_DBUFF, LUT_ENTRIES, MAX_QUEUES, VENDOR_ID, is_supported_device, valid_ring_size};
 use crate::hal::{ClockDelay, Dma, DmaAlloc, Mmio, PciFunction, pci};
 use crate::intel::rss::RetaShadow;
-use crate::intel::{IntelRx, IntelTx, MAX_RX_FRAME, RX_BUF_KIB};
+use crate::intel::{IntelRx, IntelTx, MAX_JUMBO_FRAME, MAX_RX_FRAME, RX_BUF_KIB};
 use crate::reg::{Place, Register, Regs, Value};
 
 /// Global reset in progress: Linux allows (GRSTDEL + 10) × 100 ms; 2 s bounds it.
@@ -106,6 +106,9 @@ where
     }
     if !(1..=MAX_QUEUES).contains(&cfg.queues) || !valid_ring_size(cfg.ring) {
         return Err(InitError::BadConfig);
+    }
+    if cfg.max_frame > MAX_JUMBO_FRAME {
+        return Err(InitError::MaxFrame(cfg.max_frame));
     }
     // PCI 3.0 §6.2.2: memory space + bus master on, INTx off (polled).
     let cmd = pci.config_read32(pci::COMMAND) & 0xFFFF;
@@ -293,16 +296,15 @@ where
         };
         let rtail = pci.map_bar(0, rt.offset() as u64, 4).map_err(InitError::MapBar)?;
         let ttail = pci.map_bar(0, tt.offset() as u64, 4).map_err(InitError::MapBar)?;
-        let ring = IntelRx::try_new(dma, cfg.ring, rtail, q).map_err(InitError::Memory)?;
-        hmc.write_rx(
-            q,
-            &RxCtx {
-                base: ring.ring_phys(),
-                qlen: cfg.ring,
-                buf_bytes: (RX_BUF_KIB * 1024) as u16,
-                rxmax: MAX_RX_FRAME as u16,
-            },
-        );
+        let mut ring = IntelRx::try_new(dma, cfg.ring, rtail, q).map_err(InitError::Memory)?;
+        // Jumbo frames: the longest buffer the context's 128-byte units allow after the frame
+        // offset; RXMAX the longest frame with its CRC (as Linux's i40e sets it), 1 522 bytes
+        // without jumbo frames.
+        let jumbo = cfg.max_frame > MAX_RX_FRAME;
+        let buf_bytes = if jumbo { JUMBO_DBUFF } else { RX_BUF_KIB as usize * 1024 };
+        ring.set_max_frame(cfg.max_frame, buf_bytes);
+        let rxmax = if jumbo { ring.max_frame() + 4 } else { MAX_RX_FRAME } as u16;
+        hmc.write_rx(q, &RxCtx { base: ring.ring_phys(), qlen: cfg.ring, buf_bytes: buf_bytes as u16, rxmax });
         rx.push(ring);
         let ring = IntelTx::try_new(dma, cfg.ring, ttail, q).map_err(InitError::Memory)?;
         hmc.write_tx(q, &TxCtx { base: ring.ring_phys(), qlen: cfg.ring, rdylist: vsi.qs_handle });

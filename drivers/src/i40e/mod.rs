@@ -150,15 +150,38 @@ pub struct Config {
     pub fill_rx: bool,
     /// How long the bring-up waits for the link, in ms; 0 = not at all. Default 5000.
     pub link_timeout_ms: u32,
+    /// The longest frame received, FCS aside: the queue context's RXMAX. Above
+    /// `intel::MAX_RX_FRAME` (up to `intel::MAX_JUMBO_FRAME`; the MAC's own limit,
+    /// PRTGL_SAH.MFS, is 9 728 bytes out of reset): buffers of [`JUMBO_DBUFF`] bytes, frames
+    /// over several descriptors. Default `intel::MAX_RX_FRAME`.
+    pub max_frame: usize,
 }
+
+/// Receive buffer bytes with jumbo frames: what follows the frame offset in a pool buffer, in
+/// the context's 128-byte units (1 920).
+pub const JUMBO_DBUFF: usize = (cadence_core::buf::BUF_SIZE - crate::intel::RX_FRAME_OFFSET) / 128 * 128;
 
 impl Default for Config {
     fn default() -> Self {
-        Self { queues: 1, ring: 512, rss_key: DEFAULT_KEY, promiscuous: true, fill_rx: true, link_timeout_ms: 5000 }
+        Self {
+            queues: 1,
+            ring: 512,
+            rss_key: DEFAULT_KEY,
+            promiscuous: true,
+            fill_rx: true,
+            link_timeout_ms: 5000,
+            max_frame: crate::intel::MAX_RX_FRAME,
+        }
     }
 }
 
 impl Config {
+    /// This configuration receiving frames of up to `bytes` ([`Config::max_frame`]).
+    pub fn with_max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+
     /// This configuration with `n` queue pairs.
     pub fn with_queues(mut self, n: u16) -> Self {
         self.queues = n;
@@ -197,6 +220,8 @@ pub enum InitError {
     },
     /// Queue count or ring size out of range.
     BadConfig,
+    /// `Config::max_frame` is longer than the receive ring takes (`intel::MAX_JUMBO_FRAME`).
+    MaxFrame(usize),
     /// BAR 0 could not be mapped.
     MapBar(BarError),
     /// A global reset did not finish (GLGEN_RSTAT.DEVSTATE stayed non-zero).
@@ -255,6 +280,9 @@ impl fmt::Display for InitError {
         match self {
             InitError::NotI40e { vendor, device } => write!(f, "{vendor:04x}:{device:04x} is not an XL710/X710"),
             InitError::BadConfig => f.write_str("queue count or ring size out of range"),
+            InitError::MaxFrame(n) => {
+                write!(f, "max_frame {n}: frames up to {} bytes are received", crate::intel::MAX_JUMBO_FRAME)
+            }
             InitError::MapBar(e) => write!(f, "BAR 0: {e}"),
             InitError::GlobalReset => f.write_str("device never ready: a global reset did not finish (GLGEN_RSTAT)"),
             InitError::FirmwareNotReady => f.write_str("device never ready: firmware did not load (GLNVM_ULD)"),

@@ -34,7 +34,10 @@ use embedded_hal::delay::DelayNs;
 use crate::hal::{BarError, ClockDelay, Dma, DmaAlloc, DmaError, Mmio, PciFunction, pci};
 use crate::intel::queue::{self, RDT, RxBlock, TDT, TxBlock};
 use crate::intel::rss::{self, RXCSUM, RetaShadow};
-use crate::intel::{IntelRx, IntelTx, OwnedQueues, QueueMap, QueuePair, Queues, RX_BUF_KIB, valid_ring_size};
+use crate::intel::{
+    IntelRx, IntelTx, MAX_JUMBO_FRAME, MAX_RX_FRAME, OwnedQueues, QueueMap, QueuePair, Queues, rx_buf_kib,
+    valid_ring_size,
+};
 use crate::reg::{Block, Field, Place, Regs};
 use regs::*;
 
@@ -100,15 +103,25 @@ pub struct Config {
     /// Fill the receive rings from the bring-up's pool. Default on; off when each
     /// queue gets buffers from its own pool later ([`IntelRx::fill`]).
     pub fill_rx: bool,
+    /// The longest frame received, FCS aside. Above [`MAX_RX_FRAME`] (up to
+    /// [`MAX_JUMBO_FRAME`]): RCTL.LPE with RLPML, 1 KiB receive buffers, frames over several
+    /// descriptors. Default [`MAX_RX_FRAME`].
+    pub max_frame: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { rx_queues: 1, tx_queues: 1, ring: 256, rss_key: DEFAULT_KEY, fill_rx: true }
+        Self { rx_queues: 1, tx_queues: 1, ring: 256, rss_key: DEFAULT_KEY, fill_rx: true, max_frame: MAX_RX_FRAME }
     }
 }
 
 impl Config {
+    /// This configuration receiving frames of up to `bytes` ([`Config::max_frame`]).
+    pub fn with_max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+
     /// This configuration with `rx` receive and `tx` transmit queues.
     pub fn with_queues(mut self, rx: u16, tx: u16) -> Self {
         self.rx_queues = rx;
@@ -142,6 +155,8 @@ pub enum InitError {
     },
     /// Queue count or ring size out of range.
     BadConfig,
+    /// `Config::max_frame` is longer than the receive ring takes ([`MAX_JUMBO_FRAME`]).
+    MaxFrame(usize),
     /// BAR 0 could not be mapped.
     MapBar(BarError),
     /// CTRL.RST did not clear.
@@ -161,6 +176,7 @@ impl fmt::Display for InitError {
         match self {
             InitError::NotIgb { vendor, device } => write!(f, "{vendor:04x}:{device:04x} is not an 82576"),
             InitError::BadConfig => f.write_str("queue count or ring size out of range"),
+            InitError::MaxFrame(n) => write!(f, "max_frame {n}: frames up to {MAX_JUMBO_FRAME} bytes are received"),
             InitError::MapBar(e) => write!(f, "BAR 0: {e}"),
             InitError::ResetTimeout => f.write_str("CTRL.RST did not clear"),
             InitError::PhyTimeout => f.write_str("PHY auto-negotiation restart failed (MDIC)"),
@@ -216,6 +232,9 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
             || !valid_ring_size(cfg.ring)
         {
             return Err(InitError::BadConfig);
+        }
+        if cfg.max_frame > MAX_JUMBO_FRAME {
+            return Err(InitError::MaxFrame(cfg.max_frame));
         }
         let cmd = pci.config_read32(pci::COMMAND) & 0xFFFF;
         pci.config_write32(pci::COMMAND, cmd | pci::CMD_MEMORY | pci::CMD_BUS_MASTER | pci::CMD_INTX_DISABLE);
@@ -313,7 +332,9 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
             let block = IgbQueues::rx_block(q).ok_or(InitError::BadConfig)?;
             let tail = pci.map_bar(0, block.reg(RDT).offset() as u64, 4).map_err(InitError::MapBar)?;
             let mut ring = IntelRx::try_new(dma, cfg.ring, tail, q).map_err(InitError::RingAlloc)?;
-            queue::program_rx::<IgbQueues, W>(bar, block, ring.ring_phys(), ring.ring_bytes(), RX_BUF_KIB);
+            let kib = rx_buf_kib(cfg.max_frame);
+            ring.set_max_frame(cfg.max_frame, kib as usize * 1024);
+            queue::program_rx::<IgbQueues, W>(bar, block, ring.ring_phys(), ring.ring_bytes(), kib);
             if cfg.fill_rx {
                 ring.refill(pool);
             }
@@ -325,10 +346,15 @@ impl<W: Mmio, R: Dma> Igb<W, R> {
             }
         }
         // Receive on: promiscuous, broadcast, CRC stripped, legacy DTYP 00b (SRRCTL
-        // selects advanced descriptors), no long packets.
+        // selects advanced descriptors), long packets only for jumbo frames (RLPML counts
+        // the CRC, as Linux's igb_set_rlpml).
+        let jumbo = cfg.max_frame > MAX_RX_FRAME;
+        if jumbo {
+            r.write(RLPML, RLPML::RLPML.value((cfg.max_frame + 4) as u64));
+        }
         r.modify(RCTL, |v| {
             v.with(RCTL::DTYP, 0)
-                .clear(RCTL::LPE)
+                .set_if(RCTL::LPE, jumbo)
                 .set(RCTL::EN)
                 .set(RCTL::UPE)
                 .set(RCTL::MPE)

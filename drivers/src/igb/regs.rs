@@ -55,7 +55,8 @@ registers! {
         UPE: 3,
         /// Multicast promiscuous.
         MPE: 4,
-        /// Long packets (jumbo): kept off, see `intel::MAX_RX_FRAME`.
+        /// Long packets (jumbo frames, up to RLPML): on only for a `Config::max_frame` above
+        /// `intel::MAX_RX_FRAME`.
         LPE: 5,
         /// Descriptor type: must be 00b (SRRCTL selects advanced descriptors).
         DTYP: 11:10,
@@ -75,6 +76,11 @@ registers! {
     pub EIMC: Wo<u32> @ 0x01528 {
         /// Every cause.
         ALL: 31:0,
+    }
+    /// RLPML, the longest packet received with RCTL.LPE, CRC included (§8.10.18).
+    pub RLPML: Rw<u32> @ 0x05004 {
+        /// Bytes.
+        RLPML: 13:0,
     }
     /// CRCERRS, clear on read (§8.19).
     pub CRCERRS: Rc<u32> @ 0x04000 {}

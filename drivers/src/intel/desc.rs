@@ -51,18 +51,36 @@ pub trait RxFormat: 'static {
     fn writeback<M: Mmio + ?Sized>(ring: &M, i: usize) -> RxWriteBack;
 }
 
-/// A transmit descriptor format (one data descriptor per frame).
+/// A transmit descriptor format (one data descriptor per buffer of a frame, EOP on its last).
 pub trait TxFormat: 'static {
     /// Bytes per descriptor.
     const LEN: usize;
     /// Shortest frame the device takes without complaint (the XL710 stops a queue on a
     /// frame under 17 bytes: malicious-driver detection).
     const MIN_FRAME: usize;
-    /// Writes descriptor `i`: a whole frame of `len` bytes at `addr`, the device to add
-    /// the CRC; `rs` asks for a completion write-back.
-    fn write<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64, len: u16, rs: bool);
+    /// Writes descriptor `i`: `len` bytes at `addr` of a frame of `total` bytes, its last
+    /// (`eop`) or not, the device to add the CRC; `rs` asks for a completion write-back.
+    fn write<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64, len: u16, part: TxPart);
     /// Whether the device wrote descriptor `i` back as done (an RS descriptor).
     fn done<M: Mmio + ?Sized>(ring: &M, i: usize) -> bool;
+}
+
+/// Where a transmit descriptor sits in its frame, for [`TxFormat::write`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxPart {
+    /// Bytes of the whole frame.
+    pub total: u16,
+    /// The frame's last descriptor (EOP).
+    pub eop: bool,
+    /// Report status (a completion write-back).
+    pub rs: bool,
+}
+
+impl TxPart {
+    /// A frame of `len` bytes in one descriptor.
+    pub const fn whole(len: u16, rs: bool) -> Self {
+        Self { total: len, eop: true, rs }
+    }
 }
 
 /// The advanced receive descriptor of the 82599 and the 82576.
@@ -135,13 +153,13 @@ pub const DTYP_DATA: u64 = 0b0011;
 
 /// `cmd_type_len` of a single-buffer frame of `len` bytes: data descriptor, extended
 /// format, CRC appended, end of packet; `rs` asks for a DD write-back.
-pub const fn tx_cmd_type_len(len: u16, rs: bool) -> Value<TX_CMD_TYPE_LEN> {
+pub const fn tx_cmd_type_len(len: u16, eop: bool, rs: bool) -> Value<TX_CMD_TYPE_LEN> {
     TX_CMD_TYPE_LEN::DTALEN
         .value(len as u64)
         .with(TX_CMD_TYPE_LEN::DTYP, DTYP_DATA)
         .set(TX_CMD_TYPE_LEN::DEXT)
         .set(TX_CMD_TYPE_LEN::IFCS)
-        .set(TX_CMD_TYPE_LEN::EOP)
+        .set_if(TX_CMD_TYPE_LEN::EOP, eop)
         .set_if(TX_CMD_TYPE_LEN::RS, rs)
 }
 
@@ -184,11 +202,13 @@ impl TxFormat for AdvTx {
     const MIN_FRAME: usize = 1;
 
     #[inline]
-    fn write<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64, len: u16, rs: bool) {
+    fn write<M: Mmio + ?Sized>(ring: &M, i: usize, addr: u64, len: u16, part: TxPart) {
         let (r, d) = (Regs::new(ring), Block::<AdvTx>::at(i * Self::LEN));
         r.write(d.reg(TX_BUFFER_ADDR), Value::new(addr));
-        r.write(d.reg(TX_CMD_TYPE_LEN), tx_cmd_type_len(len, rs));
-        r.write(d.reg(TX_OLINFO_STATUS), tx_olinfo(len));
+        r.write(d.reg(TX_CMD_TYPE_LEN), tx_cmd_type_len(len, part.eop, part.rs));
+        // PAYLEN: the whole packet (82599 §7.2.3.2.4, 82576 §7.2.2.3.10: read from a packet's
+        // first descriptor; written in each).
+        r.write(d.reg(TX_OLINFO_STATUS), tx_olinfo(part.total));
     }
 
     #[inline]
@@ -206,8 +226,10 @@ mod tests {
     fn tx_data_descriptor_matches_the_datasheet_encoding() {
         // 82599 §7.2.3.2.4: DTYP 0x3 at 23:20 = 0x0030_0000; DCMD EOP 0x0100_0000,
         // IFCS 0x0200_0000, RS 0x0800_0000, DEXT 0x2000_0000.
-        assert_eq!(tx_cmd_type_len(60, false).bits(), 0x2330_003C);
-        assert_eq!(tx_cmd_type_len(1514, true).bits(), 0x2B30_05EA);
+        assert_eq!(tx_cmd_type_len(60, true, false).bits(), 0x2330_003C);
+        assert_eq!(tx_cmd_type_len(1514, true, true).bits(), 0x2B30_05EA);
+        // Not the frame's last: EOP (bit 24) clear.
+        assert_eq!(tx_cmd_type_len(1024, false, false).bits(), 0x2230_0400);
         assert_eq!(tx_olinfo(60).bits(), 60 << 14);
         assert_eq!(tx_olinfo(1514).bits(), 0x017A_8000);
     }

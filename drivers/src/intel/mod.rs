@@ -43,8 +43,10 @@ pub(crate) mod rx;
 mod tx;
 
 pub use queue::QueueMap;
-pub use rx::{IntelRx, MAX_RX_FRAME, RX_BUF_KIB, RX_FRAME_OFFSET, valid_ring_size};
-pub use tx::{IntelTx, MAX_TX_FRAME};
+pub use rx::{
+    IntelRx, JUMBO_BUF_KIB, MAX_JUMBO_FRAME, MAX_RX_FRAME, RX_BUF_KIB, RX_FRAME_OFFSET, rx_buf_kib, valid_ring_size,
+};
+pub use tx::{IntelTx, MAX_TX_FRAME, MAX_TX_JUMBO};
 
 use desc::{AdvRx, AdvTx};
 

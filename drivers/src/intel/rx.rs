@@ -10,23 +10,33 @@
 //!
 //! Frames land [`RX_FRAME_OFFSET`] bytes into their buffer. SRRCTL.BSIZEPACKET (the
 //! XL710 context's DBUFF) says 2 KiB although only `BUF_SIZE - HEADROOM` = 1984 bytes
-//! follow the frame start: the device writes at most the maximum frame size into one
-//! buffer (1518 bytes, 1522 with a VLAN tag — jumbo frames stay off, 82599
-//! HLREG0.JUMBOEN = 0, 82576 RCTL.LPE = 0, XL710 context RXMAX = 1522), so it never
-//! reaches the next buffer. The static assert below pins that.
+//! follow the frame start: without jumbo frames the device writes at most the maximum
+//! frame size into one buffer (1518 bytes, 1522 with a VLAN tag: 82599 HLREG0.JUMBOEN = 0,
+//! 82576 RCTL.LPE = 0, XL710 context RXMAX = 1522), so it never reaches the next buffer.
+//! The static assert below pins that.
 //!
-//! A write-back is handed up only when it is one whole, error-free frame of a plausible
-//! length; anything else (error bits, a length of 0 or over [`MAX_RX_FRAME`], a frame
-//! chained over several descriptors) goes straight back on the ring and is counted by
-//! reason ([`IntelRx::hw_errors`], [`IntelRx::bad_length`], [`IntelRx::multi_buffer`]).
+//! Jumbo frames ([`IntelRx::set_max_frame`] above [`MAX_RX_FRAME`], with the device's long
+//! packets on: 82599 HLREG0.JUMBOEN and MAXFRS, 82576 RCTL.LPE and RLPML, XL710 RXMAX): the
+//! buffers are then smaller — [`JUMBO_BUF_KIB`] (1 KiB, BSIZEPACKET's granularity; 2 KiB
+//! would run 64 bytes past the pool buffer) on the 82599 and 82576, 1 920 bytes (DBUFF's
+//! 128-byte units) on the XL710 — and a frame longer than one spans
+//! several descriptors, EOP on its last (82599 §7.1.6, 82576 §7.1.5, XL710 §8.3.2.2); the
+//! driver chains their buffers into one frame (`Pool::append_segment`), each holding the
+//! bytes its write-back's length says.
+//!
+//! A write-back is handed up only when it is a whole, error-free frame of a plausible
+//! length; anything else (error bits, a length of 0 or over the maximum, a frame chained over
+//! several descriptors when jumbo frames are off or over more than `buf::MAX_SEGMENTS`) goes
+//! straight back on the ring and is counted by reason ([`IntelRx::hw_errors`],
+//! [`IntelRx::bad_length`], [`IntelRx::multi_buffer`]).
 
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 
-use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, PacketBuf, Pool};
+use cadence_core::buf::{BUF_SIZE, Batch, HEADROOM, MAX_SEGMENTS, PacketBuf, Pool};
 use cadence_core::nic::{RxQueue, RxStats, WakeAddr};
 
-use super::desc::{AdvRx, RxFormat};
+use super::desc::{AdvRx, RxFormat, RxWriteBack};
 use crate::hal::{Dma, DmaAlloc, DmaError, Mmio};
 
 /// Where a received frame starts in its buffer.
@@ -35,9 +45,20 @@ pub const RX_FRAME_OFFSET: usize = HEADROOM;
 pub const MAX_RX_FRAME: usize = 1522;
 /// SRRCTL.BSIZEPACKET in KiB.
 pub const RX_BUF_KIB: u32 = 2;
+/// SRRCTL.BSIZEPACKET in KiB with jumbo frames: what fits after the frame offset, in whole KiB.
+pub const JUMBO_BUF_KIB: u32 = 1;
+
+/// SRRCTL.BSIZEPACKET (KiB) for frames of up to `max_frame` bytes.
+pub const fn rx_buf_kib(max_frame: usize) -> u32 {
+    if max_frame > MAX_RX_FRAME { JUMBO_BUF_KIB } else { RX_BUF_KIB }
+}
+
+/// The longest jumbo frame the ring takes: `buf::MAX_SEGMENTS` buffers of [`JUMBO_BUF_KIB`].
+pub const MAX_JUMBO_FRAME: usize = MAX_SEGMENTS * JUMBO_BUF_KIB as usize * 1024;
 
 const _: () = assert!(RX_FRAME_OFFSET + MAX_RX_FRAME <= BUF_SIZE);
 const _: () = assert!(RX_BUF_KIB as usize * 1024 <= BUF_SIZE);
+const _: () = assert!(RX_FRAME_OFFSET + JUMBO_BUF_KIB as usize * 1024 <= BUF_SIZE);
 
 /// Ring alignment: the datasheets ask for 128 bytes; a page keeps a ring off other
 /// allocations' cache lines.
@@ -63,6 +84,14 @@ pub struct IntelRx<W, R, F = AdvRx> {
     published: u16,
     /// Inside a multi-descriptor frame whose buffers are being dropped.
     discarding: bool,
+    /// The longest frame taken ([`MAX_RX_FRAME`] unless jumbo frames are on).
+    max_frame: usize,
+    /// Bytes one buffer takes: [`MAX_RX_FRAME`], or [`JUMBO_BUF_KIB`] with jumbo frames.
+    seg_len: usize,
+    /// With jumbo frames: the first buffer of the frame whose later descriptors are coming.
+    head: Option<PacketBuf>,
+    /// Buffers in `head`'s frame.
+    held: usize,
     stats: RxStats,
     multi_buffer: u64,
     hw_errors: u64,
@@ -92,6 +121,10 @@ impl<W: Mmio, R: Dma, F: RxFormat> IntelRx<W, R, F> {
             posted: 0,
             published: 0,
             discarding: false,
+            max_frame: MAX_RX_FRAME,
+            seg_len: MAX_RX_FRAME,
+            head: None,
+            held: 0,
             stats: RxStats::default(),
             multi_buffer: 0,
             hw_errors: 0,
@@ -123,6 +156,27 @@ impl<W: Mmio, R: Dma, F: RxFormat> IntelRx<W, R, F> {
     /// Buffers the device may fill now.
     pub fn posted(&self) -> usize {
         self.posted as usize
+    }
+
+    /// Buffers of a jumbo frame whose last descriptors the device has yet to write back (held
+    /// by the queue until then).
+    pub fn receiving(&self) -> usize {
+        self.head.map_or(0, |_| self.held)
+    }
+
+    /// Takes frames of up to `bytes` (at most [`MAX_JUMBO_FRAME`]): above [`MAX_RX_FRAME`],
+    /// over several descriptors whose buffers take `buf_bytes` each (at most what follows
+    /// the frame offset; the device's SRRCTL, or queue context, must say that size:
+    /// [`rx_buf_kib`]). Set before the ring is used.
+    pub(crate) fn set_max_frame(&mut self, bytes: usize, buf_bytes: usize) {
+        self.max_frame = bytes.clamp(MAX_RX_FRAME, MAX_JUMBO_FRAME);
+        let jumbo = self.max_frame > MAX_RX_FRAME;
+        self.seg_len = if jumbo { buf_bytes.clamp(1, BUF_SIZE - RX_FRAME_OFFSET) } else { MAX_RX_FRAME };
+    }
+
+    /// The longest frame taken.
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
     }
 
     /// Frames that spanned several descriptors (dropped, buffers recycled).
@@ -201,8 +255,69 @@ impl<W: Mmio, R: Dma, F: RxFormat> IntelRx<W, R, F> {
         self.post(pool, b);
     }
 
+    /// Starts throwing away the frame being received (its buffers up to now back in the pool:
+    /// the ring has no free slot for them when they came off it in an earlier burst).
+    fn drop_frame(&mut self, pool: &mut Pool<'_>) {
+        if let Some(h) = self.head.take() {
+            let _ = pool.free(h);
+        }
+        self.held = 0;
+    }
+
+    /// Takes buffer `b` of a jumbo frame over several descriptors (`wb` its write-back):
+    /// appended to the frame being received; at EOP the whole frame, if error-free and no
+    /// longer than [`Self::max_frame`]. A bad piece (length, or one buffer too many) throws the
+    /// frame away, counted once by reason, and its remaining descriptors are recycled.
+    fn take_part(&mut self, pool: &mut Pool<'_>, b: PacketBuf, wb: RxWriteBack) -> Option<PacketBuf> {
+        if self.discarding {
+            self.recycle(pool, b);
+            self.discarding = !wb.eop;
+            return None;
+        }
+        let fits = wb.len > 0 && wb.len <= self.seg_len && pool.set_frame(b, RX_FRAME_OFFSET, wb.len).is_ok();
+        let linked = fits
+            && match self.head {
+                None => {
+                    self.head = Some(b);
+                    true
+                }
+                Some(h) => pool.append_segment(h, b).is_ok(),
+            };
+        if !linked {
+            self.recycle(pool, b);
+            self.drop_frame(pool);
+            if fits {
+                self.multi_buffer += 1
+            } else {
+                self.bad_length += 1
+            }
+            self.stats.errors += 1;
+            self.discarding = !wb.eop;
+            return None;
+        }
+        self.held += 1;
+        if !wb.eop {
+            return None;
+        }
+        let head = self.head.take()?;
+        self.held = 0;
+        let long = pool.frame_len(head) > self.max_frame;
+        if wb.error || long {
+            if wb.error {
+                self.hw_errors += 1
+            } else {
+                self.bad_length += 1
+            }
+            self.stats.errors += 1;
+            let _ = pool.free(head);
+            return None;
+        }
+        Some(head)
+    }
+
     /// Returns every posted buffer to `pool` (the queue must be disabled first).
     pub fn release(&mut self, pool: &mut Pool<'_>) {
+        self.drop_frame(pool);
         for s in self.slots.iter_mut() {
             if let Some(b) = s.take() {
                 let _ = pool.free(b);
@@ -233,16 +348,28 @@ impl<W: Mmio, R: Dma, F: RxFormat> RxQueue for IntelRx<W, R, F> {
                 self.hw_errors += 1;
                 continue;
             };
-            if !wb.eop {
-                // A frame longer than one buffer: drop every piece, count it once at EOP.
-                self.discarding = true;
-                self.recycle(pool, b);
-                continue;
-            }
-            if self.discarding {
-                self.discarding = false;
-                self.multi_buffer += 1;
-                self.stats.errors += 1;
+            if !wb.eop || self.head.is_some() || self.discarding {
+                if self.max_frame > MAX_RX_FRAME {
+                    // A jumbo frame over several descriptors.
+                    let Some(f) = self.take_part(pool, b, wb) else { continue };
+                    let bytes = pool.frame_len(f);
+                    if let Err(f) = batch.push(f) {
+                        // Cannot happen: the batch had room.
+                        let _ = pool.free(f);
+                        continue;
+                    }
+                    self.stats.packets += 1;
+                    self.stats.bytes += bytes as u64;
+                    n += 1;
+                    continue;
+                }
+                // Jumbo frames off: a frame longer than one buffer is dropped, every piece
+                // recycled, counted once.
+                if !self.discarding {
+                    self.multi_buffer += 1;
+                    self.stats.errors += 1;
+                }
+                self.discarding = !wb.eop;
                 self.recycle(pool, b);
                 continue;
             }
@@ -253,7 +380,7 @@ impl<W: Mmio, R: Dma, F: RxFormat> RxQueue for IntelRx<W, R, F> {
                 continue;
             }
             let len = wb.len;
-            if len == 0 || len > MAX_RX_FRAME || pool.set_frame(b, RX_FRAME_OFFSET, len).is_err() {
+            if len == 0 || len > self.seg_len || pool.set_frame(b, RX_FRAME_OFFSET, len).is_err() {
                 self.bad_length += 1;
                 self.stats.errors += 1;
                 self.recycle(pool, b);

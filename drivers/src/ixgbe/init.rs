@@ -14,7 +14,7 @@ use super::{Config, InitError, IxgbeQueues, MacType, SfpCage, VENDOR_ID};
 use crate::hal::{ClockDelay, Dma, DmaAlloc, Mmio, PciFunction, pci};
 use crate::intel::queue::{self, RDT, RXDCTL, TDT, TXDCTL};
 use crate::intel::rss::{self, RETA, RXCSUM, RetaShadow};
-use crate::intel::{IntelRx, IntelTx, QueueMap, RX_BUF_KIB, valid_ring_size};
+use crate::intel::{IntelRx, IntelTx, MAX_JUMBO_FRAME, MAX_RX_FRAME, QueueMap, rx_buf_kib, valid_ring_size};
 use crate::reg::{Place, Regs, Value};
 
 /// GIO master disable: Linux allows 800 × 100 µs (IXGBE_PCI_MASTER_DISABLE_TIMEOUT).
@@ -115,6 +115,9 @@ where
     {
         return Err(InitError::BadConfig);
     }
+    if cfg.max_frame > MAX_JUMBO_FRAME {
+        return Err(InitError::MaxFrame(cfg.max_frame));
+    }
     // PCI 3.0 §6.2.2: memory space + bus master on, INTx off (polled). Only the command
     // half is written: the status half's error bits are write-1-to-clear.
     let cmd = pci.config_read32(pci::COMMAND) & 0xFFFF;
@@ -190,9 +193,16 @@ fn init_rx_global<W: Mmio>(r: &Regs<'_, W>, cfg: &Config, reta: &RetaShadow) {
     if let Some(fcrth) = FCRTH.at(0) {
         r.write(fcrth, FCRTH::RTH.value(FCRTH_BYTES >> FCRTH::RTH.offset()));
     }
-    // §4.6.7: CRC strip in HLREG0 and RDRXCTL must agree; jumbo frames off (the RX
-    // engine relies on frames of at most 1522 bytes); CRC append and padding on TX.
-    r.modify(HLREG0, |v| v.set(HLREG0::RXCRCSTRP).set(HLREG0::TXCRCEN).set(HLREG0::TXPADEN).clear(HLREG0::JUMBOEN));
+    // §4.6.7: CRC strip in HLREG0 and RDRXCTL must agree; jumbo frames only when asked for
+    // (MAXFRS counts the CRC, as Linux's ixgbe_set_rx_buffer_len); CRC append and padding
+    // on TX.
+    let jumbo = cfg.max_frame > MAX_RX_FRAME;
+    if jumbo {
+        r.write(MAXFRS, MAXFRS::MFS.value((cfg.max_frame + 4) as u64));
+    }
+    r.modify(HLREG0, |v| {
+        v.set(HLREG0::RXCRCSTRP).set(HLREG0::TXCRCEN).set(HLREG0::TXPADEN).set_if(HLREG0::JUMBOEN, jumbo)
+    });
     // §8.2.3.8.8: RSCFRSTSIZE 0, RSCACKC 1, FCOE_WRFIX 1 ("must be set").
     r.modify(RDRXCTL, |v| {
         v.with(RDRXCTL::RSCFRSTSIZE, 0).set(RDRXCTL::CRCSTRIP).set(RDRXCTL::RSCACKC).set(RDRXCTL::FCOE_WRFIX)
@@ -239,7 +249,9 @@ where
         let block = IxgbeQueues::rx_block(q).ok_or(InitError::BadConfig)?;
         let tail = pci.map_bar(0, block.reg(RDT).offset() as u64, 4).map_err(InitError::MapBar)?;
         let mut ring = IntelRx::try_new(dma, cfg.rx_ring, tail, q).map_err(InitError::RingAlloc)?;
-        queue::program_rx::<IxgbeQueues, W>(bar, block, ring.ring_phys(), ring.ring_bytes(), RX_BUF_KIB);
+        let kib = rx_buf_kib(cfg.max_frame);
+        ring.set_max_frame(cfg.max_frame, kib as usize * 1024);
+        queue::program_rx::<IxgbeQueues, W>(bar, block, ring.ring_phys(), ring.ring_bytes(), kib);
         if cfg.fill_rx {
             ring.refill(pool);
         }

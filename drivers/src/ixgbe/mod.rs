@@ -183,6 +183,10 @@ pub struct Config {
     /// ms; 0 = do not wait (the link is whatever it is). Default 5000 (KX4/KR
     /// auto-negotiation and SFP+ link-up take well under a second; Linux allows 9 s).
     pub link_timeout_ms: u32,
+    /// The longest frame received, FCS aside. Above `intel::MAX_RX_FRAME` (up to
+    /// `intel::MAX_JUMBO_FRAME`): HLREG0.JUMBOEN with MAXFRS, 1 KiB receive buffers, frames
+    /// over several descriptors. Default `intel::MAX_RX_FRAME`.
+    pub max_frame: usize,
 }
 
 impl Default for Config {
@@ -196,11 +200,18 @@ impl Default for Config {
             promiscuous: true,
             fill_rx: true,
             link_timeout_ms: 5000,
+            max_frame: crate::intel::MAX_RX_FRAME,
         }
     }
 }
 
 impl Config {
+    /// This configuration receiving frames of up to `bytes` ([`Config::max_frame`]).
+    pub fn with_max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+
     /// This configuration with `rx` receive and `tx` transmit queues.
     pub fn with_queues(mut self, rx: u16, tx: u16) -> Self {
         self.rx_queues = rx;
@@ -241,6 +252,8 @@ pub enum InitError {
     },
     /// A configuration value is out of range (queues, ring sizes).
     BadConfig,
+    /// `Config::max_frame` is longer than the receive ring takes (`intel::MAX_JUMBO_FRAME`).
+    MaxFrame(usize),
     /// BAR 0 could not be mapped.
     MapBar(BarError),
     /// CTRL.RST did not clear.
@@ -272,6 +285,9 @@ impl fmt::Display for InitError {
         match self {
             InitError::NotIxgbe { vendor, device } => write!(f, "{vendor:04x}:{device:04x} is not an 82599/X5xx"),
             InitError::BadConfig => f.write_str("queue count or ring size out of range"),
+            InitError::MaxFrame(n) => {
+                write!(f, "max_frame {n}: frames up to {} bytes are received", crate::intel::MAX_JUMBO_FRAME)
+            }
             InitError::MapBar(e) => write!(f, "BAR 0: {e}"),
             InitError::ResetTimeout => f.write_str("CTRL.RST did not clear"),
             InitError::EepromTimeout => f.write_str("EEPROM auto-read did not finish"),

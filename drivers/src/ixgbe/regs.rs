@@ -106,10 +106,16 @@ registers! {
         TXCRCEN: 0,
         /// Strip CRC on receive.
         RXCRCSTRP: 1,
-        /// Jumbo frames (kept off: see `intel::MAX_RX_FRAME`).
+        /// Jumbo frames (up to MAXFRS; on only for a `Config::max_frame` above
+        /// `intel::MAX_RX_FRAME`).
         JUMBOEN: 2,
         /// Pad short frames on transmit.
         TXPADEN: 10,
+    }
+    /// MAXFRS, the longest frame with HLREG0.JUMBOEN, CRC included (§8.2.3.22.13).
+    pub MAXFRS: Rw<u32> @ 0x04268 {
+        /// Bytes.
+        MFS: 31:16,
     }
     /// AUTOC, auto-negotiation control (§8.2.3.22.19). The link mode the EEPROM loaded
     /// is kept; the driver only restarts auto-negotiation.

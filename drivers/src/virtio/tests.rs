@@ -663,9 +663,9 @@ fn a_merged_packet_seen_in_part_waits_for_its_last_buffers() {
 fn bad_buffer_counts_throw_their_packet_away_whole() {
     let mut h = Harness::new();
     let mut net = h.init(&Config::default().with_queue_size(32).with_max_frame(9018));
-    let (a, b, c) = (frame_bytes(1, 1000), frame_bytes(2, 9 * 1996 - 12), frame_bytes(3, 5000));
+    let (a, b, c) = (frame_bytes(1, 1000), frame_bytes(2, 17 * 1996 - 12), frame_bytes(3, 5000));
     h.model.inject_claiming_buffers(&a, 0); // One buffer used, the header says none.
-    h.model.inject(&b); // Nine buffers: one more than a frame may span.
+    h.model.inject(&b); // 17 buffers: one more than a frame may span.
     h.model.inject(&c);
     assert_eq!(h.model.step(), (0, 3));
     let rx = net.rx_queue(0).expect("rx0");
@@ -675,7 +675,7 @@ fn bad_buffer_counts_throw_their_packet_away_whole() {
         .as_slice()
         .iter()
         .map(|&x| {
-            let mut v = vec![0u8; 16000];
+            let mut v = vec![0u8; 40_000];
             let n = h.pool.copy_frame(x, &mut v).expect("fits");
             v.truncate(n);
             v

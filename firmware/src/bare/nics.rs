@@ -425,8 +425,15 @@ pub fn count(pci: &[PciDevice], cfg: &BootConfig) -> usize {
     select(pci, cfg).map_or(0, |(c, _)| c.len())
 }
 
-/// The longest frame an Intel NIC receives here: one buffer, no `JUMBOEN`/`LPE`.
-const INTEL_MAX_FRAME: usize = cadence_drivers::intel::MAX_RX_FRAME;
+/// The longest frame a NIC of `kind` receives here: the Intel NICs take jumbo frames over
+/// several descriptors; virtio-net's limit is its driver's to judge (it depends on what the
+/// device offers).
+fn most_frame(kind: NicKind) -> usize {
+    match kind {
+        NicKind::VirtioNet => usize::MAX,
+        NicKind::Igb | NicKind::Ixgbe | NicKind::I40e => cadence_drivers::intel::MAX_JUMBO_FRAME,
+    }
+}
 
 /// Brings up the selected NICs with `cfg.lanes` queue pairs each (as many as the
 /// device gives) and empty receive rings (each lane fills its own with
@@ -457,8 +464,8 @@ pub fn probe(
         let f = machine::function(dev);
         let bdf = dev.bdf;
         let (port, need) = (ports.len(), longest(ports.len()));
-        if kind != NicKind::VirtioNet && need > INTEL_MAX_FRAME {
-            return Err(NicError::FrameTooLong { port, kind, need, most: INTEL_MAX_FRAME });
+        if need > most_frame(kind) {
+            return Err(NicError::FrameTooLong { port, kind, need, most: most_frame(kind) });
         }
         let nic = match kind {
             NicKind::VirtioNet => {
@@ -480,7 +487,11 @@ pub fn probe(
             }
             NicKind::Igb => {
                 let pairs = lanes.min(usize::from(igb::MAX_QUEUES)) as u16;
-                let c = igb::Config::default().with_ring(cfg.qsize).with_queues(pairs, pairs).with_fill_rx(false);
+                let c = igb::Config::default()
+                    .with_ring(cfg.qsize)
+                    .with_queues(pairs, pairs)
+                    .with_fill_rx(false)
+                    .with_max_frame(need);
                 Igb::try_new(&f, dma, clock, pool, &c).map(Nic::Igb).map_err(NicError::Igb)
             }
             NicKind::Ixgbe => {
@@ -489,12 +500,17 @@ pub fn probe(
                 let c = ixgbe::Config::default()
                     .with_rings(cfg.qsize, cfg.qsize)
                     .with_queues(pairs, pairs)
-                    .with_fill_rx(false);
+                    .with_fill_rx(false)
+                    .with_max_frame(need);
                 Ixgbe::try_new(&f, dma, clock, pool, &c).map(Nic::Ixgbe).map_err(NicError::Ixgbe)
             }
             NicKind::I40e => {
                 let pairs = lanes.min(usize::from(i40e::MAX_QUEUES)) as u16;
-                let c = i40e::Config::default().with_ring(cfg.qsize).with_queues(pairs).with_fill_rx(false);
+                let c = i40e::Config::default()
+                    .with_ring(cfg.qsize)
+                    .with_queues(pairs)
+                    .with_fill_rx(false)
+                    .with_max_frame(need);
                 I40e::try_new(&f, dma, clock, pool, &c).map(Nic::I40e).map_err(NicError::I40e)
             }
         };

@@ -85,7 +85,13 @@ impl Device {
         }
         let vlan = frame.get(12..14) == Some(&[0x81, 0x00]);
         let jumbo = self.reg(off::HLREG0) & 1 << 2 != 0;
-        if !jumbo && frame.len() > 1518 - 4 + if vlan { 4 } else { 0 } {
+        // With JUMBOEN, MAXFRS.MFS bounds a frame, CRC included.
+        let too_long = if jumbo {
+            frame.len() + 4 > (self.reg(off::MAXFRS) >> 16) as usize
+        } else {
+            frame.len() > 1518 - 4 + if vlan { 4 } else { 0 }
+        };
+        if too_long {
             return RxOutcome::Oversize;
         }
         let (q, hash, kind) = self.classify(frame);

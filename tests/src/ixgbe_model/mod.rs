@@ -63,6 +63,7 @@ pub mod off {
     pub const GOTCL: usize = 0x04090;
     pub const GOTCH: usize = 0x04094;
     pub const HLREG0: usize = 0x04240;
+    pub const MAXFRS: usize = 0x04268;
     pub const AUTOC: usize = 0x042A0;
     pub const LINKS: usize = 0x042A4;
     pub const RTTDCS: usize = 0x04900;
@@ -227,6 +228,8 @@ impl Device {
         // buffers 512 / 160 KiB in PB 0, DCA_RXCTRL with bit 12 set, SRRCTL 2 KiB
         // buffers with legacy descriptors, EEPROM present.
         self.regs.insert(off::HLREG0, 0x0000_0403);
+        // MAXFRS.MFS 1 518 (§8.2.3.22.13).
+        self.regs.insert(off::MAXFRS, 1518 << 16);
         self.regs.insert(off::RXPBSIZE0, 512 << 10);
         self.regs.insert(off::TXPBSIZE0, 160 << 10);
         self.regs.insert(off::EEC, 1 << 8);
