@@ -344,6 +344,26 @@ impl<'m> Pool<'m> {
         Err(PoolError::BadSegment)
     }
 
+    /// Makes each buffer of the frame that starts in `b` a frame of its own (offsets and
+    /// lengths kept), `b` first into `out`: for a driver that hands the buffers back one by
+    /// one (AF_XDP's completion ring names each buffer it sent). Returns how many.
+    pub fn unchain(&mut self, b: PacketBuf, out: &mut [PacketBuf; MAX_SEGMENTS]) -> usize {
+        let mut n = 0;
+        let mut at = Some(b);
+        while let (Some(s), Some(slot)) = (at, out.get_mut(n)) {
+            *slot = s;
+            n += 1;
+            at = self.next_segment(s);
+            if let Some(m) = self.meta.get_mut(s.index()) {
+                m.flags &= !MORE;
+            }
+        }
+        if n > 1 {
+            self.segmented = self.segmented.saturating_sub(1);
+        }
+        n
+    }
+
     /// Cuts `b`'s frame to its first buffer: the buffers after it are freed (a reply built in
     /// place from the front of a long frame, an ICMP error).
     pub fn trim_segments(&mut self, b: PacketBuf) {
@@ -1034,6 +1054,24 @@ mod tests {
         p.trim_segments(f);
         assert_eq!((p.in_use(), p.frame_len(f), p.has_segmented()), (1, MAX_FRAME, false));
         p.free(f).unwrap();
+        // Unchained: three frames of one buffer each, the bytes where they were, each freed
+        // on its own.
+        let bytes: Vec<u8> = (0..2 * MAX_FRAME + 5).map(|i| i as u8).collect();
+        let f = p.alloc_frame(&bytes).unwrap();
+        let mut parts = [PacketBuf(0); MAX_SEGMENTS];
+        assert_eq!(p.unchain(f, &mut parts), 3);
+        assert_eq!(parts[0], f);
+        assert!(!p.has_segmented() && parts[..3].iter().all(|&x| !p.is_segmented(x)));
+        let again: Vec<u8> = parts[..3].iter().flat_map(|&x| p.frame(x).to_vec()).collect();
+        assert_eq!(again, bytes);
+        for &x in &parts[..3] {
+            p.free(x).unwrap();
+        }
+        assert_eq!((p.in_use(), p.double_frees()), (0, 0));
+        // A frame of one buffer is itself.
+        let one = p.alloc().unwrap();
+        assert_eq!((p.unchain(one, &mut parts), parts[0]), (1, one));
+        p.free(one).unwrap();
     }
 
     /// A view frees a frame of several buffers as one: its holder gives the first back, and

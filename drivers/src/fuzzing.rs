@@ -324,8 +324,17 @@ pub fn xsk(data: &[u8]) {
     let mut mem = alloc::vec![0u8; BUFS * BUF_SIZE];
     let mut pool = Pool::try_new(&mut mem, 0, BUFS).expect("pool");
     let mut k = Kernel::new(sizes, start, 0);
+    // Half the inputs bind with XDP_USE_SG: frames over several chunks both ways.
+    let multi = inp.below(2) == 1;
+    k.multi_buffer = multi;
+    let longest = if multi { 9100 } else { 1793 };
     let kick = FakeKick::default();
-    let (mut rx, mut tx) = try_new_queues(k.rings(), kick.clone(), &pool, &XskConfig::default()).expect("queues");
+    let config = XskConfig::default().with_multi_buffer(multi).with_max_tx_frame(if multi {
+        9018
+    } else {
+        cadence_core::buf::MAX_FRAME
+    });
+    let (mut rx, mut tx) = try_new_queues(k.rings(), kick.clone(), &pool, &config).expect("queues");
     let mut held = Held(Vec::new());
     let mut batch = Batch::new();
     let mut seed = 0u32;
@@ -336,7 +345,7 @@ pub fn xsk(data: &[u8]) {
         seed = seed.wrapping_add(1);
         match inp.u8() % 16 {
             0 | 1 => {
-                let len = inp.below(1793);
+                let len = inp.below(longest);
                 k.deliver(&mut pool, &frame_bytes(seed, len));
             }
             2 => {
@@ -373,7 +382,7 @@ pub fn xsk(data: &[u8]) {
                 held.received(&pool, &mut batch, n);
             }
             13 => {
-                let (n, len) = (inp.below(40), inp.below(2100));
+                let (n, len) = (inp.below(40), inp.below(longest.max(2100)));
                 let mut out = held.to_send(&mut pool, n, len, seed);
                 let offered = out.len();
                 let taken = tx.tx_burst(&mut pool, &mut out);
@@ -390,7 +399,7 @@ pub fn xsk(data: &[u8]) {
         }
         assert_eq!(
             pool.in_use(),
-            held.buffers(&pool) + rx.posted() + tx.in_flight(),
+            held.buffers(&pool) + rx.posted() + rx.receiving(&pool) + tx.in_flight(),
             "a buffer was lost or duplicated"
         );
         let (rs, rc) = (rx.rx_stats(), rx.counters());

@@ -153,6 +153,8 @@ pub fn in_ns(ns: &str, args: &[&str]) -> Result<Output> {
 pub struct Dataplane {
     child: Kill,
     lines: Receiver<String>,
+    /// What it printed before `@ready`.
+    startup: Vec<String>,
 }
 
 impl Dataplane {
@@ -205,7 +207,12 @@ impl Dataplane {
                 Err(_) => bail!("the hosted dataplane never said @ready:\n{}", seen.join("\n")),
             }
         }
-        Ok(Self { child, lines: rx })
+        Ok(Self { child, lines: rx, startup: seen })
+    }
+
+    /// The lines it printed before `@ready` (notes, `@nic` lines).
+    pub fn startup_lines(&self) -> &[String] {
+        &self.startup
     }
 
     /// Sends the management request `ctl ID CMD` on its standard input (the hosted build's

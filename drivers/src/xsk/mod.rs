@@ -99,9 +99,9 @@ use crate::hal::{Kick, Mmio};
 /// `XDP_RING_NEED_WAKEUP` (`if_xdp.h`): in a ring's `flags`, the kernel asks for a system
 /// call before it looks at the ring again (`XDP_USE_NEED_WAKEUP` bind flag).
 pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
-/// `XDP_PKT_CONTD` (`if_xdp.h`): in an RX descriptor's `options`, the frame continues in
-/// the next descriptor (multi-buffer, only with the `XDP_USE_SG` bind flag, which the
-/// platform does not set).
+/// `XDP_PKT_CONTD` (`if_xdp.h`): in an RX or TX descriptor's `options`, the frame continues
+/// in the next descriptor (multi-buffer, only on a socket bound with `XDP_USE_SG`:
+/// [`XskConfig::multi_buffer`]).
 pub const XDP_PKT_CONTD: u32 = 1 << 0;
 /// `XDP_PACKET_HEADROOM` (`include/linux/bpf.h`): bytes the kernel leaves in front of a
 /// received frame in its chunk, before the UMEM's own headroom.
@@ -230,11 +230,24 @@ pub struct XskConfig {
     /// ([`cadence_core::nic::RxQueue::stamps_arrival`]). `None` (default): no stamps read,
     /// the worker counts from the poll.
     pub arrival: Option<ClockMap>,
+    /// The socket is bound with `XDP_USE_SG`: a frame may span several descriptors, each but
+    /// the last with [`XDP_PKT_CONTD`]. Received, they are chained into one frame (up to
+    /// `buf::MAX_SEGMENTS` buffers; a longer one is dropped, counted in `fragments`); a
+    /// frame over several buffers is sent the same way. Off (default): such descriptors are
+    /// dropped, and such frames refused.
+    pub multi_buffer: bool,
 }
 
 impl Default for XskConfig {
     fn default() -> Self {
-        Self { umem_base: 0, always_kick_tx: false, always_kick_rx: false, max_tx_frame: MAX_FRAME, arrival: None }
+        Self {
+            umem_base: 0,
+            always_kick_tx: false,
+            always_kick_rx: false,
+            max_tx_frame: MAX_FRAME,
+            arrival: None,
+            multi_buffer: false,
+        }
     }
 }
 
@@ -262,6 +275,11 @@ impl XskConfig {
     /// With [`XskConfig::max_tx_frame`] set.
     pub fn with_max_tx_frame(mut self, len: usize) -> Self {
         self.max_tx_frame = len;
+        self
+    }
+    /// With [`XskConfig::multi_buffer`] set.
+    pub fn with_multi_buffer(mut self, on: bool) -> Self {
+        self.multi_buffer = on;
         self
     }
 }

@@ -17,7 +17,9 @@ use std::collections::VecDeque;
 
 use cadence_core::buf::{BUF_SIZE, Pool};
 
-use super::{ADDR_ENTRY, RingOffsets, RingWindow, XDP_PACKET_HEADROOM, XDP_RING_NEED_WAKEUP, XskRings, desc};
+use super::{
+    ADDR_ENTRY, RingOffsets, RingWindow, XDP_PACKET_HEADROOM, XDP_PKT_CONTD, XDP_RING_NEED_WAKEUP, XskRings, desc,
+};
 use crate::shm::ShmWindow;
 
 /// The offsets Linux reports on x86-64 (`struct xdp_ring`: producer, a pad line,
@@ -81,8 +83,13 @@ pub(crate) struct Kernel {
     pub(crate) headroom: usize,
     /// Set NEED_WAKEUP on the fill ring when a frame finds it empty (ZC drivers do).
     pub(crate) fill_wakeup_when_empty: bool,
+    /// The socket is bound with `XDP_USE_SG`: a frame longer than a chunk takes several,
+    /// `XDP_PKT_CONTD` on all but the last descriptor, on receive and on transmit.
+    pub(crate) multi_buffer: bool,
     /// Frames transmitted, in order.
     pub(crate) sent: Vec<Vec<u8>>,
+    /// The pieces of a frame being transmitted over several descriptors.
+    sending: Vec<u8>,
     /// Addresses transmitted, waiting for the completion ring.
     pending: VecDeque<u64>,
     /// Frames lost for want of a fill entry / RX ring room.
@@ -107,7 +114,9 @@ impl Kernel {
             umem_base,
             headroom: XDP_PACKET_HEADROOM,
             fill_wakeup_when_empty: false,
+            multi_buffer: false,
             sent: Vec::new(),
+            sending: Vec::new(),
             pending: VecDeque::new(),
             dropped_no_fill: 0,
             dropped_rx_full: 0,
@@ -140,32 +149,43 @@ impl Kernel {
     /// [`Kernel::deliver`] with XDP metadata: `meta` goes right in front of the frame, as
     /// `xsk_copy_xdp` puts it.
     pub(crate) fn deliver_meta(&mut self, pool: &mut Pool<'_>, frame: &[u8], meta: &[u8]) -> bool {
-        if self.rx.used() >= self.rx.size {
+        // With multi-buffer, a frame longer than a chunk's room goes over several chunks
+        // (the metadata in front of the first); it needs every entry at once.
+        let room = BUF_SIZE - self.headroom;
+        let pieces: Vec<&[u8]> =
+            if self.multi_buffer && frame.len() > room { frame.chunks(room).collect() } else { vec![frame] };
+        if self.rx.used().saturating_add(pieces.len() as u32) > self.rx.size {
             self.dropped_rx_full += 1;
             return false;
         }
         let cons = self.fill.cons();
-        if self.fill.prod() == cons {
+        if self.fill.prod().wrapping_sub(cons) < pieces.len() as u32 {
             self.dropped_no_fill += 1;
             if self.fill_wakeup_when_empty {
                 self.fill.set_need_wakeup(true);
             }
             return false;
         }
-        let chunk = self.fill.w.r64(self.fill.slot(cons)) & !(BUF_SIZE as u64 - 1);
-        self.fill.set_cons(cons.wrapping_add(1));
-        let addr = chunk + self.headroom as u64;
-        let Some(b) = pool.handle_at(addr + self.umem_base) else {
-            self.violations.push(format!("fill entry {chunk:#x} names no buffer in use"));
-            return false;
-        };
-        if self.headroom + frame.len() > BUF_SIZE {
-            self.violations.push("test frame too long for a chunk".into());
-            return false;
+        for (k, piece) in pieces.iter().enumerate() {
+            let cons = self.fill.cons();
+            let chunk = self.fill.w.r64(self.fill.slot(cons)) & !(BUF_SIZE as u64 - 1);
+            self.fill.set_cons(cons.wrapping_add(1));
+            let addr = chunk + self.headroom as u64;
+            let Some(b) = pool.handle_at(addr + self.umem_base) else {
+                self.violations.push(format!("fill entry {chunk:#x} names no buffer in use"));
+                return false;
+            };
+            if self.headroom + piece.len() > BUF_SIZE {
+                self.violations.push("test frame too long for a chunk".into());
+                return false;
+            }
+            pool.raw_mut(b)[self.headroom..self.headroom + piece.len()].copy_from_slice(piece);
+            if k == 0 {
+                pool.raw_mut(b)[self.headroom - meta.len()..self.headroom].copy_from_slice(meta);
+            }
+            let options = if k + 1 < pieces.len() { XDP_PKT_CONTD } else { 0 };
+            self.rx_raw(addr, piece.len() as u32, options);
         }
-        pool.raw_mut(b)[self.headroom..self.headroom + frame.len()].copy_from_slice(frame);
-        pool.raw_mut(b)[self.headroom - meta.len()..self.headroom].copy_from_slice(meta);
-        self.rx_raw(addr, frame.len() as u32, 0);
         true
     }
 
@@ -192,7 +212,8 @@ impl Kernel {
             self.tx.set_cons(c.wrapping_add(1));
             n += 1;
             let off = (addr % BUF_SIZE as u64) as usize;
-            if options != 0 || len == 0 || off + len > BUF_SIZE {
+            let allowed = if self.multi_buffer { XDP_PKT_CONTD } else { 0 };
+            if options & !allowed != 0 || len == 0 || off + len > BUF_SIZE {
                 self.violations.push(format!("bad TX descriptor {addr:#x}+{len} options {options}"));
                 continue;
             }
@@ -200,7 +221,10 @@ impl Kernel {
                 self.violations.push(format!("TX descriptor {addr:#x} names no buffer in use"));
                 continue;
             };
-            self.sent.push(pool.raw_mut(b)[off..off + len].to_vec());
+            self.sending.extend_from_slice(&pool.raw_mut(b)[off..off + len]);
+            if options & XDP_PKT_CONTD == 0 {
+                self.sent.push(core::mem::take(&mut self.sending));
+            }
             self.pending.push_back(addr);
         }
         n

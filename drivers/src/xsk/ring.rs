@@ -143,10 +143,16 @@ impl<W: Mmio> Producer<W> {
 
     /// Writes an `xdp_desc` into entry `prod + i` (TX ring).
     pub(crate) fn write_desc(&self, i: u32, addr: u64, len: u32) {
+        self.write_desc_options(i, addr, len, 0);
+    }
+
+    /// [`Self::write_desc`] with `options` (`XDP_PKT_CONTD` for a piece of a frame that goes
+    /// on in the next entry).
+    pub(crate) fn write_desc_options(&self, i: u32, addr: u64, len: u32, options: u32) {
         let e = self.slot(i, super::desc::SIZE);
         self.w.write64(e + super::desc::ADDR, addr);
         self.w.write32(e + super::desc::LEN, len);
-        self.w.write32(e + super::desc::OPTIONS, 0);
+        self.w.write32(e + super::desc::OPTIONS, options);
     }
 
     /// Publishes `n` written entries (B).

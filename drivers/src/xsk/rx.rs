@@ -13,6 +13,18 @@ use crate::hal::{Kick, KickError, Mmio};
 /// Shortest frame the RX ring may report: an Ethernet header.
 const MIN_FRAME: usize = 14;
 
+/// What one RX descriptor gave.
+enum Took {
+    /// A whole frame in one buffer.
+    Frame(PacketBuf),
+    /// A whole frame over several buffers.
+    Chain(PacketBuf),
+    /// A piece of a frame over several descriptors, kept until its last.
+    Part,
+    /// Nothing: the descriptor was bad or belonged to a dropped frame (counted by reason).
+    Dropped,
+}
+
 /// Anomalies and doorbell calls of an [`XskRx`], beyond its [`RxStats`]. The four
 /// descriptor counters (`bad_addr`, `not_owned`, `bad_len`, `fragments`) add up to
 /// `RxStats::errors`.
@@ -26,8 +38,11 @@ pub struct XskRxCounters {
     pub not_owned: u64,
     /// RX descriptors with a length under 14 or past the end of their buffer.
     pub bad_len: u64,
-    /// RX descriptors of multi-buffer frames (`XDP_PKT_CONTD` and what follows it).
+    /// RX descriptors of multi-buffer frames dropped (`XDP_PKT_CONTD` and what follows it):
+    /// without [`XskConfig::multi_buffer`], or past `buf::MAX_SEGMENTS` buffers.
     pub fragments: u64,
+    /// Frames received over several descriptors (with [`XskConfig::multi_buffer`]).
+    pub multi_buffer: u64,
     /// Kernel index values that were impossible (RX producer, fill consumer); clamped.
     pub bad_index: u64,
     /// `kick_rx` calls that succeeded.
@@ -60,6 +75,11 @@ pub struct XskRx<W, K> {
     posted: Owned,
     /// Dropping the rest of a multi-buffer frame.
     in_fragment: bool,
+    /// [`XskConfig::multi_buffer`].
+    multi_buffer: bool,
+    /// With `multi_buffer`: the frame being received over several descriptors (its first
+    /// buffer, the others appended), until its last.
+    head: Option<PacketBuf>,
     /// [`XskConfig::always_kick_rx`].
     always_kick: bool,
     /// [`XskConfig::arrival`].
@@ -94,6 +114,8 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
             umem_base: config.umem_base,
             posted: Owned::new(pool.capacity()),
             in_fragment: false,
+            multi_buffer: config.multi_buffer,
+            head: None,
             always_kick: config.always_kick_rx,
             arrival: config.arrival,
             stats: RxStats::default(),
@@ -104,6 +126,12 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     /// Buffers the kernel holds for this queue.
     pub fn posted(&self) -> usize {
         self.posted.count()
+    }
+
+    /// Buffers of a frame whose last descriptors the kernel has yet to publish (held by the
+    /// queue until then).
+    pub fn receiving(&self, pool: &Pool<'_>) -> usize {
+        self.head.map_or(0, |h| pool.segments(h).count())
     }
 
     /// Fill ring entries.
@@ -141,6 +169,10 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     pub fn drain(mut self, pool: &mut Pool<'_>) -> usize {
         let base = pool.phys_base();
         let mut n = 0;
+        if let Some(h) = self.head.take() {
+            n += pool.segments(h).count();
+            let _ = pool.free(h);
+        }
         self.posted.take_all(|i| {
             // The buffer is in use (we hold it), so `handle_at` finds it; if someone freed
             // it behind our back it is not freed again.
@@ -198,11 +230,44 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     }
 
     /// Checks one RX descriptor and takes its buffer back from the kernel. Returns the
-    /// buffer with its frame set, or `None` (counted; a buffer we owned is freed).
+    /// buffer with its frame set, or `None` (counted; a buffer we owned is freed). With
+    /// [`XskConfig::multi_buffer`], a frame over several descriptors comes back whole, with
+    /// its last.
+    #[inline(always)]
     fn accept(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, options: u32) -> Option<PacketBuf> {
         let fragment = self.in_fragment || options & XDP_PKT_CONTD != 0;
         // A descriptor with CONTD says another follows; the one without it ends the frame.
         self.in_fragment = options & XDP_PKT_CONTD != 0;
+        let (b, off) = self.take(pool, addr)?;
+        let len = len as usize;
+        if fragment {
+            self.counters.fragments += 1;
+        } else if len < MIN_FRAME || len > BUF_SIZE - off {
+            self.counters.bad_len += 1;
+        } else if pool.set_frame(b, off, len).is_ok() {
+            if let Some(map) = self.arrival {
+                self.take_stamp(pool, b, off, &map);
+            }
+            return Some(b);
+        }
+        let _ = pool.free(b);
+        None
+    }
+
+    /// [`Self::accept`] with [`XskConfig::multi_buffer`]: a descriptor of a frame over
+    /// several goes to [`Self::accept_part`].
+    fn accept_multi(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, options: u32) -> Took {
+        let contd = options & XDP_PKT_CONTD != 0;
+        if contd || self.head.is_some() || self.in_fragment {
+            return self.accept_part(pool, addr, len, contd);
+        }
+        self.accept(pool, addr, len, options).map_or(Took::Dropped, Took::Frame)
+    }
+
+    /// Takes back the buffer at UMEM address `addr` from the kernel, with the frame's offset
+    /// in it; `None` (counted) for an address outside the pool or a buffer not ours.
+    #[inline(always)]
+    fn take(&mut self, pool: &Pool<'_>, addr: u64) -> Option<(PacketBuf, usize)> {
         let Some(phys) = addr.checked_add(self.umem_base) else {
             self.counters.bad_addr += 1;
             return None;
@@ -220,22 +285,60 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
             self.counters.not_owned += 1;
             return None;
         }
-        // From here the buffer is ours: it goes to the caller or back to the pool.
         // `handle_at` put `phys` inside `b`'s buffer, so the offset is below BUF_SIZE.
-        let off = (phys - pool.phys(b)) as usize;
+        Some((b, (phys - pool.phys(b)) as usize))
+    }
+
+    /// One descriptor of a frame over several (`XDP_PKT_CONTD` on all but its last): appended
+    /// to the frame being received; the whole frame with its last descriptor. A bad
+    /// descriptor (address, length: the first at least an Ethernet header, none empty) or
+    /// one buffer too many drops the frame, its buffers back in the pool, and the rest of
+    /// its descriptors (counted in `fragments`).
+    #[inline(never)]
+    fn accept_part(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, contd: bool) -> Took {
+        let dropping = self.in_fragment && self.head.is_none();
+        self.in_fragment = contd;
+        let Some((b, off)) = self.take(pool, addr) else {
+            self.drop_frame(pool);
+            return Took::Dropped;
+        };
         let len = len as usize;
-        if fragment {
-            self.counters.fragments += 1;
-        } else if len < MIN_FRAME || len > BUF_SIZE - off {
-            self.counters.bad_len += 1;
-        } else if pool.set_frame(b, off, len).is_ok() {
-            if let Some(map) = self.arrival {
-                self.take_stamp(pool, b, off, &map);
+        let least = if self.head.is_none() { MIN_FRAME } else { 1 };
+        let fits = !dropping && len >= least && len <= BUF_SIZE - off && pool.set_frame(b, off, len).is_ok();
+        let linked = fits
+            && match self.head {
+                None => {
+                    if let Some(map) = self.arrival {
+                        self.take_stamp(pool, b, off, &map);
+                    }
+                    self.head = Some(b);
+                    true
+                }
+                Some(h) => pool.append_segment(h, b).is_ok(),
+            };
+        if !linked {
+            let _ = pool.free(b);
+            if !dropping && !fits {
+                self.counters.bad_len += 1;
+            } else {
+                self.counters.fragments += 1;
             }
-            return Some(b);
+            self.drop_frame(pool);
+            return Took::Dropped;
         }
-        let _ = pool.free(b);
-        None
+        if contd {
+            return Took::Part;
+        }
+        self.counters.multi_buffer += 1;
+        self.head.take().map_or(Took::Dropped, Took::Chain)
+    }
+
+    /// Drops the frame being received over several descriptors (its buffers back in the
+    /// pool); its remaining descriptors are dropped as they come.
+    fn drop_frame(&mut self, pool: &mut Pool<'_>) {
+        if let Some(h) = self.head.take() {
+            let _ = pool.free(h);
+        }
     }
 }
 
@@ -266,18 +369,22 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     }
 }
 
-impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
-    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
-        let room = batch.room() as u32;
-        let avail = if room > 0 { self.rx.available(room) } else { 0 };
+impl<W: Mmio, K: Kick> XskRx<W, K> {
+    /// [`RxQueue::rx_burst`]'s frames with [`XskConfig::multi_buffer`] (entries `0..avail`).
+    #[inline(never)]
+    fn take_multi(&mut self, pool: &mut Pool<'_>, batch: &mut Batch, avail: u32) -> usize {
         let mut n = 0;
         for i in 0..avail {
             let (addr, len, options) = self.rx.read_desc(i);
-            let Some(b) = self.accept(pool, addr, len, options) else {
-                self.stats.errors += 1;
-                continue;
+            let b = match self.accept_multi(pool, addr, len, options) {
+                Took::Frame(b) | Took::Chain(b) => b,
+                Took::Part => continue,
+                Took::Dropped => {
+                    self.stats.errors += 1;
+                    continue;
+                }
             };
-            let bytes = pool.len(b) as u64;
+            let bytes = pool.frame_len(b) as u64;
             if let Err(b) = batch.push(b) {
                 // Cannot happen (at most `room` entries); never leak the buffer anyway.
                 let _ = pool.free(b);
@@ -287,6 +394,38 @@ impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
             self.stats.packets += 1;
             self.stats.bytes += bytes;
             n += 1;
+        }
+        n
+    }
+}
+
+impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let room = batch.room() as u32;
+        let avail = if room > 0 { self.rx.available(room) } else { 0 };
+        let mut n = 0;
+        if self.multi_buffer {
+            n = self.take_multi(pool, batch, avail);
+        } else {
+            for i in 0..avail {
+                let (addr, len, options) = self.rx.read_desc(i);
+                let Some(b) = self.accept(pool, addr, len, options) else {
+                    self.stats.errors += 1;
+                    continue;
+                };
+                // The same hand-out as `take_multi`'s, kept in line: a shared helper cost 5
+                // instructions a frame here (docs/PERFORMANCE.md).
+                let bytes = pool.len(b) as u64;
+                if let Err(b) = batch.push(b) {
+                    // Cannot happen (at most `room` entries); never leak the buffer anyway.
+                    let _ = pool.free(b);
+                    self.stats.errors += 1;
+                    continue;
+                }
+                self.stats.packets += 1;
+                self.stats.bytes += bytes;
+                n += 1;
+            }
         }
         // Every entry read, good or bad, goes back to the kernel.
         self.rx.release(avail);

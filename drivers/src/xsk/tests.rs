@@ -627,3 +627,142 @@ fn arrival_stamps_are_read_converted_and_consumed() {
     h.assert_clean();
     plain.assert_clean();
 }
+
+/// With multi-buffer (`XDP_USE_SG`): a frame longer than a chunk's 1 792 bytes arrives over
+/// several descriptors (CONTD on all but the last) and comes out as one frame, byte-exact,
+/// also when its pieces straddle two bursts; sent back, it takes a descriptor a buffer,
+/// each completed on its own, and nothing is lost.
+#[test]
+fn multi_buffer_frames_are_chained_on_receive_and_split_on_transmit() {
+    let mut m = mem(64);
+    let mut h =
+        H::with(&mut m, [32, 32, 32, 32], 0, 0, XskConfig::default().with_multi_buffer(true).with_max_tx_frame(9018));
+    h.k.multi_buffer = true;
+    h.rx.fill(&mut h.pool);
+    let lens = [60, 1792, 1793, 4000, 9014];
+    let want: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| frame_bytes(i as u32, l)).collect();
+    let mut got = Vec::new();
+    for f in &want {
+        assert!(h.k.deliver(&mut h.pool, f), "{} bytes delivered", f.len());
+        got.extend(h.rx_all());
+    }
+    assert_eq!(got.len(), want.len());
+    for (&b, w) in got.iter().zip(&want) {
+        let mut v = vec![0u8; w.len()];
+        assert_eq!(h.pool.copy_frame(b, &mut v), Some(w.len()));
+        assert_eq!(&v, w);
+        assert_eq!(h.pool.segments(b).count(), w.len().div_ceil(BUF_SIZE - 256));
+    }
+    assert_eq!(h.rx.counters().multi_buffer, 3);
+    assert_eq!(h.rx.rx_stats().bytes, lens.iter().sum::<usize>() as u64);
+    // A frame whose pieces are published over two bursts: held in between.
+    let big = frame_bytes(7, 5000); // three chunks
+    assert!(h.k.deliver(&mut h.pool, &big));
+    let p = h.k.rx.prod();
+    h.k.rx.set_prod(p - 1);
+    assert!(h.rx_all().is_empty());
+    assert_eq!(h.rx.receiving(&h.pool), 2);
+    h.k.rx.set_prod(p);
+    let last = h.rx_all();
+    assert_eq!(last.len(), 1);
+    let mut v = vec![0u8; 5000];
+    assert_eq!(h.pool.copy_frame(last[0], &mut v), Some(5000));
+    assert_eq!(v, big);
+    got.extend(last);
+
+    // Out again: one descriptor a buffer, the kernel sees the same frames.
+    let mut batch = batch_of(&got);
+    assert_eq!(h.tx.tx_burst(&mut h.pool, &mut batch), got.len());
+    let pieces: usize = lens.iter().chain(&[5000]).map(|l| l.div_ceil(BUF_SIZE - 256)).sum();
+    assert_eq!(h.tx.in_flight(), pieces);
+    h.k.transmit(&mut h.pool, 64);
+    let mut all = want.clone();
+    all.push(big);
+    assert_eq!(h.k.sent, all);
+    h.k.complete(64);
+    h.tx.reclaim(&mut h.pool);
+    assert_eq!(h.tx.in_flight(), 0);
+    assert_eq!(h.pool.in_use(), h.rx.posted(), "every sent buffer back");
+    h.assert_clean();
+}
+
+/// Multi-buffer descriptors that cannot make a frame: a piece outside the pool drops the
+/// frame being put together (its buffers back) and the rest of its pieces; a frame over
+/// more buffers than a frame may span is dropped whole; the next frame arrives intact.
+/// Without multi-buffer, a frame over several buffers is refused on transmit.
+#[test]
+fn bad_multi_buffer_frames_are_dropped_whole_and_counted() {
+    let mut m = mem(64);
+    let mut h = H::with(&mut m, [32, 64, 32, 32], 0, 0, XskConfig::default().with_multi_buffer(true));
+    h.rx.fill(&mut h.pool);
+    let take = |h: &mut H<'_>| {
+        let c = h.k.fill.cons();
+        let a = h.k.fill.w.r64(LINUX_OFFSETS.desc + (c & 31) as usize * 8);
+        h.k.fill.set_cons(c + 1);
+        a
+    };
+    let (a1, a2) = (take(&mut h), take(&mut h));
+    h.k.rx_raw(a1 + 256, 1792, XDP_PKT_CONTD);
+    h.k.rx_raw(u64::MAX - 10, 100, XDP_PKT_CONTD); // outside the pool: the frame is dropped
+    h.k.rx_raw(a2 + 256, 100, 0); // the rest of it
+    let mut pieces = Vec::new();
+    for _ in 0..=cadence_core::buf::MAX_SEGMENTS {
+        pieces.push(take(&mut h));
+    }
+    for (k, &a) in pieces.iter().enumerate() {
+        let last = k + 1 == pieces.len();
+        h.k.rx_raw(a + 256, 1000, if last { 0 } else { XDP_PKT_CONTD });
+    }
+    h.k.deliver(&mut h.pool, &frame_bytes(5, 300));
+    let got = h.rx_all();
+    assert_eq!(got.len(), 1);
+    assert_eq!(h.pool.frame(got[0]), &frame_bytes(5, 300)[..]);
+    let c = h.rx.counters();
+    assert_eq!((c.bad_addr, c.fragments, c.multi_buffer), (1, 2, 0));
+    assert_eq!(h.rx.receiving(&h.pool), 0);
+    h.free_all(&got);
+    assert_eq!(h.pool.in_use(), h.rx.posted(), "no buffer lost");
+    h.assert_clean();
+
+    let mut m = mem(16);
+    let mut h = H::new(&mut m, [8, 8, 8, 8], 0);
+    let f = h.pool.alloc_frame(&frame_bytes(1, 3000)).expect("two buffers");
+    let mut batch = batch_of(&[f]);
+    assert_eq!(h.tx.tx_burst(&mut h.pool, &mut batch), 1);
+    assert_eq!((h.tx.tx_stats().errors, h.tx.in_flight(), h.pool.in_use()), (1, 0, 0));
+}
+
+/// The cachegrind harness of docs/PERFORMANCE.md ("AF_XDP frames over several chunks"), not
+/// a check of its own: `XSK_LOOP` rounds of 32 one-chunk frames received, sent back and
+/// completed, the kernel's side written by hand (so the model's code is the same in any two
+/// builds compared). Run with `--ignored` under `valgrind --tool=cachegrind`.
+#[test]
+#[ignore]
+fn xsk_instruction_loop() {
+    let n: usize = std::env::var("XSK_LOOP").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let mut m = mem(256);
+    let mut h = H::new(&mut m, [64, 64, 64, 64], 0);
+    h.rx.fill(&mut h.pool);
+    let payload = frame_bytes(1, 60);
+    for _ in 0..n {
+        for _ in 0..32 {
+            let c = h.k.fill.cons();
+            let a = h.k.fill.w.r64(LINUX_OFFSETS.desc + (c & 63) as usize * 8);
+            h.k.fill.set_cons(c.wrapping_add(1));
+            let b = h.pool.handle_at(a).unwrap();
+            h.pool.raw_mut(b)[256..316].copy_from_slice(&payload);
+            h.k.rx_raw(a + 256, 60, 0);
+        }
+        let mut batch = Batch::new();
+        let got = h.rx.rx_burst(&mut h.pool, &mut batch);
+        assert_eq!(got, 32);
+        assert_eq!(h.tx.tx_burst(&mut h.pool, &mut batch), 32);
+        for _ in 0..32 {
+            let c = h.k.tx.cons();
+            let a = h.k.tx.w.r64(LINUX_OFFSETS.desc + (c & 63) as usize * 16);
+            h.k.tx.set_cons(c.wrapping_add(1));
+            h.k.comp_raw(a);
+        }
+        h.tx.reclaim(&mut h.pool);
+    }
+}

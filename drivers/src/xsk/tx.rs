@@ -1,12 +1,12 @@
 //! The transmit side of an AF_XDP socket: TX ring + completion ring.
 
-use cadence_core::buf::{BUF_SIZE, Batch, Pool};
+use cadence_core::buf::{BUF_SIZE, Batch, MAX_SEGMENTED_FRAME, MAX_SEGMENTS, PacketBuf, Pool};
 use cadence_core::nic::{TxQueue, TxStats};
 
 use super::error::{Ring, XskError};
 use super::owned::Owned;
 use super::ring::{self, Consumer, Producer};
-use super::{ADDR_ENTRY, RingWindow, XskConfig, check_umem, desc};
+use super::{ADDR_ENTRY, RingWindow, XDP_PKT_CONTD, XskConfig, check_umem, desc};
 use crate::hal::{Kick, KickError, Mmio};
 
 /// Anomalies and doorbell calls of an [`XskTx`], beyond its [`TxStats`].
@@ -40,6 +40,8 @@ pub struct XskTx<W, K> {
     umem_base: u64,
     always_kick: bool,
     max_frame: usize,
+    /// [`XskConfig::multi_buffer`].
+    multi_buffer: bool,
     /// Buffers on the TX ring or in the kernel, not yet completed.
     on_ring: Owned,
     stats: TxStats,
@@ -66,7 +68,8 @@ impl<W: Mmio, K: Kick> XskTx<W, K> {
             kick,
             umem_base: config.umem_base,
             always_kick: config.always_kick_tx,
-            max_frame: config.max_tx_frame.min(BUF_SIZE),
+            max_frame: config.max_tx_frame.min(if config.multi_buffer { MAX_SEGMENTED_FRAME } else { BUF_SIZE }),
+            multi_buffer: config.multi_buffer,
             on_ring: Owned::new(pool.capacity()),
             stats: TxStats::default(),
             counters: XskTxCounters::default(),
@@ -136,6 +139,40 @@ impl<W: Mmio, K: Kick> XskTx<W, K> {
         freed
     }
 
+    /// Puts the frame over several buffers that starts in `b` on the TX ring from entry
+    /// `at`, one descriptor a buffer, `XDP_PKT_CONTD` on all but the last, each buffer made a
+    /// frame of its own (the completion ring returns them one by one). `Err(true)`: fewer
+    /// than `free` entries would be needed (try later); `Err(false)`: it cannot be sent
+    /// (multi-buffer off, longer than the longest frame, a buffer empty, already on the ring
+    /// or outside the UMEM). Returns the entries written and the frame's bytes.
+    fn put_segmented(&mut self, pool: &mut Pool<'_>, b: PacketBuf, at: u32, free: u32) -> Result<(u32, usize), bool> {
+        let total = pool.frame_len(b);
+        if !self.multi_buffer || total > self.max_frame {
+            return Err(false);
+        }
+        let mut n = 0u32;
+        for s in pool.segments(b) {
+            let addr = (pool.phys(s) + pool.frame_offset(s) as u64).checked_sub(self.umem_base);
+            if pool.len(s) == 0 || addr.is_none() || self.on_ring.contains(s) || !self.on_ring.fits(s) {
+                return Err(false);
+            }
+            n += 1;
+        }
+        if n > free {
+            return Err(true);
+        }
+        let mut parts = [b; MAX_SEGMENTS];
+        let n = pool.unchain(b, &mut parts);
+        for (k, &s) in parts.iter().take(n).enumerate() {
+            let addr = (pool.phys(s) + pool.frame_offset(s) as u64).saturating_sub(self.umem_base);
+            let options = if k + 1 < n { XDP_PKT_CONTD } else { 0 };
+            // Each piece is at most a buffer, so its length fits the descriptor's u32.
+            self.tx.write_desc_options(at + k as u32, addr, pool.len(s) as u32, options);
+            self.on_ring.insert(s);
+        }
+        Ok((n as u32, total))
+    }
+
     /// Rings `kick_tx` when entries wait on the TX ring and the kernel asked for a
     /// wake-up (or `always_kick_tx`).
     fn wake(&mut self) {
@@ -155,7 +192,8 @@ impl<W: Mmio, K: Kick> XskTx<W, K> {
 
 impl<W: Mmio, K: Kick> TxQueue for XskTx<W, K> {
     /// Refused (freed, counted in `errors`, counted as taken): frames of length 0 or over
-    /// [`XskConfig::max_tx_frame`], and buffers of another pool. A buffer still on the
+    /// [`XskConfig::max_tx_frame`], and buffers of another pool; frames over several buffers
+    /// without [`XskConfig::multi_buffer`] (with it, they take an entry a buffer). A buffer still on the
     /// ring is dropped from the batch without being freed (counted in `errors` and
     /// [`XskTxCounters::resubmitted`]).
     ///
@@ -176,10 +214,26 @@ impl<W: Mmio, K: Kick> TxQueue for XskTx<W, K> {
                 taken += 1;
                 continue;
             }
+            if pool.is_segmented(b) {
+                match self.put_segmented(pool, b, queued, free) {
+                    Ok((n, bytes)) => {
+                        queued += n;
+                        free -= n;
+                        taken += 1;
+                        self.stats.packets += 1;
+                        self.stats.bytes += bytes as u64;
+                    }
+                    Err(true) => break,
+                    Err(false) => {
+                        let _ = pool.free(b);
+                        self.stats.errors += 1;
+                        taken += 1;
+                    }
+                }
+                continue;
+            }
             let addr = (pool.phys(b) + off as u64).checked_sub(self.umem_base);
-            // One descriptor per frame: a frame over several buffers is too long here.
-            let addr =
-                addr.filter(|_| len > 0 && len <= self.max_frame && self.on_ring.fits(b) && !pool.is_segmented(b));
+            let addr = addr.filter(|_| len > 0 && len <= self.max_frame.min(BUF_SIZE) && self.on_ring.fits(b));
             let Some(addr) = addr else {
                 let _ = pool.free(b);
                 self.stats.errors += 1;

@@ -108,7 +108,7 @@ options:
                            CAP_NET_RAW/CAP_NET_ADMIN/CAP_BPF)
   --io af_xdp|af_packet|auto
                            port I/O (default auto: AF_XDP, else AF_PACKET with a line saying why;
-                           AF_PACKET for an interface whose MTU is above 1966: jumbo frames)
+                           jumbo MTUs over AF_XDP need Linux 6.6 (XDP_USE_SG))
   --xdp-mode auto|copy|zerocopy
                            AF_XDP binding (default auto: zero-copy where the driver has it)
   --packet-stack drop|share

@@ -320,12 +320,11 @@ pub fn open(args: &Args, cfg: &BootConfig, clock: &HostClock) -> Result<Opened, 
     }
     let mut notes = Vec::new();
     let mtus: Vec<(&str, u32)> = ifaces.iter().map(|i| (i.name.as_str(), i.mtu)).collect();
-    let (io, note) = io_for_mtus(args.io, &mtus).map_err(OpenError)?;
-    notes.extend(note);
-    match io {
+    let multi = xdp_multi_buffer(&mtus);
+    match args.io {
         Io::AfPacket => open_packet(args, cfg, clock, ifaces, notes),
-        Io::AfXdp => open_xdp(args, cfg, clock, &ifaces, notes),
-        Io::Auto => match open_xdp(args, cfg, clock, &ifaces, Vec::new()) {
+        Io::AfXdp => open_xdp(args, cfg, clock, &ifaces, multi, notes),
+        Io::Auto => match open_xdp(args, cfg, clock, &ifaces, multi, Vec::new()) {
             Ok(o) => Ok(o),
             Err(e) => {
                 notes.push(format!("warning: AF_XDP unavailable ({e}); falling back to AF_PACKET"));
@@ -335,33 +334,22 @@ pub fn open(args: &Args, cfg: &BootConfig, clock: &HostClock) -> Result<Opened, 
     }
 }
 
-/// The I/O for interfaces of these MTUs (`(name, mtu)`): a frame longer than one pool buffer
-/// (an MTU above [`MAX_ONE_BUFFER_MTU`]: jumbo frames) is carried only by `AF_PACKET` here,
-/// which receives it over several buffers; AF_XDP takes one buffer per frame. So `auto` picks
-/// `AF_PACKET` for such an interface (with a line saying why), and `af_xdp` is refused naming
-/// the interface.
-fn io_for_mtus(io: Io, mtus: &[(&str, u32)]) -> Result<(Io, Option<String>), String> {
-    let Some(&(name, mtu)) = mtus.iter().find(|(_, m)| *m as usize > MAX_ONE_BUFFER_MTU) else {
-        return Ok((io, None));
-    };
-    match io {
-        Io::AfPacket => Ok((io, None)),
-        Io::Auto => Ok((
-            Io::AfPacket,
-            Some(format!(
-                "hosted: {name} has MTU {mtu}: AF_PACKET, which carries frames over several buffers \
-                 (AF_XDP takes one buffer per frame: MTU up to {MAX_ONE_BUFFER_MTU})"
-            )),
-        )),
-        Io::AfXdp => Err(format!(
-            "--io af_xdp: interface {name} has MTU {mtu}, and AF_XDP takes one buffer per frame \
-             (MTU up to {MAX_ONE_BUFFER_MTU}); --io af_packet carries jumbo frames"
-        )),
-    }
+/// What interfaces of these MTUs (`(name, mtu)`) ask of the I/O: AF_XDP sockets bound for
+/// frames over several chunks (`XDP_USE_SG`, Linux ≥ 6.6) when a frame (with the link header
+/// and a tag) is longer than one chunk takes after the kernel's 256 bytes of headroom
+/// ([`MAX_ONE_CHUNK_MTU`]); with it, a line naming the interface. `AF_PACKET` receives such
+/// frames over several buffers by itself.
+fn xdp_multi_buffer(mtus: &[(&str, u32)]) -> Option<String> {
+    let &(name, mtu) = mtus.iter().find(|(_, m)| *m as usize > MAX_ONE_CHUNK_MTU)?;
+    Some(format!(
+        "hosted: {name} has MTU {mtu}: over AF_XDP, frames span several chunks (XDP_USE_SG, Linux 6.6 or later; \
+         one chunk takes an MTU up to {MAX_ONE_CHUNK_MTU})"
+    ))
 }
 
-/// The largest MTU whose frames (with the link header and a tag) fit one pool buffer.
-const MAX_ONE_BUFFER_MTU: usize = cadence_core::buf::MAX_FRAME - L2_OVERHEAD;
+/// The largest MTU whose frames (with the link header and a tag) fit one AF_XDP chunk after
+/// the kernel's headroom (`XDP_PACKET_HEADROOM`).
+const MAX_ONE_CHUNK_MTU: usize = BUF_SIZE - xdp::abi::XDP_PACKET_HEADROOM - L2_OVERHEAD;
 
 fn pool_for(args: &Args, cfg: &BootConfig) -> Result<(Pool<'static>, Option<UmemRegion>, String), OpenError> {
     let m = mem::packet_memory(cfg.pool * BUF_SIZE, args.huge)
@@ -381,13 +369,18 @@ fn window(ring: MappedRing, o: xdp::RingOffsets, size: u32) -> RingWindow<Mapped
     }
 }
 
+/// Opens every port over AF_XDP; with `multi` (a jumbo MTU's line, [`xdp_multi_buffer`]) the
+/// program is frags-aware and the sockets take frames over several chunks.
 fn open_xdp(
     args: &Args,
     cfg: &BootConfig,
     clock: &HostClock,
     ifaces: &[Interface],
+    multi: Option<String>,
     mut notes: Vec<String>,
 ) -> Result<Opened, OpenError> {
+    let multi_buffer = multi.is_some();
+    notes.extend(multi);
     let lanes = cfg.lanes;
     let ring = args.xdp_ring as usize;
     // A lane's pool feeds a socket per port, each holding up to a fill ring of posted
@@ -407,12 +400,16 @@ fn open_xdp(
         XdpMode::Copy => BindMode::Copy,
         XdpMode::ZeroCopy => BindMode::ZeroCopy,
     };
-    let xcfg = XskConfig::with_ring_size(ring as u32).mode(mode).need_wakeup(true);
+    let xcfg = XskConfig::with_ring_size(ring as u32).mode(mode).need_wakeup(true).multi_buffer(multi_buffer);
+    // A bind the kernel refuses for want of XDP_USE_SG says so.
+    let sg_hint = |e: String| {
+        if multi_buffer { format!("{e} (frames over several chunks need XDP_USE_SG: Linux 6.6 or later)") } else { e }
+    };
     // The XDP program's arrival stamps (CLOCK_MONOTONIC) in worker ticks, for every queue.
     let arrival_map = clock.monotonic_map();
     let mut programs = Vec::new();
     for (port, i) in ifaces.iter().enumerate() {
-        let p = XdpProgram::attach(&i.name, lanes as u32, AttachMode::Auto)
+        let p = XdpProgram::attach_frags(&i.name, lanes as u32, AttachMode::Auto, multi_buffer)
             .map_err(|e| OpenError(format!("XDP program on {}: {e}", i.name)))?;
         programs.push(Arc::new(p));
         if i.rx_queues as usize > lanes {
@@ -443,7 +440,7 @@ fn open_xdp(
         // port shares it (one pool per lane).
         let first = ifaces.first().ok_or_else(|| OpenError("no port".into()))?;
         let s0 = XskSocket::open(&first.name, k as u32, Umem::Register(umem), &xcfg)
-            .map_err(|e| OpenError(e.to_string()))?;
+            .map_err(|e| OpenError(sg_hint(e.to_string())))?;
         let mut socks = Vec::with_capacity(ifaces.len());
         for i in ifaces.iter().skip(1) {
             socks.push(
@@ -468,6 +465,7 @@ fn open_xdp(
                 .with_always_kick_tx(s.data_path() == DataPath::Copy || !s.need_wakeup())
                 .with_always_kick_rx(args.busy_poll > 0)
                 .with_max_tx_frame(ifaces[port].mtu as usize + L2_OVERHEAD)
+                .with_multi_buffer(multi_buffer)
                 .with_arrival(Some(arrival_map));
             let (rx, tx) = xsk::try_new_queues(dr, s.kick(), &pool, &dcfg)
                 .map_err(|e| OpenError(format!("AF_XDP queue {k} of {}: {e}", ifaces[port].name)))?;
@@ -593,21 +591,15 @@ fn open_packet(
 mod tests {
     use super::*;
 
-    /// Interfaces whose frames fit a buffer keep the asked I/O; a jumbo MTU makes `auto` pick
-    /// AF_PACKET (saying why) and refuses `af_xdp` by the interface's name.
+    /// Interfaces whose frames fit a chunk need nothing; a jumbo MTU asks AF_XDP for frames
+    /// over several chunks, with a line naming the interface.
     #[test]
-    fn a_jumbo_mtu_picks_af_packet_or_refuses_af_xdp() {
-        let small = [("a", 1500), ("b", MAX_ONE_BUFFER_MTU as u32)];
-        for io in [Io::Auto, Io::AfXdp, Io::AfPacket] {
-            assert_eq!(io_for_mtus(io, &small), Ok((io, None)));
-        }
+    fn a_jumbo_mtu_asks_af_xdp_for_frames_over_several_chunks() {
+        let small = [("a", 1500), ("b", MAX_ONE_CHUNK_MTU as u32)];
+        assert_eq!(xdp_multi_buffer(&small), None);
         let jumbo = [("a", 1500), ("j0", 9000)];
-        let (io, note) = io_for_mtus(Io::Auto, &jumbo).unwrap();
-        assert_eq!(io, Io::AfPacket);
-        assert!(note.unwrap().starts_with("hosted: j0 has MTU 9000: AF_PACKET"));
-        assert_eq!(io_for_mtus(Io::AfPacket, &jumbo), Ok((Io::AfPacket, None)));
-        let e = io_for_mtus(Io::AfXdp, &jumbo).unwrap_err();
-        assert!(e.starts_with("--io af_xdp: interface j0 has MTU 9000"), "{e}");
-        assert_eq!(MAX_ONE_BUFFER_MTU, 1966);
+        let note = xdp_multi_buffer(&jumbo).expect("multi-buffer");
+        assert!(note.starts_with("hosted: j0 has MTU 9000: over AF_XDP, frames span several chunks"), "{note}");
+        assert_eq!(MAX_ONE_CHUNK_MTU, 1774);
     }
 }

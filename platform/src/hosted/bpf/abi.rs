@@ -30,6 +30,10 @@ pub const BPF_PROG_TYPE_XDP: u32 = 6;
 pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// `BPF_XDP` (`enum bpf_attach_type`).
 pub const BPF_XDP: u32 = 37;
+/// `BPF_F_XDP_HAS_FRAGS` (`prog_flags`, Linux ≥ 5.18): the XDP program takes frames over
+/// several buffers (`xdp.frags`), so a driver may hand it such frames and an interface may
+/// keep an MTU longer than a page with it attached.
+pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 /// `BPF_TCX_INGRESS` (`enum bpf_attach_type`; tcx links, Linux ≥ 6.6).
 pub const BPF_TCX_INGRESS: u32 = 46;
 /// `BPF_ANY`: create or update a map element.

@@ -295,6 +295,13 @@ pub struct XdpProgram {
 impl XdpProgram {
     /// Loads the program for `queues` receive queues and attaches it to `ifname`.
     pub fn attach(ifname: &str, queues: u32, mode: AttachMode) -> Result<Self, BpfError> {
+        Self::attach_frags(ifname, queues, mode, false)
+    }
+
+    /// [`XdpProgram::attach`], the program loaded frags-aware (`BPF_F_XDP_HAS_FRAGS`) when
+    /// `frags`: for sockets that take frames over several buffers (`XDP_USE_SG`) on an
+    /// interface with a jumbo MTU. It reads nothing past a frame's first buffer.
+    pub fn attach_frags(ifname: &str, queues: u32, mode: AttachMode, frags: bool) -> Result<Self, BpfError> {
         if queues == 0 {
             return Err(BpfError::BadQueue { queue: 0, queues });
         }
@@ -324,7 +331,8 @@ impl XdpProgram {
         };
         let unowned = bpf_fd(BPF_MAP_CREATE, &mut c).map_err(err(BpfCall::MapCreate))?;
         let insns = redirect_program(map.as_raw_fd(), unowned.as_raw_fd());
-        let prog = load(&name, BPF_PROG_TYPE_XDP, BPF_XDP, "cadence_xsk", &insns)?;
+        let flags = if frags { BPF_F_XDP_HAS_FRAGS } else { 0 };
+        let prog = load(&name, BPF_PROG_TYPE_XDP, BPF_XDP, flags, "cadence_xsk", &insns)?;
         let try_mode = |a: Attached| {
             let mut l = LinkCreateAttr {
                 prog_fd: prog.as_raw_fd() as u32,
@@ -422,9 +430,17 @@ const ENOTSUPP: i32 = 524;
 
 /// Loads `insns` as a program of `prog_type` for `attach`; on refusal, loads it again with a
 /// log.
-fn load(ifname: &IfName, prog_type: u32, attach: u32, name: &str, insns: &[Insn]) -> Result<OwnedFd, BpfError> {
+fn load(
+    ifname: &IfName,
+    prog_type: u32,
+    attach: u32,
+    prog_flags: u32,
+    name: &str,
+    insns: &[Insn],
+) -> Result<OwnedFd, BpfError> {
     let mut attr = ProgLoadAttr {
         prog_type,
+        prog_flags,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr().expose_provenance() as u64,
         license: LICENSE.as_ptr().expose_provenance() as u64,
@@ -469,7 +485,7 @@ impl IngressDrop {
         let name = iface::if_name(ifname).map_err(BpfError::Interface)?;
         let ifindex = iface::ifindex(ifname).map_err(BpfError::Interface)?;
         let insns = ingress_drop_program();
-        let prog = load(&name, BPF_PROG_TYPE_SCHED_CLS, BPF_TCX_INGRESS, "cadence_nostack", &insns)?;
+        let prog = load(&name, BPF_PROG_TYPE_SCHED_CLS, BPF_TCX_INGRESS, 0, "cadence_nostack", &insns)?;
         let mut l = LinkCreateAttr {
             prog_fd: prog.as_raw_fd() as u32,
             target_ifindex: ifindex,

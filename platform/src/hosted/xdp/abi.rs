@@ -41,6 +41,9 @@ pub const XDP_COPY: u16 = 1 << 1;
 pub const XDP_ZEROCOPY: u16 = 1 << 2;
 /// `sxdp_flags`: the kernel sets [`XDP_RING_NEED_WAKEUP`] when it wants a kick.
 pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// `sxdp_flags`: frames over several UMEM chunks (`XDP_PKT_CONTD` in the descriptors'
+/// options; Linux ≥ 6.6). A socket sharing the UMEM inherits it.
+pub const XDP_USE_SG: u16 = 1 << 4;
 
 /// Ring `flags` word: the kernel needs a wake-up (fill ring: `recvfrom`; TX: `sendto`).
 pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;

@@ -29,7 +29,8 @@
 //! over the same memory with `phys_base = 0`, so `Pool::phys(buf)` is the buffer's UMEM
 //! address. On receive, a descriptor's `addr` points at the frame: the chunk start +
 //! [`abi::XDP_PACKET_HEADROOM`] (256) in copy mode, so at most 1792 bytes arrive per
-//! chunk. On transmit, `addr` may point anywhere in a chunk as long as the frame does not
+//! chunk; a longer frame only on a socket bound with `XDP_USE_SG` ([`XskConfig::multi_buffer`]),
+//! over several chunks. On transmit, `addr` may point anywhere in a chunk as long as the frame does not
 //! cross its end; the completion ring returns the `addr` that was sent.
 
 #[allow(unsafe_code)] // the kernel ABI structs read through raw pointers
@@ -173,12 +174,23 @@ pub struct XskConfig {
     pub mode: BindMode,
     /// `XDP_USE_NEED_WAKEUP` (ignored for [`Umem::SharedWith`]: inherited).
     pub need_wakeup: bool,
+    /// `XDP_USE_SG`: frames over several chunks (jumbo frames; ignored for
+    /// [`Umem::SharedWith`]: inherited). A kernel before 6.6 refuses the bind (`EINVAL`).
+    pub multi_buffer: bool,
 }
 
 impl Default for XskConfig {
     /// 2048 entries per ring (libxdp's default), [`BindMode::Auto`], need-wakeup on.
     fn default() -> Self {
-        Self { fill_size: 2048, comp_size: 2048, rx_size: 2048, tx_size: 2048, mode: BindMode::Auto, need_wakeup: true }
+        Self {
+            fill_size: 2048,
+            comp_size: 2048,
+            rx_size: 2048,
+            tx_size: 2048,
+            mode: BindMode::Auto,
+            need_wakeup: true,
+            multi_buffer: false,
+        }
     }
 }
 
@@ -196,6 +208,11 @@ impl XskConfig {
     /// The same with need-wakeup on or off.
     pub fn need_wakeup(self, need_wakeup: bool) -> Self {
         Self { need_wakeup, ..self }
+    }
+
+    /// The same with `XDP_USE_SG` on or off.
+    pub fn multi_buffer(self, multi_buffer: bool) -> Self {
+        Self { multi_buffer, ..self }
     }
 }
 
@@ -353,7 +370,8 @@ impl XskSocket {
                     BindMode::ZeroCopy => XDP_ZEROCOPY,
                     BindMode::Auto => 0,
                 };
-                (mode | if cfg.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 }, 0, cfg.need_wakeup)
+                let sg = if cfg.multi_buffer { XDP_USE_SG } else { 0 };
+                (mode | sg | if cfg.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 }, 0, cfg.need_wakeup)
             }
             Umem::SharedWith(owner) => (XDP_SHARED_UMEM, owner.fd.as_raw_fd() as u32, owner.need_wakeup),
         };
