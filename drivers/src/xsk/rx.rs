@@ -13,18 +13,6 @@ use crate::hal::{Kick, KickError, Mmio};
 /// Shortest frame the RX ring may report: an Ethernet header.
 const MIN_FRAME: usize = 14;
 
-/// What one RX descriptor gave.
-enum Took {
-    /// A whole frame in one buffer.
-    Frame(PacketBuf),
-    /// A whole frame over several buffers.
-    Chain(PacketBuf),
-    /// A piece of a frame over several descriptors, kept until its last.
-    Part,
-    /// Nothing: the descriptor was bad or belonged to a dropped frame (counted by reason).
-    Dropped,
-}
-
 /// Anomalies and doorbell calls of an [`XskRx`], beyond its [`RxStats`]. The four
 /// descriptor counters (`bad_addr`, `not_owned`, `bad_len`, `fragments`) add up to
 /// `RxStats::errors`.
@@ -230,38 +218,37 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     }
 
     /// Checks one RX descriptor and takes its buffer back from the kernel. Returns the
-    /// buffer with its frame set, or `None` (counted; a buffer we owned is freed). With
-    /// [`XskConfig::multi_buffer`], a frame over several descriptors comes back whole, with
-    /// its last.
+    /// buffer with its frame set, or `Err(counted)`: the descriptor was bad or belonged to a
+    /// dropped frame (`true`, counted by reason; a buffer we owned is freed), or it is a piece
+    /// of a frame over several kept until its last (`false`, with
+    /// [`XskConfig::multi_buffer`]; that frame comes back whole with its last piece).
     #[inline(always)]
-    fn accept(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, options: u32) -> Option<PacketBuf> {
-        let fragment = self.in_fragment || options & XDP_PKT_CONTD != 0;
+    fn accept(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, options: u32) -> Result<PacketBuf, bool> {
+        let contd = options & XDP_PKT_CONTD != 0;
         // A descriptor with CONTD says another follows; the one without it ends the frame.
-        self.in_fragment = options & XDP_PKT_CONTD != 0;
-        let (b, off) = self.take(pool, addr)?;
-        let len = len as usize;
-        if fragment {
+        // (With multi-buffer, a frame being put together has `in_fragment` set too.)
+        if self.in_fragment || contd {
+            if self.multi_buffer {
+                return self.accept_part(pool, addr, len, contd);
+            }
+            self.in_fragment = contd;
+            let (b, _) = self.take(pool, addr).ok_or(true)?;
             self.counters.fragments += 1;
-        } else if len < MIN_FRAME || len > BUF_SIZE - off {
+            let _ = pool.free(b);
+            return Err(true);
+        }
+        let (b, off) = self.take(pool, addr).ok_or(true)?;
+        let len = len as usize;
+        if len < MIN_FRAME || len > BUF_SIZE - off {
             self.counters.bad_len += 1;
         } else if pool.set_frame(b, off, len).is_ok() {
             if let Some(map) = self.arrival {
                 self.take_stamp(pool, b, off, &map);
             }
-            return Some(b);
+            return Ok(b);
         }
         let _ = pool.free(b);
-        None
-    }
-
-    /// [`Self::accept`] with [`XskConfig::multi_buffer`]: a descriptor of a frame over
-    /// several goes to [`Self::accept_part`].
-    fn accept_multi(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, options: u32) -> Took {
-        let contd = options & XDP_PKT_CONTD != 0;
-        if contd || self.head.is_some() || self.in_fragment {
-            return self.accept_part(pool, addr, len, contd);
-        }
-        self.accept(pool, addr, len, options).map_or(Took::Dropped, Took::Frame)
+        Err(true)
     }
 
     /// Takes back the buffer at UMEM address `addr` from the kernel, with the frame's offset
@@ -295,12 +282,12 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     /// one buffer too many drops the frame, its buffers back in the pool, and the rest of
     /// its descriptors (counted in `fragments`).
     #[inline(never)]
-    fn accept_part(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, contd: bool) -> Took {
+    fn accept_part(&mut self, pool: &mut Pool<'_>, addr: u64, len: u32, contd: bool) -> Result<PacketBuf, bool> {
         let dropping = self.in_fragment && self.head.is_none();
         self.in_fragment = contd;
         let Some((b, off)) = self.take(pool, addr) else {
             self.drop_frame(pool);
-            return Took::Dropped;
+            return Err(true);
         };
         let len = len as usize;
         let least = if self.head.is_none() { MIN_FRAME } else { 1 };
@@ -324,13 +311,16 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
                 self.counters.fragments += 1;
             }
             self.drop_frame(pool);
-            return Took::Dropped;
+            return Err(true);
         }
         if contd {
-            return Took::Part;
+            return Err(false);
         }
+        let head = self.head.take().ok_or(true)?;
         self.counters.multi_buffer += 1;
-        self.head.take().map_or(Took::Dropped, Took::Chain)
+        // `rx_burst` counts the first buffer's bytes; the rest here.
+        self.stats.bytes += (pool.frame_len(head) - pool.len(head)) as u64;
+        Ok(head)
     }
 
     /// Drops the frame being received over several descriptors (its buffers back in the
@@ -369,22 +359,21 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
     }
 }
 
-impl<W: Mmio, K: Kick> XskRx<W, K> {
-    /// [`RxQueue::rx_burst`]'s frames with [`XskConfig::multi_buffer`] (entries `0..avail`).
-    #[inline(never)]
-    fn take_multi(&mut self, pool: &mut Pool<'_>, batch: &mut Batch, avail: u32) -> usize {
+impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
+    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
+        let room = batch.room() as u32;
+        let avail = if room > 0 { self.rx.available(room) } else { 0 };
         let mut n = 0;
         for i in 0..avail {
             let (addr, len, options) = self.rx.read_desc(i);
-            let b = match self.accept_multi(pool, addr, len, options) {
-                Took::Frame(b) | Took::Chain(b) => b,
-                Took::Part => continue,
-                Took::Dropped => {
-                    self.stats.errors += 1;
+            let b = match self.accept(pool, addr, len, options) {
+                Ok(b) => b,
+                Err(counted) => {
+                    self.stats.errors += u64::from(counted);
                     continue;
                 }
             };
-            let bytes = pool.frame_len(b) as u64;
+            let bytes = pool.len(b) as u64;
             if let Err(b) = batch.push(b) {
                 // Cannot happen (at most `room` entries); never leak the buffer anyway.
                 let _ = pool.free(b);
@@ -394,38 +383,6 @@ impl<W: Mmio, K: Kick> XskRx<W, K> {
             self.stats.packets += 1;
             self.stats.bytes += bytes;
             n += 1;
-        }
-        n
-    }
-}
-
-impl<W: Mmio, K: Kick> RxQueue for XskRx<W, K> {
-    fn rx_burst(&mut self, pool: &mut Pool<'_>, batch: &mut Batch) -> usize {
-        let room = batch.room() as u32;
-        let avail = if room > 0 { self.rx.available(room) } else { 0 };
-        let mut n = 0;
-        if self.multi_buffer {
-            n = self.take_multi(pool, batch, avail);
-        } else {
-            for i in 0..avail {
-                let (addr, len, options) = self.rx.read_desc(i);
-                let Some(b) = self.accept(pool, addr, len, options) else {
-                    self.stats.errors += 1;
-                    continue;
-                };
-                // The same hand-out as `take_multi`'s, kept in line: a shared helper cost 5
-                // instructions a frame here (docs/PERFORMANCE.md).
-                let bytes = pool.len(b) as u64;
-                if let Err(b) = batch.push(b) {
-                    // Cannot happen (at most `room` entries); never leak the buffer anyway.
-                    let _ = pool.free(b);
-                    self.stats.errors += 1;
-                    continue;
-                }
-                self.stats.packets += 1;
-                self.stats.bytes += bytes;
-                n += 1;
-            }
         }
         // Every entry read, good or bad, goes back to the kernel.
         self.rx.release(avail);
