@@ -488,4 +488,11 @@ fn jumbo_frames_arrive_over_chained_descriptors_and_leave_whole() {
     tx.reclaim(&mut h.pool);
     assert_eq!(tx.in_flight(), 0);
     model.assert_clean();
+
+    // Longer than the XL710 takes: refused by name.
+    let mut h = ModelRig::new(POOL_BUFS);
+    let too_long = cadence_drivers::i40e::MAX_FRAME + 1;
+    let model = Xl710::with_pf(&h.host, MAC1, 0);
+    let r = h.try_i40e(&model, &cfg(1, 64).with_max_frame(too_long));
+    assert_eq!(r.err(), Some(InitError::MaxFrame(too_long)));
 }

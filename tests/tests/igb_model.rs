@@ -143,4 +143,10 @@ fn igb_jumbo_frames_arrive_over_chained_descriptors_and_leave_whole() {
     assert_eq!(rx.rx_burst(&mut pool, &mut batch), 1);
     assert!(!pool.is_segmented(batch.as_slice()[0]));
     model.assert_clean();
+
+    // Longer than the 82576 takes: refused by name before the device is touched.
+    let too_long = cadence_drivers::igb::MAX_FRAME + 1;
+    let model = Igb82576::new(&host, MAC);
+    let r = Igb::try_new(&model.pci(), &mut dma, &clock, &mut pool, &Config::default().with_max_frame(too_long));
+    assert_eq!(r.err(), Some(cadence_drivers::igb::InitError::MaxFrame(too_long)));
 }

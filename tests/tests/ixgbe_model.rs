@@ -465,7 +465,7 @@ fn jumbo_frames_arrive_over_chained_descriptors_and_leave_whole() {
 
     let mut h = ModelRig::new(POOL_BUFS);
     let model = Ixgbe82599::new(&h.host, MAC1);
-    let too_long = cadence_drivers::intel::MAX_JUMBO_FRAME + 1;
+    let too_long = cadence_drivers::ixgbe::MAX_FRAME + 1;
     let cfg = Config::default().with_max_frame(too_long);
     let r = Ixgbe::try_new(&model.pci(), &mut h.dma, &h.clock, &mut h.pool, &cfg);
     assert_eq!(r.err(), Some(InitError::MaxFrame(too_long)));

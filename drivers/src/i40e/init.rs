@@ -15,7 +15,7 @@ use super::regs::*;
 use super::{Config, InitError, JUMBO_DBUFF, LUT_ENTRIES, MAX_QUEUES, VENDOR_ID, is_supported_device, valid_ring_size};
 use crate::hal::{ClockDelay, Dma, DmaAlloc, Mmio, PciFunction, pci};
 use crate::intel::rss::RetaShadow;
-use crate::intel::{IntelRx, IntelTx, MAX_JUMBO_FRAME, MAX_RX_FRAME, RX_BUF_KIB};
+use crate::intel::{IntelRx, IntelTx, MAX_RX_FRAME, RX_BUF_KIB};
 use crate::reg::{Place, Register, Regs, Value};
 
 /// Global reset in progress: Linux allows (GRSTDEL + 10) × 100 ms; 2 s bounds it.
@@ -107,7 +107,7 @@ where
     if !(1..=MAX_QUEUES).contains(&cfg.queues) || !valid_ring_size(cfg.ring) {
         return Err(InitError::BadConfig);
     }
-    if cfg.max_frame > MAX_JUMBO_FRAME {
+    if cfg.max_frame > super::MAX_FRAME {
         return Err(InitError::MaxFrame(cfg.max_frame));
     }
     // PCI 3.0 §6.2.2: memory space + bus master on, INTx off (polled).

@@ -151,15 +151,20 @@ pub struct Config {
     /// How long the bring-up waits for the link, in ms; 0 = not at all. Default 5000.
     pub link_timeout_ms: u32,
     /// The longest frame received, FCS aside: the queue context's RXMAX. Above
-    /// `intel::MAX_RX_FRAME` (up to `intel::MAX_JUMBO_FRAME`; the MAC's own limit,
+    /// `intel::MAX_RX_FRAME` (up to [`MAX_FRAME`]; the MAC's own limit,
     /// PRTGL_SAH.MFS, is 9 728 bytes out of reset): buffers of [`JUMBO_DBUFF`] bytes, frames
-    /// over several descriptors. Default `intel::MAX_RX_FRAME`.
+    /// over several descriptors. Default `intel::MAX_RX_FRAME`; at most [`MAX_FRAME`].
     pub max_frame: usize,
 }
 
 /// Receive buffer bytes with jumbo frames: what follows the frame offset in a pool buffer, in
 /// the context's 128-byte units (1 920).
 pub const JUMBO_DBUFF: usize = (cadence_core::buf::BUF_SIZE - crate::intel::RX_FRAME_OFFSET) / 128 * 128;
+
+/// The longest frame the XL710 receives, CRC aside: Intel's i40e documentation gives 9 728 bytes
+/// with it (the largest jumbo frame). Within what the ring takes (`intel::MAX_JUMBO_FRAME`).
+pub const MAX_FRAME: usize = 9728 - 4;
+const _: () = assert!(MAX_FRAME <= crate::intel::MAX_JUMBO_FRAME);
 
 impl Default for Config {
     fn default() -> Self {
@@ -220,7 +225,7 @@ pub enum InitError {
     },
     /// Queue count or ring size out of range.
     BadConfig,
-    /// `Config::max_frame` is longer than the receive ring takes (`intel::MAX_JUMBO_FRAME`).
+    /// `Config::max_frame` is longer than the XL710 receives ([`MAX_FRAME`]).
     MaxFrame(usize),
     /// BAR 0 could not be mapped.
     MapBar(BarError),
@@ -280,9 +285,7 @@ impl fmt::Display for InitError {
         match self {
             InitError::NotI40e { vendor, device } => write!(f, "{vendor:04x}:{device:04x} is not an XL710/X710"),
             InitError::BadConfig => f.write_str("queue count or ring size out of range"),
-            InitError::MaxFrame(n) => {
-                write!(f, "max_frame {n}: frames up to {} bytes are received", crate::intel::MAX_JUMBO_FRAME)
-            }
+            InitError::MaxFrame(n) => write!(f, "max_frame {n}: the XL710 receives frames up to {MAX_FRAME} bytes"),
             InitError::MapBar(e) => write!(f, "BAR 0: {e}"),
             InitError::GlobalReset => f.write_str("device never ready: a global reset did not finish (GLGEN_RSTAT)"),
             InitError::FirmwareNotReady => f.write_str("device never ready: firmware did not load (GLNVM_ULD)"),

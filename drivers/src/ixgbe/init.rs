@@ -14,7 +14,7 @@ use super::{Config, InitError, IxgbeQueues, MacType, SfpCage, VENDOR_ID};
 use crate::hal::{ClockDelay, Dma, DmaAlloc, Mmio, PciFunction, pci};
 use crate::intel::queue::{self, RDT, RXDCTL, TDT, TXDCTL};
 use crate::intel::rss::{self, RETA, RXCSUM, RetaShadow};
-use crate::intel::{IntelRx, IntelTx, MAX_JUMBO_FRAME, MAX_RX_FRAME, QueueMap, rx_buf_kib, valid_ring_size};
+use crate::intel::{IntelRx, IntelTx, MAX_RX_FRAME, QueueMap, rx_buf_kib, valid_ring_size};
 use crate::reg::{Place, Regs, Value};
 
 /// GIO master disable: Linux allows 800 × 100 µs (IXGBE_PCI_MASTER_DISABLE_TIMEOUT).
@@ -115,7 +115,7 @@ where
     {
         return Err(InitError::BadConfig);
     }
-    if cfg.max_frame > MAX_JUMBO_FRAME {
+    if cfg.max_frame > super::MAX_FRAME {
         return Err(InitError::MaxFrame(cfg.max_frame));
     }
     // PCI 3.0 §6.2.2: memory space + bus master on, INTx off (polled). Only the command

@@ -184,10 +184,15 @@ pub struct Config {
     /// auto-negotiation and SFP+ link-up take well under a second; Linux allows 9 s).
     pub link_timeout_ms: u32,
     /// The longest frame received, FCS aside. Above `intel::MAX_RX_FRAME` (up to
-    /// `intel::MAX_JUMBO_FRAME`): HLREG0.JUMBOEN with MAXFRS, 1 KiB receive buffers, frames
-    /// over several descriptors. Default `intel::MAX_RX_FRAME`.
+    /// [`MAX_FRAME`]): HLREG0.JUMBOEN with MAXFRS, 1 KiB receive buffers, frames
+    /// over several descriptors. Default `intel::MAX_RX_FRAME`; at most [`MAX_FRAME`].
     pub max_frame: usize,
 }
+
+/// The longest frame the 82599 receives, CRC aside: Intel's ixgbe documentation gives 9 728 bytes
+/// with it (the largest jumbo frame). Within what the ring takes (`intel::MAX_JUMBO_FRAME`).
+pub const MAX_FRAME: usize = 9728 - 4;
+const _: () = assert!(MAX_FRAME <= crate::intel::MAX_JUMBO_FRAME);
 
 impl Default for Config {
     fn default() -> Self {
@@ -252,7 +257,7 @@ pub enum InitError {
     },
     /// A configuration value is out of range (queues, ring sizes).
     BadConfig,
-    /// `Config::max_frame` is longer than the receive ring takes (`intel::MAX_JUMBO_FRAME`).
+    /// `Config::max_frame` is longer than the 82599 receives ([`MAX_FRAME`]).
     MaxFrame(usize),
     /// BAR 0 could not be mapped.
     MapBar(BarError),
@@ -285,9 +290,7 @@ impl fmt::Display for InitError {
         match self {
             InitError::NotIxgbe { vendor, device } => write!(f, "{vendor:04x}:{device:04x} is not an 82599/X5xx"),
             InitError::BadConfig => f.write_str("queue count or ring size out of range"),
-            InitError::MaxFrame(n) => {
-                write!(f, "max_frame {n}: frames up to {} bytes are received", crate::intel::MAX_JUMBO_FRAME)
-            }
+            InitError::MaxFrame(n) => write!(f, "max_frame {n}: the 82599 receives frames up to {MAX_FRAME} bytes"),
             InitError::MapBar(e) => write!(f, "BAR 0: {e}"),
             InitError::ResetTimeout => f.write_str("CTRL.RST did not clear"),
             InitError::EepromTimeout => f.write_str("EEPROM auto-read did not finish"),

@@ -431,7 +431,9 @@ pub fn count(pci: &[PciDevice], cfg: &BootConfig) -> usize {
 fn most_frame(kind: NicKind) -> usize {
     match kind {
         NicKind::VirtioNet => usize::MAX,
-        NicKind::Igb | NicKind::Ixgbe | NicKind::I40e => cadence_drivers::intel::MAX_JUMBO_FRAME,
+        NicKind::Igb => igb::MAX_FRAME,
+        NicKind::Ixgbe => ixgbe::MAX_FRAME,
+        NicKind::I40e => i40e::MAX_FRAME,
     }
 }
 
