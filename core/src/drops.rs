@@ -97,8 +97,7 @@ drop_reasons! {
     /// sub-interfaces (`crate::vlan`).
     VlanUnknown = "vlan_unknown",
     /// A frame over several buffers (a jumbo frame, `crate::buf`) that something on its way
-    /// cannot carry: an NF that reads whole payloads (the URL filter, the encryption NF), or
-    /// IPv4 fragmentation into pieces that would not each fit a buffer.
+    /// cannot carry: IPv4 fragmentation into pieces that would not each fit a buffer.
     MultiBuffer = "multi_buffer",
     /// An ARP request or announcement for an address the dataplane does not own (and no
     /// entry of ours to update).

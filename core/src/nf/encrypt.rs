@@ -272,6 +272,11 @@ fn patch_checksum(hc: u16, old: u16, new: u16) -> u16 {
     !Sum::new().add_u16(!hc).add_u16(!old).add_u16(new).fold()
 }
 
+/// The one's complement sum of two folded sums.
+fn add16(a: u16, b: u16) -> u16 {
+    Sum::new().add_u16(a).add_u16(b).fold()
+}
+
 impl Nf for Encrypt {
     fn name(&self) -> &'static str {
         "encrypt"
@@ -295,17 +300,11 @@ impl Nf for Encrypt {
                 self.counters.empty += 1;
                 continue;
             }
-            // A payload over several buffers is not sealed or opened in pieces: refused.
-            if pool.is_segmented(p.buf) {
-                p.verdict = Verdict::Drop(DropReason::MultiBuffer);
-                continue;
-            }
             let f = &pr.flow;
             let key = f.words();
             let flow_id = self.shared.flow_id(&key);
             let l4 = usize::from(pr.l4_offset);
             let start = usize::from(pr.payload_offset);
-            let end = start + usize::from(pr.payload_len);
             let tcp = pr.l4 == L4Kind::Tcp;
             let (word, pos) = if tcp {
                 let h = pool.frame(p.buf).get(l4..l4 + 14).unwrap_or(&[]);
@@ -322,20 +321,43 @@ impl Nf for Encrypt {
                     }
                 }
             };
-            let frame = pool.frame_mut(p.buf);
-            let Some(data) = frame.get_mut(start..end) else { continue };
-            let old = Sum::new().add_bytes(data).fold();
-            if tcp {
-                // Bytes up to the wrap of the sequence space, then the rest from position 0.
-                let first = (u64::from(u32::MAX) - u64::from(pos) + 1).min(data.len() as u64) as usize;
-                let (a, b) = data.split_at_mut(first);
-                let _ = self.shared.apply(flow_id, word, u64::from(pos), a) && self.shared.apply(flow_id, word, 0, b);
-            } else {
-                let _ = self.shared.apply(flow_id, word, pos.into(), data);
+            // The payload, piece by piece: the first buffer's from the payload's start, then
+            // every further buffer of a frame over several (a jumbo frame) whole. The keystream
+            // goes on where the last piece ended; the checksum is patched with the pieces'
+            // sums, a piece at an odd offset of the payload with its sums' bytes swapped
+            // (RFC 1071 §2(B): the sum is byte-order independent, so a one-byte shift swaps it).
+            let payload = usize::from(pr.payload_len);
+            let (mut sums, mut done, mut first) = (None::<(u16, u16)>, 0usize, true);
+            let mut s = Some(p.buf);
+            while let (Some(b), true) = (s, done < payload) {
+                s = pool.next_segment(b);
+                let from = if first { start } else { 0 };
+                first = false;
+                let Some(rest) = pool.frame_mut(b).get_mut(from..) else { break };
+                let n = rest.len().min(payload - done);
+                let data = rest.split_at_mut(n).0;
+                let old = Sum::new().add_bytes(data).fold();
+                let at = pos.wrapping_add(done as u32);
+                if tcp {
+                    // Bytes up to the wrap of the sequence space, then the rest from position 0.
+                    let head = (u64::from(u32::MAX) - u64::from(at) + 1).min(data.len() as u64) as usize;
+                    let (a, b) = data.split_at_mut(head);
+                    let _ =
+                        self.shared.apply(flow_id, word, u64::from(at), a) && self.shared.apply(flow_id, word, 0, b);
+                } else {
+                    let _ = self.shared.apply(flow_id, word, done as u64, data);
+                }
+                let new = Sum::new().add_bytes(data).fold();
+                let (old, new) = if done % 2 == 1 { (old.swap_bytes(), new.swap_bytes()) } else { (old, new) };
+                done += data.len();
+                sums = Some(match sums {
+                    None => (old, new),
+                    Some((o, n)) => (add16(o, old), add16(n, new)),
+                });
             }
-            let new = Sum::new().add_bytes(data).fold();
+            let frame = pool.frame_mut(p.buf);
             let at = if tcp { l4 + 16 } else { l4 + 6 };
-            if let Some(c) = frame.get_mut(at..at + 2) {
+            if let (Some(c), Some((old, new))) = (frame.get_mut(at..at + 2), sums) {
                 let hc = u16::from_be_bytes([c[0], c[1]]);
                 if tcp || hc != 0 {
                     let mut v = patch_checksum(hc, old, new);

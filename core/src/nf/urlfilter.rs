@@ -590,6 +590,8 @@ pub struct UrlFilter {
     sweep: usize,
     stream: Vec<u8>,
     url: Vec<u8>,
+    /// A TCP segment over several buffers (a jumbo frame), copied in one piece to be read.
+    linear: Vec<u8>,
     counters: UrlFilterCounters,
 }
 
@@ -649,6 +651,7 @@ impl UrlFilter {
             sweep: 0,
             stream: vec![0; window],
             url: vec![0; window + 256],
+            linear: vec![0; crate::buf::MAX_SEGMENTED_FRAME],
             counters: Default::default(),
         }
     }
@@ -670,12 +673,6 @@ impl Nf for UrlFilter {
     fn process(&mut self, ctx: &NfCtx, pool: &mut Pool<'_>, batch: &mut NfBatch) {
         let adds = self.lane.stats().adds;
         for p in batch.alive_mut() {
-            // A TCP payload over several buffers is not read in pieces: refused, so that no
-            // request passes unread.
-            if p.parsed.l4 == crate::parse::L4Kind::Tcp && pool.is_segmented(p.buf) {
-                p.verdict = crate::nf::Verdict::Drop(crate::drops::DropReason::MultiBuffer);
-                continue;
-            }
             self.packet(ctx.now, pool, p);
         }
         // Two buckets more per flow this batch added: a full sweep of the table's buckets

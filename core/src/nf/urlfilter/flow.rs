@@ -29,12 +29,38 @@ struct Step<'a, 'p, 'm> {
     seg: Seg,
     /// Whether the sender is the first endpoint of the canonical key.
     sender_first: bool,
+    /// Room for the TCP segment of a frame over several buffers ([`segment`]).
+    linear: &'a mut [u8],
+}
+
+/// The packet's TCP segment (header and payload): in its buffer, or — a frame over several
+/// buffers (a jumbo frame) — copied into `linear` first, so that it is read as one piece.
+/// `None` when the IP length runs past the frame (the parser has ruled that out).
+fn segment<'s>(pool: &'s Pool<'_>, p: &Pkt, linear: &'s mut [u8]) -> Option<&'s [u8]> {
+    let pr = p.parsed;
+    let (l4, end) = (usize::from(pr.l4_offset), usize::from(pr.l3_offset) + usize::from(pr.l3_len));
+    if !pool.is_segmented(p.buf) {
+        return pool.frame(p.buf).get(l4..end);
+    }
+    let out = linear.get_mut(..end.checked_sub(l4)?)?;
+    pool.copy_out(p.buf, l4, out).then_some(&*out)
+}
+
+/// Whether a TCP segment `seg` (header and payload) of the packet parsed as `pr` has the right
+/// checksum (the pseudo-header and the whole segment sum to zero).
+fn tcp_checksum_ok(pr: &crate::parse::Parsed, seg: &[u8]) -> bool {
+    let sum = match (pr.flow.src, pr.flow.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => checksum::l4_checksum_v4(s, d, PROTO_TCP, seg),
+        (IpAddr::V6(s), IpAddr::V6(d)) => checksum::l4_checksum_v6(&s, &d, PROTO_TCP, seg),
+        _ => return false,
+    };
+    sum == 0
 }
 
 impl UrlFilter {
     /// Handles one alive packet.
     pub(super) fn packet(&mut self, now: Instant, pool: &mut Pool<'_>, p: &mut Pkt) {
-        let Self { shared, lane, cursor, stream, url, counters, .. } = self;
+        let Self { shared, lane, cursor, stream, url, linear, counters, .. } = self;
         let shared = &**shared;
         let pr = p.parsed;
         // A fragment of TCP, first or later (a later one carries no TCP header: its `l4` is
@@ -62,7 +88,7 @@ impl UrlFilter {
         let sender_first = (f.src, f.src_port) <= (f.dst, f.dst_port);
         let tcp = crate::parse::FlowKey { proto: PROTO_TCP, ..f };
         let key: [u64; KEY_WORDS] = if sender_first { tcp.words() } else { tcp.reversed().words() };
-        let mut st = Step { shared, lane, counters, pool, p, now, seg, sender_first };
+        let mut st = Step { shared, lane, counters, pool, p, now, seg, sender_first, linear };
         // Miss → add → hit; an add that lost a race to another core (KeyExists) looks again.
         for _ in 0..3 {
             match shared.flows.apply(st.lane, &key, now) {
@@ -224,6 +250,9 @@ impl Step<'_, '_, '_> {
             if let Some(len) = rst::rewrite(frame, &mut self.p.parsed)
                 && self.pool.set_len(self.p.buf, len).is_ok()
             {
+                // The reset is the first buffer's headers alone: a jumbo segment's other
+                // buffers go back.
+                self.pool.trim_segments(self.p.buf);
                 self.counters.resets += 1;
                 self.p.dst = crate::nf::Dst::Mac(mac);
                 self.p.verdict = Verdict::Forward(self.p.ingress);
@@ -254,21 +283,6 @@ impl Step<'_, '_, '_> {
         }
     }
 
-    /// Whether the packet's TCP checksum is right (the pseudo-header and the whole segment
-    /// sum to zero).
-    fn tcp_checksum_ok(&self) -> bool {
-        let pr = self.p.parsed;
-        let frame = self.pool.frame(self.p.buf);
-        let (l4, end) = (usize::from(pr.l4_offset), usize::from(pr.l3_offset) + usize::from(pr.l3_len));
-        let Some(seg) = frame.get(l4..end) else { return false };
-        let sum = match (pr.flow.src, pr.flow.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => checksum::l4_checksum_v4(s, d, PROTO_TCP, seg),
-            (IpAddr::V6(s), IpAddr::V6(d)) => checksum::l4_checksum_v6(&s, &d, PROTO_TCP, seg),
-            _ => return false,
-        };
-        sum == 0
-    }
-
     /// A client packet of a flow under inspection.
     fn inspect(&mut self, st: FlowState, entry: &EntryRef<KEY_WORDS>, stream: &mut [u8], url: &mut [u8]) {
         let shared = self.shared;
@@ -297,17 +311,18 @@ impl Step<'_, '_, '_> {
         // Only bytes the server's TCP would accept go into the stream: a segment without ACK
         // (except data on a SYN) or with a bad checksum is discarded by the receiver, so a
         // filter that read it would read a stream the server never sees (insertion).
-        if self.seg.flags & (ACK | SYN) == 0 || !self.tcp_checksum_ok() {
+        let seg = segment(self.pool, self.p, self.linear);
+        let Some(seg) = seg.filter(|s| self.seg.flags & (ACK | SYN) != 0 && tcp_checksum_ok(&pr, s)) else {
             self.counters.discarded += 1;
             return;
-        }
+        };
         // Place the payload by sequence number; bytes before offset 0 are cut off.
         let start = self.seg.seq.wrapping_add(u32::from(self.seg.flags & SYN != 0));
         let rel = start.wrapping_sub(st.base);
         let (skip, off) = if (rel as i32) < 0 { (rel.wrapping_neg() as usize, 0) } else { (0, rel as usize) };
-        let po = usize::from(pr.payload_offset);
-        let frame = self.pool.frame(self.p.buf);
-        let data = frame.get(po + skip..po + usize::from(pr.payload_len)).unwrap_or(&[]);
+        // The payload's place in the segment.
+        let po = usize::from(pr.payload_offset).saturating_sub(usize::from(pr.l4_offset));
+        let data = seg.get(po + skip..po + usize::from(pr.payload_len)).unwrap_or(&[]);
         if data.is_empty() || off >= shared.slabs.window() {
             return;
         }

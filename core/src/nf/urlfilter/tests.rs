@@ -119,6 +119,38 @@ impl Rig {
         batch.pkts().iter().map(|p| (pool.frame(p.buf).to_vec(), p.verdict, p.dst.mac())).collect()
     }
 
+    /// [`Rig::batch`] with each frame over buffers of `piece` bytes (the last takes the
+    /// rest), as a NIC hands over a jumbo frame; a frame comes back in one piece.
+    fn batch_pieces(&mut self, frames: &[Vec<u8>], piece: usize) -> Vec<Out> {
+        let mut mem = vec![0u8; 64 * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, 64).unwrap();
+        let mut batch = NfBatch::new();
+        for f in frames {
+            let mut head = None;
+            for chunk in f.chunks(piece) {
+                let b = pool.alloc().unwrap();
+                pool.set_len(b, chunk.len()).unwrap();
+                pool.frame_mut(b).copy_from_slice(chunk);
+                match head {
+                    None => head = Some(b),
+                    Some(h) => pool.append_segment(h, b).unwrap(),
+                }
+            }
+            let b = head.unwrap();
+            let parsed = parse(f).unwrap();
+            let ingress = if parsed.flow.src_port == 80 || parsed.flow.src_port == 443 { 1 } else { 0 };
+            let verdict = Verdict::Forward(1 - ingress);
+            batch.push(Pkt { buf: b, parsed, ingress, vid: 0, verdict, dst: crate::nf::Dst::Peer }).unwrap();
+        }
+        self.nf.process(&NfCtx { now: Instant(self.now) }, &mut pool, &mut batch);
+        let whole = |b| {
+            let mut v = vec![0u8; pool.frame_len(b)];
+            pool.copy_frame(b, &mut v);
+            v
+        };
+        batch.pkts().iter().map(|p| (whole(p.buf), p.verdict, p.dst.mac())).collect()
+    }
+
     fn counters(&self) -> UrlFilterCounters {
         *self.nf.counters()
     }
@@ -980,4 +1012,39 @@ fn a_flood_in_full_batches_never_fills_the_table() {
     assert_eq!((k.full_capacity, k.full_busy), (0, 0), "{k:?}");
     assert_eq!(k.handshakes + k.full_bucket, 320 * 32, "{k:?}");
     assert!(k.full_bucket < 32, "{k:?}");
+}
+
+/// A request in one TCP segment over several buffers (a jumbo frame, its Host line in the
+/// second buffer) is read whole — checksum over every buffer, payload across them: banned,
+/// the segment is dropped (or, with `reset`, turned into a reset of the first buffer's headers
+/// alone); allowed, it passes whole.
+#[test]
+fn a_request_over_several_buffers_is_read_whole() {
+    let pad = std::format!("X-Pad: {}\r\n", "a".repeat(1200));
+    let req = |path: &str| std::format!("GET {path} HTTP/1.1\r\n{pad}Host: example.com\r\n\r\n").into_bytes();
+    for (path, reset, want) in [("/bad/x", false, "drop"), ("/bad/x", true, "reset"), ("/good/x", false, "pass")] {
+        let cfg = UrlFilterConfig { window: 4096, reset, ..cfg() };
+        let mut r = Rig::new(&cfg);
+        let c = Conn::new(41_000);
+        r.send(&[c.syn(), c.syn_ack()]);
+        let f = c.data(0, &req(path));
+        let out = r.batch_pieces(core::slice::from_ref(&f), 700);
+        let k = r.counters();
+        match want {
+            "drop" => {
+                assert_eq!(out[0].1, Verdict::Drop(DropReason::UrlBlocked), "{path}");
+                assert_eq!(k.blocked, 1);
+            }
+            "reset" => {
+                assert_eq!(out[0].1, Verdict::Forward(0), "back to the client");
+                assert!(out[0].0.len() <= 60, "a reset of {} bytes: the other buffers went back", out[0].0.len());
+                assert_eq!(k.resets, 1);
+            }
+            _ => {
+                assert!(passed(&out, core::slice::from_ref(&f)), "{path}: {:?}", out[0].1);
+                assert_eq!(k.allowed, 1);
+            }
+        }
+        assert_eq!(k.discarded, 0, "the checksum over every buffer holds");
+    }
 }
