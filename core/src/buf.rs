@@ -375,6 +375,34 @@ impl<'m> Pool<'m> {
         }
     }
 
+    /// Cuts the frame that starts in `b` to its first `len` bytes (at least one): the buffer
+    /// where they end keeps its share of them, the buffers after it are freed. `false`, and
+    /// nothing changed, when the frame is shorter or `len` is 0.
+    pub fn truncate_frame(&mut self, b: PacketBuf, len: usize) -> bool {
+        if len == 0 || self.frame_len(b) < len {
+            return false;
+        }
+        let mut left = len;
+        for s in self.segments(b).collect::<heapless::Vec<PacketBuf, MAX_SEGMENTS>>() {
+            let here = self.len(s);
+            if left > here {
+                left -= here;
+                continue;
+            }
+            let _ = self.set_len(s, left);
+            let Some(m) = self.meta.get_mut(s.index()) else { return false };
+            if m.flags & MORE != 0 {
+                m.flags &= !MORE;
+                if s == b {
+                    self.segmented = self.segmented.saturating_sub(1);
+                }
+                self.free_segments(s);
+            }
+            return true;
+        }
+        false
+    }
+
     /// Makes `next` the buffer `prev`'s frame goes on in.
     fn link(&mut self, prev: PacketBuf, next: PacketBuf) {
         if let (Some(l), Some(m)) = (self.links.get_mut(prev.index()), self.meta.get_mut(prev.index())) {
@@ -1072,6 +1100,19 @@ mod tests {
         let one = p.alloc().unwrap();
         assert_eq!((p.unchain(one, &mut parts), parts[0]), (1, one));
         p.free(one).unwrap();
+        // Truncated: inside its second buffer (the third freed), then inside its first (a frame
+        // of one buffer again); past its end or to nothing, refused.
+        let f = p.alloc_frame(&bytes).unwrap();
+        assert!(!p.truncate_frame(f, bytes.len() + 1) && !p.truncate_frame(f, 0));
+        assert!(p.truncate_frame(f, MAX_FRAME + 10));
+        assert_eq!((p.frame_len(f), p.segments(f).count(), p.in_use()), (MAX_FRAME + 10, 2, 2));
+        let mut v = vec![0u8; MAX_FRAME + 10];
+        assert_eq!(p.copy_frame(f, &mut v), Some(v.len()));
+        assert_eq!(v, bytes[..MAX_FRAME + 10]);
+        assert!(p.truncate_frame(f, 100));
+        assert_eq!((p.frame_len(f), p.is_segmented(f), p.has_segmented(), p.in_use()), (100, false, false, 1));
+        p.free(f).unwrap();
+        assert_eq!((p.in_use(), p.double_frees()), (0, 0));
     }
 
     /// A view frees a frame of several buffers as one: its holder gives the first back, and

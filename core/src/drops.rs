@@ -96,8 +96,8 @@ drop_reasons! {
     /// An 802.1Q-tagged frame whose (port, VLAN ID) is no sub-interface of a chain that has
     /// sub-interfaces (`crate::vlan`).
     VlanUnknown = "vlan_unknown",
-    /// A frame over several buffers (a jumbo frame, `crate::buf`) that something on its way
-    /// cannot carry: IPv4 fragmentation into pieces that would not each fit a buffer.
+    /// A frame over several buffers (a jumbo frame, `crate::buf`) that was to be cut into IPv4
+    /// fragments and could not be: the lane's pool had too few buffers for them.
     MultiBuffer = "multi_buffer",
     /// An ARP request or announcement for an address the dataplane does not own (and no
     /// entry of ours to update).

@@ -927,7 +927,7 @@ impl Chain {
         if p.parsed.l3 == L3Kind::Ipv4 && !df {
             // May be fragmented: each fragment goes on as the packet would have.
             let Some(frags) = frag::fragment4(pool, p.buf, ip, mtu) else {
-                // (A jumbo frame whose fragments would not each fit a buffer is not cut.)
+                // (The pool ran short, or the header is malformed; a jumbo frame counted apart.)
                 let why = if pool.is_segmented(p.buf) { DropReason::MultiBuffer } else { DropReason::TooBig };
                 return Self::drop_frame(pool, counters, p.buf, why);
             };

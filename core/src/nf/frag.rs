@@ -11,9 +11,10 @@
 //! - Offsets continue the packet's own (a fragment is fragmented again the same way), and the
 //!   last piece keeps the packet's More Fragments flag. Identification, TOS, TTL and protocol
 //!   are kept; each header's checksum is computed anew.
-//! - A packet over several buffers (a jumbo frame) is read across them; each fragment must fit
-//!   one buffer (the first in the packet's first buffer, whose other buffers are then freed),
-//!   or the packet is not cut.
+//! - A packet over several buffers (a jumbo frame) is read across them. The first fragment is
+//!   the packet cut short where its data ends (`Pool::truncate_frame`: the buffers after that
+//!   are freed); a later fragment longer than a buffer (an egress MTU above 1 966) spans
+//!   several new ones, its headers in the first.
 //! - A buffer short (the lane's pool empty) fails the whole packet: nothing is sent, the buffers
 //!   taken are given back, the caller drops the packet.
 
@@ -74,8 +75,7 @@ pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Opti
     let mtu = usize::from(mtu);
     let (first, later) = (mtu.saturating_sub(ihl) / 8 * 8, mtu.saturating_sub(ihl2) / 8 * 8);
     let data = total - ihl;
-    // Every fragment in one buffer: the first in the packet's own first buffer.
-    if total <= mtu || first == 0 || later == 0 || h.len() < ihl + first || l3 + ihl2 + later > crate::buf::MAX_FRAME {
+    if total <= mtu || first == 0 || later == 0 || h.len() < ihl || l3 + ihl2 > crate::buf::MAX_FRAME {
         return None;
     }
     let mut frags = Fragments::new();
@@ -83,8 +83,11 @@ pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Opti
     let mut at = first;
     while at < data {
         let n = later.min(data - at);
+        // The fragment: headers and as much data as the first buffer holds, the rest of its
+        // data over more buffers.
+        let room = crate::buf::MAX_FRAME - (l3 + ihl2);
         let Some(nb) = pool.alloc() else { return give_back(pool, &frags) };
-        if frags.push(nb).is_err() || pool.set_len(nb, l3 + ihl2 + n).is_err() {
+        if frags.push(nb).is_err() || pool.set_len(nb, l3 + ihl2 + n.min(room)).is_err() {
             let _ = pool.free(nb);
             return give_back(pool, &frags);
         }
@@ -94,26 +97,43 @@ pub fn fragment4(pool: &mut Pool<'_>, b: PacketBuf, l3: usize, mtu: u16) -> Opti
         let src = pool.frame(b);
         link.copy_from_slice(src.get(..link.len())?);
         fixed.get_mut(..20)?.copy_from_slice(src.get(l3..l3 + 20)?);
-        let mut piece = [0u8; crate::buf::MAX_FRAME];
-        let piece = piece.get_mut(..n)?;
-        if !pool.copy_out(b, l3 + ihl + at, piece) {
-            return give_back(pool, &frags);
-        }
         let last = at + n == data;
         let dst = pool.frame_mut(nb);
         dst.get_mut(..l3)?.copy_from_slice(head.get(..l3)?);
-        let ip = dst.get_mut(l3..l3 + ihl2 + n)?;
+        let ip = dst.get_mut(l3..l3 + ihl2)?;
         ip.get_mut(..20)?.copy_from_slice(head.get(l3..l3 + 20)?);
         ip.get_mut(20..ihl2)?.copy_from_slice(&opts);
-        ip.get_mut(ihl2..)?.copy_from_slice(piece);
         header(ip, ihl2, n, base + at, !last || more)?;
+        let mut put = 0;
+        let mut into = nb;
+        while put < n {
+            let k = if put == 0 { n.min(room) } else { (n - put).min(crate::buf::MAX_FRAME) };
+            if put > 0 {
+                let Some(more_buf) = pool.alloc() else { return give_back(pool, &frags) };
+                if pool.set_len(more_buf, k).is_err() || pool.append_segment(nb, more_buf).is_err() {
+                    let _ = pool.free(more_buf);
+                    return give_back(pool, &frags);
+                }
+                into = more_buf;
+            }
+            let from = if put == 0 { l3 + ihl2 } else { 0 };
+            let mut piece = [0u8; crate::buf::MAX_FRAME];
+            let piece = piece.get_mut(..k)?;
+            if !pool.copy_out(b, l3 + ihl + at + put, piece) {
+                return give_back(pool, &frags);
+            }
+            pool.frame_mut(into).get_mut(from..from + k)?.copy_from_slice(piece);
+            put += k;
+        }
         at += n;
     }
-    let first_ip = pool.frame_mut(b).get_mut(l3..l3 + ihl + first)?;
+    // The first fragment is the packet cut short: its header in the first buffer, its data in
+    // as many of the packet's buffers as it takes; the others go.
+    let first_ip = pool.frame_mut(b).get_mut(l3..l3 + ihl)?;
     header(first_ip, ihl, first, base, true)?;
-    // The first fragment is in the first buffer: the packet's other buffers go.
-    pool.trim_segments(b);
-    pool.set_len(b, l3 + ihl + first).ok()?;
+    if !pool.truncate_frame(b, l3 + ihl + first) {
+        return give_back(pool, &frags);
+    }
     Some(frags)
 }
 
@@ -174,6 +194,51 @@ mod tests {
         pool.frame_mut(b).copy_from_slice(f);
         let out = fragment4(&mut pool, b, 14, mtu).map(|fs| fs.iter().map(|&x| pool.frame(x).to_vec()).collect());
         (out, pool.in_use())
+    }
+
+    /// [`cut`] for a packet over several buffers (`alloc_frame`): the fragments whole, the
+    /// buffers of each, and the pool's buffers in use after.
+    fn cut_jumbo(f: &[u8], mtu: u16, buffers: usize) -> Option<(Vec<Vec<u8>>, Vec<usize>, usize)> {
+        let mut mem = std::vec![0u8; buffers * BUF_SIZE];
+        let mut pool = Pool::try_new(&mut mem, 0, buffers).unwrap();
+        let b = pool.alloc_frame(f).unwrap();
+        let held = pool.in_use();
+        let Some(fs) = fragment4(&mut pool, b, 14, mtu) else {
+            assert_eq!(pool.in_use(), held, "a failed cut keeps only the packet");
+            return None;
+        };
+        let whole = |x| {
+            let mut v = std::vec![0u8; pool.frame_len(x)];
+            pool.copy_frame(x, &mut v).unwrap();
+            v
+        };
+        let out = fs.iter().map(|&x| whole(x)).collect();
+        let counts = fs.iter().map(|&x| pool.segments(x).count()).collect();
+        let in_use = pool.in_use();
+        for &x in &fs {
+            pool.free(x).unwrap();
+        }
+        assert_eq!((pool.in_use(), pool.double_frees()), (0, 0));
+        Some((out, counts, in_use))
+    }
+
+    /// A jumbo packet toward an MTU above a buffer's 1 966 bytes of IP: fragments of several
+    /// buffers each (the first the packet's own buffers cut short, the rest new), reassembling
+    /// to the datagram; a pool too small for them fails the packet and keeps nothing.
+    #[test]
+    fn a_jumbo_packet_is_cut_into_fragments_longer_than_a_buffer() {
+        let f = packet(9000, &[]);
+        for (mtu, n) in [(4000u16, 3usize), (8000, 2), (1500, 7)] {
+            let (frags, counts, in_use) = cut_jumbo(&f, mtu, 32).expect("cut");
+            assert_eq!(frags.len(), n, "mtu {mtu}");
+            assert!(frags.iter().all(|x| x.len() - 14 <= usize::from(mtu)), "mtu {mtu}");
+            assert_eq!(reassemble(&frags), f[34..].to_vec(), "mtu {mtu}");
+            let want: Vec<usize> = frags.iter().map(|x| x.len().div_ceil(crate::buf::MAX_FRAME)).collect();
+            assert_eq!(counts, want, "mtu {mtu}: each fragment over as many buffers as it fills");
+            assert_eq!(in_use, counts.iter().sum::<usize>(), "mtu {mtu}: the packet's spare buffers went back");
+        }
+        // Five buffers hold the packet; two more are not enough for 4 000-byte fragments.
+        assert!(cut_jumbo(&f, 4000, 7).is_none());
     }
 
     /// Reassembles fragments as a receiver would (by offset), checking each header.
