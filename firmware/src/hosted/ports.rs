@@ -35,8 +35,9 @@ use cadence_platform::hosted::xdp::{self, BindMode, DataPath, Umem, UmemRegion, 
 use super::args::{Args, Io, PacketStack, XdpMode};
 use super::machine::Extra;
 
-/// Ethernet header + a VLAN tag on top of the MTU: the longest frame a port sends.
-const L2_OVERHEAD: usize = 18;
+/// Ethernet header + a VLAN tag on top of the MTU: the longest frame a port sends (the one
+/// figure the image's NIC bring-up uses too).
+const L2_OVERHEAD: usize = cadence_core::nf::config::ChainSpec::L2_OVERHEAD;
 
 /// A receive queue of either kind.
 #[derive(Debug)]
